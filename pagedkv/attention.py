@@ -1,0 +1,166 @@
+"""Attention through block tables, and the dense attention it must equal.
+
+`AttentionEngine` does what vLLM's `reshape_and_cache` and PagedAttention kernels do, in
+numpy: it writes each token's K/V at its slot (`page_id * page_size + offset`), and
+computes softmax(q k^T / sqrt(d)) v by gathering a sequence's keys and values through its
+block table. Grouped-query attention: query head h reads K/V head h // (num_heads //
+num_kv_heads). A ragged decode batch (one query per sequence, different context lengths)
+is gathered in one fancy-indexing call over a padded slot matrix and masked.
+
+`dense_attention` is the reference: the same math over one contiguous K/V array. Tests
+hold the two to float64 round-off.
+
+Leaves out: fused kernels, ALiBi / sliding windows, and FP8 K/V.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as SequenceLike
+
+import numpy as np
+
+from .pool import KVCachePool
+
+
+def _softmax_attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """q [..., Hkv, G, T, D], k/v [..., Hkv, L, D], mask broadcastable to [..., T, L] (True = keep)."""
+    scores = (q @ np.swapaxes(k, -1, -2)[..., None, :, :]) * (1.0 / np.sqrt(q.shape[-1]))
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    scores -= scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores)
+    weights /= weights.sum(axis=-1, keepdims=True)
+    return weights @ v[..., None, :, :]
+
+
+def _check_gqa(q_heads: int, kv_heads: int) -> int:
+    if q_heads % kv_heads:
+        raise ValueError(f"query heads ({q_heads}) must be a multiple of kv heads ({kv_heads})")
+    return q_heads // kv_heads
+
+
+def dense_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = True) -> np.ndarray:
+    """Attention of T queries over L contiguous keys/values.
+
+    q: [T, num_heads, head_dim] — the queries of the last T positions of the context.
+    k, v: [L, num_kv_heads, head_dim]. Returns [T, num_heads, head_dim]. With `causal`, the
+    query at position L - T + i sees keys 0 .. L - T + i.
+    """
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    if q.ndim != 3 or k.ndim != 3 or k.shape != v.shape or q.shape[2] != k.shape[2]:
+        raise ValueError(f"need q [T, H, D] and k, v [L, Hkv, D]; got {q.shape}, {k.shape}, {v.shape}")
+    t, heads, dim = q.shape
+    length, kv_heads, _ = k.shape
+    if t > length:
+        raise ValueError(f"q has {t} positions but the context only {length}")
+    group = _check_gqa(heads, kv_heads)
+    qg = q.reshape(t, kv_heads, group, dim).transpose(1, 2, 0, 3)  # [Hkv, G, T, D]
+    mask = None
+    if causal:
+        mask = np.arange(length)[None, :] <= np.arange(length - t, length)[:, None]  # [T, L]
+    out = _softmax_attend(qg, k.transpose(1, 0, 2), v.transpose(1, 0, 2), mask)  # [Hkv, G, T, D]
+    return out.transpose(2, 0, 1, 3).reshape(t, heads, dim)
+
+
+class AttentionEngine:
+    """Writes K/V into a pool's pages and attends through block tables."""
+
+    def __init__(self, pool: KVCachePool) -> None:
+        if not isinstance(pool, KVCachePool):
+            raise TypeError(f"pool must be a KVCachePool, got {type(pool).__name__}")
+        cfg = pool.config
+        self.pool = pool
+        self.page_size = cfg.page_size
+        self.num_kv_heads, self.head_dim = cfg.num_kv_heads, cfg.head_dim
+        # A view of the store with pages and offsets flattened into slots.
+        self.slots = pool.kv_cache.reshape(
+            cfg.num_layers, 2, cfg.num_slots, cfg.num_kv_heads, cfg.head_dim
+        )  # [layers, 2, num_slots, kv_heads, head_dim]
+
+    def _check_layer(self, layer: int) -> int:
+        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
+            raise TypeError(f"layer must be an int, got {layer!r}")
+        if not 0 <= layer < self.slots.shape[0]:
+            raise ValueError(f"layer must be in [0, {self.slots.shape[0] - 1}], got {layer}")
+        return int(layer)
+
+    def write(self, layer: int, slot_mapping: SequenceLike[int], keys: np.ndarray, values: np.ndarray) -> None:
+        """Store K/V of n tokens at their slots. keys, values: [n, num_kv_heads, head_dim]."""
+        layer = self._check_layer(layer)
+        slots = np.asarray(slot_mapping)
+        if slots.ndim != 1 or (slots.size and slots.dtype.kind not in "iu"):
+            raise TypeError(f"slot_mapping must be a 1-D int array, got {slots.dtype} {slots.shape}")
+        expect = (slots.size, self.num_kv_heads, self.head_dim)
+        for name, arr in (("keys", keys), ("values", values)):
+            if not isinstance(arr, np.ndarray) or arr.shape != expect:
+                shape = getattr(arr, "shape", type(arr).__name__)
+                raise ValueError(f"{name} must be an array of shape {expect}, got {shape}")
+            if not np.isfinite(arr).all():
+                raise ValueError(f"{name} holds NaN or inf; refusing to cache it")
+        if slots.size and (slots.min() < 0 or slots.max() >= self.slots.shape[2]):
+            raise ValueError(
+                f"slot_mapping must hold slots in [0, {self.slots.shape[2] - 1}], "
+                f"got {slots.min()}..{slots.max()}"
+            )
+        self.slots[layer, 0, slots] = keys
+        self.slots[layer, 1, slots] = values
+
+    def _context_slots(self, block_table: SequenceLike[int], context_len: int) -> np.ndarray:
+        if not 1 <= context_len <= len(block_table) * self.page_size:
+            raise ValueError(
+                f"context_len must be in [1, {len(block_table) * self.page_size}] for a "
+                f"{len(block_table)}-page block table, got {context_len}"
+            )
+        positions = np.arange(context_len)
+        table = np.asarray(block_table, dtype=np.int64)
+        return table[positions // self.page_size] * self.page_size + positions % self.page_size
+
+    def gather(self, layer: int, block_table: SequenceLike[int], context_len: int) -> tuple[np.ndarray, np.ndarray]:
+        """The first context_len keys and values of a sequence: two [L, kv_heads, head_dim] arrays."""
+        layer = self._check_layer(layer)
+        slots = self._context_slots(block_table, context_len)
+        return self.slots[layer, 0, slots], self.slots[layer, 1, slots]
+
+    def paged_attention(
+        self, layer: int, q: np.ndarray, block_table: SequenceLike[int], context_len: int
+    ) -> np.ndarray:
+        """Causal attention of the last T positions of one sequence: q [T, H, D] -> [T, H, D]."""
+        k, v = self.gather(layer, block_table, context_len)
+        return dense_attention(q, k, v, causal=True)
+
+    def paged_attention_batch(
+        self,
+        layer: int,
+        q: np.ndarray,
+        block_tables: SequenceLike[SequenceLike[int]],
+        context_lens: SequenceLike[int],
+    ) -> np.ndarray:
+        """Decode attention for a ragged batch: one query per sequence at its last position.
+
+        q: [B, num_heads, head_dim]; block_tables[b] holds sequence b's pages; the query of b
+        attends to its first context_lens[b] tokens. Returns [B, num_heads, head_dim].
+        """
+        layer = self._check_layer(layer)
+        q = np.asarray(q)
+        batch = len(block_tables)
+        if q.ndim != 3 or q.shape[0] != batch or q.shape[2] != self.head_dim or len(context_lens) != batch:
+            raise ValueError(
+                f"need q [B, H, {self.head_dim}] with B = len(block_tables) = len(context_lens); "
+                f"got q {q.shape}, {batch} block tables, {len(context_lens)} lengths"
+            )
+        lens = np.asarray(context_lens, dtype=np.int64)
+        width = max(len(t) for t in block_tables)
+        if (lens < 1).any() or (lens > np.array([len(t) for t in block_tables]) * self.page_size).any():
+            raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
+        table = np.zeros((batch, width), dtype=np.int64)
+        for b, pages in enumerate(block_tables):
+            table[b, : len(pages)] = pages
+        slots = (table[:, :, None] * self.page_size + np.arange(self.page_size)).reshape(batch, -1)
+        keys = self.slots[layer, 0][slots]  # [B, Lmax, Hkv, D]
+        values = self.slots[layer, 1][slots]
+        heads, kv_heads = q.shape[1], self.num_kv_heads
+        group = _check_gqa(heads, kv_heads)
+        qg = q.reshape(batch, kv_heads, group, 1, self.head_dim)  # [B, Hkv, G, 1, D]
+        mask = (np.arange(slots.shape[1]) < lens[:, None])[:, None, None, None, :]  # [B, 1, 1, 1, Lmax]
+        out = _softmax_attend(qg, keys.transpose(0, 2, 1, 3), values.transpose(0, 2, 1, 3), mask)
+        return out.reshape(batch, heads, self.head_dim)

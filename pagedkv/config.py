@@ -1,0 +1,95 @@
+"""CacheConfig: the one dataclass that sizes a paged KV cache.
+
+vLLM splits the same numbers over `CacheConfig` (block size, number of GPU blocks, prefix
+caching) and `ModelConfig` (layers, KV heads, head size); pagedkv keeps them together
+because the pool preallocates its K/V storage from all of them at once.
+
+Leaves out: GPU memory profiling to *derive* `num_pages` from a memory budget (vLLM's
+`gpu_memory_utilization`); here the caller says how many pages it wants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+EVICTION_POLICIES = ("lru", "mru")
+DTYPES = ("float16", "float32", "float64")
+
+
+class ConfigError(ValueError):
+    """A `CacheConfig` field has a value outside its allowed range."""
+
+
+def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    if value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ConfigError(f"{name} must be {allowed}, got {value}")
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    num_pages: int  # physical pages in the pool (vLLM: num_gpu_blocks)
+    page_size: int = 16  # token slots per page (vLLM: block_size; 16 is its default)
+    num_layers: int = 2  # every page holds K/V for every layer
+    num_kv_heads: int = 2
+    head_dim: int = 8
+    dtype: str = "float32"  # storage dtype of K/V
+    enable_prefix_caching: bool = True  # hash full pages and reuse them across sequences
+    eviction_policy: str = "lru"  # which CACHED page is reclaimed first: "lru" (vLLM) or "mru"
+
+    def __post_init__(self) -> None:
+        _check_int("num_pages", self.num_pages, 1, 1 << 24)
+        _check_int("page_size", self.page_size, 1, 1 << 16)
+        _check_int("num_layers", self.num_layers, 1, 1024)
+        _check_int("num_kv_heads", self.num_kv_heads, 1, 1024)
+        _check_int("head_dim", self.head_dim, 1, 4096)
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise ConfigError(
+                f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}"
+            )
+        if self.eviction_policy not in EVICTION_POLICIES:
+            raise ConfigError(
+                f"eviction_policy must be one of {EVICTION_POLICIES}, "
+                f"got {self.eviction_policy!r}"
+            )
+        # Refuse pools whose K/V storage alone would exceed 8 GiB: a typo, not a plan.
+        if self.kv_bytes > 8 << 30:
+            raise ConfigError(
+                f"num_pages={self.num_pages} x page_size={self.page_size} x num_layers="
+                f"{self.num_layers} x num_kv_heads={self.num_kv_heads} x head_dim="
+                f"{self.head_dim} needs {self.kv_bytes / 2**30:.1f} GiB of K/V; "
+                "the limit is 8 GiB"
+            )
+
+    @property
+    def num_slots(self) -> int:
+        """Token slots in the whole pool: num_pages * page_size."""
+        return self.num_pages * self.page_size
+
+    @property
+    def kv_shape(self) -> tuple[int, ...]:
+        """Shape of the K/V store: [num_layers, 2 (K, V), num_pages, page_size, kv_heads, head_dim]."""
+        return (
+            self.num_layers,
+            2,
+            self.num_pages,
+            self.page_size,
+            self.num_kv_heads,
+            self.head_dim,
+        )
+
+    @property
+    def kv_bytes(self) -> int:
+        """Bytes of K/V storage the pool preallocates."""
+        return int(np.prod(self.kv_shape)) * np.dtype(self.dtype).itemsize
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes of K/V one token occupies across all layers (2 * layers * heads * dim * itemsize)."""
+        return self.kv_bytes // self.num_slots

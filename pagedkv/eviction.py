@@ -1,0 +1,102 @@
+"""Eviction policies: the ordered set of CACHED pages and which one is reclaimed first.
+
+A page enters the set when its last holder releases it (it becomes CACHED) and leaves it
+either because a prefix hit revives it (it becomes ACTIVE again) or because it is evicted
+to make room. vLLM v1 keeps the same order in its `FreeKVCacheBlockQueue`: freed blocks
+are appended at the tail, a prefix hit unlinks a block from the middle, and allocation
+takes from the head, so the least recently *released* block goes first. Requests free
+their blocks in reverse order, which puts a sequence's deepest (least shareable) block
+ahead of its prefix. pagedkv does exactly that.
+
+All operations are O(1): an insertion-ordered dict is a hash map threaded by a doubly
+linked list, which is what the linked queue in vLLM is built by hand to give. There is
+no heap and no stale entry: a page is in the structure at most once.
+
+Leaves out: policies that need more than the release order (LFU, cost-aware). `MRU` is
+here only as a contrast for experiments: it keeps old pages and evicts the freshest.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+
+class EvictionPolicy(ABC):
+    """An ordered set of evictable page ids."""
+
+    def __init__(self) -> None:
+        self._pages: dict[int, None] = {}  # page id -> None, in release order (oldest first)
+
+    def add(self, page_id: int) -> None:
+        """A page became CACHED: it is now the most recently released."""
+        if page_id in self._pages:
+            raise ValueError(f"page_id {page_id} is already evictable")
+        self._pages[page_id] = None
+
+    def remove(self, page_id: int) -> None:
+        """A prefix hit revived the page: it is no longer evictable."""
+        del self._pages[page_id]
+
+    @abstractmethod
+    def pop_victim(self) -> int:
+        """Remove and return the page to evict next. Raises KeyError when empty."""
+
+    @abstractmethod
+    def order(self) -> list[int]:
+        """Evictable page ids, next victim first."""
+
+    def peek_victim(self) -> int | None:
+        """The page `pop_victim` would return, or None when nothing is evictable."""
+        return self.order()[0] if self._pages else None
+
+    def clear(self) -> None:
+        self._pages.clear()
+
+    def __contains__(self, page_id: object) -> bool:
+        return page_id in self._pages
+
+    def __len__(self) -> int:
+        return len(self._pages)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(order={self.order()})"
+
+
+class LRUEvictionPolicy(EvictionPolicy):
+    """Evict the page released longest ago (vLLM's and SGLang's choice)."""
+
+    def pop_victim(self) -> int:
+        if not self._pages:
+            raise KeyError("no evictable page")
+        page_id = next(iter(self._pages))
+        del self._pages[page_id]
+        return page_id
+
+    def peek_victim(self) -> int | None:
+        return next(iter(self._pages), None)
+
+    def order(self) -> list[int]:
+        return list(self._pages)
+
+
+class MRUEvictionPolicy(EvictionPolicy):
+    """Evict the page released most recently (a contrast to LRU, not an engine's default)."""
+
+    def pop_victim(self) -> int:
+        if not self._pages:
+            raise KeyError("no evictable page")
+        return self._pages.popitem()[0]
+
+    def peek_victim(self) -> int | None:
+        return next(reversed(self._pages), None)
+
+    def order(self) -> list[int]:
+        return list(reversed(self._pages))
+
+
+def make_eviction_policy(name: str) -> EvictionPolicy:
+    """The policy a `CacheConfig.eviction_policy` names."""
+    policies = {"lru": LRUEvictionPolicy, "mru": MRUEvictionPolicy}
+    if name not in policies:
+        raise ValueError(f"eviction_policy must be one of {sorted(policies)}, got {name!r}")
+    return policies[name]()

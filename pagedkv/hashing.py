@@ -1,0 +1,64 @@
+"""Chained block hashes: the names prefix caching looks pages up by.
+
+The hash of logical block i is sha256(hash of block i-1 || token ids of block i || extra
+key), so equal hashes mean equal *prefixes*, not merely equal pages. vLLM v1 does the same
+(`hash_block_tokens`, sha256 by default); SGLang's radix tree reaches the same effect by
+walking the token path. Digests come from hashlib over a fixed byte encoding (little-endian
+int64 token ids), so they are the same in every process and on every run — Python's salted
+`hash()` is not.
+
+Only *full* blocks are hashed: a partial block's content is still changing.
+
+Leaves out: vLLM's option of CBOR-encoding or of faster non-cryptographic hashes. A
+collision is astronomically unlikely with sha256, and the pool checks token ids on every
+hit anyway (the collision guard).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from hashlib import sha256
+
+import numpy as np
+
+ROOT_HASH = b"pagedkv-root"  # parent of the first block (vLLM: NONE_HASH)
+
+
+def encode_extra_key(extra_key: object) -> bytes:
+    """Bytes an extra key (cache salt, adapter name) contributes to the first block's hash."""
+    if extra_key is None:
+        return b""
+    if isinstance(extra_key, bytes):
+        return b"\x01" + extra_key
+    if isinstance(extra_key, str):
+        return b"\x02" + extra_key.encode("utf-8")
+    if isinstance(extra_key, int) and not isinstance(extra_key, bool):
+        return b"\x03" + str(extra_key).encode("ascii")
+    raise TypeError(f"extra_key must be None, str, bytes or int, got {type(extra_key).__name__}")
+
+
+def token_bytes(token_ids: Sequence[int] | np.ndarray) -> bytes:
+    """The fixed encoding hashed for a run of token ids: little-endian int64."""
+    return np.asarray(token_ids, dtype="<i8").tobytes()
+
+
+def hash_block_tokens(
+    parent_hash: bytes | None, token_ids: Sequence[int] | np.ndarray, extra_key: object = None
+) -> bytes:
+    """Digest of one full block, given its parent's digest (None for the first block)."""
+    parent = ROOT_HASH + encode_extra_key(extra_key) if parent_hash is None else parent_hash
+    return sha256(parent + token_bytes(token_ids)).digest()
+
+
+def block_hashes(
+    token_ids: Sequence[int] | np.ndarray, page_size: int, extra_key: object = None
+) -> list[bytes]:
+    """Chained digests of every *full* block of `token_ids` (a trailing partial block has none)."""
+    data = token_bytes(token_ids)
+    width = 8 * page_size  # bytes per block
+    parent = ROOT_HASH + encode_extra_key(extra_key)
+    hashes = []
+    for start in range(0, (len(data) // width) * width, width):
+        parent = sha256(parent + data[start : start + width]).digest()
+        hashes.append(parent)
+    return hashes

@@ -1,0 +1,330 @@
+"""TinyLM: a tiny decoder-only transformer in numpy, so "token generation" is real.
+
+Shaped like the models serving engines run — pre-norm RMSNorm blocks, rotary position
+embeddings (RoPE), grouped-query attention, a SwiGLU MLP — but with a byte vocabulary (256
+tokens, so any text is a prompt) and a few thousand seeded random weights. Its K/V go
+through a `KVCachePool` exactly as a real model's do in vLLM's model runner: each step
+computes K/V only for the tokens not yet in the cache, writes them at their slots, and
+attends through the block tables.
+
+`forward_reference` recomputes everything from the token ids with dense attention and no
+cache: the oracle the paged path must match, token for token.
+
+Leaves out: training (the weights are random, with a small bias towards lowercase letters
+and spaces so generated text is readable), tokenizers beyond bytes, and top-k/top-p.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence as SequenceLike
+
+import numpy as np
+
+from .attention import AttentionEngine, dense_attention
+from .config import CacheConfig
+from .sequence import SequenceManager
+
+VOCAB_SIZE = 256
+
+
+def _rms_norm(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * weight
+
+
+def _check_vocab(name: str, token_ids: SequenceLike[int]) -> None:
+    for i, t in enumerate(token_ids):
+        if not 0 <= t < VOCAB_SIZE:
+            raise ValueError(f"{name}[{i}] = {t} is outside TinyLM's vocabulary [0, {VOCAB_SIZE - 1}]")
+
+
+class TinyLM:
+    """A seeded decoder-only transformer over bytes."""
+
+    def __init__(
+        self,
+        num_layers: int = 2,
+        num_heads: int = 4,
+        num_kv_heads: int = 2,
+        head_dim: int = 8,
+        ffn_dim: int = 64,
+        seed: int = 0,
+        dtype: str = "float32",
+    ) -> None:
+        for name, value in (
+            ("num_layers", num_layers),
+            ("num_heads", num_heads),
+            ("num_kv_heads", num_kv_heads),
+            ("head_dim", head_dim),
+            ("ffn_dim", ffn_dim),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
+                raise ValueError(f"{name} must be an int in [1, 4096], got {value!r}")
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+        if head_dim % 2:
+            raise ValueError(f"head_dim must be even for rotary embeddings, got {head_dim}")
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        self.num_layers, self.num_heads, self.num_kv_heads = num_layers, num_heads, num_kv_heads
+        self.head_dim, self.ffn_dim, self.seed, self.dtype = head_dim, ffn_dim, seed, dtype
+        d = self.d_model = num_heads * head_dim
+        rng = np.random.default_rng(seed)
+
+        def weight(*shape: int) -> np.ndarray:
+            return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(dtype)
+
+        self.embed = (rng.standard_normal((VOCAB_SIZE, d))).astype(dtype)  # [vocab, d]
+        self.layers = [
+            {
+                "attn_norm": np.ones(d, dtype),
+                "wq": weight(d, num_heads * head_dim),
+                "wk": weight(d, num_kv_heads * head_dim),
+                "wv": weight(d, num_kv_heads * head_dim),
+                "wo": weight(num_heads * head_dim, d),
+                "mlp_norm": np.ones(d, dtype),
+                "w_gate": weight(d, ffn_dim),
+                "w_up": weight(d, ffn_dim),
+                "w_down": weight(ffn_dim, d),
+            }
+            for _ in range(num_layers)
+        ]
+        self.final_norm = np.ones(d, dtype)
+        self.lm_head = weight(d, VOCAB_SIZE)  # [d, vocab]
+        self.lm_bias = np.zeros(VOCAB_SIZE, dtype)
+        self.lm_bias[list(b" abcdefghijklmnopqrstuvwxyz")] = 2.0  # readable output
+        self.inv_freq = 1.0 / (10000.0 ** (np.arange(0, head_dim, 2) / head_dim))  # [D/2]
+
+    def __repr__(self) -> str:
+        return (
+            f"TinyLM(num_layers={self.num_layers}, num_heads={self.num_heads}, "
+            f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
+            f"ffn_dim={self.ffn_dim}, seed={self.seed}, dtype={self.dtype!r})"
+        )
+
+    # ---- text --------------------------------------------------------------------------------
+
+    @staticmethod
+    def encode(text: str) -> list[int]:
+        """Token ids of a text: its UTF-8 bytes."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        return list(text.encode("utf-8"))
+
+    @staticmethod
+    def decode(token_ids: SequenceLike[int]) -> str:
+        """Text of byte token ids (invalid UTF-8 shows as U+FFFD)."""
+        return bytes(token_ids).decode("utf-8", errors="replace")
+
+    def cache_config(self, num_pages: int, page_size: int = 16, **options: object) -> CacheConfig:
+        """A CacheConfig whose K/V shape fits this model."""
+        return CacheConfig(
+            num_pages=num_pages,
+            page_size=page_size,
+            num_layers=self.num_layers,
+            num_kv_heads=self.num_kv_heads,
+            head_dim=self.head_dim,
+            dtype=options.pop("dtype", self.dtype),
+            **options,
+        )
+
+    # ---- the transformer -----------------------------------------------------------------
+
+    def _rope(self, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """Rotate pairs (x[2i], x[2i+1]) of x [N, heads, D] by position * inv_freq[i]."""
+        angles = positions[:, None] * self.inv_freq[None, :]  # [N, D/2]
+        cos = np.cos(angles)[:, None, :].astype(x.dtype)
+        sin = np.sin(angles)[:, None, :].astype(x.dtype)
+        even, odd = x[..., 0::2], x[..., 1::2]
+        out = np.empty_like(x)
+        out[..., 0::2] = even * cos - odd * sin
+        out[..., 1::2] = even * sin + odd * cos
+        return out
+
+    def _qkv(self, w: dict, x: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, ...]:
+        h = _rms_norm(x, w["attn_norm"])
+        n = x.shape[0]
+        q = (h @ w["wq"]).reshape(n, self.num_heads, self.head_dim)
+        k = (h @ w["wk"]).reshape(n, self.num_kv_heads, self.head_dim)
+        v = (h @ w["wv"]).reshape(n, self.num_kv_heads, self.head_dim)
+        return self._rope(q, positions), self._rope(k, positions), v
+
+    def _mlp(self, w: dict, x: np.ndarray) -> np.ndarray:
+        h = _rms_norm(x, w["mlp_norm"])
+        gate = h @ w["w_gate"]
+        return (gate / (1.0 + np.exp(-gate)) * (h @ w["w_up"])) @ w["w_down"]
+
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        return _rms_norm(x, self.final_norm) @ self.lm_head + self.lm_bias
+
+    def forward_reference(self, token_ids: SequenceLike[int]) -> np.ndarray:
+        """Logits [T, vocab] for every position, recomputed from scratch with dense attention."""
+        tokens = list(token_ids)
+        if not tokens:
+            raise ValueError("token_ids must not be empty")
+        _check_vocab("token_ids", tokens)
+        positions = np.arange(len(tokens))
+        x = self.embed[tokens]
+        for w in self.layers:
+            q, k, v = self._qkv(w, x, positions)
+            attn = dense_attention(q, k, v, causal=True)
+            x = x + attn.reshape(len(tokens), -1) @ w["wo"]
+            x = x + self._mlp(w, x)
+        return self._logits(x)
+
+    def forward(self, seqs: SequenceManager, seq_ids: SequenceLike[Hashable]) -> np.ndarray:
+        """Run every not-yet-computed token of each sequence through the paged cache.
+
+        Layer by layer, K/V of all sequences are written before any of them attends (as in
+        vLLM's model runner), so a sequence may hit pages another one fills in the same
+        step. Returns logits [B, vocab] at each sequence's last position.
+        """
+        if not isinstance(seqs, SequenceManager):
+            raise TypeError(f"seqs must be a SequenceManager, got {type(seqs).__name__}")
+        cfg = seqs.pool.config
+        if (cfg.num_layers, cfg.num_kv_heads, cfg.head_dim) != (
+            self.num_layers,
+            self.num_kv_heads,
+            self.head_dim,
+        ):
+            raise ValueError(
+                "pool shape (num_layers, num_kv_heads, head_dim) = "
+                f"{(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim)} does not fit the model's "
+                f"{(self.num_layers, self.num_kv_heads, self.head_dim)}; use TinyLM.cache_config"
+            )
+        if not seq_ids:
+            raise ValueError("seq_ids must name at least one sequence")
+        if len(set(seq_ids)) != len(seq_ids):
+            raise ValueError(f"seq_ids must be distinct, got {list(seq_ids)}")
+        batch = [seqs.get(s) for s in seq_ids]
+        for seq in batch:
+            if seq.num_computed_tokens >= seq.num_tokens:
+                raise ValueError(f"sequence {seq.seq_id!r} has no token left to compute")
+            _check_vocab(f"sequence {seq.seq_id!r} token_ids", seq.token_ids[seq.num_computed_tokens :])
+        engine = AttentionEngine(seqs.pool)
+        spans = [(s.num_computed_tokens, s.num_tokens) for s in batch]
+        tokens = [t for s, (a, b) in zip(batch, spans) for t in s.token_ids[a:b]]
+        positions = np.concatenate([np.arange(a, b) for a, b in spans])
+        slots = np.concatenate([s.slot_mapping(a, b) for s, (a, b) in zip(batch, spans)])
+        lengths = np.array([b - a for a, b in spans])
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        decode_only = all(b - a == 1 for a, b in spans)
+        x = self.embed[tokens]  # [N, d]
+        for layer, w in enumerate(self.layers):
+            q, k, v = self._qkv(w, x, positions)
+            engine.write(layer, slots, k, v)
+            if decode_only:
+                attn = engine.paged_attention_batch(
+                    layer, q, [s.block_table for s in batch], [s.num_tokens for s in batch]
+                )
+            else:
+                attn = np.concatenate(
+                    [
+                        engine.paged_attention(layer, q[i:j], s.block_table, s.num_tokens)
+                        for s, i, j in zip(batch, starts, ends)
+                    ]
+                )
+            x = x + attn.reshape(len(tokens), -1) @ w["wo"]
+            x = x + self._mlp(w, x)
+        for seq in batch:
+            seqs.set_computed(seq.seq_id, seq.num_tokens)
+        return self._logits(x[ends - 1])
+
+    # ---- generation ------------------------------------------------------------------------
+
+    @staticmethod
+    def sample(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> list[int]:
+        """One token per row: argmax at temperature 0, else a draw from softmax(logits / T)."""
+        if temperature == 0:
+            return [int(t) for t in logits.argmax(axis=-1)]
+        z = logits.astype(np.float64) / temperature
+        p = np.exp(z - z.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        return [int(rng.choice(VOCAB_SIZE, p=row)) for row in p]
+
+    def generate(
+        self,
+        seqs: SequenceManager,
+        prompts: SequenceLike[SequenceLike[int] | str],
+        max_new_tokens: int,
+        *,
+        seq_ids: SequenceLike[Hashable] | None = None,
+        n: int = 1,
+        temperature: float = 0.0,
+        seed: int = 0,
+        free: bool = True,
+    ) -> dict[Hashable, list[int]]:
+        """Generate through the paged cache; returns new tokens per sequence id.
+
+        Each prompt is admitted with `seqs.add` (reusing cached prefix pages), prefilled
+        in one batch, then decoded one token per step for the whole batch. With n > 1 each
+        prompt is forked after prefill into n samples `"{id}.0" .. "{id}.{n-1}"` that share
+        its pages (the prompt's own sequence is then freed); a sample copies a shared page
+        only when it writes into it. With `free`, all sequences are freed at the end,
+        leaving their full pages CACHED for later prompts.
+        """
+        if isinstance(prompts, str) or not prompts:
+            raise ValueError("prompts must be a non-empty list of token-id lists or strings")
+        for name, value, low in (("max_new_tokens", max_new_tokens, 0), ("n", n, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100_000:
+                raise ValueError(f"{name} must be an int in [{low}, 100000], got {value!r}")
+        if not isinstance(temperature, (int, float)) or not 0 <= temperature < float("inf"):
+            raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        token_lists = [self.encode(p) if isinstance(p, str) else list(p) for p in prompts]
+        for i, toks in enumerate(token_lists):
+            if not toks:
+                raise ValueError(f"prompts[{i}] must not be empty")
+            _check_vocab(f"prompts[{i}]", toks)
+        ids = list(seq_ids) if seq_ids is not None else [f"req{i}" for i in range(len(prompts))]
+        if len(ids) != len(token_lists) or len(set(ids)) != len(ids):
+            raise ValueError(f"seq_ids must be {len(token_lists)} distinct ids, got {ids}")
+        sample_ids = ids if n == 1 else [f"{i}.{k}" for i in ids for k in range(n)]
+        clash = [s for s in [*ids, *sample_ids] if s in seqs]
+        if clash:
+            raise ValueError(f"seq_ids already live: {clash}")
+        rng = np.random.default_rng(seed)
+        admitted = []
+        try:
+            for seq_id, toks in zip(ids, token_lists):
+                seqs.add(seq_id, toks)
+                admitted.append(seq_id)
+        except Exception:
+            for seq_id in admitted:  # all or nothing: a failed admission leaves no trace
+                seqs.free(seq_id)
+            raise
+        logits = self.forward(seqs, ids)
+        if n > 1:
+            logits = np.repeat(logits, n, axis=0)
+            for seq_id in ids:
+                for k in range(n):
+                    seqs.fork(seq_id, f"{seq_id}.{k}")
+                seqs.free(seq_id)
+        out: dict[Hashable, list[int]] = {s: [] for s in sample_ids}
+        for step in range(max_new_tokens):
+            tokens = self.sample(logits, temperature, rng)
+            for seq_id, token in zip(sample_ids, tokens):
+                out[seq_id].append(token)
+            if step + 1 == max_new_tokens:
+                # The last token gets no slot: its K/V would never be computed, and a page it
+                # filled would be indexed holding garbage (vLLM stops the same way).
+                break
+            for seq_id, token in zip(sample_ids, tokens):
+                seqs.append_slot(seq_id, token)
+            logits = self.forward(seqs, sample_ids)
+        if free:
+            for seq_id in sample_ids:
+                seqs.free(seq_id)
+        return out
+
+    def generate_reference(
+        self, prompt: SequenceLike[int] | str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> list[int]:
+        """Greedy/sampled generation by recomputing the whole context every step (no cache)."""
+        tokens = self.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        rng = np.random.default_rng(seed)
+        out = []
+        for _ in range(max_new_tokens):
+            token = self.sample(self.forward_reference(tokens)[-1:], temperature, rng)[0]
+            out.append(token)
+            tokens.append(token)
+        return out

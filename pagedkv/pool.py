@@ -1,0 +1,430 @@
+"""KVCachePool: the physical pages, their K/V storage, the free list and the prefix index.
+
+This is vLLM v1's `BlockPool` (with the K/V tensors its model runner allocates) in one
+class. It owns:
+
+- the K/V store, one preallocated array for all layers,
+- a `Page` per physical page (state, ref count, tokens, block hash, last access),
+- the FREE pages, handed out lowest page id first so pictures fill predictably,
+- the prefix index (block hash -> page id) and the eviction policy over CACHED pages,
+- counters, a logical clock and an event stream for plots and metrics.
+
+Sequences and their block tables belong to the `SequenceManager`; it is the only caller of
+the pool's `_private` mutators, so every change to a page happens together with the
+block-table change that justifies it and `check_invariants()` can hold after every call.
+
+Faithful to vLLM: eviction takes the least recently released CACHED page; cached but
+unreferenced pages count as free in `usage` (`kv_cache_usage_perc`); a duplicate full
+page is not indexed a second time. Deliberately different: vLLM keeps free and cached
+blocks in a single queue and evicts lazily when a cached block reaches its head, so a
+cached block can be evicted while untouched FREE blocks remain; pagedkv always uses FREE
+pages first, which keeps cached prefixes alive longer and makes the pictures simpler.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from .config import CacheConfig
+from .eviction import EvictionPolicy, make_eviction_policy
+from .page import Page, PageState
+
+if TYPE_CHECKING:
+    from .sequence import SequenceManager
+
+FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
+
+
+class OutOfPagesError(MemoryError):
+    """The pool cannot provide the pages an operation needs; nothing was changed."""
+
+
+class Event(NamedTuple):
+    """One thing that happened to a page, for event logs, plots and metrics."""
+
+    clock: int
+    kind: str  # allocate | evict | prefix_hit | cow | cache | free | reset
+    page_id: int
+    seq_id: Hashable | None = None
+    detail: str = ""
+
+
+@dataclass
+class PoolStats:
+    """Counters since the pool was created (DESIGN.md, "Counts" and "Counters")."""
+
+    allocations: int = 0  # pages handed out for writing (FREE or evicted; COW targets too)
+    evictions: int = 0  # CACHED pages reclaimed
+    prefix_queries: int = 0  # prompt tokens looked up at admission (vLLM: prefix_cache_queries)
+    prefix_hits: int = 0  # of those, tokens served by cached pages (vLLM: prefix_cache_hits)
+    cow_copies: int = 0  # pages copied before a shared page was written
+
+    @property
+    def hit_rate(self) -> float:
+        """prefix_hits / prefix_queries (0.0 before any query)."""
+        return self.prefix_hits / self.prefix_queries if self.prefix_queries else 0.0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, eq=False)
+class PoolSnapshot:
+    """Plain data describing the pool at one moment: what plots and services read."""
+
+    clock: int
+    num_pages: int
+    page_size: int
+    state: np.ndarray  # [num_pages] int8 PageState codes
+    fill: np.ndarray  # [num_pages] tokens held
+    ref_count: np.ndarray  # [num_pages]
+    owner: np.ndarray  # [num_pages] index into seq_ids of the oldest holder, -1 for none
+    lru_rank: np.ndarray  # [num_pages] 0 = next victim, -1 = not evictable
+    hashed: np.ndarray  # [num_pages] bool: the page is in the prefix index
+    last_access: np.ndarray  # [num_pages] logical clock
+    seq_ids: tuple[Hashable, ...]  # live sequences, oldest first
+    block_tables: dict[Hashable, tuple[int, ...]]  # seq id -> page ids
+    num_cached_tokens: dict[Hashable, int]  # seq id -> prompt tokens served by prefix hits
+    cow_log: tuple[tuple[int, int], ...]  # (src, dst) page pairs, oldest first
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PoolSnapshot):
+            return NotImplemented
+        arrays = ("state", "fill", "ref_count", "owner", "lru_rank", "hashed", "last_access")
+        return all(np.array_equal(getattr(self, a), getattr(other, a)) for a in arrays) and (
+            (self.clock, self.num_pages, self.page_size, self.seq_ids, self.block_tables)
+            == (other.clock, other.num_pages, other.page_size, other.seq_ids, other.block_tables)
+            and (self.num_cached_tokens, self.cow_log, self.stats)
+            == (other.num_cached_tokens, other.cow_log, other.stats)
+        )
+
+    @property
+    def usage(self) -> float:
+        """ACTIVE pages / num_pages."""
+        return float(np.count_nonzero(self.state == ACTIVE)) / self.num_pages
+
+    @property
+    def token_usage(self) -> float:
+        """Slots holding tokens in ACTIVE pages / all slots."""
+        return float(self.fill[self.state == ACTIVE].sum()) / (self.num_pages * self.page_size)
+
+
+class KVCachePool:
+    """Fixed-size pages of K/V storage with ref counts, prefix index and eviction."""
+
+    def __init__(self, config: CacheConfig, kv_cache: np.ndarray | None = None) -> None:
+        if not isinstance(config, CacheConfig):
+            raise TypeError(f"config must be a CacheConfig, got {type(config).__name__}")
+        if kv_cache is None:
+            kv_cache = np.zeros(config.kv_shape, dtype=config.dtype)
+        elif kv_cache.shape != config.kv_shape or kv_cache.dtype != np.dtype(config.dtype):
+            raise ValueError(
+                f"kv_cache must have shape {config.kv_shape} and dtype {config.dtype}, "
+                f"got {kv_cache.shape} {kv_cache.dtype}"
+            )
+        self.config = config
+        self.page_size = config.page_size
+        self.num_pages = config.num_pages
+        self.kv_cache = kv_cache  # [layers, 2, num_pages, page_size, kv_heads, head_dim]
+        self._pages = [
+            Page(pid, keys=kv_cache[:, 0, pid], values=kv_cache[:, 1, pid])
+            for pid in range(config.num_pages)
+        ]
+        self._free = list(range(config.num_pages))  # heap of FREE page ids
+        self._index: dict[bytes, int] = {}  # block hash -> page id
+        self.eviction: EvictionPolicy = make_eviction_policy(config.eviction_policy)
+        self.stats = PoolStats()
+        self.clock = 0  # logical: one tick per successful operation
+        self._listeners: list[Callable[[Event], None]] = []
+        self._manager: SequenceManager | None = None
+
+    # ---- read-only queries -------------------------------------------------------------
+
+    def page(self, page_id: int) -> Page:
+        """The metadata of one page (do not mutate it)."""
+        return self._pages[self._check_page_id(page_id)]
+
+    def ref_count(self, page_id: int) -> int:
+        return self._pages[self._check_page_id(page_id)].ref_count
+
+    @property
+    def num_free_pages(self) -> int:
+        """FREE pages (empty, on the free list)."""
+        return len(self._free)
+
+    @property
+    def num_cached_pages(self) -> int:
+        """CACHED pages: unreferenced, holding a reusable prefix, evictable."""
+        return len(self.eviction)
+
+    @property
+    def num_active_pages(self) -> int:
+        return self.num_pages - len(self._free) - len(self.eviction)
+
+    @property
+    def num_available_pages(self) -> int:
+        """Pages an allocation can draw on: FREE + CACHED."""
+        return len(self._free) + len(self.eviction)
+
+    @property
+    def usage(self) -> float:
+        """ACTIVE pages / num_pages (vLLM's kv_cache_usage_perc: CACHED counts as free)."""
+        return self.num_active_pages / self.num_pages
+
+    @property
+    def token_usage(self) -> float:
+        """Token slots filled in ACTIVE pages / (num_pages * page_size)."""
+        filled = sum(p.num_tokens for p in self._pages if p.state is ACTIVE)
+        return filled / self.config.num_slots
+
+    def lookup(self, block_hash: bytes) -> int | None:
+        """The page id indexed under a block hash, or None."""
+        return self._index.get(block_hash)
+
+    def add_listener(self, callback: Callable[[Event], None]) -> None:
+        """Call `callback(event)` for every page event from now on."""
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[Event], None]) -> None:
+        self._listeners.remove(callback)
+
+    # ---- operations ----------------------------------------------------------------------
+
+    def reset_prefix_cache(self) -> bool:
+        """Turn every CACHED page FREE and empty the index; refused (False) while any page is ACTIVE."""
+        if self.num_active_pages:
+            return False
+        clock = self._tick()
+        for page_id in self.eviction.order():
+            self._make_free(self._pages[page_id])
+            self._emit(clock, "reset", page_id)
+        self.eviction.clear()
+        self._index.clear()
+        return True
+
+    # ---- mutators for the SequenceManager (the only caller) -----------------------------
+
+    def _tick(self) -> int:
+        self.clock += 1
+        return self.clock
+
+    def _allocate(self, n: int, seq_id: Hashable | None = None) -> list[int]:
+        """Hand out n writable pages: FREE ones lowest id first, then evict LRU CACHED ones."""
+        if n > len(self._free) + len(self.eviction):
+            raise OutOfPagesError(
+                f"need {n} pages, only {len(self._free)} FREE + {len(self.eviction)} CACHED "
+                f"of {self.num_pages} (the rest are ACTIVE)"
+            )
+        pages, free, clock, out = self._pages, self._free, self.clock, []
+        for _ in range(n):
+            if free:
+                page = pages[heapq.heappop(free)]
+            else:
+                page = pages[self.eviction.pop_victim()]
+                del self._index[page.block_hash]
+                page.token_ids = []
+                page.block_hash = None
+                self.stats.evictions += 1
+                self._emit(clock, "evict", page.page_id, seq_id)
+            page.state = ACTIVE
+            page.ref_count = 1
+            page.last_access = clock
+            out.append(page.page_id)
+            if self._listeners:
+                self._emit(clock, "allocate", page.page_id, seq_id)
+        self.stats.allocations += n
+        return out
+
+    def _lookup_prefix(self, hashes: list[bytes], token_ids: list[int]) -> list[int]:
+        """Pages holding the longest verified prefix of `hashes`; stops at the first miss."""
+        size, index, pages, hits = self.page_size, self._index, self._pages, []
+        for i, block_hash in enumerate(hashes):
+            page_id = index.get(block_hash)
+            # Collision guard: a hit must hold exactly this block's tokens.
+            if page_id is None or pages[page_id].token_ids != token_ids[i * size : (i + 1) * size]:
+                break
+            hits.append(page_id)
+        return hits
+
+    def _acquire(self, page_ids: Iterable[int], seq_id: Hashable | None, kind: str) -> None:
+        """One more block table holds each page (prefix hit or fork); CACHED pages revive."""
+        pages, eviction, clock = self._pages, self.eviction, self.clock
+        for page_id in page_ids:
+            page = pages[page_id]
+            if page.state is CACHED:
+                eviction.remove(page_id)
+                page.state = ACTIVE
+            page.ref_count += 1
+            page.last_access = clock
+            if self._listeners:
+                self._emit(clock, kind, page_id, seq_id)
+
+    def _release(self, page_ids: Iterable[int], seq_id: Hashable | None = None) -> None:
+        """One fewer block table holds each page, in the order given; unheld pages turn
+        CACHED (full and indexed, prefix caching on) or FREE."""
+        pages, index, clock = self._pages, self._index, self.clock
+        for page_id in page_ids:
+            page = pages[page_id]
+            page.ref_count -= 1
+            page.last_access = clock
+            if page.ref_count:
+                continue
+            if page.block_hash is not None and index.get(page.block_hash) == page_id:
+                page.state = CACHED
+                self.eviction.add(page_id)
+                kind = "cache"
+            else:
+                self._make_free(page)
+                kind = "free"
+            if self._listeners:
+                self._emit(clock, kind, page_id, seq_id)
+
+    def _write(self, page_id: int, token_ids: list[int], block_hash: bytes | None) -> None:
+        """Record tokens written into a page; a full page with a hash enters the index
+        unless an equal page is already there (the first one indexed keeps the entry)."""
+        page = self._pages[page_id]
+        page.token_ids.extend(token_ids)
+        page.last_access = self.clock
+        if block_hash is not None:
+            page.block_hash = block_hash
+            self._index.setdefault(block_hash, page_id)
+
+    def _copy(self, src: int, dst: int, seq_id: Hashable | None = None) -> None:
+        """Copy-on-write: dst gets src's K/V slots and tokens; src loses one holder."""
+        src_page, dst_page = self._pages[src], self._pages[dst]
+        n = src_page.num_tokens
+        dst_page.keys[:, :n] = src_page.keys[:, :n]
+        dst_page.values[:, :n] = src_page.values[:, :n]
+        dst_page.token_ids = list(src_page.token_ids)
+        self.stats.cow_copies += 1
+        self._emit(self.clock, "cow", dst, seq_id, f"copied from page {src}")
+        self._release([src], seq_id)
+
+    def _make_free(self, page: Page) -> None:
+        page.state = FREE
+        page.token_ids = []
+        page.block_hash = None
+        heapq.heappush(self._free, page.page_id)
+
+    def _emit(self, clock: int, kind: str, page_id: int, seq_id=None, detail: str = "") -> None:
+        if self._listeners:
+            event = Event(clock, kind, page_id, seq_id, detail)
+            for callback in self._listeners:
+                callback(event)
+
+    def _attach(self, manager: SequenceManager) -> None:
+        if self._manager is not None:
+            raise ValueError("pool already has a SequenceManager; create one manager per pool")
+        self._manager = manager
+
+    def _check_page_id(self, page_id: object) -> int:
+        if isinstance(page_id, bool) or not isinstance(page_id, (int, np.integer)):
+            raise TypeError(f"page_id must be an int, got {page_id!r}")
+        if not 0 <= page_id < self.num_pages:
+            raise IndexError(f"page_id must be in [0, {self.num_pages - 1}], got {page_id}")
+        return int(page_id)
+
+    # ---- inspection ------------------------------------------------------------------------
+
+    def _sequences(self) -> dict:
+        return self._manager.sequences if self._manager is not None else {}
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError naming the first broken rule of DESIGN.md."""
+        holders = [0] * self.num_pages
+        for seq_id, seq in self._sequences().items():
+            table = seq.block_table
+            _require(
+                len(table) == -(-seq.num_tokens // self.page_size),
+                f"sequence {seq_id!r}: {len(table)} pages for {seq.num_tokens} tokens",
+            )
+            _require(len(set(table)) == len(table), f"sequence {seq_id!r}: page twice in table")
+            for i, page_id in enumerate(table):
+                holders[page_id] += 1
+                page = self._pages[page_id]
+                expect = seq.token_ids[i * self.page_size : (i + 1) * self.page_size]
+                _require(
+                    page.token_ids == expect,
+                    f"sequence {seq_id!r} block {i}: page {page_id} holds other tokens",
+                )
+        free_set = set(self._free)
+        _require(len(free_set) == len(self._free), "free list holds a page twice")
+        _require(len(self.eviction) == len(set(self.eviction.order())), "eviction order repeats")
+        for page in self._pages:
+            pid, state = page.page_id, page.state
+            _require(
+                page.ref_count == holders[pid],
+                f"page {pid}: ref_count {page.ref_count} != {holders[pid]} block tables",
+            )
+            _require((pid in free_set) == (state is FREE), f"page {pid}: free list vs {state.name}")
+            _require(
+                (pid in self.eviction) == (state is CACHED),
+                f"page {pid}: eviction set vs {state.name}",
+            )
+            if state is FREE:
+                _require(page.num_tokens == 0 and page.block_hash is None, f"FREE page {pid} not empty")
+            elif state is ACTIVE:
+                _require(page.ref_count >= 1, f"ACTIVE page {pid} has ref_count 0")
+            else:
+                _require(page.ref_count == 0, f"CACHED page {pid} has ref_count {page.ref_count}")
+                _require(
+                    page.num_tokens == self.page_size and self._index.get(page.block_hash) == pid,
+                    f"CACHED page {pid} is not full and indexed",
+                )
+            _require(page.num_tokens <= self.page_size, f"page {pid} overfull")
+            if page.block_hash is not None:
+                _require(page.num_tokens == self.page_size, f"partial page {pid} has a hash")
+        for block_hash, pid in self._index.items():
+            page = self._pages[pid]
+            _require(page.block_hash == block_hash, f"index entry for page {pid}: hash differs")
+            _require(page.state is not FREE, f"index points at FREE page {pid}")
+        if not self.config.enable_prefix_caching:
+            _require(not self._index and not len(self.eviction), "prefix caching off but cached")
+
+    def snapshot(self) -> PoolSnapshot:
+        """Copy out the pool's state as plain numpy arrays and tuples (for plots and APIs)."""
+        n, pages = self.num_pages, self._pages
+        sequences = self._sequences()
+        owner = np.full(n, -1, dtype=np.int32)
+        for k, seq in reversed(list(enumerate(sequences.values()))):
+            owner[seq.block_table] = k  # oldest holder wins: it is written last
+        lru_rank = np.full(n, -1, dtype=np.int32)
+        order = self.eviction.order()
+        lru_rank[order] = np.arange(len(order), dtype=np.int32)
+        return PoolSnapshot(
+            clock=self.clock,
+            num_pages=n,
+            page_size=self.page_size,
+            state=np.fromiter((p.state for p in pages), dtype=np.int8, count=n),
+            fill=np.fromiter((p.num_tokens for p in pages), dtype=np.int32, count=n),
+            ref_count=np.fromiter((p.ref_count for p in pages), dtype=np.int32, count=n),
+            owner=owner,
+            lru_rank=lru_rank,
+            hashed=np.fromiter((self._index.get(p.block_hash) == p.page_id for p in pages), bool, n),
+            last_access=np.fromiter((p.last_access for p in pages), dtype=np.int64, count=n),
+            seq_ids=tuple(sequences),
+            block_tables={s: tuple(q.block_table) for s, q in sequences.items()},
+            num_cached_tokens={s: q.num_cached_tokens for s, q in sequences.items()},
+            cow_log=tuple(self._manager.cow_log) if self._manager is not None else (),
+            stats=self.stats.as_dict(),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"KVCachePool(num_pages={self.num_pages}, page_size={self.page_size}, "
+            f"active={self.num_active_pages}, cached={self.num_cached_pages}, "
+            f"free={self.num_free_pages}, clock={self.clock})"
+        )
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)

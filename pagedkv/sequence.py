@@ -1,0 +1,272 @@
+"""Sequences and their block tables: admission with prefix lookup, append, fork, free.
+
+`SequenceManager` is vLLM v1's `KVCacheManager` (with the v0 block manager's fork and
+copy-on-write, which v1 dropped when it stopped sharing partial blocks): it turns "this
+sequence has these tokens" into "these pages, in this order", asking the pool for pages
+only when the last one is full.
+
+- `add` hashes the prompt's full pages, reuses the longest cached prefix (never the page
+  holding the last prompt token: that token must run to produce logits), and allocates
+  the rest all-or-nothing.
+- `append_slot` finds the slot for one new token: the last page if it has room and is not
+  shared, a copy of it if it is shared (copy-on-write), a new page if it is full. A page
+  that fills is hashed and indexed at once.
+- `fork` shares every page of the parent; `free` releases pages tail first, so the
+  deepest page of a finished sequence is the first of its pages to be evicted.
+
+Leaves out: chunked prefill and sliding-window or cross-attention block tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence as SequenceLike
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .hashing import block_hashes, encode_extra_key, hash_block_tokens
+from .pool import CACHED, KVCachePool, OutOfPagesError
+
+MAX_TOKEN_ID = 2**63 - 1  # token ids are hashed as int64
+
+
+class UnknownSequenceError(KeyError):
+    """No live sequence has this id."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0])
+
+
+@dataclass(slots=True, eq=False)
+class Sequence:
+    seq_id: Hashable
+    token_ids: list[int]  # prompt then generated tokens
+    block_table: list[int]  # logical block i -> page id
+    num_prompt_tokens: int
+    num_cached_tokens: int = 0  # prompt tokens served by prefix hits at admission
+    num_computed_tokens: int = 0  # tokens whose K/V are in the cache
+    extra_key: object = None  # enters the first page's hash
+    parent: Hashable | None = None  # fork parent
+    page_size: int = field(default=16, repr=False)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    def slot(self, position: int) -> int:
+        """Flat slot (page_id * page_size + offset) of the token at `position`."""
+        if not 0 <= position < len(self.token_ids):
+            raise IndexError(f"position must be in [0, {len(self.token_ids) - 1}], got {position}")
+        return self.block_table[position // self.page_size] * self.page_size + position % self.page_size
+
+    def slot_mapping(self, start: int = 0, end: int | None = None) -> np.ndarray:
+        """Slots of positions start..end-1 as an int64 array."""
+        end = len(self.token_ids) if end is None else end
+        if not 0 <= start <= end <= len(self.token_ids):
+            raise IndexError(f"need 0 <= start <= end <= {len(self.token_ids)}, got {start}, {end}")
+        positions = np.arange(start, end)
+        table = np.asarray(self.block_table, dtype=np.int64)
+        return table[positions // self.page_size] * self.page_size + positions % self.page_size
+
+
+def _check_seq_id(name: str, seq_id: object) -> Hashable:
+    if isinstance(seq_id, bool) or not isinstance(seq_id, (str, int)):
+        raise TypeError(f"{name} must be a str or int, got {seq_id!r} ({type(seq_id).__name__})")
+    if isinstance(seq_id, str) and not seq_id:
+        raise ValueError(f"{name} must be a non-empty string")
+    return seq_id
+
+
+def _check_token(name: str, token_id: object) -> int:
+    if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {token_id!r} ({type(token_id).__name__})")
+    if not 0 <= token_id <= MAX_TOKEN_ID:
+        raise ValueError(f"{name} must be in [0, 2**63 - 1], got {token_id}")
+    return int(token_id)
+
+
+def _check_tokens(name: str, token_ids: object) -> list[int]:
+    """Validate a non-empty 1-D run of non-negative int token ids; return it as a list."""
+    if isinstance(token_ids, np.ndarray):
+        if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be a 1-D int array, got {token_ids.dtype} {token_ids.shape}")
+        tokens = token_ids.tolist()
+    elif isinstance(token_ids, (list, tuple, range)):
+        tokens = list(token_ids)
+        if any(type(t) is not int for t in tokens):
+            tokens = [_check_token(f"{name}[{i}]", t) for i, t in enumerate(tokens)]
+    else:
+        raise TypeError(
+            f"{name} must be a list, tuple or 1-D int array of token ids, got "
+            f"{type(token_ids).__name__} (encode text first, e.g. TinyLM.encode)"
+        )
+    if not tokens:
+        raise ValueError(f"{name} must not be empty")
+    low, high = min(tokens), max(tokens)
+    if low < 0 or high > MAX_TOKEN_ID:
+        bad = low if low < 0 else high
+        raise ValueError(f"{name} must hold ids in [0, 2**63 - 1], got {bad} at {tokens.index(bad)}")
+    return tokens
+
+
+class SequenceManager:
+    """Block tables for live sequences over one `KVCachePool`."""
+
+    def __init__(self, pool: KVCachePool) -> None:
+        if not isinstance(pool, KVCachePool):
+            raise TypeError(f"pool must be a KVCachePool, got {type(pool).__name__}")
+        pool._attach(self)
+        self.pool = pool
+        self.page_size = pool.page_size
+        self.sequences: dict[Hashable, Sequence] = {}  # seq id -> sequence, oldest first
+        self.cow_log: list[tuple[int, int]] = []  # (src, dst) page pairs, in copy order
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    def get(self, seq_id: Hashable) -> Sequence:
+        """The live sequence with this id (raises UnknownSequenceError)."""
+        try:
+            return self.sequences[seq_id]
+        except (KeyError, TypeError):
+            raise UnknownSequenceError(
+                f"seq_id {seq_id!r} is not a live sequence (live: {list(self.sequences)[:8]})"
+            ) from None
+
+    __getitem__ = get
+
+    def __contains__(self, seq_id: object) -> bool:
+        try:
+            return seq_id in self.sequences
+        except TypeError:
+            return False
+
+    def __len__(self) -> int:
+        return len(self.sequences)
+
+    def block_table(self, seq_id: Hashable) -> list[int]:
+        """The page ids of a sequence's logical blocks (a copy)."""
+        return list(self.get(seq_id).block_table)
+
+    def slot_mapping(self, seq_id: Hashable, start: int = 0, end: int | None = None) -> np.ndarray:
+        return self.get(seq_id).slot_mapping(start, end)
+
+    def pages_needed_to_append(self, seq_id: Hashable) -> int:
+        """Pages `append_slot` would take now: 1 for a new page or a COW copy, else 0."""
+        seq = self.get(seq_id)
+        if seq.num_tokens % self.page_size == 0:
+            return 1
+        return 1 if self.pool._pages[seq.block_table[-1]].ref_count > 1 else 0
+
+    # ---- operations ------------------------------------------------------------------------
+
+    def add(self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None) -> int:
+        """Admit a sequence: reuse cached prefix pages, allocate the rest (all or nothing).
+
+        Returns the number of prompt tokens whose K/V came from the prefix cache; the
+        caller computes K/V for positions from there on. Raises OutOfPagesError, changing
+        nothing, when FREE + CACHED pages cannot cover the prompt.
+        """
+        _check_seq_id("seq_id", seq_id)
+        if seq_id in self.sequences:
+            raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
+        tokens = _check_tokens("prompt_token_ids", prompt_token_ids)
+        encode_extra_key(extra_key)  # validates its type
+        pool, size = self.pool, self.page_size
+        num_pages = -(-len(tokens) // size)
+        hashes: list[bytes] = []
+        hits: list[int] = []
+        if pool.config.enable_prefix_caching:
+            hashes = block_hashes(tokens, size, extra_key)
+            # The page holding the last prompt token is never a hit: that token must run.
+            hits = pool._lookup_prefix(hashes[: (len(tokens) - 1) // size], tokens)
+        revived = sum(1 for p in hits if pool._pages[p].state is CACHED)
+        needed = num_pages - len(hits)
+        if needed > pool.num_available_pages - revived:
+            raise OutOfPagesError(
+                f"prompt of {len(tokens)} tokens needs {needed} new pages; "
+                f"{pool.num_free_pages} FREE + {pool.num_cached_pages - revived} evictable CACHED"
+            )
+        pool._tick()
+        pool._acquire(hits, seq_id, "prefix_hit")
+        table = hits + pool._allocate(needed, seq_id)
+        for i in range(len(hits), num_pages):
+            pool._write(table[i], tokens[i * size : (i + 1) * size], hashes[i] if i < len(hashes) else None)
+        num_cached = len(hits) * size
+        if pool.config.enable_prefix_caching:
+            pool.stats.prefix_queries += len(tokens)
+            pool.stats.prefix_hits += num_cached
+        self.sequences[seq_id] = Sequence(
+            seq_id, tokens, table, len(tokens), num_cached, num_cached, extra_key, None, size
+        )
+        return num_cached
+
+    def append_slot(self, seq_id: Hashable, token_id: int) -> int:
+        """Append one token; return its slot. Allocates a page only when the last is full,
+        and copies the last page first when another block table shares it."""
+        seq = self.get(seq_id)
+        token_id = _check_token("token_id", token_id)
+        pool, size = self.pool, self.page_size
+        offset = seq.num_tokens % size
+        last = pool._pages[seq.block_table[-1]]
+        if (offset == 0 or last.ref_count > 1) and pool.num_available_pages == 0:
+            raise OutOfPagesError(
+                f"appending to {seq_id!r} needs a page and all {pool.num_pages} are ACTIVE"
+            )
+        pool._tick()
+        if offset == 0:
+            seq.block_table.append(pool._allocate(1, seq_id)[0])
+        elif last.ref_count > 1:
+            new_page = pool._allocate(1, seq_id)[0]
+            pool._copy(last.page_id, new_page, seq_id)
+            seq.block_table[-1] = new_page
+            self.cow_log.append((last.page_id, new_page))
+        seq.token_ids.append(token_id)
+        block_hash = None
+        if offset == size - 1 and pool.config.enable_prefix_caching:
+            block = len(seq.block_table) - 1
+            parent = pool._pages[seq.block_table[block - 1]].block_hash if block else None
+            block_hash = hash_block_tokens(parent, seq.token_ids[block * size :], seq.extra_key)
+        page_id = seq.block_table[-1]
+        pool._write(page_id, [token_id], block_hash)
+        return page_id * size + offset
+
+    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
+        """Start `child_id` as a copy of `parent_id` sharing all its pages (no page is taken)."""
+        parent = self.get(parent_id)
+        _check_seq_id("child_id", child_id)
+        if child_id in self.sequences:
+            raise ValueError(f"child_id {child_id!r} is already a live sequence")
+        self.pool._tick()
+        self.pool._acquire(parent.block_table, child_id, "fork")
+        self.sequences[child_id] = Sequence(
+            child_id,
+            list(parent.token_ids),
+            list(parent.block_table),
+            parent.num_prompt_tokens,
+            parent.num_cached_tokens,
+            parent.num_computed_tokens,
+            parent.extra_key,
+            parent_id,
+            self.page_size,
+        )
+
+    def free(self, seq_id: Hashable) -> None:
+        """Finish a sequence: release its pages tail first."""
+        seq = self.get(seq_id)
+        self.pool._tick()
+        del self.sequences[seq_id]
+        self.pool._release(reversed(seq.block_table), seq_id)
+
+    def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
+        """Record that K/V of the first `num_computed_tokens` tokens are in the cache."""
+        seq = self.get(seq_id)
+        if isinstance(num_computed_tokens, bool) or not isinstance(num_computed_tokens, (int, np.integer)):
+            raise TypeError(f"num_computed_tokens must be an int, got {num_computed_tokens!r}")
+        if not 0 <= num_computed_tokens <= seq.num_tokens:
+            raise ValueError(
+                f"num_computed_tokens must be in [0, {seq.num_tokens}], got {num_computed_tokens}"
+            )
+        seq.num_computed_tokens = int(num_computed_tokens)
+
+    def __repr__(self) -> str:
+        return f"SequenceManager(sequences={list(self.sequences)}, pool={self.pool!r})"
