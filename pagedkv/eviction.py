@@ -8,9 +8,10 @@ takes from the head, so the least recently *released* block goes first. Requests
 their blocks in reverse order, which puts a sequence's deepest (least shareable) block
 ahead of its prefix. pagedkv does exactly that.
 
-All operations are O(1): an insertion-ordered dict is a hash map threaded by a doubly
-linked list, which is what the linked queue in vLLM is built by hand to give. There is
-no heap and no stale entry: a page is in the structure at most once.
+All operations are O(1): an `OrderedDict` is a hash map threaded by a doubly linked list,
+which is what the linked queue in vLLM is built by hand to give. (A plain dict would not
+do: popping its oldest key repeatedly scans the holes earlier pops left behind.) There
+is no heap and no stale entry: a page is in the structure at most once.
 
 Leaves out: policies that need more than the release order (LFU, cost-aware). `MRU` is
 here only as a contrast for experiments: it keeps old pages and evicts the freshest.
@@ -19,19 +20,25 @@ here only as a contrast for experiments: it keeps old pages and evicts the fresh
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 
 
 class EvictionPolicy(ABC):
     """An ordered set of evictable page ids."""
 
     def __init__(self) -> None:
-        self._pages: dict[int, None] = {}  # page id -> None, in release order (oldest first)
+        self._pages: OrderedDict[int, None] = OrderedDict()  # page id -> None, oldest release first
 
     def add(self, page_id: int) -> None:
         """A page became CACHED: it is now the most recently released."""
         if page_id in self._pages:
             raise ValueError(f"page_id {page_id} is already evictable")
         self._pages[page_id] = None
+
+    def add_all(self, page_ids: list[int]) -> None:
+        """Several pages became CACHED, oldest release first (one `free`, tail page first)."""
+        for page_id in page_ids:
+            self.add(page_id)
 
     def remove(self, page_id: int) -> None:
         """A prefix hit revived the page: it is no longer evictable."""
@@ -40,6 +47,12 @@ class EvictionPolicy(ABC):
     @abstractmethod
     def pop_victim(self) -> int:
         """Remove and return the page to evict next. Raises KeyError when empty."""
+
+    def pop_victims(self, n: int) -> list[int]:
+        """Remove and return the next n victims, in eviction order."""
+        if n > len(self._pages):
+            raise KeyError(f"{n} victims asked, {len(self._pages)} evictable")
+        return [self.pop_victim() for _ in range(n)]
 
     @abstractmethod
     def order(self) -> list[int]:
@@ -68,12 +81,23 @@ class LRUEvictionPolicy(EvictionPolicy):
     def pop_victim(self) -> int:
         if not self._pages:
             raise KeyError("no evictable page")
-        page_id = next(iter(self._pages))
-        del self._pages[page_id]
-        return page_id
+        return self._pages.popitem(last=False)[0]
 
     def peek_victim(self) -> int | None:
         return next(iter(self._pages), None)
+
+    # The batch forms skip per-page method calls: they run for every page of every request.
+    def add_all(self, page_ids: list[int]) -> None:
+        pages = self._pages
+        if not pages.keys().isdisjoint(page_ids):
+            raise ValueError(f"some of page_ids {page_ids} are already evictable")
+        pages.update(dict.fromkeys(page_ids))
+
+    def pop_victims(self, n: int) -> list[int]:
+        if n > len(self._pages):
+            raise KeyError(f"{n} victims asked, {len(self._pages)} evictable")
+        pop = self._pages.popitem
+        return [pop(False)[0] for _ in range(n)]
 
     def order(self) -> list[int]:
         return list(self._pages)

@@ -50,15 +50,19 @@ def hash_block_tokens(
     return sha256(parent + token_bytes(token_ids)).digest()
 
 
+def chain_hashes(data: bytes, page_size: int, extra_key: object = None) -> list[bytes]:
+    """Chained digests of every full block of `data`, the `token_bytes` of a token run."""
+    width = 8 * page_size  # bytes per block
+    parent = ROOT_HASH + encode_extra_key(extra_key)
+    hashes = []
+    for start in range(0, len(data) - width + 1, width):
+        parent = sha256(parent + data[start : start + width]).digest()
+        hashes.append(parent)
+    return hashes
+
+
 def block_hashes(
     token_ids: Sequence[int] | np.ndarray, page_size: int, extra_key: object = None
 ) -> list[bytes]:
     """Chained digests of every *full* block of `token_ids` (a trailing partial block has none)."""
-    data = token_bytes(token_ids)
-    width = 8 * page_size  # bytes per block
-    parent = ROOT_HASH + encode_extra_key(extra_key)
-    hashes = []
-    for start in range(0, (len(data) // width) * width, width):
-        parent = sha256(parent + data[start : start + width]).digest()
-        hashes.append(parent)
-    return hashes
+    return chain_hashes(token_bytes(token_ids), page_size, extra_key)

@@ -5,7 +5,9 @@ for every layer, a reference count, the token ids written so far, and — once t
 full and prefix caching is on — the chained block hash that names its whole prefix.
 
 The K/V themselves live in the pool's one preallocated array; `Page.keys` / `Page.values`
-are numpy *views* into it, so writing through a view writes the pool's storage.
+are numpy *views* into it, so writing through a view writes the pool's storage. (The
+views are made on access: building two per page up front costs more than the whole
+bookkeeping of a large pool's lifetime.)
 
 Leaves out: vLLM's doubly-linked free-queue pointers (`prev_free_block`/`next_free_block`);
 pagedkv keeps FREE pages in a heap and CACHED pages in the eviction policy instead.
@@ -30,13 +32,22 @@ class PageState(IntEnum):
 @dataclass(slots=True, eq=False)
 class Page:
     page_id: int
-    keys: np.ndarray = field(repr=False)  # [num_layers, page_size, kv_heads, head_dim], a view
-    values: np.ndarray = field(repr=False)  # [num_layers, page_size, kv_heads, head_dim], a view
+    kv_cache: np.ndarray = field(repr=False)  # the pool's store [layers, 2, num_pages, ...]
     state: PageState = PageState.FREE
     ref_count: int = 0
     token_ids: list[int] = field(default_factory=list)  # tokens written, in slot order
     block_hash: bytes | None = None  # set when the page fills (prefix caching on)
     last_access: int = 0  # logical clock of the last operation that touched the page
+
+    @property
+    def keys(self) -> np.ndarray:
+        """This page's keys, a view: [num_layers, page_size, kv_heads, head_dim]."""
+        return self.kv_cache[:, 0, self.page_id]
+
+    @property
+    def values(self) -> np.ndarray:
+        """This page's values, a view: [num_layers, page_size, kv_heads, head_dim]."""
+        return self.kv_cache[:, 1, self.page_id]
 
     @property
     def num_tokens(self) -> int:

@@ -132,10 +132,7 @@ class KVCachePool:
         self.page_size = config.page_size
         self.num_pages = config.num_pages
         self.kv_cache = kv_cache  # [layers, 2, num_pages, page_size, kv_heads, head_dim]
-        self._pages = [
-            Page(pid, keys=kv_cache[:, 0, pid], values=kv_cache[:, 1, pid])
-            for pid in range(config.num_pages)
-        ]
+        self._pages = [Page(pid, kv_cache) for pid in range(config.num_pages)]
         self._free = list(range(config.num_pages))  # heap of FREE page ids
         self._index: dict[bytes, int] = {}  # block hash -> page id
         self.eviction: EvictionPolicy = make_eviction_policy(config.eviction_policy)
@@ -218,30 +215,42 @@ class KVCachePool:
 
     def _allocate(self, n: int, seq_id: Hashable | None = None) -> list[int]:
         """Hand out n writable pages: FREE ones lowest id first, then evict LRU CACHED ones."""
-        if n > len(self._free) + len(self.eviction):
+        free, pages = self._free, self._pages
+        if n > len(free) + len(self.eviction):
             raise OutOfPagesError(
-                f"need {n} pages, only {len(self._free)} FREE + {len(self.eviction)} CACHED "
+                f"need {n} pages, only {len(free)} FREE + {len(self.eviction)} CACHED "
                 f"of {self.num_pages} (the rest are ACTIVE)"
             )
-        pages, free, clock, out = self._pages, self._free, self.clock, []
-        for _ in range(n):
-            if free:
-                page = pages[heapq.heappop(free)]
-            else:
-                page = pages[self.eviction.pop_victim()]
-                del self._index[page.block_hash]
-                page.token_ids = []
-                page.block_hash = None
-                self.stats.evictions += 1
-                self._emit(clock, "evict", page.page_id, seq_id)
+        from_free = min(n, len(free))
+        page_ids = [heapq.heappop(free) for _ in range(from_free)]
+        if n > from_free:
+            page_ids += self._evict(n - from_free, seq_id)
+        clock = self.clock
+        for page_id in page_ids:
+            page = pages[page_id]
             page.state = ACTIVE
             page.ref_count = 1
             page.last_access = clock
-            out.append(page.page_id)
-            if self._listeners:
-                self._emit(clock, "allocate", page.page_id, seq_id)
         self.stats.allocations += n
-        return out
+        if self._listeners:
+            for page_id in page_ids:
+                self._emit(clock, "allocate", page_id, seq_id)
+        return page_ids
+
+    def _evict(self, n: int, seq_id: Hashable | None) -> list[int]:
+        """Reclaim the next n victims of the eviction policy: their hashes leave the index."""
+        index, pages = self._index, self._pages
+        victims = self.eviction.pop_victims(n)
+        for page_id in victims:
+            page = pages[page_id]
+            del index[page.block_hash]
+            page.token_ids = []
+            page.block_hash = None
+        self.stats.evictions += n
+        if self._listeners:
+            for page_id in victims:
+                self._emit(self.clock, "evict", page_id, seq_id)
+        return victims
 
     def _lookup_prefix(self, hashes: list[bytes], token_ids: list[int]) -> list[int]:
         """Pages holding the longest verified prefix of `hashes`; stops at the first miss."""
@@ -270,7 +279,7 @@ class KVCachePool:
     def _release(self, page_ids: Iterable[int], seq_id: Hashable | None = None) -> None:
         """One fewer block table holds each page, in the order given; unheld pages turn
         CACHED (full and indexed, prefix caching on) or FREE."""
-        pages, index, clock = self._pages, self._index, self.clock
+        pages, index, clock, cached = self._pages, self._index, self.clock, []
         for page_id in page_ids:
             page = pages[page_id]
             page.ref_count -= 1
@@ -279,13 +288,14 @@ class KVCachePool:
                 continue
             if page.block_hash is not None and index.get(page.block_hash) == page_id:
                 page.state = CACHED
-                self.eviction.add(page_id)
+                cached.append(page_id)
                 kind = "cache"
             else:
                 self._make_free(page)
                 kind = "free"
             if self._listeners:
                 self._emit(clock, kind, page_id, seq_id)
+        self.eviction.add_all(cached)
 
     def _write(self, page_id: int, token_ids: list[int], block_hash: bytes | None) -> None:
         """Record tokens written into a page; a full page with a hash enters the index
@@ -296,6 +306,17 @@ class KVCachePool:
         if block_hash is not None:
             page.block_hash = block_hash
             self._index.setdefault(block_hash, page_id)
+
+    def _fill(self, page_ids: list[int], token_ids: list[int], hashes: list[bytes], first: int) -> None:
+        """Write a prompt into freshly allocated pages: page_ids[i] holds logical block
+        first + i; blocks with a hash in `hashes` are full and enter the index."""
+        pages, index, size = self._pages, self._index, self.page_size
+        for block, page_id in enumerate(page_ids, first):
+            page = pages[page_id]
+            page.token_ids = token_ids[block * size : (block + 1) * size]
+            if block < len(hashes):
+                page.block_hash = block_hash = hashes[block]
+                index.setdefault(block_hash, page_id)
 
     def _copy(self, src: int, dst: int, seq_id: Hashable | None = None) -> None:
         """Copy-on-write: dst gets src's K/V slots and tokens; src loses one holder."""

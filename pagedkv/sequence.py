@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .hashing import block_hashes, encode_extra_key, hash_block_tokens
+from .hashing import chain_hashes, encode_extra_key, hash_block_tokens
 from .pool import CACHED, KVCachePool, OutOfPagesError
 
 MAX_TOKEN_ID = 2**63 - 1  # token ids are hashed as int64
@@ -85,28 +85,33 @@ def _check_token(name: str, token_id: object) -> int:
     return int(token_id)
 
 
-def _check_tokens(name: str, token_ids: object) -> list[int]:
-    """Validate a non-empty 1-D run of non-negative int token ids; return it as a list."""
+def _check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
+    """Validate a non-empty 1-D run of non-negative int token ids.
+
+    Returns the ids as a list and as their hashing encoding (`token_bytes`)."""
     if isinstance(token_ids, np.ndarray):
         if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
             raise TypeError(f"{name} must be a 1-D int array, got {token_ids.dtype} {token_ids.shape}")
-        tokens = token_ids.tolist()
+        array = token_ids
     elif isinstance(token_ids, (list, tuple, range)):
-        tokens = list(token_ids)
-        if any(type(t) is not int for t in tokens):
-            tokens = [_check_token(f"{name}[{i}]", t) for i, t in enumerate(tokens)]
+        if any(type(t) is not int for t in token_ids):
+            for i, t in enumerate(token_ids):
+                _check_token(f"{name}[{i}]", t)
+        try:
+            array = np.asarray(token_ids, dtype=np.int64)
+        except OverflowError:
+            raise ValueError(f"{name} must hold ids in [0, 2**63 - 1]") from None
     else:
         raise TypeError(
             f"{name} must be a list, tuple or 1-D int array of token ids, got "
             f"{type(token_ids).__name__} (encode text first, e.g. TinyLM.encode)"
         )
-    if not tokens:
+    if not array.size:
         raise ValueError(f"{name} must not be empty")
-    low, high = min(tokens), max(tokens)
-    if low < 0 or high > MAX_TOKEN_ID:
-        bad = low if low < 0 else high
-        raise ValueError(f"{name} must hold ids in [0, 2**63 - 1], got {bad} at {tokens.index(bad)}")
-    return tokens
+    if array.dtype.kind == "i" and array.min() < 0 or array.dtype.kind == "u" and array.max() > MAX_TOKEN_ID:
+        i = int(np.argmin(array) if array.dtype.kind == "i" else np.argmax(array))
+        raise ValueError(f"{name} must hold ids in [0, 2**63 - 1], got {array[i]} at index {i}")
+    return array.tolist(), array.astype("<i8", copy=False).tobytes()
 
 
 class SequenceManager:
@@ -169,14 +174,14 @@ class SequenceManager:
         _check_seq_id("seq_id", seq_id)
         if seq_id in self.sequences:
             raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
-        tokens = _check_tokens("prompt_token_ids", prompt_token_ids)
+        tokens, data = _check_tokens("prompt_token_ids", prompt_token_ids)
         encode_extra_key(extra_key)  # validates its type
         pool, size = self.pool, self.page_size
         num_pages = -(-len(tokens) // size)
         hashes: list[bytes] = []
         hits: list[int] = []
         if pool.config.enable_prefix_caching:
-            hashes = block_hashes(tokens, size, extra_key)
+            hashes = chain_hashes(data, size, extra_key)
             # The page holding the last prompt token is never a hit: that token must run.
             hits = pool._lookup_prefix(hashes[: (len(tokens) - 1) // size], tokens)
         revived = sum(1 for p in hits if pool._pages[p].state is CACHED)
@@ -188,9 +193,9 @@ class SequenceManager:
             )
         pool._tick()
         pool._acquire(hits, seq_id, "prefix_hit")
-        table = hits + pool._allocate(needed, seq_id)
-        for i in range(len(hits), num_pages):
-            pool._write(table[i], tokens[i * size : (i + 1) * size], hashes[i] if i < len(hashes) else None)
+        new_pages = pool._allocate(needed, seq_id)
+        pool._fill(new_pages, tokens, hashes, len(hits))
+        table = hits + new_pages
         num_cached = len(hits) * size
         if pool.config.enable_prefix_caching:
             pool.stats.prefix_queries += len(tokens)

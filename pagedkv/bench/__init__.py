@@ -1,0 +1,98 @@
+"""`python -m pagedkv bench <name>`: benchmarks that print a table, optionally JSON and a plot.
+
+Speed targets are checked here, never in timed unit tests: shared machines are noisy, so
+every benchmark measures the things it compares side by side in one run and reports
+ratios. Each benchmark module defines `HELP`, `add_arguments(parser)`, `run(args) ->
+Report` and optionally `plot(report, path)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+BENCHMARKS = {  # name -> module
+    "ops": "pagedkv.bench.ops",
+}
+
+
+@dataclass
+class Report:
+    title: str
+    columns: list[str]
+    rows: list[list[object]]
+    notes: list[str] = field(default_factory=list)  # lines printed under the table
+    data: dict = field(default_factory=dict)  # extra machine-readable results
+
+    def as_dict(self) -> dict:
+        return {
+            "title": self.title,
+            "rows": [dict(zip(self.columns, row)) for row in self.rows],
+            "notes": self.notes,
+            "data": self.data,
+        }
+
+
+def format_table(columns: list[str], rows: list[list[object]]) -> str:
+    """A plain-text table with right-aligned numbers."""
+
+    def cell(value: object) -> str:
+        if isinstance(value, float):
+            return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return f"{value:,}"
+        return str(value)
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(columns))]
+    lines = ["  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(columns, widths, numeric))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in cells:
+        lines.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric)))
+    return "\n".join(lines)
+
+
+def best_time(fn: Callable[[], object], repeat: int) -> float:
+    """Fastest of `repeat` runs of fn(), in seconds (the least disturbed by other load)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _run(module, args: argparse.Namespace) -> int:
+    report: Report = module.run(args)
+    print(report.title)
+    print(format_table(report.columns, report.rows))
+    for line in report.notes:
+        print(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.as_dict(), f, indent=2, default=float)
+        print(f"wrote {args.json}")
+    if args.plot:
+        if not hasattr(module, "plot"):
+            raise SystemExit(f"bench {args.bench} has no plot")
+        module.plot(report, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def add_subcommands(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench", required=True, metavar="NAME")
+    for name, module_name in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p.add_argument("--quick", action="store_true", help="a small, fast configuration (tests)")
+        p.add_argument("--seed", type=int, default=0, help="seed of the generated workload")
+        p.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+        p.add_argument("--plot", metavar="PATH", help="also write a PNG figure")
+        module.add_arguments(p)
+        p.set_defaults(func=lambda args, m=module: _run(m, args))

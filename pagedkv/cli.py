@@ -1,0 +1,23 @@
+"""The `pagedkv` command line: `python -m pagedkv demo | bench <name>`."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from . import bench, demo
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pagedkv", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo_parser = sub.add_parser("demo", help="replay the seed walkthrough (request_A, request_B)")
+    demo_parser.set_defaults(func=demo.run)
+    bench_parser = sub.add_parser("bench", help="benchmarks: numbers and ratios on this machine")
+    bench.add_subcommands(bench_parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args) or 0
