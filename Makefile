@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# tests/browser starts JupyterLab with these same arguments (on a temporary copy of notebooks/).
+LAB_ARGS := --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/00_start_here.ipynb
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/00_start_here.ipynb
+	$(BIN)/jupyter lab $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks $(PYTEST_NB)
