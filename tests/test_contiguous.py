@@ -1,0 +1,205 @@
+"""ContiguousKVCache against a slot-by-slot oracle: an arena as a plain list of owners.
+
+The oracle finds the first run of free slots by scanning slot by slot and classifies every
+slot by looking at it alone, so it shares no code path with the allocator's hole list.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pagedkv.contiguous import ContiguousKVCache, NoContiguousHoleError
+from pagedkv.sequence import UnknownSequenceError
+
+
+class ArenaOracle:
+    def __init__(self, num_slots: int, size_of) -> None:
+        self.owner: list[object] = [None] * num_slots
+        self.size_of = size_of  # final_len -> reservation length
+        self.req: dict[object, list[int]] = {}  # id -> [used, final_len]
+
+    def first_fit(self, length: int) -> int | None:
+        run = 0
+        for i, o in enumerate(self.owner):
+            run = run + 1 if o is None else 0
+            if run == length:
+                return i - length + 1
+        return None
+
+    def add(self, rid, prompt_len, final_len):
+        length = self.size_of(final_len)
+        start = self.first_fit(length)
+        if start is None:
+            return None
+        self.owner[start : start + length] = [rid] * length
+        self.req[rid] = [prompt_len, final_len]
+        return start
+
+    def free(self, rid):
+        self.owner = [None if o == rid else o for o in self.owner]
+        del self.req[rid]
+
+    def categories(self, need: int) -> dict[str, int]:
+        cats = dict(token_states=0, reserved=0, internal_fragmentation=0,
+                    external_fragmentation=0, free=0)
+        seen: dict[object, int] = {}
+        run = 0
+        for o in [*self.owner, "end"]:
+            if o is None:
+                run += 1
+                continue
+            key = "free" if run >= need else "external_fragmentation"
+            cats[key] += run
+            run = 0
+            if o == "end":
+                break
+            k = seen[o] = seen.get(o, 0) + 1  # k-th slot of o's range
+            used, final_len = self.req[o]
+            if k <= used:
+                cats["token_states"] += 1
+            else:
+                cats["reserved" if k <= final_len else "internal_fragmentation"] += 1
+        return cats
+
+
+def sizes(policy: str, max_len: int):
+    return {
+        "max": lambda f: max_len,
+        "pow2": lambda f: min(1 << (f - 1).bit_length(), max_len),
+        "oracle": lambda f: f,
+    }[policy]
+
+
+@pytest.mark.parametrize(
+    ("policy", "final_len", "expected"),
+    [("max", 5, 64), ("pow2", 1, 1), ("pow2", 5, 8), ("pow2", 8, 8), ("pow2", 33, 64),
+     ("pow2", 50, 64), ("oracle", 37, 37)],
+)
+def test_reservation_size(policy, final_len, expected):
+    assert ContiguousKVCache(1024, policy, 64).reservation_size(final_len) == expected
+
+
+def test_pow2_is_capped_at_max_seq_len():
+    assert ContiguousKVCache(1024, "pow2", 100).reservation_size(70) == 100
+
+
+ops = st.lists(
+    st.tuples(st.sampled_from(["add", "add", "append", "free"]), st.integers(1, 40),
+              st.integers(0, 40), st.integers(0, 10)),
+    max_size=60,
+)
+
+
+@pytest.mark.parametrize("policy", ["max", "pow2", "oracle"])
+@settings(max_examples=60, deadline=None)
+@given(ops=ops)
+def test_matches_slot_oracle(policy, ops):
+    arena = ContiguousKVCache(160, policy, 40)
+    oracle = ArenaOracle(160, sizes(policy, 40))
+    next_id = 0
+    for op, final_len, prompt_cut, pick in ops:
+        live = list(oracle.req)
+        if op == "add":
+            prompt_len = max(1, final_len - prompt_cut)
+            rid, next_id = f"r{next_id}", next_id + 1
+            expected = oracle.add(rid, prompt_len, final_len)
+            if expected is None:
+                before = arena.accounting()
+                with pytest.raises(NoContiguousHoleError, match="contiguous slots"):
+                    arena.add(rid, prompt_len, final_len)
+                assert arena.accounting() == before and rid not in arena
+            else:
+                assert arena.add(rid, prompt_len, final_len) == expected
+        elif live and op == "append":
+            rid = live[pick % len(live)]
+            used, final = oracle.req[rid]
+            if used < final:
+                start = next(i for i, o in enumerate(oracle.owner) if o == rid)
+                assert arena.append(rid) == start + used
+                oracle.req[rid][0] += 1
+            else:
+                with pytest.raises(ValueError, match="final_len"):
+                    arena.append(rid)
+        elif live and op == "free":
+            rid = live[pick % len(live)]
+            arena.free(rid)
+            oracle.free(rid)
+        for nxt in (None, 1, 17, 40):
+            acc = arena.accounting(nxt)
+            need = sizes(policy, 40)(40 if nxt is None else nxt)
+            got = acc.as_dict()
+            assert got.pop("num_slots") == 160
+            assert got == oracle.categories(need)
+            assert sum(got.values()) == 160
+        layout = [(r.req_id, r.start, r.length, r.used) for r in arena.accounting().reservations]
+        assert [r[1] for r in layout] == sorted(r[1] for r in layout)
+        for rid, start, length, used in layout:
+            assert oracle.owner[start : start + length] == [rid] * length
+            assert used == oracle.req[rid][0]
+
+
+def test_external_fragmentation_example():
+    # Three max-size reservations, the middle one freed: its hole is exactly one
+    # reservation, so it is free for the next request; shrink the arena by one slot
+    # and the trailing hole is too small: external fragmentation.
+    arena = ContiguousKVCache(31, "max", 10)
+    for rid in ("a", "b", "c"):
+        arena.add(rid, 3, 6)
+    arena.free("b")
+    acc = arena.accounting()
+    assert (acc.token_states, acc.reserved, acc.internal_fragmentation) == (6, 6, 8)
+    assert (acc.free, acc.external_fragmentation) == (10, 1)
+    assert arena.holes() == [(10, 10), (30, 1)]
+    assert arena.add("d", 1, 2) == 10  # first fit reuses the freed hole
+
+
+def test_full_arena_refuses_and_changes_nothing():
+    arena = ContiguousKVCache(20, "oracle", 20)
+    arena.add("a", 5, 12)
+    before = arena.accounting()
+    with pytest.raises(NoContiguousHoleError, match=r"needs 9 contiguous.*largest hole has 8"):
+        arena.add("b", 2, 9)
+    assert arena.accounting() == before
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        ((0, "max", 1), ValueError, "num_slots must be in"),
+        ((10, "max", 11), ValueError, r"max_seq_len must be in \[1, 10\], got 11"),
+        ((10, "fifo", 4), ValueError, "policy must be one of"),
+        ((10.0, "max", 4), TypeError, "num_slots must be an int"),
+    ],
+)
+def test_constructor_validates(args, error, match):
+    with pytest.raises(error, match=match):
+        ContiguousKVCache(*args)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        (("x", 0, 5), ValueError, r"prompt_len must be in \[1, 5\], got 0"),
+        (("x", 6, 5), ValueError, r"prompt_len must be in \[1, 5\], got 6"),
+        (("x", 1, 65), ValueError, r"final_len must be in \[1, 64\], got 65"),
+        (("a", 1, 5), ValueError, "already holds a reservation"),
+        ((1.5, 1, 5), TypeError, "req_id must be a str or int"),
+    ],
+)
+def test_add_validates_and_changes_nothing(args, error, match):
+    arena = ContiguousKVCache(256, "pow2", 64)
+    arena.add("a", 2, 3)
+    before = arena.accounting()
+    with pytest.raises(error, match=match):
+        arena.add(*args)
+    assert arena.accounting() == before
+
+
+def test_unknown_request():
+    arena = ContiguousKVCache(64, "max", 8)
+    with pytest.raises(UnknownSequenceError, match="'nope' holds no reservation"):
+        arena.free("nope")
+    with pytest.raises(KeyError):
+        arena.append("nope")
