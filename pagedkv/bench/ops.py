@@ -17,6 +17,7 @@ import numpy as np
 from ..config import CacheConfig
 from ..pool import KVCachePool
 from ..sequence import SequenceManager
+from ..workloads import ops_trace
 from . import Report, best_time
 
 HELP = "bookkeeping throughput (block-table entries/s) on the standard add/free trace"
@@ -32,14 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
 
 
-def make_trace(requests: int, prompt_len: int, shared_len: int, seed: int) -> list[np.ndarray]:
-    """Prompts of random token ids; every even-numbered one starts with the shared prefix."""
-    rng = np.random.default_rng(seed)
-    prompts = rng.integers(0, 32_000, size=(requests, prompt_len), dtype=np.int64)
-    prompts[::2, :shared_len] = rng.integers(0, 32_000, size=shared_len, dtype=np.int64)
-    return list(prompts)
-
-
 def replay(prompts: list[np.ndarray], seqs: SequenceManager, wave: int) -> None:
     """Admit the prompts in waves, freeing each wave before the next."""
     for start in range(0, len(prompts), wave):
@@ -52,8 +45,8 @@ def replay(prompts: list[np.ndarray], seqs: SequenceManager, wave: int) -> None:
 
 def run(args: argparse.Namespace) -> Report:
     if args.quick:
-        args.requests, args.num_pages, args.repeat = 200, 1024, 1
-    prompts = make_trace(args.requests, args.prompt_len, args.shared_len, args.seed)
+        args.requests, args.num_pages, args.repeat = 200, 2048, 1
+    prompts = ops_trace(args.requests, args.prompt_len, args.shared_len, args.seed)
     entries = sum(-(-len(p) // args.page_size) for p in prompts)
     rows, data = [], {}
     for caching in (True, False):
@@ -66,25 +59,27 @@ def run(args: argparse.Namespace) -> Report:
             enable_prefix_caching=caching,
         )
         managers = [SequenceManager(KVCachePool(config)) for _ in range(args.repeat)]
-        seconds = best_time(lambda: replay(prompts, managers.pop(), args.wave), args.repeat)
+        seconds = best_time(lambda ms=managers: replay(prompts, ms.pop(), args.wave), args.repeat)
         pool = KVCachePool(config)
         replay(prompts, SequenceManager(pool), args.wave)
         pool.check_invariants()
         label = "prefix caching on (sha256)" if caching else "prefix caching off"
         rate = entries / seconds
         stats = pool.stats
-        rows.append([label, entries, seconds, rate, stats.prefix_hits // args.page_size, stats.evictions])
+        hit_blocks = stats.prefix_hits // args.page_size
+        rows.append([label, entries, seconds, rate, hit_blocks, stats.evictions])
         data["hashing" if caching else "no_hashing"] = {
             "entries_per_s": rate,
             "seconds": seconds,
-            "prefix_hit_blocks": stats.prefix_hits // args.page_size,
+            "prefix_hit_blocks": hit_blocks,
             "evictions": stats.evictions,
             "allocations": stats.allocations,
         }
     ratio = data["no_hashing"]["entries_per_s"] / data["hashing"]["entries_per_s"]
     return Report(
         title=(
-            f"bench ops: {args.requests} requests x {args.prompt_len} tokens, page {args.page_size}, "
+            f"bench ops: {args.requests} requests x {args.prompt_len} tokens, "
+            f"page {args.page_size}, "
             f"{args.num_pages} pages, shared prefix {args.shared_len} on every other request, "
             f"waves of {args.wave} (best of {args.repeat})"
         ),
