@@ -37,8 +37,9 @@ class EvictionPolicy(ABC):
 
     def add_all(self, page_ids: list[int]) -> None:
         """Several pages became CACHED, oldest release first (one `free`, tail page first)."""
-        for page_id in page_ids:
-            self.add(page_id)
+        if not self._pages.keys().isdisjoint(page_ids):
+            raise ValueError(f"some of page_ids {page_ids} are already evictable")
+        self._pages.update(dict.fromkeys(page_ids))
 
     def remove(self, page_id: int) -> None:
         """A prefix hit revived the page: it is no longer evictable."""
@@ -86,14 +87,8 @@ class LRUEvictionPolicy(EvictionPolicy):
     def peek_victim(self) -> int | None:
         return next(iter(self._pages), None)
 
-    # The batch forms skip per-page method calls: they run for every page of every request.
-    def add_all(self, page_ids: list[int]) -> None:
-        pages = self._pages
-        if not pages.keys().isdisjoint(page_ids):
-            raise ValueError(f"some of page_ids {page_ids} are already evictable")
-        pages.update(dict.fromkeys(page_ids))
-
     def pop_victims(self, n: int) -> list[int]:
+        # Skips a method call per page: this runs for every page of every request.
         if n > len(self._pages):
             raise KeyError(f"{n} victims asked, {len(self._pages)} evictable")
         pop = self._pages.popitem

@@ -22,6 +22,7 @@ import numpy as np
 
 from .attention import AttentionEngine, dense_attention
 from .config import CacheConfig
+from .pool import OutOfPagesError
 from .sequence import SequenceManager
 
 VOCAB_SIZE = 256
@@ -261,7 +262,8 @@ class TinyLM:
         prompt is forked after prefill into n samples `"{id}.0" .. "{id}.{n-1}"` that share
         its pages (the prompt's own sequence is then freed); a sample copies a shared page
         only when it writes into it. With `free`, all sequences are freed at the end,
-        leaving their full pages CACHED for later prompts.
+        leaving their full pages CACHED for later prompts. If the pool runs out of pages
+        midway, everything this call admitted is freed and OutOfPagesError propagates.
         """
         if isinstance(prompts, str) or not prompts:
             raise ValueError("prompts must be a non-empty list of token-id lists or strings")
@@ -283,34 +285,42 @@ class TinyLM:
         if clash:
             raise ValueError(f"seq_ids already live: {clash}")
         rng = np.random.default_rng(seed)
-        admitted = []
+        out: dict[Hashable, list[int]] = {s: [] for s in sample_ids}
         try:
             for seq_id, toks in zip(ids, token_lists):
                 seqs.add(seq_id, toks)
-                admitted.append(seq_id)
+            logits = self.forward(seqs, ids)
+            if n > 1:
+                logits = np.repeat(logits, n, axis=0)
+                for seq_id in ids:
+                    for k in range(n):
+                        seqs.fork(seq_id, f"{seq_id}.{k}")
+                    seqs.free(seq_id)
+            for step in range(max_new_tokens):
+                tokens = self.sample(logits, temperature, rng)
+                for seq_id, token in zip(sample_ids, tokens):
+                    out[seq_id].append(token)
+                if step + 1 == max_new_tokens:
+                    # The last token gets no slot: its K/V would never be computed, and a page
+                    # it filled would be indexed holding garbage (vLLM stops the same way).
+                    break
+                needed = seqs.pages_needed_for_decode(sample_ids)
+                if needed > seqs.pool.num_available_pages:
+                    # Checked before any append: every live token's K/V is then computed,
+                    # so the pages freed below are safe to keep as prefix cache.
+                    raise OutOfPagesError(
+                        f"decode step needs {needed} pages, "
+                        f"{seqs.pool.num_available_pages} are FREE or CACHED"
+                    )
+                for seq_id, token in zip(sample_ids, tokens):
+                    seqs.append_slot(seq_id, token)
+                logits = self.forward(seqs, sample_ids)
         except Exception:
-            for seq_id in admitted:  # all or nothing: a failed admission leaves no trace
-                seqs.free(seq_id)
+            # Out of pages mid-generation (or any error): release what this call admitted.
+            for seq_id in dict.fromkeys([*ids, *sample_ids]):
+                if seq_id in seqs:
+                    seqs.free(seq_id)
             raise
-        logits = self.forward(seqs, ids)
-        if n > 1:
-            logits = np.repeat(logits, n, axis=0)
-            for seq_id in ids:
-                for k in range(n):
-                    seqs.fork(seq_id, f"{seq_id}.{k}")
-                seqs.free(seq_id)
-        out: dict[Hashable, list[int]] = {s: [] for s in sample_ids}
-        for step in range(max_new_tokens):
-            tokens = self.sample(logits, temperature, rng)
-            for seq_id, token in zip(sample_ids, tokens):
-                out[seq_id].append(token)
-            if step + 1 == max_new_tokens:
-                # The last token gets no slot: its K/V would never be computed, and a page it
-                # filled would be indexed holding garbage (vLLM stops the same way).
-                break
-            for seq_id, token in zip(sample_ids, tokens):
-                seqs.append_slot(seq_id, token)
-            logits = self.forward(seqs, sample_ids)
         if free:
             for seq_id in sample_ids:
                 seqs.free(seq_id)

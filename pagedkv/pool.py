@@ -193,7 +193,62 @@ class KVCachePool:
     def remove_listener(self, callback: Callable[[Event], None]) -> None:
         self._listeners.remove(callback)
 
+    def peek_allocation(self, n: int, revived: Iterable[int] = ()) -> tuple[list[int], list[int]]:
+        """The pages an allocation of n would take now, changing nothing: (FREE page ids,
+        lowest first; CACHED page ids it would evict, next victim first).
+
+        `revived` names CACHED pages a prefix hit takes back before allocating (they are not
+        victims). A write-ahead log records these pages before the allocation happens."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"n must be an int >= 0, got {n!r}")
+        from_free = min(n, len(self._free))
+        victims: list[int] = []
+        if n > from_free:
+            keep = set(revived)
+            victims = [p for p in self.eviction.order() if p not in keep][: n - from_free]
+            if len(victims) < n - from_free:
+                raise OutOfPagesError(
+                    f"need {n} pages, only {len(self._free)} FREE + {len(self.eviction) - len(keep)} "
+                    f"evictable CACHED of {self.num_pages}"
+                )
+        return heapq.nsmallest(from_free, self._free), victims
+
     # ---- operations ----------------------------------------------------------------------
+
+    def restore(
+        self, pages: list[tuple], cached_order: list[int], stats: dict[str, int], clock: int
+    ) -> None:
+        """Load page metadata saved from a pool with the same config (checkpoint recovery).
+
+        pages[i] = (state, ref_count, token_ids, block_hash, indexed, last_access) of page i;
+        cached_order = the CACHED page ids, next victim first. Only a fresh pool (clock 0,
+        every page FREE, no sequences) accepts it; the caller restores the SequenceManager's
+        sequences next and then calls check_invariants()."""
+        if self.clock or self._sequences() or len(self._free) != self.num_pages:
+            raise ValueError("restore needs a fresh pool (clock 0, every page FREE, no sequences)")
+        if len(pages) != self.num_pages:
+            raise ValueError(f"pages must describe {self.num_pages} pages, got {len(pages)}")
+        self._free = []  # filled in ascending page id order, so already a heap
+        for page, (state, ref_count, token_ids, block_hash, indexed, last_access) in zip(
+            self._pages, pages
+        ):
+            page.state, page.ref_count, page.last_access = PageState(state), ref_count, last_access
+            page.token_ids, page.block_hash = list(token_ids), block_hash
+            if page.state is FREE:
+                self._free.append(page.page_id)
+            if indexed:
+                self._index[block_hash] = page.page_id
+        # A policy's order() is a view of the release order: LRU reads it forwards, MRU
+        # backwards; whichever insertion reproduces cached_order is the saved one.
+        for release_order in (list(cached_order), list(reversed(cached_order))):
+            self.eviction.clear()
+            self.eviction.add_all(release_order)
+            if self.eviction.order() == list(cached_order):
+                break
+        else:
+            raise ValueError(f"cannot reproduce eviction order {list(cached_order)}")
+        self.stats = PoolStats(**stats)
+        self.clock = clock
 
     def reset_prefix_cache(self) -> bool:
         """Turn every CACHED page FREE and empty the index; refused (False) while any page is ACTIVE."""

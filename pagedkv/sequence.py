@@ -100,7 +100,9 @@ def _check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
         try:
             array = np.asarray(token_ids, dtype=np.int64)
         except OverflowError:
-            raise ValueError(f"{name} must hold ids in [0, 2**63 - 1]") from None
+            for i, t in enumerate(token_ids):
+                _check_token(f"{name}[{i}]", t)
+            raise
     else:
         raise TypeError(
             f"{name} must be a list, tuple or 1-D int array of token ids, got "
@@ -157,10 +159,27 @@ class SequenceManager:
 
     def pages_needed_to_append(self, seq_id: Hashable) -> int:
         """Pages `append_slot` would take now: 1 for a new page or a COW copy, else 0."""
-        seq = self.get(seq_id)
-        if seq.num_tokens % self.page_size == 0:
-            return 1
-        return 1 if self.pool._pages[seq.block_table[-1]].ref_count > 1 else 0
+        return self.pages_needed_for_decode([seq_id])
+
+    def pages_needed_for_decode(self, seq_ids: SequenceLike[Hashable]) -> int:
+        """Pages a decode step appending one token to each of these sequences takes.
+
+        A full last page needs a new page. A partial last page shared by k block tables
+        needs k copies if some holder is outside the step, else k - 1: the last writer
+        finds itself the only holder and writes in place."""
+        seqs = [self.get(s) for s in seq_ids]
+        if len({s.seq_id for s in seqs}) != len(seqs):
+            raise ValueError(f"seq_ids must be distinct, got {list(seq_ids)}")
+        needed, writers = 0, {}  # writers: partial last page id -> sequences of the step on it
+        for seq in seqs:
+            if seq.num_tokens % self.page_size == 0:
+                needed += 1
+            else:
+                writers[seq.block_table[-1]] = writers.get(seq.block_table[-1], 0) + 1
+        for page_id, k in writers.items():
+            holders = self.pool._pages[page_id].ref_count
+            needed += k if holders > k else k - 1
+        return needed
 
     # ---- operations ------------------------------------------------------------------------
 
