@@ -1,0 +1,360 @@
+"""Scheduler: continuous batching over the paged KV cache, with preemption.
+
+Like vLLM's scheduler it keeps a *waiting* queue (FCFS) and a *running* list (admission
+order) and builds one batch per `step()`:
+
+1. every running sequence gets one decode token, in admission order. When the pool cannot
+   give a sequence the page its token needs, the **most recently admitted** running
+   sequence is preempted (possibly the one asking) until the token fits (vLLM v1's rule);
+2. only if nothing was preempted, waiting requests are admitted front first while
+   `max_num_seqs`, the token budget `max_num_batched_tokens` and the pool allow
+   (`SequenceManager.add` is all-or-nothing); a whole prompt is prefilled in one step;
+3. TinyLM computes K/V of every scheduled token and samples each sequence's next token
+   (bookkeeping-only mode, without a model, takes tokens from a seeded script and runs no
+   attention: for large simulations).
+
+Preemption modes:
+
+- **recompute** (vLLM v1's only mode): free the sequence's pages — its full pages stay
+  CACHED, so on resume its own prefix is a prefix hit unless evicted meanwhile — and
+  requeue it at the *front*; on resume prompt + generated tokens are prefilled again.
+- **swap** (vLLM v0): copy the K/V of its pages to a host-side swap area of
+  `swap_space_pages` pages, free them, requeue at the front; on resume `add` the same
+  tokens (prefix hits possible) and copy back only the K/V the hits did not cover. When the
+  swap area is full it is recomputed instead (vLLM v0 aborts the request).
+
+Either way a resumed sequence continues exactly where it stopped: the tokens equal those of
+an uninterrupted run (`TinyLM.generate_reference`) with the same model and seeds.
+
+Leaves out: chunked prefill (a request that could outgrow the token budget is refused up
+front), parallel-sampling and beam-search groups (`bench sharing` drives `fork` directly),
+priorities, arrival times. Admission checks the budget against the whole prompt: prefix hits
+are known only once `add` has run (vLLM v1 looks them up first), so a prompt with cached
+pages may wait one step longer when the budget is nearly spent.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Sequence as SequenceLike
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .attention import AttentionEngine
+from .model import TinyLM
+from .pool import Event, OutOfPagesError
+from .sequence import SequenceManager, _check_seq_id, _check_tokens
+from .workloads import Request
+
+PREEMPTION_MODES = ("recompute", "swap")
+
+
+@dataclass(eq=False)
+class RequestState:
+    """A request and how far it got."""
+
+    req_id: Hashable
+    prompt_token_ids: list[int]
+    max_new_tokens: int
+    output: list[int] = field(default_factory=list)  # generated tokens
+    status: str = "waiting"  # waiting | running | finished
+    num_preemptions: int = 0
+    swap_pages: list[int] | None = None  # host pages holding its K/V while swapped out
+    rng: np.random.Generator | None = field(default=None, repr=False)  # sampling (model mode)
+    script: list[int] | None = field(default=None, repr=False)  # tokens (bookkeeping mode)
+
+    @property
+    def token_ids(self) -> list[int]:
+        """Prompt and generated tokens: what a resumed sequence is re-admitted with."""
+        return self.prompt_token_ids + self.output
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one `step()` did."""
+
+    step: int
+    prefill: tuple[tuple[Hashable, int], ...]  # (req id, tokens computed) admitted this step
+    decode: tuple[Hashable, ...]  # running sequences that got one token
+    preempted: tuple[tuple[Hashable, str], ...]  # (req id, "recompute" | "swap")
+    finished: tuple[Hashable, ...]
+    sampled: dict[Hashable, int]  # req id -> token sampled this step
+    num_batched_tokens: int  # tokens whose K/V were computed
+    recomputed_tokens: int  # of those, tokens computed before a recompute preemption
+    evicted_pages: int  # CACHED pages reclaimed by the pool during the step
+    swap_out_bytes: int  # K/V copied pool -> swap area (whole pages)
+    swap_in_bytes: int  # K/V copied swap area -> pool (only tokens not hit in the prefix cache)
+
+
+@dataclass
+class SchedulerStats:
+    """Totals since the scheduler was created."""
+
+    steps: int = 0
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    preemptions: int = 0  # vLLM: num_preemptions
+    recomputed_tokens: int = 0
+    swap_out_bytes: int = 0
+    swap_in_bytes: int = 0
+    finished: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class Scheduler:
+    """Continuous batching of requests over one SequenceManager (and optionally TinyLM)."""
+
+    def __init__(
+        self,
+        seqs: SequenceManager,
+        model: TinyLM | None = None,
+        *,
+        max_num_seqs: int = 64,
+        max_num_batched_tokens: int = 2048,
+        preemption_mode: str = "recompute",
+        swap_space_pages: int = 0,
+        temperature: float = 0.0,
+    ) -> None:
+        if not isinstance(seqs, SequenceManager):
+            raise TypeError(f"seqs must be a SequenceManager, got {type(seqs).__name__}")
+        if model is not None and not isinstance(model, TinyLM):
+            raise TypeError(f"model must be a TinyLM or None, got {type(model).__name__}")
+        for name, value, low in (
+            ("max_num_seqs", max_num_seqs, 1),
+            ("max_num_batched_tokens", max_num_batched_tokens, max_num_seqs),
+            ("swap_space_pages", swap_space_pages, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 1 << 24:
+                raise ValueError(f"{name} must be an int in [{low}, {1 << 24}], got {value!r}")
+        if preemption_mode not in PREEMPTION_MODES:
+            raise ValueError(
+                f"preemption_mode must be one of {PREEMPTION_MODES}, got {preemption_mode!r}"
+            )
+        if not isinstance(temperature, (int, float)) or not 0 <= temperature < float("inf"):
+            raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        self.seqs, self.pool, self.model = seqs, seqs.pool, model
+        self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
+        self.preemption_mode, self.temperature = preemption_mode, float(temperature)
+        cfg = self.pool.config
+        self.swap_space = np.zeros(
+            (cfg.num_layers, 2, swap_space_pages, *cfg.kv_shape[3:]), dtype=cfg.dtype
+        )  # [layers, 2, swap_pages, page_size, kv_heads, head_dim]
+        self._free_swap = list(range(swap_space_pages - 1, -1, -1))  # stack: lowest id on top
+        self._engine = AttentionEngine(self.pool)
+        self.requests: dict[Hashable, RequestState] = {}  # every request ever added, in order
+        self.waiting: deque[RequestState] = deque()
+        self.running: list[RequestState] = []  # admission order: the last is preempted first
+        self.stats = SchedulerStats()
+        self._listeners: list[Callable[[Event], None]] = []
+
+    # ---- requests --------------------------------------------------------------------------
+
+    def add_request(
+        self,
+        req_id: Hashable,
+        prompt_token_ids: SequenceLike[int],
+        max_new_tokens: int,
+        *,
+        seed: int = 0,
+    ) -> None:
+        """Queue a request (FCFS). `seed` seeds its sampling when temperature > 0."""
+        _check_seq_id("req_id", req_id)
+        if req_id in self.requests:
+            raise ValueError(f"req_id {req_id!r} was already added")
+        tokens, _ = _check_tokens("prompt_token_ids", prompt_token_ids)
+        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+            raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+        if self.model is not None and max(tokens) > 255:
+            raise ValueError(f"prompt_token_ids must be TinyLM tokens (0..255), got {max(tokens)}")
+        # A resumed sequence is prefilled with up to prompt + max_new_tokens - 1 tokens at once.
+        longest = len(tokens) + max_new_tokens - 1
+        if longest > self.max_num_batched_tokens:
+            raise ValueError(
+                f"prompt of {len(tokens)} tokens + max_new_tokens={max_new_tokens} - 1 exceeds "
+                f"max_num_batched_tokens={self.max_num_batched_tokens} (no chunked prefill)"
+            )
+        if -(-longest // self.pool.page_size) > self.pool.num_pages:
+            raise ValueError(
+                f"the request grows to {longest} tokens, more than the pool's "
+                f"{self.pool.num_pages} pages x {self.pool.page_size} slots can hold"
+            )
+        state = RequestState(req_id, tokens, max_new_tokens)
+        if self.model is None:  # bookkeeping mode: the "generated" tokens are a seeded script
+            state.script = np.random.default_rng(seed).integers(0, 32_000, max_new_tokens).tolist()
+        else:
+            state.rng = np.random.default_rng(seed)
+        self.requests[req_id] = state
+        self.waiting.append(state)
+
+    def add_requests(self, requests: Iterable[Request]) -> None:
+        """Queue workload requests (n = 1, no beam search) in order."""
+        for r in requests:
+            if r.n != 1 or r.beam_width != 1:
+                raise ValueError(f"request {r.req_id!r}: the scheduler needs n = beam_width = 1")
+            self.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
+
+    @property
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    @property
+    def outputs(self) -> dict[Hashable, list[int]]:
+        """Generated tokens of every request so far (req id -> tokens), in order of arrival."""
+        return {r.req_id: list(r.output) for r in self.requests.values()}
+
+    @property
+    def num_free_swap_pages(self) -> int:
+        return len(self._free_swap)
+
+    def add_listener(self, callback: Callable[[Event], None]) -> None:
+        """Call `callback(Event(clock, kind, -1, req_id, detail))` on "preempt" and "resume"
+        (page_id is -1: the event concerns a sequence, not one page)."""
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        self._listeners.append(callback)
+
+    def remove_listener(self, callback: Callable[[Event], None]) -> None:
+        self._listeners.remove(callback)
+
+    def _emit(self, kind: str, req_id: Hashable, detail: str) -> None:
+        for callback in self._listeners:
+            callback(Event(self.pool.clock, kind, -1, req_id, detail))
+
+    # ---- one step --------------------------------------------------------------------------
+
+    def step(self) -> StepRecord:
+        """Schedule, run and sample one batch; return what happened."""
+        seqs, running, waiting = self.seqs, self.running, self.waiting
+        evictions = self.pool.stats.evictions
+        preempted, prefill = [], []  # (req id, mode), (req id, tokens to compute)
+        out_bytes = in_bytes = recomputed = 0
+        append_slot, i = seqs.append_slot, 0
+        while i < len(running):
+            state = running[i]
+            try:
+                append_slot(state.req_id, state.output[-1])
+                i += 1
+            except OutOfPagesError:
+                victim = running.pop()  # the most recently admitted; retry (unless it was state)
+                mode, copied = self._preempt(victim)
+                preempted.append((victim.req_id, mode))
+                out_bytes += copied
+        batch = list(running)  # every survivor decodes one token
+        budget = self.max_num_batched_tokens - len(batch)
+        while not preempted and waiting and len(running) < self.max_num_seqs:
+            state = waiting[0]
+            tokens = state.token_ids
+            if (1 if state.swap_pages is not None else len(tokens)) > budget:
+                break
+            try:
+                num_cached = seqs.add(state.req_id, tokens)
+            except OutOfPagesError:
+                break
+            waiting.popleft()
+            state.status = "running"
+            running.append(state)
+            if state.swap_pages is not None:  # the K/V of all but the last token come back
+                in_bytes += self._swap_in(state, num_cached, len(tokens) - 1)
+                num_cached = len(tokens) - 1
+            elif state.output:  # recompute: everything before the last token ran before
+                recomputed += len(tokens) - 1 - num_cached
+            if state.num_preemptions:
+                self._emit("resume", state.req_id, f"{len(tokens) - num_cached} tokens to compute")
+            prefill.append((state.req_id, len(tokens) - num_cached))
+            batch.append(state)
+            budget -= len(tokens) - num_cached
+        sampled = self._run(batch)
+        finished = []
+        for state, token in zip(batch, sampled, strict=True):
+            output = state.output
+            output.append(token)
+            if len(output) == state.max_new_tokens:
+                seqs.free(state.req_id)  # every token it holds has its K/V computed
+                running.remove(state)
+                state.status = "finished"
+                finished.append(state.req_id)
+        num_decode = len(batch) - len(prefill)
+        st = self.stats
+        st.steps += 1
+        st.decode_tokens += num_decode
+        st.prefill_tokens += sum(n for _, n in prefill)
+        st.preemptions += len(preempted)
+        st.recomputed_tokens += recomputed
+        st.swap_out_bytes += out_bytes
+        st.swap_in_bytes += in_bytes
+        st.finished += len(finished)
+        return StepRecord(
+            step=st.steps - 1,
+            prefill=tuple(prefill),
+            decode=tuple(s.req_id for s in batch[:num_decode]),
+            preempted=tuple(preempted),
+            finished=tuple(finished),
+            sampled={s.req_id: t for s, t in zip(batch, sampled, strict=True)},
+            num_batched_tokens=num_decode + sum(n for _, n in prefill),
+            recomputed_tokens=recomputed,
+            evicted_pages=self.pool.stats.evictions - evictions,
+            swap_out_bytes=out_bytes,
+            swap_in_bytes=in_bytes,
+        )
+
+    def run(self, max_steps: int | None = None, progress: bool = False) -> dict[Hashable, list]:
+        """Step until every request finished (or max_steps); returns `outputs`."""
+        total, done, steps = len(self.requests), self.stats.finished, 0
+        with tqdm(total=total, initial=done, unit="req", leave=False, disable=not progress) as bar:
+            while self.has_unfinished and (max_steps is None or steps < max_steps):
+                bar.update(len(self.step().finished))
+                steps += 1
+        return self.outputs
+
+    # ---- internals -------------------------------------------------------------------------
+
+    def _run(self, batch: list[RequestState]) -> list[int]:
+        """Compute the scheduled tokens and sample one new token per sequence."""
+        if not batch:
+            return []
+        if self.model is None:
+            return [s.script[len(s.output)] for s in batch]
+        logits = self.model.forward(self.seqs, [s.req_id for s in batch])  # [B, vocab]
+        return [
+            TinyLM.sample(logits[b : b + 1], self.temperature, s.rng)[0]
+            for b, s in enumerate(batch)
+        ]
+
+    def _preempt(self, state: RequestState) -> tuple[str, int]:
+        """Free a running sequence's pages (after copying them out in swap mode); requeue it
+        at the front. Returns the mode used and the bytes copied to the swap area."""
+        table = self.seqs.block_table(state.req_id)
+        mode, copied = self.preemption_mode, 0
+        if mode == "swap" and len(table) > len(self._free_swap):
+            mode = "recompute"  # the swap area is full
+        if mode == "swap":
+            state.swap_pages = [self._free_swap.pop() for _ in table]
+            self.swap_space[:, :, state.swap_pages] = self.pool.kv_cache[:, :, table]
+            copied = len(table) * self.pool.config.kv_bytes // self.pool.num_pages
+        self.seqs.free(state.req_id)
+        state.status = "waiting"
+        state.num_preemptions += 1
+        self.waiting.appendleft(state)
+        self._emit("preempt", state.req_id, f"{mode}: {len(table)} pages released")
+        return mode, copied
+
+    def _swap_in(self, state: RequestState, start: int, end: int) -> int:
+        """Copy K/V of positions start..end-1 back from the swap area; free its swap pages."""
+        size = self.pool.page_size
+        positions = np.arange(start, end)
+        host = np.asarray(state.swap_pages)[positions // size] * size + positions % size
+        flat = self.swap_space.reshape(self.swap_space.shape[0], 2, -1, *self.swap_space.shape[4:])
+        slots = self.seqs.slot_mapping(state.req_id, start, end)
+        for layer in range(flat.shape[0]):
+            self._engine.write(layer, slots, flat[layer, 0, host], flat[layer, 1, host])
+        self.seqs.set_computed(state.req_id, end)
+        self._free_swap.extend(reversed(state.swap_pages))
+        state.swap_pages = None
+        return len(positions) * self.pool.config.bytes_per_token
