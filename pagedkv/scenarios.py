@@ -1,0 +1,442 @@
+"""Named, deterministic step-by-step scenarios that the dashboard, notebooks, tests and demo share.
+
+A `Scenario` is a list of `Action`s for a pool geometry; a `ScenarioRun` applies them one
+step at a time to a real `KVCachePool` + `SequenceManager` with TinyLM generating every token
+through the paged cache (greedy, or seeded sampling), and records what each step did: the
+pool events, the tokens and slots, a snapshot. After every action each live sequence is fully
+computed (`model.forward` runs after appends and before anything is freed), so pages indexed
+for prefix reuse always hold real K/V.
+
+Actions are plain data, so a run can be replayed exactly: `back()` rebuilds the run from
+scratch and re-applies all but the last action (time travel), and controls such as "add a
+request" or "fork" append ordinary actions to the history. When the scenario's own steps are
+done, `step()` decodes one token for every live sequence.
+
+Scenarios: the seed's request_A / request_B walkthrough; sequences growing until the pool
+fills; a shared system prompt (prefix hits); eviction pressure (LRU victims, tail first);
+parallel sampling and beam search via fork (copy-on-write); preemption (see
+`pagedkv.scheduler`). vLLM has no equivalent: these are teaching traces, each small enough to
+follow page by page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from .model import TinyLM
+from .pool import Event, KVCachePool, OutOfPagesError
+from .sequence import SequenceManager, UnknownSequenceError
+
+OPS = ("add", "decode", "fork", "free", "beam")
+PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages of 4 and half a page
+PROMPT_B = PROMPT_A + " pages."
+SYSTEM_PROMPT = "System: answer briefly. "  # 24 bytes: 6 full pages of 4
+
+
+@dataclass(frozen=True)
+class Action:
+    """One step: what happens to which sequences (plain data, so runs can be replayed)."""
+
+    op: str  # add | decode | fork | free | beam
+    seq_id: Hashable | None = None  # add/free: the sequence; fork: the child; beam: the group
+    parent: Hashable | None = None  # fork: the parent; add: start the prompt with its tokens
+    text: str = ""  # add: the prompt (after the parent's tokens, if any)
+    seq_ids: tuple[Hashable, ...] = ()  # decode: these sequences (empty: every live one)
+    temperature: float = 0.0  # decode: 0 = greedy, else seeded sampling
+    width: int = 0  # beam: beams kept
+    caption: str = ""  # what the step shows, for people
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
+        if self.op in ("add", "fork", "free", "beam") and self.seq_id is None:
+            raise ValueError(f"op {self.op!r} needs a seq_id")
+        if self.op == "add" and not (self.text or self.parent is not None):
+            raise ValueError("op 'add' needs a text or a parent to share a prefix with")
+        if self.op == "fork" and self.parent is None:
+            raise ValueError("op 'fork' needs a parent")
+        if self.op == "beam" and not 1 <= self.width <= 16:
+            raise ValueError(f"op 'beam' needs a width in [1, 16], got {self.width}")
+        if not 0 <= self.temperature <= 10:
+            raise ValueError(f"temperature must be in [0, 10], got {self.temperature}")
+
+
+@dataclass
+class StepRecord:
+    """What one applied action did."""
+
+    index: int  # 1-based step number in the run
+    action: Action
+    events: list[Event] = field(default_factory=list)  # pool events, in order
+    tokens: dict[Hashable, int] = field(default_factory=dict)  # seq id -> token appended
+    slots: dict[Hashable, int] = field(default_factory=dict)  # seq id -> slot it went to
+    cached_tokens: int = 0  # add: prompt tokens served by prefix hits
+    note: str = ""  # outcome, e.g. a refused admission or an out-of-pages stop
+
+    def lines(self) -> list[str]:
+        """The step's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
+        out, run = [], []  # run: consecutive events of one kind for one sequence
+        for event in [*self.events, None]:
+            if run and (event is None or (event.kind, event.seq_id) != (run[0].kind, run[0].seq_id)
+                        or event.kind == "cow"):
+                out.append(_describe(run))
+                run = []
+            if event is not None:
+                run.append(event)
+        return [*out, self.note] if self.note else out
+
+
+_WORDS = {  # event kind -> how the log says it
+    "allocate": "allocate", "evict": "evict (LRU victim)", "prefix_hit": "prefix hit",
+    "fork": "fork shares", "cache": "cache (ref count 0, kept for reuse)", "free": "free",
+    "reset": "reset", "preempt": "preempt",
+}
+
+
+def _describe(run: list[Event]) -> str:
+    first = run[0]
+    who = f" for {first.seq_id}" if first.seq_id is not None else ""
+    if first.kind == "cow":
+        return f"copy-on-write: {first.detail} to page {first.page_id}{who}"
+    pages = ", ".join(str(e.page_id) for e in run)
+    return f"{_WORDS.get(first.kind, first.kind)} page{'s' if len(run) > 1 else ''} {pages}{who}"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named trace: default geometry and the steps for any geometry."""
+
+    name: str
+    title: str
+    summary: str
+    num_pages: int
+    page_size: int
+    build: Callable[[int, int], list[Action]]  # (num_pages, page_size) -> steps
+    seed: int = 0  # of the sampling generator
+
+    def steps(self, num_pages: int | None = None, page_size: int | None = None) -> list[Action]:
+        return self.build(num_pages or self.num_pages, page_size or self.page_size)
+
+
+@lru_cache(maxsize=1)
+def default_model() -> TinyLM:
+    """The TinyLM every scenario uses (seed 0): built once, shared, never mutated."""
+    return TinyLM(seed=0)
+
+
+class ScenarioRun:
+    """A scenario applied step by step to a real pool, with its history for time travel."""
+
+    def __init__(self, scenario: str | Scenario = "walkthrough", num_pages: int | None = None,
+                 page_size: int | None = None, model: TinyLM | None = None) -> None:
+        self.scenario = get_scenario(scenario) if isinstance(scenario, str) else scenario
+        if not isinstance(self.scenario, Scenario):
+            raise TypeError(f"scenario must be a name or a Scenario, got {type(scenario).__name__}")
+        self.num_pages = self.scenario.num_pages if num_pages is None else num_pages
+        self.page_size = self.scenario.page_size if page_size is None else page_size
+        self.model = default_model() if model is None else model
+        self.config = self.model.cache_config(self.num_pages, self.page_size)  # validates both
+        self.steps = self.scenario.steps(self.num_pages, self.page_size)
+        self._start()
+
+    def _start(self) -> None:
+        self.pool = KVCachePool(self.config)
+        self.seqs = SequenceManager(self.pool)
+        self.pool.add_listener(self._on_event)
+        self.rng = np.random.default_rng(self.scenario.seed)
+        self.logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
+        self.scores: dict[Hashable, float] = {}  # beam id -> cumulative log-probability
+        self.records: list[StepRecord] = []
+        self.snapshots = [self.pool.snapshot()]  # [0] before any step, [i] after step i
+        self.cursor = 0  # scenario steps applied
+        self.history: list[tuple[Action, bool]] = []  # (action, was a scenario step)
+        self.seen_ids: set[Hashable] = set()  # every sequence id this run admitted or forked
+        self._record: StepRecord | None = None
+
+    def _on_event(self, event: Event) -> None:
+        if self._record is not None:
+            self._record.events.append(event)
+
+    @property
+    def done(self) -> bool:
+        """All of the scenario's own steps have been applied."""
+        return self.cursor >= len(self.steps)
+
+    @property
+    def next_action(self) -> Action:
+        """What `step()` applies next."""
+        if not self.done:
+            return self.steps[self.cursor]
+        return Action("decode", caption="scenario done: every live sequence generates one token")
+
+    def step(self) -> StepRecord:
+        """Apply the next scenario step (or, when done, one decode step for everyone)."""
+        return self._apply(self.next_action, not self.done)
+
+    def apply(self, action: Action) -> StepRecord:
+        """Apply an action of your own (a control, not a scenario step) and record it."""
+        if not isinstance(action, Action):
+            raise TypeError(f"action must be an Action, got {type(action).__name__}")
+        return self._apply(action, False)
+
+    def _apply(self, action: Action, scenario_step: bool) -> StepRecord:
+        # A refused action (out of pages, unknown or duplicate id) changes nothing in the
+        # pool (the core guarantees it) and says why in the record's note.
+        record = self._record = StepRecord(len(self.records) + 1, action)
+        try:
+            getattr(self, f"_{action.op}")(action, record)
+        except (OutOfPagesError, UnknownSequenceError, ValueError) as error:
+            record.note = f"refused: {error}"
+        finally:
+            self._record = None
+        self.cursor += scenario_step
+        self.history.append((action, scenario_step))
+        self.records.append(record)
+        self.snapshots.append(self.pool.snapshot())
+        return record
+
+    def back(self) -> bool:
+        """Undo the last step exactly; False when there is none.
+
+        Replays the history from a fresh pool rather than keeping a copy of every state:
+        pool, manager, K/V store, logits and the sampling generator are linked objects, and
+        a replay of the same actions (seeded sampling, logical clock) rebuilds all of them
+        bit for bit in a few ms at classroom sizes, where per-step copies would each hold a
+        K/V store and risk sharing state between copies."""
+        if not self.history:
+            return False
+        self._replay(self.history[:-1])
+        return True
+
+    def reset(self) -> None:
+        """Back to step 0 (same scenario and geometry)."""
+        self._replay([])
+
+    def _replay(self, history: list[tuple[Action, bool]]) -> None:
+        self._start()
+        for action, scenario_step in history:
+            self._apply(action, scenario_step)
+
+    def new_id(self, prefix: str) -> str:
+        """The first of prefix1, prefix2, ... that no sequence of this run has used."""
+        return next(f"{prefix}{k}" for k in range(1, len(self.seen_ids) + 2)
+                    if f"{prefix}{k}" not in self.seen_ids)
+
+    # ---- the operations --------------------------------------------------------------------
+
+    def _add(self, action: Action, record: StepRecord) -> None:
+        prefix = self.seqs.get(action.parent).token_ids if action.parent is not None else []
+        record.cached_tokens = self.seqs.add(action.seq_id, prefix + self.model.encode(action.text))
+        self.seen_ids.add(action.seq_id)
+        self.logits[action.seq_id] = self.model.forward(self.seqs, [action.seq_id])[0]
+        n = self.seqs.get(action.seq_id).num_tokens
+        record.note = (f"{action.seq_id}: {record.cached_tokens} of {n} prompt tokens from the "
+                       f"prefix cache, block table {self.seqs.block_table(action.seq_id)}")
+
+    def _sample(self, seq_id: Hashable, temperature: float) -> int:
+        return self.model.sample(self.logits[seq_id][None], temperature, self.rng)[0]
+
+    def _decode(self, action: Action, record: StepRecord) -> None:
+        wanted = action.seq_ids or tuple(self.seqs.sequences)
+        live = [s for s in wanted if s in self.seqs]
+        if not live:
+            record.note = "nothing to decode: no live sequence" if not wanted else (
+                f"nothing to decode: {', '.join(map(str, wanted))} finished")
+            return
+        for seq_id in live:
+            token = self._sample(seq_id, action.temperature)
+            try:
+                record.slots[seq_id] = self.seqs.append_slot(seq_id, token)
+            except OutOfPagesError:
+                record.note = (f"out of pages: {seq_id} needs a new page and all "
+                               f"{self.num_pages} are ACTIVE (a scheduler would preempt)")
+                break
+            record.tokens[seq_id] = token
+        self._compute(list(record.tokens))
+
+    def _compute(self, seq_ids: list[Hashable]) -> None:
+        if seq_ids:
+            for seq_id, row in zip(seq_ids, self.model.forward(self.seqs, seq_ids)):
+                self.logits[seq_id] = row
+
+    def _fork(self, action: Action, record: StepRecord) -> None:
+        self.seqs.fork(action.parent, action.seq_id)
+        self.seen_ids.add(action.seq_id)
+        self.logits[action.seq_id] = self.logits[action.parent]
+        if action.parent in self.scores:
+            self.scores[action.seq_id] = self.scores[action.parent]
+        record.note = f"{action.seq_id} shares all {len(self.seqs.block_table(action.seq_id))} pages of {action.parent}"
+
+    def _free(self, action: Action, record: StepRecord) -> None:
+        self.seqs.free(action.seq_id)
+        del self.logits[action.seq_id]
+        self.scores.pop(action.seq_id, None)
+
+    def _beam(self, action: Action, record: StepRecord) -> None:
+        """One beam-search step: every beam proposes its best tokens, the `width` best
+        continuations overall survive; a beam chosen twice is forked (its pages shared), a
+        beam not chosen is freed. vLLM's v0 beam search managed beams the same way."""
+        group = f"{action.seq_id}."
+        beams = [s for s in self.seqs.sequences if str(s).startswith(group)]
+        if not beams:
+            raise ValueError(f"no live beam of group {action.seq_id!r}")
+        candidates = []  # (score, beam index, token)
+        for k, beam in enumerate(beams):
+            z = self.logits[beam].astype(np.float64)
+            logp = z - z.max() - np.log(np.exp(z - z.max()).sum())
+            for token in np.argsort(-logp, kind="stable")[: action.width]:
+                candidates.append((self.scores.get(beam, 0.0) + float(logp[token]), k, int(token)))
+        chosen = sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[: action.width]
+        picked = {k for _, k, _ in chosen}
+        for k, beam in enumerate(beams):
+            if k not in picked:
+                self._free(Action("free", beam), record)
+        taken, plan = set(), []
+        for score, k, token in chosen:
+            beam = beams[k]
+            if beam in taken:  # a second continuation of the same beam: fork it
+                child = self.new_id(group)
+                self.seqs.fork(beam, child)
+                self.seen_ids.add(child)
+                self.logits[child] = self.logits[beam]
+                beam = child
+            taken.add(beam)
+            plan.append((beam, token, score))
+        for beam, token, score in plan:
+            try:
+                record.slots[beam] = self.seqs.append_slot(beam, token)
+            except OutOfPagesError:
+                record.note = f"out of pages: beam {beam} cannot grow; it keeps its last token"
+                break
+            record.tokens[beam] = token
+            self.scores[beam] = score
+        self._compute(list(record.tokens))
+
+    def __repr__(self) -> str:
+        return (f"ScenarioRun({self.scenario.name!r}, num_pages={self.num_pages}, page_size="
+                f"{self.page_size}, step {len(self.history)}, {self.cursor}/{len(self.steps)} "
+                f"scenario steps)")
+
+
+# ---- the scenarios ------------------------------------------------------------------------
+
+
+def _walkthrough(num_pages: int, page_size: int) -> list[Action]:
+    steps = [Action("add", "request_A", text=PROMPT_A,
+                    caption=f"request_A arrives with a {len(PROMPT_A)}-token prompt")]
+    steps += [Action("decode", seq_ids=("request_A",), caption=f"request_A generates token {k}")
+              for k in range(1, 21)]
+    steps.append(Action("free", "request_A", caption="request_A finishes: full pages stay CACHED "
+                        "(tail first in LRU order), the partial page becomes FREE"))
+    steps.append(Action("add", "request_B", text=PROMPT_B,
+                        caption="request_B starts with request_A's prompt: prefix hits"))
+    steps += [Action("decode", seq_ids=("request_B",), caption=f"request_B generates token {k}")
+              for k in range(1, 37)]
+    return steps
+
+
+FILL_PROMPTS = {"alpha": "Pages fill", "bravo": "one slot", "charlie": "at a time"}
+
+
+def _fill(num_pages: int, page_size: int) -> list[Action]:
+    steps = [Action("add", s, text=t, caption=f"{s} arrives ({len(t)} prompt tokens)")
+             for s, t in FILL_PROMPTS.items()]
+    lengths = [len(t) for t in FILL_PROMPTS.values()]
+    for k in range(1, 200):  # decode until a sequence needs a page the pool cannot give
+        pages = sum(-(-(n + k) // page_size) for n in lengths)
+        last = pages > num_pages
+        steps.append(Action("decode", caption=f"every sequence generates token {k}" + (
+            ": the pool is full" if last else "")))
+        if last:
+            break
+    return steps
+
+
+def _prefix(num_pages: int, page_size: int) -> list[Action]:
+    questions = {"user1": "Q: what is a page?", "user2": "Q: why paging?",
+                 "user3": "Q: who evicts?", "user4": "Q: what is a hit?"}
+    steps = [Action("add", "user1", text=SYSTEM_PROMPT + questions["user1"],
+                    caption="user1 arrives: system prompt + question, nothing cached yet")]
+    steps += [Action("decode", seq_ids=("user1",), caption="user1 generates") for _ in range(3)]
+    for s in ("user2", "user3"):
+        steps.append(Action("add", s, text=SYSTEM_PROMPT + questions[s],
+                            caption=f"{s} arrives: the system prompt's full pages are prefix hits"))
+    steps += [Action("decode", caption="every request generates") for _ in range(4)]
+    steps += [Action("free", s, caption=f"{s} finishes: shared pages stay ACTIVE while others hold them")
+              for s in ("user1", "user2", "user3")]
+    steps.append(Action("add", "user4", text=SYSTEM_PROMPT + questions["user4"],
+                        caption="user4 arrives later: CACHED system-prompt pages come back to life"))
+    steps += [Action("decode", seq_ids=("user4",), caption="user4 generates") for _ in range(3)]
+    steps.append(Action("free", "user4", caption="user4 finishes"))
+    return steps
+
+
+def _eviction(num_pages: int, page_size: int) -> list[Action]:
+    steps = []
+    for s, text in (("doc_A", "Alpha asks first"), ("doc_B", "Bravo is second!")):
+        steps.append(Action("add", s, text=text, caption=f"{s} arrives"))
+        steps += [Action("decode", seq_ids=(s,), caption=f"{s} generates") for _ in range(3)]
+        steps.append(Action("free", s, caption=f"{s} finishes: its full pages join the LRU order, "
+                            "tail page first"))
+    steps.append(Action("add", "doc_C", text="Charlie needs many pages now",
+                        caption="doc_C needs more pages than are FREE: LRU victims are evicted, "
+                        "doc_A's tail first"))
+    steps.append(Action("add", "doc_D", text="Alpha, again",
+                        caption="doc_D shares doc_A's first page, which survived because eviction "
+                        "takes tails first"))
+    steps += [Action("decode", caption="doc_C and doc_D generate: each new page evicts the next "
+                     "LRU victim") for _ in range(4)]
+    steps += [Action("free", s, caption=f"{s} finishes") for s in ("doc_C", "doc_D")]
+    return steps
+
+
+def _parallel(num_pages: int, page_size: int) -> list[Action]:
+    steps = [Action("add", "sample.0", text="Once upon a time, ",
+                    caption="the prompt is admitted once, as sample.0")]
+    steps += [Action("fork", f"sample.{k}", parent="sample.0",
+                     caption=f"fork sample.{k}: it shares every page, no page is copied")
+              for k in (1, 2)]
+    steps.append(Action("decode", temperature=1.0, caption="each sample draws its own token: "
+                        "writing into the shared last page copies it first (copy-on-write)"))
+    steps += [Action("decode", temperature=1.0, caption="the samples grow apart") for _ in range(7)]
+    steps += [Action("free", f"sample.{k}", caption=f"sample.{k} finishes") for k in range(3)]
+    return steps
+
+
+def _beam_search(num_pages: int, page_size: int) -> list[Action]:
+    steps = [Action("add", "beam.0", text="Paged attention ", caption="the prompt becomes beam.0")]
+    steps += [Action("beam", "beam", width=3, caption="beam step: keep the 3 best continuations; "
+                     "forked beams share pages, dropped beams are freed") for _ in range(8)]
+    return steps
+
+
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    Scenario("walkthrough", "The seed walkthrough: request_A, then request_B reuses its pages",
+             "request_A grows token by token, finishes; request_B reuses its prefix and grows "
+             "until the pool evicts.", 16, 4, _walkthrough),
+    Scenario("fill", "Sequences grow until the pool fills",
+             "Three requests generate together; pages are taken only when the last one is "
+             "full, until no page is left.", 16, 4, _fill),
+    Scenario("prefix", "A shared system prompt: prefix hits",
+             "Requests that start with the same system prompt share its pages (ref count > 1) "
+             "and later revive them from the CACHED state.", 24, 4, _prefix),
+    Scenario("eviction", "Eviction pressure: LRU victims, tail first",
+             "Finished requests leave CACHED pages; new ones evict the least recently "
+             "released, deepest page first.", 12, 4, _eviction),
+    Scenario("parallel", "Parallel sampling: fork and copy-on-write",
+             "Three samples of one prompt share its pages; the first write into the shared "
+             "last page copies it.", 16, 4, _parallel, seed=1),
+    Scenario("beam", "Beam search: forked beams share pages",
+             "Beams that survive are forked, beams that fall behind are freed; common "
+             "prefixes stay shared.", 24, 4, _beam_search),
+)}
+
+
+def get_scenario(name: str) -> Scenario:
+    if name not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {list(SCENARIOS)}, got {name!r}")
+    return SCENARIOS[name]

@@ -1,0 +1,71 @@
+"""Colours shared by every pagedkv picture, chosen to stay readable with colour blindness.
+
+- Page states use three Okabe–Ito colours (light grey FREE, blue ACTIVE, orange CACHED),
+  the palette designed for viewers with any common colour-vision deficiency.
+- Sequences use Paul Tol's "muted" qualitative palette (also colour-blind safe, and
+  distinct from the state colours), assigned in order of first appearance by a
+  `SequencePalette`: pass the same palette to every plot and a sequence keeps its colour
+  in the heatmaps, the block-table view and the dashboard.
+- Continuous quantities (occupancy, ref count, LRU order) use cividis / viridis, which
+  are perceptually uniform and remain ordered in greyscale.
+
+Matplotlib's own colour maps are used as they are; nothing here draws.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from matplotlib.colors import to_rgba
+
+from ..page import PageState
+
+STATE_COLORS = {  # page state -> Okabe–Ito colour
+    PageState.FREE: "#DDDDDD",
+    PageState.ACTIVE: "#0072B2",
+    PageState.CACHED: "#E69F00",
+}
+STATE_TEXT_COLORS = {PageState.FREE: "#333333", PageState.ACTIVE: "white", PageState.CACHED: "black"}
+VICTIM_COLOR = "#D55E00"  # Okabe–Ito vermillion: the next page to be evicted, COW copies
+HIT_COLOR = "#009E73"  # Okabe–Ito bluish green: pages reused by a prefix hit
+EMPTY_COLOR = "#FFFFFF"  # grid cells past the last page
+NO_OWNER_COLOR = "#F2F2F2"  # pages no block table holds (FREE or CACHED)
+SEQUENCE_COLORS = (  # Paul Tol "muted"
+    "#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE",
+    "#882255", "#44AA99", "#999933", "#AA4499",
+)
+OCCUPANCY_CMAP = "cividis"
+REF_COUNT_CMAP = "viridis"
+LRU_CMAP = "viridis"
+
+
+class SequencePalette:
+    """Sequence id -> colour, fixed at first sight (cycles after nine sequences)."""
+
+    def __init__(self) -> None:
+        self._colors: dict[Hashable, str] = {}  # seq id -> hex colour, in order of first sight
+
+    def color(self, seq_id: Hashable) -> str:
+        if seq_id not in self._colors:
+            self._colors[seq_id] = SEQUENCE_COLORS[len(self._colors) % len(SEQUENCE_COLORS)]
+        return self._colors[seq_id]
+
+    def rgba(self, seq_id: Hashable) -> tuple[float, float, float, float]:
+        return to_rgba(self.color(seq_id))
+
+    def text_color(self, seq_id: Hashable) -> str:
+        """Black or white, whichever reads better on the sequence's colour."""
+        r, g, b, _ = self.rgba(seq_id)
+        return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+
+    def clear(self) -> None:
+        self._colors.clear()
+
+    def __len__(self) -> int:
+        return len(self._colors)
+
+    def __repr__(self) -> str:
+        return f"SequencePalette({dict(self._colors)})"
+
+
+DEFAULT_PALETTE = SequencePalette()  # shared by plots that are not given a palette
