@@ -1,4 +1,4 @@
-"""The `pagedkv` command line: `python -m pagedkv demo | bench <name>`."""
+"""The `pagedkv` command line: `python -m pagedkv demo | bench <name> | serve`."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo_parser.set_defaults(func=demo.run)
     bench_parser = sub.add_parser("bench", help="benchmarks: numbers and ratios on this machine")
     bench.add_subcommands(bench_parser)
+    from .service import serve  # the service layer wraps the core; the core never imports it
+
+    serve_parser = sub.add_parser("serve", help=serve.HELP, description=serve.HELP)
+    serve.add_arguments(serve_parser)  # FastAPI and uvicorn are imported only by serve.run
+    serve_parser.set_defaults(func=serve.run)
     return parser
 
 

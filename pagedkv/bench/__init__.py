@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 BENCHMARKS = {  # name -> module
     "ops": "pagedkv.bench.ops",
+    "threads": "pagedkv.bench.threads",
 }
 
 

@@ -1,0 +1,119 @@
+"""bench threads: one coarse lock vs a read-write lock around the manager, 1-8 threads.
+
+N threads share one `LockedManager` and together run a fixed number of operations, each
+thread on its own sequences: writes are `add` (a 48-token prompt, half of them sharing a
+32-token prefix), `append_slot` and `free`; reads are `block_table` and `sequence` (a copy).
+Two mixes: read-heavy (90 % reads) and write-heavy (20 % reads). The total is the same at
+every thread count, so operations/s compare directly; "unlocked" is the same wrapper with
+no lock on one thread, the floor any lock adds to. Every run ends with `check_invariants()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import random
+import threading
+import time
+
+from ..config import CacheConfig
+from ..pool import KVCachePool, OutOfPagesError
+from ..sequence import SequenceManager
+from ..service.concurrency import CoarseLock, LockedManager, ReadWriteLock
+from . import Report
+
+HELP = "thread scaling: coarse lock vs read-write lock at 1, 2, 4, 8 threads (operations/s)"
+MIXES = {"read-heavy": 0.9, "write-heavy": 0.2}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ops", type=int, default=60_000, help="operations per run, all threads together")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+
+
+def _worker(target: LockedManager, index: int, ops: int, read_fraction: float, seed: int, barrier) -> None:
+    rng = random.Random(seed * 1000 + index)
+    shared = [rng.randrange(256) for _ in range(32)]
+    live: list[str] = []
+    made = 0
+    barrier.wait()
+    for _ in range(ops):
+        if live and rng.random() < read_fraction:
+            seq_id = live[rng.randrange(len(live))]
+            target.block_table(seq_id) if rng.random() < 0.5 else target.sequence(seq_id)
+            continue
+        r = rng.random()
+        if not live or (r < 0.25 and len(live) < 16):
+            prefix = shared if rng.random() < 0.5 else [rng.randrange(256) for _ in range(32)]
+            seq_id, made = f"t{index}.{made}", made + 1
+            try:
+                target.add(seq_id, prefix + [rng.randrange(256) for _ in range(16)])
+            except OutOfPagesError:
+                if live:
+                    target.free(live.pop(0))
+                continue
+            live.append(seq_id)
+        elif r < 0.85:
+            try:
+                target.append_slot(live[rng.randrange(len(live))], rng.randrange(256))
+            except OutOfPagesError:
+                target.free(live.pop(0))
+        else:
+            target.free(live.pop(rng.randrange(len(live))))
+
+
+class _NoLock:
+    """No locking at all: the wrapper's own cost, the floor any lock adds to (one thread only)."""
+
+    def read(self) -> contextlib.nullcontext:
+        return contextlib.nullcontext()
+
+    write = read
+
+
+DESIGNS = {"unlocked": _NoLock, "coarse": CoarseLock, "rwlock": ReadWriteLock}
+
+
+def _run(design: str, threads: int, ops: int, read_fraction: float, seed: int) -> float:
+    config = CacheConfig(num_pages=4096, page_size=16, num_layers=1, num_kv_heads=1, head_dim=1)
+    target = LockedManager(SequenceManager(KVCachePool(config)), DESIGNS[design]())
+    barrier = threading.Barrier(threads + 1)
+    workers = [
+        threading.Thread(target=_worker, args=(target, i, ops // threads, read_fraction, seed, barrier))
+        for i in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for w in workers:
+        w.join()
+    seconds = time.perf_counter() - start
+    target.check_invariants()
+    return seconds
+
+
+def run(args: argparse.Namespace) -> Report:
+    if args.quick:
+        args.ops, args.repeat = 6_000, 1
+    rows, data = [], {}
+    for mix, read_fraction in MIXES.items():
+        for design in DESIGNS:
+            for n in [1] if design == "unlocked" else args.threads:
+                best = min(_run(design, n, args.ops, read_fraction, args.seed) for _ in range(args.repeat))
+                rate = args.ops / best
+                data[f"{design}/{mix}/{n}"] = rate
+                rows.append([design, mix, n, rate, rate / data[f"unlocked/{mix}/1"]])
+    notes = []
+    for mix in MIXES:
+        for n in args.threads:
+            ratio = data[f"coarse/{mix}/{n}"] / data[f"rwlock/{mix}/{n}"]
+            notes.append(f"{mix}, {n} threads: coarse / rwlock = {ratio:.2f}x")
+    return Report(
+        title=f"bench threads: {args.ops} operations per run, 4096 pages of 16 (best of {args.repeat})",
+        columns=["design", "mix", "threads", "ops/s", "vs unlocked"],
+        rows=rows,
+        notes=notes,
+        data=data,
+    )

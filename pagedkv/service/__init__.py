@@ -1,0 +1,14 @@
+"""The service layer: durability, thread safety, metrics and an HTTP API around the core.
+
+The core (pagedkv/*.py) imports nothing from here. `durable` and `concurrency` need only
+numpy; `metrics`, `engine` and `server` need the `serve` extra (prometheus_client, FastAPI,
+uvicorn) and are imported by name: `from pagedkv.service.server import create_app`.
+"""
+
+from .durable import DurableSequenceManager, open_store, recover
+from .wal import FsyncPolicy, WALCorruptionError, WriteAheadLog, read_log
+
+__all__ = [
+    "DurableSequenceManager", "FsyncPolicy", "WALCorruptionError", "WriteAheadLog", "open_store",
+    "read_log", "recover",
+]

@@ -1,0 +1,197 @@
+"""Thread safety: one lock around the manager and its pool, and the alternative it beat.
+
+What is shared. A `SequenceManager` and its `KVCachePool` hold one web of state: the
+sequences and their block tables, every page's state / ref count / tokens / hash, the FREE
+heap, the eviction order, the prefix index, the counters, the logical clock, the K/V store
+and, for a `DurableSequenceManager`, the log file. Every operation touches the global parts:
+each one ticks the clock; `add` walks the index, revives pages out of the eviction order and
+pops the FREE heap; `free` pushes pages back onto both. The core's mutators change several
+structures in one call and assume nobody else runs meanwhile.
+
+The design kept: `LockedManager`, one re-entrant lock (`CoarseLock`).
+- It protects all of the state above, K/V included, and the WAL: an operation's record is
+  written, and the operation applied, under the same hold, so log order is memory order.
+- Every public operation and every read (`snapshot`, `sequence`, counters,
+  `check_invariants`) holds it for its whole duration; compound work (admit + prefill,
+  append + decode step, through `TinyLM.forward`) holds it across with `exclusive()`.
+- Lock order: this lock first, then the locks inside prometheus_client's metric objects (a
+  histogram observed while holding it; a scrape takes it inside the registry's collect,
+  which holds no registry lock while collectors run). Nothing takes them the other way round.
+
+Why not per-page locks plus a read-write lock on the eviction structure? A wrapper can only
+lock around whole public operations — the pool's mutators are not built to be interleaved —
+and since every operation touches the clock, the FREE heap or the eviction order, every
+operation would still need the global lock: per-page locks would only add acquisitions. The
+one finer design a wrapper *can* implement is a read-write lock (`ReadWriteLock`): reads
+share, writes exclude. `python -m pagedkv bench threads` measures both at 1, 2, 4 and 8
+threads. The coarse lock wins at every count: the work is pure Python, so the GIL runs one
+thread at a time anyway and reads gain no parallelism, while a read-write lock built from a
+Condition costs several lock operations per acquisition.
+
+vLLM sidesteps the question the same way: one engine-core loop owns the KV cache manager
+and requests reach it through a queue. Leaves out: lock-free reads from published snapshots.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+from ..pool import PoolSnapshot
+from ..sequence import Sequence, SequenceManager
+
+
+class CoarseLock:
+    """One re-entrant mutex for reads and writes alike."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    def read(self) -> threading.RLock:
+        return self._lock
+
+    write = read
+
+
+class ReadWriteLock:
+    """Many readers or one writer; a waiting writer holds back new readers (no starvation).
+
+    The writer may re-enter (write or read) from its own thread; a reader must not ask to write."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writer: int | None = None  # thread id of the writer
+        self._depth = 0  # re-entries of the writer
+        self._waiting_writers = 0
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        me = threading.get_ident()
+        if self._writer == me:  # the writer reads its own state
+            yield
+            return
+        with self._cond:
+            while self._writer is not None or self._waiting_writers:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                if not self._readers:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer == me:
+                self._depth += 1
+            else:
+                self._waiting_writers += 1
+                while self._writer is not None or self._readers:
+                    self._cond.wait()
+                self._waiting_writers -= 1
+                self._writer, self._depth = me, 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._depth -= 1
+                if not self._depth:
+                    self._writer = None
+                    self._cond.notify_all()
+
+
+class LockedManager:
+    """A SequenceManager (plain or durable) and its pool, safe to call from many threads."""
+
+    def __init__(self, manager: SequenceManager, lock: CoarseLock | ReadWriteLock | None = None) -> None:
+        if not isinstance(manager, SequenceManager):
+            raise TypeError(f"manager must be a SequenceManager, got {type(manager).__name__}")
+        self._manager = manager
+        self.pool = manager.pool  # read its attributes only through this wrapper's methods
+        self.lock = lock if lock is not None else CoarseLock()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[SequenceManager]:
+        """Hold the write lock across several calls; yields the bare manager."""
+        with self.lock.write():
+            yield self._manager
+
+    # ---- operations (write lock) ---------------------------------------------------------
+
+    def add(self, seq_id: Hashable, prompt_token_ids, extra_key: object = None) -> int:
+        with self.lock.write():
+            return self._manager.add(seq_id, prompt_token_ids, extra_key)
+
+    def append_slot(self, seq_id: Hashable, token_id: int) -> int:
+        with self.lock.write():
+            return self._manager.append_slot(seq_id, token_id)
+
+    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
+        with self.lock.write():
+            self._manager.fork(parent_id, child_id)
+
+    def free(self, seq_id: Hashable) -> None:
+        with self.lock.write():
+            self._manager.free(seq_id)
+
+    def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
+        with self.lock.write():
+            self._manager.set_computed(seq_id, num_computed_tokens)
+
+    # ---- reads (read lock); results are copies, safe to use after the lock is released --
+
+    def sequence(self, seq_id: Hashable) -> Sequence:
+        """A copy of the live sequence (raises UnknownSequenceError)."""
+        with self.lock.read():
+            seq = self._manager.get(seq_id)
+            return replace(seq, token_ids=list(seq.token_ids), block_table=list(seq.block_table))
+
+    def block_table(self, seq_id: Hashable) -> list[int]:
+        with self.lock.read():
+            return self._manager.block_table(seq_id)
+
+    def seq_ids(self) -> list[Hashable]:
+        """Live sequence ids, oldest first."""
+        with self.lock.read():
+            return list(self._manager.sequences)
+
+    def __contains__(self, seq_id: object) -> bool:
+        with self.lock.read():
+            return seq_id in self._manager
+
+    def __len__(self) -> int:
+        with self.lock.read():
+            return len(self._manager)
+
+    def snapshot(self) -> PoolSnapshot:
+        with self.lock.read():
+            return self.pool.snapshot()
+
+    def check_invariants(self) -> None:
+        with self.lock.read():
+            self.pool.check_invariants()
+
+    def counts(self) -> dict[str, float]:
+        """Page counts, usage, counters, clock and live sequences, read at one instant."""
+        pool = self.pool
+        with self.lock.read():
+            return {
+                "num_free_pages": pool.num_free_pages,
+                "num_cached_pages": pool.num_cached_pages,
+                "num_active_pages": pool.num_active_pages,
+                "usage": pool.usage,
+                "token_usage": pool.token_usage,
+                "clock": pool.clock,
+                "num_sequences": len(self._manager),
+                **pool.stats.as_dict(),
+            }
+
+    def __repr__(self) -> str:
+        return f"LockedManager({type(self.lock).__name__}, {self.pool!r})"

@@ -1,0 +1,142 @@
+"""Prometheus metrics of a paged KV cache service, with the meanings vLLM gives them.
+
+Each `ServiceMetrics` has its own `CollectorRegistry`, so several services (or tests) in one
+process never share counters. Cache state is read from the pool when scraped, under the
+service lock, so a scrape sees one instant and counters equal `pool.stats` exactly:
+
+| pagedkv metric                              | type      | vLLM metric                     | meaning |
+|---------------------------------------------|-----------|---------------------------------|---------|
+| `pagedkv_kv_cache_usage_perc`               | gauge     | `vllm:kv_cache_usage_perc`      | ACTIVE pages / all pages, 0-1 (CACHED pages count as free, as in vLLM) |
+| `pagedkv_kv_cache_token_usage_perc`         | gauge     | — (vLLM reports blocks only)    | filled token slots of ACTIVE pages / all slots, 0-1 |
+| `pagedkv_kv_cache_used_token_slots`         | gauge     | —                               | filled token slots of ACTIVE pages |
+| `pagedkv_kv_cache_pages{state}`             | gauge     | — (`vllm:cache_config_info` has `num_gpu_blocks`) | pages FREE / ACTIVE / CACHED |
+| `pagedkv_prefix_cache_queries_total`        | counter   | `vllm:prefix_cache_queries`     | prompt tokens looked up at admission |
+| `pagedkv_prefix_cache_hits_total`           | counter   | `vllm:prefix_cache_hits`        | of those, tokens served by cached pages |
+| `pagedkv_page_hit_ratio`                    | gauge     | `vllm:gpu_prefix_cache_hit_rate` (v0; v1 leaves hits / queries to PromQL) | hits / queries |
+| `pagedkv_page_allocations_total`            | counter   | —                               | pages handed out (FREE or evicted; COW targets too) |
+| `pagedkv_evictions_total`                   | counter   | — (nearest: the count of the sampled `vllm:kv_block_idle_before_evict_seconds`) | CACHED pages reclaimed |
+| `pagedkv_cow_copies_total`                  | counter   | — (v1 never copies on write)    | pages copied before a shared page was written |
+| `pagedkv_num_preemptions_total`             | counter   | `vllm:num_preemptions`          | preemptions of the bound `Scheduler` (0 without one) |
+| `pagedkv_num_requests_running`              | gauge     | `vllm:num_requests_running`     | the Scheduler's running requests; without one, live sequences |
+| `pagedkv_num_requests_waiting`              | gauge     | `vllm:num_requests_waiting`     | the Scheduler's waiting queue; without one, requests waiting for the service lock |
+| `pagedkv_allocation_latency_seconds`        | histogram | —                               | wall time of `add` / `append_slot` (lookup, allocation, eviction, COW, WAL record) |
+| `pagedkv_wal_records_total`, `pagedkv_wal_fsyncs_total` | counter | —                  | with a write-ahead log: its last record number; fsyncs since start |
+
+Leaves out: request-level latency histograms (TTFT, inter-token latency), which belong to a
+scheduler loop the HTTP service does not run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ..sequence import SequenceManager
+from .concurrency import LockedManager
+from .wal import WriteAheadLog
+
+LATENCY_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 0.1)
+
+
+class ServiceMetrics:
+    """The metrics of one service: cache state read at scrape time, latency and waits observed."""
+
+    def __init__(
+        self, locked: LockedManager, log: WriteAheadLog | None = None, scheduler: object | None = None
+    ) -> None:
+        if not isinstance(locked, LockedManager):
+            raise TypeError(f"locked must be a LockedManager, got {type(locked).__name__}")
+        self.locked = locked
+        self.log = log  # the write-ahead log of a durable manager
+        self.scheduler = scheduler  # a pagedkv Scheduler: running, waiting, stats.preemptions
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.allocation_latency = Histogram(
+            "pagedkv_allocation_latency_seconds",
+            "Wall time of add / append_slot: prefix lookup, allocation, eviction, COW, WAL record.",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self._waiting = 0  # requests blocked on the service lock
+        self._waiting_lock = threading.Lock()
+        self.registry.register(_CacheCollector(self))
+
+    def bind_scheduler(self, scheduler: object) -> None:
+        """Report running / waiting / preemptions from this Scheduler from now on."""
+        self.scheduler = scheduler
+
+    @contextmanager
+    def time_allocation(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.allocation_latency.observe(time.perf_counter() - start)
+
+    @contextmanager
+    def exclusive(self) -> Iterator[SequenceManager]:
+        """`locked.exclusive()`, counting the callers still waiting for it."""
+        with self._waiting_lock:
+            self._waiting += 1
+        with self.locked.exclusive() as manager:
+            with self._waiting_lock:
+                self._waiting -= 1
+            yield manager
+
+    @property
+    def num_waiting(self) -> int:
+        return self._waiting
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every metric."""
+        return generate_latest(self.registry)
+
+
+class _CacheCollector(Collector):
+    def __init__(self, metrics: ServiceMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        locked, scheduler = m.locked, m.scheduler
+        with locked.lock.read():
+            c = locked.counts()
+            wal = (m.log.last_seq, m.log.fsyncs) if m.log is not None else None
+            if scheduler is not None:
+                running, waiting = len(scheduler.running), len(scheduler.waiting)
+                preemptions = scheduler.stats.preemptions
+            else:
+                running, waiting, preemptions = c["num_sequences"], m.num_waiting, 0
+        num_slots = locked.pool.config.num_slots
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"pagedkv_{name}", doc, value=value)
+
+        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+            return CounterMetricFamily(f"pagedkv_{name}", doc, value=value)
+
+        yield gauge("kv_cache_usage_perc", "ACTIVE pages / all pages (0-1).", c["usage"])
+        yield gauge("kv_cache_token_usage_perc", "Filled slots of ACTIVE pages / all slots (0-1).", c["token_usage"])
+        yield gauge("kv_cache_used_token_slots", "Filled token slots of ACTIVE pages.", round(c["token_usage"] * num_slots))
+        pages = GaugeMetricFamily("pagedkv_kv_cache_pages", "Pages by state.", labels=["state"])
+        for state in ("free", "active", "cached"):
+            pages.add_metric([state], c[f"num_{state}_pages"])
+        yield pages
+        yield counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", c["prefix_queries"])
+        yield counter("prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"])
+        ratio = c["prefix_hits"] / c["prefix_queries"] if c["prefix_queries"] else 0.0
+        yield gauge("page_hit_ratio", "Prefix-cache hits / queries (tokens).", ratio)
+        yield counter("page_allocations", "Pages handed out for writing.", c["allocations"])
+        yield counter("evictions", "CACHED pages reclaimed.", c["evictions"])
+        yield counter("cow_copies", "Pages copied on write.", c["cow_copies"])
+        yield counter("num_preemptions", "Preemptions by the scheduler.", preemptions)
+        yield gauge("num_requests_running", "Running requests (live sequences).", running)
+        yield gauge("num_requests_waiting", "Waiting requests.", waiting)
+        if wal is not None:
+            yield counter("wal_records", "Write-ahead log records written (the last record number).", wal[0])
+            yield counter("wal_fsyncs", "fsync calls on the write-ahead log since it was opened.", wal[1])

@@ -1,0 +1,116 @@
+"""`python -m pagedkv serve`: its arguments, its entry point, and a child-process launcher.
+
+Importing this module imports neither FastAPI nor uvicorn (they come with `run`), so the
+rest of the command line works without the `serve` extra. `ServerProcess` starts the
+command in a child process on a free loopback port and waits until it answers: the tests,
+notebook 07 and `bench api` use it to talk to a real server over real HTTP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
+    parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
+    parser.add_argument("--wal", metavar="PATH", help="store directory: write-ahead log, checkpoints, K/V file; "
+                        "recovered on start when it exists")
+    parser.add_argument("--fsync", default="always", help="WAL fsync policy: always | never | 'batch N'")
+    parser.add_argument("--token", default=os.environ.get("PAGEDKV_TOKEN"),
+                        help="require 'Authorization: Bearer TOKEN' (default: $PAGEDKV_TOKEN)")
+    parser.add_argument("--num-pages", type=int, default=256)
+    parser.add_argument("--page-size", type=int, default=16)
+    parser.add_argument("--model-seed", type=int, default=0, help="TinyLM weights seed")
+    parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def run(args: argparse.Namespace) -> int:
+    import socket
+
+    import uvicorn
+
+    from .engine import ServiceEngine
+    from .server import create_app
+
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.token:
+        print(f"warning: serving on {args.host} without --token: anyone who can reach it can use it",
+              file=sys.stderr)
+    engine = ServiceEngine(args.num_pages, args.page_size, args.wal, args.fsync, args.model_seed)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    host, port = sock.getsockname()[:2]
+    print(f"pagedkv serving on http://{host}:{port}", flush=True)
+    config = uvicorn.Config(create_app(engine, args.token), log_level=args.log_level)
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+class ServerProcess:
+    """`python -m pagedkv serve --port 0 ...` in a child process, ready when constructed."""
+
+    def __init__(self, *args: str, token: str | None = None, timeout: float = 30.0) -> None:
+        cmd = [sys.executable, "-m", "pagedkv", "serve", "--port", "0", *args]
+        if token is not None:
+            cmd += ["--token", token]
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.token = token
+        line = self.process.stdout.readline()
+        if not line.startswith("pagedkv serving on "):
+            self.process.kill()
+            raise RuntimeError(f"server did not start: {line!r} {self._errors()}")
+        self.url = line.split()[-1]
+        self.port = int(self.url.rsplit(":", 1)[1])
+        deadline = time.monotonic() + timeout
+        while not self._healthy():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()
+                raise RuntimeError(f"server did not answer /health: {self._errors()}")
+            time.sleep(0.02)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    def _healthy(self) -> bool:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+        try:
+            connection.request("GET", "/health", headers=self.headers)
+            return connection.getresponse().status == 200
+        except OSError:
+            return False
+        finally:
+            connection.close()
+
+    def _errors(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")[-2000:]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
+        """Send `sig` (SIGTERM: graceful; SIGKILL: a crash) and wait; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        finally:
+            self.process.stdout.close()
+            self.stderr.close()
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.poll() is None:
+            self.stop()

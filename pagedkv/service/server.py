@@ -1,0 +1,257 @@
+"""The HTTP API: FastAPI routes over a ServiceEngine, served by uvicorn.
+
+    GET    /health                           liveness, clock and page counts
+    POST   /sequences                        create from text or token_ids: seq_id, prefix-hit
+                                             tokens (num_cached_tokens), block_table
+    GET    /sequences/{seq_id}               one sequence
+    POST   /sequences/{seq_id}/generate      decode max_new_tokens tokens with TinyLM
+    POST   /sequences/{seq_id}/append        append text or token_ids
+    POST   /sequences/{seq_id}/fork          new sequence sharing every page
+    DELETE /sequences/{seq_id}               free
+    GET    /snapshot                         the pool's snapshot as JSON
+    GET    /invariants                       check_invariants(): 200, or 500 naming the broken rule
+    GET    /metrics                          Prometheus text format (metrics.py)
+    POST   /checkpoint                       compact the write-ahead log (409 without --wal)
+    GET    /docs, /openapi.json              OpenAPI
+
+Input is validated by pydantic in strict mode with explicit limits (below); a bad request is
+answered 422 with FastAPI's body naming the field (`"loc": ["body", "max_new_tokens"]`)
+and never reaches the engine, so it changes nothing. Other answers: 404 unknown sequence,
+409 id already live, 413 body over 256 KiB, 401 missing or wrong token, 507 out of pages
+(body: `error`, `detail`, page counts). Endpoints are plain functions, so uvicorn runs them
+on its thread pool and the engine's lock serialises them.
+
+With a token, every request — docs and metrics included — needs `Authorization: Bearer
+<token>`, compared with `hmac.compare_digest` (constant time), in an ASGI middleware that
+runs before routing.
+
+vLLM's OpenAI-compatible server plays this role for vLLM. Leaves out: TLS (put a proxy in
+front), rate limiting, streaming responses.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+from fastapi import FastAPI, Path, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from ..model import TinyLM
+from ..pool import OutOfPagesError
+from ..sequence import UnknownSequenceError
+from .engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
+
+MAX_PROMPT_TOKENS = 2048  # tokens (bytes of text) in one create request
+MAX_APPEND_TOKENS = 1024  # tokens in one append request
+MAX_NEW_TOKENS = 256  # tokens one generate request may decode
+MAX_BODY_BYTES = 256 << 10
+SEQ_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+
+SeqId = Annotated[str, StringConstraints(pattern=SEQ_ID_PATTERN)]
+TokenId = Annotated[int, Field(ge=0, le=255)]
+PathSeqId = Annotated[str, Path(pattern=SEQ_ID_PATTERN, description="1-64 of A-Z a-z 0-9 _ . : -")]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class _Tokens(_Body):
+    """Exactly one of `text` (UTF-8 bytes become tokens) or `token_ids` (bytes 0-255)."""
+
+    text: str | None = None
+    token_ids: list[TokenId] | None = None
+
+    @field_validator("text")
+    @classmethod
+    def _text_fits(cls, text: str | None) -> str | None:
+        if text is not None and not 1 <= len(text.encode()) <= cls._limit():
+            raise ValueError(f"text must encode to 1-{cls._limit()} UTF-8 bytes")
+        return text
+
+    @field_validator("token_ids")
+    @classmethod
+    def _ids_fit(cls, ids: list[int] | None) -> list[int] | None:
+        if ids is not None and not 1 <= len(ids) <= cls._limit():
+            raise ValueError(f"token_ids must hold 1-{cls._limit()} ids")
+        return ids
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> _Tokens:
+        if (self.text is None) == (self.token_ids is None):
+            raise ValueError("give exactly one of text or token_ids")
+        return self
+
+    @classmethod
+    def _limit(cls) -> int:
+        return MAX_PROMPT_TOKENS
+
+    def tokens(self) -> list[int]:
+        return TinyLM.encode(self.text) if self.text is not None else list(self.token_ids)
+
+
+class CreateSequence(_Tokens):
+    seq_id: SeqId | None = Field(None, description="omit to get seq-1, seq-2, ...")
+    extra_key: Annotated[str, StringConstraints(max_length=64)] | None = Field(
+        None, description="cache salt: prompts with different keys never share pages"
+    )
+
+
+class AppendTokens(_Tokens):
+    @classmethod
+    def _limit(cls) -> int:
+        return MAX_APPEND_TOKENS
+
+
+class Generate(_Body):
+    max_new_tokens: int = Field(16, ge=1, le=MAX_NEW_TOKENS)
+    temperature: float = Field(0.0, ge=0.0, le=10.0, allow_inf_nan=False)
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+
+
+class Fork(_Body):
+    child_id: SeqId | None = Field(None, description="omit to get the next seq-N")
+
+
+def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
+    """The FastAPI application serving `engine` (closed when the app shuts down)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        engine.close()
+
+    app = FastAPI(
+        title="pagedkv",
+        summary="A paged KV cache with prefix caching, copy-on-write and a write-ahead log.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.add_middleware(_Guard, token=token.encode() if token else None)
+
+    @app.exception_handler(OutOfPagesError)
+    def out_of_pages(request: Request, exc: OutOfPagesError) -> JSONResponse:
+        pool = engine.pool
+        return JSONResponse(
+            status_code=507,
+            content={"error": "out_of_pages", "detail": str(exc), "num_pages": pool.num_pages,
+                     "num_available_pages": pool.num_available_pages},
+        )
+
+    for exc_type, status, error in (
+        (UnknownSequenceError, 404, "unknown_sequence"),
+        (SequenceExistsError, 409, "sequence_exists"),
+        (ValueError, 422, "invalid"),
+    ):
+        app.add_exception_handler(
+            exc_type,
+            lambda request, exc, status=status, error=error: JSONResponse(
+                status_code=status, content={"error": error, "detail": str(exc)}
+            ),
+        )
+
+    @app.get("/health")
+    def health() -> dict:
+        return {"status": "ok", **engine.locked.counts()}
+
+    @app.post("/sequences", status_code=201)
+    def create_sequence(body: CreateSequence) -> dict:
+        return engine.create(body.tokens(), body.seq_id, body.extra_key)
+
+    @app.get("/sequences/{seq_id}")
+    def get_sequence(seq_id: PathSeqId) -> dict:
+        return engine.sequence(seq_id)
+
+    @app.post("/sequences/{seq_id}/generate")
+    def generate(seq_id: PathSeqId, body: Generate) -> dict:
+        return engine.generate(seq_id, body.max_new_tokens, body.temperature, body.seed)
+
+    @app.post("/sequences/{seq_id}/append")
+    def append(seq_id: PathSeqId, body: AppendTokens) -> dict:
+        return engine.append(seq_id, body.tokens())
+
+    @app.post("/sequences/{seq_id}/fork", status_code=201)
+    def fork(seq_id: PathSeqId, body: Fork | None = None) -> dict:
+        return engine.fork(seq_id, body.child_id if body else None)
+
+    @app.delete("/sequences/{seq_id}", status_code=204)
+    def free(seq_id: PathSeqId) -> Response:
+        engine.free(seq_id)
+        return Response(status_code=204)
+
+    @app.get("/snapshot")
+    def snapshot() -> dict:
+        return engine.snapshot()
+
+    @app.get("/invariants")
+    def invariants() -> JSONResponse:
+        try:
+            engine.check()
+        except AssertionError as exc:  # a bug in the server, not in the request
+            return JSONResponse(status_code=500, content={"ok": False, "detail": str(exc)})
+        return JSONResponse({"ok": True})
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(engine.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/checkpoint")
+    def checkpoint() -> JSONResponse:
+        if engine.durable is None:
+            return JSONResponse(
+                status_code=409, content={"error": "no_wal", "detail": "start the server with --wal PATH"}
+            )
+        return JSONResponse({"checkpoint_seq": engine.checkpoint()})
+
+    return app
+
+
+class _Guard:
+    """ASGI middleware: bearer-token check and body-size limit, before routing."""
+
+    def __init__(self, app, token: bytes | None) -> None:
+        self.app, self.token = app, token
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        if self.token is not None:
+            scheme, _, credentials = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
+                return await _reply(send, 401, {"error": "unauthorized", "detail": "missing or wrong bearer token"},
+                                    [(b"www-authenticate", b"Bearer")])
+        body, more = b"", True
+        while more:  # read the whole body first: never hand the app more than the limit
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                return await _reply(send, 413, {"error": "too_large", "detail": f"request body over {MAX_BODY_BYTES} bytes"})
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+
+async def _reply(send, status: int, content: dict, headers: list | None = None) -> None:
+    data = json.dumps(content).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": data})
+
+
+__all__ = ["MAX_APPEND_TOKENS", "MAX_CONTEXT_TOKENS", "MAX_NEW_TOKENS", "MAX_PROMPT_TOKENS", "create_app"]

@@ -1,0 +1,171 @@
+"""A seeded random workload over a SequenceManager, and a process that runs it until killed.
+
+The crash tests, notebook 07 and `bench wal` drive the durable manager with it: prompts that
+share prefixes (so pages are hit, cached and evicted), TinyLM prefill and decode through the
+paged cache (so K/V are real and must survive), forks (so pages are shared and copied on
+write), frees and, optionally, checkpoints. Everything follows from the seed, so the same
+workload on a plain in-memory manager is the oracle a recovered state must equal:
+`reference(seed, n)` is that manager after exactly the n operations a log would hold.
+
+`python -m pagedkv.service.workload DIR --seed S` runs it on a new store in DIR; with
+`--die-at SEQ --torn-bytes B` the process writes the first B bytes of record SEQ and then
+SIGKILLs itself (a deterministic crash in the middle of a write).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence as SequenceLike
+from pathlib import Path
+
+import numpy as np
+
+from ..config import CacheConfig
+from ..model import TinyLM
+from ..pool import KVCachePool, OutOfPagesError
+from ..sequence import SequenceManager
+from .durable import DurableSequenceManager
+from .wal import WriteAheadLog
+
+ALPHABET = list(b"abcdefgh ")  # few letters: prompts collide on prefixes often
+NUM_PAGES, PAGE_SIZE = 24, 4  # small enough that the pool fills, evicts and refuses
+
+
+def workload_config(model: TinyLM) -> CacheConfig:
+    return model.cache_config(NUM_PAGES, PAGE_SIZE)
+
+
+def run_workload(
+    manager: SequenceManager, model: TinyLM, seed: int, steps: int, checkpoint_every: int = 0
+) -> None:
+    """`steps` random steps: admit + prefill, decode a few sequences, fork, or free."""
+    rng = np.random.default_rng(seed)
+    prefixes = [rng.choice(ALPHABET, size=int(rng.integers(4, 14))).tolist() for _ in range(3)]
+    next_id = 0
+    for step in range(steps):
+        live = list(manager.sequences)
+        r = rng.random()
+        if not live or r < 0.3:
+            suffix = rng.choice(ALPHABET, size=int(rng.integers(1, 10))).tolist()
+            seq_id, next_id = f"s{next_id}", next_id + 1
+            try:
+                manager.add(seq_id, prefixes[int(rng.integers(3))] + suffix)
+            except OutOfPagesError:
+                manager.free(live[0])  # make room: the oldest sequence finishes
+            else:
+                model.forward(manager, [seq_id])
+        elif r < 0.65:
+            picks = rng.choice(len(live), size=min(len(live), int(rng.integers(1, 4))), replace=False)
+            grown = []
+            for i in picks:
+                try:
+                    manager.append_slot(live[i], int(rng.choice(ALPHABET)))
+                except OutOfPagesError:
+                    break
+                grown.append(live[i])
+            if grown:
+                model.forward(manager, grown)
+        elif r < 0.78:
+            manager.fork(live[int(rng.integers(len(live)))], f"s{next_id}")
+            next_id += 1
+        else:
+            manager.free(live[int(rng.integers(len(live)))])
+        if checkpoint_every and step % checkpoint_every == checkpoint_every - 1:
+            manager.checkpoint()
+
+
+class _Stop(Exception):
+    pass
+
+
+class _BudgetManager(SequenceManager):
+    """A plain manager that allows exactly `budget` successful logged-kind operations."""
+
+    def __init__(self, pool: KVCachePool, budget: int) -> None:
+        super().__init__(pool)
+        self.budget, self.done = budget, 0
+
+    def _counted(self, op, *args):
+        if self.done == self.budget:
+            raise _Stop
+        result = op(*args)
+        self.done += 1
+        return result
+
+    def add(self, *args):
+        return self._counted(super().add, *args)
+
+    def append_slot(self, *args):
+        return self._counted(super().append_slot, *args)
+
+    def fork(self, *args):
+        return self._counted(super().fork, *args)
+
+    def free(self, *args):
+        return self._counted(super().free, *args)
+
+    def set_computed(self, *args):
+        return self._counted(super().set_computed, *args)
+
+    def checkpoint(self) -> None:
+        """A checkpoint changes no state and takes no record."""
+
+
+def reference(seed: int, num_records: int, steps: int = 10**9) -> SequenceManager:
+    """The workload on an in-memory pool, stopped after exactly `num_records` operations."""
+    model = TinyLM(seed=0)
+    manager = _BudgetManager(KVCachePool(workload_config(model)), num_records)
+    try:
+        run_workload(manager, model, seed, steps)
+    except _Stop:
+        pass
+    return manager
+
+
+class _DyingLog(WriteAheadLog):
+    """Writes `torn_bytes` of record `die_at`, then SIGKILLs its own process."""
+
+    die_at, torn_bytes = 0, 0
+
+    def _write(self, data: bytes) -> None:
+        if self.next_seq == self.die_at:
+            os.write(self._fd, data[: self.torn_bytes])
+            os.kill(os.getpid(), signal.SIGKILL)
+        super()._write(data)
+
+
+def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: float = 60) -> int:
+    """Run the workload on a new store in `directory` in a child process; its return code
+    (-9 when it was SIGKILLed, e.g. by --die-at)."""
+    cmd = [sys.executable, "-m", "pagedkv.service.workload", str(directory), "--seed", str(seed), *options]
+    return subprocess.run(cmd, capture_output=True, timeout=timeout).returncode
+
+
+def main(argv: SequenceLike[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m pagedkv.service.workload", description=__doc__)
+    parser.add_argument("directory")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=10**9, help="stop after this many steps")
+    parser.add_argument("--fsync", default="never", help="always | never | 'batch N'")
+    parser.add_argument("--checkpoint-every", type=int, default=0, metavar="STEPS")
+    parser.add_argument("--die-at", type=int, default=0, metavar="SEQ", help="SIGKILL while writing record SEQ")
+    parser.add_argument("--torn-bytes", type=int, default=0, help="bytes of that record written first")
+    args = parser.parse_args(argv)
+    model = TinyLM(seed=0)
+    manager = DurableSequenceManager.create(args.directory, workload_config(model), args.fsync)
+    if args.die_at:
+        manager.log.close()
+        manager.log = _DyingLog(manager.log.path, manager.log.next_seq, args.fsync)
+        manager.log.die_at, manager.log.torn_bytes = args.die_at, args.torn_bytes
+    print("ready", flush=True)
+    run_workload(manager, model, args.seed, args.steps, args.checkpoint_every)
+    manager.close()
+    print("done", manager.last_seq, flush=True)
+
+
+if __name__ == "__main__":
+    main()
