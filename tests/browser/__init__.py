@@ -1,0 +1,1 @@
+"""Browser tests: the notebooks in real JupyterLab in headless Chromium (pytest -m browser)."""
