@@ -28,6 +28,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 SCREENSHOTS = ROOT / "build" / "screenshots"
+LAB_LOG = ROOT / "build" / "browser" / "jupyterlab.log"
 VIEWPORT = {"width": 1400, "height": 1000}
 
 
@@ -57,7 +58,7 @@ def chromium() -> Path:
 def jupyterlab(chromium: Path) -> Iterator[JupyterLabServer]:
     """`make lab`'s JupyterLab on a temporary copy of notebooks/, shut down (kernels too) after."""
     with tempfile.TemporaryDirectory(prefix="pagedkv-lab-") as workdir:
-        server = JupyterLabServer(Path(workdir))
+        server = JupyterLabServer(Path(workdir), LAB_LOG)
         server.start()
         try:
             yield server

@@ -56,14 +56,14 @@ def free_port() -> int:
 class JupyterLabServer:
     """`jupyter lab $(LAB_ARGS)` on a copy of notebooks/ in `workdir`, for one test session."""
 
-    def __init__(self, workdir: Path, startup_timeout: float = 90.0) -> None:
+    def __init__(self, workdir: Path, log_path: Path, startup_timeout: float = 90.0) -> None:
         self.workdir = workdir
         self.notebook_dir = workdir / "notebooks"
         self.startup_timeout = startup_timeout
         self.port = free_port()
         self.token = secrets.token_hex(16)
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log_path = workdir / "jupyterlab.log"
+        self.log_path = log_path  # kept after the run, for troubleshooting
         self.runtime_dir = workdir / "runtime"
         self.process: subprocess.Popen | None = None
 
@@ -110,6 +110,7 @@ class JupyterLabServer:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))
         (self.workdir / "workspaces").mkdir()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 self.command(), cwd=ROOT, env=self.environment(),
