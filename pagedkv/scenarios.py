@@ -87,7 +87,12 @@ class StepRecord:
                 run = []
             if event is not None:
                 run.append(event)
+        out += [f"{s} appends token {t} {_show(t)} at slot {self.slots[s]}" for s, t in self.tokens.items()]
         return [*out, self.note] if self.note else out
+
+
+def _show(token: int) -> str:
+    return repr(chr(token)) if 32 <= token < 127 else f"(byte 0x{token:02x})"
 
 
 _WORDS = {  # event kind -> how the log says it
@@ -160,6 +165,11 @@ class ScenarioRun:
     def _on_event(self, event: Event) -> None:
         if self._record is not None:
             self._record.events.append(event)
+
+    @property
+    def events(self) -> list[Event]:
+        """Every pool event of the run so far, in order."""
+        return [event for record in self.records for event in record.events]
 
     @property
     def done(self) -> bool:
@@ -272,9 +282,12 @@ class ScenarioRun:
         record.note = f"{action.seq_id} shares all {len(self.seqs.block_table(action.seq_id))} pages of {action.parent}"
 
     def _free(self, action: Action, record: StepRecord) -> None:
+        pages = len(self.seqs.block_table(action.seq_id))
         self.seqs.free(action.seq_id)
         del self.logits[action.seq_id]
         self.scores.pop(action.seq_id, None)
+        if action.op == "free":  # not a beam dropped inside a beam step
+            record.note = f"{action.seq_id} finished: its {pages} pages were released, tail first"
 
     def _beam(self, action: Action, record: StepRecord) -> None:
         """One beam-search step: every beam proposes its best tokens, the `width` best
@@ -327,7 +340,7 @@ class ScenarioRun:
 
 def _walkthrough(num_pages: int, page_size: int) -> list[Action]:
     steps = [Action("add", "request_A", text=PROMPT_A,
-                    caption=f"request_A arrives with a {len(PROMPT_A)}-token prompt")]
+                    caption=f"request_A arrives with a prompt of {len(PROMPT_A)} tokens")]
     steps += [Action("decode", seq_ids=("request_A",), caption=f"request_A generates token {k}")
               for k in range(1, 21)]
     steps.append(Action("free", "request_A", caption="request_A finishes: full pages stay CACHED "

@@ -29,6 +29,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -111,21 +112,130 @@ def _rgba8(rgba: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.round(rgba * 255).astype(np.uint8)).view(np.uint32)[..., 0]
 
 
-class _Panel:
-    """One view: where its cells are on the canvas, and what the current picture holds."""
+@dataclass(frozen=True, eq=False)
+class _PanelFrame:
+    """Where one view's cells, title and key sit in the rendered frame (image pixels)."""
 
-    def __init__(self, view: str, ax, key_ax) -> None:
-        self.view, self.ax, self.key_ax = view, ax, key_ax
-        self.pixels = np.zeros(0, np.intp)  # flat canvas indices of cell pixels (borders excluded)
-        self.pixel_page = np.zeros(0, np.intp)  # page id of each of those pixels
-        self.boxes = np.zeros((0, 4))  # [num_pages, 4] cell box x0, y0, x1, y1 in canvas pixels
-        self.title_xy = (0.0, 0.0)  # where a dynamic title goes (left, vertical centre)
+    view: str
+    pixels: np.ndarray  # flat frame indices of cell pixels (one-pixel borders excluded)
+    pixel_page: np.ndarray  # page id of each of those pixels
+    boxes: np.ndarray  # [num_pages, 4] cell box x0, y0, x1, y1
+    title_xy: tuple[float, float]  # baseline-left of a title that changes with the snapshot
+    key_box: tuple[float, float, float, float]  # x0, y0, x1, y1 beside the grid (legend room)
+
+
+@dataclass(frozen=True, eq=False)
+class _Frame:
+    """The static part of a heatmap: laid out and rendered once per geometry, then shared."""
+
+    background: np.ndarray  # [H, W, 4] uint8 (read-only)
+    panels: tuple[_PanelFrame, ...]
+    cell_px: float  # width of a grid cell in pixels
+    px: float  # pixels per point
+
+
+@lru_cache(maxsize=32)
+def _frame(num_pages: int, page_size: int, views: tuple[str, ...], dpi: int,
+           panel_width: float) -> _Frame:
+    """Lay the panels out with matplotlib, render them once and measure where cells are."""
+    rows, cols = grid_shape(num_pages)
+    ncols = 2 if len(views) > 2 else 1
+    nrows = math.ceil(len(views) / ncols)
+    cell = panel_width * 0.72 / cols  # inches per grid cell
+    figure = Figure(figsize=(panel_width * ncols, (rows * cell + 0.8) * nrows + 0.4), dpi=dpi,
+                    layout="constrained")
+    FigureCanvasAgg(figure)
+    figure.suptitle(" ", fontsize=11)  # reserves the room the stamped title takes
+    specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[0.76, 0.24] * ncols)
+    axes = []
+    for k, view in enumerate(views):
+        r, c = divmod(k, ncols)
+        ax, key_ax = figure.add_subplot(specs[r, 2 * c]), figure.add_subplot(specs[r, 2 * c + 1])
+        _make_axes(view, ax, key_ax, rows, cols, page_size)
+        axes.append((view, ax, key_ax))
+    figure.canvas.draw()
+    background = np.array(figure.canvas.buffer_rgba())  # a copy
+    background.flags.writeable = False
+    height, width = background.shape[:2]
+    px, panels = dpi / 72, []
+    for view, ax, key_ax in axes:
+        xs = ax.transData.transform(np.c_[np.arange(cols + 1) - 0.5, np.zeros(cols + 1)])[:, 0]
+        ys = height - ax.transData.transform(np.c_[np.zeros(rows + 1), np.arange(rows + 1) - 0.5])[:, 1]
+        xe, ye = np.round(xs).astype(int), np.round(ys).astype(int)  # cell edges in pixels
+        pixels, owners, boxes = [], [], []
+        for pid in range(num_pages):
+            r, c = divmod(pid, cols)
+            x0, x1, y0, y1 = xe[c] + 1, xe[c + 1], ye[r] + 1, ye[r + 1]  # one white pixel apart
+            yy, xx = np.mgrid[y0:y1, x0:x1]
+            pixels.append((yy * width + xx).ravel())
+            owners.append(np.full(yy.size, pid))
+            boxes.append((x0, y0, x1 - 1, y1 - 1))
+        bbox, key = ax.get_window_extent(), key_ax.get_window_extent()
+        panels.append(_PanelFrame(
+            view, np.concatenate(pixels), np.concatenate(owners), np.array(boxes, dtype=float),
+            (bbox.x0, height - bbox.y1 - 9 * px), (key.x0, height - key.y1, key.x1, height - key.y0),
+        ))
+    return _Frame(background, tuple(panels), float(xe[1] - xe[0]), px)
+
+
+def _make_axes(view: str, ax, key_ax, rows: int, cols: int, page_size: int) -> None:
+    """The static parts of one panel: title, page-id ticks, colour bar or legend."""
+    # The LRU title names the next victim: two stamped lines, so reserve two here.
+    ax.set_title(" \n " if view == "lru" else TITLES[view], fontsize=9, loc="left")
+    ax.set_xlim(-0.5, cols - 0.5)
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.set_aspect("equal")
+    ax.set_xticks(range(0, cols, 1 if cols <= 16 else 4))
+    ax.set_yticks(range(0, rows, 1 if rows <= 16 else 4))
+    ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
+    ax.tick_params(labelsize=6, length=0)
+    ax.set_xlabel("page id = row label + column", fontsize=7)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    key_ax.set_axis_off()
+    figure = ax.figure
+    if view == "state":
+        handles = [Patch(color=STATE_COLORS[s], label=s.name) for s in PageState]
+        key_ax.legend(handles=handles, loc="center left", fontsize=8, frameon=False)
+    elif view == "occupancy":
+        sm = ScalarMappable(Normalize(0, page_size), colormaps[OCCUPANCY_CMAP])
+        ticks = sorted({0, page_size // 2, page_size})
+        bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.1, 0.15, 0.8]), ticks=ticks)
+        bar.set_label("slots holding tokens", fontsize=7)
+        bar.ax.tick_params(labelsize=7)
+    elif view == "ref_count":
+        cmap = ListedColormap(colormaps[REF_COUNT_CMAP](np.linspace(0, 1, REF_COUNT_MAX + 1)))
+        sm = ScalarMappable(BoundaryNorm(np.arange(-0.5, REF_COUNT_MAX + 1), cmap.N), cmap)
+        cax = key_ax.inset_axes([0.05, 0.1, 0.15, 0.8])
+        bar = figure.colorbar(sm, cax=cax, ticks=range(REF_COUNT_MAX + 1))
+        bar.ax.set_yticklabels([*map(str, range(REF_COUNT_MAX)), f"{REF_COUNT_MAX}+"])
+        bar.set_label("ref count", fontsize=7)
+        bar.ax.tick_params(labelsize=7)
+    elif view == "lru":
+        sm = ScalarMappable(Normalize(0, 1), colormaps[LRU_CMAP])
+        bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.45, 0.15, 0.53]), ticks=[0, 1])
+        bar.ax.set_yticklabels(["evicted last", "evicted next"])
+        bar.ax.tick_params(labelsize=7)
+        handles = [
+            Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim"),
+            Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE: used first"),
+            Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE: never evicted"),
+        ]
+        key_ax.legend(handles=handles, loc="lower left", fontsize=7, frameon=False,
+                      borderaxespad=0, bbox_to_anchor=(0, 0))
+
+
+class _Panel:
+    """One view's current picture: cell colours, labels and the marks that change."""
+
+    def __init__(self, frame: _PanelFrame) -> None:
+        self.frame, self.view = frame, frame.view
         self.colors = np.zeros(0, np.uint32)  # [num_pages] packed RGBA of each cell
-        self.labels: list[str] = []  # [num_pages] "" for none; "\n" splits two lines
+        self.labels: list[str] = []  # [num_pages] "\n" splits two lines
         self.dark = np.zeros(0, bool)  # [num_pages] the cell needs white text
-        self.title = ""  # dynamic title ("" keeps the static one)
+        self.title = ""  # a title that changes with the snapshot ("" keeps the static one)
         self.victim = -1  # page outlined as next victim (lru view), -1 for none
-        self.legend: list[tuple[str, str]] = []  # (colour, label) rows of a dynamic legend
+        self.legend: list[tuple[str, str]] = []  # (colour, label) rows of the owner legend
 
 
 class PoolHeatmap:
@@ -133,7 +243,8 @@ class PoolHeatmap:
 
     `views` picks the panels (any of `VIEWS`, in order). Use the same `palette` for every
     picture of one run so each sequence keeps its colour. Jupyter displays the object as
-    its PNG (`_repr_png_`).
+    its PNG (`_repr_png_`). The static frame is built once per geometry and shared.
+    `panel_width` is in inches (default 4.6, or 6.4 for a single view).
     """
 
     def __init__(
@@ -143,7 +254,7 @@ class PoolHeatmap:
         views: Sequence[str] = ("state", "occupancy", "owner", "ref_count"),
         palette: SequencePalette | None = None,
         dpi: int = 72,
-        panel_width: float = 4.6,
+        panel_width: float | None = None,
     ) -> None:
         for name, value in (("num_pages", num_pages), ("page_size", page_size)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -156,6 +267,10 @@ class PoolHeatmap:
             raise TypeError(f"palette must be a SequencePalette, got {type(palette).__name__}")
         if isinstance(dpi, bool) or not isinstance(dpi, int) or not 30 <= dpi <= 300:
             raise ValueError(f"dpi must be an int in [30, 300], got {dpi!r}")
+        if panel_width is None:  # a lone panel gets room for its legend and a long title
+            panel_width = 6.4 if len(views) == 1 else 4.6
+        if not isinstance(panel_width, (int, float)) or not 2 <= panel_width <= 20:
+            raise ValueError(f"panel_width must be a number of inches in [2, 20], got {panel_width!r}")
         self.num_pages, self.page_size, self.views = int(num_pages), int(page_size), views
         self.palette = palette if palette is not None else DEFAULT_PALETTE
         self.rows, self.cols = grid_shape(self.num_pages)
@@ -163,99 +278,8 @@ class PoolHeatmap:
         self.snapshot: PoolSnapshot | None = None
         self.suptitle = ""
         self._png: bytes | None = None  # the current picture, encoded once
-        self._px = dpi / 72  # pixels per point
-        ncols = 2 if len(views) > 2 else 1
-        nrows = math.ceil(len(views) / ncols)
-        cell = panel_width * 0.72 / self.cols  # inches per grid cell
-        figure = Figure(
-            figsize=(panel_width * ncols, (self.rows * cell + 0.8) * nrows + 0.4),
-            dpi=dpi,
-            layout="constrained",
-        )
-        FigureCanvasAgg(figure)
-        figure.suptitle(" ", fontsize=11)  # reserves the room the stamped title takes
-        specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[0.76, 0.24] * ncols)
-        self.panels: dict[str, _Panel] = {}
-        for k, view in enumerate(views):
-            r, c = divmod(k, ncols)
-            panel = _Panel(view, figure.add_subplot(specs[r, 2 * c]), figure.add_subplot(specs[r, 2 * c + 1]))
-            self._make_axes(panel)
-            self.panels[view] = panel
-        figure.canvas.draw()
-        self._background = np.array(figure.canvas.buffer_rgba())  # [H, W, 4] uint8, a copy
-        self._locate_cells()
-
-    # ---- the static frame -------------------------------------------------------------------
-
-    def _make_axes(self, panel: _Panel) -> None:
-        ax, key_ax = panel.ax, panel.key_ax
-        ax.set_title(" " if panel.view == "lru" else TITLES[panel.view], fontsize=9, loc="left")
-        ax.set_xlim(-0.5, self.cols - 0.5)
-        ax.set_ylim(self.rows - 0.5, -0.5)
-        ax.set_aspect("equal")
-        step = 1 if self.cols <= 16 else 4
-        ax.set_xticks(range(0, self.cols, step))
-        ax.set_yticks(range(0, self.rows, 1 if self.rows <= 16 else 4))
-        ax.set_yticklabels([str(r * self.cols) for r in ax.get_yticks()])
-        ax.tick_params(labelsize=6, length=0)
-        ax.set_xlabel("page id = row label + column", fontsize=7)
-        for spine in ax.spines.values():
-            spine.set_visible(False)
-        key_ax.set_axis_off()
-        figure = ax.figure
-        if panel.view == "state":
-            handles = [Patch(color=STATE_COLORS[s], label=s.name) for s in PageState]
-            key_ax.legend(handles=handles, loc="center left", fontsize=8, frameon=False)
-        elif panel.view == "occupancy":
-            sm = ScalarMappable(Normalize(0, self.page_size), colormaps[OCCUPANCY_CMAP])
-            ticks = sorted({0, self.page_size // 2, self.page_size})
-            bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.1, 0.15, 0.8]), ticks=ticks)
-            bar.set_label("slots holding tokens", fontsize=7)
-            bar.ax.tick_params(labelsize=7)
-        elif panel.view == "ref_count":
-            cmap = ListedColormap(colormaps[REF_COUNT_CMAP](np.linspace(0, 1, REF_COUNT_MAX + 1)))
-            sm = ScalarMappable(BoundaryNorm(np.arange(-0.5, REF_COUNT_MAX + 1), cmap.N), cmap)
-            cax = key_ax.inset_axes([0.05, 0.1, 0.15, 0.8])
-            bar = figure.colorbar(sm, cax=cax, ticks=range(REF_COUNT_MAX + 1))
-            bar.ax.set_yticklabels([*map(str, range(REF_COUNT_MAX)), f"{REF_COUNT_MAX}+"])
-            bar.set_label("ref count", fontsize=7)
-            bar.ax.tick_params(labelsize=7)
-        elif panel.view == "lru":
-            sm = ScalarMappable(Normalize(0, 1), colormaps[LRU_CMAP])
-            cax = key_ax.inset_axes([0.05, 0.45, 0.15, 0.53])
-            bar = figure.colorbar(sm, cax=cax, ticks=[0, 1])
-            bar.ax.set_yticklabels(["evicted last", "evicted next"])
-            bar.ax.tick_params(labelsize=7)
-            handles = [
-                Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim"),
-                Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE: used first"),
-                Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE: never evicted"),
-            ]
-            key_ax.legend(handles=handles, loc="lower left", fontsize=7, frameon=False,
-                          borderaxespad=0, bbox_to_anchor=(0, 0))
-
-    def _locate_cells(self) -> None:
-        """Pixel geometry of every cell, found once from the laid-out axes."""
-        height, width = self._background.shape[:2]
-        for panel in self.panels.values():
-            ax = panel.ax
-            xs = ax.transData.transform(np.c_[np.arange(self.cols + 1) - 0.5, np.zeros(self.cols + 1)])[:, 0]
-            ys = height - ax.transData.transform(np.c_[np.zeros(self.rows + 1), np.arange(self.rows + 1) - 0.5])[:, 1]
-            xe, ye = np.round(xs).astype(int), np.round(ys).astype(int)  # cell edges in pixels
-            gap = 1  # one white pixel between cells
-            pixels, owners, boxes = [], [], []
-            for pid in range(self.num_pages):
-                r, c = divmod(pid, self.cols)
-                x0, x1, y0, y1 = xe[c] + gap, xe[c + 1], ye[r] + gap, ye[r + 1]
-                yy, xx = np.mgrid[y0:y1, x0:x1]
-                pixels.append((yy * width + xx).ravel())
-                owners.append(np.full(yy.size, pid))
-                boxes.append((x0, y0, x1 - 1, y1 - 1))
-            panel.pixels, panel.pixel_page = np.concatenate(pixels), np.concatenate(owners)
-            panel.boxes = np.array(boxes, dtype=float)
-            bbox = ax.get_window_extent()
-            panel.title_xy = (bbox.x0, height - bbox.y1 - 9 * self._px)
-        self._cell_px = float(xe[1] - xe[0])
+        self._frame = _frame(self.num_pages, self.page_size, views, dpi, float(panel_width))
+        self.panels = {p.view: _Panel(p) for p in self._frame.panels}
 
     # ---- updates -------------------------------------------------------------------------------
 
@@ -314,11 +338,12 @@ class PoolHeatmap:
         free = int(np.count_nonzero(snap.state == PageState.FREE))
         if m:
             panel.victim = int(np.flatnonzero(rank == 0)[0])
-            when = f"once the {free} FREE pages are used" if free else "by the next allocation"
-            panel.title = f"LRU order: page {panel.victim} is evicted next, {when}"
+            when = f"after the {free} FREE pages are used" if free else "at the next allocation"
+            panel.title = (f"LRU order: page {panel.victim} is evicted next, {when}:\n"
+                           f"it is the CACHED page released longest ago (#1)")
         else:
             panel.victim = -1
-            panel.title = "LRU order: no CACHED page, nothing to evict"
+            panel.title = "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
         return rgba, labels
 
     # ---- output --------------------------------------------------------------------------------
@@ -328,12 +353,12 @@ class PoolHeatmap:
         gives the same bytes."""
         if self._png is not None:
             return self._png
-        frame = self._background.copy()  # [H, W, 4] uint8
+        frame = self._frame.background.copy()  # [H, W, 4] uint8
+        height, width = frame.shape[:2]
         if self.snapshot is not None:
             flat = frame.view(np.uint32).reshape(-1)
             for panel in self.panels.values():
-                flat[panel.pixels] = panel.colors[panel.pixel_page]
-        height, width = frame.shape[:2]
+                flat[panel.frame.pixels] = panel.colors[panel.frame.pixel_page]
         image = Image.frombuffer("RGBA", (width, height), frame, "raw", "RGBA", 0, 1).convert("RGB")
         if self.snapshot is not None:
             self._stamp(image)
@@ -344,21 +369,25 @@ class PoolHeatmap:
 
     def _stamp(self, image: Image.Image) -> None:
         """Text and marks that change with the snapshot."""
-        px, draw = self._px, ImageDraw.Draw(image)
+        px, cell, draw = self._frame.px, self._frame.cell_px, ImageDraw.Draw(image)
         _text(image, (image.width / 2, 3 * px), self.suptitle, round(10 * px), "black", "ma")
-        size = max(7, min(13, int(self._cell_px * 0.3)))
+        size = max(7, min(13, int(cell * 0.3)))
         for panel in self.panels.values():
+            boxes = panel.frame.boxes
             if panel.title:
-                _text(image, panel.title_xy, panel.title, round(9 * px), "black", "ls")
+                (x, y), lines = panel.frame.title_xy, panel.title.split("\n")
+                for k, line in enumerate(lines):
+                    dy = (k + 1 - len(lines)) * 12 * px
+                    _text(image, (x, y + dy), line, round(9 * px), "black", "ls")
             if panel.legend:
                 self._stamp_legend(image, draw, panel)
             if panel.victim >= 0:
-                x0, y0, x1, y1 = panel.boxes[panel.victim]
-                w = max(2, round(self._cell_px / 12))
+                x0, y0, x1, y1 = boxes[panel.victim]
+                w = max(2, round(cell / 12))
                 draw.rectangle((x0 - 1, y0 - 1, x1 + 1, y1 + 1), outline=VICTIM_COLOR, width=w)
             if not self.labelled:
                 continue
-            centers = (panel.boxes[:, :2] + panel.boxes[:, 2:]) / 2
+            centers = (boxes[:, :2] + boxes[:, 2:]) / 2
             for (x, y), label, dark in zip(centers.tolist(), panel.labels, panel.dark.tolist()):
                 color = "white" if dark else "black"
                 if "\n" in label:
@@ -369,10 +398,10 @@ class PoolHeatmap:
                     _text(image, (x, y), label, size, color, "mm")
 
     def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: _Panel) -> None:
-        bbox = panel.key_ax.get_window_extent()
-        row, px = 11 * self._px, self._px
-        x = bbox.x0 + 4 * px
-        y = image.height - (bbox.y0 + bbox.y1) / 2 - row * len(panel.legend) / 2
+        x0, y0, _, y1 = panel.frame.key_box
+        px = self._frame.px
+        row = 11 * px
+        x, y = x0 + 4 * px, (y0 + y1) / 2 - row * len(panel.legend) / 2
         for color, label in panel.legend:
             if color:
                 draw.rectangle((x, y + 2, x + 14 * px, y + row - 2), fill=color, outline="#999999")

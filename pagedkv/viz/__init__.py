@@ -1,0 +1,14 @@
+"""Pictures of the page pool and the classroom dashboard; everything reads `snapshot()` and events."""
+
+from .block_table import block_table_html, plot_block_tables
+from .dashboard import Dashboard
+from .fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
+from .heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
+from .palette import SequencePalette
+from .usage import plot_slots, plot_usage, slot_usage
+
+__all__ = [
+    "VIEWS", "Dashboard", "PoolHeatmap", "SequencePalette", "block_table_html", "compare_layouts",
+    "contiguous_replay", "plot_block_tables", "plot_lru", "plot_paged_vs_contiguous", "plot_pool",
+    "plot_slots", "plot_usage", "slot_usage",
+]

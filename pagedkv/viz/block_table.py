@@ -1,0 +1,166 @@
+"""The block-table view: each sequence's logical blocks mapped to physical pages.
+
+One row per live sequence (oldest first), one cell per logical block, labelled with the
+physical page id that holds it and filled with the sequence's colour. Marks, all read from a
+`PoolSnapshot`:
+
+- **shared** pages (ref count > 1: the same page id in several rows) are hatched and carry
+  "×n", the number of block tables holding them;
+- **prefix hits** (the first `num_cached_tokens / page_size` blocks, reused at admission)
+  have a green frame;
+- **copy-on-write** pages (destinations in the COW log still in the table) have a
+  vermillion frame and say which page they were copied from.
+
+`plot_block_tables` draws a matplotlib figure (notebooks); `block_table_html` renders the
+same information as an HTML table (the dashboard: no image to encode on every step). This
+is vLLM's `BlockTable` made visible; nothing in vLLM draws it.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Hashable, Iterable
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+
+from ..pool import Event, PoolSnapshot
+from .palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
+
+COW_COLOR = VICTIM_COLOR  # vermillion: the page that was written was a copy
+
+
+def _marks(
+    snapshot: PoolSnapshot, events: Iterable[Event] | None
+) -> tuple[dict[Hashable, int], dict[int, int]]:
+    """(seq id -> prefix-hit blocks, page that is a COW copy -> the page it was copied from).
+
+    The COW log names (source, destination) pairs but a destination page can later be freed
+    and handed to another sequence; with the pool's events (all of them, from its creation)
+    a page counts as a copy only if no allocation came after its copy. Without events every
+    destination in the log still held by a block table is marked."""
+    hits = {s: n // snapshot.page_size for s, n in snapshot.num_cached_tokens.items()}
+    if events is None:
+        return hits, {dst: src for src, dst in snapshot.cow_log}
+    cow: dict[int, int] = {}
+    copies = iter(snapshot.cow_log)  # the k-th "cow" event is the k-th pair of the log
+    for event in events:
+        if event.kind == "allocate":
+            cow.pop(event.page_id, None)
+        elif event.kind == "cow":
+            src, dst = next(copies)
+            cow[dst] = src
+    return hits, cow
+
+
+def _check(snapshot: object, palette: object) -> SequencePalette:
+    if not isinstance(snapshot, PoolSnapshot):
+        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+    if palette is not None and not isinstance(palette, SequencePalette):
+        raise TypeError(f"palette must be a SequencePalette, got {type(palette).__name__}")
+    return palette if palette is not None else DEFAULT_PALETTE
+
+
+def plot_block_tables(
+    snapshot: PoolSnapshot,
+    palette: SequencePalette | None = None,
+    events: Iterable[Event] | None = None,
+    max_blocks: int = 32,
+) -> Figure:
+    """A figure of every live sequence's block table (first `max_blocks` blocks). Pass the
+    pool's `events` (e.g. `ScenarioRun.events`) for exact copy-on-write marks."""
+    palette = _check(snapshot, palette)
+    seqs = list(snapshot.seq_ids)
+    hits, cow = _marks(snapshot, events)
+    width = max([1, *(min(len(t), max_blocks) for t in snapshot.block_tables.values())])
+    fig = Figure(figsize=(max(7.0, 1.2 + 0.62 * width), 1.1 + 0.5 * max(1, len(seqs))), dpi=90,
+                 layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for row, seq_id in enumerate(seqs):
+        color, text_color = palette.color(seq_id), palette.text_color(seq_id)
+        table = snapshot.block_tables[seq_id]
+        for block, page in enumerate(table[:max_blocks]):
+            refs = int(snapshot.ref_count[page])
+            edge, lw = ("black", 0.8)
+            if page in cow:
+                edge, lw = COW_COLOR, 3.0
+            elif block < hits.get(seq_id, 0):
+                edge, lw = HIT_COLOR, 3.0
+            ax.add_patch(Rectangle((block + 0.06, row + 0.08), 0.88, 0.84, facecolor=color,
+                                   edgecolor=edge, linewidth=lw, hatch="//" if refs > 1 else None))
+            label = f"{page}" + (f" ×{refs}" if refs > 1 else "")
+            if page in cow:
+                label += f"\n←{cow[page]}"
+            ax.text(block + 0.5, row + 0.5, label, ha="center", va="center", fontsize=8,
+                    color=text_color, fontweight="bold",
+                    bbox={"facecolor": color, "edgecolor": "none", "pad": 0.5} if refs > 1 else None)
+        if len(table) > max_blocks:
+            ax.text(max_blocks, row + 0.5, f" +{len(table) - max_blocks}", va="center", fontsize=8)
+    ax.set_xlim(0, width)
+    ax.set_ylim(max(1, len(seqs)), 0)
+    ax.set_yticks(np.arange(len(seqs)) + 0.5, [str(s) for s in seqs], fontsize=9)
+    ax.set_xticks(np.arange(width) + 0.5, [str(b) for b in range(width)], fontsize=8)
+    ax.set_xlabel("logical block  (each cell: the physical page id that holds it)", fontsize=9)
+    ax.tick_params(length=0)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    ax.set_title(f"block tables at clock {snapshot.clock} (page_size {snapshot.page_size})",
+                 fontsize=10, loc="left")
+    if not seqs:
+        ax.text(width / 2, 0.5, "no live sequence", ha="center", va="center", color="#666666")
+    handles = [
+        Patch(facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"),
+        Patch(facecolor="white", edgecolor=HIT_COLOR, linewidth=2.5, label="prefix hit"),
+        Patch(facecolor="white", edgecolor=COW_COLOR, linewidth=2.5, label="copy-on-write (←source)"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    return fig
+
+
+def block_table_html(
+    snapshot: PoolSnapshot,
+    palette: SequencePalette | None = None,
+    events: Iterable[Event] | None = None,
+    max_blocks: int = 64,
+) -> str:
+    """The block tables as an HTML table (same colours and marks as `plot_block_tables`)."""
+    palette = _check(snapshot, palette)
+    hits, cow = _marks(snapshot, events)
+    rows = []
+    for seq_id in snapshot.seq_ids:
+        color, text_color = palette.color(seq_id), palette.text_color(seq_id)
+        table = snapshot.block_tables[seq_id]
+        cells = []
+        for block, page in enumerate(table[:max_blocks]):
+            refs = int(snapshot.ref_count[page])
+            border, title = "1px solid #444", f"block {block} -> page {page}, ref count {refs}"
+            if page in cow:
+                border, title = f"3px solid {COW_COLOR}", title + f", copy-on-write from page {cow[page]}"
+            elif block < hits.get(seq_id, 0):
+                border, title = f"3px solid {HIT_COLOR}", title + ", prefix hit"
+            shared = (
+                "background-image:repeating-linear-gradient(45deg,transparent 0 4px,"
+                "rgba(255,255,255,.45) 4px 6px);" if refs > 1 else ""
+            )
+            label = f"{page}" + (f"×{refs}" if refs > 1 else "")
+            cells.append(
+                f'<td title="{html.escape(title)}" style="background:{color};color:{text_color};'
+                f'border:{border};{shared}padding:1px 4px;text-align:center;min-width:2.2em">'
+                f"{label}</td>"
+            )
+        more = f"<td>+{len(table) - max_blocks}</td>" if len(table) > max_blocks else ""
+        rows.append(f"<tr><th style='text-align:right;padding-right:6px'>{html.escape(str(seq_id))}"
+                    f"</th>{''.join(cells)}{more}</tr>")
+    body = "".join(rows) or "<tr><td><i>no live sequence</i></td></tr>"
+    key = (
+        f"<div style='font-size:11px;margin-top:3px'>cell = physical page of each logical block; "
+        f"×n = shared by n block tables; <span style='border:3px solid {HIT_COLOR};padding:0 3px'>"
+        f"prefix hit</span> <span style='border:3px solid {COW_COLOR};padding:0 3px'>copy-on-write"
+        f"</span></div>"
+    )
+    return (f"<div class='pagedkv-block-table-view'><b>block tables</b>"
+            f"<table style='border-collapse:separate;border-spacing:2px;font-size:12px'>{body}</table>"
+            f"{key}</div>")

@@ -1,0 +1,280 @@
+"""Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
+
+Step / Back / Reset buttons and a Play widget drive a `ScenarioRun`; a picker switches
+scenario; controls add a request (optionally starting with an existing sequence's tokens,
+so it shares that prefix), fork a sequence or finish one; sliders rebuild the pool with
+another number of pages or page size. Every change re-renders, in place:
+
+- the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
+  bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
+  strict nbval; `PoolHeatmap` redraws without re-plotting);
+- the block tables, a status line of usage and counters, and an event log of allocations,
+  prefix hits, evictions, copy-on-write copies and preemptions (HTML widgets).
+
+Back is exact time travel: `ScenarioRun.back()` replays the history minus its last action.
+The DOM contract (descriptions and CSS classes that browser tests click) is in the brief
+`DASHBOARD_CONTRACT.md`. Everything here reads the pool only through `snapshot()` and events.
+
+Leaves out: editing a scenario's steps, and saving a session.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Hashable
+
+import ipywidgets as widgets
+import numpy as np
+
+from ..model import TinyLM
+from ..page import PageState
+from ..scenarios import SCENARIOS, Action, ScenarioRun
+from .block_table import block_table_html
+from .heatmap import PoolHeatmap
+from .palette import SequencePalette
+
+PAGES_RANGE = (4, 256)  # pool-size slider
+PAGE_SIZE_RANGE = (1, 16)  # page-size slider
+LOG_STEPS = 40  # steps shown in the event log (newest first)
+
+
+def _styled(widget: widgets.Widget, css_class: str) -> widgets.Widget:
+    widget.add_class(css_class)
+    return widget
+
+
+class Dashboard(widgets.VBox):
+    """Step a scenario through a real paged KV cache and watch its pages."""
+
+    def __init__(
+        self,
+        scenario: str = "walkthrough",
+        num_pages: int | None = None,
+        page_size: int | None = None,
+        model: TinyLM | None = None,
+    ) -> None:
+        super().__init__()
+        self.palette = SequencePalette()
+        self.model = model
+        self._heatmaps: dict[tuple[int, int], tuple[PoolHeatmap, PoolHeatmap]] = {}
+        self._syncing = False  # set while the code (not a person) moves a widget
+        self.message = ""
+        self.run = ScenarioRun(scenario, num_pages, page_size, model)  # validates the arguments
+        self._build_widgets()
+        self._sync_controls()
+        self.render()
+
+    # ---- layout -------------------------------------------------------------------------------
+
+    def _build_widgets(self) -> None:
+        run = self.run
+        self.scenario_picker = _styled(widgets.Dropdown(
+            options=[(s.title, s.name) for s in SCENARIOS.values()], value=run.scenario.name,
+            description="Scenario", layout=widgets.Layout(width="520px")), "pagedkv-scenario")
+        self.step_button = _styled(widgets.Button(description="Step", icon="step-forward",
+                                                  tooltip="apply the next step"), "pagedkv-step")
+        self.back_button = _styled(widgets.Button(description="Back", icon="step-backward",
+                                                  tooltip="undo the last step exactly"), "pagedkv-back")
+        self.reset_button = _styled(widgets.Button(description="Reset", icon="undo",
+                                                   tooltip="back to step 0"), "pagedkv-reset")
+        self.play = _styled(widgets.Play(interval=800, min=0, max=len(run.steps), step=1,
+                                         description="Play", show_repeat=False), "pagedkv-play")
+        self.step_counter = _styled(widgets.HTML(), "pagedkv-step-counter")
+        self.pages_slider = _styled(widgets.IntSlider(
+            value=run.num_pages, min=PAGES_RANGE[0], max=PAGES_RANGE[1], description="Pages",
+            continuous_update=False), "pagedkv-pages")
+        self.page_size_slider = _styled(widgets.IntSlider(
+            value=run.page_size, min=PAGE_SIZE_RANGE[0], max=PAGE_SIZE_RANGE[1],
+            description="Page size", continuous_update=False), "pagedkv-page-size")
+        self.prompt = _styled(widgets.Text(value="Hello, pages!", description="Prompt",
+                                           layout=widgets.Layout(width="300px")), "pagedkv-prompt")
+        self.prefix_picker = _styled(widgets.Dropdown(description="Prefix of",
+                                                      layout=widgets.Layout(width="220px")),
+                                     "pagedkv-prefix")
+        self.add_button = _styled(widgets.Button(description="Add request", icon="plus"), "pagedkv-add")
+        self.seq_picker = _styled(widgets.Dropdown(description="Sequence",
+                                                   layout=widgets.Layout(width="220px")), "pagedkv-seq")
+        self.fork_button = _styled(widgets.Button(description="Fork", icon="code-branch"), "pagedkv-fork")
+        self.finish_button = _styled(widgets.Button(description="Finish", icon="check"), "pagedkv-finish")
+        self.heatmap = _styled(widgets.Image(format="png"), "pagedkv-heatmap")
+        self.lru = _styled(widgets.Image(format="png"), "pagedkv-lru")
+        self.status = _styled(widgets.HTML(), "pagedkv-status")
+        self.block_tables = _styled(widgets.HTML(), "pagedkv-block-tables")
+        self.event_log = _styled(widgets.HTML(), "pagedkv-event-log")
+
+        self.step_button.on_click(lambda _: self.step())
+        self.back_button.on_click(lambda _: self.back())
+        self.reset_button.on_click(lambda _: self.reset())
+        self.add_button.on_click(lambda _: self.add_request())
+        self.fork_button.on_click(lambda _: self.fork())
+        self.finish_button.on_click(lambda _: self.finish())
+        self.play.observe(self._on_play, names="value")
+        self.scenario_picker.observe(self._on_scenario, names="value")
+        self.pages_slider.observe(self._on_geometry, names="value")
+        self.page_size_slider.observe(self._on_geometry, names="value")
+
+        row = widgets.HBox
+        self.children = [
+            row([self.scenario_picker]),
+            row([self.step_button, self.back_button, self.reset_button, self.play, self.step_counter]),
+            row([self.prompt, self.prefix_picker, self.add_button]),
+            row([self.seq_picker, self.fork_button, self.finish_button,
+                 self.pages_slider, self.page_size_slider]),
+            self.status,
+            row([self.heatmap, widgets.VBox([self.lru, self.block_tables])]),
+            self.event_log,
+        ]
+
+    # ---- actions (the buttons call these; tests may too) --------------------------------------
+
+    def step(self) -> None:
+        """Apply the next scenario step (when the scenario is done: one token for everyone)."""
+        self.message = ""
+        self.run.step()
+        self.render()
+
+    def back(self) -> None:
+        """Undo the last step (exact: the run is replayed without it)."""
+        self.message = "" if self.run.back() else "nothing to undo"
+        self.render()
+
+    def reset(self) -> None:
+        self.message = ""
+        self.run.reset()
+        self.palette.clear()
+        self.render()
+
+    def add_request(self) -> None:
+        """Admit the prompt text as a new request, after the tokens of the picked sequence."""
+        parent = self.prefix_picker.value
+        self._apply(lambda: Action("add", self.run.new_id("user"), parent=parent,
+                                   text=self.prompt.value, caption="a request you added"))
+
+    def fork(self) -> None:
+        """Fork the picked sequence: the child shares all of its pages."""
+        parent = self.seq_picker.value
+        if parent is None:
+            self.message = "no live sequence to fork"
+            return self.render()
+        self._apply(lambda: Action("fork", self.run.new_id(f"{parent}.f"), parent=parent,
+                                   caption=f"you forked {parent}"))
+
+    def finish(self) -> None:
+        """Free the picked sequence."""
+        seq_id = self.seq_picker.value
+        if seq_id is None:
+            self.message = "no live sequence to finish"
+            return self.render()
+        self._apply(lambda: Action("free", seq_id, caption=f"you finished {seq_id}"))
+
+    def _apply(self, make_action) -> None:
+        try:
+            action = make_action()
+        except ValueError as error:  # e.g. an empty prompt: nothing happens, say why
+            self.message = str(error)
+            return self.render()
+        self.message = ""
+        self.run.apply(action)
+        self.render()
+
+    def load(self, scenario: str, num_pages: int | None = None, page_size: int | None = None) -> None:
+        """Start another scenario (or the same one on another pool geometry) at step 0."""
+        self.run = ScenarioRun(scenario, num_pages, page_size, self.model)
+        self.palette.clear()
+        self.message = ""
+        self._sync_controls()
+        self.render()
+
+    # ---- widget callbacks ---------------------------------------------------------------------
+
+    def _on_play(self, change: dict) -> None:
+        if self._syncing:
+            return
+        while self.run.cursor < change["new"] and not self.run.done:
+            self.run.step()
+        self.render()
+
+    def _on_scenario(self, change: dict) -> None:
+        if not self._syncing:
+            self.load(change["new"])
+
+    def _on_geometry(self, change: dict) -> None:
+        if not self._syncing:
+            self.load(self.run.scenario.name, self.pages_slider.value, self.page_size_slider.value)
+
+    def _sync_controls(self) -> None:
+        """Point the picker, sliders and Play at the current run without triggering them."""
+        self._syncing = True
+        try:
+            self.scenario_picker.value = self.run.scenario.name
+            self.pages_slider.value = self.run.num_pages
+            self.page_size_slider.value = self.run.page_size
+            self.play.max = len(self.run.steps)
+        finally:
+            self._syncing = False
+
+    # ---- rendering ----------------------------------------------------------------------------
+
+    def render(self) -> None:
+        """Redraw every view from the pool's snapshot and the run's records."""
+        run = self.run
+        snap = run.snapshots[-1]
+        key = (run.num_pages, run.page_size)
+        if key not in self._heatmaps:
+            self._heatmaps[key] = (PoolHeatmap(*key, palette=self.palette),
+                                   PoolHeatmap(*key, views=("lru",), palette=self.palette))
+        pool_map, lru_map = self._heatmaps[key]
+        pool_map.update(snap)
+        lru_map.update(snap)
+        self.heatmap.value = pool_map.png()
+        self.lru.value = lru_map.png()
+        self.block_tables.value = block_table_html(snap, self.palette, run.events)
+        self.status.value = self._status_html(snap)
+        self.event_log.value = self._log_html()
+        caption = run.records[-1].action.caption if run.records else run.scenario.summary
+        self.step_counter.value = (
+            f"<b>step {len(run.history)}</b> of {len(run.steps)} · {html.escape(caption)}")
+        live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
+        self._syncing = True
+        try:
+            self.play.value = run.cursor
+            for picker, options in ((self.prefix_picker, [("(none)", None), *live]),
+                                    (self.seq_picker, live)):
+                if list(picker.options) != options:
+                    keep = picker.value
+                    picker.options = options
+                    picker.value = keep if keep in [v for _, v in options] else (
+                        options[0][1] if options else None)
+        finally:
+            self._syncing = False
+        self.back_button.disabled = not run.history
+        self.fork_button.disabled = self.finish_button.disabled = not live
+
+    def _status_html(self, snap) -> str:
+        counts = np.bincount(snap.state, minlength=3)
+        stats = snap.stats
+        queries = stats["prefix_queries"]
+        rate = f"{stats['prefix_hits'] / queries:.0%}" if queries else "n/a"
+        text = (
+            f"<b>{self.run.scenario.title}</b> — {self.run.num_pages} pages × "
+            f"{self.run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
+            f"({counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
+            f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> · "
+            f"prefix hits {stats['prefix_hits']}/{queries} tokens ({rate}) · evictions "
+            f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
+        )
+        if self.message:
+            text += f"<br><span style='color:#D55E00'>{html.escape(self.message)}</span>"
+        return f"<div style='font-size:12px'>{text}</div>"
+
+    def _log_html(self) -> str:
+        lines = []
+        for record in reversed(self.run.records[-LOG_STEPS:]):
+            lines += [f"step {record.index}: {html.escape(line)}" for line in record.lines()]
+        body = "<br>".join(lines) or "<i>no step yet: press Step</i>"
+        return ("<div style='max-height:170px;overflow-y:auto;font-family:monospace;"
+                f"font-size:11px;border:1px solid #ccc;padding:4px'><b>event log</b> (newest first)"
+                f"<br>{body}</div>")
+
+    def __repr__(self) -> str:
+        return f"Dashboard({self.run!r})"

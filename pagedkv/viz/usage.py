@@ -1,0 +1,127 @@
+"""Token-level vs page-level usage: slots holding tokens against pages in use.
+
+A paged cache hands out whole pages, so the pool is always a little fuller by pages than by
+tokens: each sequence's last page is partly empty (internal fragmentation, at most
+`page_size - 1` slots per sequence). Two pictures, both read from `PoolSnapshot`s:
+
+- `plot_slots(snapshot)`: every slot of the pool, one column of `page_size` slots per page:
+  slots holding a token in the colour of the sequence that owns the page, empty slots of
+  ACTIVE pages marked as internal fragmentation, CACHED and FREE pages in their state colours;
+- `plot_usage(snapshots)`: page usage (`usage`, vLLM's `kv_cache_usage_perc`) and token usage
+  over the steps of a run, with CACHED pages stacked on top (reusable, but counted as free).
+
+Leaves out: memory in bytes (multiply slots by `CacheConfig.bytes_per_token`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from ..page import PageState
+from ..pool import PoolSnapshot
+from .palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
+
+EMPTY_SLOT_COLOR = "#FFFFFF"  # an empty slot of an ACTIVE page: allocated, holds nothing
+
+
+def slot_usage(snapshot: PoolSnapshot) -> dict[str, int]:
+    """Slots by what they hold: tokens (ACTIVE pages), empty in ACTIVE pages (internal
+    fragmentation), CACHED (reusable prefix K/V) and FREE. They sum to all slots."""
+    if not isinstance(snapshot, PoolSnapshot):
+        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+    active = snapshot.state == PageState.ACTIVE
+    size = snapshot.page_size
+    return {
+        "tokens": int(snapshot.fill[active].sum()),
+        "internal_fragmentation": int((size - snapshot.fill[active]).sum()),
+        "cached": int(np.count_nonzero(snapshot.state == PageState.CACHED)) * size,
+        "free": int(np.count_nonzero(snapshot.state == PageState.FREE)) * size,
+    }
+
+
+def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -> Figure:
+    """Every slot of the pool: one column per page, `page_size` slots from top to bottom."""
+    counts = slot_usage(snapshot)
+    palette = palette if palette is not None else DEFAULT_PALETTE
+    n, size = snapshot.num_pages, snapshot.page_size
+    image = np.ones((size, n, 4))  # [slot offset, page id, RGBA]
+    for pid in range(n):
+        state = PageState(int(snapshot.state[pid]))
+        if state is PageState.ACTIVE:
+            owner = snapshot.seq_ids[snapshot.owner[pid]]
+            image[: snapshot.fill[pid], pid] = to_rgba(palette.color(owner))
+            image[snapshot.fill[pid] :, pid] = to_rgba(EMPTY_SLOT_COLOR)
+        else:
+            image[:, pid] = to_rgba(STATE_COLORS[state])
+    fig = Figure(figsize=(min(14.0, max(6.0, 0.32 * n + 1.5)), 1.6 + 0.22 * size), dpi=90,
+                 layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.imshow(image, interpolation="nearest", aspect="auto")
+    empty = np.argwhere((snapshot.state == PageState.ACTIVE)[None, :]
+                        & (np.arange(size)[:, None] >= snapshot.fill[None, :]))
+    ax.scatter(empty[:, 1], empty[:, 0], marker="x", s=18, color="#444444", linewidths=0.8)
+    ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
+    ax.set_yticks(np.arange(-0.5, size, 1), minor=True)
+    ax.grid(which="minor", color="#BBBBBB", linewidth=0.4)
+    ax.grid(which="major", visible=False)
+    ax.tick_params(which="minor", length=0)
+    for x in np.arange(-0.5, n, 1):
+        ax.axvline(x, color="black", linewidth=1.2)
+    step = 1 if n <= 32 else 4 if n <= 128 else 16
+    ax.set_xticks(range(0, n, step))
+    ax.set_yticks(range(size) if size <= 16 else range(0, size, size // 8))
+    ax.set_xlabel("page id (each column: one page)")
+    ax.set_ylabel("slot offset")
+    total = n * size
+    ax.set_title(
+        f"{counts['tokens']} of {total} slots hold tokens ({counts['tokens'] / total:.0%}); "
+        f"pages in use: {snapshot.usage:.0%}\n{counts['internal_fragmentation']} empty slots in "
+        f"ACTIVE pages, {counts['cached']} in CACHED pages, {counts['free']} in FREE pages",
+        fontsize=10, loc="left",
+    )
+    owners = [snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))]
+    handles = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:8]]
+    handles += [
+        Patch(facecolor=EMPTY_SLOT_COLOR, edgecolor="#444444", label="× empty slot of an ACTIVE page"),
+        Patch(color=STATE_COLORS[PageState.CACHED], label="CACHED page"),
+        Patch(color=STATE_COLORS[PageState.FREE], label="FREE page"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), fontsize=8,
+               frameon=False)
+    return fig
+
+
+def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
+    """Page usage vs token usage over a run's steps (`ScenarioRun.snapshots`)."""
+    if not snapshots or not all(isinstance(s, PoolSnapshot) for s in snapshots):
+        raise ValueError("snapshots must be a non-empty sequence of PoolSnapshot")
+    steps = np.arange(len(snapshots))
+    pages = np.array([s.usage for s in snapshots])
+    tokens = np.array([s.token_usage for s in snapshots])
+    cached = np.array([np.count_nonzero(s.state == PageState.CACHED) / s.num_pages for s in snapshots])
+    fig = Figure(figsize=(7.5, 3.2), dpi=90, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.fill_between(steps, pages, pages + cached, step="post", color=STATE_COLORS[PageState.CACHED],
+                    alpha=0.5, label="CACHED pages (reusable, count as free)")
+    ax.step(steps, pages, where="post", color=STATE_COLORS[PageState.ACTIVE], linewidth=2,
+            label="page usage: ACTIVE pages / pages")
+    ax.step(steps, tokens, where="post", color="#000000", linestyle="--", linewidth=1.5,
+            label="token usage: slots holding tokens / slots")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(0, max(1, len(snapshots) - 1))
+    ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("share of the pool")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title or "token-level vs page-level usage (the gap is internal fragmentation)",
+                 fontsize=10, loc="left")
+    return fig
