@@ -1,0 +1,371 @@
+"""Write-ahead log: record format, fsync policies, log-before-apply, crash recovery.
+
+The oracle everywhere is the plain in-memory SequenceManager: driven by the same calls (or
+the same seeded workload, stopped after the same number of logged operations), its state
+is what recovery must rebuild — snapshot (page states, ref counts, LRU ranks, index,
+clock, counters, block tables, COW record), sequences, and K/V of every computed token.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pagedkv import CacheConfig, KVCachePool, PageState, SequenceManager
+from pagedkv.service import DurableSequenceManager, FsyncPolicy, WALCorruptionError, open_store, read_log, recover
+from pagedkv.service.wal import MAGIC, WriteAheadLog, encode_record
+from pagedkv.service.workload import reference, run_in_subprocess, run_workload, workload_config
+from pagedkv.model import TinyLM
+
+
+def _sequences(manager: SequenceManager) -> dict:
+    return {
+        sid: (s.token_ids, s.block_table, s.num_prompt_tokens, s.num_cached_tokens,
+              s.num_computed_tokens, s.extra_key, s.parent)
+        for sid, s in manager.sequences.items()
+    }
+
+
+def assert_same_state(recovered: SequenceManager, expected: SequenceManager, kv: bool = True) -> None:
+    recovered.pool.check_invariants()
+    assert recovered.pool.snapshot() == expected.pool.snapshot()
+    assert _sequences(recovered) == _sequences(expected)
+    assert recovered.pool.eviction.order() == expected.pool.eviction.order()
+    if not kv:
+        return
+    got, want, size = recovered.pool.kv_cache, expected.pool.kv_cache, recovered.page_size
+    for seq in expected.sequences.values():  # K/V of every computed token
+        for pos in range(seq.num_computed_tokens):
+            page, offset = seq.block_table[pos // size], pos % size
+            assert np.array_equal(got[:, :, page, offset], want[:, :, page, offset]), (seq.seq_id, pos)
+    cached = [p for p in range(expected.pool.num_pages) if expected.pool.page(p).state is PageState.CACHED]
+    assert np.array_equal(got[:, :, cached], want[:, :, cached])
+
+
+# ---- the log file ------------------------------------------------------------------------
+
+
+def test_records_round_trip_and_fsync_policies(tmp_path):
+    for policy, fsyncs in (("always", 10), ("batch 4", 2), ("never", 0)):
+        log = WriteAheadLog.create(tmp_path / f"{policy}.log", 1, policy)
+        for i in range(10):
+            assert log.append({"op": "x", "i": i}) == i + 1
+        assert log.fsyncs == fsyncs
+        log.close()
+        records, end = read_log(log.path)
+        assert [r.payload["i"] for r in records] == list(range(10))
+        assert [r.seq for r in records] == list(range(1, 11))
+        assert end == os.path.getsize(log.path)
+        # The layout the docstring promises: header, then crc | length | seq | JSON.
+        data = log.path.read_bytes()
+        assert data[:8] == MAGIC
+        crc, length, seq = struct.unpack_from("<IIQ", data, 8)
+        assert (length, seq) == (len(b'{"op":"x","i":0}'), 1)
+
+
+@pytest.mark.parametrize("text", ["sometimes", "batch", "batch 0", "batch -1", "batch x", ""])
+def test_fsync_policy_rejects_bad_text(text):
+    with pytest.raises(ValueError, match="fsync"):
+        FsyncPolicy.parse(text)
+
+
+def test_fsync_policy_parses():
+    assert FsyncPolicy.parse("batch 8") == FsyncPolicy("batch", 8) == FsyncPolicy.parse("batch:8")
+    assert str(FsyncPolicy.parse("never")) == "never"
+
+
+# ---- log before apply: the durable manager behaves exactly like the plain one ------------
+
+IDS = st.sampled_from(["a", "b", "c", 7, "", True, 2.5])
+TOKENS = st.one_of(
+    st.lists(st.integers(0, 3), min_size=1, max_size=11),
+    st.sampled_from([[], [-1], "abc", [1.5], None]),
+)
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), IDS, TOKENS, st.sampled_from([None, "salt", 3, b"k", 1.5])),
+        st.tuples(st.just("append_slot"), IDS, st.sampled_from([0, 1, 2, -1, "x", 2**64])),
+        st.tuples(st.just("fork"), IDS, IDS),
+        st.tuples(st.just("free"), IDS),
+        st.tuples(st.just("set_computed"), IDS, st.sampled_from([0, 1, 3, -1, 10**6, "x"])),
+        st.tuples(st.just("reset_prefix_cache")),
+    ),
+    max_size=40,
+)
+
+
+def _call(target, op: tuple):
+    method = getattr(target.pool if op[0] == "reset_prefix_cache" and not isinstance(target, DurableSequenceManager) else target, op[0])
+    try:
+        return ("ok", method(*op[1:]))
+    except Exception as exc:  # the exception type is part of the behaviour compared
+        return ("raised", type(exc))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, caching=st.booleans())
+def test_durable_manager_matches_plain_and_logs_only_successes(tmp_path_factory, ops, caching):
+    config = CacheConfig(num_pages=8, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2,
+                         enable_prefix_caching=caching)
+    directory = tmp_path_factory.mktemp("store")
+    plain = SequenceManager(KVCachePool(config))
+    durable = DurableSequenceManager.create(directory, config, "never")
+    successes = 0
+    for op in ops:
+        want, got = _call(plain, op), _call(durable, op)
+        assert got == want, op
+        if want[0] == "ok" and not (op[0] == "reset_prefix_cache" and want[1] is False):
+            successes += 1
+        durable.pool.check_invariants()
+    assert durable.pool.snapshot() == plain.pool.snapshot()
+    assert durable.last_seq == successes  # one record per successful operation, none for failures
+    durable.close()
+    assert_same_state(recover(directory), plain, kv=False)
+
+
+# ---- crashes: SIGKILL at random moments, over seeds and fsync policies -------------------
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
+    rng = np.random.default_rng(1000 + seed)
+    fsync = ["never", "batch 8", "always"][seed % 3]
+    checkpoint_every = [0, 25][seed % 2]
+    directory = tmp_path / "store"
+    cmd = [sys.executable, "-m", "pagedkv.service.workload", str(directory), "--seed", str(seed),
+           "--fsync", fsync, "--checkpoint-every", str(checkpoint_every)]
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(float(rng.uniform(0.1, 0.5)))
+    child.send_signal(signal.SIGKILL)
+    assert child.wait(10) == -signal.SIGKILL
+    child.stdout.close()
+    manager = recover(directory)
+    n = manager.last_seq
+    assert n > 0
+    assert_same_state(manager, reference(seed, n))
+    manager.close()
+
+
+@pytest.mark.parametrize("die_at, torn_bytes", [(40, 1), (97, 11), (150, 23)])
+def test_a_record_torn_by_the_crash_is_dropped(tmp_path, die_at, torn_bytes):
+    assert run_in_subprocess(tmp_path / "s", 5, "--die-at", str(die_at), "--torn-bytes", str(torn_bytes),
+                             "--checkpoint-every", "30") == -signal.SIGKILL
+    manager = recover(tmp_path / "s")
+    assert manager.last_seq == die_at - 1
+    assert manager.recovery["torn_bytes"] == torn_bytes
+    assert (manager.recovery["checkpoint_seq"] > 0) == (die_at > 40)  # replay starts at a checkpoint
+    assert_same_state(manager, reference(5, die_at - 1))
+    # Recovery cut the torn bytes off, so the log continues cleanly.
+    model = TinyLM(seed=0)
+    manager.add("after", [1, 2, 3])
+    model.forward(manager, ["after"])
+    manager.close()
+    again = recover(tmp_path / "s")
+    assert again.recovery["torn_bytes"] == 0 and "after" in again.sequences
+    again.close()
+
+
+# ---- damaged logs: truncation and corruption at random offsets ---------------------------
+
+
+@pytest.fixture(scope="module")
+def finished_store(tmp_path_factory):
+    """A store after 300 workload steps (no checkpoint), its records, and the reference
+    state after every prefix of them."""
+    directory = tmp_path_factory.mktemp("finished") / "s"
+    model = TinyLM(seed=0)
+    with DurableSequenceManager.create(directory, workload_config(model), "never") as manager:
+        run_workload(manager, model, seed=11, steps=300)
+    records, _ = read_log(directory / "wal.log")
+    return directory, records
+
+
+def _copy(src, dst):
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_truncation_at_random_offsets_keeps_every_whole_record(finished_store, tmp_path):
+    directory, records = finished_store
+    size = os.path.getsize(directory / "wal.log")
+    rng = np.random.default_rng(3)
+    offsets = sorted({8, size - 1, *rng.integers(8, size, 12).tolist()})
+    for k, offset in enumerate(offsets):
+        store = _copy(directory, tmp_path / f"t{k}")
+        os.truncate(store / "wal.log", offset)
+        whole = sum(r.end <= offset for r in records)
+        manager = recover(store)
+        assert manager.last_seq == whole
+        assert manager.recovery["torn_bytes"] == offset - (records[whole - 1].end if whole else 8)
+        # K/V on disk are from later than the cut, so only bookkeeping is compared.
+        assert_same_state(manager, reference(11, whole), kv=False)
+        manager.close()
+
+
+def test_corruption_in_the_middle_names_its_offset(finished_store, tmp_path):
+    directory, records = finished_store
+    rng = np.random.default_rng(4)
+    for k in range(12):
+        victim = records[int(rng.integers(0, len(records) - 1))]  # never the last record
+        offset = int(rng.integers(victim.offset, victim.end))
+        store = _copy(directory, tmp_path / f"c{k}")
+        with open(store / "wal.log", "r+b") as f:
+            f.seek(offset)
+            byte = f.read(1)
+            f.seek(offset)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        with pytest.raises(WALCorruptionError) as info:
+            recover(store)
+        assert info.value.offset == victim.offset
+        assert f"offset {victim.offset}" in str(info.value)
+        # The failed recovery changed nothing and released the store.
+        assert (store / "wal.log").read_bytes() != (directory / "wal.log").read_bytes()
+        with pytest.raises(WALCorruptionError):
+            recover(store)
+
+
+def test_corruption_of_the_last_record_is_a_torn_tail(finished_store, tmp_path):
+    directory, records = finished_store
+    store = _copy(directory, tmp_path / "s")
+    with open(store / "wal.log", "r+b") as f:
+        f.seek(records[-1].end - 2)
+        f.write(b"\x00")
+    manager = recover(store)
+    assert manager.last_seq == len(records) - 1
+    assert_same_state(manager, reference(11, len(records) - 1), kv=False)
+    manager.close()
+
+
+def test_bad_header_and_bad_sequence_numbers_are_errors(finished_store, tmp_path):
+    directory, records = finished_store
+    store = _copy(directory, tmp_path / "h")
+    data = (store / "wal.log").read_bytes()
+    (store / "wal.log").write_bytes(b"XXXXXXX\n" + data[8:])
+    with pytest.raises(WALCorruptionError, match="offset 0"):
+        recover(store)
+    store = _copy(directory, tmp_path / "gap")  # a valid record whose number skips ahead
+    with open(store / "wal.log", "ab") as f:
+        f.write(encode_record(records[-1].seq + 2, {"op": "free", "seq_id": "x", "clock": 0}))
+    with pytest.raises(WALCorruptionError, match="sequence number"):
+        recover(store)
+
+
+# ---- checkpoints ---------------------------------------------------------------------------
+
+
+def test_checkpoint_compacts_and_recovery_resumes_from_it(tmp_path):
+    model = TinyLM(seed=0)
+    manager = DurableSequenceManager.create(tmp_path / "s", workload_config(model), "batch 16")
+    run_workload(manager, model, seed=2, steps=120)
+    seq = manager.checkpoint()
+    assert seq == manager.last_seq > 0
+    assert (tmp_path / "s" / "wal.log").read_bytes() == MAGIC  # every record is in the checkpoint
+    manager.close()
+    recovered = recover(tmp_path / "s")
+    assert recovered.recovery == {"checkpoint_seq": seq, "records_replayed": 0, "torn_bytes": 0}
+    assert_same_state(recovered, reference(2, seq))
+    recovered.close()
+
+
+def test_crash_between_checkpoint_and_log_reset_skips_covered_records(tmp_path):
+    model = TinyLM(seed=0)
+    manager = DurableSequenceManager.create(tmp_path / "s", workload_config(model), "never")
+    run_workload(manager, model, seed=8, steps=100)
+    manager.log.sync()
+    old_log = (tmp_path / "s" / "wal.log").read_bytes()
+    seq = manager.checkpoint()
+    manager.close()
+    (tmp_path / "s" / "wal.log").write_bytes(old_log)  # the rename of the empty log never happened
+    recovered = recover(tmp_path / "s")
+    assert recovered.recovery["records_replayed"] == 0 and recovered.last_seq == seq
+    assert_same_state(recovered, reference(8, seq))
+    recovered.close()
+
+
+def test_missing_records_after_a_checkpoint_are_an_error(tmp_path):
+    model = TinyLM(seed=0)
+    manager = DurableSequenceManager.create(tmp_path / "s", workload_config(model), "never")
+    for seed in (9, 90, 91):  # three rounds, each ending with a checkpoint
+        run_workload(manager, model, seed=seed, steps=40)
+        for seq_id in list(manager.sequences):
+            manager.free(seq_id)
+        manager.checkpoint()
+        if seed == 9:
+            older = (tmp_path / "s" / "checkpoint.bin").read_bytes()
+    run_workload(manager, model, seed=92, steps=10)
+    manager.close()
+    (tmp_path / "s" / "checkpoint.bin").write_bytes(older)
+    with pytest.raises(WALCorruptionError, match="records are missing"):
+        recover(tmp_path / "s")
+    data = bytearray(older)
+    data[-3] ^= 0x01
+    (tmp_path / "s" / "checkpoint.bin").write_bytes(bytes(data))
+    with pytest.raises(WALCorruptionError, match="checkpoint CRC"):
+        recover(tmp_path / "s")
+
+
+# ---- the store -----------------------------------------------------------------------------
+
+
+def test_kv_live_in_the_file_and_survive_a_clean_restart(tmp_path):
+    model = TinyLM(seed=0)
+    config = workload_config(model)
+    with DurableSequenceManager.create(tmp_path / "s", config, "always") as manager:
+        assert isinstance(manager.pool.kv_cache, np.memmap)
+        run_workload(manager, model, seed=4, steps=80)
+        kv = np.array(manager.pool.kv_cache)
+        snap = manager.pool.snapshot()
+    on_disk = np.fromfile(tmp_path / "s" / "kv.bin", dtype=config.dtype).reshape(config.kv_shape)
+    assert np.array_equal(on_disk, kv)
+    with open_store(tmp_path / "s", config) as reopened:
+        assert reopened.pool.snapshot() == snap
+        assert_same_state(reopened, reference(4, reopened.last_seq))
+
+
+def test_one_opener_at_a_time_and_config_must_match(tmp_path):
+    config = CacheConfig(num_pages=8, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2)
+    first = DurableSequenceManager.create(tmp_path / "s", config, "never")
+    with pytest.raises(RuntimeError, match="open in another"):
+        recover(tmp_path / "s")
+    with pytest.raises(FileExistsError):
+        DurableSequenceManager.create(tmp_path / "s", config)
+    first.close()
+    with pytest.raises(ValueError, match="num_pages"):
+        open_store(tmp_path / "s", CacheConfig(num_pages=16, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2))
+    with pytest.raises(FileNotFoundError):
+        recover(tmp_path / "nothing")
+    recover(tmp_path / "s").close()  # the failed open released the lock
+
+
+def test_a_copy_on_write_cut_off_by_the_crash_is_redone(tmp_path):
+    """The crash lands after the record of a copy-on-write append, before the copy."""
+    model = TinyLM(seed=0)
+    config = workload_config(model)
+    plain = SequenceManager(KVCachePool(config))
+    with DurableSequenceManager.create(tmp_path / "s", config, "always") as durable:
+        for manager in (plain, durable):
+            manager.add("p", model.encode("abcdef"))  # 6 tokens: page 1 is half full
+            model.forward(manager, ["p"])
+            manager.fork("p", "c")
+            manager.append_slot("c", 7)  # the shared half page is copied, then written
+        src, dst = durable.cow_log[-1]
+        assert dst not in durable.block_table("p")
+    kv = np.memmap(tmp_path / "s" / "kv.bin", dtype=config.dtype, mode="r+", shape=config.kv_shape)
+    kv[:, :, dst] = 0.0  # the copy never reached the file
+    kv.flush()
+    del kv
+    recovered = recover(tmp_path / "s")
+    assert_same_state(recovered, plain)
+    assert np.array_equal(recovered.pool.kv_cache[:, :, dst, :2], plain.pool.kv_cache[:, :, src, :2])
+    recovered.close()
