@@ -1,0 +1,201 @@
+"""Thread safety: many threads hammer one LockedManager; afterwards the pool must add up.
+
+The oracle is bookkeeping the threads keep themselves: every successful creation (add,
+fork child) and free of each id. Ids are shared between threads, so calls collide (a
+duplicate add, a free of a sequence another thread just freed) and those raise; an id is
+live at the end exactly when its successful creations outnumber its frees. Pages are
+checked from the snapshot, independently of check_invariants: each in one state, ref
+counts equal block-table membership, FREE pages empty and unowned. The GIL switch interval
+is cut to 10 microseconds so that threads interleave inside operations.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from pagedkv import CacheConfig, KVCachePool, OutOfPagesError, PageState, SequenceManager, UnknownSequenceError
+from pagedkv.service import DurableSequenceManager, recover
+from pagedkv.service.concurrency import CoarseLock, LockedManager, ReadWriteLock
+
+CONFIG = CacheConfig(num_pages=48, page_size=4, num_layers=1, num_kv_heads=1, head_dim=2)
+IDS = [f"s{i}" for i in range(24)]
+EXPECTED_ERRORS = (OutOfPagesError, UnknownSequenceError, ValueError)
+
+
+@pytest.fixture(autouse=True)
+def fast_thread_switching():
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(old)
+
+
+def _worker(locked: LockedManager, seed: int, ops: int, created: Counter, freed: Counter, errors: list) -> None:
+    rng = random.Random(seed)
+    shared = [rng.randrange(4) for _ in range(8)]
+    for _ in range(ops):
+        seq_id, r = rng.choice(IDS), rng.random()
+        try:
+            if r < 0.3:
+                locked.add(seq_id, shared[: rng.randrange(9)] + [rng.randrange(4) for _ in range(rng.randrange(1, 6))])
+                created[seq_id] += 1
+            elif r < 0.6:
+                locked.append_slot(seq_id, rng.randrange(4))
+            elif r < 0.7:
+                child = rng.choice(IDS)
+                locked.fork(seq_id, child)
+                created[child] += 1
+            elif r < 0.85:
+                locked.free(seq_id)
+                freed[seq_id] += 1
+            elif r < 0.95:
+                seq = locked.sequence(seq_id)  # a consistent copy, even while others write
+                assert len(seq.block_table) == -(-seq.num_tokens // CONFIG.page_size)
+            else:
+                locked.snapshot()
+        except EXPECTED_ERRORS:
+            pass
+        except Exception as exc:  # anything else is a race the lock failed to prevent
+            errors.append(repr(exc))
+
+
+def _hammer(locked: LockedManager, seed: int, threads: int = 6, ops: int = 400) -> tuple[Counter, Counter]:
+    created, freed, errors = Counter(), Counter(), []
+    workers = [
+        threading.Thread(target=_worker, args=(locked, seed * 100 + i, ops, created, freed, errors))
+        for i in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    return created, freed
+
+
+def assert_pool_adds_up(locked: LockedManager, created: Counter, freed: Counter) -> None:
+    locked.check_invariants()
+    snap = locked.snapshot()
+    live = {s for s in IDS if created[s] - freed[s] == 1}
+    assert all(created[s] - freed[s] in (0, 1) for s in IDS)
+    assert set(snap.seq_ids) == live
+    holders = np.zeros(snap.num_pages, dtype=int)
+    for table in snap.block_tables.values():
+        assert len(set(table)) == len(table)
+        holders[list(table)] += 1
+    assert np.array_equal(snap.ref_count, holders)  # no page lost, none held without a count
+    states = snap.state
+    assert np.all(np.isin(states, [PageState.FREE, PageState.ACTIVE, PageState.CACHED]))
+    assert np.all((holders > 0) == (states == PageState.ACTIVE))
+    assert np.all(snap.fill[states == PageState.FREE] == 0)
+    assert np.count_nonzero(states == PageState.CACHED) == np.count_nonzero(snap.lru_rank >= 0)
+
+
+@pytest.mark.parametrize("design", [CoarseLock, ReadWriteLock])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_threads_hammering_one_manager_leave_a_consistent_pool(design, seed):
+    locked = LockedManager(SequenceManager(KVCachePool(CONFIG)), design())
+    created, freed = _hammer(locked, seed)
+    assert sum(created.values()) > 50 and sum(freed.values()) > 50  # the run did real work
+    assert_pool_adds_up(locked, created, freed)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_concurrent_durable_manager_logs_in_memory_order(tmp_path, seed):
+    """Under threads, the log's record order must be the order operations hit memory:
+    recovery replays it to the very same state."""
+    manager = DurableSequenceManager.create(tmp_path / "s", CONFIG, "never")
+    locked = LockedManager(manager)
+    created, freed = _hammer(locked, seed)
+    assert_pool_adds_up(locked, created, freed)
+    snap = locked.snapshot()
+    manager.close()
+    recovered = recover(tmp_path / "s")
+    assert recovered.pool.snapshot() == snap
+    recovered.close()
+
+
+def test_read_write_lock_shares_reads_and_excludes_writes():
+    lock = ReadWriteLock()
+    reading, release_reader, writer_in = threading.Event(), threading.Event(), threading.Event()
+
+    def reader():
+        with lock.read():
+            reading.set()
+            release_reader.wait(5)
+
+    def writer():
+        with lock.write():
+            writer_in.set()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    assert reading.wait(5)
+    second = threading.Event()
+    threading.Thread(target=lambda: (lock.read().__enter__(), second.set())).start()
+    assert second.wait(5)  # a second reader got in while the first holds the lock
+    w = threading.Thread(target=writer)
+    w.start()
+    assert not writer_in.wait(0.2)  # readers hold it: the writer waits
+    release_reader.set()
+    t.join()
+
+
+def test_write_lock_is_reentrant_and_lets_its_owner_read():
+    lock = ReadWriteLock()
+    with lock.write():
+        with lock.write():
+            with lock.read():
+                pass
+    with lock.read():  # released completely
+        pass
+
+
+def test_a_waiting_writer_holds_back_new_readers():
+    lock = ReadWriteLock()
+    holding, release = threading.Event(), threading.Event()
+    order = []
+
+    def first_reader():
+        with lock.read():
+            holding.set()
+            release.wait(5)
+
+    def writer():
+        with lock.write():
+            order.append("writer")
+
+    def late_reader():
+        with lock.read():
+            order.append("late reader")
+
+    threading.Thread(target=first_reader).start()
+    assert holding.wait(5)
+    w = threading.Thread(target=writer)
+    w.start()
+    while not lock._waiting_writers:  # the writer is queued
+        pass
+    r = threading.Thread(target=late_reader)
+    r.start()
+    release.set()
+    w.join(5)
+    r.join(5)
+    assert order == ["writer", "late reader"]
+
+
+def test_reads_return_copies():
+    locked = LockedManager(SequenceManager(KVCachePool(CONFIG)))
+    locked.add("a", [1, 2, 3, 4, 5])
+    seq = locked.sequence("a")
+    seq.token_ids.append(9)
+    seq.block_table.append(47)
+    assert locked.sequence("a").token_ids == [1, 2, 3, 4, 5]
+    assert locked.block_table("a") == [0, 1]
+    with pytest.raises(TypeError, match="manager"):
+        LockedManager(KVCachePool(CONFIG))
