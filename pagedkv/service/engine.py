@@ -66,7 +66,7 @@ class ServiceEngine:
         self.durable = manager if isinstance(manager, DurableSequenceManager) else None
         self.locked = LockedManager(manager)
         self.pool = manager.pool
-        self.metrics = ServiceMetrics(self.locked, log=self.durable.log if self.durable else None)
+        self.metrics = ServiceMetrics(self.locked, log=self.durable.log if self.durable is not None else None)
         self._logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self._next_id = 1
 
