@@ -1,24 +1,24 @@
-"""`python -m pagedkv demo`: the seed walkthrough, corrected.
+"""`python -m pagedkv demo`: a scenario from `pagedkv.scenarios`, printed step by step.
 
-The seed guide's runner had request_A grow token by token in a 16-page pool and then
-request_B reuse the pages. Here the same story runs on real pages of 4 tokens: TinyLM
-generates request_A's 20 tokens through the cache (a page is taken only when the last one
-is full), request_A finishes (its full pages stay CACHED, tail first in the LRU order),
-and request_B, which starts with request_A's prompt, reuses those pages as prefix hits and
-then grows until the pool has to evict.
+The default is the seed walkthrough, corrected: in a 16-page pool of 4-token pages TinyLM
+generates request_A's tokens through the cache (a page is taken only when the last one is
+full), request_A finishes (its full pages stay CACHED, tail first in the LRU order), and
+request_B, which starts with request_A's prompt, reuses those pages as prefix hits and grows
+until the pool has to evict. `--scenario NAME` prints any other scenario the same way; the
+dashboard and the notebooks step through exactly these runs.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from .config import CacheConfig
-from .model import TinyLM
-from .pool import Event, KVCachePool
-from .sequence import SequenceManager
+from .pool import KVCachePool
+from .scenarios import SCENARIOS, ScenarioRun, StepRecord
 
-PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages and half a page
-PROMPT_B = PROMPT_A + " pages."
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", default="walkthrough", choices=list(SCENARIOS),
+                        help="which scenario to print (default: the seed walkthrough)")
 
 
 def _pool_line(pool: KVCachePool) -> str:
@@ -28,52 +28,54 @@ def _pool_line(pool: KVCachePool) -> str:
     )
 
 
-def _grow(model: TinyLM, seqs: SequenceManager, seq_id: str, steps: int, log: list[Event]) -> None:
-    logits = model.forward(seqs, [seq_id])
-    for step in range(1, steps + 1):
-        token = model.sample(logits, 0.0, None)[0]
-        log.clear()
-        slot = seqs.append_slot(seq_id, token)
-        logits = model.forward(seqs, [seq_id])
-        page, offset = divmod(slot, seqs.page_size)
-        news = "".join(f", {e.kind} page {e.page_id}" for e in log if e.kind in ("allocate", "evict"))
-        print(f"  step {step:2d}: token {token:3d} {chr(token)!r:5} -> page {page:2d} slot {offset}  "
-              f"{_pool_line(seqs.pool)}{news}")
+def _print_decode(run: ScenarioRun, record: StepRecord, counts: dict) -> None:
+    """One line per token: where it went, pool usage, pages allocated or evicted for it."""
+    for seq_id, token in record.tokens.items():
+        counts[seq_id] = counts.get(seq_id, 0) + 1
+        news = "".join(f", {e.kind} page {e.page_id}" for e in record.events
+                       if e.kind in ("allocate", "evict", "cow") and e.seq_id == seq_id)
+        where = ""
+        if seq_id in record.slots:
+            page, offset = divmod(record.slots[seq_id], run.page_size)
+            where = f"-> page {page:2d} slot {offset}  "
+        print(f"  {seq_id} token {counts[seq_id]:2d}: {token:3d} {chr(token)!r:6} {where}"
+              f"{_pool_line(run.pool)}{news}")
+    if record.note and not record.tokens or record.note.startswith("out of pages"):
+        print(f"  {record.note}")
 
 
 def run(args: argparse.Namespace | None = None) -> int:
-    model = TinyLM(seed=0)
-    pool = KVCachePool(model.cache_config(num_pages=16, page_size=4))
-    seqs = SequenceManager(pool)
-    log: list[Event] = []
-    pool.add_listener(log.append)
-    cfg: CacheConfig = pool.config
-    print(f"pool: {cfg.num_pages} pages x {cfg.page_size} token slots, {cfg.num_layers} layers, "
-          f"{cfg.kv_bytes:,} bytes of K/V preallocated")
-
-    print(f"\nrequest_A arrives with a {len(PROMPT_A)}-token prompt {PROMPT_A!r}")
-    seqs.add("request_A", model.encode(PROMPT_A))
-    print(f"  block table {seqs.block_table('request_A')}  {_pool_line(pool)}")
-    print("request_A generates 20 tokens:")
-    _grow(model, seqs, "request_A", 20, log)
-    text = model.decode(seqs.get("request_A").token_ids)
-    print(f"  request_A now reads {text!r}")
-    print(f"  block table {seqs.block_table('request_A')}")
-
-    seqs.free("request_A")
-    print("\nrequest_A finishes: full pages stay CACHED for reuse, the partial one is FREE")
-    print(f"  LRU order (next victim first): {pool.eviction.order()}  {_pool_line(pool)}")
-
-    print(f"\nrequest_B arrives with {PROMPT_B!r}")
-    log.clear()
-    hit = seqs.add("request_B", model.encode(PROMPT_B))
-    reused = [e.page_id for e in log if e.kind == "prefix_hit"]
-    print(f"  prefix hit: {hit} tokens from pages {reused}; block table {seqs.block_table('request_B')}")
-    print(f"  LRU order (next victim first): {pool.eviction.order()}  {_pool_line(pool)}")
-    print("request_B generates 36 tokens, until the pool has to evict:")
-    log.clear()
-    _grow(model, seqs, "request_B", 36, log)
-    print(f"\n  block table {seqs.block_table('request_B')}")
+    name = getattr(args, "scenario", "walkthrough")
+    scenario = ScenarioRun(name)
+    pool, cfg = scenario.pool, scenario.config
+    print(f"{scenario.scenario.title}\npool: {cfg.num_pages} pages x {cfg.page_size} token slots, "
+          f"{cfg.num_layers} layers, {cfg.kv_bytes:,} bytes of K/V preallocated")
+    counts: dict = {}  # seq id -> tokens generated so far
+    previous = None
+    while not scenario.done:
+        record = scenario.step()
+        action = record.action
+        if action.op == "decode":
+            if action.caption != previous:
+                print(f"\n{action.caption}:")
+            _print_decode(scenario, record, counts)
+        elif action.op == "schedule":
+            if action.caption != previous:
+                print(f"\n{action.caption}:")
+            pages = "; ".join(line for line in record.lines() if not line.startswith(record.note)
+                              and " samples token " not in line)
+            print(f"  step {record.index:2d}: {record.note}  [{_pool_line(pool)}]"
+                  + (f"\n           {pages}" if pages else ""))
+        else:
+            print(f"\n{action.caption}" + (f": {action.text!r}" if action.text else ""))
+            for line in record.lines():
+                print(f"  {line}")
+            print(f"  LRU order (next victim first): {pool.eviction.order()}  {_pool_line(pool)}")
+        previous = action.caption
+    print()
+    for seq_id, table in pool.snapshot().block_tables.items():
+        text = scenario.model.decode(scenario.seqs.get(seq_id).token_ids)
+        print(f"{seq_id} reads {text!r}\n  block table {list(table)}")
     s = pool.stats
     print(f"counters: allocations {s.allocations}, evictions {s.evictions}, prefix hits "
           f"{s.prefix_hits}/{s.prefix_queries} tokens, copy-on-write {s.cow_copies}")

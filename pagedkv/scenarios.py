@@ -29,9 +29,10 @@ import numpy as np
 
 from .model import TinyLM
 from .pool import Event, KVCachePool, OutOfPagesError
+from .scheduler import Scheduler
 from .sequence import SequenceManager, UnknownSequenceError
 
-OPS = ("add", "decode", "fork", "free", "beam")
+OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule")
 PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages of 4 and half a page
 PROMPT_B = PROMPT_A + " pages."
 SYSTEM_PROMPT = "System: answer briefly. "  # 24 bytes: 6 full pages of 4
@@ -41,19 +42,19 @@ SYSTEM_PROMPT = "System: answer briefly. "  # 24 bytes: 6 full pages of 4
 class Action:
     """One step: what happens to which sequences (plain data, so runs can be replayed)."""
 
-    op: str  # add | decode | fork | free | beam
-    seq_id: Hashable | None = None  # add/free: the sequence; fork: the child; beam: the group
+    op: str  # add | decode | fork | free | beam | request (to the scheduler) | schedule
+    seq_id: Hashable | None = None  # add/free/request: the sequence; fork: the child; beam: group
     parent: Hashable | None = None  # fork: the parent; add: start the prompt with its tokens
     text: str = ""  # add: the prompt (after the parent's tokens, if any)
     seq_ids: tuple[Hashable, ...] = ()  # decode: these sequences (empty: every live one)
     temperature: float = 0.0  # decode: 0 = greedy, else seeded sampling
-    width: int = 0  # beam: beams kept
+    width: int = 0  # beam: beams kept; request: max_new_tokens
     caption: str = ""  # what the step shows, for people
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
             raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
-        if self.op in ("add", "fork", "free", "beam") and self.seq_id is None:
+        if self.op in ("add", "fork", "free", "beam", "request") and self.seq_id is None:
             raise ValueError(f"op {self.op!r} needs a seq_id")
         if self.op == "add" and not (self.text or self.parent is not None):
             raise ValueError("op 'add' needs a text or a parent to share a prefix with")
@@ -61,6 +62,8 @@ class Action:
             raise ValueError("op 'fork' needs a parent")
         if self.op == "beam" and not 1 <= self.width <= 16:
             raise ValueError(f"op 'beam' needs a width in [1, 16], got {self.width}")
+        if self.op == "request" and not (self.text and self.width >= 1):
+            raise ValueError("op 'request' needs a text and width = max_new_tokens >= 1")
         if not 0 <= self.temperature <= 10:
             raise ValueError(f"temperature must be in [0, 10], got {self.temperature}")
 
@@ -87,7 +90,8 @@ class StepRecord:
                 run = []
             if event is not None:
                 run.append(event)
-        out += [f"{s} appends token {t} {_show(t)} at slot {self.slots[s]}" for s, t in self.tokens.items()]
+        out += [f"{s} appends token {t} {_show(t)} at slot {self.slots[s]}" if s in self.slots
+                else f"{s} samples token {t} {_show(t)}" for s, t in self.tokens.items()]
         return [*out, self.note] if self.note else out
 
 
@@ -105,6 +109,8 @@ _WORDS = {  # event kind -> how the log says it
 def _describe(run: list[Event]) -> str:
     first = run[0]
     who = f" for {first.seq_id}" if first.seq_id is not None else ""
+    if first.page_id < 0:  # a scheduler event about a sequence: preempt, resume
+        return f"{first.kind} {first.seq_id}: {first.detail}"
     if first.kind == "cow":
         return f"copy-on-write: {first.detail} to page {first.page_id}{who}"
     pages = ", ".join(str(e.page_id) for e in run)
@@ -122,6 +128,7 @@ class Scenario:
     page_size: int
     build: Callable[[int, int], list[Action]]  # (num_pages, page_size) -> steps
     seed: int = 0  # of the sampling generator
+    scheduler: tuple[tuple[str, object], ...] = ()  # Scheduler keyword arguments, if it has one
 
     def steps(self, num_pages: int | None = None, page_size: int | None = None) -> list[Action]:
         return self.build(num_pages or self.num_pages, page_size or self.page_size)
@@ -152,6 +159,10 @@ class ScenarioRun:
         self.pool = KVCachePool(self.config)
         self.seqs = SequenceManager(self.pool)
         self.pool.add_listener(self._on_event)
+        self.scheduler = None
+        if self.scenario.scheduler:
+            self.scheduler = Scheduler(self.seqs, self.model, **dict(self.scenario.scheduler))
+            self.scheduler.add_listener(self._on_event)  # "preempt" and "resume"
         self.rng = np.random.default_rng(self.scenario.seed)
         self.logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self.scores: dict[Hashable, float] = {}  # beam id -> cumulative log-probability
@@ -181,6 +192,8 @@ class ScenarioRun:
         """What `step()` applies next."""
         if not self.done:
             return self.steps[self.cursor]
+        if self.scheduler is not None and self.scheduler.has_unfinished:
+            return Action("schedule", caption="scenario done: the scheduler runs one more step")
         return Action("decode", caption="scenario done: every live sequence generates one token")
 
     def step(self) -> StepRecord:
@@ -251,7 +264,8 @@ class ScenarioRun:
         return self.model.sample(self.logits[seq_id][None], temperature, self.rng)[0]
 
     def _decode(self, action: Action, record: StepRecord) -> None:
-        wanted = action.seq_ids or tuple(self.seqs.sequences)
+        # The scheduler decodes its own sequences: "everyone" means the ones this run drives.
+        wanted = action.seq_ids or tuple(s for s in self.seqs.sequences if s in self.logits)
         live = [s for s in wanted if s in self.seqs]
         if not live:
             record.note = "nothing to decode: no live sequence" if not wanted else (
@@ -273,7 +287,12 @@ class ScenarioRun:
             for seq_id, row in zip(seq_ids, self.model.forward(self.seqs, seq_ids)):
                 self.logits[seq_id] = row
 
+    def _check_unscheduled(self, seq_id: Hashable) -> None:
+        if self.scheduler is not None and seq_id in self.scheduler.requests:
+            raise ValueError(f"{seq_id!r} belongs to the scheduler; it cannot be forked or finished")
+
     def _fork(self, action: Action, record: StepRecord) -> None:
+        self._check_unscheduled(action.parent)
         self.seqs.fork(action.parent, action.seq_id)
         self.seen_ids.add(action.seq_id)
         self.logits[action.seq_id] = self.logits[action.parent]
@@ -282,6 +301,7 @@ class ScenarioRun:
         record.note = f"{action.seq_id} shares all {len(self.seqs.block_table(action.seq_id))} pages of {action.parent}"
 
     def _free(self, action: Action, record: StepRecord) -> None:
+        self._check_unscheduled(action.seq_id)
         pages = len(self.seqs.block_table(action.seq_id))
         self.seqs.free(action.seq_id)
         del self.logits[action.seq_id]
@@ -329,6 +349,24 @@ class ScenarioRun:
             self.scores[beam] = score
         self._compute(list(record.tokens))
 
+    def _request(self, action: Action, record: StepRecord) -> None:
+        if self.scheduler is None:
+            raise ValueError("this scenario has no scheduler to queue a request with")
+        self.scheduler.add_request(action.seq_id, self.model.encode(action.text), action.width)
+        self.seen_ids.add(action.seq_id)
+        record.note = f"{action.seq_id} waits in the scheduler's queue ({len(action.text)} prompt tokens)"
+
+    def _schedule(self, action: Action, record: StepRecord) -> None:
+        """One scheduler step: decode the running, admit the waiting, preempt when short."""
+        if self.scheduler is None:
+            raise ValueError("this scenario has no scheduler")
+        step = self.scheduler.step()
+        record.tokens = dict(step.sampled)
+        parts = [f"prefill {', '.join(f'{s} ({n} tokens)' for s, n in step.prefill)}" if step.prefill else "",
+                 f"decode {', '.join(map(str, step.decode))}" if step.decode else "",
+                 f"finished {', '.join(map(str, step.finished))}" if step.finished else ""]
+        record.note = "; ".join(p for p in parts if p) or "nothing to schedule"
+
     def __repr__(self) -> str:
         return (f"ScenarioRun({self.scenario.name!r}, num_pages={self.num_pages}, page_size="
                 f"{self.page_size}, step {len(self.history)}, {self.cursor}/{len(self.steps)} "
@@ -341,14 +379,14 @@ class ScenarioRun:
 def _walkthrough(num_pages: int, page_size: int) -> list[Action]:
     steps = [Action("add", "request_A", text=PROMPT_A,
                     caption=f"request_A arrives with a prompt of {len(PROMPT_A)} tokens")]
-    steps += [Action("decode", seq_ids=("request_A",), caption=f"request_A generates token {k}")
-              for k in range(1, 21)]
+    steps += [Action("decode", seq_ids=("request_A",), caption="request_A generates, one token "
+                     "per step: a page is taken only when the last one is full") for _ in range(20)]
     steps.append(Action("free", "request_A", caption="request_A finishes: full pages stay CACHED "
                         "(tail first in LRU order), the partial page becomes FREE"))
     steps.append(Action("add", "request_B", text=PROMPT_B,
                         caption="request_B starts with request_A's prompt: prefix hits"))
-    steps += [Action("decode", seq_ids=("request_B",), caption=f"request_B generates token {k}")
-              for k in range(1, 37)]
+    steps += [Action("decode", seq_ids=("request_B",), caption="request_B generates until the "
+                     "pool has to evict CACHED pages, LRU victim first") for _ in range(36)]
     return steps
 
 
@@ -362,8 +400,8 @@ def _fill(num_pages: int, page_size: int) -> list[Action]:
     for k in range(1, 200):  # decode until a sequence needs a page the pool cannot give
         pages = sum(-(-(n + k) // page_size) for n in lengths)
         last = pages > num_pages
-        steps.append(Action("decode", caption=f"every sequence generates token {k}" + (
-            ": the pool is full" if last else "")))
+        steps.append(Action("decode", caption="the pool is full: a sequence needs a page and "
+                            "none is left" if last else "every sequence generates one token"))
         if last:
             break
     return steps
@@ -427,6 +465,39 @@ def _beam_search(num_pages: int, page_size: int) -> list[Action]:
     return steps
 
 
+PREEMPT_REQUESTS = {"req1": "Preemption frees", "req2": "the newest request", "req3": "and requeues it"}
+PREEMPT_SCHEDULER = (("max_num_seqs", 4), ("max_num_batched_tokens", 64),
+                     ("preemption_mode", "recompute"))
+PREEMPT_NEW_TOKENS = 16
+
+
+@lru_cache(maxsize=16)
+def _schedule_steps(num_pages: int, page_size: int) -> int:
+    """Scheduler steps until every request of the preemption scenario is finished (or 200)."""
+    seqs = SequenceManager(KVCachePool(default_model().cache_config(num_pages, page_size)))
+    scheduler = Scheduler(seqs, default_model(), **dict(PREEMPT_SCHEDULER))
+    try:
+        for req_id, text in PREEMPT_REQUESTS.items():
+            scheduler.add_request(req_id, default_model().encode(text), PREEMPT_NEW_TOKENS)
+    except ValueError:  # a pool too small for any request: the queue steps say so
+        return 1
+    steps = 0
+    while scheduler.has_unfinished and steps < 200:
+        scheduler.step()
+        steps += 1
+    return steps
+
+
+def _preemption(num_pages: int, page_size: int) -> list[Action]:
+    steps = [Action("request", s, text=t, width=PREEMPT_NEW_TOKENS,
+                    caption=f"{s} is queued ({len(t)} prompt tokens, {PREEMPT_NEW_TOKENS} to generate)")
+             for s, t in PREEMPT_REQUESTS.items()]
+    steps += [Action("schedule", caption="the scheduler runs one step: running requests decode, "
+                     "waiting ones are admitted; when a page is missing the newest is preempted")
+              for _ in range(_schedule_steps(num_pages, page_size))]
+    return steps
+
+
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("walkthrough", "The seed walkthrough: request_A, then request_B reuses its pages",
              "request_A grows token by token, finishes; request_B reuses its prefix and grows "
@@ -446,6 +517,10 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
     Scenario("beam", "Beam search: forked beams share pages",
              "Beams that survive are forked, beams that fall behind are freed; common "
              "prefixes stay shared.", 24, 4, _beam_search),
+    Scenario("preempt", "Preemption: the scheduler frees the newest request and recomputes it",
+             "Three requests outgrow a small pool; the scheduler preempts the most recently "
+             "admitted one (recompute) and resumes it, re-hitting its own CACHED prefix.",
+             12, 4, _preemption, scheduler=PREEMPT_SCHEDULER),
 )}
 
 

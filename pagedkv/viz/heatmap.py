@@ -278,6 +278,7 @@ class PoolHeatmap:
         self.snapshot: PoolSnapshot | None = None
         self.suptitle = ""
         self._png: bytes | None = None  # the current picture, encoded once
+        self._key: tuple = ()  # everything the current picture shows
         self._frame = _frame(self.num_pages, self.page_size, views, dpi, float(panel_width))
         self.panels = {p.view: _Panel(p) for p in self._frame.panels}
 
@@ -292,16 +293,22 @@ class PoolHeatmap:
                 f"snapshot has {snapshot.num_pages} pages of {snapshot.page_size} slots; this "
                 f"heatmap draws {self.num_pages} pages of {self.page_size}"
             )
-        self.snapshot, self._png = snapshot, None
+        self.snapshot = snapshot
         counts = np.bincount(snapshot.state, minlength=3)
+        # A lone panel leaves the clock out, so its picture changes only when its cells do.
+        when = f"pool at clock {snapshot.clock}: " if len(self.views) > 1 else "pool: "
         self.suptitle = (
-            f"pool at clock {snapshot.clock}: {counts[PageState.ACTIVE]} ACTIVE, "
-            f"{counts[PageState.CACHED]} CACHED, {counts[PageState.FREE]} FREE of {self.num_pages} pages"
+            f"{when}{counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
+            f"{counts[PageState.FREE]} FREE of {self.num_pages} pages"
         )
         for panel in self.panels.values():
             rgba, panel.labels = getattr(self, f"_{panel.view}")(snapshot, panel)
             panel.colors = _rgba8(rgba)
             panel.dark = rgba[:, :3] @ _LUMA < 0.5
+        key = (self.suptitle, *((p.colors.tobytes(), tuple(p.labels), p.title, p.victim,
+                                tuple(p.legend)) for p in self.panels.values()))
+        if key != self._key:  # an unchanged picture keeps its PNG: no encoding at all
+            self._key, self._png = key, None
 
     def _ids(self) -> list[str]:
         return [str(p) for p in range(self.num_pages)]

@@ -1,0 +1,83 @@
+"""bench ui: how long one dashboard step takes, heatmap redraw included, as the pool grows.
+
+For pools of 64, 256 and 1,024 pages (page size 16) a `Dashboard` is filled with one
+request per 8 pages (40-token prompts, every other one finished so the LRU picture has
+CACHED pages), then Step is pressed repeatedly: every live sequence generates one token
+through TinyLM, the pool is snapshotted, both heatmaps are recomputed and encoded as PNG
+(Agg canvas, no display), and the block tables, status line and event log are re-rendered.
+The medians of the whole step and of the redraw alone are reported; target: <= 50 ms per
+step at 256 pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from ..scenarios import Action
+from ..viz import Dashboard
+from . import Report
+
+HELP = "dashboard step + heatmap redraw time (Agg) for pools of 64, 256 and 1,024 pages"
+TARGET_MS, TARGET_PAGES = 50.0, 256
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pages", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--page-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=25, help="timed steps per pool size")
+
+
+def _filled_dashboard(num_pages: int, page_size: int) -> Dashboard:
+    dashboard = Dashboard("fill", num_pages=num_pages, page_size=page_size)
+    run = dashboard.run
+    while not run.done:  # the scenario's own three requests (they stop growing when it ends)
+        run.step()
+    for i in range(num_pages // 8):
+        run.apply(Action("add", f"r{i}", text=(f"request {i:04d} asks " * 3)[:40]))
+    for i in range(0, num_pages // 8, 2):
+        run.apply(Action("free", f"r{i}"))
+    dashboard.render()
+    return dashboard
+
+
+def _time_steps(dashboard: Dashboard, repeat: int) -> tuple[float, float]:
+    """Median ms of a whole step and of its redraw: `Dashboard.step` is `run.step()` then
+    `render()`, timed here in its two halves."""
+    steps, redraws = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        dashboard.run.step()
+        middle = time.perf_counter()
+        dashboard.render()
+        end = time.perf_counter()
+        steps.append(end - start)
+        redraws.append(end - middle)
+    return statistics.median(steps) * 1000, statistics.median(redraws) * 1000
+
+
+def run(args: argparse.Namespace) -> Report:
+    if args.quick:
+        args.pages, args.steps = [64, 256], 5
+    rows, data = [], {}
+    for num_pages in args.pages:
+        dashboard = _filled_dashboard(num_pages, args.page_size)
+        dashboard.step()  # warm caches (glyphs, colour tables)
+        step_ms, render_ms = _time_steps(dashboard, args.steps)
+        live = len(dashboard.run.seqs)
+        rows.append([num_pages, live, step_ms, render_ms, step_ms - render_ms])
+        data[str(num_pages)] = {"step_ms": step_ms, "render_ms": render_ms, "live_sequences": live}
+    notes = []
+    if str(TARGET_PAGES) in data:
+        ms = data[str(TARGET_PAGES)]["step_ms"]
+        notes.append(f"target <= {TARGET_MS:.0f} ms per step at {TARGET_PAGES} pages: "
+                     f"{ms:.1f} ms, " + ("met" if ms <= TARGET_MS else "NOT met"))
+    return Report(
+        title=(f"bench ui: median of {args.steps} dashboard steps (Step button: every live "
+               f"sequence decodes one token, then heatmaps + PNG + HTML), page size {args.page_size}"),
+        columns=["pages", "live sequences", "step ms", "redraw ms", "model + bookkeeping ms"],
+        rows=rows,
+        notes=notes,
+        data=data,
+    )
