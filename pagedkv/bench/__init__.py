@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 BENCHMARKS = {  # name -> module
     "ops": "pagedkv.bench.ops",
+    "ui": "pagedkv.bench.ui",
     "threads": "pagedkv.bench.threads",
 }
 
