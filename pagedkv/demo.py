@@ -70,6 +70,9 @@ def run(args: argparse.Namespace | None = None) -> int:
             print(f"\n{action.caption}" + (f": {action.text!r}" if action.text else ""))
             for line in record.lines():
                 print(f"  {line}")
+            if record.cached_tokens:
+                reused = [e.page_id for e in record.events if e.kind == "prefix_hit"]
+                print(f"  prefix hit: {record.cached_tokens} tokens from pages {reused}")
             print(f"  LRU order (next victim first): {pool.eviction.order()}  {_pool_line(pool)}")
         previous = action.caption
     print()
