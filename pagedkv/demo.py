@@ -17,14 +17,19 @@ from .scenarios import SCENARIOS, ScenarioRun, StepRecord
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", default="walkthrough", choices=list(SCENARIOS),
-                        help="which scenario to print (default: the seed walkthrough)")
+    parser.add_argument(
+        "--scenario",
+        default="walkthrough",
+        choices=list(SCENARIOS),
+        help="which scenario to print (default: the seed walkthrough)",
+    )
 
 
 def _pool_line(pool: KVCachePool) -> str:
     return (
         f"usage {pool.usage:5.1%} (active {pool.num_active_pages:2d}, cached "
-        f"{pool.num_cached_pages:2d}, free {pool.num_free_pages:2d}), token usage {pool.token_usage:5.1%}"
+        f"{pool.num_cached_pages:2d}, free {pool.num_free_pages:2d}), "
+        f"token usage {pool.token_usage:5.1%}"
     )
 
 
@@ -32,14 +37,19 @@ def _print_decode(run: ScenarioRun, record: StepRecord, counts: dict) -> None:
     """One line per token: where it went, pool usage, pages allocated or evicted for it."""
     for seq_id, token in record.tokens.items():
         counts[seq_id] = counts.get(seq_id, 0) + 1
-        news = "".join(f", {e.kind} page {e.page_id}" for e in record.events
-                       if e.kind in ("allocate", "evict", "cow") and e.seq_id == seq_id)
+        news = "".join(
+            f", {e.kind} page {e.page_id}"
+            for e in record.events
+            if e.kind in ("allocate", "evict", "cow") and e.seq_id == seq_id
+        )
         where = ""
         if seq_id in record.slots:
             page, offset = divmod(record.slots[seq_id], run.page_size)
             where = f"-> page {page:2d} slot {offset}  "
-        print(f"  {seq_id} token {counts[seq_id]:2d}: {token:3d} {chr(token)!r:6} {where}"
-              f"{_pool_line(run.pool)}{news}")
+        print(
+            f"  {seq_id} token {counts[seq_id]:2d}: {token:3d} {chr(token)!r:6} {where}"
+            f"{_pool_line(run.pool)}{news}"
+        )
     if record.note and not record.tokens or record.note.startswith("out of pages"):
         print(f"  {record.note}")
 
@@ -48,8 +58,10 @@ def run(args: argparse.Namespace | None = None) -> int:
     name = getattr(args, "scenario", "walkthrough")
     scenario = ScenarioRun(name)
     pool, cfg = scenario.pool, scenario.config
-    print(f"{scenario.scenario.title}\npool: {cfg.num_pages} pages x {cfg.page_size} token slots, "
-          f"{cfg.num_layers} layers, {cfg.kv_bytes:,} bytes of K/V preallocated")
+    print(
+        f"{scenario.scenario.title}\npool: {cfg.num_pages} pages x {cfg.page_size} token slots, "
+        f"{cfg.num_layers} layers, {cfg.kv_bytes:,} bytes of K/V preallocated"
+    )
     counts: dict = {}  # seq id -> tokens generated so far
     previous = None
     while not scenario.done:
@@ -62,10 +74,15 @@ def run(args: argparse.Namespace | None = None) -> int:
         elif action.op == "schedule":
             if action.caption != previous:
                 print(f"\n{action.caption}:")
-            pages = "; ".join(line for line in record.lines() if not line.startswith(record.note)
-                              and " samples token " not in line)
-            print(f"  step {record.index:2d}: {record.note}  [{_pool_line(pool)}]"
-                  + (f"\n           {pages}" if pages else ""))
+            pages = "; ".join(
+                line
+                for line in record.lines()
+                if not line.startswith(record.note) and " samples token " not in line
+            )
+            print(
+                f"  step {record.index:2d}: {record.note}  [{_pool_line(pool)}]"
+                + (f"\n           {pages}" if pages else "")
+            )
         else:
             print(f"\n{action.caption}" + (f": {action.text!r}" if action.text else ""))
             for line in record.lines():
@@ -80,7 +97,9 @@ def run(args: argparse.Namespace | None = None) -> int:
         text = scenario.model.decode(scenario.seqs.get(seq_id).token_ids)
         print(f"{seq_id} reads {text!r}\n  block table {list(table)}")
     s = pool.stats
-    print(f"counters: allocations {s.allocations}, evictions {s.evictions}, prefix hits "
-          f"{s.prefix_hits}/{s.prefix_queries} tokens, copy-on-write {s.cow_copies}")
+    print(
+        f"counters: allocations {s.allocations}, evictions {s.evictions}, prefix hits "
+        f"{s.prefix_hits}/{s.prefix_queries} tokens, copy-on-write {s.cow_copies}"
+    )
     pool.check_invariants()
     return 0

@@ -71,11 +71,15 @@ def run(args: argparse.Namespace) -> Report:
     notes = []
     if str(TARGET_PAGES) in data:
         ms = data[str(TARGET_PAGES)]["step_ms"]
-        notes.append(f"target <= {TARGET_MS:.0f} ms per step at {TARGET_PAGES} pages: "
-                     f"{ms:.1f} ms, " + ("met" if ms <= TARGET_MS else "NOT met"))
+        notes.append(
+            f"target <= {TARGET_MS:.0f} ms per step at {TARGET_PAGES} pages: "
+            f"{ms:.1f} ms, " + ("met" if ms <= TARGET_MS else "NOT met")
+        )
     return Report(
-        title=(f"bench ui: median of {args.steps} dashboard steps (Step button: every live "
-               f"sequence decodes one token, then heatmaps + PNG + HTML), page size {args.page_size}"),
+        title=(
+            f"bench ui: median of {args.steps} dashboard steps (Step button: every live "
+            f"sequence decodes one token, then heatmaps + PNG + HTML), page size {args.page_size}"
+        ),
         columns=["pages", "live sequences", "step ms", "redraw ms", "model + bookkeeping ms"],
         rows=rows,
         notes=notes,

@@ -1,4 +1,4 @@
-"""Pictures of the page pool and the classroom dashboard; everything reads `snapshot()` and events."""
+"""Pictures of the page pool and the classroom dashboard (they read `snapshot()` and events)."""
 
 from .block_table import block_table_html, plot_block_tables
 from .dashboard import Dashboard
@@ -8,7 +8,18 @@ from .palette import SequencePalette
 from .usage import plot_slots, plot_usage, slot_usage
 
 __all__ = [
-    "VIEWS", "Dashboard", "PoolHeatmap", "SequencePalette", "block_table_html", "compare_layouts",
-    "contiguous_replay", "plot_block_tables", "plot_lru", "plot_paged_vs_contiguous", "plot_pool",
-    "plot_slots", "plot_usage", "slot_usage",
+    "VIEWS",
+    "Dashboard",
+    "PoolHeatmap",
+    "SequencePalette",
+    "block_table_html",
+    "compare_layouts",
+    "contiguous_replay",
+    "plot_block_tables",
+    "plot_lru",
+    "plot_paged_vs_contiguous",
+    "plot_pool",
+    "plot_slots",
+    "plot_usage",
+    "slot_usage",
 ]

@@ -75,8 +75,11 @@ def plot_block_tables(
     seqs = list(snapshot.seq_ids)
     hits, cow = _marks(snapshot, events)
     width = max([1, *(min(len(t), max_blocks) for t in snapshot.block_tables.values())])
-    fig = Figure(figsize=(max(7.0, 1.2 + 0.62 * width), 1.1 + 0.5 * max(1, len(seqs))), dpi=90,
-                 layout="constrained")
+    fig = Figure(
+        figsize=(max(7.0, 1.2 + 0.62 * width), 1.1 + 0.5 * max(1, len(seqs))),
+        dpi=90,
+        layout="constrained",
+    )
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for row, seq_id in enumerate(seqs):
@@ -89,14 +92,31 @@ def plot_block_tables(
                 edge, lw = COW_COLOR, 3.0
             elif block < hits.get(seq_id, 0):
                 edge, lw = HIT_COLOR, 3.0
-            ax.add_patch(Rectangle((block + 0.06, row + 0.08), 0.88, 0.84, facecolor=color,
-                                   edgecolor=edge, linewidth=lw, hatch="//" if refs > 1 else None))
+            ax.add_patch(
+                Rectangle(
+                    (block + 0.06, row + 0.08),
+                    0.88,
+                    0.84,
+                    facecolor=color,
+                    edgecolor=edge,
+                    linewidth=lw,
+                    hatch="//" if refs > 1 else None,
+                )
+            )
             label = f"{page}" + (f" ×{refs}" if refs > 1 else "")
             if page in cow:
                 label += f"\n←{cow[page]}"
-            ax.text(block + 0.5, row + 0.5, label, ha="center", va="center", fontsize=8,
-                    color=text_color, fontweight="bold",
-                    bbox={"facecolor": color, "edgecolor": "none", "pad": 0.5} if refs > 1 else None)
+            ax.text(
+                block + 0.5,
+                row + 0.5,
+                label,
+                ha="center",
+                va="center",
+                fontsize=8,
+                color=text_color,
+                fontweight="bold",
+                bbox={"facecolor": color, "edgecolor": "none", "pad": 0.5} if refs > 1 else None,
+            )
         if len(table) > max_blocks:
             ax.text(max_blocks, row + 0.5, f" +{len(table) - max_blocks}", va="center", fontsize=8)
     ax.set_xlim(0, width)
@@ -107,14 +127,19 @@ def plot_block_tables(
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    ax.set_title(f"block tables at clock {snapshot.clock} (page_size {snapshot.page_size})",
-                 fontsize=10, loc="left")
+    ax.set_title(
+        f"block tables at clock {snapshot.clock} (page_size {snapshot.page_size})",
+        fontsize=10,
+        loc="left",
+    )
     if not seqs:
         ax.text(width / 2, 0.5, "no live sequence", ha="center", va="center", color="#666666")
     handles = [
         Patch(facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"),
         Patch(facecolor="white", edgecolor=HIT_COLOR, linewidth=2.5, label="prefix hit"),
-        Patch(facecolor="white", edgecolor=COW_COLOR, linewidth=2.5, label="copy-on-write (←source)"),
+        Patch(
+            facecolor="white", edgecolor=COW_COLOR, linewidth=2.5, label="copy-on-write (←source)"
+        ),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig
@@ -138,12 +163,17 @@ def block_table_html(
             refs = int(snapshot.ref_count[page])
             border, title = "1px solid #444", f"block {block} -> page {page}, ref count {refs}"
             if page in cow:
-                border, title = f"3px solid {COW_COLOR}", title + f", copy-on-write from page {cow[page]}"
+                border, title = (
+                    f"3px solid {COW_COLOR}",
+                    title + f", copy-on-write from page {cow[page]}",
+                )
             elif block < hits.get(seq_id, 0):
                 border, title = f"3px solid {HIT_COLOR}", title + ", prefix hit"
             shared = (
                 "background-image:repeating-linear-gradient(45deg,transparent 0 4px,"
-                "rgba(255,255,255,.45) 4px 6px);" if refs > 1 else ""
+                "rgba(255,255,255,.45) 4px 6px);"
+                if refs > 1
+                else ""
             )
             label = f"{page}" + (f"×{refs}" if refs > 1 else "")
             cells.append(
@@ -152,8 +182,10 @@ def block_table_html(
                 f"{label}</td>"
             )
         more = f"<td>+{len(table) - max_blocks}</td>" if len(table) > max_blocks else ""
-        rows.append(f"<tr><th style='text-align:right;padding-right:6px'>{html.escape(str(seq_id))}"
-                    f"</th>{''.join(cells)}{more}</tr>")
+        rows.append(
+            f"<tr><th style='text-align:right;padding-right:6px'>{html.escape(str(seq_id))}"
+            f"</th>{''.join(cells)}{more}</tr>"
+        )
     body = "".join(rows) or "<tr><td><i>no live sequence</i></td></tr>"
     key = (
         f"<div style='font-size:11px;margin-top:3px'>cell = physical page of each logical block; "
@@ -161,6 +193,8 @@ def block_table_html(
         f"prefix hit</span> <span style='border:3px solid {COW_COLOR};padding:0 3px'>copy-on-write"
         f"</span></div>"
     )
-    return (f"<div class='pagedkv-block-table-view'><b>block tables</b>"
-            f"<table style='border-collapse:separate;border-spacing:2px;font-size:12px'>{body}</table>"
-            f"{key}</div>")
+    return (
+        f"<div class='pagedkv-block-table-view'><b>block tables</b>"
+        f"<table style='border-collapse:separate;border-spacing:2px;font-size:12px'>{body}</table>"
+        f"{key}</div>"
+    )

@@ -68,34 +68,84 @@ class Dashboard(widgets.VBox):
 
     def _build_widgets(self) -> None:
         run = self.run
-        self.scenario_picker = _styled(widgets.Dropdown(
-            options=[(s.title, s.name) for s in SCENARIOS.values()], value=run.scenario.name,
-            description="Scenario", layout=widgets.Layout(width="520px")), "pagedkv-scenario")
-        self.step_button = _styled(widgets.Button(description="Step", icon="step-forward",
-                                                  tooltip="apply the next step"), "pagedkv-step")
-        self.back_button = _styled(widgets.Button(description="Back", icon="step-backward",
-                                                  tooltip="undo the last step exactly"), "pagedkv-back")
-        self.reset_button = _styled(widgets.Button(description="Reset", icon="undo",
-                                                   tooltip="back to step 0"), "pagedkv-reset")
-        self.play = _styled(widgets.Play(interval=800, min=0, max=len(run.steps), step=1,
-                                         description="Play", show_repeat=False), "pagedkv-play")
+        self.scenario_picker = _styled(
+            widgets.Dropdown(
+                options=[(s.title, s.name) for s in SCENARIOS.values()],
+                value=run.scenario.name,
+                description="Scenario",
+                layout=widgets.Layout(width="520px"),
+            ),
+            "pagedkv-scenario",
+        )
+        self.step_button = _styled(
+            widgets.Button(description="Step", icon="step-forward", tooltip="apply the next step"),
+            "pagedkv-step",
+        )
+        self.back_button = _styled(
+            widgets.Button(
+                description="Back", icon="step-backward", tooltip="undo the last step exactly"
+            ),
+            "pagedkv-back",
+        )
+        self.reset_button = _styled(
+            widgets.Button(description="Reset", icon="undo", tooltip="back to step 0"),
+            "pagedkv-reset",
+        )
+        self.play = _styled(
+            widgets.Play(
+                interval=800,
+                min=0,
+                max=len(run.steps),
+                step=1,
+                description="Play",
+                show_repeat=False,
+            ),
+            "pagedkv-play",
+        )
         self.step_counter = _styled(widgets.HTML(), "pagedkv-step-counter")
-        self.pages_slider = _styled(widgets.IntSlider(
-            value=run.num_pages, min=PAGES_RANGE[0], max=PAGES_RANGE[1], description="Pages",
-            continuous_update=False), "pagedkv-pages")
-        self.page_size_slider = _styled(widgets.IntSlider(
-            value=run.page_size, min=PAGE_SIZE_RANGE[0], max=PAGE_SIZE_RANGE[1],
-            description="Page size", continuous_update=False), "pagedkv-page-size")
-        self.prompt = _styled(widgets.Text(value="Hello, pages!", description="Prompt",
-                                           layout=widgets.Layout(width="300px")), "pagedkv-prompt")
-        self.prefix_picker = _styled(widgets.Dropdown(description="Prefix of",
-                                                      layout=widgets.Layout(width="220px")),
-                                     "pagedkv-prefix")
-        self.add_button = _styled(widgets.Button(description="Add request", icon="plus"), "pagedkv-add")
-        self.seq_picker = _styled(widgets.Dropdown(description="Sequence",
-                                                   layout=widgets.Layout(width="220px")), "pagedkv-seq")
-        self.fork_button = _styled(widgets.Button(description="Fork", icon="code-branch"), "pagedkv-fork")
-        self.finish_button = _styled(widgets.Button(description="Finish", icon="check"), "pagedkv-finish")
+        self.pages_slider = _styled(
+            widgets.IntSlider(
+                value=run.num_pages,
+                min=PAGES_RANGE[0],
+                max=PAGES_RANGE[1],
+                description="Pages",
+                continuous_update=False,
+            ),
+            "pagedkv-pages",
+        )
+        self.page_size_slider = _styled(
+            widgets.IntSlider(
+                value=run.page_size,
+                min=PAGE_SIZE_RANGE[0],
+                max=PAGE_SIZE_RANGE[1],
+                description="Page size",
+                continuous_update=False,
+            ),
+            "pagedkv-page-size",
+        )
+        self.prompt = _styled(
+            widgets.Text(
+                value="Hello, pages!", description="Prompt", layout=widgets.Layout(width="300px")
+            ),
+            "pagedkv-prompt",
+        )
+        self.prefix_picker = _styled(
+            widgets.Dropdown(description="Prefix of", layout=widgets.Layout(width="220px")),
+            "pagedkv-prefix",
+        )
+        self.add_button = _styled(
+            widgets.Button(description="Add request", icon="plus"), "pagedkv-add"
+        )
+        self.seq_picker = _styled(
+            widgets.Dropdown(description="Sequence", layout=widgets.Layout(width="220px")),
+            "pagedkv-seq",
+        )
+        self.fork_button = _styled(
+            widgets.Button(description="Fork", icon="code-branch"), "pagedkv-fork"
+        )
+        self.finish_button = _styled(
+            widgets.Button(description="Finish", icon="check"), "pagedkv-finish"
+        )
         self.heatmap = _styled(widgets.Image(format="png"), "pagedkv-heatmap")
         self.lru = _styled(widgets.Image(format="png"), "pagedkv-lru")
         self.status = _styled(widgets.HTML(), "pagedkv-status")
@@ -116,10 +166,25 @@ class Dashboard(widgets.VBox):
         row = widgets.HBox
         self.children = [
             row([self.scenario_picker]),
-            row([self.step_button, self.back_button, self.reset_button, self.play, self.step_counter]),
+            row(
+                [
+                    self.step_button,
+                    self.back_button,
+                    self.reset_button,
+                    self.play,
+                    self.step_counter,
+                ]
+            ),
             row([self.prompt, self.prefix_picker, self.add_button]),
-            row([self.seq_picker, self.fork_button, self.finish_button,
-                 self.pages_slider, self.page_size_slider]),
+            row(
+                [
+                    self.seq_picker,
+                    self.fork_button,
+                    self.finish_button,
+                    self.pages_slider,
+                    self.page_size_slider,
+                ]
+            ),
             self.status,
             row([self.heatmap, widgets.VBox([self.lru, self.block_tables])]),
             self.event_log,
@@ -147,8 +212,15 @@ class Dashboard(widgets.VBox):
     def add_request(self) -> None:
         """Admit the prompt text as a new request, after the tokens of the picked sequence."""
         parent = self.prefix_picker.value
-        self._apply(lambda: Action("add", self.run.new_id("user"), parent=parent,
-                                   text=self.prompt.value, caption="a request you added"))
+        self._apply(
+            lambda: Action(
+                "add",
+                self.run.new_id("user"),
+                parent=parent,
+                text=self.prompt.value,
+                caption="a request you added",
+            )
+        )
 
     def fork(self) -> None:
         """Fork the picked sequence: the child shares all of its pages."""
@@ -156,8 +228,14 @@ class Dashboard(widgets.VBox):
         if parent is None:
             self.message = "no live sequence to fork"
             return self.render()
-        self._apply(lambda: Action("fork", self.run.new_id(f"{parent}.f"), parent=parent,
-                                   caption=f"you forked {parent}"))
+        self._apply(
+            lambda: Action(
+                "fork",
+                self.run.new_id(f"{parent}.f"),
+                parent=parent,
+                caption=f"you forked {parent}",
+            )
+        )
 
     def finish(self) -> None:
         """Free the picked sequence."""
@@ -177,7 +255,9 @@ class Dashboard(widgets.VBox):
         self.run.apply(action)
         self.render()
 
-    def load(self, scenario: str, num_pages: int | None = None, page_size: int | None = None) -> None:
+    def load(
+        self, scenario: str, num_pages: int | None = None, page_size: int | None = None
+    ) -> None:
         """Start another scenario (or the same one on another pool geometry) at step 0."""
         self.run = ScenarioRun(scenario, num_pages, page_size, self.model)
         self.palette.clear()
@@ -221,8 +301,10 @@ class Dashboard(widgets.VBox):
         snap = run.snapshots[-1]
         key = (run.num_pages, run.page_size)
         if key not in self._heatmaps:
-            self._heatmaps[key] = (PoolHeatmap(*key, palette=self.palette),
-                                   PoolHeatmap(*key, views=("lru",), palette=self.palette))
+            self._heatmaps[key] = (
+                PoolHeatmap(*key, palette=self.palette),
+                PoolHeatmap(*key, views=("lru",), palette=self.palette),
+            )
         pool_map, lru_map = self._heatmaps[key]
         pool_map.update(snap)
         lru_map.update(snap)
@@ -233,18 +315,24 @@ class Dashboard(widgets.VBox):
         self.event_log.value = self._log_html()
         caption = run.records[-1].action.caption if run.records else run.scenario.summary
         self.step_counter.value = (
-            f"<b>step {len(run.history)}</b> of {len(run.steps)} · {html.escape(caption)}")
+            f"<b>step {len(run.history)}</b> of {len(run.steps)} · {html.escape(caption)}"
+        )
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
         self._syncing = True
         try:
             self.play.value = run.cursor
-            for picker, options in ((self.prefix_picker, [("(none)", None), *live]),
-                                    (self.seq_picker, live)):
+            for picker, options in (
+                (self.prefix_picker, [("(none)", None), *live]),
+                (self.seq_picker, live),
+            ):
                 if list(picker.options) != options:
                     keep = picker.value
                     picker.options = options
-                    picker.value = keep if keep in [v for _, v in options] else (
-                        options[0][1] if options else None)
+                    picker.value = (
+                        keep
+                        if keep in [v for _, v in options]
+                        else (options[0][1] if options else None)
+                    )
         finally:
             self._syncing = False
         self.back_button.disabled = not run.history
@@ -272,9 +360,11 @@ class Dashboard(widgets.VBox):
         for record in reversed(self.run.records[-LOG_STEPS:]):
             lines += [f"step {record.index}: {html.escape(line)}" for line in record.lines()]
         body = "<br>".join(lines) or "<i>no step yet: press Step</i>"
-        return ("<div style='max-height:170px;overflow-y:auto;font-family:monospace;"
-                f"font-size:11px;border:1px solid #ccc;padding:4px'><b>event log</b> (newest first)"
-                f"<br>{body}</div>")
+        return (
+            "<div style='max-height:170px;overflow-y:auto;font-family:monospace;"
+            f"font-size:11px;border:1px solid #ccc;padding:4px'><b>event log</b> (newest first)"
+            f"<br>{body}</div>"
+        )
 
     def __repr__(self) -> str:
         return f"Dashboard({self.run!r})"

@@ -39,7 +39,9 @@ FREE_SLOT_COLOR = STATE_COLORS[PageState.FREE]
 
 def _lengths(snapshot: PoolSnapshot) -> dict[Hashable, int]:
     """seq id -> tokens, from the fill of the pages in its block table."""
-    return {s: int(snapshot.fill[list(t)].sum()) if t else 0 for s, t in snapshot.block_tables.items()}
+    return {
+        s: int(snapshot.fill[list(t)].sum()) if t else 0 for s, t in snapshot.block_tables.items()
+    }
 
 
 def _check_step(snapshots: Sequence[PoolSnapshot], step: int | None) -> int:
@@ -84,7 +86,7 @@ def contiguous_replay(
     cache = ContiguousKVCache(num_slots, policy, max_seq_len)
     refused: list[Hashable] = []
     before: dict[Hashable, int] = {}
-    for now, final in zip(lengths[: step + 1], finals):
+    for now, final in zip(lengths[: step + 1], finals[: step + 1], strict=True):
         for seq_id in before:
             if seq_id not in now and seq_id in cache:
                 cache.free(seq_id)
@@ -128,8 +130,14 @@ def _row_width(num_slots: int, page_size: int) -> int:
     return width
 
 
-def _draw_strip(ax, colors: np.ndarray, marks: dict[str, np.ndarray], boxes: list[tuple[int, int]],
-                width: int, title: str) -> None:
+def _draw_strip(
+    ax,
+    colors: np.ndarray,
+    marks: dict[str, np.ndarray],
+    boxes: list[tuple[int, int]],
+    width: int,
+    title: str,
+) -> None:
     """Slots in flat order wrapped into rows of `width`; boxes outline (start, length) runs."""
     n = len(colors)
     rows = -(-n // width)
@@ -138,15 +146,17 @@ def _draw_strip(ax, colors: np.ndarray, marks: dict[str, np.ndarray], boxes: lis
     ax.imshow(image.reshape(rows, width, 4), interpolation="nearest", aspect="auto")
     for marker, slots in marks.items():
         if len(slots):
-            ax.scatter(slots % width, slots // width, marker=marker, s=14, color="#333333",
-                       linewidths=0.7)
+            ax.scatter(
+                slots % width, slots // width, marker=marker, s=14, color="#333333", linewidths=0.7
+            )
     for start, length in boxes:
         slot = start
         while slot < start + length:  # one outline per row the run crosses
             r, c = divmod(slot, width)
             span = min(width - c, start + length - slot)
-            ax.add_patch(Rectangle((c - 0.5, r - 0.5), span, 1, fill=False, edgecolor="black",
-                                   linewidth=1.3))
+            ax.add_patch(
+                Rectangle((c - 0.5, r - 0.5), span, 1, fill=False, edgecolor="black", linewidth=1.3)
+            )
             slot += span
     ax.set_xticks([])
     ax.set_yticks(range(rows), [str(r * width) for r in range(rows)], fontsize=7)
@@ -200,23 +210,43 @@ def plot_paged_vs_contiguous(
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(2, 2, width_ratios=[3.2, 1])
     usage = slot_usage(snap)
-    _draw_strip(fig.add_subplot(grid[0, 0]), paged, {"x": np.array(empty, int)},
-                [(pid * size, size) for pid in range(snap.num_pages)], width,
-                f"paged: {snap.num_pages} pages of {size} slots, {len(snap.seq_ids)} sequences, "
-                f"{usage['tokens'] / num_slots:.0%} of slots hold tokens")
-    title = (f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}): {len(cache)} sequences, "
-             f"{acc.token_states / num_slots:.0%} of slots hold tokens")
+    _draw_strip(
+        fig.add_subplot(grid[0, 0]),
+        paged,
+        {"x": np.array(empty, int)},
+        [(pid * size, size) for pid in range(snap.num_pages)],
+        width,
+        f"paged: {snap.num_pages} pages of {size} slots, {len(snap.seq_ids)} sequences, "
+        f"{usage['tokens'] / num_slots:.0%} of slots hold tokens",
+    )
+    title = (
+        f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}): {len(cache)} sequences, "
+        f"{acc.token_states / num_slots:.0%} of slots hold tokens"
+    )
     if refused:
         title += f"\nrefused (no hole fits): {', '.join(map(str, refused))}"
-    _draw_strip(fig.add_subplot(grid[1, 0]), cont,
-                {".": np.array(reserved, int), "x": np.array(internal, int), "$/$": np.array(external, int)},
-                [(r.start, r.length) for r in acc.reservations], width, title)
+    _draw_strip(
+        fig.add_subplot(grid[1, 0]),
+        cont,
+        {
+            ".": np.array(reserved, int),
+            "x": np.array(internal, int),
+            "$/$": np.array(external, int),
+        },
+        [(r.start, r.length) for r in acc.reservations],
+        width,
+        title,
+    )
     bars = fig.add_subplot(grid[:, 1])
     categories = [
         ("token states", usage["tokens"], acc.token_states, "#333333"),
         ("reserved (future tokens)", 0, acc.reserved, "#BBBBBB"),
-        ("internal fragmentation", usage["internal_fragmentation"], acc.internal_fragmentation,
-         INTERNAL_COLOR),
+        (
+            "internal fragmentation",
+            usage["internal_fragmentation"],
+            acc.internal_fragmentation,
+            INTERNAL_COLOR,
+        ),
         ("external fragmentation", 0, acc.external_fragmentation, VICTIM_COLOR),
         ("CACHED / free", usage["cached"] + usage["free"], acc.free, FREE_SLOT_COLOR),
     ]
@@ -232,7 +262,11 @@ def plot_paged_vs_contiguous(
     bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
     handles = [
         Patch(facecolor="#999999", label="tokens (sequence colour)"),
-        Patch(facecolor=EMPTY_SLOT_COLOR, edgecolor="#333333", label="x empty slot of a page / never-used reservation"),
+        Patch(
+            facecolor=EMPTY_SLOT_COLOR,
+            edgecolor="#333333",
+            label="x empty slot of a page / never-used reservation",
+        ),
         Patch(facecolor="#DDDDDD", label=". reserved for future tokens (light tint)"),
         Patch(facecolor=EXTERNAL_COLOR, label="/ external fragmentation"),
     ]

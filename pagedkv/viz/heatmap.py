@@ -100,8 +100,9 @@ def _glyphs(text: str, size_px: int, anchor: str) -> tuple[Image.Image, tuple[in
     return mask, box
 
 
-def _text(image: Image.Image, xy: tuple[float, float], text: str, size_px: int, color: str,
-          anchor: str) -> None:
+def _text(
+    image: Image.Image, xy: tuple[float, float], text: str, size_px: int, color: str, anchor: str
+) -> None:
     mask, (x0, y0, x1, y1) = _glyphs(text, size_px, anchor)
     x, y = round(xy[0]), round(xy[1])
     image.paste(color, (x + x0, y + y0, x + x0 + mask.width, y + y0 + mask.height), mask)
@@ -135,15 +136,19 @@ class _Frame:
 
 
 @lru_cache(maxsize=32)
-def _frame(num_pages: int, page_size: int, views: tuple[str, ...], dpi: int,
-           panel_width: float) -> _Frame:
+def _frame(
+    num_pages: int, page_size: int, views: tuple[str, ...], dpi: int, panel_width: float
+) -> _Frame:
     """Lay the panels out with matplotlib, render them once and measure where cells are."""
     rows, cols = grid_shape(num_pages)
     ncols = 2 if len(views) > 2 else 1
     nrows = math.ceil(len(views) / ncols)
     cell = panel_width * 0.72 / cols  # inches per grid cell
-    figure = Figure(figsize=(panel_width * ncols, (rows * cell + 0.8) * nrows + 0.4), dpi=dpi,
-                    layout="constrained")
+    figure = Figure(
+        figsize=(panel_width * ncols, (rows * cell + 0.8) * nrows + 0.4),
+        dpi=dpi,
+        layout="constrained",
+    )
     FigureCanvasAgg(figure)
     figure.suptitle(" ", fontsize=11)  # reserves the room the stamped title takes
     specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[0.76, 0.24] * ncols)
@@ -160,7 +165,10 @@ def _frame(num_pages: int, page_size: int, views: tuple[str, ...], dpi: int,
     px, panels = dpi / 72, []
     for view, ax, key_ax in axes:
         xs = ax.transData.transform(np.c_[np.arange(cols + 1) - 0.5, np.zeros(cols + 1)])[:, 0]
-        ys = height - ax.transData.transform(np.c_[np.zeros(rows + 1), np.arange(rows + 1) - 0.5])[:, 1]
+        ys = (
+            height
+            - ax.transData.transform(np.c_[np.zeros(rows + 1), np.arange(rows + 1) - 0.5])[:, 1]
+        )
         xe, ye = np.round(xs).astype(int), np.round(ys).astype(int)  # cell edges in pixels
         pixels, owners, boxes = [], [], []
         for pid in range(num_pages):
@@ -171,10 +179,16 @@ def _frame(num_pages: int, page_size: int, views: tuple[str, ...], dpi: int,
             owners.append(np.full(yy.size, pid))
             boxes.append((x0, y0, x1 - 1, y1 - 1))
         bbox, key = ax.get_window_extent(), key_ax.get_window_extent()
-        panels.append(_PanelFrame(
-            view, np.concatenate(pixels), np.concatenate(owners), np.array(boxes, dtype=float),
-            (bbox.x0, height - bbox.y1 - 9 * px), (key.x0, height - key.y1, key.x1, height - key.y0),
-        ))
+        panels.append(
+            _PanelFrame(
+                view,
+                np.concatenate(pixels),
+                np.concatenate(owners),
+                np.array(boxes, dtype=float),
+                (bbox.x0, height - bbox.y1 - 9 * px),
+                (key.x0, height - key.y1, key.x1, height - key.y0),
+            )
+        )
     return _Frame(background, tuple(panels), float(xe[1] - xe[0]), px)
 
 
@@ -221,8 +235,14 @@ def _make_axes(view: str, ax, key_ax, rows: int, cols: int, page_size: int) -> N
             Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE: used first"),
             Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE: never evicted"),
         ]
-        key_ax.legend(handles=handles, loc="lower left", fontsize=7, frameon=False,
-                      borderaxespad=0, bbox_to_anchor=(0, 0))
+        key_ax.legend(
+            handles=handles,
+            loc="lower left",
+            fontsize=7,
+            frameon=False,
+            borderaxespad=0,
+            bbox_to_anchor=(0, 0),
+        )
 
 
 class _Panel:
@@ -270,7 +290,9 @@ class PoolHeatmap:
         if panel_width is None:  # a lone panel gets room for its legend and a long title
             panel_width = 6.4 if len(views) == 1 else 4.6
         if not isinstance(panel_width, (int, float)) or not 2 <= panel_width <= 20:
-            raise ValueError(f"panel_width must be a number of inches in [2, 20], got {panel_width!r}")
+            raise ValueError(
+                f"panel_width must be a number of inches in [2, 20], got {panel_width!r}"
+            )
         self.num_pages, self.page_size, self.views = int(num_pages), int(page_size), views
         self.palette = palette if palette is not None else DEFAULT_PALETTE
         self.rows, self.cols = grid_shape(self.num_pages)
@@ -305,8 +327,13 @@ class PoolHeatmap:
             rgba, panel.labels = getattr(self, f"_{panel.view}")(snapshot, panel)
             panel.colors = _rgba8(rgba)
             panel.dark = rgba[:, :3] @ _LUMA < 0.5
-        key = (self.suptitle, *((p.colors.tobytes(), tuple(p.labels), p.title, p.victim,
-                                tuple(p.legend)) for p in self.panels.values()))
+        key = (
+            self.suptitle,
+            *(
+                (p.colors.tobytes(), tuple(p.labels), p.title, p.victim, tuple(p.legend))
+                for p in self.panels.values()
+            ),
+        )
         if key != self._key:  # an unchanged picture keeps its PNG: no encoding at all
             self._key, self._png = key, None
 
@@ -324,7 +351,7 @@ class PoolHeatmap:
         colors = [self.palette.color(s) for s in snap.seq_ids]
         rgba = to_rgba_array([*colors, NO_OWNER_COLOR])[snap.owner]  # owner -1: last row
         shown = snap.seq_ids[:MAX_LEGEND_SEQUENCES]
-        panel.legend = [(c, str(s)) for c, s in zip(colors, shown)]
+        panel.legend = [(c, str(s)) for c, s in zip(colors, shown, strict=False)]
         if len(snap.seq_ids) > len(shown):
             panel.legend.append(("", f"+{len(snap.seq_ids) - len(shown)} more"))
         panel.legend.append((NO_OWNER_COLOR, "no holder"))
@@ -346,11 +373,15 @@ class PoolHeatmap:
         if m:
             panel.victim = int(np.flatnonzero(rank == 0)[0])
             when = f"after the {free} FREE pages are used" if free else "at the next allocation"
-            panel.title = (f"LRU order: page {panel.victim} is evicted next, {when}:\n"
-                           f"it is the CACHED page released longest ago (#1)")
+            panel.title = (
+                f"LRU order: page {panel.victim} is evicted next, {when}:\n"
+                f"it is the CACHED page released longest ago (#1)"
+            )
         else:
             panel.victim = -1
-            panel.title = "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
+            panel.title = (
+                "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
+            )
         return rgba, labels
 
     # ---- output --------------------------------------------------------------------------------
@@ -395,7 +426,9 @@ class PoolHeatmap:
             if not self.labelled:
                 continue
             centers = (boxes[:, :2] + boxes[:, 2:]) / 2
-            for (x, y), label, dark in zip(centers.tolist(), panel.labels, panel.dark.tolist()):
+            for (x, y), label, dark in zip(
+                centers.tolist(), panel.labels, panel.dark.tolist(), strict=True
+            ):
                 color = "white" if dark else "black"
                 if "\n" in label:
                     top, bottom = label.split("\n")

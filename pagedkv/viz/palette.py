@@ -25,14 +25,19 @@ STATE_COLORS = {  # page state -> Okabe–Ito colour
     PageState.ACTIVE: "#0072B2",
     PageState.CACHED: "#E69F00",
 }
-STATE_TEXT_COLORS = {PageState.FREE: "#333333", PageState.ACTIVE: "white", PageState.CACHED: "black"}
 VICTIM_COLOR = "#D55E00"  # Okabe–Ito vermillion: the next page to be evicted, COW copies
 HIT_COLOR = "#009E73"  # Okabe–Ito bluish green: pages reused by a prefix hit
-EMPTY_COLOR = "#FFFFFF"  # grid cells past the last page
 NO_OWNER_COLOR = "#F2F2F2"  # pages no block table holds (FREE or CACHED)
 SEQUENCE_COLORS = (  # Paul Tol "muted"
-    "#CC6677", "#332288", "#DDCC77", "#117733", "#88CCEE",
-    "#882255", "#44AA99", "#999933", "#AA4499",
+    "#CC6677",
+    "#332288",
+    "#DDCC77",
+    "#117733",
+    "#88CCEE",
+    "#882255",
+    "#44AA99",
+    "#999933",
+    "#AA4499",
 )
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"

@@ -59,13 +59,18 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
             image[snapshot.fill[pid] :, pid] = to_rgba(EMPTY_SLOT_COLOR)
         else:
             image[:, pid] = to_rgba(STATE_COLORS[state])
-    fig = Figure(figsize=(min(14.0, max(6.0, 0.32 * n + 1.5)), 1.6 + 0.22 * size), dpi=90,
-                 layout="constrained")
+    fig = Figure(
+        figsize=(min(14.0, max(6.0, 0.32 * n + 1.5)), 1.6 + 0.22 * size),
+        dpi=90,
+        layout="constrained",
+    )
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.imshow(image, interpolation="nearest", aspect="auto")
-    empty = np.argwhere((snapshot.state == PageState.ACTIVE)[None, :]
-                        & (np.arange(size)[:, None] >= snapshot.fill[None, :]))
+    empty = np.argwhere(
+        (snapshot.state == PageState.ACTIVE)[None, :]
+        & (np.arange(size)[:, None] >= snapshot.fill[None, :])
+    )
     ax.scatter(empty[:, 1], empty[:, 0], marker="x", s=18, color="#444444", linewidths=0.8)
     ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
     ax.set_yticks(np.arange(-0.5, size, 1), minor=True)
@@ -84,17 +89,27 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
         f"{counts['tokens']} of {total} slots hold tokens ({counts['tokens'] / total:.0%}); "
         f"pages in use: {snapshot.usage:.0%}\n{counts['internal_fragmentation']} empty slots in "
         f"ACTIVE pages, {counts['cached']} in CACHED pages, {counts['free']} in FREE pages",
-        fontsize=10, loc="left",
+        fontsize=10,
+        loc="left",
     )
-    owners = [snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))]
+    owners = [
+        snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))
+    ]
     handles = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:8]]
     handles += [
-        Patch(facecolor=EMPTY_SLOT_COLOR, edgecolor="#444444", label="× empty slot of an ACTIVE page"),
+        Patch(
+            facecolor=EMPTY_SLOT_COLOR, edgecolor="#444444", label="× empty slot of an ACTIVE page"
+        ),
         Patch(color=STATE_COLORS[PageState.CACHED], label="CACHED page"),
         Patch(color=STATE_COLORS[PageState.FREE], label="FREE page"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)), fontsize=8,
-               frameon=False)
+    fig.legend(
+        handles=handles,
+        loc="outside lower center",
+        ncols=min(4, len(handles)),
+        fontsize=8,
+        frameon=False,
+    )
     return fig
 
 
@@ -105,16 +120,38 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
     steps = np.arange(len(snapshots))
     pages = np.array([s.usage for s in snapshots])
     tokens = np.array([s.token_usage for s in snapshots])
-    cached = np.array([np.count_nonzero(s.state == PageState.CACHED) / s.num_pages for s in snapshots])
+    cached = np.array(
+        [np.count_nonzero(s.state == PageState.CACHED) / s.num_pages for s in snapshots]
+    )
     fig = Figure(figsize=(7.5, 3.2), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.fill_between(steps, pages, pages + cached, step="post", color=STATE_COLORS[PageState.CACHED],
-                    alpha=0.5, label="CACHED pages (reusable, count as free)")
-    ax.step(steps, pages, where="post", color=STATE_COLORS[PageState.ACTIVE], linewidth=2,
-            label="page usage: ACTIVE pages / pages")
-    ax.step(steps, tokens, where="post", color="#000000", linestyle="--", linewidth=1.5,
-            label="token usage: slots holding tokens / slots")
+    ax.fill_between(
+        steps,
+        pages,
+        pages + cached,
+        step="post",
+        color=STATE_COLORS[PageState.CACHED],
+        alpha=0.5,
+        label="CACHED pages (reusable, count as free)",
+    )
+    ax.step(
+        steps,
+        pages,
+        where="post",
+        color=STATE_COLORS[PageState.ACTIVE],
+        linewidth=2,
+        label="page usage: ACTIVE pages / pages",
+    )
+    ax.step(
+        steps,
+        tokens,
+        where="post",
+        color="#000000",
+        linestyle="--",
+        linewidth=1.5,
+        label="token usage: slots holding tokens / slots",
+    )
     ax.set_ylim(0, 1.02)
     ax.set_xlim(0, max(1, len(snapshots) - 1))
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
@@ -122,6 +159,9 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
     ax.set_ylabel("share of the pool")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    ax.set_title(title or "token-level vs page-level usage (the gap is internal fragmentation)",
-                 fontsize=10, loc="left")
+    ax.set_title(
+        title or "token-level vs page-level usage (the gap is internal fragmentation)",
+        fontsize=10,
+        loc="left",
+    )
     return fig

@@ -1,22 +1,20 @@
-"""Named, deterministic step-by-step scenarios that the dashboard, notebooks, tests and demo share.
+"""ScenarioRun: a scenario applied step by step to a real pool, recorded, replayable.
 
-A `Scenario` is a list of `Action`s for a pool geometry; a `ScenarioRun` applies them one
-step at a time to a real `KVCachePool` + `SequenceManager` with TinyLM generating every token
-through the paged cache (greedy, or seeded sampling), and records what each step did: the
-pool events, the tokens and slots, a snapshot. After every action each live sequence is fully
-computed (`model.forward` runs after appends and before anything is freed), so pages indexed
-for prefix reuse always hold real K/V.
+An `Action` is one step as plain data (add, decode, fork, free, a beam-search step, a request
+queued with the scheduler, a scheduler step). A `ScenarioRun` applies a scenario's actions to
+a `KVCachePool` + `SequenceManager` with TinyLM generating every token through the paged
+cache (greedy, or seeded sampling) and records what each did (`StepRecord`: pool events,
+tokens, slots, a note) plus a snapshot after every step. After each action every sequence
+the run drives is fully computed (`model.forward` runs after appends and before anything is
+freed), so pages indexed for prefix reuse always hold real K/V.
 
-Actions are plain data, so a run can be replayed exactly: `back()` rebuilds the run from
-scratch and re-applies all but the last action (time travel), and controls such as "add a
-request" or "fork" append ordinary actions to the history. When the scenario's own steps are
-done, `step()` decodes one token for every live sequence.
+Because actions are data and everything is seeded, `back()` is exact time travel: it
+replays the history minus its last action. Controls such as "add a request" append ordinary
+actions. When a scenario's own steps are done, `step()` decodes one token for every live
+sequence (or runs the scheduler while it has work).
 
-Scenarios: the seed's request_A / request_B walkthrough; sequences growing until the pool
-fills; a shared system prompt (prefix hits); eviction pressure (LRU victims, tail first);
-parallel sampling and beam search via fork (copy-on-write); preemption (see
-`pagedkv.scheduler`). vLLM has no equivalent: these are teaching traces, each small enough to
-follow page by page.
+vLLM's engine loop is the production relative (requests in, one scheduler step at a time);
+this one exists to be stepped by hand and rewound. Leaves out: persistence of a run.
 """
 
 from __future__ import annotations
@@ -27,15 +25,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from .model import TinyLM
-from .pool import Event, KVCachePool, OutOfPagesError
-from .scheduler import Scheduler
-from .sequence import SequenceManager, UnknownSequenceError
+from ..model import TinyLM
+from ..pool import Event, KVCachePool, OutOfPagesError
+from ..scheduler import Scheduler
+from ..sequence import SequenceManager, UnknownSequenceError
 
 OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule")
-PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages of 4 and half a page
-PROMPT_B = PROMPT_A + " pages."
-SYSTEM_PROMPT = "System: answer briefly. "  # 24 bytes: 6 full pages of 4
 
 
 @dataclass(frozen=True)
@@ -84,14 +79,21 @@ class StepRecord:
         """The step's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
         out, run = [], []  # run: consecutive events of one kind for one sequence
         for event in [*self.events, None]:
-            if run and (event is None or (event.kind, event.seq_id) != (run[0].kind, run[0].seq_id)
-                        or event.kind == "cow"):
+            if run and (
+                event is None
+                or (event.kind, event.seq_id) != (run[0].kind, run[0].seq_id)
+                or event.kind == "cow"
+            ):
                 out.append(_describe(run))
                 run = []
             if event is not None:
                 run.append(event)
-        out += [f"{s} appends token {t} {_show(t)} at slot {self.slots[s]}" if s in self.slots
-                else f"{s} samples token {t} {_show(t)}" for s, t in self.tokens.items()]
+        out += [
+            f"{s} appends token {t} {_show(t)} at slot {self.slots[s]}"
+            if s in self.slots
+            else f"{s} samples token {t} {_show(t)}"
+            for s, t in self.tokens.items()
+        ]
         return [*out, self.note] if self.note else out
 
 
@@ -100,9 +102,14 @@ def _show(token: int) -> str:
 
 
 _WORDS = {  # event kind -> how the log says it
-    "allocate": "allocate", "evict": "evict (LRU victim)", "prefix_hit": "prefix hit",
-    "fork": "fork shares", "cache": "cache (ref count 0, kept for reuse)", "free": "free",
-    "reset": "reset", "preempt": "preempt",
+    "allocate": "allocate",
+    "evict": "evict (LRU victim)",
+    "prefix_hit": "prefix hit",
+    "fork": "fork shares",
+    "cache": "cache (ref count 0, kept for reuse)",
+    "free": "free",
+    "reset": "reset",
+    "preempt": "preempt",
 }
 
 
@@ -143,9 +150,18 @@ def default_model() -> TinyLM:
 class ScenarioRun:
     """A scenario applied step by step to a real pool, with its history for time travel."""
 
-    def __init__(self, scenario: str | Scenario = "walkthrough", num_pages: int | None = None,
-                 page_size: int | None = None, model: TinyLM | None = None) -> None:
-        self.scenario = get_scenario(scenario) if isinstance(scenario, str) else scenario
+    def __init__(
+        self,
+        scenario: str | Scenario = "walkthrough",
+        num_pages: int | None = None,
+        page_size: int | None = None,
+        model: TinyLM | None = None,
+    ) -> None:
+        if isinstance(scenario, str):
+            from .library import get_scenario  # the library builds on this module's types
+
+            scenario = get_scenario(scenario)
+        self.scenario = scenario
         if not isinstance(self.scenario, Scenario):
             raise TypeError(f"scenario must be a name or a Scenario, got {type(scenario).__name__}")
         self.num_pages = self.scenario.num_pages if num_pages is None else num_pages
@@ -246,8 +262,11 @@ class ScenarioRun:
 
     def new_id(self, prefix: str) -> str:
         """The first of prefix1, prefix2, ... that no sequence of this run has used."""
-        return next(f"{prefix}{k}" for k in range(1, len(self.seen_ids) + 2)
-                    if f"{prefix}{k}" not in self.seen_ids)
+        return next(
+            f"{prefix}{k}"
+            for k in range(1, len(self.seen_ids) + 2)
+            if f"{prefix}{k}" not in self.seen_ids
+        )
 
     # ---- the operations --------------------------------------------------------------------
 
@@ -257,8 +276,10 @@ class ScenarioRun:
         self.seen_ids.add(action.seq_id)
         self.logits[action.seq_id] = self.model.forward(self.seqs, [action.seq_id])[0]
         n = self.seqs.get(action.seq_id).num_tokens
-        record.note = (f"{action.seq_id}: {record.cached_tokens} of {n} prompt tokens from the "
-                       f"prefix cache, block table {self.seqs.block_table(action.seq_id)}")
+        record.note = (
+            f"{action.seq_id}: {record.cached_tokens} of {n} prompt tokens from the "
+            f"prefix cache, block table {self.seqs.block_table(action.seq_id)}"
+        )
 
     def _sample(self, seq_id: Hashable, temperature: float) -> int:
         return self.model.sample(self.logits[seq_id][None], temperature, self.rng)[0]
@@ -268,28 +289,35 @@ class ScenarioRun:
         wanted = action.seq_ids or tuple(s for s in self.seqs.sequences if s in self.logits)
         live = [s for s in wanted if s in self.seqs]
         if not live:
-            record.note = "nothing to decode: no live sequence" if not wanted else (
-                f"nothing to decode: {', '.join(map(str, wanted))} finished")
+            record.note = (
+                "nothing to decode: no live sequence"
+                if not wanted
+                else (f"nothing to decode: {', '.join(map(str, wanted))} finished")
+            )
             return
         for seq_id in live:
             token = self._sample(seq_id, action.temperature)
             try:
                 record.slots[seq_id] = self.seqs.append_slot(seq_id, token)
             except OutOfPagesError:
-                record.note = (f"out of pages: {seq_id} needs a new page and all "
-                               f"{self.num_pages} are ACTIVE (a scheduler would preempt)")
+                record.note = (
+                    f"out of pages: {seq_id} needs a new page and all "
+                    f"{self.num_pages} are ACTIVE (a scheduler would preempt)"
+                )
                 break
             record.tokens[seq_id] = token
         self._compute(list(record.tokens))
 
     def _compute(self, seq_ids: list[Hashable]) -> None:
         if seq_ids:
-            for seq_id, row in zip(seq_ids, self.model.forward(self.seqs, seq_ids)):
+            for seq_id, row in zip(seq_ids, self.model.forward(self.seqs, seq_ids), strict=True):
                 self.logits[seq_id] = row
 
     def _check_unscheduled(self, seq_id: Hashable) -> None:
         if self.scheduler is not None and seq_id in self.scheduler.requests:
-            raise ValueError(f"{seq_id!r} belongs to the scheduler; it cannot be forked or finished")
+            raise ValueError(
+                f"{seq_id!r} belongs to the scheduler; it cannot be forked or finished"
+            )
 
     def _fork(self, action: Action, record: StepRecord) -> None:
         self._check_unscheduled(action.parent)
@@ -298,7 +326,8 @@ class ScenarioRun:
         self.logits[action.seq_id] = self.logits[action.parent]
         if action.parent in self.scores:
             self.scores[action.seq_id] = self.scores[action.parent]
-        record.note = f"{action.seq_id} shares all {len(self.seqs.block_table(action.seq_id))} pages of {action.parent}"
+        pages = len(self.seqs.block_table(action.seq_id))
+        record.note = f"{action.seq_id} shares all {pages} pages of {action.parent}"
 
     def _free(self, action: Action, record: StepRecord) -> None:
         self._check_unscheduled(action.seq_id)
@@ -354,7 +383,9 @@ class ScenarioRun:
             raise ValueError("this scenario has no scheduler to queue a request with")
         self.scheduler.add_request(action.seq_id, self.model.encode(action.text), action.width)
         self.seen_ids.add(action.seq_id)
-        record.note = f"{action.seq_id} waits in the scheduler's queue ({len(action.text)} prompt tokens)"
+        record.note = (
+            f"{action.seq_id} waits in the scheduler's queue ({len(action.text)} prompt tokens)"
+        )
 
     def _schedule(self, action: Action, record: StepRecord) -> None:
         """One scheduler step: decode the running, admit the waiting, preempt when short."""
@@ -362,169 +393,18 @@ class ScenarioRun:
             raise ValueError("this scenario has no scheduler")
         step = self.scheduler.step()
         record.tokens = dict(step.sampled)
-        parts = [f"prefill {', '.join(f'{s} ({n} tokens)' for s, n in step.prefill)}" if step.prefill else "",
-                 f"decode {', '.join(map(str, step.decode))}" if step.decode else "",
-                 f"finished {', '.join(map(str, step.finished))}" if step.finished else ""]
+        parts = [
+            f"prefill {', '.join(f'{s} ({n} tokens)' for s, n in step.prefill)}"
+            if step.prefill
+            else "",
+            f"decode {', '.join(map(str, step.decode))}" if step.decode else "",
+            f"finished {', '.join(map(str, step.finished))}" if step.finished else "",
+        ]
         record.note = "; ".join(p for p in parts if p) or "nothing to schedule"
 
     def __repr__(self) -> str:
-        return (f"ScenarioRun({self.scenario.name!r}, num_pages={self.num_pages}, page_size="
-                f"{self.page_size}, step {len(self.history)}, {self.cursor}/{len(self.steps)} "
-                f"scenario steps)")
-
-
-# ---- the scenarios ------------------------------------------------------------------------
-
-
-def _walkthrough(num_pages: int, page_size: int) -> list[Action]:
-    steps = [Action("add", "request_A", text=PROMPT_A,
-                    caption=f"request_A arrives with a prompt of {len(PROMPT_A)} tokens")]
-    steps += [Action("decode", seq_ids=("request_A",), caption="request_A generates, one token "
-                     "per step: a page is taken only when the last one is full") for _ in range(20)]
-    steps.append(Action("free", "request_A", caption="request_A finishes: full pages stay CACHED "
-                        "(tail first in LRU order), the partial page becomes FREE"))
-    steps.append(Action("add", "request_B", text=PROMPT_B,
-                        caption="request_B starts with request_A's prompt: prefix hits"))
-    steps += [Action("decode", seq_ids=("request_B",), caption="request_B generates until the "
-                     "pool has to evict CACHED pages, LRU victim first") for _ in range(36)]
-    return steps
-
-
-FILL_PROMPTS = {"alpha": "Pages fill", "bravo": "one slot", "charlie": "at a time"}
-
-
-def _fill(num_pages: int, page_size: int) -> list[Action]:
-    steps = [Action("add", s, text=t, caption=f"{s} arrives ({len(t)} prompt tokens)")
-             for s, t in FILL_PROMPTS.items()]
-    lengths = [len(t) for t in FILL_PROMPTS.values()]
-    for k in range(1, 200):  # decode until a sequence needs a page the pool cannot give
-        pages = sum(-(-(n + k) // page_size) for n in lengths)
-        last = pages > num_pages
-        steps.append(Action("decode", caption="the pool is full: a sequence needs a page and "
-                            "none is left" if last else "every sequence generates one token"))
-        if last:
-            break
-    return steps
-
-
-def _prefix(num_pages: int, page_size: int) -> list[Action]:
-    questions = {"user1": "Q: what is a page?", "user2": "Q: why paging?",
-                 "user3": "Q: who evicts?", "user4": "Q: what is a hit?"}
-    steps = [Action("add", "user1", text=SYSTEM_PROMPT + questions["user1"],
-                    caption="user1 arrives: system prompt + question, nothing cached yet")]
-    steps += [Action("decode", seq_ids=("user1",), caption="user1 generates") for _ in range(3)]
-    for s in ("user2", "user3"):
-        steps.append(Action("add", s, text=SYSTEM_PROMPT + questions[s],
-                            caption=f"{s} arrives: the system prompt's full pages are prefix hits"))
-    steps += [Action("decode", caption="every request generates") for _ in range(4)]
-    steps += [Action("free", s, caption=f"{s} finishes: shared pages stay ACTIVE while others hold them")
-              for s in ("user1", "user2", "user3")]
-    steps.append(Action("add", "user4", text=SYSTEM_PROMPT + questions["user4"],
-                        caption="user4 arrives later: CACHED system-prompt pages come back to life"))
-    steps += [Action("decode", seq_ids=("user4",), caption="user4 generates") for _ in range(3)]
-    steps.append(Action("free", "user4", caption="user4 finishes"))
-    return steps
-
-
-def _eviction(num_pages: int, page_size: int) -> list[Action]:
-    steps = []
-    for s, text in (("doc_A", "Alpha asks first"), ("doc_B", "Bravo is second!")):
-        steps.append(Action("add", s, text=text, caption=f"{s} arrives"))
-        steps += [Action("decode", seq_ids=(s,), caption=f"{s} generates") for _ in range(3)]
-        steps.append(Action("free", s, caption=f"{s} finishes: its full pages join the LRU order, "
-                            "tail page first"))
-    steps.append(Action("add", "doc_C", text="Charlie needs many pages now",
-                        caption="doc_C needs more pages than are FREE: LRU victims are evicted, "
-                        "doc_A's tail first"))
-    steps.append(Action("add", "doc_D", text="Alpha, again",
-                        caption="doc_D shares doc_A's first page, which survived because eviction "
-                        "takes tails first"))
-    steps += [Action("decode", caption="doc_C and doc_D generate: each new page evicts the next "
-                     "LRU victim") for _ in range(4)]
-    steps += [Action("free", s, caption=f"{s} finishes") for s in ("doc_C", "doc_D")]
-    return steps
-
-
-def _parallel(num_pages: int, page_size: int) -> list[Action]:
-    steps = [Action("add", "sample.0", text="Once upon a time, ",
-                    caption="the prompt is admitted once, as sample.0")]
-    steps += [Action("fork", f"sample.{k}", parent="sample.0",
-                     caption=f"fork sample.{k}: it shares every page, no page is copied")
-              for k in (1, 2)]
-    steps.append(Action("decode", temperature=1.0, caption="each sample draws its own token: "
-                        "writing into the shared last page copies it first (copy-on-write)"))
-    steps += [Action("decode", temperature=1.0, caption="the samples grow apart") for _ in range(7)]
-    steps += [Action("free", f"sample.{k}", caption=f"sample.{k} finishes") for k in range(3)]
-    return steps
-
-
-def _beam_search(num_pages: int, page_size: int) -> list[Action]:
-    steps = [Action("add", "beam.0", text="Paged attention ", caption="the prompt becomes beam.0")]
-    steps += [Action("beam", "beam", width=3, caption="beam step: keep the 3 best continuations; "
-                     "forked beams share pages, dropped beams are freed") for _ in range(8)]
-    return steps
-
-
-PREEMPT_REQUESTS = {"req1": "Preemption frees", "req2": "the newest request", "req3": "and requeues it"}
-PREEMPT_SCHEDULER = (("max_num_seqs", 4), ("max_num_batched_tokens", 64),
-                     ("preemption_mode", "recompute"))
-PREEMPT_NEW_TOKENS = 16
-
-
-@lru_cache(maxsize=16)
-def _schedule_steps(num_pages: int, page_size: int) -> int:
-    """Scheduler steps until every request of the preemption scenario is finished (or 200)."""
-    seqs = SequenceManager(KVCachePool(default_model().cache_config(num_pages, page_size)))
-    scheduler = Scheduler(seqs, default_model(), **dict(PREEMPT_SCHEDULER))
-    try:
-        for req_id, text in PREEMPT_REQUESTS.items():
-            scheduler.add_request(req_id, default_model().encode(text), PREEMPT_NEW_TOKENS)
-    except ValueError:  # a pool too small for any request: the queue steps say so
-        return 1
-    steps = 0
-    while scheduler.has_unfinished and steps < 200:
-        scheduler.step()
-        steps += 1
-    return steps
-
-
-def _preemption(num_pages: int, page_size: int) -> list[Action]:
-    steps = [Action("request", s, text=t, width=PREEMPT_NEW_TOKENS,
-                    caption=f"{s} is queued ({len(t)} prompt tokens, {PREEMPT_NEW_TOKENS} to generate)")
-             for s, t in PREEMPT_REQUESTS.items()]
-    steps += [Action("schedule", caption="the scheduler runs one step: running requests decode, "
-                     "waiting ones are admitted; when a page is missing the newest is preempted")
-              for _ in range(_schedule_steps(num_pages, page_size))]
-    return steps
-
-
-SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
-    Scenario("walkthrough", "The seed walkthrough: request_A, then request_B reuses its pages",
-             "request_A grows token by token, finishes; request_B reuses its prefix and grows "
-             "until the pool evicts.", 16, 4, _walkthrough),
-    Scenario("fill", "Sequences grow until the pool fills",
-             "Three requests generate together; pages are taken only when the last one is "
-             "full, until no page is left.", 16, 4, _fill),
-    Scenario("prefix", "A shared system prompt: prefix hits",
-             "Requests that start with the same system prompt share its pages (ref count > 1) "
-             "and later revive them from the CACHED state.", 24, 4, _prefix),
-    Scenario("eviction", "Eviction pressure: LRU victims, tail first",
-             "Finished requests leave CACHED pages; new ones evict the least recently "
-             "released, deepest page first.", 12, 4, _eviction),
-    Scenario("parallel", "Parallel sampling: fork and copy-on-write",
-             "Three samples of one prompt share its pages; the first write into the shared "
-             "last page copies it.", 16, 4, _parallel, seed=1),
-    Scenario("beam", "Beam search: forked beams share pages",
-             "Beams that survive are forked, beams that fall behind are freed; common "
-             "prefixes stay shared.", 24, 4, _beam_search),
-    Scenario("preempt", "Preemption: the scheduler frees the newest request and recomputes it",
-             "Three requests outgrow a small pool; the scheduler preempts the most recently "
-             "admitted one (recompute) and resumes it, re-hitting its own CACHED prefix.",
-             12, 4, _preemption, scheduler=PREEMPT_SCHEDULER),
-)}
-
-
-def get_scenario(name: str) -> Scenario:
-    if name not in SCENARIOS:
-        raise ValueError(f"scenario must be one of {list(SCENARIOS)}, got {name!r}")
-    return SCENARIOS[name]
+        return (
+            f"ScenarioRun({self.scenario.name!r}, num_pages={self.num_pages}, page_size="
+            f"{self.page_size}, step {len(self.history)}, {self.cursor}/{len(self.steps)} "
+            f"scenario steps)"
+        )

@@ -1,0 +1,355 @@
+"""The named scenarios: small deterministic traces, each showing one idea page by page.
+
+- `walkthrough`: the seed's request_A / request_B story (growth, CACHED pages, prefix hits,
+  eviction); `fill`: sequences grow until no page is left; `prefix`: a shared system prompt;
+  `eviction`: LRU victims, tail first; `parallel`: parallel sampling via fork and
+  copy-on-write; `beam`: beam search via fork and free; `preempt`: the scheduler preempts
+  the newest request (recompute) and resumes it.
+
+Each builder takes the pool geometry (num_pages, page_size) so the dashboard's sliders can
+rebuild a scenario on another pool; the defaults are the sizes the stories were written for.
+Leaves out: random workloads (`pagedkv.workloads` generates those).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..pool import KVCachePool
+from ..scheduler import Scheduler
+from ..sequence import SequenceManager
+from .run import Action, Scenario, default_model
+
+PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages of 4 and half a page
+PROMPT_B = PROMPT_A + " pages."
+SYSTEM_PROMPT = "System: answer briefly. "  # 24 bytes: 6 full pages of 4
+
+
+def _walkthrough(num_pages: int, page_size: int) -> list[Action]:
+    steps = [
+        Action(
+            "add",
+            "request_A",
+            text=PROMPT_A,
+            caption=f"request_A arrives with a prompt of {len(PROMPT_A)} tokens",
+        )
+    ]
+    steps += [
+        Action(
+            "decode",
+            seq_ids=("request_A",),
+            caption="request_A generates, one token "
+            "per step: a page is taken only when the last one is full",
+        )
+        for _ in range(20)
+    ]
+    steps.append(
+        Action(
+            "free",
+            "request_A",
+            caption="request_A finishes: full pages stay CACHED "
+            "(tail first in LRU order), the partial page becomes FREE",
+        )
+    )
+    steps.append(
+        Action(
+            "add",
+            "request_B",
+            text=PROMPT_B,
+            caption="request_B starts with request_A's prompt: prefix hits",
+        )
+    )
+    steps += [
+        Action(
+            "decode",
+            seq_ids=("request_B",),
+            caption="request_B generates until the "
+            "pool has to evict CACHED pages, LRU victim first",
+        )
+        for _ in range(36)
+    ]
+    return steps
+
+
+FILL_PROMPTS = {"alpha": "Pages fill", "bravo": "one slot", "charlie": "at a time"}
+
+
+def _fill(num_pages: int, page_size: int) -> list[Action]:
+    steps = [
+        Action("add", s, text=t, caption=f"{s} arrives ({len(t)} prompt tokens)")
+        for s, t in FILL_PROMPTS.items()
+    ]
+    lengths = [len(t) for t in FILL_PROMPTS.values()]
+    for k in range(1, 200):  # decode until a sequence needs a page the pool cannot give
+        pages = sum(-(-(n + k) // page_size) for n in lengths)
+        last = pages > num_pages
+        steps.append(
+            Action(
+                "decode",
+                caption="the pool is full: a sequence needs a page and none is left"
+                if last
+                else "every sequence generates one token",
+            )
+        )
+        if last:
+            break
+    return steps
+
+
+def _prefix(num_pages: int, page_size: int) -> list[Action]:
+    questions = {
+        "user1": "Q: what is a page?",
+        "user2": "Q: why paging?",
+        "user3": "Q: who evicts?",
+        "user4": "Q: what is a hit?",
+    }
+    steps = [
+        Action(
+            "add",
+            "user1",
+            text=SYSTEM_PROMPT + questions["user1"],
+            caption="user1 arrives: system prompt + question, nothing cached yet",
+        )
+    ]
+    steps += [Action("decode", seq_ids=("user1",), caption="user1 generates") for _ in range(3)]
+    for s in ("user2", "user3"):
+        steps.append(
+            Action(
+                "add",
+                s,
+                text=SYSTEM_PROMPT + questions[s],
+                caption=f"{s} arrives: the system prompt's full pages are prefix hits",
+            )
+        )
+    steps += [Action("decode", caption="every request generates") for _ in range(4)]
+    steps += [
+        Action("free", s, caption=f"{s} finishes: shared pages stay ACTIVE while others hold them")
+        for s in ("user1", "user2", "user3")
+    ]
+    steps.append(
+        Action(
+            "add",
+            "user4",
+            text=SYSTEM_PROMPT + questions["user4"],
+            caption="user4 arrives later: CACHED system-prompt pages come back to life",
+        )
+    )
+    steps += [Action("decode", seq_ids=("user4",), caption="user4 generates") for _ in range(3)]
+    steps.append(Action("free", "user4", caption="user4 finishes"))
+    return steps
+
+
+def _eviction(num_pages: int, page_size: int) -> list[Action]:
+    steps = []
+    for s, text in (("doc_A", "Alpha asks first"), ("doc_B", "Bravo is second!")):
+        steps.append(Action("add", s, text=text, caption=f"{s} arrives"))
+        steps += [Action("decode", seq_ids=(s,), caption=f"{s} generates") for _ in range(3)]
+        steps.append(
+            Action(
+                "free",
+                s,
+                caption=f"{s} finishes: its full pages join the LRU order, tail page first",
+            )
+        )
+    steps.append(
+        Action(
+            "add",
+            "doc_C",
+            text="Charlie needs many pages now",
+            caption="doc_C needs more pages than are FREE: LRU victims are evicted, "
+            "doc_A's tail first",
+        )
+    )
+    steps.append(
+        Action(
+            "add",
+            "doc_D",
+            text="Alpha, again",
+            caption="doc_D shares doc_A's first page, which survived because eviction "
+            "takes tails first",
+        )
+    )
+    steps += [
+        Action(
+            "decode", caption="doc_C and doc_D generate: each new page evicts the next LRU victim"
+        )
+        for _ in range(4)
+    ]
+    steps += [Action("free", s, caption=f"{s} finishes") for s in ("doc_C", "doc_D")]
+    return steps
+
+
+def _parallel(num_pages: int, page_size: int) -> list[Action]:
+    steps = [
+        Action(
+            "add",
+            "sample.0",
+            text="Once upon a time, ",
+            caption="the prompt is admitted once, as sample.0",
+        )
+    ]
+    steps += [
+        Action(
+            "fork",
+            f"sample.{k}",
+            parent="sample.0",
+            caption=f"fork sample.{k}: it shares every page, no page is copied",
+        )
+        for k in (1, 2)
+    ]
+    steps.append(
+        Action(
+            "decode",
+            temperature=1.0,
+            caption="each sample draws its own token: "
+            "writing into the shared last page copies it first (copy-on-write)",
+        )
+    )
+    steps += [Action("decode", temperature=1.0, caption="the samples grow apart") for _ in range(7)]
+    steps += [Action("free", f"sample.{k}", caption=f"sample.{k} finishes") for k in range(3)]
+    return steps
+
+
+def _beam_search(num_pages: int, page_size: int) -> list[Action]:
+    steps = [Action("add", "beam.0", text="Paged attention ", caption="the prompt becomes beam.0")]
+    steps += [
+        Action(
+            "beam",
+            "beam",
+            width=3,
+            caption="beam step: keep the 3 best continuations; "
+            "forked beams share pages, dropped beams are freed",
+        )
+        for _ in range(8)
+    ]
+    return steps
+
+
+PREEMPT_REQUESTS = {
+    "req1": "Preemption frees",
+    "req2": "the newest request",
+    "req3": "and requeues it",
+}
+PREEMPT_SCHEDULER = (
+    ("max_num_seqs", 4),
+    ("max_num_batched_tokens", 64),
+    ("preemption_mode", "recompute"),
+)
+PREEMPT_NEW_TOKENS = 16
+
+
+@lru_cache(maxsize=16)
+def _schedule_steps(num_pages: int, page_size: int) -> int:
+    """Scheduler steps until every request of the preemption scenario is finished (or 200)."""
+    seqs = SequenceManager(KVCachePool(default_model().cache_config(num_pages, page_size)))
+    scheduler = Scheduler(seqs, default_model(), **dict(PREEMPT_SCHEDULER))
+    try:
+        for req_id, text in PREEMPT_REQUESTS.items():
+            scheduler.add_request(req_id, default_model().encode(text), PREEMPT_NEW_TOKENS)
+    except ValueError:  # a pool too small for any request: the queue steps say so
+        return 1
+    steps = 0
+    while scheduler.has_unfinished and steps < 200:
+        scheduler.step()
+        steps += 1
+    return steps
+
+
+def _preemption(num_pages: int, page_size: int) -> list[Action]:
+    steps = [
+        Action(
+            "request",
+            s,
+            text=t,
+            width=PREEMPT_NEW_TOKENS,
+            caption=f"{s} is queued ({len(t)} prompt tokens, {PREEMPT_NEW_TOKENS} to generate)",
+        )
+        for s, t in PREEMPT_REQUESTS.items()
+    ]
+    steps += [
+        Action(
+            "schedule",
+            caption="the scheduler runs one step: running requests decode, "
+            "waiting ones are admitted; when a page is missing the newest is preempted",
+        )
+        for _ in range(_schedule_steps(num_pages, page_size))
+    ]
+    return steps
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "walkthrough",
+            "The seed walkthrough: request_A, then request_B reuses its pages",
+            "request_A grows token by token, finishes; request_B reuses its prefix and grows "
+            "until the pool evicts.",
+            16,
+            4,
+            _walkthrough,
+        ),
+        Scenario(
+            "fill",
+            "Sequences grow until the pool fills",
+            "Three requests generate together; pages are taken only when the last one is "
+            "full, until no page is left.",
+            16,
+            4,
+            _fill,
+        ),
+        Scenario(
+            "prefix",
+            "A shared system prompt: prefix hits",
+            "Requests that start with the same system prompt share its pages (ref count > 1) "
+            "and later revive them from the CACHED state.",
+            24,
+            4,
+            _prefix,
+        ),
+        Scenario(
+            "eviction",
+            "Eviction pressure: LRU victims, tail first",
+            "Finished requests leave CACHED pages; new ones evict the least recently "
+            "released, deepest page first.",
+            12,
+            4,
+            _eviction,
+        ),
+        Scenario(
+            "parallel",
+            "Parallel sampling: fork and copy-on-write",
+            "Three samples of one prompt share its pages; the first write into the shared "
+            "last page copies it.",
+            16,
+            4,
+            _parallel,
+            seed=1,
+        ),
+        Scenario(
+            "beam",
+            "Beam search: forked beams share pages",
+            "Beams that survive are forked, beams that fall behind are freed; common "
+            "prefixes stay shared.",
+            24,
+            4,
+            _beam_search,
+        ),
+        Scenario(
+            "preempt",
+            "Preemption: the scheduler frees the newest request and recomputes it",
+            "Three requests outgrow a small pool; the scheduler preempts the most recently "
+            "admitted one (recompute) and resumes it, re-hitting its own CACHED prefix.",
+            12,
+            4,
+            _preemption,
+            scheduler=PREEMPT_SCHEDULER,
+        ),
+    )
+}
+
+
+def get_scenario(name: str) -> Scenario:
+    if name not in SCENARIOS:
+        raise ValueError(f"scenario must be one of {list(SCENARIOS)}, got {name!r}")
+    return SCENARIOS[name]
