@@ -91,7 +91,9 @@ def test_fill_stops_when_a_sequence_needs_a_page_and_none_is_left():
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return next(
+        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+    )
 
 
 def test_prefix_scenario_hits_the_shared_full_pages():
