@@ -384,6 +384,17 @@ class PoolHeatmap:
             )
         return rgba, labels
 
+    def cell_box(self, view: str, page_id: int) -> tuple[int, int, int, int]:
+        """Pixel box (x0, y0, x1, y1, inclusive) of a page's cell in `view` of the PNG."""
+        if view not in self.panels:
+            raise ValueError(f"view must be one of {self.views}, got {view!r}")
+        if isinstance(page_id, bool) or not isinstance(page_id, (int, np.integer)):
+            raise TypeError(f"page_id must be an int, got {page_id!r}")
+        if not 0 <= page_id < self.num_pages:
+            raise ValueError(f"page_id must be in [0, {self.num_pages - 1}], got {page_id}")
+        x0, y0, x1, y1 = self.panels[view].frame.boxes[page_id]
+        return int(x0), int(y0), int(x1), int(y1)
+
     # ---- output --------------------------------------------------------------------------------
 
     def png(self) -> bytes:
