@@ -1,0 +1,201 @@
+"""The dashboard under plain pytest (no kernel): press its buttons, check the pool.
+
+Oracles: the pool rules worked out by hand for the walkthrough's first steps, and a fresh
+`ScenarioRun` stepped to the same point. The widget labels and CSS classes are the DOM
+contract the browser tests rely on.
+"""
+
+from __future__ import annotations
+
+import re
+
+import ipywidgets as widgets
+import pytest
+
+from pagedkv import PageState
+from pagedkv.scenarios import SCENARIOS, ScenarioRun
+from pagedkv.viz import Dashboard
+
+CONTRACT = [  # attribute, widget type, description, CSS class
+    ("step_button", widgets.Button, "Step", "pagedkv-step"),
+    ("back_button", widgets.Button, "Back", "pagedkv-back"),
+    ("reset_button", widgets.Button, "Reset", "pagedkv-reset"),
+    ("play", widgets.Play, None, "pagedkv-play"),
+    ("scenario_picker", widgets.Dropdown, "Scenario", "pagedkv-scenario"),
+    ("step_counter", widgets.HTML, None, "pagedkv-step-counter"),
+    ("heatmap", widgets.Image, None, "pagedkv-heatmap"),
+    ("lru", widgets.Image, None, "pagedkv-lru"),
+    ("event_log", widgets.HTML, None, "pagedkv-event-log"),
+]
+
+
+@pytest.fixture
+def dash():
+    return Dashboard()
+
+
+def fresh(name: str, steps: int) -> ScenarioRun:
+    run = ScenarioRun(name)
+    for _ in range(steps):
+        run.step()
+    return run
+
+
+def step_number(dash: Dashboard) -> int:
+    return int(re.search(r"step (\d+)", dash.step_counter.value).group(1))
+
+
+def descendants(widget):
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from descendants(child)
+
+
+def test_widgets_follow_the_dom_contract(dash):
+    shown = list(descendants(dash))
+    for attr, kind, description, css in CONTRACT:
+        widget = getattr(dash, attr)
+        assert isinstance(widget, kind) and css in widget._dom_classes, attr
+        assert widget in shown, attr
+        if description is not None:
+            assert widget.description == description
+    labels = dict(dash.scenario_picker.options)
+    assert set(labels) == {s.title for s in SCENARIOS.values()}
+    assert "eviction" in labels.values()
+    assert dash.heatmap.format == "png" and bytes(dash.heatmap.value).startswith(b"\x89PNG")
+    assert step_number(dash) == 0
+
+
+def test_step_admits_request_a_on_the_lowest_pages(dash):
+    dash.step_button.click()
+    assert step_number(dash) == 1
+    # 18 prompt tokens / 4 slots per page -> 5 pages, FREE pages lowest id first
+    assert dash.run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]
+    assert dash.run.pool.num_active_pages == 5
+    assert "allocate pages 0, 1, 2, 3, 4 for request_A" in dash.event_log.value
+    for _ in range(3):  # tokens 19, 20 fill page 4; token 21 needs page 5
+        dash.step_button.click()
+    assert dash.run.seqs.block_table("request_A") == [0, 1, 2, 3, 4, 5]
+    assert "step 4: allocate page 5 for request_A" in dash.event_log.value
+
+
+def test_back_restores_the_previous_state_and_picture(dash):
+    for _ in range(3):
+        dash.step_button.click()
+    picture, lru = bytes(dash.heatmap.value), bytes(dash.lru.value)
+    dash.step_button.click()
+    assert bytes(dash.heatmap.value) != picture
+    dash.back_button.click()
+    assert step_number(dash) == 3
+    assert bytes(dash.heatmap.value) == picture and bytes(dash.lru.value) == lru
+    assert dash.run.pool.snapshot() == fresh("walkthrough", 3).pool.snapshot()
+
+
+def test_reset_goes_back_to_step_zero(dash):
+    start = bytes(dash.heatmap.value)
+    for _ in range(5):
+        dash.step_button.click()
+    dash.reset_button.click()
+    assert step_number(dash) == 0 and dash.run.history == []
+    assert dash.run.pool.num_active_pages == 0 and bytes(dash.heatmap.value) == start
+    dash.back_button.click()  # nothing to undo: says so, changes nothing
+    assert "nothing to undo" in dash.status.value and step_number(dash) == 0
+
+
+def test_play_steps_until_its_value(dash):
+    dash.play.value = 4
+    assert dash.run.cursor == 4 and step_number(dash) == 4
+    assert dash.run.pool.snapshot() == fresh("walkthrough", 4).pool.snapshot()
+    dash.back_button.click()
+    assert dash.play.value == 3  # Play follows time travel
+
+
+def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
+    dash.scenario_picker.value = "eviction"
+    assert dash.run.scenario.name == "eviction" and dash.run.num_pages == 12
+    assert dash.pages_slider.value == 12
+    lru_pictures = {bytes(dash.lru.value)}
+    while not dash.run.done:
+        dash.step_button.click()
+        lru_pictures.add(bytes(dash.lru.value))
+    assert "evict" in dash.event_log.value and "prefix hit" in dash.event_log.value
+    assert len(lru_pictures) > 3
+    assert dash.run.pool.stats.evictions > 0
+
+
+@pytest.mark.parametrize("name, word", [("parallel", "copy-on-write"), ("preempt", "preempt")])
+def test_event_log_names_copy_on_write_and_preemption(dash, name, word):
+    dash.load(name)
+    while not dash.run.done:
+        dash.step_button.click()
+    assert word in dash.event_log.value
+
+
+def test_add_request_sharing_a_prefix(dash):
+    dash.step_button.click()  # request_A: 18 tokens, K/V computed
+    dash.prefix_picker.value = "request_A"
+    dash.prompt.value = " and more"
+    dash.add_button.click()
+    seqs = dash.run.seqs
+    assert "user1" in seqs and seqs.get("user1").num_cached_tokens == 16  # A's 4 full pages
+    assert seqs.block_table("user1")[:4] == [0, 1, 2, 3]
+    assert all(dash.run.pool.ref_count(p) == 2 for p in range(4))
+    assert "prefix hit pages 0, 1, 2, 3 for user1" in dash.event_log.value
+    assert ("user1", "user1") in [(label, value) for label, value in dash.seq_picker.options]
+
+
+def test_add_request_refuses_an_empty_prompt(dash):
+    dash.prompt.value = ""
+    dash.prefix_picker.value = None
+    dash.add_button.click()
+    assert dash.run.history == [] and "needs a text" in dash.status.value
+
+
+def test_fork_and_finish(dash):
+    dash.step_button.click()
+    active = dash.run.pool.num_active_pages
+    dash.seq_picker.value = "request_A"
+    dash.fork_button.click()
+    child = "request_A.f1"
+    assert dash.run.seqs.block_table(child) == dash.run.seqs.block_table("request_A")
+    assert dash.run.pool.num_active_pages == active  # a fork takes no page
+    assert all(dash.run.pool.ref_count(p) == 2 for p in range(5))
+    dash.seq_picker.value = "request_A"
+    dash.finish_button.click()
+    assert "request_A" not in dash.run.seqs
+    assert all(dash.run.pool.ref_count(p) == 1 for p in range(5))
+    dash.seq_picker.value = child
+    dash.finish_button.click()
+    snap = dash.run.pool.snapshot()
+    assert [PageState(s) for s in snap.state[:5]] == [PageState.CACHED] * 4 + [PageState.FREE]
+    assert dash.fork_button.disabled and dash.finish_button.disabled  # no live sequence left
+
+
+def test_sliders_rebuild_the_pool(dash):
+    dash.step_button.click()
+    dash.pages_slider.value = 32
+    assert dash.run.pool.num_pages == 32 and dash.run.history == []
+    dash.page_size_slider.value = 8
+    assert dash.run.pool.page_size == 8 and dash.run.scenario.name == "walkthrough"
+    dash.step_button.click()
+    assert dash.run.seqs.block_table("request_A") == [0, 1, 2]  # 18 tokens / 8 per page
+    assert step_number(dash) == 1
+
+
+def test_scenario_done_then_step_decodes_every_live_sequence(dash):
+    dash.load("fill")
+    while not dash.run.done:
+        dash.step_button.click()
+    dash.seq_picker.value = "alpha"
+    dash.finish_button.click()  # frees pages, so everyone can grow again
+    before = {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences}
+    dash.step_button.click()
+    after = {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences}
+    assert after == {s: n + 1 for s, n in before.items()}
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="scenario must be one of"):
+        Dashboard("nope")
+    with pytest.raises(ValueError, match="num_pages"):
+        Dashboard(num_pages=0)
