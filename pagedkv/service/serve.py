@@ -21,7 +21,7 @@ HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: loopback only)")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback only)")
     parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
     parser.add_argument("--wal", metavar="PATH", help="store directory: write-ahead log, checkpoints, K/V file; "
                         "recovered on start when it exists")
@@ -47,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     engine = ServiceEngine(args.num_pages, args.page_size, args.wal, args.fsync, args.model_seed)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
+    # protocol says TCP, and without it every keep-alive response waits ~40 ms (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]

@@ -37,6 +37,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import FastAPI, Path, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
@@ -133,6 +134,12 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(_Guard, token=token.encode() if token else None)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # Field and reason only: echoing the input back could be huge, or not even JSON (inf).
+        errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
+        return JSONResponse(status_code=422, content={"error": "invalid", "detail": errors})
 
     @app.exception_handler(OutOfPagesError)
     def out_of_pages(request: Request, exc: OutOfPagesError) -> JSONResponse:
