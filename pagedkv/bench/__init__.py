@@ -19,6 +19,8 @@ BENCHMARKS = {  # name -> module
     "ops": "pagedkv.bench.ops",
     "ui": "pagedkv.bench.ui",
     "threads": "pagedkv.bench.threads",
+    "wal": "pagedkv.bench.wal",
+    "api": "pagedkv.bench.api",
 }
 
 

@@ -1,0 +1,97 @@
+"""bench api: requests/s of the HTTP service, over real HTTP on loopback.
+
+Starts `python -m pagedkv serve` in a child process (256 pages of 16; once without a
+write-ahead log, once with one under fsync "always") and drives it from client threads
+sharing one keep-alive httpx client. Request kinds, each timed on its own:
+
+- `GET /health`: the framework's floor (routing, thread pool, JSON),
+- `POST /sequences` + `DELETE`: admit and prefill a 48-byte prompt (half share a prefix), free,
+- `POST .../generate` of 1 token: one decode step of TinyLM through the paged cache,
+- `GET /metrics`: a Prometheus scrape.
+
+The clients run in this process and share its two cores with the server, so the numbers
+are a floor for what the server does, not a ceiling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import threading
+import time
+
+from . import Report
+
+HELP = "HTTP API requests/s (health, create+free, generate, metrics; with and without a WAL)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--requests", type=int, default=800, help="requests per kind and server")
+    parser.add_argument("--clients", type=int, default=8, help="client threads")
+
+
+def _drive(client, kind: str, requests: int, clients: int, seed: int) -> float:
+    """Seconds for `requests` requests of one kind, split over `clients` threads."""
+    barrier = threading.Barrier(clients + 1)
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        barrier.wait()
+        for i in range(requests // clients):
+            if kind == "health":
+                responses = [client.get("/health")]
+            elif kind == "create+free":
+                text = ("a shared system prompt, then " if i % 2 else f"{seed}-{k}-{i} unshared ") + f"{k}:{i}"
+                created = client.post("/sequences", json={"seq_id": f"b{k}-{i}", "text": text[:48]})
+                responses = [created, client.delete(f"/sequences/b{k}-{i}")]
+            elif kind == "generate":
+                responses = [client.post(f"/sequences/g{k}/generate", json={"max_new_tokens": 1})]
+            else:
+                responses = [client.get("/metrics")]
+            errors.extend(r.text[:100] for r in responses if r.status_code >= 300)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"{len(errors)} requests failed, e.g. {errors[0]}")
+    return seconds
+
+
+def run(args: argparse.Namespace) -> Report:
+    import httpx
+
+    from ..service.serve import ServerProcess
+
+    if args.quick:
+        args.requests, args.clients = 80, 4
+    rows, data = [], {}
+    store = tempfile.mkdtemp(prefix="pagedkv-bench-api-")
+    try:
+        for label, extra in (("no WAL", ()), ("WAL, fsync always", ("--wal", f"{store}/s", "--fsync", "always"))):
+            with ServerProcess("--num-pages", "256", "--page-size", "16", *extra) as server:
+                limits = httpx.Limits(max_connections=args.clients)
+                with httpx.Client(base_url=server.url, timeout=120, limits=limits) as client:
+                    for k in range(args.clients):  # the sequences the generate requests grow
+                        client.post("/sequences", json={"seq_id": f"g{k}", "text": f"sequence {k} says"})
+                    for kind in ("health", "create+free", "generate", "metrics"):
+                        seconds = _drive(client, kind, args.requests, args.clients, args.seed)
+                        done = args.requests // args.clients * args.clients * (2 if kind == "create+free" else 1)
+                        rows.append([label, kind, done, done / seconds, 1e3 * seconds / done * args.clients])
+                        data[f"{label}/{kind}"] = {"requests_per_s": done / seconds, "requests": done}
+                    assert client.get("/invariants").json() == {"ok": True}
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+    return Report(
+        title=f"bench api: {args.clients} client threads, keep-alive httpx, 256 pages of 16, loopback",
+        columns=["server", "request", "requests", "requests/s", "ms/request (per client)"],
+        rows=rows,
+        notes=["create+free counts both requests; generate decodes 1 token per request"],
+        data=data,
+    )
