@@ -19,7 +19,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from pagedkv import CacheConfig, KVCachePool, OutOfPagesError, PageState, SequenceManager, UnknownSequenceError
+from pagedkv import (
+    CacheConfig,
+    KVCachePool,
+    OutOfPagesError,
+    PageState,
+    SequenceManager,
+    UnknownSequenceError,
+)
 from pagedkv.service import DurableSequenceManager, recover
 from pagedkv.service.concurrency import CoarseLock, LockedManager, ReadWriteLock
 
@@ -36,14 +43,20 @@ def fast_thread_switching():
     sys.setswitchinterval(old)
 
 
-def _worker(locked: LockedManager, seed: int, ops: int, created: Counter, freed: Counter, errors: list) -> None:
+def _worker(
+    locked: LockedManager, seed: int, ops: int, created: Counter, freed: Counter, errors: list
+) -> None:
     rng = random.Random(seed)
     shared = [rng.randrange(4) for _ in range(8)]
     for _ in range(ops):
         seq_id, r = rng.choice(IDS), rng.random()
         try:
             if r < 0.3:
-                locked.add(seq_id, shared[: rng.randrange(9)] + [rng.randrange(4) for _ in range(rng.randrange(1, 6))])
+                locked.add(
+                    seq_id,
+                    shared[: rng.randrange(9)]
+                    + [rng.randrange(4) for _ in range(rng.randrange(1, 6))],
+                )
                 created[seq_id] += 1
             elif r < 0.6:
                 locked.append_slot(seq_id, rng.randrange(4))
@@ -65,7 +78,9 @@ def _worker(locked: LockedManager, seed: int, ops: int, created: Counter, freed:
             errors.append(repr(exc))
 
 
-def _hammer(locked: LockedManager, seed: int, threads: int = 6, ops: int = 400) -> tuple[Counter, Counter]:
+def _hammer(
+    locked: LockedManager, seed: int, threads: int = 6, ops: int = 400
+) -> tuple[Counter, Counter]:
     created, freed, errors = Counter(), Counter(), []
     workers = [
         threading.Thread(target=_worker, args=(locked, seed * 100 + i, ops, created, freed, errors))

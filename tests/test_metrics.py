@@ -57,9 +57,18 @@ def test_known_workload_gives_known_numbers():
     assert m["pagedkv_allocation_latency_seconds_sum"] > 0
     # ... and every counter equals the pool's own.
     stats = engine.pool.stats
-    assert (stats.prefix_queries, stats.prefix_hits, stats.allocations, stats.evictions, stats.cow_copies) == (
-        m["pagedkv_prefix_cache_queries_total"], m["pagedkv_prefix_cache_hits_total"],
-        m["pagedkv_page_allocations_total"], m["pagedkv_evictions_total"], m["pagedkv_cow_copies_total"],
+    assert (
+        stats.prefix_queries,
+        stats.prefix_hits,
+        stats.allocations,
+        stats.evictions,
+        stats.cow_copies,
+    ) == (
+        m["pagedkv_prefix_cache_queries_total"],
+        m["pagedkv_prefix_cache_hits_total"],
+        m["pagedkv_page_allocations_total"],
+        m["pagedkv_evictions_total"],
+        m["pagedkv_cow_copies_total"],
     )
     assert m["pagedkv_kv_cache_usage_perc"] == engine.pool.usage
     assert "pagedkv_wal_records_total" not in m  # no write-ahead log
@@ -71,13 +80,18 @@ def test_every_metric_is_named_pagedkv_and_registries_are_separate():
     assert first.metrics.registry is not second.metrics.registry
     one, two = scrape(first.metrics), scrape(second.metrics)
     assert all(name.startswith("pagedkv_") for name in one)
-    assert one["pagedkv_prefix_cache_queries_total"] == 5 and two["pagedkv_prefix_cache_queries_total"] == 0
+    assert (
+        one["pagedkv_prefix_cache_queries_total"] == 5
+        and two["pagedkv_prefix_cache_queries_total"] == 0
+    )
 
 
 def test_requests_waiting_for_the_lock_are_counted():
     engine = ServiceEngine(num_pages=8, page_size=4)
     with engine.locked.exclusive():  # this thread holds the service lock ...
-        blocked = [threading.Thread(target=engine.create, args=(list(b"abc"), f"w{i}")) for i in range(3)]
+        blocked = [
+            threading.Thread(target=engine.create, args=(list(b"abc"), f"w{i}")) for i in range(3)
+        ]
         for t in blocked:
             t.start()
         while engine.metrics.num_waiting < 3:

@@ -59,8 +59,13 @@ def test_full_lifecycle(client):
     assert life["seq_id"] == "life" and life["num_tokens"] == 16 and len(life["block_table"]) == 4
     assert life["num_cached_tokens"] == 0 and life["num_computed_tokens"] == 16
     # A second prompt sharing the first three pages hits them (never the page of its last token).
-    r = client.post("/sequences", json={"seq_id": "life2", "token_ids": MODEL.encode(prompt[:12] + "xyz")})
-    assert r.json()["num_cached_tokens"] == 12 and r.json()["block_table"][:3] == life["block_table"][:3]
+    r = client.post(
+        "/sequences", json={"seq_id": "life2", "token_ids": MODEL.encode(prompt[:12] + "xyz")}
+    )
+    assert (
+        r.json()["num_cached_tokens"] == 12
+        and r.json()["block_table"][:3] == life["block_table"][:3]
+    )
     # Generation through the paged cache equals dense recomputation, token for token.
     r = client.post("/sequences/life/generate", json={"max_new_tokens": 6})
     assert r.status_code == 200
@@ -70,11 +75,16 @@ def test_full_lifecycle(client):
     assert r.json()["num_tokens"] == 16 + 6 + 5
     context = r.json()["token_ids"]
     r = client.post("/sequences/life/fork", json={"child_id": "kid"})
-    assert r.status_code == 201 and r.json()["block_table"] == client.get("/sequences/life").json()["block_table"]
+    assert (
+        r.status_code == 201
+        and r.json()["block_table"] == client.get("/sequences/life").json()["block_table"]
+    )
     r = client.post("/sequences/kid/generate", json={"max_new_tokens": 3})
     assert r.json()["new_token_ids"] == MODEL.generate_reference(context, 3)
     kid_table = r.json()["block_table"]
-    assert kid_table[-2] != client.get("/sequences/life").json()["block_table"][-1]  # copied on write
+    assert (
+        kid_table[-2] != client.get("/sequences/life").json()["block_table"][-1]
+    )  # copied on write
     snap = client.get("/snapshot").json()
     consistent(snap)
     assert snap["stats"]["cow_copies"] == 1 and ["life", "life2", "kid"] == [
@@ -119,22 +129,37 @@ def test_out_of_pages_is_507_and_changes_nothing(client):
 
 
 def test_body_limit(client):
-    r = client.post("/sequences", content=b"[" + b"1," * 200_000 + b"1]", headers={"content-type": "application/json"})
+    r = client.post(
+        "/sequences",
+        content=b"[" + b"1," * 200_000 + b"1]",
+        headers={"content-type": "application/json"},
+    )
     assert r.status_code == 413
 
 
 # ---- bad input, fuzzed: always 4xx naming the field, never 5xx, nothing changed ------------
 
 JUNK = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=5),
-    st.lists(st.integers(-5, 300), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.lists(st.integers(-5, 300), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
 )
 BAD_TOKEN_LISTS = st.one_of(
-    st.just([]), st.lists(st.integers(256, 2**40), min_size=1, max_size=3),
-    st.lists(st.integers(-(2**40), -1), min_size=1, max_size=3), st.just([1.0]), st.just(["a"]), st.just([True]),
+    st.just([]),
+    st.lists(st.integers(256, 2**40), min_size=1, max_size=3),
+    st.lists(st.integers(-(2**40), -1), min_size=1, max_size=3),
+    st.just([1.0]),
+    st.just(["a"]),
+    st.just([True]),
     st.just([1] * 2049),
 )
-BAD_IDS = st.one_of(st.just(""), st.just("-lead"), st.just("x" * 65), st.just("sp ace"), st.just("é"), st.integers())
+BAD_IDS = st.one_of(
+    st.just(""), st.just("-lead"), st.just("x" * 65), st.just("sp ace"), st.just("é"), st.integers()
+)
 
 
 def _not(valid: type, strategy):
@@ -143,23 +168,113 @@ def _not(valid: type, strategy):
 
 BAD_REQUESTS = st.one_of(
     # (method, path, body, the field the answer must name)
-    st.tuples(st.just("POST"), st.just("/sequences"), st.fixed_dictionaries({"token_ids": BAD_TOKEN_LISTS}), st.just("token_ids")),
-    st.tuples(st.just("POST"), st.just("/sequences"), st.fixed_dictionaries({"text": st.one_of(st.just(""), st.just("é" * 1025), _not(str, JUNK))}), st.just("text")),
-    st.tuples(st.just("POST"), st.just("/sequences"), st.fixed_dictionaries({"text": st.just("ok"), "seq_id": BAD_IDS}), st.just("seq_id")),
-    st.tuples(st.just("POST"), st.just("/sequences"), st.fixed_dictionaries({"text": st.just("ok"), "extra_key": st.one_of(st.just("k" * 65), _not(str, JUNK).filter(lambda v: v is not None))}), st.just("extra_key")),
-    st.tuples(st.just("POST"), st.just("/sequences"), st.just({"text": "a", "token_ids": [1]}), st.just("text or token_ids")),
-    st.tuples(st.just("POST"), st.just("/sequences"), st.fixed_dictionaries({"text": st.just("ok"), "surprise": JUNK}), st.just("surprise")),
-    st.tuples(st.just("POST"), st.just("/sequences/fz/generate"), st.fixed_dictionaries({"max_new_tokens": st.one_of(st.integers(257, 2**40), st.integers(-5, 0), _not(int, JUNK))}), st.just("max_new_tokens")),
-    st.tuples(st.just("POST"), st.just("/sequences/fz/generate"), st.fixed_dictionaries({"temperature": st.one_of(st.floats(10.001, 1e300), st.floats(max_value=-1e-9), st.just("hot"))}), st.just("temperature")),
-    st.tuples(st.just("POST"), st.just("/sequences/fz/generate"), st.fixed_dictionaries({"seed": st.one_of(st.integers(2**32, 2**70), st.integers(max_value=-1))}), st.just("seed")),
-    st.tuples(st.just("POST"), st.just("/sequences/fz/append"), st.fixed_dictionaries({"token_ids": BAD_TOKEN_LISTS}), st.just("token_ids")),
-    st.tuples(st.just("POST"), st.just("/sequences/fz/fork"), st.fixed_dictionaries({"child_id": BAD_IDS}), st.just("child_id")),
-    st.tuples(st.sampled_from(["GET", "DELETE"]), st.sampled_from(["/sequences/-x", "/sequences/" + "y" * 65, "/sequences/a b"]), st.none(), st.just("seq_id")),
-    st.tuples(st.just("POST"), st.just("/sequences"), st.binary(max_size=20).map(lambda b: b"\xff{" + b), st.just("body")),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences"),
+        st.fixed_dictionaries({"token_ids": BAD_TOKEN_LISTS}),
+        st.just("token_ids"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences"),
+        st.fixed_dictionaries(
+            {"text": st.one_of(st.just(""), st.just("é" * 1025), _not(str, JUNK))}
+        ),
+        st.just("text"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences"),
+        st.fixed_dictionaries({"text": st.just("ok"), "seq_id": BAD_IDS}),
+        st.just("seq_id"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences"),
+        st.fixed_dictionaries(
+            {
+                "text": st.just("ok"),
+                "extra_key": st.one_of(
+                    st.just("k" * 65), _not(str, JUNK).filter(lambda v: v is not None)
+                ),
+            }
+        ),
+        st.just("extra_key"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences"),
+        st.just({"text": "a", "token_ids": [1]}),
+        st.just("text or token_ids"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences"),
+        st.fixed_dictionaries({"text": st.just("ok"), "surprise": JUNK}),
+        st.just("surprise"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences/fz/generate"),
+        st.fixed_dictionaries(
+            {
+                "max_new_tokens": st.one_of(
+                    st.integers(257, 2**40), st.integers(-5, 0), _not(int, JUNK)
+                )
+            }
+        ),
+        st.just("max_new_tokens"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences/fz/generate"),
+        st.fixed_dictionaries(
+            {
+                "temperature": st.one_of(
+                    st.floats(10.001, 1e300), st.floats(max_value=-1e-9), st.just("hot")
+                )
+            }
+        ),
+        st.just("temperature"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences/fz/generate"),
+        st.fixed_dictionaries(
+            {"seed": st.one_of(st.integers(2**32, 2**70), st.integers(max_value=-1))}
+        ),
+        st.just("seed"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences/fz/append"),
+        st.fixed_dictionaries({"token_ids": BAD_TOKEN_LISTS}),
+        st.just("token_ids"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences/fz/fork"),
+        st.fixed_dictionaries({"child_id": BAD_IDS}),
+        st.just("child_id"),
+    ),
+    st.tuples(
+        st.sampled_from(["GET", "DELETE"]),
+        st.sampled_from(["/sequences/-x", "/sequences/" + "y" * 65, "/sequences/a b"]),
+        st.none(),
+        st.just("seq_id"),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.just("/sequences"),
+        st.binary(max_size=20).map(lambda b: b"\xff{" + b),
+        st.just("body"),
+    ),
 )
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(request=BAD_REQUESTS)
 def test_bad_input_is_4xx_names_the_field_and_changes_nothing(client, request):
     method, path, body, field = request
@@ -180,7 +295,9 @@ def test_bad_input_is_4xx_names_the_field_and_changes_nothing(client, request):
 def test_32_clients_x_50_requests_leave_a_consistent_pool(server):
     live_by_client: list[set] = [set() for _ in range(32)]
     failures: list = []
-    c = httpx.Client(base_url=server.url, timeout=120, limits=httpx.Limits(max_connections=32))  # shared
+    c = httpx.Client(
+        base_url=server.url, timeout=120, limits=httpx.Limits(max_connections=32)
+    )  # shared
 
     def run(k: int) -> None:
         rng = np.random.default_rng(k)
@@ -196,7 +313,9 @@ def test_32_clients_x_50_requests_leave_a_consistent_pool(server):
                         live.add(seq_id)
                     expect = (201, 507)
                 elif r < 0.55:
-                    res = c.post(f"/sequences/{sorted(live)[0]}/generate", json={"max_new_tokens": 1})
+                    res = c.post(
+                        f"/sequences/{sorted(live)[0]}/generate", json={"max_new_tokens": 1}
+                    )
                     expect = (200, 507)
                 elif r < 0.65:
                     child = f"c{k}-{i}-f"
@@ -238,7 +357,14 @@ def test_32_clients_x_50_requests_leave_a_consistent_pool(server):
 def test_bearer_token_guards_every_endpoint():
     with ServerProcess("--num-pages", "16", token="s3cret") as server:
         with httpx.Client(base_url=server.url) as c:
-            for path in ("/health", "/snapshot", "/metrics", "/docs", "/openapi.json", "/no-such-page"):
+            for path in (
+                "/health",
+                "/snapshot",
+                "/metrics",
+                "/docs",
+                "/openapi.json",
+                "/no-such-page",
+            ):
                 r = c.get(path)
                 assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
                 assert c.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401
@@ -259,7 +385,7 @@ def test_without_a_token_no_header_is_needed_and_loopback_is_the_default(server,
 def test_restart_with_wal_recovers_the_state(tmp_path):
     store = str(tmp_path / "store")
     args = ("--num-pages", "32", "--page-size", "4", "--wal", store, "--fsync", "batch 4")
-    with ServerProcess(*args) as server:
+    with ServerProcess(*args, via_cli=True) as server:  # the real `python -m pagedkv serve`
         with httpx.Client(base_url=server.url) as c:
             c.post("/sequences", json={"seq_id": "keep", "text": "durable pages"})
             c.post("/sequences/keep/generate", json={"max_new_tokens": 4})
@@ -296,7 +422,9 @@ def test_serve_is_listed_binds_loopback_and_demo_does_not_import_fastapi():
         "with contextlib.redirect_stdout(io.StringIO()): main(['demo'])\n"
         "print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
     from pagedkv.cli import build_parser
 

@@ -22,21 +22,37 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedkv import CacheConfig, KVCachePool, PageState, SequenceManager
-from pagedkv.service import DurableSequenceManager, FsyncPolicy, WALCorruptionError, open_store, read_log, recover
+from pagedkv.model import TinyLM
+from pagedkv.service import (
+    DurableSequenceManager,
+    FsyncPolicy,
+    WALCorruptionError,
+    open_store,
+    read_log,
+    recover,
+)
 from pagedkv.service.wal import MAGIC, WriteAheadLog, encode_record
 from pagedkv.service.workload import reference, run_in_subprocess, run_workload, workload_config
-from pagedkv.model import TinyLM
 
 
 def _sequences(manager: SequenceManager) -> dict:
     return {
-        sid: (s.token_ids, s.block_table, s.num_prompt_tokens, s.num_cached_tokens,
-              s.num_computed_tokens, s.extra_key, s.parent)
+        sid: (
+            s.token_ids,
+            s.block_table,
+            s.num_prompt_tokens,
+            s.num_cached_tokens,
+            s.num_computed_tokens,
+            s.extra_key,
+            s.parent,
+        )
         for sid, s in manager.sequences.items()
     }
 
 
-def assert_same_state(recovered: SequenceManager, expected: SequenceManager, kv: bool = True) -> None:
+def assert_same_state(
+    recovered: SequenceManager, expected: SequenceManager, kv: bool = True
+) -> None:
     recovered.pool.check_invariants()
     assert recovered.pool.snapshot() == expected.pool.snapshot()
     assert _sequences(recovered) == _sequences(expected)
@@ -47,8 +63,13 @@ def assert_same_state(recovered: SequenceManager, expected: SequenceManager, kv:
     for seq in expected.sequences.values():  # K/V of every computed token
         for pos in range(seq.num_computed_tokens):
             page, offset = seq.block_table[pos // size], pos % size
-            assert np.array_equal(got[:, :, page, offset], want[:, :, page, offset]), (seq.seq_id, pos)
-    cached = [p for p in range(expected.pool.num_pages) if expected.pool.page(p).state is PageState.CACHED]
+            assert np.array_equal(got[:, :, page, offset], want[:, :, page, offset]), (
+                seq.seq_id,
+                pos,
+            )
+    cached = [
+        p for p in range(expected.pool.num_pages) if expected.pool.page(p).state is PageState.CACHED
+    ]
     assert np.array_equal(got[:, :, cached], want[:, :, cached])
 
 
@@ -105,18 +126,31 @@ OPS = st.lists(
 
 
 def _call(target, op: tuple):
-    method = getattr(target.pool if op[0] == "reset_prefix_cache" and not isinstance(target, DurableSequenceManager) else target, op[0])
+    method = getattr(
+        target.pool
+        if op[0] == "reset_prefix_cache" and not isinstance(target, DurableSequenceManager)
+        else target,
+        op[0],
+    )
     try:
         return ("ok", method(*op[1:]))
     except Exception as exc:  # the exception type is part of the behaviour compared
         return ("raised", type(exc))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS, caching=st.booleans())
 def test_durable_manager_matches_plain_and_logs_only_successes(tmp_path_factory, ops, caching):
-    config = CacheConfig(num_pages=8, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2,
-                         enable_prefix_caching=caching)
+    config = CacheConfig(
+        num_pages=8,
+        page_size=2,
+        num_layers=1,
+        num_kv_heads=1,
+        head_dim=2,
+        enable_prefix_caching=caching,
+    )
     directory = tmp_path_factory.mktemp("store")
     plain = SequenceManager(KVCachePool(config))
     durable = DurableSequenceManager.create(directory, config, "never")
@@ -142,8 +176,18 @@ def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
     fsync = ["never", "batch 8", "always"][seed % 3]
     checkpoint_every = [0, 25][seed % 2]
     directory = tmp_path / "store"
-    cmd = [sys.executable, "-m", "pagedkv.service.workload", str(directory), "--seed", str(seed),
-           "--fsync", fsync, "--checkpoint-every", str(checkpoint_every)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pagedkv.service.workload",
+        str(directory),
+        "--seed",
+        str(seed),
+        "--fsync",
+        fsync,
+        "--checkpoint-every",
+        str(checkpoint_every),
+    ]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert child.stdout.readline().strip() == "ready"
     time.sleep(float(rng.uniform(0.1, 0.5)))
@@ -159,12 +203,25 @@ def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
 
 @pytest.mark.parametrize("die_at, torn_bytes", [(40, 1), (97, 11), (150, 23)])
 def test_a_record_torn_by_the_crash_is_dropped(tmp_path, die_at, torn_bytes):
-    assert run_in_subprocess(tmp_path / "s", 5, "--die-at", str(die_at), "--torn-bytes", str(torn_bytes),
-                             "--checkpoint-every", "30") == -signal.SIGKILL
+    assert (
+        run_in_subprocess(
+            tmp_path / "s",
+            5,
+            "--die-at",
+            str(die_at),
+            "--torn-bytes",
+            str(torn_bytes),
+            "--checkpoint-every",
+            "30",
+        )
+        == -signal.SIGKILL
+    )
     manager = recover(tmp_path / "s")
     assert manager.last_seq == die_at - 1
     assert manager.recovery["torn_bytes"] == torn_bytes
-    assert (manager.recovery["checkpoint_seq"] > 0) == (die_at > 40)  # replay starts at a checkpoint
+    assert (manager.recovery["checkpoint_seq"] > 0) == (
+        die_at > 40
+    )  # replay starts at a checkpoint
     assert_same_state(manager, reference(5, die_at - 1))
     # Recovery cut the torn bytes off, so the log continues cleanly.
     model = TinyLM(seed=0)
@@ -342,7 +399,10 @@ def test_one_opener_at_a_time_and_config_must_match(tmp_path):
         DurableSequenceManager.create(tmp_path / "s", config)
     first.close()
     with pytest.raises(ValueError, match="num_pages"):
-        open_store(tmp_path / "s", CacheConfig(num_pages=16, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2))
+        open_store(
+            tmp_path / "s",
+            CacheConfig(num_pages=16, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2),
+        )
     with pytest.raises(FileNotFoundError):
         recover(tmp_path / "nothing")
     recover(tmp_path / "s").close()  # the failed open released the lock
@@ -367,5 +427,7 @@ def test_a_copy_on_write_cut_off_by_the_crash_is_redone(tmp_path):
     del kv
     recovered = recover(tmp_path / "s")
     assert_same_state(recovered, plain)
-    assert np.array_equal(recovered.pool.kv_cache[:, :, dst, :2], plain.pool.kv_cache[:, :, src, :2])
+    assert np.array_equal(
+        recovered.pool.kv_cache[:, :, dst, :2], plain.pool.kv_cache[:, :, src, :2]
+    )
     recovered.close()

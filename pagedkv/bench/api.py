@@ -42,7 +42,9 @@ def _drive(client, kind: str, requests: int, clients: int, seed: int) -> float:
             if kind == "health":
                 responses = [client.get("/health")]
             elif kind == "create+free":
-                text = ("a shared system prompt, then " if i % 2 else f"{seed}-{k}-{i} unshared ") + f"{k}:{i}"
+                text = (
+                    "a shared system prompt, then " if i % 2 else f"{seed}-{k}-{i} unshared "
+                ) + f"{k}:{i}"
                 created = client.post("/sequences", json={"seq_id": f"b{k}-{i}", "text": text[:48]})
                 responses = [created, client.delete(f"/sequences/b{k}-{i}")]
             elif kind == "generate":
@@ -74,22 +76,39 @@ def run(args: argparse.Namespace) -> Report:
     rows, data = [], {}
     store = tempfile.mkdtemp(prefix="pagedkv-bench-api-")
     try:
-        for label, extra in (("no WAL", ()), ("WAL, fsync always", ("--wal", f"{store}/s", "--fsync", "always"))):
+        for label, extra in (
+            ("no WAL", ()),
+            ("WAL, fsync always", ("--wal", f"{store}/s", "--fsync", "always")),
+        ):
             with ServerProcess("--num-pages", "256", "--page-size", "16", *extra) as server:
                 limits = httpx.Limits(max_connections=args.clients)
                 with httpx.Client(base_url=server.url, timeout=120, limits=limits) as client:
                     for k in range(args.clients):  # the sequences the generate requests grow
-                        client.post("/sequences", json={"seq_id": f"g{k}", "text": f"sequence {k} says"})
+                        client.post(
+                            "/sequences", json={"seq_id": f"g{k}", "text": f"sequence {k} says"}
+                        )
                     for kind in ("health", "create+free", "generate", "metrics"):
                         seconds = _drive(client, kind, args.requests, args.clients, args.seed)
-                        done = args.requests // args.clients * args.clients * (2 if kind == "create+free" else 1)
-                        rows.append([label, kind, done, done / seconds, 1e3 * seconds / done * args.clients])
-                        data[f"{label}/{kind}"] = {"requests_per_s": done / seconds, "requests": done}
+                        done = (
+                            args.requests
+                            // args.clients
+                            * args.clients
+                            * (2 if kind == "create+free" else 1)
+                        )
+                        rows.append(
+                            [label, kind, done, done / seconds, 1e3 * seconds / done * args.clients]
+                        )
+                        data[f"{label}/{kind}"] = {
+                            "requests_per_s": done / seconds,
+                            "requests": done,
+                        }
                     assert client.get("/invariants").json() == {"ok": True}
     finally:
         shutil.rmtree(store, ignore_errors=True)
     return Report(
-        title=f"bench api: {args.clients} client threads, keep-alive httpx, 256 pages of 16, loopback",
+        title=(
+            f"bench api: {args.clients} client threads, keep-alive httpx, 256 pages of 16, loopback"
+        ),
         columns=["server", "request", "requests", "requests/s", "ms/request (per client)"],
         rows=rows,
         notes=["create+free counts both requests; generate decodes 1 token per request"],

@@ -23,7 +23,8 @@ from pathlib import Path
 from ..config import CacheConfig
 from ..pool import KVCachePool
 from ..sequence import SequenceManager
-from ..service.durable import DurableSequenceManager, recover
+from ..service.durable import DurableSequenceManager
+from ..service.recovery import recover
 from . import Report
 
 HELP = "write-ahead log cost per operation by fsync policy, and recovery speed"
@@ -31,7 +32,9 @@ POLICIES = ("never", "batch 64", "batch 8", "always")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sequences", type=int, default=300, help="sequences admitted, grown and freed")
+    parser.add_argument(
+        "--sequences", type=int, default=300, help="sequences admitted, grown and freed"
+    )
     parser.add_argument("--dir", default=None, help="where to put the temporary stores")
 
 
@@ -73,9 +76,23 @@ def run(args: argparse.Namespace) -> Report:
             seconds = time.perf_counter() - start
             fsyncs, records = manager.log.fsyncs, manager.last_seq
             manager.close()
-            rows.append([f"fsync {policy}", ops, ops / seconds, 1e6 * seconds / ops, seconds / memory, fsyncs])
-            data[policy] = {"ops_per_s": ops / seconds, "us_per_op": 1e6 * seconds / ops, "fsyncs": fsyncs,
-                            "records": records, "slowdown": seconds / memory}
+            rows.append(
+                [
+                    f"fsync {policy}",
+                    ops,
+                    ops / seconds,
+                    1e6 * seconds / ops,
+                    seconds / memory,
+                    fsyncs,
+                ]
+            )
+            data[policy] = {
+                "ops_per_s": ops / seconds,
+                "us_per_op": 1e6 * seconds / ops,
+                "fsyncs": fsyncs,
+                "records": records,
+                "slowdown": seconds / memory,
+            }
         start = time.perf_counter()
         recovered = recover(root / "never")
         replay = time.perf_counter() - start
@@ -84,20 +101,28 @@ def run(args: argparse.Namespace) -> Report:
         start = time.perf_counter()
         recover(root / "never").close()
         load = time.perf_counter() - start
-        data["recovery"] = {"records": records, "replay_s": replay, "records_per_s": records / replay,
-                            "checkpoint_load_s": load}
+        data["recovery"] = {
+            "records": records,
+            "replay_s": replay,
+            "records_per_s": records / replay,
+            "checkpoint_load_s": load,
+        }
     finally:
         shutil.rmtree(root, ignore_errors=True)
     always, never = data["always"], data["never"]
     return Report(
-        title=(f"bench wal: {args.sequences} sequences x (add 64 tokens + 8 appends + free), "
-               f"{ops} operations, pages of 16, one record per operation"),
+        title=(
+            f"bench wal: {args.sequences} sequences x (add 64 tokens + 8 appends + free), "
+            f"{ops} operations, pages of 16, one record per operation"
+        ),
         columns=["mode", "ops", "ops/s", "us/op", "vs memory", "fsyncs"],
         rows=rows,
         notes=[
-            f"fsync always costs {always['us_per_op'] - never['us_per_op']:.0f} us more per operation than "
+            f"fsync always costs {always['us_per_op'] - never['us_per_op']:.0f} us more per "
+            "operation than "
             f"never ({always['ops_per_s'] / never['ops_per_s']:.3f}x the throughput)",
-            f"recovery replays {records:,} records in {replay:.2f} s ({records / replay:,.0f} records/s); "
+            f"recovery replays {records:,} records in {replay:.2f} s "
+            f"({records / replay:,.0f} records/s); "
             f"from a checkpoint of the same state: {load:.3f} s",
         ],
         data=data,

@@ -5,10 +5,16 @@ numpy; `metrics`, `engine` and `server` need the `serve` extra (prometheus_clien
 uvicorn) and are imported by name: `from pagedkv.service.server import create_app`.
 """
 
-from .durable import DurableSequenceManager, open_store, recover
+from .durable import DurableSequenceManager
+from .recovery import open_store, recover
 from .wal import FsyncPolicy, WALCorruptionError, WriteAheadLog, read_log
 
 __all__ = [
-    "DurableSequenceManager", "FsyncPolicy", "WALCorruptionError", "WriteAheadLog", "open_store",
-    "read_log", "recover",
+    "DurableSequenceManager",
+    "FsyncPolicy",
+    "WALCorruptionError",
+    "WriteAheadLog",
+    "open_store",
+    "read_log",
+    "recover",
 ]

@@ -96,7 +96,15 @@ def restore_state(manager: SequenceManager, state: dict) -> None:
     sequences: dict[Hashable, Sequence] = {}
     for seq_id, tokens, table, prompt, cached, computed, key, parent in state["sequences"]:
         sequences[seq_id] = Sequence(
-            seq_id, tokens, table, prompt, cached, computed, key_from_json(key), parent, manager.page_size
+            seq_id,
+            tokens,
+            table,
+            prompt,
+            cached,
+            computed,
+            key_from_json(key),
+            parent,
+            manager.page_size,
         )
     manager.sequences.update(sequences)
     manager.cow_log[:] = [(src, dst) for src, dst in state["cow_log"]]

@@ -110,7 +110,9 @@ class ReadWriteLock:
 class LockedManager:
     """A SequenceManager (plain or durable) and its pool, safe to call from many threads."""
 
-    def __init__(self, manager: SequenceManager, lock: CoarseLock | ReadWriteLock | None = None) -> None:
+    def __init__(
+        self, manager: SequenceManager, lock: CoarseLock | ReadWriteLock | None = None
+    ) -> None:
         if not isinstance(manager, SequenceManager):
             raise TypeError(f"manager must be a SequenceManager, got {type(manager).__name__}")
         self._manager = manager

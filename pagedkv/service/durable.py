@@ -1,4 +1,4 @@
-"""A SequenceManager that survives crashes: log first, then act; `recover` rebuilds it.
+"""A SequenceManager that survives crashes: validate, plan, log, then act.
 
 `DurableSequenceManager` is a `SequenceManager` whose every state change — `add`,
 `append_slot`, `fork`, `free`, `set_computed`, `reset_prefix_cache` — goes through four
@@ -6,7 +6,8 @@ steps: validate the arguments (the manager's own checks, so errors are the same)
 the effects (which pages the prefix lookup hits, which FREE pages are taken, which CACHED
 pages are evicted, which page a copy-on-write fills), append one record holding the call
 and its effects to the write-ahead log (wal.py), and only then apply it. A failed call
-logs nothing. The K/V store is a file-backed `np.memmap`, so K/V survive with the log.
+logs nothing. The K/V store is a file-backed `np.memmap`, so K/V survive with the log;
+`recover` (recovery.py) rebuilds the manager from them.
 
 The record must come first because of K/V, not bookkeeping: a copy-on-write overwrites
 the K/V of a page that, in the state on disk, may still be a CACHED prefix. Were the copy
@@ -20,18 +21,6 @@ A directory holds one durable manager:
     wal.log          records since the last checkpoint
     checkpoint.bin   state at some record seq (checkpoint.py), absent before the first
     lock             flock()ed while a process has the store open
-
-`recover(path)` loads the checkpoint, replays the intact records in order through the same
-validate-plan-log-apply path (the "log" then checks that each replayed record equals the
-stored one: the log and the code agree on every page, or recovery stops), drops a torn
-final record, and returns a manager in the exact state after the last durable record:
-block tables, ref counts, page states, prefix index, LRU order, counters, clock,
-copy-on-write record, and — in kv.bin — the K/V of every computed token.
-
-Replay runs on a private copy-on-write view of kv.bin: a logged copy-on-write cannot be
-replayed against the file, because the source page may since have been reused. Only the
-last record's copy may be missing from the file (the crash came between record and copy),
-and that one is redone.
 
 With fsync "always", K/V are flushed (msync) before a record that vouches for them (a
 `set_computed`, or the record after a copy-on-write), so the guarantees hold across power
@@ -59,8 +48,8 @@ from ..hashing import block_hashes
 from ..page import PageState
 from ..pool import KVCachePool
 from ..sequence import SequenceManager, _check_seq_id, _check_token, _check_tokens
-from .checkpoint import export_state, key_from_json, key_to_json, read_checkpoint, restore_state, write_checkpoint
-from .wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, atomic_write, fsync_dir, read_log
+from .checkpoint import export_state, key_to_json, write_checkpoint
+from .wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
 
 CONFIG, KV, LOG, CHECKPOINT, LOCK = "config.json", "kv.bin", "wal.log", "checkpoint.bin", "lock"
 
@@ -71,7 +60,7 @@ class DurableSequenceManager(SequenceManager):
     def __init__(
         self,
         pool: KVCachePool,
-        log: WriteAheadLog | _Replay,
+        log: WriteAheadLog,
         directory: Path | None = None,
         lock_fd: int = -1,
     ) -> None:
@@ -84,13 +73,15 @@ class DurableSequenceManager(SequenceManager):
         self._kv_dirty = False  # a copy-on-write wrote K/V not yet flushed
 
     @classmethod
-    def create(cls, path: Path | str, config: CacheConfig, fsync: FsyncPolicy | str = "always") -> DurableSequenceManager:
+    def create(
+        cls, path: Path | str, config: CacheConfig, fsync: FsyncPolicy | str = "always"
+    ) -> DurableSequenceManager:
         """Start a new store in directory `path` (refuses one that already holds a store)."""
         directory = Path(path)
         directory.mkdir(parents=True, exist_ok=True)
         if (directory / CONFIG).exists():
             raise FileExistsError(f"{directory} already holds a pagedkv store; use recover()")
-        lock_fd = _lock(directory)
+        lock_fd = lock_store(directory)
         try:
             kv = np.memmap(directory / KV, dtype=config.dtype, mode="w+", shape=config.kv_shape)
             kv.flush()
@@ -118,9 +109,14 @@ class DurableSequenceManager(SequenceManager):
         hits: list[int] = []
         if pool.config.enable_prefix_caching:
             # The same walk as SequenceManager.add: stop at the first miss; never the last page.
-            for i, digest in enumerate(block_hashes(tokens, size, extra_key)[: (len(tokens) - 1) // size]):
+            for i, digest in enumerate(
+                block_hashes(tokens, size, extra_key)[: (len(tokens) - 1) // size]
+            ):
                 page_id = pool.lookup(digest)
-                if page_id is None or pool.page(page_id).token_ids != tokens[i * size : (i + 1) * size]:
+                if (
+                    page_id is None
+                    or pool.page(page_id).token_ids != tokens[i * size : (i + 1) * size]
+                ):
                     break
                 hits.append(page_id)
         else:
@@ -128,8 +124,16 @@ class DurableSequenceManager(SequenceManager):
         revived = [p for p in hits if pool.page(p).state is PageState.CACHED]
         free, evict = pool.peek_allocation(-(-len(tokens) // size) - len(hits), revived)
         self._log(
-            {"op": "add", "seq_id": seq_id, "tokens": tokens, "extra_key": key_to_json(extra_key),
-             "hits": hits, "alloc": free + evict, "evict": evict, "clock": pool.clock + 1}
+            {
+                "op": "add",
+                "seq_id": seq_id,
+                "tokens": tokens,
+                "extra_key": key_to_json(extra_key),
+                "hits": hits,
+                "alloc": free + evict,
+                "evict": evict,
+                "clock": pool.clock + 1,
+            }
         )
         num_cached = super().add(seq_id, tokens, extra_key)
         self._verify(self.sequences[seq_id].block_table == hits + free + evict, "add", seq_id)
@@ -142,14 +146,23 @@ class DurableSequenceManager(SequenceManager):
         alloc = free + evict
         cow = [seq.block_table[-1], alloc[0]] if alloc and seq.num_tokens % self.page_size else None
         self._log(
-            {"op": "append", "seq_id": seq_id, "token": token_id, "alloc": alloc, "evict": evict,
-             "cow": cow, "clock": self.pool.clock + 1}
+            {
+                "op": "append",
+                "seq_id": seq_id,
+                "token": token_id,
+                "alloc": alloc,
+                "evict": evict,
+                "cow": cow,
+                "clock": self.pool.clock + 1,
+            }
         )
         slot = super().append_slot(seq_id, token_id)
         if cow:
             self._kv_dirty = True
             self._verify(self.cow_log[-1] == tuple(cow), "append", seq_id)
-        self._verify(not alloc or self.sequences[seq_id].block_table[-1] == alloc[0], "append", seq_id)
+        self._verify(
+            not alloc or self.sequences[seq_id].block_table[-1] == alloc[0], "append", seq_id
+        )
         return slot
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
@@ -157,7 +170,9 @@ class DurableSequenceManager(SequenceManager):
         _check_seq_id("child_id", child_id)
         if child_id in self.sequences:
             raise ValueError(f"child_id {child_id!r} is already a live sequence")
-        self._log({"op": "fork", "parent": parent_id, "child": child_id, "clock": self.pool.clock + 1})
+        self._log(
+            {"op": "fork", "parent": parent_id, "child": child_id, "clock": self.pool.clock + 1}
+        )
         super().fork(parent_id, child_id)
 
     def free(self, seq_id: Hashable) -> None:
@@ -168,10 +183,17 @@ class DurableSequenceManager(SequenceManager):
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
         seq = self.get(seq_id)
         n = num_computed_tokens
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 0 <= n <= seq.num_tokens:
+        if (
+            isinstance(n, bool)
+            or not isinstance(n, (int, np.integer))
+            or not 0 <= n <= seq.num_tokens
+        ):
             return super().set_computed(seq_id, n)  # raises the manager's own error, logs nothing
         # The K/V this record vouches for were written just before (TinyLM.forward).
-        self._log({"op": "computed", "seq_id": seq_id, "n": int(n), "clock": self.pool.clock}, kv_written=True)
+        self._log(
+            {"op": "computed", "seq_id": seq_id, "n": int(n), "clock": self.pool.clock},
+            kv_written=True,
+        )
         super().set_computed(seq_id, n)
 
     def reset_prefix_cache(self) -> bool:
@@ -217,118 +239,9 @@ class DurableSequenceManager(SequenceManager):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _apply(self, record: Record) -> None:
-        """Replay one record through the operation it describes (recovery only)."""
-        p = record.payload
-        op = p.get("op")
-        if op == "add":
-            self.add(p["seq_id"], p["tokens"], key_from_json(p["extra_key"]))
-        elif op == "append":
-            self.append_slot(p["seq_id"], p["token"])
-        elif op == "fork":
-            self.fork(p["parent"], p["child"])
-        elif op == "free":
-            self.free(p["seq_id"])
-        elif op == "computed":
-            self.set_computed(p["seq_id"], p["n"])
-        elif op == "reset":
-            self.reset_prefix_cache()
-        else:
-            raise ValueError(f"unknown operation {op!r}")
 
-
-class _Replay:
-    """Stands in for the log during recovery: each replayed operation must produce exactly
-    the record the log holds."""
-
-    policy = FsyncPolicy("never")
-
-    def __init__(self, path: Path, last_seq: int) -> None:
-        self.path, self.last_seq, self.expected = path, last_seq, None
-
-    def append(self, payload: dict) -> int:
-        record = self.expected
-        if payload != record.payload:
-            raise WALCorruptionError(
-                self.path, record.offset, f"replaying record {record.seq} gives {payload}, the log holds {record.payload}"
-            )
-        self.last_seq = record.seq
-        return record.seq
-
-    def sync(self) -> None:
-        pass
-
-
-def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSequenceManager:
-    """Rebuild the manager stored in directory `path` as of its last durable record.
-
-    Raises WALCorruptionError (naming the file and byte offset) for damage with data after
-    it, FileNotFoundError when `path` holds no store."""
-    directory = Path(path)
-    if not (directory / CONFIG).exists():
-        raise FileNotFoundError(f"{directory} holds no pagedkv store (no {CONFIG})")
-    lock_fd = _lock(directory)
-    try:
-        config = CacheConfig(**json.loads((directory / CONFIG).read_text()))
-        base_seq, state = 0, None
-        if (directory / CHECKPOINT).exists():
-            base_seq, state = read_checkpoint(directory / CHECKPOINT)
-        log_path = directory / LOG
-        records, end = read_log(log_path)
-        records = [r for r in records if r.seq > base_seq]
-        if records and records[0].seq != base_seq + 1:
-            raise WALCorruptionError(
-                log_path, records[0].offset,
-                f"first record is {records[0].seq} but the checkpoint ends at {base_seq}: records are missing",
-            )
-        kv_args = {"dtype": config.dtype, "shape": config.kv_shape}
-        scratch = DurableSequenceManager(
-            KVCachePool(config, kv_cache=np.memmap(directory / KV, mode="c", **kv_args)), _Replay(log_path, base_seq)
-        )
-        if state is not None:
-            restore_state(scratch, state)
-        for record in records:
-            scratch.log.expected = record
-            try:
-                scratch._apply(record)
-            except WALCorruptionError:
-                raise
-            except Exception as exc:
-                raise WALCorruptionError(log_path, record.offset, f"record {record.seq} cannot be replayed: {exc}") from exc
-        torn = log_path.stat().st_size - end
-        if torn:
-            os.truncate(log_path, end)
-            fsync_dir(directory)
-        kv = np.memmap(directory / KV, mode="r+", **kv_args)
-        log = WriteAheadLog(log_path, scratch.last_seq + 1, fsync)
-        manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd)
-        restore_state(manager, export_state(scratch))
-    except BaseException:
-        os.close(lock_fd)
-        raise
-    last = records[-1].payload if records else {}
-    if last.get("cow"):  # the crash may have come between this record and its copy
-        src, dst = last["cow"]
-        n = len(manager.pool.page(dst).token_ids) - 1
-        kv[:, :, dst, :n] = kv[:, :, src, :n]
-    manager.recovery = {"checkpoint_seq": base_seq, "records_replayed": len(records), "torn_bytes": torn}
-    return manager
-
-
-def open_store(path: Path | str, config: CacheConfig, fsync: FsyncPolicy | str = "always") -> DurableSequenceManager:
-    """Recover the store in `path` if there is one (its config must equal `config`), else create it."""
-    if not (Path(path) / CONFIG).exists():
-        return DurableSequenceManager.create(path, config, fsync)
-    manager = recover(path, fsync)
-    if manager.pool.config != config:
-        stored = asdict(manager.pool.config)
-        manager.close()
-        diff = {k: (v, getattr(config, k)) for k, v in stored.items() if getattr(config, k) != v}
-        raise ValueError(f"{path} was created with another config (stored, asked): {diff}")
-    return manager
-
-
-def _lock(directory: Path) -> int:
+def lock_store(directory: Path) -> int:
+    """flock() the store in `directory` for this process; the returned fd holds the lock."""
     fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -35,8 +35,9 @@ from ..model import VOCAB_SIZE, TinyLM
 from ..pool import KVCachePool, OutOfPagesError, PoolSnapshot
 from ..sequence import Sequence, SequenceManager
 from .concurrency import LockedManager
-from .durable import DurableSequenceManager, open_store
+from .durable import DurableSequenceManager
 from .metrics import ServiceMetrics
+from .recovery import open_store
 from .wal import FsyncPolicy
 
 MAX_CONTEXT_TOKENS = 4096  # tokens one sequence may hold
@@ -66,13 +67,17 @@ class ServiceEngine:
         self.durable = manager if isinstance(manager, DurableSequenceManager) else None
         self.locked = LockedManager(manager)
         self.pool = manager.pool
-        self.metrics = ServiceMetrics(self.locked, log=self.durable.log if self.durable is not None else None)
+        self.metrics = ServiceMetrics(
+            self.locked, log=self.durable.log if self.durable is not None else None
+        )
         self._logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self._next_id = 1
 
     # ---- requests ------------------------------------------------------------------------
 
-    def create(self, token_ids: list[int], seq_id: str | None = None, extra_key: str | None = None) -> dict:
+    def create(
+        self, token_ids: list[int], seq_id: str | None = None, extra_key: str | None = None
+    ) -> dict:
         """Admit and prefill a prompt; returns the prefix-hit count and the block table."""
         _check_vocab("token_ids", token_ids)
         _check_context("token_ids", len(token_ids))
@@ -86,7 +91,9 @@ class ServiceEngine:
             self._logits[seq_id] = self.model.forward(m, [seq_id])[0]
             return {**_describe(m.get(seq_id)), "num_cached_tokens": num_cached}
 
-    def generate(self, seq_id: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0) -> dict:
+    def generate(
+        self, seq_id: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
+    ) -> dict:
         """Sample and append `max_new_tokens` tokens, computing each one's K/V."""
         with self.metrics.exclusive() as m:
             seq = m.get(seq_id)
@@ -101,7 +108,11 @@ class ServiceEngine:
                 logits = self.model.forward(m, [seq_id])[0]
                 new_tokens.append(token)
             self._logits[seq_id] = logits
-            return {**_describe(seq), "new_token_ids": new_tokens, "new_text": TinyLM.decode(new_tokens)}
+            return {
+                **_describe(seq),
+                "new_token_ids": new_tokens,
+                "new_text": TinyLM.decode(new_tokens),
+            }
 
     def append(self, seq_id: str, token_ids: list[int]) -> dict:
         """Append the given tokens (e.g. a user turn) and compute their K/V in one pass."""
@@ -186,13 +197,16 @@ class ServiceEngine:
 def _check_vocab(field: str, token_ids: list[int]) -> None:
     for i, t in enumerate(token_ids):
         if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < VOCAB_SIZE:
-            raise ValueError(f"{field}[{i}] = {t!r} is outside TinyLM's vocabulary [0, {VOCAB_SIZE - 1}]")
+            raise ValueError(
+                f"{field}[{i}] = {t!r} is outside TinyLM's vocabulary [0, {VOCAB_SIZE - 1}]"
+            )
 
 
 def _check_context(field: str, num_tokens: int) -> None:
     if num_tokens > MAX_CONTEXT_TOKENS:
         raise ValueError(
-            f"{field}: the sequence would hold {num_tokens} tokens; the limit is {MAX_CONTEXT_TOKENS}"
+            f"{field}: the sequence would hold {num_tokens} tokens; "
+            f"the limit is {MAX_CONTEXT_TOKENS}"
         )
 
 
@@ -211,7 +225,8 @@ def _describe(seq: Sequence) -> dict:
 
 
 def snapshot_json(snap: PoolSnapshot) -> dict:
-    """A PoolSnapshot as JSON-ready data (page arrays as lists; state codes FREE 0, ACTIVE 1, CACHED 2)."""
+    """A PoolSnapshot as JSON-ready data (page arrays as lists; state codes FREE 0, ACTIVE 1,
+    CACHED 2)."""
     arrays = ("state", "fill", "ref_count", "owner", "lru_rank", "hashed", "last_access")
     return {
         "clock": snap.clock,

@@ -4,23 +4,37 @@ Each `ServiceMetrics` has its own `CollectorRegistry`, so several services (or t
 process never share counters. Cache state is read from the pool when scraped, under the
 service lock, so a scrape sees one instant and counters equal `pool.stats` exactly:
 
-| pagedkv metric                              | type      | vLLM metric                     | meaning |
-|---------------------------------------------|-----------|---------------------------------|---------|
-| `pagedkv_kv_cache_usage_perc`               | gauge     | `vllm:kv_cache_usage_perc`      | ACTIVE pages / all pages, 0-1 (CACHED pages count as free, as in vLLM) |
-| `pagedkv_kv_cache_token_usage_perc`         | gauge     | — (vLLM reports blocks only)    | filled token slots of ACTIVE pages / all slots, 0-1 |
-| `pagedkv_kv_cache_used_token_slots`         | gauge     | —                               | filled token slots of ACTIVE pages |
-| `pagedkv_kv_cache_pages{state}`             | gauge     | — (`vllm:cache_config_info` has `num_gpu_blocks`) | pages FREE / ACTIVE / CACHED |
-| `pagedkv_prefix_cache_queries_total`        | counter   | `vllm:prefix_cache_queries`     | prompt tokens looked up at admission |
-| `pagedkv_prefix_cache_hits_total`           | counter   | `vllm:prefix_cache_hits`        | of those, tokens served by cached pages |
-| `pagedkv_page_hit_ratio`                    | gauge     | `vllm:gpu_prefix_cache_hit_rate` (v0; v1 leaves hits / queries to PromQL) | hits / queries |
-| `pagedkv_page_allocations_total`            | counter   | —                               | pages handed out (FREE or evicted; COW targets too) |
-| `pagedkv_evictions_total`                   | counter   | — (nearest: the count of the sampled `vllm:kv_block_idle_before_evict_seconds`) | CACHED pages reclaimed |
-| `pagedkv_cow_copies_total`                  | counter   | — (v1 never copies on write)    | pages copied before a shared page was written |
-| `pagedkv_num_preemptions_total`             | counter   | `vllm:num_preemptions`          | preemptions of the bound `Scheduler` (0 without one) |
-| `pagedkv_num_requests_running`              | gauge     | `vllm:num_requests_running`     | the Scheduler's running requests; without one, live sequences |
-| `pagedkv_num_requests_waiting`              | gauge     | `vllm:num_requests_waiting`     | the Scheduler's waiting queue; without one, requests waiting for the service lock |
-| `pagedkv_allocation_latency_seconds`        | histogram | —                               | wall time of `add` / `append_slot` (lookup, allocation, eviction, COW, WAL record) |
-| `pagedkv_wal_records_total`, `pagedkv_wal_fsyncs_total` | counter | —                  | with a write-ahead log: its last record number; fsyncs since start |
+pagedkv metric (type)                        vLLM metric: meaning here
+- `pagedkv_kv_cache_usage_perc` (gauge)      `vllm:kv_cache_usage_perc`: ACTIVE pages / all
+                                             pages, 0-1 (CACHED pages count as free, as in vLLM)
+- `pagedkv_kv_cache_token_usage_perc` (gauge) none (vLLM reports blocks): filled token slots of
+                                             ACTIVE pages / all slots, 0-1
+- `pagedkv_kv_cache_used_token_slots` (gauge) none: filled token slots of ACTIVE pages
+- `pagedkv_kv_cache_pages{state}` (gauge)    none (`vllm:cache_config_info` has num_gpu_blocks):
+                                             pages FREE / ACTIVE / CACHED
+- `pagedkv_prefix_cache_queries_total`       `vllm:prefix_cache_queries`: prompt tokens looked
+  (counter)                                  up at admission
+- `pagedkv_prefix_cache_hits_total`          `vllm:prefix_cache_hits`: of those, tokens served
+  (counter)                                  by cached pages
+- `pagedkv_page_hit_ratio` (gauge)           `vllm:gpu_prefix_cache_hit_rate` (v0; v1 leaves
+                                             hits / queries to PromQL): hits / queries
+- `pagedkv_page_allocations_total` (counter) none: pages handed out (FREE or evicted; COW too)
+- `pagedkv_evictions_total` (counter)        none (nearest: the count of the sampled
+                                             `vllm:kv_block_idle_before_evict_seconds`):
+                                             CACHED pages reclaimed
+- `pagedkv_cow_copies_total` (counter)       none (v1 never copies on write): pages copied
+                                             before a shared page was written
+- `pagedkv_num_preemptions_total` (counter)  `vllm:num_preemptions`: preemptions of the bound
+                                             `Scheduler` (0 without one)
+- `pagedkv_num_requests_running` (gauge)     `vllm:num_requests_running`: the Scheduler's
+                                             running requests; without one, live sequences
+- `pagedkv_num_requests_waiting` (gauge)     `vllm:num_requests_waiting`: the Scheduler's
+                                             waiting queue; without one, requests waiting
+                                             for the service lock
+- `pagedkv_allocation_latency_seconds`       none: wall time of `add` / `append_slot` (lookup,
+  (histogram)                                allocation, eviction, COW, WAL record)
+- `pagedkv_wal_records_total`,               none: with a write-ahead log, its last record
+  `pagedkv_wal_fsyncs_total` (counters)      number and the fsyncs since it was opened
 
 Leaves out: request-level latency histograms (TTFT, inter-token latency), which belong to a
 scheduler loop the HTTP service does not run.
@@ -48,7 +62,10 @@ class ServiceMetrics:
     """The metrics of one service: cache state read at scrape time, latency and waits observed."""
 
     def __init__(
-        self, locked: LockedManager, log: WriteAheadLog | None = None, scheduler: object | None = None
+        self,
+        locked: LockedManager,
+        log: WriteAheadLog | None = None,
+        scheduler: object | None = None,
     ) -> None:
         if not isinstance(locked, LockedManager):
             raise TypeError(f"locked must be a LockedManager, got {type(locked).__name__}")
@@ -121,14 +138,28 @@ class _CacheCollector(Collector):
             return CounterMetricFamily(f"pagedkv_{name}", doc, value=value)
 
         yield gauge("kv_cache_usage_perc", "ACTIVE pages / all pages (0-1).", c["usage"])
-        yield gauge("kv_cache_token_usage_perc", "Filled slots of ACTIVE pages / all slots (0-1).", c["token_usage"])
-        yield gauge("kv_cache_used_token_slots", "Filled token slots of ACTIVE pages.", round(c["token_usage"] * num_slots))
+        yield gauge(
+            "kv_cache_token_usage_perc",
+            "Filled slots of ACTIVE pages / all slots (0-1).",
+            c["token_usage"],
+        )
+        yield gauge(
+            "kv_cache_used_token_slots",
+            "Filled token slots of ACTIVE pages.",
+            round(c["token_usage"] * num_slots),
+        )
         pages = GaugeMetricFamily("pagedkv_kv_cache_pages", "Pages by state.", labels=["state"])
         for state in ("free", "active", "cached"):
             pages.add_metric([state], c[f"num_{state}_pages"])
         yield pages
-        yield counter("prefix_cache_queries", "Prompt tokens looked up in the prefix cache.", c["prefix_queries"])
-        yield counter("prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"])
+        yield counter(
+            "prefix_cache_queries",
+            "Prompt tokens looked up in the prefix cache.",
+            c["prefix_queries"],
+        )
+        yield counter(
+            "prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"]
+        )
         ratio = c["prefix_hits"] / c["prefix_queries"] if c["prefix_queries"] else 0.0
         yield gauge("page_hit_ratio", "Prefix-cache hits / queries (tokens).", ratio)
         yield counter("page_allocations", "Pages handed out for writing.", c["allocations"])
@@ -138,5 +169,9 @@ class _CacheCollector(Collector):
         yield gauge("num_requests_running", "Running requests (live sequences).", running)
         yield gauge("num_requests_waiting", "Waiting requests.", waiting)
         if wal is not None:
-            yield counter("wal_records", "Write-ahead log records written (the last record number).", wal[0])
-            yield counter("wal_fsyncs", "fsync calls on the write-ahead log since it was opened.", wal[1])
+            yield counter(
+                "wal_records", "Write-ahead log records written (the last record number).", wal[0]
+            )
+            yield counter(
+                "wal_fsyncs", "fsync calls on the write-ahead log since it was opened.", wal[1]
+            )

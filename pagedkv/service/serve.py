@@ -21,17 +21,32 @@ HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: %(default)s, loopback only)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to bind (default: %(default)s, loopback only)",
+    )
     parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
-    parser.add_argument("--wal", metavar="PATH", help="store directory: write-ahead log, checkpoints, K/V file; "
-                        "recovered on start when it exists")
-    parser.add_argument("--fsync", default="always", help="WAL fsync policy: always | never | 'batch N'")
-    parser.add_argument("--token", default=os.environ.get("PAGEDKV_TOKEN"),
-                        help="require 'Authorization: Bearer TOKEN' (default: $PAGEDKV_TOKEN)")
+    parser.add_argument(
+        "--wal",
+        metavar="PATH",
+        help="store directory: write-ahead log, checkpoints, K/V file; "
+        "recovered on start when it exists",
+    )
+    parser.add_argument(
+        "--fsync", default="always", help="WAL fsync policy: always | never | 'batch N'"
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("PAGEDKV_TOKEN"),
+        help="require 'Authorization: Bearer TOKEN' (default: $PAGEDKV_TOKEN)",
+    )
     parser.add_argument("--num-pages", type=int, default=256)
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--model-seed", type=int, default=0, help="TinyLM weights seed")
-    parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    parser.add_argument(
+        "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
     from .server import create_app
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.token:
-        print(f"warning: serving on {args.host} without --token: anyone who can reach it can use it",
-              file=sys.stderr)
+        print(
+            f"warning: serving on {args.host} without --token: anyone who can reach it can use it",
+            file=sys.stderr,
+        )
     engine = ServiceEngine(args.num_pages, args.page_size, args.wal, args.fsync, args.model_seed)
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
@@ -60,10 +77,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 class ServerProcess:
-    """`python -m pagedkv serve --port 0 ...` in a child process, ready when constructed."""
+    """The serve command in a child process on a free loopback port, ready when constructed.
 
-    def __init__(self, *args: str, token: str | None = None, timeout: float = 30.0) -> None:
-        cmd = [sys.executable, "-m", "pagedkv", "serve", "--port", "0", *args]
+    Runs `python -m pagedkv.service.serve` (this module: the same arguments and `run`,
+    without importing every benchmark the full command line lists); with `via_cli`,
+    `python -m pagedkv serve` itself."""
+
+    def __init__(
+        self, *args: str, token: str | None = None, via_cli: bool = False, timeout: float = 30.0
+    ) -> None:
+        entry = ["pagedkv", "serve"] if via_cli else [__name__]
+        cmd = [sys.executable, "-m", *entry, "--port", "0", *args]
         if token is not None:
             cmd += ["--token", token]
         self.stderr = tempfile.TemporaryFile()
@@ -116,3 +140,9 @@ class ServerProcess:
     def __exit__(self, *exc: object) -> None:
         if self.process.poll() is None:
             self.stop()
+
+
+if __name__ == "__main__":
+    _parser = argparse.ArgumentParser(prog="python -m pagedkv.service.serve", description=HELP)
+    add_arguments(_parser)
+    sys.exit(run(_parser.parse_args()))

@@ -40,7 +40,14 @@ from fastapi import FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from ..model import TinyLM
 from ..pool import OutOfPagesError
@@ -146,8 +153,12 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         pool = engine.pool
         return JSONResponse(
             status_code=507,
-            content={"error": "out_of_pages", "detail": str(exc), "num_pages": pool.num_pages,
-                     "num_available_pages": pool.num_available_pages},
+            content={
+                "error": "out_of_pages",
+                "detail": str(exc),
+                "num_pages": pool.num_pages,
+                "num_available_pages": pool.num_available_pages,
+            },
         )
 
     for exc_type, status, error in (
@@ -211,7 +222,8 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
     def checkpoint() -> JSONResponse:
         if engine.durable is None:
             return JSONResponse(
-                status_code=409, content={"error": "no_wal", "detail": "start the server with --wal PATH"}
+                status_code=409,
+                content={"error": "no_wal", "detail": "start the server with --wal PATH"},
             )
         return JSONResponse({"checkpoint_seq": engine.checkpoint()})
 
@@ -228,10 +240,18 @@ class _Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         if self.token is not None:
-            scheme, _, credentials = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
-                return await _reply(send, 401, {"error": "unauthorized", "detail": "missing or wrong bearer token"},
-                                    [(b"www-authenticate", b"Bearer")])
+            scheme, _, credentials = (
+                dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
+            )
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(
+                credentials.strip(), self.token
+            ):
+                return await _reply(
+                    send,
+                    401,
+                    {"error": "unauthorized", "detail": "missing or wrong bearer token"},
+                    [(b"www-authenticate", b"Bearer")],
+                )
         body, more = b"", True
         while more:  # read the whole body first: never hand the app more than the limit
             message = await receive()
@@ -240,7 +260,11 @@ class _Guard:
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > MAX_BODY_BYTES:
-                return await _reply(send, 413, {"error": "too_large", "detail": f"request body over {MAX_BODY_BYTES} bytes"})
+                return await _reply(
+                    send,
+                    413,
+                    {"error": "too_large", "detail": f"request body over {MAX_BODY_BYTES} bytes"},
+                )
         sent = False
 
         async def replay():
@@ -255,10 +279,24 @@ class _Guard:
 
 async def _reply(send, status: int, content: dict, headers: list | None = None) -> None:
     data = json.dumps(content).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
-                            *(headers or [])]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
-__all__ = ["MAX_APPEND_TOKENS", "MAX_CONTEXT_TOKENS", "MAX_NEW_TOKENS", "MAX_PROMPT_TOKENS", "create_app"]
+__all__ = [
+    "MAX_APPEND_TOKENS",
+    "MAX_CONTEXT_TOKENS",
+    "MAX_NEW_TOKENS",
+    "MAX_PROMPT_TOKENS",
+    "create_app",
+]

@@ -60,13 +60,15 @@ class FsyncPolicy:
 
     def __post_init__(self) -> None:
         if self.mode not in ("always", "batch", "never"):
-            raise ValueError(f"fsync mode must be 'always', 'batch N' or 'never', got {self.mode!r}")
+            raise ValueError(
+                f"fsync mode must be 'always', 'batch N' or 'never', got {self.mode!r}"
+            )
         if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
             raise ValueError(f"fsync batch size must be an int >= 1, got {self.every!r}")
 
     @classmethod
     def parse(cls, text: str | FsyncPolicy) -> FsyncPolicy:
-        """"always" | "never" | "batch N" (or "batch:N")."""
+        """ "always" | "never" | "batch N" (or "batch:N")."""
         if isinstance(text, FsyncPolicy):
             return text
         words = str(text).replace(":", " ").split()
@@ -128,8 +130,10 @@ def read_log(path: Path | str) -> tuple[list[Record], int]:
             later = _next_valid(data, offset)
             if later is not None:
                 raise WALCorruptionError(
-                    path, offset, f"damaged record; a valid record (seq {later.seq}) follows at "
-                    f"offset {later.offset}, so this is not a torn tail"
+                    path,
+                    offset,
+                    f"damaged record; a valid record (seq {later.seq}) follows at "
+                    f"offset {later.offset}, so this is not a torn tail",
                 )
             break  # a torn final record: the crash hit while it was being written
         records.append(record)
@@ -170,7 +174,9 @@ def atomic_write(path: Path, data: bytes) -> None:
 class WriteAheadLog:
     """Appends records to a log file under an fsync policy."""
 
-    def __init__(self, path: Path | str, next_seq: int, fsync: FsyncPolicy | str = "always") -> None:
+    def __init__(
+        self, path: Path | str, next_seq: int, fsync: FsyncPolicy | str = "always"
+    ) -> None:
         """Open an existing log (intact part ending at its current size) for appending."""
         self.path = Path(path)
         self.policy = FsyncPolicy.parse(fsync)
@@ -180,7 +186,9 @@ class WriteAheadLog:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
 
     @classmethod
-    def create(cls, path: Path | str, next_seq: int = 1, fsync: FsyncPolicy | str = "always") -> WriteAheadLog:
+    def create(
+        cls, path: Path | str, next_seq: int = 1, fsync: FsyncPolicy | str = "always"
+    ) -> WriteAheadLog:
         """Start an empty log atomically (replacing any old one) and open it."""
         atomic_write(Path(path), MAGIC)
         return cls(path, next_seq, fsync)
@@ -229,4 +237,5 @@ class WriteAheadLog:
             self._fd = -1
 
     def __repr__(self) -> str:
-        return f"WriteAheadLog({str(self.path)!r}, next_seq={self.next_seq}, fsync={str(self.policy)!r})"
+        path, policy = str(self.path), str(self.policy)
+        return f"WriteAheadLog({path!r}, next_seq={self.next_seq}, fsync={policy!r})"

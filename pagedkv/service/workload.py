@@ -59,7 +59,9 @@ def run_workload(
             else:
                 model.forward(manager, [seq_id])
         elif r < 0.65:
-            picks = rng.choice(len(live), size=min(len(live), int(rng.integers(1, 4))), replace=False)
+            picks = rng.choice(
+                len(live), size=min(len(live), int(rng.integers(1, 4))), replace=False
+            )
             grown = []
             for i in picks:
                 try:
@@ -126,6 +128,17 @@ def reference(seed: int, num_records: int, steps: int = 10**9) -> SequenceManage
     return manager
 
 
+def computed_kv(manager: SequenceManager) -> dict:
+    """seq id -> K/V of its computed tokens, [layers, 2, num_computed_tokens, kv_heads, head_dim]:
+    what a recovered cache must hold (tokens logged but not yet computed have no K/V)."""
+    kv, size = manager.pool.kv_cache, manager.page_size
+    out = {}
+    for seq_id, seq in manager.sequences.items():
+        slots = seq.slot_mapping(0, seq.num_computed_tokens)
+        out[seq_id] = kv[:, :, slots // size, slots % size]
+    return out
+
+
 class _DyingLog(WriteAheadLog):
     """Writes `torn_bytes` of record `die_at`, then SIGKILLs its own process."""
 
@@ -141,7 +154,15 @@ class _DyingLog(WriteAheadLog):
 def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: float = 60) -> int:
     """Run the workload on a new store in `directory` in a child process; its return code
     (-9 when it was SIGKILLed, e.g. by --die-at)."""
-    cmd = [sys.executable, "-m", "pagedkv.service.workload", str(directory), "--seed", str(seed), *options]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pagedkv.service.workload",
+        str(directory),
+        "--seed",
+        str(seed),
+        *options,
+    ]
     return subprocess.run(cmd, capture_output=True, timeout=timeout).returncode
 
 
@@ -152,8 +173,12 @@ def main(argv: SequenceLike[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=10**9, help="stop after this many steps")
     parser.add_argument("--fsync", default="never", help="always | never | 'batch N'")
     parser.add_argument("--checkpoint-every", type=int, default=0, metavar="STEPS")
-    parser.add_argument("--die-at", type=int, default=0, metavar="SEQ", help="SIGKILL while writing record SEQ")
-    parser.add_argument("--torn-bytes", type=int, default=0, help="bytes of that record written first")
+    parser.add_argument(
+        "--die-at", type=int, default=0, metavar="SEQ", help="SIGKILL while writing record SEQ"
+    )
+    parser.add_argument(
+        "--torn-bytes", type=int, default=0, help="bytes of that record written first"
+    )
     args = parser.parse_args(argv)
     model = TinyLM(seed=0)
     manager = DurableSequenceManager.create(args.directory, workload_config(model), args.fsync)
