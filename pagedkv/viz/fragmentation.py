@@ -29,7 +29,7 @@ from matplotlib.patches import Patch, Rectangle
 from ..contiguous import ContiguousKVCache, NoContiguousHoleError
 from ..page import PageState
 from ..pool import PoolSnapshot
-from .palette import DEFAULT_PALETTE, STATE_COLORS, VICTIM_COLOR, SequencePalette
+from .palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from .usage import EMPTY_SLOT_COLOR, slot_usage
 
 EXTERNAL_COLOR = "#F3C6B3"  # a light vermillion: free slots no request can use
@@ -247,7 +247,7 @@ def plot_paged_vs_contiguous(
             acc.internal_fragmentation,
             INTERNAL_COLOR,
         ),
-        ("external fragmentation", 0, acc.external_fragmentation, VICTIM_COLOR),
+        ("external fragmentation", 0, acc.external_fragmentation, EXTERNAL_COLOR),
         ("CACHED / free", usage["cached"] + usage["free"], acc.free, FREE_SLOT_COLOR),
     ]
     left = np.zeros(2)
@@ -261,14 +261,13 @@ def plot_paged_vs_contiguous(
     bars.set_title("share of slots", fontsize=10, loc="left")
     bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
     handles = [
-        Patch(facecolor="#999999", label="tokens (sequence colour)"),
-        Patch(
-            facecolor=EMPTY_SLOT_COLOR,
-            edgecolor="#333333",
-            label="x empty slot of a page / never-used reservation",
-        ),
-        Patch(facecolor="#DDDDDD", label=". reserved for future tokens (light tint)"),
-        Patch(facecolor=EXTERNAL_COLOR, label="/ external fragmentation"),
+        Patch(facecolor="#999999", label="token (in its sequence's colour)"),
+        Patch(facecolor=EMPTY_SLOT_COLOR, edgecolor="#333333", label="× empty slot of a page"),
+        Patch(facecolor="#DDDDDD", label="· reserved for a future token (light tint)"),
+        Patch(facecolor=INTERNAL_COLOR, label="× reserved, never used (internal)"),
+        Patch(facecolor=EXTERNAL_COLOR, label="/ hole too small (external)"),
+        Patch(facecolor=STATE_COLORS[PageState.CACHED], label="CACHED page"),
+        Patch(facecolor=FREE_SLOT_COLOR, label="free"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     return fig
