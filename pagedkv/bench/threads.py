@@ -28,10 +28,10 @@ MIXES = {"read-heavy": 0.9, "write-heavy": 0.2}
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--ops", type=int, default=60_000, help="operations per run, all threads together"
+        "--ops", type=int, default=30_000, help="operations per run, all threads together"
     )
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2, 4, 8])
-    parser.add_argument("--repeat", type=int, default=3, help="best of this many runs")
+    parser.add_argument("--repeat", type=int, default=5, help="best of this many runs")
 
 
 def _worker(
