@@ -34,7 +34,7 @@ from pagedkv.viz import (
     plot_usage,
     slot_usage,
 )
-from pagedkv.viz.heatmap import grid_shape
+from pagedkv.viz.frame import grid_shape
 from pagedkv.viz.palette import (
     HIT_COLOR,
     NO_OWNER_COLOR,

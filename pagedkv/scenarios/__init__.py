@@ -1,11 +1,13 @@
 """Named, deterministic step-by-step scenarios that the dashboard, notebooks, tests and demo share.
 
 `SCENARIOS` (in `library`) names the traces; `ScenarioRun` (in `run`) applies one to a real
-pool step by step, records every step and rewinds exactly. See those modules.
+pool step by step, records every step and rewinds exactly; `actions` holds the plain data a
+run is made of. See those modules.
 """
 
+from .actions import OPS, Action, Scenario, StepRecord
 from .library import SCENARIOS, get_scenario
-from .run import OPS, Action, Scenario, ScenarioRun, StepRecord, default_model
+from .run import ScenarioRun, default_model
 
 __all__ = [
     "OPS",

@@ -18,7 +18,8 @@ from functools import lru_cache
 from ..pool import KVCachePool
 from ..scheduler import Scheduler
 from ..sequence import SequenceManager
-from .run import Action, Scenario, default_model
+from .actions import Action, Scenario
+from .run import default_model
 
 PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages of 4 and half a page
 PROMPT_B = PROMPT_A + " pages."

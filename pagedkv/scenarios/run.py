@@ -19,8 +19,7 @@ this one exists to be stepped by hand and rewound. Leaves out: persistence of a 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from collections.abc import Hashable
 from functools import lru_cache
 
 import numpy as np
@@ -29,116 +28,7 @@ from ..model import TinyLM
 from ..pool import Event, KVCachePool, OutOfPagesError
 from ..scheduler import Scheduler
 from ..sequence import SequenceManager, UnknownSequenceError
-
-OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule")
-
-
-@dataclass(frozen=True)
-class Action:
-    """One step: what happens to which sequences (plain data, so runs can be replayed)."""
-
-    op: str  # add | decode | fork | free | beam | request (to the scheduler) | schedule
-    seq_id: Hashable | None = None  # add/free/request: the sequence; fork: the child; beam: group
-    parent: Hashable | None = None  # fork: the parent; add: start the prompt with its tokens
-    text: str = ""  # add: the prompt (after the parent's tokens, if any)
-    seq_ids: tuple[Hashable, ...] = ()  # decode: these sequences (empty: every live one)
-    temperature: float = 0.0  # decode: 0 = greedy, else seeded sampling
-    width: int = 0  # beam: beams kept; request: max_new_tokens
-    caption: str = ""  # what the step shows, for people
-
-    def __post_init__(self) -> None:
-        if self.op not in OPS:
-            raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
-        if self.op in ("add", "fork", "free", "beam", "request") and self.seq_id is None:
-            raise ValueError(f"op {self.op!r} needs a seq_id")
-        if self.op == "add" and not (self.text or self.parent is not None):
-            raise ValueError("op 'add' needs a text or a parent to share a prefix with")
-        if self.op == "fork" and self.parent is None:
-            raise ValueError("op 'fork' needs a parent")
-        if self.op == "beam" and not 1 <= self.width <= 16:
-            raise ValueError(f"op 'beam' needs a width in [1, 16], got {self.width}")
-        if self.op == "request" and not (self.text and self.width >= 1):
-            raise ValueError("op 'request' needs a text and width = max_new_tokens >= 1")
-        if not 0 <= self.temperature <= 10:
-            raise ValueError(f"temperature must be in [0, 10], got {self.temperature}")
-
-
-@dataclass
-class StepRecord:
-    """What one applied action did."""
-
-    index: int  # 1-based step number in the run
-    action: Action
-    events: list[Event] = field(default_factory=list)  # pool events, in order
-    tokens: dict[Hashable, int] = field(default_factory=dict)  # seq id -> token appended
-    slots: dict[Hashable, int] = field(default_factory=dict)  # seq id -> slot it went to
-    cached_tokens: int = 0  # add: prompt tokens served by prefix hits
-    note: str = ""  # outcome, e.g. a refused admission or an out-of-pages stop
-
-    def lines(self) -> list[str]:
-        """The step's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
-        out, run = [], []  # run: consecutive events of one kind for one sequence
-        for event in [*self.events, None]:
-            if run and (
-                event is None
-                or (event.kind, event.seq_id) != (run[0].kind, run[0].seq_id)
-                or event.kind == "cow"
-            ):
-                out.append(_describe(run))
-                run = []
-            if event is not None:
-                run.append(event)
-        out += [
-            f"{s} appends token {t} {_show(t)} at slot {self.slots[s]}"
-            if s in self.slots
-            else f"{s} samples token {t} {_show(t)}"
-            for s, t in self.tokens.items()
-        ]
-        return [*out, self.note] if self.note else out
-
-
-def _show(token: int) -> str:
-    return repr(chr(token)) if 32 <= token < 127 else f"(byte 0x{token:02x})"
-
-
-_WORDS = {  # event kind -> how the log says it
-    "allocate": "allocate",
-    "evict": "evict (LRU victim)",
-    "prefix_hit": "prefix hit",
-    "fork": "fork shares",
-    "cache": "cache (ref count 0, kept for reuse)",
-    "free": "free",
-    "reset": "reset",
-    "preempt": "preempt",
-}
-
-
-def _describe(run: list[Event]) -> str:
-    first = run[0]
-    who = f" for {first.seq_id}" if first.seq_id is not None else ""
-    if first.page_id < 0:  # a scheduler event about a sequence: preempt, resume
-        return f"{first.kind} {first.seq_id}: {first.detail}"
-    if first.kind == "cow":
-        return f"copy-on-write: {first.detail} to page {first.page_id}{who}"
-    pages = ", ".join(str(e.page_id) for e in run)
-    return f"{_WORDS.get(first.kind, first.kind)} page{'s' if len(run) > 1 else ''} {pages}{who}"
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """A named trace: default geometry and the steps for any geometry."""
-
-    name: str
-    title: str
-    summary: str
-    num_pages: int
-    page_size: int
-    build: Callable[[int, int], list[Action]]  # (num_pages, page_size) -> steps
-    seed: int = 0  # of the sampling generator
-    scheduler: tuple[tuple[str, object], ...] = ()  # Scheduler keyword arguments, if it has one
-
-    def steps(self, num_pages: int | None = None, page_size: int | None = None) -> list[Action]:
-        return self.build(num_pages or self.num_pages, page_size or self.page_size)
+from .actions import Action, Scenario, StepRecord
 
 
 @lru_cache(maxsize=1)

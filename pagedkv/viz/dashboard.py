@@ -38,11 +38,6 @@ PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 
 
-def _styled(widget: widgets.Widget, css_class: str) -> widgets.Widget:
-    widget.add_class(css_class)
-    return widget
-
-
 class Dashboard(widgets.VBox):
     """Step a scenario through a real paged KV cache and watch its pages."""
 
@@ -67,90 +62,58 @@ class Dashboard(widgets.VBox):
     # ---- layout -------------------------------------------------------------------------------
 
     def _build_widgets(self) -> None:
-        run = self.run
-        self.scenario_picker = _styled(
-            widgets.Dropdown(
-                options=[(s.title, s.name) for s in SCENARIOS.values()],
-                value=run.scenario.name,
-                description="Scenario",
-                layout=widgets.Layout(width="520px"),
-            ),
-            "pagedkv-scenario",
+        run, width = self.run, widgets.Layout
+        titles = [(s.title, s.name) for s in SCENARIOS.values()]
+        self.scenario_picker = widgets.Dropdown(
+            options=titles,
+            value=run.scenario.name,
+            description="Scenario",
+            layout=width(width="520px"),
+        ).add_class("pagedkv-scenario")
+        self.step_button = widgets.Button(
+            description="Step", icon="step-forward", tooltip="apply the next step"
+        ).add_class("pagedkv-step")
+        self.back_button = widgets.Button(
+            description="Back", icon="step-backward", tooltip="undo the last step exactly"
+        ).add_class("pagedkv-back")
+        self.reset_button = widgets.Button(
+            description="Reset", icon="undo", tooltip="back to step 0"
+        ).add_class("pagedkv-reset")
+        self.play = widgets.Play(
+            interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False
+        ).add_class("pagedkv-play")
+        self.step_counter = widgets.HTML().add_class("pagedkv-step-counter")
+        self.pages_slider = widgets.IntSlider(
+            value=run.num_pages, min=PAGES_RANGE[0], max=max(PAGES_RANGE[1], run.num_pages),
+            description="Pages", continuous_update=False,
+        ).add_class("pagedkv-pages")  # fmt: skip
+        self.page_size_slider = widgets.IntSlider(
+            value=run.page_size, min=PAGE_SIZE_RANGE[0], max=max(PAGE_SIZE_RANGE[1], run.page_size),
+            description="Page size", continuous_update=False,
+        ).add_class("pagedkv-page-size")  # fmt: skip
+        self.prompt = widgets.Text(
+            value="Hello, pages!", description="Prompt", layout=width(width="300px")
+        ).add_class("pagedkv-prompt")
+        self.prefix_picker = widgets.Dropdown(
+            description="Prefix of", layout=width(width="220px")
+        ).add_class("pagedkv-prefix")
+        self.add_button = widgets.Button(description="Add request", icon="plus").add_class(
+            "pagedkv-add"
         )
-        self.step_button = _styled(
-            widgets.Button(description="Step", icon="step-forward", tooltip="apply the next step"),
-            "pagedkv-step",
+        self.seq_picker = widgets.Dropdown(
+            description="Sequence", layout=width(width="220px")
+        ).add_class("pagedkv-seq")
+        self.fork_button = widgets.Button(description="Fork", icon="code-branch").add_class(
+            "pagedkv-fork"
         )
-        self.back_button = _styled(
-            widgets.Button(
-                description="Back", icon="step-backward", tooltip="undo the last step exactly"
-            ),
-            "pagedkv-back",
+        self.finish_button = widgets.Button(description="Finish", icon="check").add_class(
+            "pagedkv-finish"
         )
-        self.reset_button = _styled(
-            widgets.Button(description="Reset", icon="undo", tooltip="back to step 0"),
-            "pagedkv-reset",
-        )
-        self.play = _styled(
-            widgets.Play(
-                interval=800,
-                min=0,
-                max=len(run.steps),
-                step=1,
-                description="Play",
-                show_repeat=False,
-            ),
-            "pagedkv-play",
-        )
-        self.step_counter = _styled(widgets.HTML(), "pagedkv-step-counter")
-        self.pages_slider = _styled(
-            widgets.IntSlider(
-                value=run.num_pages,
-                min=PAGES_RANGE[0],
-                max=PAGES_RANGE[1],
-                description="Pages",
-                continuous_update=False,
-            ),
-            "pagedkv-pages",
-        )
-        self.page_size_slider = _styled(
-            widgets.IntSlider(
-                value=run.page_size,
-                min=PAGE_SIZE_RANGE[0],
-                max=PAGE_SIZE_RANGE[1],
-                description="Page size",
-                continuous_update=False,
-            ),
-            "pagedkv-page-size",
-        )
-        self.prompt = _styled(
-            widgets.Text(
-                value="Hello, pages!", description="Prompt", layout=widgets.Layout(width="300px")
-            ),
-            "pagedkv-prompt",
-        )
-        self.prefix_picker = _styled(
-            widgets.Dropdown(description="Prefix of", layout=widgets.Layout(width="220px")),
-            "pagedkv-prefix",
-        )
-        self.add_button = _styled(
-            widgets.Button(description="Add request", icon="plus"), "pagedkv-add"
-        )
-        self.seq_picker = _styled(
-            widgets.Dropdown(description="Sequence", layout=widgets.Layout(width="220px")),
-            "pagedkv-seq",
-        )
-        self.fork_button = _styled(
-            widgets.Button(description="Fork", icon="code-branch"), "pagedkv-fork"
-        )
-        self.finish_button = _styled(
-            widgets.Button(description="Finish", icon="check"), "pagedkv-finish"
-        )
-        self.heatmap = _styled(widgets.Image(format="png"), "pagedkv-heatmap")
-        self.lru = _styled(widgets.Image(format="png"), "pagedkv-lru")
-        self.status = _styled(widgets.HTML(), "pagedkv-status")
-        self.block_tables = _styled(widgets.HTML(), "pagedkv-block-tables")
-        self.event_log = _styled(widgets.HTML(), "pagedkv-event-log")
+        self.heatmap = widgets.Image(format="png").add_class("pagedkv-heatmap")
+        self.lru = widgets.Image(format="png").add_class("pagedkv-lru")
+        self.status = widgets.HTML().add_class("pagedkv-status")
+        self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
+        self.event_log = widgets.HTML().add_class("pagedkv-event-log")
 
         self.step_button.on_click(lambda _: self.step())
         self.back_button.on_click(lambda _: self.back())
@@ -163,7 +126,9 @@ class Dashboard(widgets.VBox):
         self.pages_slider.observe(self._on_geometry, names="value")
         self.page_size_slider.observe(self._on_geometry, names="value")
 
-        row = widgets.HBox
+        def row(children: list) -> widgets.HBox:  # wraps onto the next line in narrow windows
+            return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap"))
+
         self.children = [
             row([self.scenario_picker]),
             row(

@@ -9,15 +9,11 @@ Five views of the same `PoolSnapshot`, each a panel:
 - `lru`: the eviction order among CACHED pages (#1 = next victim, outlined), with FREE pages
   (used before anything is evicted) and ACTIVE pages (never evicted) greyed out.
 
-`PoolHeatmap` lays its figure out once with matplotlib (a plain `Figure` on an Agg canvas,
-no pyplot): axes, page-id ticks, colour bars and legends are rendered a single time into a
-background bitmap. `update(snapshot)` then only recomputes the cell colours and labels, and
-`png()` writes them into a copy of that background: cell colours with one numpy scatter,
-text (cell labels, titles, the sequence legend) with Pillow. Nothing is re-plotted. The
-reason is speed: on a 2-core machine matplotlib spends about 1 ms laying out each `Text`
-and several ms resampling each image, so redrawing four labelled panels costs hundreds of
-ms, while this path redraws a 256-page pool in a few ms. Pools larger than
-`MAX_LABELLED_PAGES` have no cell labels (cells are too small); the axes carry the ids.
+`PoolHeatmap` draws nothing twice: its static frame (axes, page-id ticks, colour bars,
+legends) is laid out and rendered once per geometry by `pagedkv.viz.frame`; `update(snapshot)`
+recomputes only cell colours, labels and titles, and `png()` composes them onto a copy of the
+frame (numpy for cells, Pillow for text). A 256-page pool redraws in a few ms. Pools larger
+than `MAX_LABELLED_PAGES` have no cell labels (cells are too small); the axes carry the ids.
 
 vLLM has no such picture; its nearest relative is the `kv_cache_usage_perc` gauge, one
 number for all of this. Leaves out: per-slot detail (`pagedkv.viz.usage.plot_slots`) and
@@ -27,22 +23,25 @@ hover tooltips.
 from __future__ import annotations
 
 import io
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
-from matplotlib import colormaps, font_manager
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.cm import ScalarMappable
-from matplotlib.colors import BoundaryNorm, ListedColormap, Normalize, to_rgba_array
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
-from PIL import Image, ImageDraw, ImageFont
+from matplotlib import colormaps
+from matplotlib.colors import to_rgba_array
+from PIL import Image, ImageDraw
 
 from ..page import PageState
 from ..pool import PoolSnapshot
+from .frame import (
+    LRU_ACTIVE_COLOR,
+    LRU_FREE_COLOR,
+    REF_COUNT_MAX,
+    PanelFrame,
+    build_frame,
+    grid_shape,
+    pack_rgba,
+    stamp_text,
+)
 from .palette import (
     DEFAULT_PALETTE,
     LRU_CMAP,
@@ -55,200 +54,18 @@ from .palette import (
 )
 
 VIEWS = ("state", "occupancy", "owner", "ref_count", "lru")
-TITLES = {
-    "state": "page state",
-    "occupancy": "occupancy: filled slots / page_size",
-    "owner": "owner: oldest sequence holding the page",
-    "ref_count": "ref count: block tables holding the page",
-    "lru": "LRU order",  # replaced by a title naming the next victim
-}
 MAX_LABELLED_PAGES = 64  # above this a cell is too small for a label; the axes carry the ids
-REF_COUNT_MAX = 4  # colours saturate at "4+"; the cell label still shows the exact count
 MAX_LEGEND_SEQUENCES = 10
-LRU_FREE_COLOR, LRU_ACTIVE_COLOR = "#FFFFFF", "#A6A6A6"
 
 _STATE_RGBA = to_rgba_array([STATE_COLORS[s] for s in PageState])  # [3, 4] by state code
 _LRU_STATE_RGBA = to_rgba_array([LRU_FREE_COLOR, LRU_ACTIVE_COLOR, "#000000"])  # [3, 4]
 _LUMA = np.array([0.299, 0.587, 0.114])
 
 
-def grid_shape(num_pages: int) -> tuple[int, int]:
-    """(rows, cols) of the page grid: 8 columns for small pools, wider for large ones."""
-    cols = 8 if num_pages <= 64 else 16 if num_pages <= 256 else 32 if num_pages <= 1024 else 64
-    cols = min(cols, num_pages)
-    return math.ceil(num_pages / cols), cols
-
-
-@lru_cache(maxsize=16)
-def _font(size_px: int) -> ImageFont.FreeTypeFont:
-    """DejaVu Sans, the font matplotlib ships, so stamped text matches the axes text."""
-    path = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans"))
-    return ImageFont.truetype(path, size_px)
-
-
-@lru_cache(maxsize=8192)
-def _glyphs(text: str, size_px: int, anchor: str) -> tuple[Image.Image, tuple[int, int, int, int]]:
-    """`text` rendered once as an 8-bit mask, with its box relative to the anchor point.
-
-    Pillow rasterises glyphs on every `ImageDraw.text` call (about 1 ms for a short label
-    on a busy machine); pasting a cached mask costs microseconds, and a heatmap repeats the
-    same few hundred labels on every step."""
-    font = _font(size_px)
-    box = tuple(int(v) for v in font.getbbox(text, anchor=anchor))
-    mask = Image.new("L", (max(1, box[2] - box[0]), max(1, box[3] - box[1])), 0)
-    ImageDraw.Draw(mask).text((-box[0], -box[1]), text, fill=255, font=font, anchor=anchor)
-    return mask, box
-
-
-def _text(
-    image: Image.Image, xy: tuple[float, float], text: str, size_px: int, color: str, anchor: str
-) -> None:
-    mask, (x0, y0, x1, y1) = _glyphs(text, size_px, anchor)
-    x, y = round(xy[0]), round(xy[1])
-    image.paste(color, (x + x0, y + y0, x + x0 + mask.width, y + y0 + mask.height), mask)
-
-
-def _rgba8(rgba: np.ndarray) -> np.ndarray:
-    """Float RGBA [..., 4] in [0, 1] -> one uint32 per colour (little-endian RGBA bytes)."""
-    return np.ascontiguousarray(np.round(rgba * 255).astype(np.uint8)).view(np.uint32)[..., 0]
-
-
-@dataclass(frozen=True, eq=False)
-class _PanelFrame:
-    """Where one view's cells, title and key sit in the rendered frame (image pixels)."""
-
-    view: str
-    pixels: np.ndarray  # flat frame indices of cell pixels (one-pixel borders excluded)
-    pixel_page: np.ndarray  # page id of each of those pixels
-    boxes: np.ndarray  # [num_pages, 4] cell box x0, y0, x1, y1
-    title_xy: tuple[float, float]  # baseline-left of a title that changes with the snapshot
-    key_box: tuple[float, float, float, float]  # x0, y0, x1, y1 beside the grid (legend room)
-
-
-@dataclass(frozen=True, eq=False)
-class _Frame:
-    """The static part of a heatmap: laid out and rendered once per geometry, then shared."""
-
-    background: np.ndarray  # [H, W, 4] uint8 (read-only)
-    panels: tuple[_PanelFrame, ...]
-    cell_px: float  # width of a grid cell in pixels
-    px: float  # pixels per point
-
-
-@lru_cache(maxsize=32)
-def _frame(
-    num_pages: int, page_size: int, views: tuple[str, ...], dpi: int, panel_width: float
-) -> _Frame:
-    """Lay the panels out with matplotlib, render them once and measure where cells are."""
-    rows, cols = grid_shape(num_pages)
-    ncols = 2 if len(views) > 2 else 1
-    nrows = math.ceil(len(views) / ncols)
-    cell = panel_width * 0.72 / cols  # inches per grid cell
-    figure = Figure(
-        figsize=(panel_width * ncols, (rows * cell + 0.8) * nrows + 0.4),
-        dpi=dpi,
-        layout="constrained",
-    )
-    FigureCanvasAgg(figure)
-    figure.suptitle(" ", fontsize=11)  # reserves the room the stamped title takes
-    specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[0.76, 0.24] * ncols)
-    axes = []
-    for k, view in enumerate(views):
-        r, c = divmod(k, ncols)
-        ax, key_ax = figure.add_subplot(specs[r, 2 * c]), figure.add_subplot(specs[r, 2 * c + 1])
-        _make_axes(view, ax, key_ax, rows, cols, page_size)
-        axes.append((view, ax, key_ax))
-    figure.canvas.draw()
-    background = np.array(figure.canvas.buffer_rgba())  # a copy
-    background.flags.writeable = False
-    height, width = background.shape[:2]
-    px, panels = dpi / 72, []
-    for view, ax, key_ax in axes:
-        xs = ax.transData.transform(np.c_[np.arange(cols + 1) - 0.5, np.zeros(cols + 1)])[:, 0]
-        ys = (
-            height
-            - ax.transData.transform(np.c_[np.zeros(rows + 1), np.arange(rows + 1) - 0.5])[:, 1]
-        )
-        xe, ye = np.round(xs).astype(int), np.round(ys).astype(int)  # cell edges in pixels
-        pixels, owners, boxes = [], [], []
-        for pid in range(num_pages):
-            r, c = divmod(pid, cols)
-            x0, x1, y0, y1 = xe[c] + 1, xe[c + 1], ye[r] + 1, ye[r + 1]  # one white pixel apart
-            yy, xx = np.mgrid[y0:y1, x0:x1]
-            pixels.append((yy * width + xx).ravel())
-            owners.append(np.full(yy.size, pid))
-            boxes.append((x0, y0, x1 - 1, y1 - 1))
-        bbox, key = ax.get_window_extent(), key_ax.get_window_extent()
-        panels.append(
-            _PanelFrame(
-                view,
-                np.concatenate(pixels),
-                np.concatenate(owners),
-                np.array(boxes, dtype=float),
-                (bbox.x0, height - bbox.y1 - 9 * px),
-                (key.x0, height - key.y1, key.x1, height - key.y0),
-            )
-        )
-    return _Frame(background, tuple(panels), float(xe[1] - xe[0]), px)
-
-
-def _make_axes(view: str, ax, key_ax, rows: int, cols: int, page_size: int) -> None:
-    """The static parts of one panel: title, page-id ticks, colour bar or legend."""
-    # The LRU title names the next victim: two stamped lines, so reserve two here.
-    ax.set_title(" \n " if view == "lru" else TITLES[view], fontsize=9, loc="left")
-    ax.set_xlim(-0.5, cols - 0.5)
-    ax.set_ylim(rows - 0.5, -0.5)
-    ax.set_aspect("equal")
-    ax.set_xticks(range(0, cols, 1 if cols <= 16 else 4))
-    ax.set_yticks(range(0, rows, 1 if rows <= 16 else 4))
-    ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
-    ax.tick_params(labelsize=6, length=0)
-    ax.set_xlabel("page id = row label + column", fontsize=7)
-    for spine in ax.spines.values():
-        spine.set_visible(False)
-    key_ax.set_axis_off()
-    figure = ax.figure
-    if view == "state":
-        handles = [Patch(color=STATE_COLORS[s], label=s.name) for s in PageState]
-        key_ax.legend(handles=handles, loc="center left", fontsize=8, frameon=False)
-    elif view == "occupancy":
-        sm = ScalarMappable(Normalize(0, page_size), colormaps[OCCUPANCY_CMAP])
-        ticks = sorted({0, page_size // 2, page_size})
-        bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.1, 0.15, 0.8]), ticks=ticks)
-        bar.set_label("slots holding tokens", fontsize=7)
-        bar.ax.tick_params(labelsize=7)
-    elif view == "ref_count":
-        cmap = ListedColormap(colormaps[REF_COUNT_CMAP](np.linspace(0, 1, REF_COUNT_MAX + 1)))
-        sm = ScalarMappable(BoundaryNorm(np.arange(-0.5, REF_COUNT_MAX + 1), cmap.N), cmap)
-        cax = key_ax.inset_axes([0.05, 0.1, 0.15, 0.8])
-        bar = figure.colorbar(sm, cax=cax, ticks=range(REF_COUNT_MAX + 1))
-        bar.ax.set_yticklabels([*map(str, range(REF_COUNT_MAX)), f"{REF_COUNT_MAX}+"])
-        bar.set_label("ref count", fontsize=7)
-        bar.ax.tick_params(labelsize=7)
-    elif view == "lru":
-        sm = ScalarMappable(Normalize(0, 1), colormaps[LRU_CMAP])
-        bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.45, 0.15, 0.53]), ticks=[0, 1])
-        bar.ax.set_yticklabels(["evicted last", "evicted next"])
-        bar.ax.tick_params(labelsize=7)
-        handles = [
-            Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim"),
-            Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE: used first"),
-            Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE: never evicted"),
-        ]
-        key_ax.legend(
-            handles=handles,
-            loc="lower left",
-            fontsize=7,
-            frameon=False,
-            borderaxespad=0,
-            bbox_to_anchor=(0, 0),
-        )
-
-
 class _Panel:
     """One view's current picture: cell colours, labels and the marks that change."""
 
-    def __init__(self, frame: _PanelFrame) -> None:
+    def __init__(self, frame: PanelFrame) -> None:
         self.frame, self.view = frame, frame.view
         self.colors = np.zeros(0, np.uint32)  # [num_pages] packed RGBA of each cell
         self.labels: list[str] = []  # [num_pages] "\n" splits two lines
@@ -301,7 +118,7 @@ class PoolHeatmap:
         self.suptitle = ""
         self._png: bytes | None = None  # the current picture, encoded once
         self._key: tuple = ()  # everything the current picture shows
-        self._frame = _frame(self.num_pages, self.page_size, views, dpi, float(panel_width))
+        self._frame = build_frame(self.num_pages, self.page_size, views, dpi, float(panel_width))
         self.panels = {p.view: _Panel(p) for p in self._frame.panels}
 
     # ---- updates -------------------------------------------------------------------------------
@@ -325,7 +142,7 @@ class PoolHeatmap:
         )
         for panel in self.panels.values():
             rgba, panel.labels = getattr(self, f"_{panel.view}")(snapshot, panel)
-            panel.colors = _rgba8(rgba)
+            panel.colors = pack_rgba(rgba)
             panel.dark = rgba[:, :3] @ _LUMA < 0.5
         key = (
             self.suptitle,
@@ -419,7 +236,7 @@ class PoolHeatmap:
     def _stamp(self, image: Image.Image) -> None:
         """Text and marks that change with the snapshot."""
         px, cell, draw = self._frame.px, self._frame.cell_px, ImageDraw.Draw(image)
-        _text(image, (image.width / 2, 3 * px), self.suptitle, round(10 * px), "black", "ma")
+        stamp_text(image, (image.width / 2, 3 * px), self.suptitle, round(10 * px), "black", "ma")
         size = max(7, min(13, int(cell * 0.3)))
         for panel in self.panels.values():
             boxes = panel.frame.boxes
@@ -427,7 +244,7 @@ class PoolHeatmap:
                 (x, y), lines = panel.frame.title_xy, panel.title.split("\n")
                 for k, line in enumerate(lines):
                     dy = (k + 1 - len(lines)) * 12 * px
-                    _text(image, (x, y + dy), line, round(9 * px), "black", "ls")
+                    stamp_text(image, (x, y + dy), line, round(9 * px), "black", "ls")
             if panel.legend:
                 self._stamp_legend(image, draw, panel)
             if panel.victim >= 0:
@@ -443,10 +260,10 @@ class PoolHeatmap:
                 color = "white" if dark else "black"
                 if "\n" in label:
                     top, bottom = label.split("\n")
-                    _text(image, (x, y - size * 0.45), top, size, color, "mm")
-                    _text(image, (x, y + size * 0.55), bottom, size - 2, color, "mm")
+                    stamp_text(image, (x, y - size * 0.45), top, size, color, "mm")
+                    stamp_text(image, (x, y + size * 0.55), bottom, size - 2, color, "mm")
                 else:
-                    _text(image, (x, y), label, size, color, "mm")
+                    stamp_text(image, (x, y), label, size, color, "mm")
 
     def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: _Panel) -> None:
         x0, y0, _, y1 = panel.frame.key_box
@@ -456,7 +273,7 @@ class PoolHeatmap:
         for color, label in panel.legend:
             if color:
                 draw.rectangle((x, y + 2, x + 14 * px, y + row - 2), fill=color, outline="#999999")
-            _text(image, (x + 18 * px, y + row / 2), label, round(7 * px), "black", "lm")
+            stamp_text(image, (x + 18 * px, y + row / 2), label, round(7 * px), "black", "lm")
             y += row
 
     def _repr_png_(self) -> bytes:
