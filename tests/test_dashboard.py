@@ -7,7 +7,10 @@ contract the browser tests rely on.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
 import ipywidgets as widgets
 import pytest
@@ -199,3 +202,19 @@ def test_bad_arguments():
         Dashboard("nope")
     with pytest.raises(ValueError, match="num_pages"):
         Dashboard(num_pages=0)
+
+
+def test_bench_ui_quick_reports_step_times(tmp_path):
+    path = tmp_path / "ui.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pagedkv", "bench", "ui", "--quick", "--json", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "target <= 50 ms per step at 256 pages" in done.stdout
+    data = json.loads(path.read_text())["data"]
+    assert set(data) == {"64", "256"}
+    for row in data.values():
+        assert 0 < row["render_ms"] < row["step_ms"] and row["live_sequences"] > 0

@@ -7,6 +7,9 @@ same point (for Back).
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -261,3 +264,22 @@ def test_bad_scenario_arguments():
         run._check_unscheduled("req1")
     record = ScenarioRun("preempt").apply(Action("free", "req1"))
     assert record.note.startswith("refused")
+
+
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("walkthrough", "prefix hit: 16 tokens"),
+        ("eviction", "prefix hit: 4 tokens"),
+        ("preempt", "preempt req2"),
+    ],
+)
+def test_demo_prints_a_scenario(name, expected):
+    done = subprocess.run(
+        [sys.executable, "-m", "pagedkv", "demo", "--scenario", name],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert expected in done.stdout and "counters:" in done.stdout

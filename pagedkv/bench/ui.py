@@ -59,7 +59,7 @@ def _time_steps(dashboard: Dashboard, repeat: int) -> tuple[float, float]:
 
 def run(args: argparse.Namespace) -> Report:
     if args.quick:
-        args.pages, args.steps = [64, 256], 5
+        args.pages, args.steps = [64, 256], 3
     rows, data = [], {}
     for num_pages in args.pages:
         dashboard = _filled_dashboard(num_pages, args.page_size)
