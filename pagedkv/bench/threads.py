@@ -106,6 +106,20 @@ def measure(
     return ops // threads * threads / seconds
 
 
+def compare(
+    cases: list[tuple[str, str, int]], ops: int, repeat: int, seed: int = 0
+) -> dict[tuple[str, str, int], float]:
+    """Best operations/s of each (design, mix, threads) case over `repeat` rounds; each round
+    runs every case once, so load drift on a shared machine hits all designs alike."""
+    best = dict.fromkeys(cases, 0.0)
+    for _ in range(repeat):
+        for design, mix, n in cases:
+            best[design, mix, n] = max(
+                best[design, mix, n], measure(design, n, ops, MIXES[mix], seed)
+            )
+    return best
+
+
 def run(args: argparse.Namespace) -> Report:
     if args.quick:
         args.ops, args.repeat = 6_000, 1
@@ -115,11 +129,10 @@ def run(args: argparse.Namespace) -> Report:
         for design in DESIGNS
         for n in ([1] if design == "unlocked" else args.threads)
     ]
-    data: dict[str, float] = {}
-    for _ in range(args.repeat):  # repeats interleave the designs, so load drift hits all alike
-        for design, mix, n in cases:
-            rate = measure(design, n, args.ops, MIXES[mix], args.seed)
-            data[f"{design}/{mix}/{n}"] = max(rate, data.get(f"{design}/{mix}/{n}", 0.0))
+    data = {
+        f"{d}/{m}/{n}": rate
+        for (d, m, n), rate in compare(cases, args.ops, args.repeat, args.seed).items()
+    }
     rows = [
         [
             design,

@@ -24,9 +24,10 @@ and since every operation touches the clock, the FREE heap or the eviction order
 operation would still need the global lock: per-page locks would only add acquisitions. The
 one finer design a wrapper *can* implement is a read-write lock (`ReadWriteLock`): reads
 share, writes exclude. `python -m pagedkv bench threads` measures both at 1, 2, 4 and 8
-threads. The coarse lock wins at every count: the work is pure Python, so the GIL runs one
-thread at a time anyway and reads gain no parallelism, while a read-write lock built from a
-Condition costs several lock operations per acquisition.
+threads. The coarse lock wins or ties at every count (coarse / read-write: 1.9-3.1x on a
+read-heavy mix, 1.0-1.6x on a write-heavy one): the work is pure Python, so the GIL runs one
+thread at a time anyway and shared reads gain no parallelism, while a read-write lock built
+from a Condition costs several lock operations per acquisition.
 
 vLLM sidesteps the question the same way: one engine-core loop owns the KV cache manager
 and requests reach it through a queue. Leaves out: lock-free reads from published snapshots.

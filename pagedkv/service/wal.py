@@ -13,7 +13,8 @@ fsync policy: the page cache outlives the process. The policy decides what outli
 machine (power loss, kernel panic):
 
 - `always`:  fsync after every record. Nothing acknowledged is lost; each operation waits
-  for the disk (about 0.3 ms on this machine's ext4: `python -m pagedkv bench wal`).
+  for the disk (0.3 ms to several ms on this machine's shared ext4 disk; measured by
+  `python -m pagedkv bench wal`).
 - `batch N`: fsync every N records. At most the last N - 1 acknowledged operations are lost;
   the flush is paid once per N operations.
 - `never`:   the kernel writes back when it chooses (about 30 s on Linux by default).
