@@ -85,15 +85,11 @@ def _show(token: int) -> str:
     return repr(chr(token)) if 32 <= token < 127 else f"(byte 0x{token:02x})"
 
 
-_WORDS = {  # event kind -> how the log says it
-    "allocate": "allocate",
+_WORDS = {  # event kind -> how the log says it (other kinds are said as they are)
     "evict": "evict (LRU victim)",
     "prefix_hit": "prefix hit",
     "fork": "fork shares",
     "cache": "cache (ref count 0, kept for reuse)",
-    "free": "free",
-    "reset": "reset",
-    "preempt": "preempt",
 }
 
 

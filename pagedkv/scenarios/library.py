@@ -24,208 +24,13 @@ from .run import default_model
 PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages of 4 and half a page
 PROMPT_B = PROMPT_A + " pages."
 SYSTEM_PROMPT = "System: answer briefly. "  # 24 bytes: 6 full pages of 4
-
-
-def _walkthrough(num_pages: int, page_size: int) -> list[Action]:
-    steps = [
-        Action(
-            "add",
-            "request_A",
-            text=PROMPT_A,
-            caption=f"request_A arrives with a prompt of {len(PROMPT_A)} tokens",
-        )
-    ]
-    steps += [
-        Action(
-            "decode",
-            seq_ids=("request_A",),
-            caption="request_A generates, one token "
-            "per step: a page is taken only when the last one is full",
-        )
-        for _ in range(20)
-    ]
-    steps.append(
-        Action(
-            "free",
-            "request_A",
-            caption="request_A finishes: full pages stay CACHED "
-            "(tail first in LRU order), the partial page becomes FREE",
-        )
-    )
-    steps.append(
-        Action(
-            "add",
-            "request_B",
-            text=PROMPT_B,
-            caption="request_B starts with request_A's prompt: prefix hits",
-        )
-    )
-    steps += [
-        Action(
-            "decode",
-            seq_ids=("request_B",),
-            caption="request_B generates until the "
-            "pool has to evict CACHED pages, LRU victim first",
-        )
-        for _ in range(36)
-    ]
-    return steps
-
-
 FILL_PROMPTS = {"alpha": "Pages fill", "bravo": "one slot", "charlie": "at a time"}
-
-
-def _fill(num_pages: int, page_size: int) -> list[Action]:
-    steps = [
-        Action("add", s, text=t, caption=f"{s} arrives ({len(t)} prompt tokens)")
-        for s, t in FILL_PROMPTS.items()
-    ]
-    lengths = [len(t) for t in FILL_PROMPTS.values()]
-    for k in range(1, 200):  # decode until a sequence needs a page the pool cannot give
-        pages = sum(-(-(n + k) // page_size) for n in lengths)
-        last = pages > num_pages
-        steps.append(
-            Action(
-                "decode",
-                caption="the pool is full: a sequence needs a page and none is left"
-                if last
-                else "every sequence generates one token",
-            )
-        )
-        if last:
-            break
-    return steps
-
-
-def _prefix(num_pages: int, page_size: int) -> list[Action]:
-    questions = {
-        "user1": "Q: what is a page?",
-        "user2": "Q: why paging?",
-        "user3": "Q: who evicts?",
-        "user4": "Q: what is a hit?",
-    }
-    steps = [
-        Action(
-            "add",
-            "user1",
-            text=SYSTEM_PROMPT + questions["user1"],
-            caption="user1 arrives: system prompt + question, nothing cached yet",
-        )
-    ]
-    steps += [Action("decode", seq_ids=("user1",), caption="user1 generates") for _ in range(3)]
-    for s in ("user2", "user3"):
-        steps.append(
-            Action(
-                "add",
-                s,
-                text=SYSTEM_PROMPT + questions[s],
-                caption=f"{s} arrives: the system prompt's full pages are prefix hits",
-            )
-        )
-    steps += [Action("decode", caption="every request generates") for _ in range(4)]
-    steps += [
-        Action("free", s, caption=f"{s} finishes: shared pages stay ACTIVE while others hold them")
-        for s in ("user1", "user2", "user3")
-    ]
-    steps.append(
-        Action(
-            "add",
-            "user4",
-            text=SYSTEM_PROMPT + questions["user4"],
-            caption="user4 arrives later: CACHED system-prompt pages come back to life",
-        )
-    )
-    steps += [Action("decode", seq_ids=("user4",), caption="user4 generates") for _ in range(3)]
-    steps.append(Action("free", "user4", caption="user4 finishes"))
-    return steps
-
-
-def _eviction(num_pages: int, page_size: int) -> list[Action]:
-    steps = []
-    for s, text in (("doc_A", "Alpha asks first"), ("doc_B", "Bravo is second!")):
-        steps.append(Action("add", s, text=text, caption=f"{s} arrives"))
-        steps += [Action("decode", seq_ids=(s,), caption=f"{s} generates") for _ in range(3)]
-        steps.append(
-            Action(
-                "free",
-                s,
-                caption=f"{s} finishes: its full pages join the LRU order, tail page first",
-            )
-        )
-    steps.append(
-        Action(
-            "add",
-            "doc_C",
-            text="Charlie needs many pages now",
-            caption="doc_C needs more pages than are FREE: LRU victims are evicted, "
-            "doc_A's tail first",
-        )
-    )
-    steps.append(
-        Action(
-            "add",
-            "doc_D",
-            text="Alpha, again",
-            caption="doc_D shares doc_A's first page, which survived because eviction "
-            "takes tails first",
-        )
-    )
-    steps += [
-        Action(
-            "decode", caption="doc_C and doc_D generate: each new page evicts the next LRU victim"
-        )
-        for _ in range(4)
-    ]
-    steps += [Action("free", s, caption=f"{s} finishes") for s in ("doc_C", "doc_D")]
-    return steps
-
-
-def _parallel(num_pages: int, page_size: int) -> list[Action]:
-    steps = [
-        Action(
-            "add",
-            "sample.0",
-            text="Once upon a time, ",
-            caption="the prompt is admitted once, as sample.0",
-        )
-    ]
-    steps += [
-        Action(
-            "fork",
-            f"sample.{k}",
-            parent="sample.0",
-            caption=f"fork sample.{k}: it shares every page, no page is copied",
-        )
-        for k in (1, 2)
-    ]
-    steps.append(
-        Action(
-            "decode",
-            temperature=1.0,
-            caption="each sample draws its own token: "
-            "writing into the shared last page copies it first (copy-on-write)",
-        )
-    )
-    steps += [Action("decode", temperature=1.0, caption="the samples grow apart") for _ in range(7)]
-    steps += [Action("free", f"sample.{k}", caption=f"sample.{k} finishes") for k in range(3)]
-    return steps
-
-
-def _beam_search(num_pages: int, page_size: int) -> list[Action]:
-    steps = [Action("add", "beam.0", text="Paged attention ", caption="the prompt becomes beam.0")]
-    steps += [
-        Action(
-            "beam",
-            "beam",
-            width=3,
-            caption="beam step: keep the 3 best continuations; "
-            "forked beams share pages, dropped beams are freed",
-        )
-        for _ in range(8)
-    ]
-    return steps
-
-
+PREFIX_QUESTIONS = {
+    "user1": "Q: what is a page?",
+    "user2": "Q: why paging?",
+    "user3": "Q: who evicts?",
+    "user4": "Q: what is a hit?",
+}
 PREEMPT_REQUESTS = {
     "req1": "Preemption frees",
     "req2": "the newest request",
@@ -237,6 +42,117 @@ PREEMPT_SCHEDULER = (
     ("preemption_mode", "recompute"),
 )
 PREEMPT_NEW_TOKENS = 16
+
+
+def _add(seq_id: str, text: str, caption: str) -> Action:
+    return Action("add", seq_id, text=text, caption=caption)
+
+
+def _decode(caption: str, *seq_ids: str, temperature: float = 0.0) -> Action:
+    return Action("decode", seq_ids=seq_ids, temperature=temperature, caption=caption)
+
+
+def _free(seq_id: str, caption: str) -> Action:
+    return Action("free", seq_id, caption=caption)
+
+
+def _walkthrough(num_pages: int, page_size: int) -> list[Action]:
+    grow_a = "request_A generates, one token per step: a page is taken only when the last is full"
+    grow_b = "request_B generates until the pool has to evict CACHED pages, LRU victim first"
+    return [
+        _add("request_A", PROMPT_A, f"request_A arrives with a prompt of {len(PROMPT_A)} tokens"),
+        *[_decode(grow_a, "request_A") for _ in range(20)],
+        _free(
+            "request_A",
+            "request_A finishes: full pages stay CACHED (tail first in LRU "
+            "order), the partial page becomes FREE",
+        ),
+        _add("request_B", PROMPT_B, "request_B starts with request_A's prompt: prefix hits"),
+        *[_decode(grow_b, "request_B") for _ in range(36)],
+    ]
+
+
+def _fill(num_pages: int, page_size: int) -> list[Action]:
+    steps = [_add(s, t, f"{s} arrives ({len(t)} prompt tokens)") for s, t in FILL_PROMPTS.items()]
+    lengths = [len(t) for t in FILL_PROMPTS.values()]
+    for k in range(1, 200):  # decode until a sequence needs a page the pool cannot give
+        if sum(-(-(n + k) // page_size) for n in lengths) > num_pages:
+            steps.append(_decode("the pool is full: a sequence needs a page and none is left"))
+            break
+        steps.append(_decode("every sequence generates one token"))
+    return steps
+
+
+def _prefix(num_pages: int, page_size: int) -> list[Action]:
+    q = PREFIX_QUESTIONS
+    hits = "arrives: the system prompt's full pages are prefix hits"
+    return [
+        _add("user1", SYSTEM_PROMPT + q["user1"], "user1 arrives: nothing is cached yet"),
+        *[_decode("user1 generates", "user1") for _ in range(3)],
+        _add("user2", SYSTEM_PROMPT + q["user2"], f"user2 {hits}"),
+        _add("user3", SYSTEM_PROMPT + q["user3"], f"user3 {hits}"),
+        *[_decode("every request generates") for _ in range(4)],
+        *[
+            _free(s, f"{s} finishes: shared pages stay ACTIVE while others hold them")
+            for s in ("user1", "user2", "user3")
+        ],
+        _add(
+            "user4",
+            SYSTEM_PROMPT + q["user4"],
+            "user4 arrives later: CACHED system-prompt pages come back to life",
+        ),
+        *[_decode("user4 generates", "user4") for _ in range(3)],
+        _free("user4", "user4 finishes"),
+    ]
+
+
+def _eviction(num_pages: int, page_size: int) -> list[Action]:
+    steps = []
+    for s, text in (("doc_A", "Alpha asks first"), ("doc_B", "Bravo is second!")):
+        steps.append(_add(s, text, f"{s} arrives"))
+        steps += [_decode(f"{s} generates", s) for _ in range(3)]
+        steps.append(_free(s, f"{s} finishes: its full pages join the LRU order, tail page first"))
+    grow = "doc_C and doc_D generate: each new page evicts the next LRU victim"
+    return steps + [
+        _add(
+            "doc_C",
+            "Charlie needs many pages now",
+            "doc_C needs more pages than are FREE: LRU victims are evicted, doc_A's tail first",
+        ),
+        _add(
+            "doc_D",
+            "Alpha, again",
+            "doc_D shares doc_A's first page, which survived because eviction takes tails first",
+        ),
+        *[_decode(grow) for _ in range(4)],
+        _free("doc_C", "doc_C finishes"),
+        _free("doc_D", "doc_D finishes"),
+    ]
+
+
+def _parallel(num_pages: int, page_size: int) -> list[Action]:
+    first = (
+        "each sample draws its own token: writing into the shared last page copies it "
+        "first (copy-on-write)"
+    )
+    shares = "fork: the new sample shares every page, no page is copied"
+    return [
+        _add("sample.0", "Once upon a time, ", "the prompt is admitted once, as sample.0"),
+        *[Action("fork", f"sample.{k}", parent="sample.0", caption=shares) for k in (1, 2)],
+        _decode(first, temperature=1.0),
+        *[_decode("the samples grow apart", temperature=1.0) for _ in range(7)],
+        *[_free(f"sample.{k}", f"sample.{k} finishes") for k in range(3)],
+    ]
+
+
+def _beam_search(num_pages: int, page_size: int) -> list[Action]:
+    step = (
+        "beam step: keep the 3 best continuations; forked beams share pages, dropped ones are freed"
+    )
+    return [
+        _add("beam.0", "Paged attention ", "the prompt becomes beam.0"),
+        *[Action("beam", "beam", width=3, caption=step) for _ in range(8)],
+    ]
 
 
 @lru_cache(maxsize=16)
@@ -257,25 +173,24 @@ def _schedule_steps(num_pages: int, page_size: int) -> int:
 
 
 def _preemption(num_pages: int, page_size: int) -> list[Action]:
-    steps = [
+    step = (
+        "the scheduler runs one step: running requests decode, waiting ones are admitted; "
+        "when a page is missing the newest is preempted"
+    )
+    n = PREEMPT_NEW_TOKENS
+    queued = [
         Action(
             "request",
             s,
             text=t,
-            width=PREEMPT_NEW_TOKENS,
-            caption=f"{s} is queued ({len(t)} prompt tokens, {PREEMPT_NEW_TOKENS} to generate)",
+            width=n,
+            caption=f"{s} is queued ({len(t)} prompt tokens, {n} to generate)",
         )
         for s, t in PREEMPT_REQUESTS.items()
     ]
-    steps += [
-        Action(
-            "schedule",
-            caption="the scheduler runs one step: running requests decode, "
-            "waiting ones are admitted; when a page is missing the newest is preempted",
-        )
-        for _ in range(_schedule_steps(num_pages, page_size))
+    return queued + [
+        Action("schedule", caption=step) for _ in range(_schedule_steps(num_pages, page_size))
     ]
-    return steps
 
 
 SCENARIOS: dict[str, Scenario] = {
@@ -351,6 +266,7 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def get_scenario(name: str) -> Scenario:
+    """The scenario with this name (ValueError naming the allowed names otherwise)."""
     if name not in SCENARIOS:
         raise ValueError(f"scenario must be one of {list(SCENARIOS)}, got {name!r}")
     return SCENARIOS[name]
