@@ -71,7 +71,8 @@ def _glyphs(text: str, size_px: int, anchor: str) -> tuple[Image.Image, tuple[in
 def stamp_text(
     image: Image.Image, xy: tuple[float, float], text: str, size_px: int, color: str, anchor: str
 ) -> None:
-    mask, (x0, y0, x1, y1) = _glyphs(text, size_px, anchor)
+    """Paint `text` in `color` with its `anchor` point (Pillow anchors: "mm", "ls", ...) at xy."""
+    mask, (x0, y0, _, _) = _glyphs(text, size_px, anchor)
     x, y = round(xy[0]), round(xy[1])
     image.paste(color, (x + x0, y + y0, x + x0 + mask.width, y + y0 + mask.height), mask)
 
