@@ -5,7 +5,10 @@ numpy: it writes each token's K/V at its slot (`page_id * page_size + offset`), 
 computes softmax(q k^T / sqrt(d)) v by gathering a sequence's keys and values through its
 block table. Grouped-query attention: query head h reads K/V head h // (num_heads //
 num_kv_heads). A ragged decode batch (one query per sequence, different context lengths)
-is gathered in one fancy-indexing call over a padded slot matrix and masked.
+is processed in chunks of pages, the way PagedAttention V2 splits long contexts into
+partitions: each chunk's pages are gathered for the whole batch (small enough to stay in
+cache), attended with batched matmuls, and the chunks are combined with an online softmax
+(running max and denominator), so the K/V are copied once and read from cache.
 
 `dense_attention` is the reference: the same math over one contiguous K/V array. Tests
 hold the two to float64 round-off.
@@ -15,11 +18,16 @@ Leaves out: fused kernels, ALiBi / sliding windows, and FP8 K/V.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence as SequenceLike
 
 import numpy as np
 
 from .pool import KVCachePool
+
+# Bytes of keys gathered per chunk of a decode batch: with the values, about 2 MiB, which
+# stays in this machine's caches while the chunk is used (bench attention measures it).
+CHUNK_BYTES = 1 << 20
 
 
 def _softmax_attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -152,15 +160,49 @@ class AttentionEngine:
         width = max(len(t) for t in block_tables)
         if (lens < 1).any() or (lens > np.array([len(t) for t in block_tables]) * self.page_size).any():
             raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
-        table = np.zeros((batch, width), dtype=np.int64)
+        table = np.zeros((batch, width), dtype=np.int64)  # padded with page 0, masked below
         for b, pages in enumerate(block_tables):
             table[b, : len(pages)] = pages
-        slots = (table[:, :, None] * self.page_size + np.arange(self.page_size)).reshape(batch, -1)
-        keys = self.slots[layer, 0][slots]  # [B, Lmax, Hkv, D]
-        values = self.slots[layer, 1][slots]
-        heads, kv_heads = q.shape[1], self.num_kv_heads
+        store = self.pool.kv_cache[layer]  # [2, num_pages, page_size, Hkv, D]
+        if table.size and (table.min() < 0 or table.max() >= store.shape[1]):
+            raise ValueError(f"block_tables must hold page ids in [0, {store.shape[1] - 1}]")
+        heads, kv_heads, dim, size = q.shape[1], self.num_kv_heads, self.head_dim, self.page_size
         group = _check_gqa(heads, kv_heads)
-        qg = q.reshape(batch, kv_heads, group, 1, self.head_dim)  # [B, Hkv, G, 1, D]
-        mask = (np.arange(slots.shape[1]) < lens[:, None])[:, None, None, None, :]  # [B, 1, 1, 1, Lmax]
-        out = _softmax_attend(qg, keys.transpose(0, 2, 1, 3), values.transpose(0, 2, 1, 3), mask)
-        return out.reshape(batch, heads, self.head_dim)
+        dtype = np.result_type(q.dtype, self.slots.dtype)
+        qg = q.astype(dtype, copy=False).reshape(batch, kv_heads, group, dim)  # [B, Hkv, G, D]
+        chunk = min(width, max(1, CHUNK_BYTES // (batch * store[0, 0].nbytes)))  # pages per seq
+        buffers = np.empty((2, batch, chunk, *store.shape[2:]), store.dtype)  # reused per chunk
+        scale = 1.0 / math.sqrt(dim)  # a Python float keeps float32 math in float32
+        shortest = int(lens.min())
+        running_max = denom = acc = None
+        for first in range(0, width, chunk):
+            ids = table[:, first : first + chunk]  # [B, C]
+            n = ids.shape[1] * size
+            # take(mode="clip") copies whole pages into the reused buffers without numpy's
+            # bounds-check copy (the ids were checked above); the head-major views below
+            # need no copy: matmul reads their rows with a stride.
+            full = ids.shape[1] == chunk  # the last chunk may be short
+            keys = store[0].take(ids, axis=0, mode="clip", out=buffers[0] if full else None)
+            values = store[1].take(ids, axis=0, mode="clip", out=buffers[1] if full else None)
+            keys, values = keys.astype(dtype, copy=False), values.astype(dtype, copy=False)
+            keys = keys.reshape(batch, n, kv_heads, dim).transpose(0, 2, 3, 1)  # [B, Hkv, D, n]
+            values = values.reshape(batch, n, kv_heads, dim).transpose(0, 2, 1, 3)  # [B, Hkv, n, D]
+            scores = qg @ keys  # [B, Hkv, G, n]
+            scores *= scale
+            if (first + ids.shape[1]) * size > shortest:
+                beyond = np.arange(first * size, first * size + n) >= lens[:, None]  # [B, n]
+                np.copyto(scores, -np.inf, where=beyond[:, None, None, :])
+            chunk_max = scores.max(axis=-1, keepdims=True)  # [B, Hkv, G, 1]
+            new_max = chunk_max if running_max is None else np.maximum(running_max, chunk_max)
+            scores -= new_max
+            np.exp(scores, out=scores)
+            if running_max is None:
+                denom, acc = scores.sum(axis=-1, keepdims=True), scores @ values
+            else:  # rescale what earlier chunks summed to the new running max
+                correction = np.exp(running_max - new_max)
+                denom *= correction
+                denom += scores.sum(axis=-1, keepdims=True)
+                acc *= correction
+                acc += scores @ values
+            running_max = new_max
+        return (acc / denom).reshape(batch, heads, dim)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 BENCHMARKS = {  # name -> module
     "ops": "pagedkv.bench.ops",
+    "attention": "pagedkv.bench.attention",
     "ui": "pagedkv.bench.ui",
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
