@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 BENCHMARKS = {  # name -> module
     "ops": "pagedkv.bench.ops",
     "attention": "pagedkv.bench.attention",
+    "memory": "pagedkv.bench.memory",
     "ui": "pagedkv.bench.ui",
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
