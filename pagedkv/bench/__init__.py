@@ -19,6 +19,7 @@ BENCHMARKS = {  # name -> module
     "ops": "pagedkv.bench.ops",
     "attention": "pagedkv.bench.attention",
     "memory": "pagedkv.bench.memory",
+    "sharing": "pagedkv.bench.sharing",
     "ui": "pagedkv.bench.ui",
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
