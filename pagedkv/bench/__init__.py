@@ -20,6 +20,7 @@ BENCHMARKS = {  # name -> module
     "attention": "pagedkv.bench.attention",
     "memory": "pagedkv.bench.memory",
     "sharing": "pagedkv.bench.sharing",
+    "page-size": "pagedkv.bench.page_size",
     "ui": "pagedkv.bench.ui",
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
