@@ -21,6 +21,7 @@ BENCHMARKS = {  # name -> module
     "memory": "pagedkv.bench.memory",
     "sharing": "pagedkv.bench.sharing",
     "page-size": "pagedkv.bench.page_size",
+    "preempt": "pagedkv.bench.preempt",
     "ui": "pagedkv.bench.ui",
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
