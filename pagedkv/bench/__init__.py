@@ -22,6 +22,7 @@ BENCHMARKS = {  # name -> module
     "sharing": "pagedkv.bench.sharing",
     "page-size": "pagedkv.bench.page_size",
     "preempt": "pagedkv.bench.preempt",
+    "scale": "pagedkv.bench.scale",
     "ui": "pagedkv.bench.ui",
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
