@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+from tqdm import tqdm
 
 from ..config import CacheConfig
 from ..pool import KVCachePool
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> Report:
     prompts = ops_trace(args.requests, args.prompt_len, args.shared_len, args.seed)
     entries = sum(-(-len(p) // args.page_size) for p in prompts)
     rows, data = [], {}
-    for caching in (True, False):
+    for caching in tqdm((True, False), desc="ops", disable=None):
         config = CacheConfig(
             num_pages=args.num_pages,
             page_size=args.page_size,
@@ -91,3 +92,20 @@ def run(args: argparse.Namespace) -> Report:
         ],
         data=data,
     )
+
+
+def plot(report: Report, path: str) -> None:
+    """Entries per second with and without prefix caching."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5, 3))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    labels = ["prefix caching on\n(sha256)", "prefix caching off"]
+    rates = [report.data[k]["entries_per_s"] for k in ("hashing", "no_hashing")]
+    ax.bar(labels, rates, color=["#0072B2", "#E69F00"])
+    ax.set_ylabel("block-table entries / s")
+    ax.set_title("Bookkeeping throughput (add + free)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
