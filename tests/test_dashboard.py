@@ -124,6 +124,14 @@ def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     assert "evict" in dash.event_log.value and "prefix hit" in dash.event_log.value
     assert len(lru_pictures) > 3
     assert dash.run.pool.stats.evictions > 0
+    # every request finished: Step is off, and pressing it anyway changes nothing
+    assert dash.step_button.disabled and not dash.run.seqs.sequences
+    steps = step_number(dash)
+    dash.step_button.click()
+    assert step_number(dash) == steps and "scenario is over" in dash.status.value
+    dash.prompt.value = "more"
+    dash.add_button.click()  # a live request gives Step something to do again
+    assert not dash.step_button.disabled
 
 
 @pytest.mark.parametrize("name, word", [("parallel", "copy-on-write"), ("preempt", "preempt")])

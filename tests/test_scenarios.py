@@ -283,3 +283,13 @@ def test_demo_prints_a_scenario(name, expected):
     )
     assert done.returncode == 0, done.stderr
     assert expected in done.stdout and "counters:" in done.stdout
+
+
+def test_after_the_scenario_step_decodes_the_live_sequences_until_none_is_left():
+    run = run_to_end("walkthrough")  # ends with request_B live
+    assert run.can_step
+    n = run.seqs.get("request_B").num_tokens
+    record = run.step()
+    assert record.action.op == "decode" and run.seqs.get("request_B").num_tokens in (n, n + 1)
+    assert not run_to_end("eviction").can_step  # every request finished
+    assert not run_to_end("preempt").can_step  # the scheduler finished everything

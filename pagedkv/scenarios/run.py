@@ -94,6 +94,16 @@ class ScenarioRun:
         return self.cursor >= len(self.steps)
 
     @property
+    def can_step(self) -> bool:
+        """Whether `step()` has anything to do: a scenario step left, or (once done) a live
+        sequence to decode or a request the scheduler has not finished."""
+        if not self.done:
+            return True
+        if self.scheduler is not None and self.scheduler.has_unfinished:
+            return True
+        return any(s in self.logits for s in self.seqs.sequences)
+
+    @property
     def next_action(self) -> Action:
         """What `step()` applies next."""
         if not self.done:

@@ -160,7 +160,10 @@ class Dashboard(widgets.VBox):
     def step(self) -> None:
         """Apply the next scenario step (when the scenario is done: one token for everyone)."""
         self.message = ""
-        self.run.step()
+        if self.run.can_step:
+            self.run.step()
+        else:
+            self.message = "the scenario is over and no sequence is live: add a request or Reset"
         self.render()
 
     def back(self) -> None:
@@ -301,6 +304,7 @@ class Dashboard(widgets.VBox):
         finally:
             self._syncing = False
         self.back_button.disabled = not run.history
+        self.step_button.disabled = not run.can_step  # the end of a scenario that freed everything
         self.fork_button.disabled = self.finish_button.disabled = not live
 
     def _status_html(self, snap) -> str:
