@@ -93,8 +93,9 @@ def simulate_paged(
         head_dim=1, enable_prefix_caching=False,
     )
     pool = KVCachePool(config)
+    seqs = SequenceManager(pool)
     sched = Scheduler(
-        SequenceManager(pool), max_num_seqs=max_num_seqs,
+        seqs, max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max(num_slots, max_seq_len),
     )
     sched.add_requests(requests)
@@ -103,7 +104,9 @@ def simulate_paged(
         sched.step()
         steps += 1
         if sched.waiting:
-            tokens = round(pool.token_usage * config.num_slots)
+            # Prefix caching is off and nothing forks, so no page is shared: the slots holding
+            # tokens are the sequences' tokens (cheaper than reading every page).
+            tokens = sum(seq.num_tokens for seq in seqs.sequences.values())
             totals["token_states"] += tokens
             totals["internal_fragmentation"] += pool.num_active_pages * page_size - tokens
             totals["free"] += pool.num_available_pages * page_size
