@@ -81,17 +81,18 @@ def _worker(
 def _hammer(
     locked: LockedManager, seed: int, threads: int = 6, ops: int = 400
 ) -> tuple[Counter, Counter]:
-    created, freed, errors = Counter(), Counter(), []
+    # Each thread counts in its own Counters (`c[k] += 1` is not atomic across threads).
+    tallies = [(Counter(), Counter(), []) for _ in range(threads)]
     workers = [
-        threading.Thread(target=_worker, args=(locked, seed * 100 + i, ops, created, freed, errors))
+        threading.Thread(target=_worker, args=(locked, seed * 100 + i, ops, *tallies[i]))
         for i in range(threads)
     ]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    assert errors == []
-    return created, freed
+    assert [e for _, _, errors in tallies for e in errors] == []
+    return sum((c for c, _, _ in tallies), Counter()), sum((f for _, f, _ in tallies), Counter())
 
 
 def assert_pool_adds_up(locked: LockedManager, created: Counter, freed: Counter) -> None:

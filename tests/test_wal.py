@@ -431,3 +431,27 @@ def test_a_copy_on_write_cut_off_by_the_crash_is_redone(tmp_path):
         recovered.pool.kv_cache[:, :, dst, :2], plain.pool.kv_cache[:, :, src, :2]
     )
     recovered.close()
+
+
+def test_the_service_checkpoints_every_n_records(tmp_path):
+    from pagedkv.service.engine import ServiceEngine
+
+    engine = ServiceEngine(
+        num_pages=16, page_size=4, wal=tmp_path / "s", fsync="never", checkpoint_every=5
+    )
+    engine.create(list(b"abcdefg"), "a")  # records 1-2
+    engine.generate("a", 3)  # records 3-8: the checkpoint comes after this request
+    assert read_checkpoint_seq(tmp_path / "s") == 8
+    assert read_log(tmp_path / "s" / "wal.log")[0] == []
+    engine.create(list(b"xyz"), "b")  # records 9-10
+    snap = engine.pool.snapshot()
+    engine.close()
+    with recover(tmp_path / "s") as recovered:
+        assert recovered.recovery["checkpoint_seq"] == 8 and recovered.last_seq == 10
+        assert recovered.pool.snapshot() == snap
+
+
+def read_checkpoint_seq(directory) -> int:
+    from pagedkv.service.checkpoint import read_checkpoint
+
+    return read_checkpoint(directory / "checkpoint.bin")[0]

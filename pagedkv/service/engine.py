@@ -26,7 +26,8 @@ requests, streaming, stop strings.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,7 @@ class ServiceEngine:
         wal: Path | str | None = None,
         fsync: FsyncPolicy | str = "always",
         model_seed: int = 0,
+        checkpoint_every: int = 10_000,
     ) -> None:
         self.model = TinyLM(seed=model_seed)
         config = self.model.cache_config(num_pages, page_size)
@@ -72,6 +74,11 @@ class ServiceEngine:
         )
         self._logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self._next_id = 1
+        # A checkpoint every this many log records bounds the log's size and recovery time.
+        self.checkpoint_every = checkpoint_every
+        self._checkpointed = (
+            self.durable.recovery.get("checkpoint_seq", 0) if self.durable is not None else 0
+        )
 
     # ---- requests ------------------------------------------------------------------------
 
@@ -81,7 +88,7 @@ class ServiceEngine:
         """Admit and prefill a prompt; returns the prefix-hit count and the block table."""
         _check_vocab("token_ids", token_ids)
         _check_context("token_ids", len(token_ids))
-        with self.metrics.exclusive() as m:
+        with self._exclusive() as m:
             if seq_id is None:
                 seq_id = self._fresh_id(m)
             elif seq_id in m:
@@ -95,7 +102,7 @@ class ServiceEngine:
         self, seq_id: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
     ) -> dict:
         """Sample and append `max_new_tokens` tokens, computing each one's K/V."""
-        with self.metrics.exclusive() as m:
+        with self._exclusive() as m:
             seq = m.get(seq_id)
             self._reserve(m, seq, max_new_tokens, "max_new_tokens")
             logits = self._last_logits(m, seq)
@@ -117,7 +124,7 @@ class ServiceEngine:
     def append(self, seq_id: str, token_ids: list[int]) -> dict:
         """Append the given tokens (e.g. a user turn) and compute their K/V in one pass."""
         _check_vocab("token_ids", token_ids)
-        with self.metrics.exclusive() as m:
+        with self._exclusive() as m:
             seq = m.get(seq_id)
             self._reserve(m, seq, len(token_ids), "token_ids")
             for token in token_ids:
@@ -128,7 +135,7 @@ class ServiceEngine:
 
     def fork(self, seq_id: str, child_id: str | None = None) -> dict:
         """Start `child_id` sharing every page of `seq_id` (copy-on-write later)."""
-        with self.metrics.exclusive() as m:
+        with self._exclusive() as m:
             m.get(seq_id)
             if child_id is None:
                 child_id = self._fresh_id(m)
@@ -140,7 +147,7 @@ class ServiceEngine:
             return _describe(m.get(child_id))
 
     def free(self, seq_id: str) -> None:
-        with self.metrics.exclusive() as m:
+        with self._exclusive() as m:
             m.free(seq_id)
             self._logits.pop(seq_id, None)
 
@@ -159,7 +166,8 @@ class ServiceEngine:
         if self.durable is None:
             raise RuntimeError("this engine has no write-ahead log (start it with a wal directory)")
         with self.metrics.exclusive():
-            return self.durable.checkpoint()
+            self._checkpointed = self.durable.checkpoint()
+            return self._checkpointed
 
     def close(self) -> None:
         if self.durable is not None:
@@ -167,6 +175,17 @@ class ServiceEngine:
                 self.durable.close()
 
     # ---- helpers (called with the lock held) ---------------------------------------------
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[SequenceManager]:
+        """The service lock for one request; afterwards, a checkpoint if the log has grown."""
+        with self.metrics.exclusive() as m:
+            try:
+                yield m
+            finally:
+                log = self.durable.log if self.durable is not None else None
+                if log is not None and log.last_seq - self._checkpointed >= self.checkpoint_every:
+                    self._checkpointed = self.durable.checkpoint()
 
     def _fresh_id(self, m: SequenceManager) -> str:
         while f"seq-{self._next_id}" in m:

@@ -37,6 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fsync", default="always", help="WAL fsync policy: always | never | 'batch N'"
     )
     parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=10_000,
+        metavar="RECORDS",
+        help="compact the WAL into a checkpoint every this many records",
+    )
+    parser.add_argument(
         "--token",
         default=os.environ.get("PAGEDKV_TOKEN"),
         help="require 'Authorization: Bearer TOKEN' (default: $PAGEDKV_TOKEN)",
@@ -62,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
             f"warning: serving on {args.host} without --token: anyone who can reach it can use it",
             file=sys.stderr,
         )
-    engine = ServiceEngine(args.num_pages, args.page_size, args.wal, args.fsync, args.model_seed)
+    engine = ServiceEngine(
+        args.num_pages, args.page_size, args.wal, args.fsync, args.model_seed, args.checkpoint_every
+    )
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
     # protocol says TCP, and without it every keep-alive response waits ~40 ms (Nagle).
