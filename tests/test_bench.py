@@ -3,6 +3,10 @@ they time compute what they claim (paged attention across chunk boundaries equal
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -12,8 +16,11 @@ from pagedkv import (
     KVCachePool,
     SequenceManager,
     attention,
+    cli,
     dense_attention,
 )
+from pagedkv.bench import BENCHMARKS
+from pagedkv.workloads import sharegpt_like
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
 
@@ -51,3 +58,106 @@ def test_paged_attention_refuses_page_ids_outside_the_pool():
     engine = AttentionEngine(KVCachePool(cfg))
     with pytest.raises(ValueError, match=r"page ids in \[0, 3\]"):
         engine.paged_attention_batch(0, np.zeros((1, 1, 2), np.float32), [[0, 4]], [3])
+
+
+# ---- every subcommand, --quick, in-process through the real command line -------------------
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(tmp_path, capsys, name: str, *extra: str) -> dict:
+    json_path, png_path = tmp_path / f"{name}.json", tmp_path / f"{name}.png"
+    argv = ["bench", name, "--quick", "--json", str(json_path), "--plot", str(png_path), *extra]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    report = json.loads(json_path.read_text())
+    assert report["title"] in out and report["rows"]
+    assert set(report) == {"title", "rows", "notes", "data"}
+    assert png_path.read_bytes()[:8] == PNG
+    return report
+
+
+def test_all_benchmarks_are_registered():
+    assert set(BENCHMARKS) >= {
+        "ops", "memory", "sharing", "page-size", "preempt", "attention", "scale"
+    }
+
+
+def test_memory(tmp_path, capsys):
+    data = bench(tmp_path, capsys, "memory")["data"]
+    for systems in data.values():
+        for result in systems.values():
+            total = sum(result[c] for c in ("token_states", "reserved", "internal_fragmentation",
+                                            "external_fragmentation", "free"))
+            assert total == pytest.approx(100.0, abs=1e-9)
+    sg = data["sharegpt"]
+    assert sg["max"]["token_states"] < sg["pow2"]["token_states"] < sg["oracle"]["token_states"]
+    assert sg["paged"]["token_states"] > 90 > sg["oracle"]["token_states"]
+    assert sg["paged"]["reserved"] == 0 and sg["paged"]["external_fragmentation"] == 0
+    assert sg["oracle"]["internal_fragmentation"] == 0  # it reserves exactly the final length
+    assert sg["paged"]["mean_batch"] > sg["oracle"]["mean_batch"] > sg["max"]["mean_batch"]
+
+
+def test_sharing(tmp_path, capsys):
+    data = bench(tmp_path, capsys, "sharing")["data"]
+    for mode in ("parallel sampling", "beam search"):
+        savings = [data[mode][w]["saving_pct"] for w in ("2", "4", "6")]  # JSON keys are str
+        assert 0 < savings[0] < savings[1] < savings[2] < 100
+    for w in ("2", "4", "6"):
+        assert data["beam search"][w]["saving_pct"] > data["parallel sampling"][w]["saving_pct"]
+        assert data["parallel sampling"][w]["cow_copies"] > 0
+
+
+def test_page_size(tmp_path, capsys):
+    points = {p["page_size"]: p for p in bench(tmp_path, capsys, "page-size")["data"]["points"]}
+    assert points[1]["slot_utilisation_pct"] == 100.0
+    assert points[1]["slot_utilisation_pct"] > points[16]["slot_utilisation_pct"]
+    assert points[16]["slot_utilisation_pct"] > points[256]["slot_utilisation_pct"]
+    # a 200-token system prompt fills 12 pages of 16 but no page of 256
+    assert points[16]["prefix_hit_rate_pct"] > points[256]["prefix_hit_rate_pct"]
+
+
+def test_preempt(tmp_path, capsys):
+    data = bench(tmp_path, capsys, "preempt")["data"]
+    assert all(run["identical_to_reference"] for run in data.values())
+    assert data["no pressure"]["preemptions"] == 0
+    rc, sw = data["recompute"], data["swap"]
+    assert rc["preemptions"] > 0 and rc["recomputed_tokens"] > 0 and rc["swap_out_bytes"] == 0
+    assert sw["preemptions"] > 0 and sw["recomputed_tokens"] == 0 and sw["swap_in_bytes"] > 0
+    # a swapped-in sequence computes only the token it was about to decode: no extra work
+    total = {k: v["prefill_tokens"] + v["decode_tokens"] for k, v in data.items()}
+    assert total["swap"] == total["no pressure"] < total["recompute"]
+
+
+def test_attention(tmp_path, capsys):
+    data = bench(tmp_path, capsys, "attention")["data"]
+    assert len(data["points"]) == 4
+    for point in data["points"]:
+        assert point["max_abs_diff"] < 1e-5 and point["ratio"] > 0
+
+
+def test_scale(tmp_path, capsys):
+    data = bench(tmp_path, capsys, "scale")["data"]
+    requests = sharegpt_like(300, 0)
+    assert data["finished"] == 300
+    # every token after the first is a decode, except the one a resumed request computes in
+    # its re-prefill (once per preemption)
+    assert data["preemptions"] > 0
+    expected = sum(r.max_new_tokens - 1 for r in requests)
+    assert data["decode_tokens"] + data["preemptions"] == expected
+    assert max(data["running"]) <= 256 and len(data["running"]) == data["steps"]
+
+
+def test_ops(tmp_path, capsys):
+    data = bench(tmp_path, capsys, "ops")["data"]
+    assert data["hashing"]["prefix_hit_blocks"] > 0 == data["no_hashing"]["prefix_hit_blocks"]
+
+
+def test_bench_runs_as_a_subprocess_with_json(tmp_path):
+    path = tmp_path / "sharing.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "pagedkv", "bench", "sharing", "--quick", "--json", str(path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "saving %" in done.stdout and json.loads(path.read_text())["rows"]

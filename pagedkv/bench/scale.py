@@ -48,10 +48,13 @@ def run(args: argparse.Namespace) -> Report:
         max_num_batched_tokens=args.max_num_batched_tokens,
     )
     sched.add_requests(requests)
+    running, active = [], []  # per step: running sequences, ACTIVE pages
     start = time.perf_counter()
     with tqdm(total=len(requests), desc="scale", unit="req", disable=None) as bar:
         while sched.has_unfinished:
             bar.update(len(sched.step().finished))
+            running.append(len(sched.running))
+            active.append(pool.num_active_pages)
     seconds = time.perf_counter() - start
     pool.check_invariants()
     st, ps = sched.stats, pool.stats
@@ -71,5 +74,30 @@ def run(args: argparse.Namespace) -> Report:
                ps.evictions, round(100 * ps.hit_rate, 1), seconds, tokens / seconds]],
         notes=[f"target <= {TARGET_SECONDS:.0f} s for 10,000 requests: {verdict}"],
         data={"seconds": seconds, "tokens_per_s": tokens / seconds, **st.as_dict(),
-              "pool": ps.as_dict(), "target_seconds": TARGET_SECONDS},
+              "pool": ps.as_dict(), "target_seconds": TARGET_SECONDS,
+              "num_pages": args.num_pages, "running": running, "active_pages": active},
     )
+
+
+def plot(report: Report, path: str) -> None:
+    """Running sequences and pool usage over the simulation's steps."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    data = report.data
+    fig = Figure(figsize=(8, 3))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot(data["running"], color="#0072B2", lw=0.8, label="running sequences")
+    ax.set_xlabel("step")
+    ax.set_ylabel("running sequences", color="#0072B2")
+    usage = fig.add_subplot(sharex=ax, frameon=False)
+    usage.plot([100 * a / data["num_pages"] for a in data["active_pages"]], color="#E69F00",
+               lw=0.8)
+    usage.yaxis.tick_right()
+    usage.yaxis.set_label_position("right")
+    usage.set_ylabel("ACTIVE pages (%)", color="#E69F00")
+    usage.set_ylim(0, 105)
+    ax.set_title(report.title.split(",")[0])
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
