@@ -36,6 +36,7 @@ from .palette import SequencePalette
 PAGES_RANGE = (4, 256)  # pool-size slider
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 LOG_STEPS = 40  # steps shown in the event log (newest first)
+HEATMAP_DPI = 72  # PNG encoding dominates a step: more pixels cost more than they show
 
 
 class Dashboard(widgets.VBox):
@@ -179,7 +180,7 @@ class Dashboard(widgets.VBox):
 
     def add_request(self) -> None:
         """Admit the prompt text as a new request, after the tokens of the picked sequence."""
-        parent = self.prefix_picker.value
+        parent = self.prefix_picker.value or None  # "" is the "(none)" entry
         self._apply(
             lambda: Action(
                 "add",
@@ -270,8 +271,8 @@ class Dashboard(widgets.VBox):
         key = (run.num_pages, run.page_size)
         if key not in self._heatmaps:
             self._heatmaps[key] = (
-                PoolHeatmap(*key, palette=self.palette),
-                PoolHeatmap(*key, views=("lru",), palette=self.palette),
+                PoolHeatmap(*key, palette=self.palette, dpi=HEATMAP_DPI),
+                PoolHeatmap(*key, views=("lru",), palette=self.palette, panel_width=5.4),
             )
         pool_map, lru_map = self._heatmaps[key]
         pool_map.update(snap)
@@ -290,7 +291,8 @@ class Dashboard(widgets.VBox):
         try:
             self.play.value = run.cursor
             for picker, options in (
-                (self.prefix_picker, [("(none)", None), *live]),
+                # "" stands for no prefix: a Dropdown takes the value None as "nothing selected"
+                (self.prefix_picker, [("(none)", ""), *live]),
                 (self.seq_picker, live),
             ):
                 if list(picker.options) != options:
@@ -322,17 +324,17 @@ class Dashboard(widgets.VBox):
         )
         if self.message:
             text += f"<br><span style='color:#D55E00'>{html.escape(self.message)}</span>"
-        return f"<div style='font-size:12px'>{text}</div>"
+        return f"<div style='font-size:12px;line-height:1.4'>{text}</div>"
 
     def _log_html(self) -> str:
         lines = []
         for record in reversed(self.run.records[-LOG_STEPS:]):
             lines += [f"step {record.index}: {html.escape(line)}" for line in record.lines()]
-        body = "<br>".join(lines) or "<i>no step yet: press Step</i>"
+        body = "".join(f"<div>{line}</div>" for line in lines) or "<i>no step yet: press Step</i>"
         return (
-            "<div style='max-height:170px;overflow-y:auto;font-family:monospace;"
-            f"font-size:11px;border:1px solid #ccc;padding:4px'><b>event log</b> (newest first)"
-            f"<br>{body}</div>"
+            "<div style='max-height:200px;overflow-y:auto;font-family:monospace;font-size:11px;"
+            "line-height:1.35;border:1px solid #ccc;padding:4px'><b>event log</b> (newest first)"
+            f"{body}</div>"
         )
 
     def __repr__(self) -> str:
