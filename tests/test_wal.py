@@ -316,6 +316,33 @@ def test_bad_header_and_bad_sequence_numbers_are_errors(finished_store, tmp_path
         f.write(encode_record(records[-1].seq + 2, {"op": "free", "seq_id": "x", "clock": 0}))
     with pytest.raises(WALCorruptionError, match="sequence number"):
         recover(store)
+    # Intact records that the code cannot reproduce: the log and the code disagree.
+    nxt = records[-1].seq + 1
+    for k, (payload, reason) in enumerate(
+        [
+            ({"op": "free", "seq_id": "nobody", "clock": 0}, "cannot be replayed"),
+            (
+                {
+                    "op": "add",
+                    "seq_id": "new",
+                    "tokens": [1],
+                    "extra_key": None,
+                    "hits": [],
+                    "alloc": [999],
+                    "evict": [],
+                    "clock": 0,
+                },
+                "replaying record",
+            ),
+        ]
+    ):
+        store = _copy(directory, tmp_path / f"disagree{k}")
+        size = os.path.getsize(store / "wal.log")
+        with open(store / "wal.log", "ab") as f:
+            f.write(encode_record(nxt, payload))
+        with pytest.raises(WALCorruptionError, match=reason) as info:
+            recover(store)
+        assert info.value.offset == size
 
 
 # ---- checkpoints ---------------------------------------------------------------------------

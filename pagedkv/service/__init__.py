@@ -5,13 +5,17 @@ numpy; `metrics`, `engine` and `server` need the `serve` extra (prometheus_clien
 uvicorn) and are imported by name: `from pagedkv.service.server import create_app`.
 """
 
+from .concurrency import CoarseLock, LockedManager, ReadWriteLock
 from .durable import DurableSequenceManager
 from .recovery import open_store, recover
 from .wal import FsyncPolicy, WALCorruptionError, WriteAheadLog, read_log
 
 __all__ = [
+    "CoarseLock",
     "DurableSequenceManager",
     "FsyncPolicy",
+    "LockedManager",
+    "ReadWriteLock",
     "WALCorruptionError",
     "WriteAheadLog",
     "open_store",

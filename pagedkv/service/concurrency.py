@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable, Iterator
+from collections.abc import Sequence as SequenceLike
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -128,7 +129,9 @@ class LockedManager:
 
     # ---- operations (write lock) ---------------------------------------------------------
 
-    def add(self, seq_id: Hashable, prompt_token_ids, extra_key: object = None) -> int:
+    def add(
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
+    ) -> int:
         with self.lock.write():
             return self._manager.add(seq_id, prompt_token_ids, extra_key)
 

@@ -38,6 +38,7 @@ import fcntl
 import json
 import os
 from collections.abc import Hashable
+from collections.abc import Sequence as SequenceLike
 from dataclasses import asdict
 from pathlib import Path
 
@@ -100,7 +101,9 @@ class DurableSequenceManager(SequenceManager):
 
     # ---- operations: validate, plan, log, apply --------------------------------------------
 
-    def add(self, seq_id: Hashable, prompt_token_ids, extra_key: object = None) -> int:
+    def add(
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
+    ) -> int:
         _check_seq_id("seq_id", seq_id)
         if seq_id in self.sequences:
             raise ValueError(f"seq_id {seq_id!r} is already a live sequence")

@@ -32,7 +32,7 @@ from ..config import CacheConfig
 from ..pool import KVCachePool
 from .checkpoint import export_state, key_from_json, read_checkpoint, restore_state
 from .durable import CHECKPOINT, CONFIG, KV, LOG, DurableSequenceManager, lock_store
-from .wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, fsync_dir, read_log
+from .wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, read_log
 
 
 class _Replay:
@@ -120,10 +120,18 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
                 raise WALCorruptionError(
                     log_path, record.offset, f"record {record.seq} cannot be replayed: {exc}"
                 ) from exc
+            if scratch.last_seq != record.seq:  # the operation declined (e.g. a refused reset)
+                raise WALCorruptionError(
+                    log_path, record.offset, f"record {record.seq} was not reproduced by replay"
+                )
         torn = log_path.stat().st_size - end
-        if torn:
-            os.truncate(log_path, end)
-            fsync_dir(directory)
+        if torn:  # cut the torn record off, so new records follow the last intact one
+            fd = os.open(log_path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, end)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         kv = np.memmap(directory / KV, mode="r+", **kv_args)
         log = WriteAheadLog(log_path, scratch.last_seq + 1, fsync)
         manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd)
@@ -136,6 +144,7 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
         src, dst = last["cow"]
         n = len(manager.pool.page(dst).token_ids) - 1
         kv[:, :, dst, :n] = kv[:, :, src, :n]
+        kv.flush()
     manager.recovery = {
         "checkpoint_seq": base_seq,
         "records_replayed": len(records),

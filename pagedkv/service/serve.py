@@ -4,6 +4,9 @@ Importing this module imports neither FastAPI nor uvicorn (they come with `run`)
 rest of the command line works without the `serve` extra. `ServerProcess` starts the
 command in a child process on a free loopback port and waits until it answers: the tests,
 notebook 07 and `bench api` use it to talk to a real server over real HTTP.
+
+`vllm serve` is the same kind of entry point. Leaves out: TLS options, worker processes
+(one process serves; its engine lock serialises requests), and reload-on-change.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ workload on a plain in-memory manager is the oracle a recovered state must equal
 `python -m pagedkv.service.workload DIR --seed S` runs it on a new store in DIR; with
 `--die-at SEQ --torn-bytes B` the process writes the first B bytes of record SEQ and then
 SIGKILLs itself (a deterministic crash in the middle of a write).
+
+Databases test recovery the same way (kill at random points, compare with a model run).
+Leaves out: crashes of the machine itself (power loss), which a process cannot simulate.
 """
 
 from __future__ import annotations
