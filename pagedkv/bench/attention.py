@@ -148,15 +148,16 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def plot(report: Report, path: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def figure(report: Report):
+    """Paged / dense time per (batch, context) point, with the target line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     points = report.data["points"]
+    fig = Figure(figsize=(max(5, 0.7 * len(points)), 3.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
     labels = [f"B={p['batch']}\nL={p['context']}" for p in points]
-    fig, ax = plt.subplots(figsize=(max(5, 0.7 * len(points)), 3.2))
     ax.bar(labels, [p["ratio"] for p in points], color="#0072B2")
     ax.axhline(1.0, color="black", lw=0.8)
     ax.axhline(TARGET, color="#D55E00", ls="--", label=f"target {TARGET}x")
@@ -164,5 +165,8 @@ def plot(report: Report, path: str) -> None:
     ax.set_title("Decode attention through block tables vs contiguous K/V")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
+
+
+def plot(report: Report, path: str) -> None:
+    figure(report).savefig(path, dpi=100)

@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-seq-len", type=int, default=2048)
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=256)
+    parser.add_argument("--workloads", default="sharegpt,alpaca", help="comma-separated")
 
 
 def simulate_contiguous(
@@ -134,8 +135,11 @@ def run(args: argparse.Namespace) -> Report:
         args.requests = 300
     if args.max_seq_len > args.num_slots or args.num_slots % args.page_size:
         raise SystemExit("need max_seq_len <= num_slots and num_slots a multiple of page_size")
+    workloads = args.workloads.split(",")
+    if any(w not in ("sharegpt", "alpaca") for w in workloads):
+        raise SystemExit(f"--workloads must name sharegpt and/or alpaca, got {args.workloads}")
     rows, data = [], {}
-    jobs = [(w, s) for w in ("sharegpt", "alpaca") for s in SYSTEMS]
+    jobs = [(w, s) for w in workloads for s in SYSTEMS]
     for workload, system in tqdm(jobs, desc="memory", disable=None):
         requests = generate(workload, args.requests, args.seed)
         if system == "paged":
@@ -152,7 +156,16 @@ def run(args: argparse.Namespace) -> Report:
             [workload, label, *(round(result[c], 1) for c in CATEGORIES),
              round(result["mean_batch"], 1), result["steps"], PAPER[system]]
         )
-    sg = data["sharegpt"]
+    notes = [
+        "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % of KV memory holds "
+        "token states for max / pow2 / oracle / vLLM"
+    ]
+    for workload, d in data.items():
+        notes.append(
+            f"{workload} here: " + " / ".join(f"{d[s]['token_states']:.1f}" for s in SYSTEMS)
+            + f" %; mean batch {d['paged']['mean_batch']:.1f} paged vs "
+            f"{d['max']['mean_batch']:.1f} max, {d['oracle']['mean_batch']:.1f} oracle"
+        )
     return Report(
         title=(
             f"bench memory: {args.requests} requests per workload, {args.num_slots:,} token slots, "
@@ -162,14 +175,7 @@ def run(args: argparse.Namespace) -> Report:
         columns=["workload", "system", "token %", "reserved %", "internal %", "external %",
                  "free %", "mean batch", "steps", "paper token %"],
         rows=rows,
-        notes=[
-            "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % of KV memory holds "
-            "token states for max / pow2 / oracle / vLLM",
-            f"ShareGPT here: {sg['max']['token_states']:.1f} / {sg['pow2']['token_states']:.1f} / "
-            f"{sg['oracle']['token_states']:.1f} / {sg['paged']['token_states']:.1f} %; paged "
-            f"batch {sg['paged']['mean_batch']:.1f} vs {sg['max']['mean_batch']:.1f} (max), "
-            f"{sg['oracle']['mean_batch']:.1f} (oracle)",
-        ],
+        notes=notes,
         data=data,
     )
 

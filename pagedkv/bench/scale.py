@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def plot(report: Report, path: str) -> None:
+def figure(report: Report):
     """Running sequences and pool usage over the simulation's steps."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -100,4 +100,8 @@ def plot(report: Report, path: str) -> None:
     usage.set_ylim(0, 105)
     ax.set_title(report.title.split(",")[0])
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    return fig
+
+
+def plot(report: Report, path: str) -> None:
+    figure(report).savefig(path, dpi=100)
