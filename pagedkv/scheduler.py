@@ -88,6 +88,19 @@ class StepRecord:
     swap_out_bytes: int  # K/V copied pool -> swap area (whole pages)
     swap_in_bytes: int  # K/V copied swap area -> pool (only tokens not hit in the prefix cache)
 
+    def summary(self) -> str:
+        """One line: what ran, what was preempted and what finished."""
+        parts = []
+        if self.prefill:
+            parts.append("prefill " + ", ".join(f"{r} ({n} tokens)" for r, n in self.prefill))
+        if self.decode:
+            parts.append("decode " + " ".join(map(str, self.decode)))
+        if self.preempted:
+            parts.append("preempt " + ", ".join(f"{r} ({m})" for r, m in self.preempted))
+        if self.finished:
+            parts.append("finished " + " ".join(map(str, self.finished)))
+        return f"step {self.step}: " + ("; ".join(parts) or "idle")
+
 
 @dataclass
 class SchedulerStats:

@@ -285,3 +285,13 @@ def test_add_requests_refuses_groups():
     with pytest.raises(ValueError, match="n = beam_width = 1"):
         s.add_requests(parallel_sampling(alpaca_like(1), 2))
     assert not s.requests
+
+
+def test_step_summary_names_what_happened(model):
+    pool = KVCachePool(model.cache_config(num_pages=6, page_size=4))
+    sched = Scheduler(SequenceManager(pool), model, max_num_seqs=8, max_num_batched_tokens=64)
+    for i, text in enumerate(["abcdefg", "hijklmn", "opqrstu"]):
+        sched.add_request(f"r{i}", model.encode(text), 3)
+    assert sched.step().summary() == "step 0: prefill r0 (7 tokens), r1 (7 tokens), r2 (7 tokens)"
+    assert sched.step().summary() == "step 1: decode r0 r1 r2"
+    assert sched.step().summary() == "step 2: decode r0 r1; preempt r2 (recompute); finished r0 r1"
