@@ -279,6 +279,8 @@ class Dashboard(widgets.VBox):
         lru_map.update(snap)
         self.heatmap.value = pool_map.png()
         self.lru.value = lru_map.png()
+        # Shown at their own size: a layout that stretches an <img> blurs its text.
+        self.heatmap.width, self.lru.width = str(pool_map.size[0]), str(lru_map.size[0])
         self.block_tables.value = block_table_html(snap, self.palette, run.events)
         self.status.value = self._status_html(snap)
         self.event_log.value = self._log_html()

@@ -201,6 +201,12 @@ class PoolHeatmap:
             )
         return rgba, labels
 
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of the PNG in pixels."""
+        height, width = self._frame.background.shape[:2]
+        return width, height
+
     def cell_box(self, view: str, page_id: int) -> tuple[int, int, int, int]:
         """Pixel box (x0, y0, x1, y1, inclusive) of a page's cell in `view` of the PNG."""
         if view not in self.panels:
