@@ -89,14 +89,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 class ServerProcess:
-    """The serve command in a child process on a free loopback port, ready when constructed.
+    """The serve command in a child process on a free loopback port.
 
     Runs `python -m pagedkv.service.serve` (this module: the same arguments and `run`,
     without importing every benchmark the full command line lists); with `via_cli`,
-    `python -m pagedkv serve` itself."""
+    `python -m pagedkv serve` itself. Ready when constructed, or — with `wait=False`, to
+    overlap its start-up with other work — once `wait()` returns."""
 
     def __init__(
-        self, *args: str, token: str | None = None, via_cli: bool = False, timeout: float = 30.0
+        self,
+        *args: str,
+        token: str | None = None,
+        via_cli: bool = False,
+        wait: bool = True,
+        timeout: float = 30.0,
     ) -> None:
         entry = ["pagedkv", "serve"] if via_cli else [__name__]
         cmd = [sys.executable, "-m", *entry, "--port", "0", *args]
@@ -104,19 +110,28 @@ class ServerProcess:
             cmd += ["--token", token]
         self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        self.token = token
+        self.token, self.timeout = token, timeout
+        self.url: str | None = None
+        if wait:
+            self.wait()
+
+    def wait(self) -> ServerProcess:
+        """Block until the server answers /health (at once if it already has)."""
+        if self.url is not None:
+            return self
         line = self.process.stdout.readline()
         if not line.startswith("pagedkv serving on "):
             self.process.kill()
             raise RuntimeError(f"server did not start: {line!r} {self._errors()}")
-        self.url = line.split()[-1]
-        self.port = int(self.url.rsplit(":", 1)[1])
-        deadline = time.monotonic() + timeout
+        self.port = int(line.split()[-1].rsplit(":", 1)[1])
+        deadline = time.monotonic() + self.timeout
         while not self._healthy():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.process.kill()
                 raise RuntimeError(f"server did not answer /health: {self._errors()}")
             time.sleep(0.02)
+        self.url = line.split()[-1]
+        return self
 
     @property
     def headers(self) -> dict[str, str]:
