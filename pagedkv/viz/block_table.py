@@ -13,7 +13,8 @@ physical page id that holds it and filled with the sequence's colour. Marks, all
 
 `plot_block_tables` draws a matplotlib figure (notebooks); `block_table_html` renders the
 same information as an HTML table (the dashboard: no image to encode on every step). This
-is vLLM's `BlockTable` made visible; nothing in vLLM draws it.
+is vLLM's `BlockTable` made visible; nothing in vLLM draws it. Leaves out: rows longer than
+`max_blocks` blocks are cut and say how many blocks were left out.
 """
 
 from __future__ import annotations

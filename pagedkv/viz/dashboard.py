@@ -12,10 +12,14 @@ another number of pages or page size. Every change re-renders, in place:
   prefix hits, evictions, copy-on-write copies and preemptions (HTML widgets).
 
 Back is exact time travel: `ScenarioRun.back()` replays the history minus its last action.
-The DOM contract (descriptions and CSS classes that browser tests click) is in the brief
-`DASHBOARD_CONTRACT.md`. Everything here reads the pool only through `snapshot()` and events.
+Widgets carry CSS classes (`pagedkv-step`, `pagedkv-back`, `pagedkv-reset`, `pagedkv-play`,
+`pagedkv-scenario`, `pagedkv-step-counter`, `pagedkv-heatmap`, `pagedkv-lru`,
+`pagedkv-event-log`, ...) so browser tests can click them like a person. Everything here
+reads the pool only through `snapshot()` and events.
 
-Leaves out: editing a scenario's steps, and saving a session.
+Production engines report the same quantities as metrics (vLLM: `kv_cache_usage_perc`,
+prefix-cache queries and hits, preemptions) but show no pages. Leaves out: editing a
+scenario's steps, and saving a session.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@
 - Continuous quantities (occupancy, ref count, LRU order) use cividis / viridis, which
   are perceptually uniform and remain ordered in greyscale.
 
-Matplotlib's own colour maps are used as they are; nothing here draws.
+Matplotlib's own colour maps are used as they are; nothing here draws. Leaves out: choosing
+another palette (every picture would have to agree on it).
 """
 
 from __future__ import annotations
