@@ -12,6 +12,7 @@ notebook 07 and `bench api` use it to talk to a real server over real HTTP.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import http.client
 import os
 import signal
@@ -88,6 +89,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the parent dies (Linux prctl PDEATHSIG), so a
+    test run or notebook kernel that crashes never leaves a server behind."""
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class ServerProcess:
     """The serve command in a child process on a free loopback port.
 
@@ -109,7 +119,13 @@ class ServerProcess:
         if token is not None:
             cmd += ["--token", token]
         self.stderr = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.process = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
         self.token, self.timeout = token, timeout
         self.url: str | None = None
         if wait:
