@@ -188,12 +188,13 @@ def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
         "--checkpoint-every",
         str(checkpoint_every),
     ]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert child.stdout.readline().strip() == "ready"
-    time.sleep(float(rng.uniform(0.1, 0.5)))
-    child.send_signal(signal.SIGKILL)
-    assert child.wait(10) == -signal.SIGKILL
-    child.stdout.close()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            time.sleep(float(rng.uniform(0.1, 0.5)))
+        finally:
+            child.send_signal(signal.SIGKILL)  # never leave the endless workload running
+        assert child.wait(10) == -signal.SIGKILL
     manager = recover(directory)
     n = manager.last_seq
     assert n > 0
