@@ -29,13 +29,19 @@ _TRACEBACK = re.compile(
     re.MULTILINE,
 )
 
-# Run All is finished when nothing is queued or running ("[*]") and the kernel is idle.
-_RUN_FINISHED_JS = """() => {
-  const prompts = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')];
+# The notebook open in the page: the one visible notebook panel (hidden tabs stay in the DOM).
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
+
+_PROMPTS_JS = f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
+    .map(p => p.textContent.trim())"""
+
+_STATUS_JS = """() => (document.querySelector('#jp-main-statusbar') || {}).textContent || ''"""
+
+_IDLE_OR_DIALOG_JS = """() => {
   const bar = document.querySelector('#jp-main-statusbar');
-  return prompts.length > 0 && prompts.every(p => !p.textContent.includes('*'))
-      && /\\[\\d+\\]/.test(prompts[0].textContent)
-      && bar !== null && bar.textContent.includes('Idle');
+  const idle = bar !== null && bar.textContent.includes('(ipykernel)')
+      && bar.textContent.includes('Idle');
+  return idle || document.querySelector('.jp-Dialog') !== null;
 }"""
 
 # The PNG bytes behind an <img>'s blob: URL, as base64.
@@ -58,8 +64,16 @@ class NotebookPage:
 
     # -- opening and running -------------------------------------------------------------
     def open(self) -> NotebookPage:
+        """Load the page and wait for the kernel; a dialog instead (e.g. "Select Kernel" for a
+        kernel name this environment lacks) fails with the dialog's text."""
         self.page.goto(self.url)
-        self.page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=IDLE_TIMEOUT_MS)
+        self.page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(timeout=IDLE_TIMEOUT_MS)
+        self.page.wait_for_function(_IDLE_OR_DIALOG_JS, timeout=IDLE_TIMEOUT_MS, polling=250)
+        dialog = self.page.locator(".jp-Dialog")
+        if dialog.count():
+            raise AssertionError(f"JupyterLab opened a dialog: {dialog.first.inner_text()!r}")
+        panels = self.page.locator(".jp-NotebookPanel").count()
+        assert panels == 1, f"{panels} notebooks open; the page should restore no workspace"
         self.wait_idle()
         return self
 
@@ -81,8 +95,37 @@ class NotebookPage:
         self.page.locator(".lm-Menu-itemLabel", has_text=exact).click()
 
     def run_all(self, timeout_ms: int = RUN_ALL_TIMEOUT_MS) -> None:
+        """Edit > Clear Outputs of All Cells, then Run > Run All Cells, until the run is over.
+
+        Clearing first makes every prompt "[ ]:", so numbers seen afterwards come from this
+        run and not from the outputs committed with the notebook. The run is over when no
+        prompt shows "*" (queued or running) and the kernel is Idle, twice a second apart.
+        """
+        self.menu("Edit", "Clear Outputs of All Cells")
+        self._poll(lambda p, _: all(x == "[ ]:" for x in p), 30_000, "clearing the outputs")
         self.menu("Run", "Run All Cells")
-        self.page.wait_for_function(_RUN_FINISHED_JS, timeout=timeout_ms, polling=250)
+        self._poll(lambda p, _: any(x != "[ ]:" for x in p), 60_000, "Run All to start")
+        def done(prompts: list[str], status: str) -> bool:
+            return "*" not in "".join(prompts) and "Idle" in status
+
+        while True:
+            self._poll(done, timeout_ms, "Run All to finish")
+            self.page.wait_for_timeout(1000)
+            if done(self.prompts(), self._status()):
+                return
+
+    def _status(self) -> str:
+        return self.page.evaluate(_STATUS_JS)
+
+    def _poll(self, condition, timeout_ms: int, what: str) -> None:
+        """Poll condition(prompts, status bar text) every 250 ms; fail with what the page shows."""
+        for _ in range(max(1, timeout_ms // 250)):
+            prompts = self.prompts()
+            if prompts and condition(prompts, self._status()):
+                return
+            self.page.wait_for_timeout(250)
+        raise AssertionError(f"waited {timeout_ms / 1000:.0f} s for {what}: prompts {prompts}, "
+                             f"status bar {self._status()!r}")
 
     def save(self) -> None:
         """File > Save Notebook; returns once the tab no longer shows unsaved changes."""
@@ -92,17 +135,14 @@ class NotebookPage:
         )
 
     # -- what the page shows -------------------------------------------------------------
-    def code_cells(self) -> list[Locator]:
-        return self.page.locator(".jp-Notebook .jp-CodeCell").all()
-
     def prompts(self) -> list[str]:
         """The input prompt of every code cell, e.g. "[3]:" ("[ ]:" if it never ran)."""
-        return [c.locator(".jp-InputPrompt").text_content().strip() for c in self.code_cells()]
+        return self.page.evaluate(_PROMPTS_JS)
 
     def error_outputs(self) -> list[str]:
         """Text of every output that shows a traceback or a widget that failed to display."""
         errors = []
-        for output in self.page.locator(".jp-Notebook .jp-OutputArea-output").all():
+        for output in self.page.locator(f"{NOTEBOOK} .jp-OutputArea-output").all():
             text = output.text_content() or ""
             mime = output.get_attribute("data-mime-type")
             if mime == "application/vnd.jupyter.stderr" and _TRACEBACK.search(text):
@@ -141,7 +181,7 @@ class NotebookPage:
         The cell, not the page, and with the window made tall enough for all of it: JupyterLab
         scrolls inside its notebook panel, which would clip a cell taller than the window.
         """
-        cell = self.page.locator(".jp-Notebook .jp-Cell").filter(has=inner)
+        cell = self.page.locator(f"{NOTEBOOK} .jp-Cell").filter(has=inner)
         viewport = self.page.viewport_size
         height = cell.bounding_box()["height"]
         self.page.set_viewport_size({"width": viewport["width"],

@@ -158,7 +158,8 @@ class JupyterLabServer:
         return json.loads(body) if body else None
 
     def url(self, notebook: str) -> str:
-        return f"{self.base_url}/lab/tree/{notebook}?token={self.token}"
+        """The notebook's page; `reset` starts from an empty workspace (not the previous page's)."""
+        return f"{self.base_url}/lab/tree/{notebook}?reset&token={self.token}"
 
     def shutdown_kernels_of(self, notebook: str) -> None:
         """End the sessions (and kernels) of one notebook so the next test starts clean."""
