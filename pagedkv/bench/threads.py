@@ -16,6 +16,8 @@ import random
 import threading
 import time
 
+import numpy as np
+
 from ..config import CacheConfig
 from ..pool import KVCachePool, OutOfPagesError
 from ..sequence import SequenceManager
@@ -122,7 +124,7 @@ def compare(
 
 def run(args: argparse.Namespace) -> Report:
     if args.quick:
-        args.ops, args.repeat = 6_000, 1
+        args.ops, args.repeat = 1_500, 1
     cases = [
         (design, mix, n)
         for mix in MIXES
@@ -158,3 +160,35 @@ def run(args: argparse.Namespace) -> Report:
         notes=notes,
         data=data,
     )
+
+
+def figure(report: Report):
+    """Operations/s by thread count, coarse vs read-write lock, one panel per mix; the
+    dashed line is the unlocked single thread."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.2))
+    FigureCanvasAgg(fig)
+    threads = sorted({int(key.rsplit("/", 1)[1]) for key in report.data if "coarse" in key})
+    x = np.arange(len(threads))
+    for i, mix in enumerate(MIXES):
+        ax = fig.add_subplot(1, len(MIXES), i + 1)
+        for k, (design, color) in enumerate((("coarse", "#0072B2"), ("rwlock", "#E69F00"))):
+            rates = [report.data[f"{design}/{mix}/{n}"] for n in threads]
+            ax.bar(x + 0.4 * k, rates, width=0.4, color=color, label=design)
+        ax.axhline(
+            report.data[f"unlocked/{mix}/1"], color="grey", ls="--", label="unlocked, 1 thread"
+        )
+        ax.set_xticks(x + 0.2, [str(n) for n in threads])
+        ax.set_xlabel("threads")
+        ax.set_title(f"{mix} ({int(100 * MIXES[mix])} % reads)")
+        if i == 0:
+            ax.set_ylabel("operations / s")
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot(report: Report, path: str) -> None:
+    figure(report).savefig(path, dpi=100)
