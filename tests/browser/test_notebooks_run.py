@@ -39,6 +39,10 @@ def _check_ran_cleanly(nb, jupyterlab, name: str) -> None:
     assert shown == [f"[{n}]:" for n in counts], f"{name}: page prompts {shown}"
 
 
+def test_there_are_notebooks_to_run():
+    assert NOTEBOOK_NAMES, f"no numbered notebooks in {NOTEBOOKS}"
+
+
 @pytest.mark.parametrize("name", NOTEBOOK_NAMES)
 def test_run_all_cells_completes_without_errors(open_notebook, jupyterlab, name):
     nb = open_notebook(name)
