@@ -99,6 +99,7 @@ def test_step_back_and_eviction_scenario(dashboard, screenshot_dir):
     dash.reset()
     allocations = dash.log_count(ALLOCATE)
     history = [dash.pictures()]  # history[n] = pictures at step n
+    src_at_start = dash.heatmap.get_attribute("src")
 
     # Step several times (at least 3), until the pool picture has just changed.
     for n in range(1, MAX_STEPS_TO_SEE_A_CHANGE + 1):
@@ -112,6 +113,7 @@ def test_step_back_and_eviction_scenario(dashboard, screenshot_dir):
     n = len(history) - 1
     assert dash.step_number() == n
     assert history[n][0] != history[0][0], "stepping never changed the heatmap"
+    assert dash.heatmap.get_attribute("src") != src_at_start, "heatmap <img> src did not change"
     assert dash.log_count(ALLOCATE) > allocations, "no allocation in the event log after stepping"
     nb = dash.nb
     shot = nb.screenshot_cell(dash.step_button, screenshot_dir / "00_start_here_dashboard.png")
@@ -133,13 +135,16 @@ def test_step_back_and_eviction_scenario(dashboard, screenshot_dir):
     evictions = dash.log_count(EVICT)
     _, lru_start = dash.pictures()
     steps = 0
-    while steps < MAX_STEPS_IN_A_SCENARIO and dash.step_button.is_enabled():
-        dash.step_button.click()
+    while steps < MAX_STEPS_IN_A_SCENARIO:
+        nb.wait_idle()
+        if not dash.step_button.is_enabled():  # the dashboard turns Step off at the end
+            break
         try:
+            dash.step_button.click(timeout=END_WAIT_MS)
             dash.counter.filter(
                 has_text=re.compile(rf"\bstep {steps + 1}\b", re.IGNORECASE)
             ).wait_for(timeout=END_WAIT_MS)
-        except PlaywrightTimeoutError:  # Step changed nothing: the scenario has ended
+        except PlaywrightTimeoutError:  # Step went off, or changed nothing: the end
             break
         steps += 1
     nb.wait_idle()
