@@ -1,36 +1,27 @@
 """Scheduler: continuous batching over the paged KV cache, with preemption.
 
-Like vLLM's scheduler it keeps a *waiting* queue (FCFS) and a *running* list (admission
-order) and builds one batch per `step()`:
+Like vLLM's, it keeps a *waiting* queue (FCFS) and a *running* list (admission order), and
+each `step()` builds one batch: every running sequence gets one decode token; when the pool
+cannot give one the page it needs, the **most recently admitted** running sequence is
+preempted (possibly the one asking) until it fits (vLLM v1's rule). Only if nothing was
+preempted are waiting requests admitted, front first, while `max_num_seqs`, the token
+budget `max_num_batched_tokens` and the pool allow; a whole prompt is prefilled in one
+step. TinyLM then computes K/V of every scheduled token and samples each next token
+(without a model, bookkeeping-only mode takes tokens from a seeded script: for large
+simulations).
 
-1. every running sequence gets one decode token, in admission order. When the pool cannot
-   give a sequence the page its token needs, the **most recently admitted** running
-   sequence is preempted (possibly the one asking) until the token fits (vLLM v1's rule);
-2. only if nothing was preempted, waiting requests are admitted front first while
-   `max_num_seqs`, the token budget `max_num_batched_tokens` and the pool allow
-   (`SequenceManager.add` is all-or-nothing); a whole prompt is prefilled in one step;
-3. TinyLM computes K/V of every scheduled token and samples each sequence's next token
-   (bookkeeping-only mode, without a model, takes tokens from a seeded script and runs no
-   attention: for large simulations).
-
-Preemption modes:
-
-- **recompute** (vLLM v1's only mode): free the sequence's pages — its full pages stay
-  CACHED, so on resume its own prefix is a prefix hit unless evicted meanwhile — and
-  requeue it at the *front*; on resume prompt + generated tokens are prefilled again.
-- **swap** (vLLM v0): copy the K/V of its pages to a host-side swap area of
-  `swap_space_pages` pages, free them, requeue at the front; on resume `add` the same
-  tokens (prefix hits possible) and copy back only the K/V the hits did not cover. When the
-  swap area is full it is recomputed instead (vLLM v0 aborts the request).
-
-Either way a resumed sequence continues exactly where it stopped: the tokens equal those of
-an uninterrupted run (`TinyLM.generate_reference`) with the same model and seeds.
+Preemption by **recompute** (vLLM v1's only mode) frees the sequence's pages (full ones stay
+CACHED, so on resume its own prefix is a prefix hit unless evicted) and requeues it at the
+*front*; on resume prompt + generated tokens are prefilled again. By **swap** (vLLM v0) the
+K/V of its pages are first copied to a host-side swap area of `swap_space_pages` pages; on
+resume `add` re-admits the tokens (prefix hits possible) and only the K/V the hits did not
+cover are copied back. A full swap area means recompute (vLLM v0 aborts the request).
+Either way a resumed sequence generates exactly the tokens of an uninterrupted run.
 
 Leaves out: chunked prefill (a request that could outgrow the token budget is refused up
 front), parallel-sampling and beam-search groups (`bench sharing` drives `fork` directly),
-priorities, arrival times. Admission checks the budget against the whole prompt: prefix hits
-are known only once `add` has run (vLLM v1 looks them up first), so a prompt with cached
-pages may wait one step longer when the budget is nearly spent.
+priorities, arrival times. Admission checks the budget against the whole prompt, as prefix
+hits are known only once `add` has run (vLLM v1 looks them up first).
 """
 
 from __future__ import annotations
@@ -41,7 +32,6 @@ from collections.abc import Sequence as SequenceLike
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .attention import AttentionEngine
 from .model import TinyLM
@@ -318,12 +308,21 @@ class Scheduler:
         )
 
     def run(self, max_steps: int | None = None, progress: bool = False) -> dict[Hashable, list]:
-        """Step until every request finished (or max_steps); returns `outputs`."""
-        total, done, steps = len(self.requests), self.stats.finished, 0
-        with tqdm(total=total, initial=done, unit="req", leave=False, disable=not progress) as bar:
-            while self.has_unfinished and (max_steps is None or steps < max_steps):
-                bar.update(len(self.step().finished))
-                steps += 1
+        """Step until every request finished (or max_steps); returns `outputs`. With
+        `progress`, a tqdm bar counts finished requests."""
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm  # imported only when asked for: it takes ~0.1 s
+
+            bar = tqdm(total=len(self.requests), initial=self.stats.finished, unit="req")
+        steps = 0
+        while self.has_unfinished and (max_steps is None or steps < max_steps):
+            finished = len(self.step().finished)
+            if bar is not None:
+                bar.update(finished)
+            steps += 1
+        if bar is not None:
+            bar.close()
         return self.outputs
 
     # ---- internals -------------------------------------------------------------------------
