@@ -295,3 +295,31 @@ def test_step_summary_names_what_happened(model):
     assert sched.step().summary() == "step 0: prefill r0 (7 tokens), r1 (7 tokens), r2 (7 tokens)"
     assert sched.step().summary() == "step 1: decode r0 r1 r2"
     assert sched.step().summary() == "step 2: decode r0 r1; preempt r2 (recompute); finished r0 r1"
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    prompts=st.lists(
+        st.tuples(st.text("abc ", min_size=1, max_size=10), st.integers(1, 8)),
+        min_size=1, max_size=5,
+    ),
+    num_pages=st.integers(5, 12),
+    mode=st.sampled_from(["recompute", "swap"]),
+    max_num_seqs=st.integers(1, 4),
+)
+def test_random_workloads_generate_the_reference_tokens(model, prompts, num_pages, mode,
+                                                         max_num_seqs):
+    pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=2))
+    sched = Scheduler(
+        SequenceManager(pool), model, max_num_seqs=max_num_seqs, max_num_batched_tokens=32,
+        preemption_mode=mode, swap_space_pages=num_pages,
+    )
+    accepted = {}
+    for i, (text, new) in enumerate(prompts):
+        if -(-(len(text) + new - 1) // 2) <= num_pages:
+            sched.add_request(i, model.encode(text), new)
+            accepted[i] = (text, new)
+    run_checked(sched)
+    assert pool.num_active_pages == 0
+    for i, (text, new) in accepted.items():
+        assert sched.outputs[i] == model.generate_reference(text, new)

@@ -122,7 +122,9 @@ def run(args: argparse.Namespace) -> Report:
             f"{max(v['saving_pct'] for v in ps.values()):.1f} % (paper 6.1-9.8 %); beam search "
             f"{min(v['saving_pct'] for v in bs.values()):.1f}-"
             f"{max(v['saving_pct'] for v in bs.values()):.1f} % (paper 37.6-55.2 %)",
-            f"beam survivors' parents: rank r drawn with probability ~ {args.beam_decay}**r",
+            f"beam survivors' parents: rank r drawn with probability ~ {args.beam_decay}**r; "
+            "beam-search savings depend on this model of how often beams share a parent, "
+            "parallel-sampling savings on the (synthetic) prompt lengths",
         ],
         data=data,
     )
