@@ -19,6 +19,7 @@ import math
 import time
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from ..attention import CHUNK_BYTES, AttentionEngine
@@ -39,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeat", type=int, default=15, help="best of this many runs")
+    parser.add_argument(
+        "--blas-threads", type=int, default=1,
+        help="BLAS threads for both sides (0 = the library default)",
+    )
 
 
 def dense_decode(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -123,7 +128,12 @@ def run(args: argparse.Namespace) -> Report:
     contexts = [int(c) for c in args.context.split(",")]
     rng = np.random.default_rng(args.seed)
     points = [(b, c) for b in batches for c in contexts]
-    results = [measure(b, c, args, rng) for b, c in tqdm(points, desc="attention", disable=None)]
+    # One BLAS thread by default: on a shared 2-core machine, BLAS threads spin-waiting against
+    # other processes made single matmuls 5x slower at random, for either side.
+    with threadpool_limits(args.blas_threads or None, user_api="blas"):
+        results = [
+            measure(b, c, args, rng) for b, c in tqdm(points, desc="attention", disable=None)
+        ]
     rows = [
         [r["batch"], r["context"], r["dense_s"] * 1e3, r["paged_s"] * 1e3, r["ratio"],
          r["dense_program"], f"{r['max_abs_diff']:.1e}"]
@@ -135,7 +145,8 @@ def run(args: argparse.Namespace) -> Report:
     return Report(
         title=(
             f"bench attention: decode step, {args.heads} heads / {args.kv_heads} KV heads x "
-            f"{args.head_dim}, page {args.page_size}, {args.dtype}, best of {args.repeat}"
+            f"{args.head_dim}, page {args.page_size}, {args.dtype}, best of {args.repeat}, "
+            f"BLAS threads: {args.blas_threads or 'default'}"
         ),
         columns=["batch", "context", "dense ms", "paged ms", "paged/dense", "dense program",
                  "max |diff|"],
