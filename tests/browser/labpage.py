@@ -22,8 +22,8 @@ IDLE_TIMEOUT_MS = 120_000
 RUN_ALL_TIMEOUT_MS = 600_000
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
-# An error output renders with the stderr MIME type like a warning does; its first lines
-# (the traceback header, or "Cell In[n]" / "File ..." for syntax errors) tell them apart.
+# An error output renders with the stderr MIME type like a warning does; its text tells them
+# apart: the traceback header, a syntax error's "Cell In[n], line k", or a line "XxxError: ...".
 _TRACEBACK = re.compile(
     r"Traceback \(most recent call last\)|^\s*Cell In\[\d+\], line \d+|^\s*\w*(Error|Exception)\b:",
     re.MULTILINE,
@@ -105,6 +105,7 @@ class NotebookPage:
         self._poll(lambda p, _: all(x == "[ ]:" for x in p), 30_000, "clearing the outputs")
         self.menu("Run", "Run All Cells")
         self._poll(lambda p, _: any(x != "[ ]:" for x in p), 60_000, "Run All to start")
+
         def done(prompts: list[str], status: str) -> bool:
             return "*" not in "".join(prompts) and "Idle" in status
 
@@ -157,15 +158,6 @@ class NotebookPage:
         data = base64.b64decode(locator.evaluate(_IMG_BYTES_JS))
         assert data.startswith(PNG_SIGNATURE), f"{locator} does not show a PNG"
         return data
-
-    def wait_image_change(self, locator: Locator, before: bytes, timeout_ms: int = 30_000) -> bytes:
-        """Poll until the picture differs from `before`; the new bytes."""
-        for _ in range(max(1, timeout_ms // 200)):
-            now = self.image_bytes(locator)
-            if now != before:
-                return now
-            self.page.wait_for_timeout(200)
-        raise AssertionError(f"picture of {locator} did not change in {timeout_ms / 1000:.0f} s")
 
     def wait_image_equal(self, locator: Locator, expected: bytes, timeout_ms: int = 30_000) -> None:
         """Poll until the picture is exactly `expected` (same PNG bytes)."""

@@ -51,7 +51,8 @@ class Dashboard:
         return int(match.group(1))
 
     def wait_step(self, n: int) -> None:
-        """Until the counter reads step n and the kernel has finished the click's callback."""
+        """Until the counter reads step n, then the kernel Idle (pictures may land a moment
+        later; `pictures()` waits for them)."""
         self.counter.filter(has_text=re.compile(rf"\bstep {n}\b", re.IGNORECASE)).wait_for(
             timeout=60_000
         )
