@@ -92,7 +92,9 @@ class AttentionEngine:
             raise ValueError(f"layer must be in [0, {self.slots.shape[0] - 1}], got {layer}")
         return int(layer)
 
-    def write(self, layer: int, slot_mapping: SequenceLike[int], keys: np.ndarray, values: np.ndarray) -> None:
+    def write(
+        self, layer: int, slot_mapping: SequenceLike[int], keys: np.ndarray, values: np.ndarray
+    ) -> None:
         """Store K/V of n tokens at their slots. keys, values: [n, num_kv_heads, head_dim]."""
         layer = self._check_layer(layer)
         slots = np.asarray(slot_mapping)
@@ -123,7 +125,9 @@ class AttentionEngine:
         table = np.asarray(block_table, dtype=np.int64)
         return table[positions // self.page_size] * self.page_size + positions % self.page_size
 
-    def gather(self, layer: int, block_table: SequenceLike[int], context_len: int) -> tuple[np.ndarray, np.ndarray]:
+    def gather(
+        self, layer: int, block_table: SequenceLike[int], context_len: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The first context_len keys and values of a sequence: two [L, kv_heads, head_dim] arrays."""
         layer = self._check_layer(layer)
         slots = self._context_slots(block_table, context_len)

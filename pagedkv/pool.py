@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .config import CacheConfig
 from .eviction import EvictionPolicy, make_eviction_policy
+from .invariants import check_invariants
 from .page import Page, PageState
+from .snapshot import Event, PoolSnapshot, PoolStats, take_snapshot
 
 if TYPE_CHECKING:
     from .sequence import SequenceManager
@@ -42,77 +43,6 @@ FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 
 class OutOfPagesError(MemoryError):
     """The pool cannot provide the pages an operation needs; nothing was changed."""
-
-
-class Event(NamedTuple):
-    """One thing that happened to a page, for event logs, plots and metrics."""
-
-    clock: int
-    kind: str  # allocate | evict | prefix_hit | cow | cache | free | reset
-    page_id: int
-    seq_id: Hashable | None = None
-    detail: str = ""
-
-
-@dataclass
-class PoolStats:
-    """Counters since the pool was created (DESIGN.md, "Counts" and "Counters")."""
-
-    allocations: int = 0  # pages handed out for writing (FREE or evicted; COW targets too)
-    evictions: int = 0  # CACHED pages reclaimed
-    prefix_queries: int = 0  # prompt tokens looked up at admission (vLLM: prefix_cache_queries)
-    prefix_hits: int = 0  # of those, tokens served by cached pages (vLLM: prefix_cache_hits)
-    cow_copies: int = 0  # pages copied before a shared page was written
-
-    @property
-    def hit_rate(self) -> float:
-        """prefix_hits / prefix_queries (0.0 before any query)."""
-        return self.prefix_hits / self.prefix_queries if self.prefix_queries else 0.0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
-
-
-@dataclass(frozen=True, eq=False)
-class PoolSnapshot:
-    """Plain data describing the pool at one moment: what plots and services read."""
-
-    clock: int
-    num_pages: int
-    page_size: int
-    state: np.ndarray  # [num_pages] int8 PageState codes
-    fill: np.ndarray  # [num_pages] tokens held
-    ref_count: np.ndarray  # [num_pages]
-    owner: np.ndarray  # [num_pages] index into seq_ids of the oldest holder, -1 for none
-    lru_rank: np.ndarray  # [num_pages] 0 = next victim, -1 = not evictable
-    hashed: np.ndarray  # [num_pages] bool: the page is in the prefix index
-    last_access: np.ndarray  # [num_pages] logical clock
-    seq_ids: tuple[Hashable, ...]  # live sequences, oldest first
-    block_tables: dict[Hashable, tuple[int, ...]]  # seq id -> page ids
-    num_cached_tokens: dict[Hashable, int]  # seq id -> prompt tokens served by prefix hits
-    cow_log: tuple[tuple[int, int], ...]  # (src, dst) page pairs, oldest first
-    stats: dict[str, int] = field(default_factory=dict)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PoolSnapshot):
-            return NotImplemented
-        arrays = ("state", "fill", "ref_count", "owner", "lru_rank", "hashed", "last_access")
-        return all(np.array_equal(getattr(self, a), getattr(other, a)) for a in arrays) and (
-            (self.clock, self.num_pages, self.page_size, self.seq_ids, self.block_tables)
-            == (other.clock, other.num_pages, other.page_size, other.seq_ids, other.block_tables)
-            and (self.num_cached_tokens, self.cow_log, self.stats)
-            == (other.num_cached_tokens, other.cow_log, other.stats)
-        )
-
-    @property
-    def usage(self) -> float:
-        """ACTIVE pages / num_pages."""
-        return float(np.count_nonzero(self.state == ACTIVE)) / self.num_pages
-
-    @property
-    def token_usage(self) -> float:
-        """Slots holding tokens in ACTIVE pages / all slots."""
-        return float(self.fill[self.state == ACTIVE].sum()) / (self.num_pages * self.page_size)
 
 
 class KVCachePool:
@@ -415,83 +345,11 @@ class KVCachePool:
 
     def check_invariants(self) -> None:
         """Raise AssertionError naming the first broken rule of DESIGN.md."""
-        holders = [0] * self.num_pages
-        for seq_id, seq in self._sequences().items():
-            table = seq.block_table
-            _require(
-                len(table) == -(-seq.num_tokens // self.page_size),
-                f"sequence {seq_id!r}: {len(table)} pages for {seq.num_tokens} tokens",
-            )
-            _require(len(set(table)) == len(table), f"sequence {seq_id!r}: page twice in table")
-            for i, page_id in enumerate(table):
-                holders[page_id] += 1
-                page = self._pages[page_id]
-                expect = seq.token_ids[i * self.page_size : (i + 1) * self.page_size]
-                _require(
-                    page.token_ids == expect,
-                    f"sequence {seq_id!r} block {i}: page {page_id} holds other tokens",
-                )
-        free_set = set(self._free)
-        _require(len(free_set) == len(self._free), "free list holds a page twice")
-        _require(len(self.eviction) == len(set(self.eviction.order())), "eviction order repeats")
-        for page in self._pages:
-            pid, state = page.page_id, page.state
-            _require(
-                page.ref_count == holders[pid],
-                f"page {pid}: ref_count {page.ref_count} != {holders[pid]} block tables",
-            )
-            _require((pid in free_set) == (state is FREE), f"page {pid}: free list vs {state.name}")
-            _require(
-                (pid in self.eviction) == (state is CACHED),
-                f"page {pid}: eviction set vs {state.name}",
-            )
-            if state is FREE:
-                _require(page.num_tokens == 0 and page.block_hash is None, f"FREE page {pid} not empty")
-            elif state is ACTIVE:
-                _require(page.ref_count >= 1, f"ACTIVE page {pid} has ref_count 0")
-            else:
-                _require(page.ref_count == 0, f"CACHED page {pid} has ref_count {page.ref_count}")
-                _require(
-                    page.num_tokens == self.page_size and self._index.get(page.block_hash) == pid,
-                    f"CACHED page {pid} is not full and indexed",
-                )
-            _require(page.num_tokens <= self.page_size, f"page {pid} overfull")
-            if page.block_hash is not None:
-                _require(page.num_tokens == self.page_size, f"partial page {pid} has a hash")
-        for block_hash, pid in self._index.items():
-            page = self._pages[pid]
-            _require(page.block_hash == block_hash, f"index entry for page {pid}: hash differs")
-            _require(page.state is not FREE, f"index points at FREE page {pid}")
-        if not self.config.enable_prefix_caching:
-            _require(not self._index and not len(self.eviction), "prefix caching off but cached")
+        check_invariants(self)
 
     def snapshot(self) -> PoolSnapshot:
         """Copy out the pool's state as plain numpy arrays and tuples (for plots and APIs)."""
-        n, pages = self.num_pages, self._pages
-        sequences = self._sequences()
-        owner = np.full(n, -1, dtype=np.int32)
-        for k, seq in reversed(list(enumerate(sequences.values()))):
-            owner[seq.block_table] = k  # oldest holder wins: it is written last
-        lru_rank = np.full(n, -1, dtype=np.int32)
-        order = self.eviction.order()
-        lru_rank[order] = np.arange(len(order), dtype=np.int32)
-        return PoolSnapshot(
-            clock=self.clock,
-            num_pages=n,
-            page_size=self.page_size,
-            state=np.fromiter((p.state for p in pages), dtype=np.int8, count=n),
-            fill=np.fromiter((p.num_tokens for p in pages), dtype=np.int32, count=n),
-            ref_count=np.fromiter((p.ref_count for p in pages), dtype=np.int32, count=n),
-            owner=owner,
-            lru_rank=lru_rank,
-            hashed=np.fromiter((self._index.get(p.block_hash) == p.page_id for p in pages), bool, n),
-            last_access=np.fromiter((p.last_access for p in pages), dtype=np.int64, count=n),
-            seq_ids=tuple(sequences),
-            block_tables={s: tuple(q.block_table) for s, q in sequences.items()},
-            num_cached_tokens={s: q.num_cached_tokens for s, q in sequences.items()},
-            cow_log=tuple(self._manager.cow_log) if self._manager is not None else (),
-            stats=self.stats.as_dict(),
-        )
+        return take_snapshot(self)
 
     def __repr__(self) -> str:
         return (
@@ -499,8 +357,3 @@ class KVCachePool:
             f"active={self.num_active_pages}, cached={self.num_cached_pages}, "
             f"free={self.num_free_pages}, clock={self.clock})"
         )
-
-
-def _require(condition: bool, message: str) -> None:
-    if not condition:
-        raise AssertionError(message)

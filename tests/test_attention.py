@@ -91,7 +91,7 @@ def test_ragged_batch_decode_equals_dense(dtype, page_size, heads, kv_heads):
         got = engine.paged_attention_batch(
             layer, q, [seqs.block_table(i) for i in range(len(lengths))], lengths
         )
-        for b, n in enumerate(lengths):
+        for b in range(len(lengths)):
             want = dense_attention(q[b : b + 1], kept[b][layer, 0], kept[b][layer, 1])[0]
             np.testing.assert_allclose(got[b], want, rtol=0, atol=TOL[dtype])
 

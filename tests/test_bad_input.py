@@ -118,7 +118,7 @@ def kv(n, heads=2, dim=8):
     [
         (lambda e: e.write(2, [0], kv(1), kv(1)), ValueError, r"layer must be in \[0, 1\], got 2"),
         (lambda e: e.write("0", [0], kv(1), kv(1)), TypeError, "layer must be an int"),
-        (lambda e: e.write(0, [0, 1], kv(1), kv(2)), ValueError, r"keys must be an array of shape \(2, 2, 8\)"),
+        (lambda e: e.write(0, [0, 1], kv(1), kv(2)), ValueError, r"keys must be an array of shape \(2,"),
         (lambda e: e.write(0, [0], kv(1), kv(1, 3)), ValueError, "values must be an array of shape"),
         (lambda e: e.write(0, [0], kv(1), [[1.0]]), ValueError, "values must be an array"),
         (lambda e: e.write(0, [0], kv(1) * np.nan, kv(1)), ValueError, "keys holds NaN"),

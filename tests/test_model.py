@@ -36,7 +36,7 @@ def test_prefill_and_decode_logits_match_recompute(model):
     tokens = model.encode("hello paged world")
     seqs.add("a", tokens)
     logits = model.forward(seqs, ["a"])[0]
-    for step in range(10):
+    for _ in range(10):
         ref = model.forward_reference(tokens)[-1]
         np.testing.assert_allclose(logits, ref, atol=1e-5, rtol=0)
         token = int(logits.argmax())
@@ -79,7 +79,7 @@ def test_forks_sample_like_independent_reference_runs(model):
     # Replay the same random stream: at each step the batch draws sample 0, 1, 2 in order.
     rng = np.random.default_rng(5)
     tokens = {k: model.encode(prompt) for k in range(3)}
-    for step in range(7):
+    for _ in range(7):
         for k in range(3):
             logits = model.forward_reference(tokens[k])[-1:]
             tokens[k].append(model.sample(logits, 0.8, rng)[0])

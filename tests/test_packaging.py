@@ -37,7 +37,7 @@ def _pyproject() -> dict:
 def test_environment_yml_matches_pyproject():
     project = _pyproject()["project"]
     declared = list(project["dependencies"])
-    for extra, requirements in project["optional-dependencies"].items():
+    for requirements in project["optional-dependencies"].values():
         declared += requirements
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["channels"] == ["conda-forge"]
