@@ -16,7 +16,8 @@ and spaces so generated text is readable), tokenizers beyond bytes, and top-k/to
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence as SequenceLike
+from collections.abc import Hashable
+from collections.abc import Sequence as SequenceLike
 
 import numpy as np
 

@@ -19,7 +19,8 @@ Leaves out: chunked prefill and sliding-window or cross-attention block tables.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence as SequenceLike
+from collections.abc import Hashable
+from collections.abc import Sequence as SequenceLike
 from dataclasses import dataclass, field
 
 import numpy as np
