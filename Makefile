@@ -21,8 +21,11 @@ install: $(STAMP)
 # tests/browser starts JupyterLab with these same arguments (on a temporary copy of notebooks/).
 LAB_ARGS := --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/00_start_here.ipynb
 
+# Jupyter refuses to start as root (containers, Binder-like machines) without --allow-root.
+ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab $(LAB_ARGS)
+	$(BIN)/jupyter lab $(LAB_ARGS) $(ROOT_ARG)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks $(PYTEST_NB)
