@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .validation import check_int
+
 EVICTION_POLICIES = ("lru", "mru")
 DTYPES = ("float16", "float32", "float64")
 
@@ -22,12 +24,11 @@ class ConfigError(ValueError):
     """A `CacheConfig` field has a value outside its allowed range."""
 
 
-def _check_int(name: str, value: object, low: int, high: int | None = None) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < low or (high is not None and value > high):
-        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ConfigError(f"{name} must be {allowed}, got {value}")
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    try:
+        check_int(name, value, low, high)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(str(error)) from None
 
 
 @dataclass(frozen=True)

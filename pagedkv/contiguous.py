@@ -28,6 +28,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from .sequence import UnknownSequenceError
+from .validation import check_int
 
 POLICIES = ("max", "pow2", "oracle")
 
@@ -71,20 +72,12 @@ class ContiguousAccounting:
         }
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return value
-
-
 class ContiguousKVCache:
     """One arena of token slots; one contiguous first-fit reservation per request."""
 
     def __init__(self, num_slots: int, policy: str = "max", max_seq_len: int = 2048) -> None:
-        self.num_slots = _check_int("num_slots", num_slots, 1, 1 << 40)
-        self.max_seq_len = _check_int("max_seq_len", max_seq_len, 1, num_slots)
+        self.num_slots = check_int("num_slots", num_slots, 1, 1 << 40)
+        self.max_seq_len = check_int("max_seq_len", max_seq_len, 1, num_slots)
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
         self.policy = policy
@@ -96,7 +89,7 @@ class ContiguousKVCache:
 
     def reservation_size(self, final_len: int) -> int:
         """Slots the policy reserves for a request that ends with `final_len` tokens."""
-        _check_int("final_len", final_len, 1, self.max_seq_len)
+        check_int("final_len", final_len, 1, self.max_seq_len)
         if self.policy == "max":
             return self.max_seq_len
         if self.policy == "pow2":
@@ -152,8 +145,8 @@ class ContiguousKVCache:
             raise TypeError(f"req_id must be a str or int, got {req_id!r}")
         if req_id in self._requests:
             raise ValueError(f"req_id {req_id!r} already holds a reservation")
-        _check_int("final_len", final_len, 1, self.max_seq_len)
-        _check_int("prompt_len", prompt_len, 1, final_len)
+        check_int("final_len", final_len, 1, self.max_seq_len)
+        check_int("prompt_len", prompt_len, 1, final_len)
         length = self.reservation_size(final_len)
         start = next((s for s, h in self.holes() if h >= length), None)
         if start is None:

@@ -25,6 +25,7 @@ from .attention import AttentionEngine, dense_attention
 from .config import CacheConfig
 from .pool import OutOfPagesError
 from .sequence import SequenceManager
+from .validation import check_vocab
 
 VOCAB_SIZE = 256
 
@@ -34,9 +35,7 @@ def _rms_norm(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
 
 
 def _check_vocab(name: str, token_ids: SequenceLike[int]) -> None:
-    for i, t in enumerate(token_ids):
-        if not 0 <= t < VOCAB_SIZE:
-            raise ValueError(f"{name}[{i}] = {t} is outside TinyLM's vocabulary [0, {VOCAB_SIZE - 1}]")
+    check_vocab(name, token_ids, VOCAB_SIZE)
 
 
 class TinyLM:

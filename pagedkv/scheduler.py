@@ -36,7 +36,8 @@ import numpy as np
 from .attention import AttentionEngine
 from .model import TinyLM
 from .pool import Event, OutOfPagesError
-from .sequence import SequenceManager, _check_seq_id, _check_tokens
+from .sequence import SequenceManager
+from .validation import check_seq_id, check_tokens
 from .workloads import Request
 
 PREEMPTION_MODES = ("recompute", "swap")
@@ -166,10 +167,10 @@ class Scheduler:
         seed: int = 0,
     ) -> None:
         """Queue a request (FCFS). `seed` seeds its sampling when temperature > 0."""
-        _check_seq_id("req_id", req_id)
+        check_seq_id("req_id", req_id)
         if req_id in self.requests:
             raise ValueError(f"req_id {req_id!r} was already added")
-        tokens, _ = _check_tokens("prompt_token_ids", prompt_token_ids)
+        tokens, _ = check_tokens("prompt_token_ids", prompt_token_ids)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
             raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
         if max_new_tokens < 1:

@@ -27,8 +27,7 @@ import numpy as np
 
 from .hashing import chain_hashes, encode_extra_key, hash_block_tokens
 from .pool import CACHED, KVCachePool, OutOfPagesError
-
-MAX_TOKEN_ID = 2**63 - 1  # token ids are hashed as int64
+from .validation import check_seq_id, check_token, check_tokens
 
 
 class UnknownSequenceError(KeyError):
@@ -68,53 +67,6 @@ class Sequence:
         positions = np.arange(start, end)
         table = np.asarray(self.block_table, dtype=np.int64)
         return table[positions // self.page_size] * self.page_size + positions % self.page_size
-
-
-def _check_seq_id(name: str, seq_id: object) -> Hashable:
-    if isinstance(seq_id, bool) or not isinstance(seq_id, (str, int)):
-        raise TypeError(f"{name} must be a str or int, got {seq_id!r} ({type(seq_id).__name__})")
-    if isinstance(seq_id, str) and not seq_id:
-        raise ValueError(f"{name} must be a non-empty string")
-    return seq_id
-
-
-def _check_token(name: str, token_id: object) -> int:
-    if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {token_id!r} ({type(token_id).__name__})")
-    if not 0 <= token_id <= MAX_TOKEN_ID:
-        raise ValueError(f"{name} must be in [0, 2**63 - 1], got {token_id}")
-    return int(token_id)
-
-
-def _check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
-    """Validate a non-empty 1-D run of non-negative int token ids.
-
-    Returns the ids as a list and as their hashing encoding (`token_bytes`)."""
-    if isinstance(token_ids, np.ndarray):
-        if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
-            raise TypeError(f"{name} must be a 1-D int array, got {token_ids.dtype} {token_ids.shape}")
-        array = token_ids
-    elif isinstance(token_ids, (list, tuple, range)):
-        if any(type(t) is not int for t in token_ids):
-            for i, t in enumerate(token_ids):
-                _check_token(f"{name}[{i}]", t)
-        try:
-            array = np.asarray(token_ids, dtype=np.int64)
-        except OverflowError:
-            for i, t in enumerate(token_ids):
-                _check_token(f"{name}[{i}]", t)
-            raise
-    else:
-        raise TypeError(
-            f"{name} must be a list, tuple or 1-D int array of token ids, got "
-            f"{type(token_ids).__name__} (encode text first, e.g. TinyLM.encode)"
-        )
-    if not array.size:
-        raise ValueError(f"{name} must not be empty")
-    if array.dtype.kind == "i" and array.min() < 0 or array.dtype.kind == "u" and array.max() > MAX_TOKEN_ID:
-        i = int(np.argmin(array) if array.dtype.kind == "i" else np.argmax(array))
-        raise ValueError(f"{name} must hold ids in [0, 2**63 - 1], got {array[i]} at index {i}")
-    return array.tolist(), array.astype("<i8", copy=False).tobytes()
 
 
 class SequenceManager:
@@ -191,10 +143,10 @@ class SequenceManager:
         caller computes K/V for positions from there on. Raises OutOfPagesError, changing
         nothing, when FREE + CACHED pages cannot cover the prompt.
         """
-        _check_seq_id("seq_id", seq_id)
+        check_seq_id("seq_id", seq_id)
         if seq_id in self.sequences:
             raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
-        tokens, data = _check_tokens("prompt_token_ids", prompt_token_ids)
+        tokens, data = check_tokens("prompt_token_ids", prompt_token_ids)
         encode_extra_key(extra_key)  # validates its type
         pool, size = self.pool, self.page_size
         num_pages = -(-len(tokens) // size)
@@ -229,7 +181,7 @@ class SequenceManager:
         """Append one token; return its slot. Allocates a page only when the last is full,
         and copies the last page first when another block table shares it."""
         seq = self.get(seq_id)
-        token_id = _check_token("token_id", token_id)
+        token_id = check_token("token_id", token_id)
         pool, size = self.pool, self.page_size
         offset = seq.num_tokens % size
         last = pool._pages[seq.block_table[-1]]
@@ -258,7 +210,7 @@ class SequenceManager:
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
         """Start `child_id` as a copy of `parent_id` sharing all its pages (no page is taken)."""
         parent = self.get(parent_id)
-        _check_seq_id("child_id", child_id)
+        check_seq_id("child_id", child_id)
         if child_id in self.sequences:
             raise ValueError(f"child_id {child_id!r} is already a live sequence")
         self.pool._tick()

@@ -26,6 +26,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .validation import check_int
+
 MAX_LEN = 1024  # clip for prompt and for output lengths
 # name -> (mean prompt, mean output) reported by the paper, and the log-normal parameters
 # (mu, sigma) of prompt and output lengths that reproduce those means after clipping.
@@ -56,19 +58,11 @@ class Request:
         return self.prompt_len + self.max_new_tokens - 1
 
 
-def _check_int(name: str, value: object, low: int, high: int = 1 << 31) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
-    return int(value)
-
-
 def lengths(workload: str, num_requests: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Prompt and output lengths of `num_requests` requests: two int64 arrays [num_requests]."""
     if workload not in WORKLOADS:
         raise ValueError(f"workload must be one of {sorted(WORKLOADS)}, got {workload!r}")
-    _check_int("num_requests", num_requests, 1, 10_000_000)
+    check_int("num_requests", num_requests, 1, 10_000_000)
     rng = np.random.default_rng(seed)
     spec = WORKLOADS[workload]
     out = []
@@ -82,7 +76,7 @@ def generate(
     workload: str, num_requests: int, seed: int = 0, vocab_size: int = 32_000
 ) -> list[Request]:
     """`num_requests` requests with the workload's length distributions and random tokens."""
-    _check_int("vocab_size", vocab_size, 1, 1 << 62)
+    check_int("vocab_size", vocab_size, 1, 1 << 62)
     prompt_lens, output_lens = lengths(workload, num_requests, seed)
     rng = np.random.default_rng([seed, 1])  # tokens: a stream independent of the lengths
     tokens = rng.integers(0, vocab_size, size=int(prompt_lens.sum()), dtype=np.int64).tolist()
@@ -108,20 +102,20 @@ def with_system_prompt(
     requests: list[Request], length: int, seed: int = 0, vocab_size: int = 32_000
 ) -> list[Request]:
     """The same requests, each prompt starting with one shared `length`-token system prompt."""
-    _check_int("length", length, 0, 1 << 20)
+    check_int("length", length, 0, 1 << 20)
     system = np.random.default_rng([seed, 2]).integers(0, vocab_size, size=length).tolist()
     return [replace(r, prompt_token_ids=system + list(r.prompt_token_ids)) for r in requests]
 
 
 def parallel_sampling(requests: list[Request], n: int) -> list[Request]:
     """The same requests, each asking for n samples of its output."""
-    _check_int("n", n, 1, 1024)
+    check_int("n", n, 1, 1024)
     return [replace(r, n=n) for r in requests]
 
 
 def beam_search(requests: list[Request], width: int) -> list[Request]:
     """The same requests, each decoded by beam search of the given width."""
-    _check_int("width", width, 1, 1024)
+    check_int("width", width, 1, 1024)
     return [replace(r, beam_width=width) for r in requests]
 
 
@@ -133,8 +127,8 @@ def beam_parents(width: int, steps: int, seed: int = 0, decay: float = 0.5) -> n
     weak beams die. Modelled here: each survivor's parent is drawn independently, the beam
     of rank r with probability proportional to decay**r (rank 0 is the best beam).
     """
-    _check_int("width", width, 1, 1024)
-    _check_int("steps", steps, 0, 1 << 24)
+    check_int("width", width, 1, 1024)
+    check_int("steps", steps, 0, 1 << 24)
     if not 0 < decay <= 1:
         raise ValueError(f"decay must be in (0, 1], got {decay!r}")
     weights = decay ** np.arange(width)

@@ -48,7 +48,8 @@ from ..config import CacheConfig
 from ..hashing import block_hashes
 from ..page import PageState
 from ..pool import KVCachePool
-from ..sequence import SequenceManager, _check_seq_id, _check_token, _check_tokens
+from ..sequence import SequenceManager
+from ..validation import check_seq_id, check_token, check_tokens
 from .checkpoint import export_state, key_to_json, write_checkpoint
 from .wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
 
@@ -104,10 +105,10 @@ class DurableSequenceManager(SequenceManager):
     def add(
         self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
     ) -> int:
-        _check_seq_id("seq_id", seq_id)
+        check_seq_id("seq_id", seq_id)
         if seq_id in self.sequences:
             raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
-        tokens, _ = _check_tokens("prompt_token_ids", prompt_token_ids)
+        tokens, _ = check_tokens("prompt_token_ids", prompt_token_ids)
         pool, size = self.pool, self.page_size
         hits: list[int] = []
         if pool.config.enable_prefix_caching:
@@ -144,7 +145,7 @@ class DurableSequenceManager(SequenceManager):
 
     def append_slot(self, seq_id: Hashable, token_id: int) -> int:
         seq = self.get(seq_id)
-        token_id = _check_token("token_id", token_id)
+        token_id = check_token("token_id", token_id)
         free, evict = self.pool.peek_allocation(self.pages_needed_to_append(seq_id))
         alloc = free + evict
         cow = [seq.block_table[-1], alloc[0]] if alloc and seq.num_tokens % self.page_size else None
@@ -170,7 +171,7 @@ class DurableSequenceManager(SequenceManager):
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
         self.get(parent_id)
-        _check_seq_id("child_id", child_id)
+        check_seq_id("child_id", child_id)
         if child_id in self.sequences:
             raise ValueError(f"child_id {child_id!r} is already a live sequence")
         self._log(
