@@ -4,14 +4,16 @@ Tests call it after every operation (mini-sglang calls its equivalent `check_int
 It recounts everything from the block tables and the pages instead of trusting any
 counter: each page in exactly one state; ref counts equal block-table membership; block
 tables hold the right number of pages with the sequence's tokens; FREE pages empty;
-CACHED pages full, indexed and evictable; index and pages agree; nothing cached when
-prefix caching is off. O(num_pages + tokens): for tests and debugging, not hot paths.
+CACHED pages full, indexed and evictable; index and pages agree; every full page in a
+block table carries the chained hash of its tokens; nothing cached when prefix caching is
+off. O(num_pages + tokens), hashing included: for tests and debugging, not hot paths.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .hashing import hash_block_tokens
 from .page import PageState
 
 if TYPE_CHECKING:
@@ -28,6 +30,7 @@ def _require(condition: bool, message: str) -> None:
 def check_invariants(pool: KVCachePool) -> None:
     """Raise AssertionError naming the first broken rule of DESIGN.md."""
     holders = [0] * pool.num_pages
+    caching = pool.config.enable_prefix_caching
     for seq_id, seq in pool._sequences().items():
         table = seq.block_table
         _require(
@@ -35,6 +38,7 @@ def check_invariants(pool: KVCachePool) -> None:
             f"sequence {seq_id!r}: {len(table)} pages for {seq.num_tokens} tokens",
         )
         _require(len(set(table)) == len(table), f"sequence {seq_id!r}: page twice in table")
+        parent = None
         for i, page_id in enumerate(table):
             holders[page_id] += 1
             page = pool._pages[page_id]
@@ -43,6 +47,12 @@ def check_invariants(pool: KVCachePool) -> None:
                 page.token_ids == expect,
                 f"sequence {seq_id!r} block {i}: page {page_id} holds other tokens",
             )
+            if caching and len(expect) == pool.page_size:  # rule 4: full pages are hashed
+                parent = hash_block_tokens(parent, expect, seq.extra_key if i == 0 else None)
+                _require(
+                    page.block_hash == parent,
+                    f"sequence {seq_id!r} block {i}: page {page_id}'s hash is not the chain's",
+                )
     free_set = set(pool._free)
     _require(len(free_set) == len(pool._free), "free list holds a page twice")
     _require(len(pool.eviction) == len(set(pool.eviction.order())), "eviction order repeats")

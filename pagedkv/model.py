@@ -317,9 +317,14 @@ class TinyLM:
                 logits = self.forward(seqs, sample_ids)
         except Exception:
             # Out of pages mid-generation (or any error): release what this call admitted.
-            for seq_id in dict.fromkeys([*ids, *sample_ids]):
-                if seq_id in seqs:
-                    seqs.free(seq_id)
+            # Prompts admitted before a later one failed have indexed pages without K/V:
+            # compute them first, or freeing would cache garbage for the next prompt.
+            live = [s for s in dict.fromkeys([*ids, *sample_ids]) if s in seqs]
+            pending = [s for s in live if seqs.get(s).num_computed_tokens < seqs.get(s).num_tokens]
+            if pending:
+                self.forward(seqs, pending)
+            for seq_id in live:
+                seqs.free(seq_id)
             raise
         if free:
             for seq_id in sample_ids:

@@ -14,11 +14,23 @@ the pool's `_private` mutators, so every change to a page happens together with 
 block-table change that justifies it and `check_invariants()` can hold after every call.
 
 Faithful to vLLM: eviction takes the least recently released CACHED page; cached but
-unreferenced pages count as free in `usage` (`kv_cache_usage_perc`); a duplicate full
-page is not indexed a second time. Deliberately different: vLLM keeps free and cached
-blocks in a single queue and evicts lazily when a cached block reaches its head, so a
-cached block can be evicted while untouched FREE blocks remain; pagedkv always uses FREE
-pages first, which keeps cached prefixes alive longer and makes the pictures simpler.
+unreferenced pages count as free in `usage` (`kv_cache_usage_perc`); blocks are indexed
+when they fill, before their K/V are computed, on the promise that the step that filled
+them computes them (see `SequenceManager`).
+
+Deliberately different:
+- vLLM keeps free and cached blocks in a single queue and evicts lazily when a cached
+  block reaches its head, so a cached block can be evicted while untouched FREE blocks
+  remain; pagedkv always uses FREE pages first, which keeps cached prefixes alive longer
+  and makes the pictures simpler.
+- vLLM v1 does not de-duplicate: its index maps a hash to every block holding it, so a
+  freed duplicate stays cached. pagedkv keeps the first page indexed under a hash and
+  frees a duplicate when its last holder releases it (DESIGN.md, "Duplicate full pages"):
+  one page per prefix, which is what the pictures show.
+- vLLM allocates K/V per layer, as separate tensors of [2, num_blocks, block_size,
+  kv_heads, head_dim]; pagedkv stacks the layers into one array [layers, 2, ...] so the
+  whole store can be a single file-backed memmap. `kv_cache[layer]` is vLLM's per-layer
+  layout.
 """
 
 from __future__ import annotations
@@ -53,10 +65,15 @@ class KVCachePool:
             raise TypeError(f"config must be a CacheConfig, got {type(config).__name__}")
         if kv_cache is None:
             kv_cache = np.zeros(config.kv_shape, dtype=config.dtype)
-        elif kv_cache.shape != config.kv_shape or kv_cache.dtype != np.dtype(config.dtype):
+        elif (
+            kv_cache.shape != config.kv_shape
+            or kv_cache.dtype != np.dtype(config.dtype)
+            or not kv_cache.flags.c_contiguous  # reshaped views of it must not be copies
+        ):
             raise ValueError(
-                f"kv_cache must have shape {config.kv_shape} and dtype {config.dtype}, "
-                f"got {kv_cache.shape} {kv_cache.dtype}"
+                f"kv_cache must be a C-contiguous array of shape {config.kv_shape} and dtype "
+                f"{config.dtype}, got {kv_cache.shape} {kv_cache.dtype} "
+                f"(C-contiguous: {kv_cache.flags.c_contiguous})"
             )
         self.config = config
         self.page_size = config.page_size
@@ -69,6 +86,7 @@ class KVCachePool:
         self.stats = PoolStats()
         self.clock = 0  # logical: one tick per successful operation
         self._listeners: list[Callable[[Event], None]] = []
+        self._pending: list[Event] = []  # events of the operation in progress
         self._manager: SequenceManager | None = None
 
     # ---- read-only queries -------------------------------------------------------------
@@ -190,6 +208,7 @@ class KVCachePool:
             self._emit(clock, "reset", page_id)
         self.eviction.clear()
         self._index.clear()
+        self._publish()
         return True
 
     # ---- mutators for the SequenceManager (the only caller) -----------------------------
@@ -321,8 +340,15 @@ class KVCachePool:
         heapq.heappush(self._free, page.page_id)
 
     def _emit(self, clock: int, kind: str, page_id: int, seq_id=None, detail: str = "") -> None:
+        # Held back until the operation is complete (`_publish`): a listener that raises
+        # or reads the pool must never see it half changed.
         if self._listeners:
-            event = Event(clock, kind, page_id, seq_id, detail)
+            self._pending.append(Event(clock, kind, page_id, seq_id, detail))
+
+    def _publish(self) -> None:
+        """Deliver the events of the operation that just completed, in order."""
+        events, self._pending = self._pending, []
+        for event in events:
             for callback in self._listeners:
                 callback(event)
 

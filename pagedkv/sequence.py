@@ -14,6 +14,13 @@ only when the last one is full.
 - `fork` shares every page of the parent; `free` releases pages tail first, so the
   deepest page of a finished sequence is the first of its pages to be evicted.
 
+The contract with whoever computes K/V (TinyLM, the Scheduler, the service): a page is
+indexed the moment it fills, like vLLM v1 caches blocks as soon as they are scheduled, so
+the K/V of every admitted or appended token must be computed (`TinyLM.forward`) before
+the sequence is freed and before another sequence is admitted that could hit the page.
+`TinyLM.generate`, the Scheduler and the service all compute in the same step. Pure
+bookkeeping (benchmarks, the state-machine tests) never reads K/V, so it may skip that.
+
 Leaves out: chunked prefill and sliding-window or cross-attention block tables.
 """
 
@@ -67,6 +74,20 @@ class Sequence:
         positions = np.arange(start, end)
         table = np.asarray(self.block_table, dtype=np.int64)
         return table[positions // self.page_size] * self.page_size + positions % self.page_size
+
+
+@dataclass(frozen=True, eq=False)
+class AdmissionPlan:
+    """What `add` will do for a prompt, worked out without changing anything."""
+
+    seq_id: Hashable
+    token_ids: list[int]
+    extra_key: object
+    hashes: list[bytes]  # chained digests of the prompt's full pages (none if caching is off)
+    hits: list[int]  # pages reused from the prefix cache, block order
+    revived: list[int]  # those of the hits that are CACHED now (they leave the evictable supply)
+    num_new_pages: int  # pages to allocate for the rest of the prompt
+    num_cached_tokens: int  # prompt tokens the hits cover
 
 
 class SequenceManager:
@@ -136,6 +157,33 @@ class SequenceManager:
 
     # ---- operations ------------------------------------------------------------------------
 
+    def plan_add(
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
+    ) -> AdmissionPlan:
+        """Validate an admission and work out what `add` would do, changing nothing."""
+        check_seq_id("seq_id", seq_id)
+        if seq_id in self.sequences:
+            raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
+        tokens, data = check_tokens("prompt_token_ids", prompt_token_ids)
+        encode_extra_key(extra_key)  # validates its type
+        pool, size = self.pool, self.page_size
+        hashes: list[bytes] = []
+        hits: list[int] = []
+        if pool.config.enable_prefix_caching:
+            hashes = chain_hashes(data, size, extra_key)
+            # The page holding the last prompt token is never a hit: that token must run.
+            hits = pool._lookup_prefix(hashes[: (len(tokens) - 1) // size], tokens)
+        return AdmissionPlan(
+            seq_id=seq_id,
+            token_ids=tokens,
+            extra_key=extra_key,
+            hashes=hashes,
+            hits=hits,
+            revived=[p for p in hits if pool._pages[p].state is CACHED],
+            num_new_pages=-(-len(tokens) // size) - len(hits),
+            num_cached_tokens=len(hits) * size,
+        )
+
     def add(self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None) -> int:
         """Admit a sequence: reuse cached prefix pages, allocate the rest (all or nothing).
 
@@ -143,38 +191,29 @@ class SequenceManager:
         caller computes K/V for positions from there on. Raises OutOfPagesError, changing
         nothing, when FREE + CACHED pages cannot cover the prompt.
         """
-        check_seq_id("seq_id", seq_id)
-        if seq_id in self.sequences:
-            raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
-        tokens, data = check_tokens("prompt_token_ids", prompt_token_ids)
-        encode_extra_key(extra_key)  # validates its type
-        pool, size = self.pool, self.page_size
-        num_pages = -(-len(tokens) // size)
-        hashes: list[bytes] = []
-        hits: list[int] = []
-        if pool.config.enable_prefix_caching:
-            hashes = chain_hashes(data, size, extra_key)
-            # The page holding the last prompt token is never a hit: that token must run.
-            hits = pool._lookup_prefix(hashes[: (len(tokens) - 1) // size], tokens)
-        revived = sum(1 for p in hits if pool._pages[p].state is CACHED)
-        needed = num_pages - len(hits)
-        if needed > pool.num_available_pages - revived:
+        return self._admit(self.plan_add(seq_id, prompt_token_ids, extra_key))
+
+    def _admit(self, plan: AdmissionPlan) -> int:
+        pool, size, tokens, hits = self.pool, self.page_size, plan.token_ids, plan.hits
+        if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
             raise OutOfPagesError(
-                f"prompt of {len(tokens)} tokens needs {needed} new pages; "
-                f"{pool.num_free_pages} FREE + {pool.num_cached_pages - revived} evictable CACHED"
+                f"prompt of {len(tokens)} tokens needs {plan.num_new_pages} new pages; "
+                f"{pool.num_free_pages} FREE + {pool.num_cached_pages - len(plan.revived)} "
+                "evictable CACHED"
             )
         pool._tick()
-        pool._acquire(hits, seq_id, "prefix_hit")
-        new_pages = pool._allocate(needed, seq_id)
-        pool._fill(new_pages, tokens, hashes, len(hits))
-        table = hits + new_pages
-        num_cached = len(hits) * size
+        pool._acquire(hits, plan.seq_id, "prefix_hit")
+        new_pages = pool._allocate(plan.num_new_pages, plan.seq_id)
+        pool._fill(new_pages, tokens, plan.hashes, len(hits))
+        num_cached = plan.num_cached_tokens
         if pool.config.enable_prefix_caching:
             pool.stats.prefix_queries += len(tokens)
             pool.stats.prefix_hits += num_cached
-        self.sequences[seq_id] = Sequence(
-            seq_id, tokens, table, len(tokens), num_cached, num_cached, extra_key, None, size
+        self.sequences[plan.seq_id] = Sequence(
+            plan.seq_id, tokens, hits + new_pages, len(tokens), num_cached, num_cached,
+            plan.extra_key, None, size,
         )
+        pool._publish()
         return num_cached
 
     def append_slot(self, seq_id: Hashable, token_id: int) -> int:
@@ -205,6 +244,7 @@ class SequenceManager:
             block_hash = hash_block_tokens(parent, seq.token_ids[block * size :], seq.extra_key)
         page_id = seq.block_table[-1]
         pool._write(page_id, [token_id], block_hash)
+        pool._publish()
         return page_id * size + offset
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
@@ -226,6 +266,7 @@ class SequenceManager:
             parent_id,
             self.page_size,
         )
+        self.pool._publish()
 
     def free(self, seq_id: Hashable) -> None:
         """Finish a sequence: release its pages tail first."""
@@ -233,6 +274,7 @@ class SequenceManager:
         self.pool._tick()
         del self.sequences[seq_id]
         self.pool._release(reversed(seq.block_table), seq_id)
+        self.pool._publish()
 
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
         """Record that K/V of the first `num_computed_tokens` tokens are in the cache."""

@@ -201,7 +201,7 @@ def test_pool_and_manager_constructors_reject():
     with pytest.raises(TypeError, match="config must be a CacheConfig"):
         KVCachePool({"num_pages": 4})
     cfg = CacheConfig(num_pages=4)
-    with pytest.raises(ValueError, match="kv_cache must have shape"):
+    with pytest.raises(ValueError, match="kv_cache must be a C-contiguous array of shape"):
         KVCachePool(cfg, kv_cache=np.zeros(3))
     pool = KVCachePool(cfg)
     SequenceManager(pool)

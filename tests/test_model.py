@@ -129,3 +129,15 @@ def test_model_refuses_pool_of_the_wrong_shape(model):
     with pytest.raises(ValueError, match="cache_config"):
         model.forward(seqs, ["a"])
     assert pool.snapshot() == before
+
+
+def test_failed_admission_leaves_no_uncomputed_page_in_the_cache(model):
+    """The second prompt does not fit: the first one's indexed pages must hold real K/V."""
+    pool = KVCachePool(model.cache_config(8, 4))
+    seqs = SequenceManager(pool)
+    with pytest.raises(MemoryError):
+        model.generate(seqs, ["sixteen tokens!!", "x" * 40], 4)
+    assert len(seqs) == 0 and pool.num_cached_pages > 0
+    again = model.generate(seqs, ["sixteen tokens!! and more"], 8)
+    assert pool.stats.prefix_hits > 0
+    assert again["req0"] == model.generate_reference("sixteen tokens!! and more", 8)

@@ -353,3 +353,49 @@ def test_events_report_what_happened():
         ("evict", 2), ("allocate", 1), ("allocate", 2),
     ]  # fmt: skip
     assert {e.seq_id for e in events if e.kind == "evict"} == {"c"}
+
+
+def test_a_listener_that_raises_sees_a_consistent_pool_and_breaks_nothing():
+    pool, seqs = make(num_pages=4, page_size=2)
+    seen = []
+
+    def nosy(event):
+        pool.check_invariants()  # events arrive only once the operation is complete
+        seen.append(event.kind)
+        raise RuntimeError("listener failed")
+
+    seqs.add("a", [1, 2, 3])
+    pool.add_listener(nosy)
+    with pytest.raises(RuntimeError, match="listener failed"):
+        seqs.free("a")
+    assert "a" not in seqs and seen == ["free"]
+    pool.check_invariants()
+    assert pool.eviction.order() == [0]
+
+
+def test_kv_cache_passed_in_must_be_c_contiguous():
+    cfg = CacheConfig(num_pages=4, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2)
+    fortran = np.asfortranarray(np.zeros(cfg.kv_shape, np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        KVCachePool(cfg, kv_cache=fortran)
+
+
+def test_invariants_catch_a_page_indexed_under_the_wrong_hash():
+    pool, seqs = make(page_size=2)
+    seqs.add("a", [1, 2, 3, 4, 5])
+    page = pool.page(seqs.block_table("a")[1])
+    page.block_hash = b"bogus"
+    with pytest.raises(AssertionError, match="hash is not the chain's"):
+        pool.check_invariants()
+
+
+def test_plan_add_changes_nothing_and_add_does_what_it_says():
+    pool, seqs = make(num_pages=8, page_size=2)
+    seqs.add("a", [1, 2, 3, 4, 5])
+    seqs.free("a")
+    before = pool.snapshot()
+    plan = seqs.plan_add("b", [1, 2, 3, 4, 9, 9])
+    assert pool.snapshot() == before
+    assert plan.hits == [0, 1] and plan.revived == [0, 1] and plan.num_new_pages == 1
+    assert seqs.add("b", [1, 2, 3, 4, 9, 9]) == plan.num_cached_tokens == 4
+    assert seqs.block_table("b")[:2] == plan.hits
