@@ -16,6 +16,7 @@ and spaces so generated text is readable), tokenizers beyond bytes, and top-k/to
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable
 from collections.abc import Sequence as SequenceLike
 
@@ -94,6 +95,8 @@ class TinyLM:
         self.lm_bias = np.zeros(VOCAB_SIZE, dtype)
         self.lm_bias[list(b" abcdefghijklmnopqrstuvwxyz")] = 2.0  # readable output
         self.inv_freq = 1.0 / (10000.0 ** (np.arange(0, head_dim, 2) / head_dim))  # [D/2]
+        # One engine per pool, kept while the pool lives, so its work arrays are reused.
+        self._engines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return (
@@ -201,7 +204,9 @@ class TinyLM:
             if seq.num_computed_tokens >= seq.num_tokens:
                 raise ValueError(f"sequence {seq.seq_id!r} has no token left to compute")
             _check_vocab(f"sequence {seq.seq_id!r} token_ids", seq.token_ids[seq.num_computed_tokens :])
-        engine = AttentionEngine(seqs.pool)
+        engine = self._engines.get(seqs.pool)
+        if engine is None:
+            engine = self._engines[seqs.pool] = AttentionEngine(seqs.pool)
         spans = [(s.num_computed_tokens, s.num_tokens) for s in batch]
         tokens = [t for s, (a, b) in zip(batch, spans) for t in s.token_ids[a:b]]
         positions = np.concatenate([np.arange(a, b) for a, b in spans])
