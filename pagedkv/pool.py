@@ -164,14 +164,15 @@ class KVCachePool:
     # ---- operations ----------------------------------------------------------------------
 
     def restore(
-        self, pages: list[tuple], cached_order: list[int], stats: dict[str, int], clock: int
+        self, pages: list[tuple], release_order: list[int], stats: dict[str, int], clock: int
     ) -> None:
         """Load page metadata saved from a pool with the same config (checkpoint recovery).
 
         pages[i] = (state, ref_count, token_ids, block_hash, indexed, last_access) of page i;
-        cached_order = the CACHED page ids, next victim first. Only a fresh pool (clock 0,
-        every page FREE, no sequences) accepts it; the caller restores the SequenceManager's
-        sequences next and then calls check_invariants()."""
+        release_order = the CACHED page ids in the order they turned CACHED, oldest first
+        (what the eviction policy was given; its order() follows from it). Only a fresh pool
+        (clock 0, every page FREE, no sequences) accepts it; the caller restores the
+        SequenceManager's sequences next and then calls check_invariants()."""
         if self.clock or self._sequences() or len(self._free) != self.num_pages:
             raise ValueError("restore needs a fresh pool (clock 0, every page FREE, no sequences)")
         if len(pages) != self.num_pages:
@@ -186,15 +187,7 @@ class KVCachePool:
                 self._free.append(page.page_id)
             if indexed:
                 self._index[block_hash] = page.page_id
-        # A policy's order() is a view of the release order: LRU reads it forwards, MRU
-        # backwards; whichever insertion reproduces cached_order is the saved one.
-        for release_order in (list(cached_order), list(reversed(cached_order))):
-            self.eviction.clear()
-            self.eviction.add_all(release_order)
-            if self.eviction.order() == list(cached_order):
-                break
-        else:
-            raise ValueError(f"cannot reproduce eviction order {list(cached_order)}")
+        self.eviction.add_all(list(release_order))
         self.stats = PoolStats(**stats)
         self.clock = clock
 

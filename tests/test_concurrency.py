@@ -52,20 +52,23 @@ def _worker(
         seq_id, r = rng.choice(IDS), rng.random()
         try:
             if r < 0.3:
-                locked.add(
-                    seq_id,
-                    shared[: rng.randrange(9)]
-                    + [rng.randrange(4) for _ in range(rng.randrange(1, 6))],
-                )
+                prompt = shared[: rng.randrange(9)] + [
+                    rng.randrange(4) for _ in range(rng.randrange(1, 6))
+                ]
+                with locked.exclusive() as m:
+                    m.add(seq_id, prompt)
                 created[seq_id] += 1
             elif r < 0.6:
-                locked.append_slot(seq_id, rng.randrange(4))
+                with locked.exclusive() as m:
+                    m.append_slot(seq_id, rng.randrange(4))
             elif r < 0.7:
                 child = rng.choice(IDS)
-                locked.fork(seq_id, child)
+                with locked.exclusive() as m:
+                    m.fork(seq_id, child)
                 created[child] += 1
             elif r < 0.85:
-                locked.free(seq_id)
+                with locked.exclusive() as m:
+                    m.free(seq_id)
                 freed[seq_id] += 1
             elif r < 0.95:
                 seq = locked.sequence(seq_id)  # a consistent copy, even while others write
@@ -169,8 +172,48 @@ def test_write_lock_is_reentrant_and_lets_its_owner_read():
         with lock.write():
             with lock.read():
                 pass
-    with lock.read():  # released completely
+    # Released completely: a writer in another thread gets in at once.
+    got_in = threading.Event()
+
+    def other_writer():
+        with lock.write():
+            got_in.set()
+
+    threading.Thread(target=other_writer, daemon=True).start()
+    assert got_in.wait(5), "the write lock was still held"
+
+
+def test_nested_reads_go_through_while_a_writer_waits():
+    """A reader that reads again (a scrape reading counts under its own read) must not queue
+    behind a writer that arrived in between: the writer waits for it, it would wait for the
+    writer, and both would hang."""
+    lock = ReadWriteLock()
+    outer, writer_queued, nested_done, writer_in = (threading.Event() for _ in range(4))
+
+    def reader():
+        with lock.read():
+            outer.set()
+            assert writer_queued.wait(5)
+            with lock.read():
+                with lock.read():
+                    nested_done.set()
+
+    def writer():
+        with lock.write():
+            writer_in.set()
+
+    r = threading.Thread(target=reader, daemon=True)
+    r.start()
+    assert outer.wait(5)
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
+    while not lock._waiting_writers:  # the writer has queued behind the reader
         pass
+    assert not writer_in.is_set()
+    writer_queued.set()
+    assert nested_done.wait(5), "the nested read queued behind the waiting writer: deadlock"
+    r.join(5)
+    assert writer_in.wait(5)  # and the writer got in once the reader left
 
 
 def test_a_waiting_writer_holds_back_new_readers():
@@ -207,7 +250,8 @@ def test_a_waiting_writer_holds_back_new_readers():
 
 def test_reads_return_copies():
     locked = LockedManager(SequenceManager(KVCachePool(CONFIG)))
-    locked.add("a", [1, 2, 3, 4, 5])
+    with locked.exclusive() as m:
+        m.add("a", [1, 2, 3, 4, 5])
     seq = locked.sequence("a")
     seq.token_ids.append(9)
     seq.block_table.append(47)

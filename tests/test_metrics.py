@@ -3,16 +3,19 @@ what a known workload does (counted by hand) and the pool's counters."""
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from pagedkv import KVCachePool, SequenceManager
+from pagedkv import CacheConfig, KVCachePool, SequenceManager
 from pagedkv.scheduler import Scheduler
-from pagedkv.service.concurrency import LockedManager
+from pagedkv.service.concurrency import LockedManager, ReadWriteLock
 from pagedkv.service.engine import ServiceEngine
 from pagedkv.service.metrics import ServiceMetrics
+
+CONFIG = CacheConfig(num_pages=16, page_size=4, num_layers=1, num_kv_heads=1, head_dim=2)
 
 
 def scrape(metrics: ServiceMetrics) -> dict[str, float]:
@@ -52,7 +55,7 @@ def test_known_workload_gives_known_numbers():
     assert m["pagedkv_kv_cache_token_usage_perc"] == pytest.approx(28 / 32)
     assert m["pagedkv_num_requests_running"] == 2
     assert m["pagedkv_num_requests_waiting"] == 0
-    assert m["pagedkv_num_preemptions_total"] == 0
+    assert "pagedkv_num_preemptions_total" not in m  # no Scheduler, so nothing is preempted
     assert m["pagedkv_allocation_latency_seconds_count"] == 4  # three adds, one append
     assert m["pagedkv_allocation_latency_seconds_sum"] > 0
     # ... and every counter equals the pool's own.
@@ -132,3 +135,36 @@ def test_scheduler_preemptions_running_and_waiting():
         assert m["pagedkv_num_preemptions_total"] == len(preempt_events)
     assert len(preempt_events) >= 1 and sched.stats.preemptions == len(preempt_events)
     assert any(waiting for _, waiting in seen) and seen[-1] == (0, 0)
+
+
+def test_scrapes_never_deadlock_with_a_read_write_lock_and_waiting_writers():
+    """A scrape reads under the read lock; writers queue meanwhile. Were a scrape's read
+    not re-entrant, a writer queuing between its outer and inner read would deadlock both."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often, inside the scrape
+    try:
+        locked = LockedManager(SequenceManager(KVCachePool(CONFIG)), ReadWriteLock())
+        metrics = ServiceMetrics(locked)
+        stop = threading.Event()
+
+        def write() -> None:
+            while not stop.is_set():
+                with locked.exclusive() as m:
+                    m.add("w", [1, 2, 3])
+                    m.free("w")
+
+        scrapes = []
+        scraper = threading.Thread(
+            target=lambda: scrapes.extend(scrape(metrics) for _ in range(300)), daemon=True
+        )
+        writers = [threading.Thread(target=write, daemon=True) for _ in range(2)]
+        for t in (*writers, scraper):
+            t.start()
+        scraper.join(20)
+        stop.set()
+        for w in writers:
+            w.join(5)
+        assert not scraper.is_alive() and len(scrapes) == 300, "a scrape deadlocked"
+        assert not any(w.is_alive() for w in writers), "a writer deadlocked"
+    finally:
+        sys.setswitchinterval(old)

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from pagedkv import TinyLM
+from pagedkv import OutOfPagesError, TinyLM
 from pagedkv.service import recover
-from pagedkv.service.engine import snapshot_json
+from pagedkv.service.engine import ServiceEngine, snapshot_json
 from pagedkv.service.serve import ServerProcess
 
 MODEL = TinyLM(seed=0)
@@ -119,6 +119,7 @@ def test_out_of_pages_is_507_and_changes_nothing(client):
     assert r.status_code == 507
     body = r.json()
     assert body["error"] == "out_of_pages" and "pages" in body["detail"] and body["num_pages"] == 64
+    assert body["num_available_pages"] == sum(s != 1 for s in before["state"])  # FREE + CACHED
     client.post("/sequences", json={"seq_id": "big", "token_ids": [1] * 100})
     mid = client.get("/snapshot").json()
     r = client.post("/sequences/big/generate", json={"max_new_tokens": 256})  # more than is left
@@ -430,3 +431,43 @@ def test_serve_is_listed_binds_loopback_and_demo_does_not_import_fastapi():
 
     serve = build_parser().parse_args(["serve"])
     assert (serve.host, serve.port, serve.wal, serve.fsync) == ("127.0.0.1", 8000, None, "always")
+
+
+# ---- the engine underneath: a request reserves exactly the pages it will take --------------
+
+
+def _engine_with(prompt_len: int, fork: bool) -> tuple[ServiceEngine, str]:
+    engine = ServiceEngine(num_pages=32, page_size=4)
+    engine.create(list(range(1, prompt_len + 1)), "a")
+    if fork:  # "b" shares every page of "a", its partial last page too
+        engine.fork("a", "b")
+    return engine, "b" if fork else "a"
+
+
+@pytest.mark.parametrize(
+    "prompt_len, fork, n",
+    [(4, False, 1), (4, False, 5), (5, False, 3), (5, False, 4), (5, True, 1), (5, True, 4),
+     (7, True, 9), (8, True, 1)],
+)
+def test_a_request_fits_exactly_when_the_pages_it_takes_are_available(prompt_len, fork, n):
+    """The oracle: the allocations the same append makes in a roomy pool. With that many
+    pages available the append succeeds; with one fewer it is refused and changes nothing."""
+    roomy, target = _engine_with(prompt_len, fork)
+    before = roomy.pool.stats.allocations
+    roomy.append(target, [9] * n)
+    needed = roomy.pool.stats.allocations - before
+    for spare in (needed, needed - 1):
+        if spare < 0:
+            continue
+        engine, target = _engine_with(prompt_len, fork)
+        fill = engine.pool.num_available_pages - spare
+        engine.create([200 + k % 50 for k in range(4 * fill)], "filler")  # `fill` pages
+        assert engine.pool.num_available_pages == spare
+        snapshot = engine.snapshot()
+        if spare == needed:
+            assert engine.append(target, [9] * n)["num_tokens"] == prompt_len + n
+        else:
+            with pytest.raises(OutOfPagesError):
+                engine.append(target, [9] * n)
+            assert engine.snapshot() == snapshot
+        engine.check()

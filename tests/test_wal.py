@@ -31,8 +31,17 @@ from pagedkv.service import (
     read_log,
     recover,
 )
+from pagedkv.service.checkpoint import read_checkpoint
 from pagedkv.service.wal import MAGIC, WriteAheadLog, encode_record
-from pagedkv.service.workload import reference, run_in_subprocess, run_workload, workload_config
+from pagedkv.service.workload import (
+    NUM_PAGES,
+    PAGE_SIZE,
+    reference,
+    run_in_subprocess,
+    run_workload,
+    workload_command,
+    workload_config,
+)
 
 
 def _sequences(manager: SequenceManager) -> dict:
@@ -176,18 +185,9 @@ def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
     fsync = ["never", "batch 8", "always"][seed % 3]
     checkpoint_every = [0, 25][seed % 2]
     directory = tmp_path / "store"
-    cmd = [
-        sys.executable,
-        "-m",
-        "pagedkv.service.workload",
-        str(directory),
-        "--seed",
-        str(seed),
-        "--fsync",
-        fsync,
-        "--checkpoint-every",
-        str(checkpoint_every),
-    ]
+    cmd = workload_command(
+        directory, seed, "--fsync", fsync, "--checkpoint-every", str(checkpoint_every)
+    )
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as child:
         try:
             assert child.stdout.readline().strip() == "ready"
@@ -480,6 +480,78 @@ def test_the_service_checkpoints_every_n_records(tmp_path):
 
 
 def read_checkpoint_seq(directory) -> int:
-    from pagedkv.service.checkpoint import read_checkpoint
-
     return read_checkpoint(directory / "checkpoint.bin")[0]
+
+
+# ---- the service after a crash between a token's record and its K/V ---------------------
+
+_CRASH_AFTER_APPEND = """
+import os, signal, sys
+from pagedkv.service.engine import ServiceEngine
+engine = ServiceEngine(num_pages=16, page_size=4, wal=sys.argv[1], fsync="never")
+engine.create([104, 105, 106], "A")  # records add, computed (3 tokens)
+with engine.locked.exclusive() as m:
+    m.append_slot("A", 107)  # record append: page 0 fills and is indexed for prefix hits ...
+os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before its K/V are computed
+"""
+
+
+@pytest.mark.parametrize("then", ["hit", "free, then hit", "generate"])
+def test_the_service_computes_logged_tokens_before_serving(tmp_path, then):
+    from pagedkv.service.engine import ServiceEngine
+
+    child = subprocess.run([sys.executable, "-c", _CRASH_AFTER_APPEND, str(tmp_path / "s")])
+    assert child.returncode == -signal.SIGKILL
+    with recover(tmp_path / "s") as crashed:  # the log holds A's 4th token, K/V do not
+        seq = crashed.get("A")
+        assert (seq.num_tokens, seq.num_computed_tokens) == (4, 3)
+    model, prompt = TinyLM(seed=0), [104, 105, 106, 107]
+    oracle = SequenceManager(KVCachePool(model.cache_config(16, 4)))  # the same calls, no crash
+    oracle.add("A", prompt[:3])
+    model.forward(oracle, ["A"])
+    oracle.append_slot("A", prompt[3])
+    model.forward(oracle, ["A"])
+    engine = ServiceEngine(num_pages=16, page_size=4, wal=tmp_path / "s")
+    a = engine.sequence("A")
+    assert a["num_computed_tokens"] == 4
+    page = a["block_table"][0]
+    assert np.array_equal(engine.pool.kv_cache[:, :, page], oracle.pool.kv_cache[:, :, 0])
+    if then == "generate":
+        assert engine.generate("A", 3)["new_token_ids"] == model.generate_reference(prompt, 3)
+    else:
+        if then == "free, then hit":
+            engine.free("A")  # page 0 turns CACHED: it must hold real K/V
+        b = engine.create(prompt + [108], "B")
+        assert b["num_cached_tokens"] == 4
+        assert engine.generate("B", 3)["new_token_ids"] == model.generate_reference(
+            prompt + [108], 3
+        )
+    engine.check()
+    engine.close()
+
+
+@pytest.mark.parametrize("policy", ["lru", "mru"])
+def test_a_checkpoint_holds_the_release_order_and_recovery_restores_it(tmp_path, policy):
+    """The oracle is the pool's own event stream: pages enter the release order when they
+    turn CACHED and leave it when a prefix hit revives them or they are evicted."""
+    model = TinyLM(seed=0)
+    config = model.cache_config(NUM_PAGES, PAGE_SIZE, eviction_policy=policy)
+    released: dict[int, None] = {}  # page id -> None, oldest release first
+
+    def track(event) -> None:
+        if event.kind == "cache":
+            released[event.page_id] = None
+        elif event.kind in ("prefix_hit", "evict"):
+            released.pop(event.page_id, None)
+
+    manager = DurableSequenceManager.create(tmp_path / "s", config, "never")
+    manager.pool.add_listener(track)
+    run_workload(manager, model, seed=3, steps=120)
+    assert len(released) >= 3  # several CACHED pages, so the order means something
+    order = manager.pool.eviction.order()
+    manager.checkpoint()
+    manager.close()
+    state = read_checkpoint(tmp_path / "s" / "checkpoint.bin")[1]
+    assert state["release_order"] == list(released)
+    with recover(tmp_path / "s") as recovered:
+        assert recovered.pool.eviction.order() == order

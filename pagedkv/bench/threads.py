@@ -2,7 +2,8 @@
 
 N threads share one `LockedManager` and together run a fixed number of operations, each
 thread on its own sequences: writes are `add` (a 48-token prompt, half of them sharing a
-32-token prefix), `append_slot` and `free`; reads are `block_table` and `sequence` (a copy).
+32-token prefix), `append_slot` and `free`, each under one hold of `exclusive()` (the write
+lock, as a request takes it); reads are `block_table` and `sequence` (a copy).
 Two mixes: read-heavy (90 % reads) and write-heavy (20 % reads). The total is the same at
 every thread count, so operations/s compare directly; "unlocked" is the same wrapper with
 no lock on one thread, the floor any lock adds to. Every run ends with `check_invariants()`.
@@ -50,23 +51,25 @@ def _worker(
             target.block_table(seq_id) if rng.random() < 0.5 else target.sequence(seq_id)
             continue
         r = rng.random()
-        if not live or (r < 0.25 and len(live) < 16):
-            prefix = shared if rng.random() < 0.5 else [rng.randrange(256) for _ in range(32)]
-            seq_id, made = f"t{index}.{made}", made + 1
-            try:
-                target.add(seq_id, prefix + [rng.randrange(256) for _ in range(16)])
-            except OutOfPagesError:
-                if live:
-                    target.free(live.pop(0))
-                continue
-            live.append(seq_id)
-        elif r < 0.85:
-            try:
-                target.append_slot(live[rng.randrange(len(live))], rng.randrange(256))
-            except OutOfPagesError:
-                target.free(live.pop(0))
-        else:
-            target.free(live.pop(rng.randrange(len(live))))
+        # One write lock per operation, as a request holds it (bookkeeping only: no K/V).
+        with target.exclusive() as m:
+            if not live or (r < 0.25 and len(live) < 16):
+                prefix = shared if rng.random() < 0.5 else [rng.randrange(256) for _ in range(32)]
+                seq_id, made = f"t{index}.{made}", made + 1
+                try:
+                    m.add(seq_id, prefix + [rng.randrange(256) for _ in range(16)])
+                except OutOfPagesError:
+                    if live:
+                        m.free(live.pop(0))
+                    continue
+                live.append(seq_id)
+            elif r < 0.85:
+                try:
+                    m.append_slot(live[rng.randrange(len(live))], rng.randrange(256))
+                except OutOfPagesError:
+                    m.free(live.pop(0))
+            else:
+                m.free(live.pop(rng.randrange(len(live))))
 
 
 class _NoLock:

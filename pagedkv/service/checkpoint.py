@@ -2,12 +2,13 @@
 
 A checkpoint lets the write-ahead log start over: once the state at record `seq` is safely
 on disk, records up to `seq` are redundant. `export_state` reads the state through the
-pool's and manager's public, read-only API (pages, eviction order, counters, clock, block
-tables, copy-on-write record) into plain JSON data; `restore_state` loads it into a fresh
-pool with `KVCachePool.restore` and puts the sequences back. K/V are not in the file: they
-live in the memory-mapped K/V file, flushed before a checkpoint is written.
+pool's and manager's public, read-only API (pages, the order CACHED pages were released
+in, counters, clock, block tables, copy-on-write record) into plain JSON data;
+`restore_state` loads it into a fresh pool with `KVCachePool.restore` and puts the
+sequences back. K/V are not in the file: they live in the memory-mapped K/V file, flushed
+before a checkpoint is written.
 
-File layout: `PKVCKP1\\n`, crc32 (u32) of the rest, seq (u64), then the state as JSON.
+File layout: `PKVCKP2\\n`, crc32 (u32) of the rest, seq (u64), then the state as JSON.
 Written with `atomic_write` (temp file, fsync, rename, fsync the directory), so a crash
 leaves the previous checkpoint or the new one.
 
@@ -23,11 +24,12 @@ import zlib
 from collections.abc import Hashable
 from pathlib import Path
 
+from ..eviction import EvictionPolicy
 from ..hashing import encode_extra_key
 from ..sequence import Sequence, SequenceManager
 from .wal import WALCorruptionError, atomic_write
 
-MAGIC = b"PKVCKP1\n"
+MAGIC = b"PKVCKP2\n"  # 2: the release order replaced the eviction order
 
 
 def key_to_json(extra_key: object) -> object:
@@ -75,10 +77,25 @@ def export_state(manager: SequenceManager) -> dict:
         "clock": pool.clock,
         "stats": pool.stats.as_dict(),
         "pages": pages,  # per page: state, ref_count, token_ids, block hash, indexed, last_access
-        "cached_order": pool.eviction.order(),  # next victim first
+        "release_order": _release_order(pool.eviction),  # CACHED pages, oldest release first
         "sequences": sequences,  # oldest first
         "cow_log": [list(pair) for pair in manager.cow_log],
     }
+
+
+def _release_order(eviction: EvictionPolicy) -> list[int]:
+    """The evictable pages in the order they were released, oldest first.
+
+    A policy exposes only `order()` (next victim first), a fixed rearrangement of the
+    release order (LRU keeps it, MRU reverses it); releasing 0..n-1 into a fresh policy of
+    the same kind shows which rearrangement, and inverting it gives the release order."""
+    order = eviction.order()
+    probe = type(eviction)()
+    probe.add_all(list(range(len(order))))
+    released = [0] * len(order)
+    for page_id, position in zip(order, probe.order()):
+        released[position] = page_id
+    return released
 
 
 def restore_state(manager: SequenceManager, state: dict) -> None:
@@ -89,7 +106,7 @@ def restore_state(manager: SequenceManager, state: dict) -> None:
             (st, ref, tokens, bytes.fromhex(h) if h is not None else None, indexed, access)
             for st, ref, tokens, h, indexed, access in state["pages"]
         ],
-        state["cached_order"],
+        state["release_order"],
         state["stats"],
         state["clock"],
     )

@@ -11,9 +11,15 @@ structures in one call and assume nobody else runs meanwhile.
 The design kept: `LockedManager`, one re-entrant lock (`CoarseLock`).
 - It protects all of the state above, K/V included, and the WAL: an operation's record is
   written, and the operation applied, under the same hold, so log order is memory order.
-- Every public operation and every read (`snapshot`, `sequence`, counters,
-  `check_invariants`) holds it for its whole duration; compound work (admit + prefill,
-  append + decode step, through `TinyLM.forward`) holds it across with `exclusive()`.
+- Changes happen only inside `exclusive()`, which holds the lock across a whole request:
+  the manager's operations *and* the K/V computation that must follow them (admit +
+  prefill, append + decode step, through `TinyLM.forward`). A page is indexed the moment
+  it fills (sequence.py), so a lock released between an `append_slot` and its forward pass
+  would let another thread's `add` hit a page whose K/V are not written yet. That is why
+  the wrapper has no per-call write methods: each would release the lock at that point.
+- Reads (`snapshot`, `sequence`, `block_table`, `counts`, `check_invariants`) hold it for
+  their whole duration and return copies. Reads may nest (a scrape reading counts under
+  its own read): a thread that holds a read never queues for another.
 - Lock order: this lock first, then the locks inside prometheus_client's metric objects (a
   histogram observed while holding it; a scrape takes it inside the registry's collect,
   which holds no registry lock while collectors run). Nothing takes them the other way round.
@@ -37,7 +43,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable, Iterator
-from collections.abc import Sequence as SequenceLike
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -60,28 +65,38 @@ class CoarseLock:
 class ReadWriteLock:
     """Many readers or one writer; a waiting writer holds back new readers (no starvation).
 
-    The writer may re-enter (write or read) from its own thread; a reader must not ask to write."""
+    The writer may re-enter (write or read) from its own thread, and a reader may read
+    again; a reader must not ask to write."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._readers = 0
+        self._readers = 0  # threads holding a read
         self._writer: int | None = None  # thread id of the writer
         self._depth = 0  # re-entries of the writer
         self._waiting_writers = 0
+        self._local = threading.local()  # .reads: this thread's nested reads
 
     @contextmanager
     def read(self) -> Iterator[None]:
-        me = threading.get_ident()
-        if self._writer == me:  # the writer reads its own state
-            yield
+        held = getattr(self._local, "reads", 0)
+        if held or self._writer == threading.get_ident():
+            # Already inside: queuing behind a waiting writer, who waits for this very
+            # thread to leave, would hang both.
+            self._local.reads = held + 1
+            try:
+                yield
+            finally:
+                self._local.reads = held
             return
         with self._cond:
             while self._writer is not None or self._waiting_writers:
                 self._cond.wait()
             self._readers += 1
+        self._local.reads = 1
         try:
             yield
         finally:
+            self._local.reads = 0
             with self._cond:
                 self._readers -= 1
                 if not self._readers:
@@ -110,7 +125,10 @@ class ReadWriteLock:
 
 
 class LockedManager:
-    """A SequenceManager (plain or durable) and its pool, safe to call from many threads."""
+    """A SequenceManager (plain or durable) and its pool, shared by many threads.
+
+    Change it inside `exclusive()` only, computing K/V before leaving (see the module
+    docstring); read it through the methods below, which return copies."""
 
     def __init__(
         self, manager: SequenceManager, lock: CoarseLock | ReadWriteLock | None = None
@@ -123,33 +141,9 @@ class LockedManager:
 
     @contextmanager
     def exclusive(self) -> Iterator[SequenceManager]:
-        """Hold the write lock across several calls; yields the bare manager."""
+        """Hold the write lock for one whole request; yields the bare manager."""
         with self.lock.write():
             yield self._manager
-
-    # ---- operations (write lock) ---------------------------------------------------------
-
-    def add(
-        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
-    ) -> int:
-        with self.lock.write():
-            return self._manager.add(seq_id, prompt_token_ids, extra_key)
-
-    def append_slot(self, seq_id: Hashable, token_id: int) -> int:
-        with self.lock.write():
-            return self._manager.append_slot(seq_id, token_id)
-
-    def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
-        with self.lock.write():
-            self._manager.fork(parent_id, child_id)
-
-    def free(self, seq_id: Hashable) -> None:
-        with self.lock.write():
-            self._manager.free(seq_id)
-
-    def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
-        with self.lock.write():
-            self._manager.set_computed(seq_id, num_computed_tokens)
 
     # ---- reads (read lock); results are copies, safe to use after the lock is released --
 
@@ -162,11 +156,6 @@ class LockedManager:
     def block_table(self, seq_id: Hashable) -> list[int]:
         with self.lock.read():
             return self._manager.block_table(seq_id)
-
-    def seq_ids(self) -> list[Hashable]:
-        """Live sequence ids, oldest first."""
-        with self.lock.read():
-            return list(self._manager.sequences)
 
     def __contains__(self, seq_id: object) -> bool:
         with self.lock.read():

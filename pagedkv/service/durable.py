@@ -45,11 +45,9 @@ from pathlib import Path
 import numpy as np
 
 from ..config import CacheConfig
-from ..hashing import block_hashes
-from ..page import PageState
 from ..pool import KVCachePool
 from ..sequence import SequenceManager
-from ..validation import check_seq_id, check_token, check_tokens
+from ..validation import check_seq_id, check_token
 from .checkpoint import export_state, key_to_json, write_checkpoint
 from .wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
 
@@ -105,42 +103,22 @@ class DurableSequenceManager(SequenceManager):
     def add(
         self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
     ) -> int:
-        check_seq_id("seq_id", seq_id)
-        if seq_id in self.sequences:
-            raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
-        tokens, _ = check_tokens("prompt_token_ids", prompt_token_ids)
-        pool, size = self.pool, self.page_size
-        hits: list[int] = []
-        if pool.config.enable_prefix_caching:
-            # The same walk as SequenceManager.add: stop at the first miss; never the last page.
-            for i, digest in enumerate(
-                block_hashes(tokens, size, extra_key)[: (len(tokens) - 1) // size]
-            ):
-                page_id = pool.lookup(digest)
-                if (
-                    page_id is None
-                    or pool.page(page_id).token_ids != tokens[i * size : (i + 1) * size]
-                ):
-                    break
-                hits.append(page_id)
-        else:
-            key_to_json(extra_key)  # validates its type, as the hash would
-        revived = [p for p in hits if pool.page(p).state is PageState.CACHED]
-        free, evict = pool.peek_allocation(-(-len(tokens) // size) - len(hits), revived)
+        plan = self.plan_add(seq_id, prompt_token_ids, extra_key)
+        free, evict = self.pool.peek_allocation(plan.num_new_pages, plan.revived)
         self._log(
             {
                 "op": "add",
                 "seq_id": seq_id,
-                "tokens": tokens,
+                "tokens": plan.token_ids,
                 "extra_key": key_to_json(extra_key),
-                "hits": hits,
+                "hits": plan.hits,
                 "alloc": free + evict,
                 "evict": evict,
-                "clock": pool.clock + 1,
+                "clock": self.pool.clock + 1,
             }
         )
-        num_cached = super().add(seq_id, tokens, extra_key)
-        self._verify(self.sequences[seq_id].block_table == hits + free + evict, "add", seq_id)
+        num_cached = self._admit(plan)
+        self._verify(self.sequences[seq_id].block_table == plan.hits + free + evict, "add", seq_id)
         return num_cached
 
     def append_slot(self, seq_id: Hashable, token_id: int) -> int:

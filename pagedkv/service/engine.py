@@ -14,9 +14,14 @@ needs are counted before anything changes, so a call the pool cannot serve raise
 `OutOfPagesError` having changed nothing (never half a generation). K/V are always computed
 before the lock is released, so no other request can hit a page whose K/V are missing.
 
+A crash can still come between a token's record and its K/V (`add` / `append` logged, its
+`computed` record not): the recovered sequence then holds tokens whose K/V are not in the
+cache, in pages already indexed for prefix hits. So before it serves anything, the engine
+computes every such token (`TinyLM.forward`; the K/V of the computed prefix are durable
+in the memory-mapped K/V file).
+
 The last-position logits of each sequence are kept to sample its next token. After a
-restart they are gone: the engine computes any tokens the log recorded but whose K/V were
-not (a crash between the two), or else recomputes the logits densely from the token ids
+restart the others are gone, and are recomputed densely from the token ids when needed
 (`TinyLM.forward_reference`, which writes nothing into the cache).
 
 vLLM's AsyncLLM hands requests to one engine-core loop that batches them; this engine
@@ -35,6 +40,7 @@ import numpy as np
 from ..model import VOCAB_SIZE, TinyLM
 from ..pool import KVCachePool, OutOfPagesError, PoolSnapshot
 from ..sequence import Sequence, SequenceManager
+from ..validation import check_tokens, check_vocab
 from .concurrency import LockedManager
 from .durable import DurableSequenceManager
 from .metrics import ServiceMetrics
@@ -79,6 +85,9 @@ class ServiceEngine:
         self._checkpointed = (
             self.durable.recovery.get("checkpoint_seq", 0) if self.durable is not None else 0
         )
+        uncomputed = [s for s, q in manager.sequences.items() if q.num_computed_tokens < q.num_tokens]
+        if uncomputed:  # tokens the log holds but a crash kept from being computed
+            self._logits.update(zip(uncomputed, self.model.forward(manager, uncomputed)))
 
     # ---- requests ------------------------------------------------------------------------
 
@@ -86,7 +95,8 @@ class ServiceEngine:
         self, token_ids: list[int], seq_id: str | None = None, extra_key: str | None = None
     ) -> dict:
         """Admit and prefill a prompt; returns the prefix-hit count and the block table."""
-        _check_vocab("token_ids", token_ids)
+        check_tokens("token_ids", token_ids)  # ints (TypeError otherwise), not empty
+        check_vocab("token_ids", token_ids, VOCAB_SIZE)
         _check_context("token_ids", len(token_ids))
         with self._exclusive() as m:
             if seq_id is None:
@@ -123,7 +133,8 @@ class ServiceEngine:
 
     def append(self, seq_id: str, token_ids: list[int]) -> dict:
         """Append the given tokens (e.g. a user turn) and compute their K/V in one pass."""
-        _check_vocab("token_ids", token_ids)
+        check_tokens("token_ids", token_ids)  # ints (TypeError otherwise), not empty
+        check_vocab("token_ids", token_ids, VOCAB_SIZE)
         with self._exclusive() as m:
             seq = m.get(seq_id)
             self._reserve(m, seq, len(token_ids), "token_ids")
@@ -197,8 +208,12 @@ class ServiceEngine:
         """Raise before anything changes unless n more tokens fit (context limit and pages)."""
         _check_context(field, seq.num_tokens + n)
         size = m.page_size
-        shared_tail = seq.num_tokens % size and self.pool.ref_count(seq.block_table[-1]) > 1
-        needed = int(shared_tail) + -(-(seq.num_tokens + n) // size) - -(-seq.num_tokens // size)
+        # The first token may need a page (the last one is full) or a copy of a shared last
+        # page; after it the last page is the sequence's own, so the other n - 1 tokens need
+        # a new page exactly at each page boundary they cross.
+        needed = m.pages_needed_to_append(seq.seq_id) + (
+            -(-(seq.num_tokens + n) // size) - -(-(seq.num_tokens + 1) // size)
+        )
         if needed > self.pool.num_available_pages:
             raise OutOfPagesError(
                 f"{n} more tokens for {seq.seq_id!r} need {needed} pages; only "
@@ -208,17 +223,7 @@ class ServiceEngine:
     def _last_logits(self, m: SequenceManager, seq: Sequence) -> np.ndarray:
         if seq.seq_id in self._logits:
             return self._logits[seq.seq_id]
-        if seq.num_computed_tokens < seq.num_tokens:  # logged tokens whose K/V a crash lost
-            return self.model.forward(m, [seq.seq_id])[0]
         return self.model.forward_reference(seq.token_ids)[-1]
-
-
-def _check_vocab(field: str, token_ids: list[int]) -> None:
-    for i, t in enumerate(token_ids):
-        if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < VOCAB_SIZE:
-            raise ValueError(
-                f"{field}[{i}] = {t!r} is outside TinyLM's vocabulary [0, {VOCAB_SIZE - 1}]"
-            )
 
 
 def _check_context(field: str, num_tokens: int) -> None:

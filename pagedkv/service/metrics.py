@@ -24,8 +24,9 @@ pagedkv metric (type)                        vLLM metric: meaning here
                                              CACHED pages reclaimed
 - `pagedkv_cow_copies_total` (counter)       none (v1 never copies on write): pages copied
                                              before a shared page was written
-- `pagedkv_num_preemptions_total` (counter)  `vllm:num_preemptions`: preemptions of the bound
-                                             `Scheduler` (0 without one)
+- `pagedkv_num_preemptions_total` (counter)  `vllm:num_preemptions`: preemptions of the
+                                             `Scheduler` passed in; absent without one (the
+                                             HTTP service runs none, so never preempts)
 - `pagedkv_num_requests_running` (gauge)     `vllm:num_requests_running`: the Scheduler's
                                              running requests; without one, live sequences
 - `pagedkv_num_requests_waiting` (gauge)     `vllm:num_requests_waiting`: the Scheduler's
@@ -71,7 +72,9 @@ class ServiceMetrics:
             raise TypeError(f"locked must be a LockedManager, got {type(locked).__name__}")
         self.locked = locked
         self.log = log  # the write-ahead log of a durable manager
-        self.scheduler = scheduler  # a pagedkv Scheduler: running, waiting, stats.preemptions
+        # A program that drives a pagedkv Scheduler over this manager passes it here to
+        # export its running / waiting queues and preemptions.
+        self.scheduler = scheduler
         self.registry = CollectorRegistry(auto_describe=True)
         self.allocation_latency = Histogram(
             "pagedkv_allocation_latency_seconds",
@@ -82,10 +85,6 @@ class ServiceMetrics:
         self._waiting = 0  # requests blocked on the service lock
         self._waiting_lock = threading.Lock()
         self.registry.register(_CacheCollector(self))
-
-    def bind_scheduler(self, scheduler: object) -> None:
-        """Report running / waiting / preemptions from this Scheduler from now on."""
-        self.scheduler = scheduler
 
     @contextmanager
     def time_allocation(self) -> Iterator[None]:
@@ -121,14 +120,14 @@ class _CacheCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         m = self.metrics
         locked, scheduler = m.locked, m.scheduler
-        with locked.lock.read():
+        with locked.lock.read():  # one instant for counts, log and scheduler (reads nest)
             c = locked.counts()
             wal = (m.log.last_seq, m.log.fsyncs) if m.log is not None else None
             if scheduler is not None:
                 running, waiting = len(scheduler.running), len(scheduler.waiting)
                 preemptions = scheduler.stats.preemptions
             else:
-                running, waiting, preemptions = c["num_sequences"], m.num_waiting, 0
+                running, waiting, preemptions = c["num_sequences"], m.num_waiting, None
         num_slots = locked.pool.config.num_slots
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -165,7 +164,8 @@ class _CacheCollector(Collector):
         yield counter("page_allocations", "Pages handed out for writing.", c["allocations"])
         yield counter("evictions", "CACHED pages reclaimed.", c["evictions"])
         yield counter("cow_copies", "Pages copied on write.", c["cow_copies"])
-        yield counter("num_preemptions", "Preemptions by the scheduler.", preemptions)
+        if preemptions is not None:
+            yield counter("num_preemptions", "Preemptions by the scheduler.", preemptions)
         yield gauge("num_requests_running", "Running requests (live sequences).", running)
         yield gauge("num_requests_waiting", "Waiting requests.", waiting)
         if wal is not None:

@@ -150,14 +150,14 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
 
     @app.exception_handler(OutOfPagesError)
     def out_of_pages(request: Request, exc: OutOfPagesError) -> JSONResponse:
-        pool = engine.pool
+        counts = engine.locked.counts()  # other requests may be changing the pool meanwhile
         return JSONResponse(
             status_code=507,
             content={
                 "error": "out_of_pages",
                 "detail": str(exc),
-                "num_pages": pool.num_pages,
-                "num_available_pages": pool.num_available_pages,
+                "num_pages": engine.pool.num_pages,
+                "num_available_pages": counts["num_free_pages"] + counts["num_cached_pages"],
             },
         )
 

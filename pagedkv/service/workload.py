@@ -154,10 +154,10 @@ class _DyingLog(WriteAheadLog):
         super()._write(data)
 
 
-def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: float = 60) -> int:
-    """Run the workload on a new store in `directory` in a child process; its return code
-    (-9 when it was SIGKILLed, e.g. by --die-at)."""
-    cmd = [
+def workload_command(directory: Path | str, seed: int, *options: str) -> list[str]:
+    """The command line that runs the workload on a new store in `directory` until it ends
+    (or, without --steps, until killed)."""
+    return [
         sys.executable,
         "-m",
         "pagedkv.service.workload",
@@ -166,6 +166,12 @@ def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: 
         str(seed),
         *options,
     ]
+
+
+def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: float = 60) -> int:
+    """Run the workload in a child process and wait; its return code (-9 when it was
+    SIGKILLed, e.g. by --die-at)."""
+    cmd = workload_command(directory, seed, *options)
     return subprocess.run(cmd, capture_output=True, timeout=timeout).returncode
 
 
