@@ -259,3 +259,17 @@ def test_reads_return_copies():
     assert locked.block_table("a") == [0, 1]
     with pytest.raises(TypeError, match="manager"):
         LockedManager(KVCachePool(CONFIG))
+
+
+def test_bench_threads_quick_run_measures_both_designs_at_every_thread_count(tmp_path):
+    from pagedkv.bench import threads
+    from pagedkv.cli import build_parser
+
+    report = threads.run(build_parser().parse_args(["bench", "threads", "--quick"]))
+    assert set(report.data) == {
+        f"{design}/{mix}/{n}" for design in ("coarse", "rwlock") for mix in threads.MIXES
+        for n in (1, 2, 4, 8)
+    }
+    assert all(rate > 0 for rate in report.data.values())  # each run ended with check_invariants()
+    threads.plot(report, str(tmp_path / "threads.png"))
+    assert (tmp_path / "threads.png").stat().st_size > 0

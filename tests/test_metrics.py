@@ -43,7 +43,7 @@ def test_known_workload_gives_known_numbers():
     m = scrape(engine.metrics)
     assert m["pagedkv_prefix_cache_queries_total"] == 10 + 11 + 17
     assert m["pagedkv_prefix_cache_hits_total"] == 8
-    assert m["pagedkv_page_hit_ratio"] == pytest.approx(8 / 38)
+    assert m["pagedkv_prefix_cache_hit_ratio"] == pytest.approx(8 / 38)  # tokens, not pages
     assert m["pagedkv_page_allocations_total"] == 3 + 1 + 1 + 5
     assert m["pagedkv_cow_copies_total"] == 1
     assert m["pagedkv_evictions_total"] == 1

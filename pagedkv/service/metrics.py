@@ -16,8 +16,10 @@ pagedkv metric (type)                        vLLM metric: meaning here
   (counter)                                  up at admission
 - `pagedkv_prefix_cache_hits_total`          `vllm:prefix_cache_hits`: of those, tokens served
   (counter)                                  by cached pages
-- `pagedkv_page_hit_ratio` (gauge)           `vllm:gpu_prefix_cache_hit_rate` (v0; v1 leaves
-                                             hits / queries to PromQL): hits / queries
+- `pagedkv_prefix_cache_hit_ratio` (gauge)   `vllm:gpu_prefix_cache_hit_rate` (v0; v1 leaves
+                                             hits / queries to PromQL): hits / queries, so
+                                             per prompt token, not per page (a hit page
+                                             counts its page_size tokens)
 - `pagedkv_page_allocations_total` (counter) none: pages handed out (FREE or evicted; COW too)
 - `pagedkv_evictions_total` (counter)        none (nearest: the count of the sampled
                                              `vllm:kv_block_idle_before_evict_seconds`):
@@ -160,7 +162,11 @@ class _CacheCollector(Collector):
             "prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"]
         )
         ratio = c["prefix_hits"] / c["prefix_queries"] if c["prefix_queries"] else 0.0
-        yield gauge("page_hit_ratio", "Prefix-cache hits / queries (tokens).", ratio)
+        yield gauge(
+            "prefix_cache_hit_ratio",
+            "Prompt tokens served by cached pages / prompt tokens looked up.",
+            ratio,
+        )
         yield counter("page_allocations", "Pages handed out for writing.", c["allocations"])
         yield counter("evictions", "CACHED pages reclaimed.", c["evictions"])
         yield counter("cow_copies", "Pages copied on write.", c["cow_copies"])
