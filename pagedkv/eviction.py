@@ -37,9 +37,11 @@ class EvictionPolicy(ABC):
 
     def add_all(self, page_ids: list[int]) -> None:
         """Several pages became CACHED, oldest release first (one `free`, tail page first)."""
-        if not self._pages.keys().isdisjoint(page_ids):
+        pages = self._pages
+        if not pages.keys().isdisjoint(page_ids):
             raise ValueError(f"some of page_ids {page_ids} are already evictable")
-        self._pages.update(dict.fromkeys(page_ids))
+        for page_id in page_ids:  # a plain loop beats OrderedDict.update here (measured)
+            pages[page_id] = None
 
     def remove(self, page_id: int) -> None:
         """A prefix hit revived the page: it is no longer evictable."""

@@ -276,22 +276,23 @@ class KVCachePool:
     def _release(self, page_ids: Iterable[int], seq_id: Hashable | None = None) -> None:
         """One fewer block table holds each page, in the order given; unheld pages turn
         CACHED (full and indexed, prefix caching on) or FREE."""
-        pages, index, clock, cached = self._pages, self._index, self.clock, []
+        pages, index, clock, listeners, cached = self._pages, self._index, self.clock, self._listeners, []
         for page_id in page_ids:
             page = pages[page_id]
-            page.ref_count -= 1
             page.last_access = clock
+            page.ref_count -= 1
             if page.ref_count:
                 continue
-            if page.block_hash is not None and index.get(page.block_hash) == page_id:
+            block_hash = page.block_hash
+            if block_hash is not None and index.get(block_hash) == page_id:
                 page.state = CACHED
                 cached.append(page_id)
-                kind = "cache"
+                if listeners:
+                    self._emit(clock, "cache", page_id, seq_id)
             else:
                 self._make_free(page)
-                kind = "free"
-            if self._listeners:
-                self._emit(clock, kind, page_id, seq_id)
+                if listeners:
+                    self._emit(clock, "free", page_id, seq_id)
         self.eviction.add_all(cached)
 
     def _write(self, page_id: int, token_ids: list[int], block_hash: bytes | None) -> None:
