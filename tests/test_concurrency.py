@@ -271,5 +271,5 @@ def test_bench_threads_quick_run_measures_both_designs_at_every_thread_count(tmp
         for n in (1, 2, 4, 8)
     }
     assert all(rate > 0 for rate in report.data.values())  # each run ended with check_invariants()
-    threads.plot(report, str(tmp_path / "threads.png"))
+    threads.figure(report).savefig(tmp_path / "threads.png")
     assert (tmp_path / "threads.png").stat().st_size > 0

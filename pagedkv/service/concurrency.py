@@ -30,10 +30,12 @@ and since every operation touches the clock, the FREE heap or the eviction order
 operation would still need the global lock: per-page locks would only add acquisitions. The
 one finer design a wrapper *can* implement is a read-write lock (`ReadWriteLock`): reads
 share, writes exclude. `python -m pagedkv bench threads` measures both at 1, 2, 4 and 8
-threads. The coarse lock wins or ties at every count (coarse / read-write: 1.9-3.1x on a
-read-heavy mix, 1.0-1.6x on a write-heavy one): the work is pure Python, so the GIL runs one
-thread at a time anyway and shared reads gain no parallelism, while a read-write lock built
-from a Condition costs several lock operations per acquisition.
+threads. On a read-heavy mix the coarse lock is ahead at every count (1.2-1.9x in a best
+of 10 run); on a write-heavy one the two are even within the machine's noise (0.9-1.9x,
+the order at some counts flipping between runs). The work is pure Python, so the GIL runs
+one thread at a time anyway and shared reads gain no parallelism, while a read-write lock
+built from a Condition costs several lock operations per acquisition. Even, at best, is no
+reason for the more complex lock.
 
 vLLM sidesteps the question the same way: one engine-core loop owns the KV cache manager
 and requests reach it through a queue. Leaves out: lock-free reads from published snapshots.

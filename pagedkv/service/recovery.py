@@ -82,6 +82,11 @@ def _apply(manager: DurableSequenceManager, record: Record) -> None:
 def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSequenceManager:
     """Rebuild the manager stored in directory `path` as of its last durable record.
 
+    A sequence may come back with tokens whose record was written but whose K/V were not
+    (num_computed_tokens < num_tokens: the crash came before the forward pass), in pages
+    already indexed for prefix hits. Compute them (`TinyLM.forward`) before freeing the
+    sequence or admitting anything, as `ServiceEngine` does.
+
     Raises WALCorruptionError (naming the file and byte offset) for damage with data after
     it, FileNotFoundError when `path` holds no store."""
     directory = Path(path)
