@@ -61,6 +61,10 @@ class EvictionPolicy(ABC):
     def order(self) -> list[int]:
         """Evictable page ids, next victim first."""
 
+    def release_order(self) -> list[int]:
+        """Evictable page ids in the order they were released, oldest first (checkpoints)."""
+        return list(self._pages)
+
     def peek_victim(self) -> int | None:
         """The page `pop_victim` would return, or None when nothing is evictable."""
         return self.order()[0] if self._pages else None

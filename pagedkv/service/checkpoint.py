@@ -24,7 +24,6 @@ import zlib
 from collections.abc import Hashable
 from pathlib import Path
 
-from ..eviction import EvictionPolicy
 from ..hashing import encode_extra_key
 from ..sequence import Sequence, SequenceManager
 from .wal import WALCorruptionError, atomic_write
@@ -77,25 +76,10 @@ def export_state(manager: SequenceManager) -> dict:
         "clock": pool.clock,
         "stats": pool.stats.as_dict(),
         "pages": pages,  # per page: state, ref_count, token_ids, block hash, indexed, last_access
-        "release_order": _release_order(pool.eviction),  # CACHED pages, oldest release first
+        "release_order": pool.eviction.release_order(),  # CACHED pages, oldest release first
         "sequences": sequences,  # oldest first
         "cow_log": [list(pair) for pair in manager.cow_log],
     }
-
-
-def _release_order(eviction: EvictionPolicy) -> list[int]:
-    """The evictable pages in the order they were released, oldest first.
-
-    A policy exposes only `order()` (next victim first), a fixed rearrangement of the
-    release order (LRU keeps it, MRU reverses it); releasing 0..n-1 into a fresh policy of
-    the same kind shows which rearrangement, and inverting it gives the release order."""
-    order = eviction.order()
-    probe = type(eviction)()
-    probe.add_all(list(range(len(order))))
-    released = [0] * len(order)
-    for page_id, position in zip(order, probe.order()):
-        released[position] = page_id
-    return released
 
 
 def restore_state(manager: SequenceManager, state: dict) -> None:
