@@ -1,10 +1,10 @@
 """`python -m pagedkv demo`: a scenario from `pagedkv.scenarios`, printed step by step.
 
-The default is the seed walkthrough, corrected: in a 16-page pool of 4-token pages TinyLM
-generates request_A's tokens through the cache (a page is taken only when the last one is
-full), request_A finishes (its full pages stay CACHED, tail first in the LRU order), and
-request_B, which starts with request_A's prompt, reuses those pages as prefix hits and grows
-until the pool has to evict. `--scenario NAME` prints any other scenario the same way; the
+The default is the walkthrough: in a 16-page pool of 4-token pages TinyLM generates
+request_A's tokens through the cache (a page is taken only when the last one is full),
+request_A finishes (its full pages stay CACHED, tail first in the LRU order), and request_B,
+which starts with request_A's prompt, reuses those pages as prefix hits and grows until the
+pool has to evict. `--scenario NAME` prints any other scenario the same way; the
 dashboard and the notebooks step through exactly these runs.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from .pool import KVCachePool
-from .scenarios import SCENARIOS, ScenarioRun, StepRecord
+from .scenarios import SCENARIOS, ActionRecord, ScenarioRun
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--scenario",
         default="walkthrough",
         choices=list(SCENARIOS),
-        help="which scenario to print (default: the seed walkthrough)",
+        help="which scenario to print (default: the walkthrough)",
     )
 
 
@@ -33,7 +33,7 @@ def _pool_line(pool: KVCachePool) -> str:
     )
 
 
-def _print_decode(run: ScenarioRun, record: StepRecord, counts: dict) -> None:
+def _print_decode(run: ScenarioRun, record: ActionRecord, counts: dict) -> None:
     """One line per token: where it went, pool usage, pages allocated or evicted for it."""
     for seq_id, token in record.tokens.items():
         counts[seq_id] = counts.get(seq_id, 0) + 1
@@ -50,7 +50,7 @@ def _print_decode(run: ScenarioRun, record: StepRecord, counts: dict) -> None:
             f"  {seq_id} token {counts[seq_id]:2d}: {token:3d} {chr(token)!r:6} {where}"
             f"{_pool_line(run.pool)}{news}"
         )
-    if record.note and not record.tokens or record.note.startswith("out of pages"):
+    if record.note and not record.tokens:  # a refused step: nothing was generated
         print(f"  {record.note}")
 
 
@@ -74,14 +74,9 @@ def run(args: argparse.Namespace | None = None) -> int:
         elif action.op == "schedule":
             if action.caption != previous:
                 print(f"\n{action.caption}:")
-            pages = "; ".join(
-                line
-                for line in record.lines()
-                if not line.startswith(record.note) and " samples token " not in line
-            )
+            pages = "; ".join(record.event_lines())
             print(
-                f"  step {record.index:2d}: {record.note}  [{_pool_line(pool)}]"
-                + (f"\n           {pages}" if pages else "")
+                f"  {record.note}  [{_pool_line(pool)}]" + (f"\n    {pages}" if pages else "")
             )
         else:
             print(f"\n{action.caption}" + (f": {action.text!r}" if action.text else ""))

@@ -1,8 +1,10 @@
-"""Scenarios: every step is real and deterministic, and time travel is exact.
+"""Scenarios: every step is real and deterministic, refused steps change nothing, and time
+travel is exact.
 
-Oracles: TinyLM recomputing from scratch with dense attention (`generate_reference`), the
-pool rules of DESIGN.md worked out by hand from the prompts, and a fresh run stepped to the
-same point (for Back).
+Oracles: TinyLM recomputing from scratch with dense attention (`forward_reference`,
+`generate_reference`), K/V written by a one-shot prefill into a fresh pool, the pool rules
+of DESIGN.md worked out by hand from the prompts, and (for Back) the snapshots and K/V
+copied on the way forward.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from pagedkv import PageState
+from pagedkv import KVCachePool, PageState, SequenceManager
 from pagedkv.scenarios import SCENARIOS, Action, ScenarioRun, default_model, get_scenario
 from pagedkv.scenarios.library import (
     FILL_PROMPTS,
@@ -24,12 +26,48 @@ from pagedkv.scenarios.library import (
     SYSTEM_PROMPT,
 )
 
+# Geometries other than the stories' own: tight pools (refusals, evictions, preemption) and
+# roomy ones with large pages.
+GEOMETRIES = [(20, 2), (12, 4), (20, 3), (40, 8), (64, 16)]
 
-def run_to_end(name: str, **geometry) -> ScenarioRun:
+
+def assert_live_sequences_hold_real_kv(run: ScenarioRun) -> None:
+    """Every live sequence is fully computed: its K/V equal a one-shot prefill of its tokens
+    in a fresh pool, and the logits the run samples from equal dense recomputation."""
+    model = run.model
+    kv = run.pool.kv_cache  # [layers, 2, num_pages, page_size, kv_heads, head_dim]
+    flat = kv.reshape(kv.shape[0], 2, -1, *kv.shape[4:])  # [layers, 2, slots, kv_heads, head_dim]
+    for seq_id in run.seqs.sequences:
+        seq = run.seqs.get(seq_id)
+        tokens = seq.token_ids
+        assert seq.num_computed_tokens == len(tokens), seq_id
+        # a fresh pool without prefix caching hands out pages 0, 1, ... in order, so position
+        # i lives in slot i there
+        fresh = SequenceManager(
+            KVCachePool(model.cache_config(-(-len(tokens) // 16), 16, enable_prefix_caching=False))
+        )
+        fresh.add("x", tokens)
+        model.forward(fresh, ["x"])
+        expected = fresh.pool.kv_cache.reshape(flat.shape[:2] + (-1,) + flat.shape[3:])
+        np.testing.assert_allclose(
+            flat[:, :, seq.slot_mapping()], expected[:, :, : len(tokens)], atol=1e-4
+        )
+        if seq_id in run.logits:
+            reference = model.forward_reference(tokens)[-1]
+            np.testing.assert_allclose(run.logits[seq_id], reference, atol=1e-4)
+
+
+def run_to_end(name: str, check_kv: bool = False, **geometry) -> ScenarioRun:
+    """Step to the end, checking the pool's invariants after every step and (check_kv) the
+    K/V and logits after about 30 of them (an uncomputed token stays uncomputed, so a
+    check after a later step still catches it) and after the last."""
     run = ScenarioRun(name, **geometry)
+    stride = max(1, len(run.steps) // 30)
     while not run.done:
         run.step()
         run.pool.check_invariants()
+        if check_kv and (len(run.history) % stride == 0 or run.done):
+            assert_live_sequences_hold_real_kv(run)
     return run
 
 
@@ -38,10 +76,11 @@ def tokens_of(run: ScenarioRun, seq_id) -> list[int]:
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_every_scenario_runs_to_the_end_with_the_pool_rules_holding(name):
-    run = run_to_end(name)
+def test_every_step_leaves_real_kv_and_logits_of_a_dense_recompute(name):
+    run = run_to_end(name, check_kv=True)
     assert len(run.records) == len(run.steps) == len(run.snapshots) - 1
-    assert run.snapshots[-1] == run.pool.snapshot()
+    refused = [r.index for r in run.records if r.note.startswith("refused")]
+    assert refused == ([len(run.steps)] if name == "fill" else [])  # fill ends on a full pool
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
@@ -54,10 +93,20 @@ def test_scenarios_are_deterministic(name):
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-@pytest.mark.parametrize("num_pages, page_size", [(8, 2), (40, 8), (64, 16)])
-def test_scenarios_adapt_to_other_pool_geometries(name, num_pages, page_size):
-    run = run_to_end(name, num_pages=num_pages, page_size=page_size)
-    assert run.pool.num_pages == num_pages and run.pool.page_size == page_size
+@pytest.mark.parametrize("num_pages, page_size", GEOMETRIES)
+def test_scenarios_on_other_geometries_generate_what_dense_recompute_does(
+    name, num_pages, page_size
+):
+    run = run_to_end(name, check_kv=True, num_pages=num_pages, page_size=page_size)
+    assert sum(len(r.tokens) for r in run.records) > 0  # the geometry leaves room to generate
+    for k, record in enumerate(run.records, start=1):
+        if record.note.startswith("refused"):  # said why, and changed nothing at all
+            assert not record.events and not record.tokens
+            assert run.snapshots[k] == run.snapshots[k - 1]
+    if run.scheduler is not None:
+        for req_id, text in PREEMPT_REQUESTS.items():
+            expected = default_model().generate_reference(text, PREEMPT_NEW_TOKENS)
+            assert run.scheduler.outputs[req_id] == expected
 
 
 def test_walkthrough_generates_what_dense_recompute_generates():
@@ -85,7 +134,9 @@ def test_walkthrough_pages_follow_the_pool_rules():
 def test_fill_stops_when_a_sequence_needs_a_page_and_none_is_left():
     run = run_to_end("fill")
     assert run.pool.num_active_pages == run.num_pages
-    assert run.records[-1].note.startswith("out of pages")
+    # the last step is refused whole: no sequence got a token, nothing changed
+    assert run.records[-1].note.startswith("refused: out of pages: this step needs 1 new page")
+    assert not run.records[-1].tokens and run.snapshots[-1] == run.snapshots[-2]
     # every step before the last had room: pages needed by hand, per sequence
     decodes = len(run.steps) - len(FILL_PROMPTS)
     lengths = [len(t) for t in FILL_PROMPTS.values()]
@@ -180,21 +231,26 @@ def test_preemption_is_token_identical_to_an_uninterrupted_run():
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 @pytest.mark.parametrize("fraction", [0.3, 1.0])
-def test_back_restores_exactly_the_previous_state(name, fraction):
+def test_back_restores_exactly_the_state_recorded_on_the_way_forward(name, fraction):
     run = ScenarioRun(name)
     k = max(1, int(len(run.steps) * fraction))
+    seen = [(run.pool.snapshot(), run.pool.kv_cache.copy(), dict(run.logits))]
     for _ in range(k):
         run.step()
-    assert run.back()
-    fresh = ScenarioRun(name)
-    for _ in range(k - 1):
-        fresh.step()
-    assert run.pool.snapshot() == fresh.pool.snapshot()
-    assert np.array_equal(run.pool.kv_cache, fresh.pool.kv_cache)
-    assert run.cursor == fresh.cursor == k - 1
-    run.step()  # and stepping again continues the same way
-    fresh.step()
-    assert run.pool.snapshot() == fresh.pool.snapshot()
+        seen.append((run.pool.snapshot(), run.pool.kv_cache.copy(), dict(run.logits)))
+    for n in (k - 1, k - 2):  # back twice: each lands on what step n left behind
+        if n < 0:
+            break
+        assert run.back()
+        snapshot, kv, logits = seen[n]
+        assert run.pool.snapshot() == snapshot and run.cursor == n
+        assert np.array_equal(run.pool.kv_cache, kv)
+        assert logits.keys() == run.logits.keys()
+        assert all(np.array_equal(logits[s], run.logits[s]) for s in logits)
+    while run.cursor < k:  # stepping again lands on the same states (sampling included)
+        run.step()
+        snapshot, kv, _ = seen[run.cursor]
+        assert run.pool.snapshot() == snapshot and np.array_equal(run.pool.kv_cache, kv)
 
 
 def test_back_undoes_actions_of_your_own_and_reset_starts_over():
@@ -219,11 +275,68 @@ def test_a_refused_action_changes_nothing_and_says_why():
         Action("fork", "x", parent="nobody"),
         Action("add", "alpha", text="duplicate id"),
         Action("add", "huge", text="x" * 200),  # more pages than the pool has
+        Action("decode", seq_ids=("alpha", "alpha")),
     ):
         record = run.apply(action)
         assert record.note.startswith("refused: ") and not record.events
         assert run.pool.snapshot() == before
-    assert len(run.history) == 5
+    assert len(run.history) == 6
+
+
+def preempt_run_with_queued_requests() -> ScenarioRun:
+    run = ScenarioRun("preempt")
+    for _ in PREEMPT_REQUESTS:  # the requests wait in the scheduler's queue
+        run.step()
+    assert [s.req_id for s in run.scheduler.waiting] == list(PREEMPT_REQUESTS)
+    return run
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        Action("add", "req3", text="mine"),
+        Action("fork", "req3", parent="mine"),
+        Action("request", "mine", text="again", width=2),
+    ],
+    ids=["add-a-waiting-id", "fork-to-a-waiting-id", "request-a-live-id"],
+)
+def test_ids_of_the_scheduler_and_of_the_run_stay_apart(action):
+    run = preempt_run_with_queued_requests()
+    run.apply(Action("add", "mine", text="my own prompt"))
+    before = run.pool.snapshot()
+    record = run.apply(action)
+    assert record.note.startswith("refused: ") and run.pool.snapshot() == before
+    run.apply(Action("free", "mine"))
+    while not run.done:  # the scheduler still serves every request exactly
+        assert not run.step().note.startswith("refused")
+    assert not run.scheduler.has_unfinished
+    for req_id, text in PREEMPT_REQUESTS.items():
+        expected = default_model().generate_reference(text, PREEMPT_NEW_TOKENS)
+        assert run.scheduler.outputs[req_id] == expected
+
+
+def test_a_decode_naming_a_scheduler_sequence_is_refused_before_any_token():
+    run = preempt_run_with_queued_requests()
+    run.step()  # the scheduler admits req1 and req2
+    run.apply(Action("add", "mine", text="my own prompt!"))
+    before, kv = run.pool.snapshot(), run.pool.kv_cache.copy()
+    record = run.apply(Action("decode", seq_ids=("mine", "req1")))
+    assert record.note == "refused: 'req1' is decoded by the scheduler, not by this step"
+    assert run.pool.snapshot() == before and np.array_equal(run.pool.kv_cache, kv)
+    assert_live_sequences_hold_real_kv(run)
+    assert run.back() and run.pool.snapshot() == before  # history agrees with the pool
+
+
+def test_a_refused_decode_takes_no_draw_from_the_sampler():
+    def last_tokens(refuse_first: bool) -> dict:
+        run = run_to_end("fill")  # every page ACTIVE
+        if refuse_first:
+            record = run.apply(Action("decode", temperature=1.0))
+            assert record.note.startswith("refused: out of pages")
+        run.apply(Action("free", "alpha"))
+        return run.apply(Action("decode", temperature=1.0)).tokens
+
+    assert last_tokens(True) == last_tokens(False)
 
 
 def test_new_id_never_reuses_a_name():
@@ -257,13 +370,14 @@ def test_bad_scenario_arguments():
         ScenarioRun("walkthrough", num_pages=0)
     with pytest.raises(TypeError, match="action must be an Action"):
         ScenarioRun("walkthrough").apply("add")
-    with pytest.raises(ValueError, match="belongs to the scheduler"):
-        run = ScenarioRun("preempt")
-        for _ in range(4):
-            run.step()
-        run._check_unscheduled("req1")
-    record = ScenarioRun("preempt").apply(Action("free", "req1"))
-    assert record.note.startswith("refused")
+    run = preempt_run_with_queued_requests()
+    run.step()  # req1 runs
+    for action in (Action("free", "req1"), Action("fork", "child", parent="req1")):
+        assert "belongs to the scheduler" in run.apply(action).note
+    with pytest.raises(TypeError, match="seq_id must be a str or int"):
+        Action("add", ["list"], text="x")
+    with pytest.raises(TypeError, match=r"seq_ids\[1\] must be a str or int"):
+        Action("decode", seq_ids=("a", 1.5))
 
 
 @pytest.mark.parametrize(

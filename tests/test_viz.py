@@ -14,11 +14,11 @@ import io
 
 import pytest
 from matplotlib import colormaps
-from matplotlib.colors import to_rgb
+from matplotlib.colors import to_rgb, to_rgba
 from matplotlib.figure import Figure
 from PIL import Image
 
-from pagedkv import KVCachePool, PageState, SequenceManager, TinyLM
+from pagedkv import ContiguousKVCache, KVCachePool, PageState, SequenceManager, TinyLM
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz import (
     PoolHeatmap,
@@ -32,9 +32,11 @@ from pagedkv.viz import (
     plot_pool,
     plot_slots,
     plot_usage,
+    sharing_savings,
     slot_usage,
 )
-from pagedkv.viz.frame import grid_shape
+from pagedkv.viz.fragmentation import _external_holes
+from pagedkv.viz.frame import _font, fit_text, grid_shape
 from pagedkv.viz.palette import (
     HIT_COLOR,
     NO_OWNER_COLOR,
@@ -135,7 +137,41 @@ def test_lru_view_marks_the_next_victim(known):
     assert not close(image.getpixel((x0, (y0 + y1) // 2)), rgb(VICTIM_COLOR))
     panel = heatmap.panels["lru"]
     assert panel.victim == 10 and "page 10 is evicted next" in panel.title
-    assert "5 FREE pages" in panel.title
+    assert "5 FREE pages" in panel.title and "freed tail first" in panel.title
+
+
+def test_lru_view_names_the_last_holder_of_cached_pages_from_events(known):
+    pool, seqs, events, snap = known
+    # without events the cells carry id and rank only; with them, C (which freed 6..10)
+    assert plot_lru(snap).panels["lru"].labels[6] == "6\n#5"
+    labels = plot_lru(snap, events).panels["lru"].labels
+    assert [labels[p] for p in (10, 6)] == ["10\n#1\nC", "6\n#5\nC"]
+    assert labels[0] == "0" and labels[15] == "15"  # ACTIVE and FREE pages: no holder
+    # a page revived by a prefix hit and released again names its latest holder
+    seqs.add("D", MODEL.encode("Something else entirely, again"))  # hits pages 6..10
+    MODEL.forward(seqs, ["D"])
+    seqs.free("D")
+    labels = plot_lru(pool.snapshot(), events).panels["lru"].labels
+    assert labels[6].endswith("\nD") and labels[10].endswith("\nD")
+
+
+def test_grid_positions_after_the_last_page_are_hatched_not_painted():
+    pool = KVCachePool(MODEL.cache_config(num_pages=12, page_size=4))  # a 2 x 8 grid
+    heatmap = plot_lru(pool.snapshot())
+    image = Image.open(io.BytesIO(heatmap.png())).convert("RGB")
+    x0, y0, x1, y1 = heatmap.cell_box("lru", 11)
+    width = x1 - x0 + 2  # one cell further right: grid position 12, not a page
+    filler = {image.getpixel((x, y)) for x in range(x0 + width, x1 + width) for y in range(y0, y1)}
+    free = {image.getpixel((x, y)) for x in range(x0 + 2, x1 - 2) for y in range(y0 + 2, y0 + 6)}
+    assert free == {rgb("#FFFFFF")}  # a FREE page is plain white
+    assert len(filler) > 1 and rgb("#FFFFFF") in filler  # a filler is hatched: white and lines
+
+
+def test_long_cell_labels_lose_their_middle_and_keep_their_ends():
+    assert fit_text("doc_A", 8, 200) == "doc_A"
+    short = fit_text("request_A", 8, 24)
+    assert short.startswith("r") and short.endswith("_A") and "…" in short
+    assert _font(8).getlength(short) <= 24 < _font(8).getlength("request_A")
 
 
 def test_heatmap_redraws_in_place_and_deterministically(known):
@@ -263,8 +299,43 @@ def test_plot_usage_draws_page_and_token_usage_per_step():
     assert list(pages) == [s.usage for s in run.snapshots]
     assert list(tokens) == [s.token_usage for s in run.snapshots]
     assert all(t <= p for t, p in zip(tokens, pages, strict=True))
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert not any("CACHED" in label for label in labels)  # fill never caches a page
     with pytest.raises(ValueError, match="non-empty sequence of PoolSnapshot"):
         plot_usage([])
+    run = ScenarioRun("eviction")
+    while not run.done:
+        run.step()
+    labels = [text.get_text() for text in plot_usage(run.snapshots).axes[0].get_legend().get_texts()]
+    assert any("CACHED" in label for label in labels)
+
+
+def test_plot_slots_keys_only_what_it_shows(known):
+    pool, seqs, _, snap = known
+    labels = [t.get_text() for t in plot_slots(snap).legends[0].get_texts()]
+    assert labels[-3:] == ["× empty slot of an ACTIVE page", "CACHED page", "FREE page"]
+    seqs.free("A")
+    seqs.free("B")
+    assert pool.reset_prefix_cache()  # every page FREE now
+    labels = [t.get_text() for t in plot_slots(pool.snapshot()).legends[0].get_texts()]
+    assert labels == ["FREE page"]
+
+
+def test_sharing_savings_by_hand(known):
+    pool, seqs, _, snap = known
+    # A holds pages 0..4, B holds 0..3 and its copy 5: 10 entries on 6 pages
+    assert sharing_savings(snap) == {
+        "block_table_entries": 10,
+        "distinct_pages": 6,
+        "pages_saved": 4,
+        "saved": 0.4,
+    }
+    seqs.free("B")
+    assert sharing_savings(pool.snapshot())["pages_saved"] == 0
+    seqs.free("A")
+    assert sharing_savings(pool.snapshot())["saved"] == 0.0  # no sequence: nothing saved
+    with pytest.raises(TypeError, match="snapshot must be a PoolSnapshot"):
+        sharing_savings({})
 
 
 def test_contiguous_replay_reserves_max_length_and_refuses_what_does_not_fit():
@@ -275,27 +346,78 @@ def test_contiguous_replay_reserves_max_length_and_refuses_what_does_not_fit():
     cache, refused = contiguous_replay(run.snapshots, "max", step=3)
     assert cache.max_seq_len == 32 and len(cache) == 2 and refused == ["charlie"]
     layouts = compare_layouts(run.snapshots, "oracle", step=3)
-    contiguous = layouts["contiguous"]
-    assert sum(contiguous.values()) == 64 and layouts["refused"] == []
+    contiguous, paged = layouts["contiguous"], layouts["paged"]
+    assert list(contiguous) == list(paged)  # the same categories, by the same names
+    assert sum(contiguous.values()) == sum(paged.values()) == 64 and layouts["refused"] == []
     lengths = [len(t) for t in ("Pages fill", "one slot", "at a time")]
-    assert contiguous["token_states"] == sum(lengths) == layouts["paged"]["tokens"]
+    assert contiguous["tokens"] == sum(lengths) == paged["tokens"]
     decodes = len(run.steps) - 3
-    # the oracle reserves each final length; the last decode of "charlie" never happened
-    finals = [n + decodes for n in lengths[:2]] + [lengths[2] + decodes - 1]
+    # the oracle reserves each final length; the last decode step was refused (pool full)
+    finals = [n + decodes - 1 for n in lengths]
     assert contiguous["reserved"] == sum(finals) - sum(lengths)
-    assert contiguous["internal_fragmentation"] == 0
+    assert contiguous["internal_fragmentation"] == 0 and contiguous["cached"] == 0
+    assert paged["reserved"] == paged["external_fragmentation"] == 0
+    # 62 of 64 slots reserved: the 2 left cannot take a max_seq_len (32) request
+    assert contiguous["external_fragmentation"] == 64 - sum(finals) and contiguous["free"] == 0
 
 
-def test_plot_paged_vs_contiguous():
+def legend_of(fig) -> dict[str, tuple]:
+    """label -> (face colour, hatch) of the figure legend's swatches."""
+    (legend,) = fig.legends
+    return {
+        text.get_text(): (tuple(patch.get_facecolor()), patch.get_hatch())
+        for text, patch in zip(legend.get_texts(), legend.get_patches(), strict=True)
+    }
+
+
+def test_plot_paged_vs_contiguous_keys_every_sequence_and_only_what_it_shows():
     run = ScenarioRun("fill")
     while not run.done:
         run.step()
-    fig = plot_paged_vs_contiguous(run.snapshots, "max", step=10, palette=SequencePalette())
+    palette = SequencePalette()
+    fig = plot_paged_vs_contiguous(run.snapshots, "max", step=10, palette=palette)
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert any(t.startswith("paged: 16 pages") for t in titles)
     assert any("refused (no hole fits): charlie" in t for t in titles)
+    key = legend_of(fig)
+    for seq_id in ("alpha", "bravo", "charlie"):  # the refused one can be found by colour
+        assert key[f"token of {seq_id}"][0] == to_rgba(palette.color(seq_id))
+    labels = " | ".join(key)
+    # nothing is CACHED and no hole is left at step 10: neither is in the key
+    layouts = compare_layouts(run.snapshots, "max", step=10)
+    assert not any(layouts[m]["cached"] for m in ("paged", "contiguous"))
+    assert "CACHED" not in labels and "external" not in labels
+    assert "reserved" in labels and "internal" in labels
     with pytest.raises(ValueError, match="step must be an int in"):
         plot_paged_vs_contiguous(run.snapshots, step=99)
+
+
+def test_paged_vs_contiguous_bars_tell_every_category_apart():
+    run = ScenarioRun("eviction")
+    while not run.done:
+        run.step()
+    fig = plot_paged_vs_contiguous(run.snapshots, "pow2", step=8)  # doc_A CACHED, doc_B live
+    bars = fig.axes[-1]
+    styles = {}
+    for container in bars.containers:
+        patch = container.patches[0]
+        styles[container.get_label()] = (tuple(patch.get_facecolor()), patch.get_hatch())
+    assert any(label.startswith("CACHED") for label in styles)
+    assert len(set(styles.values())) == len(styles)  # no two categories look the same
+
+
+def test_external_fragmentation_holes_are_those_the_accounting_counts():
+    cache = ContiguousKVCache(64, "oracle", max_seq_len=16)
+    for req_id, final in (("a", 10), ("b", 5), ("c", 12), ("d", 3), ("e", 16)):
+        cache.add(req_id, 1, final)
+    cache.free("b")  # a 5-slot hole
+    cache.free("d")  # a 3-slot hole
+    holes = _external_holes(cache)
+    # by hand: holes at 10 (5 slots), 27 (3 slots) and the tail at 46 (18 slots); a request
+    # of max_seq_len = 16 tokens fits only the tail
+    assert cache.holes() == [(10, 5), (27, 3), (46, 18)]
+    assert holes == [(10, 5), (27, 3)]
+    assert sum(n for _, n in holes) == cache.accounting().external_fragmentation
 
 
 def test_sequence_palette_is_stable_and_colour_blind_safe_first():

@@ -5,7 +5,7 @@ pool step by step, records every step and rewinds exactly; `actions` holds the p
 run is made of. See those modules.
 """
 
-from .actions import OPS, Action, Scenario, StepRecord
+from .actions import OPS, Action, ActionRecord, Scenario
 from .library import SCENARIOS, get_scenario
 from .run import ScenarioRun, default_model
 
@@ -13,9 +13,9 @@ __all__ = [
     "OPS",
     "SCENARIOS",
     "Action",
+    "ActionRecord",
     "Scenario",
     "ScenarioRun",
-    "StepRecord",
     "default_model",
     "get_scenario",
 ]

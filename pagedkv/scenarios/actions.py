@@ -1,10 +1,12 @@
-"""What a scenario is made of: `Action`s (steps as plain data), `StepRecord`s (what a step
-did, in words), and `Scenario` (a named list of actions for a pool geometry).
+"""What a scenario is made of: `Action`s (steps as plain data), `ActionRecord`s (what an
+applied action did, in words), and `Scenario` (a named list of actions for a pool geometry).
 
 Plain data is what makes a run replayable: `ScenarioRun.back()` re-applies the recorded
-actions. `StepRecord.lines()` is the one place pool events become the words of the event
-log (allocate, prefix hit, evict, copy-on-write, preempt), shared by the dashboard and the
-demo. Leaves out: serialising actions to files.
+actions. `ActionRecord.event_lines()` is the one place pool events become the words of the
+event log (allocate, prefix hit, evict, copy-on-write, preempt), shared by the dashboard and
+the demo. (The scheduler's own per-step record is `pagedkv.scheduler.StepRecord`; a
+"schedule" action keeps its one-line `summary()` as the note.) Leaves out: serialising
+actions to files.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from ..pool import Event
+from ..validation import check_seq_id
 
 OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule")
 
@@ -35,6 +38,11 @@ class Action:
             raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
         if self.op in ("add", "fork", "free", "beam", "request") and self.seq_id is None:
             raise ValueError(f"op {self.op!r} needs a seq_id")
+        for name, value in (("seq_id", self.seq_id), ("parent", self.parent)):
+            if value is not None:
+                check_seq_id(name, value)
+        for k, seq_id in enumerate(self.seq_ids):
+            check_seq_id(f"seq_ids[{k}]", seq_id)
         if self.op == "add" and not (self.text or self.parent is not None):
             raise ValueError("op 'add' needs a text or a parent to share a prefix with")
         if self.op == "fork" and self.parent is None:
@@ -48,7 +56,7 @@ class Action:
 
 
 @dataclass
-class StepRecord:
+class ActionRecord:
     """What one applied action did."""
 
     index: int  # 1-based step number in the run
@@ -59,8 +67,8 @@ class StepRecord:
     cached_tokens: int = 0  # add: prompt tokens served by prefix hits
     note: str = ""  # outcome, e.g. a refused admission or an out-of-pages stop
 
-    def lines(self) -> list[str]:
-        """The step's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
+    def event_lines(self) -> list[str]:
+        """The action's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
         out, run = [], []  # run: consecutive events of one kind for one sequence
         for event in [*self.events, None]:
             if run and (
@@ -72,7 +80,11 @@ class StepRecord:
                 run = []
             if event is not None:
                 run.append(event)
-        out += [
+        return out
+
+    def lines(self) -> list[str]:
+        """Everything the action did in words: its events, the tokens it appended, the note."""
+        out = self.event_lines() + [
             f"{s} appends token {t} {_show(t)} at slot {self.slots[s]}"
             if s in self.slots
             else f"{s} samples token {t} {_show(t)}"

@@ -13,13 +13,7 @@ Leaves out: random workloads (`pagedkv.workloads` generates those).
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from ..pool import KVCachePool
-from ..scheduler import Scheduler
-from ..sequence import SequenceManager
 from .actions import Action, Scenario
-from .run import default_model
 
 PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages of 4 and half a page
 PROMPT_B = PROMPT_A + " pages."
@@ -155,23 +149,6 @@ def _beam_search(num_pages: int, page_size: int) -> list[Action]:
     ]
 
 
-@lru_cache(maxsize=16)
-def _schedule_steps(num_pages: int, page_size: int) -> int:
-    """Scheduler steps until every request of the preemption scenario is finished (or 200)."""
-    seqs = SequenceManager(KVCachePool(default_model().cache_config(num_pages, page_size)))
-    scheduler = Scheduler(seqs, default_model(), **dict(PREEMPT_SCHEDULER))
-    try:
-        for req_id, text in PREEMPT_REQUESTS.items():
-            scheduler.add_request(req_id, default_model().encode(text), PREEMPT_NEW_TOKENS)
-    except ValueError:  # a pool too small for any request: the queue steps say so
-        return 1
-    steps = 0
-    while scheduler.has_unfinished and steps < 200:
-        scheduler.step()
-        steps += 1
-    return steps
-
-
 def _preemption(num_pages: int, page_size: int) -> list[Action]:
     step = (
         "the scheduler runs one step: running requests decode, waiting ones are admitted; "
@@ -188,9 +165,8 @@ def _preemption(num_pages: int, page_size: int) -> list[Action]:
         )
         for s, t in PREEMPT_REQUESTS.items()
     ]
-    return queued + [
-        Action("schedule", caption=step) for _ in range(_schedule_steps(num_pages, page_size))
-    ]
+    # One "schedule" step: the run repeats it until the scheduler has finished everything.
+    return [*queued, Action("schedule", caption=step)]
 
 
 SCENARIOS: dict[str, Scenario] = {

@@ -3,15 +3,19 @@
 An `Action` is one step as plain data (add, decode, fork, free, a beam-search step, a request
 queued with the scheduler, a scheduler step). A `ScenarioRun` applies a scenario's actions to
 a `KVCachePool` + `SequenceManager` with TinyLM generating every token through the paged
-cache (greedy, or seeded sampling) and records what each did (`StepRecord`: pool events,
+cache (greedy, or seeded sampling) and records what each did (`ActionRecord`: pool events,
 tokens, slots, a note) plus a snapshot after every step. After each action every sequence
 the run drives is fully computed (`model.forward` runs after appends and before anything is
-freed), so pages indexed for prefix reuse always hold real K/V.
+freed), so pages indexed for prefix reuse always hold real K/V. An action that cannot be
+carried out whole (an unknown or duplicate id, a decode step the pool has no pages for) is
+refused before anything changes, and its record says why.
 
 Because actions are data and everything is seeded, `back()` is exact time travel: it
 replays the history minus its last action. Controls such as "add a request" append ordinary
 actions. When a scenario's own steps are done, `step()` decodes one token for every live
-sequence (or runs the scheduler while it has work).
+sequence (or runs the scheduler while it has work). A scenario with a scheduler ends with
+one "schedule" step that is repeated until the scheduler has finished every request, so the
+run itself decides how many steps that takes.
 
 vLLM's engine loop is the production relative (requests in, one scheduler step at a time);
 this one exists to be stepped by hand and rewound. Leaves out: persistence of a run.
@@ -28,7 +32,9 @@ from ..model import TinyLM
 from ..pool import Event, KVCachePool, OutOfPagesError
 from ..scheduler import Scheduler
 from ..sequence import SequenceManager, UnknownSequenceError
-from .actions import Action, Scenario, StepRecord
+from .actions import Action, ActionRecord, Scenario
+
+MAX_STEPS = 1000  # a scenario never grows longer (the Play widget's range)
 
 
 @lru_cache(maxsize=1)
@@ -58,10 +64,12 @@ class ScenarioRun:
         self.page_size = self.scenario.page_size if page_size is None else page_size
         self.model = default_model() if model is None else model
         self.config = self.model.cache_config(self.num_pages, self.page_size)  # validates both
-        self.steps = self.scenario.steps(self.num_pages, self.page_size)
         self._start()
 
     def _start(self) -> None:
+        # Rebuilt on every (re)start: a scheduler scenario's last step is repeated while the
+        # scheduler has work, which appends to this list.
+        self.steps = self.scenario.steps(self.num_pages, self.page_size)
         self.pool = KVCachePool(self.config)
         self.seqs = SequenceManager(self.pool)
         self.pool.add_listener(self._on_event)
@@ -72,12 +80,12 @@ class ScenarioRun:
         self.rng = np.random.default_rng(self.scenario.seed)
         self.logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self.scores: dict[Hashable, float] = {}  # beam id -> cumulative log-probability
-        self.records: list[StepRecord] = []
+        self.records: list[ActionRecord] = []
         self.snapshots = [self.pool.snapshot()]  # [0] before any step, [i] after step i
         self.cursor = 0  # scenario steps applied
         self.history: list[tuple[Action, bool]] = []  # (action, was a scenario step)
         self.seen_ids: set[Hashable] = set()  # every sequence id this run admitted or forked
-        self._record: StepRecord | None = None
+        self._record: ActionRecord | None = None
 
     def _on_event(self, event: Event) -> None:
         if self._record is not None:
@@ -112,20 +120,21 @@ class ScenarioRun:
             return Action("schedule", caption="scenario done: the scheduler runs one more step")
         return Action("decode", caption="scenario done: every live sequence generates one token")
 
-    def step(self) -> StepRecord:
+    def step(self) -> ActionRecord:
         """Apply the next scenario step (or, when done, one decode step for everyone)."""
         return self._apply(self.next_action, not self.done)
 
-    def apply(self, action: Action) -> StepRecord:
+    def apply(self, action: Action) -> ActionRecord:
         """Apply an action of your own (a control, not a scenario step) and record it."""
         if not isinstance(action, Action):
             raise TypeError(f"action must be an Action, got {type(action).__name__}")
         return self._apply(action, False)
 
-    def _apply(self, action: Action, scenario_step: bool) -> StepRecord:
-        # A refused action (out of pages, unknown or duplicate id) changes nothing in the
-        # pool (the core guarantees it) and says why in the record's note.
-        record = self._record = StepRecord(len(self.records) + 1, action)
+    def _apply(self, action: Action, scenario_step: bool) -> ActionRecord:
+        # A refused action (out of pages, unknown or duplicate id) changes nothing: each
+        # operation below checks everything it can fail on before its first change (the
+        # core's calls refuse without changing anything too), and says why in the note.
+        record = self._record = ActionRecord(len(self.records) + 1, action)
         try:
             getattr(self, f"_{action.op}")(action, record)
         except (OutOfPagesError, UnknownSequenceError, ValueError) as error:
@@ -133,6 +142,18 @@ class ScenarioRun:
         finally:
             self._record = None
         self.cursor += scenario_step
+        if (
+            scenario_step
+            and action.op == "schedule"
+            and self.done
+            and self.scheduler is not None
+            and self.scheduler.has_unfinished
+            and (record.tokens or any(e.kind == "preempt" for e in record.events))
+            and len(self.steps) < MAX_STEPS
+        ):
+            # The scheduler's last step repeats while it has work and makes progress; a
+            # scheduler stuck behind pages this run holds waits for a control (can_step).
+            self.steps.append(action)
         self.history.append((action, scenario_step))
         self.records.append(record)
         self.snapshots.append(self.pool.snapshot())
@@ -170,7 +191,21 @@ class ScenarioRun:
 
     # ---- the operations --------------------------------------------------------------------
 
-    def _add(self, action: Action, record: StepRecord) -> None:
+    def _scheduled(self, seq_id: Hashable) -> bool:
+        """The scheduler holds this id (a request waiting or running)."""
+        if self.scheduler is None:
+            return False
+        state = self.scheduler.requests.get(seq_id)
+        return state is not None and state.status != "finished"
+
+    def _check_new_id(self, seq_id: Hashable) -> None:
+        # The manager refuses a live id itself; a request still waiting in the scheduler is
+        # not in the manager yet, and admitting its id here would break the scheduler's step.
+        if self._scheduled(seq_id):
+            raise ValueError(f"{seq_id!r} is a request of the scheduler; pick another id")
+
+    def _add(self, action: Action, record: ActionRecord) -> None:
+        self._check_new_id(action.seq_id)
         prefix = self.seqs.get(action.parent).token_ids if action.parent is not None else []
         record.cached_tokens = self.seqs.add(action.seq_id, prefix + self.model.encode(action.text))
         self.seen_ids.add(action.seq_id)
@@ -184,7 +219,7 @@ class ScenarioRun:
     def _sample(self, seq_id: Hashable, temperature: float) -> int:
         return self.model.sample(self.logits[seq_id][None], temperature, self.rng)[0]
 
-    def _decode(self, action: Action, record: StepRecord) -> None:
+    def _decode(self, action: Action, record: ActionRecord) -> None:
         # The scheduler decodes its own sequences: "everyone" means the ones this run drives.
         wanted = action.seq_ids or tuple(s for s in self.seqs.sequences if s in self.logits)
         live = [s for s in wanted if s in self.seqs]
@@ -195,18 +230,22 @@ class ScenarioRun:
                 else (f"nothing to decode: {', '.join(map(str, wanted))} finished")
             )
             return
+        # Everything is checked before the first token is sampled or appended, so a refused
+        # step leaves no uncomputed token in an indexed page and no draw taken from the rng.
+        for seq_id in live:
+            if seq_id not in self.logits:
+                raise ValueError(f"{seq_id!r} is decoded by the scheduler, not by this step")
+        needed = self.seqs.pages_needed_for_decode(live)  # also refuses a repeated id
+        if needed > self.pool.num_available_pages:
+            raise OutOfPagesError(
+                f"out of pages: this step needs {needed} new page{'s' * (needed != 1)} and "
+                f"{self.pool.num_available_pages} can be had (a scheduler would preempt)"
+            )
         for seq_id in live:
             token = self._sample(seq_id, action.temperature)
-            try:
-                record.slots[seq_id] = self.seqs.append_slot(seq_id, token)
-            except OutOfPagesError:
-                record.note = (
-                    f"out of pages: {seq_id} needs a new page and all "
-                    f"{self.num_pages} are ACTIVE (a scheduler would preempt)"
-                )
-                break
+            record.slots[seq_id] = self.seqs.append_slot(seq_id, token)
             record.tokens[seq_id] = token
-        self._compute(list(record.tokens))
+        self._compute(live)
 
     def _compute(self, seq_ids: list[Hashable]) -> None:
         if seq_ids:
@@ -214,13 +253,14 @@ class ScenarioRun:
                 self.logits[seq_id] = row
 
     def _check_unscheduled(self, seq_id: Hashable) -> None:
-        if self.scheduler is not None and seq_id in self.scheduler.requests:
+        if self._scheduled(seq_id):
             raise ValueError(
                 f"{seq_id!r} belongs to the scheduler; it cannot be forked or finished"
             )
 
-    def _fork(self, action: Action, record: StepRecord) -> None:
+    def _fork(self, action: Action, record: ActionRecord) -> None:
         self._check_unscheduled(action.parent)
+        self._check_new_id(action.seq_id)
         self.seqs.fork(action.parent, action.seq_id)
         self.seen_ids.add(action.seq_id)
         self.logits[action.seq_id] = self.logits[action.parent]
@@ -229,7 +269,7 @@ class ScenarioRun:
         pages = len(self.seqs.block_table(action.seq_id))
         record.note = f"{action.seq_id} shares all {pages} pages of {action.parent}"
 
-    def _free(self, action: Action, record: StepRecord) -> None:
+    def _free(self, action: Action, record: ActionRecord) -> None:
         self._check_unscheduled(action.seq_id)
         pages = len(self.seqs.block_table(action.seq_id))
         self.seqs.free(action.seq_id)
@@ -238,7 +278,7 @@ class ScenarioRun:
         if action.op == "free":  # not a beam dropped inside a beam step
             record.note = f"{action.seq_id} finished: its {pages} pages were released, tail first"
 
-    def _beam(self, action: Action, record: StepRecord) -> None:
+    def _beam(self, action: Action, record: ActionRecord) -> None:
         """One beam-search step: every beam proposes its best tokens, the `width` best
         continuations overall survive; a beam chosen twice is forked (its pages shared), a
         beam not chosen is freed. vLLM's v0 beam search managed beams the same way."""
@@ -246,6 +286,9 @@ class ScenarioRun:
         beams = [s for s in self.seqs.sequences if str(s).startswith(group)]
         if not beams:
             raise ValueError(f"no live beam of group {action.seq_id!r}")
+        for beam in beams:
+            if beam not in self.logits:
+                raise ValueError(f"{beam!r} is decoded by the scheduler, not by a beam step")
         candidates = []  # (score, beam index, token)
         for k, beam in enumerate(beams):
             z = self.logits[beam].astype(np.float64)
@@ -254,6 +297,20 @@ class ScenarioRun:
                 candidates.append((self.scores.get(beam, 0.0) + float(logp[token]), k, int(token)))
         chosen = sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[: action.width]
         picked = {k for _, k, _ in chosen}
+        # Each survivor appends one token: at most one page each (a new page or a copy).
+        # Like vLLM v0 (`can_append_slots`: a free block per sequence), the step runs only
+        # when that many pages can be had once the dropped beams are freed, so it never
+        # stops halfway.
+        dropped = [self.seqs.block_table(b) for k, b in enumerate(beams) if k not in picked]
+        holders: dict[int, int] = {}  # page id -> dropped block tables holding it
+        for page in (p for table in dropped for p in table):
+            holders[page] = holders.get(page, 0) + 1
+        released = sum(1 for p, n in holders.items() if self.pool.ref_count(p) == n)
+        if len(chosen) > self.pool.num_available_pages + released:
+            raise OutOfPagesError(
+                f"out of pages: {len(chosen)} beams may each need a new page and "
+                f"{self.pool.num_available_pages + released} can be had"
+            )
         for k, beam in enumerate(beams):
             if k not in picked:
                 self._free(Action("free", beam), record)
@@ -269,38 +326,29 @@ class ScenarioRun:
             taken.add(beam)
             plan.append((beam, token, score))
         for beam, token, score in plan:
-            try:
-                record.slots[beam] = self.seqs.append_slot(beam, token)
-            except OutOfPagesError:
-                record.note = f"out of pages: beam {beam} cannot grow; it keeps its last token"
-                break
+            record.slots[beam] = self.seqs.append_slot(beam, token)
             record.tokens[beam] = token
             self.scores[beam] = score
         self._compute(list(record.tokens))
 
-    def _request(self, action: Action, record: StepRecord) -> None:
+    def _request(self, action: Action, record: ActionRecord) -> None:
         if self.scheduler is None:
             raise ValueError("this scenario has no scheduler to queue a request with")
+        if action.seq_id in self.seqs:
+            raise ValueError(f"{action.seq_id!r} is a live sequence; pick another id")
         self.scheduler.add_request(action.seq_id, self.model.encode(action.text), action.width)
         self.seen_ids.add(action.seq_id)
         record.note = (
             f"{action.seq_id} waits in the scheduler's queue ({len(action.text)} prompt tokens)"
         )
 
-    def _schedule(self, action: Action, record: StepRecord) -> None:
+    def _schedule(self, action: Action, record: ActionRecord) -> None:
         """One scheduler step: decode the running, admit the waiting, preempt when short."""
         if self.scheduler is None:
             raise ValueError("this scenario has no scheduler")
         step = self.scheduler.step()
         record.tokens = dict(step.sampled)
-        parts = [
-            f"prefill {', '.join(f'{s} ({n} tokens)' for s, n in step.prefill)}"
-            if step.prefill
-            else "",
-            f"decode {', '.join(map(str, step.decode))}" if step.decode else "",
-            f"finished {', '.join(map(str, step.finished))}" if step.finished else "",
-        ]
-        record.note = "; ".join(p for p in parts if p) or "nothing to schedule"
+        record.note = f"scheduler {step.summary()}"
 
     def __repr__(self) -> str:
         return (

@@ -5,7 +5,7 @@ from .dashboard import Dashboard
 from .fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
 from .heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
 from .palette import SequencePalette
-from .usage import plot_slots, plot_usage, slot_usage
+from .usage import plot_slots, plot_usage, sharing_savings, slot_usage
 
 __all__ = [
     "VIEWS",
@@ -21,5 +21,6 @@ __all__ = [
     "plot_pool",
     "plot_slots",
     "plot_usage",
+    "sharing_savings",
     "slot_usage",
 ]

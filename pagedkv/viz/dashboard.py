@@ -279,13 +279,14 @@ class Dashboard(widgets.VBox):
                 PoolHeatmap(*key, views=("lru",), palette=self.palette, panel_width=5.4),
             )
         pool_map, lru_map = self._heatmaps[key]
+        events = run.events
         pool_map.update(snap)
-        lru_map.update(snap)
+        lru_map.update(snap, events)
         self.heatmap.value = pool_map.png()
         self.lru.value = lru_map.png()
         # Shown at their own size: a layout that stretches an <img> blurs its text.
         self.heatmap.width, self.lru.width = str(pool_map.size[0]), str(lru_map.size[0])
-        self.block_tables.value = block_table_html(snap, self.palette, run.events)
+        self.block_tables.value = block_table_html(snap, self.palette, events)
         self.status.value = self._status_html(snap)
         self.event_log.value = self._log_html()
         caption = run.records[-1].action.caption if run.records else run.scenario.summary
@@ -295,6 +296,7 @@ class Dashboard(widgets.VBox):
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
         self._syncing = True
         try:
+            self.play.max = len(run.steps)  # a scheduler scenario's steps grow as it runs
             self.play.value = run.cursor
             for picker, options in (
                 # "" stands for no prefix: a Dropdown takes the value None as "nothing selected"

@@ -7,11 +7,15 @@ its final length, which the replay knows because it has seen the whole run), eve
 gains fills one reserved slot, and a sequence that disappears frees its range. A fork is a
 new request there: contiguous memory cannot share.
 
+`compare_layouts` counts slots in the same categories for both memories (the vLLM paper's,
+Kwon et al., SOSP 2023, Fig. 2): `tokens` (slots holding K/V), `reserved` (held for tokens
+not generated yet), `internal_fragmentation` (allocated and never to be filled: beyond a
+reservation's final length, or the empty tail of a sequence's last page), `external_fragmentation`
+(free slots in holes too small for the next request, which `ContiguousKVCache.accounting`
+takes to be the longest, `max_seq_len`), `cached` (CACHED pages) and `free`.
 `plot_paged_vs_contiguous` draws both memories slot by slot (flat slot order, wrapped into
-rows) with the vLLM paper's categories (Kwon et al., SOSP 2023, Fig. 2): token states,
-reserved for tokens not generated yet, internal fragmentation (reserved beyond the final
-length), external fragmentation (holes too small for the next request), free. In the paged
-pool the only waste is the empty tail of each sequence's last page.
+rows) in those categories. In the paged pool the only waste is the empty tail of each
+sequence's last page.
 
 Leaves out: the time dimension (see `plot_usage`) and allocators other than first fit.
 """
@@ -30,11 +34,26 @@ from ..contiguous import ContiguousKVCache, NoContiguousHoleError
 from ..page import PageState
 from ..pool import PoolSnapshot
 from .palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
-from .usage import EMPTY_SLOT_COLOR, slot_usage
+from .usage import slot_usage
 
-EXTERNAL_COLOR = "#F3C6B3"  # a light vermillion: free slots no request can use
-INTERNAL_COLOR = "#8C8C8C"  # reserved and never to be filled
-FREE_SLOT_COLOR = STATE_COLORS[PageState.FREE]
+CATEGORIES = (  # slot categories of both layouts, in drawing order
+    "tokens",
+    "reserved",
+    "internal_fragmentation",
+    "external_fragmentation",
+    "cached",
+    "free",
+)
+# category -> (bar colour, hatch, legend label). Hatches repeat the marks of the slot
+# strips (dots: reserved, crosses: internal, slashes: external), so bars and strips read alike.
+STYLES = {
+    "tokens": ("#333333", "", "tokens (in the bars: of every sequence)"),
+    "reserved": ("#FFFFFF", "..", "· reserved for a future token"),
+    "internal_fragmentation": ("#8C8C8C", "xx", "× internal fragmentation: allocated, no token"),
+    "external_fragmentation": ("#F3C6B3", "//", "/ external fragmentation: hole too small"),
+    "cached": (STATE_COLORS[PageState.CACHED], "", "CACHED page"),
+    "free": (STATE_COLORS[PageState.FREE], "", "free"),
+}
 
 
 def _lengths(snapshot: PoolSnapshot) -> dict[Hashable, int]:
@@ -114,13 +133,44 @@ def compare_layouts(
     contiguous replay of the same run."""
     step = _check_step(snapshots, step)
     cache, refused = contiguous_replay(snapshots, policy, max_seq_len, step)
-    acc = cache.accounting()
     return {
-        "paged": slot_usage(snapshots[step]),
-        "contiguous": {k: v for k, v in acc.as_dict().items() if k != "num_slots"},
+        "paged": _paged_counts(snapshots[step]),
+        "contiguous": _contiguous_counts(cache),
         "refused": refused,
         "max_seq_len": cache.max_seq_len,
     }
+
+
+def _paged_counts(snapshot: PoolSnapshot) -> dict[str, int]:
+    usage = slot_usage(snapshot)  # paging reserves nothing ahead and leaves no holes
+    return {c: usage.get(c, 0) for c in CATEGORIES}
+
+
+def _contiguous_counts(cache: ContiguousKVCache) -> dict[str, int]:
+    acc = cache.accounting()
+    return {
+        "tokens": acc.token_states,
+        "reserved": acc.reserved,
+        "internal_fragmentation": acc.internal_fragmentation,
+        "external_fragmentation": acc.external_fragmentation,
+        "cached": 0,  # contiguous memory keeps nothing for reuse
+        "free": acc.free,
+    }
+
+
+def _external_holes(cache: ContiguousKVCache) -> list[tuple[int, int]]:
+    """The holes `accounting()` counts as external fragmentation, as (start, length).
+
+    The accounting decides which holes are too small; being too small is a matter of
+    length, so they are the shortest holes, and their lengths add up to its count."""
+    left = cache.accounting().external_fragmentation
+    out = []
+    for start, length in sorted(cache.holes(), key=lambda hole: hole[1]):
+        if length > left:
+            break
+        out.append((start, length))
+        left -= length
+    return sorted(out)
 
 
 def _row_width(num_slots: int, page_size: int) -> int:
@@ -171,45 +221,44 @@ def plot_paged_vs_contiguous(
     step: int | None = None,
     palette: SequencePalette | None = None,
 ) -> Figure:
-    """Side by side at `step` (default: the last): the paged pool and the contiguous replay."""
+    """Side by side at `step` (default: the last): the paged pool and the contiguous replay.
+    The legend names every sequence's colour and only the categories the picture shows."""
     palette = palette if palette is not None else DEFAULT_PALETTE
     step = _check_step(snapshots, step)
     cache, refused = contiguous_replay(snapshots, policy, max_seq_len, step)
     snap = snapshots[step]
     size, num_slots = snap.page_size, snap.num_pages * snap.page_size
     width = _row_width(num_slots, size)
+    color = {c: to_rgba(STYLES[c][0]) for c in CATEGORIES}
     # paged: slot = page_id * page_size + offset
-    paged = np.tile(to_rgba(FREE_SLOT_COLOR), (num_slots, 1))
+    paged = np.tile(color["free"], (num_slots, 1))
     empty = []
     for pid in range(snap.num_pages):
-        slots = slice(pid * size, (pid + 1) * size)
         if snap.state[pid] == PageState.ACTIVE:
-            color = to_rgba(palette.color(snap.seq_ids[snap.owner[pid]]))
-            paged[slots] = to_rgba(EMPTY_SLOT_COLOR)
-            paged[pid * size : pid * size + snap.fill[pid]] = color
-            empty += range(pid * size + int(snap.fill[pid]), (pid + 1) * size)
+            filled = pid * size + int(snap.fill[pid])
+            paged[pid * size : filled] = palette.rgba(snap.seq_ids[snap.owner[pid]])
+            paged[filled : (pid + 1) * size] = color["internal_fragmentation"]
+            empty += range(filled, (pid + 1) * size)
         elif snap.state[pid] == PageState.CACHED:
-            paged[slots] = to_rgba(STATE_COLORS[PageState.CACHED])
-    # contiguous: reservations, then holes
-    acc = cache.accounting()
-    cont = np.tile(to_rgba(FREE_SLOT_COLOR), (num_slots, 1))
+            paged[pid * size : (pid + 1) * size] = color["cached"]
+    # contiguous: reservations, then the holes the accounting calls too small
+    reservations = cache.accounting().reservations
+    cont = np.tile(color["free"], (num_slots, 1))
     reserved, internal, external = [], [], []
-    for r in acc.reservations:
-        color = np.array(to_rgba(palette.color(r.req_id)))
-        cont[r.start : r.start + r.used] = color
-        cont[r.start + r.used : r.start + r.final_len] = 0.45 * color + 0.55  # a light tint
-        cont[r.start + r.final_len : r.start + r.length] = to_rgba(INTERNAL_COLOR)
+    for r in reservations:
+        tint = np.array(palette.rgba(r.req_id))
+        cont[r.start : r.start + r.used] = tint
+        cont[r.start + r.used : r.start + r.final_len] = 0.45 * tint + 0.55  # a light tint
+        cont[r.start + r.final_len : r.start + r.length] = color["internal_fragmentation"]
         reserved += range(r.start + r.used, r.start + r.final_len)
         internal += range(r.start + r.final_len, r.start + r.length)
-    need = cache.reservation_size(cache.max_seq_len)
-    for start, length in cache.holes():
-        if length < need:
-            cont[start : start + length] = to_rgba(EXTERNAL_COLOR)
-            external += range(start, start + length)
-    fig = Figure(figsize=(11, 1.9 + 0.36 * (num_slots // width) * 2), dpi=90, layout="constrained")
+    for start, length in _external_holes(cache):
+        cont[start : start + length] = color["external_fragmentation"]
+        external += range(start, start + length)
+    fig = Figure(figsize=(11, 2.1 + 0.36 * (num_slots // width) * 2), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(2, 2, width_ratios=[3.2, 1])
-    usage = slot_usage(snap)
+    counts = {"paged": _paged_counts(snap), "contiguous": _contiguous_counts(cache)}
     _draw_strip(
         fig.add_subplot(grid[0, 0]),
         paged,
@@ -217,11 +266,11 @@ def plot_paged_vs_contiguous(
         [(pid * size, size) for pid in range(snap.num_pages)],
         width,
         f"paged: {snap.num_pages} pages of {size} slots, {len(snap.seq_ids)} sequences, "
-        f"{usage['tokens'] / num_slots:.0%} of slots hold tokens",
+        f"{counts['paged']['tokens'] / num_slots:.0%} of slots hold tokens",
     )
     title = (
         f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}): {len(cache)} sequences, "
-        f"{acc.token_states / num_slots:.0%} of slots hold tokens"
+        f"{counts['contiguous']['tokens'] / num_slots:.0%} of slots hold tokens"
     )
     if refused:
         title += f"\nrefused (no hole fits): {', '.join(map(str, refused))}"
@@ -233,41 +282,32 @@ def plot_paged_vs_contiguous(
             "x": np.array(internal, int),
             "$/$": np.array(external, int),
         },
-        [(r.start, r.length) for r in acc.reservations],
+        [(r.start, r.length) for r in reservations],
         width,
         title,
     )
+    shown = [c for c in CATEGORIES if counts["paged"][c] or counts["contiguous"][c]]
     bars = fig.add_subplot(grid[:, 1])
-    categories = [
-        ("token states", usage["tokens"], acc.token_states, "#333333"),
-        ("reserved (future tokens)", 0, acc.reserved, "#BBBBBB"),
-        (
-            "internal fragmentation",
-            usage["internal_fragmentation"],
-            acc.internal_fragmentation,
-            INTERNAL_COLOR,
-        ),
-        ("external fragmentation", 0, acc.external_fragmentation, EXTERNAL_COLOR),
-        ("CACHED / free", usage["cached"] + usage["free"], acc.free, FREE_SLOT_COLOR),
-    ]
     left = np.zeros(2)
-    for label, p, c, color in categories:
-        values = np.array([p, c]) / num_slots
-        bars.barh([1, 0], values, left=left, color=color, edgecolor="white", label=label)
+    for category in shown:
+        values = np.array([counts["paged"][category], counts["contiguous"][category]]) / num_slots
+        face, hatch, label = STYLES[category]
+        bars.barh(
+            [1, 0], values, left=left, color=face, hatch=hatch, edgecolor="#555555",
+            linewidth=0.6, label=label,
+        )  # fmt: skip
         left += values
     bars.set_yticks([1, 0], ["paged", "contiguous"])
     bars.set_xlim(0, 1)
     bars.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
     bars.set_title("share of slots", fontsize=10, loc="left")
     bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
-    handles = [
-        Patch(facecolor="#999999", label="token (in its sequence's colour)"),
-        Patch(facecolor=EMPTY_SLOT_COLOR, edgecolor="#333333", label="× empty slot of a page"),
-        Patch(facecolor="#DDDDDD", label="· reserved for a future token (light tint)"),
-        Patch(facecolor=INTERNAL_COLOR, label="× reserved, never used (internal)"),
-        Patch(facecolor=EXTERNAL_COLOR, label="/ hole too small (external)"),
-        Patch(facecolor=STATE_COLORS[PageState.CACHED], label="CACHED page"),
-        Patch(facecolor=FREE_SLOT_COLOR, label="free"),
-    ]
+    # The strips' key: one swatch per sequence (so a refused id can be found in the paged
+    # picture), then the slot categories the strips show.
+    seq_ids = list(dict.fromkeys([*snap.seq_ids, *(r.req_id for r in reservations), *refused]))
+    handles = [Patch(facecolor=palette.color(s), label=f"token of {s}") for s in seq_ids]
+    for category in (c for c in shown if c != "tokens"):
+        face, hatch, label = STYLES[category]
+        handles.append(Patch(facecolor=face, hatch=hatch, edgecolor="#555555", label=label))
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     return fig

@@ -23,7 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import BoundaryNorm, ListedColormap, Normalize
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from PIL import Image, ImageDraw, ImageFont
 
 from ..page import PageState
@@ -38,6 +38,7 @@ TITLES = {
 }
 REF_COUNT_MAX = 4  # colours saturate at "4+"; the cell label still shows the exact count
 LRU_FREE_COLOR, LRU_ACTIVE_COLOR = "#FFFFFF", "#A6A6A6"
+GRID_COLOR = "#BDBDBD"  # the one-pixel lines between cells, so white cells keep an outline
 
 
 def grid_shape(num_pages: int) -> tuple[int, int]:
@@ -66,6 +67,20 @@ def _glyphs(text: str, size_px: int, anchor: str) -> tuple[Image.Image, tuple[in
     mask = Image.new("L", (max(1, box[2] - box[0]), max(1, box[3] - box[1])), 0)
     ImageDraw.Draw(mask).text((-box[0], -box[1]), text, fill=255, font=font, anchor=anchor)
     return mask, box
+
+
+@lru_cache(maxsize=4096)
+def fit_text(text: str, size_px: int, width_px: float) -> str:
+    """`text`, with "…" in place of middle characters if needed to be at most `width_px`
+    wide at `size_px`. The middle goes first: ids like request_A and request_B differ at
+    the end."""
+    font = _font(size_px)
+    head, tail = len(text) - len(text) // 2, len(text) // 2
+    shown = text
+    while head + tail > 1 and font.getlength(shown) > width_px:
+        head, tail = (head - 1, tail) if head >= tail else (head, tail - 1)
+        shown = text[:head] + "…" + (text[-tail:] if tail else "")
+    return shown
 
 
 def stamp_text(
@@ -125,7 +140,7 @@ def build_frame(
     for k, view in enumerate(views):
         r, c = divmod(k, ncols)
         ax, key_ax = figure.add_subplot(specs[r, 2 * c]), figure.add_subplot(specs[r, 2 * c + 1])
-        _make_axes(view, ax, key_ax, rows, cols, page_size)
+        _make_axes(view, ax, key_ax, num_pages, cols, page_size)
         axes.append((view, ax, key_ax))
     figure.canvas.draw()
     background = np.array(figure.canvas.buffer_rgba())  # a copy
@@ -161,18 +176,30 @@ def build_frame(
     return Frame(background, tuple(panels), float(xe[1] - xe[0]), px)
 
 
-def _make_axes(view: str, ax, key_ax, rows: int, cols: int, page_size: int) -> None:
-    """The static parts of one panel: title, page-id ticks, colour bar or legend."""
+def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int) -> None:
+    """The static parts of one panel: title, page-id ticks, grid, colour bar or legend."""
+    rows = math.ceil(num_pages / cols)
     # The LRU title names the next victim: two stamped lines, so reserve two here.
     ax.set_title(" \n " if view == "lru" else TITLES[view], fontsize=9, loc="left")
     ax.set_xlim(-0.5, cols - 0.5)
     ax.set_ylim(rows - 0.5, -0.5)
     ax.set_aspect("equal")
+    ax.set_facecolor(GRID_COLOR)  # shows through the gaps between the cells painted later
+    # Grid positions after the last page are not pages: hatched, never painted.
+    for position in range(num_pages, rows * cols):
+        r, c = divmod(position, cols)
+        ax.add_patch(
+            Rectangle(
+                (c - 0.5, r - 0.5), 1, 1, facecolor="white", edgecolor="#C8C8C8", hatch="////",
+                linewidth=0,
+            )
+        )  # fmt: skip
     ax.set_xticks(range(0, cols, 1 if cols <= 16 else 4))
     ax.set_yticks(range(0, rows, 1 if rows <= 16 else 4))
     ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
     ax.tick_params(labelsize=6, length=0)
-    ax.set_xlabel("page id = row label + column", fontsize=7)
+    filler = ";  hatched: no page" if num_pages < rows * cols else ""
+    ax.set_xlabel(f"page id = row label + column{filler}", fontsize=7)
     for spine in ax.spines.values():
         spine.set_visible(False)
     key_ax.set_axis_off()

@@ -7,7 +7,11 @@ Five views of the same `PoolSnapshot`, each a panel:
 - `owner`: the oldest sequence holding the page, in that sequence's colour everywhere;
 - `ref_count`: how many block tables hold the page (shared prefix pages count > 1);
 - `lru`: the eviction order among CACHED pages (#1 = next victim, outlined), with FREE pages
-  (used before anything is evicted) and ACTIVE pages (never evicted) greyed out.
+  (used before anything is evicted) and ACTIVE pages (never evicted) greyed out. Given the
+  pool's events, each CACHED cell also names the sequence that last held the page (from its
+  `cache` event), so a finished sequence's pages can be told apart.
+
+Grid positions past the last page are hatched: they are not pages.
 
 `PoolHeatmap` draws nothing twice: its static frame (axes, page-id ticks, colour bars,
 legends) is laid out and rendered once per geometry by `pagedkv.viz.frame`; `update(snapshot)`
@@ -23,7 +27,7 @@ hover tooltips.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
 from matplotlib import colormaps
@@ -31,13 +35,14 @@ from matplotlib.colors import to_rgba_array
 from PIL import Image, ImageDraw
 
 from ..page import PageState
-from ..pool import PoolSnapshot
+from ..pool import Event, PoolSnapshot
 from .frame import (
     LRU_ACTIVE_COLOR,
     LRU_FREE_COLOR,
     REF_COUNT_MAX,
     PanelFrame,
     build_frame,
+    fit_text,
     grid_shape,
     pack_rgba,
     stamp_text,
@@ -68,7 +73,7 @@ class _Panel:
     def __init__(self, frame: PanelFrame) -> None:
         self.frame, self.view = frame, frame.view
         self.colors = np.zeros(0, np.uint32)  # [num_pages] packed RGBA of each cell
-        self.labels: list[str] = []  # [num_pages] "\n" splits two lines
+        self.labels: list[str] = []  # [num_pages] "\n" splits up to three lines
         self.dark = np.zeros(0, bool)  # [num_pages] the cell needs white text
         self.title = ""  # a title that changes with the snapshot ("" keeps the static one)
         self.victim = -1  # page outlined as next victim (lru view), -1 for none
@@ -115,6 +120,7 @@ class PoolHeatmap:
         self.rows, self.cols = grid_shape(self.num_pages)
         self.labelled = self.num_pages <= MAX_LABELLED_PAGES
         self.snapshot: PoolSnapshot | None = None
+        self._holders: dict[int, Hashable] = {}  # CACHED page id -> sequence that last held it
         self.suptitle = ""
         self._png: bytes | None = None  # the current picture, encoded once
         self._key: tuple = ()  # everything the current picture shows
@@ -123,8 +129,10 @@ class PoolHeatmap:
 
     # ---- updates -------------------------------------------------------------------------------
 
-    def update(self, snapshot: PoolSnapshot) -> None:
-        """Show `snapshot` (same num_pages and page_size as this heatmap)."""
+    def update(self, snapshot: PoolSnapshot, events: Iterable[Event] | None = None) -> None:
+        """Show `snapshot` (same num_pages and page_size as this heatmap). `events`: the
+        pool's events since its creation (e.g. `ScenarioRun.events`), for the LRU view's
+        "last held by" labels."""
         if not isinstance(snapshot, PoolSnapshot):
             raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
         if (snapshot.num_pages, snapshot.page_size) != (self.num_pages, self.page_size):
@@ -133,6 +141,7 @@ class PoolHeatmap:
                 f"heatmap draws {self.num_pages} pages of {self.page_size}"
             )
         self.snapshot = snapshot
+        self._holders = _last_holders(snapshot, events) if "lru" in self.panels else {}
         counts = np.bincount(snapshot.state, minlength=3)
         # A lone panel leaves the clock out, so its picture changes only when its cells do.
         when = f"pool at clock {snapshot.clock}: " if len(self.views) > 1 else "pool: "
@@ -185,14 +194,19 @@ class PoolHeatmap:
         rgba = _LRU_STATE_RGBA[snap.state].copy()
         # 1.0 (bright yellow) = next victim, 0.0 (dark) = evicted last.
         rgba[cached] = colormaps[LRU_CMAP](1.0 - rank[cached] / max(m - 1, 1))
-        labels = [f"{p}\n#{r + 1}" if r >= 0 else str(p) for p, r in enumerate(rank.tolist())]
+        labels = [
+            f"{p}\n#{r + 1}" + (f"\n{self._holders[p]}" if p in self._holders else "")
+            if r >= 0
+            else str(p)
+            for p, r in enumerate(rank.tolist())
+        ]
         free = int(np.count_nonzero(snap.state == PageState.FREE))
         if m:
             panel.victim = int(np.flatnonzero(rank == 0)[0])
-            when = f"after the {free} FREE pages are used" if free else "at the next allocation"
+            when = f"after the {free} FREE pages" if free else "at the next allocation"
             panel.title = (
-                f"LRU order: page {panel.victim} is evicted next, {when}:\n"
-                f"it is the CACHED page released longest ago (#1)"
+                f"LRU: page {panel.victim} is evicted next, {when}:\n"
+                f"it was released first (#1): pages are freed tail first"
             )
         else:
             panel.victim = -1
@@ -244,6 +258,7 @@ class PoolHeatmap:
         px, cell, draw = self._frame.px, self._frame.cell_px, ImageDraw.Draw(image)
         stamp_text(image, (image.width / 2, 3 * px), self.suptitle, round(10 * px), "black", "ma")
         size = max(7, min(13, int(cell * 0.3)))
+        room = cell - 4 * px  # widest label line that stays inside its cell
         for panel in self.panels.values():
             boxes = panel.frame.boxes
             if panel.title:
@@ -264,12 +279,13 @@ class PoolHeatmap:
                 centers.tolist(), panel.labels, panel.dark.tolist(), strict=True
             ):
                 color = "white" if dark else "black"
-                if "\n" in label:
-                    top, bottom = label.split("\n")
-                    stamp_text(image, (x, y - size * 0.45), top, size, color, "mm")
-                    stamp_text(image, (x, y + size * 0.55), bottom, size - 2, color, "mm")
-                else:
-                    stamp_text(image, (x, y), label, size, color, "mm")
+                lines = label.split("\n")
+                # the first line (page id) full size, the others smaller, centred as a block
+                sizes = [size] + [max(6, size - 2 - k) for k in range(len(lines) - 1)]
+                top = y - 0.55 * sum(sizes) + 0.55 * sizes[0]
+                for line, line_size in zip(lines, sizes, strict=True):
+                    stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
+                    top += 1.1 * line_size
 
     def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: _Panel) -> None:
         x0, y0, _, y1 = panel.frame.key_box
@@ -293,20 +309,39 @@ class PoolHeatmap:
         )
 
 
+def _last_holders(
+    snapshot: PoolSnapshot, events: Iterable[Event] | None
+) -> dict[int, Hashable]:
+    """CACHED page id -> the sequence whose release made it CACHED (its latest `cache`
+    event); empty without events. The snapshot does not keep this: a CACHED page has no
+    block table, so its history is the only place that names it."""
+    if events is None:
+        return {}
+    cached = set(np.flatnonzero(snapshot.state == PageState.CACHED).tolist())
+    holders: dict[int, Hashable] = {}
+    for event in events:
+        if event.kind == "cache" and event.page_id in cached:
+            holders[event.page_id] = event.seq_id
+    return holders
+
+
 def plot_pool(
     snapshot: PoolSnapshot,
     views: Sequence[str] = ("state", "occupancy", "owner", "ref_count"),
     palette: SequencePalette | None = None,
+    events: Iterable[Event] | None = None,
 ) -> PoolHeatmap:
-    """Heatmaps of one snapshot (Jupyter shows the returned heatmap as a PNG)."""
+    """Heatmaps of one snapshot (Jupyter shows the returned heatmap as a PNG). Pass the pool's
+    `events` to name the last holder of CACHED pages in the LRU view."""
     if not isinstance(snapshot, PoolSnapshot):
         raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
     heatmap = PoolHeatmap(snapshot.num_pages, snapshot.page_size, views, palette, dpi=90)
-    heatmap.update(snapshot)
+    heatmap.update(snapshot, events)
     return heatmap
 
 
-def plot_lru(snapshot: PoolSnapshot) -> PoolHeatmap:
-    """The LRU-order heatmap alone: which CACHED page is evicted next (outlined), and in what
-    order the others follow."""
-    return plot_pool(snapshot, ("lru",))
+def plot_lru(snapshot: PoolSnapshot, events: Iterable[Event] | None = None) -> PoolHeatmap:
+    """The LRU-order heatmap alone: which CACHED page is evicted next (outlined), in what
+    order the others follow, and (given the pool's `events`, e.g. `ScenarioRun.events`)
+    which sequence last held each CACHED page."""
+    return plot_pool(snapshot, ("lru",), events=events)

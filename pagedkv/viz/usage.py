@@ -10,6 +10,9 @@ tokens: each sequence's last page is partly empty (internal fragmentation, at mo
 - `plot_usage(snapshots)`: page usage (`usage`, vLLM's `kv_cache_usage_perc`) and token usage
   over the steps of a run, with CACHED pages stacked on top (reusable, but counted as free).
 
+`sharing_savings(snapshot)` counts what sharing saves: block-table entries against the
+distinct pages they point to (a forked or prefix-hit page is stored once, held many times).
+
 Leaves out: memory in bytes (multiply slots by `CacheConfig.bytes_per_token`).
 """
 
@@ -42,6 +45,22 @@ def slot_usage(snapshot: PoolSnapshot) -> dict[str, int]:
         "internal_fragmentation": int((size - snapshot.fill[active]).sum()),
         "cached": int(np.count_nonzero(snapshot.state == PageState.CACHED)) * size,
         "free": int(np.count_nonzero(snapshot.state == PageState.FREE)) * size,
+    }
+
+
+def sharing_savings(snapshot: PoolSnapshot) -> dict[str, float]:
+    """What sharing saves at this moment: `block_table_entries` (pages the live sequences
+    would hold without sharing), `distinct_pages` (pages they do hold), `pages_saved` (the
+    difference) and `saved` (pages_saved / block_table_entries, 0 with no sequence)."""
+    if not isinstance(snapshot, PoolSnapshot):
+        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+    entries = sum(len(t) for t in snapshot.block_tables.values())
+    distinct = len({p for t in snapshot.block_tables.values() for p in t})
+    return {
+        "block_table_entries": entries,
+        "distinct_pages": distinct,
+        "pages_saved": entries - distinct,
+        "saved": (entries - distinct) / entries if entries else 0.0,
     }
 
 
@@ -96,12 +115,15 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
         snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))
     ]
     handles = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:8]]
+    present = [  # only what the picture shows
+        (counts["internal_fragmentation"], EMPTY_SLOT_COLOR, "× empty slot of an ACTIVE page"),
+        (counts["cached"], STATE_COLORS[PageState.CACHED], "CACHED page"),
+        (counts["free"], STATE_COLORS[PageState.FREE], "FREE page"),
+    ]
     handles += [
-        Patch(
-            facecolor=EMPTY_SLOT_COLOR, edgecolor="#444444", label="× empty slot of an ACTIVE page"
-        ),
-        Patch(color=STATE_COLORS[PageState.CACHED], label="CACHED page"),
-        Patch(color=STATE_COLORS[PageState.FREE], label="FREE page"),
+        Patch(facecolor=color, edgecolor="#444444", label=label)
+        for count, color, label in present
+        if count
     ]
     fig.legend(
         handles=handles,
@@ -126,15 +148,16 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
     fig = Figure(figsize=(7.5, 3.2), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.fill_between(
-        steps,
-        pages,
-        pages + cached,
-        step="post",
-        color=STATE_COLORS[PageState.CACHED],
-        alpha=0.5,
-        label="CACHED pages (reusable, count as free)",
-    )
+    if cached.any():  # the legend names only what the picture shows
+        ax.fill_between(
+            steps,
+            pages,
+            pages + cached,
+            step="post",
+            color=STATE_COLORS[PageState.CACHED],
+            alpha=0.5,
+            label="CACHED pages (reusable, count as free)",
+        )
     ax.step(
         steps,
         pages,
