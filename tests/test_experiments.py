@@ -1,0 +1,46 @@
+"""The hit-rate experiment against the plain reference pool (tests/reference_model.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from pagedkv.experiments import popular_system_prompts, prefix_hit_rates
+
+from .reference_model import ReferencePool
+
+
+def test_the_workload_follows_its_description():
+    requests = popular_system_prompts(num_requests=2000, num_prompts=4, length=32, seed=3)
+    firsts = Counter(tuple(r.prompt_token_ids[:32]) for r in requests)
+    assert len(firsts) == 4  # four system prompts of 32 tokens
+    shares = sorted(firsts.values(), reverse=True)
+    expected = [1 / k / sum(1 / j for j in range(1, 5)) for k in range(1, 5)]  # Zipf: 1/k
+    assert all(abs(n / 2000 - p) < 0.03 for n, p in zip(shares, expected, strict=True))
+    assert popular_system_prompts(50, seed=3) == popular_system_prompts(50, seed=3)
+
+
+@pytest.mark.parametrize("page_size, pool_sizes", [(4, (40, 96, 256)), (16, (10, 24, 64))])
+def test_lru_hit_rates_equal_the_reference_pool(page_size, pool_sizes):
+    requests = popular_system_prompts(num_requests=150, num_prompts=6, length=40, seed=1)
+    rates = prefix_hit_rates(requests, pool_sizes, policies=("lru",), page_size=page_size)
+    for (num_pages, policy), rate in rates.items():
+        reference = ReferencePool(num_pages, page_size, policy=policy)
+        for r in requests:
+            reference.add(r.req_id, list(r.prompt_token_ids))
+            reference.free_seq(r.req_id)
+        stats = reference.stats
+        assert rate == stats["prefix_hits"] / stats["prefix_queries"], (num_pages, policy)
+    system_share = 40 * len(requests) / sum(len(r.prompt_token_ids) for r in requests)
+    assert all(rate <= system_share for rate in rates.values())  # only system prompts repeat
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="requests must not be empty"):
+        prefix_hit_rates([])
+    with pytest.raises(ValueError, match="num_prompts must be in"):
+        popular_system_prompts(num_prompts=0)
+    requests = popular_system_prompts(num_requests=20)
+    with pytest.raises(ValueError, match=r"pool_sizes: 4 pages of 16 slots cannot hold"):
+        prefix_hit_rates(requests, pool_sizes=(64, 4))
