@@ -11,7 +11,7 @@ from . import bench, demo
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pagedkv", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo_parser = sub.add_parser("demo", help="replay the seed walkthrough (request_A, request_B)")
+    demo_parser = sub.add_parser("demo", help="print a scenario step by step (default: the walkthrough)")
     demo.add_arguments(demo_parser)
     demo_parser.set_defaults(func=demo.run)
     bench_parser = sub.add_parser("bench", help="benchmarks: numbers and ratios on this machine")

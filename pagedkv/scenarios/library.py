@@ -1,8 +1,8 @@
 """The named scenarios: small deterministic traces, each showing one idea page by page.
 
-- `walkthrough`: the seed's request_A / request_B story (growth, CACHED pages, prefix hits,
-  eviction); `fill`: sequences grow until no page is left; `prefix`: a shared system prompt;
-  `eviction`: LRU victims, tail first; `parallel`: parallel sampling via fork and
+- `walkthrough`: request_A grows, finishes, and request_B reuses its pages (growth, CACHED
+  pages, prefix hits, eviction); `fill`: sequences grow until no page is left; `prefix`: a
+  shared system prompt; `eviction`: LRU victims, tail first; `parallel`: parallel sampling via fork and
   copy-on-write; `beam`: beam search via fork and free; `preempt`: the scheduler preempts
   the newest request (recompute) and resumes it.
 
@@ -174,7 +174,7 @@ SCENARIOS: dict[str, Scenario] = {
     for s in (
         Scenario(
             "walkthrough",
-            "The seed walkthrough: request_A, then request_B reuses its pages",
+            "A request grows, finishes, and its pages are reused",
             "request_A grows token by token, finishes; request_B reuses its prefix and grows "
             "until the pool evicts.",
             16,
