@@ -2,9 +2,9 @@
 
 - `walkthrough`: request_A grows, finishes, and request_B reuses its pages (growth, CACHED
   pages, prefix hits, eviction); `fill`: sequences grow until no page is left; `prefix`: a
-  shared system prompt; `eviction`: LRU victims, tail first; `parallel`: parallel sampling via fork and
-  copy-on-write; `beam`: beam search via fork and free; `preempt`: the scheduler preempts
-  the newest request (recompute) and resumes it.
+  shared system prompt; `eviction`: LRU victims, tail first; `parallel`: parallel sampling
+  via fork and copy-on-write; `beam`: beam search via fork and free; `preempt`: the
+  scheduler preempts the newest request (recompute) and resumes it.
 
 Each builder takes the pool geometry (num_pages, page_size) so the dashboard's sliders can
 rebuild a scenario on another pool; the defaults are the sizes the stories were written for.
