@@ -13,15 +13,21 @@ simulations).
 Preemption by **recompute** (vLLM v1's only mode) frees the sequence's pages (full ones stay
 CACHED, so on resume its own prefix is a prefix hit unless evicted) and requeues it at the
 *front*; on resume prompt + generated tokens are prefilled again. By **swap** (vLLM v0) the
-K/V of its pages are first copied to a host-side swap area of `swap_space_pages` pages; on
-resume `add` re-admits the tokens (prefix hits possible) and only the K/V the hits did not
-cover are copied back. A full swap area means recompute (vLLM v0 aborts the request).
-Either way a resumed sequence generates exactly the tokens of an uninterrupted run.
+K/V of all its pages are first copied to a `SwapSpace` of `swap_space_pages` pages. On
+resume it is re-admitted through `add`, so pages still in the prefix cache are hits, and
+only the K/V of the tokens the hits did not cover are copied back: a deliberate difference
+from v0, which copied every swapped block back. v0 recomputed by default (cheaper) and
+swapped only groups of several sequences (parallel sampling, beam search), for which it did
+not support recompute; here `preemption_mode` applies to every sequence, so the two modes can
+be compared. When the swap space cannot hold the victim, v0 raised "Aborted due to the lack
+of CPU swap space" and stopped the engine; pagedkv preempts that victim by recompute
+instead, which is what v0 did for a single sequence anyway and loses no request. Either
+way a resumed sequence generates exactly the tokens of an uninterrupted run.
 
 Leaves out: chunked prefill (a request that could outgrow the token budget is refused up
 front), parallel-sampling and beam-search groups (`bench sharing` drives `fork` directly),
-priorities, arrival times. Admission checks the budget against the whole prompt, as prefix
-hits are known only once `add` has run (vLLM v1 looks them up first).
+priorities, arrival times. Admission checks the budget against the whole prompt, a bound
+that ignores prefix hits (vLLM v1 looks them up first and counts only the rest).
 """
 
 from __future__ import annotations
@@ -29,14 +35,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from collections.abc import Sequence as SequenceLike
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .attention import AttentionEngine
 from .model import TinyLM
 from .pool import Event, OutOfPagesError
+from .scheduler_output import SchedulerStats, StepRecord
 from .sequence import SequenceManager
+from .swap import SwapSpace
 from .validation import check_seq_id, check_tokens
 from .workloads import Request
 
@@ -53,7 +60,7 @@ class RequestState:
     output: list[int] = field(default_factory=list)  # generated tokens
     status: str = "waiting"  # waiting | running | finished
     num_preemptions: int = 0
-    swap_pages: list[int] | None = None  # host pages holding its K/V while swapped out
+    swap_pages: list[int] | None = None  # SwapSpace pages holding its K/V while swapped out
     rng: np.random.Generator | None = field(default=None, repr=False)  # sampling (model mode)
     script: list[int] | None = field(default=None, repr=False)  # tokens (bookkeeping mode)
 
@@ -61,53 +68,6 @@ class RequestState:
     def token_ids(self) -> list[int]:
         """Prompt and generated tokens: what a resumed sequence is re-admitted with."""
         return self.prompt_token_ids + self.output
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """What one `step()` did."""
-
-    step: int
-    prefill: tuple[tuple[Hashable, int], ...]  # (req id, tokens computed) admitted this step
-    decode: tuple[Hashable, ...]  # running sequences that got one token
-    preempted: tuple[tuple[Hashable, str], ...]  # (req id, "recompute" | "swap")
-    finished: tuple[Hashable, ...]
-    sampled: dict[Hashable, int]  # req id -> token sampled this step
-    num_batched_tokens: int  # tokens whose K/V were computed
-    recomputed_tokens: int  # of those, tokens computed before a recompute preemption
-    evicted_pages: int  # CACHED pages reclaimed by the pool during the step
-    swap_out_bytes: int  # K/V copied pool -> swap area (whole pages)
-    swap_in_bytes: int  # K/V copied swap area -> pool (only tokens not hit in the prefix cache)
-
-    def summary(self) -> str:
-        """One line: what ran, what was preempted and what finished."""
-        parts = []
-        if self.prefill:
-            parts.append("prefill " + ", ".join(f"{r} ({n} tokens)" for r, n in self.prefill))
-        if self.decode:
-            parts.append("decode " + " ".join(map(str, self.decode)))
-        if self.preempted:
-            parts.append("preempt " + ", ".join(f"{r} ({m})" for r, m in self.preempted))
-        if self.finished:
-            parts.append("finished " + " ".join(map(str, self.finished)))
-        return f"step {self.step}: " + ("; ".join(parts) or "idle")
-
-
-@dataclass
-class SchedulerStats:
-    """Totals since the scheduler was created."""
-
-    steps: int = 0
-    prefill_tokens: int = 0
-    decode_tokens: int = 0
-    preemptions: int = 0  # vLLM: num_preemptions
-    recomputed_tokens: int = 0
-    swap_out_bytes: int = 0
-    swap_in_bytes: int = 0
-    finished: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 class Scheduler:
@@ -136,25 +96,19 @@ class Scheduler:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 1 << 24:
                 raise ValueError(f"{name} must be an int in [{low}, {1 << 24}], got {value!r}")
         if preemption_mode not in PREEMPTION_MODES:
-            raise ValueError(
-                f"preemption_mode must be one of {PREEMPTION_MODES}, got {preemption_mode!r}"
-            )
+            raise ValueError(f"preemption_mode must be one of {PREEMPTION_MODES}, got {preemption_mode!r}")
         if not isinstance(temperature, (int, float)) or not 0 <= temperature < float("inf"):
             raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
         self.seqs, self.pool, self.model = seqs, seqs.pool, model
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
         self.preemption_mode, self.temperature = preemption_mode, float(temperature)
-        cfg = self.pool.config
-        self.swap_space = np.zeros(
-            (cfg.num_layers, 2, swap_space_pages, *cfg.kv_shape[3:]), dtype=cfg.dtype
-        )  # [layers, 2, swap_pages, page_size, kv_heads, head_dim]
-        self._free_swap = list(range(swap_space_pages - 1, -1, -1))  # stack: lowest id on top
-        self._engine = AttentionEngine(self.pool)
+        self.swap_space = SwapSpace(self.pool, swap_space_pages)
         self.requests: dict[Hashable, RequestState] = {}  # every request ever added, in order
         self.waiting: deque[RequestState] = deque()
         self.running: list[RequestState] = []  # admission order: the last is preempted first
         self.stats = SchedulerStats()
         self._listeners: list[Callable[[Event], None]] = []
+        self._refused = ""  # why the last admission attempt failed (run() reports a stall)
 
     # ---- requests --------------------------------------------------------------------------
 
@@ -170,6 +124,8 @@ class Scheduler:
         check_seq_id("req_id", req_id)
         if req_id in self.requests:
             raise ValueError(f"req_id {req_id!r} was already added")
+        if req_id in self.seqs:  # admission would fail: the id is taken in the SequenceManager
+            raise ValueError(f"req_id {req_id!r} is a live sequence of the SequenceManager")
         tokens, _ = check_tokens("prompt_token_ids", prompt_token_ids)
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
             raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
@@ -215,7 +171,7 @@ class Scheduler:
 
     @property
     def num_free_swap_pages(self) -> int:
-        return len(self._free_swap)
+        return self.swap_space.num_free_pages
 
     def add_listener(self, callback: Callable[[Event], None]) -> None:
         """Call `callback(Event(clock, kind, -1, req_id, detail))` on "preempt" and "resume"
@@ -234,8 +190,15 @@ class Scheduler:
     # ---- one step --------------------------------------------------------------------------
 
     def step(self) -> StepRecord:
-        """Schedule, run and sample one batch; return what happened."""
+        """Schedule, run and sample one batch; return what happened.
+
+        Every token scheduled is computed before the step returns, and a sequence is freed
+        only with all its tokens computed (the SequenceManager's contract: its full pages are
+        already indexed for prefix hits)."""
         seqs, running, waiting = self.seqs, self.running, self.waiting
+        lost = [s.req_id for s in running if s.req_id not in seqs]
+        if lost:  # checked before anything changes: these cannot be decoded
+            raise RuntimeError(f"running requests {lost} were freed outside the scheduler")
         evictions = self.pool.stats.evictions
         preempted, prefill = [], []  # (req id, mode), (req id, tokens to compute)
         out_bytes = in_bytes = recomputed = 0
@@ -246,7 +209,9 @@ class Scheduler:
                 append_slot(state.req_id, state.output[-1])
                 i += 1
             except OutOfPagesError:
-                victim = running.pop()  # the most recently admitted; retry (unless it was state)
+                # The victim comes from the tail, at or past i: it has appended nothing this
+                # step, so every token of its pages was computed by an earlier step.
+                victim = running.pop()
                 mode, copied = self._preempt(victim)
                 preempted.append((victim.req_id, mode))
                 out_bytes += copied
@@ -259,7 +224,10 @@ class Scheduler:
                 break
             try:
                 num_cached = seqs.add(state.req_id, tokens)
-            except OutOfPagesError:
+            except Exception as exc:  # noqa: BLE001 - add changes nothing when it raises
+                # Out of pages, or an id another user of the SequenceManager took since
+                # add_request: stop admitting, and run what this step already scheduled.
+                self._refused = f"request {state.req_id!r} cannot be admitted: {exc}"
                 break
             waiting.popleft()
             state.status = "running"
@@ -280,7 +248,7 @@ class Scheduler:
             output = state.output
             output.append(token)
             if len(output) == state.max_new_tokens:
-                seqs.free(state.req_id)  # every token it holds has its K/V computed
+                seqs.free(state.req_id)  # computed just now; the new token never gets a slot
                 running.remove(state)
                 state.status = "finished"
                 finished.append(state.req_id)
@@ -310,7 +278,8 @@ class Scheduler:
 
     def run(self, max_steps: int | None = None, progress: bool = False) -> dict[Hashable, list]:
         """Step until every request finished (or max_steps); returns `outputs`. With
-        `progress`, a tqdm bar counts finished requests."""
+        `progress`, a tqdm bar counts finished requests. Raises RuntimeError when a step
+        can do nothing (pages or an id held outside the scheduler block the next request)."""
         bar = None
         if progress:
             from tqdm.auto import tqdm  # imported only when asked for: it takes ~0.1 s
@@ -318,9 +287,11 @@ class Scheduler:
             bar = tqdm(total=len(self.requests), initial=self.stats.finished, unit="req")
         steps = 0
         while self.has_unfinished and (max_steps is None or steps < max_steps):
-            finished = len(self.step().finished)
+            record = self.step()
+            if not (record.sampled or record.preempted):
+                raise RuntimeError(f"no progress: nothing is running and {self._refused}")
             if bar is not None:
-                bar.update(finished)
+                bar.update(len(record.finished))
             steps += 1
         if bar is not None:
             bar.close()
@@ -335,22 +306,19 @@ class Scheduler:
         if self.model is None:
             return [s.script[len(s.output)] for s in batch]
         logits = self.model.forward(self.seqs, [s.req_id for s in batch])  # [B, vocab]
-        return [
-            TinyLM.sample(logits[b : b + 1], self.temperature, s.rng)[0]
-            for b, s in enumerate(batch)
-        ]
+        return [TinyLM.sample(logits[b : b + 1], self.temperature, s.rng)[0] for b, s in enumerate(batch)]
 
     def _preempt(self, state: RequestState) -> tuple[str, int]:
         """Free a running sequence's pages (after copying them out in swap mode); requeue it
-        at the front. Returns the mode used and the bytes copied to the swap area."""
+        at the front. Returns the mode used and the bytes copied to the swap space."""
         table = self.seqs.block_table(state.req_id)
         mode, copied = self.preemption_mode, 0
-        if mode == "swap" and len(table) > len(self._free_swap):
-            mode = "recompute"  # the swap area is full
         if mode == "swap":
-            state.swap_pages = [self._free_swap.pop() for _ in table]
-            self.swap_space[:, :, state.swap_pages] = self.pool.kv_cache[:, :, table]
-            copied = len(table) * self.pool.config.kv_bytes // self.pool.num_pages
+            state.swap_pages = self.swap_space.swap_out(table)
+            if state.swap_pages is None:
+                mode = "recompute"  # the swap space is full
+            else:
+                copied = len(table) * self.swap_space.page_bytes
         self.seqs.free(state.req_id)
         state.status = "waiting"
         state.num_preemptions += 1
@@ -359,15 +327,8 @@ class Scheduler:
         return mode, copied
 
     def _swap_in(self, state: RequestState, start: int, end: int) -> int:
-        """Copy K/V of positions start..end-1 back from the swap area; free its swap pages."""
-        size = self.pool.page_size
-        positions = np.arange(start, end)
-        host = np.asarray(state.swap_pages)[positions // size] * size + positions % size
-        flat = self.swap_space.reshape(self.swap_space.shape[0], 2, -1, *self.swap_space.shape[4:])
-        slots = self.seqs.slot_mapping(state.req_id, start, end)
-        for layer in range(flat.shape[0]):
-            self._engine.write(layer, slots, flat[layer, 0, host], flat[layer, 1, host])
+        """Copy K/V of positions start..end-1 back from the swap space; free its pages there."""
+        self.swap_space.swap_in(state.swap_pages, start, self.seqs.slot_mapping(state.req_id, start, end))
         self.seqs.set_computed(state.req_id, end)
-        self._free_swap.extend(reversed(state.swap_pages))
         state.swap_pages = None
-        return len(positions) * self.pool.config.bytes_per_token
+        return (end - start) * self.pool.config.bytes_per_token

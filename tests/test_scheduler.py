@@ -1,8 +1,10 @@
 """Scheduler: continuous batching and preemption.
 
 Oracles: `TinyLM.generate_reference` (recomputes every token without a cache) for the
-generated tokens; the requests themselves (every one finishes exactly once, with its own
-script in bookkeeping mode); the pool's `check_invariants()` after every step.
+generated tokens; `TinyLM.forward_reference` for the K/V left in the prefix cache (a probe
+that hits cached pages must get the logits of a dense recompute); the requests themselves
+(every one finishes exactly once; in bookkeeping mode with the tokens it gets when it runs
+alone, unpressured); the pool's `check_invariants()` after every step.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pagedkv import CacheConfig, KVCachePool, SequenceManager, TinyLM
+from pagedkv import CacheConfig, KVCachePool, OutOfPagesError, SequenceManager, TinyLM
+from pagedkv.hashing import block_hashes
 from pagedkv.scheduler import Scheduler
 from pagedkv.workloads import alpaca_like
 
@@ -25,7 +28,7 @@ def model():
 
 
 def check_consistent(sched: Scheduler) -> None:
-    """Every request is in exactly one place; the pool and the swap area agree with it."""
+    """Every request is in exactly one place; the pool and the swap space agree with it."""
     sched.pool.check_invariants()
     waiting = [s.req_id for s in sched.waiting]
     running = [s.req_id for s in sched.running]
@@ -38,10 +41,12 @@ def check_consistent(sched: Scheduler) -> None:
         assert sched.seqs.get(state.req_id).token_ids == state.token_ids[:-1]
     swapped = [p for s in sched.waiting if s.swap_pages is not None for p in s.swap_pages]
     assert len(set(swapped)) == len(swapped)
-    assert len(swapped) + sched.num_free_swap_pages == sched.swap_space.shape[2]
+    assert len(swapped) + sched.num_free_swap_pages == sched.swap_space.num_pages
 
 
-def run_checked(sched: Scheduler) -> list:
+def run_checked(sched: Scheduler, kv_model: TinyLM | None = None) -> list:
+    """Step to the end, checking every step; with `kv_model`, also that every page indexed
+    for prefix hits holds the K/V of its tokens after every step."""
     records = []
     while sched.has_unfinished:
         record = sched.step()
@@ -49,8 +54,55 @@ def run_checked(sched: Scheduler) -> list:
         assert record.num_batched_tokens <= sched.max_num_batched_tokens
         assert set(record.sampled) == {r for r, _ in record.prefill} | set(record.decode)
         check_consistent(sched)
+        if kv_model is not None:
+            check_indexed_pages(kv_model, sched.pool, [s.token_ids for s in sched.requests.values()])
         assert len(records) < 10_000, "no progress"
     return records
+
+
+def check_indexed_pages(model: TinyLM, pool: KVCachePool, token_lists: list[list[int]]) -> int:
+    """The compute-before-free contract, checked on the pool without changing it: every page
+    holding a full block of one of these token lists (found by its block hash, in any state)
+    holds exactly the K/V a fresh pool computes for that prefix. Returns the pages checked."""
+    size, checked = pool.page_size, 0
+    by_hash = {pool.page(p).block_hash: p for p in range(pool.num_pages) if pool.page(p).block_hash}
+    for tokens in token_lists:
+        found = [(k, by_hash[h]) for k, h in enumerate(block_hashes(tokens, size)) if h in by_hash]
+        if not found:
+            continue
+        end = (found[-1][0] + 1) * size
+        config = model.cache_config(end // size, size, enable_prefix_caching=False)
+        fresh = SequenceManager(KVCachePool(config))
+        fresh.add(0, tokens[:end])
+        model.forward(fresh, [0])
+        table = fresh.block_table(0)
+        for k, page_id in found:
+            np.testing.assert_allclose(
+                pool.kv_cache[:, :, page_id], fresh.pool.kv_cache[:, :, table[k]], rtol=0, atol=1e-9
+            )
+            checked += 1
+    return checked
+
+
+def probe_cached_kv(model: TinyLM, seqs: SequenceManager, token_lists: list[list[int]]) -> int:
+    """The compute-before-free contract, checked from outside: for each token list, a probe
+    made of its first whole pages plus one token hits whatever of those pages is in the prefix
+    cache; attending over them must give the logits of a dense recompute from scratch, which
+    fails if any hit page holds K/V that were never computed. Returns the tokens hit."""
+    size, hits = seqs.page_size, 0
+    for tokens in token_lists:
+        for end in range(len(tokens) // size * size, 0, -size):  # shorter when the pool is full
+            probe = [*tokens[:end], 7]
+            try:
+                num_cached = seqs.add("probe", probe)
+            except OutOfPagesError:
+                continue
+            logits = model.forward(seqs, ["probe"])[0]  # computed before it is freed
+            seqs.free("probe")
+            np.testing.assert_allclose(logits, model.forward_reference(probe)[-1], rtol=0, atol=1e-9)
+            hits += num_cached
+            break
+    return hits
 
 
 @pytest.mark.parametrize("mode", ["recompute", "swap"])
@@ -64,7 +116,7 @@ def test_token_identical_through_preemption(model, mode, page_size, temperature)
     )
     for i, p in enumerate(PROMPTS):
         sched.add_request(f"r{i}", model.encode(p), 14, seed=100 + i)
-    records = run_checked(sched)
+    records = run_checked(sched, kv_model=model)
     assert sum(len(r.preempted) for r in records) >= 2, "the pool must be tight enough to preempt"
     assert {m for r in records for _, m in r.preempted} == {mode}
     for i, p in enumerate(PROMPTS):
@@ -96,7 +148,7 @@ def test_preempts_most_recently_admitted_and_requeues_at_front(model):
     assert [s.req_id for s in sched.waiting] == ["r2", "r3"]  # requeued at the front
     assert [(e.kind, e.seq_id, e.page_id) for e in events] == [("preempt", "r2", -1)]
     assert events[0].detail == "recompute: 2 pages released"
-    run_checked(sched)
+    run_checked(sched, kv_model=model)
     assert [e.kind for e in events] == ["preempt", "resume"]
     for i, text in enumerate(["abcdefg", "hijklmn", "opqrstu", "vw"]):
         assert sched.outputs[f"r{i}"] == model.generate_reference(text, 6)
@@ -108,7 +160,7 @@ def test_recompute_resume_hits_its_own_cached_prefix(model):
     for i, p in enumerate(PROMPTS):
         sched.add_request(f"r{i}", model.encode(p), 14)
     preempted, resumed = set(), []
-    for record in run_checked(sched):
+    for record in run_checked(sched, kv_model=model):
         resumed += [(r, n) for r, n in record.prefill if r in preempted]
         preempted |= {r for r, _ in record.preempted}
     lengths = {r: len(s.prompt_token_ids) + 14 for r, s in sched.requests.items()}
@@ -125,7 +177,7 @@ def test_swap_area_full_falls_back_to_recompute(model):
     )
     for i, p in enumerate(PROMPTS):
         sched.add_request(f"r{i}", model.encode(p), 14)
-    records = run_checked(sched)
+    records = run_checked(sched, kv_model=model)
     modes = [m for r in records for _, m in r.preempted]
     assert "recompute" in modes  # no victim fits in one swap page
     for i, p in enumerate(PROMPTS):
@@ -145,10 +197,95 @@ def test_swap_copies_whole_pages_out_and_missing_tokens_back(model):
     page_bytes = pool.config.kv_bytes // pool.num_pages
     assert third.preempted == (("r2", "swap"),)
     assert third.swap_out_bytes == 2 * page_bytes and sched.num_free_swap_pages == 6
-    records = run_checked(sched)
+    records = run_checked(sched, kv_model=model)
     resume = next(r for r in records if ("r2", 1) in r.prefill)
     # r2 held 8 tokens when swapped out; its pages were evicted, so all 8 come back.
     assert resume.swap_in_bytes == 8 * pool.config.bytes_per_token
+
+
+@pytest.mark.parametrize("mode", ["recompute", "swap"])
+def test_preempted_and_finished_pages_hold_the_kv_of_their_tokens(model, mode):
+    # 7 pages of 4 slots: r0 and r1 run; at step 4 r1 (12 tokens in the cache, 3 full pages)
+    # is preempted and its full pages stay CACHED. A probe and a later request hit them.
+    pool = KVCachePool(model.cache_config(num_pages=7, page_size=4))
+    seqs = SequenceManager(pool)
+    sched = Scheduler(seqs, model, max_num_seqs=4, max_num_batched_tokens=64,
+                      preemption_mode=mode, swap_space_pages=8)
+    texts = ["abcdefghij", "klmnopqrs", "tuvwxyz"]
+    for i, text in enumerate(texts):
+        sched.add_request(f"r{i}", model.encode(text), 8)
+    records = [sched.step() for _ in range(5)]
+    assert records[4].preempted == (("r1", mode),) and pool.num_cached_pages == 3
+    victim = sched.requests["r1"].token_ids  # prompt + 4 generated; the last has no K/V yet
+    assert probe_cached_kv(model, seqs, [victim]) == 8  # two of its pages (the pool is full)
+    # A new request whose prompt starts with the victim's tokens will hit its pages too.
+    sched.add_request("r3", victim[:12], 8)
+    run_checked(sched, kv_model=model)
+    for req_id, prompt in [*((f"r{i}", model.encode(t)) for i, t in enumerate(texts)), ("r3", victim[:12])]:
+        assert sched.outputs[req_id] == model.generate_reference(prompt, 8)
+    assert pool.stats.prefix_hits > 0
+    finished = [s.token_ids[:-1] for s in sched.requests.values()]  # what each left cached
+    assert probe_cached_kv(model, seqs, finished) > 0
+
+
+def test_add_request_refuses_an_id_live_in_the_sequence_manager(model):
+    seqs = SequenceManager(KVCachePool(model.cache_config(num_pages=16, page_size=4)))
+    seqs.add("x", [1, 2, 3])
+    model.forward(seqs, ["x"])
+    sched = Scheduler(seqs, model)
+    with pytest.raises(ValueError, match="req_id 'x' is a live sequence of the SequenceManager"):
+        sched.add_request("x", [1, 2], 3)
+    assert not sched.requests and not sched.waiting
+
+
+def test_failed_admission_stops_admitting_and_computes_what_was_admitted(model):
+    # "b" is queued, then another user of the same SequenceManager starts a sequence "b":
+    # admitting it raises ValueError after "a" was admitted in the same step. The step must
+    # still compute "a" (not leave it admitted with no K/V and no token) and keep "b" waiting.
+    pool = KVCachePool(model.cache_config(num_pages=16, page_size=4))
+    seqs = SequenceManager(pool)
+    sched = Scheduler(seqs, model, max_num_seqs=4, max_num_batched_tokens=64)
+    prompts = {"a": "hello world", "b": "hello there", "c": "pages"}
+    for req_id, text in prompts.items():
+        sched.add_request(req_id, model.encode(text), 5)
+    seqs.add("b", model.encode("hello world, again"))  # a will hit its first two pages
+    model.forward(seqs, ["b"])
+    first = sched.step()
+    assert first.prefill == (("a", 3),) and [s.req_id for s in sched.waiting] == ["b", "c"]
+    assert seqs.get("a").num_computed_tokens == seqs.get("a").num_tokens
+    assert sched.step().decode == ("a",)  # the next step decodes it
+    seqs.free("b")
+    run_checked(sched, kv_model=model)
+    for req_id, text in prompts.items():
+        assert sched.outputs[req_id] == model.generate_reference(text, 5)
+
+
+def test_run_raises_when_nothing_can_run(model):
+    # The only request waits for an id (then for pages) held outside the scheduler.
+    seqs = SequenceManager(KVCachePool(model.cache_config(num_pages=4, page_size=4)))
+    sched = Scheduler(seqs, model)
+    sched.add_request("a", model.encode("hello"), 3)
+    seqs.add("a", model.encode("other"))
+    with pytest.raises(RuntimeError, match="no progress: nothing is running and request 'a' cannot"):
+        sched.run()
+    model.forward(seqs, ["a"])
+    seqs.free("a")
+    seqs.add("hog", list(range(16)))  # every page
+    with pytest.raises(RuntimeError, match="request 'a' cannot be admitted: prompt of 5 tokens"):
+        sched.run()
+    assert [s.req_id for s in sched.waiting] == ["a"] and not sched.running
+
+
+def test_step_refuses_running_requests_freed_outside():
+    cfg = CacheConfig(num_pages=8, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
+    seqs = SequenceManager(KVCachePool(cfg))
+    sched = Scheduler(seqs)
+    sched.add_request("a", [1, 2, 3], 4)
+    sched.step()
+    seqs.free("a")
+    with pytest.raises(RuntimeError, match=r"running requests \['a'\] were freed outside"):
+        sched.step()
+    assert sched.stats.steps == 1
 
 
 tokens_st = st.lists(st.integers(0, 3), min_size=1, max_size=12)
@@ -188,9 +325,13 @@ def test_random_workloads_bookkeeping(
     assert pool.num_active_pages == 0 and sched.num_free_swap_pages == swap_pages
     assert all(s.status == "finished" for s in sched.requests.values())
     assert sched.stats.finished == len(accepted)
-    for i, new in accepted.items():  # bookkeeping mode "generates" each request's own script
-        script = np.random.default_rng(i).integers(0, 32_000, new).tolist()
-        assert sched.outputs[i] == script
+    # Bookkeeping mode "generates" a script seeded per request: preemption, batching and
+    # pool pressure must not change it, so each request equals itself run alone in a roomy pool.
+    roomy = CacheConfig(num_pages=64, page_size=page_size, num_layers=1, num_kv_heads=1, head_dim=2)
+    for i, new in accepted.items():
+        alone = Scheduler(SequenceManager(KVCachePool(roomy)), max_num_seqs=1, max_num_batched_tokens=24)
+        alone.add_request(i, prompts[i][0], new, seed=i)
+        assert alone.run()[i] == sched.outputs[i] and len(sched.outputs[i]) == new
 
 
 def test_fcfs_budget_and_max_num_seqs():
@@ -212,10 +353,15 @@ def test_run_with_max_steps_and_progress_bar():
     cfg = CacheConfig(num_pages=64, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
     sched = Scheduler(SequenceManager(KVCachePool(cfg)))
     sched.add_request("a", [1, 2, 3], 5)
-    script = np.random.default_rng(0).integers(0, 32_000, 5).tolist()  # seed=0 by default
-    assert sched.run(max_steps=2)["a"] == script[:2]
-    assert sched.run(progress=True)["a"] == script
-    assert not sched.has_unfinished
+    partial = sched.run(max_steps=2)["a"]
+    assert len(partial) == 2 and sched.stats.steps == 2 and sched.has_unfinished
+    full = sched.run(progress=True)["a"]
+    assert len(full) == 5 and full[:2] == partial and not sched.has_unfinished
+    # the script depends on the request's seed alone (0 by default), not on its prompt
+    other = Scheduler(SequenceManager(KVCachePool(cfg)))
+    other.add_request("a", [9, 9], 5)
+    other.add_request("b", [1, 2, 3], 5, seed=1)
+    assert other.run() == {"a": full, "b": other.outputs["b"]} and other.outputs["b"] != full
 
 
 @pytest.fixture
@@ -297,29 +443,33 @@ def test_step_summary_names_what_happened(model):
     assert sched.step().summary() == "step 2: decode r0 r1; preempt r2 (recompute); finished r0 r1"
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prompts=st.lists(
-        st.tuples(st.text("abc ", min_size=1, max_size=10), st.integers(1, 8)),
+        st.tuples(st.text("ab ", min_size=1, max_size=10), st.integers(1, 8)),
         min_size=1, max_size=5,
     ),
     num_pages=st.integers(5, 12),
+    page_size=st.sampled_from([1, 2, 4]),
     mode=st.sampled_from(["recompute", "swap"]),
     max_num_seqs=st.integers(1, 4),
+    swap_pages=st.integers(0, 12),
 )
-def test_random_workloads_generate_the_reference_tokens(model, prompts, num_pages, mode,
-                                                         max_num_seqs):
-    pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=2))
+def test_random_workloads_generate_the_reference_tokens(model, prompts, num_pages, page_size, mode,
+                                                         max_num_seqs, swap_pages):
+    # Few distinct characters, so requests share prefixes; the prefix cache is probed after
+    # every step, so any page indexed with K/V that were never computed is found.
+    pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=page_size))
     sched = Scheduler(
         SequenceManager(pool), model, max_num_seqs=max_num_seqs, max_num_batched_tokens=32,
-        preemption_mode=mode, swap_space_pages=num_pages,
+        preemption_mode=mode, swap_space_pages=swap_pages,
     )
     accepted = {}
     for i, (text, new) in enumerate(prompts):
-        if -(-(len(text) + new - 1) // 2) <= num_pages:
+        if -(-(len(text) + new - 1) // page_size) <= num_pages:
             sched.add_request(i, model.encode(text), new)
             accepted[i] = (text, new)
-    run_checked(sched)
+    run_checked(sched, kv_model=model)
     assert pool.num_active_pages == 0
     for i, (text, new) in accepted.items():
         assert sched.outputs[i] == model.generate_reference(text, new)
