@@ -3,7 +3,8 @@
 Speed targets are checked here, never in timed unit tests: shared machines are noisy, so
 every benchmark measures the things it compares side by side in one run and reports
 ratios. Each benchmark module defines `HELP`, `add_arguments(parser)`, `run(args) ->
-Report` and optionally `plot(report, path)`.
+Report` and optionally `figure(report)`, a matplotlib Figure (`--plot PATH` saves it as PNG;
+the notebooks show it).
 """
 
 from __future__ import annotations
@@ -88,9 +89,9 @@ def _run(module, args: argparse.Namespace) -> int:
             json.dump(report.as_dict(), f, indent=2, default=float)
         print(f"wrote {args.json}")
     if args.plot:
-        if not hasattr(module, "plot"):
+        if not hasattr(module, "figure"):
             raise SystemExit(f"bench {args.bench} has no plot")
-        module.plot(report, args.plot)
+        module.figure(report).savefig(args.plot, dpi=100)
         print(f"wrote {args.plot}")
     return 0
 

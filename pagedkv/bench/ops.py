@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def plot(report: Report, path: str) -> None:
+def figure(report: Report):
     """Entries per second with and without prefix caching."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -108,4 +108,4 @@ def plot(report: Report, path: str) -> None:
     ax.set_ylabel("block-table entries / s")
     ax.set_title("Bookkeeping throughput (add + free)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    return fig

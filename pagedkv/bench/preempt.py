@@ -4,8 +4,10 @@ TinyLM generates ShareGPT-like requests (byte tokens) through the `Scheduler` th
 once in a pool large enough that nothing is ever preempted (the reference), then in a small
 pool with recompute preemption and with swap preemption. Reported per run: preemptions, the
 tokens computed a second time (recompute), the K/V bytes copied to and from the host-side
-swap area (swap), steps, tokens computed, wall time — and whether every request's tokens
-equal the reference run's (they must: preemption may not change what is generated).
+swap space (swap), steps, tokens computed — and whether every request's tokens equal the
+reference run's (they must: preemption may not change what is generated). Wall times go to
+a note: they are noisy, everything in the table is deterministic. `compare` runs the same
+three on any requests (notebook 05 uses it on its four).
 
 What the trade costs on a GPU: recompute spends FLOPs on prompt + generated tokens again
 (one large prefill, cheap per token); swap moves K/V over PCIe, bytes ∝ pages. The vLLM
@@ -25,7 +27,7 @@ from ..model import TinyLM
 from ..pool import KVCachePool
 from ..scheduler import Scheduler
 from ..sequence import SequenceManager
-from ..workloads import generate
+from ..workloads import Request, generate
 from . import Report
 
 HELP = "recompute vs swap preemption under memory pressure (TinyLM generation)"
@@ -40,36 +42,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--swap-space-pages", type=int, default=1024)
 
 
-def serve(model: TinyLM, requests, num_pages: int, args: argparse.Namespace, mode: str) -> dict:
-    pool = KVCachePool(model.cache_config(num_pages, args.page_size))
+def serve(model: TinyLM, requests: list[Request], num_pages: int, mode: str, *, page_size: int,
+          max_num_seqs: int, max_num_batched_tokens: int, swap_space_pages: int) -> dict:
+    """Run `requests` to the end through one Scheduler; its stats, outputs and wall time."""
+    pool = KVCachePool(model.cache_config(num_pages, page_size))
     sched = Scheduler(
-        SequenceManager(pool), model, max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=max(4096, max(r.final_len for r in requests)),
-        preemption_mode=mode, swap_space_pages=args.swap_space_pages if mode == "swap" else 0,
+        SequenceManager(pool), model, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, preemption_mode=mode,
+        swap_space_pages=swap_space_pages if mode == "swap" else 0,
     )
     sched.add_requests(requests)
     start = time.perf_counter()
     outputs = sched.run()
     seconds = time.perf_counter() - start
     pool.check_invariants()
-    st = sched.stats
     return {
         "outputs": outputs, "seconds": seconds, "num_pages": num_pages,
-        "bytes_per_token": pool.config.bytes_per_token, **st.as_dict(),
+        "bytes_per_token": pool.config.bytes_per_token, **sched.stats.as_dict(),
         "evictions": pool.stats.evictions, "prefix_hits": pool.stats.prefix_hits,
     }
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.requests, args.workload, args.num_pages = 10, "alpaca", 12
-    model = TinyLM(seed=args.seed)
-    requests = generate(args.workload, args.requests, args.seed, vocab_size=256)
-    roomy = sum(-(-r.final_len // args.page_size) for r in requests)
-    runs = [("no pressure", roomy, "recompute"), ("recompute", args.num_pages, "recompute"),
-            ("swap", args.num_pages, "swap")]
+def compare(model: TinyLM, requests: list[Request], *, num_pages: int, page_size: int = 16,
+            max_num_seqs: int = 16, max_num_batched_tokens: int | None = None,
+            swap_space_pages: int = 1024) -> Report:
+    """Serve the requests three times: in a pool roomy enough that nothing is preempted (the
+    reference), then in `num_pages` pages with recompute and with swap preemption."""
+    if max_num_batched_tokens is None:
+        max_num_batched_tokens = max(4096, max(r.final_len for r in requests))
+    roomy = sum(-(-r.final_len // page_size) for r in requests)
+    runs = [("no pressure", roomy, "recompute"), ("recompute", num_pages, "recompute"),
+            ("swap", num_pages, "swap")]
+    options = {"page_size": page_size, "max_num_seqs": max_num_seqs,
+               "max_num_batched_tokens": max_num_batched_tokens, "swap_space_pages": swap_space_pages}
     results = {
-        label: serve(model, requests, pages, args, mode)
+        label: serve(model, requests, pages, mode, **options)
         for label, pages, mode in tqdm(runs, desc="preempt", disable=None)
     }
     reference = results["no pressure"]["outputs"]
@@ -81,27 +88,41 @@ def run(args: argparse.Namespace) -> Report:
         rows.append([
             label, r["num_pages"], r["preemptions"], r["recomputed_tokens"],
             r["swap_out_bytes"], r["swap_in_bytes"], r["prefill_tokens"] + r["decode_tokens"],
-            r["steps"], r["seconds"], "yes" if same else "NO",
+            r["steps"], "yes" if same else "NO",
         ])
     rc, sw = data["recompute"], data["swap"]
     return Report(
         title=(
-            f"bench preempt: TinyLM, {args.requests} {args.workload}-like requests, page "
-            f"{args.page_size}, max_num_seqs {args.max_num_seqs}, "
-            f"{rc['bytes_per_token']} bytes of K/V per token"
+            f"bench preempt: TinyLM, {len(requests)} requests, page {page_size}, "
+            f"max_num_seqs {max_num_seqs}, {rc['bytes_per_token']} bytes of K/V per token"
         ),
-        columns=["run", "pages", "preemptions", "recomputed tokens", "swap out B", "swap in B",
-                 "tokens computed", "steps", "seconds", "same tokens"],
+        columns=["run", "pages", "preemptions", "recomputed tokens", "swap-out bytes",
+                 "swap-in bytes", "tokens computed", "steps", "same tokens"],
         rows=rows,
         notes=[
             f"recompute: {rc['preemptions']} preemptions recompute {rc['recomputed_tokens']:,} "
             f"tokens; swap: {sw['preemptions']} preemptions copy "
-            f"{(sw['swap_out_bytes'] + sw['swap_in_bytes']) / 2**20:.2f} MiB "
+            f"{(sw['swap_out_bytes'] + sw['swap_in_bytes']) / 2**10:,.1f} KiB "
             f"(x ~3,200 for a 13B model's K/V)",
-            "seconds are wall time (noisy); every other column is deterministic",
+            "swap-in copies back only the tokens the prefix cache did not cover on re-admission",
+            "wall time (noisy): " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in data.items()),
         ],
         data=data,
     )
+
+
+def run(args: argparse.Namespace) -> Report:
+    if args.quick:
+        args.requests, args.workload, args.num_pages = 10, "alpaca", 12
+    requests = generate(args.workload, args.requests, args.seed, vocab_size=256)
+    report = compare(
+        TinyLM(seed=args.seed), requests, num_pages=args.num_pages, page_size=args.page_size,
+        max_num_seqs=args.max_num_seqs, swap_space_pages=args.swap_space_pages,
+    )
+    report.title = report.title.replace(
+        f"{len(requests)} requests", f"{len(requests)} {args.workload}-like requests"
+    )
+    return report
 
 
 def figure(report: Report):
@@ -109,28 +130,25 @@ def figure(report: Report):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 3))
+    fig = Figure(figsize=(8, 3.2))
     FigureCanvasAgg(fig)
     runs = list(report.data)
     left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     computed = [report.data[r]["prefill_tokens"] + report.data[r]["decode_tokens"] for r in runs]
     again = [report.data[r]["recomputed_tokens"] for r in runs]
-    left.bar(runs, [c - a for c, a in zip(computed, again, strict=True)], color="#0072B2",
-             label="computed once")
-    left.bar(runs, again, bottom=[c - a for c, a in zip(computed, again, strict=True)],
-             color="#D55E00", label="recomputed")
+    once = [c - a for c, a in zip(computed, again, strict=True)]
+    left.bar(runs, once, color="#0072B2", label="computed once")
+    left.bar(runs, again, bottom=once, color="#D55E00", label="recomputed")
     left.set_title("tokens computed", fontsize=10)
-    left.legend(fontsize=8)
-    out = [report.data[r]["swap_out_bytes"] / 2**20 for r in runs]
-    back = [report.data[r]["swap_in_bytes"] / 2**20 for r in runs]
-    right.bar(runs, out, color="#E69F00", label="to swap area")
-    right.bar(runs, back, bottom=out, color="#56B4E9", label="back to the pool")
-    right.set_title("K/V copied (MiB)", fontsize=10)
-    right.legend(fontsize=8)
+    left.set_ylim(0, 1.3 * max(computed))  # headroom: the legend sits above the bars
+    left.legend(fontsize=8, loc="upper left", ncols=2)
+    out = [report.data[r]["swap_out_bytes"] / 2**10 for r in runs]
+    back = [report.data[r]["swap_in_bytes"] / 2**10 for r in runs]
+    right.bar(runs, out, color="#E69F00", label="swap-out (pool to swap space)")
+    right.bar(runs, back, bottom=out, color="#56B4E9", label="swap-in (back to the pool)")
+    right.set_title("K/V copied (KiB)", fontsize=10)
+    right.set_ylim(0, 1.4 * max(max(o + b for o, b in zip(out, back, strict=True)), 1))
+    right.legend(fontsize=8, loc="upper left")
     fig.suptitle("Preemption: recompute vs swap")
     fig.tight_layout()
     return fig
-
-
-def plot(report: Report, path: str) -> None:
-    figure(report).savefig(path, dpi=100)

@@ -153,6 +153,3 @@ def figure(report: Report):
     fig.tight_layout()
     return fig
 
-
-def plot(report: Report, path: str) -> None:
-    figure(report).savefig(path, dpi=100)

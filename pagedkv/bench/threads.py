@@ -178,6 +178,3 @@ def figure(report: Report):
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
 
-
-def plot(report: Report, path: str) -> None:
-    figure(report).savefig(path, dpi=100)
