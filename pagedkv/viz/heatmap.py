@@ -281,7 +281,7 @@ class PoolHeatmap:
                 color = "white" if dark else "black"
                 lines = label.split("\n")
                 # the first line (page id) full size, the others smaller, centred as a block
-                sizes = [size] + [max(6, size - 2 - k) for k in range(len(lines) - 1)]
+                sizes = [size] + [max(6, size - 2 * k) for k in range(1, len(lines))]
                 top = y - 0.55 * sum(sizes) + 0.55 * sizes[0]
                 for line, line_size in zip(lines, sizes, strict=True):
                     stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
