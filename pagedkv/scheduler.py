@@ -237,11 +237,12 @@ class Scheduler:
                 num_cached = len(tokens) - 1
             elif state.output:  # recompute: everything before the last token ran before
                 recomputed += len(tokens) - 1 - num_cached
+            n = len(tokens) - num_cached
             if state.num_preemptions:
-                self._emit("resume", state.req_id, f"{len(tokens) - num_cached} tokens to compute")
-            prefill.append((state.req_id, len(tokens) - num_cached))
+                self._emit("resume", state.req_id, f"{n} token{'s' * (n != 1)} to compute")
+            prefill.append((state.req_id, n))
             batch.append(state)
-            budget -= len(tokens) - num_cached
+            budget -= n
         sampled = self._run(batch)
         finished = []
         for state, token in zip(batch, sampled, strict=True):

@@ -36,7 +36,7 @@ class StepRecord:
         """One line: what ran, what was preempted and what finished."""
         parts = []
         if self.prefill:
-            parts.append("prefill " + ", ".join(f"{r} ({n} tokens)" for r, n in self.prefill))
+            parts.append("prefill " + ", ".join(f"{r} ({n} token{'s' * (n != 1)})" for r, n in self.prefill))
         if self.decode:
             parts.append("decode " + " ".join(map(str, self.decode)))
         if self.preempted:

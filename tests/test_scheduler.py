@@ -14,9 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pagedkv import CacheConfig, KVCachePool, OutOfPagesError, SequenceManager, TinyLM
+from pagedkv import AttentionEngine, CacheConfig, KVCachePool, OutOfPagesError, SequenceManager, TinyLM
 from pagedkv.hashing import block_hashes
 from pagedkv.scheduler import Scheduler
+from pagedkv.swap import SwapSpace
 from pagedkv.workloads import alpaca_like
 
 PROMPTS = ["hello world", "the kv cache", "paged attention!", "abc", "hello there", "pages"]
@@ -199,6 +200,7 @@ def test_swap_copies_whole_pages_out_and_missing_tokens_back(model):
     assert third.swap_out_bytes == 2 * page_bytes and sched.num_free_swap_pages == 6
     records = run_checked(sched, kv_model=model)
     resume = next(r for r in records if ("r2", 1) in r.prefill)
+    assert "r2 (1 token)" in resume.summary()
     # r2 held 8 tokens when swapped out; its pages were evicted, so all 8 come back.
     assert resume.swap_in_bytes == 8 * pool.config.bytes_per_token
 
@@ -286,6 +288,30 @@ def test_step_refuses_running_requests_freed_outside():
     with pytest.raises(RuntimeError, match=r"running requests \['a'\] were freed outside"):
         sched.step()
     assert sched.stats.steps == 1
+
+
+def test_swap_space_copies_whole_pages_out_and_chosen_positions_back():
+    cfg = CacheConfig(num_pages=4, page_size=2, num_layers=2, num_kv_heads=1, head_dim=2, dtype="float64")
+    pool = KVCachePool(cfg)
+    seqs, engine = SequenceManager(pool), AttentionEngine(pool)
+    kv = np.random.default_rng(0).standard_normal((2, 2, 3, 1, 2))  # [layers, k|v, tokens, heads, dim]
+    seqs.add("a", [1, 2, 3])
+    for layer in range(2):
+        engine.write(layer, seqs.slot_mapping("a"), kv[layer, 0], kv[layer, 1])
+    swap = SwapSpace(pool, 3)
+    host_pages = swap.swap_out(seqs.block_table("a"))
+    assert host_pages == [0, 1] and swap.num_free_pages == 1
+    assert swap.swap_out(seqs.block_table("a")) is None and swap.num_free_pages == 1  # full
+    seqs.free("a")
+    pool.kv_cache[...] = 0  # whatever the pool held is gone
+    seqs.add("b", [1, 2, 3])
+    slots = seqs.slot_mapping("b", 1, 3)
+    swap.swap_in(host_pages, 1, slots)  # positions 1 and 2 only
+    flat = pool.kv_cache.reshape(2, 2, -1, 1, 2)  # [layers, k|v, num_pages * page_size, heads, dim]
+    np.testing.assert_array_equal(flat[:, :, slots], kv[:, :, 1:3])
+    assert not flat[:, :, seqs.slot_mapping("b", 0, 1)].any() and swap.num_free_pages == 3
+    with pytest.raises(ValueError, match="swap_space_pages must be in"):
+        SwapSpace(pool, -1)
 
 
 tokens_st = st.lists(st.integers(0, 3), min_size=1, max_size=12)

@@ -102,7 +102,7 @@ def compare(model: TinyLM, requests: list[Request], *, num_pages: int, page_size
         notes=[
             f"recompute: {rc['preemptions']} preemptions recompute {rc['recomputed_tokens']:,} "
             f"tokens; swap: {sw['preemptions']} preemptions copy "
-            f"{(sw['swap_out_bytes'] + sw['swap_in_bytes']) / 2**10:,.1f} KiB "
+            f"{sw['swap_out_bytes'] + sw['swap_in_bytes']:,} bytes "
             f"(x ~3,200 for a 13B model's K/V)",
             "swap-in copies back only the tokens the prefix cache did not cover on re-admission",
             "wall time (noisy): " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in data.items()),
@@ -129,6 +129,7 @@ def figure(report: Report):
     """Tokens computed (recomputed ones on top) and K/V bytes copied, per run."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import StrMethodFormatter
 
     fig = Figure(figsize=(8, 3.2))
     FigureCanvasAgg(fig)
@@ -142,11 +143,12 @@ def figure(report: Report):
     left.set_title("tokens computed", fontsize=10)
     left.set_ylim(0, 1.3 * max(computed))  # headroom: the legend sits above the bars
     left.legend(fontsize=8, loc="upper left", ncols=2)
-    out = [report.data[r]["swap_out_bytes"] / 2**10 for r in runs]
-    back = [report.data[r]["swap_in_bytes"] / 2**10 for r in runs]
+    out = [report.data[r]["swap_out_bytes"] for r in runs]
+    back = [report.data[r]["swap_in_bytes"] for r in runs]
     right.bar(runs, out, color="#E69F00", label="swap-out (pool to swap space)")
     right.bar(runs, back, bottom=out, color="#56B4E9", label="swap-in (back to the pool)")
-    right.set_title("K/V copied (KiB)", fontsize=10)
+    right.set_title("K/V copied (bytes)", fontsize=10)
+    right.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     right.set_ylim(0, 1.4 * max(max(o + b for o, b in zip(out, back, strict=True)), 1))
     right.legend(fontsize=8, loc="upper left")
     fig.suptitle("Preemption: recompute vs swap")
