@@ -3,6 +3,8 @@ they time compute what they claim (paged attention across chunk boundaries equal
 
 from __future__ import annotations
 
+import copy
+import io
 import json
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from pagedkv import (
     cli,
     dense_attention,
 )
-from pagedkv.bench import BENCHMARKS
+from pagedkv.bench import BENCHMARKS, Report, page_size
 from pagedkv.workloads import sharegpt_like
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
@@ -108,13 +110,28 @@ def test_sharing(tmp_path, capsys):
         assert data["parallel sampling"][w]["cow_copies"] > 0
 
 
+def png(fig) -> bytes:
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=50)
+    return out.getvalue()
+
+
 def test_page_size(tmp_path, capsys):
-    points = {p["page_size"]: p for p in bench(tmp_path, capsys, "page-size")["data"]["points"]}
+    report = bench(tmp_path, capsys, "page-size")
+    points = {p["page_size"]: p for p in report["data"]["points"]}
     assert points[1]["slot_utilisation_pct"] == 100.0
     assert points[1]["slot_utilisation_pct"] > points[16]["slot_utilisation_pct"]
     assert points[16]["slot_utilisation_pct"] > points[256]["slot_utilisation_pct"]
     # a 200-token system prompt fills 12 pages of 16 but no page of 256
     assert points[16]["prefix_hit_rate_pct"] > points[256]["prefix_hit_rate_pct"]
+    # Without timing the figure does not depend on wall times (notebooks compare it).
+    rebuilt = Report(report["title"], [], [], data=copy.deepcopy(report["data"]))
+    assert len(page_size.figure(rebuilt).axes) == 3
+    deterministic = png(page_size.figure(rebuilt, timing=False))
+    for point in rebuilt.data["points"]:
+        point["tokens_per_s"] *= 3
+    assert len(page_size.figure(rebuilt, timing=False).axes) == 2
+    assert png(page_size.figure(rebuilt, timing=False)) == deterministic
 
 
 def test_preempt(tmp_path, capsys):

@@ -110,19 +110,21 @@ def run(args: argparse.Namespace) -> Report:
     )
 
 
-def figure(report: Report):
-    """Utilisation, hit rate and throughput against page size, one line per capacity."""
+def figure(report: Report, timing: bool = True):
+    """Utilisation, hit rate and (with `timing`, wall clock) throughput against page size,
+    one line per capacity. Without `timing` the figure is the same on every run."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(10, 3.2))
+    panels = [("slot_utilisation_pct", "slot utilisation (%)"),
+              ("prefix_hit_rate_pct", "prefix hit rate (%)")]
+    if timing:
+        panels.append(("tokens_per_s", "bookkeeping tokens / s"))
+    fig = Figure(figsize=(3.4 * len(panels), 3.2))
     FigureCanvasAgg(fig)
     points = report.data["points"]
-    panels = [("slot_utilisation_pct", "slot utilisation (%)"),
-              ("prefix_hit_rate_pct", "prefix hit rate (%)"),
-              ("tokens_per_s", "bookkeeping tokens / s")]
     for i, (key, label) in enumerate(panels):
-        ax = fig.add_subplot(1, 3, i + 1)
+        ax = fig.add_subplot(1, len(panels), i + 1)
         for capacity, color in zip(sorted({p["capacity"] for p in points}),
                                    ["#0072B2", "#E69F00", "#009E73"], strict=False):
             sel = [p for p in points if p["capacity"] == capacity]
