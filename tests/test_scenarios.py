@@ -211,6 +211,8 @@ def test_beam_search_keeps_the_best_beams_of_a_dense_recompute_search():
             for token in np.argsort(-logp, kind="stable")[:width]:
                 candidates.append((score + float(logp[token]), out + [int(token)]))
         beams = sorted(candidates, key=lambda c: -c[0])[:width]
+    frees = [e for r in run.records if r.action.op == "beam" for e in r.events if e.kind == "free"]
+    assert frees and not any(r.note for r in run.records[1:])  # a dropped beam is no finished request
     live = {s: run.seqs.get(s).token_ids[len(prompt) :] for s in run.seqs.sequences}
     assert sorted(live.values()) == sorted(out for _, out in beams)
     for seq_id, out in live.items():

@@ -244,6 +244,12 @@ def test_block_table_figure_marks_shared_copied_and_hit_pages(known):
                 assert close(rgb(patch.get_edgecolor()), rgb(HIT_COLOR))
             else:
                 assert close(rgb(patch.get_edgecolor()), (0, 0, 0))
+    keys = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert keys == ["shared page (×ref count)", "prefix hit", "copy-on-write (←source)"]
+    # A alone (B freed, D never added): no mark, so no key
+    seqs.free("D")
+    seqs.free("B")
+    assert not plot_block_tables(pool.snapshot(), palette, events).legends
 
 
 def test_block_table_html_uses_the_same_colours_and_marks(known):

@@ -275,7 +275,7 @@ class ScenarioRun:
         self.seqs.free(action.seq_id)
         del self.logits[action.seq_id]
         self.scores.pop(action.seq_id, None)
-        if action.op == "free":  # not a beam dropped inside a beam step
+        if record.action.op == "free":  # not a beam dropped inside a beam step
             record.note = f"{action.seq_id} finished: its {pages} pages were released, tail first"
 
     def _beam(self, action: Action, record: ActionRecord) -> None:

@@ -83,6 +83,7 @@ def plot_block_tables(
     )
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    shown = set()  # marks drawn: the legend keys only those
     for row, seq_id in enumerate(seqs):
         color, text_color = palette.color(seq_id), palette.text_color(seq_id)
         table = snapshot.block_tables[seq_id]
@@ -91,8 +92,12 @@ def plot_block_tables(
             edge, lw = ("black", 0.8)
             if page in cow:
                 edge, lw = COW_COLOR, 3.0
+                shown.add("cow")
             elif block < hits.get(seq_id, 0):
                 edge, lw = HIT_COLOR, 3.0
+                shown.add("hit")
+            if refs > 1:
+                shown.add("shared")
             ax.add_patch(
                 Rectangle(
                     (block + 0.06, row + 0.08),
@@ -135,14 +140,18 @@ def plot_block_tables(
     )
     if not seqs:
         ax.text(width / 2, 0.5, "no live sequence", ha="center", va="center", color="#666666")
-    handles = [
-        Patch(facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"),
-        Patch(facecolor="white", edgecolor=HIT_COLOR, linewidth=2.5, label="prefix hit"),
-        Patch(
+    keys = {
+        "shared": Patch(
+            facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"
+        ),
+        "hit": Patch(facecolor="white", edgecolor=HIT_COLOR, linewidth=2.5, label="prefix hit"),
+        "cow": Patch(
             facecolor="white", edgecolor=COW_COLOR, linewidth=2.5, label="copy-on-write (←source)"
         ),
-    ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    }
+    handles = [patch for mark, patch in keys.items() if mark in shown]
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return fig
 
 
