@@ -76,13 +76,14 @@ class ReferencePool:
             if self.state(pid) == "CACHED":
                 self.evictable.remove(pid)
             self.ref[pid] += 1
-        table = list(hits)
-        for i in range(len(hits), len(hits) + need):
-            pid = self._take_page()
+        # All pages are taken (evicting as needed) before any is written, as vLLM allocates
+        # a request's blocks and only then caches the full ones.
+        table = list(hits) + [self._take_page() for _ in range(need)]
+        for i in range(len(hits), len(table)):
+            pid = table[i]
             self.tokens[pid] = tokens[i * ps : (i + 1) * ps]
             if len(self.tokens[pid]) == ps:
                 self._seal(pid, extra, tokens[: (i + 1) * ps])
-            table.append(pid)
         self.tables[seq], self.seq_tokens[seq], self.extra[seq] = table, list(tokens), extra
         if self.caching:
             self.stats["prefix_queries"] += len(tokens)

@@ -22,9 +22,9 @@ def test_the_workload_follows_its_description():
 
 
 @pytest.mark.parametrize("page_size, pool_sizes", [(4, (40, 96, 256)), (16, (10, 24, 64))])
-def test_lru_hit_rates_equal_the_reference_pool(page_size, pool_sizes):
+def test_hit_rates_equal_the_reference_pool(page_size, pool_sizes):
     requests = popular_system_prompts(num_requests=150, num_prompts=6, length=40, seed=1)
-    rates = prefix_hit_rates(requests, pool_sizes, policies=("lru",), page_size=page_size)
+    rates = prefix_hit_rates(requests, pool_sizes, policies=("lru", "mru"), page_size=page_size)
     for (num_pages, policy), rate in rates.items():
         reference = ReferencePool(num_pages, page_size, policy=policy)
         for r in requests:
