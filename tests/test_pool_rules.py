@@ -14,25 +14,12 @@ from pagedkv import (
     KVCachePool,
     OutOfPagesError,
     PageState,
-    SequenceManager,
     block_hashes,
 )
 
+from .pools import make
+
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
-
-
-def make(num_pages=8, page_size=4, caching=True, policy="lru"):
-    cfg = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=2,
-        enable_prefix_caching=caching,
-        eviction_policy=policy,
-    )
-    pool = KVCachePool(cfg)
-    return pool, SequenceManager(pool)
 
 
 def states(pool):

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
-from pagedkv import CacheConfig, KVCachePool, OutOfPagesError, PageState, SequenceManager
+from pagedkv import OutOfPagesError, PageState
 
+from .pools import make
 from .reference_model import OutOfPages, ReferencePool
 
 # A tiny alphabet makes shared prefixes (and so prefix hits) common.
@@ -27,17 +28,7 @@ def make_machine(num_pages: int, page_size: int, caching: bool, policy: str):
 
         def __init__(self):
             super().__init__()
-            cfg = CacheConfig(
-                num_pages=num_pages,
-                page_size=page_size,
-                num_layers=1,
-                num_kv_heads=1,
-                head_dim=2,
-                enable_prefix_caching=caching,
-                eviction_policy=policy,
-            )
-            self.pool = KVCachePool(cfg)
-            self.mgr = SequenceManager(self.pool)
+            self.pool, self.mgr = make(num_pages, page_size, caching, policy)
             self.ref = ReferencePool(num_pages, page_size, caching, policy)
             self.next_id = 0
 
