@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,6 +77,25 @@ def best_time(fn: Callable[[], object], repeat: int) -> float:
         fn()
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def time_threads(work: Callable[[int], object], threads: int) -> float:
+    """Seconds until `threads` threads running work(0) .. work(threads - 1), released
+    together by a barrier, have all finished."""
+    barrier = threading.Barrier(threads + 1)
+
+    def released(k: int) -> None:
+        barrier.wait()
+        work(k)
+
+    pool = [threading.Thread(target=released, args=(k,)) for k in range(threads)]
+    for thread in pool:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in pool:
+        thread.join()
+    return time.perf_counter() - start
 
 
 def _run(module, args: argparse.Namespace) -> int:

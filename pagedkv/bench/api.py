@@ -18,10 +18,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import threading
-import time
 
-from . import Report
+from . import Report, time_threads
 
 HELP = "HTTP API requests/s (health, create+free, generate, metrics; with and without a WAL)"
 
@@ -33,11 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _drive(client, kind: str, requests: int, clients: int, seed: int) -> float:
     """Seconds for `requests` requests of one kind, split over `clients` threads."""
-    barrier = threading.Barrier(clients + 1)
     errors: list[str] = []
 
     def work(k: int) -> None:
-        barrier.wait()
         for i in range(requests // clients):
             if kind == "health":
                 responses = [client.get("/health")]
@@ -53,14 +49,7 @@ def _drive(client, kind: str, requests: int, clients: int, seed: int) -> float:
                 responses = [client.get("/metrics")]
             errors.extend(r.text[:100] for r in responses if r.status_code >= 300)
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for t in threads:
-        t.join()
-    seconds = time.perf_counter() - start
+    seconds = time_threads(work, clients)
     if errors:
         raise RuntimeError(f"{len(errors)} requests failed, e.g. {errors[0]}")
     return seconds

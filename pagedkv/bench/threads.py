@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import threading
-import time
 
 import numpy as np
 
@@ -26,7 +24,7 @@ from ..config import CacheConfig
 from ..pool import KVCachePool, OutOfPagesError
 from ..sequence import SequenceManager
 from ..service.concurrency import CoarseLock, LockedManager, ReadWriteLock
-from . import Report
+from . import Report, time_threads
 
 HELP = "thread scaling: coarse lock vs read-write lock at 1, 2, 4, 8 threads (operations/s)"
 MIXES = {"read-heavy": 0.9, "write-heavy": 0.2}
@@ -40,14 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="best of this many runs")
 
 
-def _worker(
-    target: LockedManager, index: int, ops: int, read_fraction: float, seed: int, barrier
-) -> None:
+def _worker(target: LockedManager, index: int, ops: int, read_fraction: float, seed: int) -> None:
     rng = random.Random(seed * 1000 + index)
     shared = [rng.randrange(256) for _ in range(32)]
     live: list[str] = []
     made = 0
-    barrier.wait()
     for _ in range(ops):
         if live and rng.random() < read_fraction:
             seq_id = live[rng.randrange(len(live))]
@@ -85,20 +80,9 @@ def measure(
     ("coarse" or "rwlock"); the run ends with check_invariants()."""
     config = CacheConfig(num_pages=4096, page_size=16, num_layers=1, num_kv_heads=1, head_dim=1)
     target = LockedManager(SequenceManager(KVCachePool(config)), DESIGNS[design]())
-    barrier = threading.Barrier(threads + 1)
-    workers = [
-        threading.Thread(
-            target=_worker, args=(target, i, ops // threads, read_fraction, seed, barrier)
-        )
-        for i in range(threads)
-    ]
-    for w in workers:
-        w.start()
-    barrier.wait()
-    start = time.perf_counter()
-    for w in workers:
-        w.join()
-    seconds = time.perf_counter() - start
+    seconds = time_threads(
+        lambda i: _worker(target, i, ops // threads, read_fraction, seed), threads
+    )
     target.check_invariants()
     return ops // threads * threads / seconds
 
