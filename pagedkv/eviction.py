@@ -65,10 +65,6 @@ class EvictionPolicy(ABC):
         """Evictable page ids in the order they were released, oldest first (checkpoints)."""
         return list(self._pages)
 
-    def peek_victim(self) -> int | None:
-        """The page `pop_victim` would return, or None when nothing is evictable."""
-        return self.order()[0] if self._pages else None
-
     def clear(self) -> None:
         self._pages.clear()
 
@@ -90,9 +86,6 @@ class LRUEvictionPolicy(EvictionPolicy):
             raise KeyError("no evictable page")
         return self._pages.popitem(last=False)[0]
 
-    def peek_victim(self) -> int | None:
-        return next(iter(self._pages), None)
-
     def pop_victims(self, n: int) -> list[int]:
         # Skips a method call per page: this runs for every page of every request.
         if n > len(self._pages):
@@ -111,9 +104,6 @@ class MRUEvictionPolicy(EvictionPolicy):
         if not self._pages:
             raise KeyError("no evictable page")
         return self._pages.popitem()[0]
-
-    def peek_victim(self) -> int | None:
-        return next(reversed(self._pages), None)
 
     def order(self) -> list[int]:
         return list(reversed(self._pages))

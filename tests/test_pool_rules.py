@@ -386,3 +386,13 @@ def test_plan_add_changes_nothing_and_add_does_what_it_says():
     assert plan.hits == [0, 1] and plan.revived == [0, 1] and plan.num_new_pages == 1
     assert seqs.add("b", [1, 2, 3, 4, 9, 9]) == plan.num_cached_tokens == 4
     assert seqs.block_table("b")[:2] == plan.hits
+
+
+def test_a_removed_listener_hears_nothing_more():
+    pool, seqs = make(page_size=2)
+    heard = []
+    pool.add_listener(heard.append)
+    seqs.add("a", [1, 2, 3])
+    pool.remove_listener(heard.append)
+    seqs.free("a")
+    assert [e.kind for e in heard] == ["allocate", "allocate"]
