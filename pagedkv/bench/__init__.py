@@ -2,15 +2,18 @@
 
 Speed targets are checked here, never in timed unit tests: shared machines are noisy, so
 every benchmark measures the things it compares side by side in one run and reports
-ratios. Each benchmark module defines `HELP`, `add_arguments(parser)`, `run(args) ->
-Report` and optionally `figure(report)`, a matplotlib Figure (`--plot PATH` saves it as PNG;
-the notebooks show it).
+ratios. Each benchmark module defines `HELP`, `add_arguments(parser)` (options whose
+destinations are `run`'s keyword names), `run(*, quick=False, seed=0, ...) -> Report` and
+optionally `figure(report)`, a matplotlib Figure. Notebooks and tests call `run(...)`
+directly; `report.table()`, `report.to_json()` and `report.figure()` give the printed table,
+the JSON the CLI's `--json` writes and the PNG its `--plot` saves.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import json
 import threading
 import time
@@ -39,6 +42,7 @@ class Report:
     rows: list[list[object]]
     notes: list[str] = field(default_factory=list)  # lines printed under the table
     data: dict = field(default_factory=dict)  # extra machine-readable results
+    plotter: Callable[[Report], object] | None = field(default=None, repr=False)  # module.figure
 
     def as_dict(self) -> dict:
         return {
@@ -47,6 +51,19 @@ class Report:
             "notes": self.notes,
             "data": self.data,
         }
+
+    def table(self) -> str:
+        """Title, table and notes as the command line prints them."""
+        return "\n".join([self.title, format_table(self.columns, self.rows), *self.notes])
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), indent=2, default=float)
+
+    def figure(self):
+        """The benchmark's matplotlib Figure of this report."""
+        if self.plotter is None:
+            raise ValueError(f"report {self.title!r} has no figure")
+        return self.plotter(self)
 
 
 def format_table(columns: list[str], rows: list[list[object]]) -> str:
@@ -98,20 +115,27 @@ def time_threads(work: Callable[[int], object], threads: int) -> float:
     return time.perf_counter() - start
 
 
+def _call(module, args: argparse.Namespace) -> Report:
+    """module.run with the parsed options as keywords (`run(args)`: the older style)."""
+    params = inspect.signature(module.run).parameters
+    if list(params) == ["args"]:
+        return module.run(args)
+    return module.run(**{k: v for k, v in vars(args).items() if k in params})
+
+
 def _run(module, args: argparse.Namespace) -> int:
-    report: Report = module.run(args)
-    print(report.title)
-    print(format_table(report.columns, report.rows))
-    for line in report.notes:
-        print(line)
+    report = _call(module, args)
+    if report.plotter is None and hasattr(module, "figure"):
+        report.plotter = module.figure
+    print(report.table())
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(report.as_dict(), f, indent=2, default=float)
+            f.write(report.to_json())
         print(f"wrote {args.json}")
     if args.plot:
-        if not hasattr(module, "figure"):
+        if report.plotter is None:
             raise SystemExit(f"bench {args.bench} has no plot")
-        module.figure(report).savefig(args.plot, dpi=100)
+        report.figure().savefig(args.plot, dpi=100)
         print(f"wrote {args.plot}")
     return 0
 
