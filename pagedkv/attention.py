@@ -28,6 +28,8 @@ from collections.abc import Sequence as SequenceLike
 import numpy as np
 
 from .pool import KVCachePool
+from .slot_mapping import slot_mapping as slots_of
+from .validation import check_array, check_instance, check_int
 
 # Bytes of keys gathered per chunk of a decode batch: with the values about 4 MiB, which stay
 # in this machine's L3 cache while the chunk is used (1-4 MiB measured alike; bench attention).
@@ -78,8 +80,7 @@ class AttentionEngine:
     """Writes K/V into a pool's pages and attends through block tables."""
 
     def __init__(self, pool: KVCachePool) -> None:
-        if not isinstance(pool, KVCachePool):
-            raise TypeError(f"pool must be a KVCachePool, got {type(pool).__name__}")
+        check_instance("pool", pool, KVCachePool)
         cfg = pool.config
         self.pool = pool
         self.page_size = cfg.page_size
@@ -100,14 +101,10 @@ class AttentionEngine:
         return held[:size].reshape(shape)
 
     def _check_layer(self, layer: int) -> int:
-        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
-            raise TypeError(f"layer must be an int, got {layer!r}")
-        if not 0 <= layer < self.slots.shape[0]:
-            raise ValueError(f"layer must be in [0, {self.slots.shape[0] - 1}], got {layer}")
-        return int(layer)
+        return check_int("layer", layer, 0, self.slots.shape[0] - 1)
 
     def write(
-        self, layer: int, slot_mapping: SequenceLike[int], keys: np.ndarray, values: np.ndarray
+        self, layer: int, slot_mapping: SequenceLike[int] | np.ndarray, keys: np.ndarray, values: np.ndarray
     ) -> None:
         """Store K/V of n tokens at their slots. keys, values: [n, num_kv_heads, head_dim]."""
         layer = self._check_layer(layer)
@@ -115,12 +112,8 @@ class AttentionEngine:
         if slots.ndim != 1 or (slots.size and slots.dtype.kind not in "iu"):
             raise TypeError(f"slot_mapping must be a 1-D int array, got {slots.dtype} {slots.shape}")
         expect = (slots.size, self.num_kv_heads, self.head_dim)
-        for name, arr in (("keys", keys), ("values", values)):
-            if not isinstance(arr, np.ndarray) or arr.shape != expect:
-                shape = getattr(arr, "shape", type(arr).__name__)
-                raise ValueError(f"{name} must be an array of shape {expect}, got {shape}")
-            if not np.isfinite(arr).all():
-                raise ValueError(f"{name} holds NaN or inf; refusing to cache it")
+        check_array("keys", keys, expect, finite=True)
+        check_array("values", values, expect, finite=True)
         if slots.size and (slots.min() < 0 or slots.max() >= self.slots.shape[2]):
             raise ValueError(
                 f"slot_mapping must hold slots in [0, {self.slots.shape[2] - 1}], "
@@ -130,14 +123,8 @@ class AttentionEngine:
         self.slots[layer, 1, slots] = values
 
     def _context_slots(self, block_table: SequenceLike[int], context_len: int) -> np.ndarray:
-        if not 1 <= context_len <= len(block_table) * self.page_size:
-            raise ValueError(
-                f"context_len must be in [1, {len(block_table) * self.page_size}] for a "
-                f"{len(block_table)}-page block table, got {context_len}"
-            )
-        positions = np.arange(context_len)
-        table = np.asarray(block_table, dtype=np.int64)
-        return table[positions // self.page_size] * self.page_size + positions % self.page_size
+        context_len = check_int("context_len", context_len, 1, len(block_table) * self.page_size)
+        return slots_of(block_table, self.page_size, np.arange(context_len))
 
     def gather(
         self, layer: int, block_table: SequenceLike[int], context_len: int
