@@ -141,6 +141,28 @@ class AttentionEngine:
         k, v = self.gather(layer, block_table, context_len)
         return dense_attention(q, k, v, causal=True)
 
+    def _batch_table(
+        self, q: np.ndarray, block_tables: SequenceLike[SequenceLike[int]], context_lens: SequenceLike[int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Check a decode batch; return its block tables as one [B, max pages] array, padded
+        with page 0 (masked by the lengths), and the lengths as an int64 array."""
+        batch = len(block_tables)
+        if q.ndim != 3 or q.shape[0] != batch or q.shape[2] != self.head_dim or len(context_lens) != batch:
+            raise ValueError(
+                f"need q [B, H, {self.head_dim}] with B = len(block_tables) = len(context_lens); "
+                f"got q {q.shape}, {batch} block tables, {len(context_lens)} lengths"
+            )
+        lens = np.asarray(context_lens, dtype=np.int64)
+        width = max(len(t) for t in block_tables)
+        if (lens < 1).any() or (lens > np.array([len(t) for t in block_tables]) * self.page_size).any():
+            raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
+        table = np.zeros((batch, width), dtype=np.int64)
+        for b, pages in enumerate(block_tables):
+            table[b, : len(pages)] = pages
+        if table.size and (table.min() < 0 or table.max() >= self.pool.num_pages):
+            raise ValueError(f"block_tables must hold page ids in [0, {self.pool.num_pages - 1}]")
+        return table, lens
+
     def paged_attention_batch(
         self,
         layer: int,
@@ -155,22 +177,9 @@ class AttentionEngine:
         """
         layer = self._check_layer(layer)
         q = np.asarray(q)
-        batch = len(block_tables)
-        if q.ndim != 3 or q.shape[0] != batch or q.shape[2] != self.head_dim or len(context_lens) != batch:
-            raise ValueError(
-                f"need q [B, H, {self.head_dim}] with B = len(block_tables) = len(context_lens); "
-                f"got q {q.shape}, {batch} block tables, {len(context_lens)} lengths"
-            )
-        lens = np.asarray(context_lens, dtype=np.int64)
-        width = max(len(t) for t in block_tables)
-        if (lens < 1).any() or (lens > np.array([len(t) for t in block_tables]) * self.page_size).any():
-            raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
-        table = np.zeros((batch, width), dtype=np.int64)  # padded with page 0, masked below
-        for b, pages in enumerate(block_tables):
-            table[b, : len(pages)] = pages
+        table, lens = self._batch_table(q, block_tables, context_lens)
+        batch, width = table.shape
         store = self.pool.kv_cache[layer]  # [2, num_pages, page_size, Hkv, D]
-        if table.size and (table.min() < 0 or table.max() >= store.shape[1]):
-            raise ValueError(f"block_tables must hold page ids in [0, {store.shape[1] - 1}]")
         heads, kv_heads, dim, size = q.shape[1], self.num_kv_heads, self.head_dim, self.page_size
         group = _check_gqa(heads, kv_heads)
         dtype = np.result_type(q.dtype, store.dtype)

@@ -318,8 +318,8 @@ class KVCachePool:
             page.state, page.ref_count, page.last_access = PageState(state), ref_count, last_access
             page.token_ids, page.block_hash = list(token_ids), block_hash
         self.free_queue.reset(p.page_id for p in self.pages if p.state is FREE)
-        indexed = [p for p, saved in zip(self.pages, pages) if saved[4]]
-        self.prefix_index.insert_all([p.block_hash for p in indexed], [p.page_id for p in indexed])
+        index = {p.block_hash: p.page_id for p, saved in zip(self.pages, pages) if saved[4] and p.block_hash}
+        self.prefix_index.insert_all(list(index), list(index.values()))
         self.eviction.add_all(list(release_order))
         self.stats = PoolStats(**stats)
         self.clock = clock

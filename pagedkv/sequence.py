@@ -143,7 +143,8 @@ class SequenceManager:
         seqs = [self.get(s) for s in seq_ids]
         if len({s.seq_id for s in seqs}) != len(seqs):
             raise ValueError(f"seq_ids must be distinct, got {list(seq_ids)}")
-        needed, writers = 0, {}  # writers: partial last page id -> sequences of the step on it
+        needed = 0
+        writers: dict[int, int] = {}  # partial last page id -> sequences of the step on it
         for seq in seqs:
             if seq.num_tokens % self.page_size == 0:
                 needed += 1

@@ -148,7 +148,7 @@ def check_array(
     name: str,
     value: object,
     shape: tuple[int, ...],
-    dtype: object = None,
+    dtype: str | None = None,
     finite: bool = False,
     contiguous: bool = False,
 ) -> np.ndarray:
