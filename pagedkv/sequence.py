@@ -227,7 +227,8 @@ class SequenceManager:
 
     def append_slot(self, seq_id: Hashable, token_id: int) -> int:
         """Append one token; return its slot. Allocates a page only when the last is full
-        (rule 2), and copies the last page first when another block table shares it (rule 7)."""
+        (docs/design.md rule 2), and copies the last page first when another block table
+        shares it (rule 7)."""
         seq = self.get(seq_id)
         token_id = check_token("token_id", token_id)
         pool, size = self.pool, self.page_size
@@ -265,7 +266,7 @@ class SequenceManager:
         self.cow_log.append((src, dst))
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
-        """Start `child_id` as a copy of `parent_id` sharing all its pages (rule 7; no page
+        """Start `child_id` as a copy of `parent_id` sharing all its pages (docs/design.md rule 7; no page
         is taken)."""
         parent = self.get(parent_id)
         check_seq_id("child_id", child_id)
@@ -287,7 +288,7 @@ class SequenceManager:
         self.pool.publish()
 
     def free(self, seq_id: Hashable) -> None:
-        """Finish a sequence: release its pages tail first (rule 6).
+        """Finish a sequence: release its pages tail first (docs/design.md rule 6).
 
         NOTE: the tail page is the least reusable (the longest prefix, least likely to be
         asked for again), so it goes to the eviction policy first and is evicted first;
