@@ -41,6 +41,7 @@ from .validation import (
     check_instance,
     check_int,
     check_known,
+    check_new,
     check_seq_id,
     check_token,
     check_tokens,
@@ -161,9 +162,7 @@ class SequenceManager:
         self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
     ) -> AdmissionPlan:
         """Validate an admission and work out what `add` would do, changing nothing."""
-        check_seq_id("seq_id", seq_id)
-        if seq_id in self.sequences:
-            raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
+        check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
         tokens, data = check_tokens("prompt_token_ids", prompt_token_ids)
         encode_extra_key(extra_key)  # validates its type
         pool, size = self.pool, self.page_size
@@ -269,9 +268,7 @@ class SequenceManager:
         """Start `child_id` as a copy of `parent_id` sharing all its pages (docs/design.md rule 7; no page
         is taken)."""
         parent = self.get(parent_id)
-        check_seq_id("child_id", child_id)
-        if child_id in self.sequences:
-            raise ValueError(f"child_id {child_id!r} is already a live sequence")
+        check_new("child_id", check_seq_id("child_id", child_id), self.sequences)
         self.pool.tick()
         self.pool.touch(parent.block_table, child_id, "fork")
         self.sequences[child_id] = Sequence(
