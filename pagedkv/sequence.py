@@ -21,7 +21,12 @@ the sequence is freed and before another sequence is admitted that could hit the
 `TinyLM.generate`, the Scheduler and the service all compute in the same step. Pure
 bookkeeping (benchmarks, the state-machine tests) never reads K/V, so it may skip that.
 
-Leaves out: chunked prefill and sliding-window or cross-attention block tables.
+The manager decides and the pool acts: every page changes through the pool's public
+verbs (`get_new_blocks`, `touch`, `free_blocks`, `cache_full_blocks`, `copy_block`, ...),
+between `pool.tick()` and `pool.publish()`, together with the block-table change.
+
+Leaves out: sliding-window or cross-attention block tables; admission takes all of a
+prompt's pages at once (vLLM v1 allocates them per scheduled chunk).
 """
 
 from __future__ import annotations
