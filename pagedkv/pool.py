@@ -207,23 +207,27 @@ class KVCachePool:
         """One fewer block table holds each page. Pages nobody holds any more turn CACHED
         (full and indexed) or FREE; CACHED ones join the eviction order in the order given,
         so the first page given is evicted first (docs/design.md rule 6)."""
-        pages, index, listeners, cached = self.pages, self.prefix_index, self.events.listeners, []
-        clock = self.clock
+        pages, clock, listeners = self.pages, self.clock, self.events.listeners
+        index = self.prefix_index.hash_to_page
+        cached, freed = [], []
         for page_id in ordered_page_ids:
             page = pages[page_id]
             page.last_access = clock
             page.ref_count -= 1
             if page.ref_count:
                 continue
-            if index.holds(page):
+            block_hash = page.block_hash
+            if block_hash is not None and index.get(block_hash) == page_id:
                 page.state = CACHED
                 cached.append(page_id)
-                if listeners:
-                    self.events.emit(self.clock, "cache", page_id, seq_id)
-            else:
-                self._make_free(page)
-                if listeners:
-                    self.events.emit(self.clock, "free", page_id, seq_id)
+            else:  # what _make_free does, inline: this loop runs for every page released
+                page.state = FREE
+                page.token_ids = []
+                page.block_hash = None
+                freed.append(page_id)
+            if listeners:
+                self.events.emit(clock, "cache" if page.state is CACHED else "free", page_id, seq_id)
+        self.free_queue.extend(freed)
         self.eviction.add_all(cached)
 
     def fill_blocks(self, page_ids: Sequence[int], token_ids: list[int], first_block: int) -> None:
@@ -242,10 +246,7 @@ class KVCachePool:
     def cache_full_blocks(self, page_ids: Sequence[int], block_hashes: Sequence[bytes]) -> None:
         """Full pages get their block hashes and enter the prefix index; a hash already
         indexed keeps its page (docs/design.md rule 4 and "Duplicate full pages")."""
-        pages = self.pages
-        for page_id, block_hash in zip(page_ids, block_hashes):
-            pages[page_id].block_hash = block_hash
-        self.prefix_index.insert_all(block_hashes, page_ids)
+        self.prefix_index.insert_all(page_ids, block_hashes)
 
     def copy_block(self, src: int, dst: int, seq_id: Hashable | None = None) -> None:
         """The copy of a copy-on-write: dst (fresh, from `get_new_blocks`) gets src's K/V
@@ -265,25 +266,23 @@ class KVCachePool:
 
     def _evict(self, n: int, seq_id: Hashable | None) -> list[int]:
         """Reclaim the next n victims of the eviction policy: their hashes leave the index."""
-        pages, hashes = self.pages, []
+        pages = self.pages
         victims = self.eviction.pop_victims(n)
+        self.prefix_index.remove_all(victims)
         for page_id in victims:
-            page = pages[page_id]
-            hashes.append(page.block_hash)
-            page.token_ids = []
-            page.block_hash = None
-        self.prefix_index.remove_all(hashes)
+            pages[page_id].token_ids = []
         self.stats.evictions += n
         if self.events.listeners:
             for page_id in victims:
                 self.events.emit(self.clock, "evict", page_id, seq_id)
         return victims
 
-    def _make_free(self, page: Page) -> None:
-        page.state = FREE
-        page.token_ids = []
-        page.block_hash = None
-        self.free_queue.append(page.page_id)
+    def _make_free(self, pages: list[Page]) -> None:
+        for page in pages:
+            page.state = FREE
+            page.token_ids = []
+            page.block_hash = None
+        self.free_queue.extend([page.page_id for page in pages])
 
     # ---- whole-pool operations ---------------------------------------------------------------
 
@@ -292,8 +291,9 @@ class KVCachePool:
         if self.num_active_pages:
             return False
         self.tick()
-        for page_id in self.eviction.order():
-            self._make_free(self.pages[page_id])
+        cached = self.eviction.order()
+        self._make_free([self.pages[page_id] for page_id in cached])
+        for page_id in cached:
             self.events.emit(self.clock, "reset", page_id)
         self.eviction.clear()
         self.prefix_index.clear()
@@ -319,7 +319,7 @@ class KVCachePool:
             page.token_ids, page.block_hash = list(token_ids), block_hash
         self.free_queue.reset(p.page_id for p in self.pages if p.state is FREE)
         index = {p.block_hash: p.page_id for p, saved in zip(self.pages, pages) if saved[4] and p.block_hash}
-        self.prefix_index.insert_all(list(index), list(index.values()))
+        self.prefix_index.insert_all(list(index.values()), list(index))
         self.eviction.add_all(list(release_order))
         self.stats = PoolStats(**stats)
         self.clock = clock
