@@ -15,6 +15,10 @@ ids. Two deliberate differences from vLLM:
 - The collision guard. A hit must hold exactly the block's token ids, compared against
   the page, so even a hash collision could never serve the wrong K/V. vLLM trusts sha256.
 
+The index also names the pages: `insert_all` gives a full page its block hash and
+`remove_all` (eviction) takes it away, so a page carries a hash exactly while it is full
+and its content may be indexed.
+
 Leaves out: multiple KV-cache groups (vLLM's hybrid models index one map per group) and
 eviction bookkeeping (which page goes first is the eviction policy's job, eviction.py).
 """

@@ -6,7 +6,7 @@ live raises `UnknownSequenceError`, a KeyError. Every message names the argument
 value it got and what is allowed, and every check runs before anything is changed, so a
 failed call leaves the pool exactly as it was.
 
-vLLM validates the same things in `SamplingParams._verify_args` and its request
+vLLM validates the same things when it verifies `SamplingParams` and in its request
 processor; keeping the checks in one module keeps the wording the same everywhere.
 
 Leaves out: coercion. A float 3.0 is not an int here and a string is not a token list:
