@@ -164,7 +164,7 @@ class SequenceManager:
     # ---- admission -------------------------------------------------------------------------
 
     def plan_add(
-        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int] | np.ndarray, extra_key: object = None
     ) -> AdmissionPlan:
         """Validate an admission and work out what `add` would do, changing nothing."""
         check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
@@ -188,7 +188,9 @@ class SequenceManager:
             num_cached_tokens=len(hits) * size,
         )
 
-    def add(self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None) -> int:
+    def add(
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int] | np.ndarray, extra_key: object = None
+    ) -> int:
         """Admit a sequence: reuse cached prefix pages, allocate the rest (all or nothing).
 
         Returns the number of prompt tokens whose K/V came from the prefix cache; the
