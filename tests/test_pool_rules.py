@@ -16,6 +16,8 @@ from pagedkv import (
     PageState,
     block_hashes,
 )
+from pagedkv.free_queue import FreeQueue
+from pagedkv.slot_mapping import num_blocks, slot_mapping
 
 from .pools import make
 
@@ -52,6 +54,27 @@ def test_slots_are_page_id_times_page_size_plus_offset():
         seqs.append_slot("a", t)
     assert seqs.append_slot("a", 9) == 0  # page 2 is full, page 0 is the lowest FREE page
     assert seqs.get("a").slot(8) == 0
+
+
+# docs/design.md, "Vocabulary", slot: the worked examples of slot_mapping.py, by hand
+def test_slot_mapping_and_num_blocks_worked_examples():
+    assert slot_mapping([7, 2], 4, 5) == 2 * 4 + 1
+    assert slot_mapping([7, 2], 4, np.array([0, 3, 4])).tolist() == [28, 31, 8]
+    assert slot_mapping(np.array([7, 2]), 4, np.int64(4)) == 8
+    assert [num_blocks(n, 4) for n in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
+
+
+# docs/design.md rule 1: lowest page id first, whatever order pages come back in
+def test_free_queue_hands_out_the_lowest_ids_first():
+    queue = FreeQueue([9, 3, 5, 0])
+    assert queue.peek_n(2) == [0, 3] and len(queue) == 4
+    assert queue.popleft_n(2) == [0, 3]
+    queue.extend([8, 1])
+    queue.append(4)
+    assert queue.page_ids() == [1, 4, 5, 8, 9]
+    with pytest.raises(ValueError, match="n must be <= 5 FREE pages, got 6"):
+        queue.popleft_n(6)
+    assert queue.popleft_n(5) == [1, 4, 5, 8, 9] and len(queue) == 0
 
 
 # docs/design.md rule 1
