@@ -95,18 +95,19 @@ def prefill_seconds(
     return max(flops / (g.tflops * 1e12 * assume.mfu), weight_bytes(m) / (g.hbm_gb_s * 1e9))
 
 
-def decode_step_seconds(
+def step_seconds(
     model: str | ModelSpec,
     gpu: str | GPUSpec,
-    batch_size: int,
+    num_batched_tokens: int,
     context_tokens: int,
     assume: Assumptions = Assumptions(),
 ) -> float:
-    """One decode step of `batch_size` sequences holding `context_tokens` in all: read the
-    weights once and every sequence's K/V (memory-bound), or the FLOPs if they take longer."""
+    """One engine step computing `num_batched_tokens` tokens (a decode token per running
+    sequence plus any prefill) over `context_tokens` of K/V in all: the longer of reading
+    the weights and every K/V once (memory-bound decode) and the FLOPs of those tokens."""
     m, g = _specs(model, gpu)
     memory = (weight_bytes(m) + context_tokens * bytes_per_token(m)) / (g.hbm_gb_s * 1e9)
-    compute = 2 * m.num_params * batch_size / (g.tflops * 1e12 * assume.mfu)
+    compute = 2 * m.num_params * num_batched_tokens / (g.tflops * 1e12 * assume.mfu)
     return max(memory, compute)
 
 

@@ -33,6 +33,7 @@ BENCHMARKS = {  # name -> module
     "wal": "pagedkv.bench.wal",
     "api": "pagedkv.bench.api",
     "routing": "pagedkv.bench.routing",
+    "serving": "pagedkv.bench.serving",
 }
 
 
