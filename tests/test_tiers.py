@@ -90,3 +90,27 @@ def test_bad_input_names_the_argument():
         HostTier(pool, 4 * page, write_policy="lazy")
     with pytest.raises(TypeError, match="pool"):
         HostTier("pool", 4 * page)
+
+
+def test_quick_bench_a_larger_tier_serves_more_and_generation_stays_exact():
+    from pagedkv.bench import tiers as bench_tiers
+
+    report = bench_tiers.run(quick=True)
+    runs = report.data["runs"]
+    assert report.data["exact"] is True
+    assert runs["0"]["host_hit_rate"] == 0 and runs["0"]["offload_pages"] == 0
+    # The tier sits under the pool: it never changes what the pool itself serves.
+    assert runs["0"]["gpu_hit_rate"] == runs["64"]["gpu_hit_rate"] == runs["256"]["gpu_hit_rate"]
+    assert 0 < runs["64"]["host_hit_rate"] < runs["256"]["host_hit_rate"]
+    queried = sum(r.prompt_len for r in bench_tiers.popular_system_prompts(300, 32, 64, 0))
+    for run in runs.values():  # host hits are exactly the reloaded pages' tokens
+        assert run["reload_pages"] * 16 == pytest.approx(run["host_hit_rate"] * queried)
+    assert report.figure() is not None
+
+
+@pytest.mark.parametrize("option, word", [({"model": "GPT-9"}, "model"), ({"gpu": "TPUv5"}, "gpu")])
+def test_bench_bad_names(option, word):
+    from pagedkv.bench import tiers as bench_tiers
+
+    with pytest.raises(ValueError, match=word):
+        bench_tiers.run(quick=True, **option)

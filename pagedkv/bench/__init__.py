@@ -34,6 +34,7 @@ BENCHMARKS = {  # name -> module
     "api": "pagedkv.bench.api",
     "routing": "pagedkv.bench.routing",
     "serving": "pagedkv.bench.serving",
+    "tiers": "pagedkv.bench.tiers",
 }
 
 
