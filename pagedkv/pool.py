@@ -14,7 +14,7 @@ justifies it, between `tick()` and `publish()`.
 Faithful to vLLM: LRU eviction in release order; CACHED pages count as free in `usage`
 (`kv_cache_usage_perc`); blocks are indexed when they fill, before their K/V are
 computed, on the promise that the step that filled them computes them (`SequenceManager`).
-Deliberately different (docs/design.md, "Faithful and different"): FREE pages are used
+Deliberately different (docs/design.md, "Deliberately different"): FREE pages are used
 before any CACHED page is evicted; one page per hash; the K/V of all layers are stacked
 into one array [layers, 2, ...] so the store can be a single file-backed memmap
 (`kv_cache[layer]` is vLLM's per-layer layout).
@@ -119,7 +119,7 @@ class KVCachePool:
     lookup = get_cached_block  # the name notebooks use
 
     def find_longest_cache_hit(self, block_hashes: Sequence[bytes], token_ids: Sequence[int]) -> list[int]:
-        """Pages holding the longest verified prefix of a prompt's block hashes (rule 5)."""
+        """Pages holding the longest verified prefix of a prompt's block hashes (docs/design.md rule 5)."""
         return self.prefix_index.find_longest_cache_hit(block_hashes, token_ids)
 
     def add_listener(self, callback: Callable[[Event], None]) -> None:
@@ -152,7 +152,7 @@ class KVCachePool:
     # ---- one operation: tick, change pages, publish ----------------------------------------
 
     def tick(self) -> int:
-        """Start an operation: advance the logical clock (rule 8) and return it."""
+        """Start an operation: advance the logical clock (docs/design.md rule 8) and return it."""
         self.clock += 1
         return self.clock
 
@@ -163,7 +163,7 @@ class KVCachePool:
 
     def get_new_blocks(self, num_blocks: int, seq_id: Hashable | None = None) -> list[int]:
         """Hand out writable pages, ref count 1: FREE ones lowest id first, then the eviction
-        policy's victims (rule 1). Raises OutOfPagesError, changing nothing, when FREE +
+        policy's victims (docs/design.md rule 1). Raises OutOfPagesError, changing nothing, when FREE +
         CACHED pages are too few."""
         free, pages = self.free_queue, self.pages
         if num_blocks > len(free) + len(self.eviction):
@@ -191,7 +191,7 @@ class KVCachePool:
         self, page_ids: Iterable[int], seq_id: Hashable | None = None, kind: str = "prefix_hit"
     ) -> None:
         """One more block table holds each page (a prefix hit, or `kind="fork"`); a CACHED
-        page leaves the eviction policy and turns ACTIVE (rule 5)."""
+        page leaves the eviction policy and turns ACTIVE (docs/design.md rule 5)."""
         pages, eviction, clock = self.pages, self.eviction, self.clock
         for page_id in page_ids:
             page = pages[page_id]
@@ -206,7 +206,7 @@ class KVCachePool:
     def free_blocks(self, ordered_page_ids: Iterable[int], seq_id: Hashable | None = None) -> None:
         """One fewer block table holds each page. Pages nobody holds any more turn CACHED
         (full and indexed) or FREE; CACHED ones join the eviction order in the order given,
-        so the first page given is evicted first (rule 6)."""
+        so the first page given is evicted first (docs/design.md rule 6)."""
         pages, index, listeners, cached = self.pages, self.prefix_index, self.events.listeners, []
         clock = self.clock
         for page_id in ordered_page_ids:
@@ -241,7 +241,7 @@ class KVCachePool:
 
     def cache_full_blocks(self, page_ids: Sequence[int], block_hashes: Sequence[bytes]) -> None:
         """Full pages get their block hashes and enter the prefix index; a hash already
-        indexed keeps its page (rule 4 and "Duplicate full pages")."""
+        indexed keeps its page (docs/design.md rule 4 and "Duplicate full pages")."""
         pages = self.pages
         for page_id, block_hash in zip(page_ids, block_hashes):
             pages[page_id].block_hash = block_hash
@@ -249,7 +249,7 @@ class KVCachePool:
 
     def copy_block(self, src: int, dst: int, seq_id: Hashable | None = None) -> None:
         """The copy of a copy-on-write: dst (fresh, from `get_new_blocks`) gets src's K/V
-        slots and token ids. The caller releases its hold on src itself (rule 7)."""
+        slots and token ids. The caller releases its hold on src itself (docs/design.md rule 7)."""
         src_page, dst_page = self.pages[src], self.pages[dst]
         n = src_page.num_tokens
         dst_page.keys[:, :n] = src_page.keys[:, :n]

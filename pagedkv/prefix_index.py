@@ -2,7 +2,7 @@
 
 A full page enters the index under its chained block hash the moment it fills
 (docs/design.md rule 4); admission walks a prompt's block hashes through the index and
-stops at the first miss (rule 5). Because the hashes are chained, a hit on block i means
+stops at the first miss (docs/design.md rule 5). Because the hashes are chained, a hit on block i means
 blocks 0..i all match, so a prefix is found without a tree.
 
 vLLM v1 keeps the same map in `BlockPool.cached_block_hash_to_block` and walks it in

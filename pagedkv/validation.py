@@ -102,6 +102,13 @@ def check_known(name: str, key: object, live: Mapping[Any, V], what: str = "a li
         raise UnknownSequenceError(f"{name} {key!r} is not {what} (live: {list(live)[:8]})") from None
 
 
+def check_new(name: str, key: Hashable, live: Mapping[Any, Any], what: str = "a live sequence") -> Hashable:
+    """`key` is not yet in `live`, else ValueError (a duplicate id is a wrong value)."""
+    if key in live:
+        raise ValueError(f"{name} {key!r} is already {what}")
+    return key
+
+
 def check_token(name: str, token_id: object) -> int:
     if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {_kind(token_id)}")
