@@ -108,7 +108,9 @@ def serve(
 
 def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_num_seqs, model, gpu) -> dict:
     arena = ContiguousKVCache(num_slots, policy, max_seq_len)
-    meter, waiting, running = _Meter(num_slots), deque(), []  # running: [index, tokens held]
+    meter = _Meter(num_slots)
+    waiting: deque[int] = deque()  # request indices, FCFS
+    running: list[list[int]] = []  # [request index, tokens held]
     clock, nxt = 0.0, 0
     while nxt < len(requests) or waiting or running:
         if not waiting and not running:

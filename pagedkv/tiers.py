@@ -112,15 +112,16 @@ class HostTier:
             self._now, self._offloaded_now = event.clock, {}
         if event.kind == "cache":
             page = self.pool.page(event.page_id)
+            assert page.block_hash is not None  # CACHED: full and indexed (docs/design.md rule 6)
             entry = (page.block_hash, list(page.token_ids))
             if self.write_policy == "write_through":
                 self._offload(event.page_id, *entry)
             else:
                 self._cached[event.page_id] = entry
         elif event.kind == "evict":
-            entry = self._cached.pop(event.page_id, None)
-            if entry is not None:
-                self._offload(event.page_id, *entry)
+            evicted = self._cached.pop(event.page_id, None)
+            if evicted is not None:
+                self._offload(event.page_id, *evicted)
         elif event.kind in ("free", "reset"):
             self._cached.pop(event.page_id, None)
         elif event.kind == "cow" and event.page_id in self._offloaded_now:
@@ -160,7 +161,7 @@ class HostTier:
         bytes reloaded. Copies only as many pages as FREE + evictable CACHED pages allow."""
         pool, size = self.pool, self.page_size
         tokens = list(prompt_token_ids)
-        hashes = block_hashes(tokens, size, extra_key)[: (len(tokens) - 1) // size]  # rule 5
+        hashes = block_hashes(tokens, size, extra_key)[: (len(tokens) - 1) // size]  # docs/design.md rule 5
         gpu = pool.find_longest_cache_hit(hashes, tokens)
         found = []  # host pages of blocks len(gpu), len(gpu) + 1, ...
         for block in range(len(gpu), len(hashes)):

@@ -1,5 +1,5 @@
 """The host tier: K/V read back equals K/V written, and generation through two tiers equals
-the reference model recomputing everything (docs/design.md, promise 1)."""
+the reference model recomputing everything (the package's first promise: it is exact)."""
 
 from __future__ import annotations
 

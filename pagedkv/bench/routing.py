@@ -66,7 +66,8 @@ def run(
     names = str(routers).split(",")
     configs = [RouterConfig(r, cache_threshold, balance_abs_threshold) for r in names]  # validates
     workload = popular_system_prompts(requests, num_prompts, prompt_length, seed)
-    rows, data = [], {}
+    rows: list[list] = []
+    data: dict[str, dict[int, dict]] = {}
     for n in tqdm(counts, desc="routing", disable=None):
         for config in configs:
             out = simulate(

@@ -72,7 +72,7 @@ def run(
         requests, rates = 200, "1,2,4"
     grid = sorted({*_rates(rates), *_rates(str(arrival_rate))})
     reqs = generate(workload, requests, seed)
-    options = dict(
+    options: dict = dict(
         num_slots=num_slots, page_size=page_size, max_num_seqs=max_num_seqs, model=model, gpu=gpu, seed=seed
     )
     data: dict = {s: {} for s in SYSTEMS}
