@@ -7,12 +7,13 @@ engine works through them. Here the engine's clock is the cost model's (`pagedkv
 each step of continuous batching takes `step_seconds` for the tokens it computes and the
 K/V it reads, on a named model and GPU (default: the paper's OPT-13B on an A100-40GB).
 
-Per step (time-weighted, over the steps during which requests wait: the system under load,
-as in `bench memory`) every slot of the KV memory is counted in the paper's Fig. 2
-categories; per request, the normalized latency is (finish - arrival) / output tokens, the
-paper's latency metric (Sec. 6.1). The same requests are served by `ContiguousKVCache`
-(`max`, `pow2`, `oracle` reservations, Orca-style) and by the paged `Scheduler` in
-bookkeeping-only mode.
+Per step every slot of the KV memory is counted in the paper's Fig. 2 categories, and the
+counts are averaged weighted by the step's duration two ways: over the steps during which
+requests wait (the system under load, the terms of `bench memory`) and, as `run_*`, over
+the whole run (unused memory included). Per request, the normalized latency is
+(finish - arrival) / output tokens, the paper's latency metric (Sec. 6.1). The same
+requests are served by `ContiguousKVCache` (`max`, `pow2`, `oracle` reservations,
+Orca-style) and by the paged `Scheduler` in bookkeeping-only mode.
 
 Leaves out: the model's real speed (the step time is a roofline estimate), chunked prefill,
 request timeouts, and the allocator overheads a real Orca implementation would add.

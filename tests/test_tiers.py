@@ -114,3 +114,11 @@ def test_bench_bad_names(option, word):
 
     with pytest.raises(ValueError, match=word):
         bench_tiers.run(quick=True, **option)
+
+
+def test_a_detached_tier_no_longer_offloads():
+    pool, seqs, tier = _two_tier(6, 4, 8)
+    tier.detach()
+    for i, prompt in enumerate(_prompts(4, 0, 13, seed=5)):
+        MODEL.generate(seqs, [prompt], 2, seq_ids=[i])
+    assert pool.stats.evictions > 0 and tier.stats.offloaded_pages == 0 and len(tier) == 0
