@@ -16,7 +16,7 @@ import numpy as np
 
 from .validation import check_int
 
-EVICTION_POLICIES = ("lru", "mru")
+EVICTION_POLICIES = ("lru", "mru", "fifo", "lfu", "arc", "s3fifo")  # eviction_lab.py: the last four
 DTYPES = ("float16", "float32", "float64")
 
 
@@ -40,7 +40,7 @@ class CacheConfig:
     head_dim: int = 8
     dtype: str = "float32"  # storage dtype of K/V
     enable_prefix_caching: bool = True  # hash full pages and reuse them across sequences
-    eviction_policy: str = "lru"  # which CACHED page is reclaimed first: "lru" (vLLM) or "mru"
+    eviction_policy: str = "lru"  # which CACHED page is reclaimed first: "lru" (vLLM), EVICTION_POLICIES
 
     def __post_init__(self) -> None:
         _check_int("num_pages", self.num_pages, 1, 1 << 24)

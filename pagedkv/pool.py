@@ -83,6 +83,7 @@ class KVCachePool:
         self._free = list(range(config.num_pages))  # heap of FREE page ids
         self._index: dict[bytes, int] = {}  # block hash -> page id
         self.eviction: EvictionPolicy = make_eviction_policy(config.eviction_policy)
+        self.eviction.attach(config.num_pages, self._content_key)
         self.stats = PoolStats()
         self.clock = 0  # logical: one tick per successful operation
         self._listeners: list[Callable[[Event], None]] = []
@@ -326,6 +327,9 @@ class KVCachePool:
         self.stats.cow_copies += 1
         self._emit(self.clock, "cow", dst, seq_id, f"copied from page {src}")
         self._release([src], seq_id)
+
+    def _content_key(self, page_id: int) -> bytes | None:
+        return self._pages[page_id].block_hash
 
     def _make_free(self, page: Page) -> None:
         page.state = FREE
