@@ -27,6 +27,9 @@ victim is chosen. SGLang's leaf-first LRU is the radix tree's own eviction
 (`pagedkv.radix_cache`); on the hash chain it equals LRU, because a page's children are
 always released before it (pagedkv/hit_rate_lab.py shows both).
 
+`PinnedLRUEvictionPolicy` is LRU that keeps pinned content (given by block hash) until
+nothing else is left to evict.
+
 Leaves out: cost-aware policies (evict by recompute cost per byte), TinyLFU admission,
 and ageing of LFU counts.
 """
@@ -300,6 +303,28 @@ class S3FIFOEvictionPolicy(_GhostPolicy):
         self._main.clear()
         self._freq.clear()
         self._ghosts = _Ghosts()
+
+
+class PinnedLRUEvictionPolicy(_GhostPolicy):
+    """LRU that evicts a pinned page (its block hash is in `pinned`) only when nothing else
+    is evictable: "pin the system prompts", as users of vLLM have asked for."""
+
+    def __init__(self, pinned: set[Hashable] = frozenset()) -> None:
+        super().__init__()
+        self.pinned = set(pinned)  # block hashes of pinned content
+
+    def pop_victim(self) -> int:
+        for page_id in self._pages:
+            if self._key(page_id) not in self.pinned:
+                del self._pages[page_id]
+                return page_id
+        if not self._pages:
+            raise KeyError("no evictable page")
+        return self._pages.popitem(last=False)[0]
+
+    def order(self) -> list[int]:
+        pinned = [p for p in self._pages if self._key(p) in self.pinned]
+        return [p for p in self._pages if self._key(p) not in self.pinned] + pinned
 
 
 LAB_POLICIES: dict[str, type[EvictionPolicy]] = {

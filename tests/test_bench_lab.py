@@ -1,0 +1,29 @@
+"""bench eviction and bench radix: quick runs through the command line, checked for the
+properties their tables claim."""
+
+from __future__ import annotations
+
+from pagedkv.bench import eviction
+
+from .test_bench import bench
+
+
+def test_bench_eviction_quick(tmp_path, capsys):
+    report = bench(tmp_path, capsys, "eviction", "--cache-tokens", "2048")
+    data = report["data"]
+    assert data["sizes"] == [1024, 2048, 4096]
+    table, curves = data["table"], data["curves"]
+    assert set(table) == {"chat", "zipf", "rag", "scan"}
+    for workload, by_policy in curves.items():
+        assert set(by_policy) == {"lru", "fifo", "lfu", "arc", "s3fifo", "lru+pin"}
+        lru = by_policy["lru"]
+        assert lru == sorted(lru), workload  # LRU's hit rate never falls as the cache grows
+        assert all(0 <= r <= 1 for rates in by_policy.values() for r in rates)
+    assert table["scan"]["s3fifo"] > table["scan"]["lru"] + 0.05  # the scan pollutes LRU
+    assert any(line.startswith("scan: LRU loses") for line in report["notes"])
+
+
+def test_bench_eviction_is_seeded():
+    one = eviction.run(quick=True, seed=4, workloads="scan", policies="lru,arc")
+    two = eviction.run(quick=True, seed=4, workloads="scan", policies="lru,arc")
+    assert one.rows == two.rows and one.data == two.data
