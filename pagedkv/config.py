@@ -10,24 +10,27 @@ Leaves out: GPU memory profiling to *derive* `num_pages` from a memory budget (v
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .validation import check_int
+from .validation import check_bool, check_choice, check_int
 
 EVICTION_POLICIES = ("lru", "mru", "fifo", "lfu", "arc", "s3fifo")  # eviction_lab.py: the last four
 DTYPES = ("float16", "float32", "float64")
+PREFIX_INDEXES = ("hash", "radix")  # vLLM's chained block hashes, SGLang's radix tree (radix_index.py)
 
 
 class ConfigError(ValueError):
-    """A `CacheConfig` field has a value outside its allowed range."""
+    """A `CacheConfig` field has a value outside its allowed range (a field of the wrong
+    kind raises TypeError, as everywhere in pagedkv)."""
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> None:
+def _check(check: Callable[..., object], name: str, *args: object) -> None:
     try:
-        check_int(name, value, low, high)
-    except (TypeError, ValueError) as error:
+        check(name, *args)
+    except ValueError as error:
         raise ConfigError(str(error)) from None
 
 
@@ -41,23 +44,23 @@ class CacheConfig:
     dtype: str = "float32"  # storage dtype of K/V
     enable_prefix_caching: bool = True  # hash full pages and reuse them across sequences
     eviction_policy: str = "lru"  # which CACHED page is reclaimed first: "lru" (vLLM), EVICTION_POLICIES
+    prefix_index: str = "hash"  # how prefix hits are found: "hash" (vLLM) or "radix" (SGLang)
 
     def __post_init__(self) -> None:
-        _check_int("num_pages", self.num_pages, 1, 1 << 24)
-        _check_int("page_size", self.page_size, 1, 1 << 16)
-        _check_int("num_layers", self.num_layers, 1, 1024)
-        _check_int("num_kv_heads", self.num_kv_heads, 1, 1024)
-        _check_int("head_dim", self.head_dim, 1, 4096)
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if not isinstance(self.enable_prefix_caching, bool):
+        _check(check_int, "num_pages", self.num_pages, 1, 1 << 24)
+        _check(check_int, "page_size", self.page_size, 1, 1 << 16)
+        _check(check_int, "num_layers", self.num_layers, 1, 1024)
+        _check(check_int, "num_kv_heads", self.num_kv_heads, 1, 1024)
+        _check(check_int, "head_dim", self.head_dim, 1, 4096)
+        _check(check_choice, "dtype", self.dtype, DTYPES)
+        check_bool("enable_prefix_caching", self.enable_prefix_caching)
+        _check(check_choice, "eviction_policy", self.eviction_policy, EVICTION_POLICIES)
+        _check(check_choice, "prefix_index", self.prefix_index, PREFIX_INDEXES)
+        if self.prefix_index == "radix" and self.eviction_policy != "lru":
+            # The tree may only give up leaves; its leaf-first LRU is SGLang's policy.
             raise ConfigError(
-                f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}"
-            )
-        if self.eviction_policy not in EVICTION_POLICIES:
-            raise ConfigError(
-                f"eviction_policy must be one of {EVICTION_POLICIES}, "
-                f"got {self.eviction_policy!r}"
+                f"prefix_index='radix' evicts leaves least recently used first; "
+                f"eviction_policy must be 'lru' with it, got {self.eviction_policy!r}"
             )
         # Refuse pools whose K/V storage alone would exceed 8 GiB: a typo, not a plan.
         if self.kv_bytes > 8 << 30:

@@ -122,7 +122,7 @@ def replay(
         num_kv_heads=1,
         head_dim=1,
         eviction_policy=name,
-        **_index_option(prefix_index),
+        prefix_index=prefix_index,
     )
     pool = KVCachePool(config)
     if isinstance(policy, EvictionPolicy):
@@ -152,11 +152,6 @@ def make_policy(name: str, requests: Sequence[LabRequest], cache_tokens: int, pa
         return name
     budget = cache_tokens // page_size // 4
     return PinnedLRUEvictionPolicy(most_reused_pages(requests, budget, page_size))
-
-
-def _index_option(prefix_index: str) -> dict:
-    # Only passed when not the default, so the lab runs on pools without the option too.
-    return {} if prefix_index == "hash" else {"prefix_index": prefix_index}
 
 
 def hit_rate_curves(

@@ -81,6 +81,7 @@ class RadixCache:
         self.root.lock_ref = 1  # the root is never evicted
         self._evictable = 0  # pages in unlocked nodes
         self._protected = 0  # pages in locked nodes (root excluded)
+        self._node_of: dict[int, RadixNode] = {}  # page id -> the node holding it
 
     # ---- sizes -------------------------------------------------------------------------------
 
@@ -143,6 +144,7 @@ class RadixCache:
                 leaf = self._node(key, values, node)
                 node.children[self._child_key(key, extra_key)] = leaf
                 self._evictable += len(values)
+                self._node_of.update(dict.fromkeys(values, leaf))
                 break
             child.last_access = self.clock
             n = self._match_len(child.key, key)
@@ -186,11 +188,67 @@ class RadixCache:
             _, _, leaf = heapq.heappop(heap)
             freed += reversed(leaf.value)
             self._evictable -= len(leaf.value)
+            for page_id in leaf.value:
+                del self._node_of[page_id]
             parent = leaf.parent
             del parent.children[next(k for k, c in parent.children.items() if c is leaf)]
             if parent.is_leaf and not parent.lock_ref:
                 heapq.heappush(heap, (parent.last_access, parent.node_id, parent))
         return freed
+
+    # ---- page-level verbs (the tree as the prefix index of a KVCachePool, radix_index.py) ---
+
+    def lookup(self, token_ids: Sequence[int], extra_key: Hashable = None) -> list[int]:
+        """`match_prefix(...).page_ids` without splitting a node or touching the clock."""
+        key = list(token_ids[: len(token_ids) // self.page_size * self.page_size])
+        node, pages = self.root, []
+        while key:
+            child = node.children.get(self._child_key(key, extra_key))
+            if child is None:
+                break
+            n = self._match_len(child.key, key)
+            pages += child.value[: n // self.page_size]
+            if n < len(child.key):
+                break
+            node, key = child, key[n:]
+        return pages
+
+    def node_of(self, page_id: int) -> RadixNode | None:
+        """The node holding a page, or None if the page is not in the tree."""
+        return self._node_of.get(page_id)
+
+    def path_to(self, page_id: int) -> tuple[list[int], list[int], Hashable]:
+        """(token ids, page ids, extra key) of the prefix that ends with `page_id`."""
+        node = self._node_of[page_id]
+        end = node.value.index(page_id) + 1
+        tokens, pages = node.key[: end * self.page_size], node.value[:end]
+        extra = self._extra(node)
+        while node.parent is not self.root:
+            node = node.parent
+            tokens, pages = node.key + tokens, node.value + pages
+        return tokens, pages, extra
+
+    def touch(self, page_id: int) -> None:
+        """The page was used now: its node and every ancestor get the next clock value."""
+        self.clock += 1
+        node = self._node_of[page_id]
+        while node is not None:
+            node.last_access = self.clock
+            node = node.parent
+
+    def remove_leaf_page(self, page_id: int) -> None:
+        """Drop the last page of a leaf (a page-granular eviction); an emptied leaf goes."""
+        node = self._node_of.get(page_id)
+        if node is None or not node.is_leaf or node.value[-1] != page_id or node.lock_ref:
+            raise ValueError(f"page_id {page_id} is not the last page of an unlocked leaf")
+        extra = self._extra(node)
+        first_key = self._child_key(node.key, extra)
+        node.value.pop()
+        node.key = node.key[: -self.page_size]
+        del self._node_of[page_id]
+        self._evictable -= 1
+        if not node.value:
+            del node.parent.children[first_key]
 
     # ---- inspection -------------------------------------------------------------------------
 
@@ -223,6 +281,8 @@ class RadixCache:
         assert (evictable, protected) == (self._evictable, self._protected), "sizes drifted"
         pages = self.page_ids()
         assert len(pages) == len(set(pages)), "a page is in the tree twice"
+        assert set(pages) == set(self._node_of), "page map and tree differ"
+        assert all(self._node_of[p].value.count(p) == 1 for p in pages), "page map is stale"
 
     def __repr__(self) -> str:
         return (
@@ -256,6 +316,7 @@ class RadixCache:
         head = self._node(child.key[:n], child.value[: n // size], parent)
         head.lock_ref, head.last_access = child.lock_ref, child.last_access
         parent.children[self._child_key(child.key, extra)] = head
+        self._node_of.update(dict.fromkeys(head.value, head))
         child.key, child.value, child.parent = child.key[n:], child.value[n // size :], head
         head.children[self._child_key(child.key, extra)] = child
         return head

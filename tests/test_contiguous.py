@@ -199,7 +199,7 @@ def test_add_validates_and_changes_nothing(args, error, match):
 
 def test_unknown_request():
     arena = ContiguousKVCache(64, "max", 8)
-    with pytest.raises(UnknownSequenceError, match="'nope' holds no reservation"):
+    with pytest.raises(UnknownSequenceError, match="req_id 'nope' is not a request holding a reservation"):
         arena.free("nope")
     with pytest.raises(KeyError):
         arena.append("nope")
