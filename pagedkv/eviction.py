@@ -71,6 +71,7 @@ class EvictionPolicy(ABC):
         """Called once by the pool that owns the policy: its size, and content_key(page_id),
         the block hash a CACHED page holds. Policies that remember evicted content (ARC,
         S3-FIFO ghosts, pagedkv/eviction_lab.py) use it; the default ignores it."""
+        return None  # an optional hook, deliberately not abstract
 
     def clear(self) -> None:
         self._pages.clear()

@@ -45,7 +45,9 @@ class PrefixIndex:
         """Whether `page` is the one indexed under its own hash (a duplicate is not)."""
         return page.block_hash is not None and self._map.get(page.block_hash) == page.page_id
 
-    def insert_all(self, block_hashes: Sequence[bytes], page_ids: Sequence[int], parent: int | None = None) -> None:
+    def insert_all(
+        self, block_hashes: Sequence[bytes], page_ids: Sequence[int], parent: int | None = None
+    ) -> None:
         """Index full pages; a hash already indexed keeps its page (first one wins).
         (`parent`, the page before them, is for the radix index; a hash chains already.)
 

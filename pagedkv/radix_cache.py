@@ -115,10 +115,10 @@ class RadixCache:
             child = node.children.get(self._child_key(key, extra_key))
             if child is None:
                 break
-            child.last_access = self.clock
             n = self._match_len(child.key, key)
             if n < len(child.key):
-                child = self._split(child, n)
+                child = self._split(child, n)  # the unmatched rest keeps its last access
+            child.last_access = self.clock
             pages += child.value
             node, key = child, key[n:]
         return MatchResult(pages, node)
@@ -146,10 +146,10 @@ class RadixCache:
                 self._evictable += len(values)
                 self._node_of.update(dict.fromkeys(values, leaf))
                 break
-            child.last_access = self.clock
             n = self._match_len(child.key, key)
             if n < len(child.key):
                 child = self._split(child, n)
+            child.last_access = self.clock
             prefix += n
             node, key, values = child, key[n:], values[n // size :]
         return prefix

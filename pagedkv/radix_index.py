@@ -14,10 +14,13 @@ How it fits the pool, and where that differs from SGLang itself:
   is evictable, an ACTIVE one is not; SGLang locks the path of each running request.
 - The pool asks for exactly the pages it needs, so a leaf gives up pages one at a time,
   tail first. SGLang frees whole leaves (`RadixCache.evict`), which can free more.
-- A block's parent must be in the tree for the block to be indexed. The hash chain can
-  index a block whose parent page is a non-indexed duplicate whose original was evicted
-  (an orphan no lookup reaches until the parent is cached again); the tree cannot. This
-  is the one case where the two indexes can give different hit tokens.
+- A block is indexed only if its parent *page* is in the tree. A sequence that recomputed
+  a cached page (an identical prompt recomputes the page of its last token, rule 5) holds
+  a copy the index does not keep; the hash chain still indexes what the sequence writes
+  after the copy (its hash chains through the copy's equal hash), and LRU may later evict
+  the original parent and leave those pages orphaned. The tree keeps them out instead, so
+  every CACHED page stays evictable leaf-first. This, and the leaf-first order it allows,
+  are where the two indexes can serve different hit tokens (tests/test_radix_index.py).
 - The root's children are keyed by the first block's hash, which folds in the extra key
   (the pool hands indexes block hashes, not extra keys): trees of different extra keys
   never share a node, as SGLang's `RadixKey.extra_key` guarantees.
@@ -62,7 +65,9 @@ class RadixPrefixIndex:
             return []
         return self.tree.lookup(token_ids[: len(block_hashes) * self._page_size], block_hashes[0])
 
-    def insert_all(self, block_hashes: Sequence[bytes], page_ids: Sequence[int], parent: int | None = None) -> None:
+    def insert_all(
+        self, block_hashes: Sequence[bytes], page_ids: Sequence[int], parent: int | None = None
+    ) -> None:
         """Add full pages that continue the prefix ending with page `parent` (None: they
         start a prompt). Pages whose prefix is in the tree already are not added."""
         if not page_ids:
@@ -70,10 +75,12 @@ class RadixPrefixIndex:
         if parent is None:
             tokens, pages, extra = [], [], block_hashes[0]
         else:
-            anchor = self._map.get(self._pages[parent].block_hash)  # parent or its original
-            if anchor is None:
-                return  # the parent's content left the tree: no path to hang these pages on
-            tokens, pages, extra = self.tree.path_to(anchor)
+            if self.tree.node_of(parent) is None:
+                # The parent is a recomputed copy of a page in the tree (or its content is
+                # gone): hanging these pages under the original would make a CACHED page
+                # the parent of pages its holders do not hold, so it could not be evicted.
+                return
+            tokens, pages, extra = self.tree.path_to(parent)
         for page_id in page_ids:
             tokens = tokens + self._pages[page_id].token_ids
         self.tree.insert(tokens, pages + list(page_ids), extra)
@@ -110,51 +117,70 @@ class RadixPrefixIndex:
 class LeafLRUEvictionPolicy(EvictionPolicy):
     """SGLang's eviction over the tree: the last page of the least recently used leaf.
 
-    A page's release and a prefix hit on it count as uses (SGLang touches a path when a
-    request matches it and when it inserts at the end); a leaf's pages go tail first, and a
-    parent whose children are all gone becomes a leaf."""
+    A page is used when it is released or revived by a prefix hit, and using a page uses
+    its whole prefix, as a request that matches or inserts a path touches every node on it
+    in SGLang. Times are kept per page (SGLang splits a node where a match ends, so its
+    node times are page-exact too). A leaf's pages go tail first, and a parent whose
+    children are all gone becomes a leaf."""
 
     def __init__(self, tree: RadixCache) -> None:
         super().__init__()
         self.tree = tree
+        self._time: dict[int, int] = {}  # page id -> last use of it or of a page below it
+        self._now = 0
+
+    def _use(self, page_id: int) -> None:
+        now, time, size = self._now, self._time, self.tree.page_size
+        node = self.tree.node_of(page_id)
+        end = node.value.index(page_id) + 1
+        while node is not self.tree.root:
+            for p in reversed(node.value[:end]):
+                if time.get(p) == now:  # this prefix was used in this same call already
+                    return
+                time[p] = now
+            node = node.parent
+            end = len(node.key) // size
 
     def add(self, page_id: int) -> None:
         super().add(page_id)
-        self.tree.touch(page_id)
+        self._now += 1
+        self._use(page_id)
 
     def add_all(self, page_ids: list[int]) -> None:
         super().add_all(page_ids)
-        for page_id in page_ids:  # tail first: a parent is never older than its children
-            self.tree.touch(page_id)
+        self._now += 1
+        for page_id in page_ids:
+            self._use(page_id)
 
     def remove(self, page_id: int) -> None:
         super().remove(page_id)
-        self.tree.touch(page_id)
+        self._now += 1
+        self._use(page_id)
 
     def order(self) -> list[int]:
-        evictable = self._pages
+        evictable, time = self._pages, self._time
         left: dict[RadixNode, int] = {}  # node -> pages not yet given up
         children: dict[RadixNode, int] = {}  # node -> children not yet gone
         heap: list[tuple[int, int, RadixNode]] = []
         for node in self.tree.nodes():
             left[node], children[node] = len(node.value), len(node.children)
             if node.is_leaf and node.value and node.value[-1] in evictable:
-                heap.append((node.last_access, node.node_id, node))
+                heap.append((time[node.value[-1]], node.node_id, node))
         heapq.heapify(heap)
         out = []
         while heap:
-            entry = heapq.heappop(heap)
-            node = entry[2]
+            node = heapq.heappop(heap)[2]
             left[node] -= 1
             out.append(node.value[left[node]])
             if left[node]:
-                if node.value[left[node] - 1] in evictable:
-                    heapq.heappush(heap, entry)
+                tail = node.value[left[node] - 1]
+                if tail in evictable:
+                    heapq.heappush(heap, (time[tail], node.node_id, node))
                 continue
             parent = node.parent
             children[parent] -= 1
             if parent is not self.tree.root and not children[parent] and parent.value[-1] in evictable:
-                heapq.heappush(heap, (parent.last_access, parent.node_id, parent))
+                heapq.heappush(heap, (time[parent.value[-1]], parent.node_id, parent))
         return out
 
     def pop_victim(self) -> int:
@@ -165,5 +191,9 @@ class LeafLRUEvictionPolicy(EvictionPolicy):
         if len(victims) < n:
             raise KeyError(f"{n} victims asked, {len(victims)} evictable")
         for page_id in victims:
-            del self._pages[page_id]
+            del self._pages[page_id], self._time[page_id]
         return victims
+
+    def clear(self) -> None:
+        super().clear()
+        self._time.clear()
