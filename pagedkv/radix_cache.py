@@ -69,8 +69,12 @@ class MatchResult:
 class RadixCache:
     """A page-aligned radix tree from token runs to page ids."""
 
-    def __init__(self, page_size: int = 16) -> None:
+    def __init__(self, page_size: int = 16, extend_leaves: bool = False) -> None:
         self.page_size = check_int("page_size", page_size, 1, 1 << 16)
+        # With extend_leaves, an insert that continues an unlocked leaf lengthens it instead
+        # of hanging a one-run child under it: a run written page by page (the pool indexes
+        # decode pages as they fill) stays one node, as SGLang's insert at finish makes it.
+        self.extend_leaves = extend_leaves
         self.reset()
 
     def reset(self) -> None:
@@ -140,6 +144,11 @@ class RadixCache:
         node.last_access = self.clock
         while key:
             child = node.children.get(self._child_key(key, extra_key))
+            if child is None and self.extend_leaves and node.is_leaf and not node.lock_ref:
+                node.key, node.value = node.key + key, node.value + values
+                self._evictable += len(values)
+                self._node_of.update(dict.fromkeys(values, node))
+                break
             if child is None:
                 leaf = self._node(key, values, node)
                 node.children[self._child_key(key, extra_key)] = leaf

@@ -44,7 +44,7 @@ class RadixPrefixIndex:
     def __init__(self, pages: Sequence[Page], page_size: int) -> None:
         self._pages = pages  # the pool's pages: their token ids are the tree's keys
         self._page_size = page_size
-        self.tree = RadixCache(page_size)
+        self.tree = RadixCache(page_size, extend_leaves=True)
         self._map: dict[bytes, int] = {}  # block hash -> page id, for the pages in the tree
 
     def __len__(self) -> int:
