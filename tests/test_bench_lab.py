@@ -27,3 +27,15 @@ def test_bench_eviction_is_seeded():
     one = eviction.run(quick=True, seed=4, workloads="scan", policies="lru,arc")
     two = eviction.run(quick=True, seed=4, workloads="scan", policies="lru,arc")
     assert one.rows == two.rows and one.data == two.data
+
+
+def test_bench_radix_quick(tmp_path, capsys):
+    report = bench(tmp_path, capsys, "radix", "--workload", "zipf", "--cache-tokens", "1024")
+    results = report["data"]["results"]
+    hashed, radix, sglang = results["hash"], results["radix"], results["sglang"]
+    assert [row["index"] for row in report["rows"]] == ["hash", "radix", "sglang"]
+    assert hashed["evictions"] > 0  # the cache is under pressure
+    assert radix["hit_tokens"] == hashed["hit_tokens"] and radix["evictions"] == hashed["evictions"]
+    assert hashed["entries"] == hashed["cached_pages"]  # one block hash per cached page
+    assert radix["entries"] < radix["cached_pages"] == hashed["cached_pages"]  # runs of pages per node
+    assert sglang["query_tokens"] == hashed["query_tokens"]

@@ -33,6 +33,7 @@ BENCHMARKS = {  # name -> module
     "wal": "pagedkv.bench.wal",
     "api": "pagedkv.bench.api",
     "eviction": "pagedkv.bench.eviction",
+    "radix": "pagedkv.bench.radix",
 }
 
 
