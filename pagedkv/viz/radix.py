@@ -55,7 +55,9 @@ def plot_radix_tree(
     title: str | None = None,
     width: int = 20,
 ):
-    """Draw the tree into `ax` (a new figure if None); returns the Axes."""
+    """Draw the tree into `ax`; with no `ax`, into a new Figure, which is returned (Jupyter
+    shows it); otherwise the Axes is returned."""
+    fig = None
     if ax is None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -92,12 +94,20 @@ def plot_radix_tree(
             bbox=dict(boxstyle="round,pad=0.4", fc=COLORS.get(state, "#DDDDDD"), ec="#333333"),
             zorder=2,
         )
+    if page_state:
+        from matplotlib.patches import Patch
+
+        handles = [Patch(fc=COLORS[s], ec="#333333", label=s) for s in ("ACTIVE", "CACHED")]
+        ax.legend(handles=handles, fontsize=12, loc="upper right", frameon=False)
     xs = [x for x, _ in where.values()]
     depth = max(d for _, d in where.values())
     ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
     ax.set_ylim(-depth - 0.6, 0.5)
     ax.axis("off")
     ax.set_title(title or f"{tree.num_nodes} nodes, {tree.total_size()} pages", fontsize=13)
+    if fig is not None:
+        fig.tight_layout()
+        return fig
     return ax
 
 
