@@ -323,6 +323,10 @@ class KVCachePool:
         (what the eviction policy was given; its order() follows from it). Only a fresh pool
         (clock 0, every page FREE, no sequences) accepts it; the caller restores the
         SequenceManager's sequences next and then calls check_invariants()."""
+        if self.config.prefix_index != "hash":  # a tree is not rebuilt from page metadata
+            raise ValueError(
+                f"restore rebuilds a prefix_index='hash' pool; this one is {self.config.prefix_index!r}"
+            )
         if self.clock or self._manager and len(self._manager) or len(self.free_queue) != self.num_pages:
             raise ValueError("restore needs a fresh pool (clock 0, every page FREE, no sequences)")
         if len(pages) != self.num_pages:

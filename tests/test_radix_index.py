@@ -237,3 +237,41 @@ def test_bad_config():
         CacheConfig(num_pages=4, prefix_index="trie")
     with pytest.raises(ConfigError, match="eviction_policy must be 'lru' with it, got 'arc'"):
         CacheConfig(num_pages=4, prefix_index="radix", eviction_policy="arc")
+
+
+@pytest.mark.parametrize("preemption_mode", ["recompute", "swap"])
+def test_the_scheduler_runs_on_the_radix_pool_and_matches_recomputation(preemption_mode):
+    """Overlapping requests, prefix hits between running sequences, preemption: the
+    scheduler does not know which index the pool uses, and the tokens stay exact."""
+    from pagedkv import Scheduler
+    from pagedkv.workloads import Request
+
+    model = TinyLM(seed=1)
+    system = "Answer in one word. "
+    questions = ["Sky?", "Sea?", "Sky?", "Fire, water or air?", "Sea?", "Night?"]
+    requests = [Request(f"q{i}", model.encode(system + q), 8) for i, q in enumerate(questions)]
+    outputs = {}
+    for prefix_index in ("hash", "radix"):
+        pool = KVCachePool(model.cache_config(num_pages=12, page_size=4, prefix_index=prefix_index))
+        sched = Scheduler(
+            SequenceManager(pool),
+            model,
+            max_num_seqs=4,
+            max_num_batched_tokens=64,
+            preemption_mode=preemption_mode,
+            swap_space_pages=16,
+        )
+        sched.add_requests(requests)
+        outputs[prefix_index] = sched.run()
+        assert sched.stats.preemptions > 0  # the pool is tight: sequences are preempted
+        pool.check_invariants()
+        assert pool.stats.prefix_hits > 0
+    for r in requests:
+        want = model.generate_reference(r.prompt_token_ids, r.max_new_tokens)
+        assert outputs["radix"][r.req_id] == outputs["hash"][r.req_id] == want, r.req_id
+
+
+def test_restore_refuses_a_radix_pool():
+    pool, _ = make_pool(4, 2)
+    with pytest.raises(ValueError, match="prefix_index='hash'"):
+        pool.restore([], [], {}, 0)
