@@ -34,6 +34,7 @@ from .free_queue import FreeQueue
 from .invariants import check_invariants
 from .page import Page, PageState
 from .prefix_index import PrefixIndex
+from .radix_index import RadixPrefixIndex
 from .snapshot import PoolSnapshot, PoolStats, take_snapshot
 from .validation import check_array, check_instance, check_int
 
@@ -62,13 +63,14 @@ class KVCachePool:
         # page id -> Page. Read it freely; change pages only through the verbs below.
         self.pages: tuple[Page, ...] = tuple(Page(pid, kv_cache) for pid in range(config.num_pages))
         self.free_queue = FreeQueue(range(config.num_pages))
-        self.prefix_index = PrefixIndex(self.pages, config.page_size)
-        self.eviction: EvictionPolicy = make_eviction_policy(config.eviction_policy)
+        self.prefix_index: PrefixIndex | RadixPrefixIndex
+        self.eviction: EvictionPolicy
         if config.prefix_index == "radix":  # SGLang's tree and its leaf-first LRU
-            from .radix_index import RadixPrefixIndex
-
-            self.prefix_index = RadixPrefixIndex(self.pages, config.page_size)
-            self.eviction = self.prefix_index.eviction_policy()
+            tree_index = RadixPrefixIndex(self.pages, config.page_size)
+            self.prefix_index, self.eviction = tree_index, tree_index.eviction_policy()
+        else:
+            self.prefix_index = PrefixIndex(self.pages, config.page_size)
+            self.eviction = make_eviction_policy(config.eviction_policy)
         self.eviction.attach(config.num_pages, self._content_key)
         self.stats = PoolStats()
         self.clock = 0  # logical: one tick per successful operation

@@ -31,6 +31,7 @@ from .hit_rate_lab import num_pages_for
 from .lab_workloads import LabRequest
 from .pool import KVCachePool
 from .radix_cache import RadixCache
+from .radix_index import RadixPrefixIndex
 from .sequence import SequenceManager
 
 INDEXES = ("hash", "radix", "sglang")
@@ -71,7 +72,8 @@ def pool_replay(
             seqs.append_slot(r.req_id, token)
         seqs.free(r.req_id)
     stats = pool.stats
-    entries = pool.prefix_index.tree.num_nodes if index == "radix" else len(pool.prefix_index)
+    tree_index = pool.prefix_index
+    entries = tree_index.tree.num_nodes if isinstance(tree_index, RadixPrefixIndex) else len(tree_index)
     return IndexResult(
         index, stats.prefix_hits, stats.prefix_queries, stats.evictions, entries, len(pool.prefix_index)
     )
