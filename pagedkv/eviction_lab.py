@@ -37,7 +37,7 @@ and ageing of LFU counts.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 
 from .eviction import EvictionPolicy
 
@@ -274,6 +274,7 @@ class S3FIFOEvictionPolicy(_GhostPolicy):
                 freq[in_main] -= 1
                 main.move_to_end(in_main)
                 continue
+            assert in_main is not None, "pop_victim checks that something is evictable"
             del main[in_main]
             return in_main
 
@@ -309,7 +310,7 @@ class PinnedLRUEvictionPolicy(_GhostPolicy):
     """LRU that evicts a pinned page (its block hash is in `pinned`) only when nothing else
     is evictable: "pin the system prompts", as users of vLLM have asked for."""
 
-    def __init__(self, pinned: set[Hashable] = frozenset()) -> None:
+    def __init__(self, pinned: Iterable[Hashable] = ()) -> None:
         super().__init__()
         self.pinned = set(pinned)  # block hashes of pinned content
 

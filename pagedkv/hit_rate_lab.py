@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .config import CacheConfig
@@ -145,7 +145,9 @@ def most_reused_pages(requests: Sequence[LabRequest], budget: int, page_size: in
     return {h for h, n in counts.most_common(budget) if n > 1}
 
 
-def make_policy(name: str, requests: Sequence[LabRequest], cache_tokens: int, page_size: int):
+def make_policy(
+    name: str, requests: Sequence[LabRequest], cache_tokens: int, page_size: int
+) -> str | EvictionPolicy:
     """A policy name of the lab, or "lru+pin": LRU pinning the most reused pages, up to a
     quarter of the cache."""
     if name != "lru+pin":
@@ -155,18 +157,23 @@ def make_policy(name: str, requests: Sequence[LabRequest], cache_tokens: int, pa
 
 
 def hit_rate_curves(
-    workloads: dict[str, Sequence[LabRequest]],
+    workloads: Mapping[str, Sequence[LabRequest]],
     policies: Sequence[str],
     cache_sizes: Sequence[int],
     page_size: int = 16,
 ) -> dict[str, dict[str, list[float]]]:
-    """workload -> policy -> hit rate at each cache size (in tokens), in order."""
+    """workload -> policy -> hit rate at each cache size (in tokens), in order. Besides the
+    names `make_policy` knows, "leaf-lru" is SGLang's leaf-first LRU: the pool with the
+    radix tree as its prefix index (`CacheConfig(prefix_index="radix")`)."""
+
+    def rate(policy: str, requests: Sequence[LabRequest], cache_tokens: int) -> float:
+        if policy == "leaf-lru":
+            return replay(requests, cache_tokens, "lru", page_size, prefix_index="radix").hit_rate
+        chosen = make_policy(policy, requests, cache_tokens, page_size)
+        return replay(requests, cache_tokens, chosen, page_size).hit_rate
+
     return {
-        w: {
-            p: [replay(reqs, c, make_policy(p, reqs, c, page_size), page_size).hit_rate for c in cache_sizes]
-            for p in policies
-        }
-        for w, reqs in workloads.items()
+        w: {p: [rate(p, reqs, c) for c in cache_sizes] for p in policies} for w, reqs in workloads.items()
     }
 
 
@@ -178,7 +185,7 @@ def lru_verdict(rates: dict[str, dict[str, float]], margin: float = 0.01) -> lis
     for workload, by_policy in rates.items():
         lru = by_policy["lru"]
         others = {p: r for p, r in by_policy.items() if p != "lru"}
-        best = max(others, key=others.get)
+        best = max(others, key=lambda p: others[p])
         winners = [p for p, r in others.items() if r - lru > margin]
         if winners:
             lines.append(

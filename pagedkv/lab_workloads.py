@@ -22,6 +22,7 @@ next, as `pagedkv.experiments` does), real text, and output lengths tied to the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,7 +144,7 @@ def scan_mix(
     return out
 
 
-LAB_WORKLOADS = {  # name -> generator(seed=...) with the lab's default sizes
+LAB_WORKLOADS: dict[str, Callable[..., list[LabRequest]]] = {  # name -> generator(seed=...)
     "chat": multi_turn_chat,
     "zipf": zipf_system_prompts,
     "rag": rag_documents,

@@ -172,7 +172,7 @@ class RadixCache:
                 self._evictable -= len(node.value)
                 self._protected += len(node.value)
             node.lock_ref += 1
-            node = node.parent
+            node = self._parent(node)
 
     def dec_lock_ref(self, node: RadixNode) -> None:
         """The request no longer uses the path root..node."""
@@ -183,7 +183,7 @@ class RadixCache:
             if node.lock_ref == 0:
                 self._protected -= len(node.value)
                 self._evictable += len(node.value)
-            node = node.parent
+            node = self._parent(node)
 
     def evict(self, num_pages: int) -> list[int]:
         """Free unlocked leaves, least recently accessed first, until at least `num_pages`
@@ -199,7 +199,7 @@ class RadixCache:
             self._evictable -= len(leaf.value)
             for page_id in leaf.value:
                 del self._node_of[page_id]
-            parent = leaf.parent
+            parent = self._parent(leaf)
             del parent.children[next(k for k, c in parent.children.items() if c is leaf)]
             if parent.is_leaf and not parent.lock_ref:
                 heapq.heappush(heap, (parent.last_access, parent.node_id, parent))
@@ -233,14 +233,14 @@ class RadixCache:
         tokens, pages = node.key[: end * self.page_size], node.value[:end]
         extra = self._extra(node)
         while node.parent is not self.root:
-            node = node.parent
+            node = self._parent(node)
             tokens, pages = node.key + tokens, node.value + pages
         return tokens, pages, extra
 
     def touch(self, page_id: int) -> None:
         """The page was used now: its node and every ancestor get the next clock value."""
         self.clock += 1
-        node = self._node_of[page_id]
+        node: RadixNode | None = self._node_of[page_id]
         while node is not None:
             node.last_access = self.clock
             node = node.parent
@@ -257,7 +257,7 @@ class RadixCache:
         del self._node_of[page_id]
         self._evictable -= 1
         if not node.value:
-            del node.parent.children[first_key]
+            del self._parent(node).children[first_key]
 
     # ---- inspection -------------------------------------------------------------------------
 
@@ -280,7 +280,7 @@ class RadixCache:
             if node is self.root:
                 continue
             assert node.key and len(node.key) == len(node.value) * self.page_size, node.node_id
-            assert node.parent.children.get(self._child_key(node.key, self._extra(node))) is node
+            assert self._parent(node).children.get(self._child_key(node.key, self._extra(node))) is node
             locks = sum(c.lock_ref for c in node.children.values())
             assert node.lock_ref >= locks, f"node {node.node_id}: lock_ref below its children's"
             if node.lock_ref:
@@ -305,11 +305,16 @@ class RadixCache:
         self._next_id += 1
         return RadixNode(key, value, parent, last_access=self.clock, node_id=self._next_id - 1)
 
+    @staticmethod
+    def _parent(node: RadixNode) -> RadixNode:
+        assert node.parent is not None, "the root has no parent"
+        return node.parent
+
     def _child_key(self, key: Sequence[int], extra_key: Hashable) -> tuple:
         return (extra_key, tuple(key[: self.page_size]))
 
     def _extra(self, node: RadixNode) -> Hashable:
-        return next(k for k, c in node.parent.children.items() if c is node)[0]
+        return next(k for k, c in self._parent(node).children.items() if c is node)[0]
 
     def _match_len(self, a: Sequence[int], b: Sequence[int]) -> int:
         """Tokens of the longest common whole-page prefix of a and b."""
@@ -320,7 +325,7 @@ class RadixCache:
 
     def _split(self, child: RadixNode, n: int) -> RadixNode:
         """Cut `child` after n tokens: a new node takes the first part, child keeps the rest."""
-        size, parent = self.page_size, child.parent
+        size, parent = self.page_size, self._parent(child)
         extra = self._extra(child)
         head = self._node(child.key[:n], child.value[: n // size], parent)
         head.lock_ref, head.last_access = child.lock_ref, child.last_access

@@ -31,7 +31,7 @@ Leaves out: checkpoints (`KVCachePool.restore` rebuilds a hash index only).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 
 from .eviction import EvictionPolicy
 from .page import Page
@@ -72,6 +72,9 @@ class RadixPrefixIndex:
         start a prompt). Pages whose prefix is in the tree already are not added."""
         if not page_ids:
             return
+        tokens: list[int]
+        pages: list[int]
+        extra: Hashable
         if parent is None:
             tokens, pages, extra = [], [], block_hashes[0]
         else:
@@ -132,8 +135,9 @@ class LeafLRUEvictionPolicy(EvictionPolicy):
     def _use(self, page_id: int) -> None:
         now, time, size = self._now, self._time, self.tree.page_size
         node = self.tree.node_of(page_id)
+        assert node is not None, f"page {page_id} is not in the tree"
         end = node.value.index(page_id) + 1
-        while node is not self.tree.root:
+        while node.parent is not None:  # up to the root, which holds no page
             for p in reversed(node.value[:end]):
                 if time.get(p) == now:  # this prefix was used in this same call already
                     return
@@ -178,6 +182,7 @@ class LeafLRUEvictionPolicy(EvictionPolicy):
                     heapq.heappush(heap, (time[tail], node.node_id, node))
                 continue
             parent = node.parent
+            assert parent is not None, "the root is never a victim"
             children[parent] -= 1
             if parent is not self.tree.root and not children[parent] and parent.value[-1] in evictable:
                 heapq.heappush(heap, (time[parent.value[-1]], parent.node_id, parent))

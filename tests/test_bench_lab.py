@@ -15,7 +15,8 @@ def test_bench_eviction_quick(tmp_path, capsys):
     table, curves = data["table"], data["curves"]
     assert set(table) == {"chat", "zipf", "rag", "scan"}
     for workload, by_policy in curves.items():
-        assert set(by_policy) == {"lru", "fifo", "lfu", "arc", "s3fifo", "lru+pin"}
+        assert set(by_policy) == {"lru", "leaf-lru", "fifo", "lfu", "arc", "s3fifo", "lru+pin"}
+        assert by_policy["leaf-lru"] == by_policy["lru"]  # tail-first release makes LRU leaf-first
         lru = by_policy["lru"]
         assert lru == sorted(lru), workload  # LRU's hit rate never falls as the cache grows
         assert all(0 <= r <= 1 for rates in by_policy.values() for r in rates)

@@ -3,9 +3,10 @@
 Every stream of `pagedkv.lab_workloads` (multi-turn chat, Zipf-popular system prompts, RAG
 documents, a scan of one-off long prompts mixed into Zipf traffic) is replayed one request
 at a time through pools of several sizes, once per policy (`pagedkv.hit_rate_lab.replay`):
-LRU (vLLM), FIFO, LFU, ARC, S3-FIFO and LRU with the most reused pages pinned
-("lru+pin"). The table is the hit rate of every policy on every workload at one cache size;
-the notes say where LRU loses and to what; `--json` writes the curves (hit rate at each
+LRU (vLLM), SGLang's leaf-first LRU over its radix tree ("leaf-lru"), FIFO, LFU, ARC,
+S3-FIFO and LRU with the most reused pages pinned ("lru+pin"). The table is the hit rate
+of every policy on every workload at one cache size; the notes say where LRU loses and to
+what; `--json` writes the curves (hit rate at each
 size), `--plot` draws them. All of it is bookkeeping with seeded streams: the same numbers
 on every machine.
 """
@@ -20,8 +21,8 @@ from ..hit_rate_lab import hit_rate_curves, lru_verdict
 from ..lab_workloads import lab_workload
 from . import Report
 
-HELP = "prefix hit rate vs cache size: LRU, FIFO, LFU, ARC, S3-FIFO, pinned LRU x 4 workloads"
-POLICIES = "lru,fifo,lfu,arc,s3fifo,lru+pin"
+HELP = "prefix hit rate vs cache size: LRU, leaf-first LRU, FIFO, LFU, ARC, S3-FIFO, pinned LRU x 4 streams"
+POLICIES = "lru,leaf-lru,fifo,lfu,arc,s3fifo,lru+pin"
 WORKLOADS = "chat,zipf,rag,scan"
 COLORS = {
     "lru": "#000000",
@@ -109,6 +110,7 @@ def figure(report: Report):
                 100 * np.asarray(rates),
                 marker="o",
                 lw=2.5 if policy == "lru" else 1.8,
+                ls="--" if policy == "leaf-lru" else "-",  # it lies on LRU's line
                 color=COLORS.get(policy),
                 label=policy,
             )
