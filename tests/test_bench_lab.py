@@ -40,3 +40,18 @@ def test_bench_radix_quick(tmp_path, capsys):
     assert hashed["entries"] == hashed["cached_pages"]  # one block hash per cached page
     assert radix["entries"] < radix["cached_pages"] == hashed["cached_pages"]  # runs of pages per node
     assert sglang["query_tokens"] == hashed["query_tokens"]
+
+
+def test_bench_bad_input_names_the_argument():
+    import pytest
+
+    from pagedkv.bench import radix
+
+    with pytest.raises(ValueError, match=r"cache_tokens must be at least one page \(16 tokens\), got 8"):
+        eviction.run(quick=True, cache_tokens=8, workloads="zipf")
+    with pytest.raises(ValueError, match=r"cache_tokens=64 \(4 pages of 16\) cannot hold the longest"):
+        radix.run(quick=True, cache_tokens=64)
+    with pytest.raises(ValueError, match=r"eviction_policy must be one of .* got 'belady'"):
+        eviction.run(quick=True, policies="lru,belady", workloads="zipf")
+    with pytest.raises(ValueError, match="workload must be one of"):
+        eviction.run(quick=True, workloads="video")

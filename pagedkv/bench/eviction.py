@@ -17,7 +17,7 @@ import argparse
 
 import numpy as np
 
-from ..hit_rate_lab import hit_rate_curves, lru_verdict
+from ..hit_rate_lab import hit_rate_curves, lru_verdict, num_pages_for
 from ..lab_workloads import lab_workload
 from . import Report
 
@@ -63,10 +63,11 @@ def run(
     if quick:
         sizes = "1024,4096"
     cache_sizes = sorted({int(s) for s in _names(sizes, "sizes")} | {cache_tokens})
-    if cache_sizes[0] < 512:
-        cache_sizes = [c for c in cache_sizes if c >= 512]  # smaller cannot hold a chat turn
     policy_names, workload_names = _names(policies, "policies"), _names(workloads, "workloads")
     streams = {w: lab_workload(w, seed=seed) for w in workload_names}
+    for requests in streams.values():  # a clear error before any replay
+        num_pages_for(requests, cache_tokens, page_size)
+        num_pages_for(requests, cache_sizes[0], page_size)
     curves = hit_rate_curves(streams, policy_names, cache_sizes, page_size)
     at = cache_sizes.index(cache_tokens)
     table = {w: {p: curves[w][p][at] for p in policy_names} for w in workload_names}
