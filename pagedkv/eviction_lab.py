@@ -24,8 +24,8 @@ Adapted to a page pool, and said so: the policies order *pages*; content is name
 block hash (`attach` gives the policy a way to read it), which is what ghosts remember.
 Pages that are ACTIVE keep their place in FIFO/S3-FIFO queues but are skipped when a
 victim is chosen. SGLang's leaf-first LRU is the radix tree's own eviction
-(`pagedkv.radix_cache`); on the hash chain it equals LRU, because a page's children are
-always released before it (pagedkv/hit_rate_lab.py shows both).
+(`LeafLRUEvictionPolicy` in pagedkv/radix_index.py, "leaf-lru" in `bench eviction`); on the
+lab's streams it equals LRU, because a request releases its pages tail first.
 
 `PinnedLRUEvictionPolicy` is LRU that keeps pinned content (given by block hash) until
 nothing else is left to evict.

@@ -25,8 +25,9 @@ How it differs from the hash chain (pagedkv/pool.py, docs in notebook 09):
   hash index holds 40 entries. Eviction is node-granular: a leaf goes whole, even when a
   single page was needed, so the tree can evict more pages than the hash chain does.
 - The order of victims is last *access* (match or insert), leaves only; vLLM's is release
-  order over all CACHED pages. A page's children are always released before it, so vLLM's
-  LRU is leaf-first too, but an interior run can outlive a leaf that was used later.
+  order over all CACHED pages. A request releases its pages tail first, so vLLM's LRU is
+  leaf-first too, with one exception: pages written after a recomputed copy of a cached
+  page (pagedkv/radix_index.py).
 
 Leaves out: SGLang's host (CPU) tier, the C++ tree, KV events, eviction strategies other
 than LRU, and page_size 1's token-by-token children (page_size 1 works, one token per page).

@@ -14,6 +14,8 @@ How it fits the pool, and where that differs from SGLang itself:
   is evictable, an ACTIVE one is not; SGLang locks the path of each running request.
 - The pool asks for exactly the pages it needs, so a leaf gives up pages one at a time,
   tail first. SGLang frees whole leaves (`RadixCache.evict`), which can free more.
+- An insert that continues a leaf lengthens it (`extend_leaves`), so a run written page by
+  page is one node; SGLang adds a child per insert (a node per chat turn, say).
 - A block is indexed only if its parent *page* is in the tree. A sequence that recomputed
   a cached page (an identical prompt recomputes the page of its last token, rule 5) holds
   a copy the index does not keep; the hash chain still indexes what the sequence writes
