@@ -46,26 +46,8 @@ def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: in
     return f"{text!r}\npages {pages}" if decode else f"{text}\npages {pages}"
 
 
-def plot_radix_tree(
-    tree: RadixCache,
-    ax=None,
-    *,
-    decode: Callable[[list[int]], str] | None = None,
-    page_state: Callable[[int], str] | None = None,
-    title: str | None = None,
-    width: int = 20,
-):
-    """Draw the tree into `ax`; with no `ax`, into a new Figure, which is returned (Jupyter
-    shows it); otherwise the Axes is returned."""
-    fig = None
-    if ax is None:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
-        fig = Figure(figsize=(10, 5))
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-    where = _layout(tree)
+def _draw(ax, tree: RadixCache, where, decode, page_state, width: int) -> None:
+    """Edges, then one box per node (the root a circle)."""
     for node, (x, depth) in where.items():
         if node.parent is not None:
             px, pdepth = where[node.parent]
@@ -94,6 +76,29 @@ def plot_radix_tree(
             bbox=dict(boxstyle="round,pad=0.4", fc=COLORS.get(state, "#DDDDDD"), ec="#333333"),
             zorder=2,
         )
+
+
+def plot_radix_tree(
+    tree: RadixCache,
+    ax=None,
+    *,
+    decode: Callable[[list[int]], str] | None = None,
+    page_state: Callable[[int], str] | None = None,
+    title: str | None = None,
+    width: int = 20,
+):
+    """Draw the tree into `ax`; with no `ax`, into a new Figure, which is returned (Jupyter
+    shows it); otherwise the Axes is returned."""
+    fig = None
+    if ax is None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(10, 5))
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+    where = _layout(tree)
+    _draw(ax, tree, where, decode, page_state, width)
     if page_state:
         from matplotlib.patches import Patch
 
