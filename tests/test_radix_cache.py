@@ -4,6 +4,7 @@ isolation), checked against a plain dict of prefixes."""
 
 from __future__ import annotations
 
+import copy
 import random
 
 import pytest
@@ -129,3 +130,16 @@ def test_random_inserts_match_a_dict_of_prefixes(page_size):
         assert cache.match_prefix(probe, extra).page_ids == want
         assert cache.total_size() == len(oracle)
         cache.check()
+
+
+def test_the_growth_picture_shows_each_step():
+    from pagedkv.viz.radix import plot_radix_growth
+
+    cache = RadixCache(page_size=2)
+    cache.insert([1, 2, 3, 4], [0, 1])
+    before = copy.deepcopy(cache)
+    cache.match_prefix([1, 2, 9, 9])  # splits [1, 2, 3, 4]
+    fig = plot_radix_growth([("before", before), ("after the split", cache)])
+    texts = [sorted(t.get_text() for t in ax.texts) for ax in fig.axes]
+    assert [ax.get_title() for ax in fig.axes] == ["before", "after the split"]
+    assert texts == [["1 2 3 4\npages 0, 1", "root"], ["1 2\npages 0", "3 4\npages 1", "root"]]
