@@ -27,7 +27,7 @@ import bisect
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from .validation import check_choice, check_int, check_known, check_seq_id
+from .validation import check_choice, check_int, check_known, check_new, check_seq_id
 
 POLICIES = ("max", "pow2", "oracle")
 
@@ -138,9 +138,7 @@ class ContiguousKVCache:
         """Reserve a range for a request holding `prompt_len` tokens that will grow to
         `final_len`; returns its start slot. Raises NoContiguousHoleError (changing nothing)
         when no hole fits the policy's reservation."""
-        check_seq_id("req_id", req_id)
-        if req_id in self._requests:
-            raise ValueError(f"req_id {req_id!r} already holds a reservation")
+        check_new("req_id", check_seq_id("req_id", req_id), self._requests, "holding a reservation")
         check_int("final_len", final_len, 1, self.max_seq_len)
         check_int("prompt_len", prompt_len, 1, final_len)
         length = self.reservation_size(final_len)

@@ -27,7 +27,8 @@ class Event(NamedTuple):
     """One thing that happened to a page, for event logs, plots and metrics."""
 
     clock: int
-    kind: str  # allocate | evict | prefix_hit | fork | cow | cache | free | reset
+    kind: str  # allocate | evict | prefix_hit | fork | cow | cache | free | reset (the
+    # Scheduler sends preempt | resume with page_id -1 to its own listeners)
     page_id: int
     seq_id: Hashable | None = None
     detail: str = ""

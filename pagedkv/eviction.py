@@ -121,7 +121,11 @@ def make_eviction_policy(name: str) -> EvictionPolicy:
     """The policy a `CacheConfig.eviction_policy` names."""
     from .eviction_lab import LAB_POLICIES  # they subclass EvictionPolicy, defined above
 
-    policies = {"lru": LRUEvictionPolicy, "mru": MRUEvictionPolicy, **LAB_POLICIES}
+    policies: dict[str, type[EvictionPolicy]] = {
+        "lru": LRUEvictionPolicy,
+        "mru": MRUEvictionPolicy,
+        **LAB_POLICIES,
+    }
     if name not in policies:
         raise ValueError(f"eviction_policy must be one of {sorted(policies)}, got {name!r}")
     return policies[name]()

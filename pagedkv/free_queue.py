@@ -45,6 +45,12 @@ class FreeQueue:
         """A page became FREE (its tokens and hash already dropped)."""
         heapq.heappush(self._heap, page_id)
 
+    def extend(self, page_ids: Iterable[int]) -> None:
+        """Several pages became FREE."""
+        heap, push = self._heap, heapq.heappush
+        for page_id in page_ids:
+            push(heap, page_id)
+
     def peek_n(self, n: int) -> list[int]:
         """The page ids `popleft_n(n)` would return, removing nothing."""
         return heapq.nsmallest(n, self._heap)

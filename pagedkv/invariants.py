@@ -2,10 +2,10 @@
 
 Tests call it after every operation; mini-sglang calls its equivalent `check_integrity`.
 It recounts everything from the block tables and the pages instead of trusting any
-counter: each page in exactly one state; ref counts equal block-table membership (rule 3);
-block tables hold the right number of pages with the sequence's tokens (rule 2); FREE
-pages empty; CACHED pages full, indexed and evictable (rule 6); index and pages agree;
-every full page in a block table carries the chained hash of its tokens (rule 4); nothing
+counter: each page in exactly one state; ref counts equal block-table membership (docs/design.md rule 3);
+block tables hold the right number of pages with the sequence's tokens (docs/design.md rule 2); FREE
+pages empty; CACHED pages full, indexed and evictable (docs/design.md rule 6); index and pages agree;
+every full page in a block table carries the chained hash of its tokens (docs/design.md rule 4); nothing
 cached when prefix caching is off.
 
 It takes the pool and the sequence manager as two arguments and reads only their public
@@ -54,14 +54,14 @@ def check_invariants(pool: KVCachePool, seqs: SequenceManager | None = None) -> 
 
 
 def _check_block_tables(pool: KVCachePool, seqs: SequenceManager | None) -> list[int]:
-    """Rules 2 and 4 for every block table; returns the number of tables holding each page."""
+    """docs/design.md rules 2 and 4 for every block table; returns the number of tables holding each page."""
     holders = [0] * pool.num_pages
     size, caching = pool.page_size, pool.config.enable_prefix_caching
     for seq_id, seq in (seqs.sequences if seqs is not None else {}).items():
         table = seq.block_table
         _require(
             len(table) == num_blocks(seq.num_tokens, size),
-            f"sequence {seq_id!r}: {len(table)} pages for {seq.num_tokens} tokens (rule 2)",
+            f"sequence {seq_id!r}: {len(table)} pages for {seq.num_tokens} tokens (docs/design.md rule 2)",
         )
         _require(len(set(table)) == len(table), f"sequence {seq_id!r}: page twice in table")
         parent = None
@@ -73,17 +73,18 @@ def _check_block_tables(pool: KVCachePool, seqs: SequenceManager | None) -> list
                 page.token_ids == expect,
                 f"sequence {seq_id!r} block {i}: page {page_id} holds other tokens",
             )
-            if caching and len(expect) == size:  # rule 4: full pages are hashed
+            if caching and len(expect) == size:  # docs/design.md rule 4: full pages are hashed
                 parent = hash_block_tokens(parent, expect, seq.extra_key if i == 0 else None)
                 _require(
                     page.block_hash == parent,
-                    f"sequence {seq_id!r} block {i}: page {page_id}'s hash is not the chain's (rule 4)",
+                    f"sequence {seq_id!r} block {i}: page {page_id}'s hash is not the chain's "
+                    "(docs/design.md rule 4)",
                 )
     return holders
 
 
 def _check_pages(pool: KVCachePool, holders: list[int]) -> None:
-    """Each page in exactly one state, with the ref count its holders give it (rule 3)."""
+    """Each page in exactly one state, with the ref count its holders give it (docs/design.md rule 3)."""
     free = pool.free_queue.page_ids()
     free_set = set(free)
     _require(len(free_set) == len(free), "free queue holds a page twice")
@@ -92,7 +93,7 @@ def _check_pages(pool: KVCachePool, holders: list[int]) -> None:
         pid, state = page.page_id, page.state
         _require(
             page.ref_count == holders[pid],
-            f"page {pid}: ref_count {page.ref_count} != {holders[pid]} block tables (rule 3)",
+            f"page {pid}: ref_count {page.ref_count} != {holders[pid]} block tables (docs/design.md rule 3)",
         )
         _require((pid in free_set) == (state is FREE), f"page {pid}: free queue vs {state.name}")
         _require(
@@ -107,8 +108,10 @@ def _check_pages(pool: KVCachePool, holders: list[int]) -> None:
             _require(page.ref_count == 0, f"CACHED page {pid} has ref_count {page.ref_count}")
             _require(
                 page.num_tokens == pool.page_size and pool.prefix_index.holds(page),
-                f"CACHED page {pid} is not full and indexed (rule 6)",
+                f"CACHED page {pid} is not full and indexed (docs/design.md rule 6)",
             )
         _require(page.num_tokens <= pool.page_size, f"page {pid} overfull")
         if page.block_hash is not None:
-            _require(page.num_tokens == pool.page_size, f"partial page {pid} has a hash (rule 4)")
+            _require(
+                page.num_tokens == pool.page_size, f"partial page {pid} has a hash (docs/design.md rule 4)"
+            )

@@ -14,7 +14,7 @@ justifies it, between `tick()` and `publish()`.
 Faithful to vLLM: LRU eviction in release order; CACHED pages count as free in `usage`
 (`kv_cache_usage_perc`); blocks are indexed when they fill, before their K/V are
 computed, on the promise that the step that filled them computes them (`SequenceManager`).
-Deliberately different (docs/design.md, "Faithful and different"): FREE pages are used
+Deliberately different (docs/design.md, "Deliberately different"): FREE pages are used
 before any CACHED page is evicted; one page per hash; the K/V of all layers are stacked
 into one array [layers, 2, ...] so the store can be a single file-backed memmap
 (`kv_cache[layer]` is vLLM's per-layer layout).
@@ -127,7 +127,7 @@ class KVCachePool:
     lookup = get_cached_block  # the name notebooks use
 
     def find_longest_cache_hit(self, block_hashes: Sequence[bytes], token_ids: Sequence[int]) -> list[int]:
-        """Pages holding the longest verified prefix of a prompt's block hashes (rule 5)."""
+        """Pages holding the longest verified prefix of a prompt's block hashes (docs/design.md rule 5)."""
         return self.prefix_index.find_longest_cache_hit(block_hashes, token_ids)
 
     def add_listener(self, callback: Callable[[Event], None]) -> None:
@@ -160,7 +160,7 @@ class KVCachePool:
     # ---- one operation: tick, change pages, publish ----------------------------------------
 
     def tick(self) -> int:
-        """Start an operation: advance the logical clock (rule 8) and return it."""
+        """Start an operation: advance the logical clock (docs/design.md rule 8) and return it."""
         self.clock += 1
         return self.clock
 
@@ -171,7 +171,7 @@ class KVCachePool:
 
     def get_new_blocks(self, num_blocks: int, seq_id: Hashable | None = None) -> list[int]:
         """Hand out writable pages, ref count 1: FREE ones lowest id first, then the eviction
-        policy's victims (rule 1). Raises OutOfPagesError, changing nothing, when FREE +
+        policy's victims (docs/design.md rule 1). Raises OutOfPagesError, changing nothing, when FREE +
         CACHED pages are too few."""
         free, pages = self.free_queue, self.pages
         if num_blocks > len(free) + len(self.eviction):
@@ -199,7 +199,7 @@ class KVCachePool:
         self, page_ids: Iterable[int], seq_id: Hashable | None = None, kind: str = "prefix_hit"
     ) -> None:
         """One more block table holds each page (a prefix hit, or `kind="fork"`); a CACHED
-        page leaves the eviction policy and turns ACTIVE (rule 5)."""
+        page leaves the eviction policy and turns ACTIVE (docs/design.md rule 5)."""
         pages, eviction, clock = self.pages, self.eviction, self.clock
         for page_id in page_ids:
             page = pages[page_id]
@@ -214,24 +214,28 @@ class KVCachePool:
     def free_blocks(self, ordered_page_ids: Iterable[int], seq_id: Hashable | None = None) -> None:
         """One fewer block table holds each page. Pages nobody holds any more turn CACHED
         (full and indexed) or FREE; CACHED ones join the eviction order in the order given,
-        so the first page given is evicted first (rule 6)."""
-        pages, index, listeners, cached = self.pages, self.prefix_index, self.events.listeners, []
-        clock = self.clock
+        so the first page given is evicted first (docs/design.md rule 6)."""
+        pages, clock, listeners = self.pages, self.clock, self.events.listeners
+        index = self.prefix_index.hash_to_page
+        cached, freed = [], []
         for page_id in ordered_page_ids:
             page = pages[page_id]
             page.last_access = clock
             page.ref_count -= 1
             if page.ref_count:
                 continue
-            if index.holds(page):
+            block_hash = page.block_hash
+            if block_hash is not None and index.get(block_hash) == page_id:
                 page.state = CACHED
                 cached.append(page_id)
-                if listeners:
-                    self.events.emit(self.clock, "cache", page_id, seq_id)
-            else:
-                self._make_free(page)
-                if listeners:
-                    self.events.emit(self.clock, "free", page_id, seq_id)
+            else:  # what _make_free does, inline: this loop runs for every page released
+                page.state = FREE
+                page.token_ids = []
+                page.block_hash = None
+                freed.append(page_id)
+            if listeners:
+                self.events.emit(clock, "cache" if page.state is CACHED else "free", page_id, seq_id)
+        self.free_queue.extend(freed)
         self.eviction.add_all(cached)
 
     def fill_blocks(self, page_ids: Sequence[int], token_ids: list[int], first_block: int) -> None:
@@ -251,17 +255,14 @@ class KVCachePool:
         self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
     ) -> None:
         """Full pages get their block hashes and enter the prefix index; a hash already
-        indexed keeps its page (rule 4 and "Duplicate full pages"). `parent` is the page of
-        the block before page_ids[0] (None for a prompt's first block): a radix tree needs
-        it, a chained hash names its parent already."""
-        pages = self.pages
-        for page_id, block_hash in zip(page_ids, block_hashes):
-            pages[page_id].block_hash = block_hash
-        self.prefix_index.insert_all(block_hashes, page_ids, parent)
+        indexed keeps its page (docs/design.md rule 4 and "Duplicate full pages"). `parent`
+        is the page of the block before page_ids[0] (None for a prompt's first block): a
+        radix tree needs it, a chained hash names its parent already."""
+        self.prefix_index.insert_all(page_ids, block_hashes, parent)
 
     def copy_block(self, src: int, dst: int, seq_id: Hashable | None = None) -> None:
         """The copy of a copy-on-write: dst (fresh, from `get_new_blocks`) gets src's K/V
-        slots and token ids. The caller releases its hold on src itself (rule 7)."""
+        slots and token ids. The caller releases its hold on src itself (docs/design.md rule 7)."""
         src_page, dst_page = self.pages[src], self.pages[dst]
         n = src_page.num_tokens
         dst_page.keys[:, :n] = src_page.keys[:, :n]
@@ -277,14 +278,11 @@ class KVCachePool:
 
     def _evict(self, n: int, seq_id: Hashable | None) -> list[int]:
         """Reclaim the next n victims of the eviction policy: their hashes leave the index."""
-        pages, hashes = self.pages, []
+        pages = self.pages
         victims = self.eviction.pop_victims(n)
+        self.prefix_index.remove_all(victims)
         for page_id in victims:
-            page = pages[page_id]
-            hashes.append(page.block_hash)
-            page.token_ids = []
-            page.block_hash = None
-        self.prefix_index.remove_all(hashes)
+            pages[page_id].token_ids = []
         self.stats.evictions += n
         if self.events.listeners:
             for page_id in victims:
@@ -294,11 +292,12 @@ class KVCachePool:
     def _content_key(self, page_id: int) -> bytes | None:
         return self.pages[page_id].block_hash
 
-    def _make_free(self, page: Page) -> None:
-        page.state = FREE
-        page.token_ids = []
-        page.block_hash = None
-        self.free_queue.append(page.page_id)
+    def _make_free(self, pages: list[Page]) -> None:
+        for page in pages:
+            page.state = FREE
+            page.token_ids = []
+            page.block_hash = None
+        self.free_queue.extend([page.page_id for page in pages])
 
     # ---- whole-pool operations ---------------------------------------------------------------
 
@@ -307,8 +306,9 @@ class KVCachePool:
         if self.num_active_pages:
             return False
         self.tick()
-        for page_id in self.eviction.order():
-            self._make_free(self.pages[page_id])
+        cached = self.eviction.order()
+        self._make_free([self.pages[page_id] for page_id in cached])
+        for page_id in cached:
             self.events.emit(self.clock, "reset", page_id)
         self.eviction.clear()
         self.prefix_index.clear()
@@ -338,7 +338,7 @@ class KVCachePool:
             page.token_ids, page.block_hash = list(token_ids), block_hash
         self.free_queue.reset(p.page_id for p in self.pages if p.state is FREE)
         index = {p.block_hash: p.page_id for p, saved in zip(self.pages, pages) if saved[4] and p.block_hash}
-        self.prefix_index.insert_all(list(index), list(index.values()))
+        self.prefix_index.insert_all(list(index.values()), list(index))
         self.eviction.add_all(list(release_order))
         self.stats = PoolStats(**stats)
         self.clock = clock

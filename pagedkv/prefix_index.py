@@ -2,7 +2,7 @@
 
 A full page enters the index under its chained block hash the moment it fills
 (docs/design.md rule 4); admission walks a prompt's block hashes through the index and
-stops at the first miss (rule 5). Because the hashes are chained, a hit on block i means
+stops at the first miss (docs/design.md rule 5). Because the hashes are chained, a hit on block i means
 blocks 0..i all match, so a prefix is found without a tree.
 
 vLLM v1 keeps the same map in `BlockPool.cached_block_hash_to_block` and walks it in
@@ -14,6 +14,10 @@ ids. Two deliberate differences from vLLM:
   full pages"), so the pictures show one page per prefix.
 - The collision guard. A hit must hold exactly the block's token ids, compared against
   the page, so even a hash collision could never serve the wrong K/V. vLLM trusts sha256.
+
+The index also names the pages: `insert_all` gives a full page its block hash and
+`remove_all` (eviction) takes it away, so a page carries a hash exactly while it is full
+and its content may be indexed.
 
 Leaves out: multiple KV-cache groups (vLLM's hybrid models index one map per group) and
 eviction bookkeeping (which page goes first is the eviction policy's job, eviction.py).
@@ -32,43 +36,49 @@ class PrefixIndex:
     def __init__(self, pages: Sequence[Page], page_size: int) -> None:
         self._pages = pages  # the pool's pages, read for the collision guard
         self._page_size = page_size
-        self._map: dict[bytes, int] = {}  # block hash -> page id
+        # block hash -> page id (vLLM: `cached_block_hash_to_block`). Read it freely (the
+        # pool's release loop does, per page); change it only through the methods below.
+        self.hash_to_page: dict[bytes, int] = {}
 
     def __len__(self) -> int:
-        return len(self._map)
+        return len(self.hash_to_page)
 
     def get(self, block_hash: bytes | None) -> int | None:
         """The page indexed under `block_hash`, or None."""
-        return self._map.get(block_hash) if block_hash is not None else None
+        return self.hash_to_page.get(block_hash) if block_hash is not None else None
 
     def holds(self, page: Page) -> bool:
         """Whether `page` is the one indexed under its own hash (a duplicate is not)."""
-        return page.block_hash is not None and self._map.get(page.block_hash) == page.page_id
+        return page.block_hash is not None and self.hash_to_page.get(page.block_hash) == page.page_id
 
     def insert_all(
-        self, block_hashes: Sequence[bytes], page_ids: Sequence[int], parent: int | None = None
+        self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
     ) -> None:
-        """Index full pages; a hash already indexed keeps its page (first one wins).
-        (`parent`, the page before them, is for the radix index; a hash chains already.)
+        """Full pages get their block hashes and enter the index; a hash already indexed
+        keeps its page (first one wins). (`parent`, the page before them, is for the radix
+        index, radix_index.py; a chained hash names its parent already.)
 
-        Example: {h1: 4} and insert_all([h1, h2], [7, 8]) -> {h1: 4, h2: 8}."""
-        index = self._map
-        for block_hash, page_id in zip(block_hashes, page_ids):
+        Example: {h1: 4} and insert_all([7, 8], [h1, h2]) -> {h1: 4, h2: 8}; pages 7 and 8
+        both carry their hashes (7 is a duplicate, not indexed)."""
+        pages, index = self._pages, self.hash_to_page
+        for page_id, block_hash in zip(page_ids, block_hashes):
+            pages[page_id].block_hash = block_hash
             index.setdefault(block_hash, page_id)
 
-    def remove_all(self, block_hashes: Sequence[bytes | None]) -> None:
-        """Drop the entries of evicted pages (each was CACHED, so indexed)."""
-        index = self._map
-        for block_hash in block_hashes:
-            assert block_hash is not None, "an evicted page had no hash"
-            del index[block_hash]
+    def remove_all(self, page_ids: Sequence[int]) -> None:
+        """Evicted pages leave the index and lose their hashes (each was CACHED, so indexed)."""
+        pages, index = self._pages, self.hash_to_page
+        for page_id in page_ids:
+            page = pages[page_id]
+            del index[page.block_hash]  # type: ignore[arg-type]  # a CACHED page has a hash
+            page.block_hash = None
 
     def find_longest_cache_hit(self, block_hashes: Sequence[bytes], token_ids: Sequence[int]) -> list[int]:
         """Pages holding the longest verified prefix of `block_hashes`, block order.
 
         Stops at the first miss. Example: index {h0: 3, h1: 5}, hashes [h0, h1, h2] ->
         [3, 5]; hashes [h0, hx, h2] -> [3] (a chained h2 cannot match after a miss)."""
-        size, index, pages, hits = self._page_size, self._map, self._pages, []
+        size, index, pages, hits = self._page_size, self.hash_to_page, self._pages, []
         for i, block_hash in enumerate(block_hashes):
             page_id = index.get(block_hash)
             # Collision guard: a hit must hold exactly this block's tokens.
@@ -79,10 +89,10 @@ class PrefixIndex:
 
     def items(self) -> Iterator[tuple[bytes, int]]:
         """(block hash, page id) pairs, in insertion order."""
-        return iter(list(self._map.items()))
+        return iter(list(self.hash_to_page.items()))
 
     def clear(self) -> None:
-        self._map.clear()
+        self.hash_to_page.clear()
 
     def __repr__(self) -> str:
-        return f"PrefixIndex({len(self._map)} blocks)"
+        return f"PrefixIndex({len(self.hash_to_page)} blocks)"

@@ -47,14 +47,16 @@ class RadixPrefixIndex:
         self._pages = pages  # the pool's pages: their token ids are the tree's keys
         self._page_size = page_size
         self.tree = RadixCache(page_size, extend_leaves=True)
-        self._map: dict[bytes, int] = {}  # block hash -> page id, for the pages in the tree
+        # block hash -> page id of the pages in the tree (the pool's release loop reads it, as
+        # it reads PrefixIndex's); changed only with the tree, by the methods below.
+        self.hash_to_page: dict[bytes, int] = {}
 
     def __len__(self) -> int:
-        return len(self._map)
+        return len(self.hash_to_page)
 
     def get(self, block_hash: bytes | None) -> int | None:
         """The page in the tree holding the block with this hash, or None."""
-        return self._map.get(block_hash) if block_hash is not None else None
+        return self.hash_to_page.get(block_hash) if block_hash is not None else None
 
     def holds(self, page: Page) -> bool:
         """Whether `page` is in the tree (a duplicate of a page in the tree is not)."""
@@ -68,12 +70,15 @@ class RadixPrefixIndex:
         return self.tree.lookup(token_ids[: len(block_hashes) * self._page_size], block_hashes[0])
 
     def insert_all(
-        self, block_hashes: Sequence[bytes], page_ids: Sequence[int], parent: int | None = None
+        self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
     ) -> None:
-        """Add full pages that continue the prefix ending with page `parent` (None: they
-        start a prompt). Pages whose prefix is in the tree already are not added."""
+        """Full pages get their block hashes and go into the tree if they continue the
+        prefix ending with page `parent` (None: they start a prompt). Pages whose prefix is
+        in the tree already are not added (they keep their hashes, as duplicates do)."""
         if not page_ids:
             return
+        for page_id, block_hash in zip(page_ids, block_hashes):
+            self._pages[page_id].block_hash = block_hash
         tokens: list[int]
         pages: list[int]
         extra: Hashable
@@ -91,32 +96,35 @@ class RadixPrefixIndex:
         self.tree.insert(tokens, pages + list(page_ids), extra)
         for block_hash, page_id in zip(block_hashes, page_ids):
             if self.tree.node_of(page_id) is not None:
-                self._map[block_hash] = page_id
+                self.hash_to_page[block_hash] = page_id
 
-    def remove_all(self, block_hashes: Sequence[bytes | None]) -> None:
-        """Drop evicted pages, in eviction order: each is the last page of a leaf by then."""
-        for block_hash in block_hashes:
-            assert block_hash is not None, "an evicted page had no hash"
-            self.tree.remove_leaf_page(self._map.pop(block_hash))
+    def remove_all(self, page_ids: Sequence[int]) -> None:
+        """Evicted pages leave the tree and lose their hashes, in eviction order: each is
+        the last page of a leaf by then."""
+        for page_id in page_ids:
+            page = self._pages[page_id]
+            self.tree.remove_leaf_page(page_id)
+            del self.hash_to_page[page.block_hash]  # type: ignore[arg-type]  # CACHED: hashed
+            page.block_hash = None
 
     def items(self) -> Iterator[tuple[bytes, int]]:
         """(block hash, page id) pairs of the pages in the tree."""
-        return iter(list(self._map.items()))
+        return iter(list(self.hash_to_page.items()))
 
     def clear(self) -> None:
         self.tree.reset()
-        self._map.clear()
+        self.hash_to_page.clear()
 
     def check(self) -> None:
         """The tree's own rules, and the hash map naming exactly the tree's pages."""
         self.tree.check()
-        assert sorted(self._map.values()) == sorted(self.tree.page_ids()), "hash map != tree"
+        assert sorted(self.hash_to_page.values()) == sorted(self.tree.page_ids()), "hash map != tree"
 
     def eviction_policy(self) -> LeafLRUEvictionPolicy:
         return LeafLRUEvictionPolicy(self.tree)
 
     def __repr__(self) -> str:
-        return f"RadixPrefixIndex({self.tree.num_nodes} nodes, {len(self._map)} pages)"
+        return f"RadixPrefixIndex({self.tree.num_nodes} nodes, {len(self.hash_to_page)} pages)"
 
 
 class LeafLRUEvictionPolicy(EvictionPolicy):

@@ -21,7 +21,12 @@ the sequence is freed and before another sequence is admitted that could hit the
 `TinyLM.generate`, the Scheduler and the service all compute in the same step. Pure
 bookkeeping (benchmarks, the state-machine tests) never reads K/V, so it may skip that.
 
-Leaves out: chunked prefill and sliding-window or cross-attention block tables.
+The manager decides and the pool acts: every page changes through the pool's public
+verbs (`get_new_blocks`, `touch`, `free_blocks`, `cache_full_blocks`, `copy_block`, ...),
+between `pool.tick()` and `pool.publish()`, together with the block-table change.
+
+Leaves out: sliding-window or cross-attention block tables; admission takes all of a
+prompt's pages at once (vLLM v1 allocates them per scheduled chunk).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from .validation import (
     check_instance,
     check_int,
     check_known,
+    check_new,
     check_seq_id,
     check_token,
     check_tokens,
@@ -158,12 +164,10 @@ class SequenceManager:
     # ---- admission -------------------------------------------------------------------------
 
     def plan_add(
-        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int] | np.ndarray, extra_key: object = None
     ) -> AdmissionPlan:
         """Validate an admission and work out what `add` would do, changing nothing."""
-        check_seq_id("seq_id", seq_id)
-        if seq_id in self.sequences:
-            raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
+        check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
         tokens, data = check_tokens("prompt_token_ids", prompt_token_ids)
         encode_extra_key(extra_key)  # validates its type
         pool, size = self.pool, self.page_size
@@ -184,7 +188,9 @@ class SequenceManager:
             num_cached_tokens=len(hits) * size,
         )
 
-    def add(self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None) -> int:
+    def add(
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int] | np.ndarray, extra_key: object = None
+    ) -> int:
         """Admit a sequence: reuse cached prefix pages, allocate the rest (all or nothing).
 
         Returns the number of prompt tokens whose K/V came from the prefix cache; the
@@ -229,7 +235,8 @@ class SequenceManager:
 
     def append_slot(self, seq_id: Hashable, token_id: int) -> int:
         """Append one token; return its slot. Allocates a page only when the last is full
-        (rule 2), and copies the last page first when another block table shares it (rule 7)."""
+        (docs/design.md rule 2), and copies the last page first when another block table
+        shares it (rule 7)."""
         seq = self.get(seq_id)
         token_id = check_token("token_id", token_id)
         pool, size = self.pool, self.page_size
@@ -267,12 +274,10 @@ class SequenceManager:
         self.cow_log.append((src, dst))
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
-        """Start `child_id` as a copy of `parent_id` sharing all its pages (rule 7; no page
+        """Start `child_id` as a copy of `parent_id` sharing all its pages (docs/design.md rule 7; no page
         is taken)."""
         parent = self.get(parent_id)
-        check_seq_id("child_id", child_id)
-        if child_id in self.sequences:
-            raise ValueError(f"child_id {child_id!r} is already a live sequence")
+        check_new("child_id", check_seq_id("child_id", child_id), self.sequences)
         self.pool.tick()
         self.pool.touch(parent.block_table, child_id, "fork")
         self.sequences[child_id] = Sequence(
@@ -289,7 +294,7 @@ class SequenceManager:
         self.pool.publish()
 
     def free(self, seq_id: Hashable) -> None:
-        """Finish a sequence: release its pages tail first (rule 6).
+        """Finish a sequence: release its pages tail first (docs/design.md rule 6).
 
         NOTE: the tail page is the least reusable (the longest prefix, least likely to be
         asked for again), so it goes to the eviction policy first and is evicted first;

@@ -1,9 +1,11 @@
-"""What the pool shows the outside world: counters, events and plain-data snapshots.
+"""What the pool shows the outside world: counters and plain-data snapshots.
 
 Plots, notebooks, metrics and the HTTP API read the pool only through these and the
 events (events.py): a `PoolSnapshot` is a copy (numpy arrays per page, tuples per
 sequence), `PoolStats` counts what happened since the pool was created. vLLM
-exposes the same facts as `KVCacheBlock` fields, `PrefixCacheStats` and KV-cache events.
+exposes the same facts as `KVCacheBlock` fields and `PrefixCacheStats`. `take_snapshot`
+takes the pool and its sequence manager as two arguments (block tables belong to the
+manager) and reads only their public fields.
 
 Leaves out: per-request latency statistics (they belong to a scheduler or server).
 """

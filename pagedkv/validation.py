@@ -6,7 +6,7 @@ live raises `UnknownSequenceError`, a KeyError. Every message names the argument
 value it got and what is allowed, and every check runs before anything is changed, so a
 failed call leaves the pool exactly as it was.
 
-vLLM validates the same things in `SamplingParams._verify_args` and its request
+vLLM validates the same things when it verifies `SamplingParams` and in its request
 processor; keeping the checks in one module keeps the wording the same everywhere.
 
 Leaves out: coercion. A float 3.0 is not an int here and a string is not a token list:
@@ -100,6 +100,13 @@ def check_known(name: str, key: object, live: Mapping[Any, V], what: str = "a li
         return live[key]
     except (KeyError, TypeError):  # TypeError: an unhashable key is not live either
         raise UnknownSequenceError(f"{name} {key!r} is not {what} (live: {list(live)[:8]})") from None
+
+
+def check_new(name: str, key: Hashable, live: Mapping[Any, Any], what: str = "a live sequence") -> Hashable:
+    """`key` is not yet in `live`, else ValueError (a duplicate id is a wrong value)."""
+    if key in live:
+        raise ValueError(f"{name} {key!r} is already {what}")
+    return key
 
 
 def check_token(name: str, token_id: object) -> int:

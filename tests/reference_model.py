@@ -1,4 +1,4 @@
-"""A plain reference model of DESIGN.md's page-pool rules, written independently of pagedkv.
+"""A plain reference model of the page-pool rules in docs/design.md, written independently of pagedkv.
 
 It uses no hashing at all: a full block is named by the whole token prefix it ends
 (plus the extra key), which is what a chained hash stands for, minus collisions. Pages are

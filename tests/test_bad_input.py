@@ -19,6 +19,7 @@ from pagedkv import (
     dense_attention,
 )
 from pagedkv.config import ConfigError
+from pagedkv.swap import SwapSpace
 
 
 @pytest.fixture()
@@ -97,6 +98,9 @@ def test_sequence_manager_rejects(world, call, exc, match):
         (lambda p: p.page("0"), TypeError, "page_id must be an int"),
         (lambda p: p.ref_count(1.0), TypeError, "page_id"),
         (lambda p: p.add_listener(3), TypeError, "callback must be callable"),
+        (lambda p: p.peek_allocation(-1), ValueError, "n must be >= 0, got -1"),
+        (lambda p: p.peek_allocation(1.5), TypeError, r"n must be an int, got 1.5 \(float\)"),
+        (lambda p: p.peek_allocation(99), MemoryError, "need 99 pages"),
     ],
 )
 def test_pool_rejects(world, call, exc, match):
@@ -217,6 +221,10 @@ def test_pool_and_manager_constructors_reject():
         SequenceManager(cfg)
     with pytest.raises(TypeError, match="pool must be a KVCachePool"):
         AttentionEngine(cfg)
+    with pytest.raises(TypeError, match="pool must be a KVCachePool, got CacheConfig"):
+        SwapSpace(cfg, 4)
+    with pytest.raises(ValueError, match=r"swap_space_pages must be in \[0, 16777216\], got -1"):
+        SwapSpace(pool, -1)
 
 
 @pytest.mark.parametrize(
