@@ -17,8 +17,9 @@ import numpy as np
 
 from .validation import check_bool, check_choice, check_int
 
-EVICTION_POLICIES = ("lru", "mru")
+EVICTION_POLICIES = ("lru", "mru", "fifo", "lfu", "arc", "s3fifo")  # eviction_lab.py: the last four
 DTYPES = ("float16", "float32", "float64")
+PREFIX_INDEXES = ("hash", "radix")  # vLLM's chained block hashes, SGLang's radix tree (radix_index.py)
 
 
 class ConfigError(ValueError):
@@ -42,7 +43,8 @@ class CacheConfig:
     head_dim: int = 8
     dtype: str = "float32"  # storage dtype of K/V
     enable_prefix_caching: bool = True  # hash full pages and reuse them across sequences
-    eviction_policy: str = "lru"  # which CACHED page is reclaimed first: "lru" (vLLM) or "mru"
+    eviction_policy: str = "lru"  # which CACHED page is reclaimed first: "lru" (vLLM), EVICTION_POLICIES
+    prefix_index: str = "hash"  # how prefix hits are found: "hash" (vLLM) or "radix" (SGLang)
 
     def __post_init__(self) -> None:
         _check(check_int, "num_pages", self.num_pages, 1, 1 << 24)
@@ -53,6 +55,13 @@ class CacheConfig:
         _check(check_choice, "dtype", self.dtype, DTYPES)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
         _check(check_choice, "eviction_policy", self.eviction_policy, EVICTION_POLICIES)
+        _check(check_choice, "prefix_index", self.prefix_index, PREFIX_INDEXES)
+        if self.prefix_index == "radix" and self.eviction_policy != "lru":
+            # The tree may only give up leaves; its leaf-first LRU is SGLang's policy.
+            raise ConfigError(
+                f"prefix_index='radix' evicts leaves least recently used first; "
+                f"eviction_policy must be 'lru' with it, got {self.eviction_policy!r}"
+            )
         # Refuse pools whose K/V storage alone would exceed 8 GiB: a typo, not a plan.
         if self.kv_bytes > 8 << 30:
             raise ConfigError(

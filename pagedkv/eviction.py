@@ -13,14 +13,16 @@ which is what the linked queue in vLLM is built by hand to give. (A plain dict w
 do: popping its oldest key repeatedly scans the holes earlier pops left behind.) There
 is no heap and no stale entry: a page is in the structure at most once.
 
-Leaves out: policies that need more than the release order (LFU, cost-aware). `MRU` is
-here only as a contrast for experiments: it keeps old pages and evicts the freshest.
+`MRU` is here only as a contrast for experiments: it keeps old pages and evicts the
+freshest. FIFO, LFU, ARC and S3-FIFO live in pagedkv/eviction_lab.py, under the same
+interface. Leaves out: cost-aware policies.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 
 
 class EvictionPolicy(ABC):
@@ -64,6 +66,12 @@ class EvictionPolicy(ABC):
     def release_order(self) -> list[int]:
         """Evictable page ids in the order they were released, oldest first (checkpoints)."""
         return list(self._pages)
+
+    def attach(self, num_pages: int, content_key: Callable[[int], Hashable]) -> None:
+        """Called once by the pool that owns the policy: its size, and content_key(page_id),
+        the block hash a CACHED page holds. Policies that remember evicted content (ARC,
+        S3-FIFO ghosts, pagedkv/eviction_lab.py) use it; the default ignores it."""
+        return None  # an optional hook, deliberately not abstract
 
     def clear(self) -> None:
         self._pages.clear()
@@ -111,7 +119,13 @@ class MRUEvictionPolicy(EvictionPolicy):
 
 def make_eviction_policy(name: str) -> EvictionPolicy:
     """The policy a `CacheConfig.eviction_policy` names."""
-    policies = {"lru": LRUEvictionPolicy, "mru": MRUEvictionPolicy}
+    from .eviction_lab import LAB_POLICIES  # they subclass EvictionPolicy, defined above
+
+    policies: dict[str, type[EvictionPolicy]] = {
+        "lru": LRUEvictionPolicy,
+        "mru": MRUEvictionPolicy,
+        **LAB_POLICIES,
+    }
     if name not in policies:
         raise ValueError(f"eviction_policy must be one of {sorted(policies)}, got {name!r}")
     return policies[name]()

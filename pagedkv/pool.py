@@ -34,6 +34,7 @@ from .free_queue import FreeQueue
 from .invariants import check_invariants
 from .page import Page, PageState
 from .prefix_index import PrefixIndex
+from .radix_index import RadixPrefixIndex
 from .snapshot import PoolSnapshot, PoolStats, take_snapshot
 from .validation import check_array, check_instance, check_int
 
@@ -62,8 +63,15 @@ class KVCachePool:
         # page id -> Page. Read it freely; change pages only through the verbs below.
         self.pages: tuple[Page, ...] = tuple(Page(pid, kv_cache) for pid in range(config.num_pages))
         self.free_queue = FreeQueue(range(config.num_pages))
-        self.prefix_index = PrefixIndex(self.pages, config.page_size)
-        self.eviction: EvictionPolicy = make_eviction_policy(config.eviction_policy)
+        self.prefix_index: PrefixIndex | RadixPrefixIndex
+        self.eviction: EvictionPolicy
+        if config.prefix_index == "radix":  # SGLang's tree and its leaf-first LRU
+            tree_index = RadixPrefixIndex(self.pages, config.page_size)
+            self.prefix_index, self.eviction = tree_index, tree_index.eviction_policy()
+        else:
+            self.prefix_index = PrefixIndex(self.pages, config.page_size)
+            self.eviction = make_eviction_policy(config.eviction_policy)
+        self.eviction.attach(config.num_pages, self._content_key)
         self.stats = PoolStats()
         self.clock = 0  # logical: one tick per successful operation
         self.events = EventStream()
@@ -243,10 +251,14 @@ class KVCachePool:
         page.token_ids.append(token_id)
         page.last_access = self.clock
 
-    def cache_full_blocks(self, page_ids: Sequence[int], block_hashes: Sequence[bytes]) -> None:
+    def cache_full_blocks(
+        self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
+    ) -> None:
         """Full pages get their block hashes and enter the prefix index; a hash already
-        indexed keeps its page (docs/design.md rule 4 and "Duplicate full pages")."""
-        self.prefix_index.insert_all(page_ids, block_hashes)
+        indexed keeps its page (docs/design.md rule 4 and "Duplicate full pages"). `parent`
+        is the page of the block before page_ids[0] (None for a prompt's first block): a
+        radix tree needs it, a chained hash names its parent already."""
+        self.prefix_index.insert_all(page_ids, block_hashes, parent)
 
     def copy_block(self, src: int, dst: int, seq_id: Hashable | None = None) -> None:
         """The copy of a copy-on-write: dst (fresh, from `get_new_blocks`) gets src's K/V
@@ -276,6 +288,9 @@ class KVCachePool:
             for page_id in victims:
                 self.events.emit(self.clock, "evict", page_id, seq_id)
         return victims
+
+    def _content_key(self, page_id: int) -> bytes | None:
+        return self.pages[page_id].block_hash
 
     def _make_free(self, pages: list[Page]) -> None:
         for page in pages:
@@ -310,6 +325,10 @@ class KVCachePool:
         (what the eviction policy was given; its order() follows from it). Only a fresh pool
         (clock 0, every page FREE, no sequences) accepts it; the caller restores the
         SequenceManager's sequences next and then calls check_invariants()."""
+        if self.config.prefix_index != "hash":  # a tree is not rebuilt from page metadata
+            raise ValueError(
+                f"restore rebuilds a prefix_index='hash' pool; this one is {self.config.prefix_index!r}"
+            )
         if self.clock or self._manager and len(self._manager) or len(self.free_queue) != self.num_pages:
             raise ValueError("restore needs a fresh pool (clock 0, every page FREE, no sequences)")
         if len(pages) != self.num_pages:

@@ -51,9 +51,12 @@ class PrefixIndex:
         """Whether `page` is the one indexed under its own hash (a duplicate is not)."""
         return page.block_hash is not None and self.hash_to_page.get(page.block_hash) == page.page_id
 
-    def insert_all(self, page_ids: Sequence[int], block_hashes: Sequence[bytes]) -> None:
+    def insert_all(
+        self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
+    ) -> None:
         """Full pages get their block hashes and enter the index; a hash already indexed
-        keeps its page (first one wins).
+        keeps its page (first one wins). (`parent`, the page before them, is for the radix
+        index, radix_index.py; a chained hash names its parent already.)
 
         Example: {h1: 4} and insert_all([7, 8], [h1, h2]) -> {h1: 4, h2: 8}; pages 7 and 8
         both carry their hashes (7 is a duplicate, not indexed)."""

@@ -213,7 +213,9 @@ class SequenceManager:
         new_pages = pool.get_new_blocks(plan.num_new_pages, plan.seq_id)
         pool.fill_blocks(new_pages, tokens, num_hits)
         if pool.config.enable_prefix_caching:
-            pool.cache_full_blocks(new_pages[: len(plan.hashes) - num_hits], plan.hashes[num_hits:])
+            pool.cache_full_blocks(
+                new_pages[: len(plan.hashes) - num_hits], plan.hashes[num_hits:], hits[-1] if hits else None
+            )
             pool.record_prefix_lookup(len(tokens), plan.num_cached_tokens)
         self.sequences[plan.seq_id] = Sequence(
             plan.seq_id,
@@ -255,7 +257,7 @@ class SequenceManager:
             block = len(seq.block_table) - 1
             parent = pool.pages[seq.block_table[block - 1]].block_hash if block else None
             block_hash = hash_block_tokens(parent, seq.token_ids[block * size :], seq.extra_key)
-            pool.cache_full_blocks([page_id], [block_hash])
+            pool.cache_full_blocks([page_id], [block_hash], seq.block_table[block - 1] if block else None)
         pool.publish()
         return slot_mapping(seq.block_table, size, position)
 

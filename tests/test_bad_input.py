@@ -195,7 +195,7 @@ def test_model_rejects_out_of_vocabulary_tokens_already_in_the_cache(world):
         (dict(num_pages=4, dtype="int8"), ConfigError, "dtype must be one of"),
         (dict(num_pages=4, dtype=np.float32), TypeError, "dtype must be one of"),
         (dict(num_pages=4, enable_prefix_caching="yes"), TypeError, "enable_prefix_caching must be a bool"),
-        (dict(num_pages=4, eviction_policy="fifo"), ConfigError, "eviction_policy must be one of"),
+        (dict(num_pages=4, eviction_policy="clock"), ConfigError, "eviction_policy must be one of"),
         (dict(num_pages=1 << 20, page_size=1024, head_dim=64), ConfigError, "GiB of K/V"),
     ],
 )

@@ -35,6 +35,8 @@ BENCHMARKS = {  # name -> module
     "routing": "pagedkv.bench.routing",
     "serving": "pagedkv.bench.serving",
     "tiers": "pagedkv.bench.tiers",
+    "eviction": "pagedkv.bench.eviction",
+    "radix": "pagedkv.bench.radix",
 }
 
 

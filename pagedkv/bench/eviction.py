@@ -1,0 +1,134 @@
+"""bench eviction: prefix hit rate against cache size, per eviction policy and workload.
+
+Every stream of `pagedkv.lab_workloads` (multi-turn chat, Zipf-popular system prompts, RAG
+documents, a scan of one-off long prompts mixed into Zipf traffic) is replayed one request
+at a time through pools of several sizes, once per policy (`pagedkv.hit_rate_lab.replay`):
+LRU (vLLM), SGLang's leaf-first LRU over its radix tree ("leaf-lru"), FIFO, LFU, ARC,
+S3-FIFO and LRU with the most reused pages pinned ("lru+pin"). The table is the hit rate
+of every policy on every workload at one cache size; the notes say where LRU loses and to
+what; `--json` writes the curves (hit rate at each
+size), `--plot` draws them. All of it is bookkeeping with seeded streams: the same numbers
+on every machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from ..hit_rate_lab import hit_rate_curves, lru_verdict, num_pages_for
+from ..lab_workloads import lab_workload
+from . import Report
+
+HELP = "prefix hit rate vs cache size: LRU, leaf-first LRU, FIFO, LFU, ARC, S3-FIFO, pinned LRU x 4 streams"
+POLICIES = "lru,leaf-lru,fifo,lfu,arc,s3fifo,lru+pin"
+WORKLOADS = "chat,zipf,rag,scan"
+COLORS = {
+    "lru": "#000000",
+    "fifo": "#E69F00",
+    "lfu": "#56B4E9",
+    "arc": "#009E73",
+    "s3fifo": "#D55E00",
+    "lru+pin": "#CC79A7",
+    "mru": "#999999",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-tokens", type=int, default=2048, help="cache size of the table")
+    parser.add_argument("--sizes", default="512,1024,2048,4096,8192", help="cache sizes (tokens)")
+    parser.add_argument("--policies", default=POLICIES)
+    parser.add_argument("--workloads", default=WORKLOADS)
+    parser.add_argument("--page-size", type=int, default=16)
+
+
+def _names(value: str, option: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise ValueError(f"{option} must name at least one, got {value!r}")
+    return names
+
+
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    cache_tokens: int = 2048,
+    sizes: str = "512,1024,2048,4096,8192",
+    policies: str = POLICIES,
+    workloads: str = WORKLOADS,
+    page_size: int = 16,
+) -> Report:
+    if quick:
+        sizes = "1024,4096"
+    cache_sizes = sorted({int(s) for s in _names(sizes, "sizes")} | {cache_tokens})
+    policy_names, workload_names = _names(policies, "policies"), _names(workloads, "workloads")
+    streams = {w: lab_workload(w, seed=seed) for w in workload_names}
+    for requests in streams.values():  # a clear error before any replay
+        num_pages_for(requests, cache_tokens, page_size)
+        num_pages_for(requests, cache_sizes[0], page_size)
+    curves = hit_rate_curves(streams, policy_names, cache_sizes, page_size)
+    at = cache_sizes.index(cache_tokens)
+    table = {w: {p: curves[w][p][at] for p in policy_names} for w in workload_names}
+    rows = [[p, *(round(100 * table[w][p], 1) for w in workload_names)] for p in policy_names]
+    notes = [
+        f"hit rate = prompt tokens served from the prefix cache / prompt tokens, at "
+        f"{cache_tokens} tokens ({cache_tokens // page_size} pages of {page_size})"
+    ]
+    if "lru" in policy_names:
+        notes += lru_verdict(table)
+    return Report(
+        title=f"bench eviction: prefix hit rate (%) by policy and workload, seed {seed}",
+        columns=["policy", *(f"{w} %" for w in workload_names)],
+        rows=rows,
+        notes=notes,
+        data={
+            "cache_tokens": cache_tokens,
+            "page_size": page_size,
+            "sizes": cache_sizes,
+            "table": table,
+            "curves": curves,
+            "requests": {w: len(s) for w, s in streams.items()},
+        },
+        plotter=figure,
+    )
+
+
+def figure(report: Report):
+    """One panel per workload: hit rate against cache size, one line per policy."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    curves, sizes = report.data["curves"], report.data["sizes"]
+    fig = Figure(figsize=(12, 7.5))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 2, sharex=True, sharey=True).ravel()
+    for ax, (workload, by_policy) in zip(axes, curves.items()):
+        for policy, rates in by_policy.items():
+            ax.plot(
+                sizes,
+                100 * np.asarray(rates),
+                marker="o",
+                lw=2.5 if policy == "lru" else 1.8,
+                ls="--" if policy == "leaf-lru" else "-",  # it lies on LRU's line
+                color=COLORS.get(policy),
+                label=policy,
+            )
+        ax.axvline(report.data["cache_tokens"], color="#bbbbbb", ls=":", zorder=0)
+        ax.set_title(workload, fontsize=14)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [str(c) for c in sizes])
+        ax.minorticks_off()
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=12)
+    for ax in axes[len(curves) :]:
+        ax.set_visible(False)
+    for ax in axes[::2]:
+        ax.set_ylabel("prefix hit rate (%)", fontsize=13)
+    for ax in axes[-2:]:
+        ax.set_xlabel("cache size (tokens)", fontsize=13)
+    axes[0].legend(fontsize=12, ncol=2)
+    fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=15)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,57 @@
+"""bench eviction and bench radix: quick runs through the command line, checked for the
+properties their tables claim."""
+
+from __future__ import annotations
+
+from pagedkv.bench import eviction
+
+from .test_bench import bench
+
+
+def test_bench_eviction_quick(tmp_path, capsys):
+    report = bench(tmp_path, capsys, "eviction", "--cache-tokens", "2048")
+    data = report["data"]
+    assert data["sizes"] == [1024, 2048, 4096]
+    table, curves = data["table"], data["curves"]
+    assert set(table) == {"chat", "zipf", "rag", "scan"}
+    for workload, by_policy in curves.items():
+        assert set(by_policy) == {"lru", "leaf-lru", "fifo", "lfu", "arc", "s3fifo", "lru+pin"}
+        assert by_policy["leaf-lru"] == by_policy["lru"]  # tail-first release makes LRU leaf-first
+        lru = by_policy["lru"]
+        assert lru == sorted(lru), workload  # LRU's hit rate never falls as the cache grows
+        assert all(0 <= r <= 1 for rates in by_policy.values() for r in rates)
+    assert table["scan"]["s3fifo"] > table["scan"]["lru"] + 0.05  # the scan pollutes LRU
+    assert any(line.startswith("scan: LRU loses") for line in report["notes"])
+
+
+def test_bench_eviction_is_seeded():
+    one = eviction.run(quick=True, seed=4, workloads="scan", policies="lru,arc")
+    two = eviction.run(quick=True, seed=4, workloads="scan", policies="lru,arc")
+    assert one.rows == two.rows and one.data == two.data
+
+
+def test_bench_radix_quick(tmp_path, capsys):
+    report = bench(tmp_path, capsys, "radix", "--workload", "zipf", "--cache-tokens", "1024")
+    results = report["data"]["results"]
+    hashed, radix, sglang = results["hash"], results["radix"], results["sglang"]
+    assert [row["index"] for row in report["rows"]] == ["hash", "radix", "sglang"]
+    assert hashed["evictions"] > 0  # the cache is under pressure
+    assert radix["hit_tokens"] == hashed["hit_tokens"] and radix["evictions"] == hashed["evictions"]
+    assert hashed["entries"] == hashed["cached_pages"]  # one block hash per cached page
+    assert radix["entries"] < radix["cached_pages"] == hashed["cached_pages"]  # runs of pages per node
+    assert sglang["query_tokens"] == hashed["query_tokens"]
+
+
+def test_bench_bad_input_names_the_argument():
+    import pytest
+
+    from pagedkv.bench import radix
+
+    with pytest.raises(ValueError, match=r"cache_tokens must be at least one page \(16 tokens\), got 8"):
+        eviction.run(quick=True, cache_tokens=8, workloads="zipf")
+    with pytest.raises(ValueError, match=r"cache_tokens=64 \(4 pages of 16\) cannot hold the longest"):
+        radix.run(quick=True, cache_tokens=64)
+    with pytest.raises(ValueError, match=r"eviction_policy must be one of .* got 'belady'"):
+        eviction.run(quick=True, policies="lru,belady", workloads="zipf")
+    with pytest.raises(ValueError, match="workload must be one of"):
+        eviction.run(quick=True, workloads="video")

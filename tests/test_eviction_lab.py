@@ -1,0 +1,214 @@
+"""The eviction lab: FIFO, LFU, ARC and S3-FIFO behave as their papers say, keep every pool
+rule through the real pool, LRU's hit tokens equal the reference model's, and a policy that
+breaks the interface is refused before it reaches a pool."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pagedkv import CacheConfig, KVCachePool, LRUEvictionPolicy, SequenceManager
+from pagedkv.config import ConfigError
+from pagedkv.eviction import make_eviction_policy
+from pagedkv.eviction_lab import (
+    ARCEvictionPolicy,
+    FIFOEvictionPolicy,
+    LFUEvictionPolicy,
+    S3FIFOEvictionPolicy,
+)
+from pagedkv.hashing import block_hashes
+from pagedkv.hit_rate_lab import check_policy, install_policy, lru_verdict, replay
+from pagedkv.lab_workloads import LabRequest, lab_workload, multi_turn_chat, scan_mix
+
+from .reference_model import ReferencePool
+
+POLICIES = ["lru", "mru", "fifo", "lfu", "arc", "s3fifo"]
+
+
+def keyed(policy, num_pages=8):
+    policy.attach(num_pages, lambda page_id: f"content of {page_id}")
+    return policy
+
+
+def test_fifo_keeps_first_cached_order_through_hits():
+    policy = FIFOEvictionPolicy()
+    policy.add_all([1, 2, 3])
+    policy.remove(1)  # a hit revives page 1 ...
+    policy.add(1)  # ... and its release does not make it young again
+    assert policy.order() == [1, 2, 3]
+    assert policy.pop_victims(2) == [1, 2] and policy.order() == [3]
+
+
+def test_lfu_evicts_the_least_revived_page_oldest_first():
+    policy = LFUEvictionPolicy()
+    policy.add_all([1, 2, 3])
+    for _ in range(2):
+        policy.remove(3)
+        policy.add(3)
+    policy.remove(1)
+    policy.add(1)
+    assert policy.order() == [2, 1, 3]  # revivals 0, 1, 2
+    assert [policy.pop_victim() for _ in range(3)] == [2, 1, 3]
+
+
+def test_s3fifo_one_off_content_leaves_first_and_returning_content_enters_main():
+    policy = keyed(S3FIFOEvictionPolicy(), num_pages=10)
+    policy.add_all([1, 2, 3])
+    policy.remove(1)  # page 1 is reused while in the small queue
+    policy.add(1)
+    assert policy.order() == [2, 3, 1]  # 1 is promoted to the main queue, 2 and 3 go
+    assert policy.pop_victim() == 2
+    policy.add(2)  # the content of page 2 comes back (its hash is a ghost): main queue
+    assert policy.order() == [3, 1, 2]
+    assert [policy.pop_victim() for _ in range(3)] == [3, 1, 2]
+
+
+def test_arc_moves_its_target_on_ghost_hits():
+    policy = keyed(ARCEvictionPolicy(), num_pages=4)
+    policy.add_all([1, 2])
+    policy.remove(2)
+    policy.add(2)  # page 2 is in T2 (revived), page 1 in T1
+    assert policy.order() == [1, 2]
+    assert policy.pop_victim() == 1 and policy.p == 0
+    policy.add(1)  # content 1 returns while a B1 ghost: recency would have kept it
+    assert policy.p == 1 and policy.order() == [2, 1]  # both in T2 now, LRU first
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("page_size", [2, 4])
+def test_every_policy_keeps_the_pool_rules(policy, page_size):
+    rng = random.Random(page_size)
+    pool = KVCachePool(CacheConfig(num_pages=12, page_size=page_size, eviction_policy=policy))
+    seqs = SequenceManager(pool)
+    prefixes = [[rng.randrange(50) for _ in range(9)] for _ in range(3)]
+    live = []
+    for step in range(150):
+        if live and (len(live) > 2 or rng.random() < 0.4):
+            seqs.free(live.pop(rng.randrange(len(live))))
+        else:
+            prompt = rng.choice(prefixes)[: rng.randrange(1, 10)] + [rng.randrange(50)] * rng.randrange(3)
+            try:
+                seqs.add(step, prompt)
+                live.append(step)
+                for _ in range(rng.randrange(4)):
+                    seqs.append_slot(step, rng.randrange(50))
+            except MemoryError:
+                pass
+        pool.check_invariants()
+        assert sorted(pool.eviction.order()) == sorted(pool.eviction.release_order())
+    assert pool.stats.evictions > 0 and pool.stats.prefix_hits > 0
+
+
+def reference_hits(requests, num_pages, page_size):
+    ref = ReferencePool(num_pages, page_size)
+    for r in requests:
+        ref.add(r.req_id, list(r.prompt_token_ids))
+        for token in r.output_token_ids:
+            ref.append(r.req_id, token)
+        ref.free_seq(r.req_id)
+    return ref.stats["prefix_hits"], ref.stats["evictions"]
+
+
+@pytest.mark.parametrize("workload", ["chat", "zipf", "rag", "scan"])
+def test_lru_hit_tokens_equal_the_reference_model(workload):
+    requests = lab_workload(workload)[:120]
+    result = replay(requests, 1024, "lru", page_size=16)
+    assert (result.hit_tokens, result.evictions) == reference_hits(requests, 64, 16)
+
+
+class LeafWatch(LRUEvictionPolicy):
+    """LRU that records, for each victim, whether some indexed page continues its prefix."""
+
+    def __init__(self, prefix_of, indexed):
+        super().__init__()
+        self.prefix_of, self.indexed, self.interior = prefix_of, indexed, []
+
+    def pop_victims(self, n):
+        victims, indexed = super().pop_victims(n), self.indexed()
+        for v in victims:
+            if v not in indexed:  # check_policy's scratch run on a copy
+                continue
+            mine = self.prefix_of[indexed[v]]
+            others = [self.prefix_of[h] for p, h in indexed.items() if p not in victims]
+            self.interior += [o for o in others if len(o) > len(mine) and o[: len(mine)] == mine]
+        return victims
+
+
+def test_lru_on_the_hash_chain_is_leaf_first():
+    """Children are released before their parents, so LRU never evicts a page whose
+    prefix another cached page continues: it is SGLang's leaf-first LRU here."""
+    requests = multi_turn_chat(num_conversations=8, turns=4)
+    prefix_of = {}
+    for r in requests:
+        tokens = r.prompt_token_ids + r.output_token_ids
+        for i, h in enumerate(block_hashes(tokens, 16)):
+            prefix_of[h] = tuple(tokens[: (i + 1) * 16])
+    pool = KVCachePool(CacheConfig(num_pages=40, page_size=16, num_layers=1, head_dim=1))
+
+    def indexed():
+        return {p: pool.page(p).block_hash for p in range(pool.num_pages) if pool.page(p).block_hash}
+
+    watch = LeafWatch(prefix_of, indexed)
+    install_policy(pool, watch)
+    seqs = SequenceManager(pool)
+    for r in requests:
+        seqs.add(r.req_id, r.prompt_token_ids)
+        for token in r.output_token_ids:
+            seqs.append_slot(r.req_id, token)
+        seqs.free(r.req_id)
+    assert pool.stats.evictions > 50 and watch.interior == []
+
+
+def test_lab_claims():
+    """The notebook's answer: LRU wins on chat, loses on the scan to the scan-resistant
+    policies, and the numbers are seeded."""
+    rates = {
+        w: {p: replay(lab_workload(w), 2048, p).hit_rate for p in ("lru", "lfu", "arc", "s3fifo")}
+        for w in ("chat", "scan")
+    }
+    assert max(rates["chat"], key=rates["chat"].get) == "lru"
+    assert all(rates["scan"][p] > rates["scan"]["lru"] + 0.05 for p in ("lfu", "arc", "s3fifo"))
+    verdict = lru_verdict(rates)
+    assert verdict[0].startswith("chat: LRU holds") and verdict[1].startswith("scan: LRU loses")
+    assert replay(scan_mix(seed=3), 2048, "arc") == replay(scan_mix(seed=3), 2048, "arc")
+
+
+class WrongType(LRUEvictionPolicy):
+    def pop_victim(self):
+        return str(super().pop_victim())
+
+
+class NotEvictable(LRUEvictionPolicy):
+    def pop_victim(self):
+        super().pop_victim()
+        return 99
+
+
+def test_bad_policies_are_refused_and_the_pool_is_unchanged():
+    pool = KVCachePool(CacheConfig(num_pages=4, page_size=2))
+    before = pool.eviction
+    with pytest.raises(TypeError, match=r"WrongType.pop_victim\(\) must return an int page id, got '0'"):
+        install_policy(pool, WrongType())
+    with pytest.raises(ValueError, match=r"returned page 99, which is not evictable"):
+        install_policy(pool, NotEvictable())
+    with pytest.raises(TypeError, match="policy must be a policy name or an EvictionPolicy, got dict"):
+        check_policy({})
+    assert pool.eviction is before and pool.clock == 0
+    requests = [LabRequest("a", [1, 2, 3], [4])]
+    with pytest.raises(ValueError, match=r"NotEvictable.pop_victim\(\) returned page 99"):
+        replay(requests, 16, NotEvictable())
+
+
+def test_bad_names_and_sizes():
+    requests = [LabRequest("a", list(range(20)), [1, 2])]
+    with pytest.raises(ConfigError, match=r"eviction_policy must be one of .*got 'lruu'"):
+        replay(requests, 64, "lruu")
+    with pytest.raises(ValueError, match=r"eviction_policy must be one of .*'s3fifo'"):
+        make_eviction_policy("clock")
+    with pytest.raises(ValueError, match=r"cache_tokens must be at least one page \(16 tokens\), got 8"):
+        replay(requests, 8)
+    with pytest.raises(ValueError, match=r"cache_tokens=16 \(1 pages of 16\) cannot hold the longest"):
+        replay(requests, 16)
+    with pytest.raises(ValueError, match="workload must be one of"):
+        lab_workload("burst")

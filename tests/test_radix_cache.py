@@ -1,0 +1,145 @@
+"""RadixCache on its own: the behaviours SGLang's radix-cache unit tests check (insert and
+match, splits that keep the size, page alignment, lock refs and eviction, extra-key
+isolation), checked against a plain dict of prefixes."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+
+from pagedkv.radix_cache import RadixCache
+
+
+def test_insert_and_match():
+    cache = RadixCache(page_size=1)
+    assert cache.insert([1, 2, 3], [10, 20, 30]) == 0  # nothing was there
+    assert cache.total_size() == cache.evictable_size() == 3
+    assert cache.match_prefix([1, 2, 3]).page_ids == [10, 20, 30]
+    assert cache.match_prefix([1, 2]).page_ids == [10, 20]  # a partial match
+    assert cache.match_prefix([1, 2, 3, 4, 5]).page_ids == [10, 20, 30]
+    assert cache.match_prefix([9]).page_ids == []
+    assert cache.insert([1, 2, 3, 4], [11, 21, 31, 41]) == 3  # 3 tokens were cached already
+    assert cache.match_prefix([1, 2, 3, 4]).page_ids == [10, 20, 30, 41]  # the tree keeps its own
+    assert cache.total_size() == 4
+    cache.insert([4, 5], [40, 50])
+    assert cache.total_size() == 6
+    cache.check()
+
+
+def test_a_split_keeps_the_size():
+    cache = RadixCache(page_size=2)
+    cache.insert([1, 2, 3, 4, 5, 6], [10, 11, 12])
+    assert cache.num_nodes == 1
+    result = cache.match_prefix([1, 2, 3, 4, 9, 9])  # ends inside the node: split after 4 tokens
+    assert result.page_ids == [10, 11] and result.last_node.key == [1, 2, 3, 4]
+    assert cache.num_nodes == 2 and cache.total_size() == 3
+    assert [n.key for n in cache.nodes()][1:] == [[1, 2, 3, 4], [5, 6]]
+    cache.insert([1, 2, 7, 8], [10, 13])  # a branch off the middle: another split
+    assert cache.num_nodes == 4 and cache.total_size() == 4
+    cache.check()
+
+
+@pytest.mark.parametrize("page_size, length", [(1, 5), (2, 5), (4, 6), (4, 3)])
+def test_page_alignment(page_size, length):
+    cache = RadixCache(page_size=page_size)
+    tokens = list(range(length))
+    pages = list(range(100, 100 + length // page_size))
+    assert cache.insert(tokens, pages) == 0
+    result = cache.match_prefix(tokens)
+    assert len(result.page_ids) == length // page_size  # only whole pages
+    assert cache.total_size() == length // page_size
+    assert cache.match_prefix(tokens[:-1] + [99]).num_pages == (length - 1) // page_size
+    with pytest.raises(ValueError, match="page_ids must hold one page per"):
+        cache.insert(list(range(50, 50 + 2 * page_size)), [1])
+
+
+def test_lock_refs_protect_a_path():
+    cache = RadixCache(page_size=1)
+    cache.insert([1, 2, 3], [10, 20, 30])
+    node = cache.match_prefix([1, 2, 3]).last_node
+    cache.inc_lock_ref(node)
+    assert (cache.protected_size(), cache.evictable_size()) == (3, 0)
+    assert cache.evict(3) == []  # nothing unlocked
+    cache.dec_lock_ref(node)
+    assert (cache.protected_size(), cache.evictable_size()) == (0, 3)
+    with pytest.raises(ValueError, match="is not locked"):
+        cache.dec_lock_ref(node)
+    cache.check()
+
+
+def test_eviction_takes_unlocked_leaves_least_recently_used_first():
+    cache = RadixCache(page_size=1)
+    cache.insert([1, 2], [10, 20])
+    cache.insert([3, 4], [30, 40])
+    cache.insert([1, 2, 5], [10, 20, 50])  # [5] is a leaf under [1, 2]
+    cache.match_prefix([3, 4])  # [3, 4] is the most recently used now
+    assert cache.evict(1) == [50]  # the least recently used leaf, whole
+    assert cache.evict(1) == [20, 10]  # its parent became a leaf: tail page first
+    locked = cache.match_prefix([3, 4]).last_node
+    cache.inc_lock_ref(locked)
+    assert cache.evict(5) == [] and cache.total_size() == 2
+    cache.dec_lock_ref(locked)
+    assert cache.evict(5) == [40, 30] and cache.total_size() == 0
+    cache.check()
+
+
+def test_extra_keys_isolate_trees():
+    cache = RadixCache(page_size=1)
+    cache.insert([1, 2, 3], [10, 20, 30], extra_key="key1")
+    cache.insert([1, 2, 3], [40, 50, 60], extra_key="key2")
+    cache.insert([1, 2, 3], [70, 80, 90])
+    assert cache.match_prefix([1, 2, 3], "key1").page_ids == [10, 20, 30]
+    assert cache.match_prefix([1, 2, 3], "key2").page_ids == [40, 50, 60]
+    assert cache.match_prefix([1, 2, 3]).page_ids == [70, 80, 90]
+    assert cache.match_prefix([1, 2, 3], "nonexistent").page_ids == []
+    cache.check()
+
+
+def test_reset():
+    cache = RadixCache(page_size=1)
+    cache.insert([1, 2, 3], [10, 20, 30])
+    cache.reset()
+    assert cache.total_size() == cache.evictable_size() == cache.protected_size() == 0
+    assert cache.num_nodes == 0
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 4])
+def test_random_inserts_match_a_dict_of_prefixes(page_size):
+    """Oracle: every whole-page prefix ever inserted -> the page that first stored it."""
+    rng = random.Random(page_size)
+    cache, oracle, next_page = RadixCache(page_size), {}, 0
+    for _ in range(200):
+        tokens = [rng.randrange(3) for _ in range(rng.randrange(1, 14))]
+        extra = rng.choice([None, "a"])
+        pages = list(range(next_page, next_page + len(tokens) // page_size))
+        next_page += len(pages)
+        known = 0
+        while known < len(pages) and (extra, tuple(tokens[: (known + 1) * page_size])) in oracle:
+            known += 1
+        assert cache.insert(tokens, pages, extra) == known * page_size
+        for i, page in enumerate(pages):
+            oracle.setdefault((extra, tuple(tokens[: (i + 1) * page_size])), page)
+        probe = [rng.randrange(3) for _ in range(rng.randrange(1, 14))]
+        want = []
+        while (extra, tuple(probe[: (len(want) + 1) * page_size])) in oracle and (
+            len(want) + 1
+        ) * page_size <= len(probe):
+            want.append(oracle[extra, tuple(probe[: (len(want) + 1) * page_size])])
+        assert cache.match_prefix(probe, extra).page_ids == want
+        assert cache.total_size() == len(oracle)
+        cache.check()
+
+
+def test_the_growth_picture_shows_each_step():
+    from pagedkv.viz.radix import plot_radix_growth
+
+    cache = RadixCache(page_size=2)
+    cache.insert([1, 2, 3, 4], [0, 1])
+    before = copy.deepcopy(cache)
+    cache.match_prefix([1, 2, 9, 9])  # splits [1, 2, 3, 4]
+    fig = plot_radix_growth([("before", before), ("after the split", cache)])
+    texts = [sorted(t.get_text() for t in ax.texts) for ax in fig.axes]
+    assert [ax.get_title() for ax in fig.axes] == ["before", "after the split"]
+    assert texts == [["1 2 3 4\npages 0, 1", "root"], ["1 2\npages 0", "3 4\npages 1", "root"]]

@@ -1,0 +1,277 @@
+"""The radix tree as the pool's prefix index (CacheConfig(prefix_index="radix")).
+
+Held to the plain reference model (tests/reference_model.py) with the two rules where a
+tree differs from a hash chain spelled out in `TreeReferencePool`: a block is indexed only
+if its parent's content is, and the victim is the least recently used *leaf*, where using a
+page uses its whole prefix. Everything else (hits, block tables, states, counters) must be
+what the reference pool does. Generation through the radix pool equals recomputation."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
+
+from pagedkv import CacheConfig, KVCachePool, OutOfPagesError, PageState, SequenceManager, TinyLM
+from pagedkv.config import ConfigError
+from pagedkv.hit_rate_lab import replay
+from pagedkv.lab_workloads import lab_workload
+
+from .reference_model import OutOfPages, ReferencePool
+
+
+class TreeReferencePool(ReferencePool):
+    """ReferencePool with a tree's two rules (module docstring); prefixes are token tuples."""
+
+    def __init__(self, num_pages: int, page_size: int):
+        super().__init__(num_pages, page_size)
+        self.time: dict[tuple, int] = {}  # indexed prefix -> last use of it or a longer one
+        self.now = 0
+        self.appending = None  # the sequence whose page is being sealed by append
+
+    def _seal(self, pid, extra, prefix):
+        if len(prefix) > self.page_size and not self._parent_indexed(extra, prefix):
+            self.key[pid] = (extra, tuple(prefix))  # full and hashed, but not indexed
+            return
+        super()._seal(pid, extra, prefix)
+
+    def _parent_indexed(self, extra, prefix):
+        if self.appending is None:  # admission: a recomputed copy can only be the last page
+            return (extra, tuple(prefix[: -self.page_size])) in self.index
+        parent = self.tables[self.appending][-2]  # the page this sequence holds before it
+        return self.index.get(self.key[parent]) == parent
+
+    def append(self, seq, token):
+        self.appending = seq
+        try:
+            super().append(seq, token)
+        finally:
+            self.appending = None
+
+    def _use(self, key):
+        self.now += 1
+        extra, prefix = key
+        for end in range(self.page_size, len(prefix) + 1, self.page_size):
+            if (extra, prefix[:end]) in self.index:
+                self.time[extra, prefix[:end]] = self.now
+
+    def _is_leaf(self, key, index):
+        extra, prefix = key
+        return not any(
+            k[0] == extra and len(k[1]) == len(prefix) + self.page_size and k[1][: len(prefix)] == prefix
+            for k in index
+        )
+
+    def _victims(self):
+        index, left, out = dict(self.index), list(self.evictable), []
+        while left:
+            leaves = [p for p in left if self._is_leaf(self.key[p], index)]
+            victim = min(leaves, key=lambda p: self.time[self.key[p]])
+            out.append(victim)
+            left.remove(victim)
+            del index[self.key[victim]]
+        return out
+
+    def eviction_order(self):
+        return self._victims()
+
+    def _take_page(self):
+        if self.free:
+            return super()._take_page()
+        victim = self._victims()[0]
+        self.evictable.remove(victim)
+        self.evictable.insert(0, victim)
+        saved, self.policy = self.policy, "lru"
+        try:
+            return super()._take_page()  # takes evictable[0] as the victim
+        finally:
+            self.policy = saved
+
+    def add(self, seq, tokens, extra=None):
+        before = set(self.evictable)
+        hits = super().add(seq, tokens, extra)
+        for pid in self.tables[seq][: hits // self.page_size]:
+            if pid in before:
+                self._use(self.key[pid])
+        return hits
+
+    def free_seq(self, seq):
+        before = set(self.evictable)
+        super().free_seq(seq)
+        self.now += 1
+        for pid in [p for p in self.evictable if p not in before]:
+            self._use(self.key[pid])
+
+
+def make_pool(num_pages, page_size, **options):
+    cfg = CacheConfig(
+        num_pages=num_pages,
+        page_size=page_size,
+        num_layers=1,
+        num_kv_heads=1,
+        head_dim=2,
+        prefix_index="radix",
+        **options,
+    )
+    pool = KVCachePool(cfg)
+    return pool, SequenceManager(pool)
+
+
+tokens_st = st.lists(st.integers(0, 2), min_size=1, max_size=14)
+
+
+def make_machine(num_pages: int, page_size: int):
+    class RadixMachine(RuleBasedStateMachine):
+        seqs = Bundle("seqs")
+
+        def __init__(self):
+            super().__init__()
+            self.pool, self.mgr = make_pool(num_pages, page_size)
+            self.ref = TreeReferencePool(num_pages, page_size)
+            self.next_id = 0
+
+        @rule(target=seqs, tokens=tokens_st, extra=st.sampled_from([None, None, "salt"]))
+        def add(self, tokens, extra):
+            self.next_id += 1
+            seq = f"s{self.next_id}"
+            try:
+                expected = self.ref.add(seq, tokens, extra)
+            except OutOfPages:
+                before = self.pool.snapshot()
+                with pytest.raises(OutOfPagesError):
+                    self.mgr.add(seq, tokens, extra_key=extra)
+                assert self.pool.snapshot() == before
+                return None
+            assert self.mgr.add(seq, tokens, extra_key=extra) == expected
+            return seq
+
+        @rule(seq=seqs, token=st.integers(0, 2))
+        def append(self, seq, token):
+            if seq is None or seq not in self.ref.tables:
+                return
+            try:
+                self.ref.append(seq, token)
+            except OutOfPages:
+                with pytest.raises(OutOfPagesError):
+                    self.mgr.append_slot(seq, token)
+                return
+            self.mgr.append_slot(seq, token)
+
+        @rule(target=seqs, parent=seqs)
+        def fork(self, parent):
+            if parent is None or parent not in self.ref.tables:
+                return None
+            self.next_id += 1
+            child = f"s{self.next_id}"
+            self.ref.fork(parent, child)
+            self.mgr.fork(parent, child)
+            return child
+
+        @rule(seq=consumes(seqs))
+        def free(self, seq):
+            if seq is None or seq not in self.ref.tables:
+                return
+            self.ref.free_seq(seq)
+            self.mgr.free(seq)
+
+        @invariant()
+        def agrees_with_reference(self):
+            self.pool.check_invariants()
+            self.pool.prefix_index.check()
+            ref, pool = self.ref, self.pool
+            for pid in range(num_pages):
+                page = pool.page(pid)
+                assert page.state is PageState[ref.state(pid)], pid
+                assert page.ref_count == ref.ref[pid], pid
+                assert page.token_ids == ref.tokens[pid], pid
+            assert {s: self.mgr.block_table(s) for s in self.mgr.sequences} == ref.tables
+            assert pool.eviction.order() == ref.eviction_order()
+            assert pool.stats.as_dict() == ref.stats
+
+    RadixMachine.TestCase.settings = settings(
+        max_examples=60,
+        stateful_step_count=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    return RadixMachine
+
+
+TestRadixTight = make_machine(num_pages=5, page_size=2).TestCase
+TestRadixRoomy = make_machine(num_pages=12, page_size=3).TestCase
+TestRadixPageSizeOne = make_machine(num_pages=8, page_size=1).TestCase
+
+
+@pytest.mark.parametrize("workload", ["chat", "zipf", "rag", "scan"])
+def test_radix_and_hash_serve_the_same_hit_tokens_on_the_lab_streams(workload):
+    requests = lab_workload(workload)
+    for cache_tokens in (1024, 4096):
+        hashed = replay(requests, cache_tokens, "lru", prefix_index="hash")
+        radix = replay(requests, cache_tokens, "lru", prefix_index="radix")
+        assert (radix.hit_tokens, radix.evictions) == (hashed.hit_tokens, hashed.evictions)
+
+
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_generation_through_the_radix_pool_equals_recomputation(page_size):
+    model = TinyLM(seed=0)
+    num_pages = 64 if page_size == 1 else 40  # room for one request, not for all of them
+    pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=page_size, prefix_index="radix"))
+    seqs = SequenceManager(pool)
+    rng = random.Random(page_size)
+    system = "You are a terse assistant. "
+    prompts = [system + q for q in ("Hi!", "What is a page?", "Hi!", "Why radix trees?")]
+    prompts += ["".join(rng.choice("abc ") for _ in range(30)) for _ in range(4)]
+    for i, prompt in enumerate(prompts):  # one at a time: later prompts hit earlier pages
+        out = model.generate(seqs, [prompt], 12, seq_ids=[f"r{i}"])
+        assert out[f"r{i}"] == model.generate_reference(prompt, 12), (i, prompt)
+        pool.check_invariants()
+        pool.prefix_index.check()
+    assert pool.stats.prefix_hits > 0 and pool.stats.evictions > 0
+
+
+def test_bad_config():
+    with pytest.raises(ConfigError, match=r"prefix_index must be one of \('hash', 'radix'\), got 'trie'"):
+        CacheConfig(num_pages=4, prefix_index="trie")
+    with pytest.raises(ConfigError, match="eviction_policy must be 'lru' with it, got 'arc'"):
+        CacheConfig(num_pages=4, prefix_index="radix", eviction_policy="arc")
+
+
+@pytest.mark.parametrize("preemption_mode", ["recompute", "swap"])
+def test_the_scheduler_runs_on_the_radix_pool_and_matches_recomputation(preemption_mode):
+    """Overlapping requests, prefix hits between running sequences, preemption: the
+    scheduler does not know which index the pool uses, and the tokens stay exact."""
+    from pagedkv import Scheduler
+    from pagedkv.workloads import Request
+
+    model = TinyLM(seed=1)
+    system = "Answer in one word. "
+    questions = ["Sky?", "Sea?", "Sky?", "Fire, water or air?", "Sea?", "Night?"]
+    requests = [Request(f"q{i}", model.encode(system + q), 8) for i, q in enumerate(questions)]
+    outputs = {}
+    for prefix_index in ("hash", "radix"):
+        pool = KVCachePool(model.cache_config(num_pages=12, page_size=4, prefix_index=prefix_index))
+        sched = Scheduler(
+            SequenceManager(pool),
+            model,
+            max_num_seqs=4,
+            max_num_batched_tokens=64,
+            preemption_mode=preemption_mode,
+            swap_space_pages=16,
+        )
+        sched.add_requests(requests)
+        outputs[prefix_index] = sched.run()
+        assert sched.stats.preemptions > 0  # the pool is tight: sequences are preempted
+        pool.check_invariants()
+        assert pool.stats.prefix_hits > 0
+    for r in requests:
+        want = model.generate_reference(r.prompt_token_ids, r.max_new_tokens)
+        assert outputs["radix"][r.req_id] == outputs["hash"][r.req_id] == want, r.req_id
+
+
+def test_restore_refuses_a_radix_pool():
+    pool, _ = make_pool(4, 2)
+    with pytest.raises(ValueError, match="prefix_index='hash'"):
+        pool.restore([], [], {}, 0)
