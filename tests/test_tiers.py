@@ -85,7 +85,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="capacity_bytes"):
         HostTier(pool, page - 1)  # smaller than a page
     with pytest.raises(ValueError, match="eviction_policy"):
-        HostTier(pool, 4 * page, "fifo")
+        HostTier(pool, 4 * page, "clock")
     with pytest.raises(ValueError, match="write_policy"):
         HostTier(pool, 4 * page, write_policy="lazy")
     with pytest.raises(TypeError, match="pool"):
