@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ..validation import check_int
+
 MAGIC = b"PKVWAL1\n"
 _HEADER = struct.Struct("<IIQ")  # crc32, payload length, sequence number
 MAX_PAYLOAD = 64 << 20  # a record longer than this is treated as damage, not data
@@ -60,12 +62,13 @@ class FsyncPolicy:
     every: int = 1  # records per fsync in batch mode
 
     def __post_init__(self) -> None:
+        if not isinstance(self.mode, str):
+            raise TypeError(f"fsync mode must be a str, got {type(self.mode).__name__}")
         if self.mode not in ("always", "batch", "never"):
             raise ValueError(
                 f"fsync mode must be 'always', 'batch N' or 'never', got {self.mode!r}"
             )
-        if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
-            raise ValueError(f"fsync batch size must be an int >= 1, got {self.every!r}")
+        check_int("fsync batch size", self.every, 1)
 
     @classmethod
     def parse(cls, text: str | FsyncPolicy) -> FsyncPolicy:
@@ -223,11 +226,25 @@ class WriteAheadLog:
             self.fsyncs += 1
             self._unsynced = 0
 
+    @property
+    def size(self) -> int:
+        """Bytes in the log file (header included)."""
+        return os.fstat(self._fd).st_size
+
     def reset(self) -> None:
         """Atomically replace the log with an empty one that continues the numbering (after
         a checkpoint has made every record so far redundant)."""
+        self.compact(self.size)
+
+    def compact(self, offset: int) -> None:
+        """Atomically replace the log with its records from byte `offset` on (those written
+        after a checkpoint that covers everything before `offset`)."""
+        self.sync()
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            tail = f.read()
         os.close(self._fd)
-        atomic_write(self.path, MAGIC)
+        atomic_write(self.path, MAGIC + tail)
         self._unsynced = 0
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
 
