@@ -175,6 +175,10 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
         timeout_graceful_shutdown=limits.shutdown_timeout,
         backlog=min(2048, limits.max_connections * 2),
     )
+    # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then raises the signal again
+    # with the handler it found: with this one, a clean shutdown exits 0, not -15.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 
