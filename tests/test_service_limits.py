@@ -188,3 +188,16 @@ def test_live_sequences_are_limited_and_snapshots_paged():
                     break
             assert pages == [["p", "f0"], ["f1", "f2"], ["f3"]]
             assert snap["seq_ids"] == ["p", "f0", "f1", "f2", "f3"]
+
+
+def test_bench_api_quick_run_serves_every_kind_with_and_without_a_wal():
+    from pagedkv.bench import api
+
+    report = api.run(quick=True)
+    assert {(row[0], row[1]) for row in report.rows} == {
+        (server, kind)
+        for server in ("no WAL", "WAL, fsync always")
+        for kind in ("health", "create+free", "generate", "metrics")
+    }
+    # 4 clients never pass the default 32 requests in flight: nothing refused, all served
+    assert all(row[3] == 0 and row[2] == (160 if row[1] == "create+free" else 80) for row in report.rows)
