@@ -63,8 +63,11 @@ def test_kill_9_mid_generate_is_all_or_nothing_and_retries_apply_once(tmp_path, 
     server = ServerProcess(*args)
     with httpx.Client(base_url=server.url, timeout=30) as c:
         for s in seqs:
-            r = c.post("/sequences", json={"seq_id": s, "text": f"prompt {s} {seed}"},
-                       headers={"Idempotency-Key": f"create-{s}"})
+            r = c.post(
+                "/sequences",
+                json={"seq_id": s, "text": f"prompt {s} {seed}"},
+                headers={"Idempotency-Key": f"create-{s}"},
+            )
             assert r.status_code == 201
         kill_at, took, killer = int(rng.integers(2, 8)), 0.05, None
         for i in range(12):  # the kill comes during operation kill_at or the next generate
@@ -75,8 +78,7 @@ def test_kill_9_mid_generate_is_all_or_nothing_and_retries_apply_once(tmp_path, 
                 killer.start()
             start = time.perf_counter()
             try:
-                r = c.post(f"/sequences/{op[1]}/{op[2]}", json=op[3],
-                           headers={"Idempotency-Key": op[0]})
+                r = c.post(f"/sequences/{op[1]}/{op[2]}", json=op[3], headers={"Idempotency-Key": op[0]})
             except httpx.HTTPError:
                 in_flight.append(op)
                 break
@@ -108,22 +110,17 @@ def test_kill_9_mid_generate_is_all_or_nothing_and_retries_apply_once(tmp_path, 
         assert r.status_code == 200 and (r.headers.get("idempotent-replayed") == "true") == applied
         assert r.json()["num_tokens"] == acked[op[1]] + op[4]  # applied exactly once
         for old, answer in done[-5:]:  # keys survived recovery: the first answer, unchanged
-            again = c.post(f"/sequences/{old[1]}/{old[2]}", json=old[3],
-                           headers={"Idempotency-Key": old[0]})
+            again = c.post(f"/sequences/{old[1]}/{old[2]}", json=old[3], headers={"Idempotency-Key": old[0]})
             assert again.headers.get("idempotent-replayed") == "true" and again.json() == answer
         final = {s: c.get(f"/sequences/{s}").json() for s in seqs}
-        assert {s: q["num_tokens"] for s, q in final.items()} == {
-            **acked, op[1]: acked[op[1]] + op[4]
-        }
+        assert {s: q["num_tokens"] for s, q in final.items()} == {**acked, op[1]: acked[op[1]] + op[4]}
         assert c.get("/invariants").json() == {"ok": True}
 
     for s in seqs:  # the oracle: dense generation with no cache, op by op
         tokens = list(f"prompt {s} {seed}".encode())
         for o in [o for o, _ in done] + in_flight:
             if o[1] == s:
-                tokens += (
-                    MODEL.generate_reference(tokens, o[4]) if o[2] == "generate" else o[3]["token_ids"]
-                )
+                tokens += MODEL.generate_reference(tokens, o[4]) if o[2] == "generate" else o[3]["token_ids"]
         assert final[s]["token_ids"] == tokens
 
 
@@ -131,6 +128,8 @@ def test_some_kills_landed_inside_a_transaction():
     """The kills above are only a test of rollback if some cut a request off half-way."""
     if len(ROLLED_BACK) < len(SEEDS):
         pytest.skip("needs the kill -9 tests of this module to have run")
-    print(f"{len(ROLLED_BACK)} kills; recovery rolled back a cut-off request after "
-          f"{sum(n > 0 for n in ROLLED_BACK)}; 0 operations half-applied")
+    print(
+        f"{len(ROLLED_BACK)} kills; recovery rolled back a cut-off request after "
+        f"{sum(n > 0 for n in ROLLED_BACK)}; 0 operations half-applied"
+    )
     assert sum(n > 0 for n in ROLLED_BACK) >= 2, ROLLED_BACK

@@ -124,8 +124,7 @@ def test_promtool_accepts_the_exposition_and_no_created_series(server):
     assert _promtool(pagedkv_only) == []
     complaints = _promtool(text)
     assert complaints and all(
-        c.startswith("vllm:") and c.endswith("metric names should not contain ':'")
-        for c in complaints
+        c.startswith("vllm:") and c.endswith("metric names should not contain ':'") for c in complaints
     ), complaints
 
 

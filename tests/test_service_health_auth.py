@@ -127,9 +127,7 @@ def _serve(*args: str, env: dict | None = None, timeout: float = 60) -> subproce
     )
 
 
-@pytest.mark.parametrize(
-    "how", ["--token ''", "PAGEDKV_TOKEN=''", "--token-file empty"]
-)
+@pytest.mark.parametrize("how", ["--token ''", "PAGEDKV_TOKEN=''", "--token-file empty"])
 def test_an_empty_token_is_refused_at_start_up(tmp_path, how):
     (tmp_path / "empty").write_text("\n")
     args, env = {

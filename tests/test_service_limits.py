@@ -58,9 +58,7 @@ def test_slow_headers_are_cut_off_while_other_clients_are_served(server):
     sock = _connect(server)
     sock.send(b"GET /health HTTP/1.1\r\nHost: x\r\n")
     served: list[int] = []
-    threading.Thread(
-        target=lambda: served.append(httpx.get(f"{server.url}/health").status_code)
-    ).start()
+    threading.Thread(target=lambda: served.append(httpx.get(f"{server.url}/health").status_code)).start()
     took, received = _closed_after(sock, drip=b"X-Slow: " + b"a" * 100)  # never finishes
     sock.close()
     assert took < 1 + 1.5 and received.startswith(b"HTTP/1.1 408"), (took, received)
@@ -78,7 +76,7 @@ def test_slow_body_is_answered_408_within_the_timeout(server):
     sock = _connect(server)
     sock.send(
         b"POST /sequences HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        b"Content-Length: 100\r\n\r\n{\"text\":"
+        b'Content-Length: 100\r\n\r\n{"text":'
     )
     took, received = _closed_after(sock, drip=b" " * 100)  # 0.2 s a byte: 20 s for the body
     sock.close()
@@ -120,8 +118,10 @@ def _stall_and_serve(server: ServerProcess) -> None:
     finally:
         for s in stalled:
             s.close()
-    print(f"300 stalled connections: {held} held open by the server (cap 40); "
-          f"{answers.count(200)}/20 clients served; server fds {open_fds}")
+    print(
+        f"300 stalled connections: {held} held open by the server (cap 40); "
+        f"{answers.count(200)}/20 clients served; server fds {open_fds}"
+    )
     assert answers == [200] * 20
     assert held <= 40 and open_fds < 40 + 30  # the cap, plus the server's own files
 
@@ -174,8 +174,7 @@ def test_live_sequences_are_limited_and_snapshots_paged():
     with ServerProcess("--max-sequences", "5", "--max-snapshot-sequences", "2") as server:
         with httpx.Client(base_url=server.url) as c:
             c.post("/sequences", json={"seq_id": "p", "text": "x" * 100})
-            codes = [c.post("/sequences/p/fork", json={"child_id": f"f{i}"}).status_code
-                     for i in range(6)]
+            codes = [c.post("/sequences/p/fork", json={"child_id": f"f{i}"}).status_code for i in range(6)]
             assert codes == [201] * 4 + [503, 503]  # forks take no pages: the limit bounds them
             r = c.post("/sequences/p/fork", json={"child_id": "f9"})
             assert r.json()["error"] == "too_many_sequences" and r.headers["retry-after"] == "1"

@@ -41,23 +41,23 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 import numpy as np
 
 from ..model import VOCAB_SIZE, TinyLM
-from ..pool import KVCachePool, OutOfPagesError, PoolSnapshot
+from ..pool import KVCachePool, OutOfPagesError
 from ..sequence import Sequence, SequenceManager
 from ..validation import check_tokens, check_vocab
+from .answers import describe, snapshot_json
 from .checkpointer import Checkpointer
 from .concurrency import LockedManager
 from .durable import DurableSequenceManager
 from .idempotency import IdempotencyKeys, check_key, fingerprint
 from .limits import ServiceBusyError, ServiceLimits
 from .metrics import ServiceMetrics
-from .recovery import open_store
+from .recovery import discarded_lines, open_store
 from .wal import FsyncPolicy
 
 MAX_CONTEXT_TOKENS = ServiceLimits.max_context_tokens  # default tokens one sequence may hold
@@ -113,8 +113,8 @@ class ServiceEngine:
             if self.durable is not None
             else None
         )
-        if self.recovery:
-            _log_recovery(wal, self.recovery)
+        for line in discarded_lines(self.recovery):
+            log.warning("%s: %s", wal, line)
 
     # ---- requests ------------------------------------------------------------------------
 
@@ -140,7 +140,7 @@ class ServiceEngine:
             with self.metrics.time_allocation():
                 num_cached = m.add(seq_id, token_ids, extra_key)
             self._logits[seq_id] = self.model.forward(m, [seq_id])[0]
-            return {**_describe(m.get(seq_id)), "num_cached_tokens": num_cached}
+            return {**describe(m.get(seq_id)), "num_cached_tokens": num_cached}
 
         return self._run(key, fingerprint("create", list(token_ids), seq_id, extra_key), run)
 
@@ -168,7 +168,7 @@ class ServiceEngine:
                 new_tokens.append(token)
             self._logits[seq_id] = logits
             new_tokens = [int(t) for t in new_tokens]
-            return {**_describe(seq), "new_token_ids": new_tokens, "new_text": TinyLM.decode(new_tokens)}
+            return {**describe(seq), "new_token_ids": new_tokens, "new_text": TinyLM.decode(new_tokens)}
 
         request = fingerprint("generate", seq_id, max_new_tokens, temperature, seed)
         return self._run(key, request, run)
@@ -185,7 +185,7 @@ class ServiceEngine:
                 with self.metrics.time_allocation():
                     m.append_slot(seq_id, token)
             self._logits[seq_id] = self.model.forward(m, [seq_id])[0]
-            return _describe(seq)
+            return describe(seq)
 
         return self._run(key, fingerprint("append", seq_id, list(token_ids)), run)
 
@@ -203,7 +203,7 @@ class ServiceEngine:
             m.fork(seq_id, child_id)
             if seq_id in self._logits:
                 self._logits[child_id] = self._logits[seq_id]
-            return _describe(m.get(child_id))
+            return describe(m.get(child_id))
 
         return self._run(key, fingerprint("fork", seq_id, child_id), run)
 
@@ -216,7 +216,7 @@ class ServiceEngine:
         self._run(key, fingerprint("free", seq_id), run)
 
     def sequence(self, seq_id: str) -> dict:
-        return _describe(self.locked.sequence(seq_id))
+        return describe(self.locked.sequence(seq_id))
 
     def snapshot(self, offset: int = 0) -> dict:
         """The pool's snapshot; block tables of at most `max_snapshot_sequences` sequences
@@ -310,57 +310,4 @@ class ServiceEngine:
         return self.model.forward_reference(seq.token_ids)[-1]
 
 
-def _log_recovery(wal: Path | str | None, r: dict) -> None:
-    """One line per thing recovery discarded (nothing when it discarded nothing)."""
-    if r.get("torn_bytes"):
-        log.warning(
-            "%s: dropped a damaged or torn final record (%d bytes)", wal, r["torn_bytes"]
-        )
-    if r.get("rolled_back_records"):
-        log.warning(
-            "%s: rolled back a transaction a crash cut off (%d records, %d bytes; "
-            "%d cached pages dropped)",
-            wal,
-            r["rolled_back_records"],
-            r["rolled_back_bytes"],
-            len(r["dropped_cached_pages"]),
-        )
-
-
-def _describe(seq: Sequence) -> dict:
-    return {
-        "seq_id": seq.seq_id,
-        "token_ids": list(seq.token_ids),
-        "text": TinyLM.decode(seq.token_ids),
-        "block_table": list(seq.block_table),
-        "num_tokens": seq.num_tokens,
-        "num_prompt_tokens": seq.num_prompt_tokens,
-        "num_cached_tokens": seq.num_cached_tokens,
-        "num_computed_tokens": seq.num_computed_tokens,
-        "parent": seq.parent,
-    }
-
-
-def snapshot_json(snap: PoolSnapshot, offset: int = 0, limit: int | None = None) -> dict:
-    """A PoolSnapshot as JSON-ready data (page arrays as lists; state codes FREE 0, ACTIVE 1,
-    CACHED 2); block tables of sequences [offset, offset + limit) only, when limit is given."""
-    seq_ids = list(snap.seq_ids)
-    end = len(seq_ids) if limit is None else min(len(seq_ids), offset + limit)
-    shown = seq_ids[offset:end]
-    arrays = ("state", "fill", "ref_count", "owner", "lru_rank", "hashed", "last_access")
-    return {
-        "clock": snap.clock,
-        "num_pages": snap.num_pages,
-        "page_size": snap.page_size,
-        **{name: getattr(snap, name).tolist() for name in arrays},
-        "seq_ids": seq_ids,  # all of them: `owner` indexes into this list
-        "num_sequences": len(seq_ids),
-        "offset": offset,
-        "next_offset": end if end < len(seq_ids) else None,
-        "block_tables": {str(k): list(snap.block_tables[k]) for k in shown},
-        "num_cached_tokens": {str(k): snap.num_cached_tokens[k] for k in shown},
-        "cow_log": [list(pair) for pair in snap.cow_log],
-        "stats": snap.stats,
-        "usage": snap.usage,
-        "token_usage": snap.token_usage,
-    }
+__all__ = ["MAX_CONTEXT_TOKENS", "SequenceExistsError", "ServiceEngine", "snapshot_json"]

@@ -46,75 +46,89 @@ def _raw(status: str, body: bytes, extra: str = "") -> bytes:
     ).encode() + body
 
 
-def protocol_class(limits: ServiceLimits) -> type[H11Protocol]:
-    """A GuardedH11Protocol bound to `limits` (uvicorn's `http=` option takes a class)."""
-    busy = _raw(
-        "503 Service Unavailable",
-        b'{"error":"busy","detail":"too many connections; try again"}',
-        f"retry-after: {limits.retry_after}\r\n",
-    )
-    slow = _raw(
-        "408 Request Timeout",
-        b'{"error":"timeout","detail":"request headers not received in time"}',
-    )
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a header deadline and a connection cap (module doc)."""
 
-    class GuardedH11Protocol(H11Protocol):
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self.opened = next(_order)
-            self.header_timer: asyncio.TimerHandle | None = None
-            if len(self.connections) > limits.max_connections and not self._evict_one():
-                _log.warning("connections", "%d connections open: answering 503", len(self.connections))
-                transport.write(busy)
-                transport.close()
-                return
-            self._arm()
+    limits = ServiceLimits()  # protocol_class() makes a subclass with the server's own
 
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-                if self.header_timer is None:  # the first bytes of a request: the clock starts
-                    self._arm()
-            elif self.header_timer is not None:  # headers complete
-                self.header_timer.cancel()
-                self.header_timer = None
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self.header_timer is not None:
-                self.header_timer.cancel()
-                self.header_timer = None
-            super().connection_lost(exc)
-
-        def waiting_for_headers(self) -> bool:
-            """Open, and no request of it is being served (stalled or idle)."""
-            return self.conn.their_state is h11.IDLE and (
-                self.cycle is None or self.cycle.response_complete
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.opened = next(_order)
+        self.header_timer: asyncio.TimerHandle | None = None
+        if len(self.connections) > self.limits.max_connections and not self._evict_one():
+            _log.warning("connections", "%d connections open: answering 503", len(self.connections))
+            transport.write(
+                _raw(
+                    "503 Service Unavailable",
+                    b'{"error":"busy","detail":"too many connections; try again"}',
+                    f"retry-after: {self.limits.retry_after}\r\n",
+                )
             )
+            transport.close()
+            return
+        self._arm()
 
-        def _arm(self) -> None:
-            self.header_timer = self.loop.call_later(limits.header_timeout, self._headers_too_slow)
-
-        def _headers_too_slow(self) -> None:
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+            if self.header_timer is None:  # the first bytes of a request: the clock starts
+                self._arm()
+        elif self.header_timer is not None:  # headers complete
+            self.header_timer.cancel()
             self.header_timer = None
-            if self.transport.is_closing() or not self.waiting_for_headers():
-                return
-            _log.warning("slow headers", "closed a connection whose headers took over %.1f s",
-                         limits.header_timeout)
-            if self.cycle is None:  # nothing of a response was sent on it yet
-                self.transport.write(slow)
-            self.transport.close()
 
-        def _evict_one(self) -> bool:
-            """Close the oldest connection still waiting for its headers; False if none."""
-            idle = [c for c in self.connections if c is not self and c.waiting_for_headers()
-                    and not c.transport.is_closing()]
-            if not idle:
-                return False
-            victim = min(idle, key=lambda c: c.opened)
-            _log.warning("evict", "%d connections open: closed the oldest one without a request",
-                         len(self.connections))
-            victim.transport.close()
-            victim.connections.discard(victim)  # counted out now, not when the loop gets to it
-            return True
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.header_timer is not None:
+            self.header_timer.cancel()
+            self.header_timer = None
+        super().connection_lost(exc)
 
-    return GuardedH11Protocol
+    def waiting_for_headers(self) -> bool:
+        """Open, and no request of it is being served (stalled or idle)."""
+        return self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete)
+
+    def _arm(self) -> None:
+        self.header_timer = self.loop.call_later(self.limits.header_timeout, self._too_slow)
+
+    def _too_slow(self) -> None:
+        self.header_timer = None
+        if self.transport.is_closing() or not self.waiting_for_headers():
+            return
+        _log.warning(
+            "slow headers",
+            "closed a connection whose headers took over %.1f s",
+            self.limits.header_timeout,
+        )
+        if self.cycle is None:  # nothing of a response was sent on it yet
+            self.transport.write(_SLOW)
+        self.transport.close()
+
+    def _evict_one(self) -> bool:
+        """Close the oldest connection still waiting for its headers; False if none."""
+        idle = [
+            c
+            for c in self.connections
+            if c is not self and c.waiting_for_headers() and not c.transport.is_closing()
+        ]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda c: c.opened)
+        _log.warning(
+            "evict",
+            "%d connections open: closed the oldest one without a request",
+            len(self.connections),
+        )
+        victim.transport.close()
+        victim.connections.discard(victim)  # counted out now, not when the loop gets to it
+        return True
+
+
+_SLOW = _raw(
+    "408 Request Timeout",
+    b'{"error":"timeout","detail":"request headers not received in time"}',
+)
+
+
+def protocol_class(limits: ServiceLimits) -> type[GuardedH11Protocol]:
+    """A GuardedH11Protocol bound to `limits` (uvicorn's `http=` option takes a class)."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits})

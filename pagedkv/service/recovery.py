@@ -234,6 +234,22 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
     return manager
 
 
+def discarded_lines(recovery: dict) -> list[str]:
+    """One line per thing recovery discarded (none when it discarded nothing).
+
+    Example: {"torn_bytes": 11, ...} -> ["dropped a damaged or torn final record (11 bytes)"]."""
+    lines = []
+    if recovery.get("torn_bytes"):
+        lines.append(f"dropped a damaged or torn final record ({recovery['torn_bytes']} bytes)")
+    if recovery.get("rolled_back_records"):
+        lines.append(
+            f"rolled back a transaction a crash cut off ({recovery['rolled_back_records']} "
+            f"records, {recovery['rolled_back_bytes']} bytes; "
+            f"{len(recovery['dropped_cached_pages'])} cached pages dropped)"
+        )
+    return lines
+
+
 def open_store(
     path: Path | str, config: CacheConfig, fsync: FsyncPolicy | str = "always"
 ) -> DurableSequenceManager:

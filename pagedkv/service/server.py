@@ -31,8 +31,8 @@ reading what the engine published after its last request: they never wait for th
 for a worker thread.
 
 With a token, every request — docs and metrics included — needs `Authorization: Bearer
-<token>`, compared with `hmac.compare_digest` (constant time), in an ASGI middleware that
-runs before routing; the same middleware bounds the requests in flight and the body.
+<token>`; that, the bound on requests in flight and the body limits are in an ASGI
+middleware that runs before routing (guard.py).
 
 vLLM's OpenAI-compatible server plays this role for vLLM. Leaves out: TLS (put a proxy in
 front), per-client rate limits, streaming responses.
@@ -40,10 +40,6 @@ front), per-client rate limits, streaming responses.
 
 from __future__ import annotations
 
-import asyncio
-import hmac
-import json
-import time
 from contextlib import asynccontextmanager
 from typing import Annotated
 
@@ -65,13 +61,12 @@ from ..pool import OutOfPagesError
 from ..sequence import UnknownSequenceError
 from .durable import StoreNeedsRecoveryError
 from .engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
+from .guard import MAX_BODY_BYTES, Guard
 from .limits import ServiceBusyError
-from .logs import RateLimitedLog
 
 MAX_PROMPT_TOKENS = 2048  # tokens (bytes of text) in one create request
 MAX_APPEND_TOKENS = 1024  # tokens in one append request
 MAX_NEW_TOKENS = 256  # tokens one generate request may decode
-MAX_BODY_BYTES = 256 << 10
 SEQ_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 
 SeqId = Annotated[str, StringConstraints(pattern=SEQ_ID_PATTERN)]
@@ -165,7 +160,7 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    app.add_middleware(_Guard, token=token.encode() if token else None, engine=engine)
+    app.add_middleware(Guard, token=token.encode() if token else None, limits=engine.limits)
 
     @app.exception_handler(RequestValidationError)
     def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -269,107 +264,8 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
     return app
 
 
-_UNLIMITED = frozenset({"/health", "/metrics"})  # cheap, lock-free: never refused as busy
-class _Guard:
-    """ASGI middleware before routing: bearer token, requests in flight, body size and time."""
-
-    def __init__(self, app, token: bytes | None, engine: ServiceEngine) -> None:
-        self.app, self.token, self.limits = app, token, engine.limits
-        self.inflight = 0  # requests past this guard and not yet answered (event loop only)
-        self.log = RateLimitedLog("pagedkv.service")
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        refusal = self._refusal(scope)
-        if refusal is not None:
-            return await _reply(send, *refusal)
-        limited = scope["path"] not in _UNLIMITED
-        if limited and self.inflight >= self.limits.max_inflight:
-            self.log.warning("busy", "%d requests in flight: answering 503", self.inflight)
-            return await _reply(
-                send,
-                503,
-                {"error": "busy", "detail": f"{self.inflight} requests in flight; try again"},
-                [(b"retry-after", str(self.limits.retry_after).encode())],
-            )
-        self.inflight += limited
-        try:
-            await self._serve(scope, receive, send)
-        finally:
-            self.inflight -= limited
-
-    def _refusal(self, scope) -> tuple | None:
-        """(status, body, headers) when the credentials are refused, else None."""
-        if self.token is None:
-            return None
-        given = [v for k, v in scope["headers"] if k == b"authorization"]
-        if len(given) > 1:  # which one would a proxy have checked? refuse to guess
-            return 400, {"error": "bad_request", "detail": "more than one Authorization header"}
-        scheme, _, credentials = (given[0] if given else b"").partition(b" ")
-        if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
-            return (
-                401,
-                {"error": "unauthorized", "detail": "missing or wrong bearer token"},
-                [(b"www-authenticate", b"Bearer")],
-            )
-        return None
-
-    async def _serve(self, scope, receive, send) -> None:
-        body, more = b"", True
-        deadline = time.monotonic() + self.limits.body_timeout
-        while more:  # read the whole body first: never hand the app more than the limit
-            try:
-                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
-            except TimeoutError:
-                self.log.warning("slow body", "a request body took over %.1f s: answering 408",
-                                 self.limits.body_timeout)
-                return await _reply(
-                    send,
-                    408,
-                    {"error": "timeout", "detail": f"body not received in {self.limits.body_timeout} s"},
-                    [(b"connection", b"close")],
-                )
-            if message["type"] == "http.disconnect":
-                return None
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > MAX_BODY_BYTES:
-                return await _reply(
-                    send,
-                    413,
-                    {"error": "too_large", "detail": f"request body over {MAX_BODY_BYTES} bytes"},
-                )
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        return await self.app(scope, replay, send)
-
-
-async def _reply(send, status: int, content: dict, headers: list | None = None) -> None:
-    """A whole JSON response straight from the middleware."""
-    data = json.dumps(content).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
-
-
 __all__ = [
+    "MAX_BODY_BYTES",
     "MAX_APPEND_TOKENS",
     "MAX_CONTEXT_TOKENS",
     "MAX_NEW_TOKENS",
