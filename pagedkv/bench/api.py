@@ -50,7 +50,11 @@ def _drive(client, kind: str, requests: int, clients: int, seed: int) -> tuple[f
                     "a shared system prompt, then " if i % 2 else f"{seed}-{k}-{i} unshared "
                 ) + f"{k}:{i}"
                 created = client.post("/sequences", json={"seq_id": f"b{k}-{i}", "text": text[:48]})
-                responses = [created, client.delete(f"/sequences/b{k}-{i}")]
+                responses = [created]
+                if created.status_code != 503:  # refused: nothing to free (counted as 2)
+                    responses.append(client.delete(f"/sequences/b{k}-{i}"))
+                else:
+                    busy.append(1)
             elif kind == "generate":
                 responses = [client.post(f"/sequences/g{k}/generate", json={"max_new_tokens": 1})]
             else:

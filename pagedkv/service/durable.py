@@ -23,8 +23,8 @@ A directory holds one durable manager:
     lock             flock()ed while a process has the store open
 
 With fsync "always", K/V are flushed (msync) before a record that vouches for them (a
-`set_computed`, or the record after a copy-on-write), so the guarantees hold across power
-loss; with "batch N" or "never" they hold across process crashes, and a power loss may lose
+`set_computed`, or the record after a copy-on-write; inside a transaction, its commit), so
+the guarantees hold across power loss; with "batch N" or "never" they hold across process crashes, and a power loss may lose
 the last records and leave K/V of their pages unwritten.
 
 Transactions. A request of the HTTP service is many operations (a generate of n tokens is
@@ -223,7 +223,7 @@ class DurableSequenceManager(SequenceManager):
     def log_begin(self) -> None:
         """Log the `begin` record now (recovery replays it; live code lets `_log` do it)."""
         self._txn = "open"
-        self.log.append({"op": "begin"})
+        self.log.append({"op": "begin"}, sync=False)  # durable with the commit
 
     def commit(self, key: str | None = None, request: str = "", answer: dict | None = None) -> None:
         """Log the `commit` record (with the idempotency key and answer, if any) and store the key."""
@@ -246,10 +246,23 @@ class DurableSequenceManager(SequenceManager):
         self._check_usable()
         if self._txn == "pending":
             self.log_begin()
+        # Inside a transaction the disk work waits for the commit (one msync, one fsync per
+        # request): a power loss before it loses the whole transaction, which recovery would
+        # drop anyway. Except for records that overwrite pages another state may still cache
+        # (evictions, copy-on-write): those reach the disk before their page is written.
+        deferred = (
+            self._txn == "open"
+            and payload["op"] != "commit"
+            and not payload.get("evict")
+            and not payload.get("cow")
+        )
         if self._flush_kv and (kv_written or self._kv_dirty):
-            self.pool.kv_cache.flush()  # K/V reach the disk before the record vouching for them
-            self._kv_dirty = False
-        self.log.append(payload)
+            if deferred:
+                self._kv_dirty = True
+            else:  # K/V reach the disk before the record vouching for them
+                self.pool.kv_cache.flush()
+                self._kv_dirty = False
+        self.log.append(payload, sync=not deferred)
 
     def _verify(self, ok: bool, op: str, seq_id: Hashable) -> None:
         if not ok:  # the plan and the manager disagree: the log no longer describes memory

@@ -79,7 +79,7 @@ class _Replay:
     def __init__(self, path: Path, last_seq: int) -> None:
         self.path, self.last_seq, self.expected = path, last_seq, None
 
-    def append(self, payload: dict) -> int:
+    def append(self, payload: dict, sync: bool = True) -> int:
         record = self.expected
         if payload != record.payload:
             raise WALCorruptionError(

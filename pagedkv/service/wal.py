@@ -12,8 +12,9 @@ process that is killed (SIGKILL, the OOM killer) loses nothing it acknowledged, 
 fsync policy: the page cache outlives the process. The policy decides what outlives the
 machine (power loss, kernel panic):
 
-- `always`:  fsync after every record. Nothing acknowledged is lost; each operation waits
-  for the disk (0.3 ms to several ms on this machine's shared ext4 disk; measured by
+- `always`:  fsync after every record — or, inside a transaction (durable.py), once at its
+  commit, which makes the records before it durable too. Nothing acknowledged is lost;
+  each operation (each request, for the service) waits for the disk (0.3 ms to several ms on this machine's shared ext4 disk; measured by
   `python -m pagedkv bench wal`).
 - `batch N`: fsync every N records. At most the last N - 1 acknowledged operations are lost;
   the flush is paid once per N operations.
@@ -201,14 +202,17 @@ class WriteAheadLog:
     def last_seq(self) -> int:
         return self.next_seq - 1
 
-    def append(self, payload: dict) -> int:
-        """Write one record (one write() call), fsync as the policy says; return its seq."""
+    def append(self, payload: dict, sync: bool = True) -> int:
+        """Write one record (one write() call), fsync as the policy says; return its seq.
+
+        `sync=False` lets an "always" log leave the fsync to a later record (a transaction's
+        commit: one fsync makes every record before it durable too)."""
         seq = self.next_seq
         data = encode_record(seq, payload)
         self._write(data)
         self.next_seq += 1
         self._unsynced += 1
-        if self.policy.mode == "always" or (
+        if (self.policy.mode == "always" and sync) or (
             self.policy.mode == "batch" and self._unsynced >= self.policy.every
         ):
             self.sync()
