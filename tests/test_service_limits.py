@@ -200,3 +200,20 @@ def test_bench_api_quick_run_serves_every_kind_with_and_without_a_wal():
     }
     # 4 clients never pass the default 32 requests in flight: nothing refused, all served
     assert all(row[3] == 0 and row[2] == (160 if row[1] == "create+free" else 80) for row in report.rows)
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_the_copy_on_write_record_stays_bounded(tmp_path, durable):
+    from pagedkv.service.durable import COW_LOG_KEEP
+    from pagedkv.service.engine import ServiceEngine
+
+    wal = tmp_path / "s" if durable else None
+    engine = ServiceEngine(num_pages=16, page_size=4, wal=wal, fsync="never")
+    engine.create(list(b"abcdef"), "p")  # a half-filled last page: each child copies it
+    for i in range(COW_LOG_KEEP + 20):  # bounded
+        engine.fork("p", "c")
+        engine.generate("c", 1)
+        engine.free("c")
+    assert len(engine.pool.snapshot().cow_log) == COW_LOG_KEEP
+    assert engine.pool.stats.cow_copies == COW_LOG_KEEP + 20  # the counter still counts all
+    engine.close()

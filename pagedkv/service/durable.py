@@ -24,8 +24,8 @@ A directory holds one durable manager:
 
 With fsync "always", K/V are flushed (msync) before a record that vouches for them (a
 `set_computed`, or the record after a copy-on-write; inside a transaction, its commit), so
-the guarantees hold across power loss; with "batch N" or "never" they hold across process crashes, and a power loss may lose
-the last records and leave K/V of their pages unwritten.
+the guarantees hold across power loss; with "batch N" or "never" they hold across process
+crashes, and a power loss may lose the last records and leave K/V of their pages unwritten.
 
 Transactions. A request of the HTTP service is many operations (a generate of n tokens is
 n `append` and n `computed` records); `transaction()` makes them one unit: a `begin`
@@ -64,6 +64,9 @@ from .idempotency import IdempotencyKeys
 from .wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
 
 CONFIG, KV, LOG, CHECKPOINT, LOCK = "config.json", "kv.bin", "wal.log", "checkpoint.bin", "lock"
+
+
+COW_LOG_KEEP = 256  # copy-on-write pairs a long-running store keeps (the newest)
 
 
 class StoreNeedsRecoveryError(RuntimeError):
@@ -237,6 +240,9 @@ class DurableSequenceManager(SequenceManager):
         self._txn = "none"
         if key is not None:
             self.idempotency.store(key, request, answer)
+        # `cow_log` is a record for display (snapshots); unbounded, it would grow every
+        # checkpoint forever. Trimmed here, at each commit, so replay trims it identically.
+        del self.cow_log[:-COW_LOG_KEEP]
 
     def _check_usable(self) -> None:
         if self.broken is not None:

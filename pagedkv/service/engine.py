@@ -19,10 +19,10 @@ call takes an optional idempotency key (idempotency.py): a retry with the same k
 the first answer and applies nothing twice, across crashes too.
 
 Limits (`ServiceLimits`) bound what one client can make: live sequences, tokens per
-sequence, block tables per snapshot page. After every request the lock publishes the
-counts `/health` and `/metrics` read (`LockedManager.published`), so they never wait for
-it; checkpoints are written by a background thread (checkpointer.py), never inside a
-client's request.
+sequence, block tables per snapshot page; the copy-on-write record keeps its newest
+`COW_LOG_KEEP` pairs. After every request the lock publishes the counts `/health` and
+`/metrics` read (`LockedManager.published`), so they never wait for it; checkpoints are
+written by a background thread (checkpointer.py), never inside a client's request.
 
 Recovery may still return a sequence with tokens whose K/V were not computed (a log written
 without transactions, by direct use of `DurableSequenceManager`): before it serves anything
@@ -53,7 +53,7 @@ from ..validation import check_tokens, check_vocab
 from .answers import describe, snapshot_json
 from .checkpointer import Checkpointer
 from .concurrency import LockedManager
-from .durable import DurableSequenceManager
+from .durable import COW_LOG_KEEP, DurableSequenceManager
 from .idempotency import IdempotencyKeys, check_key, fingerprint
 from .limits import ServiceBusyError, ServiceLimits
 from .metrics import ServiceMetrics
@@ -261,6 +261,7 @@ class ServiceEngine:
                 answer = body(m)
                 if key is not None:
                     self.keys.store(key, request, answer)
+                del m.cow_log[:-COW_LOG_KEEP]  # bounded, as a durable store's (durable.py)
                 return answer
             with self.durable.transaction():
                 answer = body(m)
