@@ -168,3 +168,13 @@ def test_scrapes_never_deadlock_with_a_read_write_lock_and_waiting_writers():
         assert not any(w.is_alive() for w in writers), "a writer deadlocked"
     finally:
         sys.setswitchinterval(old)
+
+
+def test_created_series_only_when_asked():
+    plain, asked = ServiceEngine(num_pages=8, page_size=4), ServiceEngine(
+        num_pages=8, page_size=4, metrics_created=True
+    )
+    for engine in (plain, asked):
+        engine.create(list(b"abcdef"), "a")
+    assert b"_created" not in plain.metrics.exposition()
+    assert b"pagedkv_allocation_latency_seconds_created" in asked.metrics.exposition()

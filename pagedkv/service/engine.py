@@ -81,6 +81,7 @@ class ServiceEngine:
         checkpoint_every: int = 10_000,
         limits: ServiceLimits | None = None,
         vllm_names: bool = False,
+        metrics_created: bool = False,
     ) -> None:
         self.limits = limits if limits is not None else ServiceLimits()
         self.model = TinyLM(seed=model_seed)
@@ -100,6 +101,7 @@ class ServiceEngine:
             log=self.durable.log if self.durable is not None else None,
             recovery=self.recovery,
             vllm_names=vllm_names,
+            created=metrics_created,
         )
         self._logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self._next_id = 1

@@ -74,6 +74,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also export vLLM's metric names (vllm:kv_cache_usage_perc, ...) on /metrics",
     )
+    parser.add_argument(
+        "--metrics-created",
+        action="store_true",
+        help="also export prometheus_client's *_created series (start times)",
+    )
     limits = parser.add_argument_group("limits (see pagedkv/service/limits.py)")
     for f in fields(ServiceLimits):
         limits.add_argument(
@@ -161,6 +166,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
         args.checkpoint_every,
         limits=limits,
         vllm_names=args.vllm_metrics,
+        metrics_created=args.metrics_created,
     )
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
