@@ -210,7 +210,7 @@ def test_the_copy_on_write_record_stays_bounded(tmp_path, durable):
     wal = tmp_path / "s" if durable else None
     engine = ServiceEngine(num_pages=16, page_size=4, wal=wal, fsync="never")
     engine.create(list(b"abcdef"), "p")  # a half-filled last page: each child copies it
-    for i in range(COW_LOG_KEEP + 20):  # bounded
+    for _ in range(COW_LOG_KEEP + 20):  # bounded
         engine.fork("p", "c")
         engine.generate("c", 1)
         engine.free("c")
