@@ -147,6 +147,33 @@ def _drop_overwritten(state: dict, rolled_back: list[Record]) -> list[int]:
     return dropped
 
 
+def _replay_all(scratch: DurableSequenceManager, records: list[Record], log_path: Path) -> None:
+    """Replay `records` in order; WALCorruptionError naming the first that does not replay."""
+    for record in records:
+        scratch.log.expected = record
+        try:
+            _apply(scratch, record)
+        except WALCorruptionError:
+            raise
+        except Exception as exc:
+            raise WALCorruptionError(
+                log_path, record.offset, f"record {record.seq} cannot be replayed: {exc}"
+            ) from exc
+        if scratch.last_seq != record.seq:  # the operation declined (e.g. a refused reset)
+            raise WALCorruptionError(
+                log_path, record.offset, f"record {record.seq} was not reproduced by replay"
+            )
+
+
+def _truncate(path: Path, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSequenceManager:
     """Rebuild the manager stored in directory `path` as of its last durable record.
 
@@ -185,29 +212,11 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
         )
         if state is not None:
             restore_state(scratch, state)
-        for record in records:
-            scratch.log.expected = record
-            try:
-                _apply(scratch, record)
-            except WALCorruptionError:
-                raise
-            except Exception as exc:
-                raise WALCorruptionError(
-                    log_path, record.offset, f"record {record.seq} cannot be replayed: {exc}"
-                ) from exc
-            if scratch.last_seq != record.seq:  # the operation declined (e.g. a refused reset)
-                raise WALCorruptionError(
-                    log_path, record.offset, f"record {record.seq} was not reproduced by replay"
-                )
+        _replay_all(scratch, records, log_path)
         torn = log_path.stat().st_size - end
         keep = rolled_back[0].offset if rolled_back else end
         if keep < log_path.stat().st_size:  # cut off what is not replayed: new records follow
-            fd = os.open(log_path, os.O_WRONLY)
-            try:
-                os.ftruncate(fd, keep)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _truncate(log_path, keep)
         kv = np.memmap(directory / KV, mode="r+", **kv_args)
         log = WriteAheadLog(log_path, scratch.last_seq + 1, fsync)
         manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd)
