@@ -55,7 +55,7 @@ def test_known_workload_gives_known_numbers():
     assert m["pagedkv_kv_cache_token_usage_perc"] == pytest.approx(28 / 32)
     assert m["pagedkv_num_requests_running"] == 2
     assert m["pagedkv_num_requests_waiting"] == 0
-    assert "pagedkv_num_preemptions_total" not in m  # no Scheduler, so nothing is preempted
+    assert m["pagedkv_num_preemptions_total"] == 0  # no Scheduler, so nothing is preempted
     assert m["pagedkv_allocation_latency_seconds_count"] == 4  # three adds, one append
     assert m["pagedkv_allocation_latency_seconds_sum"] > 0
     # ... and every counter equals the pool's own.
@@ -109,11 +109,11 @@ def test_requests_waiting_for_the_lock_are_counted():
 
 def test_write_ahead_log_metrics(tmp_path):
     engine = ServiceEngine(num_pages=8, page_size=4, wal=tmp_path / "s", fsync="always")
-    engine.create(list(b"abcdef"), "a")  # records: add, computed
-    engine.generate("a", 2)  # records: (append, computed) x 2
+    engine.create(list(b"abcdef"), "a")  # records: begin, add, computed, commit
+    engine.generate("a", 2)  # records: begin, (append, computed) x 2, commit
     m = scrape(engine.metrics)
-    assert m["pagedkv_wal_records_total"] == 6 == engine.durable.last_seq
-    assert m["pagedkv_wal_fsyncs_total"] == 6  # fsync "always": one per record
+    assert m["pagedkv_wal_records_total"] == 10 == engine.durable.last_seq
+    assert m["pagedkv_wal_fsyncs_total"] == 2  # fsync "always": one per request, at its commit
     engine.close()
 
 
@@ -168,3 +168,13 @@ def test_scrapes_never_deadlock_with_a_read_write_lock_and_waiting_writers():
         assert not any(w.is_alive() for w in writers), "a writer deadlocked"
     finally:
         sys.setswitchinterval(old)
+
+
+def test_created_series_only_when_asked():
+    plain, asked = ServiceEngine(num_pages=8, page_size=4), ServiceEngine(
+        num_pages=8, page_size=4, metrics_created=True
+    )
+    for engine in (plain, asked):
+        engine.create(list(b"abcdef"), "a")
+    assert b"_created" not in plain.metrics.exposition()
+    assert b"pagedkv_allocation_latency_seconds_created" in asked.metrics.exposition()

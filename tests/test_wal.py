@@ -358,7 +358,14 @@ def test_checkpoint_compacts_and_recovery_resumes_from_it(tmp_path):
     assert (tmp_path / "s" / "wal.log").read_bytes() == MAGIC  # every record is in the checkpoint
     manager.close()
     recovered = recover(tmp_path / "s")
-    assert recovered.recovery == {"checkpoint_seq": seq, "records_replayed": 0, "torn_bytes": 0}
+    assert recovered.recovery == {
+        "checkpoint_seq": seq,
+        "records_replayed": 0,
+        "torn_bytes": 0,
+        "rolled_back_records": 0,
+        "rolled_back_bytes": 0,
+        "dropped_cached_pages": [],
+    }
     assert_same_state(recovered, reference(2, seq))
     recovered.close()
 
@@ -467,15 +474,19 @@ def test_the_service_checkpoints_every_n_records(tmp_path):
     engine = ServiceEngine(
         num_pages=16, page_size=4, wal=tmp_path / "s", fsync="never", checkpoint_every=5
     )
-    engine.create(list(b"abcdefg"), "a")  # records 1-2
-    engine.generate("a", 3)  # records 3-8: the checkpoint comes after this request
-    assert read_checkpoint_seq(tmp_path / "s") == 8
+    engine.create(list(b"abcdefg"), "a")  # records 1-4: begin, add, computed, commit
+    engine.generate("a", 3)  # records 5-12: begin, (append, computed) x 3, commit
+    for _ in range(500):  # the background thread writes the checkpoint after this request
+        if engine.checkpointer.count:
+            break
+        time.sleep(0.01)
+    assert read_checkpoint_seq(tmp_path / "s") == 12
     assert read_log(tmp_path / "s" / "wal.log")[0] == []
-    engine.create(list(b"xyz"), "b")  # records 9-10
+    engine.create(list(b"xyz"), "b")  # records 13-16
     snap = engine.pool.snapshot()
     engine.close()
     with recover(tmp_path / "s") as recovered:
-        assert recovered.recovery["checkpoint_seq"] == 8 and recovered.last_seq == 10
+        assert recovered.recovery["checkpoint_seq"] == 12 and recovered.last_seq == 16
         assert recovered.pool.snapshot() == snap
 
 

@@ -1,8 +1,10 @@
 """The service layer: durability, thread safety, metrics and an HTTP API around the core.
 
-The core (pagedkv/*.py) imports nothing from here. `durable` and `concurrency` need only
-numpy; `metrics`, `engine` and `server` need the `serve` extra (prometheus_client, FastAPI,
-uvicorn) and are imported by name: `from pagedkv.service.server import create_app`.
+The core (pool, sequence, model, ...) imports nothing from here; only the command line
+(`pagedkv/cli.py`) imports `serve`, which itself imports FastAPI and uvicorn only when the
+server starts. `durable`, `recovery` and `concurrency` need only numpy; `metrics`, `engine`,
+`server` and `protocol` need the `serve` extra (prometheus_client, FastAPI, uvicorn) and
+are imported by name: `from pagedkv.service.server import create_app`.
 """
 
 from .concurrency import CoarseLock, LockedManager, ReadWriteLock

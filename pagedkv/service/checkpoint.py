@@ -79,6 +79,8 @@ def export_state(manager: SequenceManager) -> dict:
         "release_order": pool.eviction.release_order(),  # CACHED pages, oldest release first
         "sequences": sequences,  # oldest first
         "cow_log": [list(pair) for pair in manager.cow_log],
+        # idempotency keys committed so far (durable managers; idempotency.py)
+        "idempotency": manager.idempotency.export() if hasattr(manager, "idempotency") else [],
     }
 
 
@@ -109,6 +111,8 @@ def restore_state(manager: SequenceManager, state: dict) -> None:
         )
     manager.sequences.update(sequences)
     manager.cow_log[:] = [(src, dst) for src, dst in state["cow_log"]]
+    if hasattr(manager, "idempotency"):
+        manager.idempotency.restore(state.get("idempotency", []))
     pool.check_invariants()
 
 

@@ -37,8 +37,12 @@ one thread at a time anyway and shared reads gain no parallelism, while a read-w
 built from a Condition costs several lock operations per acquisition. Even, at best, is no
 reason for the more complex lock.
 
+Reads that must never wait — a liveness probe, a metrics scrape — do not take the lock at
+all: every `exclusive()` hold ends by publishing a fresh `counts()` dict (`published`), a
+new object each time, so a reader sees one whole instant, at most one request old.
+
 vLLM sidesteps the question the same way: one engine-core loop owns the KV cache manager
-and requests reach it through a queue. Leaves out: lock-free reads from published snapshots.
+and requests reach it through a queue; its frontend reads stats the engine core published.
 """
 
 from __future__ import annotations
@@ -140,12 +144,18 @@ class LockedManager:
         self._manager = manager
         self.pool = manager.pool  # read its attributes only through this wrapper's methods
         self.lock = lock if lock is not None else CoarseLock()
+        # counts() as of the end of the last exclusive() hold: read it without the lock.
+        self.published: dict[str, float] = self.counts()
 
     @contextmanager
     def exclusive(self) -> Iterator[SequenceManager]:
-        """Hold the write lock for one whole request; yields the bare manager."""
+        """Hold the write lock for one whole request; yields the bare manager. On the way
+        out, publishes the counts (`published`)."""
         with self.lock.write():
-            yield self._manager
+            try:
+                yield self._manager
+            finally:
+                self.published = self.counts()
 
     # ---- reads (read lock); results are copies, safe to use after the lock is released --
 

@@ -23,12 +23,22 @@ A directory holds one durable manager:
     lock             flock()ed while a process has the store open
 
 With fsync "always", K/V are flushed (msync) before a record that vouches for them (a
-`set_computed`, or the record after a copy-on-write), so the guarantees hold across power
-loss; with "batch N" or "never" they hold across process crashes, and a power loss may lose
-the last records and leave K/V of their pages unwritten.
+`set_computed`, or the record after a copy-on-write; inside a transaction, its commit), so
+the guarantees hold across power loss; with "batch N" or "never" they hold across process
+crashes, and a power loss may lose the last records and leave K/V of their pages unwritten.
+
+Transactions. A request of the HTTP service is many operations (a generate of n tokens is
+n `append` and n `computed` records); `transaction()` makes them one unit: a `begin`
+record before the first operation's record, a `commit` record after the last (carrying the
+request's idempotency key and answer, idempotency.py). Recovery applies committed
+transactions only: one cut off by a crash is dropped from the log, so the store comes back
+as it was before the request. Records outside any transaction (direct use of the manager)
+are each their own transaction. An exception inside a transaction after its first record
+leaves memory ahead of what recovery would rebuild, so the manager refuses every later
+operation (`StoreNeedsRecoveryError`) until the process restarts and recovers.
 
 Like a database's redo log (ARIES redo, PostgreSQL WAL) with logical records. Leaves out:
-undo (nothing is applied before its record, so there is nothing to undo) and
+undo records (a cut-off transaction is dropped at recovery, never undone in memory) and
 multi-process sharing of one store (the lock refuses a second opener).
 """
 
@@ -37,8 +47,9 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from collections.abc import Sequence as SequenceLike
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -47,11 +58,19 @@ import numpy as np
 from ..config import CacheConfig
 from ..pool import KVCachePool
 from ..sequence import SequenceManager
-from ..validation import check_seq_id, check_token
+from ..validation import check_int, check_seq_id, check_token
 from .checkpoint import export_state, key_to_json, write_checkpoint
+from .idempotency import IdempotencyKeys
 from .wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
 
 CONFIG, KV, LOG, CHECKPOINT, LOCK = "config.json", "kv.bin", "wal.log", "checkpoint.bin", "lock"
+
+
+COW_LOG_KEEP = 256  # copy-on-write pairs a long-running store keeps (the newest)
+
+
+class StoreNeedsRecoveryError(RuntimeError):
+    """A transaction failed half-way: memory is ahead of the log; restart to recover."""
 
 
 class DurableSequenceManager(SequenceManager):
@@ -67,7 +86,10 @@ class DurableSequenceManager(SequenceManager):
         super().__init__(pool)
         self.log = log
         self.directory = directory
-        self.recovery: dict[str, int] = {}  # what recover() found (empty for a new store)
+        self.recovery: dict[str, object] = {}  # what recover() found (empty for a new store)
+        self.idempotency = IdempotencyKeys()  # committed keys (idempotency.py)
+        self.broken: str | None = None  # why later operations are refused (see module doc)
+        self._txn = "none"  # "none" | "pending" (begin not yet logged) | "open"
         self._lock_fd = lock_fd
         self._flush_kv = isinstance(pool.kv_cache, np.memmap) and log.policy.mode == "always"
         self._kv_dirty = False  # a copy-on-write wrote K/V not yet flushed
@@ -164,13 +186,7 @@ class DurableSequenceManager(SequenceManager):
 
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
         seq = self.get(seq_id)
-        n = num_computed_tokens
-        if (
-            isinstance(n, bool)
-            or not isinstance(n, (int, np.integer))
-            or not 0 <= n <= seq.num_tokens
-        ):
-            return super().set_computed(seq_id, n)  # raises the manager's own error, logs nothing
+        n = check_int("num_computed_tokens", num_computed_tokens, 0, seq.num_tokens)
         # The K/V this record vouches for were written just before (TinyLM.forward).
         self._log(
             {"op": "computed", "seq_id": seq_id, "n": int(n), "clock": self.pool.clock},
@@ -185,11 +201,74 @@ class DurableSequenceManager(SequenceManager):
         self._log({"op": "reset", "clock": self.pool.clock + 1})
         return self.pool.reset_prefix_cache()
 
+    # ---- transactions ------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Make the operations inside one unit for recovery; end it with `commit()`.
+
+        Nothing is logged for a transaction that logs no operation and commits no key."""
+        if self._txn != "none":
+            raise RuntimeError("transactions do not nest")
+        self._check_usable()
+        self._txn = "pending"
+        try:
+            yield
+            if self._txn == "open":
+                raise RuntimeError("transaction() ended without commit()")
+        except BaseException as exc:
+            if self._txn == "open":
+                self.broken = f"a transaction failed after its first record ({exc!r})"
+            raise
+        finally:
+            self._txn = "none"
+
+    def log_begin(self) -> None:
+        """Log the `begin` record now (recovery replays it; live code lets `_log` do it)."""
+        self._txn = "open"
+        self.log.append({"op": "begin"}, sync=False)  # durable with the commit
+
+    def commit(self, key: str | None = None, request: str = "", answer: dict | None = None) -> None:
+        """Log the `commit` record (with the idempotency key and answer, if any) and store the key."""
+        if self._txn != "open" and key is None:
+            self._txn = "none"
+            return  # nothing was logged: nothing to commit
+        payload: dict = {"op": "commit"}
+        if key is not None:
+            payload.update(key=key, request=request, answer=answer)
+        self._log(payload)
+        self._txn = "none"
+        if key is not None:
+            self.idempotency.store(key, request, answer)
+        # `cow_log` is a record for display (snapshots); unbounded, it would grow every
+        # checkpoint forever. Trimmed here, at each commit, so replay trims it identically.
+        del self.cow_log[:-COW_LOG_KEEP]
+
+    def _check_usable(self) -> None:
+        if self.broken is not None:
+            raise StoreNeedsRecoveryError(f"{self.broken}; restart the process to recover")
+
     def _log(self, payload: dict, kv_written: bool = False) -> None:
+        self._check_usable()
+        if self._txn == "pending":
+            self.log_begin()
+        # Inside a transaction the disk work waits for the commit (one msync, one fsync per
+        # request): a power loss before it loses the whole transaction, which recovery would
+        # drop anyway. Except for records that overwrite pages another state may still cache
+        # (evictions, copy-on-write): those reach the disk before their page is written.
+        deferred = (
+            self._txn == "open"
+            and payload["op"] != "commit"
+            and not payload.get("evict")
+            and not payload.get("cow")
+        )
         if self._flush_kv and (kv_written or self._kv_dirty):
-            self.pool.kv_cache.flush()  # K/V reach the disk before the record vouching for them
-            self._kv_dirty = False
-        self.log.append(payload)
+            if deferred:
+                self._kv_dirty = True
+            else:  # K/V reach the disk before the record vouching for them
+                self.pool.kv_cache.flush()
+                self._kv_dirty = False
+        self.log.append(payload, sync=not deferred)
 
     def _verify(self, ok: bool, op: str, seq_id: Hashable) -> None:
         if not ok:  # the plan and the manager disagree: the log no longer describes memory
@@ -198,14 +277,26 @@ class DurableSequenceManager(SequenceManager):
     # ---- checkpoints and shutdown ---------------------------------------------------------
 
     def checkpoint(self) -> int:
-        """Compact: flush K/V, write the state atomically, then empty the log atomically.
-        Returns the sequence number the checkpoint covers."""
+        """Compact: flush K/V, write the state atomically, then drop the covered records.
+        Returns the sequence number the checkpoint covers. (The service runs the three
+        steps itself, holding its lock for the first and last only: checkpointer.py.)"""
+        seq, state, offset = self.prepare_checkpoint()
+        write_checkpoint(self.directory / CHECKPOINT, seq, state)
+        self.trim_log(offset)  # a crash before this leaves records <= seq, which recovery skips
+        return seq
+
+    def prepare_checkpoint(self) -> tuple[int, dict, int]:
+        """(last record seq, a copy of the state, log size) — with the lock held, between
+        transactions. The K/V the state vouches for are flushed first."""
+        if self._txn != "none":
+            raise RuntimeError("cannot checkpoint inside a transaction")
         self.pool.kv_cache.flush()
         self.log.sync()
-        seq = self.log.last_seq
-        write_checkpoint(self.directory / CHECKPOINT, seq, export_state(self))
-        self.log.reset()  # a crash before this leaves records <= seq, which recovery skips
-        return seq
+        return self.log.last_seq, export_state(self), self.log.size
+
+    def trim_log(self, offset: int) -> None:
+        """Keep only the log's records from byte `offset` on (after a checkpoint was written)."""
+        self.log.compact(offset)
 
     def close(self) -> None:
         """fsync the log, flush K/V and release the directory lock."""

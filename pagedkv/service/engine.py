@@ -13,12 +13,20 @@ Each holds the service lock from start to end and is all-or-nothing: the pages a
 needs are counted before anything changes, so a call the pool cannot serve raises
 `OutOfPagesError` having changed nothing (never half a generation). K/V are always computed
 before the lock is released, so no other request can hit a page whose K/V are missing.
+With a write-ahead log each request is one transaction (durable.py): a crash in the middle
+of a generate is rolled back by recovery to the state before the request. Each mutating
+call takes an optional idempotency key (idempotency.py): a retry with the same key returns
+the first answer and applies nothing twice, across crashes too.
 
-A crash can still come between a token's record and its K/V (`add` / `append` logged, its
-`computed` record not): the recovered sequence then holds tokens whose K/V are not in the
-cache, in pages already indexed for prefix hits. So before it serves anything, the engine
-computes every such token (`TinyLM.forward`; the K/V of the computed prefix are durable
-in the memory-mapped K/V file).
+Limits (`ServiceLimits`) bound what one client can make: live sequences, tokens per
+sequence, block tables per snapshot page; the copy-on-write record keeps its newest
+`COW_LOG_KEEP` pairs. After every request the lock publishes the counts `/health` and
+`/metrics` read (`LockedManager.published`), so they never wait for it; checkpoints are
+written by a background thread (checkpointer.py), never inside a client's request.
+
+Recovery may still return a sequence with tokens whose K/V were not computed (a log written
+without transactions, by direct use of `DurableSequenceManager`): before it serves anything
+the engine computes every such token (`TinyLM.forward`).
 
 The last-position logits of each sequence are kept to sample its next token. After a
 restart the others are gone, and are recomputed densely from the token ids when needed
@@ -31,23 +39,29 @@ requests, streaming, stop strings.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
+import logging
+import threading
+from collections.abc import Callable, Hashable
 from pathlib import Path
 
 import numpy as np
 
 from ..model import VOCAB_SIZE, TinyLM
-from ..pool import KVCachePool, OutOfPagesError, PoolSnapshot
+from ..pool import KVCachePool, OutOfPagesError
 from ..sequence import Sequence, SequenceManager
 from ..validation import check_tokens, check_vocab
+from .answers import describe, snapshot_json
+from .checkpointer import Checkpointer
 from .concurrency import LockedManager
-from .durable import DurableSequenceManager
+from .durable import COW_LOG_KEEP, DurableSequenceManager
+from .idempotency import IdempotencyKeys, check_key, fingerprint
+from .limits import ServiceBusyError, ServiceLimits
 from .metrics import ServiceMetrics
-from .recovery import open_store
+from .recovery import discarded_lines, open_store
 from .wal import FsyncPolicy
 
-MAX_CONTEXT_TOKENS = 4096  # tokens one sequence may hold
+MAX_CONTEXT_TOKENS = ServiceLimits.max_context_tokens  # default tokens one sequence may hold
+log = logging.getLogger("pagedkv.service")
 
 
 class SequenceExistsError(ValueError):
@@ -65,7 +79,11 @@ class ServiceEngine:
         fsync: FsyncPolicy | str = "always",
         model_seed: int = 0,
         checkpoint_every: int = 10_000,
+        limits: ServiceLimits | None = None,
+        vllm_names: bool = False,
+        metrics_created: bool = False,
     ) -> None:
+        self.limits = limits if limits is not None else ServiceLimits()
         self.model = TinyLM(seed=model_seed)
         config = self.model.cache_config(num_pages, page_size)
         if wal is not None:
@@ -73,46 +91,72 @@ class ServiceEngine:
         else:
             manager = SequenceManager(KVCachePool(config))
         self.durable = manager if isinstance(manager, DurableSequenceManager) else None
+        self.keys = self.durable.idempotency if self.durable is not None else IdempotencyKeys()
+        self.keys.max_keys = self.limits.idempotency_keys
         self.locked = LockedManager(manager)
         self.pool = manager.pool
+        self.recovery = dict(self.durable.recovery) if self.durable is not None else {}
         self.metrics = ServiceMetrics(
-            self.locked, log=self.durable.log if self.durable is not None else None
+            self.locked,
+            log=self.durable.log if self.durable is not None else None,
+            recovery=self.recovery,
+            vllm_names=vllm_names,
+            created=metrics_created,
         )
         self._logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self._next_id = 1
-        # A checkpoint every this many log records bounds the log's size and recovery time.
-        self.checkpoint_every = checkpoint_every
-        self._checkpointed = (
-            self.durable.recovery.get("checkpoint_seq", 0) if self.durable is not None else 0
-        )
+        self._local = threading.local()  # .replayed: the last request answered from its key
         uncomputed = [s for s, q in manager.sequences.items() if q.num_computed_tokens < q.num_tokens]
         if uncomputed:  # tokens the log holds but a crash kept from being computed
-            self._logits.update(zip(uncomputed, self.model.forward(manager, uncomputed)))
+            with self.locked.exclusive():
+                self._logits.update(zip(uncomputed, self.model.forward(manager, uncomputed)))
+        self.checkpointer = (
+            Checkpointer(self.durable, self.locked, checkpoint_every)
+            if self.durable is not None
+            else None
+        )
+        for line in discarded_lines(self.recovery):
+            log.warning("%s: %s", wal, line)
 
     # ---- requests ------------------------------------------------------------------------
 
     def create(
-        self, token_ids: list[int], seq_id: str | None = None, extra_key: str | None = None
+        self,
+        token_ids: list[int],
+        seq_id: str | None = None,
+        extra_key: str | None = None,
+        key: str | None = None,
     ) -> dict:
         """Admit and prefill a prompt; returns the prefix-hit count and the block table."""
         check_tokens("token_ids", token_ids)  # ints (TypeError otherwise), not empty
         check_vocab("token_ids", token_ids, VOCAB_SIZE)
-        _check_context("token_ids", len(token_ids))
-        with self._exclusive() as m:
+        self._check_context("token_ids", len(token_ids))
+
+        def run(m: SequenceManager) -> dict:
+            nonlocal seq_id
             if seq_id is None:
                 seq_id = self._fresh_id(m)
             elif seq_id in m:
                 raise SequenceExistsError(f"seq_id {seq_id!r} is already a live sequence")
+            self._check_room(m)
             with self.metrics.time_allocation():
                 num_cached = m.add(seq_id, token_ids, extra_key)
             self._logits[seq_id] = self.model.forward(m, [seq_id])[0]
-            return {**_describe(m.get(seq_id)), "num_cached_tokens": num_cached}
+            return {**describe(m.get(seq_id)), "num_cached_tokens": num_cached}
+
+        return self._run(key, fingerprint("create", list(token_ids), seq_id, extra_key), run)
 
     def generate(
-        self, seq_id: str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
+        self,
+        seq_id: str,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        seed: int = 0,
+        key: str | None = None,
     ) -> dict:
         """Sample and append `max_new_tokens` tokens, computing each one's K/V."""
-        with self._exclusive() as m:
+
+        def run(m: SequenceManager) -> dict:
             seq = m.get(seq_id)
             self._reserve(m, seq, max_new_tokens, "max_new_tokens")
             logits = self._last_logits(m, seq)
@@ -125,78 +169,107 @@ class ServiceEngine:
                 logits = self.model.forward(m, [seq_id])[0]
                 new_tokens.append(token)
             self._logits[seq_id] = logits
-            return {
-                **_describe(seq),
-                "new_token_ids": new_tokens,
-                "new_text": TinyLM.decode(new_tokens),
-            }
+            new_tokens = [int(t) for t in new_tokens]
+            return {**describe(seq), "new_token_ids": new_tokens, "new_text": TinyLM.decode(new_tokens)}
 
-    def append(self, seq_id: str, token_ids: list[int]) -> dict:
+        request = fingerprint("generate", seq_id, max_new_tokens, temperature, seed)
+        return self._run(key, request, run)
+
+    def append(self, seq_id: str, token_ids: list[int], key: str | None = None) -> dict:
         """Append the given tokens (e.g. a user turn) and compute their K/V in one pass."""
         check_tokens("token_ids", token_ids)  # ints (TypeError otherwise), not empty
         check_vocab("token_ids", token_ids, VOCAB_SIZE)
-        with self._exclusive() as m:
+
+        def run(m: SequenceManager) -> dict:
             seq = m.get(seq_id)
             self._reserve(m, seq, len(token_ids), "token_ids")
             for token in token_ids:
                 with self.metrics.time_allocation():
                     m.append_slot(seq_id, token)
             self._logits[seq_id] = self.model.forward(m, [seq_id])[0]
-            return _describe(seq)
+            return describe(seq)
 
-    def fork(self, seq_id: str, child_id: str | None = None) -> dict:
+        return self._run(key, fingerprint("append", seq_id, list(token_ids)), run)
+
+    def fork(self, seq_id: str, child_id: str | None = None, key: str | None = None) -> dict:
         """Start `child_id` sharing every page of `seq_id` (copy-on-write later)."""
-        with self._exclusive() as m:
+
+        def run(m: SequenceManager) -> dict:
+            nonlocal child_id
             m.get(seq_id)
             if child_id is None:
                 child_id = self._fresh_id(m)
             elif child_id in m:
                 raise SequenceExistsError(f"child_id {child_id!r} is already a live sequence")
+            self._check_room(m)
             m.fork(seq_id, child_id)
             if seq_id in self._logits:
                 self._logits[child_id] = self._logits[seq_id]
-            return _describe(m.get(child_id))
+            return describe(m.get(child_id))
 
-    def free(self, seq_id: str) -> None:
-        with self._exclusive() as m:
+        return self._run(key, fingerprint("fork", seq_id, child_id), run)
+
+    def free(self, seq_id: str, key: str | None = None) -> None:
+        def run(m: SequenceManager) -> dict:
             m.free(seq_id)
             self._logits.pop(seq_id, None)
+            return {}
+
+        self._run(key, fingerprint("free", seq_id), run)
 
     def sequence(self, seq_id: str) -> dict:
-        return _describe(self.locked.sequence(seq_id))
+        return describe(self.locked.sequence(seq_id))
 
-    def snapshot(self) -> dict:
-        return snapshot_json(self.locked.snapshot())
+    def snapshot(self, offset: int = 0) -> dict:
+        """The pool's snapshot; block tables of at most `max_snapshot_sequences` sequences
+        from `offset` on (`next_offset` is where the next page starts, None at the end)."""
+        return snapshot_json(self.locked.snapshot(), offset, self.limits.max_snapshot_sequences)
 
     def check(self) -> None:
         """Raise AssertionError naming the first broken rule (see KVCachePool.check_invariants)."""
         self.locked.check_invariants()
 
     def checkpoint(self) -> int:
-        """Compact the write-ahead log; returns the record number the checkpoint covers."""
-        if self.durable is None:
+        """Compact the write-ahead log now; returns the record number the checkpoint covers."""
+        if self.checkpointer is None:
             raise RuntimeError("this engine has no write-ahead log (start it with a wal directory)")
-        with self.metrics.exclusive():
-            self._checkpointed = self.durable.checkpoint()
-            return self._checkpointed
+        return self.checkpointer.run()
+
+    def last_replayed(self) -> bool:
+        """Whether this thread's last request was answered from its idempotency key."""
+        return getattr(self._local, "replayed", False)
 
     def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
         if self.durable is not None:
-            with self.metrics.exclusive():
+            with self.locked.exclusive():
                 self.durable.close()
 
     # ---- helpers (called with the lock held) ---------------------------------------------
 
-    @contextmanager
-    def _exclusive(self) -> Iterator[SequenceManager]:
-        """The service lock for one request; afterwards, a checkpoint if the log has grown."""
+    def _run(self, key: str | None, request: str, body: Callable[[SequenceManager], dict]) -> dict:
+        """One request under the lock: the stored answer for a known key, else `body` as one
+        transaction whose commit stores the key and answer."""
+        if key is not None:
+            check_key(key)
+        self._local.replayed = False
         with self.metrics.exclusive() as m:
-            try:
-                yield m
-            finally:
-                log = self.durable.log if self.durable is not None else None
-                if log is not None and log.last_seq - self._checkpointed >= self.checkpoint_every:
-                    self._checkpointed = self.durable.checkpoint()
+            stored = self.keys.lookup(key, request) if key is not None else None
+            if stored is not None:
+                self._local.replayed = True
+                return stored
+            if self.durable is None:
+                answer = body(m)
+                if key is not None:
+                    self.keys.store(key, request, answer)
+                del m.cow_log[:-COW_LOG_KEEP]  # bounded, as a durable store's (durable.py)
+                return answer
+            with self.durable.transaction():
+                answer = body(m)
+                self.durable.commit(key, request, answer if key is not None else None)
+        self.checkpointer.poke()
+        return answer
 
     def _fresh_id(self, m: SequenceManager) -> str:
         while f"seq-{self._next_id}" in m:
@@ -204,9 +277,23 @@ class ServiceEngine:
         self._next_id += 1
         return f"seq-{self._next_id - 1}"
 
+    def _check_room(self, m: SequenceManager) -> None:
+        if len(m) >= self.limits.max_sequences:
+            raise ServiceBusyError(
+                f"{len(m)} live sequences: the limit is {self.limits.max_sequences} "
+                "(free some, or start the server with a higher --max-sequences)"
+            )
+
+    def _check_context(self, field: str, num_tokens: int) -> None:
+        if num_tokens > self.limits.max_context_tokens:
+            raise ValueError(
+                f"{field}: the sequence would hold {num_tokens} tokens; "
+                f"the limit is {self.limits.max_context_tokens}"
+            )
+
     def _reserve(self, m: SequenceManager, seq: Sequence, n: int, field: str) -> None:
         """Raise before anything changes unless n more tokens fit (context limit and pages)."""
-        _check_context(field, seq.num_tokens + n)
+        self._check_context(field, seq.num_tokens + n)
         size = m.page_size
         # The first token may need a page (the last one is full) or a copy of a shared last
         # page; after it the last page is the sequence's own, so the other n - 1 tokens need
@@ -226,42 +313,4 @@ class ServiceEngine:
         return self.model.forward_reference(seq.token_ids)[-1]
 
 
-def _check_context(field: str, num_tokens: int) -> None:
-    if num_tokens > MAX_CONTEXT_TOKENS:
-        raise ValueError(
-            f"{field}: the sequence would hold {num_tokens} tokens; "
-            f"the limit is {MAX_CONTEXT_TOKENS}"
-        )
-
-
-def _describe(seq: Sequence) -> dict:
-    return {
-        "seq_id": seq.seq_id,
-        "token_ids": list(seq.token_ids),
-        "text": TinyLM.decode(seq.token_ids),
-        "block_table": list(seq.block_table),
-        "num_tokens": seq.num_tokens,
-        "num_prompt_tokens": seq.num_prompt_tokens,
-        "num_cached_tokens": seq.num_cached_tokens,
-        "num_computed_tokens": seq.num_computed_tokens,
-        "parent": seq.parent,
-    }
-
-
-def snapshot_json(snap: PoolSnapshot) -> dict:
-    """A PoolSnapshot as JSON-ready data (page arrays as lists; state codes FREE 0, ACTIVE 1,
-    CACHED 2)."""
-    arrays = ("state", "fill", "ref_count", "owner", "lru_rank", "hashed", "last_access")
-    return {
-        "clock": snap.clock,
-        "num_pages": snap.num_pages,
-        "page_size": snap.page_size,
-        **{name: getattr(snap, name).tolist() for name in arrays},
-        "seq_ids": list(snap.seq_ids),
-        "block_tables": {str(k): list(v) for k, v in snap.block_tables.items()},
-        "num_cached_tokens": {str(k): v for k, v in snap.num_cached_tokens.items()},
-        "cow_log": [list(pair) for pair in snap.cow_log],
-        "stats": snap.stats,
-        "usage": snap.usage,
-        "token_usage": snap.token_usage,
-    }
+__all__ = ["MAX_CONTEXT_TOKENS", "SequenceExistsError", "ServiceEngine", "snapshot_json"]

@@ -1,8 +1,11 @@
 """Prometheus metrics of a paged KV cache service, with the meanings vLLM gives them.
 
 Each `ServiceMetrics` has its own `CollectorRegistry`, so several services (or tests) in one
-process never share counters. Cache state is read from the pool when scraped, under the
-service lock, so a scrape sees one instant and counters equal `pool.stats` exactly:
+process never share counters. Cache state comes from the counts the service lock publishes
+after every request (`LockedManager.published`), so a scrape never waits for the lock, sees
+one instant, and its counters equal `pool.stats` as of the last request. (With a
+`Scheduler` passed in — a program stepping it outside the service — they are read under
+the lock instead.) Every series is present from the start, at 0.
 
 pagedkv metric (type)                        vLLM metric: meaning here
 - `pagedkv_kv_cache_usage_perc` (gauge)      `vllm:kv_cache_usage_perc`: ACTIVE pages / all
@@ -27,8 +30,8 @@ pagedkv metric (type)                        vLLM metric: meaning here
 - `pagedkv_cow_copies_total` (counter)       none (v1 never copies on write): pages copied
                                              before a shared page was written
 - `pagedkv_num_preemptions_total` (counter)  `vllm:num_preemptions`: preemptions of the
-                                             `Scheduler` passed in; absent without one (the
-                                             HTTP service runs none, so never preempts)
+                                             `Scheduler` passed in; 0 without one (the HTTP
+                                             service runs none, so never preempts)
 - `pagedkv_num_requests_running` (gauge)     `vllm:num_requests_running`: the Scheduler's
                                              running requests; without one, live sequences
 - `pagedkv_num_requests_waiting` (gauge)     `vllm:num_requests_waiting`: the Scheduler's
@@ -38,6 +41,19 @@ pagedkv metric (type)                        vLLM metric: meaning here
   (histogram)                                allocation, eviction, COW, WAL record)
 - `pagedkv_wal_records_total`,               none: with a write-ahead log, its last record
   `pagedkv_wal_fsyncs_total` (counters)      number and the fsyncs since it was opened
+
+- `pagedkv_recovery_discarded_bytes{reason}`, none: what start-up recovery discarded:
+  `pagedkv_recovery_discarded_records{reason}`  reason "torn" (a damaged or torn final
+  (gauges)                                   record) or "uncommitted" (a transaction cut off)
+- `pagedkv_recovery_dropped_cached_pages`    none: CACHED pages recovery made FREE (their
+  (gauge)                                    K/V were overwritten by the cut-off transaction)
+
+With `vllm_names`, the metrics vLLM also has are exported a second time under vLLM's own
+names and labels (`vllm:kv_cache_usage_perc{model_name, engine}`, `vllm:prefix_cache_queries`,
+`vllm:prefix_cache_hits`, `vllm:num_preemptions`, `vllm:num_requests_running`,
+`vllm:num_requests_waiting`), so dashboards and alerts written for vLLM work unchanged.
+The `_created` series prometheus_client adds to counters and histograms are left out unless
+`created=True` (they are a Unix time, nothing here restarts counters without a new process).
 
 Leaves out: request-level latency histograms (TTFT, inter-token latency), which belong to a
 scheduler loop the HTTP service does not run.
@@ -69,6 +85,10 @@ class ServiceMetrics:
         locked: LockedManager,
         log: WriteAheadLog | None = None,
         scheduler: object | None = None,
+        recovery: dict | None = None,
+        vllm_names: bool = False,
+        created: bool = False,
+        model_name: str = "pagedkv-tinylm",
     ) -> None:
         if not isinstance(locked, LockedManager):
             raise TypeError(f"locked must be a LockedManager, got {type(locked).__name__}")
@@ -77,12 +97,14 @@ class ServiceMetrics:
         # A program that drives a pagedkv Scheduler over this manager passes it here to
         # export its running / waiting queues and preemptions.
         self.scheduler = scheduler
+        self.recovery = recovery or {}  # what recover() discarded at start-up
+        self.vllm_names, self.created, self.model_name = vllm_names, created, model_name
         self.registry = CollectorRegistry(auto_describe=True)
         self.allocation_latency = Histogram(
             "pagedkv_allocation_latency_seconds",
             "Wall time of add / append_slot: prefix lookup, allocation, eviction, COW, WAL record.",
             buckets=LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=None,  # collected by _CacheCollector, which drops _created unless asked
         )
         self._waiting = 0  # requests blocked on the service lock
         self._waiting_lock = threading.Lock()
@@ -122,14 +144,15 @@ class _CacheCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         m = self.metrics
         locked, scheduler = m.locked, m.scheduler
-        with locked.lock.read():  # one instant for counts, log and scheduler (reads nest)
-            c = locked.counts()
-            wal = (m.log.last_seq, m.log.fsyncs) if m.log is not None else None
-            if scheduler is not None:
+        if scheduler is not None:  # stepped outside the service: read one instant under the lock
+            with locked.lock.read():
+                c = locked.counts()
                 running, waiting = len(scheduler.running), len(scheduler.waiting)
                 preemptions = scheduler.stats.preemptions
-            else:
-                running, waiting, preemptions = c["num_sequences"], m.num_waiting, None
+        else:  # published after the last request: never waits for the lock
+            c = locked.published
+            running, waiting, preemptions = c["num_sequences"], m.num_waiting, 0
+        ratio = c["prefix_hits"] / c["prefix_queries"] if c["prefix_queries"] else 0.0
         num_slots = locked.pool.config.num_slots
 
         def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
@@ -161,7 +184,6 @@ class _CacheCollector(Collector):
         yield counter(
             "prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"]
         )
-        ratio = c["prefix_hits"] / c["prefix_queries"] if c["prefix_queries"] else 0.0
         yield gauge(
             "prefix_cache_hit_ratio",
             "Prompt tokens served by cached pages / prompt tokens looked up.",
@@ -170,14 +192,69 @@ class _CacheCollector(Collector):
         yield counter("page_allocations", "Pages handed out for writing.", c["allocations"])
         yield counter("evictions", "CACHED pages reclaimed.", c["evictions"])
         yield counter("cow_copies", "Pages copied on write.", c["cow_copies"])
-        if preemptions is not None:
-            yield counter("num_preemptions", "Preemptions by the scheduler.", preemptions)
+        yield counter("num_preemptions", "Preemptions by the scheduler.", preemptions)
         yield gauge("num_requests_running", "Running requests (live sequences).", running)
         yield gauge("num_requests_waiting", "Waiting requests.", waiting)
-        if wal is not None:
+        if m.log is not None:  # plain ints, read without the lock
             yield counter(
-                "wal_records", "Write-ahead log records written (the last record number).", wal[0]
+                "wal_records", "Write-ahead log records written (the last record number).",
+                m.log.last_seq,
             )
             yield counter(
-                "wal_fsyncs", "fsync calls on the write-ahead log since it was opened.", wal[1]
+                "wal_fsyncs", "fsync calls on the write-ahead log since it was opened.",
+                m.log.fsyncs,
             )
+            yield from _recovery_metrics(m.recovery)
+        for metric in m.allocation_latency.collect():
+            if not m.created:
+                metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
+        if m.vllm_names:
+            yield from _vllm_metrics(m.model_name, c, preemptions, running, waiting)
+
+
+def _recovery_metrics(r: dict) -> Iterator[Metric]:
+    discarded = GaugeMetricFamily(
+        "pagedkv_recovery_discarded_bytes",
+        "Log bytes start-up recovery discarded, by reason.",
+        labels=["reason"],
+    )
+    records = GaugeMetricFamily(
+        "pagedkv_recovery_discarded_records",
+        "Log records start-up recovery discarded, by reason (a torn record counts 1).",
+        labels=["reason"],
+    )
+    discarded.add_metric(["torn"], r.get("torn_bytes", 0))
+    discarded.add_metric(["uncommitted"], r.get("rolled_back_bytes", 0))
+    records.add_metric(["torn"], 1 if r.get("torn_bytes") else 0)
+    records.add_metric(["uncommitted"], r.get("rolled_back_records", 0))
+    yield discarded
+    yield records
+    yield GaugeMetricFamily(
+        "pagedkv_recovery_dropped_cached_pages",
+        "CACHED pages recovery turned FREE (K/V overwritten by a cut-off transaction).",
+        value=len(r.get("dropped_cached_pages", ())),
+    )
+
+
+def _vllm_metrics(
+    model_name: str, c: dict, preemptions: int, running: int, waiting: int
+) -> Iterator[Metric]:
+    """The same values under vLLM v1's names and labels."""
+    labels, values = ["model_name", "engine"], [model_name, "0"]
+    for kind, name, doc, value in (
+        (GaugeMetricFamily, "kv_cache_usage_perc", "Same as pagedkv_kv_cache_usage_perc.",
+         c["usage"]),
+        (CounterMetricFamily, "prefix_cache_queries", "Same as pagedkv_prefix_cache_queries.",
+         c["prefix_queries"]),
+        (CounterMetricFamily, "prefix_cache_hits", "Same as pagedkv_prefix_cache_hits.",
+         c["prefix_hits"]),
+        (CounterMetricFamily, "num_preemptions", "Same as pagedkv_num_preemptions.", preemptions),
+        (GaugeMetricFamily, "num_requests_running", "Same as pagedkv_num_requests_running.",
+         running),
+        (GaugeMetricFamily, "num_requests_waiting", "Same as pagedkv_num_requests_waiting.",
+         waiting),
+    ):
+        family = kind(f"vllm:{name}", doc, labels=labels)
+        family.add_metric(values, value)
+        yield family

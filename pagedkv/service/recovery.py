@@ -9,6 +9,14 @@ order, counters, clock, copy-on-write record, and — in kv.bin — the K/V of e
 token. Damage with valid records after it stops recovery with `WALCorruptionError` naming
 the byte offset.
 
+Transactions (durable.py) are applied whole or not at all: records after the last
+`commit` that belong to an unfinished transaction (`begin` without `commit`: the crash cut
+a request off) are rolled back — not replayed, and cut from the log. Such a request may have
+written K/V into pages it evicted from the prefix cache; those pages come back FREE instead
+of CACHED, because their cached K/V can no longer be trusted. What recovery discarded — torn
+bytes, rolled-back records and bytes, and the pages it dropped — is in `manager.recovery`
+(the service logs it and exports it as metrics).
+
 Replay runs on a private copy-on-write view of kv.bin (`np.memmap` mode "c"): a logged
 copy-on-write cannot be replayed against the file, because its source page may since have
 been reused. Only the last record's copy may be missing from the file (the crash came
@@ -35,6 +43,33 @@ from .durable import CHECKPOINT, CONFIG, KV, LOG, DurableSequenceManager, lock_s
 from .wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, read_log
 
 
+class StoreFileError(Exception):
+    """A store file is missing (`missing`) or unusable; the message names file and problem."""
+
+    def __init__(self, path: Path, problem: str, missing: bool = False) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path, self.problem, self.missing = str(path), problem, missing
+
+
+def _read_config(directory: Path) -> CacheConfig:
+    """The store's CacheConfig, checking that its log and K/V file are there and whole."""
+    path = directory / CONFIG
+    try:
+        config = CacheConfig(**json.loads(path.read_text()))
+    except (ValueError, TypeError) as exc:  # not JSON, or not a CacheConfig
+        raise StoreFileError(path, f"not a valid store config ({exc})") from None
+    for name in (LOG, KV):
+        if not (directory / name).is_file():
+            raise StoreFileError(directory / name, "missing (the store is incomplete)", True)
+    expected = int(np.prod(config.kv_shape)) * np.dtype(config.dtype).itemsize
+    size = (directory / KV).stat().st_size
+    if size != expected:
+        raise StoreFileError(
+            directory / KV, f"holds {size} bytes; the config needs exactly {expected}"
+        )
+    return config
+
+
 class _Replay:
     """Stands in for the log during recovery: each replayed operation must produce exactly
     the record the log holds."""
@@ -44,7 +79,7 @@ class _Replay:
     def __init__(self, path: Path, last_seq: int) -> None:
         self.path, self.last_seq, self.expected = path, last_seq, None
 
-    def append(self, payload: dict) -> int:
+    def append(self, payload: dict, sync: bool = True) -> int:
         record = self.expected
         if payload != record.payload:
             raise WALCorruptionError(
@@ -75,8 +110,68 @@ def _apply(manager: DurableSequenceManager, record: Record) -> None:
         manager.set_computed(p["seq_id"], p["n"])
     elif op == "reset":
         manager.reset_prefix_cache()
+    elif op == "begin":
+        manager.log_begin()
+    elif op == "commit":
+        manager.commit(p.get("key"), p.get("request", ""), p.get("answer"))
     else:
         raise ValueError(f"unknown operation {op!r}")
+
+
+def _split_committed(path: Path, records: list[Record]) -> tuple[list[Record], list[Record]]:
+    """(records of finished transactions, records of the one a crash left unfinished)."""
+    open_at = None
+    for i, record in enumerate(records):
+        op = record.payload.get("op")
+        if op == "begin":
+            if open_at is not None:
+                raise WALCorruptionError(
+                    path, record.offset, f"record {record.seq} begins a transaction inside another"
+                )
+            open_at = i
+        elif op == "commit":
+            open_at = None
+    if open_at is None:
+        return records, []
+    return records[:open_at], records[open_at:]
+
+
+def _drop_overwritten(state: dict, rolled_back: list[Record]) -> list[int]:
+    """Turn FREE the CACHED pages a rolled-back transaction was given (it may have written
+    their K/V); returns their ids."""
+    given = {p for r in rolled_back for p in r.payload.get("alloc") or ()}
+    dropped = sorted(p for p in given if state["pages"][p][0] == 2)  # 2: CACHED
+    for page_id in dropped:
+        state["pages"][page_id] = [0, 0, [], None, False, state["pages"][page_id][5]]
+    state["release_order"] = [p for p in state["release_order"] if p not in dropped]
+    return dropped
+
+
+def _replay_all(scratch: DurableSequenceManager, records: list[Record], log_path: Path) -> None:
+    """Replay `records` in order; WALCorruptionError naming the first that does not replay."""
+    for record in records:
+        scratch.log.expected = record
+        try:
+            _apply(scratch, record)
+        except WALCorruptionError:
+            raise
+        except Exception as exc:
+            raise WALCorruptionError(
+                log_path, record.offset, f"record {record.seq} cannot be replayed: {exc}"
+            ) from exc
+        if scratch.last_seq != record.seq:  # the operation declined (e.g. a refused reset)
+            raise WALCorruptionError(
+                log_path, record.offset, f"record {record.seq} was not reproduced by replay"
+            )
+
+
+def _truncate(path: Path, size: int) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSequenceManager:
@@ -88,13 +183,14 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
     sequence or admitting anything, as `ServiceEngine` does.
 
     Raises WALCorruptionError (naming the file and byte offset) for damage with data after
-    it, FileNotFoundError when `path` holds no store."""
+    it, StoreFileError for a missing or unusable log, K/V file or config, and
+    FileNotFoundError when `path` holds no store."""
     directory = Path(path)
     if not (directory / CONFIG).exists():
         raise FileNotFoundError(f"{directory} holds no pagedkv store (no {CONFIG})")
     lock_fd = lock_store(directory)
     try:
-        config = CacheConfig(**json.loads((directory / CONFIG).read_text()))
+        config = _read_config(directory)
         base_seq, state = 0, None
         if (directory / CHECKPOINT).exists():
             base_seq, state = read_checkpoint(directory / CHECKPOINT)
@@ -108,6 +204,7 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
                 f"first record is {records[0].seq} but the checkpoint ends at {base_seq}: "
                 "records are missing",
             )
+        records, rolled_back = _split_committed(log_path, records)
         kv_args = {"dtype": config.dtype, "shape": config.kv_shape}
         scratch = DurableSequenceManager(
             KVCachePool(config, kv_cache=np.memmap(directory / KV, mode="c", **kv_args)),
@@ -115,32 +212,17 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
         )
         if state is not None:
             restore_state(scratch, state)
-        for record in records:
-            scratch.log.expected = record
-            try:
-                _apply(scratch, record)
-            except WALCorruptionError:
-                raise
-            except Exception as exc:
-                raise WALCorruptionError(
-                    log_path, record.offset, f"record {record.seq} cannot be replayed: {exc}"
-                ) from exc
-            if scratch.last_seq != record.seq:  # the operation declined (e.g. a refused reset)
-                raise WALCorruptionError(
-                    log_path, record.offset, f"record {record.seq} was not reproduced by replay"
-                )
+        _replay_all(scratch, records, log_path)
         torn = log_path.stat().st_size - end
-        if torn:  # cut the torn record off, so new records follow the last intact one
-            fd = os.open(log_path, os.O_WRONLY)
-            try:
-                os.ftruncate(fd, end)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        keep = rolled_back[0].offset if rolled_back else end
+        if keep < log_path.stat().st_size:  # cut off what is not replayed: new records follow
+            _truncate(log_path, keep)
         kv = np.memmap(directory / KV, mode="r+", **kv_args)
         log = WriteAheadLog(log_path, scratch.last_seq + 1, fsync)
         manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd)
-        restore_state(manager, export_state(scratch))
+        state = export_state(scratch)
+        dropped = _drop_overwritten(state, rolled_back)
+        restore_state(manager, state)
     except BaseException:
         os.close(lock_fd)
         raise
@@ -153,9 +235,28 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
     manager.recovery = {
         "checkpoint_seq": base_seq,
         "records_replayed": len(records),
-        "torn_bytes": torn,
+        "torn_bytes": torn,  # a damaged or torn final record, dropped
+        "rolled_back_records": len(rolled_back),  # the unfinished transaction's records
+        "rolled_back_bytes": end - keep,
+        "dropped_cached_pages": dropped,
     }
     return manager
+
+
+def discarded_lines(recovery: dict) -> list[str]:
+    """One line per thing recovery discarded (none when it discarded nothing).
+
+    Example: {"torn_bytes": 11, ...} -> ["dropped a damaged or torn final record (11 bytes)"]."""
+    lines = []
+    if recovery.get("torn_bytes"):
+        lines.append(f"dropped a damaged or torn final record ({recovery['torn_bytes']} bytes)")
+    if recovery.get("rolled_back_records"):
+        lines.append(
+            f"rolled back a transaction a crash cut off ({recovery['rolled_back_records']} "
+            f"records, {recovery['rolled_back_bytes']} bytes; "
+            f"{len(recovery['dropped_cached_pages'])} cached pages dropped)"
+        )
+    return lines
 
 
 def open_store(

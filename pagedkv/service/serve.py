@@ -5,6 +5,13 @@ rest of the command line works without the `serve` extra. `ServerProcess` starts
 command in a child process on a free loopback port and waits until it answers: the tests,
 notebook 07 and `bench api` use it to talk to a real server over real HTTP.
 
+The bearer token comes from `--token-file PATH` or the `PAGEDKV_TOKEN` environment
+variable (both stay out of the process list; `--token` works but is visible in `ps`); an
+empty token is refused. Exit codes: 0 after a clean shutdown (SIGTERM or SIGINT: requests
+in flight get `--shutdown-timeout` seconds, then the log is synced and closed), 2 bad
+arguments or token, 3 a store file is missing, 4 a store file is damaged, 5 the store is
+open in another process. Errors are one line naming the file and the problem.
+
 `vllm serve` is the same kind of entry point. Leaves out: TLS options, worker processes
 (one process serves; its engine lock serialises requests), and reload-on-change.
 """
@@ -20,8 +27,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import fields
+
+from .limits import ServiceLimits
 
 HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
+EXIT_USAGE, EXIT_MISSING, EXIT_DAMAGED, EXIT_LOCKED = 2, 3, 4, 5
+TOKEN_ENV = "PAGEDKV_TOKEN"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,32 +61,112 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--token",
-        default=os.environ.get("PAGEDKV_TOKEN"),
-        help="require 'Authorization: Bearer TOKEN' (default: $PAGEDKV_TOKEN)",
+        help=f"require 'Authorization: Bearer TOKEN' (visible in ps: prefer --token-file or ${TOKEN_ENV})",
+    )
+    parser.add_argument(
+        "--token-file", metavar="PATH", help="read the bearer token from this file (one line)"
     )
     parser.add_argument("--num-pages", type=int, default=256)
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--model-seed", type=int, default=0, help="TinyLM weights seed")
     parser.add_argument(
+        "--vllm-metrics",
+        action="store_true",
+        help="also export vLLM's metric names (vllm:kv_cache_usage_perc, ...) on /metrics",
+    )
+    parser.add_argument(
+        "--metrics-created",
+        action="store_true",
+        help="also export prometheus_client's *_created series (start times)",
+    )
+    limits = parser.add_argument_group("limits (see pagedkv/service/limits.py)")
+    for f in fields(ServiceLimits):
+        limits.add_argument(
+            "--" + f.name.replace("_", "-"),
+            type=int if f.type == "int" else float,
+            default=f.default,
+            metavar="N" if f.type == "int" else "SECONDS",
+            help="default: %(default)s",
+        )
+    parser.add_argument(
         "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
     )
 
 
+def read_token(args: argparse.Namespace) -> str | None:
+    """The token from --token-file, --token or $PAGEDKV_TOKEN (in that order); None for no
+    auth. Raises ValueError for an empty one: it would silently turn auth off."""
+    if args.token_file is not None:
+        with open(args.token_file) as f:
+            token, source = f.read().strip(), f"--token-file {args.token_file}"
+    elif args.token is not None:
+        token, source = args.token, "--token"
+    elif TOKEN_ENV in os.environ:
+        token, source = os.environ[TOKEN_ENV].strip(), f"${TOKEN_ENV}"
+    else:
+        return None
+    if not token:
+        raise ValueError(f"{source} is empty: give a non-empty token, or none for no auth")
+    return token
+
+
 def run(args: argparse.Namespace) -> int:
+    from .recovery import StoreFileError
+    from .wal import WALCorruptionError
+
+    try:
+        token = read_token(args)
+        limits = ServiceLimits(**{f.name: getattr(args, f.name) for f in fields(ServiceLimits)})
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"pagedkv serve: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return _serve(args, token, limits)
+    except StoreFileError as exc:
+        print(f"pagedkv serve: error: {exc}", file=sys.stderr)
+        return EXIT_MISSING if exc.missing else EXIT_DAMAGED
+    except WALCorruptionError as exc:
+        print(f"pagedkv serve: error: {exc}", file=sys.stderr)
+        return EXIT_DAMAGED
+    except RuntimeError as exc:  # the store's lock is held by another process
+        if "open in another process" not in str(exc):
+            raise
+        print(f"pagedkv serve: error: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
+
+
+def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -> int:
+    import logging
     import socket
 
     import uvicorn
 
+    from . import logs
     from .engine import ServiceEngine
+    from .protocol import protocol_class
     from .server import create_app
 
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not args.token:
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not token:
         print(
-            f"warning: serving on {args.host} without --token: anyone who can reach it can use it",
+            f"warning: serving on {args.host} without a token: anyone who can reach it can use it",
             file=sys.stderr,
         )
+    # Worker threads run the model holding the GIL; the event loop thread answering /health
+    # waits for it at every switch. 1 ms switches (default 5 ms) keep probes quick.
+    sys.setswitchinterval(0.001)
+    logging.basicConfig(format="%(levelname)s: %(name)s: %(message)s")
+    logging.getLogger("pagedkv").setLevel(args.log_level.upper())
+    logs.install()
     engine = ServiceEngine(
-        args.num_pages, args.page_size, args.wal, args.fsync, args.model_seed, args.checkpoint_every
+        args.num_pages,
+        args.page_size,
+        args.wal,
+        args.fsync,
+        args.model_seed,
+        args.checkpoint_every,
+        limits=limits,
+        vllm_names=args.vllm_metrics,
+        metrics_created=args.metrics_created,
     )
     family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
@@ -84,7 +176,18 @@ def run(args: argparse.Namespace) -> int:
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]
     print(f"pagedkv serving on http://{host}:{port}", flush=True)
-    config = uvicorn.Config(create_app(engine, args.token), log_level=args.log_level)
+    config = uvicorn.Config(
+        create_app(engine, token),
+        http=protocol_class(limits),
+        log_level=args.log_level,
+        timeout_keep_alive=limits.keep_alive,
+        timeout_graceful_shutdown=limits.shutdown_timeout,
+        backlog=min(2048, limits.max_connections * 2),
+    )
+    # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then raises the signal again
+    # with the handler it found: with this one, a clean shutdown exits 0, not -15.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 
@@ -116,11 +219,13 @@ class ServerProcess:
     ) -> None:
         entry = ["pagedkv", "serve"] if via_cli else [__name__]
         cmd = [sys.executable, "-m", *entry, "--port", "0", *args]
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
         if token is not None:
-            cmd += ["--token", token]
+            env[TOKEN_ENV] = token  # not on the command line, where ps would show it
         self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             cmd,
+            env=env,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
             text=True,
@@ -157,7 +262,7 @@ class ServerProcess:
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
         try:
             connection.request("GET", "/health", headers=self.headers)
-            return connection.getresponse().status == 200
+            return connection.getresponse().status in (200, 401)  # 401: up, token elsewhere
         except OSError:
             return False
         finally:

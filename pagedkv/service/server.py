@@ -1,6 +1,6 @@
 """The HTTP API: FastAPI routes over a ServiceEngine, served by uvicorn.
 
-    GET    /health                           liveness, clock and page counts
+    GET    /health (and HEAD)                liveness, clock and page counts
     POST   /sequences                        create from text or token_ids: seq_id, prefix-hit
                                              tokens (num_cached_tokens), block_table
     GET    /sequences/{seq_id}               one sequence
@@ -8,7 +8,7 @@
     POST   /sequences/{seq_id}/append        append text or token_ids
     POST   /sequences/{seq_id}/fork          new sequence sharing every page
     DELETE /sequences/{seq_id}               free
-    GET    /snapshot                         the pool's snapshot as JSON
+    GET    /snapshot?offset=N                the pool's snapshot as JSON (block tables paged)
     GET    /invariants                       check_invariants(): 200, or 500 naming the broken rule
     GET    /metrics                          Prometheus text format (metrics.py)
     POST   /checkpoint                       compact the write-ahead log (409 without --wal)
@@ -17,26 +17,33 @@
 Input is validated by pydantic in strict mode with explicit limits (below); a bad request is
 answered 422 with FastAPI's body naming the field (`"loc": ["body", "max_new_tokens"]`)
 and never reaches the engine, so it changes nothing. Other answers: 404 unknown sequence,
-409 id already live, 413 body over 256 KiB, 401 missing or wrong token, 507 out of pages
-(body: `error`, `detail`, page counts). Endpoints are plain functions, so uvicorn runs them
-on its thread pool and the engine's lock serialises them.
+409 id already live, 413 body over 256 KiB, 408 body slower than `body_timeout`, 401
+missing or wrong token (400 for two Authorization headers), and 503 with `Retry-After` for
+"try again later": out of pages (body: `error`, `detail`, page counts), too many live
+sequences, too many requests in flight, or a store that needs a restart to recover.
+
+Mutating requests take an `Idempotency-Key` header (idempotency.py): a retry with the same
+key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing.
+
+Engine endpoints are plain functions, so uvicorn runs them on its thread pool and the
+engine's lock serialises them. `/health` and `/metrics` are coroutines on the event loop
+reading what the engine published after its last request: they never wait for the lock or
+for a worker thread.
 
 With a token, every request — docs and metrics included — needs `Authorization: Bearer
-<token>`, compared with `hmac.compare_digest` (constant time), in an ASGI middleware that
-runs before routing.
+<token>`; that, the bound on requests in flight and the body limits are in an ASGI
+middleware that runs before routing (guard.py).
 
 vLLM's OpenAI-compatible server plays this role for vLLM. Leaves out: TLS (put a proxy in
-front), rate limiting, streaming responses.
+front), per-client rate limits, streaming responses.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
 from contextlib import asynccontextmanager
 from typing import Annotated
 
-from fastapi import FastAPI, Path, Request
+from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -52,17 +59,28 @@ from pydantic import (
 from ..model import TinyLM
 from ..pool import OutOfPagesError
 from ..sequence import UnknownSequenceError
+from .durable import StoreNeedsRecoveryError
 from .engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
+from .guard import MAX_BODY_BYTES, Guard
+from .limits import ServiceBusyError
 
 MAX_PROMPT_TOKENS = 2048  # tokens (bytes of text) in one create request
 MAX_APPEND_TOKENS = 1024  # tokens in one append request
 MAX_NEW_TOKENS = 256  # tokens one generate request may decode
-MAX_BODY_BYTES = 256 << 10
 SEQ_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 
 SeqId = Annotated[str, StringConstraints(pattern=SEQ_ID_PATTERN)]
 TokenId = Annotated[int, Field(ge=0, le=255)]
 PathSeqId = Annotated[str, Path(pattern=SEQ_ID_PATTERN, description="1-64 of A-Z a-z 0-9 _ . : -")]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="retry with the same key: the first answer, applied once",
+    ),
+]
 
 
 class _Body(BaseModel):
@@ -128,6 +146,8 @@ class Fork(_Body):
 
 def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
     """The FastAPI application serving `engine` (closed when the app shuts down)."""
+    if token is not None and not token:
+        raise ValueError("token must not be empty (an empty token would turn auth off)")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -140,7 +160,7 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    app.add_middleware(_Guard, token=token.encode() if token else None)
+    app.add_middleware(Guard, token=token.encode() if token else None, limits=engine.limits)
 
     @app.exception_handler(RequestValidationError)
     def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -148,11 +168,14 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         errors = [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
         return JSONResponse(status_code=422, content={"error": "invalid", "detail": errors})
 
+    retry = {"Retry-After": str(engine.limits.retry_after)}
+
     @app.exception_handler(OutOfPagesError)
     def out_of_pages(request: Request, exc: OutOfPagesError) -> JSONResponse:
-        counts = engine.locked.counts()  # other requests may be changing the pool meanwhile
+        counts = engine.locked.published  # other requests may be changing the pool meanwhile
         return JSONResponse(
-            status_code=507,
+            status_code=503,
+            headers=retry,
             content={
                 "error": "out_of_pages",
                 "detail": str(exc),
@@ -165,46 +188,57 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         (UnknownSequenceError, 404, "unknown_sequence"),
         (SequenceExistsError, 409, "sequence_exists"),
         (ValueError, 422, "invalid"),
+        (ServiceBusyError, 503, "too_many_sequences"),
+        (StoreNeedsRecoveryError, 503, "needs_recovery"),
     ):
         app.add_exception_handler(
             exc_type,
             lambda request, exc, status=status, error=error: JSONResponse(
-                status_code=status, content={"error": error, "detail": str(exc)}
+                status_code=status,
+                content={"error": error, "detail": str(exc)},
+                headers=retry if status == 503 else None,
             ),
         )
 
-    @app.get("/health")
-    def health() -> dict:
-        return {"status": "ok", **engine.locked.counts()}
+    def answer(result: dict, status: int = 200) -> JSONResponse:
+        replayed = {"Idempotent-Replayed": "true"} if engine.last_replayed() else None
+        return JSONResponse(result, status_code=status, headers=replayed)
+
+    @app.api_route("/health", methods=["GET", "HEAD"])
+    async def health() -> dict:
+        return {"status": "ok", **engine.locked.published}
 
     @app.post("/sequences", status_code=201)
-    def create_sequence(body: CreateSequence) -> dict:
-        return engine.create(body.tokens(), body.seq_id, body.extra_key)
+    def create_sequence(body: CreateSequence, key: IdempotencyKey = None) -> JSONResponse:
+        return answer(engine.create(body.tokens(), body.seq_id, body.extra_key, key=key), 201)
 
     @app.get("/sequences/{seq_id}")
     def get_sequence(seq_id: PathSeqId) -> dict:
         return engine.sequence(seq_id)
 
     @app.post("/sequences/{seq_id}/generate")
-    def generate(seq_id: PathSeqId, body: Generate) -> dict:
-        return engine.generate(seq_id, body.max_new_tokens, body.temperature, body.seed)
+    def generate(seq_id: PathSeqId, body: Generate, key: IdempotencyKey = None) -> JSONResponse:
+        return answer(
+            engine.generate(seq_id, body.max_new_tokens, body.temperature, body.seed, key=key)
+        )
 
     @app.post("/sequences/{seq_id}/append")
-    def append(seq_id: PathSeqId, body: AppendTokens) -> dict:
-        return engine.append(seq_id, body.tokens())
+    def append(seq_id: PathSeqId, body: AppendTokens, key: IdempotencyKey = None) -> JSONResponse:
+        return answer(engine.append(seq_id, body.tokens(), key=key))
 
     @app.post("/sequences/{seq_id}/fork", status_code=201)
-    def fork(seq_id: PathSeqId, body: Fork | None = None) -> dict:
-        return engine.fork(seq_id, body.child_id if body else None)
+    def fork(seq_id: PathSeqId, body: Fork | None = None, key: IdempotencyKey = None) -> JSONResponse:
+        return answer(engine.fork(seq_id, body.child_id if body else None, key=key), 201)
 
     @app.delete("/sequences/{seq_id}", status_code=204)
-    def free(seq_id: PathSeqId) -> Response:
-        engine.free(seq_id)
-        return Response(status_code=204)
+    def free(seq_id: PathSeqId, key: IdempotencyKey = None) -> Response:
+        engine.free(seq_id, key=key)
+        replayed = {"Idempotent-Replayed": "true"} if engine.last_replayed() else None
+        return Response(status_code=204, headers=replayed)
 
     @app.get("/snapshot")
-    def snapshot() -> dict:
-        return engine.snapshot()
+    def snapshot(offset: Annotated[int, Query(ge=0)] = 0) -> dict:
+        return engine.snapshot(offset)
 
     @app.get("/invariants")
     def invariants() -> JSONResponse:
@@ -215,7 +249,7 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         return JSONResponse({"ok": True})
 
     @app.get("/metrics")
-    def metrics() -> Response:
+    async def metrics() -> Response:
         return Response(engine.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/checkpoint")
@@ -230,70 +264,8 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
     return app
 
 
-class _Guard:
-    """ASGI middleware: bearer-token check and body-size limit, before routing."""
-
-    def __init__(self, app, token: bytes | None) -> None:
-        self.app, self.token = app, token
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        if self.token is not None:
-            scheme, _, credentials = (
-                dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
-            )
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(
-                credentials.strip(), self.token
-            ):
-                return await _reply(
-                    send,
-                    401,
-                    {"error": "unauthorized", "detail": "missing or wrong bearer token"},
-                    [(b"www-authenticate", b"Bearer")],
-                )
-        body, more = b"", True
-        while more:  # read the whole body first: never hand the app more than the limit
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-            if len(body) > MAX_BODY_BYTES:
-                return await _reply(
-                    send,
-                    413,
-                    {"error": "too_large", "detail": f"request body over {MAX_BODY_BYTES} bytes"},
-                )
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if sent:
-                return await receive()
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        return await self.app(scope, replay, send)
-
-
-async def _reply(send, status: int, content: dict, headers: list | None = None) -> None:
-    data = json.dumps(content).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(data)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
-
-
 __all__ = [
+    "MAX_BODY_BYTES",
     "MAX_APPEND_TOKENS",
     "MAX_CONTEXT_TOKENS",
     "MAX_NEW_TOKENS",

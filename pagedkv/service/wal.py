@@ -12,9 +12,10 @@ process that is killed (SIGKILL, the OOM killer) loses nothing it acknowledged, 
 fsync policy: the page cache outlives the process. The policy decides what outlives the
 machine (power loss, kernel panic):
 
-- `always`:  fsync after every record. Nothing acknowledged is lost; each operation waits
-  for the disk (0.3 ms to several ms on this machine's shared ext4 disk; measured by
-  `python -m pagedkv bench wal`).
+- `always`:  fsync after every record — or, inside a transaction (durable.py), once at its
+  commit, which makes the records before it durable too. Nothing acknowledged is lost;
+  each operation (each request, for the service) waits for the disk (0.3 ms to several
+  ms on this machine's shared ext4 disk; measured by `python -m pagedkv bench wal`).
 - `batch N`: fsync every N records. At most the last N - 1 acknowledged operations are lost;
   the flush is paid once per N operations.
 - `never`:   the kernel writes back when it chooses (about 30 s on Linux by default).
@@ -39,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ..validation import check_int
+
 MAGIC = b"PKVWAL1\n"
 _HEADER = struct.Struct("<IIQ")  # crc32, payload length, sequence number
 MAX_PAYLOAD = 64 << 20  # a record longer than this is treated as damage, not data
@@ -60,12 +63,13 @@ class FsyncPolicy:
     every: int = 1  # records per fsync in batch mode
 
     def __post_init__(self) -> None:
+        if not isinstance(self.mode, str):
+            raise TypeError(f"fsync mode must be a str, got {type(self.mode).__name__}")
         if self.mode not in ("always", "batch", "never"):
             raise ValueError(
                 f"fsync mode must be 'always', 'batch N' or 'never', got {self.mode!r}"
             )
-        if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
-            raise ValueError(f"fsync batch size must be an int >= 1, got {self.every!r}")
+        check_int("fsync batch size", self.every, 1)
 
     @classmethod
     def parse(cls, text: str | FsyncPolicy) -> FsyncPolicy:
@@ -198,14 +202,17 @@ class WriteAheadLog:
     def last_seq(self) -> int:
         return self.next_seq - 1
 
-    def append(self, payload: dict) -> int:
-        """Write one record (one write() call), fsync as the policy says; return its seq."""
+    def append(self, payload: dict, sync: bool = True) -> int:
+        """Write one record (one write() call), fsync as the policy says; return its seq.
+
+        `sync=False` lets an "always" log leave the fsync to a later record (a transaction's
+        commit: one fsync makes every record before it durable too)."""
         seq = self.next_seq
         data = encode_record(seq, payload)
         self._write(data)
         self.next_seq += 1
         self._unsynced += 1
-        if self.policy.mode == "always" or (
+        if (self.policy.mode == "always" and sync) or (
             self.policy.mode == "batch" and self._unsynced >= self.policy.every
         ):
             self.sync()
@@ -223,11 +230,25 @@ class WriteAheadLog:
             self.fsyncs += 1
             self._unsynced = 0
 
+    @property
+    def size(self) -> int:
+        """Bytes in the log file (header included)."""
+        return os.fstat(self._fd).st_size
+
     def reset(self) -> None:
         """Atomically replace the log with an empty one that continues the numbering (after
         a checkpoint has made every record so far redundant)."""
+        self.compact(self.size)
+
+    def compact(self, offset: int) -> None:
+        """Atomically replace the log with its records from byte `offset` on (those written
+        after a checkpoint that covers everything before `offset`)."""
+        self.sync()
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            tail = f.read()
         os.close(self._fd)
-        atomic_write(self.path, MAGIC)
+        atomic_write(self.path, MAGIC + tail)
         self._unsynced = 0
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
 

@@ -7,6 +7,11 @@ write), frees and, optionally, checkpoints. Everything follows from the seed, so
 workload on a plain in-memory manager is the oracle a recovered state must equal:
 `reference(seed, n)` is that manager after exactly the n operations a log would hold.
 
+`crash_during(server, path, body, key)` does the same to a running HTTP server: it sends
+one request and SIGKILLs the server once the request is half-way through its records
+(`pagedkv_wal_records_total`, read from `/metrics` without the engine lock, grows while a
+generate decodes), so the crash lands inside the request, not before or after it.
+
 `python -m pagedkv.service.workload DIR --seed S` runs it on a new store in DIR; with
 `--die-at SEQ --torn-bytes B` the process writes the first B bytes of record SEQ and then
 SIGKILLs itself (a deterministic crash in the middle of a write).
@@ -173,6 +178,42 @@ def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: 
     SIGKILLed, e.g. by --die-at)."""
     cmd = workload_command(directory, seed, *options)
     return subprocess.run(cmd, capture_output=True, timeout=timeout).returncode
+
+
+def crash_during(
+    server: object, path: str, body: dict, key: str, records: int = 20, timeout: float = 30
+) -> bool:
+    """POST `body` to `path` of a `ServerProcess` with an Idempotency-Key and kill -9 the
+    server after the log has grown by `records` records; True if the request got no answer
+    (the crash cut it off)."""
+    import threading
+    import time
+
+    import httpx
+
+    def wal_records() -> float:
+        text = httpx.get(f"{server.url}/metrics", headers=server.headers).text
+        return next(float(line.split()[1]) for line in text.splitlines()
+                    if line.startswith("pagedkv_wal_records_total "))
+
+    start, answered = wal_records(), []
+
+    def send() -> None:
+        try:
+            r = httpx.post(f"{server.url}{path}", json=body, timeout=timeout,
+                           headers={**server.headers, "Idempotency-Key": key})
+            answered.append(r.status_code)
+        except httpx.HTTPError:
+            pass
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while wal_records() < start + records and time.monotonic() < deadline:  # bounded
+        time.sleep(0.005)
+    server.stop(signal.SIGKILL)
+    thread.join(timeout)
+    return not answered
 
 
 def main(argv: SequenceLike[str] | None = None) -> None:

@@ -1,0 +1,129 @@
+"""The ASGI guard in front of the routes: bearer token, requests in flight, request bodies.
+
+Runs before routing, so a refused request costs no validation, no thread and no lock:
+
+- auth: with a token, `Authorization: Bearer <token>` compared in constant time
+  (`hmac.compare_digest`); missing or wrong is 401, and two `Authorization` headers are 400
+  (a proxy may have checked one and the server would read the other);
+- back-pressure: at most `max_inflight` requests past the guard at once; beyond that, 503
+  with `Retry-After` at once (never a queue that grows until clients time out). `/health`
+  and `/metrics` are never refused: they are cheap and never wait for the engine;
+- bodies: read whole before the app sees them, at most `MAX_BODY_BYTES` (413) within
+  `body_timeout` seconds (408, then the connection closes).
+
+Refusals are logged through `RateLimitedLog`. Starlette middleware and nginx's
+`limit_conn` / `client_body_timeout` do the same jobs. Leaves out: per-client limits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+
+from .limits import ServiceLimits
+from .logs import RateLimitedLog
+
+MAX_BODY_BYTES = 256 << 10
+_UNLIMITED = frozenset({"/health", "/metrics"})  # cheap, lock-free: never refused as busy
+
+
+class Guard:
+    """ASGI middleware before routing: bearer token, requests in flight, body size and time."""
+
+    def __init__(self, app, token: bytes | None, limits: ServiceLimits) -> None:
+        self.app, self.token, self.limits = app, token, limits
+        self.inflight = 0  # requests past this guard and not yet answered (event loop only)
+        self.log = RateLimitedLog("pagedkv.service")
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            return await _reply(send, *refusal)
+        limited = scope["path"] not in _UNLIMITED
+        if limited and self.inflight >= self.limits.max_inflight:
+            self.log.warning("busy", "%d requests in flight: answering 503", self.inflight)
+            return await _reply(
+                send,
+                503,
+                {"error": "busy", "detail": f"{self.inflight} requests in flight; try again"},
+                [(b"retry-after", str(self.limits.retry_after).encode())],
+            )
+        self.inflight += limited
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            self.inflight -= limited
+
+    def _refusal(self, scope) -> tuple | None:
+        """(status, body, headers) when the credentials are refused, else None."""
+        if self.token is None:
+            return None
+        given = [v for k, v in scope["headers"] if k == b"authorization"]
+        if len(given) > 1:  # which one would a proxy have checked? refuse to guess
+            return 400, {"error": "bad_request", "detail": "more than one Authorization header"}
+        scheme, _, credentials = (given[0] if given else b"").partition(b" ")
+        if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
+            return (
+                401,
+                {"error": "unauthorized", "detail": "missing or wrong bearer token"},
+                [(b"www-authenticate", b"Bearer")],
+            )
+        return None
+
+    async def _serve(self, scope, receive, send) -> None:
+        body, more = b"", True
+        deadline = time.monotonic() + self.limits.body_timeout
+        while more:  # read the whole body first: never hand the app more than the limit
+            try:
+                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+            except TimeoutError:
+                self.log.warning(
+                    "slow body", "a request body took over %.1f s: answering 408", self.limits.body_timeout
+                )
+                return await _reply(
+                    send,
+                    408,
+                    {"error": "timeout", "detail": f"body not received in {self.limits.body_timeout} s"},
+                    [(b"connection", b"close")],
+                )
+            if message["type"] == "http.disconnect":
+                return None
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                return await _reply(
+                    send,
+                    413,
+                    {"error": "too_large", "detail": f"request body over {MAX_BODY_BYTES} bytes"},
+                )
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+
+async def _reply(send, status: int, content: dict, headers: list | None = None) -> None:
+    """A whole JSON response straight from the middleware."""
+    data = json.dumps(content).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})

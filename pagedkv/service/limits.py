@@ -1,0 +1,50 @@
+"""ServiceLimits: every bound the HTTP service puts on what clients can make it do.
+
+One dataclass, validated in `__post_init__`, shared by the engine (what one client can
+create: live sequences, tokens per sequence, snapshot pages), the ASGI guard (in-flight
+requests, body size and read time) and the uvicorn protocol (connections, header read
+time, keep-alive, shutdown). `python -m pagedkv serve` exposes each field as an option.
+
+A request beyond a limit gets a quick answer, never a hang: 503 with `Retry-After` for
+"busy, try again" (connections, in-flight requests, a full pool), 408 for a body that
+arrives too slowly, 413 for one too large, 422 for a sequence or request over its size.
+
+vLLM's server bounds the same things with `--max-num-seqs`, `--max-model-len` and its
+uvicorn settings (`--timeout-keep-alive`). Leaves out: per-client quotas (every client
+shares these limits) and rate limits over time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ..validation import check_int
+
+
+@dataclass(frozen=True)
+class ServiceLimits:
+    max_sequences: int = 1024  # live sequences (a fork takes no pages, so pages alone do not bound it)
+    max_context_tokens: int = 4096  # tokens one sequence may hold
+    max_snapshot_sequences: int = 256  # block tables per GET /snapshot page (?offset=)
+    idempotency_keys: int = 1024  # newest Idempotency-Keys remembered (idempotency.py)
+    max_connections: int = 512  # open TCP connections (below the usual 1,024 descriptors)
+    max_inflight: int = 32  # requests being served or waiting for the engine at once
+    header_timeout: float = 5.0  # seconds for a request line and headers to arrive
+    body_timeout: float = 10.0  # seconds for a request body to arrive
+    keep_alive: float = 5.0  # seconds an idle keep-alive connection stays open
+    shutdown_timeout: float = 8.0  # seconds SIGTERM waits for requests in flight
+    retry_after: int = 1  # seconds, in the Retry-After header of every 503
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int":
+                check_int(f.name, value, 1)
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{f.name} must be a number of seconds, got {value!r}")
+            elif not 0 < value <= 3600:
+                raise ValueError(f"{f.name} must be in (0, 3600] seconds, got {value}")
+
+
+class ServiceBusyError(Exception):
+    """The service cannot take this request now (HTTP 503 with Retry-After)."""
