@@ -78,3 +78,27 @@ def check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
         i = int(np.argmin(array) if array.dtype.kind == "i" else np.argmax(array))
         raise ValueError(f"{name} must hold ids in [0, 2**63 - 1], got {array[i]} at index {i}")
     return array.tolist(), array.astype("<i8", copy=False).tobytes()
+
+
+def check_number(name: str, value: object, low: float) -> float:
+    """A finite real number (not a bool) >= low."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    if not low <= value < float("inf"):
+        raise ValueError(f"{name} must be a finite number >= {low}, got {value!r}")
+    return float(value)
+
+
+def check_choice(name: str, value: object, choices: SequenceLike[str]) -> str:
+    """One of a few strings."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {tuple(choices)}, got {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
+
+
+def check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
