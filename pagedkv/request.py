@@ -50,6 +50,7 @@ class RequestState:
     status: RequestStatus = RequestStatus.WAITING
     finish_reason: str | None = None  # "length" | "aborted" once FINISHED
     num_preemptions: int = 0
+    num_computed_tokens: int = 0  # tokens with K/V in the pool by the end of the step
     prefill_end: int = 0  # tokens its prefill runs up to, set at each admission
     max_computed: int = 0  # most tokens it ever had computed (what a recompute repeats)
     swap_pages: list[int] | None = None  # swap-space pages holding its K/V while swapped out
@@ -59,6 +60,11 @@ class RequestState:
     def token_ids(self) -> list[int]:
         """Prompt and generated tokens: what a resumed sequence is re-admitted with."""
         return self.prompt_token_ids + self.output
+
+    @property
+    def num_tokens(self) -> int:
+        """len(token_ids), without building the list."""
+        return len(self.prompt_token_ids) + len(self.output)
 
     @property
     def sort_key(self) -> tuple[int, int]:

@@ -8,8 +8,9 @@ each `SchedulerOutput` and nano-vllm's `ModelRunner.run(seqs, is_prefill)` does:
   hit pages another fills in the same step) and samples one token for each request in
   `output.sampling`, with a generator per request seeded by the request's seed.
 - `ScriptedRunner` is for bookkeeping-only simulations (benchmarks with thousands of
-  requests): it marks the scheduled tokens computed without computing K/V, and "samples"
-  from a seeded script per request, so a request's tokens depend on its seed alone.
+  requests): it computes nothing (nothing reads K/V there, and `num_computed_tokens`
+  stays as admission left it) and "samples" from a seeded script per request, so a
+  request's tokens depend on its seed alone.
 
 Both return `{req_id: token}` for `Scheduler.update_from_output`. Like vLLM's runner they
 keep per-request state (here the sampling generator) from `scheduled_new_reqs` until the
@@ -20,7 +21,7 @@ Leaves out: CUDA graphs, input batch persistence, speculative decoding, logprobs
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 
 import numpy as np
 
@@ -33,18 +34,19 @@ SCRIPT_VOCAB = 32_000  # token ids a scripted request draws from (a typical voca
 
 
 class ScriptedRunner:
-    """Bookkeeping only: scheduled tokens count as computed; tokens come from a script."""
+    """Bookkeeping only: nothing is computed; tokens come from a script."""
 
-    def __init__(self, seqs: SequenceManager) -> None:
-        self.seqs = seqs
-        self.rngs: dict[Hashable, np.random.Generator] = {}  # req id -> its script
+    def __init__(self) -> None:
+        self.scripts: dict[Hashable, Iterator[int]] = {}  # req id -> its remaining tokens
 
     def execute(self, output: SchedulerOutput) -> dict[Hashable, int]:
-        _track(self.rngs, output)
-        set_computed, get = self.seqs.set_computed, self.seqs.get
-        for req_id in output.num_scheduled_tokens:
-            set_computed(req_id, get(req_id).num_tokens)
-        return {r: int(self.rngs[r].integers(0, SCRIPT_VOCAB)) for r in output.sampling}
+        for req_id in output.finished_req_ids:
+            self.scripts.pop(req_id, None)
+        for new in output.scheduled_new_reqs:  # drawn at once: one generator call per request
+            script = np.random.default_rng(new.seed).integers(0, SCRIPT_VOCAB, new.max_new_tokens)
+            self.scripts[new.req_id] = iter(script.tolist())
+        scripts = self.scripts
+        return {r: next(scripts[r]) for r in output.sampling}
 
 
 class TinyLMRunner:

@@ -48,7 +48,15 @@ from .scheduler_output import SchedulerOutput, SchedulerStats, StepRecord
 from .sequence import SequenceManager
 from .step_plan import StepPlan, schedule_running, schedule_waiting
 from .swap import SwapSpace
-from .validation import check_bool, check_choice, check_int, check_number, check_seq_id, check_tokens, check_vocab
+from .validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    check_seq_id,
+    check_tokens,
+    check_vocab,
+)
 from .workloads import Request
 
 PREEMPTION_MODES = ("recompute", "swap")
@@ -77,7 +85,9 @@ class Scheduler:
         if model is not None and not isinstance(model, TinyLM):
             raise TypeError(f"model must be a TinyLM or None, got {type(model).__name__}")
         self.max_num_seqs = check_int("max_num_seqs", max_num_seqs, 1, 1 << 24)
-        self.max_num_batched_tokens = check_int("max_num_batched_tokens", max_num_batched_tokens, max_num_seqs, 1 << 24)
+        self.max_num_batched_tokens = check_int(
+            "max_num_batched_tokens", max_num_batched_tokens, max_num_seqs, 1 << 24
+        )
         self.preemption_mode = check_choice("preemption_mode", preemption_mode, PREEMPTION_MODES)
         self.policy = check_choice("policy", policy, POLICIES)
         self.enable_chunked_prefill = check_bool("enable_chunked_prefill", enable_chunked_prefill)
@@ -85,7 +95,9 @@ class Scheduler:
         self.seqs, self.pool, self.model = seqs, seqs.pool, model
         self.swap_space = SwapSpace(self.pool, swap_space_pages)
         self.runner: ScriptedRunner | TinyLMRunner = (
-            ScriptedRunner(seqs) if model is None else TinyLMRunner(model, seqs, self.swap_space, self.temperature)
+            ScriptedRunner()
+            if model is None
+            else TinyLMRunner(model, seqs, self.swap_space, self.temperature)
         )
         self.requests: dict[Hashable, RequestState] = {}  # every request ever added, in order
         self.waiting = QUEUES[policy]()
@@ -99,8 +111,13 @@ class Scheduler:
     # ---- requests --------------------------------------------------------------------------
 
     def add_request(
-        self, req_id: Hashable, prompt_token_ids: SequenceLike[int], max_new_tokens: int,
-        *, seed: int = 0, priority: int = 0,
+        self,
+        req_id: Hashable,
+        prompt_token_ids: SequenceLike[int],
+        max_new_tokens: int,
+        *,
+        seed: int = 0,
+        priority: int = 0,
     ) -> None:
         """Queue a request. `seed` seeds its sampling; `priority` orders it under "priority"."""
         check_seq_id("req_id", req_id)
@@ -212,8 +229,8 @@ class Scheduler:
             self._refused = plan.refused or self._refused
         output = SchedulerOutput(
             step=self.stats.steps,
-            num_scheduled_tokens={s.req_id: k for s, (_, k) in plan.scheduled.items()},
-            sampling=tuple(s.req_id for s, (a, k) in plan.scheduled.items() if a + k == _num_tokens(s)),
+            num_scheduled_tokens=plan.num_scheduled_tokens,
+            sampling=tuple(s.req_id for s in plan.sampling),
             scheduled_new_reqs=tuple(plan.new),
             preempted=tuple(plan.preempted),
             swap_out=tuple(plan.swap_out),
@@ -231,53 +248,47 @@ class Scheduler:
         if self._in_flight is None or self._in_flight[0] is not output:
             raise ValueError("output must be the SchedulerOutput of the last schedule()")
         if not isinstance(sampled, dict) or sampled.keys() != set(output.sampling):
-            raise ValueError(f"sampled must map exactly the requests of output.sampling {list(output.sampling)}")
+            raise ValueError(
+                f"sampled must map exactly the requests of output.sampling {list(output.sampling)}"
+            )
         plan = self._in_flight[1]
         self._in_flight = None
-        prefill, decode, left, finished = [], [], {}, []
-        recomputed = 0
-        for state, (start, k) in plan.scheduled.items():
-            recomputed += max(0, min(start + k, state.max_computed) - start)
-            state.max_computed = max(state.max_computed, start + k)
-            if start < state.prefill_end:
-                prefill.append((state.req_id, k))
-                left[state.req_id] = state.prefill_end - start - k
-            else:
-                decode.append(state.req_id)
-        for req_id in output.sampling:
-            state = self.requests[req_id]
-            state.output.append(sampled[req_id])
-            if len(state.output) == state.max_new_tokens:
-                self.seqs.free(req_id)  # computed just now; the new token never gets a slot
+        finished = []
+        for state in plan.sampling:
+            out = state.output
+            out.append(sampled[state.req_id])
+            if len(out) == state.max_new_tokens:
+                self.seqs.free(state.req_id)  # computed just now; the new token gets no slot
                 self.running.remove(state)
                 self._finish(state, "length")
-                finished.append(req_id)
-        return self._record(output, plan, prefill, decode, left, finished, recomputed, sampled)
+                finished.append(state.req_id)
+        return self._record(output, plan, finished, sampled)
 
-    def _record(self, output, plan, prefill, decode, left, finished, recomputed, sampled) -> StepRecord:  # noqa: ANN001
+    def _record(self, output: SchedulerOutput, plan: StepPlan, finished: list, sampled: dict) -> StepRecord:
+        """Add the step to the stats; the StepRecord of it."""
         page_bytes = self.swap_space.page_bytes
         st = self.stats
         st.steps += 1
-        st.decode_tokens += len(decode)
-        st.prefill_tokens += sum(n for _, n in prefill)
+        st.decode_tokens += len(plan.decode)
+        st.prefill_tokens += sum(n for _, n in plan.prefill)
         st.preemptions += len(output.preempted)
-        st.recomputed_tokens += recomputed
+        st.recomputed_tokens += plan.recomputed
         st.swap_out_bytes += len(output.swap_out) * page_bytes
         st.swap_in_bytes += len(output.swap_in) * page_bytes
         st.finished += len(finished)
         return StepRecord(
             step=output.step,
-            prefill=tuple(prefill),
-            decode=tuple(decode),
+            prefill=tuple(plan.prefill),
+            decode=tuple(plan.decode),
             preempted=output.preempted,
             finished=tuple(finished),
-            sampled={r: sampled[r] for r in output.sampling},
+            sampled=sampled,
             num_batched_tokens=output.total_num_scheduled_tokens,
-            recomputed_tokens=recomputed,
+            recomputed_tokens=plan.recomputed,
             evicted_pages=self.pool.stats.evictions - plan.evictions,
             swap_out_bytes=len(output.swap_out) * page_bytes,
             swap_in_bytes=len(output.swap_in) * page_bytes,
-            prompt_left={r: n for r, n in left.items() if n},
+            prompt_left=plan.prompt_left,
         )
 
     def step(self) -> StepRecord:
@@ -305,8 +316,3 @@ class Scheduler:
         if bar is not None:
             bar.close()
         return self.outputs
-
-
-def _num_tokens(state: RequestState) -> int:
-    """len(state.token_ids), without building the list."""
-    return len(state.prompt_token_ids) + len(state.output)

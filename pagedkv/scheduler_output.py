@@ -25,6 +25,7 @@ class NewRequestData:
 
     req_id: Hashable
     prompt_token_ids: list[int]
+    max_new_tokens: int
     seed: int
 
 

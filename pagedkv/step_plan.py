@@ -2,11 +2,14 @@
 
 The two loops of vLLM v1's `Scheduler.schedule()`, over pagedkv's SequenceManager:
 
-- `schedule_running`: each running request, in admission order, gets min(tokens left,
-  budget) tokens; the pages that takes are counted, not yet taken, so when the pool falls
-  short the victim (the last admitted, or under "priority" the least urgent, latest
-  arrival) can be preempted even if it was already scheduled this step: its tokens and
-  pages go back to the budget, as vLLM does. Only then are the tokens appended.
+- `schedule_running`: each running request gets min(tokens left, budget) tokens and their
+  slots; when the pool falls short, the last request of the running list is preempted
+  (possibly the one asking) until they fit. Under "fcfs" the running list is in admission
+  order; under "priority" it is kept in (priority, arrival) order, so its last request is
+  the least urgent, latest arrival, vLLM's victim. NOTE: vLLM keeps admission order under
+  both policies and may pick a victim it already scheduled this step, then takes back its
+  tokens; keeping the list sorted means the victim is never one already given slots
+  (whose tokens would have no K/V), and the more urgent requests get the budget first.
 - `schedule_waiting` (only when nothing was preempted): admit the queue's front while the
   budget, `max_num_seqs` and the pool allow. The budget counts tokens after prefix hits;
   with chunked prefill a long prompt is admitted with the chunk that fits (vLLM's
@@ -18,10 +21,12 @@ Leaves out: vLLM's encoder, LoRA and KV-connector checks, which skip requests in
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .pool import OutOfPagesError
 from .request import RequestState, RequestStatus
 from .scheduler_output import NewRequestData
 
@@ -31,52 +36,78 @@ if TYPE_CHECKING:
 
 @dataclass
 class StepPlan:
-    """What `schedule()` decides, before it becomes a `SchedulerOutput`."""
+    """What `schedule()` decides: the makings of its `SchedulerOutput` and `StepRecord`."""
 
     emit: Callable[[str, Hashable, str], None]  # the scheduler's events: (kind, req id, detail)
     evictions: int = 0  # pool counter when the step began
     cow: int = 0  # length of the copy-on-write log when the step began
-    scheduled: dict[RequestState, tuple[int, int]] = field(default_factory=dict)  # -> (start, k)
-    pages: dict[RequestState, int] = field(default_factory=dict)  # running request -> pages it takes
+    num_scheduled_tokens: dict[Hashable, int] = field(default_factory=dict)  # batch order
+    sampling: list[RequestState] = field(default_factory=list)  # their last token is computed
+    decode: list[Hashable] = field(default_factory=list)
+    prefill: list[tuple[Hashable, int]] = field(default_factory=list)  # (req id, prompt tokens)
+    prompt_left: dict[Hashable, int] = field(default_factory=dict)  # req id -> still to prefill
+    recomputed: int = 0  # tokens computed before, by requests preempted by recompute
     preempted: list[tuple[Hashable, str]] = field(default_factory=list)  # (req id, mode)
     swap_out: list[tuple[int, int]] = field(default_factory=list)  # (page, swap slot)
     swap_in: list[tuple[int, int]] = field(default_factory=list)  # (swap slot, page)
     new: list[NewRequestData] = field(default_factory=list)
     refused: str = ""  # why the last admission failed
 
+    def add(self, state: RequestState, start: int, k: int) -> None:
+        """Schedule tokens start..start+k-1 of a request (their slots are taken)."""
+        self.num_scheduled_tokens[state.req_id] = k
+        state.num_computed_tokens = start + k  # as vLLM: computed by the end of the step
+        if start + k == state.num_tokens:
+            self.sampling.append(state)
+        if start >= state.prefill_end:
+            self.decode.append(state.req_id)
+            return
+        self.prefill.append((state.req_id, k))
+        if start + k < state.prefill_end:
+            self.prompt_left[state.req_id] = state.prefill_end - start - k
+        if start < state.max_computed:  # only after a preemption by recompute
+            self.recomputed += min(start + k, state.max_computed) - start
+
 
 def schedule_running(sched: Scheduler, plan: StepPlan, budget: int) -> int:
     """Schedule the running requests (preempting when short); returns the budget left."""
-    running, pool, get = sched.running, sched.pool, sched.seqs.get
-    reserved, i = 0, 0
+    running, pool, size = sched.running, sched.pool, sched.pool.page_size
+    append_slot, num_scheduled, sampling, decode = (
+        sched.seqs.append_slot,
+        plan.num_scheduled_tokens,
+        plan.sampling,
+        plan.decode,
+    )
+    i = 0
     while i < len(running) and budget > 0:
         state = running[i]
-        seq = get(state.req_id)
-        start = seq.num_tokens
-        k = min(_num_tokens(state) - start, budget)
-        need = _pages_to_grow(sched, seq, k)
-        while need > pool.num_available_pages - reserved:
-            victim = _victim(sched)
-            running.remove(victim)
-            if victim in plan.scheduled:  # priority only: undo its share of this step
-                budget += plan.scheduled.pop(victim)[1]
-                reserved -= plan.pages.pop(victim)
-                i -= 1
-            preempt(sched, plan, victim)
-            if victim is state:
+        start = state.num_computed_tokens
+        prompt, output = state.prompt_token_ids, state.output
+        if start >= state.prefill_end:  # a decode (its prompt is done): the fast path
+            try:
+                append_slot(state.req_id, output[-1])
+            except OutOfPagesError:
+                if preempt(sched, plan, running.pop()) is state:
+                    break  # nothing behind it runs either
+                continue  # retry with the pages the victim left
+            num_scheduled[state.req_id] = 1
+            state.num_computed_tokens = start + 1
+            sampling.append(state)
+            decode.append(state.req_id)
+        else:  # the next chunk of a prompt (at most the budget)
+            k = min(len(prompt) + len(output) - start, budget)
+            # Pages the chunk fills past the last one (page_size 4: 6 + 7 tokens -> 2).
+            need = (start + k + size - 1) // size - (start + size - 1) // size
+            while need > pool.num_available_pages and running[-1] is not state:
+                preempt(sched, plan, running.pop())
+            if need > pool.num_available_pages:
+                preempt(sched, plan, running.pop())
                 break
-        else:
-            plan.scheduled[state] = (start, k)
-            plan.pages[state] = need
-            reserved += need
-            budget -= k
-            i += 1
-            continue
-        break  # the request itself was preempted: nothing behind it runs either
-    append_slot = sched.seqs.append_slot
-    for state, (start, k) in plan.scheduled.items():
-        for token in _tokens(state, start, start + k):
-            append_slot(state.req_id, token)
+            for token in _tokens(state, start, start + k):
+                append_slot(state.req_id, token)
+            plan.add(state, start, k)
+        budget -= num_scheduled[state.req_id]
+        i += 1
     return budget
 
 
@@ -90,18 +121,23 @@ def schedule_waiting(sched: Scheduler, plan: StepPlan, budget: int) -> None:
             break
         waiting.pop()
         if state.status is RequestStatus.WAITING:
-            plan.new.append(NewRequestData(state.req_id, state.prompt_token_ids, state.seed))
+            plan.new.append(
+                NewRequestData(state.req_id, state.prompt_token_ids, state.max_new_tokens, state.seed)
+            )
         else:
             plan.emit("resume", state.req_id, f"{k} token{'s' * (k != 1)} to compute")
         state.status = RequestStatus.RUNNING
-        running.append(state)
+        if sched.policy == "priority":  # the running list stays in (priority, arrival) order
+            bisect.insort(running, state, key=lambda s: s.sort_key)
+        else:
+            running.append(state)
         budget -= k
 
 
 def _admit(sched: Scheduler, plan: StepPlan, state: RequestState, budget: int) -> int:
     """Add the request's sequence with the tokens this step computes (plus its prefix hits
     and, after a swap, its swapped tokens); returns the tokens to compute, 0 if refused."""
-    seqs, req_id, total = sched.seqs, state.req_id, _num_tokens(state)
+    seqs, req_id, total = sched.seqs, state.req_id, state.num_tokens
     swapped = state.num_swapped_tokens if state.swap_pages is not None else 0
     try:
         if swapped or total <= budget:
@@ -127,13 +163,13 @@ def _admit(sched: Scheduler, plan: StepPlan, state: RequestState, budget: int) -
         sched.swap_space.free(state.swap_pages)
         state.swap_pages = None
     state.prefill_end = total
-    plan.scheduled[state] = (start, end - start)
+    plan.add(state, start, end - start)
     return end - start
 
 
-def preempt(sched: Scheduler, plan: StepPlan, state: RequestState) -> None:
+def preempt(sched: Scheduler, plan: StepPlan, state: RequestState) -> RequestState:
     """Free a running request's pages (listing them for a swap-out first in swap mode) and
-    requeue it: at the front under "fcfs", by its priority under "priority"."""
+    requeue it: at the front under "fcfs", by its priority under "priority". Returns it."""
     table = sched.seqs.block_table(state.req_id)
     mode = sched.preemption_mode
     if mode == "swap":
@@ -142,29 +178,16 @@ def preempt(sched: Scheduler, plan: StepPlan, state: RequestState) -> None:
             mode = "recompute"  # the swap space is full
         else:
             plan.swap_out += zip(table, slots)
-            state.swap_pages, state.num_swapped_tokens = slots, sched.seqs.get(state.req_id).num_tokens
+            state.swap_pages, state.num_swapped_tokens = slots, state.num_computed_tokens
     sched.seqs.free(state.req_id)  # every token it holds was computed by an earlier step
     state.status = RequestStatus.PREEMPTED
     state.num_preemptions += 1
     sched.waiting.prepend(state)
     plan.preempted.append((state.req_id, mode))
+    state.max_computed = max(state.max_computed, state.num_computed_tokens)
+    state.num_computed_tokens = 0
     plan.emit("preempt", state.req_id, f"{mode}: {len(table)} pages released")
-
-
-def _victim(sched: Scheduler) -> RequestState:
-    if sched.policy == "priority":
-        return max(sched.running, key=lambda s: s.sort_key)
-    return sched.running[-1]
-
-
-def _pages_to_grow(sched: Scheduler, seq, k: int) -> int:  # noqa: ANN001 - a Sequence
-    """New pages that appending k tokens to `seq` takes: those it fills past its last page,
-    plus one copy if its partial last page is shared (copy-on-write)."""
-    size, n = sched.pool.page_size, seq.num_tokens
-    need = -(-(n + k) // size) - -(-n // size)
-    if n % size and sched.pool.ref_count(seq.block_table[-1]) > 1:
-        need += 1
-    return need
+    return state
 
 
 def _tokens(state: RequestState, start: int, end: int) -> list[int]:
@@ -176,8 +199,3 @@ def _tokens(state: RequestState, start: int, end: int) -> list[int]:
     if start >= p:
         return output[start - p : end - p]
     return prompt[start:] + output[: end - p]
-
-
-def _num_tokens(state: RequestState) -> int:
-    """len(state.token_ids), without building the list."""
-    return len(state.prompt_token_ids) + len(state.output)
