@@ -4,35 +4,36 @@ A step is three calls, as in vLLM v1 (and nano-vllm's `schedule` / `run` / `post
 `schedule()` decides and returns a `SchedulerOutput`; a model runner (`TinyLMRunner`, or
 `ScriptedRunner` for bookkeeping-only simulations) computes the scheduled tokens and
 samples; `update_from_output(output, sampled)` appends the sampled tokens and finishes
-requests. `step()` does all three.
+requests. `step()` does all three; `run()` steps to the end.
 
 What `schedule()` does, like vLLM v1's: there is no prefill or decode phase, only requests
-whose computed tokens catch up with their tokens. Running requests first, in admission
-order: each gets min(tokens left, token budget) tokens; when the pool cannot give the
-pages, it preempts — the last admitted running request (policy "fcfs") or the least urgent,
-latest arriving one (policy "priority": lower value first, ties by arrival) — possibly the
-one asking. Only if nothing was preempted, waiting requests are admitted in queue order
-while `max_num_seqs`, the budget and the pool allow. **Chunked prefill** (on by default, as
-in v1): a prompt larger than the budget left is admitted with its first chunk and prefilled
-over several steps; it samples only once every token is computed. The budget counts only
-tokens to compute after prefix hits. A sequence's pages are allocated for the tokens
-scheduled, not the whole prompt (vLLM's `allocate_slots`), so a page is hashed only when
-its K/V are computed in the same step.
+whose computed tokens catch up with their tokens. Running requests first: each gets
+min(tokens left, token budget) tokens; when the pool cannot give the pages, the last of
+the running list is preempted until they fit, possibly the one asking. The running list
+is in admission order under policy "fcfs" (the victim is the last admitted) and in
+(priority, arrival) order under "priority" (lower value first: the victim is the least
+urgent, latest arrival, as in vLLM). Only if nothing was preempted, waiting requests are
+admitted in queue order while `max_num_seqs`, the budget and the pool allow. **Chunked
+prefill** (on by default, as in v1): a prompt larger than the budget left is admitted with
+its first chunk and prefilled over several steps; it samples only once all its tokens are
+computed. The budget counts only tokens to compute after prefix hits. A sequence gets
+pages for the tokens scheduled, not for the whole prompt (vLLM's `allocate_slots`), so a
+page is hashed only in the step that computes its K/V.
 
 Preemption by **recompute** (vLLM v1's only mode) frees the request's pages (full ones stay
 CACHED, so on resume its own prefix is a hit unless evicted) and requeues it at the front
-(by priority under "priority"); on resume prompt + generated tokens are prefilled again. By
-**swap** (vLLM v0) the runner first copies all its pages to a `SwapSpace` of
-`swap_space_pages` pages; on resume pages still in the prefix cache are hits and only the
-others are copied back (v0 copied every block). A full swap space falls back to recompute
-(v0 stopped the engine). `abort(req_id)` ends a waiting, running or preempted request and
-releases its pages exactly as a finish does. Either way a request generates exactly the
-tokens of an uninterrupted run.
+(by its priority under "priority"); on resume prompt + generated tokens are prefilled
+again. By **swap** (vLLM v0) its pages are listed for the runner to copy to a `SwapSpace`
+of `swap_space_pages` pages first; on resume pages still in the prefix cache are hits and
+only the others are copied back (v0 copied every block). A full swap space falls back to
+recompute (v0 stopped the engine). `abort(req_id)` ends a waiting, running or preempted
+request and releases its pages exactly as a finish does (full pages stay CACHED). Through
+all of it a request generates exactly the tokens of an uninterrupted run.
 
 Leaves out: parallel-sampling and beam-search groups (`bench sharing` drives `fork`
-directly), stop strings, wall-clock arrival times and SLOs, `long_prefill_token_threshold`,
-async scheduling, and preempting running requests to admit a more urgent waiting one
-(vLLM v1 does not either).
+directly), stop strings and EOS, wall-clock arrivals and timeouts,
+`long_prefill_token_threshold`, async scheduling, and preempting running requests to admit
+a more urgent waiting one (vLLM v1 does not either).
 """
 
 from __future__ import annotations

@@ -94,6 +94,7 @@ def schedule_running(sched: Scheduler, plan: StepPlan, budget: int) -> int:
             state.num_computed_tokens = start + 1
             sampling.append(state)
             decode.append(state.req_id)
+            budget -= 1
         else:  # the next chunk of a prompt (at most the budget)
             k = min(len(prompt) + len(output) - start, budget)
             # Pages the chunk fills past the last one (page_size 4: 6 + 7 tokens -> 2).
@@ -106,7 +107,7 @@ def schedule_running(sched: Scheduler, plan: StepPlan, budget: int) -> int:
             for token in _tokens(state, start, start + k):
                 append_slot(state.req_id, token)
             plan.add(state, start, k)
-        budget -= num_scheduled[state.req_id]
+            budget -= k
         i += 1
     return budget
 

@@ -184,17 +184,18 @@ def test_priority_admits_lower_values_first_and_preempts_the_least_urgent(model)
         assert sched.outputs[f"r{i}"] == model.generate_reference(text, 6)
 
 
-def test_priority_preempts_a_request_already_scheduled_this_step(model):
-    # The least urgent request runs first in the running list; when a later one needs a
-    # page, its share of the step (tokens, pages) is taken back, as vLLM does.
+def test_priority_keeps_running_in_priority_order_and_preempts_the_least_urgent(model):
+    # "low" was admitted first, yet "high" is scheduled first; when "high" needs a page,
+    # "low" (the last of the running list) is preempted before it got a slot this step.
     sched = make(model, num_pages=4, max_num_batched_tokens=16, policy="priority")
     sched.add_request("low", model.encode("abcde"), 6, priority=5)
     sched.run(max_steps=1)
     sched.add_request("high", model.encode("hijklmno"), 6, priority=0)
     sched.run(max_steps=1)  # low holds 6 tokens, high 8: all 4 pages; high needs a fifth
+    assert [s.req_id for s in sched.running] == ["high", "low"]
     output = sched.schedule()
     assert output.preempted == (("low", "recompute"),) and output.num_scheduled_tokens == {"high": 1}
-    assert sched.running == [sched.request("high")] and not sched.seqs.get("high").num_tokens % 4 - 1
+    assert sched.running == [sched.request("high")] and sched.seqs.get("high").num_tokens == 9
     sched.update_from_output(output, sched.runner.execute(output))
     run_checked(sched, kv_model=model)
     assert sched.outputs["low"] == model.generate_reference("abcde", 6)
