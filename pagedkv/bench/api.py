@@ -55,13 +55,19 @@ def _drive(client, kind: str, requests: int, clients: int, seed: int) -> float:
     return seconds
 
 
-def run(args: argparse.Namespace) -> Report:
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 800,
+    clients: int = 8,
+) -> Report:
     import httpx
 
     from ..service.serve import ServerProcess
 
-    if args.quick:
-        args.requests, args.clients = 80, 4
+    if quick:
+        requests, clients = 80, 4
     rows, data = [], {}
     store = tempfile.mkdtemp(prefix="pagedkv-bench-api-")
     try:
@@ -70,22 +76,22 @@ def run(args: argparse.Namespace) -> Report:
             ("WAL, fsync always", ("--wal", f"{store}/s", "--fsync", "always")),
         ):
             with ServerProcess("--num-pages", "256", "--page-size", "16", *extra) as server:
-                limits = httpx.Limits(max_connections=args.clients)
+                limits = httpx.Limits(max_connections=clients)
                 with httpx.Client(base_url=server.url, timeout=120, limits=limits) as client:
-                    for k in range(args.clients):  # the sequences the generate requests grow
+                    for k in range(clients):  # the sequences the generate requests grow
                         client.post(
                             "/sequences", json={"seq_id": f"g{k}", "text": f"sequence {k} says"}
                         )
                     for kind in ("health", "create+free", "generate", "metrics"):
-                        seconds = _drive(client, kind, args.requests, args.clients, args.seed)
+                        seconds = _drive(client, kind, requests, clients, seed)
                         done = (
-                            args.requests
-                            // args.clients
-                            * args.clients
+                            requests
+                            // clients
+                            * clients
                             * (2 if kind == "create+free" else 1)
                         )
                         rows.append(
-                            [label, kind, done, done / seconds, 1e3 * seconds / done * args.clients]
+                            [label, kind, done, done / seconds, 1e3 * seconds / done * clients]
                         )
                         data[f"{label}/{kind}"] = {
                             "requests_per_s": done / seconds,
@@ -96,7 +102,7 @@ def run(args: argparse.Namespace) -> Report:
         shutil.rmtree(store, ignore_errors=True)
     return Report(
         title=(
-            f"bench api: {args.clients} client threads, keep-alive httpx, 256 pages of 16, loopback"
+            f"bench api: {clients} client threads, keep-alive httpx, 256 pages of 16, loopback"
         ),
         columns=["server", "request", "requests", "requests/s", "ms/request (per client)"],
         rows=rows,

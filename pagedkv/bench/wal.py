@@ -56,22 +56,28 @@ def _trace(manager: SequenceManager, sequences: int, seed: int) -> int:
     return ops
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.sequences = 40
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    sequences: int = 300,
+    dir: str | None = None,
+) -> Report:
+    if quick:
+        sequences = 40
     config = CacheConfig(num_pages=1024, page_size=16, num_layers=1, num_kv_heads=1, head_dim=8)
-    root = Path(tempfile.mkdtemp(prefix="pagedkv-bench-wal-", dir=args.dir))
+    root = Path(tempfile.mkdtemp(prefix="pagedkv-bench-wal-", dir=dir))
     rows, data = [], {}
     try:
         start = time.perf_counter()
-        ops = _trace(SequenceManager(KVCachePool(config)), args.sequences, args.seed)
+        ops = _trace(SequenceManager(KVCachePool(config)), sequences, seed)
         memory = time.perf_counter() - start
         rows.append(["in memory (no log)", ops, ops / memory, 1e6 * memory / ops, 1.0, 0])
         data["memory"] = {"ops_per_s": ops / memory}
         for policy in POLICIES:
             manager = DurableSequenceManager.create(root / policy.replace(" ", ""), config, policy)
             start = time.perf_counter()
-            _trace(manager, args.sequences, args.seed)
+            _trace(manager, sequences, seed)
             manager.log.sync()
             seconds = time.perf_counter() - start
             fsyncs, records = manager.log.fsyncs, manager.last_seq
@@ -112,7 +118,7 @@ def run(args: argparse.Namespace) -> Report:
     always, never = data["always"], data["never"]
     return Report(
         title=(
-            f"bench wal: {args.sequences} sequences x (add 64 tokens + 8 appends + free), "
+            f"bench wal: {sequences} sequences x (add 64 tokens + 8 appends + free), "
             f"{ops} operations, pages of 16, one record per operation"
         ),
         columns=["mode", "ops", "ops/s", "us/op", "vs memory", "fsyncs"],
