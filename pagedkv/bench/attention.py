@@ -90,30 +90,30 @@ class Shape:
     repeat: int  # best of this many runs
 
 
-def measure(batch: int, context: int, shape: Shape, rng: np.random.Generator) -> dict:
+def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) -> dict:
     """Time one (batch, context) point; returns times in seconds and the largest difference."""
-    pages_per_seq = -(-context // shape.page_size)
+    pages_per_seq = -(-context // problem.page_size)
     config = CacheConfig(
-        num_pages=batch * pages_per_seq, page_size=shape.page_size, num_layers=1,
-        num_kv_heads=shape.kv_heads, head_dim=shape.head_dim, dtype=shape.dtype,
+        num_pages=batch * pages_per_seq, page_size=problem.page_size, num_layers=1,
+        num_kv_heads=problem.kv_heads, head_dim=problem.head_dim, dtype=problem.dtype,
     )
     pool = KVCachePool(config)
     engine = AttentionEngine(pool)
     tables = rng.permutation(config.num_pages).reshape(batch, pages_per_seq)  # scattered pages
-    slots = (tables[:, :, None] * shape.page_size + np.arange(shape.page_size)).reshape(batch, -1)
+    slots = (tables[:, :, None] * problem.page_size + np.arange(problem.page_size)).reshape(batch, -1)
     slots = slots[:, :context].ravel()
-    shape = (slots.size, shape.kv_heads, shape.head_dim)
-    engine.write(0, slots, *(rng.standard_normal((2, *shape)).astype(shape.dtype)))
+    shape = (slots.size, problem.kv_heads, problem.head_dim)
+    engine.write(0, slots, *(rng.standard_normal((2, *shape)).astype(problem.dtype)))
     k, v = (
         np.ascontiguousarray(
-            engine.slots[0, i][slots].reshape(batch, context, shape.kv_heads, shape.head_dim)
+            engine.slots[0, i][slots].reshape(batch, context, problem.kv_heads, problem.head_dim)
             .transpose(0, 2, 1, 3)
         )
         for i in (0, 1)
     )  # [B, Hkv, L, D]
-    q = rng.standard_normal((batch, shape.heads, shape.head_dim)).astype(shape.dtype)
-    qg = q.reshape(batch, shape.kv_heads, shape.heads // shape.kv_heads, shape.head_dim)
-    chunk = max(shape.page_size, CHUNK_BYTES // (batch * k[0, :, 0].nbytes))  # tokens
+    q = rng.standard_normal((batch, problem.heads, problem.head_dim)).astype(problem.dtype)
+    qg = q.reshape(batch, problem.kv_heads, problem.heads // problem.kv_heads, problem.head_dim)
+    chunk = max(problem.page_size, CHUNK_BYTES // (batch * k[0, :, 0].nbytes))  # tokens
     block_tables, lens = tables.tolist(), [context] * batch
     programs = {
         "dense": lambda: dense_decode(qg, k, v),
@@ -121,12 +121,12 @@ def measure(batch: int, context: int, shape: Shape, rng: np.random.Generator) ->
         "paged": lambda: engine.paged_attention_batch(0, q, block_tables, lens),
     }
     best = dict.fromkeys(programs, float("inf"))
-    for _ in range(shape.repeat):  # interleaved, so load from other processes hits all alike
+    for _ in range(problem.repeat):  # interleaved, so load from other processes hits all alike
         for name, program in programs.items():
             start = time.perf_counter()
             program()
             best[name] = min(best[name], time.perf_counter() - start)
-    want = dense_decode(qg, k, v).reshape(batch, shape.heads, shape.head_dim)
+    want = dense_decode(qg, k, v).reshape(batch, problem.heads, problem.head_dim)
     diff = float(np.abs(programs["paged"]() - want).max())
     dense = min(best["dense"], best["dense_chunked"])
     return {"batch": batch, "context": context, "dense_s": dense, "paged_s": best["paged"],

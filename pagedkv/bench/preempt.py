@@ -105,7 +105,7 @@ def compare(model: TinyLM, requests: list[Request], *, num_pages: int, page_size
             f"tokens; swap: {sw['preemptions']} preemptions copy "
             f"{sw['swap_out_bytes'] + sw['swap_in_bytes']:,} bytes "
             f"(x ~3,200 for a 13B model's K/V)",
-            "swap-in copies back only the tokens the prefix cache did not cover on re-admission",
+            "swap-in copies back only the pages the prefix cache did not cover on re-admission",
             "wall time (noisy): " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in data.items()),
         ],
         data=data,
