@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from collections.abc import Sequence as SequenceLike
 
-from .model import TinyLM
+from .model import VOCAB_SIZE, TinyLM
 from .pool import Event
 from .request import QUEUES, RequestState, RequestStatus, UnknownRequestError
 from .runner import ScriptedRunner, TinyLMRunner
@@ -131,7 +131,7 @@ class Scheduler:
         check_int("seed", seed, 0, 2**63 - 1)
         check_int("priority", priority, -(2**63), 2**63 - 1)
         if self.model is not None:
-            check_vocab("prompt_token_ids", tokens, 256)
+            check_vocab("prompt_token_ids", tokens, VOCAB_SIZE)
         # A resumed sequence holds up to prompt + max_new_tokens - 1 tokens.
         longest = len(tokens) + max_new_tokens - 1
         if not self.enable_chunked_prefill and longest > self.max_num_batched_tokens:

@@ -130,6 +130,24 @@ def _summary(totals: dict, batches: list[int], steps: int, num_slots: int) -> di
     return out
 
 
+def _notes(data: dict) -> list[str]:
+    """The paper's figures, how this run differs, and its own figures per workload."""
+    notes = [
+        "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % of KV memory holds "
+        "token states for max / pow2 / oracle / vLLM",
+        "differences: here every request is queued at once, so the arena is always full; the "
+        "paper averaged a serving run with requests arriving over time and counted allocator "
+        "overhead with external fragmentation, which lowers its pow2 and oracle shares",
+    ]
+    for workload, d in data.items():
+        notes.append(
+            f"{workload} here: " + " / ".join(f"{d[s]['token_states']:.1f}" for s in SYSTEMS)
+            + f" %; mean batch {d['paged']['mean_batch']:.1f} paged vs "
+            f"{d['max']['mean_batch']:.1f} max, {d['oracle']['mean_batch']:.1f} oracle"
+        )
+    return notes
+
+
 def run(
     *,
     quick: bool = False,
@@ -166,19 +184,7 @@ def run(
             [workload, label, *(round(result[c], 1) for c in CATEGORIES),
              round(result["mean_batch"], 1), result["steps"], PAPER[system]]
         )
-    notes = [
-        "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % of KV memory holds "
-        "token states for max / pow2 / oracle / vLLM",
-        "differences: here every request is queued at once, so the arena is always full; the "
-        "paper averaged a serving run with requests arriving over time and counted allocator "
-        "overhead with external fragmentation, which lowers its pow2 and oracle shares",
-    ]
-    for workload, d in data.items():
-        notes.append(
-            f"{workload} here: " + " / ".join(f"{d[s]['token_states']:.1f}" for s in SYSTEMS)
-            + f" %; mean batch {d['paged']['mean_batch']:.1f} paged vs "
-            f"{d['max']['mean_batch']:.1f} max, {d['oracle']['mean_batch']:.1f} oracle"
-        )
+    notes = _notes(data)
     return Report(
         plotter=figure,
         title=(

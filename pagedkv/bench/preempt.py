@@ -125,13 +125,13 @@ def run(
 ) -> Report:
     if quick:
         requests, workload, num_pages = 10, "alpaca", 12
-    requests = generate(workload, requests, seed, vocab_size=256)
+    trace = generate(workload, requests, seed, vocab_size=256)
     report = compare(
-        TinyLM(seed=seed), requests, num_pages=num_pages, page_size=page_size,
+        TinyLM(seed=seed), trace, num_pages=num_pages, page_size=page_size,
         max_num_seqs=max_num_seqs, swap_space_pages=swap_space_pages,
     )
     report.title = report.title.replace(
-        f"{len(requests)} requests", f"{len(requests)} {workload}-like requests"
+        f"{len(trace)} requests", f"{len(trace)} {workload}-like requests"
     )
     return report
 

@@ -56,6 +56,24 @@ def _trace(manager: SequenceManager, sequences: int, seed: int) -> int:
     return ops
 
 
+def _time_recovery(store: Path, records: int) -> dict:
+    """Seconds to recover a store by replaying its log, then from a checkpoint."""
+    start = time.perf_counter()
+    recovered = recover(store)
+    replay = time.perf_counter() - start
+    recovered.checkpoint()
+    recovered.close()
+    start = time.perf_counter()
+    recover(store).close()
+    load = time.perf_counter() - start
+    return {
+        "records": records,
+        "replay_s": replay,
+        "records_per_s": records / replay,
+        "checkpoint_load_s": load,
+    }
+
+
 def run(
     *,
     quick: bool = False,
@@ -82,16 +100,8 @@ def run(
             seconds = time.perf_counter() - start
             fsyncs, records = manager.log.fsyncs, manager.last_seq
             manager.close()
-            rows.append(
-                [
-                    f"fsync {policy}",
-                    ops,
-                    ops / seconds,
-                    1e6 * seconds / ops,
-                    seconds / memory,
-                    fsyncs,
-                ]
-            )
+            per_op = 1e6 * seconds / ops
+            rows.append([f"fsync {policy}", ops, ops / seconds, per_op, seconds / memory, fsyncs])
             data[policy] = {
                 "ops_per_s": ops / seconds,
                 "us_per_op": 1e6 * seconds / ops,
@@ -99,23 +109,10 @@ def run(
                 "records": records,
                 "slowdown": seconds / memory,
             }
-        start = time.perf_counter()
-        recovered = recover(root / "never")
-        replay = time.perf_counter() - start
-        recovered.checkpoint()
-        recovered.close()
-        start = time.perf_counter()
-        recover(root / "never").close()
-        load = time.perf_counter() - start
-        data["recovery"] = {
-            "records": records,
-            "replay_s": replay,
-            "records_per_s": records / replay,
-            "checkpoint_load_s": load,
-        }
+        data["recovery"] = _time_recovery(root / "never", records)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    always, never = data["always"], data["never"]
+    always, never, rec = data["always"], data["never"], data["recovery"]
     return Report(
         title=(
             f"bench wal: {sequences} sequences x (add 64 tokens + 8 appends + free), "
@@ -127,9 +124,9 @@ def run(
             f"fsync always costs {always['us_per_op'] - never['us_per_op']:.0f} us more per "
             "operation than "
             f"never ({always['ops_per_s'] / never['ops_per_s']:.3f}x the throughput)",
-            f"recovery replays {records:,} records in {replay:.2f} s "
-            f"({records / replay:,.0f} records/s); "
-            f"from a checkpoint of the same state: {load:.3f} s",
+            f"recovery replays {records:,} records in {rec['replay_s']:.2f} s "
+            f"({rec['records_per_s']:,.0f} records/s); "
+            f"from a checkpoint of the same state: {rec['checkpoint_load_s']:.3f} s",
         ],
         data=data,
     )
