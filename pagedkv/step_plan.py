@@ -82,10 +82,9 @@ def schedule_running(sched: Scheduler, plan: StepPlan, budget: int) -> int:
     while i < len(running) and budget > 0:
         state = running[i]
         start = state.num_computed_tokens
-        prompt, output = state.prompt_token_ids, state.output
         if start >= state.prefill_end:  # a decode (its prompt is done): the fast path
             try:
-                append_slot(state.req_id, output[-1])
+                append_slot(state.req_id, state.output[-1])
             except OutOfPagesError:
                 if preempt(sched, plan, running.pop()) is state:
                     break  # nothing behind it runs either
@@ -96,7 +95,7 @@ def schedule_running(sched: Scheduler, plan: StepPlan, budget: int) -> int:
             decode.append(state.req_id)
             budget -= 1
         else:  # the next chunk of a prompt (at most the budget)
-            k = min(len(prompt) + len(output) - start, budget)
+            k = min(state.num_tokens - start, budget)
             # Pages the chunk fills past the last one (page_size 4: 6 + 7 tokens -> 2).
             need = (start + k + size - 1) // size - (start + size - 1) // size
             while need > pool.num_available_pages and running[-1] is not state:
