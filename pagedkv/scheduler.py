@@ -1,77 +1,72 @@
-"""Scheduler: continuous batching over the paged KV cache, with preemption.
+"""Scheduler: continuous batching over the paged KV cache — decide, run, update, as vLLM v1.
 
-Like vLLM's, it keeps a *waiting* queue (FCFS) and a *running* list (admission order), and
-each `step()` builds one batch: every running sequence gets one decode token; when the pool
-cannot give one the page it needs, the **most recently admitted** running sequence is
-preempted (possibly the one asking) until it fits (vLLM v1's rule). Only if nothing was
-preempted are waiting requests admitted, front first, while `max_num_seqs`, the token
-budget `max_num_batched_tokens` and the pool allow; a whole prompt is prefilled in one
-step. TinyLM then computes K/V of every scheduled token and samples each next token
-(without a model, bookkeeping-only mode takes tokens from a seeded script: for large
-simulations).
+A step is three calls, as in vLLM v1 (and nano-vllm's `schedule` / `run` / `postprocess`):
+`schedule()` decides and returns a `SchedulerOutput`; a model runner (`TinyLMRunner`, or
+`ScriptedRunner` for bookkeeping-only simulations) computes the scheduled tokens and
+samples; `update_from_output(output, sampled)` appends the sampled tokens and finishes
+requests. `step()` does all three; `run()` steps to the end.
 
-Preemption by **recompute** (vLLM v1's only mode) frees the sequence's pages (full ones stay
-CACHED, so on resume its own prefix is a prefix hit unless evicted) and requeues it at the
-*front*; on resume prompt + generated tokens are prefilled again. By **swap** (vLLM v0) the
-K/V of all its pages are first copied to a `SwapSpace` of `swap_space_pages` pages. On
-resume it is re-admitted through `add`, so pages still in the prefix cache are hits, and
-only the K/V of the tokens the hits did not cover are copied back: a deliberate difference
-from v0, which copied every swapped block back. v0 recomputed by default (cheaper) and
-swapped only groups of several sequences (parallel sampling, beam search), for which it did
-not support recompute; here `preemption_mode` applies to every sequence, so the two modes can
-be compared. When the swap space cannot hold the victim, v0 raised "Aborted due to the lack
-of CPU swap space" and stopped the engine; pagedkv preempts that victim by recompute
-instead, which is what v0 did for a single sequence anyway and loses no request. Either
-way a resumed sequence generates exactly the tokens of an uninterrupted run.
+What `schedule()` does, like vLLM v1's: there is no prefill or decode phase, only requests
+whose computed tokens catch up with their tokens. Running requests first: each gets
+min(tokens left, token budget) tokens; when the pool cannot give the pages, the last of
+the running list is preempted until they fit, possibly the one asking. The running list
+is in admission order under policy "fcfs" (the victim is the last admitted) and in
+(priority, arrival) order under "priority" (lower value first: the victim is the least
+urgent, latest arrival, as in vLLM). Only if nothing was preempted, waiting requests are
+admitted in queue order while `max_num_seqs`, the budget and the pool allow. **Chunked
+prefill** (on by default, as in v1): a prompt larger than the budget left is admitted with
+its first chunk and prefilled over several steps; it samples only once all its tokens are
+computed. The budget counts only tokens to compute after prefix hits. A sequence gets
+pages for the tokens scheduled, not for the whole prompt (vLLM's `allocate_slots`), so a
+page is hashed only in the step that computes its K/V.
 
-Leaves out: chunked prefill (a request that could outgrow the token budget is refused up
-front), parallel-sampling and beam-search groups (`bench sharing` drives `fork` directly),
-priorities, arrival times. Admission checks the budget against the whole prompt, a bound
-that ignores prefix hits (vLLM v1 looks them up first and counts only the rest).
+Preemption by **recompute** (vLLM v1's only mode) frees the request's pages (full ones stay
+CACHED, so on resume its own prefix is a hit unless evicted) and requeues it at the front
+(by its priority under "priority"); on resume prompt + generated tokens are prefilled
+again. By **swap** (vLLM v0) its pages are listed for the runner to copy to a `SwapSpace`
+of `swap_space_pages` pages first; on resume pages still in the prefix cache are hits and
+only the others are copied back (v0 copied every block). A full swap space falls back to
+recompute (v0 stopped the engine). `abort(req_id)` ends a waiting, running or preempted
+request and releases its pages exactly as a finish does (full pages stay CACHED). Through
+all of it a request generates exactly the tokens of an uninterrupted run.
+
+Leaves out: parallel-sampling and beam-search groups (`bench sharing` drives `fork`
+directly), stop strings and EOS, wall-clock arrivals and timeouts,
+`long_prefill_token_threshold`, async scheduling, and preempting running requests to admit
+a more urgent waiting one (vLLM v1 does not either).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from collections.abc import Sequence as SequenceLike
-from dataclasses import dataclass, field
 
-import numpy as np
-
-from .model import TinyLM
-from .pool import Event, OutOfPagesError
-from .scheduler_output import SchedulerStats, StepRecord
+from .model import VOCAB_SIZE, TinyLM
+from .pool import Event
+from .request import QUEUES, RequestState, RequestStatus, UnknownRequestError
+from .runner import ScriptedRunner, TinyLMRunner
+from .scheduler_output import SchedulerOutput, SchedulerStats, StepRecord
 from .sequence import SequenceManager
+from .step_plan import StepPlan, schedule_running, schedule_waiting
 from .swap import SwapSpace
-from .validation import check_seq_id, check_tokens
+from .validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+    check_seq_id,
+    check_tokens,
+    check_vocab,
+)
 from .workloads import Request
 
 PREEMPTION_MODES = ("recompute", "swap")
-
-
-@dataclass(eq=False)
-class RequestState:
-    """A request and how far it got."""
-
-    req_id: Hashable
-    prompt_token_ids: list[int]
-    max_new_tokens: int
-    output: list[int] = field(default_factory=list)  # generated tokens
-    status: str = "waiting"  # waiting | running | finished
-    num_preemptions: int = 0
-    swap_pages: list[int] | None = None  # SwapSpace pages holding its K/V while swapped out
-    rng: np.random.Generator | None = field(default=None, repr=False)  # sampling (model mode)
-    script: list[int] | None = field(default=None, repr=False)  # tokens (bookkeeping mode)
-
-    @property
-    def token_ids(self) -> list[int]:
-        """Prompt and generated tokens: what a resumed sequence is re-admitted with."""
-        return self.prompt_token_ids + self.output
+POLICIES = ("fcfs", "priority")
+RUNNING, FINISHED = RequestStatus.RUNNING, RequestStatus.FINISHED
 
 
 class Scheduler:
-    """Continuous batching of requests over one SequenceManager (and optionally TinyLM)."""
+    """Continuous batching of requests over one SequenceManager; `model` picks the runner."""
 
     def __init__(
         self,
@@ -83,32 +78,36 @@ class Scheduler:
         preemption_mode: str = "recompute",
         swap_space_pages: int = 0,
         temperature: float = 0.0,
+        policy: str = "fcfs",
+        enable_chunked_prefill: bool = True,
     ) -> None:
         if not isinstance(seqs, SequenceManager):
             raise TypeError(f"seqs must be a SequenceManager, got {type(seqs).__name__}")
         if model is not None and not isinstance(model, TinyLM):
             raise TypeError(f"model must be a TinyLM or None, got {type(model).__name__}")
-        for name, value, low in (
-            ("max_num_seqs", max_num_seqs, 1),
-            ("max_num_batched_tokens", max_num_batched_tokens, max_num_seqs),
-            ("swap_space_pages", swap_space_pages, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 1 << 24:
-                raise ValueError(f"{name} must be an int in [{low}, {1 << 24}], got {value!r}")
-        if preemption_mode not in PREEMPTION_MODES:
-            raise ValueError(f"preemption_mode must be one of {PREEMPTION_MODES}, got {preemption_mode!r}")
-        if not isinstance(temperature, (int, float)) or not 0 <= temperature < float("inf"):
-            raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        self.max_num_seqs = check_int("max_num_seqs", max_num_seqs, 1, 1 << 24)
+        self.max_num_batched_tokens = check_int(
+            "max_num_batched_tokens", max_num_batched_tokens, max_num_seqs, 1 << 24
+        )
+        self.preemption_mode = check_choice("preemption_mode", preemption_mode, PREEMPTION_MODES)
+        self.policy = check_choice("policy", policy, POLICIES)
+        self.enable_chunked_prefill = check_bool("enable_chunked_prefill", enable_chunked_prefill)
+        self.temperature = check_number("temperature", temperature, 0)
         self.seqs, self.pool, self.model = seqs, seqs.pool, model
-        self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
-        self.preemption_mode, self.temperature = preemption_mode, float(temperature)
         self.swap_space = SwapSpace(self.pool, swap_space_pages)
+        self.runner: ScriptedRunner | TinyLMRunner = (
+            ScriptedRunner()
+            if model is None
+            else TinyLMRunner(model, seqs, self.swap_space, self.temperature)
+        )
         self.requests: dict[Hashable, RequestState] = {}  # every request ever added, in order
-        self.waiting: deque[RequestState] = deque()
-        self.running: list[RequestState] = []  # admission order: the last is preempted first
+        self.waiting = QUEUES[policy]()
+        self.running: list[RequestState] = []  # admission order
         self.stats = SchedulerStats()
         self._listeners: list[Callable[[Event], None]] = []
         self._refused = ""  # why the last admission attempt failed (run() reports a stall)
+        self._in_flight: tuple[SchedulerOutput, StepPlan] | None = None  # scheduled, not yet updated
+        self._finished_ids: list[Hashable] = []  # finished or aborted since the last output
 
     # ---- requests --------------------------------------------------------------------------
 
@@ -119,39 +118,35 @@ class Scheduler:
         max_new_tokens: int,
         *,
         seed: int = 0,
+        priority: int = 0,
     ) -> None:
-        """Queue a request (FCFS). `seed` seeds its sampling when temperature > 0."""
+        """Queue a request. `seed` seeds its sampling; `priority` orders it under "priority"."""
         check_seq_id("req_id", req_id)
         if req_id in self.requests:
             raise ValueError(f"req_id {req_id!r} was already added")
         if req_id in self.seqs:  # admission would fail: the id is taken in the SequenceManager
             raise ValueError(f"req_id {req_id!r} is a live sequence of the SequenceManager")
         tokens, _ = check_tokens("prompt_token_ids", prompt_token_ids)
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-            raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-        if self.model is not None and max(tokens) > 255:
-            raise ValueError(f"prompt_token_ids must be TinyLM tokens (0..255), got {max(tokens)}")
-        # A resumed sequence is prefilled with up to prompt + max_new_tokens - 1 tokens at once.
+        check_int("max_new_tokens", max_new_tokens, 1, 1 << 24)
+        check_int("seed", seed, 0, 2**63 - 1)
+        check_int("priority", priority, -(2**63), 2**63 - 1)
+        if self.model is not None:
+            check_vocab("prompt_token_ids", tokens, VOCAB_SIZE)
+        # A resumed sequence holds up to prompt + max_new_tokens - 1 tokens.
         longest = len(tokens) + max_new_tokens - 1
-        if longest > self.max_num_batched_tokens:
+        if not self.enable_chunked_prefill and longest > self.max_num_batched_tokens:
             raise ValueError(
                 f"prompt of {len(tokens)} tokens + max_new_tokens={max_new_tokens} - 1 exceeds "
-                f"max_num_batched_tokens={self.max_num_batched_tokens} (no chunked prefill)"
+                f"max_num_batched_tokens={self.max_num_batched_tokens} (chunked prefill is off)"
             )
         if -(-longest // self.pool.page_size) > self.pool.num_pages:
             raise ValueError(
                 f"the request grows to {longest} tokens, more than the pool's "
                 f"{self.pool.num_pages} pages x {self.pool.page_size} slots can hold"
             )
-        state = RequestState(req_id, tokens, max_new_tokens)
-        if self.model is None:  # bookkeeping mode: the "generated" tokens are a seeded script
-            state.script = np.random.default_rng(seed).integers(0, 32_000, max_new_tokens).tolist()
-        else:
-            state.rng = np.random.default_rng(seed)
+        state = RequestState(req_id, tokens, max_new_tokens, len(self.requests), priority, seed)
         self.requests[req_id] = state
-        self.waiting.append(state)
+        self.waiting.add(state)
 
     def add_requests(self, requests: Iterable[Request]) -> None:
         """Queue workload requests (n = 1, no beam search) in order."""
@@ -159,6 +154,34 @@ class Scheduler:
             if r.n != 1 or r.beam_width != 1:
                 raise ValueError(f"request {r.req_id!r}: the scheduler needs n = beam_width = 1")
             self.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
+
+    def request(self, req_id: Hashable) -> RequestState:
+        """A request's status, finish reason, prompt, output and `token_ids` (do not mutate)."""
+        try:
+            return self.requests[req_id]
+        except (KeyError, TypeError):
+            raise UnknownRequestError(f"req_id {req_id!r} was never added") from None
+
+    def abort(self, req_id: Hashable) -> bool:
+        """End a waiting, running or preempted request: its pages are released as a finish
+        releases them (full pages stay CACHED). Returns False if it had already finished."""
+        state = self.request(req_id)
+        if self._in_flight is not None:
+            raise RuntimeError("abort between steps: call update_from_output() first")
+        if state.status is FINISHED:
+            return False
+        if state.status is RUNNING:
+            self.running.remove(state)
+            self.seqs.free(req_id)  # every token with a slot was computed by an earlier step
+        else:
+            self.waiting.remove(state)
+            if state.swap_pages is not None:
+                self.swap_space.free(state.swap_pages)
+                state.swap_pages = None
+        self._finish(state, "aborted")
+        self.stats.aborted += 1
+        self._emit("abort", req_id, f"aborted after {len(state.output)} generated tokens")
+        return True
 
     @property
     def has_unfinished(self) -> bool:
@@ -174,8 +197,8 @@ class Scheduler:
         return self.swap_space.num_free_pages
 
     def add_listener(self, callback: Callable[[Event], None]) -> None:
-        """Call `callback(Event(clock, kind, -1, req_id, detail))` on "preempt" and "resume"
-        (page_id is -1: the event concerns a sequence, not one page)."""
+        """Call `callback(Event(clock, kind, -1, req_id, detail))` on "preempt", "resume" and
+        "abort" (page_id is -1: the event concerns a request, not one page)."""
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         self._listeners.append(callback)
@@ -187,95 +210,92 @@ class Scheduler:
         for callback in self._listeners:
             callback(Event(self.pool.clock, kind, -1, req_id, detail))
 
-    # ---- one step --------------------------------------------------------------------------
+    def _finish(self, state: RequestState, reason: str) -> None:
+        state.status, state.finish_reason = FINISHED, reason
+        self._finished_ids.append(state.req_id)
 
-    def step(self) -> StepRecord:
-        """Schedule, run and sample one batch; return what happened.
+    # ---- one step: schedule, run, update ---------------------------------------------------
 
-        Every token scheduled is computed before the step returns, and a sequence is freed
-        only with all its tokens computed (the SequenceManager's contract: its full pages are
-        already indexed for prefix hits)."""
-        seqs, running, waiting = self.seqs, self.running, self.waiting
-        lost = [s.req_id for s in running if s.req_id not in seqs]
+    def schedule(self) -> SchedulerOutput:
+        """Decide the next step (see the module docstring); the runner computes it."""
+        if self._in_flight is not None:
+            raise RuntimeError(f"step {self._in_flight[0].step} was scheduled and not yet updated")
+        lost = [s.req_id for s in self.running if s.req_id not in self.seqs]
         if lost:  # checked before anything changes: these cannot be decoded
             raise RuntimeError(f"running requests {lost} were freed outside the scheduler")
-        evictions = self.pool.stats.evictions
-        preempted, prefill = [], []  # (req id, mode), (req id, tokens to compute)
-        out_bytes = in_bytes = recomputed = 0
-        append_slot, i = seqs.append_slot, 0
-        while i < len(running):
-            state = running[i]
-            try:
-                append_slot(state.req_id, state.output[-1])
-                i += 1
-            except OutOfPagesError:
-                # The victim comes from the tail, at or past i: it has appended nothing this
-                # step, so every token of its pages was computed by an earlier step.
-                victim = running.pop()
-                mode, copied = self._preempt(victim)
-                preempted.append((victim.req_id, mode))
-                out_bytes += copied
-        batch = list(running)  # every survivor decodes one token
-        budget = self.max_num_batched_tokens - len(batch)
-        while not preempted and waiting and len(running) < self.max_num_seqs:
-            state = waiting[0]
-            tokens = state.token_ids
-            if (1 if state.swap_pages is not None else len(tokens)) > budget:
-                break
-            try:
-                num_cached = seqs.add(state.req_id, tokens)
-            except Exception as exc:  # noqa: BLE001 - add changes nothing when it raises
-                # Out of pages, or an id another user of the SequenceManager took since
-                # add_request: stop admitting, and run what this step already scheduled.
-                self._refused = f"request {state.req_id!r} cannot be admitted: {exc}"
-                break
-            waiting.popleft()
-            state.status = "running"
-            running.append(state)
-            if state.swap_pages is not None:  # the K/V of all but the last token come back
-                in_bytes += self._swap_in(state, num_cached, len(tokens) - 1)
-                num_cached = len(tokens) - 1
-            elif state.output:  # recompute: everything before the last token ran before
-                recomputed += len(tokens) - 1 - num_cached
-            n = len(tokens) - num_cached
-            if state.num_preemptions:
-                self._emit("resume", state.req_id, f"{n} token{'s' * (n != 1)} to compute")
-            prefill.append((state.req_id, n))
-            batch.append(state)
-            budget -= n
-        sampled = self._run(batch)
+        plan = StepPlan(self._emit, self.pool.stats.evictions, len(self.seqs.cow_log))
+        budget = schedule_running(self, plan, self.max_num_batched_tokens)
+        if not plan.preempted:
+            schedule_waiting(self, plan, budget)
+            self._refused = plan.refused or self._refused
+        output = SchedulerOutput(
+            step=self.stats.steps,
+            num_scheduled_tokens=plan.num_scheduled_tokens,
+            sampling=tuple(s.req_id for s in plan.sampling),
+            scheduled_new_reqs=tuple(plan.new),
+            preempted=tuple(plan.preempted),
+            swap_out=tuple(plan.swap_out),
+            swap_in=tuple(plan.swap_in),
+            copy_on_write=tuple(self.seqs.cow_log[plan.cow :]),
+            finished_req_ids=tuple(self._finished_ids),
+        )
+        self._finished_ids = []
+        self._in_flight = (output, plan)
+        return output
+
+    def update_from_output(self, output: SchedulerOutput, sampled: dict[Hashable, int]) -> StepRecord:
+        """Append each sampled token (one per request in `output.sampling`); finish the
+        requests that reached max_new_tokens (their pages released tail first)."""
+        if self._in_flight is None or self._in_flight[0] is not output:
+            raise ValueError("output must be the SchedulerOutput of the last schedule()")
+        if not isinstance(sampled, dict) or sampled.keys() != set(output.sampling):
+            raise ValueError(
+                f"sampled must map exactly the requests of output.sampling {list(output.sampling)}"
+            )
+        plan = self._in_flight[1]
+        self._in_flight = None
         finished = []
-        for state, token in zip(batch, sampled, strict=True):
-            output = state.output
-            output.append(token)
-            if len(output) == state.max_new_tokens:
-                seqs.free(state.req_id)  # computed just now; the new token never gets a slot
-                running.remove(state)
-                state.status = "finished"
+        for state in plan.sampling:
+            out = state.output
+            out.append(sampled[state.req_id])
+            if len(out) == state.max_new_tokens:
+                self.seqs.free(state.req_id)  # computed just now; the new token gets no slot
+                self.running.remove(state)
+                self._finish(state, "length")
                 finished.append(state.req_id)
-        num_decode = len(batch) - len(prefill)
+        return self._record(output, plan, finished, sampled)
+
+    def _record(self, output: SchedulerOutput, plan: StepPlan, finished: list, sampled: dict) -> StepRecord:
+        """Add the step to the stats; the StepRecord of it."""
+        page_bytes = self.swap_space.page_bytes
         st = self.stats
         st.steps += 1
-        st.decode_tokens += num_decode
-        st.prefill_tokens += sum(n for _, n in prefill)
-        st.preemptions += len(preempted)
-        st.recomputed_tokens += recomputed
-        st.swap_out_bytes += out_bytes
-        st.swap_in_bytes += in_bytes
+        st.decode_tokens += len(plan.decode)
+        st.prefill_tokens += sum(n for _, n in plan.prefill)
+        st.preemptions += len(output.preempted)
+        st.recomputed_tokens += plan.recomputed
+        st.swap_out_bytes += len(output.swap_out) * page_bytes
+        st.swap_in_bytes += len(output.swap_in) * page_bytes
         st.finished += len(finished)
         return StepRecord(
-            step=st.steps - 1,
-            prefill=tuple(prefill),
-            decode=tuple(s.req_id for s in batch[:num_decode]),
-            preempted=tuple(preempted),
+            step=output.step,
+            prefill=tuple(plan.prefill),
+            decode=tuple(plan.decode),
+            preempted=output.preempted,
             finished=tuple(finished),
-            sampled={s.req_id: t for s, t in zip(batch, sampled, strict=True)},
-            num_batched_tokens=num_decode + sum(n for _, n in prefill),
-            recomputed_tokens=recomputed,
-            evicted_pages=self.pool.stats.evictions - evictions,
-            swap_out_bytes=out_bytes,
-            swap_in_bytes=in_bytes,
+            sampled=sampled,
+            num_batched_tokens=output.total_num_scheduled_tokens,
+            recomputed_tokens=plan.recomputed,
+            evicted_pages=self.pool.stats.evictions - plan.evictions,
+            swap_out_bytes=len(output.swap_out) * page_bytes,
+            swap_in_bytes=len(output.swap_in) * page_bytes,
+            prompt_left=plan.prompt_left,
         )
+
+    def step(self) -> StepRecord:
+        """Schedule, run and update one step; return what happened."""
+        output = self.schedule()
+        return self.update_from_output(output, self.runner.execute(output))
 
     def run(self, max_steps: int | None = None, progress: bool = False) -> dict[Hashable, list]:
         """Step until every request finished (or max_steps); returns `outputs`. With
@@ -289,7 +309,7 @@ class Scheduler:
         steps = 0
         while self.has_unfinished and (max_steps is None or steps < max_steps):
             record = self.step()
-            if not (record.sampled or record.preempted):
+            if not (record.num_batched_tokens or record.preempted):
                 raise RuntimeError(f"no progress: nothing is running and {self._refused}")
             if bar is not None:
                 bar.update(len(record.finished))
@@ -297,39 +317,3 @@ class Scheduler:
         if bar is not None:
             bar.close()
         return self.outputs
-
-    # ---- internals -------------------------------------------------------------------------
-
-    def _run(self, batch: list[RequestState]) -> list[int]:
-        """Compute the scheduled tokens and sample one new token per sequence."""
-        if not batch:
-            return []
-        if self.model is None:
-            return [s.script[len(s.output)] for s in batch]
-        logits = self.model.forward(self.seqs, [s.req_id for s in batch])  # [B, vocab]
-        return [TinyLM.sample(logits[b : b + 1], self.temperature, s.rng)[0] for b, s in enumerate(batch)]
-
-    def _preempt(self, state: RequestState) -> tuple[str, int]:
-        """Free a running sequence's pages (after copying them out in swap mode); requeue it
-        at the front. Returns the mode used and the bytes copied to the swap space."""
-        table = self.seqs.block_table(state.req_id)
-        mode, copied = self.preemption_mode, 0
-        if mode == "swap":
-            state.swap_pages = self.swap_space.swap_out(table)
-            if state.swap_pages is None:
-                mode = "recompute"  # the swap space is full
-            else:
-                copied = len(table) * self.swap_space.page_bytes
-        self.seqs.free(state.req_id)
-        state.status = "waiting"
-        state.num_preemptions += 1
-        self.waiting.appendleft(state)
-        self._emit("preempt", state.req_id, f"{mode}: {len(table)} pages released")
-        return mode, copied
-
-    def _swap_in(self, state: RequestState, start: int, end: int) -> int:
-        """Copy K/V of positions start..end-1 back from the swap space; free its pages there."""
-        self.swap_space.swap_in(state.swap_pages, start, self.seqs.slot_mapping(state.req_id, start, end))
-        self.seqs.set_computed(state.req_id, end)
-        state.swap_pages = None
-        return (end - start) * self.pool.config.bytes_per_token

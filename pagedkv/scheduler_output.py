@@ -1,13 +1,16 @@
-"""What the Scheduler reports: one `StepRecord` per step and running `SchedulerStats`.
+"""What the Scheduler hands out: a `SchedulerOutput` per step, a `StepRecord` once it ran,
+and running `SchedulerStats`.
 
-`StepRecord` is vLLM v1's `SchedulerOutput` (which requests were prefilled, decoded or
-preempted, and how many tokens were scheduled) together with what the step produced (the
-sampled tokens, the finished requests, the K/V copied to and from the swap space).
-`SchedulerStats` is the scheduler's share of vLLM's metrics: its `num_preemptions` counter
-and token totals.
+`SchedulerOutput` is vLLM v1's object of the same name: which requests run and how many
+tokens each computes (`num_scheduled_tokens`), which were preempted and how, and, from
+vLLM v0's `SchedulerOutputs`, the page copies a runner performs before computing
+(`swap_out`, `swap_in`) or that the pool already performed (`copy_on_write`). A model
+runner reads it; `Scheduler.update_from_output` then turns the sampled tokens into a
+`StepRecord` (what was prefilled, decoded, sampled, finished). `SchedulerStats` is the
+scheduler's share of vLLM's metrics (`num_preemptions`, token totals).
 
 Leaves out: vLLM's per-request timing (queue time, time to first token) — pagedkv counts
-steps, never wall time, in anything it records.
+steps, never wall time — and its speculative-decoding and encoder fields.
 """
 
 from __future__ import annotations
@@ -17,11 +20,41 @@ from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
-class StepRecord:
-    """What one `step()` did."""
+class NewRequestData:
+    """A request scheduled for the first time: what a runner needs to set up its sampling."""
+
+    req_id: Hashable
+    prompt_token_ids: list[int]
+    max_new_tokens: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class SchedulerOutput:
+    """What one `schedule()` decided; a runner computes it, `update_from_output` applies it."""
 
     step: int
-    prefill: tuple[tuple[Hashable, int], ...]  # (req id, tokens computed) admitted this step
+    num_scheduled_tokens: dict[Hashable, int]  # req id -> tokens to compute, batch order
+    sampling: tuple[Hashable, ...]  # of those, the requests whose every token is computed
+    # after this step: each samples one token (a request mid-prompt does not)
+    scheduled_new_reqs: tuple[NewRequestData, ...]  # scheduled for the first time
+    preempted: tuple[tuple[Hashable, str], ...]  # (req id, "recompute" | "swap")
+    swap_out: tuple[tuple[int, int], ...]  # (page, swap slot): copy before computing
+    swap_in: tuple[tuple[int, int], ...]  # (swap slot, page): copy before computing
+    copy_on_write: tuple[tuple[int, int], ...]  # (src page, dst page), already copied by the pool
+    finished_req_ids: tuple[Hashable, ...]  # finished or aborted since the last output
+
+    @property
+    def total_num_scheduled_tokens(self) -> int:
+        return sum(self.num_scheduled_tokens.values())
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one step did, once its tokens were computed and sampled."""
+
+    step: int
+    prefill: tuple[tuple[Hashable, int], ...]  # (req id, tokens computed) of prompt chunks
     decode: tuple[Hashable, ...]  # running sequences that got one token
     preempted: tuple[tuple[Hashable, str], ...]  # (req id, "recompute" | "swap")
     finished: tuple[Hashable, ...]
@@ -30,13 +63,14 @@ class StepRecord:
     recomputed_tokens: int  # of those, tokens computed before a recompute preemption
     evicted_pages: int  # CACHED pages reclaimed by the pool during the step
     swap_out_bytes: int  # K/V copied pool -> swap space (whole pages)
-    swap_in_bytes: int  # K/V copied swap space -> pool (only tokens not hit in the prefix cache)
+    swap_in_bytes: int  # K/V copied swap space -> pool (pages the prefix cache did not cover)
+    prompt_left: dict[Hashable, int]  # req id -> prompt tokens still to prefill (chunked)
 
     def summary(self) -> str:
         """One line: what ran, what was preempted and what finished."""
         parts = []
         if self.prefill:
-            parts.append("prefill " + ", ".join(f"{r} ({n} token{'s' * (n != 1)})" for r, n in self.prefill))
+            parts.append("prefill " + ", ".join(self._chunk(r, n) for r, n in self.prefill))
         if self.decode:
             parts.append("decode " + " ".join(map(str, self.decode)))
         if self.preempted:
@@ -44,6 +78,10 @@ class StepRecord:
         if self.finished:
             parts.append("finished " + " ".join(map(str, self.finished)))
         return f"step {self.step}: " + ("; ".join(parts) or "idle")
+
+    def _chunk(self, req_id: Hashable, n: int) -> str:
+        left = self.prompt_left.get(req_id, 0)
+        return f"{req_id} ({n} token{'s' * (n != 1)}" + (f", {left} left)" if left else ")")
 
 
 @dataclass
@@ -57,7 +95,8 @@ class SchedulerStats:
     recomputed_tokens: int = 0
     swap_out_bytes: int = 0
     swap_in_bytes: int = 0
-    finished: int = 0
+    finished: int = 0  # by length
+    aborted: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

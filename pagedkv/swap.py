@@ -2,11 +2,13 @@
 
 vLLM v0 kept such an area in CPU memory (`--swap-space`, GiB per GPU): preemption by swap
 copied a sequence group's blocks GPU -> CPU, and the blocks came back before it ran again.
-Here the swap space is a numpy array shaped like the pool's K/V, with page ids of its own
-handed out lowest first. `swap_out` copies whole pages, the partial last one included, as
-v0 did; `swap_in` copies back only the positions it is given — the Scheduler asks for the
-tokens the prefix cache did not cover when it re-admitted the sequence (v0 copied every
-block back).
+Here the swap space is a numpy array shaped like the pool's K/V, with page ids ("swap
+slots") of its own handed out lowest first. As in v0, the scheduler only *decides*: it
+takes swap slots (`allocate`) and lists (page, swap slot) pairs in its `SchedulerOutput`;
+the model runner copies them (`copy_out`, `copy_in`) before it computes the step, so a
+page freed by a preemption still holds its K/V when it is copied out. Whole pages are
+copied both ways; on resume only the pages the prefix cache did not cover come back (v0
+copied every block back).
 
 Leaves out: asynchronous copies (a GPU engine issues them on a separate CUDA stream so they
 overlap compute), swapped blocks shared between the sequences of a group, swapping to disk.
@@ -14,12 +16,12 @@ overlap compute), swapped blocks shared between the sequences of a group, swappi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
-from .attention import AttentionEngine
 from .free_queue import FreeQueue
 from .pool import KVCachePool
-from .slot_mapping import slot_mapping
 from .validation import check_instance, check_int
 
 
@@ -35,8 +37,7 @@ class SwapSpace:
             (cfg.num_layers, 2, num_pages, *cfg.kv_shape[3:]), dtype=cfg.dtype
         )  # [layers, 2, swap_pages, page_size, kv_heads, head_dim]
         self.page_bytes = cfg.kv_bytes // cfg.num_pages  # one page, every layer, K and V
-        self.free_queue = FreeQueue(range(num_pages))  # host pages, lowest id first
-        self._engine = AttentionEngine(pool)
+        self.free_queue = FreeQueue(range(num_pages))  # swap slots, lowest id first
 
     @property
     def num_pages(self) -> int:
@@ -46,25 +47,31 @@ class SwapSpace:
     def num_free_pages(self) -> int:
         return len(self.free_queue)
 
-    def swap_out(self, block_table: list[int]) -> list[int] | None:
-        """Copy these pool pages' K/V (whole pages) to host pages; return the host page ids in
-        block order, or None, copying nothing, when too few host pages are free."""
-        if len(block_table) > len(self.free_queue):
+    def allocate(self, n: int) -> list[int] | None:
+        """Take `n` swap slots (lowest first), or None, taking nothing, if fewer are free."""
+        if n > len(self.free_queue):
             return None
-        host_pages = self.free_queue.popleft_n(len(block_table))
-        self.kv_cache[:, :, host_pages] = self.pool.kv_cache[:, :, block_table]
-        return host_pages
+        return self.free_queue.popleft_n(n)
 
-    def swap_in(self, host_pages: list[int], start: int, slots: np.ndarray) -> None:
-        """Copy the K/V of positions start, start + 1, ... (one per slot) of a sequence swapped
-        out to `host_pages` back into the pool at `slots`; then release the host pages."""
-        positions = np.arange(start, start + len(slots))
-        host_slots = slot_mapping(host_pages, self.pool.page_size, positions)
-        flat = self.kv_cache.reshape(self.kv_cache.shape[0], 2, -1, *self.kv_cache.shape[4:])
-        for layer in range(flat.shape[0]):  # flat: [layers, 2, swap_pages * page_size, kv_heads, head_dim]
-            self._engine.write(layer, slots, flat[layer, 0, host_slots], flat[layer, 1, host_slots])
-        for host_page in host_pages:
-            self.free_queue.append(host_page)
+    def free(self, swap_slots: Iterable[int]) -> None:
+        """Give swap slots back (the lowest is handed out first again)."""
+        self.free_queue.extend(swap_slots)
+
+    def copy_out(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Copy each (pool page, swap slot) pair's K/V, every layer, to the swap space."""
+        pages, slots = _columns(pairs)
+        self.kv_cache[:, :, slots] = self.pool.kv_cache[:, :, pages]
+
+    def copy_in(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Copy each (swap slot, pool page) pair's K/V, every layer, back into the pool."""
+        slots, pages = _columns(pairs)
+        self.pool.kv_cache[:, :, pages] = self.kv_cache[:, :, slots]
 
     def __repr__(self) -> str:
         return f"SwapSpace(num_pages={self.num_pages}, num_free_pages={self.num_free_pages})"
+
+
+def _columns(pairs: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """[(1, 5), (2, 6)] -> ([1, 2], [5, 6])."""
+    pairs = list(pairs)
+    return [a for a, _ in pairs], [b for _, b in pairs]

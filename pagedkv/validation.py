@@ -171,3 +171,12 @@ def check_array(
     if finite and not np.isfinite(value).all():
         raise ValueError(f"{name} holds NaN or inf; refusing to cache it")
     return value
+
+
+def check_number(name: str, value: object, low: float) -> float:
+    """A finite real number (not a bool) >= low."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    if not low <= value < float("inf"):
+        raise ValueError(f"{name} must be a finite number >= {low}, got {value!r}")
+    return float(value)

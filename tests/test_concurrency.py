@@ -263,9 +263,8 @@ def test_reads_return_copies():
 
 def test_bench_threads_quick_run_measures_both_designs_at_every_thread_count(tmp_path):
     from pagedkv.bench import threads
-    from pagedkv.cli import build_parser
 
-    report = threads.run(build_parser().parse_args(["bench", "threads", "--quick"]))
+    report = threads.run(quick=True)
     assert set(report.data) == {
         f"{design}/{mix}/{n}" for design in ("coarse", "rwlock") for mix in threads.MIXES
         for n in (1, 2, 4, 8)

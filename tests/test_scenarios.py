@@ -103,10 +103,12 @@ def test_scenarios_on_other_geometries_generate_what_dense_recompute_does(
         if record.note.startswith("refused"):  # said why, and changed nothing at all
             assert not record.events and not record.tokens
             assert run.snapshots[k] == run.snapshots[k - 1]
-    if run.scheduler is not None:
-        for req_id, text in PREEMPT_REQUESTS.items():
-            expected = default_model().generate_reference(text, PREEMPT_NEW_TOKENS)
-            assert run.scheduler.outputs[req_id] == expected
+    if run.scheduler is not None:  # every request: the reference's tokens (an aborted one: a prefix)
+        for req_id, state in run.scheduler.requests.items():
+            expected = default_model().generate_reference(state.prompt_token_ids, state.max_new_tokens)
+            if state.finish_reason == "aborted":
+                expected = expected[: len(state.output)]
+            assert state.status == "finished" and state.output == expected, req_id
 
 
 def test_walkthrough_generates_what_dense_recompute_generates():
@@ -404,8 +406,29 @@ def test_demo_prints_a_scenario(name, expected):
 def test_after_the_scenario_step_decodes_the_live_sequences_until_none_is_left():
     run = run_to_end("walkthrough")  # ends with request_B live
     assert run.can_step
-    n = run.seqs.get("request_B").num_tokens
+    before = list(run.seqs.get("request_B").token_ids)
     record = run.step()
-    assert record.action.op == "decode" and run.seqs.get("request_B").num_tokens in (n, n + 1)
+    after = run.seqs.get("request_B").token_ids
+    # exactly one token more: the one the step sampled (a no-op step would fail here)
+    assert record.action.op == "decode" and after == [*before, record.tokens["request_B"]]
     assert not run_to_end("eviction").can_step  # every request finished
     assert not run_to_end("preempt").can_step  # the scheduler finished everything
+
+
+def test_chunked_scenario_prefills_in_chunks_and_abort_leaves_pages_for_a_hit():
+    run = ScenarioRun("chunked")
+    notes = []
+    while run.can_step:
+        record = run.step()
+        notes.append(record.note)
+        if record.action.op == "abort":
+            chat_pages = {e.page_id for e in record.events if e.kind == "cache"}
+            assert len(chat_pages) == 4  # 17 prompt tokens + 1: 4 full pages stay CACHED
+        run.pool.check_invariants()
+    assert "scheduler step 0: prefill long (8 tokens, 34 left)" in notes
+    assert not any("long" in n and "decode" in n for n in notes[:7])  # no token mid-prompt
+    again = run.scheduler.request("chat_again")
+    assert run.scheduler.request("chat").finish_reason == "aborted"
+    assert again.finish_reason == "length" and run.pool.stats.prefix_hits == 16
+    model = default_model()
+    assert again.output == model.generate_reference(again.prompt_token_ids, 4)

@@ -38,27 +38,55 @@ def check_consistent(sched: Scheduler) -> None:
     assert list(sched.seqs.sequences) == running  # live sequences are exactly the running ones
     assert len(running) <= sched.max_num_seqs
     for state in sched.running:
-        # the last sampled token is pending: it gets its slot at the next decode
-        assert sched.seqs.get(state.req_id).token_ids == state.token_ids[:-1]
+        assert state.status == "running"
+        held = sched.seqs.get(state.req_id).token_ids
+        # mid-prompt it holds a prefix of its prompt; else the last sampled token is pending
+        assert held == state.token_ids[: len(held)]
+        assert len(held) == len(state.token_ids) - 1 or len(held) < len(state.prompt_token_ids)
+    for state in sched.waiting:
+        assert state.status == ("preempted" if state.num_preemptions else "waiting")
+    for req_id in finished:
+        assert sched.request(req_id).finish_reason in ("length", "aborted")
     swapped = [p for s in sched.waiting if s.swap_pages is not None for p in s.swap_pages]
     assert len(set(swapped)) == len(swapped)
     assert len(swapped) + sched.num_free_swap_pages == sched.swap_space.num_pages
 
 
 def run_checked(sched: Scheduler, kv_model: TinyLM | None = None) -> list:
-    """Step to the end, checking every step; with `kv_model`, also that every page indexed
-    for prefix hits holds the K/V of its tokens after every step."""
+    """Step to the end through schedule / runner / update_from_output, checking every step;
+    with `kv_model`, also that every page indexed for prefix hits holds the K/V of its
+    tokens after every step."""
     records = []
     while sched.has_unfinished:
-        record = sched.step()
+        output = sched.schedule()
+        check_output(sched, output)
+        record = sched.update_from_output(output, sched.runner.execute(output))
         records.append(record)
-        assert record.num_batched_tokens <= sched.max_num_batched_tokens
-        assert set(record.sampled) == {r for r, _ in record.prefill} | set(record.decode)
+        assert set(record.sampled) == set(output.sampling)
+        assert set(record.sampled) <= {r for r, _ in record.prefill} | set(record.decode)
+        assert not set(record.prompt_left) & set(record.sampled)  # never mid-prompt
         check_consistent(sched)
         if kv_model is not None:
             check_indexed_pages(kv_model, sched.pool, [s.token_ids for s in sched.requests.values()])
         assert len(records) < 10_000, "no progress"
     return records
+
+
+def check_output(sched: Scheduler, output) -> None:
+    """A SchedulerOutput respects the budget, schedules only running requests, and lets a
+    request sample only when every one of its tokens has been scheduled."""
+    assert 0 <= output.total_num_scheduled_tokens <= sched.max_num_batched_tokens
+    assert all(k >= 1 for k in output.num_scheduled_tokens.values())
+    assert set(output.sampling) <= set(output.num_scheduled_tokens)
+    for req_id, k in output.num_scheduled_tokens.items():
+        state, seq = sched.request(req_id), sched.seqs.get(req_id)
+        assert state.status == "running"
+        assert seq.token_ids == state.token_ids[: seq.num_tokens]
+        if sched.model is not None:  # K/V before the chunk exist (bookkeeping computes none)
+            assert seq.num_tokens - k <= seq.num_computed_tokens
+        assert (req_id in output.sampling) == (seq.num_tokens == len(state.token_ids))
+    if output.preempted:  # vLLM: no admission in a step that preempted
+        assert not output.scheduled_new_reqs and not output.swap_in
 
 
 def check_indexed_pages(model: TinyLM, pool: KVCachePool, token_lists: list[list[int]]) -> int:
@@ -290,7 +318,7 @@ def test_step_refuses_running_requests_freed_outside():
     assert sched.stats.steps == 1
 
 
-def test_swap_space_copies_whole_pages_out_and_chosen_positions_back():
+def test_swap_space_copies_whole_pages_out_and_back():
     cfg = CacheConfig(num_pages=4, page_size=2, num_layers=2, num_kv_heads=1, head_dim=2, dtype="float64")
     pool = KVCachePool(cfg)
     seqs, engine = SequenceManager(pool), AttentionEngine(pool)
@@ -299,17 +327,20 @@ def test_swap_space_copies_whole_pages_out_and_chosen_positions_back():
     for layer in range(2):
         engine.write(layer, seqs.slot_mapping("a"), kv[layer, 0], kv[layer, 1])
     swap = SwapSpace(pool, 3)
-    host_pages = swap.swap_out(seqs.block_table("a"))
-    assert host_pages == [0, 1] and swap.num_free_pages == 1
-    assert swap.swap_out(seqs.block_table("a")) is None and swap.num_free_pages == 1  # full
+    table = seqs.block_table("a")
+    slots = swap.allocate(len(table))
+    assert slots == [0, 1] and swap.num_free_pages == 1
+    assert swap.allocate(2) is None and swap.num_free_pages == 1  # full: takes nothing
+    swap.copy_out(zip(table, slots))
     seqs.free("a")
     pool.kv_cache[...] = 0  # whatever the pool held is gone
     seqs.add("b", [1, 2, 3])
-    slots = seqs.slot_mapping("b", 1, 3)
-    swap.swap_in(host_pages, 1, slots)  # positions 1 and 2 only
+    swap.copy_in([(slots[1], seqs.block_table("b")[1])])  # the second page only
+    swap.free(slots)
     flat = pool.kv_cache.reshape(2, 2, -1, 1, 2)  # [layers, k|v, num_pages * page_size, heads, dim]
-    np.testing.assert_array_equal(flat[:, :, slots], kv[:, :, 1:3])
-    assert not flat[:, :, seqs.slot_mapping("b", 0, 1)].any() and swap.num_free_pages == 3
+    np.testing.assert_array_equal(flat[:, :, seqs.slot_mapping("b", 2, 3)], kv[:, :, 2:3])
+    assert not flat[:, :, seqs.slot_mapping("b", 0, 2)].any() and swap.num_free_pages == 3
+    assert swap.allocate(1) == [0]  # lowest first again
     with pytest.raises(ValueError, match="swap_space_pages must be in"):
         SwapSpace(pool, -1)
 
@@ -404,10 +435,11 @@ def sched():
         (("a", [1], 2), {}, ValueError, "req_id 'a' was already added"),
         (("b", [], 2), {}, ValueError, "prompt_token_ids must not be empty"),
         (("b", "text", 2), {}, TypeError, "prompt_token_ids must be a list"),
-        (("b", [1], 0), {}, ValueError, "max_new_tokens must be an int >= 1, got 0"),
+        (("b", [1], 0), {}, ValueError, r"max_new_tokens must be in \[1, 16777216\], got 0"),
         (("b", [1], 2.0), {}, TypeError, "max_new_tokens must be an int"),
-        (("b", [1] * 10, 8), {}, ValueError, "exceeds max_num_batched_tokens=16"),
         ((None, [1], 2), {}, TypeError, "req_id must be a str or int"),
+        (("b", [1], 2), {"priority": 1.5}, TypeError, "priority must be an int"),
+        (("b", [1], 2), {"seed": -1}, ValueError, "seed must be in"),
     ],
 )
 def test_add_request_validates_and_changes_nothing(sched, args, kwargs, error, match):
@@ -422,22 +454,23 @@ def test_request_too_long_for_the_pool_and_vocab(model):
     with pytest.raises(ValueError, match="grows to 9 tokens, more than the pool's 2 pages x 4"):
         s.add_request("x", [1] * 5, 5)
     pool = KVCachePool(model.cache_config(num_pages=8, page_size=4))
-    with pytest.raises(ValueError, match=r"TinyLM tokens \(0..255\), got 300"):
+    with pytest.raises(ValueError, match=r"prompt_token_ids\[1\] = 300 is outside the vocabulary \[0, 255\]"):
         Scheduler(SequenceManager(pool), model).add_request("x", [1, 300], 2)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"max_num_seqs": 0}, ValueError, "max_num_seqs must be an int in"),
-        (
-            {"max_num_seqs": 8, "max_num_batched_tokens": 4},
-            ValueError,
-            r"max_num_batched_tokens must be an int in \[8,",
-        ),
-        ({"swap_space_pages": -1}, ValueError, "swap_space_pages must be an int in"),
+        ({"max_num_seqs": 0}, ValueError, r"max_num_seqs must be in \[1, "),
+        ({"max_num_seqs": "4"}, TypeError, "max_num_seqs must be an int"),
+        ({"max_num_seqs": 8, "max_num_batched_tokens": 4}, ValueError, r"max_num_batched_tokens must be in \[8,"),
+        ({"swap_space_pages": -1}, ValueError, "swap_space_pages must be in"),
         ({"preemption_mode": "kill"}, ValueError, "preemption_mode must be one of"),
+        ({"policy": "sjf"}, ValueError, r"policy must be one of \('fcfs', 'priority'\), got 'sjf'"),
+        ({"policy": 1}, TypeError, "policy must be a str"),
+        ({"enable_chunked_prefill": 1}, TypeError, "enable_chunked_prefill must be True or False"),
         ({"temperature": -1.0}, ValueError, "temperature must be a finite number"),
+        ({"temperature": "hot"}, TypeError, "temperature must be a number"),
         ({"model": "tiny"}, TypeError, "model must be a TinyLM or None"),
     ],
 )

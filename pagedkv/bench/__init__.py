@@ -3,10 +3,12 @@
 Speed targets are checked here, never in timed unit tests: shared machines are noisy, so
 every benchmark measures the things it compares side by side in one run and reports
 ratios. Each benchmark module defines `HELP`, `add_arguments(parser)` (options whose
-destinations are `run`'s keyword names), `run(*, quick=False, seed=0, ...) -> Report` and
-optionally `figure(report)`, a matplotlib Figure. Notebooks and tests call `run(...)`
-directly; `report.table()`, `report.to_json()` and `report.figure()` give the printed table,
-the JSON the CLI's `--json` writes and the PNG its `--plot` saves.
+destinations are `run`'s keyword names), `run(*, quick=False, seed=0, ...) -> Report` and,
+where it draws one, `figure(report)`, a matplotlib Figure, passed as `Report(...,
+plotter=figure)`. Notebooks and tests call `run(...)` directly (`scale.run(quick=True)`);
+the command line only parses options into those keywords. `report.table()`,
+`report.to_json()` and `report.figure()` give the printed table, the JSON the CLI's
+`--json` writes and the PNG its `--plot` saves.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import inspect
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 BENCHMARKS = {  # name -> module
@@ -121,17 +123,13 @@ def time_threads(work: Callable[[int], object], threads: int) -> float:
 
 
 def _call(module, args: argparse.Namespace) -> Report:
-    """module.run with the parsed options as keywords (`run(args)`: the older style)."""
+    """module.run with the parsed options as keywords."""
     params = inspect.signature(module.run).parameters
-    if list(params) == ["args"]:
-        return module.run(args)
     return module.run(**{k: v for k, v in vars(args).items() if k in params})
 
 
 def _run(module, args: argparse.Namespace) -> int:
     report = _call(module, args)
-    if report.plotter is None and hasattr(module, "figure"):
-        report.plotter = module.figure
     print(report.table())
     if args.json:
         with open(args.json, "w") as f:
@@ -145,9 +143,16 @@ def _run(module, args: argparse.Namespace) -> int:
     return 0
 
 
-def add_subcommands(parser: argparse.ArgumentParser) -> None:
+def add_subcommands(parser: argparse.ArgumentParser, names: Iterable[str] | None = None) -> None:
+    """One subcommand per benchmark. Only the modules in `names` (all when None) are
+    imported and get their options: `python -m pagedkv demo` imports none, and
+    `bench scale` imports only `bench.scale` (the ui benchmark imports ipywidgets)."""
+    names = set(BENCHMARKS) if names is None else set(names)
     sub = parser.add_subparsers(dest="bench", required=True, metavar="NAME")
     for name, module_name in BENCHMARKS.items():
+        if name not in names:
+            sub.add_parser(name, help=f"(python -m pagedkv bench {name} --help)")
+            continue
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         p.add_argument("--quick", action="store_true", help="a small, fast configuration (tests)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -77,30 +78,42 @@ def dense_decode_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int
     return acc / denom
 
 
-def measure(batch: int, context: int, args: argparse.Namespace, rng: np.random.Generator) -> dict:
+@dataclass(frozen=True)
+class Shape:
+    """The attention problem every point of the benchmark times."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    page_size: int
+    dtype: str
+    repeat: int  # best of this many runs
+
+
+def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) -> dict:
     """Time one (batch, context) point; returns times in seconds and the largest difference."""
-    pages_per_seq = -(-context // args.page_size)
+    pages_per_seq = -(-context // problem.page_size)
     config = CacheConfig(
-        num_pages=batch * pages_per_seq, page_size=args.page_size, num_layers=1,
-        num_kv_heads=args.kv_heads, head_dim=args.head_dim, dtype=args.dtype,
+        num_pages=batch * pages_per_seq, page_size=problem.page_size, num_layers=1,
+        num_kv_heads=problem.kv_heads, head_dim=problem.head_dim, dtype=problem.dtype,
     )
     pool = KVCachePool(config)
     engine = AttentionEngine(pool)
     tables = rng.permutation(config.num_pages).reshape(batch, pages_per_seq)  # scattered pages
-    slots = (tables[:, :, None] * args.page_size + np.arange(args.page_size)).reshape(batch, -1)
+    slots = (tables[:, :, None] * problem.page_size + np.arange(problem.page_size)).reshape(batch, -1)
     slots = slots[:, :context].ravel()
-    shape = (slots.size, args.kv_heads, args.head_dim)
-    engine.write(0, slots, *(rng.standard_normal((2, *shape)).astype(args.dtype)))
+    shape = (slots.size, problem.kv_heads, problem.head_dim)
+    engine.write(0, slots, *(rng.standard_normal((2, *shape)).astype(problem.dtype)))
     k, v = (
         np.ascontiguousarray(
-            engine.slots[0, i][slots].reshape(batch, context, args.kv_heads, args.head_dim)
+            engine.slots[0, i][slots].reshape(batch, context, problem.kv_heads, problem.head_dim)
             .transpose(0, 2, 1, 3)
         )
         for i in (0, 1)
     )  # [B, Hkv, L, D]
-    q = rng.standard_normal((batch, args.heads, args.head_dim)).astype(args.dtype)
-    qg = q.reshape(batch, args.kv_heads, args.heads // args.kv_heads, args.head_dim)
-    chunk = max(args.page_size, CHUNK_BYTES // (batch * k[0, :, 0].nbytes))  # tokens
+    q = rng.standard_normal((batch, problem.heads, problem.head_dim)).astype(problem.dtype)
+    qg = q.reshape(batch, problem.kv_heads, problem.heads // problem.kv_heads, problem.head_dim)
+    chunk = max(problem.page_size, CHUNK_BYTES // (batch * k[0, :, 0].nbytes))  # tokens
     block_tables, lens = tables.tolist(), [context] * batch
     programs = {
         "dense": lambda: dense_decode(qg, k, v),
@@ -108,12 +121,12 @@ def measure(batch: int, context: int, args: argparse.Namespace, rng: np.random.G
         "paged": lambda: engine.paged_attention_batch(0, q, block_tables, lens),
     }
     best = dict.fromkeys(programs, float("inf"))
-    for _ in range(args.repeat):  # interleaved, so load from other processes hits all alike
+    for _ in range(problem.repeat):  # interleaved, so load from other processes hits all alike
         for name, program in programs.items():
             start = time.perf_counter()
             program()
             best[name] = min(best[name], time.perf_counter() - start)
-    want = dense_decode(qg, k, v).reshape(batch, args.heads, args.head_dim)
+    want = dense_decode(qg, k, v).reshape(batch, problem.heads, problem.head_dim)
     diff = float(np.abs(programs["paged"]() - want).max())
     dense = min(best["dense"], best["dense_chunked"])
     return {"batch": batch, "context": context, "dense_s": dense, "paged_s": best["paged"],
@@ -121,18 +134,32 @@ def measure(batch: int, context: int, args: argparse.Namespace, rng: np.random.G
             "ratio": best["paged"] / dense, "max_abs_diff": diff}
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.batch, args.context, args.repeat = "2,8", "256,1024", 3
-    batches = [int(b) for b in args.batch.split(",")]
-    contexts = [int(c) for c in args.context.split(",")]
-    rng = np.random.default_rng(args.seed)
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    batch: str = '1,4,16,32',
+    context: str = '512,2048,4096',
+    heads: int = 16,
+    kv_heads: int = 4,
+    head_dim: int = 64,
+    page_size: int = 16,
+    dtype: str = 'float32',
+    repeat: int = 15,
+    blas_threads: int = 1,
+) -> Report:
+    if quick:
+        batch, context, repeat = "2,8", "256,1024", 3
+    batches = [int(b) for b in batch.split(",")]
+    contexts = [int(c) for c in context.split(",")]
+    rng = np.random.default_rng(seed)
+    shape = Shape(heads, kv_heads, head_dim, page_size, dtype, repeat)
     points = [(b, c) for b in batches for c in contexts]
     # One BLAS thread by default: on a shared 2-core machine, BLAS threads spin-waiting against
     # other processes made single matmuls 5x slower at random, for either side.
-    with threadpool_limits(args.blas_threads or None, user_api="blas"):
+    with threadpool_limits(blas_threads or None, user_api="blas"):
         results = [
-            measure(b, c, args, rng) for b, c in tqdm(points, desc="attention", disable=None)
+            measure(b, c, shape, rng) for b, c in tqdm(points, desc="attention", disable=None)
         ]
     rows = [
         [r["batch"], r["context"], r["dense_s"] * 1e3, r["paged_s"] * 1e3, r["ratio"],
@@ -143,10 +170,11 @@ def run(args: argparse.Namespace) -> Report:
     geo = float(np.exp(np.log(ratios).mean()))
     met = int((ratios <= TARGET).sum())
     return Report(
+        plotter=figure,
         title=(
-            f"bench attention: decode step, {args.heads} heads / {args.kv_heads} KV heads x "
-            f"{args.head_dim}, page {args.page_size}, {args.dtype}, best of {args.repeat}, "
-            f"BLAS threads: {args.blas_threads or 'default'}"
+            f"bench attention: decode step, {heads} heads / {kv_heads} KV heads x "
+            f"{head_dim}, page {page_size}, {dtype}, best of {repeat}, "
+            f"BLAS threads: {blas_threads or 'default'}"
         ),
         columns=["batch", "context", "dense ms", "paged ms", "paged/dense", "dense program",
                  "max |diff|"],

@@ -132,39 +132,8 @@ def _summary(totals: dict, batches: list[int], steps: int, num_slots: int) -> di
     return out
 
 
-def run(args: argparse.Namespace) -> Report:
-    if getattr(args, "arrival_rate", None) is not None:  # requests arrive over time
-        from . import serving
-
-        return serving.run(quick=args.quick, seed=args.seed, arrival_rate=args.arrival_rate,
-                           requests=args.requests, workload=args.workloads.split(",")[0],
-                           num_slots=args.num_slots, page_size=args.page_size,
-                           max_num_seqs=args.max_num_seqs)
-    if args.quick:
-        args.requests = 300
-    if args.max_seq_len > args.num_slots or args.num_slots % args.page_size:
-        raise SystemExit("need max_seq_len <= num_slots and num_slots a multiple of page_size")
-    workloads = args.workloads.split(",")
-    if any(w not in ("sharegpt", "alpaca") for w in workloads):
-        raise SystemExit(f"--workloads must name sharegpt and/or alpaca, got {args.workloads}")
-    rows, data = [], {}
-    jobs = [(w, s) for w in workloads for s in SYSTEMS]
-    for workload, system in tqdm(jobs, desc="memory", disable=None):
-        requests = generate(workload, args.requests, args.seed)
-        if system == "paged":
-            result = simulate_paged(
-                requests, args.num_slots, args.page_size, args.max_num_seqs, args.max_seq_len
-            )
-        else:
-            result = simulate_contiguous(
-                requests, args.num_slots, system, args.max_seq_len, args.max_num_seqs
-            )
-        data.setdefault(workload, {})[system] = result
-        label = f"paged (page {args.page_size})" if system == "paged" else f"contiguous {system}"
-        rows.append(
-            [workload, label, *(round(result[c], 1) for c in CATEGORIES),
-             round(result["mean_batch"], 1), result["steps"], PAPER[system]]
-        )
+def _notes(data: dict) -> list[str]:
+    """The paper's figures, how this run differs, and its own figures per workload."""
     notes = [
         "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % of KV memory holds "
         "token states for max / pow2 / oracle / vLLM",
@@ -178,10 +147,58 @@ def run(args: argparse.Namespace) -> Report:
             + f" %; mean batch {d['paged']['mean_batch']:.1f} paged vs "
             f"{d['max']['mean_batch']:.1f} max, {d['oracle']['mean_batch']:.1f} oracle"
         )
+    return notes
+
+
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 1000,
+    num_slots: int = 16_384,
+    max_seq_len: int = 2048,
+    page_size: int = 16,
+    max_num_seqs: int = 256,
+    workloads: str = 'sharegpt,alpaca',
+    arrival_rate: float | None = None,
+) -> Report:
+    if arrival_rate is not None:  # requests arrive over time: the serving run
+        from . import serving
+
+        return serving.run(quick=quick, seed=seed, arrival_rate=arrival_rate, requests=requests,
+                           workload=workloads.split(",")[0], num_slots=num_slots,
+                           page_size=page_size, max_num_seqs=max_num_seqs)
+    if quick:
+        requests = 300
+    if max_seq_len > num_slots or num_slots % page_size:
+        raise SystemExit("need max_seq_len <= num_slots and num_slots a multiple of page_size")
+    names = workloads.split(",")
+    if any(w not in ("sharegpt", "alpaca") for w in names):
+        raise SystemExit(f"--workloads must name sharegpt and/or alpaca, got {workloads}")
+    rows, data = [], {}
+    jobs = [(w, s) for w in names for s in SYSTEMS]
+    for workload, system in tqdm(jobs, desc="memory", disable=None):
+        trace = generate(workload, requests, seed)
+        if system == "paged":
+            result = simulate_paged(
+                trace, num_slots, page_size, max_num_seqs, max_seq_len
+            )
+        else:
+            result = simulate_contiguous(
+                trace, num_slots, system, max_seq_len, max_num_seqs
+            )
+        data.setdefault(workload, {})[system] = result
+        label = f"paged (page {page_size})" if system == "paged" else f"contiguous {system}"
+        rows.append(
+            [workload, label, *(round(result[c], 1) for c in CATEGORIES),
+             round(result["mean_batch"], 1), result["steps"], PAPER[system]]
+        )
+    notes = _notes(data)
     return Report(
+        plotter=figure,
         title=(
-            f"bench memory: {args.requests} requests per workload, {args.num_slots:,} token slots, "
-            f"max_seq_len {args.max_seq_len}, max_num_seqs {args.max_num_seqs}; % of slots, "
+            f"bench memory: {requests} requests per workload, {num_slots:,} token slots, "
+            f"max_seq_len {max_seq_len}, max_num_seqs {max_num_seqs}; % of slots, "
             "averaged over steps with requests waiting"
         ),
         columns=["workload", "system", "token %", "reserved %", "internal %", "external %",

@@ -44,30 +44,41 @@ def replay(prompts: list[np.ndarray], seqs: SequenceManager, wave: int) -> None:
             seqs.free(i)
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.requests, args.num_pages, args.repeat = 200, 2048, 1
-    prompts = ops_trace(args.requests, args.prompt_len, args.shared_len, args.seed)
-    entries = sum(-(-len(p) // args.page_size) for p in prompts)
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 2000,
+    prompt_len: int = 512,
+    shared_len: int = 256,
+    page_size: int = 16,
+    num_pages: int = 8192,
+    wave: int = 64,
+    repeat: int = 3,
+) -> Report:
+    if quick:
+        requests, num_pages, repeat = 200, 2048, 1
+    prompts = ops_trace(requests, prompt_len, shared_len, seed)
+    entries = sum(-(-len(p) // page_size) for p in prompts)
     rows, data = [], {}
     for caching in tqdm((True, False), desc="ops", disable=None):
         config = CacheConfig(
-            num_pages=args.num_pages,
-            page_size=args.page_size,
+            num_pages=num_pages,
+            page_size=page_size,
             num_layers=1,
             num_kv_heads=1,
             head_dim=1,
             enable_prefix_caching=caching,
         )
-        managers = [SequenceManager(KVCachePool(config)) for _ in range(args.repeat)]
-        seconds = best_time(lambda ms=managers: replay(prompts, ms.pop(), args.wave), args.repeat)
+        managers = [SequenceManager(KVCachePool(config)) for _ in range(repeat)]
+        seconds = best_time(lambda ms=managers: replay(prompts, ms.pop(), wave), repeat)
         pool = KVCachePool(config)
-        replay(prompts, SequenceManager(pool), args.wave)
+        replay(prompts, SequenceManager(pool), wave)
         pool.check_invariants()
         label = "prefix caching on (sha256)" if caching else "prefix caching off"
         rate = entries / seconds
         stats = pool.stats
-        hit_blocks = stats.prefix_hits // args.page_size
+        hit_blocks = stats.prefix_hits // page_size
         rows.append([label, entries, seconds, rate, hit_blocks, stats.evictions])
         data["hashing" if caching else "no_hashing"] = {
             "entries_per_s": rate,
@@ -78,11 +89,12 @@ def run(args: argparse.Namespace) -> Report:
         }
     ratio = data["no_hashing"]["entries_per_s"] / data["hashing"]["entries_per_s"]
     return Report(
+        plotter=figure,
         title=(
-            f"bench ops: {args.requests} requests x {args.prompt_len} tokens, "
-            f"page {args.page_size}, "
-            f"{args.num_pages} pages, shared prefix {args.shared_len} on every other request, "
-            f"waves of {args.wave} (best of {args.repeat})"
+            f"bench ops: {requests} requests x {prompt_len} tokens, "
+            f"page {page_size}, "
+            f"{num_pages} pages, shared prefix {shared_len} on every other request, "
+            f"waves of {wave} (best of {repeat})"
         ),
         columns=["mode", "entries", "seconds", "entries/s", "prefix hit blocks", "evictions"],
         rows=rows,

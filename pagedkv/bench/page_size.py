@@ -73,15 +73,24 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
     }
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.requests, args.page_sizes, args.capacities = 40, "1,16,256", "8192"
-    sizes = [int(s) for s in args.page_sizes.split(",")]
-    capacities = [int(c) for c in args.capacities.split(",")]
-    requests = with_system_prompt(sharegpt_like(args.requests, args.seed), args.system_prompt)
-    jobs = [(c, s) for c in capacities for s in sizes]
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 300,
+    page_sizes: str = '1,2,4,8,16,32,64,128,256',
+    capacities: str = '8192,32768',
+    system_prompt: int = 200,
+    max_num_seqs: int = 128,
+) -> Report:
+    if quick:
+        requests, page_sizes, capacities = 40, "1,16,256", "8192"
+    sizes = [int(s) for s in page_sizes.split(",")]
+    pool_sizes = [int(c) for c in capacities.split(",")]
+    trace = with_system_prompt(sharegpt_like(requests, seed), system_prompt)
+    jobs = [(c, s) for c in pool_sizes for s in sizes]
     results = [
-        simulate(requests, c, s, args.max_num_seqs)
+        simulate(trace, c, s, max_num_seqs)
         for c, s in tqdm(jobs, desc="page-size", disable=None)
     ]
     rows = [
@@ -91,9 +100,10 @@ def run(args: argparse.Namespace) -> Report:
         for r in results
     ]
     return Report(
+        plotter=figure,
         title=(
-            f"bench page-size: {args.requests} ShareGPT-like requests after a shared "
-            f"{args.system_prompt}-token system prompt, max_num_seqs {args.max_num_seqs}, "
+            f"bench page-size: {requests} ShareGPT-like requests after a shared "
+            f"{system_prompt}-token system prompt, max_num_seqs {max_num_seqs}, "
             "bookkeeping only"
         ),
         columns=["slots", "page size", "pages", "slot util %", "prefix hit %", "mean batch",
@@ -101,7 +111,7 @@ def run(args: argparse.Namespace) -> Report:
         rows=rows,
         notes=[
             "slot util = tokens / slots of ACTIVE pages; prefix hits need full pages, so a "
-            f"{args.system_prompt}-token system prompt shares floor({args.system_prompt} / "
+            f"{system_prompt}-token system prompt shares floor({system_prompt} / "
             "page size) pages",
             "tokens/s is wall time of Scheduler.step (noisy on a shared machine); the other "
             "columns are deterministic",

@@ -92,6 +92,7 @@ def compare(model: TinyLM, requests: list[Request], *, num_pages: int, page_size
         ])
     rc, sw = data["recompute"], data["swap"]
     return Report(
+        plotter=figure,
         title=(
             f"bench preempt: TinyLM, {len(requests)} requests, page {page_size}, "
             f"max_num_seqs {max_num_seqs}, {rc['bytes_per_token']} bytes of K/V per token"
@@ -104,23 +105,33 @@ def compare(model: TinyLM, requests: list[Request], *, num_pages: int, page_size
             f"tokens; swap: {sw['preemptions']} preemptions copy "
             f"{sw['swap_out_bytes'] + sw['swap_in_bytes']:,} bytes "
             f"(x ~3,200 for a 13B model's K/V)",
-            "swap-in copies back only the tokens the prefix cache did not cover on re-admission",
+            "swap-in copies back only the pages the prefix cache did not cover on re-admission",
             "wall time (noisy): " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in data.items()),
         ],
         data=data,
     )
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.requests, args.workload, args.num_pages = 10, "alpaca", 12
-    requests = generate(args.workload, args.requests, args.seed, vocab_size=256)
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 24,
+    workload: str = 'sharegpt',
+    num_pages: int = 192,
+    page_size: int = 16,
+    max_num_seqs: int = 16,
+    swap_space_pages: int = 1024,
+) -> Report:
+    if quick:
+        requests, workload, num_pages = 10, "alpaca", 12
+    trace = generate(workload, requests, seed, vocab_size=256)
     report = compare(
-        TinyLM(seed=args.seed), requests, num_pages=args.num_pages, page_size=args.page_size,
-        max_num_seqs=args.max_num_seqs, swap_space_pages=args.swap_space_pages,
+        TinyLM(seed=seed), trace, num_pages=num_pages, page_size=page_size,
+        max_num_seqs=max_num_seqs, swap_space_pages=swap_space_pages,
     )
     report.title = report.title.replace(
-        f"{len(requests)} requests", f"{len(requests)} {args.workload}-like requests"
+        f"{len(trace)} requests", f"{len(trace)} {workload}-like requests"
     )
     return report
 

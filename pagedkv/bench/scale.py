@@ -34,23 +34,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-num-batched-tokens", type=int, default=4096)
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.requests, args.num_pages = 300, 1024
-    requests = sharegpt_like(args.requests, args.seed)
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 10_000,
+    num_pages: int = 8192,
+    page_size: int = 16,
+    max_num_seqs: int = 256,
+    max_num_batched_tokens: int = 4096,
+) -> Report:
+    if quick:
+        requests, num_pages = 300, 1024
+    trace = sharegpt_like(requests, seed)
     config = CacheConfig(
-        num_pages=args.num_pages, page_size=args.page_size, num_layers=1, num_kv_heads=1,
+        num_pages=num_pages, page_size=page_size, num_layers=1, num_kv_heads=1,
         head_dim=1,
     )
     pool = KVCachePool(config)
     sched = Scheduler(
-        SequenceManager(pool), max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
+        SequenceManager(pool), max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
     )
-    sched.add_requests(requests)
+    sched.add_requests(trace)
     running, active = [], []  # per step: running sequences, ACTIVE pages
     start = time.perf_counter()
-    with tqdm(total=len(requests), desc="scale", unit="req", disable=None) as bar:
+    with tqdm(total=len(trace), desc="scale", unit="req", disable=None) as bar:
         while sched.has_unfinished:
             bar.update(len(sched.step().finished))
             running.append(len(sched.running))
@@ -60,22 +69,23 @@ def run(args: argparse.Namespace) -> Report:
     st, ps = sched.stats, pool.stats
     tokens = st.prefill_tokens + st.decode_tokens
     verdict = "met" if seconds <= TARGET_SECONDS else "NOT met"
-    if args.quick:
+    if quick:
         verdict = "applies to the full run, not --quick"
     return Report(
+        plotter=figure,
         title=(
-            f"bench scale: {args.requests:,} ShareGPT-like requests, {args.num_pages:,} pages of "
-            f"{args.page_size}, max_num_seqs {args.max_num_seqs}, budget "
-            f"{args.max_num_batched_tokens} tokens/step, bookkeeping only"
+            f"bench scale: {requests:,} ShareGPT-like requests, {num_pages:,} pages of "
+            f"{page_size}, max_num_seqs {max_num_seqs}, budget "
+            f"{max_num_batched_tokens} tokens/step, bookkeeping only"
         ),
         columns=["requests", "steps", "prefill tokens", "decode tokens", "preemptions",
                  "evictions", "prefix hit %", "seconds", "tokens/s"],
-        rows=[[args.requests, st.steps, st.prefill_tokens, st.decode_tokens, st.preemptions,
+        rows=[[requests, st.steps, st.prefill_tokens, st.decode_tokens, st.preemptions,
                ps.evictions, round(100 * ps.hit_rate, 1), seconds, tokens / seconds]],
         notes=[f"target <= {TARGET_SECONDS:.0f} s for 10,000 requests: {verdict}"],
         data={"seconds": seconds, "tokens_per_s": tokens / seconds, **st.as_dict(),
               "pool": ps.as_dict(), "target_seconds": TARGET_SECONDS,
-              "num_pages": args.num_pages, "running": running, "active_pages": active},
+              "num_pages": num_pages, "running": running, "active_pages": active},
     )
 
 

@@ -82,24 +82,33 @@ def simulate(
     return shared, unshared, pool.stats.cow_copies - cows
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.requests = 30
-    widths = [int(w) for w in args.widths.split(",")]
-    requests = generate(args.workload, args.requests, args.seed)
-    longest = max(r.final_len for r in requests)
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 300,
+    workload: str = 'alpaca',
+    widths: str = '2,4,6',
+    page_size: int = 16,
+    beam_decay: float = 0.5,
+) -> Report:
+    if quick:
+        requests = 30
+    ns = [int(w) for w in widths.split(",")]
+    trace = generate(workload, requests, seed)
+    longest = max(r.final_len for r in trace)
     config = CacheConfig(
-        num_pages=max(widths) * (_pages(longest, args.page_size) + 2), page_size=args.page_size,
+        num_pages=max(ns) * (_pages(longest, page_size) + 2), page_size=page_size,
         num_layers=1, num_kv_heads=1, head_dim=1, enable_prefix_caching=False,
     )
     seqs = SequenceManager(KVCachePool(config))
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(seed)
     rows, data = [], {}
-    jobs = [(m, w) for m in ("parallel sampling", "beam search") for w in widths]
+    jobs = [(m, w) for m in ("parallel sampling", "beam search") for w in ns]
     for mode, width in tqdm(jobs, desc="sharing", disable=None):
         shared = unshared = cows = 0
-        for request in requests:
-            s, u, c = simulate(request, mode, width, seqs, rng, args.beam_decay)
+        for request in trace:
+            s, u, c = simulate(request, mode, width, seqs, rng, beam_decay)
             shared, unshared, cows = shared + s, unshared + u, cows + c
         saving = 100.0 * (1 - shared / unshared)
         data.setdefault(mode, {})[width] = {
@@ -110,8 +119,9 @@ def run(args: argparse.Namespace) -> Report:
     seqs.pool.check_invariants()
     ps, bs = data["parallel sampling"], data["beam search"]
     return Report(
+        plotter=figure,
         title=(
-            f"bench sharing: {args.requests} {args.workload}-like requests, page {args.page_size}, "
+            f"bench sharing: {requests} {workload}-like requests, page {page_size}, "
             "pages summed over every decode step"
         ),
         columns=["mode", "n or k", "saving %", "pages shared", "pages unshared", "COW copies",
@@ -122,7 +132,7 @@ def run(args: argparse.Namespace) -> Report:
             f"{max(v['saving_pct'] for v in ps.values()):.1f} % (paper 6.1-9.8 %); beam search "
             f"{min(v['saving_pct'] for v in bs.values()):.1f}-"
             f"{max(v['saving_pct'] for v in bs.values()):.1f} % (paper 37.6-55.2 %)",
-            f"beam survivors' parents: rank r drawn with probability ~ {args.beam_decay}**r; "
+            f"beam survivors' parents: rank r drawn with probability ~ {beam_decay}**r; "
             "beam-search savings depend on this model of how often beams share a parent, "
             "parallel-sampling savings on the (synthetic) prompt lengths",
         ],

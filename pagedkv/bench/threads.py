@@ -101,13 +101,20 @@ def compare(
     return best
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.ops, args.repeat = 1_500, 1
-    cases = [(design, mix, n) for mix in MIXES for design in DESIGNS for n in args.threads]
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    ops: int = 30_000,
+    threads: tuple[int, ...] = (1, 2, 4, 8),
+    repeat: int = 5,
+) -> Report:
+    if quick:
+        ops, repeat = 1_500, 1
+    cases = [(design, mix, n) for mix in MIXES for design in DESIGNS for n in threads]
     data = {
         f"{d}/{m}/{n}": rate
-        for (d, m, n), rate in compare(cases, args.ops, args.repeat, args.seed).items()
+        for (d, m, n), rate in compare(cases, ops, repeat, seed).items()
     }
     rows = [
         [
@@ -115,21 +122,22 @@ def run(args: argparse.Namespace) -> Report:
             mix,
             n,
             data[f"{design}/{mix}/{n}"],
-            data[f"{design}/{mix}/{n}"] / data[f"coarse/{mix}/{args.threads[0]}"],
+            data[f"{design}/{mix}/{n}"] / data[f"coarse/{mix}/{threads[0]}"],
         ]
         for design, mix, n in cases
     ]
     notes = []
     for mix in MIXES:
-        for n in args.threads:
+        for n in threads:
             ratio = data[f"coarse/{mix}/{n}"] / data[f"rwlock/{mix}/{n}"]
             notes.append(f"{mix}, {n} threads: coarse / rwlock = {ratio:.2f}x")
     return Report(
+        plotter=figure,
         title=(
-            f"bench threads: {args.ops} operations per run, 4096 pages of 16 "
-            f"(best of {args.repeat})"
+            f"bench threads: {ops} operations per run, 4096 pages of 16 "
+            f"(best of {repeat})"
         ),
-        columns=["design", "mix", "threads", "ops/s", f"vs coarse, {args.threads[0]} thread(s)"],
+        columns=["design", "mix", "threads", "ops/s", f"vs coarse, {threads[0]} thread(s)"],
         rows=rows,
         notes=notes,
         data=data,

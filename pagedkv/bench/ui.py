@@ -58,16 +58,23 @@ def _time_steps(dashboard: Dashboard, repeat: int) -> tuple[list[float], list[fl
     return steps, redraws
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.pages, args.steps = [64, 256], 3
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    pages: tuple[int, ...] = (64, 256, 1024),
+    page_size: int = 16,
+    steps: int = 25,
+) -> Report:
+    if quick:
+        pages, steps = [64, 256], 3
     rows, data = [], {}
-    for num_pages in args.pages:
-        dashboard = _filled_dashboard(num_pages, args.page_size)
+    for num_pages in pages:
+        dashboard = _filled_dashboard(num_pages, page_size)
         dashboard.step()  # warm caches (glyphs, colour tables)
-        steps, redraws = _time_steps(dashboard, args.steps)
-        step_ms, render_ms = statistics.median(steps) * 1000, statistics.median(redraws) * 1000
-        fastest_ms = min(steps) * 1000
+        times, redraws = _time_steps(dashboard, steps)
+        step_ms, render_ms = statistics.median(times) * 1000, statistics.median(redraws) * 1000
+        fastest_ms = min(times) * 1000
         live = len(dashboard.run.seqs)
         rows.append([num_pages, live, step_ms, fastest_ms, render_ms, step_ms - render_ms])
         data[str(num_pages)] = {
@@ -86,8 +93,8 @@ def run(args: argparse.Namespace) -> Report:
         )
     return Report(
         title=(
-            f"bench ui: median of {args.steps} dashboard steps (Step button: every live "
-            f"sequence decodes one token, then heatmaps + PNG + HTML), page size {args.page_size}"
+            f"bench ui: median of {steps} dashboard steps (Step button: every live "
+            f"sequence decodes one token, then heatmaps + PNG + HTML), page size {page_size}"
         ),
         columns=[
             "pages",

@@ -56,36 +56,52 @@ def _trace(manager: SequenceManager, sequences: int, seed: int) -> int:
     return ops
 
 
-def run(args: argparse.Namespace) -> Report:
-    if args.quick:
-        args.sequences = 40
+def _time_recovery(store: Path, records: int) -> dict:
+    """Seconds to recover a store by replaying its log, then from a checkpoint."""
+    start = time.perf_counter()
+    recovered = recover(store)
+    replay = time.perf_counter() - start
+    recovered.checkpoint()
+    recovered.close()
+    start = time.perf_counter()
+    recover(store).close()
+    load = time.perf_counter() - start
+    return {
+        "records": records,
+        "replay_s": replay,
+        "records_per_s": records / replay,
+        "checkpoint_load_s": load,
+    }
+
+
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    sequences: int = 300,
+    dir: str | None = None,
+) -> Report:
+    if quick:
+        sequences = 40
     config = CacheConfig(num_pages=1024, page_size=16, num_layers=1, num_kv_heads=1, head_dim=8)
-    root = Path(tempfile.mkdtemp(prefix="pagedkv-bench-wal-", dir=args.dir))
+    root = Path(tempfile.mkdtemp(prefix="pagedkv-bench-wal-", dir=dir))
     rows, data = [], {}
     try:
         start = time.perf_counter()
-        ops = _trace(SequenceManager(KVCachePool(config)), args.sequences, args.seed)
+        ops = _trace(SequenceManager(KVCachePool(config)), sequences, seed)
         memory = time.perf_counter() - start
         rows.append(["in memory (no log)", ops, ops / memory, 1e6 * memory / ops, 1.0, 0])
         data["memory"] = {"ops_per_s": ops / memory}
         for policy in POLICIES:
             manager = DurableSequenceManager.create(root / policy.replace(" ", ""), config, policy)
             start = time.perf_counter()
-            _trace(manager, args.sequences, args.seed)
+            _trace(manager, sequences, seed)
             manager.log.sync()
             seconds = time.perf_counter() - start
             fsyncs, records = manager.log.fsyncs, manager.last_seq
             manager.close()
-            rows.append(
-                [
-                    f"fsync {policy}",
-                    ops,
-                    ops / seconds,
-                    1e6 * seconds / ops,
-                    seconds / memory,
-                    fsyncs,
-                ]
-            )
+            per_op = 1e6 * seconds / ops
+            rows.append([f"fsync {policy}", ops, ops / seconds, per_op, seconds / memory, fsyncs])
             data[policy] = {
                 "ops_per_s": ops / seconds,
                 "us_per_op": 1e6 * seconds / ops,
@@ -93,26 +109,13 @@ def run(args: argparse.Namespace) -> Report:
                 "records": records,
                 "slowdown": seconds / memory,
             }
-        start = time.perf_counter()
-        recovered = recover(root / "never")
-        replay = time.perf_counter() - start
-        recovered.checkpoint()
-        recovered.close()
-        start = time.perf_counter()
-        recover(root / "never").close()
-        load = time.perf_counter() - start
-        data["recovery"] = {
-            "records": records,
-            "replay_s": replay,
-            "records_per_s": records / replay,
-            "checkpoint_load_s": load,
-        }
+        data["recovery"] = _time_recovery(root / "never", records)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    always, never = data["always"], data["never"]
+    always, never, rec = data["always"], data["never"], data["recovery"]
     return Report(
         title=(
-            f"bench wal: {args.sequences} sequences x (add 64 tokens + 8 appends + free), "
+            f"bench wal: {sequences} sequences x (add 64 tokens + 8 appends + free), "
             f"{ops} operations, pages of 16, one record per operation"
         ),
         columns=["mode", "ops", "ops/s", "us/op", "vs memory", "fsyncs"],
@@ -121,9 +124,9 @@ def run(args: argparse.Namespace) -> Report:
             f"fsync always costs {always['us_per_op'] - never['us_per_op']:.0f} us more per "
             "operation than "
             f"never ({always['ops_per_s'] / never['ops_per_s']:.3f}x the throughput)",
-            f"recovery replays {records:,} records in {replay:.2f} s "
-            f"({records / replay:,.0f} records/s); "
-            f"from a checkpoint of the same state: {load:.3f} s",
+            f"recovery replays {records:,} records in {rec['replay_s']:.2f} s "
+            f"({rec['records_per_s']:,.0f} records/s); "
+            f"from a checkpoint of the same state: {rec['checkpoint_load_s']:.3f} s",
         ],
         data=data,
     )

@@ -4,7 +4,7 @@ applied action did, in words), and `Scenario` (a named list of actions for a poo
 Plain data is what makes a run replayable: `ScenarioRun.back()` re-applies the recorded
 actions. `ActionRecord.event_lines()` is the one place pool events become the words of the
 event log (allocate, prefix hit, evict, copy-on-write, preempt), shared by the dashboard and
-the demo. (The scheduler's own per-step record is `pagedkv.scheduler.StepRecord`; a
+the demo. (The scheduler's own per-step record is `pagedkv.scheduler_output.StepRecord`; a
 "schedule" action keeps its one-line `summary()` as the note.) Leaves out: serialising
 actions to files.
 """
@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from ..pool import Event
 from ..validation import check_seq_id
 
-OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule")
+OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule", "abort")
 
 
 @dataclass(frozen=True)
 class Action:
     """One step: what happens to which sequences (plain data, so runs can be replayed)."""
 
-    op: str  # add | decode | fork | free | beam | request (to the scheduler) | schedule
-    seq_id: Hashable | None = None  # add/free/request: the sequence; fork: the child; beam: group
+    op: str  # add | decode | fork | free | beam | request (to the scheduler) | schedule | abort
+    seq_id: Hashable | None = None  # add/free/request/abort: the sequence; fork: the child; beam: group
     parent: Hashable | None = None  # fork: the parent; add: start the prompt with its tokens
     text: str = ""  # add: the prompt (after the parent's tokens, if any)
     seq_ids: tuple[Hashable, ...] = ()  # decode: these sequences (empty: every live one)
@@ -36,7 +36,7 @@ class Action:
     def __post_init__(self) -> None:
         if self.op not in OPS:
             raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
-        if self.op in ("add", "fork", "free", "beam", "request") and self.seq_id is None:
+        if self.op in ("add", "fork", "free", "beam", "request", "abort") and self.seq_id is None:
             raise ValueError(f"op {self.op!r} needs a seq_id")
         for name, value in (("seq_id", self.seq_id), ("parent", self.parent)):
             if value is not None:
@@ -108,7 +108,7 @@ _WORDS = {  # event kind -> how the log says it (other kinds are said as they ar
 def _describe(run: list[Event]) -> str:
     first = run[0]
     who = f" for {first.seq_id}" if first.seq_id is not None else ""
-    if first.page_id < 0:  # a scheduler event about a sequence: preempt, resume
+    if first.page_id < 0:  # a scheduler event about a request: preempt, resume, abort
         return f"{first.kind} {first.seq_id}: {first.detail}"
     if first.kind == "cow":
         return f"copy-on-write: {first.detail} to page {first.page_id}{who}"

@@ -4,10 +4,12 @@
   pages, prefix hits, eviction); `fill`: sequences grow until no page is left; `prefix`: a
   shared system prompt; `eviction`: LRU victims, tail first; `parallel`: parallel sampling
   via fork and copy-on-write; `beam`: beam search via fork and free; `preempt`: the
-  scheduler preempts the newest request (recompute) and resumes it.
+  scheduler preempts the newest request (recompute) and resumes it; `chunked`: a long
+  prompt is prefilled in chunks within the token budget, and a running request is aborted.
 
-Each builder takes the pool geometry (num_pages, page_size) so the dashboard's sliders can
-rebuild a scenario on another pool; the defaults are the sizes the stories were written for.
+Each builder is called with the pool geometry (num_pages, page_size). Only `fill` uses it
+(it decodes until that pool is full); the others are written for their default sizes and
+give the same steps on any pool, where the story may change (a larger pool never evicts).
 Leaves out: random workloads (`pagedkv.workloads` generates those).
 """
 
@@ -36,6 +38,9 @@ PREEMPT_SCHEDULER = (
     ("preemption_mode", "recompute"),
 )
 PREEMPT_NEW_TOKENS = 16
+CHUNKED_PROMPT = "A long prompt is prefilled in chunks of 8."  # 42 bytes: six steps of 8
+CHAT_PROMPT = "A short chat turn"  # 17 bytes: 4 full pages of 4 and one token
+CHUNKED_SCHEDULER = (("max_num_seqs", 2), ("max_num_batched_tokens", 8))
 
 
 def _add(seq_id: str, text: str, caption: str) -> Action:
@@ -169,6 +174,24 @@ def _preemption(num_pages: int, page_size: int) -> list[Action]:
     return [*queued, Action("schedule", caption=step)]
 
 
+def _chunked(num_pages: int, page_size: int) -> list[Action]:
+    step = (
+        "the scheduler runs one step of at most 8 tokens: a prompt that does not fit is "
+        "prefilled in chunks, and samples only once it is all computed"
+    )
+    return [
+        Action("request", "long", text=CHUNKED_PROMPT, width=4, caption="long is queued"),
+        Action("request", "chat", text=CHAT_PROMPT, width=12, caption="chat is queued"),
+        *[Action("schedule", caption=step) for _ in range(9)],
+        Action("abort", "chat", caption="chat is aborted: its pages go as a finish releases them"),
+        Action(
+            "request", "chat_again", text=CHAT_PROMPT, width=4,
+            caption="chat_again sends the same prompt: it hits chat's CACHED pages",
+        ),
+        Action("schedule", caption=step),
+    ]
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
@@ -236,6 +259,16 @@ SCENARIOS: dict[str, Scenario] = {
             4,
             _preemption,
             scheduler=PREEMPT_SCHEDULER,
+        ),
+        Scenario(
+            "chunked",
+            "Chunked prefill and abort",
+            "A 42-token prompt is prefilled 8 tokens a step next to a short request, which is "
+            "then aborted; its full pages stay CACHED and a repeat of its prompt hits them.",
+            24,
+            4,
+            _chunked,
+            scheduler=CHUNKED_SCHEDULER,
         ),
     )
 }

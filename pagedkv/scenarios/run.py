@@ -54,7 +54,7 @@ class ScenarioRun:
         model: TinyLM | None = None,
     ) -> None:
         if isinstance(scenario, str):
-            from .library import get_scenario  # the library builds on this module's types
+            from .library import get_scenario  # only a name needs the library (built on .actions)
 
             scenario = get_scenario(scenario)
         self.scenario = scenario
@@ -86,6 +86,7 @@ class ScenarioRun:
         self.history: list[tuple[Action, bool]] = []  # (action, was a scenario step)
         self.seen_ids: set[Hashable] = set()  # every sequence id this run admitted or forked
         self._record: ActionRecord | None = None
+        self._progressed = False  # the last "schedule" computed a token or preempted
 
     def _on_event(self, event: Event) -> None:
         if self._record is not None:
@@ -148,7 +149,7 @@ class ScenarioRun:
             and self.done
             and self.scheduler is not None
             and self.scheduler.has_unfinished
-            and (record.tokens or any(e.kind == "preempt" for e in record.events))
+            and self._progressed
             and len(self.steps) < MAX_STEPS
         ):
             # The scheduler's last step repeats while it has work and makes progress; a
@@ -347,8 +348,19 @@ class ScenarioRun:
         if self.scheduler is None:
             raise ValueError("this scenario has no scheduler")
         step = self.scheduler.step()
+        self._progressed = bool(step.num_batched_tokens or step.preempted)  # chunks count
         record.tokens = dict(step.sampled)
         record.note = f"scheduler {step.summary()}"
+
+    def _abort(self, action: Action, record: ActionRecord) -> None:
+        """End a request of the scheduler: its pages go as a finish releases them."""
+        if self.scheduler is None or action.seq_id not in self.scheduler.requests:
+            raise ValueError(f"{action.seq_id!r} is not a request of this run's scheduler")
+        state = self.scheduler.request(action.seq_id)
+        was = state.status
+        if not self.scheduler.abort(action.seq_id):
+            raise ValueError(f"{action.seq_id!r} already finished")
+        record.note = f"{action.seq_id} aborted ({was}): full pages stay CACHED, like a finish"
 
     def __repr__(self) -> str:
         return (

@@ -1,0 +1,136 @@
+"""A scheduler request, its status, and the two waiting queues (first come, or by priority).
+
+vLLM v1 keeps the same things in `vllm/v1/request.py` (`Request`, `RequestStatus`) and
+`request_queue.py` (an FCFS deque and a priority heap). A request's status is one of
+WAITING (never run), RUNNING, PREEMPTED (waiting again after a preemption) and FINISHED,
+with the reason: "length" (it generated `max_new_tokens`) or "aborted".
+
+The priority queue keeps its requests sorted by (priority, arrival) — lower value first,
+ties by arrival, vLLM's rule — in a plain list, so iterating it (the dashboard, the
+metrics, the tests) shows the order admission will take. vLLM uses a heap: O(log n) push,
+but iteration is not in order. Queues here hold tens of requests; insertion into a sorted
+list costs O(n) and reads better.
+
+Leaves out: vLLM's other statuses (waiting for remote K/V, for a grammar, ...) and stop
+strings or EOS tokens as finish reasons.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class RequestStatus(str, Enum):
+    """Where a request is; compares equal to its lower-case name ("waiting", ...)."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    FINISHED = "finished"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(eq=False)
+class RequestState:
+    """A request and how far it got (what `Scheduler.request(req_id)` returns)."""
+
+    req_id: Hashable
+    prompt_token_ids: list[int]
+    max_new_tokens: int
+    arrival: int  # order of add_request: the tie-break of both policies
+    priority: int = 0  # lower runs first under policy="priority"
+    seed: int = 0  # seeds the runner's sampling of this request
+    output: list[int] = field(default_factory=list)  # generated tokens
+    status: RequestStatus = RequestStatus.WAITING
+    finish_reason: str | None = None  # "length" | "aborted" once FINISHED
+    num_preemptions: int = 0
+    num_computed_tokens: int = 0  # tokens with K/V in the pool by the end of the step
+    prefill_end: int = 0  # tokens its prefill runs up to, set at each admission
+    max_computed: int = 0  # most tokens it ever had computed (what a recompute repeats)
+    swap_pages: list[int] | None = None  # swap-space pages holding its K/V while swapped out
+    num_swapped_tokens: int = 0  # tokens those pages hold
+
+    @property
+    def token_ids(self) -> list[int]:
+        """Prompt and generated tokens: what a resumed sequence is re-admitted with."""
+        return self.prompt_token_ids + self.output
+
+    @property
+    def num_tokens(self) -> int:
+        """len(token_ids), without building the list."""
+        return len(self.prompt_token_ids) + len(self.output)
+
+    @property
+    def sort_key(self) -> tuple[int, int]:
+        return (self.priority, self.arrival)
+
+
+class FCFSQueue:
+    """Waiting requests in arrival order; a preempted request goes back to the front."""
+
+    def __init__(self) -> None:
+        self._queue: deque[RequestState] = deque()
+
+    def add(self, state: RequestState) -> None:
+        self._queue.append(state)
+
+    def prepend(self, state: RequestState) -> None:
+        self._queue.appendleft(state)
+
+    def pop(self) -> RequestState:
+        return self._queue.popleft()
+
+    def remove(self, state: RequestState) -> None:
+        self._queue.remove(state)
+
+    def __getitem__(self, i: int) -> RequestState:
+        return self._queue[i]
+
+    def __iter__(self) -> Iterator[RequestState]:
+        return iter(self._queue)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
+class PriorityQueue(FCFSQueue):
+    """Waiting requests by (priority, arrival); a preempted request takes its place again."""
+
+    def __init__(self) -> None:
+        self._list: list[RequestState] = []
+
+    def add(self, state: RequestState) -> None:
+        bisect.insort(self._list, state, key=lambda s: s.sort_key)
+
+    prepend = add  # vLLM's priority queue re-adds a preempted request by its key, too
+
+    def pop(self) -> RequestState:
+        return self._list.pop(0)
+
+    def remove(self, state: RequestState) -> None:
+        self._list.remove(state)
+
+    def __getitem__(self, i: int) -> RequestState:
+        return self._list[i]
+
+    def __iter__(self) -> Iterator[RequestState]:
+        return iter(self._list)
+
+    def __len__(self) -> int:
+        return len(self._list)
+
+
+QUEUES = {"fcfs": FCFSQueue, "priority": PriorityQueue}
+
+
+class UnknownRequestError(KeyError):
+    """No request of this scheduler has this id."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0])
