@@ -40,7 +40,9 @@ class CacheConfig:
     head_dim: int = 8
     dtype: str = "float32"  # storage dtype of K/V
     enable_prefix_caching: bool = True  # hash full pages and reuse them across sequences
-    eviction_policy: str = "lru"  # which CACHED page is reclaimed first: "lru" (vLLM) or "mru"
+    # Which CACHED page is reclaimed first: "lru" (vLLM) or "mru", or a class with the
+    # EvictionPolicy interface, called with no arguments (experiments, pagedkv.exercises).
+    eviction_policy: str | type = "lru"
 
     def __post_init__(self) -> None:
         _check_int("num_pages", self.num_pages, 1, 1 << 24)
@@ -54,9 +56,9 @@ class CacheConfig:
             raise ConfigError(
                 f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}"
             )
-        if self.eviction_policy not in EVICTION_POLICIES:
+        if not isinstance(self.eviction_policy, type) and self.eviction_policy not in EVICTION_POLICIES:
             raise ConfigError(
-                f"eviction_policy must be one of {EVICTION_POLICIES}, "
+                f"eviction_policy must be one of {EVICTION_POLICIES} or an EvictionPolicy class, "
                 f"got {self.eviction_policy!r}"
             )
         # Refuse pools whose K/V storage alone would exceed 8 GiB: a typo, not a plan.

@@ -109,8 +109,10 @@ class MRUEvictionPolicy(EvictionPolicy):
         return list(reversed(self._pages))
 
 
-def make_eviction_policy(name: str) -> EvictionPolicy:
-    """The policy a `CacheConfig.eviction_policy` names."""
+def make_eviction_policy(name: str | type) -> EvictionPolicy:
+    """The policy a `CacheConfig.eviction_policy` names (a class is called with no arguments)."""
+    if isinstance(name, type):
+        return name()
     policies = {"lru": LRUEvictionPolicy, "mru": MRUEvictionPolicy}
     if name not in policies:
         raise ValueError(f"eviction_policy must be one of {sorted(policies)}, got {name!r}")
