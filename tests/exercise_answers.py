@@ -251,7 +251,9 @@ WRONG = {
     ],
     "copy_on_write": [
         (
-            lambda block_table, num_tokens, page_size, ref_counts: ("write", block_table[-1]),
+            lambda block_table, num_tokens, page_size, ref_counts: (
+                ("new_page", None) if num_tokens % page_size == 0 else ("write", block_table[-1])
+            ),
             "every other block table",
         ),
         (

@@ -36,8 +36,8 @@ class Rounded:
         self.array = array
 
     def __repr__(self) -> str:
-        a = self.array
-        return f"array {list(a.shape)}, row 0 = {np.round(a.reshape(len(a), -1)[0], 6).tolist()}"
+        row = self.array.reshape(len(self.array), -1)[0].astype(np.float64)
+        return f"array {list(self.array.shape)}, row 0 = {np.round(row, 6).tolist()}"
 
 
 def _case(rng: np.random.Generator, page_size: int, context_len: int, heads: int, kv_heads: int) -> tuple:
@@ -76,7 +76,9 @@ def _hint(inputs: dict, dense_kv: tuple, got: np.ndarray) -> str:
     q, table, length = inputs["q"], inputs["block_table"], inputs["context_len"]
     k, v = dense_kv
     size, kv_heads, dim = inputs["k_cache"].shape[1:]
-    near = lambda out: out.shape == got.shape and np.allclose(got, out, atol=1e-9)  # noqa: E731
+    if got.dtype != np.float64:
+        return f"your result is {got.dtype}: compute in float64"
+    near = lambda out: out.shape == got.shape and np.allclose(got, out, rtol=0, atol=1e-9)  # noqa: E731
     if near(dense_attention(q[None] * np.sqrt(dim), k, v)[0]):
         return "the scores are not divided by sqrt(head_dim)"
     whole = [c[table].reshape(-1, kv_heads, dim) for c in (inputs["k_cache"], inputs["v_cache"])]
@@ -91,8 +93,6 @@ def _hint(inputs: dict, dense_kv: tuple, got: np.ndarray) -> str:
         heads = [h % kv_heads for h in range(len(q))]
         if near(dense_attention(q[None], k[:, heads], v[:, heads])[0]):
             return "query head h reads the wrong kv head"
-    if got.dtype != np.float64:
-        return f"your result is {got.dtype}: compute in float64"
     return ""
 
 

@@ -52,10 +52,10 @@ def _hint(case: dict, got: tuple) -> str:
         return "only the page being written into needs a private copy"
     if got[0] == "copy" and refs[table[-1]] == 1:
         return "no one else holds this page any more: the last holder may write in place"
-    if got[0] == "write" and refs[table[-1]] > 1:
-        return "writing in place changes the page for every other block table that holds it"
     if got[0] == "write" and full:
         return "the last page has no free slot"
+    if got[0] == "write" and refs[table[-1]] > 1:
+        return "writing in place changes the page for every other block table that holds it"
     return ""
 
 
@@ -89,8 +89,8 @@ def check_copy_on_write(fn: Callable) -> str:
         for child in holders[1:]:
             seqs.fork("parent", child)
         story = [
-            f"'parent' has a prompt of {length} tokens (page_size {page_size}), forked into "
-            + ", ".join(f"'{c}'" for c in holders[1:])
+            f"'parent' has a prompt of {length} token{'s' * (length > 1)} (page_size {page_size}), "
+            "forked into " + ", ".join(f"'{c}'" for c in holders[1:])
         ]
         for seq in holders[::-1] + holders[::-1]:  # the newest child writes first, twice around
             table = seqs.block_table(seq)
