@@ -38,7 +38,7 @@ test-fast: $(STAMP)
 notebooks: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.record_timing=False \
-		notebooks/[0-9]*.ipynb
+		notebooks/[0-9]*.ipynb notebooks/exercises/*.ipynb
 
 demo: $(STAMP)
 	$(BIN)/python -m pagedkv demo
