@@ -8,12 +8,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: lab test test-fast notebooks bench demo lint install clean
+.PHONY: lab test test-fast notebooks assignments bench demo lint install clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "pagedkv needs Python >= 3.10; found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[lab,test,serve]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[lab,test,serve,teach]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -39,6 +39,17 @@ notebooks: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.record_timing=False \
 		notebooks/[0-9]*.ipynb notebooks/exercises/*.ipynb
+
+# nbgrader's student version of notebooks/exercises/ (solutions and hidden parts removed) into
+# build/release/exercises/; the gradebook is build/gradebook.db. docs/teaching.md has the rest of
+# the round trip (collect, autograde, generate_feedback). nbgrader runs `alembic` from PATH.
+NBGRADER := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/nbgrader
+COURSE_ARGS := --CourseDirectory.root=$(CURDIR) --CourseDirectory.source_directory=notebooks \
+	--CourseDirectory.release_directory=build/release --CourseDirectory.db_url=sqlite:///build/gradebook.db
+
+assignments: $(STAMP)
+	@mkdir -p build
+	$(NBGRADER) generate_assignment exercises --force $(COURSE_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m pagedkv demo

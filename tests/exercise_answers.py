@@ -1,7 +1,8 @@
 """Answers to pagedkv.exercises: the reference solution of each, and the mistakes people make.
 
-The solutions are the same code as the solution regions of notebooks/exercises/ (a test
-checks that). Each WRONG entry is (answer, a phrase the feedback must contain).
+The solutions say what the solution regions of notebooks/exercises/ say (those are run by
+nbval and graded by nbgrader in tests/test_nbgrader.py). Each WRONG entry is (answer, a phrase
+the feedback must contain).
 """
 
 from __future__ import annotations
