@@ -3,6 +3,8 @@ that points at it, and broken code (raises, wrong type, mutates, loops) gets a p
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from pagedkv.exercises import EXERCISES, check
@@ -128,3 +130,13 @@ def test_a_policy_passed_as_an_instance_or_missing_methods(capsys):
 def test_unknown_exercise_name():
     with pytest.raises(ValueError, match="name must be one of"):
         check("slot_maping", SOLUTIONS["slot_mapping"])
+
+
+def test_a_check_from_another_thread_still_works(capsys):
+    # No alarm outside the main thread: the check runs in a worker thread with a join timeout.
+    results = []
+    worker = threading.Thread(target=lambda: results.append(check("pages_needed", SOLUTIONS["pages_needed"])))
+    worker.start()
+    worker.join(30)
+    assert results == [True]
+    assert "✓ pages_needed" in capsys.readouterr().out

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # frames in here are not the learner's
+running: dict[str, str] = {"inputs": ""}  # the case the learner's code was last given (timeouts name it)
 
 
 class Failure(Exception):
@@ -65,21 +66,26 @@ def run_with_limit(job: Callable[[], bool], seconds: float, name: str) -> bool:
         f"✗ {name}: your code did not finish within {seconds:g} s. An endless loop? Look at the "
         "loop conditions: every loop must make progress towards its end."
     )
+    running["inputs"] = ""
     if can_interrupt():
         try:
             with time_limit(seconds):
                 return job()
         except TimeLimitExceeded:
-            print(timeout)
+            print(timeout + _last_case())
             return False
     result: list[bool] = []
     worker = threading.Thread(target=lambda: result.append(job()), daemon=True)
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        print(timeout + " It is still running: restart the kernel before you try again.")
+        print(timeout + _last_case() + "\n  It is still running: restart the kernel before you try again.")
         return False
     return bool(result and result[0])
+
+
+def _last_case() -> str:
+    return f"\n  inputs:   {running['inputs']}" if running["inputs"] else ""
 
 
 def same(a: object, b: object) -> bool:
@@ -120,6 +126,7 @@ def call(name: str, fn: Callable[..., Any], inputs: dict[str, Any]) -> Any:
     """fn(**inputs) on copies of the inputs; Failure if it raises or changes them."""
     kept = copy.deepcopy(inputs)
     given = copy.deepcopy(inputs)
+    running["inputs"] = show(inputs)
     try:
         result = fn(**given)
     except Exception as error:  # noqa: BLE001 - anything the learner's code raises is feedback
