@@ -127,6 +127,16 @@ def test_a_policy_passed_as_an_instance_or_missing_methods(capsys):
     assert "has no add_all, remove" in capsys.readouterr().out
 
 
+def test_a_policy_that_fails_only_inside_the_pool_is_caught_there(capsys):
+    class KeepsTwoOfEachRelease(SOLUTIONS["eviction_policy"]):
+        def add_all(self, page_ids):
+            super().add_all(page_ids[:2])
+
+    assert check("eviction_policy", KeepsTwoOfEachRelease) is False
+    out = capsys.readouterr().out
+    assert "the pool no longer holds together" in out and "add a [1, 2, 3, 4, 5, 6]; free a" in out
+
+
 def test_unknown_exercise_name():
     with pytest.raises(ValueError, match="name must be one of"):
         check("slot_maping", SOLUTIONS["slot_mapping"])

@@ -182,20 +182,36 @@ def _step_text(step: tuple) -> str:
     return " ".join(str(x) for x in step)
 
 
+def _on_pool(seqs: SequenceManager, step: tuple) -> None:
+    kind = step[0]
+    if kind == "add":
+        seqs.add(step[1], step[2])
+    elif kind == "append":
+        seqs.append_slot(step[1], step[2])
+    elif kind == "fork":
+        seqs.fork(step[1], step[2])
+    else:
+        seqs.free(step[1])
+
+
+def _on_reference(ref: ReferencePool, step: tuple) -> None:
+    kind = step[0]
+    if kind == "add":
+        ref.add(step[1], step[2])
+    elif kind == "append":
+        ref.append(step[1], step[2])
+    elif kind == "fork":
+        ref.fork(step[1], step[2])
+    else:
+        ref.free_seq(step[1])
+
+
 def _apply(seqs: SequenceManager, ref: ReferencePool, step: tuple) -> tuple[str, str]:
-    """Apply one step to both; ('ok' | 'out of pages') of each."""
-    kind, seq, arg = step[0], step[1], step[2] if len(step) > 2 else None
+    """Apply one step to the reference, then the pool: ('ok' | 'out of pages') of each."""
     outcome = []
-    for side in (ref, seqs):
+    for apply, side in ((_on_reference, ref), (_on_pool, seqs)):
         try:
-            if kind == "add":
-                side.add(seq, arg)
-            elif kind == "append":
-                side.append(seq, arg) if side is ref else side.append_slot(seq, arg)
-            elif kind == "fork":
-                side.fork(seq, arg)
-            else:
-                side.free_seq(seq) if side is ref else side.free(seq)
+            apply(side, step)
             outcome.append("ok")
         except (OutOfPages, OutOfPagesError):
             outcome.append("out of pages")
@@ -214,24 +230,25 @@ def _run(cls: type, num_pages: int, page_size: int, steps: list[tuple], title: s
     seqs, ref = SequenceManager(KVCachePool(config)), ReferencePool(num_pages, page_size, True, "lru")
     for i, step in enumerate(steps):
         done = "; ".join(_step_text(s) for s in steps[: i + 1])
+        where = f"  pool:     {num_pages} pages of {page_size} slots ({title})\n  steps:    {done}\n"
         try:
             expected_outcome, got_outcome = _apply(seqs, ref, step)
-            seqs.pool.check_invariants()
             expected, got = _ref_view(ref), _pool_view(seqs)
-        except (Exception, AssertionError) as error:  # noqa: BLE001 - broken by the learner's policy
+        except Exception as error:  # noqa: BLE001 - the pool broke on the learner's policy
+            what = describe_error(error)
             raise Failure(
-                f"✗ {NAME}: the pool could not work with your policy: {describe_error(error)}\n"
-                f"  pool:     {num_pages} pages of {page_size} slots ({title})\n  steps:    {done}\n"
-                f"  rule:     {RULE}"
+                f"✗ {NAME}: the pool could not work with your policy: {what}\n{where}  rule:     {RULE}"
+            ) from None
+        try:
+            seqs.pool.check_invariants()
+        except AssertionError as error:
+            raise Failure(
+                f"✗ {NAME}: after the last step the pool no longer holds together ({error}): your set "
+                f"and the pool's CACHED pages disagree\n{where}  rule:     {RULE}"
             ) from None
         expected["outcome"], got["outcome"] = expected_outcome, got_outcome
         if got != expected:
-            hint = ""
-            if (
-                len(expected["eviction order"]) > 1
-                and got["eviction order"] == expected["eviction order"][::-1]
-            ):
-                hint = "\n  hint:     your policy evicts the most recently released page first (MRU)"
+            hint = f"\n  hint:     {h}" if (h := _diagnose(cls)) else ""
             raise Failure(
                 f"✗ {NAME}: in a real KVCachePool your policy gives a different result than LRU\n"
                 f"  pool:     {num_pages} pages of {page_size} slots ({title})\n  steps:    {done}\n"
@@ -289,20 +306,8 @@ def _run_valid(cls: type, steps: list[tuple]) -> None:
         if step[0] != "add" and step[1] not in ref.tables:
             continue
         try:
-            _apply_ref(ref, step)
+            _on_reference(ref, step)
         except OutOfPages:
             pass
         kept.append(step)
     _run(cls, 5, 2, kept, "random run")
-
-
-def _apply_ref(ref: ReferencePool, step: tuple) -> None:
-    kind = step[0]
-    if kind == "add":
-        ref.add(step[1], step[2])
-    elif kind == "append":
-        ref.append(step[1], step[2])
-    elif kind == "fork":
-        ref.fork(step[1], step[2])
-    else:
-        ref.free_seq(step[1])
