@@ -74,7 +74,8 @@ def _invoke(policy: object, op: tuple, trace: list[str]) -> object:
     try:
         return getattr(policy, op[0])(*op[1:])
     except Exception as error:  # noqa: BLE001 - the learner's method raised
-        raise Failure(f"✗ {NAME}: {op[0]} {describe_error(error)}\n  calls:    {'; '.join(trace)}") from None
+        what = describe_error(error)
+        raise Failure(f"✗ {NAME}: in {_call_text(op)}, {what}\n  calls:    {'; '.join(trace)}") from None
 
 
 def _unit_traces() -> list[list[tuple]]:
