@@ -23,7 +23,7 @@ from .guard import Failure, call, wrong
 NAME = "paged_attention"
 TOLERANCE = 1e-12
 RULE = (
-    "docs/design.md, K/V storage and attention: the decode query attends to the keys and values "
+    "paged attention (notebook 02): the decode query attends to the keys and values "
     "of positions 0 .. context_len - 1, found through the block table, with weights "
     "softmax(q . k / sqrt(head_dim)); query head h reads kv head h // (num_heads // num_kv_heads)"
 )

@@ -1,6 +1,6 @@
 """Checkers for the block-table exercises: `slot_mapping` and `pages_needed`.
 
-The oracles are the package's own: `Sequence.slot_mapping` (what vLLM's model runner
+The oracles are the package's own: `SequenceManager.slot_mapping` (what vLLM's model runner
 builds for `reshape_and_cache`) and the block table a real `SequenceManager` grows one
 token at a time (vLLM's `KVCacheManager.allocate_slots`). Cases run smallest first, so the
 first failure shown is the smallest one.
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..config import CacheConfig
 from ..pool import KVCachePool
-from ..sequence import Sequence, SequenceManager
+from ..sequence import SequenceManager
 from .guard import Failure, call, wrong
 
 SLOT_RULE = (
@@ -31,16 +31,32 @@ PAGES_RULE = (
 )
 
 
-def _slot_cases() -> list[dict]:
+def _slot_cases() -> list[tuple[dict, list[int]]]:
+    """(inputs, expected) pairs: sequences admitted into a real pool whose FREE pages are
+    scattered (fillers hold some), expected slots from `SequenceManager.slot_mapping`."""
     rng = np.random.default_rng(0)
     cases = []
     for num_blocks in (1, 2, 3):
         for page_size in (1, 2, 3, 4):
-            table = rng.permutation(8)[:num_blocks].tolist()
+            config = CacheConfig(
+                num_pages=8,
+                page_size=page_size,
+                num_layers=1,
+                num_kv_heads=1,
+                head_dim=1,
+                enable_prefix_caching=False,
+            )
+            seqs = SequenceManager(KVCachePool(config))
+            for filler in range(5):
+                seqs.add(f"filler{filler}", [0])
+            for filler in 1 + rng.permutation(4)[:3]:  # page 0 stays held: no table starts at 0
+                seqs.free(f"filler{filler}")
             length = num_blocks * page_size - int(rng.integers(0, page_size))
+            seqs.add("learner", [0] * length)
             positions = sorted(rng.choice(length, size=min(length, 4), replace=False).tolist())
-            cases.append(dict(block_table=table, positions=positions, page_size=page_size))
-    cases.sort(key=lambda c: (len(c["positions"]), len(c["block_table"]), c["page_size"]))
+            inputs = dict(block_table=seqs.block_table("learner"), positions=positions, page_size=page_size)
+            cases.append((inputs, seqs.slot_mapping("learner")[positions].tolist()))
+    cases.sort(key=lambda c: (len(c[0]["positions"]), len(c[0]["block_table"]), c[0]["page_size"]))
     return cases
 
 
@@ -62,10 +78,8 @@ def _slot_hint(case: dict, got: list[int]) -> str:
 def check_slot_mapping(fn: Callable) -> str:
     """fn(block_table, positions, page_size) -> the slot of every position."""
     name, cases = "slot_mapping", _slot_cases()
-    for case in cases:
+    for case, expected in cases:
         table, size = case["block_table"], case["page_size"]
-        seq = Sequence("learner", [0] * (len(table) * size), table, len(table) * size, page_size=size)
-        expected = seq.slot_mapping()[case["positions"]].tolist()
         got = call(name, fn, case)
         if not isinstance(got, (list, tuple, np.ndarray)) or len(got) != len(expected):
             raise Failure(
@@ -76,7 +90,7 @@ def check_slot_mapping(fn: Callable) -> str:
         got = [int(s) if isinstance(s, (int, np.integer)) else s for s in got]
         if got != expected:
             raise wrong(name, case, expected, got, SLOT_RULE, _slot_hint(case, got))
-    return f"✓ {name}: all {len(cases)} cases agree with Sequence.slot_mapping (page sizes 1-4)."
+    return f"✓ {name}: all {len(cases)} cases agree with SequenceManager.slot_mapping (page sizes 1-4)."
 
 
 def _grown_tables(page_size: int, max_tokens: int) -> list[int]:

@@ -23,7 +23,7 @@ from .guard import Failure, call, wrong
 
 NAME = "preemption"
 RULE = (
-    "docs/design.md, scheduler: each running request in admission order appends one token; "
+    "the scheduler (notebook 05, vLLM v1): each running request in admission order appends one token; "
     "when one needs a page and none is FREE, the most recently admitted running request is "
     "preempted (it may be the one asking) and its pages are freed, until the append fits. "
     "Recompute redoes the K/V of every token the victim had in the cache"

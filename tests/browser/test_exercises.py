@@ -74,7 +74,7 @@ def test_a_wrong_answer_gets_feedback_then_the_right_one_passes(jupyterlab, open
 
     feedback = _answer(nb, WRONG, "wrong answer")
     assert "✗ slot_mapping: wrong answer for the smallest failing case" in feedback, feedback
-    assert "expected: [12, 13]" in feedback and "got:      [6, 7]" in feedback, feedback
+    assert re.search(r"expected: \[\d+, \d+\]\n\s*got:\s+\[\d+, \d+\]", feedback), feedback
     assert "page p's first slot is not p" in feedback, feedback
     assert "False" in feedback
 
