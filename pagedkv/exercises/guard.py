@@ -57,7 +57,7 @@ def time_limit(seconds: float) -> Iterator[None]:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)
 
 
 def run_with_limit(job: Callable[[], bool], seconds: float, name: str) -> bool:
