@@ -11,6 +11,7 @@ Leaves out: slot mappings of several sequences at once (the batch is a concatena
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ PAGES_RULE = (
 )
 
 
-def _slot_cases() -> list[tuple[dict, list[int]]]:
+def _slot_cases() -> list[tuple[dict[str, Any], list[int]]]:
     """(inputs, expected) pairs: sequences admitted into a real pool whose FREE pages are
     scattered (fillers hold some), expected slots from `SequenceManager.slot_mapping`."""
     rng = np.random.default_rng(0)
@@ -54,7 +55,9 @@ def _slot_cases() -> list[tuple[dict, list[int]]]:
             length = num_blocks * page_size - int(rng.integers(0, page_size))
             seqs.add("learner", [0] * length)
             positions = sorted(rng.choice(length, size=min(length, 4), replace=False).tolist())
-            inputs = dict(block_table=seqs.block_table("learner"), positions=positions, page_size=page_size)
+            inputs: dict[str, Any] = dict(
+                block_table=seqs.block_table("learner"), positions=positions, page_size=page_size
+            )
             cases.append((inputs, seqs.slot_mapping("learner")[positions].tolist()))
     cases.sort(key=lambda c: (len(c[0]["positions"]), len(c[0]["block_table"]), c[0]["page_size"]))
     return cases

@@ -14,6 +14,7 @@ checks only ever make valid calls.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -91,6 +92,7 @@ def _unit_traces() -> list[list[tuple]]:
                     length > 4
                 )
                 kind = kinds[rng.integers(len(kinds))]
+                op: tuple
                 if kind == "add":
                     op = ("add", int(rng.choice(absent)))
                 elif kind == "add_all":
@@ -133,8 +135,8 @@ def _unit_hint(cls: type, expected: dict, got: dict) -> str:
     return _diagnose(cls)
 
 
-def _view(policy: object, returned: object) -> dict:
-    view = {"order()": list(policy.order()), "release_order()": list(policy.release_order())}
+def _view(policy: Any, returned: object) -> dict[str, Any]:
+    view: dict[str, Any] = {"order()": list(policy.order()), "release_order()": list(policy.release_order())}
     view["len()"] = len(policy)
     view["in"] = [p for p in range(6) if p in policy]
     if returned is not None:
@@ -207,16 +209,17 @@ def _on_reference(ref: ReferencePool, step: tuple) -> None:
         ref.free_seq(step[1])
 
 
+def _outcome(apply: Callable[[], None]) -> str:
+    try:
+        apply()
+    except (OutOfPages, OutOfPagesError):
+        return "out of pages"
+    return "ok"
+
+
 def _apply(seqs: SequenceManager, ref: ReferencePool, step: tuple) -> tuple[str, str]:
     """Apply one step to the reference, then the pool: ('ok' | 'out of pages') of each."""
-    outcome = []
-    for apply, side in ((_on_reference, ref), (_on_pool, seqs)):
-        try:
-            apply(side, step)
-            outcome.append("ok")
-        except (OutOfPages, OutOfPagesError):
-            outcome.append("out of pages")
-    return outcome[0], outcome[1]
+    return _outcome(lambda: _on_reference(ref, step)), _outcome(lambda: _on_pool(seqs, step))
 
 
 def _run(cls: type, num_pages: int, page_size: int, steps: list[tuple], title: str) -> None:
@@ -259,7 +262,9 @@ def _run(cls: type, num_pages: int, page_size: int, steps: list[tuple], title: s
 
 def _random_steps(rng: np.random.Generator, length: int) -> list[tuple]:
     """Valid-looking steps (ids that exist) for a 5-page pool; out of pages is fine."""
-    live, steps, next_id = [], [], 0
+    live: list[str] = []
+    steps: list[tuple] = []
+    next_id = 0
     for _ in range(length):
         kind = "add" if not live else ("add", "append", "append", "fork", "free")[rng.integers(5)]
         if kind in ("add", "fork"):

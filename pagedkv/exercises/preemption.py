@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 from ..config import CacheConfig
 from ..pool import KVCachePool
@@ -30,7 +31,7 @@ RULE = (
 )
 
 
-def _oracle(running: list[tuple[str, int]], page_size: int, num_free_pages: int) -> tuple[list[str], int]:
+def _oracle(running: list[tuple[str, int]], page_size: int, num_free_pages: int) -> tuple[list, int]:
     held = sum(-(-n // page_size) for _, n in running)
     config = CacheConfig(
         num_pages=held + num_free_pages,
@@ -50,8 +51,8 @@ def _oracle(running: list[tuple[str, int]], page_size: int, num_free_pages: int)
     return victims, scheduler.stats.recomputed_tokens
 
 
-def _cases() -> list[dict]:
-    cases = []
+def _cases() -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = []
     for page_size in (1, 2, 3):
         for count in (1, 2, 3):
             names = ["req1", "req2", "req3"][:count]
