@@ -13,7 +13,7 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanit
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "pagedkv needs Python >= 3.10; found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[lab,test,serve,teach]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[lab,test,serve,teach,dev]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -68,9 +68,11 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pagedkv bench ops
 
+# The pinned ruff and mypy come with the dev extra (pyproject.toml), installed with the rest.
 lint: $(STAMP)
-	@$(BIN)/python -m ruff --version >/dev/null 2>&1 || $(BIN)/python -m pip install --quiet ruff
 	$(BIN)/python -m ruff check pagedkv tests
+	$(BIN)/python -m ruff format --check pagedkv tests
+	$(BIN)/python -m mypy pagedkv
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis

@@ -28,6 +28,8 @@ from collections.abc import Sequence as SequenceLike
 import numpy as np
 
 from .pool import KVCachePool
+from .slot_mapping import slot_mapping as slots_of
+from .validation import check_array, check_instance, check_int
 
 # Bytes of keys gathered per chunk of a decode batch: with the values about 4 MiB, which stay
 # in this machine's L3 cache while the chunk is used (1-4 MiB measured alike; bench attention).
@@ -78,8 +80,7 @@ class AttentionEngine:
     """Writes K/V into a pool's pages and attends through block tables."""
 
     def __init__(self, pool: KVCachePool) -> None:
-        if not isinstance(pool, KVCachePool):
-            raise TypeError(f"pool must be a KVCachePool, got {type(pool).__name__}")
+        check_instance("pool", pool, KVCachePool)
         cfg = pool.config
         self.pool = pool
         self.page_size = cfg.page_size
@@ -100,14 +101,10 @@ class AttentionEngine:
         return held[:size].reshape(shape)
 
     def _check_layer(self, layer: int) -> int:
-        if isinstance(layer, bool) or not isinstance(layer, (int, np.integer)):
-            raise TypeError(f"layer must be an int, got {layer!r}")
-        if not 0 <= layer < self.slots.shape[0]:
-            raise ValueError(f"layer must be in [0, {self.slots.shape[0] - 1}], got {layer}")
-        return int(layer)
+        return check_int("layer", layer, 0, self.slots.shape[0] - 1)
 
     def write(
-        self, layer: int, slot_mapping: SequenceLike[int], keys: np.ndarray, values: np.ndarray
+        self, layer: int, slot_mapping: SequenceLike[int] | np.ndarray, keys: np.ndarray, values: np.ndarray
     ) -> None:
         """Store K/V of n tokens at their slots. keys, values: [n, num_kv_heads, head_dim]."""
         layer = self._check_layer(layer)
@@ -115,12 +112,8 @@ class AttentionEngine:
         if slots.ndim != 1 or (slots.size and slots.dtype.kind not in "iu"):
             raise TypeError(f"slot_mapping must be a 1-D int array, got {slots.dtype} {slots.shape}")
         expect = (slots.size, self.num_kv_heads, self.head_dim)
-        for name, arr in (("keys", keys), ("values", values)):
-            if not isinstance(arr, np.ndarray) or arr.shape != expect:
-                shape = getattr(arr, "shape", type(arr).__name__)
-                raise ValueError(f"{name} must be an array of shape {expect}, got {shape}")
-            if not np.isfinite(arr).all():
-                raise ValueError(f"{name} holds NaN or inf; refusing to cache it")
+        check_array("keys", keys, expect, finite=True)
+        check_array("values", values, expect, finite=True)
         if slots.size and (slots.min() < 0 or slots.max() >= self.slots.shape[2]):
             raise ValueError(
                 f"slot_mapping must hold slots in [0, {self.slots.shape[2] - 1}], "
@@ -130,14 +123,8 @@ class AttentionEngine:
         self.slots[layer, 1, slots] = values
 
     def _context_slots(self, block_table: SequenceLike[int], context_len: int) -> np.ndarray:
-        if not 1 <= context_len <= len(block_table) * self.page_size:
-            raise ValueError(
-                f"context_len must be in [1, {len(block_table) * self.page_size}] for a "
-                f"{len(block_table)}-page block table, got {context_len}"
-            )
-        positions = np.arange(context_len)
-        table = np.asarray(block_table, dtype=np.int64)
-        return table[positions // self.page_size] * self.page_size + positions % self.page_size
+        context_len = check_int("context_len", context_len, 1, len(block_table) * self.page_size)
+        return slots_of(block_table, self.page_size, np.arange(context_len))
 
     def gather(
         self, layer: int, block_table: SequenceLike[int], context_len: int
@@ -154,6 +141,28 @@ class AttentionEngine:
         k, v = self.gather(layer, block_table, context_len)
         return dense_attention(q, k, v, causal=True)
 
+    def _batch_table(
+        self, q: np.ndarray, block_tables: SequenceLike[SequenceLike[int]], context_lens: SequenceLike[int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Check a decode batch; return its block tables as one [B, max pages] array, padded
+        with page 0 (masked by the lengths), and the lengths as an int64 array."""
+        batch = len(block_tables)
+        if q.ndim != 3 or q.shape[0] != batch or q.shape[2] != self.head_dim or len(context_lens) != batch:
+            raise ValueError(
+                f"need q [B, H, {self.head_dim}] with B = len(block_tables) = len(context_lens); "
+                f"got q {q.shape}, {batch} block tables, {len(context_lens)} lengths"
+            )
+        lens = np.asarray(context_lens, dtype=np.int64)
+        width = max(len(t) for t in block_tables)
+        if (lens < 1).any() or (lens > np.array([len(t) for t in block_tables]) * self.page_size).any():
+            raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
+        table = np.zeros((batch, width), dtype=np.int64)
+        for b, pages in enumerate(block_tables):
+            table[b, : len(pages)] = pages
+        if table.size and (table.min() < 0 or table.max() >= self.pool.num_pages):
+            raise ValueError(f"block_tables must hold page ids in [0, {self.pool.num_pages - 1}]")
+        return table, lens
+
     def paged_attention_batch(
         self,
         layer: int,
@@ -168,22 +177,9 @@ class AttentionEngine:
         """
         layer = self._check_layer(layer)
         q = np.asarray(q)
-        batch = len(block_tables)
-        if q.ndim != 3 or q.shape[0] != batch or q.shape[2] != self.head_dim or len(context_lens) != batch:
-            raise ValueError(
-                f"need q [B, H, {self.head_dim}] with B = len(block_tables) = len(context_lens); "
-                f"got q {q.shape}, {batch} block tables, {len(context_lens)} lengths"
-            )
-        lens = np.asarray(context_lens, dtype=np.int64)
-        width = max(len(t) for t in block_tables)
-        if (lens < 1).any() or (lens > np.array([len(t) for t in block_tables]) * self.page_size).any():
-            raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
-        table = np.zeros((batch, width), dtype=np.int64)  # padded with page 0, masked below
-        for b, pages in enumerate(block_tables):
-            table[b, : len(pages)] = pages
+        table, lens = self._batch_table(q, block_tables, context_lens)
+        batch, width = table.shape
         store = self.pool.kv_cache[layer]  # [2, num_pages, page_size, Hkv, D]
-        if table.size and (table.min() < 0 or table.max() >= store.shape[1]):
-            raise ValueError(f"block_tables must hold page ids in [0, {store.shape[1] - 1}]")
         heads, kv_heads, dim, size = q.shape[1], self.num_kv_heads, self.head_dim, self.page_size
         group = _check_gqa(heads, kv_heads)
         dtype = np.result_type(q.dtype, store.dtype)

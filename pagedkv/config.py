@@ -10,24 +10,26 @@ Leaves out: GPU memory profiling to *derive* `num_pages` from a memory budget (v
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .validation import check_int
+from .validation import check_bool, check_choice, check_int
 
 EVICTION_POLICIES = ("lru", "mru")
 DTYPES = ("float16", "float32", "float64")
 
 
 class ConfigError(ValueError):
-    """A `CacheConfig` field has a value outside its allowed range."""
+    """A `CacheConfig` field has a value outside its allowed range (a field of the wrong
+    kind raises TypeError, as everywhere in pagedkv)."""
 
 
-def _check_int(name: str, value: object, low: int, high: int) -> None:
+def _check(check: Callable[..., object], name: str, *args: object) -> None:
     try:
-        check_int(name, value, low, high)
-    except (TypeError, ValueError) as error:
+        check(name, *args)
+    except ValueError as error:
         raise ConfigError(str(error)) from None
 
 
@@ -45,22 +47,15 @@ class CacheConfig:
     eviction_policy: str | type = "lru"
 
     def __post_init__(self) -> None:
-        _check_int("num_pages", self.num_pages, 1, 1 << 24)
-        _check_int("page_size", self.page_size, 1, 1 << 16)
-        _check_int("num_layers", self.num_layers, 1, 1024)
-        _check_int("num_kv_heads", self.num_kv_heads, 1, 1024)
-        _check_int("head_dim", self.head_dim, 1, 4096)
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"dtype must be one of {DTYPES}, got {self.dtype!r}")
-        if not isinstance(self.enable_prefix_caching, bool):
-            raise ConfigError(
-                f"enable_prefix_caching must be a bool, got {self.enable_prefix_caching!r}"
-            )
-        if not isinstance(self.eviction_policy, type) and self.eviction_policy not in EVICTION_POLICIES:
-            raise ConfigError(
-                f"eviction_policy must be one of {EVICTION_POLICIES} or an EvictionPolicy class, "
-                f"got {self.eviction_policy!r}"
-            )
+        _check(check_int, "num_pages", self.num_pages, 1, 1 << 24)
+        _check(check_int, "page_size", self.page_size, 1, 1 << 16)
+        _check(check_int, "num_layers", self.num_layers, 1, 1024)
+        _check(check_int, "num_kv_heads", self.num_kv_heads, 1, 1024)
+        _check(check_int, "head_dim", self.head_dim, 1, 4096)
+        _check(check_choice, "dtype", self.dtype, DTYPES)
+        check_bool("enable_prefix_caching", self.enable_prefix_caching)
+        if not isinstance(self.eviction_policy, type):  # a class is an EvictionPolicy (exercises)
+            _check(check_choice, "eviction_policy", self.eviction_policy, EVICTION_POLICIES)
         # Refuse pools whose K/V storage alone would exceed 8 GiB: a typo, not a plan.
         if self.kv_bytes > 8 << 30:
             raise ConfigError(

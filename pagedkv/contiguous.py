@@ -27,8 +27,7 @@ import bisect
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from .sequence import UnknownSequenceError
-from .validation import check_int
+from .validation import check_choice, check_int, check_known, check_new, check_seq_id
 
 POLICIES = ("max", "pow2", "oracle")
 
@@ -78,9 +77,7 @@ class ContiguousKVCache:
     def __init__(self, num_slots: int, policy: str = "max", max_seq_len: int = 2048) -> None:
         self.num_slots = check_int("num_slots", num_slots, 1, 1 << 40)
         self.max_seq_len = check_int("max_seq_len", max_seq_len, 1, num_slots)
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-        self.policy = policy
+        self.policy = check_choice("policy", policy, POLICIES)
         self._starts: list[int] = []  # sorted start slots of the reservations
         self._by_start: dict[int, Hashable] = {}  # start slot -> req id
         self._requests: dict[Hashable, list[int]] = {}  # req id -> [start, length, used, final_len]
@@ -141,10 +138,7 @@ class ContiguousKVCache:
         """Reserve a range for a request holding `prompt_len` tokens that will grow to
         `final_len`; returns its start slot. Raises NoContiguousHoleError (changing nothing)
         when no hole fits the policy's reservation."""
-        if isinstance(req_id, bool) or not isinstance(req_id, (str, int)):
-            raise TypeError(f"req_id must be a str or int, got {req_id!r}")
-        if req_id in self._requests:
-            raise ValueError(f"req_id {req_id!r} already holds a reservation")
+        check_new("req_id", check_seq_id("req_id", req_id), self._requests, "holding a reservation")
         check_int("final_len", final_len, 1, self.max_seq_len)
         check_int("prompt_len", prompt_len, 1, final_len)
         length = self.reservation_size(final_len)
@@ -177,12 +171,7 @@ class ContiguousKVCache:
         self._starts.pop(bisect.bisect_left(self._starts, start))
 
     def _get(self, req_id: Hashable) -> list[int]:
-        try:
-            return self._requests[req_id]
-        except (KeyError, TypeError):
-            raise UnknownSequenceError(
-                f"req_id {req_id!r} holds no reservation (live: {list(self._requests)[:8]})"
-            ) from None
+        return check_known("req_id", req_id, self._requests, "a request holding a reservation")
 
     def _reserved_slots(self) -> int:
         return sum(entry[1] for entry in self._requests.values())

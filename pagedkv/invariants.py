@@ -1,12 +1,20 @@
-"""check_invariants: every rule of DESIGN.md's page pool, verified from scratch.
+"""check_invariants: every rule of the page pool (docs/design.md), verified from scratch.
 
-Tests call it after every operation (mini-sglang calls its equivalent `check_integrity`).
+Tests call it after every operation; mini-sglang calls its equivalent `check_integrity`.
 It recounts everything from the block tables and the pages instead of trusting any
-counter: each page in exactly one state; ref counts equal block-table membership; block
-tables hold the right number of pages with the sequence's tokens; FREE pages empty;
-CACHED pages full, indexed and evictable; index and pages agree; every full page in a
-block table carries the chained hash of its tokens; nothing cached when prefix caching is
-off. O(num_pages + tokens), hashing included: for tests and debugging, not hot paths.
+counter: each page in exactly one state; ref counts equal block-table membership (docs/design.md rule 3);
+block tables hold the right number of pages with the sequence's tokens (docs/design.md rule 2); FREE
+pages empty; CACHED pages full, indexed and evictable (docs/design.md rule 6); index and pages agree;
+every full page in a block table carries the chained hash of its tokens (docs/design.md rule 4); nothing
+cached when prefix caching is off.
+
+It takes the pool and the sequence manager as two arguments and reads only their public
+fields (`pool.pages`, `pool.free_queue`, `pool.prefix_index`, `pool.eviction`,
+`seqs.sequences`). O(num_pages + tokens), hashing included: for tests and debugging, not
+hot paths.
+
+Leaves out: K/V contents (whether the cached K/V are the right numbers is what the
+attention and generation oracles test).
 """
 
 from __future__ import annotations
@@ -15,9 +23,11 @@ from typing import TYPE_CHECKING
 
 from .hashing import hash_block_tokens
 from .page import PageState
+from .slot_mapping import num_blocks
 
 if TYPE_CHECKING:
     from .pool import KVCachePool
+    from .sequence import SequenceManager
 
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 
@@ -27,42 +37,65 @@ def _require(condition: bool, message: str) -> None:
         raise AssertionError(message)
 
 
-def check_invariants(pool: KVCachePool) -> None:
-    """Raise AssertionError naming the first broken rule of DESIGN.md."""
+def check_invariants(pool: KVCachePool, seqs: SequenceManager | None = None) -> None:
+    """Raise AssertionError naming the first broken rule of docs/design.md.
+
+    `seqs` is the manager whose block tables hold the pool's pages (None: no sequences)."""
+    if seqs is not None:
+        _require(seqs.pool is pool, "the sequence manager belongs to another pool")
+    holders = _check_block_tables(pool, seqs)
+    _check_pages(pool, holders)
+    for block_hash, pid in pool.prefix_index.items():
+        page = pool.pages[pid]
+        _require(page.block_hash == block_hash, f"index entry for page {pid}: hash differs")
+        _require(page.state is not FREE, f"index points at FREE page {pid}")
+    if not pool.config.enable_prefix_caching:
+        _require(not len(pool.prefix_index) and not len(pool.eviction), "prefix caching off but cached")
+
+
+def _check_block_tables(pool: KVCachePool, seqs: SequenceManager | None) -> list[int]:
+    """docs/design.md rules 2 and 4 for every block table; returns the number of tables holding each page."""
     holders = [0] * pool.num_pages
-    caching = pool.config.enable_prefix_caching
-    for seq_id, seq in pool._sequences().items():
+    size, caching = pool.page_size, pool.config.enable_prefix_caching
+    for seq_id, seq in (seqs.sequences if seqs is not None else {}).items():
         table = seq.block_table
         _require(
-            len(table) == -(-seq.num_tokens // pool.page_size),
-            f"sequence {seq_id!r}: {len(table)} pages for {seq.num_tokens} tokens",
+            len(table) == num_blocks(seq.num_tokens, size),
+            f"sequence {seq_id!r}: {len(table)} pages for {seq.num_tokens} tokens (docs/design.md rule 2)",
         )
         _require(len(set(table)) == len(table), f"sequence {seq_id!r}: page twice in table")
         parent = None
         for i, page_id in enumerate(table):
             holders[page_id] += 1
-            page = pool._pages[page_id]
-            expect = seq.token_ids[i * pool.page_size : (i + 1) * pool.page_size]
+            page = pool.pages[page_id]
+            expect = seq.token_ids[i * size : (i + 1) * size]
             _require(
                 page.token_ids == expect,
                 f"sequence {seq_id!r} block {i}: page {page_id} holds other tokens",
             )
-            if caching and len(expect) == pool.page_size:  # rule 4: full pages are hashed
+            if caching and len(expect) == size:  # docs/design.md rule 4: full pages are hashed
                 parent = hash_block_tokens(parent, expect, seq.extra_key if i == 0 else None)
                 _require(
                     page.block_hash == parent,
-                    f"sequence {seq_id!r} block {i}: page {page_id}'s hash is not the chain's",
+                    f"sequence {seq_id!r} block {i}: page {page_id}'s hash is not the chain's "
+                    "(docs/design.md rule 4)",
                 )
-    free_set = set(pool._free)
-    _require(len(free_set) == len(pool._free), "free list holds a page twice")
+    return holders
+
+
+def _check_pages(pool: KVCachePool, holders: list[int]) -> None:
+    """Each page in exactly one state, with the ref count its holders give it (docs/design.md rule 3)."""
+    free = pool.free_queue.page_ids()
+    free_set = set(free)
+    _require(len(free_set) == len(free), "free queue holds a page twice")
     _require(len(pool.eviction) == len(set(pool.eviction.order())), "eviction order repeats")
-    for page in pool._pages:
+    for page in pool.pages:
         pid, state = page.page_id, page.state
         _require(
             page.ref_count == holders[pid],
-            f"page {pid}: ref_count {page.ref_count} != {holders[pid]} block tables",
+            f"page {pid}: ref_count {page.ref_count} != {holders[pid]} block tables (docs/design.md rule 3)",
         )
-        _require((pid in free_set) == (state is FREE), f"page {pid}: free list vs {state.name}")
+        _require((pid in free_set) == (state is FREE), f"page {pid}: free queue vs {state.name}")
         _require(
             (pid in pool.eviction) == (state is CACHED),
             f"page {pid}: eviction set vs {state.name}",
@@ -74,15 +107,11 @@ def check_invariants(pool: KVCachePool) -> None:
         else:
             _require(page.ref_count == 0, f"CACHED page {pid} has ref_count {page.ref_count}")
             _require(
-                page.num_tokens == pool.page_size and pool._index.get(page.block_hash) == pid,
-                f"CACHED page {pid} is not full and indexed",
+                page.num_tokens == pool.page_size and pool.prefix_index.holds(page),
+                f"CACHED page {pid} is not full and indexed (docs/design.md rule 6)",
             )
         _require(page.num_tokens <= pool.page_size, f"page {pid} overfull")
         if page.block_hash is not None:
-            _require(page.num_tokens == pool.page_size, f"partial page {pid} has a hash")
-    for block_hash, pid in pool._index.items():
-        page = pool._pages[pid]
-        _require(page.block_hash == block_hash, f"index entry for page {pid}: hash differs")
-        _require(page.state is not FREE, f"index points at FREE page {pid}")
-    if not pool.config.enable_prefix_caching:
-        _require(not pool._index and not len(pool.eviction), "prefix caching off but cached")
+            _require(
+                page.num_tokens == pool.page_size, f"partial page {pid} has a hash (docs/design.md rule 4)"
+            )

@@ -10,7 +10,8 @@ views are made on access: building two per page up front costs more than the who
 bookkeeping of a large pool's lifetime.)
 
 Leaves out: vLLM's doubly-linked free-queue pointers (`prev_free_block`/`next_free_block`);
-pagedkv keeps FREE pages in a heap and CACHED pages in the eviction policy instead.
+pagedkv keeps FREE pages in the free queue (free_queue.py) and CACHED pages in the
+eviction policy (eviction.py) instead.
 """
 
 from __future__ import annotations

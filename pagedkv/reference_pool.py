@@ -1,4 +1,4 @@
-"""A plain reference model of DESIGN.md's page-pool rules, written independently of pagedkv.
+"""A plain reference model of the page-pool rules in docs/design.md, written independently of pagedkv.
 
 It uses no hashing at all: a full block is named by the whole token prefix it ends
 (plus the extra key), which is what a chained hash stands for, minus collisions. Pages are
@@ -43,7 +43,9 @@ class ReferencePool:
             self.free.remove(pid)
         else:
             pid = self.evictable.pop(0) if self.policy == "lru" else self.evictable.pop()
-            del self.index[self.key[pid]]
+            key = self.key[pid]
+            assert key is not None  # an evictable page is full, so it has a key
+            del self.index[key]
             self.key[pid] = None
             self.tokens[pid] = []
             self.stats["evictions"] += 1

@@ -21,7 +21,12 @@ the sequence is freed and before another sequence is admitted that could hit the
 `TinyLM.generate`, the Scheduler and the service all compute in the same step. Pure
 bookkeeping (benchmarks, the state-machine tests) never reads K/V, so it may skip that.
 
-Leaves out: chunked prefill and sliding-window or cross-attention block tables.
+The manager decides and the pool acts: every page changes through the pool's public
+verbs (`get_new_blocks`, `touch`, `free_blocks`, `cache_full_blocks`, `copy_block`, ...),
+between `pool.tick()` and `pool.publish()`, together with the block-table change.
+
+Leaves out: sliding-window or cross-attention block tables; admission takes all of a
+prompt's pages at once (vLLM v1 allocates them per scheduled chunk).
 """
 
 from __future__ import annotations
@@ -33,28 +38,36 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .hashing import chain_hashes, encode_extra_key, hash_block_tokens
-from .pool import CACHED, KVCachePool, OutOfPagesError
-from .validation import check_seq_id, check_token, check_tokens
+from .page import PageState
+from .pool import KVCachePool, OutOfPagesError
+from .slot_mapping import num_blocks, slot_mapping
+from .validation import (
+    UnknownSequenceError,
+    check_instance,
+    check_int,
+    check_known,
+    check_new,
+    check_seq_id,
+    check_token,
+    check_tokens,
+)
 
-
-class UnknownSequenceError(KeyError):
-    """No live sequence has this id."""
-
-    def __str__(self) -> str:  # KeyError would print the repr of the message
-        return str(self.args[0])
+__all__ = ["AdmissionPlan", "Sequence", "SequenceManager", "UnknownSequenceError"]
 
 
 @dataclass(slots=True, eq=False)
 class Sequence:
+    """One sequence's tokens and block table (every field is given by the manager)."""
+
     seq_id: Hashable
     token_ids: list[int]  # prompt then generated tokens
     block_table: list[int]  # logical block i -> page id
     num_prompt_tokens: int
-    num_cached_tokens: int = 0  # prompt tokens served by prefix hits at admission
-    num_computed_tokens: int = 0  # tokens whose K/V are in the cache
-    extra_key: object = None  # enters the first page's hash
-    parent: Hashable | None = None  # fork parent
-    page_size: int = field(default=16, repr=False)
+    num_cached_tokens: int  # prompt tokens served by prefix hits at admission
+    num_computed_tokens: int  # tokens whose K/V are in the cache
+    extra_key: object  # enters the first page's hash (None for none)
+    parent: Hashable | None  # fork parent
+    page_size: int = field(repr=False)  # the pool's page size
 
     @property
     def num_tokens(self) -> int:
@@ -62,18 +75,15 @@ class Sequence:
 
     def slot(self, position: int) -> int:
         """Flat slot (page_id * page_size + offset) of the token at `position`."""
-        if not 0 <= position < len(self.token_ids):
-            raise IndexError(f"position must be in [0, {len(self.token_ids) - 1}], got {position}")
-        return self.block_table[position // self.page_size] * self.page_size + position % self.page_size
+        position = check_int("position", position, 0, len(self.token_ids) - 1)
+        return slot_mapping(self.block_table, self.page_size, position)
 
     def slot_mapping(self, start: int = 0, end: int | None = None) -> np.ndarray:
         """Slots of positions start..end-1 as an int64 array."""
-        end = len(self.token_ids) if end is None else end
-        if not 0 <= start <= end <= len(self.token_ids):
-            raise IndexError(f"need 0 <= start <= end <= {len(self.token_ids)}, got {start}, {end}")
-        positions = np.arange(start, end)
-        table = np.asarray(self.block_table, dtype=np.int64)
-        return table[positions // self.page_size] * self.page_size + positions % self.page_size
+        n = len(self.token_ids)
+        end = n if end is None else check_int("end", end, 0, n)
+        start = check_int("start", start, 0, end)
+        return slot_mapping(self.block_table, self.page_size, np.arange(start, end))
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,9 +104,8 @@ class SequenceManager:
     """Block tables for live sequences over one `KVCachePool`."""
 
     def __init__(self, pool: KVCachePool) -> None:
-        if not isinstance(pool, KVCachePool):
-            raise TypeError(f"pool must be a KVCachePool, got {type(pool).__name__}")
-        pool._attach(self)
+        check_instance("pool", pool, KVCachePool)
+        pool.attach_manager(self)
         self.pool = pool
         self.page_size = pool.page_size
         self.sequences: dict[Hashable, Sequence] = {}  # seq id -> sequence, oldest first
@@ -106,12 +115,7 @@ class SequenceManager:
 
     def get(self, seq_id: Hashable) -> Sequence:
         """The live sequence with this id (raises UnknownSequenceError)."""
-        try:
-            return self.sequences[seq_id]
-        except (KeyError, TypeError):
-            raise UnknownSequenceError(
-                f"seq_id {seq_id!r} is not a live sequence (live: {list(self.sequences)[:8]})"
-            ) from None
+        return check_known("seq_id", seq_id, self.sequences)
 
     __getitem__ = get
 
@@ -129,6 +133,7 @@ class SequenceManager:
         return list(self.get(seq_id).block_table)
 
     def slot_mapping(self, seq_id: Hashable, start: int = 0, end: int | None = None) -> np.ndarray:
+        """Slots of a sequence's positions start..end-1 (`Sequence.slot_mapping`)."""
         return self.get(seq_id).slot_mapping(start, end)
 
     def pages_needed_to_append(self, seq_id: Hashable) -> int:
@@ -144,26 +149,25 @@ class SequenceManager:
         seqs = [self.get(s) for s in seq_ids]
         if len({s.seq_id for s in seqs}) != len(seqs):
             raise ValueError(f"seq_ids must be distinct, got {list(seq_ids)}")
-        needed, writers = 0, {}  # writers: partial last page id -> sequences of the step on it
+        needed = 0
+        writers: dict[int, int] = {}  # partial last page id -> sequences of the step on it
         for seq in seqs:
             if seq.num_tokens % self.page_size == 0:
                 needed += 1
             else:
                 writers[seq.block_table[-1]] = writers.get(seq.block_table[-1], 0) + 1
         for page_id, k in writers.items():
-            holders = self.pool._pages[page_id].ref_count
+            holders = self.pool.pages[page_id].ref_count
             needed += k if holders > k else k - 1
         return needed
 
-    # ---- operations ------------------------------------------------------------------------
+    # ---- admission -------------------------------------------------------------------------
 
     def plan_add(
-        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int] | np.ndarray, extra_key: object = None
     ) -> AdmissionPlan:
         """Validate an admission and work out what `add` would do, changing nothing."""
-        check_seq_id("seq_id", seq_id)
-        if seq_id in self.sequences:
-            raise ValueError(f"seq_id {seq_id!r} is already a live sequence")
+        check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
         tokens, data = check_tokens("prompt_token_ids", prompt_token_ids)
         encode_extra_key(extra_key)  # validates its type
         pool, size = self.pool, self.page_size
@@ -172,19 +176,21 @@ class SequenceManager:
         if pool.config.enable_prefix_caching:
             hashes = chain_hashes(data, size, extra_key)
             # The page holding the last prompt token is never a hit: that token must run.
-            hits = pool._lookup_prefix(hashes[: (len(tokens) - 1) // size], tokens)
+            hits = pool.find_longest_cache_hit(hashes[: (len(tokens) - 1) // size], tokens)
         return AdmissionPlan(
             seq_id=seq_id,
             token_ids=tokens,
             extra_key=extra_key,
             hashes=hashes,
             hits=hits,
-            revived=[p for p in hits if pool._pages[p].state is CACHED],
-            num_new_pages=-(-len(tokens) // size) - len(hits),
+            revived=[p for p in hits if pool.pages[p].state is PageState.CACHED],
+            num_new_pages=num_blocks(len(tokens), size) - len(hits),
             num_cached_tokens=len(hits) * size,
         )
 
-    def add(self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None) -> int:
+    def add(
+        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int] | np.ndarray, extra_key: object = None
+    ) -> int:
         """Admit a sequence: reuse cached prefix pages, allocate the rest (all or nothing).
 
         Returns the number of prompt tokens whose K/V came from the prefix cache; the
@@ -194,67 +200,84 @@ class SequenceManager:
         return self._admit(self.plan_add(seq_id, prompt_token_ids, extra_key))
 
     def _admit(self, plan: AdmissionPlan) -> int:
-        pool, size, tokens, hits = self.pool, self.page_size, plan.token_ids, plan.hits
+        """Carry out a plan from `plan_add` (it must still hold: nothing changed since)."""
+        pool, tokens, hits, num_hits = self.pool, plan.token_ids, plan.hits, len(plan.hits)
         if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
             raise OutOfPagesError(
                 f"prompt of {len(tokens)} tokens needs {plan.num_new_pages} new pages; "
                 f"{pool.num_free_pages} FREE + {pool.num_cached_pages - len(plan.revived)} "
                 "evictable CACHED"
             )
-        pool._tick()
-        pool._acquire(hits, plan.seq_id, "prefix_hit")
-        new_pages = pool._allocate(plan.num_new_pages, plan.seq_id)
-        pool._fill(new_pages, tokens, plan.hashes, len(hits))
-        num_cached = plan.num_cached_tokens
+        pool.tick()
+        pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
+        new_pages = pool.get_new_blocks(plan.num_new_pages, plan.seq_id)
+        pool.fill_blocks(new_pages, tokens, num_hits)
         if pool.config.enable_prefix_caching:
-            pool.stats.prefix_queries += len(tokens)
-            pool.stats.prefix_hits += num_cached
+            pool.cache_full_blocks(new_pages[: len(plan.hashes) - num_hits], plan.hashes[num_hits:])
+            pool.record_prefix_lookup(len(tokens), plan.num_cached_tokens)
         self.sequences[plan.seq_id] = Sequence(
-            plan.seq_id, tokens, hits + new_pages, len(tokens), num_cached, num_cached,
-            plan.extra_key, None, size,
+            plan.seq_id,
+            tokens,
+            hits + new_pages,
+            len(tokens),
+            plan.num_cached_tokens,
+            plan.num_cached_tokens,
+            plan.extra_key,
+            None,
+            self.page_size,
         )
-        pool._publish()
-        return num_cached
+        pool.publish()
+        return plan.num_cached_tokens
+
+    # ---- decode, fork, free ----------------------------------------------------------------
 
     def append_slot(self, seq_id: Hashable, token_id: int) -> int:
-        """Append one token; return its slot. Allocates a page only when the last is full,
-        and copies the last page first when another block table shares it."""
+        """Append one token; return its slot. Allocates a page only when the last is full
+        (docs/design.md rule 2), and copies the last page first when another block table
+        shares it (rule 7)."""
         seq = self.get(seq_id)
         token_id = check_token("token_id", token_id)
         pool, size = self.pool, self.page_size
-        offset = seq.num_tokens % size
-        last = pool._pages[seq.block_table[-1]]
+        position = seq.num_tokens
+        offset = position % size
+        last = pool.pages[seq.block_table[-1]]
         if (offset == 0 or last.ref_count > 1) and pool.num_available_pages == 0:
-            raise OutOfPagesError(
-                f"appending to {seq_id!r} needs a page and all {pool.num_pages} are ACTIVE"
-            )
-        pool._tick()
+            raise OutOfPagesError(f"appending to {seq_id!r} needs a page and all {pool.num_pages} are ACTIVE")
+        pool.tick()
         if offset == 0:
-            seq.block_table.append(pool._allocate(1, seq_id)[0])
+            seq.block_table.append(pool.get_new_blocks(1, seq_id)[0])
         elif last.ref_count > 1:
-            new_page = pool._allocate(1, seq_id)[0]
-            pool._copy(last.page_id, new_page, seq_id)
-            seq.block_table[-1] = new_page
-            self.cow_log.append((last.page_id, new_page))
+            self._copy_on_write(seq, last.page_id)
         seq.token_ids.append(token_id)
-        block_hash = None
-        if offset == size - 1 and pool.config.enable_prefix_caching:
-            block = len(seq.block_table) - 1
-            parent = pool._pages[seq.block_table[block - 1]].block_hash if block else None
-            block_hash = hash_block_tokens(parent, seq.token_ids[block * size :], seq.extra_key)
         page_id = seq.block_table[-1]
-        pool._write(page_id, [token_id], block_hash)
-        pool._publish()
-        return page_id * size + offset
+        pool.append_token(page_id, token_id)
+        if offset == size - 1 and pool.config.enable_prefix_caching:  # the page is now full
+            block = len(seq.block_table) - 1
+            parent = pool.pages[seq.block_table[block - 1]].block_hash if block else None
+            block_hash = hash_block_tokens(parent, seq.token_ids[block * size :], seq.extra_key)
+            pool.cache_full_blocks([page_id], [block_hash])
+        pool.publish()
+        return slot_mapping(seq.block_table, size, position)
+
+    def _copy_on_write(self, seq: Sequence, src: int) -> None:
+        """`seq` is about to write into its shared last page: give it a copy of its own.
+
+        NOTE: only the last page can be shared and written (earlier pages are full and
+        never written again), so only it is ever copied; vLLM v0 made the same decision in
+        `cow_block_if_not_appendable`."""
+        dst = self.pool.get_new_blocks(1, seq.seq_id)[0]
+        self.pool.copy_block(src, dst, seq.seq_id)
+        self.pool.free_blocks([src], seq.seq_id)  # src keeps its other holders
+        seq.block_table[-1] = dst
+        self.cow_log.append((src, dst))
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
-        """Start `child_id` as a copy of `parent_id` sharing all its pages (no page is taken)."""
+        """Start `child_id` as a copy of `parent_id` sharing all its pages (docs/design.md rule 7; no page
+        is taken)."""
         parent = self.get(parent_id)
-        check_seq_id("child_id", child_id)
-        if child_id in self.sequences:
-            raise ValueError(f"child_id {child_id!r} is already a live sequence")
-        self.pool._tick()
-        self.pool._acquire(parent.block_table, child_id, "fork")
+        check_new("child_id", check_seq_id("child_id", child_id), self.sequences)
+        self.pool.tick()
+        self.pool.touch(parent.block_table, child_id, "fork")
         self.sequences[child_id] = Sequence(
             child_id,
             list(parent.token_ids),
@@ -266,26 +289,25 @@ class SequenceManager:
             parent_id,
             self.page_size,
         )
-        self.pool._publish()
+        self.pool.publish()
 
     def free(self, seq_id: Hashable) -> None:
-        """Finish a sequence: release its pages tail first."""
+        """Finish a sequence: release its pages tail first (docs/design.md rule 6).
+
+        NOTE: the tail page is the least reusable (the longest prefix, least likely to be
+        asked for again), so it goes to the eviction policy first and is evicted first;
+        vLLM v1's `SingleTypeKVCacheManager.free` passes `reversed(blocks)` for the same
+        reason."""
         seq = self.get(seq_id)
-        self.pool._tick()
+        self.pool.tick()
         del self.sequences[seq_id]
-        self.pool._release(reversed(seq.block_table), seq_id)
-        self.pool._publish()
+        self.pool.free_blocks(reversed(seq.block_table), seq_id)
+        self.pool.publish()
 
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
         """Record that K/V of the first `num_computed_tokens` tokens are in the cache."""
         seq = self.get(seq_id)
-        if isinstance(num_computed_tokens, bool) or not isinstance(num_computed_tokens, (int, np.integer)):
-            raise TypeError(f"num_computed_tokens must be an int, got {num_computed_tokens!r}")
-        if not 0 <= num_computed_tokens <= seq.num_tokens:
-            raise ValueError(
-                f"num_computed_tokens must be in [0, {seq.num_tokens}], got {num_computed_tokens}"
-            )
-        seq.num_computed_tokens = int(num_computed_tokens)
+        seq.num_computed_tokens = check_int("num_computed_tokens", num_computed_tokens, 0, seq.num_tokens)
 
     def __repr__(self) -> str:
         return f"SequenceManager(sequences={list(self.sequences)}, pool={self.pool!r})"

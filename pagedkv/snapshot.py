@@ -1,9 +1,11 @@
-"""What the pool shows the outside world: counters, events and plain-data snapshots.
+"""What the pool shows the outside world: counters and plain-data snapshots.
 
-Plots, notebooks, metrics and the HTTP API read the pool only through these: a
-`PoolSnapshot` is a copy (numpy arrays per page, tuples per sequence), an `Event` says what
-happened to one page, `PoolStats` counts what happened since the pool was created. vLLM
-exposes the same facts as `KVCacheBlock` fields, `PrefixCacheStats` and KV-cache events.
+Plots, notebooks, metrics and the HTTP API read the pool only through these and the
+events (events.py): a `PoolSnapshot` is a copy (numpy arrays per page, tuples per
+sequence), `PoolStats` counts what happened since the pool was created. vLLM
+exposes the same facts as `KVCacheBlock` fields and `PrefixCacheStats`. `take_snapshot`
+takes the pool and its sequence manager as two arguments (block tables belong to the
+manager) and reads only their public fields.
 
 Leaves out: per-request latency statistics (they belong to a scheduler or server).
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,23 +22,14 @@ from .page import PageState
 
 if TYPE_CHECKING:
     from .pool import KVCachePool
+    from .sequence import SequenceManager
 
 ACTIVE = PageState.ACTIVE
 
 
-class Event(NamedTuple):
-    """One thing that happened to a page, for event logs, plots and metrics."""
-
-    clock: int
-    kind: str  # allocate | evict | prefix_hit | cow | cache | free | reset
-    page_id: int
-    seq_id: Hashable | None = None
-    detail: str = ""
-
-
 @dataclass
 class PoolStats:
-    """Counters since the pool was created (DESIGN.md, "Counts" and "Counters")."""
+    """Counters since the pool was created (docs/design.md, "Counts and counters")."""
 
     allocations: int = 0  # pages handed out for writing (FREE or evicted; COW targets too)
     evictions: int = 0  # CACHED pages reclaimed
@@ -95,10 +88,11 @@ class PoolSnapshot:
         return float(self.fill[self.state == ACTIVE].sum()) / (self.num_pages * self.page_size)
 
 
-def take_snapshot(pool: KVCachePool) -> PoolSnapshot:
-    """Copy out the pool's state as plain numpy arrays and tuples (for plots and APIs)."""
-    n, pages = pool.num_pages, pool._pages
-    sequences = pool._sequences()
+def take_snapshot(pool: KVCachePool, seqs: SequenceManager | None = None) -> PoolSnapshot:
+    """Copy out the pool's pages and `seqs`' block tables as plain numpy arrays and tuples
+    (for plots and APIs); `seqs` None describes a pool without sequences."""
+    n, pages = pool.num_pages, pool.pages
+    sequences = seqs.sequences if seqs is not None else {}
     owner = np.full(n, -1, dtype=np.int32)
     for k, seq in reversed(list(enumerate(sequences.values()))):
         owner[seq.block_table] = k  # oldest holder wins: it is written last
@@ -114,11 +108,11 @@ def take_snapshot(pool: KVCachePool) -> PoolSnapshot:
         ref_count=np.fromiter((p.ref_count for p in pages), dtype=np.int32, count=n),
         owner=owner,
         lru_rank=lru_rank,
-        hashed=np.fromiter((pool._index.get(p.block_hash) == p.page_id for p in pages), bool, n),
+        hashed=np.fromiter((pool.prefix_index.holds(p) for p in pages), dtype=bool, count=n),
         last_access=np.fromiter((p.last_access for p in pages), dtype=np.int64, count=n),
         seq_ids=tuple(sequences),
         block_tables={s: tuple(q.block_table) for s, q in sequences.items()},
         num_cached_tokens={s: q.num_cached_tokens for s, q in sequences.items()},
-        cow_log=tuple(pool._manager.cow_log) if pool._manager is not None else (),
+        cow_log=tuple(seqs.cow_log) if seqs is not None else (),
         stats=pool.stats.as_dict(),
     )

@@ -17,16 +17,17 @@ from __future__ import annotations
 import numpy as np
 
 from .attention import AttentionEngine
+from .free_queue import FreeQueue
 from .pool import KVCachePool
-from .validation import check_int
+from .slot_mapping import slot_mapping
+from .validation import check_instance, check_int
 
 
 class SwapSpace:
     """`num_pages` host pages for the K/V of one pool's pages."""
 
     def __init__(self, pool: KVCachePool, num_pages: int) -> None:
-        if not isinstance(pool, KVCachePool):
-            raise TypeError(f"pool must be a KVCachePool, got {type(pool).__name__}")
+        check_instance("pool", pool, KVCachePool)
         num_pages = check_int("swap_space_pages", num_pages, 0, 1 << 24)
         cfg = pool.config
         self.pool = pool
@@ -34,7 +35,7 @@ class SwapSpace:
             (cfg.num_layers, 2, num_pages, *cfg.kv_shape[3:]), dtype=cfg.dtype
         )  # [layers, 2, swap_pages, page_size, kv_heads, head_dim]
         self.page_bytes = cfg.kv_bytes // cfg.num_pages  # one page, every layer, K and V
-        self._free = list(range(num_pages - 1, -1, -1))  # stack: lowest id on top
+        self.free_queue = FreeQueue(range(num_pages))  # host pages, lowest id first
         self._engine = AttentionEngine(pool)
 
     @property
@@ -43,27 +44,27 @@ class SwapSpace:
 
     @property
     def num_free_pages(self) -> int:
-        return len(self._free)
+        return len(self.free_queue)
 
     def swap_out(self, block_table: list[int]) -> list[int] | None:
         """Copy these pool pages' K/V (whole pages) to host pages; return the host page ids in
         block order, or None, copying nothing, when too few host pages are free."""
-        if len(block_table) > len(self._free):
+        if len(block_table) > len(self.free_queue):
             return None
-        host_pages = [self._free.pop() for _ in block_table]
+        host_pages = self.free_queue.popleft_n(len(block_table))
         self.kv_cache[:, :, host_pages] = self.pool.kv_cache[:, :, block_table]
         return host_pages
 
     def swap_in(self, host_pages: list[int], start: int, slots: np.ndarray) -> None:
         """Copy the K/V of positions start, start + 1, ... (one per slot) of a sequence swapped
         out to `host_pages` back into the pool at `slots`; then release the host pages."""
-        size = self.pool.page_size
         positions = np.arange(start, start + len(slots))
-        host_slots = np.asarray(host_pages)[positions // size] * size + positions % size
+        host_slots = slot_mapping(host_pages, self.pool.page_size, positions)
         flat = self.kv_cache.reshape(self.kv_cache.shape[0], 2, -1, *self.kv_cache.shape[4:])
         for layer in range(flat.shape[0]):  # flat: [layers, 2, swap_pages * page_size, kv_heads, head_dim]
             self._engine.write(layer, slots, flat[layer, 0, host_slots], flat[layer, 1, host_slots])
-        self._free.extend(reversed(host_pages))
+        for host_page in host_pages:
+            self.free_queue.append(host_page)
 
     def __repr__(self) -> str:
         return f"SwapSpace(num_pages={self.num_pages}, num_free_pages={self.num_free_pages})"

@@ -1,29 +1,81 @@
-"""Argument checks shared by every public call: clear errors that name the argument.
+"""Argument checks shared by every public call: one rule, one wording.
 
-Each check raises TypeError (wrong kind of value) or ValueError (right kind, outside the
-allowed range) with a message naming the argument, the value and what is allowed, before
-anything is changed. vLLM validates the same things in its `SamplingParams` and request
-processing; here one module keeps the wording the same everywhere.
+The rule (docs/design.md rule 9): a value of the wrong kind raises TypeError, a value of
+the right kind outside what is allowed raises ValueError, and an id that names nothing
+live raises `UnknownSequenceError`, a KeyError. Every message names the argument, the
+value it got and what is allowed, and every check runs before anything is changed, so a
+failed call leaves the pool exactly as it was.
+
+vLLM validates the same things when it verifies `SamplingParams` and in its request
+processor; keeping the checks in one module keeps the wording the same everywhere.
+
+Leaves out: coercion. A float 3.0 is not an int here and a string is not a token list:
+a silent conversion would hide the caller's mistake.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from collections.abc import Sequence as SequenceLike
+from typing import Any, TypeVar
 
 import numpy as np
 
 MAX_TOKEN_ID = 2**63 - 1  # token ids are hashed as int64
+V = TypeVar("V")
+
+
+class UnknownSequenceError(KeyError):
+    """No live sequence (or request, or reservation) has this id."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0])
+
+
+def _kind(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def check_instance(name: str, value: object, cls: type) -> Any:
+    """`value` is an instance of `cls`, else TypeError.
+
+    Example: check_instance("pool", {}, KVCachePool) raises "pool must be a KVCachePool, got dict"."""
+    if not isinstance(value, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+    return value
 
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
-    """An int (not a bool) in [low, high] (no upper bound when high is None)."""
+    """An int (not a bool) in [low, high] (no upper bound when high is None).
+
+    Example: check_int("n", 3, 0) -> 3; check_int("n", 3.0, 0) raises TypeError."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+        raise TypeError(f"{name} must be an int, got {_kind(value)}")
     if value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be {allowed}, got {value}")
     return int(value)
+
+
+def check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {_kind(value)}")
+    return value
+
+
+def check_choice(name: str, value: object, choices: SequenceLike[str]) -> str:
+    """One of the strings `choices` (TypeError for a non-string, ValueError for another one)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be one of {tuple(choices)}, got {_kind(value)}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+    return value
+
+
+def check_callable(name: str, value: object) -> Callable[..., Any]:
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    return value
 
 
 def check_vocab(name: str, token_ids: SequenceLike[int], vocab_size: int) -> None:
@@ -34,16 +86,32 @@ def check_vocab(name: str, token_ids: SequenceLike[int], vocab_size: int) -> Non
 
 
 def check_seq_id(name: str, seq_id: object) -> Hashable:
+    """A sequence id: a non-empty str or an int (not a bool)."""
     if isinstance(seq_id, bool) or not isinstance(seq_id, (str, int)):
-        raise TypeError(f"{name} must be a str or int, got {seq_id!r} ({type(seq_id).__name__})")
+        raise TypeError(f"{name} must be a str or int, got {_kind(seq_id)}")
     if isinstance(seq_id, str) and not seq_id:
-        raise ValueError(f"{name} must be a non-empty string")
+        raise ValueError(f"{name} must be a non-empty string, got ''")
     return seq_id
+
+
+def check_known(name: str, key: object, live: Mapping[Any, V], what: str = "a live sequence") -> V:
+    """live[key], or UnknownSequenceError naming the key and a few live ones."""
+    try:
+        return live[key]
+    except (KeyError, TypeError):  # TypeError: an unhashable key is not live either
+        raise UnknownSequenceError(f"{name} {key!r} is not {what} (live: {list(live)[:8]})") from None
+
+
+def check_new(name: str, key: Hashable, live: Mapping[Any, Any], what: str = "a live sequence") -> Hashable:
+    """`key` is not yet in `live`, else ValueError (a duplicate id is a wrong value)."""
+    if key in live:
+        raise ValueError(f"{name} {key!r} is already {what}")
+    return key
 
 
 def check_token(name: str, token_id: object) -> int:
     if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {token_id!r} ({type(token_id).__name__})")
+        raise TypeError(f"{name} must be an int, got {_kind(token_id)}")
     if not 0 <= token_id <= MAX_TOKEN_ID:
         raise ValueError(f"{name} must be in [0, 2**63 - 1], got {token_id}")
     return int(token_id)
@@ -59,13 +127,11 @@ def check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
         array = token_ids
     elif isinstance(token_ids, (list, tuple, range)):
         if any(type(t) is not int for t in token_ids):
-            for i, t in enumerate(token_ids):
-                check_token(f"{name}[{i}]", t)
+            _check_each(name, token_ids)
         try:
             array = np.asarray(token_ids, dtype=np.int64)
         except OverflowError:
-            for i, t in enumerate(token_ids):
-                check_token(f"{name}[{i}]", t)
+            _check_each(name, token_ids)
             raise
     else:
         raise TypeError(
@@ -78,3 +144,30 @@ def check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
         i = int(np.argmin(array) if array.dtype.kind == "i" else np.argmax(array))
         raise ValueError(f"{name} must hold ids in [0, 2**63 - 1], got {array[i]} at index {i}")
     return array.tolist(), array.astype("<i8", copy=False).tobytes()
+
+
+def _check_each(name: str, token_ids: Iterable[object]) -> None:
+    for i, t in enumerate(token_ids):
+        check_token(f"{name}[{i}]", t)
+
+
+def check_array(
+    name: str,
+    value: object,
+    shape: tuple[int, ...],
+    dtype: str | None = None,
+    finite: bool = False,
+    contiguous: bool = False,
+) -> np.ndarray:
+    """A numpy array of exactly `shape` (and `dtype`, C-contiguous, finite when asked):
+    TypeError for a non-array, ValueError for anything else that differs."""
+    if not isinstance(value, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array of shape {shape}, got {type(value).__name__}")
+    if value.shape != shape or (dtype is not None and value.dtype != np.dtype(dtype)):
+        want = f"shape {shape}" + (f" and dtype {np.dtype(dtype)}" if dtype is not None else "")
+        raise ValueError(f"{name} must be an array of {want}, got {value.shape} {value.dtype}")
+    if contiguous and not value.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (views of it are reshaped), got a strided array")
+    if finite and not np.isfinite(value).all():
+        raise ValueError(f"{name} holds NaN or inf; refusing to cache it")
+    return value

@@ -19,6 +19,7 @@ from pagedkv import (
     dense_attention,
 )
 from pagedkv.config import ConfigError
+from pagedkv.swap import SwapSpace
 
 
 @pytest.fixture()
@@ -36,13 +37,13 @@ def world():
 def unchanged(pool, call, exc, match):
     before = pool.snapshot()
     kv = pool.kv_cache.copy()
-    index = dict(pool._index)
+    index = list(pool.prefix_index.items())
     order = pool.eviction.order()
     with pytest.raises(exc, match=match):
         call()
     assert pool.snapshot() == before
     assert np.array_equal(pool.kv_cache, kv)
-    assert pool._index == index and pool.eviction.order() == order
+    assert list(pool.prefix_index.items()) == index and pool.eviction.order() == order
     pool.check_invariants()
 
 
@@ -78,8 +79,10 @@ def unchanged(pool, call, exc, match):
         (lambda s: s.set_computed("a", 99), ValueError, "num_computed_tokens must be in"),
         (lambda s: s.set_computed("a", "3"), TypeError, "num_computed_tokens"),
         (lambda s: s.pages_needed_for_decode(["a", "a"]), ValueError, "distinct"),
-        (lambda s: s.slot_mapping("a", 3, 99), IndexError, "end"),
-        (lambda s: s.get("a").slot(-1), IndexError, "position"),
+        (lambda s: s.slot_mapping("a", 3, 99), ValueError, r"end must be in \[0, 8\], got 99"),
+        (lambda s: s.slot_mapping("a", 5, 2), ValueError, r"start must be in \[0, 2\], got 5"),
+        (lambda s: s.slot_mapping("a", 0, 1.5), TypeError, "end must be an int"),
+        (lambda s: s.get("a").slot(-1), ValueError, "position must be in"),
     ],
 )
 def test_sequence_manager_rejects(world, call, exc, match):
@@ -90,11 +93,14 @@ def test_sequence_manager_rejects(world, call, exc, match):
 @pytest.mark.parametrize(
     "call,exc,match",
     [
-        (lambda p: p.page(-1), IndexError, r"page_id must be in \[0, 7\], got -1"),
-        (lambda p: p.page(8), IndexError, "got 8"),
+        (lambda p: p.page(-1), ValueError, r"page_id must be in \[0, 7\], got -1"),
+        (lambda p: p.page(8), ValueError, "got 8"),
         (lambda p: p.page("0"), TypeError, "page_id must be an int"),
         (lambda p: p.ref_count(1.0), TypeError, "page_id"),
         (lambda p: p.add_listener(3), TypeError, "callback must be callable"),
+        (lambda p: p.peek_allocation(-1), ValueError, "n must be >= 0, got -1"),
+        (lambda p: p.peek_allocation(1.5), TypeError, r"n must be an int, got 1.5 \(float\)"),
+        (lambda p: p.peek_allocation(99), MemoryError, "need 99 pages"),
     ],
 )
 def test_pool_rejects(world, call, exc, match):
@@ -120,7 +126,7 @@ def kv(n, heads=2, dim=8):
         (lambda e: e.write("0", [0], kv(1), kv(1)), TypeError, "layer must be an int"),
         (lambda e: e.write(0, [0, 1], kv(1), kv(2)), ValueError, r"keys must be an array of shape \(2,"),
         (lambda e: e.write(0, [0], kv(1), kv(1, 3)), ValueError, "values must be an array of shape"),
-        (lambda e: e.write(0, [0], kv(1), [[1.0]]), ValueError, "values must be an array"),
+        (lambda e: e.write(0, [0], kv(1), [[1.0]]), TypeError, "values must be a numpy array"),
         (lambda e: e.write(0, [0], kv(1) * np.nan, kv(1)), ValueError, "keys holds NaN"),
         (lambda e: e.write(0, [0], kv(1), kv(1) * np.inf), ValueError, "values holds NaN or inf"),
         (lambda e: e.write(0, [32], kv(1), kv(1)), ValueError, r"slot_mapping must hold slots in \[0, 31\]"),
@@ -177,23 +183,25 @@ def test_model_rejects_out_of_vocabulary_tokens_already_in_the_cache(world):
 
 
 @pytest.mark.parametrize(
-    "kwargs,match",
+    "kwargs,exc,match",
     [
-        (dict(num_pages=0), r"num_pages must be in \[1, 16777216\], got 0"),
-        (dict(num_pages=2.0), "num_pages must be an int"),
-        (dict(num_pages=4, page_size=0), "page_size must be in"),
-        (dict(num_pages=4, page_size=True), "page_size must be an int"),
-        (dict(num_pages=4, num_layers=-1), "num_layers"),
-        (dict(num_pages=4, head_dim=0), "head_dim"),
-        (dict(num_pages=4, num_kv_heads=None), "num_kv_heads must be an int"),
-        (dict(num_pages=4, dtype="int8"), "dtype must be one of"),
-        (dict(num_pages=4, enable_prefix_caching="yes"), "enable_prefix_caching must be a bool"),
-        (dict(num_pages=4, eviction_policy="fifo"), "eviction_policy must be one of"),
-        (dict(num_pages=1 << 20, page_size=1024, head_dim=64), "GiB of K/V"),
+        (dict(num_pages=0), ConfigError, r"num_pages must be in \[1, 16777216\], got 0"),
+        (dict(num_pages=2.0), TypeError, r"num_pages must be an int, got 2.0 \(float\)"),
+        (dict(num_pages=4, page_size=0), ConfigError, "page_size must be in"),
+        (dict(num_pages=4, page_size=True), TypeError, "page_size must be an int"),
+        (dict(num_pages=4, num_layers=-1), ConfigError, "num_layers"),
+        (dict(num_pages=4, head_dim=0), ConfigError, "head_dim"),
+        (dict(num_pages=4, num_kv_heads=None), TypeError, "num_kv_heads must be an int"),
+        (dict(num_pages=4, dtype="int8"), ConfigError, "dtype must be one of"),
+        (dict(num_pages=4, dtype=np.float32), TypeError, "dtype must be one of"),
+        (dict(num_pages=4, enable_prefix_caching="yes"), TypeError, "enable_prefix_caching must be a bool"),
+        (dict(num_pages=4, eviction_policy="fifo"), ConfigError, "eviction_policy must be one of"),
+        (dict(num_pages=1 << 20, page_size=1024, head_dim=64), ConfigError, "GiB of K/V"),
     ],
 )
-def test_cache_config_rejects(kwargs, match):
-    with pytest.raises(ConfigError, match=match):
+def test_cache_config_rejects(kwargs, exc, match):
+    """Wrong kind -> TypeError, wrong value -> ConfigError (a ValueError)."""
+    with pytest.raises(exc, match=match):
         CacheConfig(**kwargs)
 
 
@@ -201,8 +209,10 @@ def test_pool_and_manager_constructors_reject():
     with pytest.raises(TypeError, match="config must be a CacheConfig"):
         KVCachePool({"num_pages": 4})
     cfg = CacheConfig(num_pages=4)
-    with pytest.raises(ValueError, match="kv_cache must be a C-contiguous array of shape"):
+    with pytest.raises(ValueError, match=r"kv_cache must be an array of shape \(2, 2, 4, 16, 2, 8\)"):
         KVCachePool(cfg, kv_cache=np.zeros(3))
+    with pytest.raises(TypeError, match="kv_cache must be a numpy array"):
+        KVCachePool(cfg, kv_cache=[0.0])
     pool = KVCachePool(cfg)
     SequenceManager(pool)
     with pytest.raises(ValueError, match="one manager per pool"):
@@ -211,6 +221,10 @@ def test_pool_and_manager_constructors_reject():
         SequenceManager(cfg)
     with pytest.raises(TypeError, match="pool must be a KVCachePool"):
         AttentionEngine(cfg)
+    with pytest.raises(TypeError, match="pool must be a KVCachePool, got CacheConfig"):
+        SwapSpace(cfg, 4)
+    with pytest.raises(ValueError, match=r"swap_space_pages must be in \[0, 16777216\], got -1"):
+        SwapSpace(pool, -1)
 
 
 @pytest.mark.parametrize(

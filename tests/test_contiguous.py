@@ -171,6 +171,7 @@ def test_full_arena_refuses_and_changes_nothing():
         ((10, "max", 11), ValueError, r"max_seq_len must be in \[1, 10\], got 11"),
         ((10, "fifo", 4), ValueError, "policy must be one of"),
         ((10.0, "max", 4), TypeError, "num_slots must be an int"),
+        ((10, 3, 4), TypeError, "policy must be one of"),
     ],
 )
 def test_constructor_validates(args, error, match):
@@ -184,7 +185,7 @@ def test_constructor_validates(args, error, match):
         (("x", 0, 5), ValueError, r"prompt_len must be in \[1, 5\], got 0"),
         (("x", 6, 5), ValueError, r"prompt_len must be in \[1, 5\], got 6"),
         (("x", 1, 65), ValueError, r"final_len must be in \[1, 64\], got 65"),
-        (("a", 1, 5), ValueError, "already holds a reservation"),
+        (("a", 1, 5), ValueError, "req_id 'a' is already holding a reservation"),
         ((1.5, 1, 5), TypeError, "req_id must be a str or int"),
     ],
 )
@@ -199,7 +200,7 @@ def test_add_validates_and_changes_nothing(args, error, match):
 
 def test_unknown_request():
     arena = ContiguousKVCache(64, "max", 8)
-    with pytest.raises(UnknownSequenceError, match="'nope' holds no reservation"):
+    with pytest.raises(UnknownSequenceError, match="req_id 'nope' is not a request holding a reservation"):
         arena.free("nope")
     with pytest.raises(KeyError):
         arena.append("nope")

@@ -52,7 +52,7 @@ def test_many_operations_stay_bounded():
     for i in range(100_000):
         policy.add(i % 50)
         policy.remove(i % 50)
-    assert len(policy) == 0 and len(policy._pages) == 0
+    assert len(policy) == 0 and policy.order() == [] and policy.release_order() == []
 
 
 def test_factory():

@@ -29,7 +29,7 @@ def scrape(metrics: ServiceMetrics) -> dict[str, float]:
 
 
 def test_known_workload_gives_known_numbers():
-    # Pages of 4 tokens, 8 pages. Every number below is counted by hand from DESIGN.md's rules.
+    # Pages of 4 tokens, 8 pages. Every number below is counted by hand from the rules in docs/design.md.
     engine = ServiceEngine(num_pages=8, page_size=4)
     a = list(b"the pages")  # 9 tokens: two full pages and one partial
     engine.create(a + [33], "A")  # 10 tokens: 3 pages, 10 queried, 0 hit

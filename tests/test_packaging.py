@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -54,6 +56,46 @@ def test_environment_yml_matches_pyproject():
     )
 
 
-def test_binder_installs_the_package():
-    post_build = (ROOT / "postBuild").read_text()
-    assert "pip install" in post_build and "-e ." in post_build
+def _post_build_calls(tmp_path: Path) -> list[list[str]]:
+    """Run postBuild with `python`, `python3`, `pip` and `nbgrader` replaced by recorders;
+    return the argument lists they were called with (nothing is installed or written)."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir()
+    for name in ("python", "python3", "pip", "nbgrader"):
+        fake = bin_dir / name
+        fake.write_text(f'#!/bin/sh\nprintf "%s\\037" {name} "$@" >> "{log}"\nprintf "\\n" >> "{log}"\n')
+        fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["bash", str(ROOT / "postBuild")], cwd=ROOT, env=env, check=True, timeout=60)
+    return [line.rstrip("\037").split("\037") for line in log.read_text().splitlines() if line]
+
+
+def test_binder_post_build_installs_pagedkv_with_what_environment_yml_provides(tmp_path):
+    """postBuild is valid bash, makes exactly one pip call with options pip accepts, installs
+    this directory's pagedkv, and (with --no-deps) environment.yml already holds its
+    runtime dependencies."""
+    from pip._internal.commands import create_command  # pip's own parser: bad flags exit
+
+    post_build = ROOT / "postBuild"
+    assert os.access(post_build, os.X_OK), "Binder runs postBuild as an executable"
+    subprocess.run(["bash", "-n", str(post_build)], check=True, timeout=60)
+    calls = _post_build_calls(tmp_path)
+    pip_calls = [c for c in calls if c[1:4] == ["-m", "pip", "install"] or c[:2] == ["pip", "install"]]
+    # Then the student version of the exercises (docs/teaching.md: the Binder link opens it).
+    release = [c for c in calls if c[:3] == ["nbgrader", "generate_assignment", "exercises"]]
+    assert len(pip_calls) == 1 and pip_calls + release == calls, f"expected one pip install, got {calls}"
+    assert len(release) == 1 and "--CourseDirectory.release_directory=build/release" in release[0]
+    argv = pip_calls[0][4:] if pip_calls[0][0] != "pip" else pip_calls[0][2:]
+    options, targets = create_command("install").parse_args(argv)
+    installed = [*options.editables, *targets]
+    assert len(installed) == 1, f"postBuild should install pagedkv only, got {installed}"
+    target = (ROOT / installed[0]).resolve()
+    assert (
+        tomllib is None
+        or tomllib.loads((target / "pyproject.toml").read_text())["project"]["name"] == "pagedkv"
+    )
+    if options.ignore_dependencies:  # --no-deps: conda must already have installed them
+        env = yaml.safe_load((ROOT / "environment.yml").read_text())
+        conda = {_normalize(d)[0] for d in env["dependencies"] if isinstance(d, str)}
+        runtime = {_normalize(d)[0] for d in _pyproject()["project"]["dependencies"]}
+        assert runtime <= conda, f"postBuild uses --no-deps but environment.yml lacks {runtime - conda}"

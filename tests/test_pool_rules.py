@@ -1,4 +1,4 @@
-"""Each rule of DESIGN.md's page pool, shown on a small worked example.
+"""Each rule of the page pool (docs/design.md), shown on a small worked example.
 
 The state-machine test checks the same rules at random against a reference model; these
 tests name the rules one by one so a failure says which rule broke.
@@ -16,6 +16,8 @@ from pagedkv import (
     PageState,
     block_hashes,
 )
+from pagedkv.free_queue import FreeQueue
+from pagedkv.slot_mapping import num_blocks, slot_mapping
 
 from .pools import make
 
@@ -26,6 +28,7 @@ def states(pool):
     return [pool.page(p).state.name[0] for p in range(pool.num_pages)]
 
 
+# docs/design.md rule 2
 @pytest.mark.parametrize("page_size", [1, 2, 4, 16])
 @pytest.mark.parametrize("caching", [True, False])
 def test_pages_are_taken_only_when_the_last_is_full(page_size, caching):
@@ -39,6 +42,7 @@ def test_pages_are_taken_only_when_the_last_is_full(page_size, caching):
     assert seqs.block_table("a") == list(range(-(-39 // page_size)))  # lowest ids first
 
 
+# docs/design.md, "Vocabulary", slot
 def test_slots_are_page_id_times_page_size_plus_offset():
     pool, seqs = make(page_size=4)
     seqs.add("x", [1, 2])  # page 0
@@ -52,6 +56,28 @@ def test_slots_are_page_id_times_page_size_plus_offset():
     assert seqs.get("a").slot(8) == 0
 
 
+# docs/design.md, "Vocabulary", slot: the worked examples of slot_mapping.py, by hand
+def test_slot_mapping_and_num_blocks_worked_examples():
+    assert slot_mapping([7, 2], 4, 5) == 2 * 4 + 1
+    assert slot_mapping([7, 2], 4, np.array([0, 3, 4])).tolist() == [28, 31, 8]
+    assert slot_mapping(np.array([7, 2]), 4, np.int64(4)) == 8
+    assert [num_blocks(n, 4) for n in (0, 1, 4, 5, 8, 9)] == [0, 1, 1, 2, 2, 3]
+
+
+# docs/design.md rule 1: lowest page id first, whatever order pages come back in
+def test_free_queue_hands_out_the_lowest_ids_first():
+    queue = FreeQueue([9, 3, 5, 0])
+    assert queue.peek_n(2) == [0, 3] and len(queue) == 4
+    assert queue.popleft_n(2) == [0, 3]
+    queue.extend([8, 1])
+    queue.append(4)
+    assert queue.page_ids() == [1, 4, 5, 8, 9]
+    with pytest.raises(ValueError, match="n must be <= 5 FREE pages, got 6"):
+        queue.popleft_n(6)
+    assert queue.popleft_n(5) == [1, 4, 5, 8, 9] and len(queue) == 0
+
+
+# docs/design.md rule 1
 def test_allocation_prefers_free_pages_lowest_id_first_then_lru_cached():
     pool, seqs = make(num_pages=6, page_size=2)
     seqs.add("a", [1, 2, 3, 4])  # pages 0, 1 (full)
@@ -66,6 +92,7 @@ def test_allocation_prefers_free_pages_lowest_id_first_then_lru_cached():
     assert pool.lookup(block_hashes([1, 2], 2)[0]) == 0
 
 
+# docs/design.md rules 1 and 9
 def test_out_of_pages_is_a_memory_error_and_changes_nothing():
     pool, seqs = make(num_pages=3, page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5])  # all three pages ACTIVE, the last one half full
@@ -82,6 +109,7 @@ def test_out_of_pages_is_a_memory_error_and_changes_nothing():
     pool.check_invariants()
 
 
+# docs/design.md rule 3
 def test_ref_counts_equal_block_table_membership_through_fork_and_free():
     pool, seqs = make(page_size=2)
     seqs.add("p", [1, 2, 3])
@@ -93,6 +121,7 @@ def test_ref_counts_equal_block_table_membership_through_fork_and_free():
     pool.check_invariants()
 
 
+# docs/design.md rule 4
 def test_only_full_pages_are_hashed_and_indexed():
     pool, seqs = make(page_size=4)
     seqs.add("a", [1, 2, 3, 4, 5, 6])
@@ -106,6 +135,7 @@ def test_only_full_pages_are_hashed_and_indexed():
     assert pool.lookup(pool.page(partial).block_hash) == partial
 
 
+# docs/design.md rule 5
 def test_prefix_lookup_stops_at_the_first_miss():
     pool, seqs = make(num_pages=16, page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5, 6, 7])
@@ -115,6 +145,7 @@ def test_prefix_lookup_stops_at_the_first_miss():
     assert seqs.block_table("b")[2] != seqs.block_table("a")[2]
 
 
+# docs/design.md rule 5
 def test_the_last_prompt_token_is_always_computed():
     pool, seqs = make(num_pages=16, page_size=4)
     seqs.add("a", list(range(8)))
@@ -131,6 +162,7 @@ def test_the_last_prompt_token_is_always_computed():
     assert seqs.add("c", list(range(9))) == 8  # 9 tokens: both full pages can now hit
 
 
+# docs/design.md rule 5
 def test_collision_guard_refuses_a_hash_hit_with_other_tokens():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3])
@@ -141,6 +173,7 @@ def test_collision_guard_refuses_a_hash_hit_with_other_tokens():
     assert seqs.block_table("b")[0] != 0
 
 
+# docs/design.md rule 6
 def test_release_is_tail_first_so_the_deepest_page_is_evicted_first():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5, 6])
@@ -154,6 +187,7 @@ def test_release_is_tail_first_so_the_deepest_page_is_evicted_first():
     assert snap.lru_rank.tolist() == [2, 1, 0, 4, 3, -1, -1, -1]
 
 
+# docs/design.md rules 1 and 6
 def test_mru_policy_evicts_the_most_recently_released_page():
     pool, seqs = make(num_pages=3, page_size=2, policy="mru")
     seqs.add("a", [1, 2, 3, 4, 5])
@@ -163,6 +197,7 @@ def test_mru_policy_evicts_the_most_recently_released_page():
     assert seqs.block_table("b") == [2, 0, 1]
 
 
+# docs/design.md rule 5
 def test_prefix_hit_on_a_cached_page_revives_it():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5])
@@ -174,6 +209,7 @@ def test_prefix_hit_on_a_cached_page_revives_it():
     assert pool.stats.prefix_hits == 4 and pool.stats.prefix_queries == 10
 
 
+# docs/design.md rule 5
 def test_prefix_hit_on_an_active_page_shares_it():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3])
@@ -182,6 +218,7 @@ def test_prefix_hit_on_an_active_page_shares_it():
     assert seqs.get("b").num_computed_tokens == 2
 
 
+# docs/design.md rule 7
 def test_fork_then_copy_on_write_records_src_and_dst_and_copies_kv():
     pool, seqs = make(num_pages=8, page_size=4)
     seqs.add("a", [1, 2, 3, 4, 5, 6])
@@ -199,6 +236,7 @@ def test_fork_then_copy_on_write_records_src_and_dst_and_copies_kv():
     pool.check_invariants()
 
 
+# docs/design.md rule 7
 def test_a_full_shared_last_page_needs_no_copy():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3, 4])
@@ -207,6 +245,7 @@ def test_a_full_shared_last_page_needs_no_copy():
     assert seqs.cow_log == [] and seqs.block_table("b")[:2] == seqs.block_table("a")
 
 
+# docs/design.md rule 7
 @pytest.mark.parametrize("holders_outside", [0, 1])
 def test_pages_needed_for_decode_is_exact(holders_outside):
     pool, seqs = make(num_pages=32, page_size=4)
@@ -224,6 +263,7 @@ def test_pages_needed_for_decode_is_exact(holders_outside):
     assert pool.stats.allocations - before == needed == 1 + 4 - 1 + holders_outside
 
 
+# docs/design.md rule 8
 def test_clock_ticks_once_per_successful_operation():
     pool, seqs = make()
     ops = [
@@ -242,6 +282,7 @@ def test_clock_ticks_once_per_successful_operation():
     assert pool.clock == len(ops)
 
 
+# docs/design.md rule 8
 def test_last_access_follows_the_clock():
     pool, seqs = make(page_size=2)
     seqs.add("a", [1, 2, 3])
@@ -249,6 +290,7 @@ def test_last_access_follows_the_clock():
     assert [pool.page(p).last_access for p in seqs.block_table("a")] == [1, 2]
 
 
+# docs/design.md, "Counts and counters"
 def test_counts_usage_and_token_usage():
     pool, seqs = make(num_pages=8, page_size=4)
     seqs.add("a", [1] * 6)  # 2 pages, 6 tokens
@@ -261,6 +303,7 @@ def test_counts_usage_and_token_usage():
     assert snap.usage == pool.usage and snap.token_usage == pool.token_usage
 
 
+# docs/design.md, "Prefix caching off"
 def test_prefix_caching_off_never_hashes_or_caches():
     pool, seqs = make(caching=False, page_size=2)
     seqs.add("a", [1, 2, 3, 4])
@@ -271,6 +314,7 @@ def test_prefix_caching_off_never_hashes_or_caches():
     assert all(pool.page(p).block_hash is None for p in range(8))
 
 
+# docs/design.md, "Extra key"
 def test_extra_key_separates_caches():
     pool, seqs = make(num_pages=16, page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5], extra_key="tenant-1")
@@ -283,6 +327,7 @@ def test_extra_key_separates_caches():
     assert pool.page(seqs.block_table("e")[0]).block_hash == block_hashes([1, 2], 2, "t")[0]
 
 
+# docs/design.md, "Reset"
 def test_reset_prefix_cache_refuses_while_active_then_frees_cached_pages():
     pool, seqs = make(page_size=2)
     seqs.add("a", [1, 2, 3, 4])
@@ -294,6 +339,7 @@ def test_reset_prefix_cache_refuses_while_active_then_frees_cached_pages():
     pool.check_invariants()
 
 
+# docs/design.md, "Duplicate full pages"
 def test_duplicate_is_not_reindexed_after_the_original_is_evicted():
     pool, seqs = make(num_pages=4, page_size=2)
     seqs.add("a", [1, 2, 3])  # page 0 full+indexed, page 1 partial
@@ -306,6 +352,7 @@ def test_duplicate_is_not_reindexed_after_the_original_is_evicted():
     pool.check_invariants()
 
 
+# docs/design.md, "Data flow"
 def test_snapshot_is_plain_data_and_a_copy():
     pool, seqs = make(num_pages=6, page_size=2)
     seqs.add("a", [1, 2, 3])
@@ -320,6 +367,7 @@ def test_snapshot_is_plain_data_and_a_copy():
     assert snap.block_tables["b"] == (0, 1)  # unchanged: a copy, not a view
 
 
+# docs/design.md, "Data flow"
 def test_events_report_what_happened():
     pool, seqs = make(num_pages=3, page_size=2)
     events = []
@@ -342,6 +390,7 @@ def test_events_report_what_happened():
     assert {e.seq_id for e in events if e.kind == "evict"} == {"c"}
 
 
+# docs/design.md rule 9
 def test_a_listener_that_raises_sees_a_consistent_pool_and_breaks_nothing():
     pool, seqs = make(num_pages=4, page_size=2)
     seen = []
@@ -360,6 +409,7 @@ def test_a_listener_that_raises_sees_a_consistent_pool_and_breaks_nothing():
     assert pool.eviction.order() == [0]
 
 
+# docs/design.md, "K/V layout"
 def test_kv_cache_passed_in_must_be_c_contiguous():
     cfg = CacheConfig(num_pages=4, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2)
     fortran = np.asfortranarray(np.zeros(cfg.kv_shape, np.float32))
@@ -367,6 +417,7 @@ def test_kv_cache_passed_in_must_be_c_contiguous():
         KVCachePool(cfg, kv_cache=fortran)
 
 
+# docs/design.md rule 4
 def test_invariants_catch_a_page_indexed_under_the_wrong_hash():
     pool, seqs = make(page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5])
@@ -376,6 +427,7 @@ def test_invariants_catch_a_page_indexed_under_the_wrong_hash():
         pool.check_invariants()
 
 
+# docs/design.md, "Admission is all or nothing"
 def test_plan_add_changes_nothing_and_add_does_what_it_says():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5])
@@ -388,6 +440,7 @@ def test_plan_add_changes_nothing_and_add_does_what_it_says():
     assert seqs.block_table("b")[:2] == plan.hits
 
 
+# docs/design.md, "Data flow"
 def test_a_removed_listener_hears_nothing_more():
     pool, seqs = make(page_size=2)
     heard = []

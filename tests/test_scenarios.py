@@ -3,7 +3,7 @@ travel is exact.
 
 Oracles: TinyLM recomputing from scratch with dense attention (`forward_reference`,
 `generate_reference`), K/V written by a one-shot prefill into a fresh pool, the pool rules
-of DESIGN.md worked out by hand from the prompts, and (for Back) the snapshots and K/V
+of docs/design.md worked out by hand from the prompts, and (for Back) the snapshots and K/V
 copied on the way forward.
 """
 

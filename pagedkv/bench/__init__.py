@@ -32,6 +32,9 @@ BENCHMARKS = {  # name -> module
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
     "api": "pagedkv.bench.api",
+    "routing": "pagedkv.bench.routing",
+    "serving": "pagedkv.bench.serving",
+    "tiers": "pagedkv.bench.tiers",
 }
 
 

@@ -48,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--workloads", default="sharegpt,alpaca", help="comma-separated")
+    parser.add_argument("--arrival-rate", type=float, default=None,
+                        help="requests/s: a serving run with Poisson arrivals instead (bench serving)")
 
 
 def simulate_contiguous(
@@ -131,6 +133,13 @@ def _summary(totals: dict, batches: list[int], steps: int, num_slots: int) -> di
 
 
 def run(args: argparse.Namespace) -> Report:
+    if getattr(args, "arrival_rate", None) is not None:  # requests arrive over time
+        from . import serving
+
+        return serving.run(quick=args.quick, seed=args.seed, arrival_rate=args.arrival_rate,
+                           requests=args.requests, workload=args.workloads.split(",")[0],
+                           num_slots=args.num_slots, page_size=args.page_size,
+                           max_num_seqs=args.max_num_seqs)
     if args.quick:
         args.requests = 300
     if args.max_seq_len > args.num_slots or args.num_slots % args.page_size:

@@ -1,0 +1,138 @@
+"""bench routing: prefix hit rate and load imbalance across N replicas, per router.
+
+The same requests — Alpaca-like instructions after one of `--num-prompts` Zipf-popular
+system prompts of `--prompt-length` tokens (`pagedkv.experiments.popular_system_prompts`),
+arriving by a Poisson process of `--arrival-rate` requests per tick per replica — are
+served by N = 2, 4, 8 replicas of `--num-pages` pages each, routed round-robin, to the
+least loaded replica, or prefix-aware (SGLang router's `cache_aware`; `pagedkv.routing`).
+Reported: the share of prompt tokens served from a replica's prefix cache (all replicas
+together), the load imbalance (the busiest replica's requests in flight over the mean,
+while requests arrive; 1.0 = even), requests per replica and recompute preemptions.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tqdm import tqdm
+
+from ..experiments import popular_system_prompts
+from ..routing import ROUTERS, RouterConfig, simulate
+from . import Report
+
+HELP = "prefix hit rate and load imbalance over N replicas: round-robin, least-loaded, prefix-aware"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--replicas", default="2,4,8", help="comma-separated replica counts")
+    parser.add_argument("--routers", default=",".join(ROUTERS), help="comma-separated")
+    parser.add_argument("--num-pages", type=int, default=128, help="pages per replica")
+    parser.add_argument("--page-size", type=int, default=16)
+    parser.add_argument("--max-num-seqs", type=int, default=16)
+    parser.add_argument("--arrival-rate", type=float, default=0.15, help="requests per tick per replica")
+    parser.add_argument("--num-prompts", type=int, default=32, help="distinct system prompts")
+    parser.add_argument("--prompt-length", type=int, default=256, help="tokens per system prompt")
+    parser.add_argument("--balance-abs-threshold", type=int, default=32)
+    parser.add_argument("--cache-threshold", type=float, default=0.5)
+
+
+def _ints(name: str, text: str) -> list[int]:
+    try:
+        return [int(x) for x in str(text).split(",")]
+    except ValueError:
+        raise ValueError(f"{name} must be comma-separated ints, got {text!r}") from None
+
+
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 600,
+    replicas: str = "2,4,8",
+    routers: str = ",".join(ROUTERS),
+    num_pages: int = 128,
+    page_size: int = 16,
+    max_num_seqs: int = 16,
+    arrival_rate: float = 0.15,
+    num_prompts: int = 32,
+    prompt_length: int = 256,
+    balance_abs_threshold: int = 32,
+    cache_threshold: float = 0.5,
+) -> Report:
+    if quick:
+        requests = 200
+    counts = _ints("replicas", replicas)
+    names = str(routers).split(",")
+    configs = [RouterConfig(r, cache_threshold, balance_abs_threshold) for r in names]  # validates
+    workload = popular_system_prompts(requests, num_prompts, prompt_length, seed)
+    rows: list[list] = []
+    data: dict[str, dict[int, dict]] = {}
+    for n in tqdm(counts, desc="routing", disable=None):
+        for config in configs:
+            out = simulate(
+                workload,
+                n,
+                config,
+                num_pages=num_pages,
+                page_size=page_size,
+                max_num_seqs=max_num_seqs,
+                arrival_rate=arrival_rate * n,
+                seed=seed,
+            )
+            data.setdefault(config.router, {})[n] = out
+            rows.append(
+                [
+                    n,
+                    config.router,
+                    round(100 * out["hit_rate"], 1),
+                    round(out["imbalance"], 2),
+                    " ".join(map(str, out["routed"])),
+                    out["preemptions"],
+                ]
+            )
+    return Report(
+        title=(
+            f"bench routing: {requests} requests after {num_prompts} Zipf-popular system prompts "
+            f"of {prompt_length} tokens; {num_pages} pages x {page_size} per replica; "
+            f"{arrival_rate} requests/tick/replica"
+        ),
+        columns=["replicas", "router", "prefix hit %", "imbalance", "requests per replica", "preemptions"],
+        rows=rows,
+        notes=[
+            "prefix hit %: prompt tokens served from a replica's cache, all replicas together",
+            "imbalance: busiest replica's requests in flight / mean, while requests arrive (1 = even)",
+        ],
+        data=data,
+        plotter=figure,
+    )
+
+
+def figure(report: Report):
+    """Two panels against N: total prefix hit rate and load imbalance, one line per router."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    FigureCanvasAgg(fig)
+    hit, imb = fig.subplots(1, 2)
+    for router, by_n in report.data.items():
+        ns = sorted(by_n)
+        hit.plot(ns, [100 * by_n[n]["hit_rate"] for n in ns], marker="o", label=router)
+        imb.plot(ns, [by_n[n]["imbalance"] for n in ns], marker="o", label=router)
+    for ax, label in ((hit, "prefix hit rate (% of prompt tokens)"), (imb, "load imbalance (max / mean)")):
+        ax.set_xlabel("replicas N", fontsize=12)
+        ax.set_ylabel(label, fontsize=12)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(
+            sorted({n for d in report.data.values() for n in d}),
+            labels=[str(n) for n in sorted({n for d in report.data.values() for n in d})],
+        )
+        ax.tick_params(labelsize=12)
+        ax.grid(alpha=0.3)
+    hit.set_ylim(0, 100)
+    imb.axhline(1, color="grey", lw=0.8)
+    hit.legend(fontsize=12)
+    fig.suptitle("Routing across replicas: cache affinity vs load balance", fontsize=13)
+    fig.tight_layout()
+    return fig

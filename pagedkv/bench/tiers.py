@@ -1,0 +1,180 @@
+"""bench tiers: what a host-memory tier under the pool buys — hit rate per tier, bytes moved.
+
+Alpaca-like requests after one of `--num-prompts` Zipf-popular system prompts
+(`pagedkv.experiments.popular_system_prompts`) are admitted one after another into a pool of
+`--num-pages` pages (bookkeeping only, as in notebook 03's hit-rate experiment), without a
+second tier and with a `HostTier` of each size in `--host-pages` (`pagedkv.tiers`). Reported
+per configuration: the share of prompt tokens served by the pool's own prefix cache, by the
+host tier, and the bytes offloaded and reloaded per request — counted in pages, shown in
+bytes of `--model` (its K/V per token, `pagedkv.costs`) with the reload time over `--gpu`'s
+host link next to the time to recompute the same tokens.
+
+A last row runs TinyLM through a small two-tier cache and checks that every generated
+token equals `TinyLM.generate_reference` (recomputing without a cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from tqdm import tqdm
+
+from .. import costs
+from ..config import CacheConfig
+from ..experiments import popular_system_prompts
+from ..model import TinyLM
+from ..pool import KVCachePool
+from ..sequence import SequenceManager
+from ..tiers import HostTier
+from . import Report
+
+HELP = "a host-memory second tier: prefix hit rate per tier and bytes moved per request"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--num-pages", type=int, default=64, help="pages in the pool (GPU tier)")
+    parser.add_argument("--host-pages", default="64,256", help="host tier sizes in pages, comma-separated")
+    parser.add_argument("--page-size", type=int, default=16)
+    parser.add_argument("--num-prompts", type=int, default=32, help="distinct system prompts")
+    parser.add_argument("--prompt-length", type=int, default=64, help="tokens per system prompt")
+    parser.add_argument("--policy", default="lru", choices=["lru", "mru"], help="the host tier's policy")
+    parser.add_argument("--model", default="Llama-3-8B", help="bytes per token of this model")
+    parser.add_argument("--gpu", default="A100-40GB", help="host link and FLOP/s of this GPU")
+
+
+def admit_all(requests, num_pages: int, page_size: int, host_pages: int, policy: str) -> dict:
+    """Admit and free each request in turn through a pool (and a host tier if host_pages)."""
+    pool = KVCachePool(
+        CacheConfig(num_pages=num_pages, page_size=page_size, num_layers=1, num_kv_heads=1, head_dim=1)
+    )
+    seqs = SequenceManager(pool)
+    tier = HostTier(pool, host_pages * pool.config.kv_bytes // num_pages, policy) if host_pages else None
+    for r in requests:
+        if tier is not None:
+            tier.load_prefix(r.prompt_token_ids)
+        seqs.add(r.req_id, r.prompt_token_ids)
+        seqs.free(r.req_id)
+    pool.check_invariants()
+    queried = sum(r.prompt_len for r in requests)
+    host = tier.stats if tier is not None else None
+    host_tokens = host.host_hit_tokens if host else 0
+    return {
+        "host_pages": host_pages,
+        "gpu_hit_rate": (pool.stats.prefix_hits - host_tokens) / queried,
+        "host_hit_rate": host_tokens / queried,
+        "offload_pages": host.offloaded_pages if host else 0,
+        "reload_pages": host.reload_bytes // tier.page_bytes if tier is not None and host else 0,
+        "dropped_pages": host.dropped_pages if host else 0,
+    }
+
+
+def exact_check(seed: int) -> bool:
+    """TinyLM through an 8-page pool and a 16-page host tier equals the reference, token for token."""
+    model = TinyLM()
+    pool = KVCachePool(model.cache_config(8, 4))
+    seqs, tier = SequenceManager(pool), HostTier(pool, 16 * pool.config.kv_bytes // 8)
+    rng = np.random.default_rng(seed)
+    prefixes = [rng.integers(0, 256, 8).tolist() for _ in range(3)]
+    prompts = [prefixes[i % 3] + rng.integers(0, 256, 3).tolist() for i in range(9)]
+    same = True
+    for i, prompt in enumerate(prompts):
+        tier.load_prefix(prompt)
+        out = model.generate(seqs, [prompt], 4, seq_ids=[i])[i]
+        same &= out == model.generate_reference(prompt, 4)
+    return bool(same and tier.stats.host_hit_tokens > 0)
+
+
+def run(
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    requests: int = 1000,
+    num_pages: int = 64,
+    host_pages: str = "64,256",
+    page_size: int = 16,
+    num_prompts: int = 32,
+    prompt_length: int = 64,
+    policy: str = "lru",
+    model: str = "Llama-3-8B",
+    gpu: str = "A100-40GB",
+) -> Report:
+    if quick:
+        requests = 300
+    sizes = [0, *(int(x) for x in str(host_pages).split(","))]
+    page_bytes = page_size * costs.bytes_per_token(model)  # ValueError for an unknown model
+    costs.gpu_spec(gpu)
+    workload = popular_system_prompts(requests, num_prompts, prompt_length, seed)
+    rows, data = [], {}
+    for size in tqdm(sizes, desc="tiers", disable=None):
+        out = data[size] = admit_all(workload, num_pages, page_size, size, policy)
+        moved = {k: out[f"{k}_pages"] * page_bytes / requests for k in ("offload", "reload")}
+        reload_tokens = out["reload_pages"] * page_size / requests
+        cost = costs.preemption_costs(model, gpu, max(1, round(reload_tokens)))
+        rows.append(
+            [
+                f"{size} host pages" if size else "pool only",
+                round(100 * out["gpu_hit_rate"], 1),
+                round(100 * out["host_hit_rate"], 1),
+                round(100 * (out["gpu_hit_rate"] + out["host_hit_rate"]), 1),
+                round(moved["offload"] / 2**20, 2),
+                round(moved["reload"] / 2**20, 2),
+                round(1e3 * cost["reload_s"], 2) if size else 0.0,
+                round(1e3 * cost["recompute_s"], 2) if size else 0.0,
+            ]
+        )
+    exact = exact_check(seed)
+    return Report(
+        title=(
+            f"bench tiers: {requests} requests after {num_prompts} Zipf-popular system prompts of "
+            f"{prompt_length} tokens; pool of {num_pages} pages x {page_size}; host tier {policy}"
+        ),
+        columns=[
+            "tiers",
+            "pool hit %",
+            "host hit %",
+            "total hit %",
+            f"offload MiB/req ({model})",
+            "reload MiB/req",
+            f"reload ms/req ({gpu})",
+            "recompute ms/req",
+        ],
+        rows=rows,
+        notes=[
+            f"generation through a two-tier cache equals TinyLM.generate_reference: {exact}",
+            "reload ms: the reloaded tokens over the host link; recompute ms: the same tokens as a "
+            "prefill alone, which reads every weight once (pagedkv.costs assumptions)",
+        ],
+        data={
+            "runs": {str(k): v for k, v in data.items()},
+            "exact": exact,
+            "requests": requests,
+        },
+        plotter=figure,
+    )
+
+
+def figure(report: Report):
+    """Stacked bars per configuration: prompt tokens served by the pool and by the host tier."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    runs = report.data["runs"]
+    labels = [("pool only" if k == "0" else f"+ host {k} pages") for k in runs]
+    gpu = np.array([100 * v["gpu_hit_rate"] for v in runs.values()])
+    host = np.array([100 * v["host_hit_rate"] for v in runs.values()])
+    fig = Figure(figsize=(8, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    ax.bar(labels, gpu, color="#0072B2", label="hit in the pool (GPU)")
+    ax.bar(labels, host, bottom=gpu, color="#E69F00", label="hit in the host tier (copied back)")
+    for x, (g, h) in enumerate(zip(gpu, host)):
+        ax.text(x, g + h + 1, f"{g + h:.0f}%", ha="center", fontsize=12)
+    ax.set_ylabel("% of prompt tokens", fontsize=12)
+    ax.set_ylim(0, 100)
+    ax.tick_params(labelsize=12)
+    ax.legend(fontsize=11, loc="upper left")
+    ax.set_title("A second memory tier: prefix hits the pool alone would have lost", fontsize=13)
+    fig.tight_layout()
+    return fig

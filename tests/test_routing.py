@@ -1,0 +1,74 @@
+"""Routing across replicas: the router's rules on hand-built states, and the quick bench."""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedkv import routing
+from pagedkv.bench import routing as bench_routing
+from pagedkv.workloads import Request
+
+
+def _request(req_id: str, tokens: list[int]) -> Request:
+    return Request(req_id, tokens, 4)
+
+
+def _warm(replica: routing.Replica, tokens: list[int]) -> None:
+    replica.seqs.add("warm", tokens)
+    replica.seqs.free("warm")  # its full pages stay CACHED
+
+
+def test_prefix_aware_follows_the_cache_until_the_load_is_imbalanced():
+    replicas = [routing.Replica(16, 4, 8) for _ in range(3)]
+    shared = list(range(100, 116))  # 4 full pages
+    _warm(replicas[2], shared)
+    request = _request("r", shared + [1, 2])
+    aware = routing.RouterConfig("prefix_aware", balance_abs_threshold=2)
+    assert replicas[2].cached_prefix_tokens(routing.block_hashes(request.prompt_token_ids, 4)) == 16
+    assert routing.choose(replicas, request, aware, 0) == 2
+    for i in range(3):  # replica 2 now has 3 more requests in flight than the others
+        replicas[2].scheduler.add_request(f"busy{i}", [7, 8], 2)
+    assert routing.choose(replicas, request, aware, 0) == 0  # least loaded, lowest index
+    assert routing.choose(replicas, request, routing.RouterConfig("round_robin"), 4) == 1
+
+
+def test_prefix_aware_without_a_match_picks_the_replica_with_most_free_pages():
+    replicas = [routing.Replica(16, 4, 8) for _ in range(2)]
+    _warm(replicas[0], list(range(50, 62)))  # 3 CACHED pages: fewer FREE pages on replica 0
+    request = _request("r", [9] * 10)
+    assert routing.choose(replicas, request, routing.RouterConfig("prefix_aware"), 0) == 1
+
+
+def test_quick_bench_prefix_aware_raises_hits_and_least_loaded_balances():
+    report = bench_routing.run(quick=True, replicas="4")
+    by = {router: d[4] for router, d in report.data.items()}
+    assert all(sum(d["routed"]) == 200 for d in by.values())
+    assert by["prefix_aware"]["hit_rate"] > by["round_robin"]["hit_rate"] + 0.05
+    assert by["least_loaded"]["imbalance"] <= by["round_robin"]["imbalance"]
+    assert by["least_loaded"]["imbalance"] < by["prefix_aware"]["imbalance"]
+    assert report.figure() is not None
+
+
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: routing.RouterConfig("random"), "router"),
+        (lambda: routing.simulate([_request("a", [1])], 0), "num_replicas"),
+        (lambda: routing.simulate([_request("a", [1])], 2, arrival_rate=-1.0), "arrival_rate"),
+        (lambda: bench_routing.run(quick=True, replicas="0"), "num_replicas"),
+    ],
+)
+def test_bad_input_names_the_argument(call, word):
+    with pytest.raises(ValueError, match=word):
+        call()
+
+
+def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
+    import json
+
+    from pagedkv import cli
+
+    path = tmp_path / "routing.json"
+    assert cli.main(["bench", "routing", "--quick", "--replicas", "2", "--json", str(path)]) == 0
+    assert "prefix_aware" in capsys.readouterr().out
+    assert {row["router"] for row in json.loads(path.read_text())["rows"]} == set(routing.ROUTERS)

@@ -1,0 +1,88 @@
+"""The serving run: Poisson arrivals, memory shares and latency on the cost model's clock."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pagedkv import cli, costs, serving
+from pagedkv.bench import serving as bench_serving
+from pagedkv.workloads import Request, generate
+
+
+def test_poisson_arrivals_have_the_rate_asked_for():
+    times = serving.poisson_arrivals(20_000, 4.0, seed=1)
+    assert np.all(np.diff(times) >= 0)
+    assert np.mean(np.diff(times)) == pytest.approx(0.25, rel=0.03)
+
+
+def test_a_lone_request_takes_one_prefill_and_its_decode_steps():
+    r = Request("a", list(range(100)), 5)
+    out = serving.serve([r], "paged", arrival_rate=1.0)
+    # Hand count: the prefill step (100 tokens, 100 held) then 4 decode steps holding 101..104.
+    steps = [costs.step_seconds("OPT-13B", "A100-40GB", 100, 100)]
+    steps += [costs.step_seconds("OPT-13B", "A100-40GB", 1, 100 + k) for k in range(1, 5)]
+    assert out["normalized_latency"] == pytest.approx(sum(steps) / 5)
+    contiguous = serving.serve([r], "oracle", arrival_rate=1.0)
+    assert contiguous["normalized_latency"] == pytest.approx(out["normalized_latency"], rel=0.01)
+
+
+def test_at_a_rate_every_system_keeps_up_with_they_hold_the_same_tokens():
+    # Little's law: the same requests in flight, whatever the allocator, when nobody queues.
+    reqs = generate("sharegpt", 200, seed=2)
+    shares = [serving.serve(reqs, s, arrival_rate=0.5)["run_token_states"] for s in ("oracle", "paged")]
+    assert shares[0] == pytest.approx(shares[1], abs=1.0)
+
+
+@pytest.fixture(scope="module")
+def quick_report():
+    return bench_serving.run(quick=True)
+
+
+def test_quick_bench_orders_the_systems_like_the_paper(quick_report):
+    data, top = quick_report.data["systems"], str(quick_report.data["top_rate"])
+    under_load = [data[s][top]["token_states"] for s in serving.SYSTEMS]
+    assert under_load == sorted(under_load) and under_load[-1] > 90  # max < pow2 < oracle < paged
+    for s in serving.SYSTEMS:
+        total = sum(data[s][top][c] for c in serving.CATEGORIES)
+        assert total == pytest.approx(100.0)
+        latency = [data[s][str(r)]["normalized_latency"] for r in quick_report.data["rates"]]
+        assert latency == sorted(latency)  # more load, longer waits
+    at4 = {s: data[s]["4.0"]["normalized_latency"] for s in serving.SYSTEMS}
+    assert at4["paged"] < at4["oracle"] < at4["pow2"] < at4["max"]
+    assert quick_report.figure() is not None
+
+
+def test_bench_memory_arrival_rate_prints_the_serving_run(tmp_path, capsys):
+    path = tmp_path / "memory.json"
+    argv = [
+        "bench",
+        "memory",
+        "--quick",
+        "--arrival-rate",
+        "2",
+        "--workloads",
+        "sharegpt",
+        "--json",
+        str(path),
+    ]
+    assert cli.main(argv) == 0
+    assert "Poisson arrivals" in capsys.readouterr().out
+    assert json.loads(path.read_text())["data"]["arrival_rate"] == 2.0
+
+
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: serving.poisson_arrivals(3, -1.0), "arrival_rate"),
+        (lambda: bench_serving.run(quick=True, arrival_rate=-2.0), "arrival_rate"),
+        (lambda: serving.serve([Request("a", [1], 2)], "buddy", arrival_rate=1.0), "system"),
+        (lambda: serving.serve([Request("a", [1], 2)], "paged", arrival_rate=1.0, gpu="V100"), "gpu"),
+        (lambda: serving.serve([Request("a", [1], 2)], "paged", arrival_rate=1.0, model="x"), "model"),
+    ],
+)
+def test_bad_input_names_the_argument(call, word):
+    with pytest.raises(ValueError, match=word):
+        call()
