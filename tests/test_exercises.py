@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from pagedkv import EvictionPolicy
 from pagedkv.exercises import EXERCISES, check
 
 from .exercise_answers import SOLUTIONS, WRONG
@@ -150,3 +151,14 @@ def test_a_check_from_another_thread_still_works(capsys):
     worker.join(30)
     assert results == [True]
     assert "✓ pages_needed" in capsys.readouterr().out
+
+
+def test_a_subclass_of_the_packages_eviction_policy_is_accepted(capsys):
+    class LRUFromTheBase(EvictionPolicy):  # keeps add, remove, ... of the base class
+        def pop_victim(self):
+            return self._pages.popitem(last=False)[0]
+
+        def order(self):
+            return list(self._pages)
+
+    assert check("eviction_policy", LRUFromTheBase) is True

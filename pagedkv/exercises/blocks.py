@@ -21,7 +21,7 @@ from ..sequence import SequenceManager
 from .guard import Failure, call, wrong
 
 SLOT_RULE = (
-    "docs/design.md, vocabulary: page p owns the slots p * page_size up to p * page_size + "
+    'docs/design.md, "Vocabulary": page p owns the slots p * page_size up to p * page_size + '
     "page_size - 1; a position's page is the block-table entry of its logical block, and its "
     "offset is where it sits inside that block"
 )
