@@ -8,12 +8,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: lab test test-fast notebooks bench demo lint install clean
+.PHONY: lab test test-fast notebooks assignments autograde feedback bench demo lint install clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "pagedkv needs Python >= 3.10; found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[lab,test,serve,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[lab,test,serve,teach,dev]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -38,7 +38,29 @@ test-fast: $(STAMP)
 notebooks: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.store_widget_state=False --ExecutePreprocessor.record_timing=False \
-		notebooks/[0-9]*.ipynb
+		notebooks/[0-9]*.ipynb notebooks/exercises/*.ipynb
+
+# nbgrader, with the course in build/ and notebooks/exercises/ as the assignment "exercises"
+# (docs/teaching.md): `make assignments` writes the student version (no solutions, no outputs)
+# to build/release/exercises/; put each student's notebook in build/submitted/<student>/exercises/,
+# then `make autograde` (scores in build/grades.csv) and `make feedback` (build/feedback/).
+# nbgrader runs `alembic` from PATH, hence the venv's bin/ first.
+NBGRADER := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/nbgrader
+COURSE_ARGS := --CourseDirectory.root=$(CURDIR) --CourseDirectory.source_directory=notebooks \
+	--CourseDirectory.release_directory=build/release --CourseDirectory.submitted_directory=build/submitted \
+	--CourseDirectory.autograded_directory=build/autograded --CourseDirectory.feedback_directory=build/feedback \
+	--CourseDirectory.db_url=sqlite:///$(CURDIR)/build/gradebook.db
+
+assignments: $(STAMP)
+	@mkdir -p build
+	$(NBGRADER) generate_assignment exercises --force $(COURSE_ARGS)
+
+autograde: $(STAMP)
+	$(NBGRADER) autograde exercises $(COURSE_ARGS)
+	$(NBGRADER) export --to build/grades.csv $(COURSE_ARGS)
+
+feedback: $(STAMP)
+	$(NBGRADER) generate_feedback exercises $(COURSE_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m pagedkv demo

@@ -43,7 +43,9 @@ class CacheConfig:
     head_dim: int = 8
     dtype: str = "float32"  # storage dtype of K/V
     enable_prefix_caching: bool = True  # hash full pages and reuse them across sequences
-    eviction_policy: str = "lru"  # which CACHED page is reclaimed first: "lru" (vLLM), EVICTION_POLICIES
+    # Which CACHED page is reclaimed first: "lru" (vLLM), one of EVICTION_POLICIES, or a
+    # class with the EvictionPolicy interface, called with no arguments (pagedkv.exercises).
+    eviction_policy: str | type = "lru"
     prefix_index: str = "hash"  # how prefix hits are found: "hash" (vLLM) or "radix" (SGLang)
 
     def __post_init__(self) -> None:
@@ -54,7 +56,8 @@ class CacheConfig:
         _check(check_int, "head_dim", self.head_dim, 1, 4096)
         _check(check_choice, "dtype", self.dtype, DTYPES)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
-        _check(check_choice, "eviction_policy", self.eviction_policy, EVICTION_POLICIES)
+        if not isinstance(self.eviction_policy, type):  # a class is an EvictionPolicy (exercises)
+            _check(check_choice, "eviction_policy", self.eviction_policy, EVICTION_POLICIES)
         _check(check_choice, "prefix_index", self.prefix_index, PREFIX_INDEXES)
         if self.prefix_index == "radix" and self.eviction_policy != "lru":
             # The tree may only give up leaves; its leaf-first LRU is SGLang's policy.

@@ -117,8 +117,10 @@ class MRUEvictionPolicy(EvictionPolicy):
         return list(reversed(self._pages))
 
 
-def make_eviction_policy(name: str) -> EvictionPolicy:
-    """The policy a `CacheConfig.eviction_policy` names."""
+def make_eviction_policy(name: str | type) -> EvictionPolicy:
+    """The policy a `CacheConfig.eviction_policy` names (a class is called with no arguments)."""
+    if isinstance(name, type):
+        return name()
     from .eviction_lab import LAB_POLICIES  # they subclass EvictionPolicy, defined above
 
     policies: dict[str, type[EvictionPolicy]] = {

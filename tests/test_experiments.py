@@ -1,4 +1,4 @@
-"""The hit-rate experiment against the plain reference pool (tests/reference_model.py)."""
+"""The hit-rate experiment against the plain reference pool (pagedkv/reference_pool.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from collections import Counter
 import pytest
 
 from pagedkv.experiments import popular_system_prompts, prefix_hit_rates
-
-from .reference_model import ReferencePool
+from pagedkv.reference_pool import ReferencePool
 
 
 def test_the_workload_follows_its_description():

@@ -57,11 +57,11 @@ def test_environment_yml_matches_pyproject():
 
 
 def _post_build_calls(tmp_path: Path) -> list[list[str]]:
-    """Run postBuild with `python`, `python3` and `pip` replaced by recorders; return the
-    argument lists they were called with (nothing is installed)."""
+    """Run postBuild with `python`, `python3`, `pip` and `nbgrader` replaced by recorders;
+    return the argument lists they were called with (nothing is installed or written)."""
     bin_dir, log = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
-    for name in ("python", "python3", "pip"):
+    for name in ("python", "python3", "pip", "nbgrader"):
         fake = bin_dir / name
         fake.write_text(f'#!/bin/sh\nprintf "%s\\037" {name} "$@" >> "{log}"\nprintf "\\n" >> "{log}"\n')
         fake.chmod(0o755)
@@ -81,7 +81,10 @@ def test_binder_post_build_installs_pagedkv_with_what_environment_yml_provides(t
     subprocess.run(["bash", "-n", str(post_build)], check=True, timeout=60)
     calls = _post_build_calls(tmp_path)
     pip_calls = [c for c in calls if c[1:4] == ["-m", "pip", "install"] or c[:2] == ["pip", "install"]]
-    assert len(pip_calls) == 1 and pip_calls == calls, f"expected one pip install, got {calls}"
+    # Then the student version of the exercises (docs/teaching.md: the Binder link opens it).
+    release = [c for c in calls if c[:3] == ["nbgrader", "generate_assignment", "exercises"]]
+    assert len(pip_calls) == 1 and pip_calls + release == calls, f"expected one pip install, got {calls}"
+    assert len(release) == 1 and "--CourseDirectory.release_directory=build/release" in release[0]
     argv = pip_calls[0][4:] if pip_calls[0][0] != "pip" else pip_calls[0][2:]
     options, targets = create_command("install").parse_args(argv)
     installed = [*options.editables, *targets]

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
 
 from pagedkv import OutOfPagesError, PageState
+from pagedkv.reference_pool import OutOfPages, ReferencePool
 
 from .pools import make
-from .reference_model import OutOfPages, ReferencePool
 
 # A tiny alphabet makes shared prefixes (and so prefix hits) common.
 tokens_st = st.lists(st.integers(0, 2), min_size=1, max_size=14)

@@ -43,7 +43,9 @@ class ReferencePool:
             self.free.remove(pid)
         else:
             pid = self.evictable.pop(0) if self.policy == "lru" else self.evictable.pop()
-            del self.index[self.key[pid]]
+            key = self.key[pid]
+            assert key is not None  # an evictable page is full, so it has a key
+            del self.index[key]
             self.key[pid] = None
             self.tokens[pid] = []
             self.stats["evictions"] += 1
