@@ -71,7 +71,9 @@ class KVCachePool:
         else:
             self.prefix_index = PrefixIndex(self.pages, config.page_size)
             self.eviction = make_eviction_policy(config.eviction_policy)
-        self.eviction.attach(config.num_pages, self._content_key)
+        attach = getattr(self.eviction, "attach", None)  # optional: a learner's policy may not have it
+        if attach is not None:
+            attach(config.num_pages, self._content_key)
         self.stats = PoolStats()
         self.clock = 0  # logical: one tick per successful operation
         self.events = EventStream()

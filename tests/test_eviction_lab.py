@@ -20,8 +20,7 @@ from pagedkv.eviction_lab import (
 from pagedkv.hashing import block_hashes
 from pagedkv.hit_rate_lab import check_policy, install_policy, lru_verdict, replay
 from pagedkv.lab_workloads import LabRequest, lab_workload, multi_turn_chat, scan_mix
-
-from .reference_model import ReferencePool
+from pagedkv.reference_pool import ReferencePool
 
 POLICIES = ["lru", "mru", "fifo", "lfu", "arc", "s3fifo"]
 

@@ -1,6 +1,6 @@
 """The radix tree as the pool's prefix index (CacheConfig(prefix_index="radix")).
 
-Held to the plain reference model (tests/reference_model.py) with the two rules where a
+Held to the plain reference model (pagedkv/reference_pool.py) with the two rules where a
 tree differs from a hash chain spelled out in `TreeReferencePool`: a block is indexed only
 if its parent's content is, and the victim is the least recently used *leaf*, where using a
 page uses its whole prefix. Everything else (hits, block tables, states, counters) must be
@@ -19,8 +19,7 @@ from pagedkv import CacheConfig, KVCachePool, OutOfPagesError, PageState, Sequen
 from pagedkv.config import ConfigError
 from pagedkv.hit_rate_lab import replay
 from pagedkv.lab_workloads import lab_workload
-
-from .reference_model import OutOfPages, ReferencePool
+from pagedkv.reference_pool import OutOfPages, ReferencePool
 
 
 class TreeReferencePool(ReferencePool):
