@@ -28,8 +28,8 @@ import numpy as np
 from .attention import AttentionEngine, dense_attention
 from .config import CacheConfig
 from .pool import OutOfPagesError
-from .sequence import SequenceManager
 from .sampling import check_sampling, sample
+from .sequence import SequenceManager
 from .validation import check_int, check_vocab
 
 VOCAB_SIZE = 256

@@ -81,7 +81,13 @@ def save_weights(model: TinyLM, card: dict, path: Path | None = None) -> Path:
             archive.writestr(info, member.getvalue())
     data = buffer.getvalue()
     path.write_bytes(data)
-    card = {**card, "stored_dtype": STORED_DTYPE, "file": path.name, "bytes": len(data), "sha256": _sha256(data)}
+    card = {
+        **card,
+        "stored_dtype": STORED_DTYPE,
+        "file": path.name,
+        "bytes": len(data),
+        "sha256": _sha256(data),
+    }
     _card_path(path).write_text(json.dumps(card, indent=1) + "\n")
     return path
 
@@ -92,7 +98,9 @@ def load_card(path: Path | None = None) -> dict:
     try:
         card = json.loads(card_path.read_text())
     except FileNotFoundError:
-        raise WeightsFileError(f"model card {card_path} is missing (rebuild with `make train-model`)") from None
+        raise WeightsFileError(
+            f"model card {card_path} is missing (rebuild with `make train-model`)"
+        ) from None
     except (OSError, ValueError) as err:
         raise WeightsFileError(f"model card {card_path} is unreadable: {err}") from None
     missing = [k for k in ("shape", "bytes", "sha256") if k not in card]

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import hashlib
 import json
 import math
 import re
@@ -148,7 +147,9 @@ class TorchTinyLM(torch.nn.Module):
             attn = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, -1)
             x = x + F.dropout(attn @ w["wo"], dropout, self.training)
             h = self._norm(x, w["mlp_norm"])
-            x = x + F.dropout((F.silu(h @ w["w_gate"]) * (h @ w["w_up"])) @ w["w_down"], dropout, self.training)
+            x = x + F.dropout(
+                (F.silu(h @ w["w_gate"]) * (h @ w["w_up"])) @ w["w_down"], dropout, self.training
+            )
         return self._norm(x, self.final_norm) @ self.lm_head + self.lm_bias
 
     def to_numpy(self) -> TinyLM:
@@ -224,7 +225,9 @@ def check_numpy_matches(net: TorchTinyLM) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rebuild-corpus", action="store_true", help="re-freeze pagedkv/data/corpus.txt first")
+    parser.add_argument(
+        "--rebuild-corpus", action="store_true", help="re-freeze pagedkv/data/corpus.txt first"
+    )
     parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps (default {STEPS})")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1 gives repeatable weights)")
     args = parser.parse_args()

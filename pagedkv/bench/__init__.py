@@ -32,6 +32,7 @@ BENCHMARKS = {  # name -> module
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
     "api": "pagedkv.bench.api",
+    "model": "pagedkv.bench.model",
 }
 
 
