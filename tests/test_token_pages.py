@@ -34,8 +34,8 @@ def test_every_token_sits_in_the_page_of_its_slot():
         pages = (seqs.slot_mapping(seq_id) // seqs.page_size).tolist()
         glyphs = [(page, g) for page, text in runs[seq_id] for g in re.findall(r"\\x[0-9a-f]{2}|.", text)]
         assert [page for page, _ in glyphs] == pages and len(glyphs) == len(tokens)
-        expected = [" " if t == 32 else chr(t) if 32 < t < 127 else f"\\x{t:02x}" for t in tokens]
-        assert [g.replace("·", " ") for _, g in glyphs] == expected
+        expected = [chr(t) if 32 <= t < 127 or t == 10 else f"\\x{t:02x}" for t in tokens]
+        assert [g.replace("·", " ").replace("↵", "\n") for _, g in glyphs] == expected
 
 
 def test_the_named_page_holds_the_tokens_keys():

@@ -6,8 +6,9 @@ each box is labelled with its physical page id and filled with the colour of the
 that first took that page (the owner, as in the heatmaps), so a page shared by a prefix hit
 or a fork shows up in another sequence's row in the owner's colour, hatched, with "×n".
 TinyLM's tokens are bytes, so each token is one character; a space is drawn as "·" so the
-slots stay visible. `token_pages_html` is the dashboard's HTML; `plot_token_pages` draws the
-same for a notebook. vLLM keeps exactly this mapping (its slot_mapping) and never shows it.
+slots stay visible, a newline as "↵". `token_pages_html` is the dashboard's HTML;
+`plot_token_pages` draws the same for a notebook. vLLM keeps exactly this mapping (its
+slot_mapping) and never shows it.
 Leaves out: tokenizers with multi-character tokens, rows beyond `max_tokens` tokens.
 """
 
@@ -32,9 +33,9 @@ def token_ids_of(seqs: SequenceManager) -> dict[Hashable, list[int]]:
 
 
 def _glyph(token: int) -> str:
-    """The character a byte token shows as: itself if printable, "·" for a space, else hex."""
-    if token == 32:
-        return "·"
+    """The character a byte token shows as: itself if printable, "·" a space, "↵" a newline, else hex."""
+    if token in (10, 32):
+        return "↵" if token == 10 else "·"
     return chr(token) if 32 < token < 127 else f"\\x{token:02x}"
 
 
