@@ -116,8 +116,9 @@ def plot_token_pages(
     size = snapshot.page_size
     per_line = max(1, 48 // size)  # pages per figure line, so a line holds <= 48 characters
     lines = [(s, runs[s][i : i + per_line]) for s in runs for i in range(0, max(1, len(runs[s])), per_line)]
-    width = per_line * (size + 1)
-    fig = Figure(figsize=(12.8, 0.9 + 0.75 * max(1, len(lines))), dpi=90, layout="constrained")
+    width = max([1, *(len(chunk) for _, chunk in lines)]) * (size + 1)  # character columns used
+    inches = min(12.8, max(6.4, 1.5 + 0.3 * width))  # ~0.3 inch per character, readable at 14 pt
+    fig = Figure(figsize=(inches, 0.9 + 0.75 * max(1, len(lines))), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for row, (_, chunk) in enumerate(lines):
