@@ -19,11 +19,13 @@ beyond bytes, batching of different sampling settings in one step.
 
 from __future__ import annotations
 
+import functools
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from collections.abc import Sequence as SequenceLike
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from .attention import AttentionEngine, dense_attention
 from .config import CacheConfig
@@ -33,6 +35,25 @@ from .sequence import SequenceManager
 from .validation import check_int, check_vocab
 
 VOCAB_SIZE = 256
+_BLAS: list[ThreadpoolController] = []  # made on first use, once numpy's BLAS is loaded
+
+
+def _one_blas_thread(method: Callable) -> Callable:
+    """Run `method` with BLAS on one thread.
+
+    NOTE: TinyLM's matrices are too small to gain from threads, and on a busy machine (a
+    shared classroom server, Binder) multithreaded BLAS made a 40-token generation 15x
+    slower, its threads waiting on each other. The limit is set and restored per call (~25 us).
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        if not _BLAS:
+            _BLAS.append(ThreadpoolController())
+        with _BLAS[0].limit(limits=1, user_api="blas"):
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 def _rms_norm(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -185,6 +206,7 @@ class TinyLM:
     def _logits(self, x: np.ndarray) -> np.ndarray:
         return _rms_norm(x, self.final_norm) @ self.lm_head + self.lm_bias
 
+    @_one_blas_thread
     def forward_reference(self, token_ids: SequenceLike[int]) -> np.ndarray:
         """Logits [T, vocab] for every position, recomputed from scratch with dense attention."""
         tokens = list(token_ids)
@@ -200,6 +222,7 @@ class TinyLM:
             x = x + self._mlp(w, x)
         return self._logits(x)
 
+    @_one_blas_thread
     def forward(self, seqs: SequenceManager, seq_ids: SequenceLike[Hashable]) -> np.ndarray:
         """Run every not-yet-computed token of each sequence through the paged cache.
 
