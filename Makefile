@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: lab test test-fast notebooks assignments autograde feedback bench demo lint install clean
+.PHONY: lab test test-fast notebooks assignments autograde feedback bench demo lint install clean train-model
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "pagedkv needs Python >= 3.10; found " + sys.version.split()[0])'
@@ -69,6 +69,15 @@ bench: $(STAMP)
 	$(BIN)/python -m pagedkv bench ops
 
 # The pinned ruff and mypy come with the dev extra (pyproject.toml), installed with the rest.
+
+# Rebuild pagedkv/data/tinylm.npz + tinylm.json from the frozen corpus and a fixed seed
+# (~10 minutes on one CPU core). torch lives in its own .venv-train: the lab never needs it.
+TRAIN_VENV := .venv-train
+train-model:
+	@test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[train]'
+	$(TRAIN_VENV)/bin/python tools/train_model.py
+
 lint: $(STAMP)
 	$(BIN)/python -m ruff check pagedkv tests
 	$(BIN)/python -m ruff format --check pagedkv tests

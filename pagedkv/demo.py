@@ -4,8 +4,9 @@ The default is the walkthrough: in a 16-page pool of 4-token pages TinyLM genera
 request_A's tokens through the cache (a page is taken only when the last one is full),
 request_A finishes (its full pages stay CACHED, tail first in the LRU order), and request_B,
 which starts with request_A's prompt, reuses those pages as prefix hits and grows until the
-pool has to evict. `--scenario NAME` prints any other scenario the same way; the
-dashboard and the notebooks step through exactly these runs.
+pool has to evict. The model is `TinyLM.pretrained()`, so the text reads as words; at the
+end each live sequence's text is printed page by page. `--scenario NAME` prints any other
+scenario the same way; the dashboard and the notebooks step through exactly these runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 
 from .pool import KVCachePool
 from .scenarios import SCENARIOS, ActionRecord, ScenarioRun
+from .viz.tokens import page_runs, token_ids_of
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,9 +90,12 @@ def run(args: argparse.Namespace | None = None) -> int:
             print(f"  LRU order (next victim first): {pool.eviction.order()}  {_pool_line(pool)}")
         previous = action.caption
     print()
-    for seq_id, table in pool.snapshot().block_tables.items():
+    snapshot = pool.snapshot()
+    runs = page_runs(snapshot, token_ids_of(scenario.seqs))
+    for seq_id, table in snapshot.block_tables.items():
         text = scenario.model.decode(scenario.seqs.get(seq_id).token_ids)
         print(f"{seq_id} reads {text!r}\n  block table {list(table)}")
+        print("  tokens by page: " + " ".join(f"{page}[{chars}]" for page, chars in runs[seq_id]))
     s = pool.stats
     print(
         f"counters: allocations {s.allocations}, evictions {s.evictions}, prefix hits "

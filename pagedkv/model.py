@@ -2,33 +2,58 @@
 
 Shaped like the models serving engines run — pre-norm RMSNorm blocks, rotary position
 embeddings (RoPE), grouped-query attention, a SwiGLU MLP — but with a byte vocabulary (256
-tokens, so any text is a prompt) and a few thousand seeded random weights. Its K/V go
-through a `KVCachePool` exactly as a real model's do in vLLM's model runner: each step
-computes K/V only for the tokens not yet in the cache, writes them at their slots, and
-attends through the block tables.
+tokens, so any text is a prompt). `TinyLM.pretrained()` loads the weights shipped in
+`pagedkv/data/` (trained on the project's own prose by `make train-model`; its card is
+`model.card` and the README's "Model card"), so it continues "The KV cache holds" in words;
+`TinyLM(seed=...)` builds seeded random weights of any shape, for tests. Its K/V go through
+a `KVCachePool` exactly as a real model's do in vLLM's model runner: each step computes
+K/V only for the tokens not yet in the cache, writes them at their slots, and attends
+through the block tables.
 
 `forward_reference` recomputes everything from the token ids with dense attention and no
 cache: the oracle the paged path must match, token for token.
 
-Leaves out: training (the weights are random, with a small bias towards lowercase letters
-and spaces so generated text is readable), tokenizers beyond bytes, and top-k/top-p.
+Leaves out: training in numpy (tools/train_model.py trains a torch mirror), tokenizers
+beyond bytes, batching of different sampling settings in one step.
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from collections.abc import Sequence as SequenceLike
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from .attention import AttentionEngine, dense_attention
 from .config import CacheConfig
 from .pool import OutOfPagesError
+from .sampling import check_sampling, sample
 from .sequence import SequenceManager
-from .validation import check_vocab
+from .validation import check_int, check_vocab
 
 VOCAB_SIZE = 256
+_BLAS: list[ThreadpoolController] = []  # made on first use, once numpy's BLAS is loaded
+
+
+def _one_blas_thread(method: Callable) -> Callable:
+    """Run `method` with BLAS on one thread.
+
+    NOTE: TinyLM's matrices are too small to gain from threads, and on a busy machine (a
+    shared classroom server, Binder) multithreaded BLAS made a 40-token generation 15x
+    slower, its threads waiting on each other. The limit is set and restored per call (~25 us).
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        if not _BLAS:
+            _BLAS.append(ThreadpoolController())
+        with _BLAS[0].limit(limits=1, user_api="blas"):
+            return method(*args, **kwargs)
+
+    return wrapper
 
 
 def _rms_norm(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -40,7 +65,7 @@ def _check_vocab(name: str, token_ids: SequenceLike[int]) -> None:
 
 
 class TinyLM:
-    """A seeded decoder-only transformer over bytes."""
+    """A decoder-only transformer over bytes: trained (`pretrained()`) or seeded random."""
 
     def __init__(
         self,
@@ -59,8 +84,7 @@ class TinyLM:
             ("head_dim", head_dim),
             ("ffn_dim", ffn_dim),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4096:
-                raise ValueError(f"{name} must be an int in [1, 4096], got {value!r}")
+            check_int(name, value, 1, 4096)
         if num_heads % num_kv_heads:
             raise ValueError(f"num_heads ({num_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
         if head_dim % 2:
@@ -97,8 +121,30 @@ class TinyLM:
         self.inv_freq = 1.0 / (10000.0 ** (np.arange(0, head_dim, 2) / head_dim))  # [D/2]
         # One engine per pool, kept while the pool lives, so its work arrays are reused.
         self._engines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.card: dict | None = None  # the model card of loaded weights (None: random weights)
+
+    @classmethod
+    def pretrained(cls, dtype: str = "float32") -> TinyLM:
+        """The shipped trained weights (pagedkv/data/tinylm.npz), checked against their sha256.
+
+        Model card (README "Model card"; `model.card` holds the training run): 4 layers, 4
+        query heads over 2 K/V heads of 32 (d_model 128), SwiGLU 384, 853,376 parameters;
+        2,048 bytes of K/V per token in float32; trained by `make train-model` for 1,000 steps
+        on the project's own prose (pagedkv/data/corpus.txt, MIT); held-out 2.11 bits per
+        byte (unigram 4.74, uniform 8). A missing, truncated or altered file raises
+        `pagedkv.weights.WeightsFileError`.
+        """
+        from .weights import load_weights  # weights.py builds on this module
+
+        return load_weights(dtype=dtype)
 
     def __repr__(self) -> str:
+        if self.card is not None:
+            return (
+                f"TinyLM.pretrained(): {self.num_layers} layers, {self.num_heads} heads, "
+                f"{self.num_kv_heads} K/V heads of {self.head_dim} dims, ffn_dim={self.ffn_dim}, "
+                f"dtype={self.dtype!r}"
+            )
         return (
             f"TinyLM(num_layers={self.num_layers}, num_heads={self.num_heads}, "
             f"num_kv_heads={self.num_kv_heads}, head_dim={self.head_dim}, "
@@ -160,6 +206,7 @@ class TinyLM:
     def _logits(self, x: np.ndarray) -> np.ndarray:
         return _rms_norm(x, self.final_norm) @ self.lm_head + self.lm_bias
 
+    @_one_blas_thread
     def forward_reference(self, token_ids: SequenceLike[int]) -> np.ndarray:
         """Logits [T, vocab] for every position, recomputed from scratch with dense attention."""
         tokens = list(token_ids)
@@ -175,6 +222,7 @@ class TinyLM:
             x = x + self._mlp(w, x)
         return self._logits(x)
 
+    @_one_blas_thread
     def forward(self, seqs: SequenceManager, seq_ids: SequenceLike[Hashable]) -> np.ndarray:
         """Run every not-yet-computed token of each sequence through the paged cache.
 
@@ -239,14 +287,15 @@ class TinyLM:
     # ---- generation ------------------------------------------------------------------------
 
     @staticmethod
-    def sample(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> list[int]:
-        """One token per row: argmax at temperature 0, else a draw from softmax(logits / T)."""
-        if temperature == 0:
-            return [int(t) for t in logits.argmax(axis=-1)]
-        z = logits.astype(np.float64) / temperature
-        p = np.exp(z - z.max(axis=-1, keepdims=True))
-        p /= p.sum(axis=-1, keepdims=True)
-        return [int(rng.choice(VOCAB_SIZE, p=row)) for row in p]
+    def sample(
+        logits: np.ndarray,
+        temperature: float,
+        rng: np.random.Generator,
+        top_k: int | None = None,
+        top_p: float | None = None,
+    ) -> list[int]:
+        """One token per row: argmax at temperature 0, else a seeded draw (see pagedkv.sampling)."""
+        return sample(logits, temperature, rng, top_k, top_p)
 
     def generate(
         self,
@@ -258,6 +307,8 @@ class TinyLM:
         n: int = 1,
         temperature: float = 0.0,
         seed: int = 0,
+        top_k: int | None = None,
+        top_p: float | None = None,
         free: bool = True,
     ) -> dict[Hashable, list[int]]:
         """Generate through the paged cache; returns new tokens per sequence id.
@@ -272,11 +323,9 @@ class TinyLM:
         """
         if isinstance(prompts, str) or not prompts:
             raise ValueError("prompts must be a non-empty list of token-id lists or strings")
-        for name, value, low in (("max_new_tokens", max_new_tokens, 0), ("n", n, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 100_000:
-                raise ValueError(f"{name} must be an int in [{low}, 100000], got {value!r}")
-        if not isinstance(temperature, (int, float)) or not 0 <= temperature < float("inf"):
-            raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        check_int("max_new_tokens", max_new_tokens, 0, 100_000)
+        check_int("n", n, 1, 100_000)
+        check_sampling(temperature, top_k, top_p)
         token_lists = [self.encode(p) if isinstance(p, str) else list(p) for p in prompts]
         for i, toks in enumerate(token_lists):
             if not toks:
@@ -302,7 +351,7 @@ class TinyLM:
                         seqs.fork(seq_id, f"{seq_id}.{k}")
                     seqs.free(seq_id)
             for step in range(max_new_tokens):
-                tokens = self.sample(logits, temperature, rng)
+                tokens = sample(logits, temperature, rng, top_k, top_p)
                 for seq_id, token in zip(sample_ids, tokens):
                     out[seq_id].append(token)
                 if step + 1 == max_new_tokens:
@@ -337,14 +386,22 @@ class TinyLM:
         return out
 
     def generate_reference(
-        self, prompt: SequenceLike[int] | str, max_new_tokens: int, temperature: float = 0.0, seed: int = 0
+        self,
+        prompt: SequenceLike[int] | str,
+        max_new_tokens: int,
+        temperature: float = 0.0,
+        seed: int = 0,
+        top_k: int | None = None,
+        top_p: float | None = None,
     ) -> list[int]:
         """Greedy/sampled generation by recomputing the whole context every step (no cache)."""
+        check_int("max_new_tokens", max_new_tokens, 0, 100_000)
+        check_sampling(temperature, top_k, top_p)
         tokens = self.encode(prompt) if isinstance(prompt, str) else list(prompt)
         rng = np.random.default_rng(seed)
         out = []
         for _ in range(max_new_tokens):
-            token = self.sample(self.forward_reference(tokens)[-1:], temperature, rng)[0]
+            token = sample(self.forward_reference(tokens)[-1:], temperature, rng, top_k, top_p)[0]
             out.append(token)
             tokens.append(token)
         return out

@@ -156,8 +156,8 @@ def test_dense_attention_rejects_mismatched_shapes():
         (lambda m, s: m.generate(s, [[1, 256]], 2), ValueError, r"prompts\[0\]\[1\] = 256"),
         (lambda m, s: m.generate(s, [[]], 2), ValueError, r"prompts\[0\] must not be empty"),
         (lambda m, s: m.generate(s, "abc", 2), ValueError, "prompts must be a non-empty list"),
-        (lambda m, s: m.generate(s, ["a"], -1), ValueError, "max_new_tokens must be an int"),
-        (lambda m, s: m.generate(s, ["a"], 2, n=0), ValueError, "n must be an int"),
+        (lambda m, s: m.generate(s, ["a"], -1), ValueError, r"max_new_tokens must be in \[0, 100000\]"),
+        (lambda m, s: m.generate(s, ["a"], 2, n=0), ValueError, r"n must be in \[1, 100000\], got 0"),
         (lambda m, s: m.generate(s, ["a"], 2, temperature=-1), ValueError, "temperature"),
         (lambda m, s: m.generate(s, ["a"], 2, temperature=float("nan")), ValueError, "temperature"),
         (lambda m, s: m.generate(s, ["a"], 2, seq_ids=["a"]), ValueError, "already live"),
@@ -232,7 +232,7 @@ def test_pool_and_manager_constructors_reject():
     [
         (dict(num_heads=3, num_kv_heads=2), "multiple of num_kv_heads"),
         (dict(head_dim=7), "head_dim must be even"),
-        (dict(num_layers=0), "num_layers must be an int in"),
+        (dict(num_layers=0), r"num_layers must be in \[1, 4096\], got 0"),
         (dict(dtype="float16"), "dtype must be"),
     ],
 )

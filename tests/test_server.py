@@ -26,7 +26,7 @@ from pagedkv.service import recover
 from pagedkv.service.engine import ServiceEngine, snapshot_json
 from pagedkv.service.serve import ServerProcess
 
-MODEL = TinyLM(seed=0)
+MODEL = TinyLM.pretrained()  # the weights the service loads
 
 
 @pytest.fixture(scope="module")

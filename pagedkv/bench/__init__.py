@@ -39,6 +39,7 @@ BENCHMARKS = {  # name -> module
     "tiers": "pagedkv.bench.tiers",
     "eviction": "pagedkv.bench.eviction",
     "radix": "pagedkv.bench.radix",
+    "model": "pagedkv.bench.model",
 }
 
 

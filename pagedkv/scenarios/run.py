@@ -39,8 +39,8 @@ MAX_STEPS = 1000  # a scenario never grows longer (the Play widget's range)
 
 @lru_cache(maxsize=1)
 def default_model() -> TinyLM:
-    """The TinyLM every scenario uses (seed 0): built once, shared, never mutated."""
-    return TinyLM(seed=0)
+    """The TinyLM every scenario uses (the shipped trained weights): loaded once, shared, never mutated."""
+    return TinyLM.pretrained()
 
 
 class ScenarioRun:

@@ -77,14 +77,15 @@ class ServiceEngine:
         page_size: int = 16,
         wal: Path | str | None = None,
         fsync: FsyncPolicy | str = "always",
-        model_seed: int = 0,
+        model_seed: int | None = None,
         checkpoint_every: int = 10_000,
         limits: ServiceLimits | None = None,
         vllm_names: bool = False,
         metrics_created: bool = False,
     ) -> None:
         self.limits = limits if limits is not None else ServiceLimits()
-        self.model = TinyLM(seed=model_seed)
+        # The shipped trained weights, unless a seed asks for random ones (of the default shape).
+        self.model = TinyLM.pretrained() if model_seed is None else TinyLM(seed=model_seed)
         config = self.model.cache_config(num_pages, page_size)
         if wal is not None:
             manager: SequenceManager = open_store(wal, config, fsync)

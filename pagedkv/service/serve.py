@@ -68,7 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--num-pages", type=int, default=256)
     parser.add_argument("--page-size", type=int, default=16)
-    parser.add_argument("--model-seed", type=int, default=0, help="TinyLM weights seed")
+    parser.add_argument(
+        "--model-seed", type=int, default=None, help="random TinyLM weights of this seed (default: trained)"
+    )
     parser.add_argument(
         "--vllm-metrics",
         action="store_true",

@@ -5,6 +5,7 @@ from .dashboard import Dashboard
 from .fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
 from .heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
 from .palette import SequencePalette
+from .tokens import plot_token_pages, token_ids_of, token_pages_html
 from .usage import plot_slots, plot_usage, sharing_savings, slot_usage
 
 __all__ = [
@@ -20,7 +21,10 @@ __all__ = [
     "plot_paged_vs_contiguous",
     "plot_pool",
     "plot_slots",
+    "plot_token_pages",
     "plot_usage",
     "sharing_savings",
     "slot_usage",
+    "token_ids_of",
+    "token_pages_html",
 ]

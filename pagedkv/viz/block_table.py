@@ -20,7 +20,8 @@ is vLLM's `BlockTable` made visible; nothing in vLLM draws it. Leaves out: rows 
 from __future__ import annotations
 
 import html
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Sequence as SequenceLike
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -29,6 +30,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..pool import Event, PoolSnapshot
 from .palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
+from .tokens import token_pages_html
 
 COW_COLOR = VICTIM_COLOR  # vermillion: the page that was written was a copy
 
@@ -160,8 +162,10 @@ def block_table_html(
     palette: SequencePalette | None = None,
     events: Iterable[Event] | None = None,
     max_blocks: int = 64,
+    token_ids: Mapping[Hashable, SequenceLike[int]] | None = None,
 ) -> str:
-    """The block tables as an HTML table (same colours and marks as `plot_block_tables`)."""
+    """The block tables as an HTML table (same colours and marks as `plot_block_tables`);
+    with `token_ids` (seq id -> tokens), followed by each sequence's text boxed by page."""
     palette = _check(snapshot, palette)
     hits, cow = _marks(snapshot, events)
     rows = []
@@ -203,8 +207,9 @@ def block_table_html(
         f"prefix hit</span> <span style='border:3px solid {COW_COLOR};padding:0 3px'>copy-on-write"
         f"</span></div>"
     )
+    tokens = "" if token_ids is None else token_pages_html(snapshot, token_ids, palette)
     return (
         f"<div class='pagedkv-block-table-view'><b>block tables</b>"
         f"<table style='border-collapse:separate;border-spacing:2px;font-size:12px'>{body}</table>"
-        f"{key}</div>"
+        f"{key}{tokens}</div>"
     )

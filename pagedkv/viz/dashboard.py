@@ -8,7 +8,8 @@ another number of pages or page size. Every change re-renders, in place:
 - the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
   strict nbval; `PoolHeatmap` redraws without re-plotting);
-- the block tables, a status line of usage and counters, and an event log of allocations,
+- the block tables with each sequence's text boxed by page, a status line of usage and
+  counters, and an event log of allocations,
   prefix hits, evictions, copy-on-write copies and preemptions (HTML widgets).
 
 Back is exact time travel: `ScenarioRun.back()` replays the history minus its last action.
@@ -36,6 +37,7 @@ from ..scenarios import SCENARIOS, Action, ScenarioRun
 from .block_table import block_table_html
 from .heatmap import PoolHeatmap
 from .palette import SequencePalette
+from .tokens import token_ids_of
 
 PAGES_RANGE = (4, 256)  # pool-size slider
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
@@ -286,7 +288,8 @@ class Dashboard(widgets.VBox):
         self.lru.value = lru_map.png()
         # Shown at their own size: a layout that stretches an <img> blurs its text.
         self.heatmap.width, self.lru.width = str(pool_map.size[0]), str(lru_map.size[0])
-        self.block_tables.value = block_table_html(snap, self.palette, events)
+        tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
+        self.block_tables.value = block_table_html(snap, self.palette, events, token_ids=tokens)
         self.status.value = self._status_html(snap)
         self.event_log.value = self._log_html()
         caption = run.records[-1].action.caption if run.records else run.scenario.summary
