@@ -401,11 +401,24 @@ def test_demo_prints_a_scenario(name, expected):
     assert expected in done.stdout and "counters:" in done.stdout
 
 
-def test_after_the_scenario_step_decodes_the_live_sequences_until_none_is_left():
+def test_after_the_scenario_step_refuses_and_decode_all_goes_on():
     run = run_to_end("walkthrough")  # ends with request_B live
-    assert run.can_step
+    assert not run.can_step and run.can_decode_all
+    with pytest.raises(ValueError, match="the scenario is done"):
+        run.step()
     n = run.seqs.get("request_B").num_tokens
-    record = run.step()
-    assert record.action.op == "decode" and run.seqs.get("request_B").num_tokens in (n, n + 1)
-    assert not run_to_end("eviction").can_step  # every request finished
-    assert not run_to_end("preempt").can_step  # the scheduler finished everything
+    record = run.decode_all()
+    assert record.action.op == "decode" and record.own
+    assert run.seqs.get("request_B").num_tokens in (n, n + 1)
+    assert not run_to_end("eviction").can_decode_all  # every request finished
+    assert not run_to_end("preempt").can_decode_all  # the scheduler finished everything
+
+
+def test_a_scheduler_scenario_knows_its_total_before_the_first_step():
+    run = ScenarioRun("preempt")
+    total = len(run.steps)
+    assert total > len(run.scenario.steps())  # the "schedule" step, repeated
+    while not run.done:
+        run.step()
+        assert len(run.steps) == total
+    assert not run.scheduler.has_unfinished  # exactly enough steps to finish everything
