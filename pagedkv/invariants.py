@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .hashing import hash_block_tokens
+from .lifecycle import STATES
 from .page import PageState
 
 if TYPE_CHECKING:
@@ -86,3 +87,11 @@ def check_invariants(pool: KVCachePool) -> None:
         _require(page.state is not FREE, f"index points at FREE page {pid}")
     if not pool.config.enable_prefix_caching:
         _require(not pool._index and not len(pool.eviction), "prefix caching off but cached")
+    _check_lifecycle_states(pool)
+
+
+def _check_lifecycle_states(pool: KVCachePool) -> None:
+    """Every page is in one of the states of the lifecycle table (pagedkv.lifecycle), the
+    table the lifecycle diagram is drawn from; its transitions are checked by the tests."""
+    for page in pool._pages:
+        _require(page.state in STATES, f"page {page.page_id}: state {page.state!r} not in the lifecycle table")

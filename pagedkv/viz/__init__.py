@@ -4,6 +4,7 @@ from .block_table import block_table_html, plot_block_tables
 from .dashboard import Dashboard
 from .fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
 from .heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
+from .lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
 from .palette import SequencePalette
 from .usage import plot_slots, plot_usage, sharing_savings, slot_usage
 
@@ -15,7 +16,10 @@ __all__ = [
     "block_table_html",
     "compare_layouts",
     "contiguous_replay",
+    "glossary_markdown",
+    "lifecycle_png",
     "plot_block_tables",
+    "plot_lifecycle",
     "plot_lru",
     "plot_paged_vs_contiguous",
     "plot_pool",
