@@ -440,3 +440,53 @@ def test_static_plots_refuse_non_snapshots():
     for plot in (plot_pool, plot_lru, plot_block_tables, block_table_html, slot_usage, plot_slots):
         with pytest.raises(TypeError, match="snapshot must be a PoolSnapshot"):
             plot({})
+
+
+# ---- projector size ----------------------------------------------------------------------------
+
+
+def _prefix_run():
+    from pagedkv.scenarios import ScenarioRun
+
+    run = ScenarioRun("prefix")
+    for _ in range(8):
+        run.step()
+    return run
+
+
+def test_every_matplotlib_picture_is_projector_size():
+    from pagedkv.viz import plot_block_tables, plot_lifecycle, plot_paged_vs_contiguous
+    from pagedkv.viz import plot_slots, plot_usage
+    from pagedkv.viz.projector import DPI, WIDTH_IN, min_font_pt
+
+    run = _prefix_run()
+    snap = run.snapshots[-1]
+    figures = {
+        "block tables": plot_block_tables(snap),
+        "slots": plot_slots(snap),
+        "usage": plot_usage(run.snapshots),
+        "paged vs contiguous": plot_paged_vs_contiguous(run.snapshots),
+        "lifecycle": plot_lifecycle(["allocate"]),
+    }
+    for name, fig in figures.items():
+        width_px = fig.get_size_inches()[0] * fig.dpi
+        assert width_px >= WIDTH_IN * DPI * 0.99, name  # fills a ~1100 px cell
+        assert min_font_pt(fig) >= 13, name  # >= 12 pt once shrunk to the cell
+
+
+def test_heatmaps_are_projector_size_and_never_cut_an_owner_name():
+    from pagedkv.viz import plot_lru, plot_pool
+
+    run = _prefix_run()
+    snap = run.snapshots[-1]
+    for heatmap in (plot_pool(snap), plot_lru(snap, run.events)):
+        assert heatmap.size[0] >= 1100
+        # 13 pt at 110 dpi; shown shrunk to an 1100 px cell it is still >= 12 pt (16 CSS px)
+        assert heatmap.min_font_px * 1100 / heatmap.size[0] * 0.75 >= 12
+    lru = plot_lru(snap, run.events)
+    for label in lru.panels["lru"].labels:
+        assert "…" not in label
+    from pagedkv.viz.heatmap import PoolHeatmap
+
+    wrapped = PoolHeatmap(16, 4, views=("lru",))._wrap("a_very_long_request_name")
+    assert wrapped == "a_very_long_request_\nname"

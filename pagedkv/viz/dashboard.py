@@ -49,7 +49,7 @@ PAGES_RANGE = (4, 256)  # pool-size slider
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
-HEATMAP_DPI = 72  # PNG encoding dominates a step: more pixels cost more than they show
+HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width
 
 
 class Dashboard(widgets.VBox):
@@ -189,12 +189,8 @@ class Dashboard(widgets.VBox):
             row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
             row([self.pages_slider, self.page_size_slider]),
             self.heatmap,
-            widgets.HBox(
-                [
-                    widgets.VBox([self.lru], layout=widgets.Layout(width="50%")),
-                    widgets.VBox([self.lifecycle], layout=widgets.Layout(width="50%")),
-                ]
-            ),
+            self.lru,
+            self.lifecycle,
             details,
             self.event_log,
         ]
@@ -377,7 +373,7 @@ class Dashboard(widgets.VBox):
         )
         if taken != self._taken or not self.lifecycle.value:
             self._taken = taken
-            self.lifecycle.value = lifecycle_png(taken, width=6.4)
+            self.lifecycle.value = lifecycle_png(taken)
         self.block_tables.value = block_table_html(snap, self.palette, events)
         self.status.value = self._status_html(snap)
         self.event_log.value = self._log_html()

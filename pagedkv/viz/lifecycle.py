@@ -46,7 +46,7 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
     unknown = lit - {t.name for t in TRANSITIONS}
     if unknown:
         raise ValueError(f"highlight must name transitions of TRANSITIONS, got unknown {sorted(unknown)}")
-    fig = Figure(figsize=(width, width * 0.5), dpi=100, layout=None)
+    fig = Figure(figsize=(width, width * 0.5), dpi=110, layout=None)
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 1)
@@ -98,7 +98,7 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
     return fig
 
 
-def lifecycle_png(highlight: Iterable[str] = (), width: float = WIDTH_IN, dpi: int = 100) -> bytes:
+def lifecycle_png(highlight: Iterable[str] = (), width: float = WIDTH_IN, dpi: int = 110) -> bytes:
     """The diagram as PNG bytes (for `ipywidgets.Image`)."""
     out = io.BytesIO()
     plot_lifecycle(highlight, width).savefig(out, format="png", dpi=dpi)

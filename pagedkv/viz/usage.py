@@ -29,6 +29,7 @@ from matplotlib.patches import Patch
 from ..page import PageState
 from ..pool import PoolSnapshot
 from .palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
+from .projector import projector
 
 EMPTY_SLOT_COLOR = "#FFFFFF"  # an empty slot of an ACTIVE page: allocated, holds nothing
 
@@ -132,7 +133,7 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
         fontsize=8,
         frameon=False,
     )
-    return fig
+    return projector(fig)
 
 
 def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
@@ -187,4 +188,4 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
         fontsize=10,
         loc="left",
     )
-    return fig
+    return projector(fig)
