@@ -6,12 +6,17 @@ from .fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_con
 from .heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
 from .lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
 from .palette import SequencePalette
+from .projector import projector
+from .quiz import PredictStep, Question, Quiz
 from .usage import plot_slots, plot_usage, sharing_savings, slot_usage
 
 __all__ = [
     "VIEWS",
     "Dashboard",
     "PoolHeatmap",
+    "PredictStep",
+    "Question",
+    "Quiz",
     "SequencePalette",
     "block_table_html",
     "compare_layouts",
@@ -25,6 +30,7 @@ __all__ = [
     "plot_pool",
     "plot_slots",
     "plot_usage",
+    "projector",
     "sharing_savings",
     "slot_usage",
 ]
