@@ -8,6 +8,7 @@ from .lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
 from .palette import SequencePalette
 from .projector import projector
 from .quiz import PredictStep, Question, Quiz
+from .refusal import plot_refusal
 from .usage import plot_slots, plot_usage, sharing_savings, slot_usage
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "plot_lru",
     "plot_paged_vs_contiguous",
     "plot_pool",
+    "plot_refusal",
     "plot_slots",
     "plot_usage",
     "projector",
