@@ -4,6 +4,7 @@ from .block_table import block_table_html, plot_block_tables
 from .dashboard import Dashboard
 from .fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
 from .heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
+from .kernel import plot_chunked_kernel
 from .lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
 from .palette import SequencePalette
 from .projector import projector
@@ -25,6 +26,7 @@ __all__ = [
     "glossary_markdown",
     "lifecycle_png",
     "plot_block_tables",
+    "plot_chunked_kernel",
     "plot_lifecycle",
     "plot_lru",
     "plot_paged_vs_contiguous",
