@@ -188,14 +188,14 @@ def test_eviction_scenario_evicts_the_lru_victims_tail_first():
 
 def test_parallel_sampling_copies_the_shared_last_page_once_per_extra_writer():
     run = ScenarioRun("parallel")
-    for _ in range(3):  # admit, fork, fork
+    for _ in range(4):  # admit, fork, fork, fork: n = 4 samples
         run.step()
     table = run.seqs.block_table("sample.0")
-    assert all(run.pool.ref_count(p) == 3 for p in table)
+    assert all(run.pool.ref_count(p) == 4 for p in table)
     record = run.step()  # each sample writes into the shared, partial last page
-    assert [e.kind for e in record.events].count("cow") == 2
-    assert len({tuple(run.seqs.block_table(f"sample.{k}")) for k in range(3)}) == 3
-    assert all(run.pool.ref_count(p) == 3 for p in table[:-1])  # full pages stay shared
+    assert [e.kind for e in record.events].count("cow") == 3  # the last writer writes in place
+    assert len({tuple(run.seqs.block_table(f"sample.{k}")) for k in range(4)}) == 4
+    assert all(run.pool.ref_count(p) == 4 for p in table[:-1])  # full pages stay shared
 
 
 def test_beam_search_keeps_the_best_beams_of_a_dense_recompute_search():
