@@ -10,7 +10,7 @@ from .palette import SequencePalette
 from .projector import projector
 from .quiz import PredictStep, Question, Quiz
 from .refusal import plot_refusal
-from .usage import plot_slots, plot_usage, sharing_savings, slot_usage
+from .usage import plot_series, plot_slots, plot_usage, sharing_savings, slot_usage
 
 __all__ = [
     "VIEWS",
@@ -32,6 +32,7 @@ __all__ = [
     "plot_paged_vs_contiguous",
     "plot_pool",
     "plot_refusal",
+    "plot_series",
     "plot_slots",
     "plot_usage",
     "projector",

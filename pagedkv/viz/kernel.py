@@ -60,9 +60,7 @@ def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2) -> Figure:
                                      arrowstyle="-|>", mutation_scale=18, color="#333333"))  # fmt: skip
         ax.add_patch(FancyArrowPatch((mid, ROWS["V"]), (n / 2, ROWS["out"] + 0.7),
                                      arrowstyle="-|>", mutation_scale=18, color="#888888"))  # fmt: skip
-    ax.add_patch(
-        Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3)
-    )
+    ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
     ax.text(n / 2, ROWS["scores"] - 0.45, "one softmax over the whole row: max, exp, sum",
             ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
     cell(n / 2 - 1.5, ROWS["out"], "Σ weights · V  ÷ sum", "#555555", w=3.0)

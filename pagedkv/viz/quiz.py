@@ -54,9 +54,7 @@ class PredictStep(widgets.VBox):
             raise ValueError(f"options must be 2 or more distinct answers, got {options!r}")
         super().__init__()
         self.run, self.outcome, self.why, self.actual = run, outcome, why, None
-        self.choices = widgets.ToggleButtons(options=options, value=None).add_class(
-            "pagedkv-predict-choices"
-        )
+        self.choices = widgets.ToggleButtons(options=options, value=None).add_class("pagedkv-predict-choices")
         self.button = widgets.Button(
             description="Step and check", icon="step-forward", button_style="primary"
         ).add_class("pagedkv-predict-step")

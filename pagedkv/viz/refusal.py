@@ -39,9 +39,7 @@ def plot_refusal(before: PoolSnapshot, after: PoolSnapshot, error: BaseException
     cmap = ListedColormap([STATE_COLORS[s] for s in PageState])
     same = before == after
     message = textwrap.fill(f"{type(error).__name__}: {error}", 90)
-    fig.suptitle(
-        f"{message}\nsnapshot after == snapshot before: {same}", fontsize=13, x=0.01, ha="left"
-    )
+    fig.suptitle(f"{message}\nsnapshot after == snapshot before: {same}", fontsize=13, x=0.01, ha="left")
     for ax, snap, title in zip(
         fig.subplots(1, 2), (before, after), ("before the call", "after the refused call"), strict=True
     ):

@@ -189,3 +189,23 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
         loc="left",
     )
     return projector(fig)
+
+
+def plot_series(
+    series: dict[str, Sequence[float]], xlabel: str, ylabel: str, title: str = ""
+) -> Figure:
+    """One line per named series over a shared x (e.g. the naive cache and pagedkv, request by
+    request): the side-by-side pictures of notebook 08."""
+    if not series:
+        raise ValueError("series must name at least one line")
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for k, (name, ys) in enumerate(series.items()):
+        ax.plot(range(1, len(ys) + 1), ys, lw=2.5, label=name, color=("#D55E00", "#0072B2", "#009E73")[k % 3])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, loc="left")
+    ax.legend(loc="best")
+    ax.grid(alpha=0.3)
+    return projector(fig)
