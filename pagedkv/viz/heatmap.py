@@ -270,7 +270,8 @@ class PoolHeatmap:
         if self.snapshot is not None:
             self._stamp(image)
         out = io.BytesIO()
-        image.save(out, format="png", compress_level=1)
+        dpi = round(72 * self._frame.px)  # in the PNG, so a reader can tell its point sizes
+        image.save(out, format="png", compress_level=1, dpi=(dpi, dpi))
         self._png = out.getvalue()
         return self._png
 
