@@ -94,4 +94,6 @@ def _check_lifecycle_states(pool: KVCachePool) -> None:
     """Every page is in one of the states of the lifecycle table (pagedkv.lifecycle), the
     table the lifecycle diagram is drawn from; its transitions are checked by the tests."""
     for page in pool._pages:
-        _require(page.state in STATES, f"page {page.page_id}: state {page.state!r} not in the lifecycle table")
+        _require(
+            page.state in STATES, f"page {page.page_id}: state {page.state!r} not in the lifecycle table"
+        )

@@ -256,7 +256,8 @@ def test_event_log_is_newest_step_first_cause_before_effect_and_coloured_by_kind
         for i, (kind, text) in enumerate(entries):
             if kind == "preempt":
                 victim = text.split()[1].rstrip(":")
-                assert not [t for k, t in entries[:i] if k in ("cache", "free") and t.endswith(f"for {victim}")]
+                released = [t for k, t in entries[:i] if k in ("cache", "free")]
+                assert not [t for t in released if t.endswith(f"for {victim}")]
                 assert any(t.endswith(f"for {victim}") for k, t in entries[i:] if k in ("cache", "free"))
     if name == "walkthrough":  # the eviction that makes room comes before the page it gives
         text = [t for _, _, label, t in lines if label == "step 59"]

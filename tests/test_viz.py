@@ -455,8 +455,13 @@ def _prefix_run():
 
 
 def test_every_matplotlib_picture_is_projector_size():
-    from pagedkv.viz import plot_block_tables, plot_lifecycle, plot_paged_vs_contiguous
-    from pagedkv.viz import plot_slots, plot_usage
+    from pagedkv.viz import (
+        plot_block_tables,
+        plot_lifecycle,
+        plot_paged_vs_contiguous,
+        plot_slots,
+        plot_usage,
+    )
     from pagedkv.viz.projector import DPI, WIDTH_IN, min_font_pt
 
     run = _prefix_run()

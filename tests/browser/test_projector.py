@@ -55,8 +55,9 @@ def projector_notebook(browser, jupyterlab):
     def _open(name: str) -> NotebookPage:
         opened.append(name)
         nb = NotebookPage(context.new_page(), jupyterlab.url(name)).open()
-        if nb.page.locator("#jp-left-stack:not(.lm-mod-hidden)").count():
-            nb.menu("View", "Show Left Sidebar")  # a toggle: closes it
+        current = nb.page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+        if current.count():
+            current.first.click()  # clicking the open side panel's tab collapses it
         nb.page.wait_for_timeout(500)
         return nb
 
@@ -114,7 +115,9 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     predict.locator("button.pagedkv-predict-step").click()
     predict.locator(".pagedkv-predict-result", has_text="Right").wait_for(timeout=30_000)
     nb.wait_idle()
-    predict.locator(".pagedkv-predict-result + div img, img").last.wait_for(timeout=30_000)
+    picture = predict.locator("img").last
+    picture.wait_for(timeout=30_000)
+    assert nb.image_bytes(picture)  # the pool after the step
     page.wait_for_timeout(500)
     nb.screenshot_cell(predict, screenshot_dir / "predict_then_step.png")
 
