@@ -131,7 +131,7 @@ def build_frame(
 ) -> Frame:
     """Lay the panels out with matplotlib, render them once and measure where cells are."""
     rows, cols = grid_shape(num_pages)
-    ncols = 2 if len(views) > 2 else 1
+    ncols = 2 if len(views) >= 2 else 1  # two views side by side fill a cell's width
     nrows = math.ceil(len(views) / ncols)
     cell = panel_width * 0.72 / cols  # inches per grid cell
     figure = Figure(
@@ -210,8 +210,8 @@ def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int)
     ax.set_yticks(range(0, rows, 1 if rows <= 16 else 4))
     ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
     ax.tick_params(labelsize=FONT_PT, length=0)
-    filler = ";  hatched: no page" if num_pages < rows * cols else ""
-    ax.set_xlabel(f"page id = row label + column{filler}", fontsize=FONT_PT)
+    filler = "; hatched: no page" if num_pages < rows * cols else ""
+    ax.set_xlabel(f"page id = row + column{filler}", fontsize=FONT_PT)
     for spine in ax.spines.values():
         spine.set_visible(False)
     key_ax.set_axis_off()

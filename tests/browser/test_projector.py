@@ -35,7 +35,7 @@ PICTURES = {
     "03_prefix_caching_and_lru.ipynb": "plot_lru(evict.pool.snapshot(), evict.events)",
     "04_copy_on_write.ipynb": 'plot_pool(snap, views=("owner", "ref_count"))',
     "06_benchmarks.ipynb": "projector(memory.figure(report))",
-    "08_common_mistakes.ipynb": "plot_series({\"naive (leaks)\"",
+    "08_common_mistakes.ipynb": 'plot_series({"naive (leaks)"',
 }
 
 _MEASURE_JS = """img => {
@@ -69,6 +69,25 @@ def projector_notebook(browser, jupyterlab):
             jupyterlab.shutdown_kernels_of(name)
 
 
+def _cell_of(nb: NotebookPage, text: str):
+    return nb.page.locator(f"{NOTEBOOK} .jp-CodeCell").filter(has_text=text).first
+
+
+def _shoot(nb: NotebookPage, cell, path) -> None:
+    """Screenshot of a whole cell, the window made tall enough for it (at projector width)."""
+    viewport = nb.page.viewport_size
+    height = cell.bounding_box()["height"]
+    nb.page.set_viewport_size(
+        {"width": viewport["width"], "height": max(viewport["height"], int(height) + 300)}
+    )
+    try:
+        cell.scroll_into_view_if_needed()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cell.screenshot(path=str(path))
+    finally:
+        nb.page.set_viewport_size(viewport)
+
+
 def _dpi(png: bytes) -> float:
     from PIL import Image
 
@@ -87,17 +106,16 @@ def measure(nb: NotebookPage, img, min_pt: float) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("name", list(PICTURES))
-def test_one_picture_per_notebook_fills_the_cell_and_reads_at_12_pt(projector_notebook, name,
-                                                                    screenshot_dir):
+def test_one_picture_per_notebook_fills_the_cell_and_reads_at_12_pt(projector_notebook, name, screenshot_dir):
     nb = projector_notebook(name)
-    cell = nb.page.locator(f"{NOTEBOOK} .jp-CodeCell").filter(has_text=PICTURES[name]).first
+    cell = _cell_of(nb, PICTURES[name])
     img = cell.locator(".jp-OutputArea-output img").first
     img.wait_for(timeout=30_000)
     m = measure(nb, img, MIN_PT)
     assert m["fill"] >= MIN_FILL, f"{name}: picture {m['shown']:.0f} px of {m['area']:.0f}: {m}"
     assert m["shown_pt"] >= MIN_SHOWN_PT, f"{name}: smallest text {m['shown_pt']:.1f} pt: {m}"
     if name == "00_start_here.ipynb":
-        nb.screenshot_cell(img, screenshot_dir / "heatmap_projector_1280.png")
+        _shoot(nb, cell, screenshot_dir / "heatmap_projector_1280.png")
 
 
 def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
@@ -106,8 +124,9 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     assert nb.error_outputs() == []
     page = nb.page
 
-    diagram = page.locator(f"{NOTEBOOK} .jp-CodeCell").filter(has_text="plot_lifecycle()").first
-    nb.screenshot_cell(diagram.locator("img").first, screenshot_dir / "lifecycle_diagram.png")
+    diagram = _cell_of(nb, "plot_lifecycle()")
+    diagram.locator("img").first.wait_for(timeout=30_000)
+    _shoot(nb, diagram, screenshot_dir / "lifecycle_diagram.png")
 
     predict = page.locator(".pagedkv-predict").first
     predict.scroll_into_view_if_needed()
@@ -119,7 +138,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     picture.wait_for(timeout=30_000)
     assert nb.image_bytes(picture)  # the pool after the step
     page.wait_for_timeout(500)
-    nb.screenshot_cell(predict, screenshot_dir / "predict_then_step.png")
+    _shoot(nb, _cell_of(nb, "How many pages does request_A"), screenshot_dir / "predict_then_step.png")
 
     counter = page.locator(".pagedkv-step-counter")
     heatmap = page.locator("img.pagedkv-heatmap")
@@ -136,4 +155,4 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     assert "done" in counter.text_content()
     assert not page.locator("button.pagedkv-step").is_enabled()
     page.wait_for_timeout(1000)
-    nb.screenshot_cell(counter, screenshot_dir / "dashboard_last_step.png")
+    _shoot(nb, _cell_of(nb, 'dash = Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png")
