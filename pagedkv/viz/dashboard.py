@@ -99,7 +99,7 @@ class Dashboard(widgets.VBox):
             interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False
         ).add_class("pagedkv-play")
         self.speed = widgets.ToggleButtons(
-            options=PLAY_SPEEDS, value=800, description="Speed", style={"button_width": "60px"}
+            options=PLAY_SPEEDS, value=800, description="Speed", style={"button_width": "84px"}
         ).add_class("pagedkv-speed")
         self.step_slider = widgets.IntSlider(
             value=0, min=0, max=len(run.steps), description="Jump to",
@@ -359,7 +359,8 @@ class Dashboard(widgets.VBox):
         key = (run.num_pages, run.page_size)
         if key not in self._heatmaps:
             self._heatmaps[key] = (
-                PoolHeatmap(*key, palette=self.palette, dpi=HEATMAP_DPI),
+                # No clock in the title: the header's step counter is the one counter shown.
+                PoolHeatmap(*key, palette=self.palette, dpi=HEATMAP_DPI, show_clock=False),
                 PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
             )
         pool_map, lru_map = self._heatmaps[key]

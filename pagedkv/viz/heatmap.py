@@ -90,7 +90,8 @@ class PoolHeatmap:
     `views` picks the panels (any of `VIEWS`, in order). Use the same `palette` for every
     picture of one run so each sequence keeps its colour. Jupyter displays the object as
     its PNG (`_repr_png_`). The static frame is built once per geometry and shared.
-    `panel_width` is in inches (default 5.5, or 11 for a single view): with the default
+    `show_clock=False` leaves the logical clock out of the title (the dashboard shows its
+    own step counter instead). `panel_width` is in inches (default 5.5, or 11 for a single view): with the default
     dpi the picture fills a JupyterLab cell and its text stays >= 12 pt on a projector.
     """
 
@@ -102,6 +103,7 @@ class PoolHeatmap:
         palette: SequencePalette | None = None,
         dpi: int = DPI,
         panel_width: float | None = None,
+        show_clock: bool = True,
     ) -> None:
         for name, value in (("num_pages", num_pages), ("page_size", page_size)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -121,6 +123,7 @@ class PoolHeatmap:
                 f"panel_width must be a number of inches in [2, 20], got {panel_width!r}"
             )
         self.num_pages, self.page_size, self.views = int(num_pages), int(page_size), views
+        self.show_clock = bool(show_clock)
         self.palette = palette if palette is not None else DEFAULT_PALETTE
         self.rows, self.cols = grid_shape(self.num_pages)
         self.labelled = self.num_pages <= MAX_LABELLED_PAGES
@@ -149,7 +152,8 @@ class PoolHeatmap:
         self._holders = _last_holders(snapshot, events) if "lru" in self.panels else {}
         counts = np.bincount(snapshot.state, minlength=3)
         # A lone panel leaves the clock out, so its picture changes only when its cells do.
-        when = f"pool at clock {snapshot.clock}: " if len(self.views) > 1 else "pool: "
+        clocked = len(self.views) > 1 and self.show_clock
+        when = f"pool at clock {snapshot.clock}: " if clocked else "pool: "
         self.suptitle = (
             f"{when}{counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
             f"{counts[PageState.FREE]} FREE of {self.num_pages} pages"
