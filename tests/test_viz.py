@@ -495,3 +495,48 @@ def test_heatmaps_are_projector_size_and_never_cut_an_owner_name():
 
     wrapped = PoolHeatmap(16, 4, views=("lru",))._wrap("a_very_long_request_name")
     assert wrapped == "a_very_long_request_\nname"
+
+
+# ---- predict-then-step and check questions --------------------------------------------------------
+
+
+def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
+    from pagedkv.scenarios import ScenarioRun
+    from pagedkv.viz import PredictStep
+    from pagedkv.viz import quiz as q
+
+    run = ScenarioRun("walkthrough")
+    ask = PredictStep(run, "pages?", ["4", "5", "18"], q.num_pages_allocated, "18 / 4 rounded up")
+    ask.check()  # no answer yet: nothing runs
+    assert run.cursor == 0 and "Pick an answer" in ask.result.value
+    ask.answer("4")
+    assert run.cursor == 1 and ask.correct is False and "the step did <b>5</b>" in ask.result.value
+    assert ask.button.disabled and bytes(ask.picture.value).startswith(b"\x89PNG")
+    assert run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]  # what the step really did
+
+
+def test_the_outcome_readers_name_what_a_step_did():
+    from pagedkv.scenarios import ScenarioRun
+    from pagedkv.viz import quiz as q
+
+    parallel = ScenarioRun("parallel")
+    parallel.goto(4)
+    record = parallel.step()
+    assert q.page_copied(record, parallel) == "4" and q.pages_allocated(record, parallel) == "5, 6, 7"
+    walk = ScenarioRun("walkthrough")
+    walk.goto(42)
+    assert q.page_evicted(walk.step(), walk) == "8"
+    preempt = ScenarioRun("preempt")
+    preempt.goto(10)
+    assert q.request_preempted(preempt.step(), preempt) == "req2"
+
+
+def test_quiz_checks_answers_and_refuses_an_answer_not_offered():
+    from pagedkv.viz import Question, Quiz
+
+    quiz = Quiz([("2 + 2?", ("3", "4"), "4", "arithmetic")])
+    assert not quiz.check(0)  # nothing picked
+    assert quiz.check(0, "4") and "Right" in quiz.feedback[0].value
+    assert not quiz.check(0, "3") and "the answer is" in quiz.feedback[0].value
+    with pytest.raises(ValueError, match="answer must be one of"):
+        Question("q", ("a", "b"), "c", "why")
