@@ -91,8 +91,9 @@ class PoolHeatmap:
     picture of one run so each sequence keeps its colour. Jupyter displays the object as
     its PNG (`_repr_png_`). The static frame is built once per geometry and shared.
     `show_clock=False` leaves the logical clock out of the title (the dashboard shows its
-    own step counter instead). `panel_width` is in inches (default 5.5, or 11 for a single view): with the default
-    dpi the picture fills a JupyterLab cell and its text stays >= 12 pt on a projector.
+    own step counter instead). `panel_width` is in inches (default 5.5, or 11 for a single
+    view): with the default dpi the picture fills a JupyterLab cell and its text stays
+    >= 12 pt on a projector.
     """
 
     def __init__(
