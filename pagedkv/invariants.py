@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .hashing import hash_block_tokens
+from .lifecycle import STATES
 from .page import PageState
 from .slot_mapping import num_blocks
 
@@ -51,6 +52,16 @@ def check_invariants(pool: KVCachePool, seqs: SequenceManager | None = None) -> 
         _require(page.state is not FREE, f"index points at FREE page {pid}")
     if not pool.config.enable_prefix_caching:
         _require(not len(pool.prefix_index) and not len(pool.eviction), "prefix caching off but cached")
+    _check_lifecycle_states(pool)
+
+
+def _check_lifecycle_states(pool: KVCachePool) -> None:
+    """Every page is in one of the states of the lifecycle table (pagedkv.lifecycle), the
+    table the lifecycle diagram is drawn from; its transitions are checked by the tests."""
+    for page in pool.pages:
+        _require(
+            page.state in STATES, f"page {page.page_id}: state {page.state!r} not in the lifecycle table"
+        )
 
 
 def _check_block_tables(pool: KVCachePool, seqs: SequenceManager | None) -> list[int]:

@@ -129,9 +129,12 @@ def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     steps = step_number(dash)
     dash.step_button.click()
     assert step_number(dash) == steps and "scenario is over" in dash.status.value
+    assert "step 18 of 18" in dash.step_counter.value and "done" in dash.step_counter.value
+    assert dash.decode_button.disabled  # nothing live to decode either
     dash.prompt.value = "more"
-    dash.add_button.click()  # a live request gives Step something to do again
-    assert not dash.step_button.disabled
+    dash.add_button.click()  # a live request gives Decode all something to do
+    assert dash.step_button.disabled and not dash.decode_button.disabled
+    assert "step 18 of 18" in dash.step_counter.value  # the total never grows
 
 
 @pytest.mark.parametrize("name, word", [("parallel", "copy-on-write"), ("preempt", "preempt")])
@@ -182,27 +185,125 @@ def test_fork_and_finish(dash):
     assert dash.fork_button.disabled and dash.finish_button.disabled  # no live sequence left
 
 
-def test_sliders_rebuild_the_pool(dash):
+def test_sliders_rebuild_the_pool_and_replay_what_was_done(dash):
     dash.step_button.click()
+    dash.prompt.value = "mine"
+    dash.add_button.click()  # an action of the learner's own
     dash.pages_slider.value = 32
-    assert dash.run.pool.num_pages == 32 and dash.run.history == []
+    assert dash.run.pool.num_pages == 32 and step_number(dash) == 1
+    assert "user1" in dash.run.seqs and "your 1 action" in dash.status.value  # replayed
     dash.page_size_slider.value = 8
     assert dash.run.pool.page_size == 8 and dash.run.scenario.name == "walkthrough"
-    dash.step_button.click()
     assert dash.run.seqs.block_table("request_A") == [0, 1, 2]  # 18 tokens / 8 per page
-    assert step_number(dash) == 1
+    assert "user1" in dash.run.seqs and step_number(dash) == 1
+    dash.step_button.click()
+    assert step_number(dash) == 2
 
 
-def test_scenario_done_then_step_decodes_every_live_sequence(dash):
+def test_scenario_done_then_decode_all_decodes_every_live_sequence(dash):
     dash.load("fill")
     while not dash.run.done:
         dash.step_button.click()
     dash.seq_picker.value = "alpha"
     dash.finish_button.click()  # frees pages, so everyone can grow again
     before = {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences}
-    dash.step_button.click()
+    dash.step_button.click()  # refused: the scenario is over
+    assert {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences} == before
+    dash.decode_button.click()
     after = {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences}
     assert after == {s: n + 1 for s, n in before.items()}
+    n = len(dash.run.steps)
+    assert f"step {n} of {n}" in dash.step_counter.value
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_scenario_ends_at_its_last_step_with_a_total_that_never_grows(name):
+    dash = Dashboard(name)
+    total = len(dash.run.steps)
+    seen = []
+    while not dash.step_button.disabled:
+        dash.step_button.click()
+        seen.append(dash.step_counter.value)
+        assert len(seen) <= total
+    assert [int(re.search(r"of (\d+)", v).group(1)) for v in seen] == [total] * total
+    assert [step_number_of(v) for v in seen] == list(range(1, total + 1))
+    assert "done" in seen[-1] and all("done" not in v for v in seen[:-1])
+    assert len(re.findall(r"\bstep\b", seen[-1])) == 1  # one counter in the header
+    assert dash.play.max == dash.step_slider.max == total
+
+
+def step_number_of(html_text: str) -> int:
+    return int(re.search(r"step (\d+)", html_text).group(1))
+
+
+LOG_LINE = re.compile(r"<div class='pagedkv-log-(\w+)' style='color:(#\w+)'>(.*?): (.*?)</div>")
+
+
+@pytest.mark.parametrize("name", ["walkthrough", "preempt"])
+def test_event_log_is_newest_step_first_cause_before_effect_and_coloured_by_kind(name):
+    dash = Dashboard(name)
+    while not dash.step_button.disabled:
+        dash.step_button.click()
+    lines = LOG_LINE.findall(dash.event_log.value)
+    steps = [int(re.search(r"\d+", label).group()) for _, _, label, _ in lines]
+    assert steps == sorted(steps, reverse=True) and steps[0] == len(dash.run.steps)
+    colours: dict[str, str] = {}
+    for kind, colour, _, _ in lines:
+        assert colours.setdefault(kind, colour) == colour  # one colour per kind
+    assert len(set(colours.values())) >= 3
+    for record in dash.run.records:  # a preemption is logged before the release it causes
+        entries = record.entries()
+        for i, (kind, text) in enumerate(entries):
+            if kind == "preempt":
+                victim = text.split()[1].rstrip(":")
+                released = [t for k, t in entries[:i] if k in ("cache", "free")]
+                assert not [t for t in released if t.endswith(f"for {victim}")]
+                assert any(t.endswith(f"for {victim}") for k, t in entries[i:] if k in ("cache", "free"))
+    if name == "walkthrough":  # the eviction that makes room comes before the page it gives
+        text = [t for _, _, label, t in lines if label == "step 59"]
+        assert text[0].startswith("evict") and text[1].startswith("allocate")
+        assert "appends" in text[2]
+    else:
+        assert "preempt" in colours
+
+
+def test_step_slider_and_play_jump_and_keep_the_learners_actions(dash):
+    dash.step_slider.value = 10
+    assert step_number(dash) == 10 and dash.run == dash.run  # same run object kept
+    reference = fresh("walkthrough", 10)
+    assert dash.run.snapshots[-1] == reference.snapshots[-1]
+    dash.prompt.value = "mine"
+    dash.add_button.click()
+    dash.step_slider.value = 15
+    dash.step_slider.value = 12  # backwards: a replay that keeps the action taken at step 10
+    assert step_number(dash) == 12 and "user1" in dash.run.seqs
+    dash.step_slider.value = 5  # before the action: it is gone
+    assert step_number(dash) == 5 and "user1" not in dash.run.seqs
+    assert dash.run.snapshots[-1] == fresh("walkthrough", 5).snapshots[-1]
+    dash.speed.value = 300
+    assert dash.play.interval == 300
+
+
+def test_switching_scenario_asks_before_discarding_the_learners_actions(dash):
+    dash.step_button.click()
+    dash.prompt.value = "mine"
+    dash.add_button.click()
+    dash.scenario_picker.value = "fill"
+    assert dash.run.scenario.name == "walkthrough" and dash.confirm.layout.display == "flex"
+    dash.stay_button.click()
+    assert dash.scenario_picker.value == "walkthrough" and "user1" in dash.run.seqs
+    dash.scenario_picker.value = "fill"
+    dash.discard_button.click()
+    assert dash.run.scenario.name == "fill" and dash.run.history == []
+    assert dash.confirm.layout.display == "none"
+
+
+def test_the_lifecycle_picture_changes_with_the_transitions_of_the_last_step(dash):
+    first = bytes(dash.lifecycle.value)
+    dash.step_button.click()  # request_A: allocate
+    assert dash._taken == ["allocate"] and bytes(dash.lifecycle.value) != first
+    dash.step_slider.value = 59
+    assert dash._taken == ["evict"]
 
 
 def test_bad_arguments():

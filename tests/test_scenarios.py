@@ -190,14 +190,14 @@ def test_eviction_scenario_evicts_the_lru_victims_tail_first():
 
 def test_parallel_sampling_copies_the_shared_last_page_once_per_extra_writer():
     run = ScenarioRun("parallel")
-    for _ in range(3):  # admit, fork, fork
+    for _ in range(4):  # admit, fork, fork, fork: n = 4 samples
         run.step()
     table = run.seqs.block_table("sample.0")
-    assert all(run.pool.ref_count(p) == 3 for p in table)
+    assert all(run.pool.ref_count(p) == 4 for p in table)
     record = run.step()  # each sample writes into the shared, partial last page
-    assert [e.kind for e in record.events].count("cow") == 2
-    assert len({tuple(run.seqs.block_table(f"sample.{k}")) for k in range(3)}) == 3
-    assert all(run.pool.ref_count(p) == 3 for p in table[:-1])  # full pages stay shared
+    assert [e.kind for e in record.events].count("cow") == 3  # the last writer writes in place
+    assert len({tuple(run.seqs.block_table(f"sample.{k}")) for k in range(4)}) == 4
+    assert all(run.pool.ref_count(p) == 4 for p in table[:-1])  # full pages stay shared
 
 
 def test_beam_search_keeps_the_best_beams_of_a_dense_recompute_search():
@@ -403,16 +403,29 @@ def test_demo_prints_a_scenario(name, expected):
     assert expected in done.stdout and "counters:" in done.stdout
 
 
-def test_after_the_scenario_step_decodes_the_live_sequences_until_none_is_left():
+def test_after_the_scenario_step_refuses_and_decode_all_goes_on():
     run = run_to_end("walkthrough")  # ends with request_B live
-    assert run.can_step
+    assert not run.can_step and run.can_decode_all
+    with pytest.raises(ValueError, match="the scenario is done"):
+        run.step()
     before = list(run.seqs.get("request_B").token_ids)
-    record = run.step()
+    record = run.decode_all()
     after = run.seqs.get("request_B").token_ids
     # exactly one token more: the one the step sampled (a no-op step would fail here)
-    assert record.action.op == "decode" and after == [*before, record.tokens["request_B"]]
-    assert not run_to_end("eviction").can_step  # every request finished
-    assert not run_to_end("preempt").can_step  # the scheduler finished everything
+    assert record.action.op == "decode" and record.own
+    assert after == [*before, record.tokens["request_B"]]
+    assert not run_to_end("eviction").can_decode_all  # every request finished
+    assert not run_to_end("preempt").can_decode_all  # the scheduler finished everything
+
+
+def test_a_scheduler_scenario_knows_its_total_before_the_first_step():
+    run = ScenarioRun("preempt")
+    total = len(run.steps)
+    assert total > len(run.scenario.steps())  # the "schedule" step, repeated
+    while not run.done:
+        run.step()
+        assert len(run.steps) == total
+    assert not run.scheduler.has_unfinished  # exactly enough steps to finish everything
 
 
 def test_chunked_scenario_prefills_in_chunks_and_abort_leaves_pages_for_a_hit():
@@ -425,7 +438,7 @@ def test_chunked_scenario_prefills_in_chunks_and_abort_leaves_pages_for_a_hit():
             chat_pages = {e.page_id for e in record.events if e.kind == "cache"}
             assert len(chat_pages) == 4  # 17 prompt tokens + 1: 4 full pages stay CACHED
         run.pool.check_invariants()
-    assert "scheduler step 0: prefill long (8 tokens, 34 left)" in notes
+    assert any("prefill long (8 tokens, 34 left)" in n for n in notes)
     assert not any("long" in n and "decode" in n for n in notes[:7])  # no token mid-prompt
     again = run.scheduler.request("chat_again")
     assert run.scheduler.request("chat").finish_reason == "aborted"

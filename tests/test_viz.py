@@ -440,3 +440,103 @@ def test_static_plots_refuse_non_snapshots():
     for plot in (plot_pool, plot_lru, plot_block_tables, block_table_html, slot_usage, plot_slots):
         with pytest.raises(TypeError, match="snapshot must be a PoolSnapshot"):
             plot({})
+
+
+# ---- projector size ----------------------------------------------------------------------------
+
+
+def _prefix_run():
+    from pagedkv.scenarios import ScenarioRun
+
+    run = ScenarioRun("prefix")
+    for _ in range(8):
+        run.step()
+    return run
+
+
+def test_every_matplotlib_picture_is_projector_size():
+    from pagedkv.viz import (
+        plot_block_tables,
+        plot_lifecycle,
+        plot_paged_vs_contiguous,
+        plot_slots,
+        plot_usage,
+    )
+    from pagedkv.viz.projector import DPI, WIDTH_IN, min_font_pt
+
+    run = _prefix_run()
+    snap = run.snapshots[-1]
+    figures = {
+        "block tables": plot_block_tables(snap),
+        "slots": plot_slots(snap),
+        "usage": plot_usage(run.snapshots),
+        "paged vs contiguous": plot_paged_vs_contiguous(run.snapshots),
+        "lifecycle": plot_lifecycle(["allocate"]),
+    }
+    for name, fig in figures.items():
+        width_px = fig.get_size_inches()[0] * fig.dpi
+        assert width_px >= WIDTH_IN * DPI * 0.99, name  # fills a ~1100 px cell
+        assert min_font_pt(fig) >= 13, name  # >= 12 pt once shrunk to the cell
+
+
+def test_heatmaps_are_projector_size_and_never_cut_an_owner_name():
+    from pagedkv.viz import plot_lru, plot_pool
+
+    run = _prefix_run()
+    snap = run.snapshots[-1]
+    for heatmap in (plot_pool(snap), plot_lru(snap, run.events)):
+        assert heatmap.size[0] >= 1100
+        # 13 pt at 110 dpi; shown shrunk to an 1100 px cell it is still >= 12 pt (16 CSS px)
+        assert heatmap.min_font_px * 1100 / heatmap.size[0] * 0.75 >= 12
+    lru = plot_lru(snap, run.events)
+    for label in lru.panels["lru"].labels:
+        assert "…" not in label
+    from pagedkv.viz.heatmap import PoolHeatmap
+
+    wrapped = PoolHeatmap(16, 4, views=("lru",))._wrap("a_very_long_request_name")
+    assert wrapped == "a_very_long_request_\nname"
+
+
+# ---- predict-then-step and check questions --------------------------------------------------------
+
+
+def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
+    from pagedkv.scenarios import ScenarioRun
+    from pagedkv.viz import PredictStep
+    from pagedkv.viz import quiz as q
+
+    run = ScenarioRun("walkthrough")
+    ask = PredictStep(run, "pages?", ["4", "5", "18"], q.num_pages_allocated, "18 / 4 rounded up")
+    ask.check()  # no answer yet: nothing runs
+    assert run.cursor == 0 and "Pick an answer" in ask.result.value
+    ask.answer("4")
+    assert run.cursor == 1 and ask.correct is False and "the step did <b>5</b>" in ask.result.value
+    assert ask.button.disabled and bytes(ask.picture.value).startswith(b"\x89PNG")
+    assert run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]  # what the step really did
+
+
+def test_the_outcome_readers_name_what_a_step_did():
+    from pagedkv.scenarios import ScenarioRun
+    from pagedkv.viz import quiz as q
+
+    parallel = ScenarioRun("parallel")
+    parallel.goto(4)
+    record = parallel.step()
+    assert q.page_copied(record, parallel) == "4" and q.pages_allocated(record, parallel) == "5, 6, 7"
+    walk = ScenarioRun("walkthrough")
+    walk.goto(42)
+    assert q.page_evicted(walk.step(), walk) == "8"
+    preempt = ScenarioRun("preempt")
+    preempt.goto(10)
+    assert q.request_preempted(preempt.step(), preempt) == "req2"
+
+
+def test_quiz_checks_answers_and_refuses_an_answer_not_offered():
+    from pagedkv.viz import Question, Quiz
+
+    quiz = Quiz([("2 + 2?", ("3", "4"), "4", "arithmetic")])
+    assert not quiz.check(0)  # nothing picked
+    assert quiz.check(0, "4") and "Right" in quiz.feedback[0].value
+    assert not quiz.check(0, "3") and "the answer is" in quiz.feedback[0].value
+    with pytest.raises(ValueError, match="answer must be one of"):
+        Question("q", ("a", "b"), "c", "why")

@@ -66,31 +66,72 @@ class ActionRecord:
     slots: dict[Hashable, int] = field(default_factory=dict)  # seq id -> slot it went to
     cached_tokens: int = 0  # add: prompt tokens served by prefix hits
     note: str = ""  # outcome, e.g. a refused admission or an out-of-pages stop
+    appends: list[tuple[int, Hashable]] = field(default_factory=list)  # (events so far, seq id)
+    step: int = 0  # scenario steps applied once this action was (the run's one counter)
+    own: bool = False  # an action of your own, not one of the scenario's steps
 
     def event_lines(self) -> list[str]:
         """The action's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
+        return [text for kind, text in self._event_entries(self.events)]
+
+    @staticmethod
+    def _event_entries(events: list[Event]) -> list[tuple[str, str]]:
         out, run = [], []  # run: consecutive events of one kind for one sequence
-        for event in [*self.events, None]:
+        for event in [*events, None]:
             if run and (
                 event is None
                 or (event.kind, event.seq_id) != (run[0].kind, run[0].seq_id)
                 or event.kind == "cow"
             ):
-                out.append(_describe(run))
+                out.append((run[0].kind, _describe(run)))
                 run = []
             if event is not None:
                 run.append(event)
         return out
 
-    def lines(self) -> list[str]:
-        """Everything the action did in words: its events, the tokens it appended, the note."""
-        out = self.event_lines() + [
-            f"{s} appends token {t} {_show(t)} at slot {self.slots[s]}"
-            if s in self.slots
-            else f"{s} samples token {t} {_show(t)}"
+    def entries(self) -> list[tuple[str, str]]:
+        """Everything the action did as (kind, words), cause before effect: each append
+        follows the events it caused (an eviction, then the allocation, then the token in
+        its slot), and the outcome comes last. Kinds are event kinds, "append" or "note"."""
+        out, start, events = [], 0, _causes_first(self.events)
+        for end, seq_id in self.appends:
+            out += self._event_entries(events[start:end])
+            t = self.tokens[seq_id]
+            if seq_id in self.slots:
+                out.append(("append", f"{seq_id} appends token {t} {_show(t)} at slot {self.slots[seq_id]}"))
+            else:
+                out.append(("append", f"{seq_id} samples token {t} {_show(t)}"))
+            start = end
+        out += self._event_entries(events[start:])
+        out += [
+            ("append", f"{s} samples token {t} {_show(t)}")
             for s, t in self.tokens.items()
+            if s not in self.slots and s not in {a for _, a in self.appends}
         ]
-        return [*out, self.note] if self.note else out
+        if self.note:
+            out.append(("refused" if self.note.startswith("refused") else "note", self.note))
+        return out
+
+    def lines(self) -> list[str]:
+        """Everything the action did in words, in the order of `entries()`."""
+        return [text for _, text in self.entries()]
+
+
+_CAUSED = {"preempt": ("cache", "free"), "resume": ("prefix_hit", "allocate", "evict")}
+
+
+def _causes_first(events: list[Event]) -> list[Event]:
+    """The events with each scheduler "preempt" / "resume" moved before the page events it
+    caused: the scheduler announces them after the release or admission they explain.
+    Example: [cache 3 (req2), free 4 (req2), preempt req2] -> [preempt req2, cache 3, free 4]."""
+    out: list[Event] = []
+    for event in events:
+        j = len(out)
+        if event.kind in _CAUSED:
+            while j and out[j - 1].seq_id == event.seq_id and out[j - 1].kind in _CAUSED[event.kind]:
+                j -= 1
+        out.insert(j, event)
+    return out
 
 
 def _show(token: int) -> str:

@@ -41,6 +41,7 @@ PREEMPT_NEW_TOKENS = 16
 CHUNKED_PROMPT = "A long prompt is prefilled in chunks of 8."  # 42 bytes: six steps of 8
 CHAT_PROMPT = "A short chat turn"  # 17 bytes: 4 full pages of 4 and one token
 CHUNKED_SCHEDULER = (("max_num_seqs", 2), ("max_num_batched_tokens", 8))
+N_SAMPLES = 4  # parallel sampling: n = 4, as in the vLLM paper's parallel-sampling figures
 
 
 def _add(seq_id: str, text: str, caption: str) -> Action:
@@ -137,10 +138,10 @@ def _parallel(num_pages: int, page_size: int) -> list[Action]:
     shares = "fork: the new sample shares every page, no page is copied"
     return [
         _add("sample.0", "Once upon a time, ", "the prompt is admitted once, as sample.0"),
-        *[Action("fork", f"sample.{k}", parent="sample.0", caption=shares) for k in (1, 2)],
+        *[Action("fork", f"sample.{k}", parent="sample.0", caption=shares) for k in range(1, N_SAMPLES)],
         _decode(first, temperature=1.0),
         *[_decode("the samples grow apart", temperature=1.0) for _ in range(7)],
-        *[_free(f"sample.{k}", f"sample.{k} finishes") for k in range(3)],
+        *[_free(f"sample.{k}", f"sample.{k} finishes") for k in range(N_SAMPLES)],
     ]
 
 
@@ -234,9 +235,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "parallel",
             "Parallel sampling: fork and copy-on-write",
-            "Three samples of one prompt share its pages; the first write into the shared "
-            "last page copies it.",
-            16,
+            "Four samples (n = 4) of one prompt share its pages; each write into the shared "
+            "last page by a sample that still shares it copies it first.",
+            20,
             4,
             _parallel,
             seed=1,

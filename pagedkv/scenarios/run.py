@@ -12,10 +12,11 @@ refused before anything changes, and its record says why.
 
 Because actions are data and everything is seeded, `back()` is exact time travel: it
 replays the history minus its last action. Controls such as "add a request" append ordinary
-actions. When a scenario's own steps are done, `step()` decodes one token for every live
-sequence (or runs the scheduler while it has work). A scenario with a scheduler ends with
-one "schedule" step that is repeated until the scheduler has finished every request, so the
-run itself decides how many steps that takes.
+actions. A scenario has a fixed number of steps, known before the first one: a scenario
+with a scheduler ends with one "schedule" step, which a dry run at construction repeats
+until the scheduler has finished every request, so its total never grows while a learner
+steps. After the last step `step()` refuses; `decode_all()` (an action of your own) goes on
+generating for every live sequence, or runs the scheduler while it has work.
 
 vLLM's engine loop is the production relative (requests in, one scheduler step at a time);
 this one exists to be stepped by hand and rewound. Leaves out: persistence of a run.
@@ -64,12 +65,36 @@ class ScenarioRun:
         self.page_size = self.scenario.page_size if page_size is None else page_size
         self.model = default_model() if model is None else model
         self.config = self.model.cache_config(self.num_pages, self.page_size)  # validates both
+        self._planned: list[Action] | None = None
+        self._start()
+        self._planned = self._plan()
         self._start()
 
+    def _plan(self) -> list[Action]:
+        """The scenario's steps for this geometry, its final "schedule" step repeated as
+        often as a dry run needs to finish every request (while it makes progress)."""
+        if not self.scenario.scheduler:
+            return list(self.steps)
+        while self.cursor < len(self.steps):
+            action = self.steps[self.cursor]
+            record = self._apply(action, True)
+            if (
+                action.op == "schedule"
+                and self.cursor == len(self.steps)
+                and self.scheduler is not None
+                and self.scheduler.has_unfinished
+                and self._progressed  # a token computed (prompt chunks count) or a preemption
+                and len(self.steps) < MAX_STEPS
+            ):
+                self.steps.append(action)
+        return list(self.steps)
+
     def _start(self) -> None:
-        # Rebuilt on every (re)start: a scheduler scenario's last step is repeated while the
-        # scheduler has work, which appends to this list.
-        self.steps = self.scenario.steps(self.num_pages, self.page_size)
+        self.steps = (
+            self.scenario.steps(self.num_pages, self.page_size)
+            if self._planned is None
+            else list(self._planned)
+        )
         self.pool = KVCachePool(self.config)
         self.seqs = SequenceManager(self.pool)
         self.pool.add_listener(self._on_event)
@@ -104,26 +129,72 @@ class ScenarioRun:
 
     @property
     def can_step(self) -> bool:
-        """Whether `step()` has anything to do: a scenario step left, or (once done) a live
-        sequence to decode or a request the scheduler has not finished."""
-        if not self.done:
-            return True
+        """Whether `step()` has a scenario step left (False once the scenario is done)."""
+        return not self.done
+
+    @property
+    def can_decode_all(self) -> bool:
+        """Whether `decode_all()` has anything to do: a live sequence this run decodes, or
+        a request the scheduler has not finished."""
         if self.scheduler is not None and self.scheduler.has_unfinished:
             return True
         return any(s in self.logits for s in self.seqs.sequences)
 
     @property
-    def next_action(self) -> Action:
-        """What `step()` applies next."""
-        if not self.done:
-            return self.steps[self.cursor]
-        if self.scheduler is not None and self.scheduler.has_unfinished:
-            return Action("schedule", caption="scenario done: the scheduler runs one more step")
-        return Action("decode", caption="scenario done: every live sequence generates one token")
+    def next_action(self) -> Action | None:
+        """What `step()` applies next (None once the scenario is done)."""
+        return None if self.done else self.steps[self.cursor]
+
+    @property
+    def own_actions(self) -> int:
+        """How many actions of your own (not scenario steps) the history holds."""
+        return sum(1 for _, scenario_step in self.history if not scenario_step)
 
     def step(self) -> ActionRecord:
-        """Apply the next scenario step (or, when done, one decode step for everyone)."""
-        return self._apply(self.next_action, not self.done)
+        """Apply the next scenario step; ValueError once the scenario is done."""
+        if self.done:
+            raise ValueError(
+                f"the scenario is done (step {self.cursor} of {len(self.steps)}): "
+                "use decode_all() to go on, or reset()"
+            )
+        return self._apply(self.steps[self.cursor], True)
+
+    def decode_all(self) -> ActionRecord:
+        """An action of your own: one scheduler step when the scheduler has work, else one
+        token for every live sequence this run decodes."""
+        if self.scheduler is not None and self.scheduler.has_unfinished:
+            return self.apply(Action("schedule", caption="you ran the scheduler one more step"))
+        return self.apply(Action("decode", caption="you decoded one token for everyone"))
+
+    def goto(self, step: int) -> None:
+        """Jump to just after scenario step `step` (0 = before the first), keeping your own
+        actions taken before it. Forward it steps; backward it replays the history."""
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
+            raise TypeError(f"step must be an int, got {step!r}")
+        if not 0 <= step <= len(self.steps):
+            raise ValueError(f"step must be in [0, {len(self.steps)}], got {step}")
+        if step < self.cursor:
+            seen, keep = 0, []
+            for action, scenario_step in self.history:
+                if scenario_step and seen == step:
+                    break
+                seen += scenario_step
+                keep.append((action, scenario_step))
+            self._replay(keep)
+        while self.cursor < step:
+            self.step()
+
+    def rebuilt(self, num_pages: int, page_size: int) -> ScenarioRun:
+        """The same scenario on another pool geometry, with this run's history replayed on
+        it: as many scenario steps, and your own actions where you took them (an action the
+        new pool cannot carry out is refused, and its record says why)."""
+        run = ScenarioRun(self.scenario, num_pages, page_size, self.model)
+        for action, scenario_step in self.history:
+            if not scenario_step:
+                run.apply(action)
+            elif not run.done:
+                run.step()
+        return run
 
     def apply(self, action: Action) -> ActionRecord:
         """Apply an action of your own (a control, not a scenario step) and record it."""
@@ -143,18 +214,7 @@ class ScenarioRun:
         finally:
             self._record = None
         self.cursor += scenario_step
-        if (
-            scenario_step
-            and action.op == "schedule"
-            and self.done
-            and self.scheduler is not None
-            and self.scheduler.has_unfinished
-            and self._progressed
-            and len(self.steps) < MAX_STEPS
-        ):
-            # The scheduler's last step repeats while it has work and makes progress; a
-            # scheduler stuck behind pages this run holds waits for a control (can_step).
-            self.steps.append(action)
+        record.step, record.own = self.cursor, not scenario_step
         self.history.append((action, scenario_step))
         self.records.append(record)
         self.snapshots.append(self.pool.snapshot())
@@ -246,6 +306,7 @@ class ScenarioRun:
             token = self._sample(seq_id, action.temperature)
             record.slots[seq_id] = self.seqs.append_slot(seq_id, token)
             record.tokens[seq_id] = token
+            record.appends.append((len(record.events), seq_id))
         self._compute(live)
 
     def _compute(self, seq_ids: list[Hashable]) -> None:
@@ -329,6 +390,7 @@ class ScenarioRun:
         for beam, token, score in plan:
             record.slots[beam] = self.seqs.append_slot(beam, token)
             record.tokens[beam] = token
+            record.appends.append((len(record.events), beam))
             self.scores[beam] = score
         self._compute(list(record.tokens))
 
@@ -350,7 +412,21 @@ class ScenarioRun:
         step = self.scheduler.step()
         self._progressed = bool(step.num_batched_tokens or step.preempted)  # chunks count
         record.tokens = dict(step.sampled)
-        record.note = f"scheduler {step.summary()}"
+        # A request's token is sampled before a finish releases its pages: its log line goes
+        # just before the first release event of that request (or after everything).
+        for seq_id in step.sampled:
+            end = next(
+                (
+                    k
+                    for k, e in enumerate(record.events)
+                    if e.seq_id == seq_id and e.kind in ("cache", "free") and seq_id in step.finished
+                ),
+                len(record.events),
+            )
+            record.appends.append((end, seq_id))
+        record.appends.sort(key=lambda mark: mark[0])
+        # Without the scheduler's own step number: the run's step is the one counter shown.
+        record.note = "scheduler: " + step.summary().split(": ", 1)[1]
 
     def _abort(self, action: Action, record: ActionRecord) -> None:
         """End a request of the scheduler: its pages go as a finish releases them."""

@@ -31,6 +31,7 @@ from matplotlib.patches import Patch, Rectangle
 from ..pool import Event, PoolSnapshot
 from .palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
 from .tokens import token_pages_html
+from .projector import projector
 
 COW_COLOR = VICTIM_COLOR  # vermillion: the page that was written was a copy
 
@@ -154,7 +155,7 @@ def plot_block_tables(
     handles = [patch for mark, patch in keys.items() if mark in shown]
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
-    return fig
+    return projector(fig)
 
 
 def block_table_html(

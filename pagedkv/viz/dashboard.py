@@ -1,16 +1,21 @@
 """Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
 
-Step / Back / Reset buttons and a Play widget drive a `ScenarioRun`; a picker switches
-scenario; controls add a request (optionally starting with an existing sequence's tokens,
-so it shares that prefix), fork a sequence or finish one; sliders rebuild the pool with
-another number of pages or page size. Every change re-renders, in place:
+Step / Back / Reset buttons, a step slider and a Play widget (with its speed) drive a
+`ScenarioRun`; the header has one counter, "step k of N", and a scenario ends at its last
+step ("step N of N · done", Step disabled). A picker switches scenario (asking first when
+that would discard actions of your own); controls add a request (optionally starting with an
+existing sequence's tokens, so it shares that prefix), fork a sequence, finish one or decode
+one more token for everyone; sliders rebuild the pool with another number of pages or page
+size and replay everything done so far on it. Every change re-renders, in place:
 
 - the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
   strict nbval; `PoolHeatmap` redraws without re-plotting);
+- the page-lifecycle diagram with the transitions of the last step highlighted;
 - the block tables with each sequence's text boxed by page, a status line of usage and
-  counters, and an event log of allocations,
-  prefix hits, evictions, copy-on-write copies and preemptions (HTML widgets).
+  counters, and an event log of allocations, prefix hits, evictions, copy-on-write copies
+  and preemptions (HTML widgets): newest step first, cause before effect inside a step,
+  each entry coloured by its kind, the same for every scenario.
 
 Back is exact time travel: `ScenarioRun.back()` replays the history minus its last action.
 Widgets carry CSS classes (`pagedkv-step`, `pagedkv-back`, `pagedkv-reset`, `pagedkv-play`,
@@ -31,18 +36,21 @@ from collections.abc import Hashable
 import ipywidgets as widgets
 import numpy as np
 
+from ..lifecycle import step_transitions
 from ..model import TinyLM
 from ..page import PageState
 from ..scenarios import SCENARIOS, Action, ScenarioRun
 from .block_table import block_table_html
 from .heatmap import PoolHeatmap
-from .palette import SequencePalette
+from .lifecycle import lifecycle_png
+from .palette import EVENT_COLORS, SequencePalette
 from .tokens import token_ids_of
 
 PAGES_RANGE = (4, 256)  # pool-size slider
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 LOG_STEPS = 40  # steps shown in the event log (newest first)
-HEATMAP_DPI = 72  # PNG encoding dominates a step: more pixels cost more than they show
+PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
+HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width
 
 
 class Dashboard(widgets.VBox):
@@ -60,6 +68,8 @@ class Dashboard(widgets.VBox):
         self.model = model
         self._heatmaps: dict[tuple[int, int], tuple[PoolHeatmap, PoolHeatmap]] = {}
         self._syncing = False  # set while the code (not a person) moves a widget
+        self._taken: list[str] = []  # lifecycle transitions of the last step (highlighted)
+        self._pending_scenario: str | None = None  # a switch waiting for "discard" or "stay"
         self.message = ""
         self.run = ScenarioRun(scenario, num_pages, page_size, model)  # validates the arguments
         self._build_widgets()
@@ -89,7 +99,15 @@ class Dashboard(widgets.VBox):
         self.play = widgets.Play(
             interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False
         ).add_class("pagedkv-play")
+        self.speed = widgets.ToggleButtons(
+            options=PLAY_SPEEDS, value=800, description="Speed", style={"button_width": "84px"}
+        ).add_class("pagedkv-speed")
+        self.step_slider = widgets.IntSlider(
+            value=0, min=0, max=len(run.steps), description="Jump to",
+            continuous_update=False, layout=width(width="360px"),
+        ).add_class("pagedkv-step-slider")  # fmt: skip
         self.step_counter = widgets.HTML().add_class("pagedkv-step-counter")
+        self.caption = widgets.HTML().add_class("pagedkv-caption")
         self.pages_slider = widgets.IntSlider(
             value=run.num_pages, min=PAGES_RANGE[0], max=max(PAGES_RANGE[1], run.num_pages),
             description="Pages", continuous_update=False,
@@ -116,8 +134,26 @@ class Dashboard(widgets.VBox):
         self.finish_button = widgets.Button(description="Finish", icon="check").add_class(
             "pagedkv-finish"
         )
-        self.heatmap = widgets.Image(format="png").add_class("pagedkv-heatmap")
-        self.lru = widgets.Image(format="png").add_class("pagedkv-lru")
+        self.decode_button = widgets.Button(
+            description="Decode all", icon="forward",
+            tooltip="your own action: one more token for every live sequence",
+        ).add_class("pagedkv-decode")  # fmt: skip
+        self.confirm_text = widgets.HTML()
+        self.discard_button = widgets.Button(
+            description="Discard and switch", button_style="danger"
+        ).add_class("pagedkv-discard")
+        self.stay_button = widgets.Button(description="Stay").add_class("pagedkv-stay")
+        self.confirm = widgets.HBox(
+            [self.confirm_text, self.discard_button, self.stay_button],
+            layout=width(display="none"),
+        ).add_class("pagedkv-confirm")
+        self.heatmap = widgets.Image(format="png", layout=width(width="100%")).add_class(
+            "pagedkv-heatmap"
+        )
+        self.lru = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-lru")
+        self.lifecycle = widgets.Image(format="png", layout=width(width="100%")).add_class(
+            "pagedkv-lifecycle"
+        )
         self.status = widgets.HTML().add_class("pagedkv-status")
         self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
         self.event_log = widgets.HTML().add_class("pagedkv-event-log")
@@ -128,49 +164,47 @@ class Dashboard(widgets.VBox):
         self.add_button.on_click(lambda _: self.add_request())
         self.fork_button.on_click(lambda _: self.fork())
         self.finish_button.on_click(lambda _: self.finish())
-        self.play.observe(self._on_play, names="value")
+        self.decode_button.on_click(lambda _: self.decode_all())
+        self.discard_button.on_click(lambda _: self._confirm_switch(True))
+        self.stay_button.on_click(lambda _: self._confirm_switch(False))
+        self.play.observe(self._on_jump, names="value")
+        self.step_slider.observe(self._on_jump, names="value")
+        self.speed.observe(self._on_speed, names="value")
         self.scenario_picker.observe(self._on_scenario, names="value")
         self.pages_slider.observe(self._on_geometry, names="value")
         self.page_size_slider.observe(self._on_geometry, names="value")
+        self.children = self._layout()
 
+    def _layout(self) -> list[widgets.Widget]:
         def row(children: list) -> widgets.HBox:  # wraps onto the next line in narrow windows
             return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap"))
 
-        self.children = [
-            row([self.scenario_picker]),
-            row(
-                [
-                    self.step_button,
-                    self.back_button,
-                    self.reset_button,
-                    self.play,
-                    self.step_counter,
-                ]
-            ),
+        details = widgets.VBox([self.status, self.block_tables])
+        return [
+            row([self.scenario_picker, self.step_counter]),
+            self.confirm,
+            row([self.step_button, self.back_button, self.reset_button, self.step_slider]),
+            row([self.play, self.speed]),
+            self.caption,
             row([self.prompt, self.prefix_picker, self.add_button]),
-            row(
-                [
-                    self.seq_picker,
-                    self.fork_button,
-                    self.finish_button,
-                    self.pages_slider,
-                    self.page_size_slider,
-                ]
-            ),
-            self.status,
-            row([self.heatmap, widgets.VBox([self.lru, self.block_tables])]),
+            row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
+            row([self.pages_slider, self.page_size_slider]),
+            self.heatmap,
+            self.lru,
+            self.lifecycle,
+            details,
             self.event_log,
         ]
 
     # ---- actions (the buttons call these; tests may too) --------------------------------------
 
     def step(self) -> None:
-        """Apply the next scenario step (when the scenario is done: one token for everyone)."""
+        """Apply the next scenario step (refused with a message once the scenario is done)."""
         self.message = ""
         if self.run.can_step:
             self.run.step()
         else:
-            self.message = "the scenario is over and no sequence is live: add a request or Reset"
+            self.message = "the scenario is over: Decode all goes on, Reset starts over"
         self.render()
 
     def back(self) -> None:
@@ -182,6 +216,21 @@ class Dashboard(widgets.VBox):
         self.message = ""
         self.run.reset()
         self.palette.clear()
+        self.render()
+
+    def goto(self, step: int) -> None:
+        """Jump to just after scenario step `step` (your actions before it are kept)."""
+        self.message = ""
+        self.run.goto(step)
+        self.render()
+
+    def decode_all(self) -> None:
+        """Your own action: one more token for every live sequence (or a scheduler step)."""
+        if not self.run.can_decode_all:
+            self.message = "no live sequence to decode: add a request"
+            return self.render()
+        self.message = ""
+        self.run.decode_all()
         self.render()
 
     def add_request(self) -> None:
@@ -240,22 +289,56 @@ class Dashboard(widgets.VBox):
         self._sync_controls()
         self.render()
 
-    # ---- widget callbacks ---------------------------------------------------------------------
-
-    def _on_play(self, change: dict) -> None:
-        if self._syncing:
-            return
-        while self.run.cursor < change["new"] and not self.run.done:
-            self.run.step()
+    def resize(self, num_pages: int, page_size: int) -> None:
+        """Rebuild the pool with another geometry and replay everything done so far on it:
+        the same number of scenario steps and your own actions (nothing is discarded; an
+        action the new pool cannot carry out is refused and the log says why)."""
+        old = self.run
+        self.run = old.rebuilt(num_pages, page_size)
+        self.palette.clear()
+        refused = sum(1 for r in self.run.records if r.own and r.note.startswith("refused"))
+        self.message = (
+            f"rebuilt on {num_pages} pages × {page_size} slots and replayed step "
+            f"{self.run.cursor} of {len(self.run.steps)}"
+            + (f" and your {old.own_actions} action(s)" if old.own_actions else "")
+            + (f" ({refused} refused on this pool: see the log)" if refused else "")
+        )
+        self._sync_controls()
         self.render()
 
+    # ---- widget callbacks ---------------------------------------------------------------------
+
+    def _on_jump(self, change: dict) -> None:
+        if not self._syncing and change["new"] != self.run.cursor:
+            self.goto(change["new"])
+
+    def _on_speed(self, change: dict) -> None:
+        self.play.interval = change["new"]
+
     def _on_scenario(self, change: dict) -> None:
-        if not self._syncing:
-            self.load(change["new"])
+        if self._syncing:
+            return
+        if self.run.own_actions:  # ask first: a switch would throw the learner's work away
+            self._pending_scenario = change["new"]
+            n = self.run.own_actions
+            self.confirm_text.value = (
+                f"<b>Switching scenario discards your {n} action{'s' * (n != 1)}.</b>&nbsp;"
+            )
+            self.confirm.layout.display = "flex"
+            return
+        self.load(change["new"])
+
+    def _confirm_switch(self, discard: bool) -> None:
+        name, self._pending_scenario = self._pending_scenario, None
+        self.confirm.layout.display = "none"
+        if discard and name is not None:
+            self.load(name)
+        else:
+            self._sync_controls()  # the picker goes back to the scenario being played
 
     def _on_geometry(self, change: dict) -> None:
         if not self._syncing:
-            self.load(self.run.scenario.name, self.pages_slider.value, self.page_size_slider.value)
+            self.resize(self.pages_slider.value, self.page_size_slider.value)
 
     def _sync_controls(self) -> None:
         """Point the picker, sliders and Play at the current run without triggering them."""
@@ -264,7 +347,7 @@ class Dashboard(widgets.VBox):
             self.scenario_picker.value = self.run.scenario.name
             self.pages_slider.value = self.run.num_pages
             self.page_size_slider.value = self.run.page_size
-            self.play.max = len(self.run.steps)
+            self.play.max = self.step_slider.max = len(self.run.steps)
         finally:
             self._syncing = False
 
@@ -277,8 +360,9 @@ class Dashboard(widgets.VBox):
         key = (run.num_pages, run.page_size)
         if key not in self._heatmaps:
             self._heatmaps[key] = (
-                PoolHeatmap(*key, palette=self.palette, dpi=HEATMAP_DPI),
-                PoolHeatmap(*key, views=("lru",), palette=self.palette, panel_width=5.4),
+                # No clock in the title: the header's step counter is the one counter shown.
+                PoolHeatmap(*key, palette=self.palette, dpi=HEATMAP_DPI, show_clock=False),
+                PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
             )
         pool_map, lru_map = self._heatmaps[key]
         events = run.events
@@ -286,21 +370,26 @@ class Dashboard(widgets.VBox):
         lru_map.update(snap, events)
         self.heatmap.value = pool_map.png()
         self.lru.value = lru_map.png()
-        # Shown at their own size: a layout that stretches an <img> blurs its text.
-        self.heatmap.width, self.lru.width = str(pool_map.size[0]), str(lru_map.size[0])
+        taken = (
+            step_transitions(run.snapshots[-2], snap, run.records[-1].events) if run.records else []
+        )
+        if taken != self._taken or not self.lifecycle.value:
+            self._taken = taken
+            self.lifecycle.value = lifecycle_png(taken)
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
         self.block_tables.value = block_table_html(snap, self.palette, events, token_ids=tokens)
         self.status.value = self._status_html(snap)
         self.event_log.value = self._log_html()
-        caption = run.records[-1].action.caption if run.records else run.scenario.summary
+        done = " · <b>done</b>" if run.done else ""
         self.step_counter.value = (
-            f"<b>step {len(run.history)}</b> of {len(run.steps)} · {html.escape(caption)}"
+            f"<span style='font-size:16px'><b>step {run.cursor} of {len(run.steps)}</b>{done}</span>"
         )
+        self.caption.value = f"<div style='font-size:14px'>{html.escape(self._caption())}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
         self._syncing = True
         try:
-            self.play.max = len(run.steps)  # a scheduler scenario's steps grow as it runs
-            self.play.value = run.cursor
+            self.play.max = self.step_slider.max = len(run.steps)
+            self.play.value = self.step_slider.value = run.cursor
             for picker, options in (
                 # "" stands for no prefix: a Dropdown takes the value None as "nothing selected"
                 (self.prefix_picker, [("(none)", ""), *live]),
@@ -317,14 +406,26 @@ class Dashboard(widgets.VBox):
         finally:
             self._syncing = False
         self.back_button.disabled = not run.history
-        self.step_button.disabled = not run.can_step  # the end of a scenario that freed everything
+        self.step_button.disabled = run.done  # a scenario ends at its last step
         self.fork_button.disabled = self.finish_button.disabled = not live
+        self.decode_button.disabled = not run.can_decode_all
+
+    def _caption(self) -> str:
+        run = self.run
+        if not run.records:
+            return run.scenario.summary
+        last = run.records[-1]
+        said = last.action.caption or last.action.op
+        if run.done and not last.own:
+            said += " — the scenario is over: Decode all goes on, Reset starts over"
+        return f"{'your action: ' if last.own else ''}{said}"
 
     def _status_html(self, snap) -> str:
         counts = np.bincount(snap.state, minlength=3)
         stats = snap.stats
         queries = stats["prefix_queries"]
         rate = f"{stats['prefix_hits'] / queries:.0%}" if queries else "n/a"
+        own = self.run.own_actions
         text = (
             f"<b>{self.run.scenario.title}</b> — {self.run.num_pages} pages × "
             f"{self.run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
@@ -332,20 +433,31 @@ class Dashboard(widgets.VBox):
             f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> · "
             f"prefix hits {stats['prefix_hits']}/{queries} tokens ({rate}) · evictions "
             f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
+            + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
         )
         if self.message:
-            text += f"<br><span style='color:#D55E00'>{html.escape(self.message)}</span>"
-        return f"<div style='font-size:12px;line-height:1.4'>{text}</div>"
+            text += f"<br><span style='color:#B91C1C'>{html.escape(self.message)}</span>"
+        return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
 
     def _log_html(self) -> str:
         lines = []
-        for record in reversed(self.run.records[-LOG_STEPS:]):
-            lines += [f"step {record.index}: {html.escape(line)}" for line in record.lines()]
-        body = "".join(f"<div>{line}</div>" for line in lines) or "<i>no step yet: press Step</i>"
+        for record in reversed(self.run.records[-LOG_STEPS:]):  # newest step first
+            label = f"after step {record.step}, yours" if record.own else f"step {record.step}"
+            for kind, text in record.entries():  # inside a step: cause before effect
+                color = EVENT_COLORS.get(kind, "#111111")
+                lines.append(
+                    f"<div class='pagedkv-log-{kind}' style='color:{color}'>"
+                    f"{label}: {html.escape(text)}</div>"
+                )
+        body = "".join(lines) or "<i>no step yet: press Step</i>"
+        key = " ".join(
+            f"<span style='color:{EVENT_COLORS[k]}'>{k.replace('_', ' ')}</span>"
+            for k in ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt", "append")
+        )
         return (
-            "<div style='max-height:200px;overflow-y:auto;font-family:monospace;font-size:11px;"
-            "line-height:1.35;border:1px solid #ccc;padding:4px'><b>event log</b> (newest first)"
-            f"{body}</div>"
+            "<div style='max-height:260px;overflow-y:auto;font-family:monospace;font-size:14px;"
+            "line-height:1.4;border:1px solid #ccc;padding:4px'><b>event log</b> (newest step "
+            f"first; inside a step, cause before effect) · {key}{body}</div>"
         )
 
     def __repr__(self) -> str:

@@ -34,6 +34,7 @@ from ..contiguous import ContiguousKVCache, NoContiguousHoleError
 from ..page import PageState
 from ..pool import PoolSnapshot
 from .palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
+from .projector import projector
 from .usage import slot_usage
 
 CATEGORIES = (  # slot categories of both layouts, in drawing order
@@ -310,4 +311,4 @@ def plot_paged_vs_contiguous(
         face, hatch, label = STYLES[category]
         handles.append(Patch(facecolor=face, hatch=hatch, edgecolor="#555555", label=label))
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
-    return fig
+    return projector(fig)

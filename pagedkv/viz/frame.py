@@ -31,7 +31,7 @@ from .palette import LRU_CMAP, OCCUPANCY_CMAP, REF_COUNT_CMAP, STATE_COLORS, VIC
 
 TITLES = {
     "state": "page state",
-    "occupancy": "occupancy: filled slots / page_size",
+    "occupancy": "occupancy: slots holding tokens",
     "owner": "owner: oldest sequence holding the page",
     "ref_count": "ref count: block tables holding the page",
     "lru": "LRU order",  # replaced by a stamped title naming the next victim
@@ -39,6 +39,11 @@ TITLES = {
 REF_COUNT_MAX = 4  # colours saturate at "4+"; the cell label still shows the exact count
 LRU_FREE_COLOR, LRU_ACTIVE_COLOR = "#FFFFFF", "#A6A6A6"
 GRID_COLOR = "#BDBDBD"  # the one-pixel lines between cells, so white cells keep an outline
+# Projector sizes: a heatmap is about 11 inches wide at 110 dpi (~1200 px), so it fills a
+# JupyterLab cell on a 1280x720 projector and every text stays >= 12 pt on screen.
+FONT_PT = 13  # ticks, axis labels, legends, colour bars, cell labels
+TITLE_PT = 14  # panel titles
+SUPTITLE_PT = 15  # the title over all panels
 
 
 def grid_shape(num_pages: int) -> tuple[int, int]:
@@ -117,6 +122,7 @@ class Frame:
     panels: tuple[PanelFrame, ...]
     cell_px: float  # width of a grid cell in pixels
     px: float  # pixels per point
+    min_font_px: float  # the smallest text matplotlib drew into the frame, in pixels
 
 
 @lru_cache(maxsize=32)
@@ -125,16 +131,16 @@ def build_frame(
 ) -> Frame:
     """Lay the panels out with matplotlib, render them once and measure where cells are."""
     rows, cols = grid_shape(num_pages)
-    ncols = 2 if len(views) > 2 else 1
+    ncols = 2 if len(views) >= 2 else 1  # two views side by side fill a cell's width
     nrows = math.ceil(len(views) / ncols)
     cell = panel_width * 0.72 / cols  # inches per grid cell
     figure = Figure(
-        figsize=(panel_width * ncols, (rows * cell + 0.8) * nrows + 0.4),
+        figsize=(panel_width * ncols, (rows * cell + 1.5) * nrows + 0.6),
         dpi=dpi,
         layout="constrained",
     )
     FigureCanvasAgg(figure)
-    figure.suptitle(" ", fontsize=11)  # reserves the room the stamped title takes
+    figure.suptitle(" ", fontsize=SUPTITLE_PT + 1)  # reserves the room the stamped title takes
     specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[0.76, 0.24] * ncols)
     axes = []
     for k, view in enumerate(views):
@@ -173,14 +179,20 @@ def build_frame(
                 (key.x0, height - key.y1, key.x1, height - key.y0),
             )
         )
-    return Frame(background, tuple(panels), float(xe[1] - xe[0]), px)
+    sizes = [
+        t.get_fontsize()
+        for t in figure.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
+        if t.get_visible() and t.get_text().strip()
+    ]
+    min_font_px = min(sizes, default=FONT_PT) * px
+    return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px)
 
 
 def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int) -> None:
     """The static parts of one panel: title, page-id ticks, grid, colour bar or legend."""
     rows = math.ceil(num_pages / cols)
     # The LRU title names the next victim: two stamped lines, so reserve two here.
-    ax.set_title(" \n " if view == "lru" else TITLES[view], fontsize=9, loc="left")
+    ax.set_title(" \n " if view == "lru" else TITLES[view], fontsize=TITLE_PT, loc="left")
     ax.set_xlim(-0.5, cols - 0.5)
     ax.set_ylim(rows - 0.5, -0.5)
     ax.set_aspect("equal")
@@ -197,35 +209,35 @@ def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int)
     ax.set_xticks(range(0, cols, 1 if cols <= 16 else 4))
     ax.set_yticks(range(0, rows, 1 if rows <= 16 else 4))
     ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
-    ax.tick_params(labelsize=6, length=0)
-    filler = ";  hatched: no page" if num_pages < rows * cols else ""
-    ax.set_xlabel(f"page id = row label + column{filler}", fontsize=7)
+    ax.tick_params(labelsize=FONT_PT, length=0)
+    filler = "; hatched: no page" if num_pages < rows * cols else ""
+    ax.set_xlabel(f"page id = row + column{filler}", fontsize=FONT_PT)
     for spine in ax.spines.values():
         spine.set_visible(False)
     key_ax.set_axis_off()
     figure = ax.figure
     if view == "state":
         handles = [Patch(color=STATE_COLORS[s], label=s.name) for s in PageState]
-        key_ax.legend(handles=handles, loc="center left", fontsize=8, frameon=False)
+        key_ax.legend(handles=handles, loc="center left", fontsize=FONT_PT, frameon=False)
     elif view == "occupancy":
         sm = ScalarMappable(Normalize(0, page_size), colormaps[OCCUPANCY_CMAP])
         ticks = sorted({0, page_size // 2, page_size})
         bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.1, 0.15, 0.8]), ticks=ticks)
-        bar.set_label("slots holding tokens", fontsize=7)
-        bar.ax.tick_params(labelsize=7)
+        bar.set_label("slots holding tokens", fontsize=FONT_PT)
+        bar.ax.tick_params(labelsize=FONT_PT)
     elif view == "ref_count":
         cmap = ListedColormap(colormaps[REF_COUNT_CMAP](np.linspace(0, 1, REF_COUNT_MAX + 1)))
         sm = ScalarMappable(BoundaryNorm(np.arange(-0.5, REF_COUNT_MAX + 1), cmap.N), cmap)
         cax = key_ax.inset_axes([0.05, 0.1, 0.15, 0.8])
         bar = figure.colorbar(sm, cax=cax, ticks=range(REF_COUNT_MAX + 1))
         bar.ax.set_yticklabels([*map(str, range(REF_COUNT_MAX)), f"{REF_COUNT_MAX}+"])
-        bar.set_label("ref count", fontsize=7)
-        bar.ax.tick_params(labelsize=7)
+        bar.set_label("ref count", fontsize=FONT_PT)
+        bar.ax.tick_params(labelsize=FONT_PT)
     elif view == "lru":
         sm = ScalarMappable(Normalize(0, 1), colormaps[LRU_CMAP])
         bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.45, 0.15, 0.53]), ticks=[0, 1])
         bar.ax.set_yticklabels(["evicted last", "evicted next"])
-        bar.ax.tick_params(labelsize=7)
+        bar.ax.tick_params(labelsize=FONT_PT)
         handles = [
             Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim"),
             Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE: used first"),
@@ -234,7 +246,7 @@ def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int)
         key_ax.legend(
             handles=handles,
             loc="lower left",
-            fontsize=7,
+            fontsize=FONT_PT,
             frameon=False,
             borderaxespad=0,
             bbox_to_anchor=(0, 0),

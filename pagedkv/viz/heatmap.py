@@ -37,9 +37,12 @@ from PIL import Image, ImageDraw
 from ..page import PageState
 from ..pool import Event, PoolSnapshot
 from .frame import (
+    FONT_PT,
     LRU_ACTIVE_COLOR,
     LRU_FREE_COLOR,
     REF_COUNT_MAX,
+    SUPTITLE_PT,
+    TITLE_PT,
     PanelFrame,
     build_frame,
     fit_text,
@@ -61,6 +64,7 @@ from .palette import (
 VIEWS = ("state", "occupancy", "owner", "ref_count", "lru")
 MAX_LABELLED_PAGES = 64  # above this a cell is too small for a label; the axes carry the ids
 MAX_LEGEND_SEQUENCES = 10
+DPI = 110  # with the default panel widths a picture is ~1200 px wide: it fills a cell
 
 _STATE_RGBA = to_rgba_array([STATE_COLORS[s] for s in PageState])  # [3, 4] by state code
 _LRU_STATE_RGBA = to_rgba_array([LRU_FREE_COLOR, LRU_ACTIVE_COLOR, "#000000"])  # [3, 4]
@@ -86,7 +90,10 @@ class PoolHeatmap:
     `views` picks the panels (any of `VIEWS`, in order). Use the same `palette` for every
     picture of one run so each sequence keeps its colour. Jupyter displays the object as
     its PNG (`_repr_png_`). The static frame is built once per geometry and shared.
-    `panel_width` is in inches (default 4.6, or 6.4 for a single view).
+    `show_clock=False` leaves the logical clock out of the title (the dashboard shows its
+    own step counter instead). `panel_width` is in inches (default 5.5, or 11 for a single
+    view): with the default dpi the picture fills a JupyterLab cell and its text stays
+    >= 12 pt on a projector.
     """
 
     def __init__(
@@ -95,8 +102,9 @@ class PoolHeatmap:
         page_size: int,
         views: Sequence[str] = ("state", "occupancy", "owner", "ref_count"),
         palette: SequencePalette | None = None,
-        dpi: int = 72,
+        dpi: int = DPI,
         panel_width: float | None = None,
+        show_clock: bool = True,
     ) -> None:
         for name, value in (("num_pages", num_pages), ("page_size", page_size)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
@@ -110,12 +118,13 @@ class PoolHeatmap:
         if isinstance(dpi, bool) or not isinstance(dpi, int) or not 30 <= dpi <= 300:
             raise ValueError(f"dpi must be an int in [30, 300], got {dpi!r}")
         if panel_width is None:  # a lone panel gets room for its legend and a long title
-            panel_width = 6.4 if len(views) == 1 else 4.6
+            panel_width = 11.0 if len(views) == 1 else 5.5
         if not isinstance(panel_width, (int, float)) or not 2 <= panel_width <= 20:
             raise ValueError(
                 f"panel_width must be a number of inches in [2, 20], got {panel_width!r}"
             )
         self.num_pages, self.page_size, self.views = int(num_pages), int(page_size), views
+        self.show_clock = bool(show_clock)
         self.palette = palette if palette is not None else DEFAULT_PALETTE
         self.rows, self.cols = grid_shape(self.num_pages)
         self.labelled = self.num_pages <= MAX_LABELLED_PAGES
@@ -144,7 +153,8 @@ class PoolHeatmap:
         self._holders = _last_holders(snapshot, events) if "lru" in self.panels else {}
         counts = np.bincount(snapshot.state, minlength=3)
         # A lone panel leaves the clock out, so its picture changes only when its cells do.
-        when = f"pool at clock {snapshot.clock}: " if len(self.views) > 1 else "pool: "
+        clocked = len(self.views) > 1 and self.show_clock
+        when = f"pool at clock {snapshot.clock}: " if clocked else "pool: "
         self.suptitle = (
             f"{when}{counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
             f"{counts[PageState.FREE]} FREE of {self.num_pages} pages"
@@ -171,7 +181,7 @@ class PoolHeatmap:
 
     def _occupancy(self, snap: PoolSnapshot, panel: _Panel) -> tuple[np.ndarray, list[str]]:
         rgba = colormaps[OCCUPANCY_CMAP](snap.fill / self.page_size)
-        return rgba, [f"{f}/{self.page_size}" for f in snap.fill.tolist()]
+        return rgba, [str(f) for f in snap.fill.tolist()]  # of page_size: the title says so
 
     def _owner(self, snap: PoolSnapshot, panel: _Panel) -> tuple[np.ndarray, list[str]]:
         colors = [self.palette.color(s) for s in snap.seq_ids]
@@ -195,7 +205,7 @@ class PoolHeatmap:
         # 1.0 (bright yellow) = next victim, 0.0 (dark) = evicted last.
         rgba[cached] = colormaps[LRU_CMAP](1.0 - rank[cached] / max(m - 1, 1))
         labels = [
-            f"{p}\n#{r + 1}" + (f"\n{self._holders[p]}" if p in self._holders else "")
+            f"{p}\n#{r + 1}" + (f"\n{self._wrap(self._holders[p])}" if p in self._holders else "")
             if r >= 0
             else str(p)
             for p, r in enumerate(rank.tolist())
@@ -214,6 +224,22 @@ class PoolHeatmap:
                 "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
             )
         return rgba, labels
+
+    def _wrap(self, seq_id: Hashable) -> str:
+        """A sequence id that fits its cell: whole, or split after its last "_" / "." onto
+        two lines (request_A -> "request_" / "A"), never cut in the middle."""
+        text, px = str(seq_id), self._frame.px
+        room, size = self._frame.cell_px - 4 * px, round(FONT_PT * px)
+        if fit_text(text, size, room) == text:
+            return text
+        cut = max(text.rfind("_"), text.rfind("."))
+        return text if cut <= 0 else f"{text[: cut + 1]}\n{text[cut + 1 :]}"
+
+    @property
+    def min_font_px(self) -> float:
+        """The smallest text of the picture in pixels (frame and stamped labels): at display
+        size it is `min_font_px * shown width / size[0]` CSS pixels."""
+        return min(self._frame.min_font_px, round(FONT_PT * self._frame.px))
 
     @property
     def size(self) -> tuple[int, int]:
@@ -249,23 +275,24 @@ class PoolHeatmap:
         if self.snapshot is not None:
             self._stamp(image)
         out = io.BytesIO()
-        image.save(out, format="png", compress_level=1)
+        dpi = round(72 * self._frame.px)  # in the PNG, so a reader can tell its point sizes
+        image.save(out, format="png", compress_level=1, dpi=(dpi, dpi))
         self._png = out.getvalue()
         return self._png
 
     def _stamp(self, image: Image.Image) -> None:
         """Text and marks that change with the snapshot."""
         px, cell, draw = self._frame.px, self._frame.cell_px, ImageDraw.Draw(image)
-        stamp_text(image, (image.width / 2, 3 * px), self.suptitle, round(10 * px), "black", "ma")
-        size = max(7, min(13, int(cell * 0.3)))
+        stamp_text(image, (image.width / 2, 3 * px), self.suptitle, round(SUPTITLE_PT * px), "black", "ma")
+        size = round(FONT_PT * px)
         room = cell - 4 * px  # widest label line that stays inside its cell
         for panel in self.panels.values():
             boxes = panel.frame.boxes
             if panel.title:
                 (x, y), lines = panel.frame.title_xy, panel.title.split("\n")
                 for k, line in enumerate(lines):
-                    dy = (k + 1 - len(lines)) * 12 * px
-                    stamp_text(image, (x, y + dy), line, round(9 * px), "black", "ls")
+                    dy = (k + 1 - len(lines)) * 1.3 * TITLE_PT * px
+                    stamp_text(image, (x, y + dy), line, round(TITLE_PT * px), "black", "ls")
             if panel.legend:
                 self._stamp_legend(image, draw, panel)
             if panel.victim >= 0:
@@ -280,8 +307,7 @@ class PoolHeatmap:
             ):
                 color = "white" if dark else "black"
                 lines = label.split("\n")
-                # the first line (page id) full size, the others smaller, centred as a block
-                sizes = [size] + [max(6, size - 2 * k) for k in range(1, len(lines))]
+                sizes = [size] * len(lines)  # every line readable: none shrinks
                 top = y - 0.55 * sum(sizes) + 0.55 * sizes[0]
                 for line, line_size in zip(lines, sizes, strict=True):
                     stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
@@ -290,12 +316,16 @@ class PoolHeatmap:
     def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: _Panel) -> None:
         x0, y0, _, y1 = panel.frame.key_box
         px = self._frame.px
-        row = 11 * px
-        x, y = x0 + 4 * px, (y0 + y1) / 2 - row * len(panel.legend) / 2
-        for color, label in panel.legend:
+        row = 1.45 * FONT_PT * px
+        legend = panel.legend
+        fits = max(2, int((y1 - y0) // row))
+        if len(legend) > fits:  # as many rows as the panel is tall, then how many are left
+            legend = [*legend[: fits - 1], ("", f"+{len(legend) - fits + 1} more")]
+        x, y = x0 + 4 * px, (y0 + y1) / 2 - row * len(legend) / 2
+        for color, label in legend:
             if color:
                 draw.rectangle((x, y + 2, x + 14 * px, y + row - 2), fill=color, outline="#999999")
-            stamp_text(image, (x + 18 * px, y + row / 2), label, round(7 * px), "black", "lm")
+            stamp_text(image, (x + 18 * px, y + row / 2), label, round(FONT_PT * px), "black", "lm")
             y += row
 
     def _repr_png_(self) -> bytes:
@@ -335,7 +365,7 @@ def plot_pool(
     `events` to name the last holder of CACHED pages in the LRU view."""
     if not isinstance(snapshot, PoolSnapshot):
         raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
-    heatmap = PoolHeatmap(snapshot.num_pages, snapshot.page_size, views, palette, dpi=90)
+    heatmap = PoolHeatmap(snapshot.num_pages, snapshot.page_size, views, palette)
     heatmap.update(snapshot, events)
     return heatmap
 

@@ -75,3 +75,19 @@ class SequencePalette:
 
 
 DEFAULT_PALETTE = SequencePalette()  # shared by plots that are not given a palette
+
+EVENT_COLORS = {  # event-log entry kind -> text colour (Okabe–Ito, dark enough on white)
+    "allocate": "#0072B2",
+    "prefix_hit": "#007A5A",
+    "fork": "#007A5A",
+    "evict": "#C2410C",
+    "cow": "#A23B72",
+    "cache": "#9A6700",
+    "free": "#555555",
+    "reset": "#555555",
+    "preempt": "#B91C1C",
+    "resume": "#1D4ED8",
+    "append": "#111111",
+    "note": "#444444",
+    "refused": "#B91C1C",
+}

@@ -29,6 +29,7 @@ from matplotlib.patches import Patch
 from ..page import PageState
 from ..pool import PoolSnapshot
 from .palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
+from .projector import projector
 
 EMPTY_SLOT_COLOR = "#FFFFFF"  # an empty slot of an ACTIVE page: allocated, holds nothing
 
@@ -132,7 +133,7 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
         fontsize=8,
         frameon=False,
     )
-    return fig
+    return projector(fig)
 
 
 def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
@@ -187,4 +188,24 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
         fontsize=10,
         loc="left",
     )
-    return fig
+    return projector(fig)
+
+
+def plot_series(
+    series: dict[str, Sequence[float]], xlabel: str, ylabel: str, title: str = ""
+) -> Figure:
+    """One line per named series over a shared x (e.g. the naive cache and pagedkv, request by
+    request): the side-by-side pictures of notebook 08."""
+    if not series:
+        raise ValueError("series must name at least one line")
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for k, (name, ys) in enumerate(series.items()):
+        ax.plot(range(1, len(ys) + 1), ys, lw=2.5, label=name, color=("#D55E00", "#0072B2", "#009E73")[k % 3])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, loc="left")
+    ax.legend(loc="best")
+    ax.grid(alpha=0.3)
+    return projector(fig)

@@ -1,0 +1,84 @@
+"""A picture of the chunked two-pass decode kernel of `AttentionEngine.paged_attention_batch`.
+
+The kernel never builds a sequence's whole K or V: it walks the block table a chunk of pages
+at a time. Pass 1 gathers the keys of one chunk and computes that chunk's scores `q · Kᵀ`
+into one score row; then **one** softmax runs over the whole row (max, exp, sum); pass 2
+gathers the values chunk by chunk and accumulates `weights · V`, divided by the sum at the
+end. Chunks are sized to stay in the CPU cache, the reason the kernel is chunked at all.
+`plot_chunked_kernel(block_table, chunk)` draws those three stages for a block table.
+
+vLLM's PagedAttention v2 and FlashDecoding split the context the same way but combine
+partial softmaxes with an online rescale instead of a second pass. Leaves out: heads and
+batches (one query row is drawn).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from .palette import SEQUENCE_COLORS
+from .projector import projector
+
+ROWS = {"K": 3.3, "scores": 2.2, "V": 0.0, "out": -1.1}  # y of each band (data units)
+
+
+def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2) -> Figure:
+    """The two passes over `block_table`, `chunk` pages at a time (one colour per chunk).
+    Example: plot_chunked_kernel([0, 1, 2, 7, 8, 9], chunk=2) -> three chunks per pass."""
+    table = [int(p) for p in block_table]
+    if not table:
+        raise ValueError("block_table must hold at least one page id")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ValueError(f"chunk must be a positive int (pages per chunk), got {chunk!r}")
+    n = len(table)
+    fig = Figure(figsize=(11, 5.2), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_xlim(-2.6, n + 0.3)
+    ax.set_ylim(-1.8, 4.4)
+    ax.axis("off")
+
+    def cell(x: float, y: float, text: str, color: str, w: float = 0.9) -> None:
+        ax.add_patch(Rectangle((x, y), w, 0.7, facecolor=color, edgecolor="#333333", alpha=0.85))
+        r, g, b, _ = to_rgba(color)
+        ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "white"
+        ax.text(x + w / 2, y + 0.35, text, ha="center", va="center", fontsize=13, color=ink)
+
+    for i, page in enumerate(table):
+        color = SEQUENCE_COLORS[(i // chunk) % len(SEQUENCE_COLORS)]
+        cell(i, ROWS["K"], f"K {page}", color)
+        cell(i, ROWS["scores"], f"s{i}", color)
+        cell(i, ROWS["V"], f"V {page}", color)
+    for first in range(0, n, chunk):
+        mid = first + min(chunk, n - first) / 2 - 0.05
+        ax.add_patch(FancyArrowPatch((mid, ROWS["K"]), (mid, ROWS["scores"] + 0.7),
+                                     arrowstyle="-|>", mutation_scale=18, color="#333333"))  # fmt: skip
+        ax.add_patch(FancyArrowPatch((mid, ROWS["V"]), (n / 2, ROWS["out"] + 0.7),
+                                     arrowstyle="-|>", mutation_scale=18, color="#888888"))  # fmt: skip
+    ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
+    ax.text(n / 2, ROWS["scores"] - 0.45, "one softmax over the whole row: max, exp, sum",
+            ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
+    cell(n / 2 - 1.5, ROWS["out"], "Σ weights · V  ÷ sum", "#555555", w=3.0)
+    ax.add_patch(FancyArrowPatch((n - 0.05, ROWS["scores"]), (n - 0.05, ROWS["V"] + 0.7),
+                                 arrowstyle="-|>", mutation_scale=18, color="#D55E00",
+                                 linestyle="--"))  # fmt: skip
+    ax.text(n - 0.2, (ROWS["scores"] + ROWS["V"] + 0.7) / 2 - 0.1, "weights", ha="right",
+            va="center", fontsize=13, color="#D55E00")  # fmt: skip
+    labels = {
+        "K": "pass 1: gather K,\na chunk at a time,\nscores q · Kᵀ",
+        "scores": "scores of the\nwhole context",
+        "V": "pass 2: gather V,\na chunk at a time,\nweights · V",
+        "out": "output row",
+    }
+    for band, y in ROWS.items():
+        ax.text(-2.5, y + 0.35, labels[band], ha="left", va="center", fontsize=13)
+    ax.set_title(
+        f"block table {table}: {n} pages in chunks of {chunk} (one colour per chunk)",
+        fontsize=14, loc="left",
+    )  # fmt: skip
+    return projector(fig)

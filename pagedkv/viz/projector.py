@@ -1,0 +1,55 @@
+"""Projector size for matplotlib figures: fill a JupyterLab cell, text >= 12 pt on screen.
+
+A JupyterLab cell on a 1280x720 projector is about 1100 CSS px wide and shows a PNG at its
+own size, or shrunk to the cell's width. `projector(fig)` makes a figure 11 inches wide at
+110 dpi (~1200 px, so it fills the cell and is shrunk at most ~10%) and raises every text
+below `MIN_PT` to it; at that scale a 13 pt text shows at ~13 pt. Every picture of
+`pagedkv.viz` goes through it, and notebooks pass the benchmarks' figures through it too.
+
+`min_font_pt(fig)` is what tests measure. Leaves out: vector output (PNG is what notebooks
+store and what nbval leaves alone).
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+WIDTH_IN = 11.0  # inches: ~1200 px at DPI
+DPI = 110
+MIN_PT = 13.0  # points at the figure's own size (>= 12 pt once shrunk to a 1100 px cell)
+MAX_HEIGHT_IN = 7.0  # a widened figure grows taller, but stays on one projector screen
+
+
+def projector(fig: Figure, width: float = WIDTH_IN, min_pt: float = MIN_PT) -> Figure:
+    """`fig`, resized to `width` inches at `DPI` with no text below `min_pt` (in place;
+    returned for chaining). Example: projector(Figure(figsize=(5, 3))) -> 11 x 4.8 in."""
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    w, h = fig.get_size_inches()
+    grow = width / w
+    fig.set_size_inches(width, min(MAX_HEIGHT_IN, max(h, h * min(grow, 1.6))))
+    fig.set_dpi(DPI)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                for label in (tick.label1, tick.label2):
+                    label.set_fontsize(max(label.get_fontsize(), min_pt))
+        ax.tick_params(labelsize=max(min_pt, 0))
+    for text in fig.findobj(Text):
+        if text.get_text().strip():
+            text.set_fontsize(max(text.get_fontsize(), min_pt))
+    if fig.get_layout_engine() is None:
+        fig.set_layout_engine("constrained")
+    return fig
+
+
+def min_font_pt(fig: Figure) -> float:
+    """The smallest visible, non-empty text of `fig` in points, after a draw (ticks included)."""
+    fig.canvas.draw()
+    sizes = [
+        t.get_fontsize()
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.get_figure() is not None
+    ]
+    return min(sizes, default=MIN_PT)

@@ -1,0 +1,58 @@
+"""A refused operation and the pool it left alone, side by side.
+
+When the pool cannot give the pages an operation needs it raises `OutOfPagesError` before
+changing anything (docs/design.md: a failed call leaves the state exactly as before).
+`plot_refusal(before, after, error)` draws the page states and fill of both snapshots next to
+each other, under the exception a caller's code gets (its class and message), and says
+whether the two snapshots are equal. vLLM's scheduler sees the same situation as
+`allocate_slots` returning None and preempts; here the caller decides.
+
+Leaves out: which operation was refused (the caller's message names it).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+
+from ..page import PageState
+from ..pool import PoolSnapshot
+from .frame import grid_shape
+from .palette import STATE_COLORS
+from .projector import projector
+
+
+def plot_refusal(before: PoolSnapshot, after: PoolSnapshot, error: BaseException) -> Figure:
+    """Page states and fill before and after a refused call, titled with the exception."""
+    for name, snap in (("before", before), ("after", after)):
+        if not isinstance(snap, PoolSnapshot):
+            raise TypeError(f"{name} must be a PoolSnapshot, got {type(snap).__name__}")
+    if not isinstance(error, BaseException):
+        raise TypeError(f"error must be an exception, got {type(error).__name__}")
+    rows, cols = grid_shape(before.num_pages)
+    fig = Figure(figsize=(11, 1.2 + 0.75 * rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    cmap = ListedColormap([STATE_COLORS[s] for s in PageState])
+    same = before == after
+    message = textwrap.fill(f"{type(error).__name__}: {error}", 90)
+    fig.suptitle(f"{message}\nsnapshot after == snapshot before: {same}", fontsize=13, x=0.01, ha="left")
+    for ax, snap, title in zip(
+        fig.subplots(1, 2), (before, after), ("before the call", "after the refused call"), strict=True
+    ):
+        grid = np.full(rows * cols, np.nan)
+        grid[: snap.num_pages] = snap.state
+        ax.imshow(grid.reshape(rows, cols), cmap=cmap, vmin=0, vmax=2)
+        for pid in range(snap.num_pages):
+            r, c = divmod(pid, cols)
+            dark = snap.state[pid] == PageState.ACTIVE
+            ax.text(c, r, f"{pid}\n{snap.fill[pid]}/{snap.page_size}", ha="center", va="center",
+                    fontsize=13, color="white" if dark else "black")  # fmt: skip
+        ax.set_title(f"{title}: {int((snap.state == PageState.FREE).sum())} FREE pages",
+                     fontsize=14, loc="left")  # fmt: skip
+        ax.set_xticks([])
+        ax.set_yticks([])
+    return projector(fig)

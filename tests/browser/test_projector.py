@@ -1,0 +1,158 @@
+"""Projector size, measured in real JupyterLab on a 1280x720 window, and the screenshots of
+the walkthrough: the lifecycle diagram, a predict-then-step interaction, the dashboard at
+its last step and a heatmap.
+
+How a text size is measured: the browser gives the picture's shown width and its natural
+(PNG) width; the PNG's pHYs chunk gives the dpi it was rendered at; the package draws no
+text smaller than `MIN_PT` points at that dpi (tests/test_viz.py measures that on the
+figures themselves). So the smallest text shows at
+`MIN_PT * dpi / 72 * shown / natural` CSS pixels, `* 0.75` points, which must be >= 12 pt;
+and the picture must fill the output area (>= 90 % of its width).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from pagedkv.viz.frame import FONT_PT
+from pagedkv.viz.projector import MIN_PT
+
+from .labpage import NOTEBOOK, NotebookPage
+
+pytestmark = pytest.mark.browser
+
+PROJECTOR = {"width": 1280, "height": 720}
+MIN_SHOWN_PT = 12.0
+MIN_FILL = 0.9
+# notebook -> text of the cell whose first picture is measured (one heatmap or figure each)
+PICTURES = {
+    "00_start_here.ipynb": "plot_pool(story.pool.snapshot())",
+    "01_pages_and_block_tables.ipynb": "plot_block_tables(run.pool.snapshot())",
+    "02_paged_attention.ipynb": "plot_chunked_kernel(table, chunk=3)",
+    "03_prefix_caching_and_lru.ipynb": "plot_lru(evict.pool.snapshot(), evict.events)",
+    "04_copy_on_write.ipynb": 'plot_pool(snap, views=("owner", "ref_count"))',
+    "06_benchmarks.ipynb": "projector(memory.figure(report))",
+    "08_common_mistakes.ipynb": 'plot_series({"naive (leaks)"',
+}
+
+_MEASURE_JS = """img => {
+  const area = img.closest('.jp-OutputArea-output') || img.parentElement;
+  return {shown: img.getBoundingClientRect().width, natural: img.naturalWidth,
+          area: area.getBoundingClientRect().width};
+}"""
+
+
+@pytest.fixture
+def projector_notebook(browser, jupyterlab):
+    """open(name) -> a notebook in a 1280x720 page, with the left sidebar closed (as a
+    teacher projects it)."""
+    context = browser.new_context(viewport=PROJECTOR)
+    opened = []
+
+    def _open(name: str) -> NotebookPage:
+        opened.append(name)
+        nb = NotebookPage(context.new_page(), jupyterlab.url(name)).open()
+        current = nb.page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+        if current.count():
+            current.first.click()  # clicking the open side panel's tab collapses it
+        nb.page.wait_for_timeout(500)
+        return nb
+
+    try:
+        yield _open
+    finally:
+        context.close()
+        for name in opened:
+            jupyterlab.shutdown_kernels_of(name)
+
+
+def _cell_of(nb: NotebookPage, text: str):
+    return nb.page.locator(f"{NOTEBOOK} .jp-CodeCell").filter(has_text=text).first
+
+
+def _shoot(nb: NotebookPage, cell, path) -> None:
+    """Screenshot of a whole cell, the window made tall enough for it (at projector width)."""
+    viewport = nb.page.viewport_size
+    height = cell.bounding_box()["height"]
+    nb.page.set_viewport_size(
+        {"width": viewport["width"], "height": max(viewport["height"], int(height) + 300)}
+    )
+    try:
+        cell.scroll_into_view_if_needed()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cell.screenshot(path=str(path))
+    finally:
+        nb.page.set_viewport_size(viewport)
+
+
+def _dpi(png: bytes) -> float:
+    from PIL import Image
+
+    dpi = Image.open(io.BytesIO(png)).info.get("dpi")
+    assert dpi, "the PNG carries no dpi (pHYs chunk)"
+    return float(dpi[0])
+
+
+def measure(nb: NotebookPage, img, min_pt: float) -> dict[str, float]:
+    """Shown width, fill of the output area and the smallest text in points as shown."""
+    img.scroll_into_view_if_needed()
+    box = img.evaluate(_MEASURE_JS)
+    dpi = _dpi(nb.image_bytes(img))
+    shown_pt = min_pt * dpi / 72 * box["shown"] / box["natural"] * 0.75
+    return {**box, "dpi": dpi, "fill": box["shown"] / box["area"], "shown_pt": shown_pt}
+
+
+@pytest.mark.parametrize("name", list(PICTURES))
+def test_one_picture_per_notebook_fills_the_cell_and_reads_at_12_pt(projector_notebook, name, screenshot_dir):
+    nb = projector_notebook(name)
+    cell = _cell_of(nb, PICTURES[name])
+    img = cell.locator(".jp-OutputArea-output img").first
+    img.wait_for(timeout=30_000)
+    m = measure(nb, img, MIN_PT)
+    assert m["fill"] >= MIN_FILL, f"{name}: picture {m['shown']:.0f} px of {m['area']:.0f}: {m}"
+    assert m["shown_pt"] >= MIN_SHOWN_PT, f"{name}: smallest text {m['shown_pt']:.1f} pt: {m}"
+    if name == "00_start_here.ipynb":
+        _shoot(nb, cell, screenshot_dir / "heatmap_projector_1280.png")
+
+
+def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
+    nb = projector_notebook("00_start_here.ipynb")
+    nb.run_all()
+    assert nb.error_outputs() == []
+    page = nb.page
+
+    diagram = _cell_of(nb, "plot_lifecycle()")
+    diagram.locator("img").first.wait_for(timeout=30_000)
+    _shoot(nb, diagram, screenshot_dir / "lifecycle_diagram.png")
+
+    predict = page.locator(".pagedkv-predict").first
+    predict.scroll_into_view_if_needed()
+    predict.locator(".pagedkv-predict-choices button", has_text=re.compile(r"^5$")).click()
+    predict.locator("button.pagedkv-predict-step").click()
+    predict.locator(".pagedkv-predict-result", has_text="Right").wait_for(timeout=30_000)
+    nb.wait_idle()
+    picture = predict.locator("img").last
+    picture.wait_for(timeout=30_000)
+    assert nb.image_bytes(picture)  # the pool after the step
+    page.wait_for_timeout(500)
+    _shoot(nb, _cell_of(nb, "How many pages does request_A"), screenshot_dir / "predict_then_step.png")
+
+    counter = page.locator(".pagedkv-step-counter")
+    heatmap = page.locator("img.pagedkv-heatmap")
+    m = measure(nb, heatmap, FONT_PT)
+    assert m["fill"] >= MIN_FILL and m["shown_pt"] >= MIN_SHOWN_PT, m
+    assert re.search(r"step 0 of 59", counter.text_content()), "the learner's dashboard moved"
+    readout = page.locator(".pagedkv-step-slider .widget-readout")
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("59")
+    page.keyboard.press("Enter")
+    counter.filter(has_text=re.compile(r"step 59 of 59")).wait_for(timeout=120_000)
+    nb.wait_idle()
+    assert "done" in counter.text_content()
+    assert not page.locator("button.pagedkv-step").is_enabled()
+    page.wait_for_timeout(1000)
+    _shoot(nb, _cell_of(nb, 'dash = Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png")

@@ -1,0 +1,100 @@
+"""The lifecycle table against what the pool does.
+
+Oracle: the pool's snapshots. A seeded random run of add / append / fork / free / reset is
+snapshotted after every operation; every page's state change between consecutive snapshots
+must be a transition of `pagedkv.lifecycle.TRANSITIONS`, and `step_transitions` (read from
+events) must name a transition for each change it sees. The diagram must draw every row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pagedkv import OutOfPagesError, PageState
+from pagedkv.lifecycle import ALLOWED, BY_NAME, TRANSITIONS, is_allowed, step_transitions
+from pagedkv.scenarios import ScenarioRun
+from pagedkv.viz import glossary_markdown, plot_lifecycle
+
+from .pools import make
+
+
+def _random_run(seed: int, num_pages: int = 8, page_size: int = 2, steps: int = 400):
+    """Yield (before, after, events, op) for every operation of a random run."""
+    rng = np.random.default_rng(seed)
+    pool, mgr = make(num_pages, page_size, caching=True)
+    events = []
+    pool.add_listener(events.append)
+    live, next_id, draining = [], 0, False
+    for _ in range(steps):
+        before = pool.snapshot()
+        events.clear()
+        op = rng.choice(["add", "add", "append", "append", "append", "fork", "free", "free"])
+        draining = draining or rng.random() < 0.03
+        op = "reset" if draining else op
+        try:
+            if op == "add" or not (live or draining):
+                op, next_id = "add", next_id + 1
+                mgr.add(f"s{next_id}", rng.integers(0, 2, int(rng.integers(1, 7))).tolist())
+                live.append(f"s{next_id}")
+            elif op == "append":
+                mgr.append_slot(live[int(rng.integers(len(live)))], int(rng.integers(0, 2)))
+            elif op == "fork":
+                next_id += 1
+                mgr.fork(live[int(rng.integers(len(live)))], f"s{next_id}")
+                live.append(f"s{next_id}")
+            elif op == "free":
+                mgr.free(live.pop(int(rng.integers(len(live)))))
+            elif live:  # draining: every sequence finishes, one per operation
+                mgr.free(live.pop())
+            else:
+                pool.reset_prefix_cache()
+                draining = False
+        except OutOfPagesError:
+            pass
+        pool.check_invariants()
+        yield before, pool.snapshot(), list(events), op
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_observed_state_change_is_a_transition_of_the_table(seed):
+    for before, after, events, _ in _random_run(seed):
+        changed = before.state != after.state
+        pairs = set(zip(before.state[changed].tolist(), after.state[changed].tolist(), strict=True))
+        for source, target in pairs:
+            assert is_allowed(source, target), (PageState(source).name, PageState(target).name)
+        names = step_transitions(before, after, events)
+        said = {(BY_NAME[n].source, BY_NAME[n].target) for n in names}
+        assert {(PageState(s), PageState(t)) for s, t in pairs} <= said, names
+
+
+def test_the_random_runs_cover_every_transition_but_preemption():
+    seen = set()
+    for seed in range(4):
+        for before, after, events, _ in _random_run(seed):
+            seen |= set(step_transitions(before, after, events))
+    assert seen == {t.name for t in TRANSITIONS if not t.name.startswith("preempt")}
+
+
+def test_a_preempting_scheduler_takes_the_preempt_transitions():
+    run = ScenarioRun("preempt")
+    seen = set()
+    while not run.done:
+        run.step()
+        seen |= set(step_transitions(run.snapshots[-2], run.snapshots[-1], run.records[-1].events))
+    assert {"preempt → CACHED", "preempt → FREE"} <= seen
+
+
+def test_what_the_table_forbids():
+    assert not is_allowed(PageState.FREE, PageState.CACHED)  # a page fills while ACTIVE
+    assert (PageState.CACHED, PageState.FREE) in ALLOWED  # only reset_prefix_cache
+    assert is_allowed(PageState.ACTIVE, PageState.ACTIVE)
+
+
+def test_the_diagram_and_glossary_name_every_transition():
+    texts = [t.get_text() for t in plot_lifecycle().axes[0].texts]
+    glossary = glossary_markdown()
+    for t in TRANSITIONS:
+        assert t.name in texts and t.name in glossary
+    with pytest.raises(ValueError, match="highlight"):
+        plot_lifecycle(["teleport"])
