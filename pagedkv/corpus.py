@@ -35,7 +35,8 @@ def paragraphs() -> list[str]:
 
 def split() -> tuple[str, str]:
     """(training text, held-out text), each paragraphs joined by newlines."""
-    train, held = [], []
+    train: list[str] = []
+    held: list[str] = []
     for i, p in enumerate(paragraphs()):
         (held if i % HELD_OUT_EVERY == HELD_OUT_EVERY - 1 else train).append(p)
     return "\n".join(train) + "\n", "\n".join(held) + "\n"

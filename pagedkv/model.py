@@ -23,9 +23,10 @@ import functools
 import weakref
 from collections.abc import Callable, Hashable
 from collections.abc import Sequence as SequenceLike
+from typing import Any
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
+from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]  # ships no stubs or py.typed
 
 from .attention import AttentionEngine, dense_attention
 from .config import CacheConfig
@@ -165,8 +166,10 @@ class TinyLM:
         """Text of byte token ids (invalid UTF-8 shows as U+FFFD)."""
         return bytes(token_ids).decode("utf-8", errors="replace")
 
-    def cache_config(self, num_pages: int, page_size: int = 16, **options: object) -> CacheConfig:
-        """A CacheConfig whose K/V shape fits this model."""
+    def cache_config(self, num_pages: int, page_size: int = 16, **options: Any) -> CacheConfig:
+        """A CacheConfig whose K/V shape fits this model; `options` are the other CacheConfig
+        fields (dtype, enable_prefix_caching, eviction_policy, prefix_index), which CacheConfig
+        checks."""
         return CacheConfig(
             num_pages=num_pages,
             page_size=page_size,

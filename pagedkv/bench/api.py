@@ -85,7 +85,8 @@ def run(
     if quick:
         requests, clients = 80, 4
     limit = () if max_inflight is None else ("--max-inflight", str(max_inflight))
-    rows, data = [], {}
+    rows: list[list[object]] = []
+    data = {}
     store = tempfile.mkdtemp(prefix="pagedkv-bench-api-")
     try:
         for label, extra in (
@@ -94,6 +95,7 @@ def run(
         ):
             with ServerProcess("--num-pages", "256", "--page-size", "16", *extra, *limit) as server:
                 pool = httpx.Limits(max_connections=clients)
+                assert server.url is not None  # set once the server answers /health
                 with httpx.Client(base_url=server.url, timeout=120, limits=pool) as client:
                     for k in range(clients):  # the sequences the generate requests grow
                         client.post(

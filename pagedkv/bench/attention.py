@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # ships no stubs or py.typed
 from tqdm import tqdm
 
 from ..attention import CHUNK_BYTES, AttentionEngine
@@ -59,7 +59,9 @@ def dense_decode(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def dense_decode_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
     """The same, over contiguous slices of `chunk` tokens combined by an online softmax."""
-    running_max = denom = acc = None
+    running_max: np.ndarray | None = None
+    denom: np.ndarray | None = None
+    acc: np.ndarray | None = None
     for first in range(0, k.shape[2], chunk):
         scores = q @ k[:, :, first : first + chunk].transpose(0, 1, 3, 2)
         scores *= 1.0 / math.sqrt(q.shape[-1])
@@ -75,6 +77,7 @@ def dense_decode_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int
             denom = denom * correction + scores.sum(axis=-1, keepdims=True)
             acc = acc * correction + part
         running_max = new_max
+    assert acc is not None and denom is not None, "k holds no tokens"
     return acc / denom
 
 
@@ -100,8 +103,8 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
     pool = KVCachePool(config)
     engine = AttentionEngine(pool)
     tables = rng.permutation(config.num_pages).reshape(batch, pages_per_seq)  # scattered pages
-    slots = (tables[:, :, None] * problem.page_size + np.arange(problem.page_size)).reshape(batch, -1)
-    slots = slots[:, :context].ravel()
+    page_slots = tables[:, :, None] * problem.page_size + np.arange(problem.page_size)
+    slots = page_slots.reshape(batch, -1)[:, :context].ravel()
     shape = (slots.size, problem.kv_heads, problem.head_dim)
     engine.write(0, slots, *(rng.standard_normal((2, *shape)).astype(problem.dtype)))
     k, v = (
@@ -130,7 +133,7 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
     diff = float(np.abs(programs["paged"]() - want).max())
     dense = min(best["dense"], best["dense_chunked"])
     return {"batch": batch, "context": context, "dense_s": dense, "paged_s": best["paged"],
-            "dense_program": min(("dense", "dense_chunked"), key=best.get),
+            "dense_program": min(("dense", "dense_chunked"), key=best.__getitem__),
             "ratio": best["paged"] / dense, "max_abs_diff": diff}
 
 

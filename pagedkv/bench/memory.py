@@ -57,7 +57,8 @@ def simulate_contiguous(
 ) -> dict:
     """Serve the requests from one ContiguousKVCache; average the categories under load."""
     arena = ContiguousKVCache(num_slots, policy, max_seq_len)
-    waiting, running = deque(requests), []  # running: [request, tokens held]
+    waiting = deque(requests)
+    running: list[tuple[Request, int]] = []  # (request, tokens held)
     totals, batches, steps = dict.fromkeys(CATEGORIES, 0), [], 0
     while waiting or running:
         while waiting and len(running) < max_num_seqs:
@@ -66,7 +67,7 @@ def simulate_contiguous(
                 arena.add(r.req_id, r.prompt_len, r.final_len)
             except NoContiguousHoleError:
                 break
-            running.append([waiting.popleft(), r.prompt_len])
+            running.append((waiting.popleft(), r.prompt_len))
         if waiting:
             acc = arena.accounting(waiting[0].final_len).as_dict()
             for name in CATEGORIES:
@@ -74,13 +75,12 @@ def simulate_contiguous(
             batches.append(len(running))
         steps += 1
         still = []
-        for entry in running:  # one decode step: finish, or hold one more token
-            if entry[1] == entry[0].final_len:
-                arena.free(entry[0].req_id)
+        for request, held in running:  # one decode step: finish, or hold one more token
+            if held == request.final_len:
+                arena.free(request.req_id)
             else:
-                arena.append(entry[0].req_id)
-                entry[1] += 1
-                still.append(entry)
+                arena.append(request.req_id)
+                still.append((request, held + 1))
         running = still
     return _summary(totals, batches, steps, num_slots)
 
@@ -175,7 +175,8 @@ def run(
     names = workloads.split(",")
     if any(w not in ("sharegpt", "alpaca") for w in names):
         raise SystemExit(f"--workloads must name sharegpt and/or alpaca, got {workloads}")
-    rows, data = [], {}
+    rows: list[list[object]] = []
+    data: dict[str, dict[str, dict]] = {}
     jobs = [(w, s) for w in names for s in SYSTEMS]
     for workload, system in tqdm(jobs, desc="memory", disable=None):
         trace = generate(workload, requests, seed)

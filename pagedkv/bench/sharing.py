@@ -103,7 +103,8 @@ def run(
     )
     seqs = SequenceManager(KVCachePool(config))
     rng = np.random.default_rng(seed)
-    rows, data = [], {}
+    rows: list[list[object]] = []
+    data: dict[str, dict[int, dict[str, float]]] = {}
     jobs = [(m, w) for m in ("parallel sampling", "beam search") for w in ns]
     for mode, width in tqdm(jobs, desc="sharing", disable=None):
         shared = unshared = cows = 0

@@ -70,7 +70,7 @@ def _worker(target: LockedManager, index: int, ops: int, read_fraction: float, s
                 m.free(live.pop(rng.randrange(len(live))))
 
 
-DESIGNS = {"coarse": CoarseLock, "rwlock": ReadWriteLock}
+DESIGNS: dict[str, type[CoarseLock | ReadWriteLock]] = {"coarse": CoarseLock, "rwlock": ReadWriteLock}
 
 
 def measure(

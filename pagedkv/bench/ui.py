@@ -67,8 +67,9 @@ def run(
     steps: int = 25,
 ) -> Report:
     if quick:
-        pages, steps = [64, 256], 3
-    rows, data = [], {}
+        pages, steps = (64, 256), 3
+    rows: list[list[object]] = []
+    data = {}
     for num_pages in pages:
         dashboard = _filled_dashboard(num_pages, page_size)
         dashboard.step()  # warm caches (glyphs, colour tables)
