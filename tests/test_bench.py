@@ -106,7 +106,7 @@ def test_demo_imports_no_widget_library_and_no_benchmark():
         "import sys\n"
         "from pagedkv import cli\n"
         "assert cli.main(['demo']) == 0\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'matplotlib') "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'traitlets') "
         "or m.startswith('pagedkv.bench.')))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,17 +1,36 @@
-"""Pictures of the page pool and the classroom dashboard (they read `snapshot()` and events)."""
+"""Pictures of the page pool and the classroom dashboard (they read `snapshot()` and events).
+
+The widget classes (`Dashboard`, `PredictStep`, `Question`, `Quiz`) are imported on first use,
+so the pictures (and `python -m pagedkv demo`) never load ipywidgets.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING
 
 from .block_table import block_table_html, plot_block_tables
-from .dashboard import Dashboard
 from .fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
 from .heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
 from .kernel import plot_chunked_kernel
 from .lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
 from .palette import SequencePalette
 from .projector import projector
-from .quiz import PredictStep, Question, Quiz
 from .refusal import plot_refusal
 from .tokens import plot_token_pages, token_ids_of, token_pages_html
 from .usage import plot_series, plot_slots, plot_usage, sharing_savings, slot_usage
+
+if TYPE_CHECKING:
+    from .dashboard import Dashboard
+    from .quiz import PredictStep, Question, Quiz
+
+_WIDGETS = {"Dashboard": ".dashboard", "PredictStep": ".quiz", "Question": ".quiz", "Quiz": ".quiz"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _WIDGETS:
+        return getattr(import_module(_WIDGETS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "VIEWS",
