@@ -59,7 +59,7 @@ def export_state(manager: SequenceManager) -> dict:
                 page.last_access,
             ]
         )
-    sequences = [
+    sequences: list[list[object]] = [
         [
             s.seq_id,
             list(s.token_ids),

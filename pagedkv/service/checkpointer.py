@@ -25,7 +25,7 @@ import threading
 from ..validation import check_int
 from .checkpoint import write_checkpoint
 from .concurrency import LockedManager
-from .durable import CHECKPOINT, DurableSequenceManager
+from .durable import DurableSequenceManager
 
 log = logging.getLogger("pagedkv.service")
 
@@ -36,7 +36,9 @@ class Checkpointer:
     def __init__(self, durable: DurableSequenceManager, locked: LockedManager, every: int) -> None:
         self.durable, self.locked = durable, locked
         self.every = check_int("checkpoint_every", every, 1)
-        self.checkpointed = durable.recovery.get("checkpoint_seq", 0)  # record seq covered
+        covered = durable.recovery.get("checkpoint_seq", 0)
+        assert isinstance(covered, int)  # recover() records an int
+        self.checkpointed = covered  # record seq covered
         self.count = 0  # checkpoints written since start
         self._one_at_a_time = threading.Lock()
         self._wake = threading.Event()
@@ -54,7 +56,7 @@ class Checkpointer:
         with self._one_at_a_time:
             with self.locked.exclusive():
                 seq, state, offset = self.durable.prepare_checkpoint()
-            write_checkpoint(self.durable.directory / CHECKPOINT, seq, state)
+            write_checkpoint(self.durable.checkpoint_path, seq, state)
             with self.locked.exclusive():
                 self.durable.trim_log(offset)
             self.checkpointed, self.count = seq, self.count + 1

@@ -123,7 +123,10 @@ class DurableSequenceManager(SequenceManager):
     # ---- operations: validate, plan, log, apply --------------------------------------------
 
     def add(
-        self, seq_id: Hashable, prompt_token_ids: SequenceLike[int], extra_key: object = None
+        self,
+        seq_id: Hashable,
+        prompt_token_ids: SequenceLike[int] | np.ndarray,
+        extra_key: object = None,
     ) -> int:
         plan = self.plan_add(seq_id, prompt_token_ids, extra_key)
         free, evict = self.pool.peek_allocation(plan.num_new_pages, plan.revived)
@@ -233,12 +236,15 @@ class DurableSequenceManager(SequenceManager):
         if self._txn != "open" and key is None:
             self._txn = "none"
             return  # nothing was logged: nothing to commit
+        if key is not None and not isinstance(answer, dict):
+            raise TypeError(f"a commit with a key needs its answer as a dict, got {answer!r}")
         payload: dict = {"op": "commit"}
         if key is not None:
             payload.update(key=key, request=request, answer=answer)
         self._log(payload)
         self._txn = "none"
         if key is not None:
+            assert answer is not None  # checked before logging
             self.idempotency.store(key, request, answer)
         # `cow_log` is a record for display (snapshots); unbounded, it would grow every
         # checkpoint forever. Trimmed here, at each commit, so replay trims it identically.
@@ -266,9 +272,15 @@ class DurableSequenceManager(SequenceManager):
             if deferred:
                 self._kv_dirty = True
             else:  # K/V reach the disk before the record vouching for them
-                self.pool.kv_cache.flush()
+                self._kv_file().flush()
                 self._kv_dirty = False
         self.log.append(payload, sync=not deferred)
+
+    def _kv_file(self) -> np.memmap:
+        kv = self.pool.kv_cache
+        if not isinstance(kv, np.memmap):  # create() and recover() always give one
+            raise TypeError(f"a durable manager's K/V must be an np.memmap, got {type(kv).__name__}")
+        return kv
 
     def _verify(self, ok: bool, op: str, seq_id: Hashable) -> None:
         if not ok:  # the plan and the manager disagree: the log no longer describes memory
@@ -276,12 +288,19 @@ class DurableSequenceManager(SequenceManager):
 
     # ---- checkpoints and shutdown ---------------------------------------------------------
 
+    @property
+    def checkpoint_path(self) -> Path:
+        """Where this store's checkpoint goes (recovery's scratch manager has no directory)."""
+        if self.directory is None:
+            raise RuntimeError("this manager has no store directory to checkpoint into")
+        return self.directory / CHECKPOINT
+
     def checkpoint(self) -> int:
         """Compact: flush K/V, write the state atomically, then drop the covered records.
         Returns the sequence number the checkpoint covers. (The service runs the three
         steps itself, holding its lock for the first and last only: checkpointer.py.)"""
         seq, state, offset = self.prepare_checkpoint()
-        write_checkpoint(self.directory / CHECKPOINT, seq, state)
+        write_checkpoint(self.checkpoint_path, seq, state)
         self.trim_log(offset)  # a crash before this leaves records <= seq, which recovery skips
         return seq
 
@@ -290,7 +309,7 @@ class DurableSequenceManager(SequenceManager):
         transactions. The K/V the state vouches for are flushed first."""
         if self._txn != "none":
             raise RuntimeError("cannot checkpoint inside a transaction")
-        self.pool.kv_cache.flush()
+        self._kv_file().flush()
         self.log.sync()
         return self.log.last_seq, export_state(self), self.log.size
 
@@ -301,7 +320,7 @@ class DurableSequenceManager(SequenceManager):
     def close(self) -> None:
         """fsync the log, flush K/V and release the directory lock."""
         self.log.close()
-        self.pool.kv_cache.flush()
+        self._kv_file().flush()
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1

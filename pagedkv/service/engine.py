@@ -269,7 +269,8 @@ class ServiceEngine:
             with self.durable.transaction():
                 answer = body(m)
                 self.durable.commit(key, request, answer if key is not None else None)
-        self.checkpointer.poke()
+        if self.checkpointer is not None:  # there is one exactly when there is a durable store
+            self.checkpointer.poke()
         return answer
 
     def _fresh_id(self, m: SequenceManager) -> str:

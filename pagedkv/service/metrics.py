@@ -65,6 +65,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -73,6 +74,9 @@ from prometheus_client.registry import Collector
 from ..sequence import SequenceManager
 from .concurrency import LockedManager
 from .wal import WriteAheadLog
+
+if TYPE_CHECKING:
+    from ..scheduler import Scheduler
 
 LATENCY_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 0.1)
 
@@ -84,7 +88,7 @@ class ServiceMetrics:
         self,
         locked: LockedManager,
         log: WriteAheadLog | None = None,
-        scheduler: object | None = None,
+        scheduler: Scheduler | None = None,
         recovery: dict | None = None,
         vllm_names: bool = False,
         created: bool = False,
@@ -144,6 +148,9 @@ class _CacheCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         m = self.metrics
         locked, scheduler = m.locked, m.scheduler
+        running: float
+        waiting: float
+        preemptions: float
         if scheduler is not None:  # stepped outside the service: read one instant under the lock
             with locked.lock.read():
                 c = locked.counts()
@@ -238,7 +245,7 @@ def _recovery_metrics(r: dict) -> Iterator[Metric]:
 
 
 def _vllm_metrics(
-    model_name: str, c: dict, preemptions: int, running: int, waiting: int
+    model_name: str, c: dict, preemptions: float, running: float, waiting: float
 ) -> Iterator[Metric]:
     """The same values under vLLM v1's names and labels."""
     labels, values = ["model_name", "engine"], [model_name, "0"]

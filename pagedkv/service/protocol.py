@@ -107,8 +107,11 @@ class GuardedH11Protocol(H11Protocol):
         """Close the oldest connection still waiting for its headers; False if none."""
         idle = [
             c
-            for c in self.connections
-            if c is not self and c.waiting_for_headers() and not c.transport.is_closing()
+            for c in self.connections  # every protocol of the server, a WebSocket's too
+            if isinstance(c, GuardedH11Protocol)
+            and c is not self
+            and c.waiting_for_headers()
+            and not c.transport.is_closing()
         ]
         if not idle:
             return False

@@ -33,6 +33,7 @@ import json
 import os
 from dataclasses import asdict
 from pathlib import Path
+from typing import Literal, cast
 
 import numpy as np
 
@@ -77,10 +78,12 @@ class _Replay:
     policy = FsyncPolicy("never")
 
     def __init__(self, path: Path, last_seq: int) -> None:
-        self.path, self.last_seq, self.expected = path, last_seq, None
+        self.path, self.last_seq = path, last_seq
+        self.expected: Record | None = None  # set by _replay_all before each operation
 
     def append(self, payload: dict, sync: bool = True) -> int:
         record = self.expected
+        assert record is not None, "_replay_all sets the record first"
         if payload != record.payload:
             raise WALCorruptionError(
                 self.path,
@@ -147,10 +150,13 @@ def _drop_overwritten(state: dict, rolled_back: list[Record]) -> list[int]:
     return dropped
 
 
-def _replay_all(scratch: DurableSequenceManager, records: list[Record], log_path: Path) -> None:
-    """Replay `records` in order; WALCorruptionError naming the first that does not replay."""
+def _replay_all(
+    scratch: DurableSequenceManager, replay: _Replay, records: list[Record], log_path: Path
+) -> None:
+    """Replay `records` in order through `scratch`, whose log is `replay`; WALCorruptionError
+    naming the first that does not replay."""
     for record in records:
-        scratch.log.expected = record
+        replay.expected = record
         try:
             _apply(scratch, record)
         except WALCorruptionError:
@@ -163,6 +169,10 @@ def _replay_all(scratch: DurableSequenceManager, records: list[Record], log_path
             raise WALCorruptionError(
                 log_path, record.offset, f"record {record.seq} was not reproduced by replay"
             )
+
+
+def _open_kv(directory: Path, config: CacheConfig, mode: Literal["c", "r+"]) -> np.memmap:
+    return np.memmap(directory / KV, dtype=config.dtype, mode=mode, shape=config.kv_shape)
 
 
 def _truncate(path: Path, size: int) -> None:
@@ -205,19 +215,21 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
                 "records are missing",
             )
         records, rolled_back = _split_committed(log_path, records)
-        kv_args = {"dtype": config.dtype, "shape": config.kv_shape}
+        replay = _Replay(log_path, base_seq)
         scratch = DurableSequenceManager(
-            KVCachePool(config, kv_cache=np.memmap(directory / KV, mode="c", **kv_args)),
-            _Replay(log_path, base_seq),
+            KVCachePool(config, kv_cache=_open_kv(directory, config, "c")),
+            # Operations use only append, sync, last_seq and policy of their log, which
+            # _Replay has; the scratch manager is never checkpointed nor closed.
+            cast(WriteAheadLog, replay),
         )
         if state is not None:
             restore_state(scratch, state)
-        _replay_all(scratch, records, log_path)
+        _replay_all(scratch, replay, records, log_path)
         torn = log_path.stat().st_size - end
         keep = rolled_back[0].offset if rolled_back else end
         if keep < log_path.stat().st_size:  # cut off what is not replayed: new records follow
             _truncate(log_path, keep)
-        kv = np.memmap(directory / KV, mode="r+", **kv_args)
+        kv = _open_kv(directory, config, "r+")
         log = WriteAheadLog(log_path, scratch.last_seq + 1, fsync)
         manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd)
         state = export_state(scratch)

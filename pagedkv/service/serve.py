@@ -182,8 +182,10 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
         create_app(engine, token),
         http=protocol_class(limits),
         log_level=args.log_level,
-        timeout_keep_alive=limits.keep_alive,
-        timeout_graceful_shutdown=limits.shutdown_timeout,
+        # uvicorn annotates both as int, but hands them to loop.call_later and
+        # asyncio.wait_for, which take any float number of seconds.
+        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=limits.shutdown_timeout,  # type: ignore[arg-type]
         backlog=min(2048, limits.max_connections * 2),
     )
     # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then raises the signal again
@@ -233,6 +235,8 @@ class ServerProcess:
             text=True,
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
+        assert self.process.stdout is not None  # stdout=PIPE
+        self.stdout = self.process.stdout
         self.token, self.timeout = token, timeout
         self.url: str | None = None
         if wait:
@@ -242,7 +246,7 @@ class ServerProcess:
         """Block until the server answers /health (at once if it already has)."""
         if self.url is not None:
             return self
-        line = self.process.stdout.readline()
+        line = self.stdout.readline()
         if not line.startswith("pagedkv serving on "):
             self.process.kill()
             raise RuntimeError(f"server did not start: {line!r} {self._errors()}")
@@ -281,7 +285,7 @@ class ServerProcess:
         try:
             return self.process.wait(timeout)
         finally:
-            self.process.stdout.close()
+            self.stdout.close()
             self.stderr.close()
 
     def __enter__(self) -> ServerProcess:

@@ -118,7 +118,10 @@ class _Tokens(_Body):
         return MAX_PROMPT_TOKENS
 
     def tokens(self) -> list[int]:
-        return TinyLM.encode(self.text) if self.text is not None else list(self.token_ids)
+        if self.text is not None:
+            return TinyLM.encode(self.text)
+        assert self.token_ids is not None  # _exactly_one
+        return list(self.token_ids)
 
 
 class CreateSequence(_Tokens):

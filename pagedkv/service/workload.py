@@ -29,6 +29,7 @@ import subprocess
 import sys
 from collections.abc import Sequence as SequenceLike
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,6 +39,9 @@ from ..pool import KVCachePool, OutOfPagesError
 from ..sequence import SequenceManager
 from .durable import DurableSequenceManager
 from .wal import WriteAheadLog
+
+if TYPE_CHECKING:
+    from .serve import ServerProcess
 
 ALPHABET = list(b"abcdefgh ")  # few letters: prompts collide on prefixes often
 NUM_PAGES, PAGE_SIZE = 24, 4  # small enough that the pool fills, evicts and refuses
@@ -85,6 +89,7 @@ def run_workload(
         else:
             manager.free(live[int(rng.integers(len(live)))])
         if checkpoint_every and step % checkpoint_every == checkpoint_every - 1:
+            assert isinstance(manager, DurableSequenceManager), "checkpoints need a durable store"
             manager.checkpoint()
 
 
@@ -181,7 +186,7 @@ def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: 
 
 
 def crash_during(
-    server: object, path: str, body: dict, key: str, records: int = 20, timeout: float = 30
+    server: ServerProcess, path: str, body: dict, key: str, records: int = 20, timeout: float = 30
 ) -> bool:
     """POST `body` to `path` of a `ServerProcess` with an Idempotency-Key and kill -9 the
     server after the log has grown by `records` records; True if the request got no answer
