@@ -23,7 +23,7 @@ import numpy as np
 from .page import PageState
 
 if TYPE_CHECKING:
-    from .snapshot import Event, PoolSnapshot
+    from .pool import Event, PoolSnapshot
 
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 STATES = (FREE, ACTIVE, CACHED)

@@ -141,9 +141,10 @@ class NaiveKVCache:
     def _evict(self) -> int:
         while True:  # stale entries (revived or re-released pages) are skipped
             stamp, page = heapq.heappop(self.lru)
-            if self.ref[page] == 0 and self.block_hash[page] and stamp == self.stamp[page]:
+            key = self.block_hash[page]
+            if self.ref[page] == 0 and key and stamp == self.stamp[page]:
                 break
-        del self.index[self.block_hash[page]]
+        del self.index[key]
         self.block_hash[page], self.tokens[page] = None, []
         return page
 

@@ -76,7 +76,8 @@ class ActionRecord:
 
     @staticmethod
     def _event_entries(events: list[Event]) -> list[tuple[str, str]]:
-        out, run = [], []  # run: consecutive events of one kind for one sequence
+        out: list[tuple[str, str]] = []
+        run: list[Event] = []  # consecutive events of one kind for one sequence
         for event in [*events, None]:
             if run and (
                 event is None

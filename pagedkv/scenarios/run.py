@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,7 @@ class ScenarioRun:
             return list(self.steps)
         while self.cursor < len(self.steps):
             action = self.steps[self.cursor]
-            record = self._apply(action, True)
+            self._apply(action, True)
             if (
                 action.op == "schedule"
                 and self.cursor == len(self.steps)
@@ -100,7 +101,8 @@ class ScenarioRun:
         self.pool.add_listener(self._on_event)
         self.scheduler = None
         if self.scenario.scheduler:
-            self.scheduler = Scheduler(self.seqs, self.model, **dict(self.scenario.scheduler))
+            options: dict[str, Any] = dict(self.scenario.scheduler)  # Scheduler checks each value
+            self.scheduler = Scheduler(self.seqs, self.model, **options)
             self.scheduler.add_listener(self._on_event)  # "preempt" and "resume"
         self.rng = np.random.default_rng(self.scenario.seed)
         self.logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]

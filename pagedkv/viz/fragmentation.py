@@ -94,9 +94,9 @@ def contiguous_replay(
     for i, now in enumerate([*lengths, {}]):
         for seq_id in [s for s in alive if s not in now]:
             start = alive.pop(seq_id)
-            final = max(lengths[j][seq_id] for j in range(start, i))
+            longest_in_life = max(lengths[j][seq_id] for j in range(start, i))
             for j in range(start, i):
-                finals[j][seq_id] = final
+                finals[j][seq_id] = longest_in_life
         for seq_id in now:
             alive.setdefault(seq_id, i)
     longest = max([1, *(v for f in finals for v in f.values())])
@@ -233,7 +233,7 @@ def plot_paged_vs_contiguous(
     color = {c: to_rgba(STYLES[c][0]) for c in CATEGORIES}
     # paged: slot = page_id * page_size + offset
     paged = np.tile(color["free"], (num_slots, 1))
-    empty = []
+    empty: list[int] = []
     for pid in range(snap.num_pages):
         if snap.state[pid] == PageState.ACTIVE:
             filled = pid * size + int(snap.fill[pid])
@@ -245,7 +245,9 @@ def plot_paged_vs_contiguous(
     # contiguous: reservations, then the holes the accounting calls too small
     reservations = cache.accounting().reservations
     cont = np.tile(color["free"], (num_slots, 1))
-    reserved, internal, external = [], [], []
+    reserved: list[int] = []
+    internal: list[int] = []
+    external: list[int] = []
     for r in reservations:
         tint = np.array(palette.rgba(r.req_id))
         cont[r.start : r.start + r.used] = tint

@@ -24,6 +24,7 @@ from matplotlib.cm import ScalarMappable
 from matplotlib.colors import BoundaryNorm, ListedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.text import Text
 from PIL import Image, ImageDraw, ImageFont
 
 from ..page import PageState
@@ -68,7 +69,8 @@ def _glyphs(text: str, size_px: int, anchor: str) -> tuple[Image.Image, tuple[in
     on a busy machine); pasting a cached mask costs microseconds, and a heatmap repeats the
     same few hundred labels on every step."""
     font = _font(size_px)
-    box = tuple(int(v) for v in font.getbbox(text, anchor=anchor))
+    x0, y0, x1, y1 = (int(v) for v in font.getbbox(text, anchor=anchor))
+    box = (x0, y0, x1, y1)
     mask = Image.new("L", (max(1, box[2] - box[0]), max(1, box[3] - box[1])), 0)
     ImageDraw.Draw(mask).text((-box[0], -box[1]), text, fill=255, font=font, anchor=anchor)
     return mask, box
@@ -139,7 +141,7 @@ def build_frame(
         dpi=dpi,
         layout="constrained",
     )
-    FigureCanvasAgg(figure)
+    canvas = FigureCanvasAgg(figure)
     figure.suptitle(" ", fontsize=SUPTITLE_PT + 1)  # reserves the room the stamped title takes
     specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[0.76, 0.24] * ncols)
     axes = []
@@ -148,8 +150,8 @@ def build_frame(
         ax, key_ax = figure.add_subplot(specs[r, 2 * c]), figure.add_subplot(specs[r, 2 * c + 1])
         _make_axes(view, ax, key_ax, num_pages, cols, page_size)
         axes.append((view, ax, key_ax))
-    figure.canvas.draw()
-    background = np.array(figure.canvas.buffer_rgba())  # a copy
+    canvas.draw()
+    background = np.array(canvas.buffer_rgba())  # a copy
     background.flags.writeable = False
     height, width = background.shape[:2]
     px, panels = dpi / 72, []
@@ -180,8 +182,8 @@ def build_frame(
             )
         )
     sizes = [
-        t.get_fontsize()
-        for t in figure.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
+        float(t.get_fontsize())  # points; the stubs also allow a size name, which Text never returns
+        for t in figure.findobj(Text)
         if t.get_visible() and t.get_text().strip()
     ]
     min_font_px = min(sizes, default=FONT_PT) * px

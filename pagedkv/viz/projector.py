@@ -48,7 +48,7 @@ def min_font_pt(fig: Figure) -> float:
     """The smallest visible, non-empty text of `fig` in points, after a draw (ticks included)."""
     fig.canvas.draw()
     sizes = [
-        t.get_fontsize()
+        float(t.get_fontsize())  # points; the stubs also allow a size name, which Text never returns
         for t in fig.findobj(Text)
         if t.get_visible() and t.get_text().strip() and t.get_figure() is not None
     ]

@@ -53,7 +53,8 @@ class PredictStep(widgets.VBox):
         if len(options) < 2 or len(set(options)) != len(options):
             raise ValueError(f"options must be 2 or more distinct answers, got {options!r}")
         super().__init__()
-        self.run, self.outcome, self.why, self.actual = run, outcome, why, None
+        self.run, self.outcome, self.why = run, outcome, why
+        self.actual: str | None = None  # the step's outcome, once it has run
         self.choices = widgets.ToggleButtons(options=options, value=None).add_class("pagedkv-predict-choices")
         self.button = widgets.Button(
             description="Step and check", icon="step-forward", button_style="primary"
