@@ -189,6 +189,24 @@ def test_live_sequences_are_limited_and_snapshots_paged():
             assert snap["seq_ids"] == ["p", "f0", "f1", "f2", "f3"]
 
 
+def test_tokens_per_request_are_limited_as_configured_and_a_refusal_changes_nothing():
+    limits = ("--max-prompt-tokens", "8", "--max-append-tokens", "3", "--max-new-tokens", "4")
+    with ServerProcess(*limits) as server:
+        with httpx.Client(base_url=server.url) as c:
+            r = c.post("/sequences", json={"seq_id": "long", "text": "x" * 9})
+            assert r.status_code == 422 and "at most 8" in r.json()["detail"]
+            assert c.get("/sequences/long").status_code == 404  # nothing was created
+            assert c.post("/sequences", json={"seq_id": "p", "text": "x" * 8}).status_code == 201
+            r = c.post("/sequences/p/append", json={"token_ids": [1, 2, 3, 4]})
+            assert r.status_code == 422 and "at most 3" in r.json()["detail"]
+            r = c.post("/sequences/p/generate", json={"max_new_tokens": 5})
+            assert r.status_code == 422 and "max_new_tokens" in r.json()["detail"]
+            assert c.get("/sequences/p").json()["num_tokens"] == 8  # refusals applied nothing
+            assert c.post("/sequences/p/append", json={"token_ids": [1, 2, 3]}).status_code == 200
+            r = c.post("/sequences/p/generate", json={"max_new_tokens": 4})
+            assert r.status_code == 200 and len(r.json()["new_token_ids"]) == 4
+
+
 def test_bench_api_quick_run_serves_every_kind_with_and_without_a_wal():
     from pagedkv.bench import api
 

@@ -25,6 +25,9 @@ from ..validation import check_int
 class ServiceLimits:
     max_sequences: int = 1024  # live sequences (a fork takes no pages, so pages alone do not bound it)
     max_context_tokens: int = 4096  # tokens one sequence may hold
+    max_prompt_tokens: int = 2048  # tokens (bytes of text) in one create request
+    max_append_tokens: int = 1024  # tokens in one append request
+    max_new_tokens: int = 256  # tokens one generate request may decode
     max_snapshot_sequences: int = 256  # block tables per GET /snapshot page (?offset=)
     idempotency_keys: int = 1024  # newest Idempotency-Keys remembered (idempotency.py)
     max_connections: int = 512  # open TCP connections (below the usual 1,024 descriptors)

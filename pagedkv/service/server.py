@@ -16,7 +16,10 @@
 
 Input is validated by pydantic in strict mode with explicit limits (below); a bad request is
 answered 422 with FastAPI's body naming the field (`"loc": ["body", "max_new_tokens"]`)
-and never reaches the engine, so it changes nothing. Other answers: 404 unknown sequence,
+and never reaches the engine, so it changes nothing. The per-request sizes (prompt, append and
+new tokens: `--max-prompt-tokens`, `--max-append-tokens`, `--max-new-tokens`) are checked
+against the server's ServiceLimits before the engine is called, also with a 422 naming the
+field. Other answers: 404 unknown sequence,
 409 id already live, 413 body over 256 KiB, 408 body slower than `body_timeout`, 401
 missing or wrong token (400 for two Authorization headers), and 503 with `Retry-After` for
 "try again later": out of pages (body: `error`, `detail`, page counts), too many live
@@ -62,11 +65,12 @@ from ..sequence import UnknownSequenceError
 from .durable import StoreNeedsRecoveryError
 from .engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
 from .guard import MAX_BODY_BYTES, Guard
-from .limits import ServiceBusyError
+from .limits import ServiceBusyError, ServiceLimits
 
-MAX_PROMPT_TOKENS = 2048  # tokens (bytes of text) in one create request
-MAX_APPEND_TOKENS = 1024  # tokens in one append request
-MAX_NEW_TOKENS = 256  # tokens one generate request may decode
+# Defaults of the per-request limits (ServiceLimits; `serve --max-prompt-tokens` etc.).
+MAX_PROMPT_TOKENS = ServiceLimits.max_prompt_tokens  # tokens (bytes of text) in one create request
+MAX_APPEND_TOKENS = ServiceLimits.max_append_tokens  # tokens in one append request
+MAX_NEW_TOKENS = ServiceLimits.max_new_tokens  # tokens one generate request may decode
 SEQ_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 
 SeqId = Annotated[str, StringConstraints(pattern=SEQ_ID_PATTERN)]
@@ -96,15 +100,15 @@ class _Tokens(_Body):
     @field_validator("text")
     @classmethod
     def _text_fits(cls, text: str | None) -> str | None:
-        if text is not None and not 1 <= len(text.encode()) <= cls._limit():
-            raise ValueError(f"text must encode to 1-{cls._limit()} UTF-8 bytes")
+        if text is not None and not text:
+            raise ValueError("text must encode to at least 1 UTF-8 byte")
         return text
 
     @field_validator("token_ids")
     @classmethod
     def _ids_fit(cls, ids: list[int] | None) -> list[int] | None:
-        if ids is not None and not 1 <= len(ids) <= cls._limit():
-            raise ValueError(f"token_ids must hold 1-{cls._limit()} ids")
+        if ids is not None and not ids:
+            raise ValueError("token_ids must hold at least 1 id")
         return ids
 
     @model_validator(mode="after")
@@ -113,15 +117,18 @@ class _Tokens(_Body):
             raise ValueError("give exactly one of text or token_ids")
         return self
 
-    @classmethod
-    def _limit(cls) -> int:
-        return MAX_PROMPT_TOKENS
-
-    def tokens(self) -> list[int]:
+    def tokens(self, limit: int) -> list[int]:
+        """The request's tokens; ValueError (HTTP 422) when there are more than `limit`."""
         if self.text is not None:
-            return TinyLM.encode(self.text)
-        assert self.token_ids is not None  # _exactly_one
-        return list(self.token_ids)
+            tokens, field = TinyLM.encode(self.text), "text"
+        else:
+            assert self.token_ids is not None  # _exactly_one
+            tokens, field = list(self.token_ids), "token_ids"
+        if len(tokens) > limit:
+            raise ValueError(
+                f"{field} holds {len(tokens)} tokens; this server takes at most {limit} per request"
+            )
+        return tokens
 
 
 class CreateSequence(_Tokens):
@@ -132,13 +139,11 @@ class CreateSequence(_Tokens):
 
 
 class AppendTokens(_Tokens):
-    @classmethod
-    def _limit(cls) -> int:
-        return MAX_APPEND_TOKENS
+    pass
 
 
 class Generate(_Body):
-    max_new_tokens: int = Field(16, ge=1, le=MAX_NEW_TOKENS)
+    max_new_tokens: int = Field(16, ge=1, description="at most the server's --max-new-tokens")
     temperature: float = Field(0.0, ge=0.0, le=10.0, allow_inf_nan=False)
     seed: int = Field(0, ge=0, le=2**32 - 1)
 
@@ -213,7 +218,8 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
 
     @app.post("/sequences", status_code=201)
     def create_sequence(body: CreateSequence, key: IdempotencyKey = None) -> JSONResponse:
-        return answer(engine.create(body.tokens(), body.seq_id, body.extra_key, key=key), 201)
+        tokens = body.tokens(engine.limits.max_prompt_tokens)
+        return answer(engine.create(tokens, body.seq_id, body.extra_key, key=key), 201)
 
     @app.get("/sequences/{seq_id}")
     def get_sequence(seq_id: PathSeqId) -> dict:
@@ -221,13 +227,18 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
 
     @app.post("/sequences/{seq_id}/generate")
     def generate(seq_id: PathSeqId, body: Generate, key: IdempotencyKey = None) -> JSONResponse:
+        if body.max_new_tokens > engine.limits.max_new_tokens:
+            raise ValueError(
+                f"max_new_tokens is {body.max_new_tokens}; this server decodes at most "
+                f"{engine.limits.max_new_tokens} per request"
+            )
         return answer(
             engine.generate(seq_id, body.max_new_tokens, body.temperature, body.seed, key=key)
         )
 
     @app.post("/sequences/{seq_id}/append")
     def append(seq_id: PathSeqId, body: AppendTokens, key: IdempotencyKey = None) -> JSONResponse:
-        return answer(engine.append(seq_id, body.tokens(), key=key))
+        return answer(engine.append(seq_id, body.tokens(engine.limits.max_append_tokens), key=key))
 
     @app.post("/sequences/{seq_id}/fork", status_code=201)
     def fork(seq_id: PathSeqId, body: Fork | None = None, key: IdempotencyKey = None) -> JSONResponse:
