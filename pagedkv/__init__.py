@@ -12,8 +12,24 @@ from .scheduler import Scheduler
 from .sequence import Sequence, SequenceManager, UnknownSequenceError
 
 __all__ = [
-    "AttentionEngine", "CacheConfig", "ContiguousKVCache", "Event", "EvictionPolicy",
-    "KVCachePool", "LRUEvictionPolicy", "MRUEvictionPolicy", "OutOfPagesError", "Page",
-    "PageState", "PoolSnapshot", "Scheduler", "Sequence", "SequenceManager", "TinyLM",
-    "UnknownSequenceError", "block_hashes", "dense_attention", "hash_block_tokens",
+    "AttentionEngine",
+    "CacheConfig",
+    "ContiguousKVCache",
+    "Event",
+    "EvictionPolicy",
+    "KVCachePool",
+    "LRUEvictionPolicy",
+    "MRUEvictionPolicy",
+    "OutOfPagesError",
+    "Page",
+    "PageState",
+    "PoolSnapshot",
+    "Scheduler",
+    "Sequence",
+    "SequenceManager",
+    "TinyLM",
+    "UnknownSequenceError",
+    "block_hashes",
+    "dense_attention",
+    "hash_block_tokens",
 ]

@@ -77,9 +77,7 @@ def run(args: argparse.Namespace | None = None) -> int:
             if action.caption != previous:
                 print(f"\n{action.caption}:")
             pages = "; ".join(record.event_lines())
-            print(
-                f"  {record.note}  [{_pool_line(pool)}]" + (f"\n    {pages}" if pages else "")
-            )
+            print(f"  {record.note}  [{_pool_line(pool)}]" + (f"\n    {pages}" if pages else ""))
         else:
             print(f"\n{action.caption}" + (f": {action.text!r}" if action.text else ""))
             for line in record.lines():

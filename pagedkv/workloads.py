@@ -72,9 +72,7 @@ def lengths(workload: str, num_requests: int, seed: int = 0) -> tuple[np.ndarray
     return out[0], out[1]
 
 
-def generate(
-    workload: str, num_requests: int, seed: int = 0, vocab_size: int = 32_000
-) -> list[Request]:
+def generate(workload: str, num_requests: int, seed: int = 0, vocab_size: int = 32_000) -> list[Request]:
     """`num_requests` requests with the workload's length distributions and random tokens."""
     check_int("vocab_size", vocab_size, 1, 1 << 62)
     prompt_lens, output_lens = lengths(workload, num_requests, seed)

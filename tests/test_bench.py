@@ -36,15 +36,21 @@ TOL = {"float64": 1e-12, "float32": 1e-5}
 @pytest.mark.parametrize("page_size", [1, 3, 16])
 @pytest.mark.parametrize("heads,kv_heads", [(4, 2), (8, 1), (3, 3)])
 @pytest.mark.parametrize("chunk_bytes", [1, 700, 1 << 20])
-def test_chunked_paged_attention_equals_dense(monkeypatch, dtype, page_size, heads, kv_heads,
-                                              chunk_bytes):
+def test_chunked_paged_attention_equals_dense(monkeypatch, dtype, page_size, heads, kv_heads, chunk_bytes):
     # Tiny chunks force many chunks (and a short last one) through the online softmax;
     # lengths shorter than later chunks exercise fully masked chunks.
     monkeypatch.setattr(attention, "CHUNK_BYTES", chunk_bytes)
     rng = np.random.default_rng(page_size * 31 + heads)
     lengths = [1, 2, 17, 40, 95, 64]
-    cfg = CacheConfig(num_pages=400, page_size=page_size, num_layers=2, num_kv_heads=kv_heads,
-                      head_dim=8, dtype=dtype, enable_prefix_caching=False)
+    cfg = CacheConfig(
+        num_pages=400,
+        page_size=page_size,
+        num_layers=2,
+        num_kv_heads=kv_heads,
+        head_dim=8,
+        dtype=dtype,
+        enable_prefix_caching=False,
+    )
     pool = KVCachePool(cfg)
     seqs, engine, kept = SequenceManager(pool), AttentionEngine(pool), []
     for i, n in enumerate(lengths):
@@ -158,8 +164,16 @@ def test_memory(tmp_path, capsys):
     data = bench(tmp_path, capsys, "memory")["data"]
     for systems in data.values():
         for result in systems.values():
-            total = sum(result[c] for c in ("token_states", "reserved", "internal_fragmentation",
-                                            "external_fragmentation", "free"))
+            total = sum(
+                result[c]
+                for c in (
+                    "token_states",
+                    "reserved",
+                    "internal_fragmentation",
+                    "external_fragmentation",
+                    "free",
+                )
+            )
             assert total == pytest.approx(100.0, abs=1e-9)
     sg = data["sharegpt"]
     assert sg["max"]["token_states"] < sg["pow2"]["token_states"] < sg["oracle"]["token_states"]
@@ -243,7 +257,9 @@ def test_bench_runs_as_a_subprocess_with_json(tmp_path):
     path = tmp_path / "sharing.json"
     done = subprocess.run(
         [sys.executable, "-m", "pagedkv", "bench", "sharing", "--quick", "--json", str(path)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     assert "saving %" in done.stdout and json.loads(path.read_text())["rows"]

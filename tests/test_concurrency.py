@@ -52,9 +52,7 @@ def _worker(
         seq_id, r = rng.choice(IDS), rng.random()
         try:
             if r < 0.3:
-                prompt = shared[: rng.randrange(9)] + [
-                    rng.randrange(4) for _ in range(rng.randrange(1, 6))
-                ]
+                prompt = shared[: rng.randrange(9)] + [rng.randrange(4) for _ in range(rng.randrange(1, 6))]
                 with locked.exclusive() as m:
                     m.add(seq_id, prompt)
                 created[seq_id] += 1
@@ -81,9 +79,7 @@ def _worker(
             errors.append(repr(exc))
 
 
-def _hammer(
-    locked: LockedManager, seed: int, threads: int = 6, ops: int = 400
-) -> tuple[Counter, Counter]:
+def _hammer(locked: LockedManager, seed: int, threads: int = 6, ops: int = 400) -> tuple[Counter, Counter]:
     # Each thread counts in its own Counters (`c[k] += 1` is not atomic across threads).
     tallies = [(Counter(), Counter(), []) for _ in range(threads)]
     workers = [
@@ -266,7 +262,9 @@ def test_bench_threads_quick_run_measures_both_designs_at_every_thread_count(tmp
 
     report = threads.run(quick=True)
     assert set(report.data) == {
-        f"{design}/{mix}/{n}" for design in ("coarse", "rwlock") for mix in threads.MIXES
+        f"{design}/{mix}/{n}"
+        for design in ("coarse", "rwlock")
+        for mix in threads.MIXES
         for n in (1, 2, 4, 8)
     }
     assert all(rate > 0 for rate in report.data.values())  # each run ended with check_invariants()

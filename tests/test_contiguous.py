@@ -42,8 +42,7 @@ class ArenaOracle:
         del self.req[rid]
 
     def categories(self, need: int) -> dict[str, int]:
-        cats = dict(token_states=0, reserved=0, internal_fragmentation=0,
-                    external_fragmentation=0, free=0)
+        cats = dict(token_states=0, reserved=0, internal_fragmentation=0, external_fragmentation=0, free=0)
         seen: dict[object, int] = {}
         run = 0
         for o in [*self.owner, "end"]:
@@ -74,8 +73,15 @@ def sizes(policy: str, max_len: int):
 
 @pytest.mark.parametrize(
     ("policy", "final_len", "expected"),
-    [("max", 5, 64), ("pow2", 1, 1), ("pow2", 5, 8), ("pow2", 8, 8), ("pow2", 33, 64),
-     ("pow2", 50, 64), ("oracle", 37, 37)],
+    [
+        ("max", 5, 64),
+        ("pow2", 1, 1),
+        ("pow2", 5, 8),
+        ("pow2", 8, 8),
+        ("pow2", 33, 64),
+        ("pow2", 50, 64),
+        ("oracle", 37, 37),
+    ],
 )
 def test_reservation_size(policy, final_len, expected):
     assert ContiguousKVCache(1024, policy, 64).reservation_size(final_len) == expected
@@ -86,8 +92,12 @@ def test_pow2_is_capped_at_max_seq_len():
 
 
 ops = st.lists(
-    st.tuples(st.sampled_from(["add", "add", "append", "free"]), st.integers(1, 40),
-              st.integers(0, 40), st.integers(0, 10)),
+    st.tuples(
+        st.sampled_from(["add", "add", "append", "free"]),
+        st.integers(1, 40),
+        st.integers(0, 40),
+        st.integers(0, 10),
+    ),
     max_size=60,
 )
 

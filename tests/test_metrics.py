@@ -83,18 +83,13 @@ def test_every_metric_is_named_pagedkv_and_registries_are_separate():
     assert first.metrics.registry is not second.metrics.registry
     one, two = scrape(first.metrics), scrape(second.metrics)
     assert all(name.startswith("pagedkv_") for name in one)
-    assert (
-        one["pagedkv_prefix_cache_queries_total"] == 5
-        and two["pagedkv_prefix_cache_queries_total"] == 0
-    )
+    assert one["pagedkv_prefix_cache_queries_total"] == 5 and two["pagedkv_prefix_cache_queries_total"] == 0
 
 
 def test_requests_waiting_for_the_lock_are_counted():
     engine = ServiceEngine(num_pages=8, page_size=4)
     with engine.locked.exclusive():  # this thread holds the service lock ...
-        blocked = [
-            threading.Thread(target=engine.create, args=(list(b"abc"), f"w{i}")) for i in range(3)
-        ]
+        blocked = [threading.Thread(target=engine.create, args=(list(b"abc"), f"w{i}")) for i in range(3)]
         for t in blocked:
             t.start()
         while engine.metrics.num_waiting < 3:
@@ -171,8 +166,9 @@ def test_scrapes_never_deadlock_with_a_read_write_lock_and_waiting_writers():
 
 
 def test_created_series_only_when_asked():
-    plain, asked = ServiceEngine(num_pages=8, page_size=4), ServiceEngine(
-        num_pages=8, page_size=4, metrics_created=True
+    plain, asked = (
+        ServiceEngine(num_pages=8, page_size=4),
+        ServiceEngine(num_pages=8, page_size=4, metrics_created=True),
     )
     for engine in (plain, asked):
         engine.create(list(b"abcdef"), "a")

@@ -84,7 +84,7 @@ def test_forks_sample_like_independent_reference_runs(model):
             logits = model.forward_reference(tokens[k])[-1:]
             tokens[k].append(model.sample(logits, 0.8, rng)[0])
     for k in range(3):
-        assert out[f"req0.{k}"] == tokens[k][len(prompt):]
+        assert out[f"req0.{k}"] == tokens[k][len(prompt) :]
     pool.check_invariants()
 
 

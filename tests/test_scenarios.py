@@ -49,9 +49,7 @@ def assert_live_sequences_hold_real_kv(run: ScenarioRun) -> None:
         fresh.add("x", tokens)
         model.forward(fresh, ["x"])
         expected = fresh.pool.kv_cache.reshape(flat.shape[:2] + (-1,) + flat.shape[3:])
-        np.testing.assert_allclose(
-            flat[:, :, seq.slot_mapping()], expected[:, :, : len(tokens)], atol=1e-4
-        )
+        np.testing.assert_allclose(flat[:, :, seq.slot_mapping()], expected[:, :, : len(tokens)], atol=1e-4)
         if seq_id in run.logits:
             reference = model.forward_reference(tokens)[-1]
             np.testing.assert_allclose(run.logits[seq_id], reference, atol=1e-4)
@@ -94,9 +92,7 @@ def test_scenarios_are_deterministic(name):
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
 @pytest.mark.parametrize("num_pages, page_size", GEOMETRIES)
-def test_scenarios_on_other_geometries_generate_what_dense_recompute_does(
-    name, num_pages, page_size
-):
+def test_scenarios_on_other_geometries_generate_what_dense_recompute_does(name, num_pages, page_size):
     run = run_to_end(name, check_kv=True, num_pages=num_pages, page_size=page_size)
     assert sum(len(r.tokens) for r in run.records) > 0  # the geometry leaves room to generate
     for k, record in enumerate(run.records, start=1):
@@ -147,9 +143,7 @@ def test_fill_stops_when_a_sequence_needs_a_page_and_none_is_left():
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
-    return next(
-        (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-    )
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 def test_prefix_scenario_hits_the_shared_full_pages():

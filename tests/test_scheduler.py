@@ -140,8 +140,13 @@ def probe_cached_kv(model: TinyLM, seqs: SequenceManager, token_lists: list[list
 def test_token_identical_through_preemption(model, mode, page_size, temperature):
     pool = KVCachePool(model.cache_config(num_pages=48 // page_size, page_size=page_size))
     sched = Scheduler(
-        SequenceManager(pool), model, max_num_seqs=4, max_num_batched_tokens=64,
-        preemption_mode=mode, swap_space_pages=64, temperature=temperature,
+        SequenceManager(pool),
+        model,
+        max_num_seqs=4,
+        max_num_batched_tokens=64,
+        preemption_mode=mode,
+        swap_space_pages=64,
+        temperature=temperature,
     )
     for i, p in enumerate(PROMPTS):
         sched.add_request(f"r{i}", model.encode(p), 14, seed=100 + i)
@@ -201,8 +206,12 @@ def test_recompute_resume_hits_its_own_cached_prefix(model):
 def test_swap_area_full_falls_back_to_recompute(model):
     pool = KVCachePool(model.cache_config(num_pages=12, page_size=4))
     sched = Scheduler(
-        SequenceManager(pool), model, max_num_seqs=4, max_num_batched_tokens=64,
-        preemption_mode="swap", swap_space_pages=1,
+        SequenceManager(pool),
+        model,
+        max_num_seqs=4,
+        max_num_batched_tokens=64,
+        preemption_mode="swap",
+        swap_space_pages=1,
     )
     for i, p in enumerate(PROMPTS):
         sched.add_request(f"r{i}", model.encode(p), 14)
@@ -216,8 +225,12 @@ def test_swap_area_full_falls_back_to_recompute(model):
 def test_swap_copies_whole_pages_out_and_missing_tokens_back(model):
     pool = KVCachePool(model.cache_config(num_pages=6, page_size=4))
     sched = Scheduler(
-        SequenceManager(pool), model, max_num_seqs=8, max_num_batched_tokens=64,
-        preemption_mode="swap", swap_space_pages=8,
+        SequenceManager(pool),
+        model,
+        max_num_seqs=8,
+        max_num_batched_tokens=64,
+        preemption_mode="swap",
+        swap_space_pages=8,
     )
     for i, text in enumerate(["abcdefg", "hijklmn", "opqrstu", "vw"]):
         sched.add_request(f"r{i}", model.encode(text), 6)
@@ -239,8 +252,9 @@ def test_preempted_and_finished_pages_hold_the_kv_of_their_tokens(model, mode):
     # is preempted and its full pages stay CACHED. A probe and a later request hit them.
     pool = KVCachePool(model.cache_config(num_pages=7, page_size=4))
     seqs = SequenceManager(pool)
-    sched = Scheduler(seqs, model, max_num_seqs=4, max_num_batched_tokens=64,
-                      preemption_mode=mode, swap_space_pages=8)
+    sched = Scheduler(
+        seqs, model, max_num_seqs=4, max_num_batched_tokens=64, preemption_mode=mode, swap_space_pages=8
+    )
     texts = ["abcdefghij", "klmnopqrs", "tuvwxyz"]
     for i, text in enumerate(texts):
         sched.add_request(f"r{i}", model.encode(text), 8)
@@ -358,17 +372,22 @@ tokens_st = st.lists(st.integers(0, 3), min_size=1, max_size=12)
     swap_pages=st.integers(0, 12),
     caching=st.booleans(),
 )
-def test_random_workloads_bookkeeping(
-    prompts, num_pages, page_size, max_num_seqs, mode, swap_pages, caching
-):
+def test_random_workloads_bookkeeping(prompts, num_pages, page_size, max_num_seqs, mode, swap_pages, caching):
     cfg = CacheConfig(
-        num_pages=num_pages, page_size=page_size, num_layers=1, num_kv_heads=1, head_dim=2,
+        num_pages=num_pages,
+        page_size=page_size,
+        num_layers=1,
+        num_kv_heads=1,
+        head_dim=2,
         enable_prefix_caching=caching,
     )
     pool = KVCachePool(cfg)
     sched = Scheduler(
-        SequenceManager(pool), max_num_seqs=max_num_seqs, max_num_batched_tokens=24,
-        preemption_mode=mode, swap_space_pages=swap_pages,
+        SequenceManager(pool),
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=24,
+        preemption_mode=mode,
+        swap_space_pages=swap_pages,
     )
     accepted = {}
     for i, (prompt, new) in enumerate(prompts):
@@ -463,7 +482,11 @@ def test_request_too_long_for_the_pool_and_vocab(model):
     [
         ({"max_num_seqs": 0}, ValueError, r"max_num_seqs must be in \[1, "),
         ({"max_num_seqs": "4"}, TypeError, "max_num_seqs must be an int"),
-        ({"max_num_seqs": 8, "max_num_batched_tokens": 4}, ValueError, r"max_num_batched_tokens must be in \[8,"),
+        (
+            {"max_num_seqs": 8, "max_num_batched_tokens": 4},
+            ValueError,
+            r"max_num_batched_tokens must be in \[8,",
+        ),
         ({"swap_space_pages": -1}, ValueError, "swap_space_pages must be in"),
         ({"preemption_mode": "kill"}, ValueError, "preemption_mode must be one of"),
         ({"policy": "sjf"}, ValueError, r"policy must be one of \('fcfs', 'priority'\), got 'sjf'"),
@@ -506,7 +529,8 @@ def test_step_summary_names_what_happened(model):
 @given(
     prompts=st.lists(
         st.tuples(st.text("ab ", min_size=1, max_size=10), st.integers(1, 8)),
-        min_size=1, max_size=5,
+        min_size=1,
+        max_size=5,
     ),
     num_pages=st.integers(5, 12),
     page_size=st.sampled_from([1, 2, 4]),
@@ -514,14 +538,19 @@ def test_step_summary_names_what_happened(model):
     max_num_seqs=st.integers(1, 4),
     swap_pages=st.integers(0, 12),
 )
-def test_random_workloads_generate_the_reference_tokens(model, prompts, num_pages, page_size, mode,
-                                                         max_num_seqs, swap_pages):
+def test_random_workloads_generate_the_reference_tokens(
+    model, prompts, num_pages, page_size, mode, max_num_seqs, swap_pages
+):
     # Few distinct characters, so requests share prefixes; the prefix cache is probed after
     # every step, so any page indexed with K/V that were never computed is found.
     pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=page_size))
     sched = Scheduler(
-        SequenceManager(pool), model, max_num_seqs=max_num_seqs, max_num_batched_tokens=32,
-        preemption_mode=mode, swap_space_pages=swap_pages,
+        SequenceManager(pool),
+        model,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=32,
+        preemption_mode=mode,
+        swap_space_pages=swap_pages,
     )
     accepted = {}
     for i, (text, new) in enumerate(prompts):

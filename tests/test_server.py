@@ -59,13 +59,8 @@ def test_full_lifecycle(client):
     assert life["seq_id"] == "life" and life["num_tokens"] == 16 and len(life["block_table"]) == 4
     assert life["num_cached_tokens"] == 0 and life["num_computed_tokens"] == 16
     # A second prompt sharing the first three pages hits them (never the page of its last token).
-    r = client.post(
-        "/sequences", json={"seq_id": "life2", "token_ids": MODEL.encode(prompt[:12] + "xyz")}
-    )
-    assert (
-        r.json()["num_cached_tokens"] == 12
-        and r.json()["block_table"][:3] == life["block_table"][:3]
-    )
+    r = client.post("/sequences", json={"seq_id": "life2", "token_ids": MODEL.encode(prompt[:12] + "xyz")})
+    assert r.json()["num_cached_tokens"] == 12 and r.json()["block_table"][:3] == life["block_table"][:3]
     # Generation through the paged cache equals dense recomputation, token for token.
     r = client.post("/sequences/life/generate", json={"max_new_tokens": 6})
     assert r.status_code == 200
@@ -82,9 +77,7 @@ def test_full_lifecycle(client):
     r = client.post("/sequences/kid/generate", json={"max_new_tokens": 3})
     assert r.json()["new_token_ids"] == MODEL.generate_reference(context, 3)
     kid_table = r.json()["block_table"]
-    assert (
-        kid_table[-2] != client.get("/sequences/life").json()["block_table"][-1]
-    )  # copied on write
+    assert kid_table[-2] != client.get("/sequences/life").json()["block_table"][-1]  # copied on write
     snap = client.get("/snapshot").json()
     consistent(snap)
     assert snap["stats"]["cow_copies"] == 1 and ["life", "life2", "kid"] == [
@@ -178,9 +171,7 @@ BAD_REQUESTS = st.one_of(
     st.tuples(
         st.just("POST"),
         st.just("/sequences"),
-        st.fixed_dictionaries(
-            {"text": st.one_of(st.just(""), st.just("é" * 1025), _not(str, JUNK))}
-        ),
+        st.fixed_dictionaries({"text": st.one_of(st.just(""), st.just("é" * 1025), _not(str, JUNK))}),
         st.just("text"),
     ),
     st.tuples(
@@ -195,9 +186,7 @@ BAD_REQUESTS = st.one_of(
         st.fixed_dictionaries(
             {
                 "text": st.just("ok"),
-                "extra_key": st.one_of(
-                    st.just("k" * 65), _not(str, JUNK).filter(lambda v: v is not None)
-                ),
+                "extra_key": st.one_of(st.just("k" * 65), _not(str, JUNK).filter(lambda v: v is not None)),
             }
         ),
         st.just("extra_key"),
@@ -218,11 +207,7 @@ BAD_REQUESTS = st.one_of(
         st.just("POST"),
         st.just("/sequences/fz/generate"),
         st.fixed_dictionaries(
-            {
-                "max_new_tokens": st.one_of(
-                    st.integers(257, 2**40), st.integers(-5, 0), _not(int, JUNK)
-                )
-            }
+            {"max_new_tokens": st.one_of(st.integers(257, 2**40), st.integers(-5, 0), _not(int, JUNK))}
         ),
         st.just("max_new_tokens"),
     ),
@@ -230,20 +215,14 @@ BAD_REQUESTS = st.one_of(
         st.just("POST"),
         st.just("/sequences/fz/generate"),
         st.fixed_dictionaries(
-            {
-                "temperature": st.one_of(
-                    st.floats(10.001, 1e300), st.floats(max_value=-1e-9), st.just("hot")
-                )
-            }
+            {"temperature": st.one_of(st.floats(10.001, 1e300), st.floats(max_value=-1e-9), st.just("hot"))}
         ),
         st.just("temperature"),
     ),
     st.tuples(
         st.just("POST"),
         st.just("/sequences/fz/generate"),
-        st.fixed_dictionaries(
-            {"seed": st.one_of(st.integers(2**32, 2**70), st.integers(max_value=-1))}
-        ),
+        st.fixed_dictionaries({"seed": st.one_of(st.integers(2**32, 2**70), st.integers(max_value=-1))}),
         st.just("seed"),
     ),
     st.tuples(
@@ -273,9 +252,7 @@ BAD_REQUESTS = st.one_of(
 )
 
 
-@settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(request=BAD_REQUESTS)
 def test_bad_input_is_4xx_names_the_field_and_changes_nothing(client, request):
     method, path, body, field = request
@@ -296,9 +273,7 @@ def test_bad_input_is_4xx_names_the_field_and_changes_nothing(client, request):
 def test_32_clients_x_50_requests_leave_a_consistent_pool(server):
     live_by_client: list[set] = [set() for _ in range(32)]
     failures: list = []
-    c = httpx.Client(
-        base_url=server.url, timeout=120, limits=httpx.Limits(max_connections=32)
-    )  # shared
+    c = httpx.Client(base_url=server.url, timeout=120, limits=httpx.Limits(max_connections=32))  # shared
 
     def run(k: int) -> None:
         rng = np.random.default_rng(k)
@@ -314,9 +289,7 @@ def test_32_clients_x_50_requests_leave_a_consistent_pool(server):
                         live.add(seq_id)
                     expect = (201, 503)
                 elif r < 0.55:
-                    res = c.post(
-                        f"/sequences/{sorted(live)[0]}/generate", json={"max_new_tokens": 1}
-                    )
+                    res = c.post(f"/sequences/{sorted(live)[0]}/generate", json={"max_new_tokens": 1})
                     expect = (200, 503)
                 elif r < 0.65:
                     child = f"c{k}-{i}-f"
@@ -423,9 +396,7 @@ def test_serve_is_listed_binds_loopback_and_demo_does_not_import_fastapi():
         "with contextlib.redirect_stdout(io.StringIO()): main(['demo'])\n"
         "print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette') if m in sys.modules))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     from pagedkv.cli import build_parser
 
@@ -446,8 +417,16 @@ def _engine_with(prompt_len: int, fork: bool) -> tuple[ServiceEngine, str]:
 
 @pytest.mark.parametrize(
     "prompt_len, fork, n",
-    [(4, False, 1), (4, False, 5), (5, False, 3), (5, False, 4), (5, True, 1), (5, True, 4),
-     (7, True, 9), (8, True, 1)],
+    [
+        (4, False, 1),
+        (4, False, 5),
+        (5, False, 3),
+        (5, False, 4),
+        (5, True, 1),
+        (5, True, 4),
+        (7, True, 9),
+        (8, True, 1),
+    ],
 )
 def test_a_request_fits_exactly_when_the_pages_it_takes_are_available(prompt_len, fork, n):
     """The oracle: the allocations the same append makes in a roomy pool. With that many

@@ -190,7 +190,7 @@ def test_recovery_logs_and_exports_what_it_discarded(store, tmp_path, damage):
     log.write_bytes(bytes(data))
     with ServerProcess("--wal", str(copy), "--fsync", "never") as server:
         m = _metrics(server.url)
-        warnings = server._errors()
+        warnings = server.log_tail()
     discarded = (
         m["pagedkv_recovery_discarded_bytes{torn}"] + m["pagedkv_recovery_discarded_bytes{uncommitted}"]
     )

@@ -45,7 +45,7 @@ def test_the_named_page_holds_the_tokens_keys():
         tokens = seqs.get(seq_id).token_ids
         computed = seqs.get(seq_id).num_computed_tokens
         h = model.embed[tokens[:computed]]
-        ref_k = model._qkv(model.layers[0], h, np.arange(computed))[1]  # dense, no cache
+        ref_k = model._qkv(model.layers[0], h, np.arange(computed))[1]  # noqa: SLF001 - the dense K of layer 0 has no public verb
         position = 0
         for page, text in page_runs(seqs.pool.snapshot(), token_ids_of(seqs))[seq_id]:
             for offset in range(len(re.findall(r"\\x[0-9a-f]{2}|.", text))):

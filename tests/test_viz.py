@@ -111,9 +111,7 @@ def test_state_occupancy_owner_and_ref_count_colours(known):
         assert close(pixel(png, heatmap, "state", page), rgb(STATE_COLORS[STATES[page]])), page
         occupancy = colormaps["cividis"](FILL[page] / 4)
         assert close(pixel(png, heatmap, "occupancy", page), rgb(occupancy)), page
-        owner = (
-            palette.color("A") if page < 5 else palette.color("B") if page == 5 else NO_OWNER_COLOR
-        )
+        owner = palette.color("A") if page < 5 else palette.color("B") if page == 5 else NO_OWNER_COLOR
         assert close(pixel(png, heatmap, "owner", page), rgb(owner)), page
         level = colormaps["viridis"](min(REFS[page], 4) / 4)
         assert close(pixel(png, heatmap, "ref_count", page), rgb(level)), page

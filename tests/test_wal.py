@@ -59,9 +59,7 @@ def _sequences(manager: SequenceManager) -> dict:
     }
 
 
-def assert_same_state(
-    recovered: SequenceManager, expected: SequenceManager, kv: bool = True
-) -> None:
+def assert_same_state(recovered: SequenceManager, expected: SequenceManager, kv: bool = True) -> None:
     recovered.pool.check_invariants()
     assert recovered.pool.snapshot() == expected.pool.snapshot()
     assert _sequences(recovered) == _sequences(expected)
@@ -76,9 +74,7 @@ def assert_same_state(
                 seq.seq_id,
                 pos,
             )
-    cached = [
-        p for p in range(expected.pool.num_pages) if expected.pool.page(p).state is PageState.CACHED
-    ]
+    cached = [p for p in range(expected.pool.num_pages) if expected.pool.page(p).state is PageState.CACHED]
     assert np.array_equal(got[:, :, cached], want[:, :, cached])
 
 
@@ -147,9 +143,7 @@ def _call(target, op: tuple):
         return ("raised", type(exc))
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS, caching=st.booleans())
 def test_durable_manager_matches_plain_and_logs_only_successes(tmp_path_factory, ops, caching):
     config = CacheConfig(
@@ -185,9 +179,7 @@ def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
     fsync = ["never", "batch 8", "always"][seed % 3]
     checkpoint_every = [0, 25][seed % 2]
     directory = tmp_path / "store"
-    cmd = workload_command(
-        directory, seed, "--fsync", fsync, "--checkpoint-every", str(checkpoint_every)
-    )
+    cmd = workload_command(directory, seed, "--fsync", fsync, "--checkpoint-every", str(checkpoint_every))
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) as child:
         try:
             assert child.stdout.readline().strip() == "ready"
@@ -220,9 +212,7 @@ def test_a_record_torn_by_the_crash_is_dropped(tmp_path, die_at, torn_bytes):
     manager = recover(tmp_path / "s")
     assert manager.last_seq == die_at - 1
     assert manager.recovery["torn_bytes"] == torn_bytes
-    assert (manager.recovery["checkpoint_seq"] > 0) == (
-        die_at > 40
-    )  # replay starts at a checkpoint
+    assert (manager.recovery["checkpoint_seq"] > 0) == (die_at > 40)  # replay starts at a checkpoint
     assert_same_state(manager, reference(5, die_at - 1))
     # Recovery cut the torn bytes off, so the log continues cleanly.
     model = TinyLM(seed=0)
@@ -462,18 +452,14 @@ def test_a_copy_on_write_cut_off_by_the_crash_is_redone(tmp_path):
     del kv
     recovered = recover(tmp_path / "s")
     assert_same_state(recovered, plain)
-    assert np.array_equal(
-        recovered.pool.kv_cache[:, :, dst, :2], plain.pool.kv_cache[:, :, src, :2]
-    )
+    assert np.array_equal(recovered.pool.kv_cache[:, :, dst, :2], plain.pool.kv_cache[:, :, src, :2])
     recovered.close()
 
 
 def test_the_service_checkpoints_every_n_records(tmp_path):
     from pagedkv.service.engine import ServiceEngine
 
-    engine = ServiceEngine(
-        num_pages=16, page_size=4, wal=tmp_path / "s", fsync="never", checkpoint_every=5
-    )
+    engine = ServiceEngine(num_pages=16, page_size=4, wal=tmp_path / "s", fsync="never", checkpoint_every=5)
     engine.create(list(b"abcdefg"), "a")  # records 1-4: begin, add, computed, commit
     engine.generate("a", 3)  # records 5-12: begin, (append, computed) x 3, commit
     for _ in range(500):  # the background thread writes the checkpoint after this request
@@ -534,9 +520,7 @@ def test_the_service_computes_logged_tokens_before_serving(tmp_path, then):
             engine.free("A")  # page 0 turns CACHED: it must hold real K/V
         b = engine.create(prompt + [108], "B")
         assert b["num_cached_tokens"] == 4
-        assert engine.generate("B", 3)["new_token_ids"] == model.generate_reference(
-            prompt + [108], 3
-        )
+        assert engine.generate("B", 3)["new_token_ids"] == model.generate_reference(prompt + [108], 3)
     engine.check()
     engine.close()
 

@@ -60,9 +60,7 @@ def _drive(client, kind: str, requests: int, clients: int, seed: int) -> tuple[f
             else:
                 responses = [client.get("/metrics")]
             busy.extend(1 for r in responses if r.status_code == 503)
-            errors.extend(
-                r.text[:100] for r in responses if r.status_code >= 300 and r.status_code != 503
-            )
+            errors.extend(r.text[:100] for r in responses if r.status_code >= 300 and r.status_code != 503)
 
     seconds = time_threads(work, clients)
     if errors:
@@ -98,9 +96,7 @@ def run(
                 assert server.url is not None  # set once the server answers /health
                 with httpx.Client(base_url=server.url, timeout=120, limits=pool) as client:
                     for k in range(clients):  # the sequences the generate requests grow
-                        client.post(
-                            "/sequences", json={"seq_id": f"g{k}", "text": f"sequence {k} says"}
-                        )
+                        client.post("/sequences", json={"seq_id": f"g{k}", "text": f"sequence {k} says"})
                     for kind in ("health", "create+free", "generate", "metrics"):
                         seconds, refused = _drive(client, kind, requests, clients, seed)
                         sent = requests // clients * clients * (2 if kind == "create+free" else 1)
@@ -117,9 +113,7 @@ def run(
     finally:
         shutil.rmtree(store, ignore_errors=True)
     return Report(
-        title=(
-            f"bench api: {clients} client threads, keep-alive httpx, 256 pages of 16, loopback"
-        ),
+        title=(f"bench api: {clients} client threads, keep-alive httpx, 256 pages of 16, loopback"),
         columns=["server", "request", "served", "503s", "requests/s", "ms/request (per client)"],
         rows=rows,
         notes=["create+free counts both requests; generate decodes 1 token per request"],

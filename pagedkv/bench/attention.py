@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     parser.add_argument("--repeat", type=int, default=15, help="best of this many runs")
     parser.add_argument(
-        "--blas-threads", type=int, default=1,
+        "--blas-threads",
+        type=int,
+        default=1,
         help="BLAS threads for both sides (0 = the library default)",
     )
 
@@ -97,8 +99,12 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
     """Time one (batch, context) point; returns times in seconds and the largest difference."""
     pages_per_seq = -(-context // problem.page_size)
     config = CacheConfig(
-        num_pages=batch * pages_per_seq, page_size=problem.page_size, num_layers=1,
-        num_kv_heads=problem.kv_heads, head_dim=problem.head_dim, dtype=problem.dtype,
+        num_pages=batch * pages_per_seq,
+        page_size=problem.page_size,
+        num_layers=1,
+        num_kv_heads=problem.kv_heads,
+        head_dim=problem.head_dim,
+        dtype=problem.dtype,
     )
     pool = KVCachePool(config)
     engine = AttentionEngine(pool)
@@ -109,7 +115,8 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
     engine.write(0, slots, *(rng.standard_normal((2, *shape)).astype(problem.dtype)))
     k, v = (
         np.ascontiguousarray(
-            engine.slots[0, i][slots].reshape(batch, context, problem.kv_heads, problem.head_dim)
+            engine.slots[0, i][slots]
+            .reshape(batch, context, problem.kv_heads, problem.head_dim)
             .transpose(0, 2, 1, 3)
         )
         for i in (0, 1)
@@ -132,22 +139,28 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
     want = dense_decode(qg, k, v).reshape(batch, problem.heads, problem.head_dim)
     diff = float(np.abs(programs["paged"]() - want).max())
     dense = min(best["dense"], best["dense_chunked"])
-    return {"batch": batch, "context": context, "dense_s": dense, "paged_s": best["paged"],
-            "dense_program": min(("dense", "dense_chunked"), key=best.__getitem__),
-            "ratio": best["paged"] / dense, "max_abs_diff": diff}
+    return {
+        "batch": batch,
+        "context": context,
+        "dense_s": dense,
+        "paged_s": best["paged"],
+        "dense_program": min(("dense", "dense_chunked"), key=best.__getitem__),
+        "ratio": best["paged"] / dense,
+        "max_abs_diff": diff,
+    }
 
 
 def run(
     *,
     quick: bool = False,
     seed: int = 0,
-    batch: str = '1,4,16,32',
-    context: str = '512,2048,4096',
+    batch: str = "1,4,16,32",
+    context: str = "512,2048,4096",
     heads: int = 16,
     kv_heads: int = 4,
     head_dim: int = 64,
     page_size: int = 16,
-    dtype: str = 'float32',
+    dtype: str = "float32",
     repeat: int = 15,
     blas_threads: int = 1,
 ) -> Report:
@@ -161,12 +174,17 @@ def run(
     # One BLAS thread by default: on a shared 2-core machine, BLAS threads spin-waiting against
     # other processes made single matmuls 5x slower at random, for either side.
     with threadpool_limits(blas_threads or None, user_api="blas"):
-        results = [
-            measure(b, c, shape, rng) for b, c in tqdm(points, desc="attention", disable=None)
-        ]
+        results = [measure(b, c, shape, rng) for b, c in tqdm(points, desc="attention", disable=None)]
     rows = [
-        [r["batch"], r["context"], r["dense_s"] * 1e3, r["paged_s"] * 1e3, r["ratio"],
-         r["dense_program"], f"{r['max_abs_diff']:.1e}"]
+        [
+            r["batch"],
+            r["context"],
+            r["dense_s"] * 1e3,
+            r["paged_s"] * 1e3,
+            r["ratio"],
+            r["dense_program"],
+            f"{r['max_abs_diff']:.1e}",
+        ]
         for r in results
     ]
     ratios = np.array([r["ratio"] for r in results])
@@ -179,8 +197,7 @@ def run(
             f"{head_dim}, page {page_size}, {dtype}, best of {repeat}, "
             f"BLAS threads: {blas_threads or 'default'}"
         ),
-        columns=["batch", "context", "dense ms", "paged ms", "paged/dense", "dense program",
-                 "max |diff|"],
+        columns=["batch", "context", "dense ms", "paged ms", "paged/dense", "dense program", "max |diff|"],
         rows=rows,
         notes=[
             f"geometric mean ratio {geo:.2f}x; target <= {TARGET}x met at {met} of {len(results)}"
@@ -208,4 +225,3 @@ def figure(report: Report):
     ax.legend()
     fig.tight_layout()
     return fig
-

@@ -34,9 +34,7 @@ from ..workloads import Request, generate
 from . import Report
 
 HELP = "share of KV memory holding token states: contiguous (max, pow2, oracle) vs paged"
-CATEGORIES = (
-    "token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free"
-)
+CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states
 SYSTEMS = ("max", "pow2", "oracle", "paged")
 
@@ -48,8 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--workloads", default="sharegpt,alpaca", help="comma-separated")
-    parser.add_argument("--arrival-rate", type=float, default=None,
-                        help="requests/s: a serving run with Poisson arrivals instead (bench serving)")
+    parser.add_argument(
+        "--arrival-rate",
+        type=float,
+        default=None,
+        help="requests/s: a serving run with Poisson arrivals instead (bench serving)",
+    )
 
 
 def simulate_contiguous(
@@ -92,13 +94,18 @@ def simulate_paged(
     budget is the whole memory, so, like the contiguous arenas, a step admits every request
     that fits; ramp-up takes one step."""
     config = CacheConfig(
-        num_pages=num_slots // page_size, page_size=page_size, num_layers=1, num_kv_heads=1,
-        head_dim=1, enable_prefix_caching=False,
+        num_pages=num_slots // page_size,
+        page_size=page_size,
+        num_layers=1,
+        num_kv_heads=1,
+        head_dim=1,
+        enable_prefix_caching=False,
     )
     pool = KVCachePool(config)
     seqs = SequenceManager(pool)
     sched = Scheduler(
-        seqs, max_num_seqs=max_num_seqs,
+        seqs,
+        max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max(num_slots, max_seq_len),
     )
     sched.add_requests(requests)
@@ -143,7 +150,8 @@ def _notes(data: dict) -> list[str]:
     ]
     for workload, d in data.items():
         notes.append(
-            f"{workload} here: " + " / ".join(f"{d[s]['token_states']:.1f}" for s in SYSTEMS)
+            f"{workload} here: "
+            + " / ".join(f"{d[s]['token_states']:.1f}" for s in SYSTEMS)
             + f" %; mean batch {d['paged']['mean_batch']:.1f} paged vs "
             f"{d['max']['mean_batch']:.1f} max, {d['oracle']['mean_batch']:.1f} oracle"
         )
@@ -159,15 +167,22 @@ def run(
     max_seq_len: int = 2048,
     page_size: int = 16,
     max_num_seqs: int = 256,
-    workloads: str = 'sharegpt,alpaca',
+    workloads: str = "sharegpt,alpaca",
     arrival_rate: float | None = None,
 ) -> Report:
     if arrival_rate is not None:  # requests arrive over time: the serving run
         from . import serving
 
-        return serving.run(quick=quick, seed=seed, arrival_rate=arrival_rate, requests=requests,
-                           workload=workloads.split(",")[0], num_slots=num_slots,
-                           page_size=page_size, max_num_seqs=max_num_seqs)
+        return serving.run(
+            quick=quick,
+            seed=seed,
+            arrival_rate=arrival_rate,
+            requests=requests,
+            workload=workloads.split(",")[0],
+            num_slots=num_slots,
+            page_size=page_size,
+            max_num_seqs=max_num_seqs,
+        )
     if quick:
         requests = 300
     if max_seq_len > num_slots or num_slots % page_size:
@@ -181,18 +196,20 @@ def run(
     for workload, system in tqdm(jobs, desc="memory", disable=None):
         trace = generate(workload, requests, seed)
         if system == "paged":
-            result = simulate_paged(
-                trace, num_slots, page_size, max_num_seqs, max_seq_len
-            )
+            result = simulate_paged(trace, num_slots, page_size, max_num_seqs, max_seq_len)
         else:
-            result = simulate_contiguous(
-                trace, num_slots, system, max_seq_len, max_num_seqs
-            )
+            result = simulate_contiguous(trace, num_slots, system, max_seq_len, max_num_seqs)
         data.setdefault(workload, {})[system] = result
         label = f"paged (page {page_size})" if system == "paged" else f"contiguous {system}"
         rows.append(
-            [workload, label, *(round(result[c], 1) for c in CATEGORIES),
-             round(result["mean_batch"], 1), result["steps"], PAPER[system]]
+            [
+                workload,
+                label,
+                *(round(result[c], 1) for c in CATEGORIES),
+                round(result["mean_batch"], 1),
+                result["steps"],
+                PAPER[system],
+            ]
         )
     notes = _notes(data)
     return Report(
@@ -202,8 +219,18 @@ def run(
             f"max_seq_len {max_seq_len}, max_num_seqs {max_num_seqs}; % of slots, "
             "averaged over steps with requests waiting"
         ),
-        columns=["workload", "system", "token %", "reserved %", "internal %", "external %",
-                 "free %", "mean batch", "steps", "paper token %"],
+        columns=[
+            "workload",
+            "system",
+            "token %",
+            "reserved %",
+            "internal %",
+            "external %",
+            "free %",
+            "mean batch",
+            "steps",
+            "paper token %",
+        ],
         rows=rows,
         notes=notes,
         data=data,
@@ -227,8 +254,15 @@ def figure(report: Report):
             ax.bar(names, values, bottom=bottom, color=color, label=category.replace("_", " "))
             bottom += values
         for x, s in enumerate(names):
-            ax.text(x, systems[s]["token_states"] / 2, f"{systems[s]['token_states']:.0f}%",
-                    ha="center", va="center", color="white", fontsize=9)
+            ax.text(
+                x,
+                systems[s]["token_states"] / 2,
+                f"{systems[s]['token_states']:.0f}%",
+                ha="center",
+                va="center",
+                color="white",
+                fontsize=9,
+            )
         ax.set_title(f"{workload}-like requests")
         ax.set_ylim(0, 100)
         ax.set_ylabel("% of KV memory" if i == 0 else "")
@@ -236,4 +270,3 @@ def figure(report: Report):
     fig.suptitle("Where KV memory goes: contiguous reservations vs pages")
     fig.tight_layout()
     return fig
-

@@ -46,7 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
     config = CacheConfig(
-        num_pages=slots // page_size, page_size=page_size, num_layers=1, num_kv_heads=1,
+        num_pages=slots // page_size,
+        page_size=page_size,
+        num_layers=1,
+        num_kv_heads=1,
         head_dim=1,
     )
     pool = KVCachePool(config)
@@ -65,11 +68,16 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
     samples = max(1, steps // SAMPLE_EVERY)
     tokens = sched.stats.prefill_tokens + sched.stats.decode_tokens
     return {
-        "capacity": slots, "page_size": page_size, "num_pages": config.num_pages,
+        "capacity": slots,
+        "page_size": page_size,
+        "num_pages": config.num_pages,
         "slot_utilisation_pct": 100.0 * used / max(1, held),
         "prefix_hit_rate_pct": 100.0 * pool.stats.hit_rate,
-        "mean_batch": batch / samples, "preemptions": sched.stats.preemptions, "steps": steps,
-        "tokens_per_s": tokens / seconds, "evictions": pool.stats.evictions,
+        "mean_batch": batch / samples,
+        "preemptions": sched.stats.preemptions,
+        "steps": steps,
+        "tokens_per_s": tokens / seconds,
+        "evictions": pool.stats.evictions,
     }
 
 
@@ -78,8 +86,8 @@ def run(
     quick: bool = False,
     seed: int = 0,
     requests: int = 300,
-    page_sizes: str = '1,2,4,8,16,32,64,128,256',
-    capacities: str = '8192,32768',
+    page_sizes: str = "1,2,4,8,16,32,64,128,256",
+    capacities: str = "8192,32768",
     system_prompt: int = 200,
     max_num_seqs: int = 128,
 ) -> Report:
@@ -89,14 +97,19 @@ def run(
     pool_sizes = [int(c) for c in capacities.split(",")]
     trace = with_system_prompt(sharegpt_like(requests, seed), system_prompt)
     jobs = [(c, s) for c in pool_sizes for s in sizes]
-    results = [
-        simulate(trace, c, s, max_num_seqs)
-        for c, s in tqdm(jobs, desc="page-size", disable=None)
-    ]
+    results = [simulate(trace, c, s, max_num_seqs) for c, s in tqdm(jobs, desc="page-size", disable=None)]
     rows = [
-        [r["capacity"], r["page_size"], r["num_pages"], round(r["slot_utilisation_pct"], 1),
-         round(r["prefix_hit_rate_pct"], 1), round(r["mean_batch"], 1), r["preemptions"],
-         r["steps"], r["tokens_per_s"]]
+        [
+            r["capacity"],
+            r["page_size"],
+            r["num_pages"],
+            round(r["slot_utilisation_pct"], 1),
+            round(r["prefix_hit_rate_pct"], 1),
+            round(r["mean_batch"], 1),
+            r["preemptions"],
+            r["steps"],
+            r["tokens_per_s"],
+        ]
         for r in results
     ]
     return Report(
@@ -106,8 +119,17 @@ def run(
             f"{system_prompt}-token system prompt, max_num_seqs {max_num_seqs}, "
             "bookkeeping only"
         ),
-        columns=["slots", "page size", "pages", "slot util %", "prefix hit %", "mean batch",
-                 "preemptions", "steps", "tokens/s"],
+        columns=[
+            "slots",
+            "page size",
+            "pages",
+            "slot util %",
+            "prefix hit %",
+            "mean batch",
+            "preemptions",
+            "steps",
+            "tokens/s",
+        ],
         rows=rows,
         notes=[
             "slot util = tokens / slots of ACTIVE pages; prefix hits need full pages, so a "
@@ -126,8 +148,10 @@ def figure(report: Report, timing: bool = True):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    panels = [("slot_utilisation_pct", "slot utilisation (%)"),
-              ("prefix_hit_rate_pct", "prefix hit rate (%)")]
+    panels = [
+        ("slot_utilisation_pct", "slot utilisation (%)"),
+        ("prefix_hit_rate_pct", "prefix hit rate (%)"),
+    ]
     if timing:
         panels.append(("tokens_per_s", "bookkeeping tokens / s"))
     fig = Figure(figsize=(3.4 * len(panels), 3.2))
@@ -135,15 +159,20 @@ def figure(report: Report, timing: bool = True):
     points = report.data["points"]
     for i, (key, label) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
-        for capacity, color in zip(sorted({p["capacity"] for p in points}),
-                                   ["#0072B2", "#E69F00", "#009E73"], strict=False):
+        for capacity, color in zip(
+            sorted({p["capacity"] for p in points}), ["#0072B2", "#E69F00", "#009E73"], strict=False
+        ):
             sel = [p for p in points if p["capacity"] == capacity]
-            ax.plot([p["page_size"] for p in sel], [p[key] for p in sel], "o-", color=color,
-                    label=f"{capacity:,} slots")
+            ax.plot(
+                [p["page_size"] for p in sel],
+                [p[key] for p in sel],
+                "o-",
+                color=color,
+                label=f"{capacity:,} slots",
+            )
         ax.set_xscale("log", base=2)
         ax.set_xlabel("page size (tokens)")
         ax.set_title(label, fontsize=10)
     fig.axes[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
-

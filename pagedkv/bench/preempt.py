@@ -42,13 +42,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--swap-space-pages", type=int, default=1024)
 
 
-def serve(model: TinyLM, requests: list[Request], num_pages: int, mode: str, *, page_size: int,
-          max_num_seqs: int, max_num_batched_tokens: int, swap_space_pages: int) -> dict:
+def serve(
+    model: TinyLM,
+    requests: list[Request],
+    num_pages: int,
+    mode: str,
+    *,
+    page_size: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    swap_space_pages: int,
+) -> dict:
     """Run `requests` to the end through one Scheduler; its stats, outputs and wall time."""
     pool = KVCachePool(model.cache_config(num_pages, page_size))
     sched = Scheduler(
-        SequenceManager(pool), model, max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens, preemption_mode=mode,
+        SequenceManager(pool),
+        model,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        preemption_mode=mode,
         swap_space_pages=swap_space_pages if mode == "swap" else 0,
     )
     sched.add_requests(requests)
@@ -57,24 +69,42 @@ def serve(model: TinyLM, requests: list[Request], num_pages: int, mode: str, *, 
     seconds = time.perf_counter() - start
     pool.check_invariants()
     return {
-        "outputs": outputs, "seconds": seconds, "num_pages": num_pages,
-        "bytes_per_token": pool.config.bytes_per_token, **sched.stats.as_dict(),
-        "evictions": pool.stats.evictions, "prefix_hits": pool.stats.prefix_hits,
+        "outputs": outputs,
+        "seconds": seconds,
+        "num_pages": num_pages,
+        "bytes_per_token": pool.config.bytes_per_token,
+        **sched.stats.as_dict(),
+        "evictions": pool.stats.evictions,
+        "prefix_hits": pool.stats.prefix_hits,
     }
 
 
-def compare(model: TinyLM, requests: list[Request], *, num_pages: int, page_size: int = 16,
-            max_num_seqs: int = 16, max_num_batched_tokens: int | None = None,
-            swap_space_pages: int = 1024) -> Report:
+def compare(
+    model: TinyLM,
+    requests: list[Request],
+    *,
+    num_pages: int,
+    page_size: int = 16,
+    max_num_seqs: int = 16,
+    max_num_batched_tokens: int | None = None,
+    swap_space_pages: int = 1024,
+) -> Report:
     """Serve the requests three times: in a pool roomy enough that nothing is preempted (the
     reference), then in `num_pages` pages with recompute and with swap preemption."""
     if max_num_batched_tokens is None:
         max_num_batched_tokens = max(4096, max(r.final_len for r in requests))
     roomy = sum(-(-r.final_len // page_size) for r in requests)
-    runs = [("no pressure", roomy, "recompute"), ("recompute", num_pages, "recompute"),
-            ("swap", num_pages, "swap")]
-    options = {"page_size": page_size, "max_num_seqs": max_num_seqs,
-               "max_num_batched_tokens": max_num_batched_tokens, "swap_space_pages": swap_space_pages}
+    runs = [
+        ("no pressure", roomy, "recompute"),
+        ("recompute", num_pages, "recompute"),
+        ("swap", num_pages, "swap"),
+    ]
+    options = {
+        "page_size": page_size,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "swap_space_pages": swap_space_pages,
+    }
     results = {
         label: serve(model, requests, pages, mode, **options)
         for label, pages, mode in tqdm(runs, desc="preempt", disable=None)
@@ -85,11 +115,19 @@ def compare(model: TinyLM, requests: list[Request], *, num_pages: int, page_size
         same = r.pop("outputs") == reference
         r["identical_to_reference"] = same
         data[label] = r
-        rows.append([
-            label, r["num_pages"], r["preemptions"], r["recomputed_tokens"],
-            r["swap_out_bytes"], r["swap_in_bytes"], r["prefill_tokens"] + r["decode_tokens"],
-            r["steps"], "yes" if same else "NO",
-        ])
+        rows.append(
+            [
+                label,
+                r["num_pages"],
+                r["preemptions"],
+                r["recomputed_tokens"],
+                r["swap_out_bytes"],
+                r["swap_in_bytes"],
+                r["prefill_tokens"] + r["decode_tokens"],
+                r["steps"],
+                "yes" if same else "NO",
+            ]
+        )
     rc, sw = data["recompute"], data["swap"]
     return Report(
         plotter=figure,
@@ -97,8 +135,17 @@ def compare(model: TinyLM, requests: list[Request], *, num_pages: int, page_size
             f"bench preempt: TinyLM, {len(requests)} requests, page {page_size}, "
             f"max_num_seqs {max_num_seqs}, {rc['bytes_per_token']} bytes of K/V per token"
         ),
-        columns=["run", "pages", "preemptions", "recomputed tokens", "swap-out bytes",
-                 "swap-in bytes", "tokens computed", "steps", "same tokens"],
+        columns=[
+            "run",
+            "pages",
+            "preemptions",
+            "recomputed tokens",
+            "swap-out bytes",
+            "swap-in bytes",
+            "tokens computed",
+            "steps",
+            "same tokens",
+        ],
         rows=rows,
         notes=[
             f"recompute: {rc['preemptions']} preemptions recompute {rc['recomputed_tokens']:,} "
@@ -117,7 +164,7 @@ def run(
     quick: bool = False,
     seed: int = 0,
     requests: int = 24,
-    workload: str = 'sharegpt',
+    workload: str = "sharegpt",
     num_pages: int = 192,
     page_size: int = 16,
     max_num_seqs: int = 16,
@@ -127,12 +174,14 @@ def run(
         requests, workload, num_pages = 10, "alpaca", 12
     trace = generate(workload, requests, seed, vocab_size=256)
     report = compare(
-        TinyLM(seed=seed), trace, num_pages=num_pages, page_size=page_size,
-        max_num_seqs=max_num_seqs, swap_space_pages=swap_space_pages,
+        TinyLM(seed=seed),
+        trace,
+        num_pages=num_pages,
+        page_size=page_size,
+        max_num_seqs=max_num_seqs,
+        swap_space_pages=swap_space_pages,
     )
-    report.title = report.title.replace(
-        f"{len(trace)} requests", f"{len(trace)} {workload}-like requests"
-    )
+    report.title = report.title.replace(f"{len(trace)} requests", f"{len(trace)} {workload}-like requests")
     return report
 
 

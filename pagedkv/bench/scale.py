@@ -48,12 +48,16 @@ def run(
         requests, num_pages = 300, 1024
     trace = sharegpt_like(requests, seed)
     config = CacheConfig(
-        num_pages=num_pages, page_size=page_size, num_layers=1, num_kv_heads=1,
+        num_pages=num_pages,
+        page_size=page_size,
+        num_layers=1,
+        num_kv_heads=1,
         head_dim=1,
     )
     pool = KVCachePool(config)
     sched = Scheduler(
-        SequenceManager(pool), max_num_seqs=max_num_seqs,
+        SequenceManager(pool),
+        max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
     )
     sched.add_requests(trace)
@@ -78,14 +82,41 @@ def run(
             f"{page_size}, max_num_seqs {max_num_seqs}, budget "
             f"{max_num_batched_tokens} tokens/step, bookkeeping only"
         ),
-        columns=["requests", "steps", "prefill tokens", "decode tokens", "preemptions",
-                 "evictions", "prefix hit %", "seconds", "tokens/s"],
-        rows=[[requests, st.steps, st.prefill_tokens, st.decode_tokens, st.preemptions,
-               ps.evictions, round(100 * ps.hit_rate, 1), seconds, tokens / seconds]],
+        columns=[
+            "requests",
+            "steps",
+            "prefill tokens",
+            "decode tokens",
+            "preemptions",
+            "evictions",
+            "prefix hit %",
+            "seconds",
+            "tokens/s",
+        ],
+        rows=[
+            [
+                requests,
+                st.steps,
+                st.prefill_tokens,
+                st.decode_tokens,
+                st.preemptions,
+                ps.evictions,
+                round(100 * ps.hit_rate, 1),
+                seconds,
+                tokens / seconds,
+            ]
+        ],
         notes=[f"target <= {TARGET_SECONDS:.0f} s for 10,000 requests: {verdict}"],
-        data={"seconds": seconds, "tokens_per_s": tokens / seconds, **st.as_dict(),
-              "pool": ps.as_dict(), "target_seconds": TARGET_SECONDS,
-              "num_pages": num_pages, "running": running, "active_pages": active},
+        data={
+            "seconds": seconds,
+            "tokens_per_s": tokens / seconds,
+            **st.as_dict(),
+            "pool": ps.as_dict(),
+            "target_seconds": TARGET_SECONDS,
+            "num_pages": num_pages,
+            "running": running,
+            "active_pages": active,
+        },
     )
 
 
@@ -102,8 +133,7 @@ def figure(report: Report):
     ax.set_xlabel("step")
     ax.set_ylabel("running sequences", color="#0072B2")
     usage = fig.add_subplot(sharex=ax, frameon=False)
-    usage.plot([100 * a / data["num_pages"] for a in data["active_pages"]], color="#E69F00",
-               lw=0.8)
+    usage.plot([100 * a / data["num_pages"] for a in data["active_pages"]], color="#E69F00", lw=0.8)
     usage.yaxis.tick_right()
     usage.yaxis.set_label_position("right")
     usage.set_ylabel("ACTIVE pages (%)", color="#E69F00")
@@ -111,4 +141,3 @@ def figure(report: Report):
     ax.set_title(report.title.split(",")[0])
     fig.tight_layout()
     return fig
-

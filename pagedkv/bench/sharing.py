@@ -49,7 +49,11 @@ def _pages(tokens: int, page_size: int) -> int:
 
 
 def simulate(
-    request: Request, mode: str, width: int, seqs: SequenceManager, rng: np.random.Generator,
+    request: Request,
+    mode: str,
+    width: int,
+    seqs: SequenceManager,
+    rng: np.random.Generator,
     decay: float,
 ) -> tuple[int, int, int]:
     """Run one request; returns (sum of shared pages, sum of unshared pages, COW copies)."""
@@ -87,8 +91,8 @@ def run(
     quick: bool = False,
     seed: int = 0,
     requests: int = 300,
-    workload: str = 'alpaca',
-    widths: str = '2,4,6',
+    workload: str = "alpaca",
+    widths: str = "2,4,6",
     page_size: int = 16,
     beam_decay: float = 0.5,
 ) -> Report:
@@ -98,8 +102,12 @@ def run(
     trace = generate(workload, requests, seed)
     longest = max(r.final_len for r in trace)
     config = CacheConfig(
-        num_pages=max(ns) * (_pages(longest, page_size) + 2), page_size=page_size,
-        num_layers=1, num_kv_heads=1, head_dim=1, enable_prefix_caching=False,
+        num_pages=max(ns) * (_pages(longest, page_size) + 2),
+        page_size=page_size,
+        num_layers=1,
+        num_kv_heads=1,
+        head_dim=1,
+        enable_prefix_caching=False,
     )
     seqs = SequenceManager(KVCachePool(config))
     rng = np.random.default_rng(seed)
@@ -113,7 +121,9 @@ def run(
             shared, unshared, cows = shared + s, unshared + u, cows + c
         saving = 100.0 * (1 - shared / unshared)
         data.setdefault(mode, {})[width] = {
-            "saving_pct": saving, "shared_pages": shared, "unshared_pages": unshared,
+            "saving_pct": saving,
+            "shared_pages": shared,
+            "unshared_pages": unshared,
             "cow_copies": cows,
         }
         rows.append([mode, width, round(saving, 1), shared, unshared, cows, PAPER[mode]])
@@ -125,8 +135,15 @@ def run(
             f"bench sharing: {requests} {workload}-like requests, page {page_size}, "
             "pages summed over every decode step"
         ),
-        columns=["mode", "n or k", "saving %", "pages shared", "pages unshared", "COW copies",
-                 "paper (Alpaca)"],
+        columns=[
+            "mode",
+            "n or k",
+            "saving %",
+            "pages shared",
+            "pages unshared",
+            "COW copies",
+            "paper (Alpaca)",
+        ],
         rows=rows,
         notes=[
             f"parallel sampling saves {min(v['saving_pct'] for v in ps.values()):.1f}-"
@@ -163,4 +180,3 @@ def figure(report: Report):
     ax.legend()
     fig.tight_layout()
     return fig
-

@@ -31,9 +31,7 @@ MIXES = {"read-heavy": 0.9, "write-heavy": 0.2}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--ops", type=int, default=30_000, help="operations per run, all threads together"
-    )
+    parser.add_argument("--ops", type=int, default=30_000, help="operations per run, all threads together")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--repeat", type=int, default=5, help="best of this many runs")
 
@@ -73,16 +71,12 @@ def _worker(target: LockedManager, index: int, ops: int, read_fraction: float, s
 DESIGNS: dict[str, type[CoarseLock | ReadWriteLock]] = {"coarse": CoarseLock, "rwlock": ReadWriteLock}
 
 
-def measure(
-    design: str, threads: int, ops: int, read_fraction: float = 0.2, seed: int = 0
-) -> float:
+def measure(design: str, threads: int, ops: int, read_fraction: float = 0.2, seed: int = 0) -> float:
     """Operations/s of `threads` threads sharing `ops` operations under one lock design
     ("coarse" or "rwlock"); the run ends with check_invariants()."""
     config = CacheConfig(num_pages=4096, page_size=16, num_layers=1, num_kv_heads=1, head_dim=1)
     target = LockedManager(SequenceManager(KVCachePool(config)), DESIGNS[design]())
-    seconds = time_threads(
-        lambda i: _worker(target, i, ops // threads, read_fraction, seed), threads
-    )
+    seconds = time_threads(lambda i: _worker(target, i, ops // threads, read_fraction, seed), threads)
     target.check_invariants()
     return ops // threads * threads / seconds
 
@@ -95,9 +89,7 @@ def compare(
     best = dict.fromkeys(cases, 0.0)
     for _ in range(repeat):
         for design, mix, n in cases:
-            best[design, mix, n] = max(
-                best[design, mix, n], measure(design, n, ops, MIXES[mix], seed)
-            )
+            best[design, mix, n] = max(best[design, mix, n], measure(design, n, ops, MIXES[mix], seed))
     return best
 
 
@@ -112,10 +104,7 @@ def run(
     if quick:
         ops, repeat = 1_500, 1
     cases = [(design, mix, n) for mix in MIXES for design in DESIGNS for n in threads]
-    data = {
-        f"{d}/{m}/{n}": rate
-        for (d, m, n), rate in compare(cases, ops, repeat, seed).items()
-    }
+    data = {f"{d}/{m}/{n}": rate for (d, m, n), rate in compare(cases, ops, repeat, seed).items()}
     rows = [
         [
             design,
@@ -133,10 +122,7 @@ def run(
             notes.append(f"{mix}, {n} threads: coarse / rwlock = {ratio:.2f}x")
     return Report(
         plotter=figure,
-        title=(
-            f"bench threads: {ops} operations per run, 4096 pages of 16 "
-            f"(best of {repeat})"
-        ),
+        title=(f"bench threads: {ops} operations per run, 4096 pages of 16 (best of {repeat})"),
         columns=["design", "mix", "threads", "ops/s", f"vs coarse, {threads[0]} thread(s)"],
         rows=rows,
         notes=notes,
@@ -169,4 +155,3 @@ def figure(report: Report):
     fig.legend(*ax.get_legend_handles_labels(), loc="upper center", ncol=2, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
-

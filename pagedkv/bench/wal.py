@@ -32,9 +32,7 @@ POLICIES = ("never", "batch 64", "batch 8", "always")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--sequences", type=int, default=300, help="sequences admitted, grown and freed"
-    )
+    parser.add_argument("--sequences", type=int, default=300, help="sequences admitted, grown and freed")
     parser.add_argument("--dir", default=None, help="where to put the temporary stores")
 
 

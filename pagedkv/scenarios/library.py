@@ -132,8 +132,7 @@ def _eviction(num_pages: int, page_size: int) -> list[Action]:
 
 def _parallel(num_pages: int, page_size: int) -> list[Action]:
     first = (
-        "each sample draws its own token: writing into the shared last page copies it "
-        "first (copy-on-write)"
+        "each sample draws its own token: writing into the shared last page copies it first (copy-on-write)"
     )
     shares = "fork: the new sample shares every page, no page is copied"
     return [
@@ -146,9 +145,7 @@ def _parallel(num_pages: int, page_size: int) -> list[Action]:
 
 
 def _beam_search(num_pages: int, page_size: int) -> list[Action]:
-    step = (
-        "beam step: keep the 3 best continuations; forked beams share pages, dropped ones are freed"
-    )
+    step = "beam step: keep the 3 best continuations; forked beams share pages, dropped ones are freed"
     return [
         _add("beam.0", "Paged attention ", "the prompt becomes beam.0"),
         *[Action("beam", "beam", width=3, caption=step) for _ in range(8)],
@@ -186,7 +183,10 @@ def _chunked(num_pages: int, page_size: int) -> list[Action]:
         *[Action("schedule", caption=step) for _ in range(9)],
         Action("abort", "chat", caption="chat is aborted: its pages go as a finish releases them"),
         Action(
-            "request", "chat_again", text=CHAT_PROMPT, width=4,
+            "request",
+            "chat_again",
+            text=CHAT_PROMPT,
+            width=4,
             caption="chat_again sends the same prompt: it hits chat's CACHED pages",
         ),
         Action("schedule", caption=step),
@@ -245,8 +245,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "beam",
             "Beam search: forked beams share pages",
-            "Beams that survive are forked, beams that fall behind are freed; common "
-            "prefixes stay shared.",
+            "Beams that survive are forked, beams that fall behind are freed; common prefixes stay shared.",
             24,
             4,
             _beam_search,

@@ -247,9 +247,7 @@ class ScenarioRun:
     def new_id(self, prefix: str) -> str:
         """The first of prefix1, prefix2, ... that no sequence of this run has used."""
         return next(
-            f"{prefix}{k}"
-            for k in range(1, len(self.seen_ids) + 2)
-            if f"{prefix}{k}" not in self.seen_ids
+            f"{prefix}{k}" for k in range(1, len(self.seen_ids) + 2) if f"{prefix}{k}" not in self.seen_ids
         )
 
     # ---- the operations --------------------------------------------------------------------
@@ -318,9 +316,7 @@ class ScenarioRun:
 
     def _check_unscheduled(self, seq_id: Hashable) -> None:
         if self._scheduled(seq_id):
-            raise ValueError(
-                f"{seq_id!r} belongs to the scheduler; it cannot be forked or finished"
-            )
+            raise ValueError(f"{seq_id!r} belongs to the scheduler; it cannot be forked or finished")
 
     def _fork(self, action: Action, record: ActionRecord) -> None:
         self._check_unscheduled(action.parent)
@@ -403,9 +399,7 @@ class ScenarioRun:
             raise ValueError(f"{action.seq_id!r} is a live sequence; pick another id")
         self.scheduler.add_request(action.seq_id, self.model.encode(action.text), action.width)
         self.seen_ids.add(action.seq_id)
-        record.note = (
-            f"{action.seq_id} waits in the scheduler's queue ({len(action.text)} prompt tokens)"
-        )
+        record.note = f"{action.seq_id} waits in the scheduler's queue ({len(action.text)} prompt tokens)"
 
     def _schedule(self, action: Action, record: ActionRecord) -> None:
         """One scheduler step: decode the running, admit the waiting, preempt when short."""

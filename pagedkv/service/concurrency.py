@@ -136,9 +136,7 @@ class LockedManager:
     Change it inside `exclusive()` only, computing K/V before leaving (see the module
     docstring); read it through the methods below, which return copies."""
 
-    def __init__(
-        self, manager: SequenceManager, lock: CoarseLock | ReadWriteLock | None = None
-    ) -> None:
+    def __init__(self, manager: SequenceManager, lock: CoarseLock | ReadWriteLock | None = None) -> None:
         if not isinstance(manager, SequenceManager):
             raise TypeError(f"manager must be a SequenceManager, got {type(manager).__name__}")
         self._manager = manager

@@ -167,9 +167,7 @@ class DurableSequenceManager(SequenceManager):
         if cow:
             self._kv_dirty = True
             self._verify(self.cow_log[-1] == tuple(cow), "append", seq_id)
-        self._verify(
-            not alloc or self.sequences[seq_id].block_table[-1] == alloc[0], "append", seq_id
-        )
+        self._verify(not alloc or self.sequences[seq_id].block_table[-1] == alloc[0], "append", seq_id)
         return slot
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
@@ -177,9 +175,7 @@ class DurableSequenceManager(SequenceManager):
         check_seq_id("child_id", child_id)
         if child_id in self.sequences:
             raise ValueError(f"child_id {child_id!r} is already a live sequence")
-        self._log(
-            {"op": "fork", "parent": parent_id, "child": child_id, "clock": self.pool.clock + 1}
-        )
+        self._log({"op": "fork", "parent": parent_id, "child": child_id, "clock": self.pool.clock + 1})
         super().fork(parent_id, child_id)
 
     def free(self, seq_id: Hashable) -> None:

@@ -112,9 +112,7 @@ class ServiceEngine:
             with self.locked.exclusive():
                 self._logits.update(zip(uncomputed, self.model.forward(manager, uncomputed)))
         self.checkpointer = (
-            Checkpointer(self.durable, self.locked, checkpoint_every)
-            if self.durable is not None
-            else None
+            Checkpointer(self.durable, self.locked, checkpoint_every) if self.durable is not None else None
         )
         for line in discarded_lines(self.recovery):
             log.warning("%s: %s", wal, line)

@@ -188,9 +188,7 @@ class _CacheCollector(Collector):
             "Prompt tokens looked up in the prefix cache.",
             c["prefix_queries"],
         )
-        yield counter(
-            "prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"]
-        )
+        yield counter("prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"])
         yield gauge(
             "prefix_cache_hit_ratio",
             "Prompt tokens served by cached pages / prompt tokens looked up.",
@@ -204,11 +202,13 @@ class _CacheCollector(Collector):
         yield gauge("num_requests_waiting", "Waiting requests.", waiting)
         if m.log is not None:  # plain ints, read without the lock
             yield counter(
-                "wal_records", "Write-ahead log records written (the last record number).",
+                "wal_records",
+                "Write-ahead log records written (the last record number).",
                 m.log.last_seq,
             )
             yield counter(
-                "wal_fsyncs", "fsync calls on the write-ahead log since it was opened.",
+                "wal_fsyncs",
+                "fsync calls on the write-ahead log since it was opened.",
                 m.log.fsyncs,
             )
             yield from _recovery_metrics(m.recovery)
@@ -250,17 +250,17 @@ def _vllm_metrics(
     """The same values under vLLM v1's names and labels."""
     labels, values = ["model_name", "engine"], [model_name, "0"]
     for kind, name, doc, value in (
-        (GaugeMetricFamily, "kv_cache_usage_perc", "Same as pagedkv_kv_cache_usage_perc.",
-         c["usage"]),
-        (CounterMetricFamily, "prefix_cache_queries", "Same as pagedkv_prefix_cache_queries.",
-         c["prefix_queries"]),
-        (CounterMetricFamily, "prefix_cache_hits", "Same as pagedkv_prefix_cache_hits.",
-         c["prefix_hits"]),
+        (GaugeMetricFamily, "kv_cache_usage_perc", "Same as pagedkv_kv_cache_usage_perc.", c["usage"]),
+        (
+            CounterMetricFamily,
+            "prefix_cache_queries",
+            "Same as pagedkv_prefix_cache_queries.",
+            c["prefix_queries"],
+        ),
+        (CounterMetricFamily, "prefix_cache_hits", "Same as pagedkv_prefix_cache_hits.", c["prefix_hits"]),
         (CounterMetricFamily, "num_preemptions", "Same as pagedkv_num_preemptions.", preemptions),
-        (GaugeMetricFamily, "num_requests_running", "Same as pagedkv_num_requests_running.",
-         running),
-        (GaugeMetricFamily, "num_requests_waiting", "Same as pagedkv_num_requests_waiting.",
-         waiting),
+        (GaugeMetricFamily, "num_requests_running", "Same as pagedkv_num_requests_running.", running),
+        (GaugeMetricFamily, "num_requests_waiting", "Same as pagedkv_num_requests_waiting.", waiting),
     ):
         family = kind(f"vllm:{name}", doc, labels=labels)
         family.add_metric(values, value)

@@ -65,9 +65,7 @@ def _read_config(directory: Path) -> CacheConfig:
     expected = int(np.prod(config.kv_shape)) * np.dtype(config.dtype).itemsize
     size = (directory / KV).stat().st_size
     if size != expected:
-        raise StoreFileError(
-            directory / KV, f"holds {size} bytes; the config needs exactly {expected}"
-        )
+        raise StoreFileError(directory / KV, f"holds {size} bytes; the config needs exactly {expected}")
     return config
 
 

@@ -46,12 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--wal",
         metavar="PATH",
-        help="store directory: write-ahead log, checkpoints, K/V file; "
-        "recovered on start when it exists",
+        help="store directory: write-ahead log, checkpoints, K/V file; recovered on start when it exists",
     )
-    parser.add_argument(
-        "--fsync", default="always", help="WAL fsync policy: always | never | 'batch N'"
-    )
+    parser.add_argument("--fsync", default="always", help="WAL fsync policy: always | never | 'batch N'")
     parser.add_argument(
         "--checkpoint-every",
         type=int,
@@ -249,13 +246,13 @@ class ServerProcess:
         line = self.stdout.readline()
         if not line.startswith("pagedkv serving on "):
             self.process.kill()
-            raise RuntimeError(f"server did not start: {line!r} {self._errors()}")
+            raise RuntimeError(f"server did not start: {line!r} {self.log_tail()}")
         self.port = int(line.split()[-1].rsplit(":", 1)[1])
         deadline = time.monotonic() + self.timeout
         while not self._healthy():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.process.kill()
-                raise RuntimeError(f"server did not answer /health: {self._errors()}")
+                raise RuntimeError(f"server did not answer /health: {self.log_tail()}")
             time.sleep(0.02)
         self.url = line.split()[-1]
         return self
@@ -274,7 +271,8 @@ class ServerProcess:
         finally:
             connection.close()
 
-    def _errors(self) -> str:
+    def log_tail(self) -> str:
+        """The last 2,000 characters the server wrote to stderr (its log)."""
         self.stderr.seek(0)
         return self.stderr.read().decode(errors="replace")[-2000:]
 

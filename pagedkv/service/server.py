@@ -232,9 +232,7 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
                 f"max_new_tokens is {body.max_new_tokens}; this server decodes at most "
                 f"{engine.limits.max_new_tokens} per request"
             )
-        return answer(
-            engine.generate(seq_id, body.max_new_tokens, body.temperature, body.seed, key=key)
-        )
+        return answer(engine.generate(seq_id, body.max_new_tokens, body.temperature, body.seed, key=key))
 
     @app.post("/sequences/{seq_id}/append")
     def append(seq_id: PathSeqId, body: AppendTokens, key: IdempotencyKey = None) -> JSONResponse:

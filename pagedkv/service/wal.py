@@ -66,9 +66,7 @@ class FsyncPolicy:
         if not isinstance(self.mode, str):
             raise TypeError(f"fsync mode must be a str, got {type(self.mode).__name__}")
         if self.mode not in ("always", "batch", "never"):
-            raise ValueError(
-                f"fsync mode must be 'always', 'batch N' or 'never', got {self.mode!r}"
-            )
+            raise ValueError(f"fsync mode must be 'always', 'batch N' or 'never', got {self.mode!r}")
         check_int("fsync batch size", self.every, 1)
 
     @classmethod
@@ -128,9 +126,7 @@ def read_log(path: Path | str) -> tuple[list[Record], int]:
     while offset < len(data):
         record = _parse_at(data, offset)
         if record is not None and records and record.seq != records[-1].seq + 1:
-            raise WALCorruptionError(
-                path, offset, f"sequence number {record.seq} follows {records[-1].seq}"
-            )
+            raise WALCorruptionError(path, offset, f"sequence number {record.seq} follows {records[-1].seq}")
         if record is None:
             later = _next_valid(data, offset)
             if later is not None:
@@ -179,9 +175,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 class WriteAheadLog:
     """Appends records to a log file under an fsync policy."""
 
-    def __init__(
-        self, path: Path | str, next_seq: int, fsync: FsyncPolicy | str = "always"
-    ) -> None:
+    def __init__(self, path: Path | str, next_seq: int, fsync: FsyncPolicy | str = "always") -> None:
         """Open an existing log (intact part ending at its current size) for appending."""
         self.path = Path(path)
         self.policy = FsyncPolicy.parse(fsync)

@@ -71,9 +71,7 @@ def run_workload(
             else:
                 model.forward(manager, [seq_id])
         elif r < 0.65:
-            picks = rng.choice(
-                len(live), size=min(len(live), int(rng.integers(1, 4))), replace=False
-            )
+            picks = rng.choice(len(live), size=min(len(live), int(rng.integers(1, 4))), replace=False)
             grown = []
             for i in picks:
                 try:
@@ -198,15 +196,22 @@ def crash_during(
 
     def wal_records() -> float:
         text = httpx.get(f"{server.url}/metrics", headers=server.headers).text
-        return next(float(line.split()[1]) for line in text.splitlines()
-                    if line.startswith("pagedkv_wal_records_total "))
+        return next(
+            float(line.split()[1])
+            for line in text.splitlines()
+            if line.startswith("pagedkv_wal_records_total ")
+        )
 
     start, answered = wal_records(), []
 
     def send() -> None:
         try:
-            r = httpx.post(f"{server.url}{path}", json=body, timeout=timeout,
-                           headers={**server.headers, "Idempotency-Key": key})
+            r = httpx.post(
+                f"{server.url}{path}",
+                json=body,
+                timeout=timeout,
+                headers={**server.headers, "Idempotency-Key": key},
+            )
             answered.append(r.status_code)
         except httpx.HTTPError:
             pass
@@ -231,9 +236,7 @@ def main(argv: SequenceLike[str] | None = None) -> None:
     parser.add_argument(
         "--die-at", type=int, default=0, metavar="SEQ", help="SIGKILL while writing record SEQ"
     )
-    parser.add_argument(
-        "--torn-bytes", type=int, default=0, help="bytes of that record written first"
-    )
+    parser.add_argument("--torn-bytes", type=int, default=0, help="bytes of that record written first")
     args = parser.parse_args(argv)
     model = TinyLM(seed=0)
     manager = DurableSequenceManager.create(args.directory, workload_config(model), args.fsync)

@@ -32,6 +32,7 @@ def __getattr__(name: str) -> object:
         return getattr(import_module(_WIDGETS[name], __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "VIEWS",
     "Dashboard",

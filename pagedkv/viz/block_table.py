@@ -30,8 +30,8 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..pool import Event, PoolSnapshot
 from .palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
-from .tokens import token_pages_html
 from .projector import projector
+from .tokens import token_pages_html
 
 COW_COLOR = VICTIM_COLOR  # vermillion: the page that was written was a copy
 
@@ -144,13 +144,9 @@ def plot_block_tables(
     if not seqs:
         ax.text(width / 2, 0.5, "no live sequence", ha="center", va="center", color="#666666")
     keys = {
-        "shared": Patch(
-            facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"
-        ),
+        "shared": Patch(facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"),
         "hit": Patch(facecolor="white", edgecolor=HIT_COLOR, linewidth=2.5, label="prefix hit"),
-        "cow": Patch(
-            facecolor="white", edgecolor=COW_COLOR, linewidth=2.5, label="copy-on-write (←source)"
-        ),
+        "cow": Patch(facecolor="white", edgecolor=COW_COLOR, linewidth=2.5, label="copy-on-write (←source)"),
     }
     handles = [patch for mark, patch in keys.items() if mark in shown]
     if handles:

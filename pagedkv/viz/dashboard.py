@@ -119,21 +119,15 @@ class Dashboard(widgets.VBox):
         self.prompt = widgets.Text(
             value="Hello, pages!", description="Prompt", layout=width(width="300px")
         ).add_class("pagedkv-prompt")
-        self.prefix_picker = widgets.Dropdown(
-            description="Prefix of", layout=width(width="220px")
-        ).add_class("pagedkv-prefix")
-        self.add_button = widgets.Button(description="Add request", icon="plus").add_class(
-            "pagedkv-add"
+        self.prefix_picker = widgets.Dropdown(description="Prefix of", layout=width(width="220px")).add_class(
+            "pagedkv-prefix"
         )
-        self.seq_picker = widgets.Dropdown(
-            description="Sequence", layout=width(width="220px")
-        ).add_class("pagedkv-seq")
-        self.fork_button = widgets.Button(description="Fork", icon="code-branch").add_class(
-            "pagedkv-fork"
+        self.add_button = widgets.Button(description="Add request", icon="plus").add_class("pagedkv-add")
+        self.seq_picker = widgets.Dropdown(description="Sequence", layout=width(width="220px")).add_class(
+            "pagedkv-seq"
         )
-        self.finish_button = widgets.Button(description="Finish", icon="check").add_class(
-            "pagedkv-finish"
-        )
+        self.fork_button = widgets.Button(description="Fork", icon="code-branch").add_class("pagedkv-fork")
+        self.finish_button = widgets.Button(description="Finish", icon="check").add_class("pagedkv-finish")
         self.decode_button = widgets.Button(
             description="Decode all", icon="forward",
             tooltip="your own action: one more token for every live sequence",
@@ -147,9 +141,7 @@ class Dashboard(widgets.VBox):
             [self.confirm_text, self.discard_button, self.stay_button],
             layout=width(display="none"),
         ).add_class("pagedkv-confirm")
-        self.heatmap = widgets.Image(format="png", layout=width(width="100%")).add_class(
-            "pagedkv-heatmap"
-        )
+        self.heatmap = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-heatmap")
         self.lru = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-lru")
         self.lifecycle = widgets.Image(format="png", layout=width(width="100%")).add_class(
             "pagedkv-lifecycle"
@@ -279,9 +271,7 @@ class Dashboard(widgets.VBox):
         self.run.apply(action)
         self.render()
 
-    def load(
-        self, scenario: str, num_pages: int | None = None, page_size: int | None = None
-    ) -> None:
+    def load(self, scenario: str, num_pages: int | None = None, page_size: int | None = None) -> None:
         """Start another scenario (or the same one on another pool geometry) at step 0."""
         self.run = ScenarioRun(scenario, num_pages, page_size, self.model)
         self.palette.clear()
@@ -370,9 +360,7 @@ class Dashboard(widgets.VBox):
         lru_map.update(snap, events)
         self.heatmap.value = pool_map.png()
         self.lru.value = lru_map.png()
-        taken = (
-            step_transitions(run.snapshots[-2], snap, run.records[-1].events) if run.records else []
-        )
+        taken = step_transitions(run.snapshots[-2], snap, run.records[-1].events) if run.records else []
         if taken != self._taken or not self.lifecycle.value:
             self._taken = taken
             self.lifecycle.value = lifecycle_png(taken)
@@ -399,9 +387,7 @@ class Dashboard(widgets.VBox):
                     keep = picker.value
                     picker.options = options
                     picker.value = (
-                        keep
-                        if keep in [v for _, v in options]
-                        else (options[0][1] if options else None)
+                        keep if keep in [v for _, v in options] else (options[0][1] if options else None)
                     )
         finally:
             self._syncing = False

@@ -59,9 +59,7 @@ STYLES = {
 
 def _lengths(snapshot: PoolSnapshot) -> dict[Hashable, int]:
     """seq id -> tokens, from the fill of the pages in its block table."""
-    return {
-        s: int(snapshot.fill[list(t)].sum()) if t else 0 for s, t in snapshot.block_tables.items()
-    }
+    return {s: int(snapshot.fill[list(t)].sum()) if t else 0 for s, t in snapshot.block_tables.items()}
 
 
 def _check_step(snapshots: Sequence[PoolSnapshot], step: int | None) -> int:
@@ -197,17 +195,13 @@ def _draw_strip(
     ax.imshow(image.reshape(rows, width, 4), interpolation="nearest", aspect="auto")
     for marker, slots in marks.items():
         if len(slots):
-            ax.scatter(
-                slots % width, slots // width, marker=marker, s=14, color="#333333", linewidths=0.7
-            )
+            ax.scatter(slots % width, slots // width, marker=marker, s=14, color="#333333", linewidths=0.7)
     for start, length in boxes:
         slot = start
         while slot < start + length:  # one outline per row the run crosses
             r, c = divmod(slot, width)
             span = min(width - c, start + length - slot)
-            ax.add_patch(
-                Rectangle((c - 0.5, r - 0.5), span, 1, fill=False, edgecolor="black", linewidth=1.3)
-            )
+            ax.add_patch(Rectangle((c - 0.5, r - 0.5), span, 1, fill=False, edgecolor="black", linewidth=1.3))
             slot += span
     ax.set_xticks([])
     ax.set_yticks(range(rows), [str(r * width) for r in range(rows)], fontsize=7)

@@ -157,10 +157,7 @@ def build_frame(
     px, panels = dpi / 72, []
     for view, ax, key_ax in axes:
         xs = ax.transData.transform(np.c_[np.arange(cols + 1) - 0.5, np.zeros(cols + 1)])[:, 0]
-        ys = (
-            height
-            - ax.transData.transform(np.c_[np.zeros(rows + 1), np.arange(rows + 1) - 0.5])[:, 1]
-        )
+        ys = height - ax.transData.transform(np.c_[np.zeros(rows + 1), np.arange(rows + 1) - 0.5])[:, 1]
         xe, ye = np.round(xs).astype(int), np.round(ys).astype(int)  # cell edges in pixels
         pixels, owners, boxes = [], [], []
         for pid in range(num_pages):

@@ -120,9 +120,7 @@ class PoolHeatmap:
         if panel_width is None:  # a lone panel gets room for its legend and a long title
             panel_width = 11.0 if len(views) == 1 else 5.5
         if not isinstance(panel_width, (int, float)) or not 2 <= panel_width <= 20:
-            raise ValueError(
-                f"panel_width must be a number of inches in [2, 20], got {panel_width!r}"
-            )
+            raise ValueError(f"panel_width must be a number of inches in [2, 20], got {panel_width!r}")
         self.num_pages, self.page_size, self.views = int(num_pages), int(page_size), views
         self.show_clock = bool(show_clock)
         self.palette = palette if palette is not None else DEFAULT_PALETTE
@@ -220,9 +218,7 @@ class PoolHeatmap:
             )
         else:
             panel.victim = -1
-            panel.title = (
-                "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
-            )
+            panel.title = "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
         return rgba, labels
 
     def _wrap(self, seq_id: Hashable) -> str:
@@ -302,9 +298,7 @@ class PoolHeatmap:
             if not self.labelled:
                 continue
             centers = (boxes[:, :2] + boxes[:, 2:]) / 2
-            for (x, y), label, dark in zip(
-                centers.tolist(), panel.labels, panel.dark.tolist(), strict=True
-            ):
+            for (x, y), label, dark in zip(centers.tolist(), panel.labels, panel.dark.tolist(), strict=True):
                 color = "white" if dark else "black"
                 lines = label.split("\n")
                 sizes = [size] * len(lines)  # every line readable: none shrinks
@@ -339,9 +333,7 @@ class PoolHeatmap:
         )
 
 
-def _last_holders(
-    snapshot: PoolSnapshot, events: Iterable[Event] | None
-) -> dict[int, Hashable]:
+def _last_holders(snapshot: PoolSnapshot, events: Iterable[Event] | None) -> dict[int, Hashable]:
     """CACHED page id -> the sequence whose release made it CACHED (its latest `cache`
     event); empty without events. The snapshot does not keep this: a CACHED page has no
     block table, so its history is the only place that names it."""

@@ -88,8 +88,7 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
     ax = fig.add_subplot()
     ax.imshow(image, interpolation="nearest", aspect="auto")
     empty = np.argwhere(
-        (snapshot.state == PageState.ACTIVE)[None, :]
-        & (np.arange(size)[:, None] >= snapshot.fill[None, :])
+        (snapshot.state == PageState.ACTIVE)[None, :] & (np.arange(size)[:, None] >= snapshot.fill[None, :])
     )
     ax.scatter(empty[:, 1], empty[:, 0], marker="x", s=18, color="#444444", linewidths=0.8)
     ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
@@ -112,9 +111,7 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
         fontsize=10,
         loc="left",
     )
-    owners = [
-        snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))
-    ]
+    owners = [snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))]
     handles = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:8]]
     present = [  # only what the picture shows
         (counts["internal_fragmentation"], EMPTY_SLOT_COLOR, "× empty slot of an ACTIVE page"),
@@ -122,9 +119,7 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
         (counts["free"], STATE_COLORS[PageState.FREE], "FREE page"),
     ]
     handles += [
-        Patch(facecolor=color, edgecolor="#444444", label=label)
-        for count, color, label in present
-        if count
+        Patch(facecolor=color, edgecolor="#444444", label=label) for count, color, label in present if count
     ]
     fig.legend(
         handles=handles,
@@ -143,9 +138,7 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
     steps = np.arange(len(snapshots))
     pages = np.array([s.usage for s in snapshots])
     tokens = np.array([s.token_usage for s in snapshots])
-    cached = np.array(
-        [np.count_nonzero(s.state == PageState.CACHED) / s.num_pages for s in snapshots]
-    )
+    cached = np.array([np.count_nonzero(s.state == PageState.CACHED) / s.num_pages for s in snapshots])
     fig = Figure(figsize=(7.5, 3.2), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -191,9 +184,7 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
     return projector(fig)
 
 
-def plot_series(
-    series: dict[str, Sequence[float]], xlabel: str, ylabel: str, title: str = ""
-) -> Figure:
+def plot_series(series: dict[str, Sequence[float]], xlabel: str, ylabel: str, title: str = "") -> Figure:
     """One line per named series over a shared x (e.g. the naive cache and pagedkv, request by
     request): the side-by-side pictures of notebook 08."""
     if not series:

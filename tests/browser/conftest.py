@@ -72,9 +72,7 @@ def browser(chromium: Path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        chrome = playwright.chromium.launch(
-            executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS
-        )
+        chrome = playwright.chromium.launch(executable_path=str(chromium), headless=True, args=CHROMIUM_ARGS)
         try:
             yield chrome
         finally:

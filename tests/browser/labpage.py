@@ -82,9 +82,7 @@ class NotebookPage:
 
     def wait_idle(self, timeout_ms: int = IDLE_TIMEOUT_MS) -> None:
         """Until the status bar shows the ipykernel kernel as Idle."""
-        self.status_bar().filter(has_text="(ipykernel)").filter(has_text="Idle").wait_for(
-            timeout=timeout_ms
-        )
+        self.status_bar().filter(has_text="(ipykernel)").filter(has_text="Idle").wait_for(timeout=timeout_ms)
 
     def menu(self, menu: str, item: str) -> None:
         """Click a menu-bar menu, then one of its items (exact labels)."""
@@ -125,8 +123,9 @@ class NotebookPage:
             if prompts and condition(prompts, self._status()):
                 return
             self.page.wait_for_timeout(250)
-        raise AssertionError(f"waited {timeout_ms / 1000:.0f} s for {what}: prompts {prompts}, "
-                             f"status bar {self._status()!r}")
+        raise AssertionError(
+            f"waited {timeout_ms / 1000:.0f} s for {what}: prompts {prompts}, status bar {self._status()!r}"
+        )
 
     def save(self) -> None:
         """File > Save Notebook; returns once the tab no longer shows unsaved changes."""
@@ -176,8 +175,9 @@ class NotebookPage:
         cell = self.page.locator(f"{NOTEBOOK} .jp-Cell").filter(has=inner)
         viewport = self.page.viewport_size
         height = cell.bounding_box()["height"]
-        self.page.set_viewport_size({"width": viewport["width"],
-                                     "height": max(viewport["height"], int(height) + 300)})
+        self.page.set_viewport_size(
+            {"width": viewport["width"], "height": max(viewport["height"], int(height) + 300)}
+        )
         try:
             cell.scroll_into_view_if_needed()
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -102,9 +102,7 @@ class JupyterLabServer:
         return env
 
     def start(self) -> None:
-        shutil.copytree(
-            NOTEBOOKS, self.notebook_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints")
-        )
+        shutil.copytree(NOTEBOOKS, self.notebook_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         for name, values in USER_SETTINGS.items():
             path = self.workdir / "user-settings" / name
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,8 +111,12 @@ class JupyterLabServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                self.command(), cwd=ROOT, env=self.environment(),
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.command(),
+                cwd=ROOT,
+                env=self.environment(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
             )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -127,8 +129,9 @@ class JupyterLabServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError):
                 time.sleep(0.25)
         self.stop()
-        raise RuntimeError(f"JupyterLab did not answer /api/status within "
-                           f"{self.startup_timeout:.0f} s:\n{self.log_tail()}")
+        raise RuntimeError(
+            f"JupyterLab did not answer /api/status within {self.startup_timeout:.0f} s:\n{self.log_tail()}"
+        )
 
     def stop(self, timeout: float = 30.0) -> None:
         """POST /api/shutdown (kernels included); kill the process only if that fails."""
@@ -150,7 +153,8 @@ class JupyterLabServer:
     def api(self, method: str, path: str) -> object:
         """One authenticated REST call; the decoded JSON answer (None when empty)."""
         request = urllib.request.Request(
-            self.base_url + path, method=method,
+            self.base_url + path,
+            method=method,
             headers={"Authorization": f"token {self.token}"},
         )
         with urllib.request.urlopen(request, timeout=10) as response:

@@ -53,9 +53,7 @@ class Dashboard:
     def wait_step(self, n: int) -> None:
         """Until the counter reads step n, then the kernel Idle (pictures may land a moment
         later; `pictures()` waits for them)."""
-        self.counter.filter(has_text=re.compile(rf"\bstep {n}\b", re.IGNORECASE)).wait_for(
-            timeout=60_000
-        )
+        self.counter.filter(has_text=re.compile(rf"\bstep {n}\b", re.IGNORECASE)).wait_for(timeout=60_000)
         self.nb.wait_idle()
 
     def log_count(self, pattern: re.Pattern) -> int:
@@ -84,8 +82,17 @@ def dashboard(open_notebook) -> Dashboard:
     nb = open_notebook(START)
     nb.run_all()
     dash = Dashboard(nb)
-    for name in ("step_button", "back_button", "reset_button", "play", "scenario", "counter",
-                 "heatmap", "lru", "log"):
+    for name in (
+        "step_button",
+        "back_button",
+        "reset_button",
+        "play",
+        "scenario",
+        "counter",
+        "heatmap",
+        "lru",
+        "log",
+    ):
         assert getattr(dash, name).count() == 1, f"{START} should show one dashboard {name}"
     assert dash.step_button.text_content().strip() == "Step"
     assert dash.back_button.text_content().strip() == "Back"
@@ -127,8 +134,9 @@ def test_step_back_and_eviction_scenario(dashboard, screenshot_dir):
     nb.wait_image_equal(dash.lru, history[n - 1][1])
 
     # The eviction scenario, stepped to its end: evictions logged, LRU picture changed.
-    options = [o for o in dash.scenario.locator("option").all_text_contents()
-               if re.search("evict", o, re.IGNORECASE)]
+    options = [
+        o for o in dash.scenario.locator("option").all_text_contents() if re.search("evict", o, re.IGNORECASE)
+    ]
     assert len(options) == 1, f"one eviction scenario expected among the options: {options}"
     dash.scenario.select_option(label=options[0])
     nb.wait_idle()
@@ -142,9 +150,9 @@ def test_step_back_and_eviction_scenario(dashboard, screenshot_dir):
             break
         try:
             dash.step_button.click(timeout=END_WAIT_MS)
-            dash.counter.filter(
-                has_text=re.compile(rf"\bstep {steps + 1}\b", re.IGNORECASE)
-            ).wait_for(timeout=END_WAIT_MS)
+            dash.counter.filter(has_text=re.compile(rf"\bstep {steps + 1}\b", re.IGNORECASE)).wait_for(
+                timeout=END_WAIT_MS
+            )
         except PlaywrightTimeoutError:  # Step went off, or changed nothing: the end
             break
         steps += 1

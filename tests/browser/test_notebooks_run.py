@@ -22,16 +22,16 @@ NOTEBOOK_NAMES = sorted(path.name for path in NOTEBOOKS.glob("[0-9]*.ipynb"))
 def _saved_code_cells(jupyterlab, name: str) -> list[dict]:
     """The code cells with source, as the page saved them (contents API)."""
     model = jupyterlab.api("GET", f"/api/contents/{name}?content=1&type=notebook")
-    return [c for c in model["content"]["cells"]
-            if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+    return [c for c in model["content"]["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
 def _check_ran_cleanly(nb, jupyterlab, name: str) -> None:
     assert nb.error_outputs() == [], f"{name} shows an error output"
     nb.save()
     code = _saved_code_cells(jupyterlab, name)
-    errors = [f"{o['ename']}: {o['evalue']}" for c in code for o in c["outputs"]
-              if o["output_type"] == "error"]
+    errors = [
+        f"{o['ename']}: {o['evalue']}" for c in code for o in c["outputs"] if o["output_type"] == "error"
+    ]
     assert errors == [], f"{name} saved error outputs"
     counts = [c["execution_count"] for c in code]
     assert counts == list(range(1, len(code) + 1)), f"{name}: not every code cell ran: {counts}"
@@ -51,24 +51,40 @@ def test_run_all_cells_completes_without_errors(open_notebook, jupyterlab, name)
 
 
 def _write_notebook(path, sources: list[str]) -> None:
-    cells = [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-              "source": src} for src in sources]
-    path.write_text(json.dumps({
-        "cells": cells, "nbformat": 4, "nbformat_minor": 5,
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
-                                    "language": "python"}},
-    }))
+    cells = [
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}
+        for src in sources
+    ]
+    path.write_text(
+        json.dumps(
+            {
+                "cells": cells,
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {
+                    "kernelspec": {
+                        "name": "python3",
+                        "display_name": "Python 3 (ipykernel)",
+                        "language": "python",
+                    }
+                },
+            }
+        )
+    )
 
 
 def test_the_checks_catch_an_error_and_pass_a_warning(open_notebook, jupyterlab):
     """The oracle of the test above: a raising cell is caught, a warning on stderr is not."""
     name = "zz_selfcheck_error.ipynb"  # written only into the server's temporary copy
-    _write_notebook(jupyterlab.notebook_dir / name, [
-        "import warnings\nwarnings.warn('a warning is not an error')",
-        "print('fine')",
-        "raise ValueError('deliberate')",
-        "print('never runs')",
-    ])
+    _write_notebook(
+        jupyterlab.notebook_dir / name,
+        [
+            "import warnings\nwarnings.warn('a warning is not an error')",
+            "print('fine')",
+            "raise ValueError('deliberate')",
+            "print('never runs')",
+        ],
+    )
     nb = open_notebook(name)
     nb.run_all()
     errors = nb.error_outputs()
@@ -78,10 +94,13 @@ def test_the_checks_catch_an_error_and_pass_a_warning(open_notebook, jupyterlab)
         _check_ran_cleanly(nb, jupyterlab, name)
 
     clean = "zz_selfcheck_warning.ipynb"
-    _write_notebook(jupyterlab.notebook_dir / clean, [
-        "import sys, warnings\nwarnings.warn('careful')\nprint('to stderr', file=sys.stderr)",
-        "print('fine')",
-    ])
+    _write_notebook(
+        jupyterlab.notebook_dir / clean,
+        [
+            "import sys, warnings\nwarnings.warn('careful')\nprint('to stderr', file=sys.stderr)",
+            "print('fine')",
+        ],
+    )
     nb = open_notebook(clean)
     nb.run_all()
     _check_ran_cleanly(nb, jupyterlab, clean)
