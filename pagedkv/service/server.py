@@ -44,7 +44,7 @@ front), per-client rate limits, streaming responses.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 from fastapi import FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -87,6 +87,11 @@ IdempotencyKey = Annotated[
 ]
 
 
+def _too_large(field: str, message: str) -> NoReturn:
+    """A request over a configured size: the same 422 body as pydantic's own checks."""
+    raise RequestValidationError([{"loc": ("body", field), "msg": message, "type": "too_large"}])
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -118,15 +123,15 @@ class _Tokens(_Body):
         return self
 
     def tokens(self, limit: int) -> list[int]:
-        """The request's tokens; ValueError (HTTP 422) when there are more than `limit`."""
+        """The request's tokens; a 422 naming the field when there are more than `limit`."""
         if self.text is not None:
             tokens, field = TinyLM.encode(self.text), "text"
         else:
             assert self.token_ids is not None  # _exactly_one
             tokens, field = list(self.token_ids), "token_ids"
         if len(tokens) > limit:
-            raise ValueError(
-                f"{field} holds {len(tokens)} tokens; this server takes at most {limit} per request"
+            _too_large(
+                field, f"{field} holds {len(tokens)} tokens; this server takes at most {limit} per request"
             )
         return tokens
 
@@ -228,9 +233,10 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
     @app.post("/sequences/{seq_id}/generate")
     def generate(seq_id: PathSeqId, body: Generate, key: IdempotencyKey = None) -> JSONResponse:
         if body.max_new_tokens > engine.limits.max_new_tokens:
-            raise ValueError(
+            _too_large(
+                "max_new_tokens",
                 f"max_new_tokens is {body.max_new_tokens}; this server decodes at most "
-                f"{engine.limits.max_new_tokens} per request"
+                f"{engine.limits.max_new_tokens} per request",
             )
         return answer(engine.generate(seq_id, body.max_new_tokens, body.temperature, body.seed, key=key))
 

@@ -43,7 +43,8 @@ def _check_cell(nb):
 
 
 def _output_text(cell) -> str:
-    return "\n".join(cell.locator(".jp-OutputArea-output").all_inner_texts())
+    # text_content, not inner_text: an output JupyterLab has scrolled out of view has no innerText
+    return "\n".join(cell.locator(".jp-OutputArea-output").all_text_contents())
 
 
 def _answer(nb, code: str, expect: str) -> str:
