@@ -115,15 +115,7 @@ def replay(
     if not isinstance(policy, str):
         check_policy(policy)
         policy = copy.deepcopy(policy)
-    config = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        eviction_policy=name,
-        prefix_index=prefix_index,
-    )
+    config = CacheConfig.bookkeeping(num_pages, page_size, eviction_policy=name, prefix_index=prefix_index)
     pool = KVCachePool(config)
     if isinstance(policy, EvictionPolicy):
         install_policy(pool, policy)

@@ -56,14 +56,7 @@ def pool_replay(
 ) -> IndexResult:
     """The stream through a `KVCachePool` whose prefix index is "hash" or "radix"."""
     num_pages = num_pages_for(requests, cache_tokens, page_size)
-    config = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        prefix_index=index,
-    )
+    config = CacheConfig.bookkeeping(num_pages, page_size, prefix_index=index)
     pool = KVCachePool(config)
     seqs = SequenceManager(pool)
     for r in requests:

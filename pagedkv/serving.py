@@ -148,14 +148,7 @@ def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_nu
 
 
 def _serve_paged(requests, arrivals, num_slots, page_size, max_seq_len, max_num_seqs, model, gpu) -> dict:
-    config = CacheConfig(
-        num_pages=num_slots // page_size,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        enable_prefix_caching=False,
-    )
+    config = CacheConfig.bookkeeping(num_slots // page_size, page_size, enable_prefix_caching=False)
     pool = KVCachePool(config)
     seqs = SequenceManager(pool)
     sched = Scheduler(seqs, max_num_seqs=max_num_seqs, max_num_batched_tokens=max(num_slots, max_seq_len))

@@ -93,14 +93,7 @@ def simulate_paged(
     """Serve the requests from a paged pool via the Scheduler (bookkeeping only). The token
     budget is the whole memory, so, like the contiguous arenas, a step admits every request
     that fits; ramp-up takes one step."""
-    config = CacheConfig(
-        num_pages=num_slots // page_size,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        enable_prefix_caching=False,
-    )
+    config = CacheConfig.bookkeeping(num_slots // page_size, page_size, enable_prefix_caching=False)
     pool = KVCachePool(config)
     seqs = SequenceManager(pool)
     sched = Scheduler(
