@@ -21,6 +21,7 @@ from pagedkv.lab_workloads import lab_workload
 from pagedkv.reference_pool import ReferencePool
 
 from .pool_machine import PoolRules
+from .pools import make
 
 
 class TreeReferencePool(ReferencePool):
@@ -106,18 +107,8 @@ class TreeReferencePool(ReferencePool):
             self._use(self.key[pid])
 
 
-def make_pool(num_pages, page_size, **options):
-    cfg = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=2,
-        prefix_index="radix",
-        **options,
-    )
-    pool = KVCachePool(cfg)
-    return pool, SequenceManager(pool)
+def make_pool(num_pages, page_size):
+    return make(num_pages, page_size, prefix_index="radix")
 
 
 def make_machine(num_pages: int, page_size: int):
