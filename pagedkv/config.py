@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -73,6 +74,23 @@ class CacheConfig:
                 f"{self.head_dim} needs {self.kv_bytes / 2**30:.1f} GiB of K/V; "
                 "the limit is 8 GiB"
             )
+
+    @classmethod
+    def bookkeeping(cls, num_pages: int, page_size: int = 16, **options: Any) -> CacheConfig:
+        """A pool sized for page bookkeeping only: one layer, one KV head, head_dim 1.
+
+        Schedulers, benchmarks and exercises that count pages, hits and evictions but never
+        read K/V use this, so the pool's preallocated storage stays a few bytes a slot.
+        `options` are any other fields (enable_prefix_caching, eviction_policy, prefix_index,
+        dtype).
+
+        >>> config = CacheConfig.bookkeeping(8, 4, enable_prefix_caching=False)
+        >>> config.num_slots, config.kv_shape, config.enable_prefix_caching
+        (32, (1, 2, 8, 4, 1, 1), False)
+        """
+        return cls(
+            num_pages=num_pages, page_size=page_size, num_layers=1, num_kv_heads=1, head_dim=1, **options
+        )
 
     @property
     def num_slots(self) -> int:

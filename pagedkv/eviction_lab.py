@@ -152,7 +152,23 @@ class _GhostPolicy(EvictionPolicy):
         self._key = content_key
 
 
-class ARCEvictionPolicy(_GhostPolicy):
+class _QueuedGhostPolicy(_GhostPolicy):
+    """A ghost policy that files each page becoming evictable into its own queues (`_enter`)."""
+
+    def _enter(self, page_id: int) -> None:
+        raise NotImplementedError
+
+    def add(self, page_id: int) -> None:
+        super().add(page_id)
+        self._enter(page_id)
+
+    def add_all(self, page_ids: list[int]) -> None:
+        super().add_all(page_ids)
+        for page_id in page_ids:
+            self._enter(page_id)
+
+
+class ARCEvictionPolicy(_QueuedGhostPolicy):
     """Adaptive replacement: balance recency (T1) against frequency (T2) by ghost hits."""
 
     def __init__(self) -> None:
@@ -173,15 +189,6 @@ class ARCEvictionPolicy(_GhostPolicy):
                 self.p = max(0.0, self.p - max(len(self._b1.keys) / max(len(self._b2.keys), 1), 1))
                 self._frequent.add(page_id)
         (self._t2 if page_id in self._frequent else self._t1)[page_id] = None
-
-    def add(self, page_id: int) -> None:
-        super().add(page_id)
-        self._enter(page_id)
-
-    def add_all(self, page_ids: list[int]) -> None:
-        super().add_all(page_ids)
-        for page_id in page_ids:
-            self._enter(page_id)
 
     def remove(self, page_id: int) -> None:
         super().remove(page_id)
@@ -222,7 +229,7 @@ class ARCEvictionPolicy(_GhostPolicy):
         self._b1, self._b2, self.p = _Ghosts(), _Ghosts(), 0.0
 
 
-class S3FIFOEvictionPolicy(_GhostPolicy):
+class S3FIFOEvictionPolicy(_QueuedGhostPolicy):
     """Small FIFO for new content, main FIFO with second chances, ghost FIFO of hashes."""
 
     SMALL_SHARE = 0.1  # the paper's size of S
@@ -241,15 +248,6 @@ class S3FIFOEvictionPolicy(_GhostPolicy):
         self._freq[page_id] = 0
         queue = self._main if self._ghosts.take(self._key(page_id)) else self._small
         queue[page_id] = None
-
-    def add(self, page_id: int) -> None:
-        super().add(page_id)
-        self._enter(page_id)
-
-    def add_all(self, page_ids: list[int]) -> None:
-        super().add_all(page_ids)
-        for page_id in page_ids:
-            self._enter(page_id)
 
     def remove(self, page_id: int) -> None:
         super().remove(page_id)

@@ -100,6 +100,16 @@ def num_pages_for(requests: Sequence[LabRequest], cache_tokens: int, page_size: 
     return cache_tokens // page_size
 
 
+def serve_one_at_a_time(seqs: SequenceManager, requests: Sequence[LabRequest]) -> None:
+    """Each request in turn: admit its prompt, append its output tokens, free it. Its pages
+    stay CACHED for the requests after it, until evicted."""
+    for r in requests:
+        seqs.add(r.req_id, r.prompt_token_ids)
+        for token in r.output_token_ids:
+            seqs.append_slot(r.req_id, token)
+        seqs.free(r.req_id)
+
+
 def replay(
     requests: Sequence[LabRequest],
     cache_tokens: int,
@@ -115,24 +125,11 @@ def replay(
     if not isinstance(policy, str):
         check_policy(policy)
         policy = copy.deepcopy(policy)
-    config = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        eviction_policy=name,
-        prefix_index=prefix_index,
-    )
+    config = CacheConfig.bookkeeping(num_pages, page_size, eviction_policy=name, prefix_index=prefix_index)
     pool = KVCachePool(config)
     if isinstance(policy, EvictionPolicy):
         install_policy(pool, policy)
-    seqs = SequenceManager(pool)
-    for r in requests:
-        seqs.add(r.req_id, r.prompt_token_ids)
-        for token in r.output_token_ids:
-            seqs.append_slot(r.req_id, token)
-        seqs.free(r.req_id)
+    serve_one_at_a_time(SequenceManager(pool), requests)
     stats = pool.stats
     return LabResult(stats.prefix_hits, stats.prefix_queries, stats.evictions, num_pages)
 

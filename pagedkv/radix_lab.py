@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import CacheConfig
-from .hit_rate_lab import num_pages_for
+from .hit_rate_lab import num_pages_for, serve_one_at_a_time
 from .lab_workloads import LabRequest
 from .pool import KVCachePool
 from .radix_cache import RadixCache
@@ -56,21 +56,9 @@ def pool_replay(
 ) -> IndexResult:
     """The stream through a `KVCachePool` whose prefix index is "hash" or "radix"."""
     num_pages = num_pages_for(requests, cache_tokens, page_size)
-    config = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        prefix_index=index,
-    )
+    config = CacheConfig.bookkeeping(num_pages, page_size, prefix_index=index)
     pool = KVCachePool(config)
-    seqs = SequenceManager(pool)
-    for r in requests:
-        seqs.add(r.req_id, r.prompt_token_ids)
-        for token in r.output_token_ids:
-            seqs.append_slot(r.req_id, token)
-        seqs.free(r.req_id)
+    serve_one_at_a_time(SequenceManager(pool), requests)
     stats = pool.stats
     tree_index = pool.prefix_index
     entries = tree_index.tree.num_nodes if isinstance(tree_index, RadixPrefixIndex) else len(tree_index)

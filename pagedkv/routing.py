@@ -60,9 +60,7 @@ class Replica:
     """One pool, its SequenceManager and a bookkeeping-only Scheduler."""
 
     def __init__(self, num_pages: int, page_size: int, max_num_seqs: int) -> None:
-        self.pool = KVCachePool(
-            CacheConfig(num_pages=num_pages, page_size=page_size, num_layers=1, num_kv_heads=1, head_dim=1)
-        )
+        self.pool = KVCachePool(CacheConfig.bookkeeping(num_pages, page_size))
         self.seqs = SequenceManager(self.pool)
         self.scheduler = Scheduler(
             self.seqs, max_num_seqs=max_num_seqs, max_num_batched_tokens=num_pages * page_size

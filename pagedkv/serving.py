@@ -147,19 +147,33 @@ def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_nu
     return meter.result(clock)
 
 
+def paged_scheduler(num_slots: int, page_size: int, max_num_seqs: int, max_seq_len: int) -> Scheduler:
+    """A Scheduler over a bookkeeping-only paged pool of `num_slots` slots, prefix caching
+    off. Its token budget is the whole memory, so, like the contiguous arenas, a step admits
+    every request that fits."""
+    config = CacheConfig.bookkeeping(num_slots // page_size, page_size, enable_prefix_caching=False)
+    seqs = SequenceManager(KVCachePool(config))
+    return Scheduler(seqs, max_num_seqs=max_num_seqs, max_num_batched_tokens=max(num_slots, max_seq_len))
+
+
+def paged_categories(sched: Scheduler) -> dict[str, int]:
+    """Slots of `sched`'s pool per memory category (CATEGORIES), read from its live sequences.
+
+    No prefix caching and no forks, so no page is shared: the slots holding tokens are the
+    sequences' tokens (cheaper than reading every page); the rest of their pages is internal
+    fragmentation."""
+    held = sum(seq.num_tokens for seq in sched.seqs.sequences.values())
+    page_size = sched.pool.config.page_size
+    categories = dict.fromkeys(CATEGORIES, 0)
+    categories["token_states"] = held
+    categories["internal_fragmentation"] = sched.pool.num_active_pages * page_size - held
+    categories["free"] = sched.pool.num_available_pages * page_size
+    return categories
+
+
 def _serve_paged(requests, arrivals, num_slots, page_size, max_seq_len, max_num_seqs, model, gpu) -> dict:
-    config = CacheConfig(
-        num_pages=num_slots // page_size,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        enable_prefix_caching=False,
-    )
-    pool = KVCachePool(config)
-    seqs = SequenceManager(pool)
-    sched = Scheduler(seqs, max_num_seqs=max_num_seqs, max_num_batched_tokens=max(num_slots, max_seq_len))
-    meter, clock, nxt = _Meter(config.num_slots), 0.0, 0
+    sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
+    meter, clock, nxt = _Meter(sched.pool.config.num_slots), 0.0, 0
     index = {r.req_id: i for i, r in enumerate(requests)}
     while nxt < len(requests) or sched.has_unfinished:
         if not sched.has_unfinished:
@@ -169,15 +183,9 @@ def _serve_paged(requests, arrivals, num_slots, page_size, max_seq_len, max_num_
             sched.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
             nxt += 1
         record = sched.step()
-        held = sum(seq.num_tokens for seq in seqs.sequences.values())
-        read = held + sum(requests[index[r]].final_len for r in record.finished)  # freed at the end
-        seconds = costs.step_seconds(model, gpu, record.num_batched_tokens, read)
-        # No prefix caching and no forks, so no page is shared: slots holding tokens are the
-        # live sequences' tokens; the rest of their pages is internal fragmentation.
-        categories = dict.fromkeys(CATEGORIES, 0)
-        categories["token_states"] = held
-        categories["internal_fragmentation"] = pool.num_active_pages * page_size - held
-        categories["free"] = pool.num_available_pages * page_size
+        categories = paged_categories(sched)
+        read = categories["token_states"] + sum(requests[index[r]].final_len for r in record.finished)
+        seconds = costs.step_seconds(model, gpu, record.num_batched_tokens, read)  # finished freed at the end
         meter.sample(categories, seconds, len(sched.running), bool(sched.waiting))
         clock += seconds
         for req_id in record.finished:

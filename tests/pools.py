@@ -5,8 +5,8 @@ from __future__ import annotations
 from pagedkv import CacheConfig, KVCachePool, SequenceManager
 
 
-def make(num_pages=8, page_size=4, caching=True, policy="lru"):
-    """A fresh (pool, manager) pair."""
+def make(num_pages=8, page_size=4, caching=True, policy="lru", **options):
+    """A fresh (pool, manager) pair; `options` are further CacheConfig fields."""
     cfg = CacheConfig(
         num_pages=num_pages,
         page_size=page_size,
@@ -15,6 +15,7 @@ def make(num_pages=8, page_size=4, caching=True, policy="lru"):
         head_dim=2,
         enable_prefix_caching=caching,
         eviction_policy=policy,
+        **options,
     )
     pool = KVCachePool(cfg)
     return pool, SequenceManager(pool)

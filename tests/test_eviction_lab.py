@@ -18,7 +18,7 @@ from pagedkv.eviction_lab import (
     S3FIFOEvictionPolicy,
 )
 from pagedkv.hashing import block_hashes
-from pagedkv.hit_rate_lab import check_policy, install_policy, lru_verdict, replay
+from pagedkv.hit_rate_lab import check_policy, install_policy, lru_verdict, replay, serve_one_at_a_time
 from pagedkv.lab_workloads import LabRequest, lab_workload, multi_turn_chat, scan_mix
 from pagedkv.reference_pool import ReferencePool
 
@@ -150,12 +150,7 @@ def test_lru_on_the_hash_chain_is_leaf_first():
 
     watch = LeafWatch(prefix_of, indexed)
     install_policy(pool, watch)
-    seqs = SequenceManager(pool)
-    for r in requests:
-        seqs.add(r.req_id, r.prompt_token_ids)
-        for token in r.output_token_ids:
-            seqs.append_slot(r.req_id, token)
-        seqs.free(r.req_id)
+    serve_one_at_a_time(SequenceManager(pool), requests)
     assert pool.stats.evictions > 50 and watch.interior == []
 
 

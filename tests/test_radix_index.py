@@ -12,14 +12,16 @@ import random
 
 import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, rule
+from hypothesis.stateful import invariant
 
-from pagedkv import CacheConfig, KVCachePool, OutOfPagesError, PageState, SequenceManager, TinyLM
+from pagedkv import CacheConfig, KVCachePool, SequenceManager, TinyLM
 from pagedkv.config import ConfigError
 from pagedkv.hit_rate_lab import replay
 from pagedkv.lab_workloads import lab_workload
-from pagedkv.reference_pool import OutOfPages, ReferencePool
+from pagedkv.reference_pool import ReferencePool
+
+from .pool_machine import PoolRules
+from .pools import make
 
 
 class TreeReferencePool(ReferencePool):
@@ -105,90 +107,21 @@ class TreeReferencePool(ReferencePool):
             self._use(self.key[pid])
 
 
-def make_pool(num_pages, page_size, **options):
-    cfg = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=2,
-        prefix_index="radix",
-        **options,
-    )
-    pool = KVCachePool(cfg)
-    return pool, SequenceManager(pool)
-
-
-tokens_st = st.lists(st.integers(0, 2), min_size=1, max_size=14)
+def make_pool(num_pages, page_size):
+    return make(num_pages, page_size, prefix_index="radix")
 
 
 def make_machine(num_pages: int, page_size: int):
-    class RadixMachine(RuleBasedStateMachine):
-        seqs = Bundle("seqs")
-
+    class RadixMachine(PoolRules):
         def __init__(self):
             super().__init__()
             self.pool, self.mgr = make_pool(num_pages, page_size)
             self.ref = TreeReferencePool(num_pages, page_size)
-            self.next_id = 0
-
-        @rule(target=seqs, tokens=tokens_st, extra=st.sampled_from([None, None, "salt"]))
-        def add(self, tokens, extra):
-            self.next_id += 1
-            seq = f"s{self.next_id}"
-            try:
-                expected = self.ref.add(seq, tokens, extra)
-            except OutOfPages:
-                before = self.pool.snapshot()
-                with pytest.raises(OutOfPagesError):
-                    self.mgr.add(seq, tokens, extra_key=extra)
-                assert self.pool.snapshot() == before
-                return None
-            assert self.mgr.add(seq, tokens, extra_key=extra) == expected
-            return seq
-
-        @rule(seq=seqs, token=st.integers(0, 2))
-        def append(self, seq, token):
-            if seq is None or seq not in self.ref.tables:
-                return
-            try:
-                self.ref.append(seq, token)
-            except OutOfPages:
-                with pytest.raises(OutOfPagesError):
-                    self.mgr.append_slot(seq, token)
-                return
-            self.mgr.append_slot(seq, token)
-
-        @rule(target=seqs, parent=seqs)
-        def fork(self, parent):
-            if parent is None or parent not in self.ref.tables:
-                return None
-            self.next_id += 1
-            child = f"s{self.next_id}"
-            self.ref.fork(parent, child)
-            self.mgr.fork(parent, child)
-            return child
-
-        @rule(seq=consumes(seqs))
-        def free(self, seq):
-            if seq is None or seq not in self.ref.tables:
-                return
-            self.ref.free_seq(seq)
-            self.mgr.free(seq)
 
         @invariant()
         def agrees_with_reference(self):
-            self.pool.check_invariants()
+            self.agrees_on_pages()
             self.pool.prefix_index.check()
-            ref, pool = self.ref, self.pool
-            for pid in range(num_pages):
-                page = pool.page(pid)
-                assert page.state is PageState[ref.state(pid)], pid
-                assert page.ref_count == ref.ref[pid], pid
-                assert page.token_ids == ref.tokens[pid], pid
-            assert {s: self.mgr.block_table(s) for s in self.mgr.sequences} == ref.tables
-            assert pool.eviction.order() == ref.eviction_order()
-            assert pool.stats.as_dict() == ref.stats
 
     RadixMachine.TestCase.settings = settings(
         max_examples=60,

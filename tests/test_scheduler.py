@@ -321,7 +321,7 @@ def test_run_raises_when_nothing_can_run(model):
 
 
 def test_step_refuses_running_requests_freed_outside():
-    cfg = CacheConfig(num_pages=8, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
+    cfg = CacheConfig.bookkeeping(8, 4)
     seqs = SequenceManager(KVCachePool(cfg))
     sched = Scheduler(seqs)
     sched.add_request("a", [1, 2, 3], 4)
@@ -412,7 +412,7 @@ def test_random_workloads_bookkeeping(prompts, num_pages, page_size, max_num_seq
 
 def test_fcfs_budget_and_max_num_seqs():
     reqs = alpaca_like(40, seed=3)
-    cfg = CacheConfig(num_pages=4096, page_size=16, num_layers=1, num_kv_heads=1, head_dim=1)
+    cfg = CacheConfig.bookkeeping(4096, 16)
     seqs = SequenceManager(KVCachePool(cfg))
     sched = Scheduler(seqs, max_num_seqs=8, max_num_batched_tokens=1200)
     sched.add_requests(reqs)
@@ -426,7 +426,7 @@ def test_fcfs_budget_and_max_num_seqs():
 
 
 def test_run_with_max_steps_and_progress_bar():
-    cfg = CacheConfig(num_pages=64, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
+    cfg = CacheConfig.bookkeeping(64, 4)
     sched = Scheduler(SequenceManager(KVCachePool(cfg)))
     sched.add_request("a", [1, 2, 3], 5)
     partial = sched.run(max_steps=2)["a"]
@@ -442,7 +442,7 @@ def test_run_with_max_steps_and_progress_bar():
 
 @pytest.fixture
 def sched():
-    cfg = CacheConfig(num_pages=8, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
+    cfg = CacheConfig.bookkeeping(8, 4)
     s = Scheduler(SequenceManager(KVCachePool(cfg)), max_num_seqs=4, max_num_batched_tokens=16)
     s.add_request("a", [1, 2], 3)
     return s
@@ -468,7 +468,7 @@ def test_add_request_validates_and_changes_nothing(sched, args, kwargs, error, m
 
 
 def test_request_too_long_for_the_pool_and_vocab(model):
-    cfg = CacheConfig(num_pages=2, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
+    cfg = CacheConfig.bookkeeping(2, 4)
     s = Scheduler(SequenceManager(KVCachePool(cfg)))
     with pytest.raises(ValueError, match="grows to 9 tokens, more than the pool's 2 pages x 4"):
         s.add_request("x", [1] * 5, 5)
@@ -498,7 +498,7 @@ def test_request_too_long_for_the_pool_and_vocab(model):
     ],
 )
 def test_constructor_validates(kwargs, error, match):
-    cfg = CacheConfig(num_pages=8, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
+    cfg = CacheConfig.bookkeeping(8, 4)
     with pytest.raises(error, match=match):
         Scheduler(SequenceManager(KVCachePool(cfg)), **kwargs)
     with pytest.raises(TypeError, match="seqs must be a SequenceManager"):
@@ -506,7 +506,7 @@ def test_constructor_validates(kwargs, error, match):
 
 
 def test_add_requests_refuses_groups():
-    cfg = CacheConfig(num_pages=64, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
+    cfg = CacheConfig.bookkeeping(64, 4)
     s = Scheduler(SequenceManager(KVCachePool(cfg)))
     from pagedkv.workloads import parallel_sampling
 

@@ -252,7 +252,7 @@ def test_random_chunked_workloads_generate_the_reference_tokens(
 
 
 def test_bookkeeping_chunked_run_matches_itself_alone():
-    cfg = CacheConfig(num_pages=24, page_size=4, num_layers=1, num_kv_heads=1, head_dim=1)
+    cfg = CacheConfig.bookkeeping(24, 4)
     sched = Scheduler(SequenceManager(KVCachePool(cfg)), max_num_seqs=3, max_num_batched_tokens=6)
     prompts = {i: list(range(i, i + 5 + 3 * i)) for i in range(5)}
     for i, p in prompts.items():

@@ -25,16 +25,12 @@ from collections import deque
 import numpy as np
 from tqdm import tqdm
 
-from ..config import CacheConfig
 from ..contiguous import ContiguousKVCache, NoContiguousHoleError
-from ..pool import KVCachePool
-from ..scheduler import Scheduler
-from ..sequence import SequenceManager
+from ..serving import CATEGORIES, paged_categories, paged_scheduler
 from ..workloads import Request, generate
 from . import Report
 
 HELP = "share of KV memory holding token states: contiguous (max, pow2, oracle) vs paged"
-CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states
 SYSTEMS = ("max", "pow2", "oracle", "paged")
 
@@ -93,35 +89,17 @@ def simulate_paged(
     """Serve the requests from a paged pool via the Scheduler (bookkeeping only). The token
     budget is the whole memory, so, like the contiguous arenas, a step admits every request
     that fits; ramp-up takes one step."""
-    config = CacheConfig(
-        num_pages=num_slots // page_size,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        enable_prefix_caching=False,
-    )
-    pool = KVCachePool(config)
-    seqs = SequenceManager(pool)
-    sched = Scheduler(
-        seqs,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max(num_slots, max_seq_len),
-    )
+    sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
     sched.add_requests(requests)
     totals, batches, steps = dict.fromkeys(CATEGORIES, 0), [], 0
     while sched.has_unfinished:
         sched.step()
         steps += 1
         if sched.waiting:
-            # Prefix caching is off and nothing forks, so no page is shared: the slots holding
-            # tokens are the sequences' tokens (cheaper than reading every page).
-            tokens = sum(seq.num_tokens for seq in seqs.sequences.values())
-            totals["token_states"] += tokens
-            totals["internal_fragmentation"] += pool.num_active_pages * page_size - tokens
-            totals["free"] += pool.num_available_pages * page_size
+            for name, slots in paged_categories(sched).items():
+                totals[name] += slots
             batches.append(len(sched.running))
-    summary = _summary(totals, batches, steps, config.num_slots)
+    summary = _summary(totals, batches, steps, sched.pool.config.num_slots)
     summary["preemptions"] = sched.stats.preemptions
     return summary
 

@@ -62,14 +62,7 @@ def run(
     entries = sum(-(-len(p) // page_size) for p in prompts)
     rows, data = [], {}
     for caching in tqdm((True, False), desc="ops", disable=None):
-        config = CacheConfig(
-            num_pages=num_pages,
-            page_size=page_size,
-            num_layers=1,
-            num_kv_heads=1,
-            head_dim=1,
-            enable_prefix_caching=caching,
-        )
+        config = CacheConfig.bookkeeping(num_pages, page_size, enable_prefix_caching=caching)
         managers = [SequenceManager(KVCachePool(config)) for _ in range(repeat)]
 
         def replay_once(ms: list[SequenceManager] = managers) -> None:  # a fresh manager per run

@@ -45,13 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
-    config = CacheConfig(
-        num_pages=slots // page_size,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-    )
+    config = CacheConfig.bookkeeping(slots // page_size, page_size)
     pool = KVCachePool(config)
     sched = Scheduler(SequenceManager(pool), max_num_seqs=max_num_seqs, max_num_batched_tokens=4096)
     sched.add_requests(requests)

@@ -47,13 +47,7 @@ def run(
     if quick:
         requests, num_pages = 300, 1024
     trace = sharegpt_like(requests, seed)
-    config = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-    )
+    config = CacheConfig.bookkeeping(num_pages, page_size)
     pool = KVCachePool(config)
     sched = Scheduler(
         SequenceManager(pool),

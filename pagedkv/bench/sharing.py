@@ -101,13 +101,8 @@ def run(
     ns = [int(w) for w in widths.split(",")]
     trace = generate(workload, requests, seed)
     longest = max(r.final_len for r in trace)
-    config = CacheConfig(
-        num_pages=max(ns) * (_pages(longest, page_size) + 2),
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        enable_prefix_caching=False,
+    config = CacheConfig.bookkeeping(
+        max(ns) * (_pages(longest, page_size) + 2), page_size, enable_prefix_caching=False
     )
     seqs = SequenceManager(KVCachePool(config))
     rng = np.random.default_rng(seed)

@@ -74,7 +74,7 @@ DESIGNS: dict[str, type[CoarseLock | ReadWriteLock]] = {"coarse": CoarseLock, "r
 def measure(design: str, threads: int, ops: int, read_fraction: float = 0.2, seed: int = 0) -> float:
     """Operations/s of `threads` threads sharing `ops` operations under one lock design
     ("coarse" or "rwlock"); the run ends with check_invariants()."""
-    config = CacheConfig(num_pages=4096, page_size=16, num_layers=1, num_kv_heads=1, head_dim=1)
+    config = CacheConfig.bookkeeping(4096, 16)
     target = LockedManager(SequenceManager(KVCachePool(config)), DESIGNS[design]())
     seconds = time_threads(lambda i: _worker(target, i, ops // threads, read_fraction, seed), threads)
     target.check_invariants()

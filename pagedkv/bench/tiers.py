@@ -46,9 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def admit_all(requests, num_pages: int, page_size: int, host_pages: int, policy: str) -> dict:
     """Admit and free each request in turn through a pool (and a host tier if host_pages)."""
-    pool = KVCachePool(
-        CacheConfig(num_pages=num_pages, page_size=page_size, num_layers=1, num_kv_heads=1, head_dim=1)
-    )
+    pool = KVCachePool(CacheConfig.bookkeeping(num_pages, page_size))
     seqs = SequenceManager(pool)
     tier = HostTier(pool, host_pages * pool.config.kv_bytes // num_pages, policy) if host_pages else None
     for r in requests:

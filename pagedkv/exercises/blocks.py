@@ -39,14 +39,7 @@ def _slot_cases() -> list[tuple[dict[str, Any], list[int]]]:
     cases = []
     for num_blocks in (1, 2, 3):
         for page_size in (1, 2, 3, 4):
-            config = CacheConfig(
-                num_pages=8,
-                page_size=page_size,
-                num_layers=1,
-                num_kv_heads=1,
-                head_dim=1,
-                enable_prefix_caching=False,
-            )
+            config = CacheConfig.bookkeeping(8, page_size, enable_prefix_caching=False)
             seqs = SequenceManager(KVCachePool(config))
             for filler in range(5):
                 seqs.add(f"filler{filler}", [0])
@@ -98,14 +91,7 @@ def check_slot_mapping(fn: Callable) -> str:
 
 def _grown_tables(page_size: int, max_tokens: int) -> list[int]:
     """Pages a real SequenceManager holds after 1..max_tokens tokens (index n - 1)."""
-    config = CacheConfig(
-        num_pages=max_tokens,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        enable_prefix_caching=False,
-    )
+    config = CacheConfig.bookkeeping(max_tokens, page_size, enable_prefix_caching=False)
     seqs = SequenceManager(KVCachePool(config))
     seqs.add("learner", [0])
     held = [len(seqs.block_table("learner"))]

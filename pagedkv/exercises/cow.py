@@ -75,14 +75,7 @@ def check_copy_on_write(fn: Callable) -> str:
     """fn(block_table, num_tokens, page_size, ref_counts) -> (action, page id or None)."""
     checked = 0
     for page_size, length, forks in _scenarios():
-        config = CacheConfig(
-            num_pages=32,
-            page_size=page_size,
-            num_layers=1,
-            num_kv_heads=1,
-            head_dim=1,
-            enable_prefix_caching=False,
-        )
+        config = CacheConfig.bookkeeping(32, page_size, enable_prefix_caching=False)
         seqs = SequenceManager(KVCachePool(config))
         seqs.add("parent", list(range(length)))
         holders = ["parent"] + [f"child{i}" for i in range(1, forks + 1)]

@@ -223,14 +223,7 @@ def _apply(seqs: SequenceManager, ref: ReferencePool, step: tuple) -> tuple[str,
 
 
 def _run(cls: type, num_pages: int, page_size: int, steps: list[tuple], title: str) -> None:
-    config = CacheConfig(
-        num_pages=num_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        eviction_policy=cls,
-    )
+    config = CacheConfig.bookkeeping(num_pages, page_size, eviction_policy=cls)
     seqs, ref = SequenceManager(KVCachePool(config)), ReferencePool(num_pages, page_size, True, "lru")
     for i, step in enumerate(steps):
         done = "; ".join(_step_text(s) for s in steps[: i + 1])

@@ -33,14 +33,7 @@ RULE = (
 
 def _oracle(running: list[tuple[str, int]], page_size: int, num_free_pages: int) -> tuple[list, int]:
     held = sum(-(-n // page_size) for _, n in running)
-    config = CacheConfig(
-        num_pages=held + num_free_pages,
-        page_size=page_size,
-        num_layers=1,
-        num_kv_heads=1,
-        head_dim=1,
-        enable_prefix_caching=False,
-    )
+    config = CacheConfig.bookkeeping(held + num_free_pages, page_size, enable_prefix_caching=False)
     scheduler = Scheduler(SequenceManager(KVCachePool(config)), preemption_mode="recompute")
     for req_id, num_tokens in running:
         scheduler.add_request(req_id, [1] * num_tokens, max_new_tokens=2)
