@@ -11,7 +11,8 @@ K/V only for the tokens not yet in the cache, writes them at their slots, and at
 through the block tables.
 
 `forward_reference` recomputes everything from the token ids with dense attention and no
-cache: the oracle the paged path must match, token for token.
+cache: the oracle the paged path must match, token for token. The generation loops on top
+(`generate`, `generate_reference`) live in generation.py.
 
 Leaves out: training in numpy (tools/train_model.py trains a torch mirror), tokenizers
 beyond bytes, batching of different sampling settings in one step.
@@ -30,8 +31,7 @@ from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]  
 
 from .attention import AttentionEngine, dense_attention
 from .config import CacheConfig
-from .pool import OutOfPagesError
-from .sampling import check_sampling, sample
+from .sampling import sample
 from .sequence import SequenceManager
 from .validation import check_int, check_vocab
 
@@ -59,10 +59,6 @@ def _one_blas_thread(method: Callable) -> Callable:
 
 def _rms_norm(x: np.ndarray, weight: np.ndarray) -> np.ndarray:
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * weight
-
-
-def _check_vocab(name: str, token_ids: SequenceLike[int]) -> None:
-    check_vocab(name, token_ids, VOCAB_SIZE)
 
 
 class TinyLM:
@@ -215,7 +211,7 @@ class TinyLM:
         tokens = list(token_ids)
         if not tokens:
             raise ValueError("token_ids must not be empty")
-        _check_vocab("token_ids", tokens)
+        check_vocab("token_ids", tokens, VOCAB_SIZE)
         positions = np.arange(len(tokens))
         x = self.embed[tokens]
         for w in self.layers:
@@ -254,7 +250,9 @@ class TinyLM:
         for seq in batch:
             if seq.num_computed_tokens >= seq.num_tokens:
                 raise ValueError(f"sequence {seq.seq_id!r} has no token left to compute")
-            _check_vocab(f"sequence {seq.seq_id!r} token_ids", seq.token_ids[seq.num_computed_tokens :])
+            check_vocab(
+                f"sequence {seq.seq_id!r} token_ids", seq.token_ids[seq.num_computed_tokens :], VOCAB_SIZE
+            )
         engine = self._engines.get(seqs.pool)
         if engine is None:
             engine = self._engines[seqs.pool] = AttentionEngine(seqs.pool)
@@ -316,77 +314,23 @@ class TinyLM:
     ) -> dict[Hashable, list[int]]:
         """Generate through the paged cache; returns new tokens per sequence id.
 
-        Each prompt is admitted with `seqs.add` (reusing cached prefix pages), prefilled
-        in one batch, then decoded one token per step for the whole batch. With n > 1 each
-        prompt is forked after prefill into n samples `"{id}.0" .. "{id}.{n-1}"` that share
-        its pages (the prompt's own sequence is then freed); a sample copies a shared page
-        only when it writes into it. With `free`, all sequences are freed at the end,
-        leaving their full pages CACHED for later prompts. If the pool runs out of pages
-        midway, everything this call admitted is freed and OutOfPagesError propagates.
-        """
-        if isinstance(prompts, str) or not prompts:
-            raise ValueError("prompts must be a non-empty list of token-id lists or strings")
-        check_int("max_new_tokens", max_new_tokens, 0, 100_000)
-        check_int("n", n, 1, 100_000)
-        check_sampling(temperature, top_k, top_p)
-        token_lists = [self.encode(p) if isinstance(p, str) else list(p) for p in prompts]
-        for i, toks in enumerate(token_lists):
-            if not toks:
-                raise ValueError(f"prompts[{i}] must not be empty")
-            _check_vocab(f"prompts[{i}]", toks)
-        ids = list(seq_ids) if seq_ids is not None else [f"req{i}" for i in range(len(prompts))]
-        if len(ids) != len(token_lists) or len(set(ids)) != len(ids):
-            raise ValueError(f"seq_ids must be {len(token_lists)} distinct ids, got {ids}")
-        sample_ids = ids if n == 1 else [f"{i}.{k}" for i in ids for k in range(n)]
-        clash = [s for s in [*ids, *sample_ids] if s in seqs]
-        if clash:
-            raise ValueError(f"seq_ids already live: {clash}")
-        rng = np.random.default_rng(seed)
-        out: dict[Hashable, list[int]] = {s: [] for s in sample_ids}
-        try:
-            for seq_id, toks in zip(ids, token_lists):
-                seqs.add(seq_id, toks)
-            logits = self.forward(seqs, ids)
-            if n > 1:
-                logits = np.repeat(logits, n, axis=0)
-                for seq_id in ids:
-                    for k in range(n):
-                        seqs.fork(seq_id, f"{seq_id}.{k}")
-                    seqs.free(seq_id)
-            for step in range(max_new_tokens):
-                tokens = sample(logits, temperature, rng, top_k, top_p)
-                for seq_id, token in zip(sample_ids, tokens):
-                    out[seq_id].append(token)
-                if step + 1 == max_new_tokens:
-                    # The last token gets no slot: its K/V would never be computed, and a page
-                    # it filled would be indexed holding garbage (vLLM stops the same way).
-                    break
-                needed = seqs.pages_needed_for_decode(sample_ids)
-                if needed > seqs.pool.num_available_pages:
-                    # Checked before any append: every live token's K/V is then computed,
-                    # so the pages freed below are safe to keep as prefix cache.
-                    raise OutOfPagesError(
-                        f"decode step needs {needed} pages, "
-                        f"{seqs.pool.num_available_pages} are FREE or CACHED"
-                    )
-                for seq_id, token in zip(sample_ids, tokens):
-                    seqs.append_slot(seq_id, token)
-                logits = self.forward(seqs, sample_ids)
-        except Exception:
-            # Out of pages mid-generation (or any error): release what this call admitted.
-            # Prompts admitted before a later one failed have indexed pages without K/V:
-            # compute them first, or freeing would cache garbage for the next prompt.
-            live = [s for s in dict.fromkeys([*ids, *sample_ids]) if s in seqs]
-            pending = [s for s in live if seqs.get(s).num_computed_tokens < seqs.get(s).num_tokens]
-            if pending:
-                self.forward(seqs, pending)
-            for seq_id in live:
-                seqs.free(seq_id)
-            raise
-        if free:
-            for seq_id in sample_ids:
-                seqs.free(seq_id)
-        return out
+        n > 1 forks each prompt after prefill into samples "{id}.0" .. "{id}.{n-1}"; `free`
+        frees every sequence at the end. See `pagedkv.generation.generate`."""
+        from .generation import generate  # generation.py builds on this module
+
+        return generate(
+            self,
+            seqs,
+            prompts,
+            max_new_tokens,
+            seq_ids=seq_ids,
+            n=n,
+            temperature=temperature,
+            seed=seed,
+            top_k=top_k,
+            top_p=top_p,
+            free=free,
+        )
 
     def generate_reference(
         self,
@@ -398,13 +342,6 @@ class TinyLM:
         top_p: float | None = None,
     ) -> list[int]:
         """Greedy/sampled generation by recomputing the whole context every step (no cache)."""
-        check_int("max_new_tokens", max_new_tokens, 0, 100_000)
-        check_sampling(temperature, top_k, top_p)
-        tokens = self.encode(prompt) if isinstance(prompt, str) else list(prompt)
-        rng = np.random.default_rng(seed)
-        out = []
-        for _ in range(max_new_tokens):
-            token = sample(self.forward_reference(tokens)[-1:], temperature, rng, top_k, top_p)[0]
-            out.append(token)
-            tokens.append(token)
-        return out
+        from .generation import generate_reference
+
+        return generate_reference(self, prompt, max_new_tokens, temperature, seed, top_k, top_p)

@@ -33,6 +33,7 @@ from .eviction import EvictionPolicy, make_eviction_policy
 from .free_queue import FreeQueue
 from .invariants import check_invariants
 from .page import Page, PageState
+from .pool_reset import reset_prefix_cache, restore_pool
 from .prefix_index import PrefixIndex
 from .radix_index import RadixPrefixIndex
 from .snapshot import PoolSnapshot, PoolStats, take_snapshot
@@ -230,7 +231,7 @@ class KVCachePool:
             if block_hash is not None and index.get(block_hash) == page_id:
                 page.state = CACHED
                 cached.append(page_id)
-            else:  # what _make_free does, inline: this loop runs for every page released
+            else:
                 page.state = FREE
                 page.token_ids = []
                 page.block_hash = None
@@ -294,56 +295,18 @@ class KVCachePool:
     def _content_key(self, page_id: int) -> bytes | None:
         return self.pages[page_id].block_hash
 
-    def _make_free(self, pages: list[Page]) -> None:
-        for page in pages:
-            page.state = FREE
-            page.token_ids = []
-            page.block_hash = None
-        self.free_queue.extend([page.page_id for page in pages])
-
-    # ---- whole-pool operations ---------------------------------------------------------------
+    # ---- whole-pool operations (pool_reset.py) ----------------------------------------------
 
     def reset_prefix_cache(self) -> bool:
         """Turn every CACHED page FREE and empty the index; refused (False) while any page is ACTIVE."""
-        if self.num_active_pages:
-            return False
-        self.tick()
-        cached = self.eviction.order()
-        self._make_free([self.pages[page_id] for page_id in cached])
-        for page_id in cached:
-            self.events.emit(self.clock, "reset", page_id)
-        self.eviction.clear()
-        self.prefix_index.clear()
-        self.publish()
-        return True
+        return reset_prefix_cache(self)
 
     def restore(
         self, pages: list[tuple], release_order: list[int], stats: dict[str, int], clock: int
     ) -> None:
-        """Load page metadata saved from a pool with the same config (checkpoint recovery).
-
-        pages[i] = (state, ref_count, token_ids, block_hash, indexed, last_access) of page i;
-        release_order = the CACHED page ids in the order they turned CACHED, oldest first
-        (what the eviction policy was given; its order() follows from it). Only a fresh pool
-        (clock 0, every page FREE, no sequences) accepts it; the caller restores the
-        SequenceManager's sequences next and then calls check_invariants()."""
-        if self.config.prefix_index != "hash":  # a tree is not rebuilt from page metadata
-            raise ValueError(
-                f"restore rebuilds a prefix_index='hash' pool; this one is {self.config.prefix_index!r}"
-            )
-        if self.clock or self._manager and len(self._manager) or len(self.free_queue) != self.num_pages:
-            raise ValueError("restore needs a fresh pool (clock 0, every page FREE, no sequences)")
-        if len(pages) != self.num_pages:
-            raise ValueError(f"pages must describe {self.num_pages} pages, got {len(pages)}")
-        for page, (state, ref_count, token_ids, block_hash, _, last_access) in zip(self.pages, pages):
-            page.state, page.ref_count, page.last_access = PageState(state), ref_count, last_access
-            page.token_ids, page.block_hash = list(token_ids), block_hash
-        self.free_queue.reset(p.page_id for p in self.pages if p.state is FREE)
-        index = {p.block_hash: p.page_id for p, saved in zip(self.pages, pages) if saved[4] and p.block_hash}
-        self.prefix_index.insert_all(list(index.values()), list(index))
-        self.eviction.add_all(list(release_order))
-        self.stats = PoolStats(**stats)
-        self.clock = clock
+        """Load page metadata saved from a pool with the same config into this fresh pool
+        (checkpoint recovery; `pool_reset.restore_pool` says what `pages` holds)."""
+        restore_pool(self, self._manager, pages, release_order, stats, clock)
 
     # ---- the sequences' view: snapshot and invariants describe block tables too ------------
     def attach_manager(self, manager: SequenceManager) -> None:
