@@ -30,58 +30,45 @@ import io
 from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
-from matplotlib import colormaps
-from matplotlib.colors import to_rgba_array
 from PIL import Image, ImageDraw
 
 from ..page import PageState
 from ..pool import Event, PoolSnapshot
 from .frame import (
     FONT_PT,
-    LRU_ACTIVE_COLOR,
-    LRU_FREE_COLOR,
-    REF_COUNT_MAX,
     SUPTITLE_PT,
     TITLE_PT,
-    PanelFrame,
     build_frame,
     fit_text,
     grid_shape,
     pack_rgba,
     stamp_text,
 )
-from .palette import (
-    DEFAULT_PALETTE,
-    LRU_CMAP,
-    NO_OWNER_COLOR,
-    OCCUPANCY_CMAP,
-    REF_COUNT_CMAP,
-    STATE_COLORS,
-    VICTIM_COLOR,
-    SequencePalette,
+from .heatmap_views import (
+    MAX_LEGEND_SEQUENCES,
+    VIEWS,
+    Panel,
+    ViewContext,
+    last_holders,
+    view_cells,
+    wrap_seq_id,
 )
+from .palette import DEFAULT_PALETTE, VICTIM_COLOR, SequencePalette
 
-VIEWS = ("state", "occupancy", "owner", "ref_count", "lru")
+__all__ = [
+    "DPI",
+    "MAX_LABELLED_PAGES",
+    "MAX_LEGEND_SEQUENCES",
+    "VIEWS",
+    "PoolHeatmap",
+    "plot_lru",
+    "plot_pool",
+]
+
 MAX_LABELLED_PAGES = 64  # above this a cell is too small for a label; the axes carry the ids
-MAX_LEGEND_SEQUENCES = 10
 DPI = 110  # with the default panel widths a picture is ~1200 px wide: it fills a cell
 
-_STATE_RGBA = to_rgba_array([STATE_COLORS[s] for s in PageState])  # [3, 4] by state code
-_LRU_STATE_RGBA = to_rgba_array([LRU_FREE_COLOR, LRU_ACTIVE_COLOR, "#000000"])  # [3, 4]
 _LUMA = np.array([0.299, 0.587, 0.114])
-
-
-class _Panel:
-    """One view's current picture: cell colours, labels and the marks that change."""
-
-    def __init__(self, frame: PanelFrame) -> None:
-        self.frame, self.view = frame, frame.view
-        self.colors = np.zeros(0, np.uint32)  # [num_pages] packed RGBA of each cell
-        self.labels: list[str] = []  # [num_pages] "\n" splits up to three lines
-        self.dark = np.zeros(0, bool)  # [num_pages] the cell needs white text
-        self.title = ""  # a title that changes with the snapshot ("" keeps the static one)
-        self.victim = -1  # page outlined as next victim (lru view), -1 for none
-        self.legend: list[tuple[str, str]] = []  # (colour, label) rows of the owner legend
 
 
 class PoolHeatmap:
@@ -132,7 +119,7 @@ class PoolHeatmap:
         self._png: bytes | None = None  # the current picture, encoded once
         self._key: tuple = ()  # everything the current picture shows
         self._frame = build_frame(self.num_pages, self.page_size, views, dpi, float(panel_width))
-        self.panels = {p.view: _Panel(p) for p in self._frame.panels}
+        self.panels = {p.view: Panel(p) for p in self._frame.panels}
 
     # ---- updates -------------------------------------------------------------------------------
 
@@ -148,7 +135,7 @@ class PoolHeatmap:
                 f"heatmap draws {self.num_pages} pages of {self.page_size}"
             )
         self.snapshot = snapshot
-        self._holders = _last_holders(snapshot, events) if "lru" in self.panels else {}
+        self._holders = last_holders(snapshot, events) if "lru" in self.panels else {}
         counts = np.bincount(snapshot.state, minlength=3)
         # A lone panel leaves the clock out, so its picture changes only when its cells do.
         clocked = len(self.views) > 1 and self.show_clock
@@ -157,8 +144,9 @@ class PoolHeatmap:
             f"{when}{counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
             f"{counts[PageState.FREE]} FREE of {self.num_pages} pages"
         )
+        context = ViewContext(self.palette, self._frame, self._holders)
         for panel in self.panels.values():
-            rgba, panel.labels = getattr(self, f"_{panel.view}")(snapshot, panel)
+            rgba, panel.labels = view_cells(snapshot, panel, context)
             panel.colors = pack_rgba(rgba)
             panel.dark = rgba[:, :3] @ _LUMA < 0.5
         key = (
@@ -171,65 +159,9 @@ class PoolHeatmap:
         if key != self._key:  # an unchanged picture keeps its PNG: no encoding at all
             self._key, self._png = key, None
 
-    def _ids(self) -> list[str]:
-        return [str(p) for p in range(self.num_pages)]
-
-    def _state(self, snap: PoolSnapshot, panel: _Panel) -> tuple[np.ndarray, list[str]]:
-        return _STATE_RGBA[snap.state], self._ids()
-
-    def _occupancy(self, snap: PoolSnapshot, panel: _Panel) -> tuple[np.ndarray, list[str]]:
-        rgba = colormaps[OCCUPANCY_CMAP](snap.fill / self.page_size)
-        return rgba, [str(f) for f in snap.fill.tolist()]  # of page_size: the title says so
-
-    def _owner(self, snap: PoolSnapshot, panel: _Panel) -> tuple[np.ndarray, list[str]]:
-        colors = [self.palette.color(s) for s in snap.seq_ids]
-        rgba = to_rgba_array([*colors, NO_OWNER_COLOR])[snap.owner]  # owner -1: last row
-        shown = snap.seq_ids[:MAX_LEGEND_SEQUENCES]
-        panel.legend = [(c, str(s)) for c, s in zip(colors, shown, strict=False)]
-        if len(snap.seq_ids) > len(shown):
-            panel.legend.append(("", f"+{len(snap.seq_ids) - len(shown)} more"))
-        panel.legend.append((NO_OWNER_COLOR, "no holder"))
-        return rgba, self._ids()
-
-    def _ref_count(self, snap: PoolSnapshot, panel: _Panel) -> tuple[np.ndarray, list[str]]:
-        levels = np.minimum(snap.ref_count, REF_COUNT_MAX) / REF_COUNT_MAX
-        return colormaps[REF_COUNT_CMAP](levels), [str(r) for r in snap.ref_count.tolist()]
-
-    def _lru(self, snap: PoolSnapshot, panel: _Panel) -> tuple[np.ndarray, list[str]]:
-        rank = snap.lru_rank
-        cached = rank >= 0
-        m = int(cached.sum())
-        rgba = _LRU_STATE_RGBA[snap.state].copy()
-        # 1.0 (bright yellow) = next victim, 0.0 (dark) = evicted last.
-        rgba[cached] = colormaps[LRU_CMAP](1.0 - rank[cached] / max(m - 1, 1))
-        labels = [
-            f"{p}\n#{r + 1}" + (f"\n{self._wrap(self._holders[p])}" if p in self._holders else "")
-            if r >= 0
-            else str(p)
-            for p, r in enumerate(rank.tolist())
-        ]
-        free = int(np.count_nonzero(snap.state == PageState.FREE))
-        if m:
-            panel.victim = int(np.flatnonzero(rank == 0)[0])
-            when = f"after the {free} FREE pages" if free else "at the next allocation"
-            panel.title = (
-                f"LRU: page {panel.victim} is evicted next, {when}:\n"
-                f"it was released first (#1): pages are freed tail first"
-            )
-        else:
-            panel.victim = -1
-            panel.title = "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
-        return rgba, labels
-
     def _wrap(self, seq_id: Hashable) -> str:
-        """A sequence id that fits its cell: whole, or split after its last "_" / "." onto
-        two lines (request_A -> "request_" / "A"), never cut in the middle."""
-        text, px = str(seq_id), self._frame.px
-        room, size = self._frame.cell_px - 4 * px, round(FONT_PT * px)
-        if fit_text(text, size, room) == text:
-            return text
-        cut = max(text.rfind("_"), text.rfind("."))
-        return text if cut <= 0 else f"{text[: cut + 1]}\n{text[cut + 1 :]}"
+        """`seq_id` as the LRU view labels it in this heatmap's cells (`wrap_seq_id`)."""
+        return wrap_seq_id(seq_id, self._frame)
 
     @property
     def min_font_px(self) -> float:
@@ -307,7 +239,7 @@ class PoolHeatmap:
                     stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
                     top += 1.1 * line_size
 
-    def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: _Panel) -> None:
+    def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: Panel) -> None:
         x0, y0, _, y1 = panel.frame.key_box
         px = self._frame.px
         row = 1.45 * FONT_PT * px
@@ -331,20 +263,6 @@ class PoolHeatmap:
             f"PoolHeatmap(num_pages={self.num_pages}, page_size={self.page_size}, "
             f"views={self.views}, clock={clock})"
         )
-
-
-def _last_holders(snapshot: PoolSnapshot, events: Iterable[Event] | None) -> dict[int, Hashable]:
-    """CACHED page id -> the sequence whose release made it CACHED (its latest `cache`
-    event); empty without events. The snapshot does not keep this: a CACHED page has no
-    block table, so its history is the only place that names it."""
-    if events is None:
-        return {}
-    cached = set(np.flatnonzero(snapshot.state == PageState.CACHED).tolist())
-    holders: dict[int, Hashable] = {}
-    for event in events:
-        if event.kind == "cache" and event.page_id in cached:
-            holders[event.page_id] = event.seq_id
-    return holders
 
 
 def plot_pool(

@@ -1,0 +1,227 @@
+"""The operations of a scenario run: what each `Action` op does to the pool and the model.
+
+`ScenarioOperations` is the working half of `pagedkv.scenarios.run.ScenarioRun`: one method
+per op (`_add`, `_decode`, `_fork`, `_free`, `_beam`, `_request`, `_schedule`, `_abort`),
+each checking everything it can fail on before its first change, then driving the real
+`SequenceManager`, `Scheduler` and TinyLM (every token computed through the paged cache)
+and writing what happened into the step's `ActionRecord` note. `ScenarioRun` records,
+snapshots and replays; this module only acts.
+
+vLLM's engine core does the same per request (add_request, abort_request, one scheduler
+step, sampling); beam search is its beam-search front end. Leaves out: recording,
+snapshots and time travel (`pagedkv.scenarios.run`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+
+from ..model import TinyLM
+from ..pool import KVCachePool, OutOfPagesError
+from ..scheduler import Scheduler
+from ..sequence import SequenceManager
+from .actions import Action, ActionRecord
+
+
+class ScenarioOperations:
+    """The per-op handlers `ScenarioRun._apply` dispatches to (by `_{action.op}`)."""
+
+    pool: KVCachePool
+    seqs: SequenceManager
+    model: TinyLM
+    scheduler: Scheduler | None
+    rng: np.random.Generator
+    logits: dict[Hashable, np.ndarray]  # seq id -> last-position logits [vocab]
+    scores: dict[Hashable, float]  # beam id -> cumulative log-probability
+    seen_ids: set[Hashable]  # every sequence id this run admitted or forked
+    _progressed: bool  # the last "schedule" computed a token or preempted
+
+    def new_id(self, prefix: str) -> str:
+        """The first of prefix1, prefix2, ... that no sequence of this run has used."""
+        return next(
+            f"{prefix}{k}" for k in range(1, len(self.seen_ids) + 2) if f"{prefix}{k}" not in self.seen_ids
+        )
+
+    def _scheduled(self, seq_id: Hashable) -> bool:
+        """The scheduler holds this id (a request waiting or running)."""
+        if self.scheduler is None:
+            return False
+        state = self.scheduler.requests.get(seq_id)
+        return state is not None and state.status != "finished"
+
+    def _check_new_id(self, seq_id: Hashable) -> None:
+        # The manager refuses a live id itself; a request still waiting in the scheduler is
+        # not in the manager yet, and admitting its id here would break the scheduler's step.
+        if self._scheduled(seq_id):
+            raise ValueError(f"{seq_id!r} is a request of the scheduler; pick another id")
+
+    def _add(self, action: Action, record: ActionRecord) -> None:
+        self._check_new_id(action.seq_id)
+        prefix = self.seqs.get(action.parent).token_ids if action.parent is not None else []
+        record.cached_tokens = self.seqs.add(action.seq_id, prefix + self.model.encode(action.text))
+        self.seen_ids.add(action.seq_id)
+        self.logits[action.seq_id] = self.model.forward(self.seqs, [action.seq_id])[0]
+        n = self.seqs.get(action.seq_id).num_tokens
+        record.note = (
+            f"{action.seq_id}: {record.cached_tokens} of {n} prompt tokens from the "
+            f"prefix cache, block table {self.seqs.block_table(action.seq_id)}"
+        )
+
+    def _sample(self, seq_id: Hashable, temperature: float) -> int:
+        return self.model.sample(self.logits[seq_id][None], temperature, self.rng)[0]
+
+    def _decode(self, action: Action, record: ActionRecord) -> None:
+        # The scheduler decodes its own sequences: "everyone" means the ones this run drives.
+        wanted = action.seq_ids or tuple(s for s in self.seqs.sequences if s in self.logits)
+        live = [s for s in wanted if s in self.seqs]
+        if not live:
+            record.note = (
+                "nothing to decode: no live sequence"
+                if not wanted
+                else (f"nothing to decode: {', '.join(map(str, wanted))} finished")
+            )
+            return
+        # Everything is checked before the first token is sampled or appended, so a refused
+        # step leaves no uncomputed token in an indexed page and no draw taken from the rng.
+        for seq_id in live:
+            if seq_id not in self.logits:
+                raise ValueError(f"{seq_id!r} is decoded by the scheduler, not by this step")
+        needed = self.seqs.pages_needed_for_decode(live)  # also refuses a repeated id
+        if needed > self.pool.num_available_pages:
+            raise OutOfPagesError(
+                f"out of pages: this step needs {needed} new page{'s' * (needed != 1)} and "
+                f"{self.pool.num_available_pages} can be had (a scheduler would preempt)"
+            )
+        for seq_id in live:
+            token = self._sample(seq_id, action.temperature)
+            record.slots[seq_id] = self.seqs.append_slot(seq_id, token)
+            record.tokens[seq_id] = token
+            record.appends.append((len(record.events), seq_id))
+        self._compute(live)
+
+    def _compute(self, seq_ids: list[Hashable]) -> None:
+        if seq_ids:
+            for seq_id, row in zip(seq_ids, self.model.forward(self.seqs, seq_ids), strict=True):
+                self.logits[seq_id] = row
+
+    def _check_unscheduled(self, seq_id: Hashable) -> None:
+        if self._scheduled(seq_id):
+            raise ValueError(f"{seq_id!r} belongs to the scheduler; it cannot be forked or finished")
+
+    def _fork(self, action: Action, record: ActionRecord) -> None:
+        self._check_unscheduled(action.parent)
+        self._check_new_id(action.seq_id)
+        self.seqs.fork(action.parent, action.seq_id)
+        self.seen_ids.add(action.seq_id)
+        self.logits[action.seq_id] = self.logits[action.parent]
+        if action.parent in self.scores:
+            self.scores[action.seq_id] = self.scores[action.parent]
+        pages = len(self.seqs.block_table(action.seq_id))
+        record.note = f"{action.seq_id} shares all {pages} pages of {action.parent}"
+
+    def _free(self, action: Action, record: ActionRecord) -> None:
+        self._check_unscheduled(action.seq_id)
+        pages = len(self.seqs.block_table(action.seq_id))
+        self.seqs.free(action.seq_id)
+        del self.logits[action.seq_id]
+        self.scores.pop(action.seq_id, None)
+        if record.action.op == "free":  # not a beam dropped inside a beam step
+            record.note = f"{action.seq_id} finished: its {pages} pages were released, tail first"
+
+    def _beam(self, action: Action, record: ActionRecord) -> None:
+        """One beam-search step: every beam proposes its best tokens, the `width` best
+        continuations overall survive; a beam chosen twice is forked (its pages shared), a
+        beam not chosen is freed. vLLM's v0 beam search managed beams the same way."""
+        group = f"{action.seq_id}."
+        beams = [s for s in self.seqs.sequences if str(s).startswith(group)]
+        if not beams:
+            raise ValueError(f"no live beam of group {action.seq_id!r}")
+        for beam in beams:
+            if beam not in self.logits:
+                raise ValueError(f"{beam!r} is decoded by the scheduler, not by a beam step")
+        candidates = []  # (score, beam index, token)
+        for k, beam in enumerate(beams):
+            z = self.logits[beam].astype(np.float64)
+            logp = z - z.max() - np.log(np.exp(z - z.max()).sum())
+            for token in np.argsort(-logp, kind="stable")[: action.width]:
+                candidates.append((self.scores.get(beam, 0.0) + float(logp[token]), k, int(token)))
+        chosen = sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[: action.width]
+        picked = {k for _, k, _ in chosen}
+        # Each survivor appends one token: at most one page each (a new page or a copy).
+        # Like vLLM v0 (`can_append_slots`: a free block per sequence), the step runs only
+        # when that many pages can be had once the dropped beams are freed, so it never
+        # stops halfway.
+        dropped = [self.seqs.block_table(b) for k, b in enumerate(beams) if k not in picked]
+        holders: dict[int, int] = {}  # page id -> dropped block tables holding it
+        for page in (p for table in dropped for p in table):
+            holders[page] = holders.get(page, 0) + 1
+        released = sum(1 for p, n in holders.items() if self.pool.ref_count(p) == n)
+        if len(chosen) > self.pool.num_available_pages + released:
+            raise OutOfPagesError(
+                f"out of pages: {len(chosen)} beams may each need a new page and "
+                f"{self.pool.num_available_pages + released} can be had"
+            )
+        for k, beam in enumerate(beams):
+            if k not in picked:
+                self._free(Action("free", beam), record)
+        taken, plan = set(), []
+        for score, k, token in chosen:
+            beam = beams[k]
+            if beam in taken:  # a second continuation of the same beam: fork it
+                child = self.new_id(group)
+                self.seqs.fork(beam, child)
+                self.seen_ids.add(child)
+                self.logits[child] = self.logits[beam]
+                beam = child
+            taken.add(beam)
+            plan.append((beam, token, score))
+        for beam, token, score in plan:
+            record.slots[beam] = self.seqs.append_slot(beam, token)
+            record.tokens[beam] = token
+            record.appends.append((len(record.events), beam))
+            self.scores[beam] = score
+        self._compute(list(record.tokens))
+
+    def _request(self, action: Action, record: ActionRecord) -> None:
+        if self.scheduler is None:
+            raise ValueError("this scenario has no scheduler to queue a request with")
+        if action.seq_id in self.seqs:
+            raise ValueError(f"{action.seq_id!r} is a live sequence; pick another id")
+        self.scheduler.add_request(action.seq_id, self.model.encode(action.text), action.width)
+        self.seen_ids.add(action.seq_id)
+        record.note = f"{action.seq_id} waits in the scheduler's queue ({len(action.text)} prompt tokens)"
+
+    def _schedule(self, action: Action, record: ActionRecord) -> None:
+        """One scheduler step: decode the running, admit the waiting, preempt when short."""
+        if self.scheduler is None:
+            raise ValueError("this scenario has no scheduler")
+        step = self.scheduler.step()
+        self._progressed = bool(step.num_batched_tokens or step.preempted)  # chunks count
+        record.tokens = dict(step.sampled)
+        # A request's token is sampled before a finish releases its pages: its log line goes
+        # just before the first release event of that request (or after everything).
+        for seq_id in step.sampled:
+            end = next(
+                (
+                    k
+                    for k, e in enumerate(record.events)
+                    if e.seq_id == seq_id and e.kind in ("cache", "free") and seq_id in step.finished
+                ),
+                len(record.events),
+            )
+            record.appends.append((end, seq_id))
+        record.appends.sort(key=lambda mark: mark[0])
+        # Without the scheduler's own step number: the run's step is the one counter shown.
+        record.note = "scheduler: " + step.summary().split(": ", 1)[1]
+
+    def _abort(self, action: Action, record: ActionRecord) -> None:
+        """End a request of the scheduler: its pages go as a finish releases them."""
+        if self.scheduler is None or action.seq_id not in self.scheduler.requests:
+            raise ValueError(f"{action.seq_id!r} is not a request of this run's scheduler")
+        state = self.scheduler.request(action.seq_id)
+        was = state.status
+        if not self.scheduler.abort(action.seq_id):
+            raise ValueError(f"{action.seq_id!r} already finished")
+        record.note = f"{action.seq_id} aborted ({was}): full pages stay CACHED, like a finish"

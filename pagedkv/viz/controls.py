@@ -1,0 +1,136 @@
+"""The dashboard's controls: every widget it shows, with its CSS class, and their layout.
+
+`DashboardControls` is the widget half of `pagedkv.viz.dashboard.Dashboard`: it creates the
+buttons, sliders, pickers and output widgets for a `ScenarioRun` and arranges them in rows
+(scenario and step counter; Step / Back / Reset and Jump to; Play and its speed; your own
+request, fork, finish and decode; pool geometry; then the pictures, block tables and event
+log). Each widget carries a `pagedkv-*` CSS class so browser tests click it like a person.
+It wires no callbacks and draws nothing: `Dashboard` does both.
+
+vLLM and SGLang ship no such controls (their engines are driven by requests, not buttons).
+Leaves out: the callbacks, rendering and keyboard shortcuts.
+"""
+
+from __future__ import annotations
+
+import ipywidgets as widgets
+
+from ..scenarios import SCENARIOS, ScenarioRun
+
+__all__ = ["PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
+
+PAGES_RANGE = (4, 256)  # pool-size slider
+PAGE_SIZE_RANGE = (1, 16)  # page-size slider
+PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
+
+
+class DashboardControls(widgets.VBox):
+    """The dashboard's widgets, created by `build_controls` and laid out by `_layout`."""
+
+    run: ScenarioRun
+    _syncing: bool  # set while the code (not a person) moves a widget
+
+    def build_controls(self, run: ScenarioRun) -> None:
+        """Create every widget for `run` (its steps and geometry set the sliders' ranges)."""
+        width = widgets.Layout
+        titles = [(s.title, s.name) for s in SCENARIOS.values()]
+        self.scenario_picker = widgets.Dropdown(
+            options=titles,
+            value=run.scenario.name,
+            description="Scenario",
+            layout=width(width="520px"),
+        ).add_class("pagedkv-scenario")
+        self.step_button = widgets.Button(
+            description="Step", icon="step-forward", tooltip="apply the next step"
+        ).add_class("pagedkv-step")
+        self.back_button = widgets.Button(
+            description="Back", icon="step-backward", tooltip="undo the last step exactly"
+        ).add_class("pagedkv-back")
+        self.reset_button = widgets.Button(
+            description="Reset", icon="undo", tooltip="back to step 0"
+        ).add_class("pagedkv-reset")
+        self.play = widgets.Play(
+            interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False
+        ).add_class("pagedkv-play")
+        self.speed = widgets.ToggleButtons(
+            options=PLAY_SPEEDS, value=800, description="Speed", style={"button_width": "84px"}
+        ).add_class("pagedkv-speed")
+        self.step_slider = widgets.IntSlider(
+            value=0, min=0, max=len(run.steps), description="Jump to",
+            continuous_update=False, layout=width(width="360px"),
+        ).add_class("pagedkv-step-slider")  # fmt: skip
+        self.step_counter = widgets.HTML().add_class("pagedkv-step-counter")
+        self.caption = widgets.HTML().add_class("pagedkv-caption")
+        self.pages_slider = widgets.IntSlider(
+            value=run.num_pages, min=PAGES_RANGE[0], max=max(PAGES_RANGE[1], run.num_pages),
+            description="Pages", continuous_update=False,
+        ).add_class("pagedkv-pages")  # fmt: skip
+        self.page_size_slider = widgets.IntSlider(
+            value=run.page_size, min=PAGE_SIZE_RANGE[0], max=max(PAGE_SIZE_RANGE[1], run.page_size),
+            description="Page size", continuous_update=False,
+        ).add_class("pagedkv-page-size")  # fmt: skip
+        self.prompt = widgets.Text(
+            value="Hello, pages!", description="Prompt", layout=width(width="300px")
+        ).add_class("pagedkv-prompt")
+        self.prefix_picker = widgets.Dropdown(description="Prefix of", layout=width(width="220px")).add_class(
+            "pagedkv-prefix"
+        )
+        self.add_button = widgets.Button(description="Add request", icon="plus").add_class("pagedkv-add")
+        self.seq_picker = widgets.Dropdown(description="Sequence", layout=width(width="220px")).add_class(
+            "pagedkv-seq"
+        )
+        self.fork_button = widgets.Button(description="Fork", icon="code-branch").add_class("pagedkv-fork")
+        self.finish_button = widgets.Button(description="Finish", icon="check").add_class("pagedkv-finish")
+        self.decode_button = widgets.Button(
+            description="Decode all", icon="forward",
+            tooltip="your own action: one more token for every live sequence",
+        ).add_class("pagedkv-decode")  # fmt: skip
+        self.confirm_text = widgets.HTML()
+        self.discard_button = widgets.Button(
+            description="Discard and switch", button_style="danger"
+        ).add_class("pagedkv-discard")
+        self.stay_button = widgets.Button(description="Stay").add_class("pagedkv-stay")
+        self.confirm = widgets.HBox(
+            [self.confirm_text, self.discard_button, self.stay_button],
+            layout=width(display="none"),
+        ).add_class("pagedkv-confirm")
+        self.heatmap = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-heatmap")
+        self.lru = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-lru")
+        self.lifecycle = widgets.Image(format="png", layout=width(width="100%")).add_class(
+            "pagedkv-lifecycle"
+        )
+        self.status = widgets.HTML().add_class("pagedkv-status")
+        self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
+        self.event_log = widgets.HTML().add_class("pagedkv-event-log")
+
+    def _layout(self) -> list[widgets.Widget]:
+        def row(children: list) -> widgets.HBox:  # wraps onto the next line in narrow windows
+            return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap"))
+
+        details = widgets.VBox([self.status, self.block_tables])
+        return [
+            row([self.scenario_picker, self.step_counter]),
+            self.confirm,
+            row([self.step_button, self.back_button, self.reset_button, self.step_slider]),
+            row([self.play, self.speed]),
+            self.caption,
+            row([self.prompt, self.prefix_picker, self.add_button]),
+            row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
+            row([self.pages_slider, self.page_size_slider]),
+            self.heatmap,
+            self.lru,
+            self.lifecycle,
+            details,
+            self.event_log,
+        ]
+
+    def _sync_controls(self) -> None:
+        """Point the picker, sliders and Play at the current run without triggering them."""
+        self._syncing = True
+        try:
+            self.scenario_picker.value = self.run.scenario.name
+            self.pages_slider.value = self.run.num_pages
+            self.page_size_slider.value = self.run.page_size
+            self.play.max = self.step_slider.max = len(self.run.steps)
+        finally:
+            self._syncing = False

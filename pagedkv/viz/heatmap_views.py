@@ -1,0 +1,170 @@
+"""What each heatmap view shows: the colour and label of every cell, per view.
+
+`PoolHeatmap` lays out panels and stamps pictures; this module decides their content. For
+one `PoolSnapshot`, `view_cells(view, ...)` gives each page's RGBA colour and its label
+text, and fills the panel's changing title, next-victim outline and owner legend:
+
+- `state`: FREE / ACTIVE / CACHED colours, the page id as label;
+- `occupancy`: filled slots / `page_size`, the filled count as label;
+- `owner`: the oldest holder's palette colour, with a legend of sequences;
+- `ref_count`: how many block tables hold the page, capped at `REF_COUNT_MAX`;
+- `lru`: eviction order among CACHED pages (#1 = next victim), and, given the pool's
+  events, the sequence that last held each CACHED page (`last_holders`).
+
+vLLM computes the same facts (its free block queue order, block ref_cnt) but draws none of
+them. Leaves out: pixels and text placement (`pagedkv.viz.heatmap`, `pagedkv.viz.frame`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.colors import to_rgba_array
+
+from ..page import PageState
+from ..pool import Event, PoolSnapshot
+from .frame import (
+    FONT_PT,
+    LRU_ACTIVE_COLOR,
+    LRU_FREE_COLOR,
+    REF_COUNT_MAX,
+    Frame,
+    PanelFrame,
+    fit_text,
+)
+from .palette import (
+    LRU_CMAP,
+    NO_OWNER_COLOR,
+    OCCUPANCY_CMAP,
+    REF_COUNT_CMAP,
+    STATE_COLORS,
+    SequencePalette,
+)
+
+VIEWS = ("state", "occupancy", "owner", "ref_count", "lru")
+MAX_LEGEND_SEQUENCES = 10
+
+_STATE_RGBA = to_rgba_array([STATE_COLORS[s] for s in PageState])  # [3, 4] by state code
+_LRU_STATE_RGBA = to_rgba_array([LRU_FREE_COLOR, LRU_ACTIVE_COLOR, "#000000"])  # [3, 4]
+
+
+class Panel:
+    """One view's current picture: cell colours, labels and the marks that change."""
+
+    def __init__(self, frame: PanelFrame) -> None:
+        self.frame, self.view = frame, frame.view
+        self.colors = np.zeros(0, np.uint32)  # [num_pages] packed RGBA of each cell
+        self.labels: list[str] = []  # [num_pages] "\n" splits up to three lines
+        self.dark = np.zeros(0, bool)  # [num_pages] the cell needs white text
+        self.title = ""  # a title that changes with the snapshot ("" keeps the static one)
+        self.victim = -1  # page outlined as next victim (lru view), -1 for none
+        self.legend: list[tuple[str, str]] = []  # (colour, label) rows of the owner legend
+
+
+class ViewContext:
+    """What the views read besides the snapshot: the palette, the shared frame (for label
+    widths) and the last holder of each CACHED page."""
+
+    def __init__(self, palette: SequencePalette, frame: Frame, holders: dict[int, Hashable]) -> None:
+        self.palette, self.frame, self.holders = palette, frame, holders
+
+
+_View = Callable[[PoolSnapshot, Panel, ViewContext], tuple[np.ndarray, list[str]]]
+
+
+def view_cells(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:
+    """[num_pages, 4] RGBA colours and [num_pages] labels of `panel`'s view of `snap`; sets
+    the panel's title, victim and legend where its view has them."""
+    return _VIEW_CELLS[panel.view](snap, panel, ctx)
+
+
+def _ids(snap: PoolSnapshot) -> list[str]:
+    return [str(p) for p in range(snap.num_pages)]
+
+
+def _state(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:
+    return _STATE_RGBA[snap.state], _ids(snap)
+
+
+def _occupancy(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:
+    rgba = colormaps[OCCUPANCY_CMAP](snap.fill / snap.page_size)
+    return rgba, [str(f) for f in snap.fill.tolist()]  # of page_size: the title says so
+
+
+def _owner(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:
+    colors = [ctx.palette.color(s) for s in snap.seq_ids]
+    rgba = to_rgba_array([*colors, NO_OWNER_COLOR])[snap.owner]  # owner -1: last row
+    shown = snap.seq_ids[:MAX_LEGEND_SEQUENCES]
+    panel.legend = [(c, str(s)) for c, s in zip(colors, shown, strict=False)]
+    if len(snap.seq_ids) > len(shown):
+        panel.legend.append(("", f"+{len(snap.seq_ids) - len(shown)} more"))
+    panel.legend.append((NO_OWNER_COLOR, "no holder"))
+    return rgba, _ids(snap)
+
+
+def _ref_count(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:
+    levels = np.minimum(snap.ref_count, REF_COUNT_MAX) / REF_COUNT_MAX
+    return colormaps[REF_COUNT_CMAP](levels), [str(r) for r in snap.ref_count.tolist()]
+
+
+def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:
+    rank, holders = snap.lru_rank, ctx.holders
+    cached = rank >= 0
+    m = int(cached.sum())
+    rgba = _LRU_STATE_RGBA[snap.state].copy()
+    # 1.0 (bright yellow) = next victim, 0.0 (dark) = evicted last.
+    rgba[cached] = colormaps[LRU_CMAP](1.0 - rank[cached] / max(m - 1, 1))
+    labels = [
+        f"{p}\n#{r + 1}" + (f"\n{wrap_seq_id(holders[p], ctx.frame)}" if p in holders else "")
+        if r >= 0
+        else str(p)
+        for p, r in enumerate(rank.tolist())
+    ]
+    free = int(np.count_nonzero(snap.state == PageState.FREE))
+    if m:
+        panel.victim = int(np.flatnonzero(rank == 0)[0])
+        when = f"after the {free} FREE pages" if free else "at the next allocation"
+        panel.title = (
+            f"LRU: page {panel.victim} is evicted next, {when}:\n"
+            f"it was released first (#1): pages are freed tail first"
+        )
+    else:
+        panel.victim = -1
+        panel.title = "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
+    return rgba, labels
+
+
+_VIEW_CELLS: dict[str, _View] = {
+    "state": _state,
+    "occupancy": _occupancy,
+    "owner": _owner,
+    "ref_count": _ref_count,
+    "lru": _lru,
+}
+
+
+def wrap_seq_id(seq_id: Hashable, frame: Frame) -> str:
+    """A sequence id that fits its cell: whole, or split after its last "_" / "." onto
+    two lines (request_A -> "request_" / "A"), never cut in the middle."""
+    text, px = str(seq_id), frame.px
+    room, size = frame.cell_px - 4 * px, round(FONT_PT * px)
+    if fit_text(text, size, room) == text:
+        return text
+    cut = max(text.rfind("_"), text.rfind("."))
+    return text if cut <= 0 else f"{text[: cut + 1]}\n{text[cut + 1 :]}"
+
+
+def last_holders(snapshot: PoolSnapshot, events: Iterable[Event] | None) -> dict[int, Hashable]:
+    """CACHED page id -> the sequence whose release made it CACHED (its latest `cache`
+    event); empty without events. The snapshot does not keep this: a CACHED page has no
+    block table, so its history is the only place that names it."""
+    if events is None:
+        return {}
+    cached = set(np.flatnonzero(snapshot.state == PageState.CACHED).tolist())
+    holders: dict[int, Hashable] = {}
+    for event in events:
+        if event.kind == "cache" and event.page_id in cached:
+            holders[event.page_id] = event.seq_id
+    return holders
