@@ -172,16 +172,19 @@ class NotebookPage:
         The cell, not the page, and with the window made tall enough for all of it: JupyterLab
         scrolls inside its notebook panel, which would clip a cell taller than the window.
         """
-        cell = self.page.locator(f"{NOTEBOOK} .jp-Cell").filter(has=inner)
+        return self.screenshot_whole(self.page.locator(f"{NOTEBOOK} .jp-Cell").filter(has=inner), path)
+
+    def screenshot_whole(self, element: Locator, path: Path) -> Path:
+        """Screenshot of `element`, the window made tall enough for all of it (same width)."""
         viewport = self.page.viewport_size
-        height = cell.bounding_box()["height"]
+        height = element.bounding_box()["height"]
         self.page.set_viewport_size(
             {"width": viewport["width"], "height": max(viewport["height"], int(height) + 300)}
         )
         try:
-            cell.scroll_into_view_if_needed()
+            element.scroll_into_view_if_needed()
             path.parent.mkdir(parents=True, exist_ok=True)
-            cell.screenshot(path=str(path))
+            element.screenshot(path=str(path))
         finally:
             self.page.set_viewport_size(viewport)
         return path

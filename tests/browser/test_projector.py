@@ -73,21 +73,6 @@ def _cell_of(nb: NotebookPage, text: str):
     return nb.page.locator(f"{NOTEBOOK} .jp-CodeCell").filter(has_text=text).first
 
 
-def _shoot(nb: NotebookPage, cell, path) -> None:
-    """Screenshot of a whole cell, the window made tall enough for it (at projector width)."""
-    viewport = nb.page.viewport_size
-    height = cell.bounding_box()["height"]
-    nb.page.set_viewport_size(
-        {"width": viewport["width"], "height": max(viewport["height"], int(height) + 300)}
-    )
-    try:
-        cell.scroll_into_view_if_needed()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        cell.screenshot(path=str(path))
-    finally:
-        nb.page.set_viewport_size(viewport)
-
-
 def _dpi(png: bytes) -> float:
     from PIL import Image
 
@@ -115,7 +100,7 @@ def test_one_picture_per_notebook_fills_the_cell_and_reads_at_12_pt(projector_no
     assert m["fill"] >= MIN_FILL, f"{name}: picture {m['shown']:.0f} px of {m['area']:.0f}: {m}"
     assert m["shown_pt"] >= MIN_SHOWN_PT, f"{name}: smallest text {m['shown_pt']:.1f} pt: {m}"
     if name == "00_start_here.ipynb":
-        _shoot(nb, cell, screenshot_dir / "heatmap_projector_1280.png")
+        nb.screenshot_whole(cell, screenshot_dir / "heatmap_projector_1280.png")
 
 
 def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
@@ -126,7 +111,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
 
     diagram = _cell_of(nb, "plot_lifecycle()")
     diagram.locator("img").first.wait_for(timeout=30_000)
-    _shoot(nb, diagram, screenshot_dir / "lifecycle_diagram.png")
+    nb.screenshot_whole(diagram, screenshot_dir / "lifecycle_diagram.png")
 
     predict = page.locator(".pagedkv-predict").first
     predict.scroll_into_view_if_needed()
@@ -138,7 +123,9 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     picture.wait_for(timeout=30_000)
     assert nb.image_bytes(picture)  # the pool after the step
     page.wait_for_timeout(500)
-    _shoot(nb, _cell_of(nb, "How many pages does request_A"), screenshot_dir / "predict_then_step.png")
+    nb.screenshot_whole(
+        _cell_of(nb, "How many pages does request_A"), screenshot_dir / "predict_then_step.png"
+    )
 
     counter = page.locator(".pagedkv-step-counter")
     heatmap = page.locator("img.pagedkv-heatmap")
@@ -155,4 +142,6 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     assert "done" in counter.text_content()
     assert not page.locator("button.pagedkv-step").is_enabled()
     page.wait_for_timeout(1000)
-    _shoot(nb, _cell_of(nb, 'dash = Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png")
+    nb.screenshot_whole(
+        _cell_of(nb, 'dash = Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png"
+    )
