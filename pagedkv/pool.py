@@ -1,13 +1,16 @@
 """KVCachePool: the physical pages, their K/V storage, and the verbs that change them.
 
 This is vLLM v1's `BlockPool` (with the K/V tensors its model runner allocates). It owns
-the K/V store (one preallocated array for all layers), a `Page` per physical page, the
-FREE pages (free_queue.py), the prefix index (prefix_index.py), the eviction policy over
+the K/V store (one preallocated array for all layers), the metadata of every page (a
+`PageTable`: one list per field, page.py; `page(page_id)` is a read-only view), the FREE
+pages (free_queue.py), the prefix index (prefix_index.py), the eviction policy over
 CACHED pages (eviction.py), counters, a logical clock and the page events (events.py).
 It changes them only through public verbs named as in vLLM: `get_new_blocks`, `touch`,
 `free_blocks`, `cache_full_blocks`, `get_cached_block`, `find_longest_cache_hit`, plus
-`fill_blocks` / `append_token` (record token ids, which vLLM's blocks do not keep) and
-`copy_block` (the copy of a copy-on-write). The pool knows nothing about sequences: the
+`fill_blocks` / `append_token` (record where a page's token ids are, which vLLM's blocks
+do not keep) and `copy_block` (the copy of a copy-on-write). The verbs work on a whole
+block table at a time, and on a run of consecutive page ids with one slice assignment
+per field (docs/design.md, "Data layout"). The pool knows nothing about sequences: the
 `SequenceManager` decides what to call, together with the block-table change that
 justifies it, between `tick()` and `publish()`.
 
@@ -22,6 +25,7 @@ into one array [layers, 2, ...] so the store can be a single file-backed memmap
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -32,7 +36,7 @@ from .events import Event, EventStream
 from .eviction import EvictionPolicy, make_eviction_policy
 from .free_queue import FreeQueue
 from .invariants import check_invariants
-from .page import Page, PageState
+from .page import Page, PageState, PageTable, as_run
 from .pool_reset import reset_prefix_cache, restore_pool
 from .prefix_index import PrefixIndex
 from .radix_index import RadixPrefixIndex
@@ -61,16 +65,17 @@ class KVCachePool:
         self.page_size = config.page_size
         self.num_pages = config.num_pages
         self.kv_cache = kv_cache  # [layers, 2, num_pages, page_size, kv_heads, head_dim]
-        # page id -> Page. Read it freely; change pages only through the verbs below.
-        self.pages: tuple[Page, ...] = tuple(Page(pid, kv_cache) for pid in range(config.num_pages))
-        self.free_queue = FreeQueue(range(config.num_pages))
+        # Every page's metadata, one list per field. Read it freely (or through
+        # `page(page_id)`); change pages only through the verbs below.
+        self.table = PageTable(config.num_pages, config.page_size)
+        self.free_queue = FreeQueue(range(config.num_pages), config.num_pages)
         self.prefix_index: PrefixIndex | RadixPrefixIndex
         self.eviction: EvictionPolicy
         if config.prefix_index == "radix":  # SGLang's tree and its leaf-first LRU
-            tree_index = RadixPrefixIndex(self.pages, config.page_size)
+            tree_index = RadixPrefixIndex(self.table, config.page_size)
             self.prefix_index, self.eviction = tree_index, tree_index.eviction_policy()
         else:
-            self.prefix_index = PrefixIndex(self.pages, config.page_size)
+            self.prefix_index = PrefixIndex(self.table, config.page_size)
             self.eviction = make_eviction_policy(config.eviction_policy)
         attach = getattr(self.eviction, "attach", None)  # optional: a learner's policy may not have it
         if attach is not None:
@@ -85,12 +90,17 @@ class KVCachePool:
     # ---- read-only queries -------------------------------------------------------------
 
     def page(self, page_id: int) -> Page:
-        """The metadata of one page (do not mutate it)."""
-        return self.pages[check_int("page_id", page_id, 0, self.num_pages - 1)]
+        """A read-only view of one page's metadata and K/V."""
+        return Page(self.table, self.kv_cache, check_int("page_id", page_id, 0, self.num_pages - 1))
+
+    @property
+    def pages(self) -> list[Page]:
+        """A view of every page, page id order (for reading; the verbs use `table`)."""
+        return [Page(self.table, self.kv_cache, page_id) for page_id in range(self.num_pages)]
 
     def ref_count(self, page_id: int) -> int:
         """How many block tables hold the page."""
-        return self.page(page_id).ref_count
+        return self.table.ref_count[check_int("page_id", page_id, 0, self.num_pages - 1)]
 
     @property
     def num_free_pages(self) -> int:
@@ -120,7 +130,8 @@ class KVCachePool:
     @property
     def token_usage(self) -> float:
         """Token slots filled in ACTIVE pages / (num_pages * page_size)."""
-        filled = sum(p.num_tokens for p in self.pages if p.state is ACTIVE)
+        table = self.table
+        filled = sum(table.num_tokens(pid) for pid, holders in enumerate(table.ref_count) if holders)
         return filled / self.config.num_slots
 
     def get_cached_block(self, block_hash: bytes) -> int | None:
@@ -176,26 +187,31 @@ class KVCachePool:
         """Hand out writable pages, ref count 1: FREE ones lowest id first, then the eviction
         policy's victims (docs/design.md rule 1). Raises OutOfPagesError, changing nothing, when FREE +
         CACHED pages are too few."""
-        free, pages = self.free_queue, self.pages
+        free, table, clock = self.free_queue, self.table, self.clock
         if num_blocks > len(free) + len(self.eviction):
             raise OutOfPagesError(
                 f"need {num_blocks} pages, only {len(free)} FREE + {len(self.eviction)} CACHED "
                 f"of {self.num_pages} (the rest are ACTIVE)"
             )
         from_free = min(num_blocks, len(free))
-        page_ids = free.popleft_n(from_free)
+        page_ids: list[int] = []
+        for run in free.popleft_runs(from_free):  # consecutive ids: one slice per field
+            n = len(run)
+            table.state[run.start : run.stop] = [ACTIVE] * n
+            table.ref_count[run.start : run.stop] = [1] * n
+            table.last_access[run.start : run.stop] = [clock] * n
+            page_ids += run
         if num_blocks > from_free:
-            page_ids += self._evict(num_blocks - from_free, seq_id)
-        clock = self.clock
-        for page_id in page_ids:
-            page = pages[page_id]
-            page.state = ACTIVE
-            page.ref_count = 1
-            page.last_access = clock
+            victims = self._evict(num_blocks - from_free, seq_id)
+            for page_id in victims:
+                table.state[page_id] = ACTIVE
+                table.ref_count[page_id] = 1
+                table.last_access[page_id] = clock
+            page_ids += victims
         self.stats.allocations += num_blocks
         if self.events.listeners:
             for page_id in page_ids:
-                self.events.emit(self.clock, "allocate", page_id, seq_id)
+                self.events.emit(clock, "allocate", page_id, seq_id)
         return page_ids
 
     def touch(
@@ -203,56 +219,93 @@ class KVCachePool:
     ) -> None:
         """One more block table holds each page (a prefix hit, or `kind="fork"`); a CACHED
         page leaves the eviction policy and turns ACTIVE (docs/design.md rule 5)."""
-        pages, eviction, clock = self.pages, self.eviction, self.clock
+        state, ref_count, last_access = self.table.state, self.table.ref_count, self.table.last_access
+        eviction, clock, listeners = self.eviction, self.clock, self.events.listeners
         for page_id in page_ids:
-            page = pages[page_id]
-            if page.state is CACHED:
+            if state[page_id] is CACHED:
                 eviction.remove(page_id)
-                page.state = ACTIVE
-            page.ref_count += 1
-            page.last_access = clock
-            if self.events.listeners:
-                self.events.emit(self.clock, kind, page_id, seq_id)
+                state[page_id] = ACTIVE
+            ref_count[page_id] += 1
+            last_access[page_id] = clock
+            if listeners:
+                self.events.emit(clock, kind, page_id, seq_id)
 
     def free_blocks(self, ordered_page_ids: Iterable[int], seq_id: Hashable | None = None) -> None:
         """One fewer block table holds each page. Pages nobody holds any more turn CACHED
         (full and indexed) or FREE; CACHED ones join the eviction order in the order given,
         so the first page given is evicted first (docs/design.md rule 6)."""
-        pages, clock, listeners = self.pages, self.clock, self.events.listeners
-        index = self.prefix_index.hash_to_page
+        page_ids = ordered_page_ids if isinstance(ordered_page_ids, list) else list(ordered_page_ids)
+        run = as_run(page_ids)
+        if run is not None and not self.events.listeners:
+            lo, hi = (run.start, run.stop) if run.step == 1 else (run.stop + 1, run.start + 1)
+            if self._releases_to_free(lo, hi):
+                self._free_run(lo, hi)
+                return
+        state, ref_count, last_access = self.table.state, self.table.ref_count, self.table.last_access
+        block_hash, index = self.table.block_hash, self.prefix_index.hash_to_page
+        clock, listeners = self.clock, self.events.listeners
         cached, freed = [], []
-        for page_id in ordered_page_ids:
-            page = pages[page_id]
-            page.last_access = clock
-            page.ref_count -= 1
-            if page.ref_count:
+        for page_id in page_ids:
+            last_access[page_id] = clock
+            holders = ref_count[page_id] - 1
+            ref_count[page_id] = holders
+            if holders:
                 continue
-            block_hash = page.block_hash
-            if block_hash is not None and index.get(block_hash) == page_id:
-                page.state = CACHED
+            digest = block_hash[page_id]
+            if digest is not None and index.get(digest) == page_id:
+                state[page_id], kind = CACHED, "cache"
                 cached.append(page_id)
             else:
-                page.state = FREE
-                page.token_ids = []
-                page.block_hash = None
+                state[page_id], kind = FREE, "free"
                 freed.append(page_id)
             if listeners:
-                self.events.emit(clock, "cache" if page.state is CACHED else "free", page_id, seq_id)
+                self.events.emit(clock, kind, page_id, seq_id)
+        self.table.empty(freed)
         self.free_queue.extend(freed)
-        self.eviction.add_all(cached)
+        if cached:
+            self.eviction.add_all(cached)
 
-    def fill_blocks(self, page_ids: Sequence[int], token_ids: list[int], first_block: int) -> None:
-        """Record a prompt's tokens in freshly allocated pages: page_ids[i] holds logical
-        block first_block + i."""
-        pages, size = self.pages, self.page_size
-        for block, page_id in enumerate(page_ids, first_block):
-            pages[page_id].token_ids = token_ids[block * size : (block + 1) * size]
+    def _releases_to_free(self, lo: int, hi: int) -> bool:
+        """Whether releasing pages lo .. hi - 1 once turns every one of them FREE: each has
+        one holder and none carries a hash."""
+        n = hi - lo
+        return self.table.ref_count[lo:hi].count(1) == n and self.table.block_hash[lo:hi].count(None) == n
 
-    def append_token(self, page_id: int, token_id: int) -> None:
-        """Record one more token in a page that has room and that one block table holds."""
-        page = self.pages[page_id]
-        page.token_ids.append(token_id)
-        page.last_access = self.clock
+    def _free_run(self, lo: int, hi: int) -> None:
+        """`free_blocks` for consecutive pages lo .. hi - 1 that all turn FREE: one slice
+        assignment per field instead of a loop over the pages."""
+        n, table = hi - lo, self.table
+        table.ref_count[lo:hi] = [0] * n
+        table.state[lo:hi] = [FREE] * n
+        table.last_access[lo:hi] = [self.clock] * n
+        table.token_source[lo:hi] = [None] * n
+        self.free_queue.extend_run(lo, hi)
+
+    def fill_blocks(self, page_ids: Sequence[int], tokens: Sequence[int] | array, first_block: int) -> None:
+        """Record that freshly allocated pages hold a run of tokens: page_ids[i] holds
+        logical block first_block + i of `tokens` (an `array('q')` is kept, not copied: the
+        sequence that owns it only ever appends)."""
+        if not isinstance(tokens, array):
+            tokens = array("q", tokens)
+        table, size, n = self.table, self.page_size, len(page_ids)
+        run = as_run(page_ids if isinstance(page_ids, list) else list(page_ids))
+        if run is not None and run.step == 1:  # consecutive pages: one slice per field
+            table.token_source[run.start : run.stop] = [tokens] * n
+            table.token_start[run.start : run.stop] = range(
+                first_block * size, (first_block + n) * size, size
+            )
+        else:
+            for block, page_id in enumerate(page_ids, first_block):
+                table.token_source[page_id] = tokens
+                table.token_start[page_id] = block * size
+
+    def append_token(self, page_id: int, tokens: array, block: int) -> None:
+        """Record that a page one block table holds has one more token: the last of
+        `tokens`, the writer's token array, in which the page is logical block `block`."""
+        table = self.table
+        table.token_source[page_id] = tokens
+        table.token_start[page_id] = block * self.page_size
+        table.last_access[page_id] = self.clock
 
     def cache_full_blocks(
         self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
@@ -266,11 +319,11 @@ class KVCachePool:
     def copy_block(self, src: int, dst: int, seq_id: Hashable | None = None) -> None:
         """The copy of a copy-on-write: dst (fresh, from `get_new_blocks`) gets src's K/V
         slots and token ids. The caller releases its hold on src itself (docs/design.md rule 7)."""
-        src_page, dst_page = self.pages[src], self.pages[dst]
-        n = src_page.num_tokens
-        dst_page.keys[:, :n] = src_page.keys[:, :n]
-        dst_page.values[:, :n] = src_page.values[:, :n]
-        dst_page.token_ids = list(src_page.token_ids)
+        table = self.table
+        n = table.num_tokens(src)
+        self.kv_cache[:, :, dst, :n] = self.kv_cache[:, :, src, :n]
+        table.token_source[dst], table.token_start[dst] = table.token_source[src], table.token_start[src]
+        table.freeze(src)  # its writer moves to dst: src keeps its n tokens for its other holders
         self.stats.cow_copies += 1
         self.events.emit(self.clock, "cow", dst, seq_id, f"copied from page {src}")
 
@@ -281,11 +334,9 @@ class KVCachePool:
 
     def _evict(self, n: int, seq_id: Hashable | None) -> list[int]:
         """Reclaim the next n victims of the eviction policy: their hashes leave the index."""
-        pages = self.pages
         victims = self.eviction.pop_victims(n)
         self.prefix_index.remove_all(victims)
-        for page_id in victims:
-            pages[page_id].token_ids = []
+        self.table.empty(victims)
         self.stats.evictions += n
         if self.events.listeners:
             for page_id in victims:
@@ -293,7 +344,7 @@ class KVCachePool:
         return victims
 
     def _content_key(self, page_id: int) -> bytes | None:
-        return self.pages[page_id].block_hash
+        return self.table.block_hash[page_id]
 
     # ---- whole-pool operations (pool_reset.py) ----------------------------------------------
 

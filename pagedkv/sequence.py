@@ -31,9 +31,10 @@ prompt's pages at once (vLLM v1 allocates them per scheduled chunk).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Hashable
 from collections.abc import Sequence as SequenceLike
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,55 +50,112 @@ from .validation import (
     check_new,
     check_seq_id,
     check_token,
-    check_tokens,
+    check_token_array,
 )
 
 __all__ = ["AdmissionPlan", "Sequence", "SequenceManager", "UnknownSequenceError"]
 
 
-@dataclass(slots=True, eq=False)
 class Sequence:
-    """One sequence's tokens and block table (every field is given by the manager)."""
+    """One sequence's tokens and block table (every field is given by the manager).
 
-    seq_id: Hashable
-    token_ids: list[int]  # prompt then generated tokens
-    block_table: list[int]  # logical block i -> page id
-    num_prompt_tokens: int
-    num_cached_tokens: int  # prompt tokens served by prefix hits at admission
-    num_computed_tokens: int  # tokens whose K/V are in the cache
-    extra_key: object  # enters the first page's hash (None for none)
-    parent: Hashable | None  # fork parent
-    page_size: int = field(repr=False)  # the pool's page size
+    The token ids live in one `array('q')`, `tokens`, which the pages of the block table
+    point into (page.py); `token_ids` is a list copy of it."""
+
+    __slots__ = (
+        "block_table",
+        "extra_key",
+        "num_cached_tokens",
+        "num_computed_tokens",
+        "num_prompt_tokens",
+        "page_size",
+        "parent",
+        "seq_id",
+        "tokens",
+    )
+
+    def __init__(
+        self,
+        seq_id: Hashable,
+        tokens: array,
+        block_table: list[int],
+        num_prompt_tokens: int,
+        num_cached_tokens: int,
+        num_computed_tokens: int,
+        extra_key: object,
+        parent: Hashable | None,
+        page_size: int,
+    ) -> None:
+        self.seq_id = seq_id
+        self.tokens = tokens  # prompt then generated tokens; only ever appended to
+        self.block_table = block_table  # logical block i -> page id
+        self.num_prompt_tokens = num_prompt_tokens
+        self.num_cached_tokens = num_cached_tokens  # prompt tokens served by prefix hits at admission
+        self.num_computed_tokens = num_computed_tokens  # tokens whose K/V are in the cache
+        self.extra_key = extra_key  # enters the first page's hash (None for none)
+        self.parent = parent  # fork parent
+        self.page_size = page_size  # the pool's page size
+
+    @property
+    def token_ids(self) -> list[int]:
+        """Prompt then generated token ids (a new list)."""
+        return self.tokens.tolist()
 
     @property
     def num_tokens(self) -> int:
-        return len(self.token_ids)
+        return len(self.tokens)
 
     def slot(self, position: int) -> int:
         """Flat slot (page_id * page_size + offset) of the token at `position`."""
-        position = check_int("position", position, 0, len(self.token_ids) - 1)
+        position = check_int("position", position, 0, len(self.tokens) - 1)
         return slot_mapping(self.block_table, self.page_size, position)
 
     def slot_mapping(self, start: int = 0, end: int | None = None) -> np.ndarray:
         """Slots of positions start..end-1 as an int64 array."""
-        n = len(self.token_ids)
+        n = len(self.tokens)
         end = n if end is None else check_int("end", end, 0, n)
         start = check_int("start", start, 0, end)
         return slot_mapping(self.block_table, self.page_size, np.arange(start, end))
 
+    def copy(self) -> Sequence:
+        """An independent copy (its own token array and block table)."""
+        return Sequence(
+            self.seq_id,
+            array("q", self.tokens),
+            list(self.block_table),
+            self.num_prompt_tokens,
+            self.num_cached_tokens,
+            self.num_computed_tokens,
+            self.extra_key,
+            self.parent,
+            self.page_size,
+        )
 
-@dataclass(frozen=True, eq=False)
-class AdmissionPlan:
+    def __repr__(self) -> str:
+        return (
+            f"Sequence(seq_id={self.seq_id!r}, token_ids={self.token_ids}, block_table={self.block_table}, "
+            f"num_prompt_tokens={self.num_prompt_tokens}, num_cached_tokens={self.num_cached_tokens}, "
+            f"num_computed_tokens={self.num_computed_tokens}, extra_key={self.extra_key!r}, "
+            f"parent={self.parent!r})"
+        )
+
+
+class AdmissionPlan(NamedTuple):
     """What `add` will do for a prompt, worked out without changing anything."""
 
     seq_id: Hashable
-    token_ids: list[int]
+    tokens: array  # the prompt's token ids
     extra_key: object
     hashes: list[bytes]  # chained digests of the prompt's full pages (none if caching is off)
     hits: list[int]  # pages reused from the prefix cache, block order
     revived: list[int]  # those of the hits that are CACHED now (they leave the evictable supply)
     num_new_pages: int  # pages to allocate for the rest of the prompt
     num_cached_tokens: int  # prompt tokens the hits cover
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The prompt's token ids as a list."""
+        return self.tokens.tolist()
 
 
 class SequenceManager:
@@ -157,7 +215,7 @@ class SequenceManager:
             else:
                 writers[seq.block_table[-1]] = writers.get(seq.block_table[-1], 0) + 1
         for page_id, k in writers.items():
-            holders = self.pool.pages[page_id].ref_count
+            holders = self.pool.table.ref_count[page_id]
             needed += k if holders > k else k - 1
         return needed
 
@@ -168,24 +226,27 @@ class SequenceManager:
     ) -> AdmissionPlan:
         """Validate an admission and work out what `add` would do, changing nothing."""
         check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
-        tokens, data = check_tokens("prompt_token_ids", prompt_token_ids)
+        tokens, data = check_token_array("prompt_token_ids", prompt_token_ids)
         encode_extra_key(extra_key)  # validates its type
         pool, size = self.pool, self.page_size
         hashes: list[bytes] = []
         hits: list[int] = []
+        revived: list[int] = []
         if pool.config.enable_prefix_caching:
-            hashes = chain_hashes(data, size, extra_key)
+            hashes = chain_hashes(data, size, extra_key, pool.config.prefix_caching_hash_algo)
             # The page holding the last prompt token is never a hit: that token must run.
             hits = pool.find_longest_cache_hit(hashes[: (len(tokens) - 1) // size], tokens)
+            state = pool.table.state
+            revived = [p for p in hits if state[p] is PageState.CACHED]
         return AdmissionPlan(
-            seq_id=seq_id,
-            token_ids=tokens,
-            extra_key=extra_key,
-            hashes=hashes,
-            hits=hits,
-            revived=[p for p in hits if pool.pages[p].state is PageState.CACHED],
-            num_new_pages=num_blocks(len(tokens), size) - len(hits),
-            num_cached_tokens=len(hits) * size,
+            seq_id,
+            tokens,
+            extra_key,
+            hashes,
+            hits,
+            revived,
+            num_blocks(len(tokens), size) - len(hits),
+            len(hits) * size,
         )
 
     def add(
@@ -201,7 +262,7 @@ class SequenceManager:
 
     def _admit(self, plan: AdmissionPlan) -> int:
         """Carry out a plan from `plan_add` (it must still hold: nothing changed since)."""
-        pool, tokens, hits, num_hits = self.pool, plan.token_ids, plan.hits, len(plan.hits)
+        pool, tokens, hits, num_hits = self.pool, plan.tokens, plan.hits, len(plan.hits)
         if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
             raise OutOfPagesError(
                 f"prompt of {len(tokens)} tokens needs {plan.num_new_pages} new pages; "
@@ -209,7 +270,8 @@ class SequenceManager:
                 "evictable CACHED"
             )
         pool.tick()
-        pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
+        if hits:
+            pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
         new_pages = pool.get_new_blocks(plan.num_new_pages, plan.seq_id)
         pool.fill_blocks(new_pages, tokens, num_hits)
         if pool.config.enable_prefix_caching:
@@ -242,21 +304,23 @@ class SequenceManager:
         pool, size = self.pool, self.page_size
         position = seq.num_tokens
         offset = position % size
-        last = pool.pages[seq.block_table[-1]]
-        if (offset == 0 or last.ref_count > 1) and pool.num_available_pages == 0:
+        last = seq.block_table[-1]
+        shared = pool.table.ref_count[last] > 1
+        if (offset == 0 or shared) and pool.num_available_pages == 0:
             raise OutOfPagesError(f"appending to {seq_id!r} needs a page and all {pool.num_pages} are ACTIVE")
         pool.tick()
         if offset == 0:
             seq.block_table.append(pool.get_new_blocks(1, seq_id)[0])
-        elif last.ref_count > 1:
-            self._copy_on_write(seq, last.page_id)
-        seq.token_ids.append(token_id)
-        page_id = seq.block_table[-1]
-        pool.append_token(page_id, token_id)
+        elif shared:
+            self._copy_on_write(seq, last)
+        seq.tokens.append(token_id)
+        page_id, block = seq.block_table[-1], len(seq.block_table) - 1
+        pool.append_token(page_id, seq.tokens, block)
         if offset == size - 1 and pool.config.enable_prefix_caching:  # the page is now full
-            block = len(seq.block_table) - 1
-            parent = pool.pages[seq.block_table[block - 1]].block_hash if block else None
-            block_hash = hash_block_tokens(parent, seq.token_ids[block * size :], seq.extra_key)
+            parent = pool.table.block_hash[seq.block_table[block - 1]] if block else None
+            block_hash = hash_block_tokens(
+                parent, seq.tokens[block * size :], seq.extra_key, pool.config.prefix_caching_hash_algo
+            )
             pool.cache_full_blocks([page_id], [block_hash], seq.block_table[block - 1] if block else None)
         pool.publish()
         return slot_mapping(seq.block_table, size, position)
@@ -282,7 +346,7 @@ class SequenceManager:
         self.pool.touch(parent.block_table, child_id, "fork")
         self.sequences[child_id] = Sequence(
             child_id,
-            list(parent.token_ids),
+            array("q", parent.tokens),
             list(parent.block_table),
             parent.num_prompt_tokens,
             parent.num_cached_tokens,
@@ -303,7 +367,7 @@ class SequenceManager:
         seq = self.get(seq_id)
         self.pool.tick()
         del self.sequences[seq_id]
-        self.pool.free_blocks(reversed(seq.block_table), seq_id)
+        self.pool.free_blocks(seq.block_table[::-1], seq_id)
         self.pool.publish()
 
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
