@@ -32,7 +32,8 @@ class FreeQueue:
 
     def __init__(self, page_ids: Iterable[int] = (), num_pages: int | None = None) -> None:
         ids = list(page_ids)
-        self._flags = bytearray(num_pages if num_pages is not None else max(ids, default=-1) + 1)
+        # One byte per page, 1 = FREE; the pool's PageTable reads it for page states.
+        self.flags = bytearray(num_pages if num_pages is not None else max(ids, default=-1) + 1)
         self._count = 0
         self._lowest = 0  # no FREE page has a lower id
         self.extend(ids)
@@ -48,8 +49,14 @@ class FreeQueue:
             raise ValueError(f"n must be <= {self._count} FREE pages, got {n}")
         if not n:
             return []
+        flags, start = self.flags, self._lowest
+        start = flags.find(1, start)
+        if flags.find(0, start, start + n) < 0:  # the usual case: one run covers all n
+            flags[start : start + n] = bytes(n)
+            self._count -= n
+            self._lowest = start + n
+            return [range(start, start + n)]
         runs = self._runs(n)
-        flags = self._flags
         for run in runs:
             flags[run.start : run.stop] = bytes(len(run))
         self._count -= n
@@ -64,7 +71,7 @@ class FreeQueue:
 
     def _runs(self, n: int) -> list[range]:
         """The runs of the n lowest FREE ids (n <= len(self)), changing nothing."""
-        flags, start = self._flags, self._lowest
+        flags, start = self.flags, self._lowest
         start = flags.find(1, start)
         stop = flags.find(0, start, start + n)
         if stop < 0:  # the usual case: one run of FREE pages covers all n
@@ -87,7 +94,7 @@ class FreeQueue:
 
     def extend(self, page_ids: Iterable[int]) -> None:
         """Several pages became FREE."""
-        flags, lowest, count = self._flags, self._lowest, self._count
+        flags, lowest, count = self.flags, self._lowest, self._count
         for page_id in page_ids:
             flags[page_id] = 1
             count += 1
@@ -97,7 +104,7 @@ class FreeQueue:
 
     def extend_run(self, lo: int, hi: int) -> None:
         """Pages lo .. hi - 1 became FREE (one slice assignment)."""
-        self._flags[lo:hi] = b"\x01" * (hi - lo)
+        self.flags[lo:hi] = b"\x01" * (hi - lo)
         self._count += hi - lo
         if lo < self._lowest:
             self._lowest = lo
@@ -108,14 +115,14 @@ class FreeQueue:
 
     def page_ids(self) -> list[int]:
         """Every FREE page id, lowest first (a copy)."""
-        return np.flatnonzero(np.frombuffer(self._flags, dtype=np.uint8)).tolist()
+        return np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)).tolist()
 
     def __contains__(self, page_id: object) -> bool:
-        return isinstance(page_id, int) and 0 <= page_id < len(self._flags) and self._flags[page_id] == 1
+        return isinstance(page_id, int) and 0 <= page_id < len(self.flags) and self.flags[page_id] == 1
 
     def reset(self, page_ids: Iterable[int]) -> None:
         """Replace the contents (checkpoint recovery)."""
-        self._flags[:] = bytes(len(self._flags))
+        self.flags[:] = bytes(len(self.flags))
         self._count, self._lowest = 0, 0
         self.extend(page_ids)
 

@@ -48,7 +48,7 @@ def check_invariants(pool: KVCachePool, seqs: SequenceManager | None = None) -> 
     _check_pages(pool, holders)
     for block_hash, pid in pool.prefix_index.items():
         _require(pool.table.block_hash[pid] == block_hash, f"index entry for page {pid}: hash differs")
-        _require(pool.table.state[pid] is not FREE, f"index points at FREE page {pid}")
+        _require(pool.table.state(pid) is not FREE, f"index points at FREE page {pid}")
     if not pool.config.enable_prefix_caching:
         _require(not len(pool.prefix_index) and not len(pool.eviction), "prefix caching off but cached")
     _check_lifecycle_states(pool)
@@ -57,7 +57,8 @@ def check_invariants(pool: KVCachePool, seqs: SequenceManager | None = None) -> 
 def _check_lifecycle_states(pool: KVCachePool) -> None:
     """Every page is in one of the states of the lifecycle table (pagedkv.lifecycle), the
     table the lifecycle diagram is drawn from; its transitions are checked by the tests."""
-    for pid, state in enumerate(pool.table.state):
+    for pid in range(pool.num_pages):
+        state = pool.table.state(pid)
         _require(state in STATES, f"page {pid}: state {state!r} not in the lifecycle table")
 
 

@@ -5,15 +5,17 @@ for every layer, a reference count, the token ids written so far, and — once t
 full and prefix caching is on — the chained block hash that names its whole prefix.
 
 `PageTable` keeps that metadata for every page of a pool as parallel lists indexed by page
-id (a structure of arrays): `table.ref_count[7]` is page 7's ref count. The pool's verbs
+id (a structure of arrays): `table.ref_count[7]` is page 7's ref count. A page's state is
+not stored: it follows from two facts, whether a block table holds the page (ref count)
+and whether it is on the free queue (its flag byte), so it can never disagree with them. The pool's verbs
 update a whole block table's pages a list at a time, and a run of consecutive pages with
 one slice assignment per field, instead of touching one object per page. `Page` is a
 read-only view of one page (`pool.page(7)`), for reading, printing and pictures.
 
 Token ids are stored once, by the sequence that wrote them: a page records which token
 array holds its tokens (`token_source`, an `array('q')` that is only ever appended to) and
-where its first token is (`token_start`); it holds the next `page_size` tokens of that
-array, or as many as the array has. Nothing is copied per page.
+which logical block of it the page is (`token_block`); it holds that block's `page_size`
+tokens of the array, or as many as the array has. Nothing is copied per page.
 
 The K/V themselves live in the pool's one preallocated array; `Page.keys` / `Page.values`
 are numpy *views* into it, so writing through a view writes the pool's storage.
@@ -39,7 +41,7 @@ class PageState(IntEnum):
     CACHED = 2  # ref_count == 0, full and hashed: reusable by a prefix hit, evictable
 
 
-FREE = PageState.FREE
+FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 
 
 class PageTable:
@@ -50,36 +52,68 @@ class PageTable:
     __slots__ = (
         "block_hash",
         "last_access",
+        "page_ids",
         "page_size",
         "ref_count",
-        "state",
+        "free_flags",
         "token_source",
-        "token_start",
+        "token_block",
     )
 
-    def __init__(self, num_pages: int, page_size: int) -> None:
+    def __init__(self, num_pages: int, page_size: int, free_flags: bytearray) -> None:
         self.page_size = page_size
-        self.state: list[PageState] = [FREE] * num_pages
+        self.free_flags = free_flags  # the free queue's: 1 for a FREE page
+        # Every page id once, as the int objects every block table shares (slices of it
+        # are the runs the free queue hands out): no block table allocates its own ints.
+        # Block indices come from it too (a block table is at most num_pages long).
+        self.page_ids: list[int] = list(range(num_pages))
         self.ref_count: list[int] = [0] * num_pages  # block tables holding the page
         self.block_hash: list[bytes | None] = [None] * num_pages  # set when the page fills
         self.last_access: list[int] = [0] * num_pages  # logical clock of the last operation on it
         self.token_source: list[array | None] = [None] * num_pages  # the token array holding its tokens
-        self.token_start: list[int] = [0] * num_pages  # index of the page's first token in it
+        self.token_block: list[int] = [0] * num_pages  # which block of that array the page holds
 
     def __len__(self) -> int:
-        return len(self.state)
+        return len(self.ref_count)
+
+    def state(self, page_id: int) -> PageState:
+        """ACTIVE if a block table holds the page, else FREE if it is on the free queue, else CACHED."""
+        if self.ref_count[page_id]:
+            return ACTIVE
+        return FREE if self.free_flags[page_id] else CACHED
+
+    def states(self) -> np.ndarray:
+        """Every page's state code (`PageState` values), page id order, as int8."""
+        held = np.array(self.ref_count) > 0
+        free = np.frombuffer(bytes(self.free_flags), dtype=np.uint8).astype(bool)
+        return np.where(held, int(ACTIVE), np.where(free, int(FREE), int(CACHED))).astype(np.int8)
+
+    def span(self, page_ids: list[int]) -> tuple[int, int] | None:
+        """(lo, hi) when the ids are exactly lo .. hi - 1, ascending or descending, else None.
+
+        Example: [4, 5, 6] -> (4, 7); [6, 5, 4] -> (4, 7); [4, 6] -> None."""
+        if not page_ids:
+            return None
+        first, last = page_ids[0], page_ids[-1]
+        if last - first == len(page_ids) - 1 and page_ids == self.page_ids[first : last + 1]:
+            return first, last + 1
+        if first - last == len(page_ids) - 1 and page_ids[::-1] == self.page_ids[last : first + 1]:
+            return last, first + 1
+        return None
 
     def num_tokens(self, page_id: int) -> int:
         """Slots of the page holding a token."""
         source = self.token_source[page_id]
-        return 0 if source is None else min(self.page_size, len(source) - self.token_start[page_id])
+        if source is None:
+            return 0
+        return min(self.page_size, len(source) - self.token_block[page_id] * self.page_size)
 
     def token_ids(self, page_id: int) -> list[int]:
         """The token ids a page holds, in slot order (a new list)."""
         source = self.token_source[page_id]
         if source is None:
             return []
-        start = self.token_start[page_id]
+        start = self.token_block[page_id] * self.page_size
         return source[start : start + self.page_size].tolist()
 
     def holds_tokens(self, page_id: int, tokens: array, start: int) -> bool:
@@ -88,7 +122,7 @@ class PageTable:
         source, size = self.token_source[page_id], self.page_size
         if source is None:
             return False
-        first = self.token_start[page_id]
+        first = self.token_block[page_id] * size
         return source[first : first + size] == tokens[start : start + size]
 
     def freeze(self, page_id: int) -> None:
@@ -96,9 +130,9 @@ class PageTable:
         past them (copy-on-write: the page's writer moves to a copy of the page)."""
         source = self.token_source[page_id]
         if source is not None:
-            start = self.token_start[page_id]
+            start = self.token_block[page_id] * self.page_size
             self.token_source[page_id] = source[start : start + self.page_size]
-            self.token_start[page_id] = 0
+            self.token_block[page_id] = 0
 
     def empty(self, page_ids: list[int]) -> None:
         """The pages turned FREE: they hold no tokens and no hash any more."""
@@ -106,21 +140,6 @@ class PageTable:
         for page_id in page_ids:
             source[page_id] = None
             block_hash[page_id] = None
-
-
-def as_run(page_ids: list[int]) -> range | None:
-    """The ids as a range when they are consecutive, ascending or descending, else None.
-
-    Example: [4, 5, 6] -> range(4, 7); [6, 5, 4] -> range(6, 3, -1); [4, 6] -> None."""
-    n = len(page_ids)
-    if not n:
-        return None
-    first = page_ids[0]
-    step = 1 if n == 1 or page_ids[1] > first else -1
-    if page_ids[-1] - first != step * (n - 1):
-        return None
-    run = range(first, first + step * n, step)
-    return run if page_ids == list(run) else None
 
 
 class Page:
@@ -133,7 +152,7 @@ class Page:
 
     @property
     def state(self) -> PageState:
-        return self._table.state[self.page_id]
+        return self._table.state(self.page_id)
 
     @property
     def ref_count(self) -> int:

@@ -36,7 +36,7 @@ from .events import Event, EventStream
 from .eviction import EvictionPolicy, make_eviction_policy
 from .free_queue import FreeQueue
 from .invariants import check_invariants
-from .page import Page, PageState, PageTable, as_run
+from .page import Page, PageState, PageTable
 from .pool_reset import reset_prefix_cache, restore_pool
 from .prefix_index import PrefixIndex
 from .radix_index import RadixPrefixIndex
@@ -67,8 +67,8 @@ class KVCachePool:
         self.kv_cache = kv_cache  # [layers, 2, num_pages, page_size, kv_heads, head_dim]
         # Every page's metadata, one list per field. Read it freely (or through
         # `page(page_id)`); change pages only through the verbs below.
-        self.table = PageTable(config.num_pages, config.page_size)
         self.free_queue = FreeQueue(range(config.num_pages), config.num_pages)
+        self.table = PageTable(config.num_pages, config.page_size, self.free_queue.flags)
         self.prefix_index: PrefixIndex | RadixPrefixIndex
         self.eviction: EvictionPolicy
         if config.prefix_index == "radix":  # SGLang's tree and its leaf-first LRU
@@ -188,23 +188,22 @@ class KVCachePool:
         policy's victims (docs/design.md rule 1). Raises OutOfPagesError, changing nothing, when FREE +
         CACHED pages are too few."""
         free, table, clock = self.free_queue, self.table, self.clock
-        if num_blocks > len(free) + len(self.eviction):
+        num_free = len(free)
+        if num_blocks > num_free and num_blocks > num_free + len(self.eviction):
             raise OutOfPagesError(
-                f"need {num_blocks} pages, only {len(free)} FREE + {len(self.eviction)} CACHED "
+                f"need {num_blocks} pages, only {num_free} FREE + {len(self.eviction)} CACHED "
                 f"of {self.num_pages} (the rest are ACTIVE)"
             )
-        from_free = min(num_blocks, len(free))
+        from_free = num_blocks if num_blocks <= num_free else num_free
         page_ids: list[int] = []
         for run in free.popleft_runs(from_free):  # consecutive ids: one slice per field
             n = len(run)
-            table.state[run.start : run.stop] = [ACTIVE] * n
             table.ref_count[run.start : run.stop] = [1] * n
             table.last_access[run.start : run.stop] = [clock] * n
-            page_ids += run
+            page_ids += table.page_ids[run.start : run.stop]
         if num_blocks > from_free:
             victims = self._evict(num_blocks - from_free, seq_id)
             for page_id in victims:
-                table.state[page_id] = ACTIVE
                 table.ref_count[page_id] = 1
                 table.last_access[page_id] = clock
             page_ids += victims
@@ -219,12 +218,11 @@ class KVCachePool:
     ) -> None:
         """One more block table holds each page (a prefix hit, or `kind="fork"`); a CACHED
         page leaves the eviction policy and turns ACTIVE (docs/design.md rule 5)."""
-        state, ref_count, last_access = self.table.state, self.table.ref_count, self.table.last_access
+        ref_count, last_access = self.table.ref_count, self.table.last_access
         eviction, clock, listeners = self.eviction, self.clock, self.events.listeners
         for page_id in page_ids:
-            if state[page_id] is CACHED:
+            if not ref_count[page_id]:  # CACHED (a FREE page holds no prefix to hit or share)
                 eviction.remove(page_id)
-                state[page_id] = ACTIVE
             ref_count[page_id] += 1
             last_access[page_id] = clock
             if listeners:
@@ -235,13 +233,14 @@ class KVCachePool:
         (full and indexed) or FREE; CACHED ones join the eviction order in the order given,
         so the first page given is evicted first (docs/design.md rule 6)."""
         page_ids = ordered_page_ids if isinstance(ordered_page_ids, list) else list(ordered_page_ids)
-        run = as_run(page_ids)
-        if run is not None and not self.events.listeners:
-            lo, hi = (run.start, run.stop) if run.step == 1 else (run.stop + 1, run.start + 1)
-            if self._releases_to_free(lo, hi):
+        span = self.table.span(page_ids)
+        if span is not None and not self.events.listeners:
+            lo, hi = span
+            # Every page has one holder and no hash: all of them turn FREE.
+            if self.table.ref_count[lo:hi].count(1) == hi - lo == self.table.block_hash[lo:hi].count(None):
                 self._free_run(lo, hi)
                 return
-        state, ref_count, last_access = self.table.state, self.table.ref_count, self.table.last_access
+        ref_count, last_access = self.table.ref_count, self.table.last_access
         block_hash, index = self.table.block_hash, self.prefix_index.hash_to_page
         clock, listeners = self.clock, self.events.listeners
         cached, freed = [], []
@@ -253,11 +252,11 @@ class KVCachePool:
                 continue
             digest = block_hash[page_id]
             if digest is not None and index.get(digest) == page_id:
-                state[page_id], kind = CACHED, "cache"
                 cached.append(page_id)
+                kind = "cache"
             else:
-                state[page_id], kind = FREE, "free"
                 freed.append(page_id)
+                kind = "free"
             if listeners:
                 self.events.emit(clock, kind, page_id, seq_id)
         self.table.empty(freed)
@@ -265,18 +264,11 @@ class KVCachePool:
         if cached:
             self.eviction.add_all(cached)
 
-    def _releases_to_free(self, lo: int, hi: int) -> bool:
-        """Whether releasing pages lo .. hi - 1 once turns every one of them FREE: each has
-        one holder and none carries a hash."""
-        n = hi - lo
-        return self.table.ref_count[lo:hi].count(1) == n and self.table.block_hash[lo:hi].count(None) == n
-
     def _free_run(self, lo: int, hi: int) -> None:
         """`free_blocks` for consecutive pages lo .. hi - 1 that all turn FREE: one slice
         assignment per field instead of a loop over the pages."""
         n, table = hi - lo, self.table
         table.ref_count[lo:hi] = [0] * n
-        table.state[lo:hi] = [FREE] * n
         table.last_access[lo:hi] = [self.clock] * n
         table.token_source[lo:hi] = [None] * n
         self.free_queue.extend_run(lo, hi)
@@ -288,23 +280,22 @@ class KVCachePool:
         if not isinstance(tokens, array):
             tokens = array("q", tokens)
         table, size, n = self.table, self.page_size, len(page_ids)
-        run = as_run(page_ids if isinstance(page_ids, list) else list(page_ids))
-        if run is not None and run.step == 1:  # consecutive pages: one slice per field
-            table.token_source[run.start : run.stop] = [tokens] * n
-            table.token_start[run.start : run.stop] = range(
-                first_block * size, (first_block + n) * size, size
-            )
+        page_ids = page_ids if isinstance(page_ids, list) else list(page_ids)
+        if n and page_ids[-1] - page_ids[0] == n - 1 and table.span(page_ids):  # a slice per field
+            lo, hi = page_ids[0], page_ids[-1] + 1
+            table.token_source[lo:hi] = [tokens] * n
+            table.token_block[lo:hi] = table.page_ids[first_block : first_block + n]  # the ints, shared
         else:
             for block, page_id in enumerate(page_ids, first_block):
                 table.token_source[page_id] = tokens
-                table.token_start[page_id] = block * size
+                table.token_block[page_id] = block
 
     def append_token(self, page_id: int, tokens: array, block: int) -> None:
         """Record that a page one block table holds has one more token: the last of
         `tokens`, the writer's token array, in which the page is logical block `block`."""
         table = self.table
         table.token_source[page_id] = tokens
-        table.token_start[page_id] = block * self.page_size
+        table.token_block[page_id] = block
         table.last_access[page_id] = self.clock
 
     def cache_full_blocks(
@@ -322,7 +313,7 @@ class KVCachePool:
         table = self.table
         n = table.num_tokens(src)
         self.kv_cache[:, :, dst, :n] = self.kv_cache[:, :, src, :n]
-        table.token_source[dst], table.token_start[dst] = table.token_source[src], table.token_start[src]
+        table.token_source[dst], table.token_block[dst] = table.token_source[src], table.token_block[src]
         table.freeze(src)  # its writer moves to dst: src keeps its n tokens for its other holders
         self.stats.cow_copies += 1
         self.events.emit(self.clock, "cow", dst, seq_id, f"copied from page {src}")

@@ -38,8 +38,6 @@ def reset_prefix_cache(pool: KVCachePool) -> bool:
         return False
     pool.tick()
     cached = pool.eviction.order()
-    for page_id in cached:
-        pool.table.state[page_id] = FREE
     pool.table.empty(cached)
     pool.free_queue.extend(cached)
     for page_id in cached:
@@ -75,12 +73,12 @@ def restore_pool(
     if len(pages) != pool.num_pages:
         raise ValueError(f"pages must describe {pool.num_pages} pages, got {len(pages)}")
     table = pool.table
-    for pid, (state, ref_count, token_ids, block_hash, _, last_access) in enumerate(pages):
-        table.state[pid], table.ref_count[pid] = PageState(state), ref_count
+    for pid, (_, ref_count, token_ids, block_hash, _, last_access) in enumerate(pages):
+        table.ref_count[pid] = ref_count
         table.last_access[pid], table.block_hash[pid] = last_access, block_hash
         table.token_source[pid] = array("q", token_ids) if token_ids else None
-        table.token_start[pid] = 0
-    pool.free_queue.reset(pid for pid, state in enumerate(table.state) if state is FREE)
+        table.token_block[pid] = 0
+    pool.free_queue.reset(pid for pid, saved in enumerate(pages) if PageState(saved[0]) is FREE)
     index = {saved[3]: pid for pid, saved in enumerate(pages) if saved[4] and saved[3]}
     pool.prefix_index.insert_all(list(index.values()), list(index))
     pool.eviction.add_all(list(release_order))

@@ -86,7 +86,7 @@ class PrefixIndex:
         Stops at the first miss. Example: index {h0: 3, h1: 5}, hashes [h0, h1, h2] ->
         [3, 5]; hashes [h0, hx, h2] -> [3] (a chained h2 cannot match after a miss)."""
         size, index, hits = self._page_size, self.hash_to_page, []
-        source, first = self._table.token_source, self._table.token_start
+        source, block = self._table.token_source, self._table.token_block
         tokens = token_ids if isinstance(token_ids, array) else array("q", token_ids)
         for i, block_hash in enumerate(block_hashes):
             page_id = index.get(block_hash)
@@ -94,7 +94,7 @@ class PrefixIndex:
                 break
             # Collision guard: a hit must hold exactly this block's tokens (an indexed page is
             # full, so its token array has all page_size of them; `PageTable.holds_tokens`).
-            start, held = first[page_id], source[page_id]
+            start, held = block[page_id] * size, source[page_id]
             if held is None or held[start : start + size] != tokens[i * size : (i + 1) * size]:
                 break
             hits.append(page_id)

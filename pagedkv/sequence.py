@@ -39,7 +39,6 @@ from typing import NamedTuple
 import numpy as np
 
 from .hashing import chain_hashes, encode_extra_key, hash_block_tokens
-from .page import PageState
 from .pool import KVCachePool, OutOfPagesError
 from .slot_mapping import num_blocks, slot_mapping
 from .validation import (
@@ -227,7 +226,8 @@ class SequenceManager:
         """Validate an admission and work out what `add` would do, changing nothing."""
         check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
         tokens, data = check_token_array("prompt_token_ids", prompt_token_ids)
-        encode_extra_key(extra_key)  # validates its type
+        if extra_key is not None:
+            encode_extra_key(extra_key)  # validates its type
         pool, size = self.pool, self.page_size
         hashes: list[bytes] = []
         hits: list[int] = []
@@ -236,8 +236,8 @@ class SequenceManager:
             hashes = chain_hashes(data, size, extra_key, pool.config.prefix_caching_hash_algo)
             # The page holding the last prompt token is never a hit: that token must run.
             hits = pool.find_longest_cache_hit(hashes[: (len(tokens) - 1) // size], tokens)
-            state = pool.table.state
-            revived = [p for p in hits if state[p] is PageState.CACHED]
+            ref_count = pool.table.ref_count
+            revived = [p for p in hits if not ref_count[p]]  # unheld hits are CACHED
         return AdmissionPlan(
             seq_id,
             tokens,

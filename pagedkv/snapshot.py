@@ -103,7 +103,7 @@ def take_snapshot(pool: KVCachePool, seqs: SequenceManager | None = None) -> Poo
         clock=pool.clock,
         num_pages=n,
         page_size=pool.page_size,
-        state=np.array(table.state, dtype=np.int8),
+        state=table.states(),
         fill=np.fromiter(map(table.num_tokens, range(n)), dtype=np.int32, count=n),
         ref_count=np.array(table.ref_count, dtype=np.int32),
         owner=owner,

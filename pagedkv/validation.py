@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 MAX_TOKEN_ID = 2**63 - 1  # token ids are hashed as int64
+INT64 = np.dtype("<i8")  # numpy keeps one instance of each builtin dtype
 V = TypeVar("V")
 
 
@@ -131,6 +132,8 @@ def check_token_array(name: str, token_ids: object) -> tuple[array, bytes]:
     """`check_tokens`, returning the ids as an `array('q')` (what a sequence stores) and
     as their hashing encoding, little-endian int64 bytes."""
     if isinstance(token_ids, np.ndarray):
+        if token_ids.dtype is INT64 and token_ids.ndim == 1 and token_ids.size:  # the usual case
+            return _token_array(name, token_ids, token_ids.tobytes())
         if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
             raise TypeError(f"{name} must be a 1-D int array, got {token_ids.dtype} {token_ids.shape}")
         values = token_ids
@@ -149,7 +152,13 @@ def check_token_array(name: str, token_ids: object) -> tuple[array, bytes]:
         )
     if not values.size:
         raise ValueError(f"{name} must not be empty")
-    data = values.astype("<i8" if values.dtype.kind == "i" else "<u8", copy=False).tobytes()
+    encoding = "<i8" if values.dtype.kind == "i" else "<u8"
+    return _token_array(name, values, values.astype(encoding, copy=False).tobytes())
+
+
+def _token_array(name: str, values: np.ndarray, data: bytes) -> tuple[array, bytes]:
+    """The ids as an array('q') and `data`, their 64-bit little-endian encoding, once
+    every id is in [0, 2**63 - 1]."""
     # An id outside [0, 2**63 - 1] (negative, or an unsigned one too large) is exactly one
     # whose 64-bit little-endian encoding has the top bit of its last byte set.
     if not data[7::8].isascii():

@@ -169,8 +169,8 @@ def test_collision_guard_refuses_a_hash_hit_with_other_tokens():
     seqs.free("a")
     # Simulate a hash collision (same digest, different tokens): overwrite the second
     # token of page 0 where the page keeps it, in the freed sequence's token array.
-    source, start = pool.table.token_source[0], pool.table.token_start[0]
-    source[start + 1] = 99
+    source, block = pool.table.token_source[0], pool.table.token_block[0]
+    source[block * 2 + 1] = 99
     assert pool.page(0).token_ids == [1, 99]
     assert seqs.add("b", [1, 2, 3]) == 0
     assert seqs.block_table("b")[0] != 0
