@@ -97,7 +97,10 @@ class PageTable:
         first, last = page_ids[0], page_ids[-1]
         if last - first == len(page_ids) - 1 and page_ids == self.page_ids[first : last + 1]:
             return first, last + 1
-        if first - last == len(page_ids) - 1 and page_ids[::-1] == self.page_ids[last : first + 1]:
+        if (
+            first - last == len(page_ids) - 1
+            and page_ids == self.page_ids[first : last - 1 if last else None : -1]
+        ):
             return last, first + 1
         return None
 

@@ -183,10 +183,17 @@ class KVCachePool:
         half changed)."""
         self.events.publish()
 
-    def get_new_blocks(self, num_blocks: int, seq_id: Hashable | None = None) -> list[int]:
+    def get_new_blocks(
+        self,
+        num_blocks: int,
+        seq_id: Hashable | None = None,
+        tokens: array | None = None,
+        first_block: int = 0,
+    ) -> list[int]:
         """Hand out writable pages, ref count 1: FREE ones lowest id first, then the eviction
         policy's victims (docs/design.md rule 1). Raises OutOfPagesError, changing nothing, when FREE +
-        CACHED pages are too few."""
+        CACHED pages are too few. With `tokens`, the pages also record that they hold its
+        logical blocks first_block, first_block + 1, ... (`fill_blocks`, in the same pass)."""
         free, table, clock = self.free_queue, self.table, self.clock
         num_free = len(free)
         if num_blocks > num_free and num_blocks > num_free + len(self.eviction):
@@ -197,15 +204,22 @@ class KVCachePool:
         from_free = num_blocks if num_blocks <= num_free else num_free
         page_ids: list[int] = []
         for run in free.popleft_runs(from_free):  # consecutive ids: one slice per field
-            n = len(run)
-            table.ref_count[run.start : run.stop] = [1] * n
-            table.last_access[run.start : run.stop] = [clock] * n
-            page_ids += table.page_ids[run.start : run.stop]
+            lo, hi = run.start, run.stop
+            n = hi - lo
+            table.ref_count[lo:hi] = [1] * n
+            table.last_access[lo:hi] = [clock] * n
+            if tokens is not None:
+                block = first_block + len(page_ids)
+                table.token_source[lo:hi] = [tokens] * n
+                table.token_block[lo:hi] = table.page_ids[block : block + n]  # the ints, shared
+            page_ids += table.page_ids[lo:hi]
         if num_blocks > from_free:
             victims = self._evict(num_blocks - from_free, seq_id)
             for page_id in victims:
                 table.ref_count[page_id] = 1
                 table.last_access[page_id] = clock
+            if tokens is not None:
+                self.fill_blocks(victims, tokens, first_block + len(page_ids))
             page_ids += victims
         self.stats.allocations += num_blocks
         if self.events.listeners:
@@ -279,16 +293,10 @@ class KVCachePool:
         sequence that owns it only ever appends)."""
         if not isinstance(tokens, array):
             tokens = array("q", tokens)
-        table, size, n = self.table, self.page_size, len(page_ids)
-        page_ids = page_ids if isinstance(page_ids, list) else list(page_ids)
-        if n and page_ids[-1] - page_ids[0] == n - 1 and table.span(page_ids):  # a slice per field
-            lo, hi = page_ids[0], page_ids[-1] + 1
-            table.token_source[lo:hi] = [tokens] * n
-            table.token_block[lo:hi] = table.page_ids[first_block : first_block + n]  # the ints, shared
-        else:
-            for block, page_id in enumerate(page_ids, first_block):
-                table.token_source[page_id] = tokens
-                table.token_block[page_id] = block
+        source, token_block = self.table.token_source, self.table.token_block
+        for block, page_id in enumerate(page_ids, first_block):
+            source[page_id] = tokens
+            token_block[page_id] = block
 
     def append_token(self, page_id: int, tokens: array, block: int) -> None:
         """Record that a page one block table holds has one more token: the last of

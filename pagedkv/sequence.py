@@ -272,8 +272,7 @@ class SequenceManager:
         pool.tick()
         if hits:
             pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
-        new_pages = pool.get_new_blocks(plan.num_new_pages, plan.seq_id)
-        pool.fill_blocks(new_pages, tokens, num_hits)
+        new_pages = pool.get_new_blocks(plan.num_new_pages, plan.seq_id, tokens, num_hits)
         if pool.config.enable_prefix_caching:
             pool.cache_full_blocks(
                 new_pages[: len(plan.hashes) - num_hits], plan.hashes[num_hits:], hits[-1] if hits else None
@@ -367,7 +366,7 @@ class SequenceManager:
         seq = self.get(seq_id)
         self.pool.tick()
         del self.sequences[seq_id]
-        self.pool.free_blocks(seq.block_table[::-1], seq_id)
+        self.pool.free_blocks(seq.block_table[::-1], seq_id)  # tail first
         self.pool.publish()
 
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
