@@ -15,7 +15,8 @@ read-only view of one page (`pool.page(7)`), for reading, printing and pictures.
 Token ids are stored once, by the sequence that wrote them: a page records which token
 array holds its tokens (`token_source`, an `array('q')` that is only ever appended to) and
 which logical block of it the page is (`token_block`); it holds that block's `page_size`
-tokens of the array, or as many as the array has. Nothing is copied per page.
+tokens of the array, or as many as the array has. Nothing is copied per page. A FREE page holds no
+tokens whatever its fields say: they are stale until the page is handed out again.
 
 The K/V themselves live in the pool's one preallocated array; `Page.keys` / `Page.values`
 are numpy *views* into it, so writing through a view writes the pool's storage.
@@ -107,14 +108,14 @@ class PageTable:
     def num_tokens(self, page_id: int) -> int:
         """Slots of the page holding a token."""
         source = self.token_source[page_id]
-        if source is None:
+        if source is None or self.free_flags[page_id]:
             return 0
         return min(self.page_size, len(source) - self.token_block[page_id] * self.page_size)
 
     def token_ids(self, page_id: int) -> list[int]:
         """The token ids a page holds, in slot order (a new list)."""
         source = self.token_source[page_id]
-        if source is None:
+        if source is None or self.free_flags[page_id]:
             return []
         start = self.token_block[page_id] * self.page_size
         return source[start : start + self.page_size].tolist()

@@ -284,8 +284,7 @@ class KVCachePool:
         n, table = hi - lo, self.table
         table.ref_count[lo:hi] = [0] * n
         table.last_access[lo:hi] = [self.clock] * n
-        table.token_source[lo:hi] = [None] * n
-        self.free_queue.extend_run(lo, hi)
+        self.free_queue.extend_run(lo, hi)  # their token fields go stale: a FREE page holds none
 
     def fill_blocks(self, page_ids: Sequence[int], tokens: Sequence[int] | array, first_block: int) -> None:
         """Record that freshly allocated pages hold a run of tokens: page_ids[i] holds
