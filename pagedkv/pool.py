@@ -36,12 +36,13 @@ from .events import Event, EventStream
 from .eviction import EvictionPolicy, make_eviction_policy
 from .free_queue import FreeQueue
 from .invariants import check_invariants
-from .page import Page, PageState, PageTable
+from .page import PageState, PageTable
+from .pool_queries import OutOfPagesError, PoolQueries
 from .pool_reset import reset_prefix_cache, restore_pool
 from .prefix_index import PrefixIndex
 from .radix_index import RadixPrefixIndex
 from .snapshot import PoolSnapshot, PoolStats, take_snapshot
-from .validation import check_array, check_instance, check_int
+from .validation import check_array, check_instance
 
 if TYPE_CHECKING:
     from .sequence import SequenceManager
@@ -49,11 +50,7 @@ if TYPE_CHECKING:
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 
 
-class OutOfPagesError(MemoryError):
-    """The pool cannot provide the pages an operation needs; nothing was changed."""
-
-
-class KVCachePool:
+class KVCachePool(PoolQueries):
     """Fixed-size pages of K/V storage with ref counts, prefix index and eviction."""
 
     def __init__(self, config: CacheConfig, kv_cache: np.ndarray | None = None) -> None:
@@ -87,63 +84,6 @@ class KVCachePool:
         # alone (they describe block tables too); no verb of the pool looks at it.
         self._manager: SequenceManager | None = None
 
-    # ---- read-only queries -------------------------------------------------------------
-
-    def page(self, page_id: int) -> Page:
-        """A read-only view of one page's metadata and K/V."""
-        return Page(self.table, self.kv_cache, check_int("page_id", page_id, 0, self.num_pages - 1))
-
-    @property
-    def pages(self) -> list[Page]:
-        """A view of every page, page id order (for reading; the verbs use `table`)."""
-        return [Page(self.table, self.kv_cache, page_id) for page_id in range(self.num_pages)]
-
-    def ref_count(self, page_id: int) -> int:
-        """How many block tables hold the page."""
-        return self.table.ref_count[check_int("page_id", page_id, 0, self.num_pages - 1)]
-
-    @property
-    def num_free_pages(self) -> int:
-        """FREE pages (empty, on the free queue)."""
-        return len(self.free_queue)
-
-    @property
-    def num_cached_pages(self) -> int:
-        """CACHED pages: unreferenced, holding a reusable prefix, evictable."""
-        return len(self.eviction)
-
-    @property
-    def num_active_pages(self) -> int:
-        """ACTIVE pages: held by at least one block table."""
-        return self.num_pages - len(self.free_queue) - len(self.eviction)
-
-    @property
-    def num_available_pages(self) -> int:
-        """Pages an allocation can draw on: FREE + CACHED."""
-        return len(self.free_queue) + len(self.eviction)
-
-    @property
-    def usage(self) -> float:
-        """ACTIVE pages / num_pages (vLLM's kv_cache_usage_perc: CACHED counts as free)."""
-        return self.num_active_pages / self.num_pages
-
-    @property
-    def token_usage(self) -> float:
-        """Token slots filled in ACTIVE pages / (num_pages * page_size)."""
-        table = self.table
-        filled = sum(table.num_tokens(pid) for pid, holders in enumerate(table.ref_count) if holders)
-        return filled / self.config.num_slots
-
-    def get_cached_block(self, block_hash: bytes) -> int | None:
-        """The page id indexed under a block hash, or None (vLLM: `get_cached_block`)."""
-        return self.prefix_index.get(block_hash)
-
-    lookup = get_cached_block  # the name notebooks use
-
-    def find_longest_cache_hit(self, block_hashes: Sequence[bytes], token_ids: Sequence[int]) -> list[int]:
-        """Pages holding the longest verified prefix of a prompt's block hashes (docs/design.md rule 5)."""
-        return self.prefix_index.find_longest_cache_hit(block_hashes, token_ids)
-
     def add_listener(self, callback: Callable[[Event], None]) -> None:
         """Call `callback(event)` for every page event from now on (events.py)."""
         self.events.add_listener(callback)
@@ -151,25 +91,6 @@ class KVCachePool:
     def remove_listener(self, callback: Callable[[Event], None]) -> None:
         """Stop calling `callback` (ValueError if it was never added)."""
         self.events.remove_listener(callback)
-
-    def peek_allocation(self, n: int, revived: Iterable[int] = ()) -> tuple[list[int], list[int]]:
-        """The pages `get_new_blocks(n)` would take now, changing nothing: (FREE page ids,
-        lowest first; CACHED page ids it would evict, next victim first).
-
-        `revived` names CACHED pages a prefix hit takes back before allocating (they are not
-        victims). A write-ahead log records these pages before the allocation happens."""
-        n = check_int("n", n, 0)
-        from_free = min(n, len(self.free_queue))
-        victims: list[int] = []
-        if n > from_free:
-            keep = set(revived)
-            victims = [p for p in self.eviction.order() if p not in keep][: n - from_free]
-            if len(victims) < n - from_free:
-                raise OutOfPagesError(
-                    f"need {n} pages, only {len(self.free_queue)} FREE + "
-                    f"{len(self.eviction) - len(keep)} evictable CACHED of {self.num_pages}"
-                )
-        return self.free_queue.peek_n(from_free), victims
 
     # ---- one operation: tick, change pages, publish ----------------------------------------
 

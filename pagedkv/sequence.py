@@ -34,12 +34,12 @@ from __future__ import annotations
 from array import array
 from collections.abc import Hashable
 from collections.abc import Sequence as SequenceLike
-from typing import NamedTuple
 
 import numpy as np
 
 from .hashing import chain_hashes, encode_extra_key, hash_block_tokens
 from .pool import KVCachePool, OutOfPagesError
+from .sequence_data import AdmissionPlan, Sequence
 from .slot_mapping import num_blocks, slot_mapping
 from .validation import (
     UnknownSequenceError,
@@ -55,108 +55,6 @@ from .validation import (
 __all__ = ["AdmissionPlan", "Sequence", "SequenceManager", "UnknownSequenceError"]
 
 
-class Sequence:
-    """One sequence's tokens and block table (every field is given by the manager).
-
-    The token ids live in one `array('q')`, `tokens`, which the pages of the block table
-    point into (page.py); `token_ids` is a list copy of it."""
-
-    __slots__ = (
-        "block_table",
-        "extra_key",
-        "num_cached_tokens",
-        "num_computed_tokens",
-        "num_prompt_tokens",
-        "page_size",
-        "parent",
-        "seq_id",
-        "tokens",
-    )
-
-    def __init__(
-        self,
-        seq_id: Hashable,
-        tokens: array,
-        block_table: list[int],
-        num_prompt_tokens: int,
-        num_cached_tokens: int,
-        num_computed_tokens: int,
-        extra_key: object,
-        parent: Hashable | None,
-        page_size: int,
-    ) -> None:
-        self.seq_id = seq_id
-        self.tokens = tokens  # prompt then generated tokens; only ever appended to
-        self.block_table = block_table  # logical block i -> page id
-        self.num_prompt_tokens = num_prompt_tokens
-        self.num_cached_tokens = num_cached_tokens  # prompt tokens served by prefix hits at admission
-        self.num_computed_tokens = num_computed_tokens  # tokens whose K/V are in the cache
-        self.extra_key = extra_key  # enters the first page's hash (None for none)
-        self.parent = parent  # fork parent
-        self.page_size = page_size  # the pool's page size
-
-    @property
-    def token_ids(self) -> list[int]:
-        """Prompt then generated token ids (a new list)."""
-        return self.tokens.tolist()
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.tokens)
-
-    def slot(self, position: int) -> int:
-        """Flat slot (page_id * page_size + offset) of the token at `position`."""
-        position = check_int("position", position, 0, len(self.tokens) - 1)
-        return slot_mapping(self.block_table, self.page_size, position)
-
-    def slot_mapping(self, start: int = 0, end: int | None = None) -> np.ndarray:
-        """Slots of positions start..end-1 as an int64 array."""
-        n = len(self.tokens)
-        end = n if end is None else check_int("end", end, 0, n)
-        start = check_int("start", start, 0, end)
-        return slot_mapping(self.block_table, self.page_size, np.arange(start, end))
-
-    def copy(self) -> Sequence:
-        """An independent copy (its own token array and block table)."""
-        return Sequence(
-            self.seq_id,
-            array("q", self.tokens),
-            list(self.block_table),
-            self.num_prompt_tokens,
-            self.num_cached_tokens,
-            self.num_computed_tokens,
-            self.extra_key,
-            self.parent,
-            self.page_size,
-        )
-
-    def __repr__(self) -> str:
-        return (
-            f"Sequence(seq_id={self.seq_id!r}, token_ids={self.token_ids}, block_table={self.block_table}, "
-            f"num_prompt_tokens={self.num_prompt_tokens}, num_cached_tokens={self.num_cached_tokens}, "
-            f"num_computed_tokens={self.num_computed_tokens}, extra_key={self.extra_key!r}, "
-            f"parent={self.parent!r})"
-        )
-
-
-class AdmissionPlan(NamedTuple):
-    """What `add` will do for a prompt, worked out without changing anything."""
-
-    seq_id: Hashable
-    tokens: array  # the prompt's token ids
-    extra_key: object
-    hashes: list[bytes]  # chained digests of the prompt's full pages (none if caching is off)
-    hits: list[int]  # pages reused from the prefix cache, block order
-    revived: list[int]  # those of the hits that are CACHED now (they leave the evictable supply)
-    num_new_pages: int  # pages to allocate for the rest of the prompt
-    num_cached_tokens: int  # prompt tokens the hits cover
-
-    @property
-    def token_ids(self) -> list[int]:
-        """The prompt's token ids as a list."""
-        return self.tokens.tolist()
-
-
 class SequenceManager:
     """Block tables for live sequences over one `KVCachePool`."""
 
@@ -167,6 +65,7 @@ class SequenceManager:
         self.page_size = pool.page_size
         self.sequences: dict[Hashable, Sequence] = {}  # seq id -> sequence, oldest first
         self.cow_log: list[tuple[int, int]] = []  # (src, dst) page pairs, in copy order
+        self._caching = pool.config.enable_prefix_caching  # fixed for the pool's lifetime
 
     # ---- queries ---------------------------------------------------------------------------
 
@@ -232,7 +131,7 @@ class SequenceManager:
         hashes: list[bytes] = []
         hits: list[int] = []
         revived: list[int] = []
-        if pool.config.enable_prefix_caching:
+        if self._caching:
             hashes = chain_hashes(data, size, extra_key, pool.config.prefix_caching_hash_algo)
             # The page holding the last prompt token is never a hit: that token must run.
             hits = pool.find_longest_cache_hit(hashes[: (len(tokens) - 1) // size], tokens)
@@ -263,7 +162,8 @@ class SequenceManager:
     def _admit(self, plan: AdmissionPlan) -> int:
         """Carry out a plan from `plan_add` (it must still hold: nothing changed since)."""
         pool, tokens, hits, num_hits = self.pool, plan.tokens, plan.hits, len(plan.hits)
-        if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
+        needed = plan.num_new_pages
+        if needed > len(pool.free_queue) and needed > pool.num_available_pages - len(plan.revived):
             raise OutOfPagesError(
                 f"prompt of {len(tokens)} tokens needs {plan.num_new_pages} new pages; "
                 f"{pool.num_free_pages} FREE + {pool.num_cached_pages - len(plan.revived)} "
@@ -272,8 +172,8 @@ class SequenceManager:
         pool.tick()
         if hits:
             pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
-        new_pages = pool.get_new_blocks(plan.num_new_pages, plan.seq_id, tokens, num_hits)
-        if pool.config.enable_prefix_caching:
+        new_pages = pool.get_new_blocks(needed, plan.seq_id, tokens, num_hits)
+        if self._caching:
             pool.cache_full_blocks(
                 new_pages[: len(plan.hashes) - num_hits], plan.hashes[num_hits:], hits[-1] if hits else None
             )
@@ -281,7 +181,7 @@ class SequenceManager:
         self.sequences[plan.seq_id] = Sequence(
             plan.seq_id,
             tokens,
-            hits + new_pages,
+            hits + new_pages if hits else new_pages,
             len(tokens),
             plan.num_cached_tokens,
             plan.num_cached_tokens,
@@ -315,7 +215,7 @@ class SequenceManager:
         seq.tokens.append(token_id)
         page_id, block = seq.block_table[-1], len(seq.block_table) - 1
         pool.append_token(page_id, seq.tokens, block)
-        if offset == size - 1 and pool.config.enable_prefix_caching:  # the page is now full
+        if offset == size - 1 and self._caching:  # the page is now full
             parent = pool.table.block_hash[seq.block_table[block - 1]] if block else None
             block_hash = hash_block_tokens(
                 parent, seq.tokens[block * size :], seq.extra_key, pool.config.prefix_caching_hash_algo
