@@ -5,18 +5,20 @@ for every layer, a reference count, the token ids written so far, and — once t
 full and prefix caching is on — the chained block hash that names its whole prefix.
 
 `PageTable` keeps that metadata for every page of a pool as parallel lists indexed by page
-id (a structure of arrays): `table.ref_count[7]` is page 7's ref count. A page's state is
-not stored: it follows from two facts, whether a block table holds the page (ref count)
-and whether it is on the free queue (its flag byte), so it can never disagree with them. The pool's verbs
-update a whole block table's pages a list at a time, and a run of consecutive pages with
-one slice assignment per field, instead of touching one object per page. `Page` is a
+id (a structure of arrays): `table.ref_count[7]` is page 7's ref count. The pool's verbs
+update a block table's pages a list at a time, and a run of consecutive pages with one
+slice assignment per field, instead of touching one object per page. `Page` is a
 read-only view of one page (`pool.page(7)`), for reading, printing and pictures.
+
+A page's state is not stored: it follows from two facts, whether a block table holds the
+page (its ref count) and whether it is on the free queue (its flag byte there), so it can
+never disagree with them.
 
 Token ids are stored once, by the sequence that wrote them: a page records which token
 array holds its tokens (`token_source`, an `array('q')` that is only ever appended to) and
 which logical block of it the page is (`token_block`); it holds that block's `page_size`
-tokens of the array, or as many as the array has. Nothing is copied per page. A FREE page holds no
-tokens whatever its fields say: they are stale until the page is handed out again.
+tokens of the array, or as many as the array has. Nothing is copied per page. A FREE page
+holds no tokens whatever its fields say: they are stale until the page is handed out again.
 
 The K/V themselves live in the pool's one preallocated array; `Page.keys` / `Page.values`
 are numpy *views* into it, so writing through a view writes the pool's storage.
@@ -52,13 +54,13 @@ class PageTable:
 
     __slots__ = (
         "block_hash",
+        "free_flags",
         "last_access",
         "page_ids",
         "page_size",
         "ref_count",
-        "free_flags",
-        "token_source",
         "token_block",
+        "token_source",
     )
 
     def __init__(self, num_pages: int, page_size: int, free_flags: bytearray) -> None:
@@ -119,15 +121,6 @@ class PageTable:
             return []
         start = self.token_block[page_id] * self.page_size
         return source[start : start + self.page_size].tolist()
-
-    def holds_tokens(self, page_id: int, tokens: array, start: int) -> bool:
-        """Whether the page holds exactly the full block tokens[start:start + page_size]
-        (the collision guard)."""
-        source, size = self.token_source[page_id], self.page_size
-        if source is None:
-            return False
-        first = self.token_block[page_id] * size
-        return source[first : first + size] == tokens[start : start + size]
 
     def freeze(self, page_id: int) -> None:
         """Give the page its own copy of its tokens, so the array it points into may grow

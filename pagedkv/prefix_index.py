@@ -93,7 +93,7 @@ class PrefixIndex:
             if page_id is None:
                 break
             # Collision guard: a hit must hold exactly this block's tokens (an indexed page is
-            # full, so its token array has all page_size of them; `PageTable.holds_tokens`).
+            # full: its token array holds all page_size of them, from block * page_size).
             start, held = block[page_id] * size, source[page_id]
             if held is None or held[start : start + size] != tokens[i * size : (i + 1) * size]:
                 break

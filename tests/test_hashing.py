@@ -8,8 +8,10 @@ import sys
 
 import numpy as np
 import pytest
+import xxhash
 
-from pagedkv import block_hashes, hash_block_tokens
+from pagedkv import CacheConfig, KVCachePool, SequenceManager, block_hashes, hash_block_tokens
+from pagedkv.config import ConfigError
 from pagedkv.hashing import ROOT_HASH
 
 
@@ -22,6 +24,45 @@ def test_chain_matches_a_hand_written_sha256_chain():
         parent = hashlib.sha256(parent + block).digest()
         want.append(parent)
     assert block_hashes(tokens, 2) == want
+
+
+def test_xxhash_chain_matches_a_hand_written_xxh3_128_chain():
+    tokens = [3, 1, 4, 1, 5, 9, 2]
+    parent = ROOT_HASH
+    want = []
+    for i in range(3):
+        block = b"".join(t.to_bytes(8, "little") for t in tokens[2 * i : 2 * i + 2])
+        parent = xxhash.xxh3_128(parent + block).digest()
+        want.append(parent)
+    assert block_hashes(tokens, 2, algo="xxhash") == want
+    assert want != block_hashes(tokens, 2)  # a different H, different names
+    assert hash_block_tokens(want[0], tokens[2:4], algo="xxhash") == want[1]
+
+
+def test_the_hash_algo_changes_names_not_hits():
+    """Both algos admit, hit and evict identically on the same requests; only digests differ."""
+    rng = np.random.default_rng(0)
+    shared = rng.integers(0, 1000, 24).tolist()
+    prompts = [shared + rng.integers(0, 1000, int(rng.integers(1, 20))).tolist() for _ in range(12)]
+    results = {}
+    for algo in ("sha256", "xxhash"):
+        pool = KVCachePool(CacheConfig.bookkeeping(12, 4, prefix_caching_hash_algo=algo))
+        seqs = SequenceManager(pool)
+        hits = []
+        for i, prompt in enumerate(prompts):
+            hits.append(seqs.add(i, prompt))
+            pool.check_invariants()  # recomputes every chain with the pool's algo
+            seqs.free(i)
+        results[algo] = (hits, pool.stats.as_dict(), pool.snapshot().lru_rank.tolist())
+        assert pool.page(0).block_hash in {*block_hashes(prompts[-1], 4, algo=algo), None}
+    assert results["sha256"] == results["xxhash"] and sum(results["sha256"][0]) > 0
+
+
+def test_an_unknown_hash_algo_is_refused():
+    with pytest.raises(ConfigError, match="prefix_caching_hash_algo must be one of"):
+        CacheConfig.bookkeeping(4, 2, prefix_caching_hash_algo="md5")
+    with pytest.raises(TypeError, match="prefix_caching_hash_algo"):
+        CacheConfig.bookkeeping(4, 2, prefix_caching_hash_algo=256)
 
 
 def test_a_hash_names_the_whole_prefix():
@@ -56,8 +97,9 @@ def test_lists_and_arrays_hash_alike():
     assert block_hashes([5, 6, 7, 8], 2) == block_hashes(np.array([5, 6, 7, 8], dtype=np.int32), 2)
 
 
-def test_digests_are_the_same_in_another_process():
-    code = "from pagedkv import block_hashes; print(block_hashes([1, 2, 3, 4], 2)[1].hex())"
+@pytest.mark.parametrize("algo", ["sha256", "xxhash"])
+def test_digests_are_the_same_in_another_process(algo):
+    code = f"from pagedkv import block_hashes; print(block_hashes([1, 2, 3, 4], 2, algo={algo!r})[1].hex())"
     outs = {
         subprocess.run(
             [sys.executable, "-c", code],
@@ -68,4 +110,4 @@ def test_digests_are_the_same_in_another_process():
         ).stdout.strip()
         for seed in ("1", "2")
     }
-    assert outs == {block_hashes([1, 2, 3, 4], 2)[1].hex()}
+    assert outs == {block_hashes([1, 2, 3, 4], 2, algo=algo)[1].hex()}

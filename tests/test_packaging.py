@@ -17,6 +17,7 @@ else:  # pragma: no cover
 
 ROOT = Path(__file__).resolve().parents[1]
 CONDA_ONLY = {"python", "pip"}  # the interpreter and installer conda needs to be told about
+CONDA_NAMES = {"python-xxhash": "xxhash"}  # conda-forge name -> PyPI name, where they differ
 
 
 def _normalize(requirement: str) -> tuple[str, str]:
@@ -24,7 +25,8 @@ def _normalize(requirement: str) -> tuple[str, str]:
     match = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)\s*(.*?)\s*", requirement)
     assert match, f"cannot parse requirement {requirement!r}"
     name, spec = match.groups()
-    return re.sub(r"[-_.]+", "-", name).lower(), spec.replace(" ", "")
+    name = re.sub(r"[-_.]+", "-", name).lower()
+    return CONDA_NAMES.get(name, name), spec.replace(" ", "")
 
 
 def _pyproject() -> dict:
