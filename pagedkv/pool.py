@@ -133,6 +133,8 @@ class KVCachePool(PoolQueries):
                 block = first_block + len(page_ids)
                 table.token_source[lo:hi] = [tokens] * n
                 table.token_block[lo:hi] = table.page_ids[block : block + n]  # the ints, shared
+            else:  # empty until the caller records tokens (a FREE page's fields are stale)
+                table.token_source[lo:hi] = [None] * n
             page_ids += table.page_ids[lo:hi]
         if num_blocks > from_free:
             victims = self._evict(num_blocks - from_free, seq_id)

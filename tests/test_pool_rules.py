@@ -77,6 +77,36 @@ def test_free_queue_hands_out_the_lowest_ids_first():
     assert queue.popleft_n(5) == [1, 4, 5, 8, 9] and len(queue) == 0
 
 
+def test_free_queue_hands_out_runs_of_consecutive_ids():
+    queue = FreeQueue(range(10), num_pages=10)
+    assert queue.popleft_runs(3) == [range(0, 3)]
+    queue.popleft_n(4)  # 3, 4, 5, 6
+    queue.extend([5, 1, 2])  # returned in any order
+    assert queue.peek_n(5) == [1, 2, 5, 7, 8] and queue.popleft_runs(5) == [
+        range(1, 3),
+        range(5, 6),
+        range(7, 9),
+    ]
+    assert queue.page_ids() == [9] and 9 in queue and 1 not in queue
+
+
+def test_a_page_holds_only_the_tokens_written_since_it_was_handed_out():
+    """Token fields are not cleared when a run of pages turns FREE: a FREE page must still
+    report none, and a page handed out again only its new tokens."""
+    pool, seqs = make(num_pages=4, page_size=2, caching=False)
+    seqs.add("a", [1, 2, 3])
+    seqs.free("a")
+    assert [pool.page(p).token_ids for p in range(4)] == [[], [], [], []]
+    assert pool.snapshot().fill.tolist() == [0, 0, 0, 0]
+    pool.tick()
+    [page_id] = pool.get_new_blocks(1)  # a bare allocation: no tokens recorded
+    assert page_id == 0 and pool.page(0).num_tokens == 0 and pool.page(0).token_ids == []
+    pool.free_blocks([0])
+    seqs.add("b", [7])
+    assert pool.page(0).token_ids == [7] and pool.page(1).token_ids == []
+    pool.check_invariants()
+
+
 # docs/design.md rule 1
 def test_allocation_prefers_free_pages_lowest_id_first_then_lru_cached():
     pool, seqs = make(num_pages=6, page_size=2)
