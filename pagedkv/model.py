@@ -251,13 +251,13 @@ class TinyLM:
             if seq.num_computed_tokens >= seq.num_tokens:
                 raise ValueError(f"sequence {seq.seq_id!r} has no token left to compute")
             check_vocab(
-                f"sequence {seq.seq_id!r} token_ids", seq.token_ids[seq.num_computed_tokens :], VOCAB_SIZE
+                f"sequence {seq.seq_id!r} token_ids", seq.tokens[seq.num_computed_tokens :], VOCAB_SIZE
             )
         engine = self._engines.get(seqs.pool)
         if engine is None:
             engine = self._engines[seqs.pool] = AttentionEngine(seqs.pool)
         spans = [(s.num_computed_tokens, s.num_tokens) for s in batch]
-        tokens = [t for s, (a, b) in zip(batch, spans) for t in s.token_ids[a:b]]
+        tokens = [t for s, (a, b) in zip(batch, spans) for t in s.tokens[a:b]]
         positions = np.concatenate([np.arange(a, b) for a, b in spans])
         slots = np.concatenate([s.slot_mapping(a, b) for s, (a, b) in zip(batch, spans)])
         lengths = np.array([b - a for a, b in spans])

@@ -173,8 +173,11 @@ class KVCachePool(PoolQueries):
         span = self.table.span(page_ids)
         if span is not None and not self.events.listeners:
             lo, hi = span
-            # Every page has one holder and no hash: all of them turn FREE.
-            if self.table.ref_count[lo:hi].count(1) == hi - lo == self.table.block_hash[lo:hi].count(None):
+            # Every page has one holder and no hash (none has one with caching off): all turn FREE.
+            unhashed = (
+                not self.config.enable_prefix_caching or self.table.block_hash[lo:hi].count(None) == hi - lo
+            )
+            if unhashed and self.table.ref_count[lo:hi].count(1) == hi - lo:
                 self._free_run(lo, hi)
                 return
         ref_count, last_access = self.table.ref_count, self.table.last_access
