@@ -164,8 +164,8 @@ class TinyLM:
 
     def cache_config(self, num_pages: int, page_size: int = 16, **options: Any) -> CacheConfig:
         """A CacheConfig whose K/V shape fits this model; `options` are the other CacheConfig
-        fields (dtype, enable_prefix_caching, eviction_policy, prefix_index), which CacheConfig
-        checks."""
+        fields (dtype, enable_prefix_caching, eviction_policy, prefix_index,
+        prefix_caching_hash_algo), which CacheConfig checks."""
         return CacheConfig(
             num_pages=num_pages,
             page_size=page_size,
