@@ -42,6 +42,7 @@ from .pool import KVCachePool, OutOfPagesError
 from .sequence_data import AdmissionPlan, Sequence
 from .slot_mapping import num_blocks, slot_mapping
 from .validation import (
+    MAX_TOKEN_ID,
     UnknownSequenceError,
     check_instance,
     check_int,
@@ -198,10 +199,13 @@ class SequenceManager:
         """Append one token; return its slot. Allocates a page only when the last is full
         (docs/design.md rule 2), and copies the last page first when another block table
         shares it (rule 7)."""
-        seq = self.get(seq_id)
-        token_id = check_token("token_id", token_id)
-        pool, size = self.pool, self.page_size
-        position = seq.num_tokens
+        seq = self.sequences.get(seq_id) if type(seq_id) is int or type(seq_id) is str else None
+        if seq is None:
+            seq = self.get(seq_id)  # raises UnknownSequenceError (or TypeError) with the usual message
+        if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID:
+            token_id = check_token("token_id", token_id)
+        pool, size, tokens = self.pool, self.page_size, seq.tokens
+        position = len(tokens)
         offset = position % size
         last = seq.block_table[-1]
         shared = pool.table.ref_count[last] > 1
@@ -212,9 +216,9 @@ class SequenceManager:
             seq.block_table.append(pool.get_new_blocks(1, seq_id)[0])
         elif shared:
             self._copy_on_write(seq, last)
-        seq.tokens.append(token_id)
+        tokens.append(token_id)
         page_id, block = seq.block_table[-1], len(seq.block_table) - 1
-        pool.append_token(page_id, seq.tokens, block)
+        pool.append_token(page_id, tokens, block)
         if offset == size - 1 and self._caching:  # the page is now full
             parent = pool.table.block_hash[seq.block_table[block - 1]] if block else None
             block_hash = hash_block_tokens(

@@ -48,7 +48,9 @@ def slot_mapping(
     positions [0, 3, 4] -> [28, 31, 8].
     """
     table: Any = block_table
-    if isinstance(positions, (int, np.integer)):
+    if type(positions) is int:  # the decode path: one token, plain ints
+        return table[positions // page_size] * page_size + positions % page_size
+    if isinstance(positions, np.integer):
         positions = int(positions)
     elif not isinstance(block_table, np.ndarray):
         table = np.asarray(block_table, dtype=np.int64)
