@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .hashing import HASH_ALGOS
 from .validation import check_bool, check_choice, check_int
 
 EVICTION_POLICIES = ("lru", "mru", "fifo", "lfu", "arc", "s3fifo")  # eviction_lab.py: the last four
@@ -48,6 +49,7 @@ class CacheConfig:
     # class with the EvictionPolicy interface, called with no arguments (pagedkv.exercises).
     eviction_policy: str | type = "lru"
     prefix_index: str = "hash"  # how prefix hits are found: "hash" (vLLM) or "radix" (SGLang)
+    prefix_caching_hash_algo: str = "sha256"  # the block hash: "sha256" (vLLM's default) or "xxhash"
 
     def __post_init__(self) -> None:
         _check(check_int, "num_pages", self.num_pages, 1, 1 << 24)
@@ -60,6 +62,7 @@ class CacheConfig:
         if not isinstance(self.eviction_policy, type):  # a class is an EvictionPolicy (exercises)
             _check(check_choice, "eviction_policy", self.eviction_policy, EVICTION_POLICIES)
         _check(check_choice, "prefix_index", self.prefix_index, PREFIX_INDEXES)
+        _check(check_choice, "prefix_caching_hash_algo", self.prefix_caching_hash_algo, HASH_ALGOS)
         if self.prefix_index == "radix" and self.eviction_policy != "lru":
             # The tree may only give up leaves; its leaf-first LRU is SGLang's policy.
             raise ConfigError(
@@ -82,7 +85,7 @@ class CacheConfig:
         Schedulers, benchmarks and exercises that count pages, hits and evictions but never
         read K/V use this, so the pool's preallocated storage stays a few bytes a slot.
         `options` are any other fields (enable_prefix_caching, eviction_policy, prefix_index,
-        dtype).
+        prefix_caching_hash_algo, dtype).
 
         >>> config = CacheConfig.bookkeeping(8, 4, enable_prefix_caching=False)
         >>> config.num_slots, config.kv_shape, config.enable_prefix_caching

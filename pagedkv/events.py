@@ -58,6 +58,8 @@ class EventStream:
 
     def publish(self) -> None:
         """Deliver the held-back events, in order, to every listener."""
+        if not self._pending:
+            return
         events, self._pending = self._pending, []
         for event in events:
             for callback in self.listeners:

@@ -10,58 +10,121 @@ lazily when the head block still has a hash. pagedkv splits that queue in two: t
 for empty pages and the eviction policy (eviction.py) for CACHED pages, so a cached
 prefix is never reclaimed while an untouched page is free.
 
-A heap keeps "lowest id first" at O(log n) per page: pages come back in any order (a
-sequence frees its pages tail first, copy-on-write frees a source page mid-sequence).
-`SwapSpace` uses the same queue for its host pages.
+The queue is one flag byte per page (1 = FREE) and the lowest page id that may be FREE.
+Taking n pages finds the first runs of set flags with `bytearray.find` (a C scan) and
+clears each run with one slice assignment, so a prompt's pages come out as a few runs of
+consecutive ids (`popleft_runs`), not one by one; pages come back in any order (a sequence
+frees its pages tail first, copy-on-write frees a source page mid-sequence) by setting
+their flags. `SwapSpace` uses the same queue for its host pages.
 
 Leaves out: removal from the middle (a FREE page only ever leaves by being allocated).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
+
+import numpy as np
 
 
 class FreeQueue:
     """FREE page ids; `popleft_n` hands out the lowest ids first."""
 
-    def __init__(self, page_ids: Iterable[int] = ()) -> None:
-        self._heap = sorted(page_ids)  # a sorted list is already a heap
+    def __init__(self, page_ids: Iterable[int] = (), num_pages: int | None = None) -> None:
+        ids = list(page_ids)
+        # One byte per page, 1 = FREE; the pool's PageTable reads it for page states.
+        self.flags = bytearray(num_pages if num_pages is not None else max(ids, default=-1) + 1)
+        self._count = 0
+        self._lowest = 0  # no FREE page has a lower id
+        self.extend(ids)
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return self._count
+
+    def popleft_runs(self, n: int) -> list[range]:
+        """Remove the n lowest page ids; return them as runs of consecutive ids, lowest first.
+
+        Example: queue [0, 1, 2, 5, 9], popleft_runs(4) -> [range(0, 3), range(5, 6)]."""
+        if n > self._count:
+            raise ValueError(f"n must be <= {self._count} FREE pages, got {n}")
+        if not n:
+            return []
+        flags, start = self.flags, self._lowest
+        start = flags.find(1, start)
+        if flags.find(0, start, start + n) < 0:  # the usual case: one run covers all n
+            flags[start : start + n] = bytes(n)
+            self._count -= n
+            self._lowest = start + n
+            return [range(start, start + n)]
+        runs = self._runs(n)
+        for run in runs:
+            flags[run.start : run.stop] = bytes(len(run))
+        self._count -= n
+        self._lowest = runs[-1].stop
+        return runs
 
     def popleft_n(self, n: int) -> list[int]:
         """Remove and return the n lowest page ids, lowest first.
 
         Example: queue [0, 3, 5, 9], popleft_n(2) -> [0, 3]; the queue keeps [5, 9]."""
-        if n > len(self._heap):
-            raise ValueError(f"n must be <= {len(self._heap)} FREE pages, got {n}")
-        heap, pop = self._heap, heapq.heappop
-        return [pop(heap) for _ in range(n)]
+        return [page_id for run in self.popleft_runs(n) for page_id in run]
+
+    def _runs(self, n: int) -> list[range]:
+        """The runs of the n lowest FREE ids (n <= len(self)), changing nothing."""
+        flags, start = self.flags, self._lowest
+        start = flags.find(1, start)
+        stop = flags.find(0, start, start + n)
+        if stop < 0:  # the usual case: one run of FREE pages covers all n
+            return [range(start, start + n)]
+        runs = [range(start, stop)]
+        n -= stop - start
+        start = stop
+        while n:
+            start = flags.find(1, start)
+            stop = flags.find(0, start, start + n)
+            stop = start + n if stop < 0 else stop
+            runs.append(range(start, stop))
+            n -= stop - start
+            start = stop
+        return runs
 
     def append(self, page_id: int) -> None:
         """A page became FREE (its tokens and hash already dropped)."""
-        heapq.heappush(self._heap, page_id)
+        self.extend((page_id,))
 
     def extend(self, page_ids: Iterable[int]) -> None:
         """Several pages became FREE."""
-        heap, push = self._heap, heapq.heappush
+        flags, lowest, count = self.flags, self._lowest, self._count
         for page_id in page_ids:
-            push(heap, page_id)
+            flags[page_id] = 1
+            count += 1
+            if page_id < lowest:
+                lowest = page_id
+        self._lowest, self._count = lowest, count
+
+    def extend_run(self, lo: int, hi: int) -> None:
+        """Pages lo .. hi - 1 became FREE (one slice assignment)."""
+        self.flags[lo:hi] = b"\x01" * (hi - lo)
+        self._count += hi - lo
+        if lo < self._lowest:
+            self._lowest = lo
 
     def peek_n(self, n: int) -> list[int]:
         """The page ids `popleft_n(n)` would return, removing nothing."""
-        return heapq.nsmallest(n, self._heap)
+        return [page_id for run in self._runs(min(n, self._count)) for page_id in run]
 
     def page_ids(self) -> list[int]:
         """Every FREE page id, lowest first (a copy)."""
-        return sorted(self._heap)
+        return np.flatnonzero(np.frombuffer(self.flags, dtype=np.uint8)).tolist()
+
+    def __contains__(self, page_id: object) -> bool:
+        return isinstance(page_id, int) and 0 <= page_id < len(self.flags) and self.flags[page_id] == 1
 
     def reset(self, page_ids: Iterable[int]) -> None:
         """Replace the contents (checkpoint recovery)."""
-        self._heap = sorted(page_ids)
+        self.flags[:] = bytes(len(self.flags))
+        self._count, self._lowest = 0, 0
+        self.extend(page_ids)
 
     def __repr__(self) -> str:
         return f"FreeQueue({self.page_ids()})"

@@ -9,7 +9,7 @@ every full page in a block table carries the chained hash of its tokens (docs/de
 cached when prefix caching is off.
 
 It takes the pool and the sequence manager as two arguments and reads only their public
-fields (`pool.pages`, `pool.free_queue`, `pool.prefix_index`, `pool.eviction`,
+fields (`pool.table`, `pool.free_queue`, `pool.prefix_index`, `pool.eviction`,
 `seqs.sequences`). O(num_pages + tokens), hashing included: for tests and debugging, not
 hot paths.
 
@@ -47,9 +47,8 @@ def check_invariants(pool: KVCachePool, seqs: SequenceManager | None = None) -> 
     holders = _check_block_tables(pool, seqs)
     _check_pages(pool, holders)
     for block_hash, pid in pool.prefix_index.items():
-        page = pool.pages[pid]
-        _require(page.block_hash == block_hash, f"index entry for page {pid}: hash differs")
-        _require(page.state is not FREE, f"index points at FREE page {pid}")
+        _require(pool.table.block_hash[pid] == block_hash, f"index entry for page {pid}: hash differs")
+        _require(pool.table.state(pid) is not FREE, f"index points at FREE page {pid}")
     if not pool.config.enable_prefix_caching:
         _require(not len(pool.prefix_index) and not len(pool.eviction), "prefix caching off but cached")
     _check_lifecycle_states(pool)
@@ -58,36 +57,40 @@ def check_invariants(pool: KVCachePool, seqs: SequenceManager | None = None) -> 
 def _check_lifecycle_states(pool: KVCachePool) -> None:
     """Every page is in one of the states of the lifecycle table (pagedkv.lifecycle), the
     table the lifecycle diagram is drawn from; its transitions are checked by the tests."""
-    for page in pool.pages:
-        _require(
-            page.state in STATES, f"page {page.page_id}: state {page.state!r} not in the lifecycle table"
-        )
+    for pid in range(pool.num_pages):
+        state = pool.table.state(pid)
+        _require(state in STATES, f"page {pid}: state {state!r} not in the lifecycle table")
 
 
 def _check_block_tables(pool: KVCachePool, seqs: SequenceManager | None) -> list[int]:
     """docs/design.md rules 2 and 4 for every block table; returns the number of tables holding each page."""
     holders = [0] * pool.num_pages
-    size, caching = pool.page_size, pool.config.enable_prefix_caching
+    size, caching, algo = (
+        pool.page_size,
+        pool.config.enable_prefix_caching,
+        pool.config.prefix_caching_hash_algo,
+    )
+    table = pool.table
     for seq_id, seq in (seqs.sequences if seqs is not None else {}).items():
-        table = seq.block_table
+        block_table, token_ids = seq.block_table, seq.token_ids
         _require(
-            len(table) == num_blocks(seq.num_tokens, size),
-            f"sequence {seq_id!r}: {len(table)} pages for {seq.num_tokens} tokens (docs/design.md rule 2)",
+            len(block_table) == num_blocks(seq.num_tokens, size),
+            f"sequence {seq_id!r}: {len(block_table)} pages for {seq.num_tokens} tokens "
+            "(docs/design.md rule 2)",
         )
-        _require(len(set(table)) == len(table), f"sequence {seq_id!r}: page twice in table")
+        _require(len(set(block_table)) == len(block_table), f"sequence {seq_id!r}: page twice in table")
         parent = None
-        for i, page_id in enumerate(table):
+        for i, page_id in enumerate(block_table):
             holders[page_id] += 1
-            page = pool.pages[page_id]
-            expect = seq.token_ids[i * size : (i + 1) * size]
+            expect = token_ids[i * size : (i + 1) * size]
             _require(
-                page.token_ids == expect,
+                table.token_ids(page_id) == expect,
                 f"sequence {seq_id!r} block {i}: page {page_id} holds other tokens",
             )
             if caching and len(expect) == size:  # docs/design.md rule 4: full pages are hashed
-                parent = hash_block_tokens(parent, expect, seq.extra_key if i == 0 else None)
+                parent = hash_block_tokens(parent, expect, seq.extra_key if i == 0 else None, algo)
                 _require(
-                    page.block_hash == parent,
+                    table.block_hash[page_id] == parent,
                     f"sequence {seq_id!r} block {i}: page {page_id}'s hash is not the chain's "
                     "(docs/design.md rule 4)",
                 )
@@ -98,7 +101,7 @@ def _check_pages(pool: KVCachePool, holders: list[int]) -> None:
     """Each page in exactly one state, with the ref count its holders give it (docs/design.md rule 3)."""
     free = pool.free_queue.page_ids()
     free_set = set(free)
-    _require(len(free_set) == len(free), "free queue holds a page twice")
+    _require(len(free) == len(pool.free_queue), "free queue counts a page twice")
     _require(len(pool.eviction) == len(set(pool.eviction.order())), "eviction order repeats")
     for page in pool.pages:
         pid, state = page.page_id, page.state
@@ -118,7 +121,7 @@ def _check_pages(pool: KVCachePool, holders: list[int]) -> None:
         else:
             _require(page.ref_count == 0, f"CACHED page {pid} has ref_count {page.ref_count}")
             _require(
-                page.num_tokens == pool.page_size and pool.prefix_index.holds(page),
+                page.num_tokens == pool.page_size and pool.prefix_index.holds_page(pid),
                 f"CACHED page {pid} is not full and indexed (docs/design.md rule 6)",
             )
         _require(page.num_tokens <= pool.page_size, f"page {pid} overfull")

@@ -1,13 +1,25 @@
-"""Page and PageState: the metadata of one physical page of the KV cache.
+"""PageState, PageTable and Page: the metadata of the physical pages of the KV cache.
 
 A page is vLLM's `KVCacheBlock`: a fixed number of token slots (`page_size`) of K/V storage
 for every layer, a reference count, the token ids written so far, and — once the page is
 full and prefix caching is on — the chained block hash that names its whole prefix.
 
+`PageTable` keeps that metadata for every page of a pool as parallel lists indexed by page
+id (a structure of arrays): `table.ref_count[7]` is page 7's ref count. A page's state is
+not stored: it follows from two facts, whether a block table holds the page (ref count)
+and whether it is on the free queue (its flag byte), so it can never disagree with them. The pool's verbs
+update a whole block table's pages a list at a time, and a run of consecutive pages with
+one slice assignment per field, instead of touching one object per page. `Page` is a
+read-only view of one page (`pool.page(7)`), for reading, printing and pictures.
+
+Token ids are stored once, by the sequence that wrote them: a page records which token
+array holds its tokens (`token_source`, an `array('q')` that is only ever appended to) and
+which logical block of it the page is (`token_block`); it holds that block's `page_size`
+tokens of the array, or as many as the array has. Nothing is copied per page. A FREE page holds no
+tokens whatever its fields say: they are stale until the page is handed out again.
+
 The K/V themselves live in the pool's one preallocated array; `Page.keys` / `Page.values`
-are numpy *views* into it, so writing through a view writes the pool's storage. (The
-views are made on access: building two per page up front costs more than the whole
-bookkeeping of a large pool's lifetime.)
+are numpy *views* into it, so writing through a view writes the pool's storage.
 
 Leaves out: vLLM's doubly-linked free-queue pointers (`prev_free_block`/`next_free_block`);
 pagedkv keeps FREE pages in the free queue (free_queue.py) and CACHED pages in the
@@ -16,7 +28,7 @@ eviction policy (eviction.py) instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from array import array
 from enum import IntEnum
 
 import numpy as np
@@ -25,35 +37,158 @@ import numpy as np
 class PageState(IntEnum):
     """Every page is in exactly one of these states (the int values are the heatmap codes)."""
 
-    FREE = 0  # empty, on the free list
+    FREE = 0  # empty, on the free queue
     ACTIVE = 1  # ref_count >= 1: held by at least one block table
     CACHED = 2  # ref_count == 0, full and hashed: reusable by a prefix hit, evictable
 
 
-@dataclass(slots=True, eq=False)
+FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
+
+
+class PageTable:
+    """The metadata of every page, one list per field, indexed by page id.
+
+    Read the lists freely; the pool's verbs are the only writers."""
+
+    __slots__ = (
+        "block_hash",
+        "last_access",
+        "page_ids",
+        "page_size",
+        "ref_count",
+        "free_flags",
+        "token_source",
+        "token_block",
+    )
+
+    def __init__(self, num_pages: int, page_size: int, free_flags: bytearray) -> None:
+        self.page_size = page_size
+        self.free_flags = free_flags  # the free queue's: 1 for a FREE page
+        # Every page id once, as the int objects every block table shares (slices of it
+        # are the runs the free queue hands out): no block table allocates its own ints.
+        # Block indices come from it too (a block table is at most num_pages long).
+        self.page_ids: list[int] = list(range(num_pages))
+        self.ref_count: list[int] = [0] * num_pages  # block tables holding the page
+        self.block_hash: list[bytes | None] = [None] * num_pages  # set when the page fills
+        self.last_access: list[int] = [0] * num_pages  # logical clock of the last operation on it
+        self.token_source: list[array | None] = [None] * num_pages  # the token array holding its tokens
+        self.token_block: list[int] = [0] * num_pages  # which block of that array the page holds
+
+    def __len__(self) -> int:
+        return len(self.ref_count)
+
+    def state(self, page_id: int) -> PageState:
+        """ACTIVE if a block table holds the page, else FREE if it is on the free queue, else CACHED."""
+        if self.ref_count[page_id]:
+            return ACTIVE
+        return FREE if self.free_flags[page_id] else CACHED
+
+    def states(self) -> np.ndarray:
+        """Every page's state code (`PageState` values), page id order, as int8."""
+        held = np.array(self.ref_count) > 0
+        free = np.frombuffer(bytes(self.free_flags), dtype=np.uint8).astype(bool)
+        return np.where(held, int(ACTIVE), np.where(free, int(FREE), int(CACHED))).astype(np.int8)
+
+    def span(self, page_ids: list[int]) -> tuple[int, int] | None:
+        """(lo, hi) when the ids are exactly lo .. hi - 1, ascending or descending, else None.
+
+        Example: [4, 5, 6] -> (4, 7); [6, 5, 4] -> (4, 7); [4, 6] -> None."""
+        if not page_ids:
+            return None
+        first, last = page_ids[0], page_ids[-1]
+        if last - first == len(page_ids) - 1 and page_ids == self.page_ids[first : last + 1]:
+            return first, last + 1
+        if (
+            first - last == len(page_ids) - 1
+            and page_ids == self.page_ids[first : last - 1 if last else None : -1]
+        ):
+            return last, first + 1
+        return None
+
+    def num_tokens(self, page_id: int) -> int:
+        """Slots of the page holding a token."""
+        source = self.token_source[page_id]
+        if source is None or self.free_flags[page_id]:
+            return 0
+        return min(self.page_size, len(source) - self.token_block[page_id] * self.page_size)
+
+    def token_ids(self, page_id: int) -> list[int]:
+        """The token ids a page holds, in slot order (a new list)."""
+        source = self.token_source[page_id]
+        if source is None or self.free_flags[page_id]:
+            return []
+        start = self.token_block[page_id] * self.page_size
+        return source[start : start + self.page_size].tolist()
+
+    def holds_tokens(self, page_id: int, tokens: array, start: int) -> bool:
+        """Whether the page holds exactly the full block tokens[start:start + page_size]
+        (the collision guard)."""
+        source, size = self.token_source[page_id], self.page_size
+        if source is None:
+            return False
+        first = self.token_block[page_id] * size
+        return source[first : first + size] == tokens[start : start + size]
+
+    def freeze(self, page_id: int) -> None:
+        """Give the page its own copy of its tokens, so the array it points into may grow
+        past them (copy-on-write: the page's writer moves to a copy of the page)."""
+        source = self.token_source[page_id]
+        if source is not None:
+            start = self.token_block[page_id] * self.page_size
+            self.token_source[page_id] = source[start : start + self.page_size]
+            self.token_block[page_id] = 0
+
+    def empty(self, page_ids: list[int]) -> None:
+        """The pages turned FREE: they hold no tokens and no hash any more."""
+        source, block_hash = self.token_source, self.block_hash
+        for page_id in page_ids:
+            source[page_id] = None
+            block_hash[page_id] = None
+
+
 class Page:
-    page_id: int
-    kv_cache: np.ndarray = field(repr=False)  # the pool's store [layers, 2, num_pages, ...]
-    state: PageState = PageState.FREE
-    ref_count: int = 0
-    token_ids: list[int] = field(default_factory=list)  # tokens written, in slot order
-    block_hash: bytes | None = None  # set when the page fills (prefix caching on)
-    last_access: int = 0  # logical clock of the last operation that touched the page
+    """A read-only view of one page's metadata and K/V (the pool's `page(page_id)`)."""
+
+    __slots__ = ("_kv_cache", "_table", "page_id")
+
+    def __init__(self, table: PageTable, kv_cache: np.ndarray, page_id: int) -> None:
+        self._table, self._kv_cache, self.page_id = table, kv_cache, page_id
 
     @property
-    def keys(self) -> np.ndarray:
-        """This page's keys, a view: [num_layers, page_size, kv_heads, head_dim]."""
-        return self.kv_cache[:, 0, self.page_id]
+    def state(self) -> PageState:
+        return self._table.state(self.page_id)
 
     @property
-    def values(self) -> np.ndarray:
-        """This page's values, a view: [num_layers, page_size, kv_heads, head_dim]."""
-        return self.kv_cache[:, 1, self.page_id]
+    def ref_count(self) -> int:
+        return self._table.ref_count[self.page_id]
+
+    @property
+    def block_hash(self) -> bytes | None:
+        return self._table.block_hash[self.page_id]
+
+    @property
+    def last_access(self) -> int:
+        return self._table.last_access[self.page_id]
 
     @property
     def num_tokens(self) -> int:
         """Slots of this page holding a token."""
-        return len(self.token_ids)
+        return self._table.num_tokens(self.page_id)
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The tokens written, in slot order (a copy)."""
+        return self._table.token_ids(self.page_id)
+
+    @property
+    def keys(self) -> np.ndarray:
+        """This page's keys, a view: [num_layers, page_size, kv_heads, head_dim]."""
+        return self._kv_cache[:, 0, self.page_id]
+
+    @property
+    def values(self) -> np.ndarray:
+        """This page's values, a view: [num_layers, page_size, kv_heads, head_dim]."""
+        return self._kv_cache[:, 1, self.page_id]
 
     def __repr__(self) -> str:
         digest = self.block_hash.hex()[:8] if self.block_hash is not None else None

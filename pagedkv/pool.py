@@ -1,13 +1,16 @@
 """KVCachePool: the physical pages, their K/V storage, and the verbs that change them.
 
 This is vLLM v1's `BlockPool` (with the K/V tensors its model runner allocates). It owns
-the K/V store (one preallocated array for all layers), a `Page` per physical page, the
-FREE pages (free_queue.py), the prefix index (prefix_index.py), the eviction policy over
+the K/V store (one preallocated array for all layers), the metadata of every page (a
+`PageTable`: one list per field, page.py; `page(page_id)` is a read-only view), the FREE
+pages (free_queue.py), the prefix index (prefix_index.py), the eviction policy over
 CACHED pages (eviction.py), counters, a logical clock and the page events (events.py).
 It changes them only through public verbs named as in vLLM: `get_new_blocks`, `touch`,
 `free_blocks`, `cache_full_blocks`, `get_cached_block`, `find_longest_cache_hit`, plus
-`fill_blocks` / `append_token` (record token ids, which vLLM's blocks do not keep) and
-`copy_block` (the copy of a copy-on-write). The pool knows nothing about sequences: the
+`fill_blocks` / `append_token` (record where a page's token ids are, which vLLM's blocks
+do not keep) and `copy_block` (the copy of a copy-on-write). The verbs work on a whole
+block table at a time, and on a run of consecutive page ids with one slice assignment
+per field (docs/design.md, "Data layout"). The pool knows nothing about sequences: the
 `SequenceManager` decides what to call, together with the block-table change that
 justifies it, between `tick()` and `publish()`.
 
@@ -22,6 +25,7 @@ into one array [layers, 2, ...] so the store can be a single file-backed memmap
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -32,12 +36,13 @@ from .events import Event, EventStream
 from .eviction import EvictionPolicy, make_eviction_policy
 from .free_queue import FreeQueue
 from .invariants import check_invariants
-from .page import Page, PageState
+from .page import PageState, PageTable
+from .pool_queries import OutOfPagesError, PoolQueries
 from .pool_reset import reset_prefix_cache, restore_pool
 from .prefix_index import PrefixIndex
 from .radix_index import RadixPrefixIndex
 from .snapshot import PoolSnapshot, PoolStats, take_snapshot
-from .validation import check_array, check_instance, check_int
+from .validation import check_array, check_instance
 
 if TYPE_CHECKING:
     from .sequence import SequenceManager
@@ -45,11 +50,7 @@ if TYPE_CHECKING:
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 
 
-class OutOfPagesError(MemoryError):
-    """The pool cannot provide the pages an operation needs; nothing was changed."""
-
-
-class KVCachePool:
+class KVCachePool(PoolQueries):
     """Fixed-size pages of K/V storage with ref counts, prefix index and eviction."""
 
     def __init__(self, config: CacheConfig, kv_cache: np.ndarray | None = None) -> None:
@@ -61,16 +62,17 @@ class KVCachePool:
         self.page_size = config.page_size
         self.num_pages = config.num_pages
         self.kv_cache = kv_cache  # [layers, 2, num_pages, page_size, kv_heads, head_dim]
-        # page id -> Page. Read it freely; change pages only through the verbs below.
-        self.pages: tuple[Page, ...] = tuple(Page(pid, kv_cache) for pid in range(config.num_pages))
-        self.free_queue = FreeQueue(range(config.num_pages))
+        # Every page's metadata, one list per field. Read it freely (or through
+        # `page(page_id)`); change pages only through the verbs below.
+        self.free_queue = FreeQueue(range(config.num_pages), config.num_pages)
+        self.table = PageTable(config.num_pages, config.page_size, self.free_queue.flags)
         self.prefix_index: PrefixIndex | RadixPrefixIndex
         self.eviction: EvictionPolicy
         if config.prefix_index == "radix":  # SGLang's tree and its leaf-first LRU
-            tree_index = RadixPrefixIndex(self.pages, config.page_size)
+            tree_index = RadixPrefixIndex(self.table, config.page_size)
             self.prefix_index, self.eviction = tree_index, tree_index.eviction_policy()
         else:
-            self.prefix_index = PrefixIndex(self.pages, config.page_size)
+            self.prefix_index = PrefixIndex(self.table, config.page_size)
             self.eviction = make_eviction_policy(config.eviction_policy)
         attach = getattr(self.eviction, "attach", None)  # optional: a learner's policy may not have it
         if attach is not None:
@@ -82,57 +84,6 @@ class KVCachePool:
         # alone (they describe block tables too); no verb of the pool looks at it.
         self._manager: SequenceManager | None = None
 
-    # ---- read-only queries -------------------------------------------------------------
-
-    def page(self, page_id: int) -> Page:
-        """The metadata of one page (do not mutate it)."""
-        return self.pages[check_int("page_id", page_id, 0, self.num_pages - 1)]
-
-    def ref_count(self, page_id: int) -> int:
-        """How many block tables hold the page."""
-        return self.page(page_id).ref_count
-
-    @property
-    def num_free_pages(self) -> int:
-        """FREE pages (empty, on the free queue)."""
-        return len(self.free_queue)
-
-    @property
-    def num_cached_pages(self) -> int:
-        """CACHED pages: unreferenced, holding a reusable prefix, evictable."""
-        return len(self.eviction)
-
-    @property
-    def num_active_pages(self) -> int:
-        """ACTIVE pages: held by at least one block table."""
-        return self.num_pages - len(self.free_queue) - len(self.eviction)
-
-    @property
-    def num_available_pages(self) -> int:
-        """Pages an allocation can draw on: FREE + CACHED."""
-        return len(self.free_queue) + len(self.eviction)
-
-    @property
-    def usage(self) -> float:
-        """ACTIVE pages / num_pages (vLLM's kv_cache_usage_perc: CACHED counts as free)."""
-        return self.num_active_pages / self.num_pages
-
-    @property
-    def token_usage(self) -> float:
-        """Token slots filled in ACTIVE pages / (num_pages * page_size)."""
-        filled = sum(p.num_tokens for p in self.pages if p.state is ACTIVE)
-        return filled / self.config.num_slots
-
-    def get_cached_block(self, block_hash: bytes) -> int | None:
-        """The page id indexed under a block hash, or None (vLLM: `get_cached_block`)."""
-        return self.prefix_index.get(block_hash)
-
-    lookup = get_cached_block  # the name notebooks use
-
-    def find_longest_cache_hit(self, block_hashes: Sequence[bytes], token_ids: Sequence[int]) -> list[int]:
-        """Pages holding the longest verified prefix of a prompt's block hashes (docs/design.md rule 5)."""
-        return self.prefix_index.find_longest_cache_hit(block_hashes, token_ids)
-
     def add_listener(self, callback: Callable[[Event], None]) -> None:
         """Call `callback(event)` for every page event from now on (events.py)."""
         self.events.add_listener(callback)
@@ -140,25 +91,6 @@ class KVCachePool:
     def remove_listener(self, callback: Callable[[Event], None]) -> None:
         """Stop calling `callback` (ValueError if it was never added)."""
         self.events.remove_listener(callback)
-
-    def peek_allocation(self, n: int, revived: Iterable[int] = ()) -> tuple[list[int], list[int]]:
-        """The pages `get_new_blocks(n)` would take now, changing nothing: (FREE page ids,
-        lowest first; CACHED page ids it would evict, next victim first).
-
-        `revived` names CACHED pages a prefix hit takes back before allocating (they are not
-        victims). A write-ahead log records these pages before the allocation happens."""
-        n = check_int("n", n, 0)
-        from_free = min(n, len(self.free_queue))
-        victims: list[int] = []
-        if n > from_free:
-            keep = set(revived)
-            victims = [p for p in self.eviction.order() if p not in keep][: n - from_free]
-            if len(victims) < n - from_free:
-                raise OutOfPagesError(
-                    f"need {n} pages, only {len(self.free_queue)} FREE + "
-                    f"{len(self.eviction) - len(keep)} evictable CACHED of {self.num_pages}"
-                )
-        return self.free_queue.peek_n(from_free), victims
 
     # ---- one operation: tick, change pages, publish ----------------------------------------
 
@@ -172,30 +104,48 @@ class KVCachePool:
         half changed)."""
         self.events.publish()
 
-    def get_new_blocks(self, num_blocks: int, seq_id: Hashable | None = None) -> list[int]:
+    def get_new_blocks(
+        self,
+        num_blocks: int,
+        seq_id: Hashable | None = None,
+        tokens: array | None = None,
+        first_block: int = 0,
+    ) -> list[int]:
         """Hand out writable pages, ref count 1: FREE ones lowest id first, then the eviction
         policy's victims (docs/design.md rule 1). Raises OutOfPagesError, changing nothing, when FREE +
-        CACHED pages are too few."""
-        free, pages = self.free_queue, self.pages
-        if num_blocks > len(free) + len(self.eviction):
+        CACHED pages are too few. With `tokens`, the pages also record that they hold its
+        logical blocks first_block, first_block + 1, ... (`fill_blocks`, in the same pass)."""
+        free, table, clock = self.free_queue, self.table, self.clock
+        num_free = len(free)
+        if num_blocks > num_free and num_blocks > num_free + len(self.eviction):
             raise OutOfPagesError(
-                f"need {num_blocks} pages, only {len(free)} FREE + {len(self.eviction)} CACHED "
+                f"need {num_blocks} pages, only {num_free} FREE + {len(self.eviction)} CACHED "
                 f"of {self.num_pages} (the rest are ACTIVE)"
             )
-        from_free = min(num_blocks, len(free))
-        page_ids = free.popleft_n(from_free)
+        from_free = num_blocks if num_blocks <= num_free else num_free
+        page_ids: list[int] = []
+        for run in free.popleft_runs(from_free):  # consecutive ids: one slice per field
+            lo, hi = run.start, run.stop
+            n = hi - lo
+            table.ref_count[lo:hi] = [1] * n
+            table.last_access[lo:hi] = [clock] * n
+            if tokens is not None:
+                block = first_block + len(page_ids)
+                table.token_source[lo:hi] = [tokens] * n
+                table.token_block[lo:hi] = table.page_ids[block : block + n]  # the ints, shared
+            page_ids += table.page_ids[lo:hi]
         if num_blocks > from_free:
-            page_ids += self._evict(num_blocks - from_free, seq_id)
-        clock = self.clock
-        for page_id in page_ids:
-            page = pages[page_id]
-            page.state = ACTIVE
-            page.ref_count = 1
-            page.last_access = clock
+            victims = self._evict(num_blocks - from_free, seq_id)
+            for page_id in victims:
+                table.ref_count[page_id] = 1
+                table.last_access[page_id] = clock
+            if tokens is not None:
+                self.fill_blocks(victims, tokens, first_block + len(page_ids))
+            page_ids += victims
         self.stats.allocations += num_blocks
         if self.events.listeners:
             for page_id in page_ids:
-                self.events.emit(self.clock, "allocate", page_id, seq_id)
+                self.events.emit(clock, "allocate", page_id, seq_id)
         return page_ids
 
     def touch(
@@ -203,56 +153,78 @@ class KVCachePool:
     ) -> None:
         """One more block table holds each page (a prefix hit, or `kind="fork"`); a CACHED
         page leaves the eviction policy and turns ACTIVE (docs/design.md rule 5)."""
-        pages, eviction, clock = self.pages, self.eviction, self.clock
+        ref_count, last_access = self.table.ref_count, self.table.last_access
+        eviction, clock, listeners = self.eviction, self.clock, self.events.listeners
         for page_id in page_ids:
-            page = pages[page_id]
-            if page.state is CACHED:
+            if not ref_count[page_id]:  # CACHED (a FREE page holds no prefix to hit or share)
                 eviction.remove(page_id)
-                page.state = ACTIVE
-            page.ref_count += 1
-            page.last_access = clock
-            if self.events.listeners:
-                self.events.emit(self.clock, kind, page_id, seq_id)
+            ref_count[page_id] += 1
+            last_access[page_id] = clock
+            if listeners:
+                self.events.emit(clock, kind, page_id, seq_id)
 
     def free_blocks(self, ordered_page_ids: Iterable[int], seq_id: Hashable | None = None) -> None:
         """One fewer block table holds each page. Pages nobody holds any more turn CACHED
         (full and indexed) or FREE; CACHED ones join the eviction order in the order given,
         so the first page given is evicted first (docs/design.md rule 6)."""
-        pages, clock, listeners = self.pages, self.clock, self.events.listeners
-        index = self.prefix_index.hash_to_page
+        page_ids = ordered_page_ids if isinstance(ordered_page_ids, list) else list(ordered_page_ids)
+        span = self.table.span(page_ids)
+        if span is not None and not self.events.listeners:
+            lo, hi = span
+            # Every page has one holder and no hash: all of them turn FREE.
+            if self.table.ref_count[lo:hi].count(1) == hi - lo == self.table.block_hash[lo:hi].count(None):
+                self._free_run(lo, hi)
+                return
+        ref_count, last_access = self.table.ref_count, self.table.last_access
+        block_hash, index = self.table.block_hash, self.prefix_index.hash_to_page
+        clock, listeners = self.clock, self.events.listeners
         cached, freed = [], []
-        for page_id in ordered_page_ids:
-            page = pages[page_id]
-            page.last_access = clock
-            page.ref_count -= 1
-            if page.ref_count:
+        for page_id in page_ids:
+            last_access[page_id] = clock
+            holders = ref_count[page_id] - 1
+            ref_count[page_id] = holders
+            if holders:
                 continue
-            block_hash = page.block_hash
-            if block_hash is not None and index.get(block_hash) == page_id:
-                page.state = CACHED
+            digest = block_hash[page_id]
+            if digest is not None and index.get(digest) == page_id:
                 cached.append(page_id)
+                kind = "cache"
             else:
-                page.state = FREE
-                page.token_ids = []
-                page.block_hash = None
                 freed.append(page_id)
+                kind = "free"
             if listeners:
-                self.events.emit(clock, "cache" if page.state is CACHED else "free", page_id, seq_id)
+                self.events.emit(clock, kind, page_id, seq_id)
+        self.table.empty(freed)
         self.free_queue.extend(freed)
-        self.eviction.add_all(cached)
+        if cached:
+            self.eviction.add_all(cached)
 
-    def fill_blocks(self, page_ids: Sequence[int], token_ids: list[int], first_block: int) -> None:
-        """Record a prompt's tokens in freshly allocated pages: page_ids[i] holds logical
-        block first_block + i."""
-        pages, size = self.pages, self.page_size
+    def _free_run(self, lo: int, hi: int) -> None:
+        """`free_blocks` for consecutive pages lo .. hi - 1 that all turn FREE: one slice
+        assignment per field instead of a loop over the pages."""
+        n, table = hi - lo, self.table
+        table.ref_count[lo:hi] = [0] * n
+        table.last_access[lo:hi] = [self.clock] * n
+        self.free_queue.extend_run(lo, hi)  # their token fields go stale: a FREE page holds none
+
+    def fill_blocks(self, page_ids: Sequence[int], tokens: Sequence[int] | array, first_block: int) -> None:
+        """Record that freshly allocated pages hold a run of tokens: page_ids[i] holds
+        logical block first_block + i of `tokens` (an `array('q')` is kept, not copied: the
+        sequence that owns it only ever appends)."""
+        if not isinstance(tokens, array):
+            tokens = array("q", tokens)
+        source, token_block = self.table.token_source, self.table.token_block
         for block, page_id in enumerate(page_ids, first_block):
-            pages[page_id].token_ids = token_ids[block * size : (block + 1) * size]
+            source[page_id] = tokens
+            token_block[page_id] = block
 
-    def append_token(self, page_id: int, token_id: int) -> None:
-        """Record one more token in a page that has room and that one block table holds."""
-        page = self.pages[page_id]
-        page.token_ids.append(token_id)
-        page.last_access = self.clock
+    def append_token(self, page_id: int, tokens: array, block: int) -> None:
+        """Record that a page one block table holds has one more token: the last of
+        `tokens`, the writer's token array, in which the page is logical block `block`."""
+        table = self.table
+        table.token_source[page_id] = tokens
+        table.token_block[page_id] = block
+        table.last_access[page_id] = self.clock
 
     def cache_full_blocks(
         self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
@@ -266,11 +238,11 @@ class KVCachePool:
     def copy_block(self, src: int, dst: int, seq_id: Hashable | None = None) -> None:
         """The copy of a copy-on-write: dst (fresh, from `get_new_blocks`) gets src's K/V
         slots and token ids. The caller releases its hold on src itself (docs/design.md rule 7)."""
-        src_page, dst_page = self.pages[src], self.pages[dst]
-        n = src_page.num_tokens
-        dst_page.keys[:, :n] = src_page.keys[:, :n]
-        dst_page.values[:, :n] = src_page.values[:, :n]
-        dst_page.token_ids = list(src_page.token_ids)
+        table = self.table
+        n = table.num_tokens(src)
+        self.kv_cache[:, :, dst, :n] = self.kv_cache[:, :, src, :n]
+        table.token_source[dst], table.token_block[dst] = table.token_source[src], table.token_block[src]
+        table.freeze(src)  # its writer moves to dst: src keeps its n tokens for its other holders
         self.stats.cow_copies += 1
         self.events.emit(self.clock, "cow", dst, seq_id, f"copied from page {src}")
 
@@ -281,11 +253,9 @@ class KVCachePool:
 
     def _evict(self, n: int, seq_id: Hashable | None) -> list[int]:
         """Reclaim the next n victims of the eviction policy: their hashes leave the index."""
-        pages = self.pages
         victims = self.eviction.pop_victims(n)
         self.prefix_index.remove_all(victims)
-        for page_id in victims:
-            pages[page_id].token_ids = []
+        self.table.empty(victims)
         self.stats.evictions += n
         if self.events.listeners:
             for page_id in victims:
@@ -293,7 +263,7 @@ class KVCachePool:
         return victims
 
     def _content_key(self, page_id: int) -> bytes | None:
-        return self.pages[page_id].block_hash
+        return self.table.block_hash[page_id]
 
     # ---- whole-pool operations (pool_reset.py) ----------------------------------------------
 

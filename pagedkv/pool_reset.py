@@ -19,6 +19,7 @@ is whatever `kv_cache` the pool was built over).
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING
 
 from .page import PageState
@@ -37,12 +38,8 @@ def reset_prefix_cache(pool: KVCachePool) -> bool:
         return False
     pool.tick()
     cached = pool.eviction.order()
-    for page_id in cached:
-        page = pool.pages[page_id]
-        page.state = FREE
-        page.token_ids = []
-        page.block_hash = None
-    pool.free_queue.extend(list(cached))
+    pool.table.empty(cached)
+    pool.free_queue.extend(cached)
     for page_id in cached:
         pool.events.emit(pool.clock, "reset", page_id)
     pool.eviction.clear()
@@ -75,11 +72,14 @@ def restore_pool(
         raise ValueError("restore needs a fresh pool (clock 0, every page FREE, no sequences)")
     if len(pages) != pool.num_pages:
         raise ValueError(f"pages must describe {pool.num_pages} pages, got {len(pages)}")
-    for page, (state, ref_count, token_ids, block_hash, _, last_access) in zip(pool.pages, pages):
-        page.state, page.ref_count, page.last_access = PageState(state), ref_count, last_access
-        page.token_ids, page.block_hash = list(token_ids), block_hash
-    pool.free_queue.reset(p.page_id for p in pool.pages if p.state is FREE)
-    index = {p.block_hash: p.page_id for p, saved in zip(pool.pages, pages) if saved[4] and p.block_hash}
+    table = pool.table
+    for pid, (_, ref_count, token_ids, block_hash, _, last_access) in enumerate(pages):
+        table.ref_count[pid] = ref_count
+        table.last_access[pid], table.block_hash[pid] = last_access, block_hash
+        table.token_source[pid] = array("q", token_ids) if token_ids else None
+        table.token_block[pid] = 0
+    pool.free_queue.reset(pid for pid, saved in enumerate(pages) if PageState(saved[0]) is FREE)
+    index = {saved[3]: pid for pid, saved in enumerate(pages) if saved[4] and saved[3]}
     pool.prefix_index.insert_all(list(index.values()), list(index))
     pool.eviction.add_all(list(release_order))
     pool.stats = PoolStats(**stats)

@@ -25,16 +25,17 @@ eviction bookkeeping (which page goes first is the eviction policy's job, evicti
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterator, Sequence
 
-from .page import Page
+from .page import Page, PageTable
 
 
 class PrefixIndex:
     """The prefix cache's map from block hash to the page holding that block."""
 
-    def __init__(self, pages: Sequence[Page], page_size: int) -> None:
-        self._pages = pages  # the pool's pages, read for the collision guard
+    def __init__(self, table: PageTable, page_size: int) -> None:
+        self._table = table  # the pool's page metadata: hashes, and tokens for the collision guard
         self._page_size = page_size
         # block hash -> page id (vLLM: `cached_block_hash_to_block`). Read it freely (the
         # pool's release loop does, per page); change it only through the methods below.
@@ -51,6 +52,11 @@ class PrefixIndex:
         """Whether `page` is the one indexed under its own hash (a duplicate is not)."""
         return page.block_hash is not None and self.hash_to_page.get(page.block_hash) == page.page_id
 
+    def holds_page(self, page_id: int) -> bool:
+        """Whether the page is the one indexed under its own hash (`holds`, by id)."""
+        digest = self._table.block_hash[page_id]
+        return digest is not None and self.hash_to_page.get(digest) == page_id
+
     def insert_all(
         self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
     ) -> None:
@@ -60,29 +66,36 @@ class PrefixIndex:
 
         Example: {h1: 4} and insert_all([7, 8], [h1, h2]) -> {h1: 4, h2: 8}; pages 7 and 8
         both carry their hashes (7 is a duplicate, not indexed)."""
-        pages, index = self._pages, self.hash_to_page
+        page_hash, index = self._table.block_hash, self.hash_to_page
         for page_id, block_hash in zip(page_ids, block_hashes):
-            pages[page_id].block_hash = block_hash
+            page_hash[page_id] = block_hash
             index.setdefault(block_hash, page_id)
 
     def remove_all(self, page_ids: Sequence[int]) -> None:
         """Evicted pages leave the index and lose their hashes (each was CACHED, so indexed)."""
-        pages, index = self._pages, self.hash_to_page
+        page_hash, index = self._table.block_hash, self.hash_to_page
         for page_id in page_ids:
-            page = pages[page_id]
-            del index[page.block_hash]  # type: ignore[arg-type]  # a CACHED page has a hash
-            page.block_hash = None
+            del index[page_hash[page_id]]  # type: ignore[arg-type]  # a CACHED page has a hash
+            page_hash[page_id] = None
 
-    def find_longest_cache_hit(self, block_hashes: Sequence[bytes], token_ids: Sequence[int]) -> list[int]:
+    def find_longest_cache_hit(
+        self, block_hashes: Sequence[bytes], token_ids: Sequence[int] | array
+    ) -> list[int]:
         """Pages holding the longest verified prefix of `block_hashes`, block order.
 
         Stops at the first miss. Example: index {h0: 3, h1: 5}, hashes [h0, h1, h2] ->
         [3, 5]; hashes [h0, hx, h2] -> [3] (a chained h2 cannot match after a miss)."""
-        size, index, pages, hits = self._page_size, self.hash_to_page, self._pages, []
+        size, index, hits = self._page_size, self.hash_to_page, []
+        source, block = self._table.token_source, self._table.token_block
+        tokens = token_ids if isinstance(token_ids, array) else array("q", token_ids)
         for i, block_hash in enumerate(block_hashes):
             page_id = index.get(block_hash)
-            # Collision guard: a hit must hold exactly this block's tokens.
-            if page_id is None or pages[page_id].token_ids != token_ids[i * size : (i + 1) * size]:
+            if page_id is None:
+                break
+            # Collision guard: a hit must hold exactly this block's tokens (an indexed page is
+            # full, so its token array has all page_size of them; `PageTable.holds_tokens`).
+            start, held = block[page_id] * size, source[page_id]
+            if held is None or held[start : start + size] != tokens[i * size : (i + 1) * size]:
                 break
             hits.append(page_id)
         return hits

@@ -33,18 +33,19 @@ Leaves out: checkpoints (`KVCachePool.restore` rebuilds a hash index only).
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections.abc import Hashable, Iterator, Sequence
 
 from .eviction import EvictionPolicy
-from .page import Page
+from .page import Page, PageTable
 from .radix_cache import RadixCache, RadixNode
 
 
 class RadixPrefixIndex:
     """The pool's prefix index as a radix tree over token runs (one page per tree page)."""
 
-    def __init__(self, pages: Sequence[Page], page_size: int) -> None:
-        self._pages = pages  # the pool's pages: their token ids are the tree's keys
+    def __init__(self, table: PageTable, page_size: int) -> None:
+        self._table = table  # the pool's page metadata: its pages' token ids are the tree's keys
         self._page_size = page_size
         self.tree = RadixCache(page_size, extend_leaves=True)
         # block hash -> page id of the pages in the tree (the pool's release loop reads it, as
@@ -62,12 +63,18 @@ class RadixPrefixIndex:
         """Whether `page` is in the tree (a duplicate of a page in the tree is not)."""
         return self.tree.node_of(page.page_id) is not None
 
-    def find_longest_cache_hit(self, block_hashes: Sequence[bytes], token_ids: Sequence[int]) -> list[int]:
+    def holds_page(self, page_id: int) -> bool:
+        """Whether the page is in the tree (`holds`, by id)."""
+        return self.tree.node_of(page_id) is not None
+
+    def find_longest_cache_hit(
+        self, block_hashes: Sequence[bytes], token_ids: Sequence[int] | array
+    ) -> list[int]:
         """Pages of the longest whole-page prefix of `token_ids` in the tree, looking at no
         more blocks than `block_hashes` names. Changes nothing (no split, no clock)."""
         if not block_hashes:
             return []
-        return self.tree.lookup(token_ids[: len(block_hashes) * self._page_size], block_hashes[0])
+        return self.tree.lookup(list(token_ids[: len(block_hashes) * self._page_size]), block_hashes[0])
 
     def insert_all(
         self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None
@@ -78,7 +85,7 @@ class RadixPrefixIndex:
         if not page_ids:
             return
         for page_id, block_hash in zip(page_ids, block_hashes):
-            self._pages[page_id].block_hash = block_hash
+            self._table.block_hash[page_id] = block_hash
         tokens: list[int]
         pages: list[int]
         extra: Hashable
@@ -92,7 +99,7 @@ class RadixPrefixIndex:
                 return
             tokens, pages, extra = self.tree.path_to(parent)
         for page_id in page_ids:
-            tokens = tokens + self._pages[page_id].token_ids
+            tokens = tokens + self._table.token_ids(page_id)
         self.tree.insert(tokens, pages + list(page_ids), extra)
         for block_hash, page_id in zip(block_hashes, page_ids):
             if self.tree.node_of(page_id) is not None:
@@ -101,11 +108,11 @@ class RadixPrefixIndex:
     def remove_all(self, page_ids: Sequence[int]) -> None:
         """Evicted pages leave the tree and lose their hashes, in eviction order: each is
         the last page of a leaf by then."""
+        page_hash = self._table.block_hash
         for page_id in page_ids:
-            page = self._pages[page_id]
             self.tree.remove_leaf_page(page_id)
-            del self.hash_to_page[page.block_hash]  # type: ignore[arg-type]  # CACHED: hashed
-            page.block_hash = None
+            del self.hash_to_page[page_hash[page_id]]  # type: ignore[arg-type]  # CACHED: hashed
+            page_hash[page_id] = None
 
     def items(self) -> Iterator[tuple[bytes, int]]:
         """(block hash, page id) pairs of the pages in the tree."""

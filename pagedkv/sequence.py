@@ -31,15 +31,15 @@ prompt's pages at once (vLLM v1 allocates them per scheduled chunk).
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Hashable
 from collections.abc import Sequence as SequenceLike
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from .hashing import chain_hashes, encode_extra_key, hash_block_tokens
-from .page import PageState
 from .pool import KVCachePool, OutOfPagesError
+from .sequence_data import AdmissionPlan, Sequence
 from .slot_mapping import num_blocks, slot_mapping
 from .validation import (
     UnknownSequenceError,
@@ -49,55 +49,10 @@ from .validation import (
     check_new,
     check_seq_id,
     check_token,
-    check_tokens,
+    check_token_array,
 )
 
 __all__ = ["AdmissionPlan", "Sequence", "SequenceManager", "UnknownSequenceError"]
-
-
-@dataclass(slots=True, eq=False)
-class Sequence:
-    """One sequence's tokens and block table (every field is given by the manager)."""
-
-    seq_id: Hashable
-    token_ids: list[int]  # prompt then generated tokens
-    block_table: list[int]  # logical block i -> page id
-    num_prompt_tokens: int
-    num_cached_tokens: int  # prompt tokens served by prefix hits at admission
-    num_computed_tokens: int  # tokens whose K/V are in the cache
-    extra_key: object  # enters the first page's hash (None for none)
-    parent: Hashable | None  # fork parent
-    page_size: int = field(repr=False)  # the pool's page size
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.token_ids)
-
-    def slot(self, position: int) -> int:
-        """Flat slot (page_id * page_size + offset) of the token at `position`."""
-        position = check_int("position", position, 0, len(self.token_ids) - 1)
-        return slot_mapping(self.block_table, self.page_size, position)
-
-    def slot_mapping(self, start: int = 0, end: int | None = None) -> np.ndarray:
-        """Slots of positions start..end-1 as an int64 array."""
-        n = len(self.token_ids)
-        end = n if end is None else check_int("end", end, 0, n)
-        start = check_int("start", start, 0, end)
-        return slot_mapping(self.block_table, self.page_size, np.arange(start, end))
-
-
-@dataclass(frozen=True, eq=False)
-class AdmissionPlan:
-    """What `add` will do for a prompt, worked out without changing anything."""
-
-    seq_id: Hashable
-    token_ids: list[int]
-    extra_key: object
-    hashes: list[bytes]  # chained digests of the prompt's full pages (none if caching is off)
-    hits: list[int]  # pages reused from the prefix cache, block order
-    revived: list[int]  # those of the hits that are CACHED now (they leave the evictable supply)
-    num_new_pages: int  # pages to allocate for the rest of the prompt
-    num_cached_tokens: int  # prompt tokens the hits cover
 
 
 class SequenceManager:
@@ -110,6 +65,7 @@ class SequenceManager:
         self.page_size = pool.page_size
         self.sequences: dict[Hashable, Sequence] = {}  # seq id -> sequence, oldest first
         self.cow_log: list[tuple[int, int]] = []  # (src, dst) page pairs, in copy order
+        self._caching = pool.config.enable_prefix_caching  # fixed for the pool's lifetime
 
     # ---- queries ---------------------------------------------------------------------------
 
@@ -157,7 +113,7 @@ class SequenceManager:
             else:
                 writers[seq.block_table[-1]] = writers.get(seq.block_table[-1], 0) + 1
         for page_id, k in writers.items():
-            holders = self.pool.pages[page_id].ref_count
+            holders = self.pool.table.ref_count[page_id]
             needed += k if holders > k else k - 1
         return needed
 
@@ -168,24 +124,28 @@ class SequenceManager:
     ) -> AdmissionPlan:
         """Validate an admission and work out what `add` would do, changing nothing."""
         check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
-        tokens, data = check_tokens("prompt_token_ids", prompt_token_ids)
-        encode_extra_key(extra_key)  # validates its type
+        tokens, data = check_token_array("prompt_token_ids", prompt_token_ids)
+        if extra_key is not None:
+            encode_extra_key(extra_key)  # validates its type
         pool, size = self.pool, self.page_size
         hashes: list[bytes] = []
         hits: list[int] = []
-        if pool.config.enable_prefix_caching:
-            hashes = chain_hashes(data, size, extra_key)
+        revived: list[int] = []
+        if self._caching:
+            hashes = chain_hashes(data, size, extra_key, pool.config.prefix_caching_hash_algo)
             # The page holding the last prompt token is never a hit: that token must run.
             hits = pool.find_longest_cache_hit(hashes[: (len(tokens) - 1) // size], tokens)
+            ref_count = pool.table.ref_count
+            revived = [p for p in hits if not ref_count[p]]  # unheld hits are CACHED
         return AdmissionPlan(
-            seq_id=seq_id,
-            token_ids=tokens,
-            extra_key=extra_key,
-            hashes=hashes,
-            hits=hits,
-            revived=[p for p in hits if pool.pages[p].state is PageState.CACHED],
-            num_new_pages=num_blocks(len(tokens), size) - len(hits),
-            num_cached_tokens=len(hits) * size,
+            seq_id,
+            tokens,
+            extra_key,
+            hashes,
+            hits,
+            revived,
+            num_blocks(len(tokens), size) - len(hits),
+            len(hits) * size,
         )
 
     def add(
@@ -201,18 +161,19 @@ class SequenceManager:
 
     def _admit(self, plan: AdmissionPlan) -> int:
         """Carry out a plan from `plan_add` (it must still hold: nothing changed since)."""
-        pool, tokens, hits, num_hits = self.pool, plan.token_ids, plan.hits, len(plan.hits)
-        if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
+        pool, tokens, hits, num_hits = self.pool, plan.tokens, plan.hits, len(plan.hits)
+        needed = plan.num_new_pages
+        if needed > len(pool.free_queue) and needed > pool.num_available_pages - len(plan.revived):
             raise OutOfPagesError(
                 f"prompt of {len(tokens)} tokens needs {plan.num_new_pages} new pages; "
                 f"{pool.num_free_pages} FREE + {pool.num_cached_pages - len(plan.revived)} "
                 "evictable CACHED"
             )
         pool.tick()
-        pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
-        new_pages = pool.get_new_blocks(plan.num_new_pages, plan.seq_id)
-        pool.fill_blocks(new_pages, tokens, num_hits)
-        if pool.config.enable_prefix_caching:
+        if hits:
+            pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
+        new_pages = pool.get_new_blocks(needed, plan.seq_id, tokens, num_hits)
+        if self._caching:
             pool.cache_full_blocks(
                 new_pages[: len(plan.hashes) - num_hits], plan.hashes[num_hits:], hits[-1] if hits else None
             )
@@ -220,7 +181,7 @@ class SequenceManager:
         self.sequences[plan.seq_id] = Sequence(
             plan.seq_id,
             tokens,
-            hits + new_pages,
+            hits + new_pages if hits else new_pages,
             len(tokens),
             plan.num_cached_tokens,
             plan.num_cached_tokens,
@@ -242,21 +203,23 @@ class SequenceManager:
         pool, size = self.pool, self.page_size
         position = seq.num_tokens
         offset = position % size
-        last = pool.pages[seq.block_table[-1]]
-        if (offset == 0 or last.ref_count > 1) and pool.num_available_pages == 0:
+        last = seq.block_table[-1]
+        shared = pool.table.ref_count[last] > 1
+        if (offset == 0 or shared) and pool.num_available_pages == 0:
             raise OutOfPagesError(f"appending to {seq_id!r} needs a page and all {pool.num_pages} are ACTIVE")
         pool.tick()
         if offset == 0:
             seq.block_table.append(pool.get_new_blocks(1, seq_id)[0])
-        elif last.ref_count > 1:
-            self._copy_on_write(seq, last.page_id)
-        seq.token_ids.append(token_id)
-        page_id = seq.block_table[-1]
-        pool.append_token(page_id, token_id)
-        if offset == size - 1 and pool.config.enable_prefix_caching:  # the page is now full
-            block = len(seq.block_table) - 1
-            parent = pool.pages[seq.block_table[block - 1]].block_hash if block else None
-            block_hash = hash_block_tokens(parent, seq.token_ids[block * size :], seq.extra_key)
+        elif shared:
+            self._copy_on_write(seq, last)
+        seq.tokens.append(token_id)
+        page_id, block = seq.block_table[-1], len(seq.block_table) - 1
+        pool.append_token(page_id, seq.tokens, block)
+        if offset == size - 1 and self._caching:  # the page is now full
+            parent = pool.table.block_hash[seq.block_table[block - 1]] if block else None
+            block_hash = hash_block_tokens(
+                parent, seq.tokens[block * size :], seq.extra_key, pool.config.prefix_caching_hash_algo
+            )
             pool.cache_full_blocks([page_id], [block_hash], seq.block_table[block - 1] if block else None)
         pool.publish()
         return slot_mapping(seq.block_table, size, position)
@@ -282,7 +245,7 @@ class SequenceManager:
         self.pool.touch(parent.block_table, child_id, "fork")
         self.sequences[child_id] = Sequence(
             child_id,
-            list(parent.token_ids),
+            array("q", parent.tokens),
             list(parent.block_table),
             parent.num_prompt_tokens,
             parent.num_cached_tokens,
@@ -303,7 +266,7 @@ class SequenceManager:
         seq = self.get(seq_id)
         self.pool.tick()
         del self.sequences[seq_id]
-        self.pool.free_blocks(reversed(seq.block_table), seq_id)
+        self.pool.free_blocks(seq.block_table[::-1], seq_id)  # tail first
         self.pool.publish()
 
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:

@@ -91,7 +91,7 @@ class PoolSnapshot:
 def take_snapshot(pool: KVCachePool, seqs: SequenceManager | None = None) -> PoolSnapshot:
     """Copy out the pool's pages and `seqs`' block tables as plain numpy arrays and tuples
     (for plots and APIs); `seqs` None describes a pool without sequences."""
-    n, pages = pool.num_pages, pool.pages
+    n, table = pool.num_pages, pool.table
     sequences = seqs.sequences if seqs is not None else {}
     owner = np.full(n, -1, dtype=np.int32)
     for k, seq in reversed(list(enumerate(sequences.values()))):
@@ -103,13 +103,13 @@ def take_snapshot(pool: KVCachePool, seqs: SequenceManager | None = None) -> Poo
         clock=pool.clock,
         num_pages=n,
         page_size=pool.page_size,
-        state=np.fromiter((p.state for p in pages), dtype=np.int8, count=n),
-        fill=np.fromiter((p.num_tokens for p in pages), dtype=np.int32, count=n),
-        ref_count=np.fromiter((p.ref_count for p in pages), dtype=np.int32, count=n),
+        state=table.states(),
+        fill=np.fromiter(map(table.num_tokens, range(n)), dtype=np.int32, count=n),
+        ref_count=np.array(table.ref_count, dtype=np.int32),
         owner=owner,
         lru_rank=lru_rank,
-        hashed=np.fromiter((pool.prefix_index.holds(p) for p in pages), dtype=bool, count=n),
-        last_access=np.fromiter((p.last_access for p in pages), dtype=np.int64, count=n),
+        hashed=np.fromiter((pool.prefix_index.holds_page(p) for p in range(n)), dtype=bool, count=n),
+        last_access=np.array(table.last_access, dtype=np.int64),
         seq_ids=tuple(sequences),
         block_tables={s: tuple(q.block_table) for s, q in sequences.items()},
         num_cached_tokens={s: q.num_cached_tokens for s, q in sequences.items()},

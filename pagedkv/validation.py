@@ -15,6 +15,8 @@ a silent conversion would hide the caller's mistake.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from collections.abc import Sequence as SequenceLike
 from typing import Any, TypeVar
@@ -22,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 MAX_TOKEN_ID = 2**63 - 1  # token ids are hashed as int64
+INT64 = np.dtype("<i8")  # numpy keeps one instance of each builtin dtype
 V = TypeVar("V")
 
 
@@ -121,15 +124,24 @@ def check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
     """Validate a non-empty 1-D run of non-negative int token ids.
 
     Returns the ids as a list and as their hashing encoding (`token_bytes`)."""
+    tokens, data = check_token_array(name, token_ids)
+    return tokens.tolist(), data
+
+
+def check_token_array(name: str, token_ids: object) -> tuple[array, bytes]:
+    """`check_tokens`, returning the ids as an `array('q')` (what a sequence stores) and
+    as their hashing encoding, little-endian int64 bytes."""
     if isinstance(token_ids, np.ndarray):
+        if token_ids.dtype is INT64 and token_ids.ndim == 1 and token_ids.size:  # the usual case
+            return _token_array(name, token_ids, token_ids.tobytes())
         if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
             raise TypeError(f"{name} must be a 1-D int array, got {token_ids.dtype} {token_ids.shape}")
-        array = token_ids
-    elif isinstance(token_ids, (list, tuple, range)):
-        if any(type(t) is not int for t in token_ids):
+        values = token_ids
+    elif isinstance(token_ids, (list, tuple, range, array)):
+        if not isinstance(token_ids, (range, array)) and any(type(t) is not int for t in token_ids):
             _check_each(name, token_ids)
         try:
-            array = np.asarray(token_ids, dtype=np.int64)
+            values = np.asarray(token_ids, dtype=np.int64)
         except OverflowError:
             _check_each(name, token_ids)
             raise
@@ -138,12 +150,25 @@ def check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
             f"{name} must be a list, tuple or 1-D int array of token ids, got "
             f"{type(token_ids).__name__} (encode text first, e.g. TinyLM.encode)"
         )
-    if not array.size:
+    if not values.size:
         raise ValueError(f"{name} must not be empty")
-    if array.dtype.kind == "i" and array.min() < 0 or array.dtype.kind == "u" and array.max() > MAX_TOKEN_ID:
-        i = int(np.argmin(array) if array.dtype.kind == "i" else np.argmax(array))
-        raise ValueError(f"{name} must hold ids in [0, 2**63 - 1], got {array[i]} at index {i}")
-    return array.tolist(), array.astype("<i8", copy=False).tobytes()
+    encoding = "<i8" if values.dtype.kind == "i" else "<u8"
+    return _token_array(name, values, values.astype(encoding, copy=False).tobytes())
+
+
+def _token_array(name: str, values: np.ndarray, data: bytes) -> tuple[array, bytes]:
+    """The ids as an array('q') and `data`, their 64-bit little-endian encoding, once
+    every id is in [0, 2**63 - 1]."""
+    # An id outside [0, 2**63 - 1] (negative, or an unsigned one too large) is exactly one
+    # whose 64-bit little-endian encoding has the top bit of its last byte set.
+    if not data[7::8].isascii():
+        i = int(np.argmin(values) if values.dtype.kind == "i" else np.argmax(values))
+        raise ValueError(f"{name} must hold ids in [0, 2**63 - 1], got {values[i]} at index {i}")
+    tokens = array("q")
+    tokens.frombytes(data)
+    if sys.byteorder == "big":
+        tokens.byteswap()
+    return tokens, data
 
 
 def _check_each(name: str, token_ids: Iterable[object]) -> None:

@@ -27,7 +27,8 @@ from pagedkv import (
 )
 from pagedkv import bench as bench_package
 from pagedkv.bench import BENCHMARKS, Report, page_size
-from pagedkv.workloads import sharegpt_like
+from pagedkv.reference_pool import ReferencePool
+from pagedkv.workloads import ops_trace, sharegpt_like
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
 
@@ -262,7 +263,21 @@ def test_scale(tmp_path, capsys):
 
 def test_ops(tmp_path, capsys):
     data = bench(tmp_path, capsys, "ops")["data"]
-    assert data["hashing"]["prefix_hit_blocks"] > 0 == data["no_hashing"]["prefix_hit_blocks"]
+    # The quick trace replayed through the plain reference model of the pool rules.
+    reference = ReferencePool(num_pages=2048, page_size=16)
+    prompts = [p.tolist() for p in ops_trace(200, 512, 256, 0)]
+    for start in range(0, len(prompts), 64):
+        wave = range(start, min(start + 64, len(prompts)))
+        for i in wave:
+            reference.add(i, prompts[i])
+        for i in wave:
+            reference.free_seq(i)
+    hit_blocks = reference.stats["prefix_hits"] // 16
+    assert hit_blocks > 0 and reference.stats["evictions"] > 0
+    for mode in ("hashing", "hashing_xxhash"):  # the block hash changes names, not hits
+        assert data[mode]["prefix_hit_blocks"] == hit_blocks
+        assert data[mode]["evictions"] == reference.stats["evictions"]
+    assert data["no_hashing"]["prefix_hit_blocks"] == 0 == data["no_hashing"]["evictions"]
 
 
 def test_bench_runs_as_a_subprocess_with_json(tmp_path):

@@ -28,7 +28,7 @@ def test_bench_ops_quick_writes_json(tmp_path):
     assert "entries/s" in out
     report = json.loads(path.read_text())
     modes = {row["mode"]: row for row in report["rows"]}
-    assert len(modes) == 2
+    assert len(modes) == 3  # sha256, xxhash, caching off
     hashing = report["data"]["hashing"]
     assert hashing["entries_per_s"] > 0 and hashing["prefix_hit_blocks"] > 0
     assert report["data"]["no_hashing"]["prefix_hit_blocks"] == 0

@@ -167,8 +167,11 @@ def test_collision_guard_refuses_a_hash_hit_with_other_tokens():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3])
     seqs.free("a")
-    page = pool.page(0)
-    page.token_ids[1] = 99  # simulate a hash collision: same digest, different tokens
+    # Simulate a hash collision (same digest, different tokens): overwrite the second
+    # token of page 0 where the page keeps it, in the freed sequence's token array.
+    source, block = pool.table.token_source[0], pool.table.token_block[0]
+    source[block * 2 + 1] = 99
+    assert pool.page(0).token_ids == [1, 99]
     assert seqs.add("b", [1, 2, 3]) == 0
     assert seqs.block_table("b")[0] != 0
 
@@ -419,10 +422,11 @@ def test_kv_cache_passed_in_must_be_c_contiguous():
 
 # docs/design.md rule 4
 def test_invariants_catch_a_page_indexed_under_the_wrong_hash():
+    with pytest.raises(AttributeError):  # a Page is a read-only view
+        make(page_size=2)[0].page(0).block_hash = b"bogus"  # type: ignore[misc]
     pool, seqs = make(page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5])
-    page = pool.page(seqs.block_table("a")[1])
-    page.block_hash = b"bogus"
+    pool.table.block_hash[seqs.block_table("a")[1]] = b"bogus"  # corrupt the page's metadata
     with pytest.raises(AssertionError, match="hash is not the chain's"):
         pool.check_invariants()
 

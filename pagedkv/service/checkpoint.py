@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from array import array
 from collections.abc import Hashable
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def restore_state(manager: SequenceManager, state: dict) -> None:
     for seq_id, tokens, table, prompt, cached, computed, key, parent in state["sequences"]:
         sequences[seq_id] = Sequence(
             seq_id,
-            tokens,
+            array("q", tokens),
             table,
             prompt,
             cached,

@@ -50,7 +50,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 
 from ..pool import PoolSnapshot
 from ..sequence import Sequence, SequenceManager
@@ -161,7 +160,7 @@ class LockedManager:
         """A copy of the live sequence (raises UnknownSequenceError)."""
         with self.lock.read():
             seq = self._manager.get(seq_id)
-            return replace(seq, token_ids=list(seq.token_ids), block_table=list(seq.block_table))
+            return seq.copy()
 
     def block_table(self, seq_id: Hashable) -> list[int]:
         with self.lock.read():
