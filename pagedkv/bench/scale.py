@@ -59,8 +59,8 @@ COLUMNS = [
     "evictions",
     "seconds",
     "CPU s",
-    "ms/request",
-    "us/token",
+    "CPU ms/request",
+    "CPU us/token",
 ]
 METADATA_SEQS, METADATA_TOKENS = 256, 512
 # huggyllama/llama-7b config.json: 32 layers, 32 heads (no GQA), hidden 4096, float16.
@@ -100,6 +100,8 @@ def run(
     if not sizes:
         raise ValueError("sizes must name at least one number of requests")
     sizes = tuple(check_int("sizes", n, 1, 10_000_000) for n in sizes)
+    held = METADATA_SEQS * -(-METADATA_TOKENS // check_int("page_size", page_size, 1, 1 << 16))
+    check_int("metadata_pages", metadata_pages, held, 1 << 24)  # room for the live sequences
     runs = [simulate(n, seed, num_pages, page_size, max_num_seqs, max_num_batched_tokens) for n in sizes]
     metadata = metadata_bytes(metadata_pages, page_size)
     title = (
