@@ -45,8 +45,9 @@ class ScriptedRunner:
         for new in output.scheduled_new_reqs:  # drawn at once: one generator call per request
             script = np.random.default_rng(new.seed).integers(0, SCRIPT_VOCAB, new.max_new_tokens)
             self.scripts[new.req_id] = iter(script.tolist())
-        scripts = self.scripts
-        return {r: next(scripts[r]) for r in output.sampling}
+        # {r: next(self.scripts[r]) for r in output.sampling}, in C: once per generated token
+        scripts = map(self.scripts.__getitem__, output.sampling)
+        return dict(zip(output.sampling, map(next, scripts)))
 
 
 class TinyLMRunner:

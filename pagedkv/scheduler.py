@@ -47,7 +47,7 @@ from .request import QUEUES, RequestState, RequestStatus, UnknownRequestError
 from .runner import ScriptedRunner, TinyLMRunner
 from .scheduler_output import SchedulerOutput, SchedulerStats, StepRecord
 from .sequence import SequenceManager
-from .step_plan import StepPlan, schedule_running, schedule_waiting
+from .step_plan import REQ_ID, StepPlan, schedule_running, schedule_waiting
 from .swap import SwapSpace
 from .validation import (
     check_bool,
@@ -231,7 +231,7 @@ class Scheduler:
         output = SchedulerOutput(
             step=self.stats.steps,
             num_scheduled_tokens=plan.num_scheduled_tokens,
-            sampling=tuple(s.req_id for s in plan.sampling),
+            sampling=tuple(map(REQ_ID, plan.sampling)),
             scheduled_new_reqs=tuple(plan.new),
             preempted=tuple(plan.preempted),
             swap_out=tuple(plan.swap_out),
@@ -254,15 +254,14 @@ class Scheduler:
             )
         plan = self._in_flight[1]
         self._in_flight = None
-        finished = []
         for state in plan.sampling:
-            out = state.output
-            out.append(sampled[state.req_id])
-            if len(out) == state.max_new_tokens:
-                self.seqs.free(state.req_id)  # computed just now; the new token gets no slot
-                self.running.remove(state)
-                self._finish(state, "length")
-                finished.append(state.req_id)
+            state.output.append(sampled[state.req_id])
+        finished = [s.req_id for s in plan.sampling if len(s.output) == s.max_new_tokens]
+        for req_id in finished:
+            state = self.requests[req_id]
+            self.seqs.free(req_id)  # computed just now; the new token gets no slot
+            self.running.remove(state)
+            self._finish(state, "length")
         return self._record(output, plan, finished, sampled)
 
     def _record(self, output: SchedulerOutput, plan: StepPlan, finished: list, sampled: dict) -> StepRecord:

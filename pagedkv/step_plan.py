@@ -24,6 +24,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from .pool import OutOfPagesError
@@ -32,6 +34,8 @@ from .scheduler_output import NewRequestData
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
+
+REQ_ID = attrgetter("req_id")
 
 
 @dataclass
@@ -53,6 +57,14 @@ class StepPlan:
     new: list[NewRequestData] = field(default_factory=list)
     refused: str = ""  # why the last admission failed
 
+    def add_decodes(self, states: list[RequestState]) -> None:
+        """Record one token scheduled for each of these requests (their slots are taken and
+        their num_computed_tokens counted)."""
+        req_ids = list(map(REQ_ID, states))
+        self.num_scheduled_tokens.update(dict.fromkeys(req_ids, 1))
+        self.sampling += states
+        self.decode += req_ids
+
     def add(self, state: RequestState, start: int, k: int) -> None:
         """Schedule tokens start..start+k-1 of a request (their slots are taken)."""
         self.num_scheduled_tokens[state.req_id] = k
@@ -72,43 +84,53 @@ class StepPlan:
 def schedule_running(sched: Scheduler, plan: StepPlan, budget: int) -> int:
     """Schedule the running requests (preempting when short); returns the budget left."""
     running, pool, size = sched.running, sched.pool, sched.pool.page_size
-    append_slot, num_scheduled, sampling, decode = (
-        sched.seqs.append_slot,
-        plan.num_scheduled_tokens,
-        plan.sampling,
-        plan.decode,
-    )
     i = 0
     while i < len(running) and budget > 0:
         state = running[i]
         start = state.num_computed_tokens
-        if start >= state.prefill_end:  # a decode (its prompt is done): the fast path
-            try:
-                append_slot(state.req_id, state.output[-1])
-            except OutOfPagesError:
-                if preempt(sched, plan, running.pop()) is state:
-                    break  # nothing behind it runs either
-                continue  # retry with the pages the victim left
-            num_scheduled[state.req_id] = 1
-            state.num_computed_tokens = start + 1
-            sampling.append(state)
-            decode.append(state.req_id)
-            budget -= 1
-        else:  # the next chunk of a prompt (at most the budget)
-            k = min(state.num_tokens - start, budget)
-            # Pages the chunk fills past the last one (page_size 4: 6 + 7 tokens -> 2).
-            need = (start + k + size - 1) // size - (start + size - 1) // size
-            while need > pool.num_available_pages and running[-1] is not state:
-                preempt(sched, plan, running.pop())
-            if need > pool.num_available_pages:
-                preempt(sched, plan, running.pop())
-                break
-            for token in _tokens(state, start, start + k):
-                append_slot(state.req_id, token)
-            plan.add(state, start, k)
-            budget -= k
+        if start >= state.prefill_end:  # decodes (their prompts are done): the fast path
+            n = _decode(sched, plan, i, budget)
+            i, budget = i + n, budget - n
+            if not n and preempt(sched, plan, running.pop()) is state:
+                break  # running[i] needs a page, none is left: nothing behind it runs either
+            continue  # with the next request, or retry with the pages the victim left
+        # the next chunk of a prompt (at most the budget)
+        k = min(state.num_tokens - start, budget)
+        # Pages the chunk fills past the last one (page_size 4: 6 + 7 tokens -> 2).
+        need = (start + k + size - 1) // size - (start + size - 1) // size
+        while need > pool.num_available_pages and running[-1] is not state:
+            preempt(sched, plan, running.pop())
+        if need > pool.num_available_pages:
+            preempt(sched, plan, running.pop())
+            break
+        for token in _tokens(state, start, start + k):
+            sched.seqs.append_slot(state.req_id, token)
+        plan.add(state, start, k)
+        budget -= k
         i += 1
     return budget
+
+
+def _decode(sched: Scheduler, plan: StepPlan, first: int, budget: int) -> int:
+    """One token each for running[first], running[first + 1], ... until a request mid-prompt,
+    the end of the budget or a request the pool has no page for; returns how many got it.
+
+    NOTE: this loop runs once per generated token of a simulation, so it does only what a
+    decode needs (a slot, one more computed token) and `plan.add_decodes` records the run
+    in bulk. `append_slot` changes nothing when it raises, so the caller may preempt and
+    ask again."""
+    append_slot, decoded = sched.seqs.append_slot, []
+    try:
+        for state in islice(sched.running, first, first + budget):
+            if state.num_computed_tokens < state.prefill_end:
+                break
+            append_slot(state.req_id, state.output[-1])
+            state.num_computed_tokens += 1  # as vLLM: computed by the end of the step
+            decoded.append(state)
+    except OutOfPagesError:
+        pass
+    plan.add_decodes(decoded)
+    return len(decoded)
 
 
 def schedule_waiting(sched: Scheduler, plan: StepPlan, budget: int) -> None:

@@ -239,14 +239,26 @@ def test_attention(tmp_path, capsys):
 
 def test_scale(tmp_path, capsys):
     data = bench(tmp_path, capsys, "scale")["data"]
-    requests = sharegpt_like(300, 0)
-    assert data["finished"] == 300
-    # every token after the first is a decode, except the one a resumed request computes in
-    # its re-prefill (once per preemption)
-    assert data["preemptions"] > 0
-    expected = sum(r.max_new_tokens - 1 for r in requests)
-    assert data["decode_tokens"] + data["preemptions"] == expected
-    assert max(data["running"]) <= 256 and len(data["running"]) == data["steps"]
+    runs = data["runs"]
+    assert [r["requests"] for r in runs] == [100, 300]  # one row per size
+    for r in runs:
+        requests = sharegpt_like(r["requests"], 0)
+        assert r["finished"] == len(requests) and r["aborted"] == 0
+        # Oracle: the workload itself. Every prompt token and every generated token but the
+        # last is computed once, plus what preemptions by recompute compute again.
+        workload = sum(q.prompt_len + q.max_new_tokens - 1 for q in requests)
+        assert r["tokens"] - r["recomputed_tokens"] == workload
+        # every token after the first is a decode, except the one a resumed request computes
+        # in its re-prefill (once per preemption)
+        assert r["preemptions"] > 0
+        assert r["decode_tokens"] + r["preemptions"] == sum(q.max_new_tokens - 1 for q in requests)
+        assert max(r["running"]) <= 256 and len(r["running"]) == r["steps"]
+        assert r["seconds"] > 0
+    assert data["steps"] == runs[-1]["steps"]  # the top level is the largest run (the figure's)
+    meta = data["metadata"]
+    assert meta["bytes_per_page"] > 0 and meta["bytes_per_sequence"] > 0
+    # 32 layers x 2 (K, V) x 32 heads x 128 dims x 2 bytes x 16 tokens
+    assert meta["kv_bytes_per_page"] == 32 * 2 * 32 * 128 * 2 * 16
 
 
 def test_ops(tmp_path, capsys):
