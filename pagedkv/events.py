@@ -39,7 +39,7 @@ class EventStream:
 
     def __init__(self) -> None:
         self.listeners: list[Callable[[Event], None]] = []
-        self._pending: list[Event] = []  # events of the operation in progress
+        self.pending: list[Event] = []  # events of the operation in progress (read it, do not change it)
 
     def add_listener(self, callback: Callable[[Event], None]) -> None:
         """Call `callback(event)` for every event from now on."""
@@ -54,13 +54,13 @@ class EventStream:
     ) -> None:
         """Hold an event back until `publish()` (dropped at once when nobody listens)."""
         if self.listeners:
-            self._pending.append(Event(clock, kind, page_id, seq_id, detail))
+            self.pending.append(Event(clock, kind, page_id, seq_id, detail))
 
     def publish(self) -> None:
         """Deliver the held-back events, in order, to every listener."""
-        if not self._pending:
+        if not self.pending:
             return
-        events, self._pending = self._pending, []
+        events, self.pending = self.pending, []
         for event in events:
             for callback in self.listeners:
                 callback(event)

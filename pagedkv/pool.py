@@ -102,7 +102,8 @@ class KVCachePool(PoolQueries):
     def publish(self) -> None:
         """End an operation: deliver its events, in order (listeners never see a pool
         half changed)."""
-        self.events.publish()
+        if self.events.pending:  # most operations have none: nobody listens
+            self.events.publish()
 
     def get_new_blocks(
         self,
