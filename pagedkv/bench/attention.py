@@ -59,6 +59,16 @@ def dense_decode(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     return scores @ v
 
 
+def dense_decode_tall(q_t: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The same with the scores computed as k @ q_t (q_t [B, Hkv, D, G], pre-scaled): a tall
+    matrix times a thin one, several times faster in BLAS than q @ k^T (the paged kernel's
+    formulation, so the dense side gets it too)."""
+    scores = np.ascontiguousarray(np.swapaxes(k @ q_t, -1, -2))  # [B, Hkv, G, L]
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    return (scores @ v) / scores.sum(axis=-1, keepdims=True)
+
+
 def dense_decode_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
     """The same, over contiguous slices of `chunk` tokens combined by an online softmax."""
     running_max: np.ndarray | None = None
@@ -125,8 +135,10 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
     qg = q.reshape(batch, problem.kv_heads, problem.heads // problem.kv_heads, problem.head_dim)
     chunk = max(problem.page_size, CHUNK_BYTES // (batch * k[0, :, 0].nbytes))  # tokens
     block_tables, lens = tables.tolist(), [context] * batch
+    q_t = np.ascontiguousarray(np.swapaxes(qg * (1.0 / math.sqrt(problem.head_dim)), -1, -2))
     programs = {
         "dense": lambda: dense_decode(qg, k, v),
+        "dense_tall": lambda: dense_decode_tall(q_t, k, v),
         "dense_chunked": lambda: dense_decode_chunked(qg, k, v, chunk),
         "paged": lambda: engine.paged_attention_batch(0, q, block_tables, lens),
     }
@@ -138,13 +150,14 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
             best[name] = min(best[name], time.perf_counter() - start)
     want = dense_decode(qg, k, v).reshape(batch, problem.heads, problem.head_dim)
     diff = float(np.abs(programs["paged"]() - want).max())
-    dense = min(best["dense"], best["dense_chunked"])
+    dense_names = [name for name in programs if name != "paged"]
+    dense = min(best[name] for name in dense_names)
     return {
         "batch": batch,
         "context": context,
         "dense_s": dense,
         "paged_s": best["paged"],
-        "dense_program": min(("dense", "dense_chunked"), key=best.__getitem__),
+        "dense_program": min(dense_names, key=best.__getitem__),
         "ratio": best["paged"] / dense,
         "max_abs_diff": diff,
     }
