@@ -153,17 +153,21 @@ class AttentionEngine:
                 f"got q {q.shape}, {batch} block tables, {len(context_lens)} lengths"
             )
         lens = np.asarray(context_lens, dtype=np.int64)
-        width = max(len(t) for t in block_tables)
-        if (lens < 1).any() or (lens > np.array([len(t) for t in block_tables]) * self.page_size).any():
+        pages = np.fromiter(map(len, block_tables), np.int64, batch)  # pages per table
+        if batch == 0 or (lens < 1).any() or (lens > pages * self.page_size).any():
             raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
-        table = np.zeros((batch, width), dtype=np.int64)
-        for b, pages in enumerate(block_tables):
-            table[b, : len(pages)] = pages
-        if table.size and (table.min() < 0 or table.max() >= self.pool.num_pages):
+        width = int(pages.max())
+        if (pages == width).all():  # one call converts equal-length tables
+            table = np.array(block_tables, dtype=np.int64).reshape(batch, width)
+        else:
+            table = np.zeros((batch, width), dtype=np.int64)
+            for b, row in enumerate(block_tables):
+                table[b, : len(row)] = row
+        if table.min() < 0 or table.max() >= self.pool.num_pages:
             raise ValueError(f"block_tables must hold page ids in [0, {self.pool.num_pages - 1}]")
         return table, lens
 
-    def _pages_per_chunk(self, batch: int, width: int) -> int:
+    def pages_per_chunk(self, batch: int, width: int) -> int:
         """Pages of every sequence gathered at once: CHUNK_BYTES of keys for the batch."""
         page_bytes = self.page_size * self.num_kv_heads * self.head_dim * self.slots.itemsize
         return min(width, max(1, CHUNK_BYTES // (batch * page_bytes)))
@@ -209,14 +213,14 @@ class AttentionEngine:
             .reshape(batch, kv_heads, group, dim)
             .transpose(0, 1, 3, 2)
         )
-        chunk = self._pages_per_chunk(batch, width)
+        chunk = self.pages_per_chunk(batch, width)
         scores = self._scratch("scores", (batch, kv_heads, group, width * size), dtype)
         starts = range(0, width, chunk)
         for first in starts:  # pass 1: scores of each chunk of keys
             keys = self._gather_chunk(cache[0], table, first, chunk, dtype)  # [B, Hkv, n, D]
             scores[..., first * size : first * size + keys.shape[2]] = np.swapaxes(keys @ q_t, -1, -2)
-        beyond = np.arange(width * size) >= lens[:, None]  # [B, Lmax] padding past each length
-        if beyond.any():
+        if lens.min() < width * size:  # mask the padding past each length
+            beyond = np.arange(width * size) >= lens[:, None]  # [B, Lmax]
             np.copyto(scores, -np.inf, where=beyond[:, None, None, :])
         scores -= scores.max(axis=-1, keepdims=True)  # one softmax over whole rows
         np.exp(scores, out=scores)

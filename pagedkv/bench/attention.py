@@ -4,12 +4,20 @@ One decode step: B sequences of L tokens each, one query per sequence, H query h
 Hkv K/V heads. The paged side is `AttentionEngine.paged_attention_batch` reading K/V
 through block tables whose pages are scattered over the pool (a random permutation, as
 after many allocations and frees). The dense side gets the same K/V already laid out
-contiguously as [B, Hkv, L, D], the layout batched matmul is fastest on, and is the faster
-of two programs: one softmax over the whole context, or the same chunked online softmax as
-the paged side over contiguous slices. Both run interleaved in one process, best of
-`--repeat`; the ratio is paged / dense time, target <= 1.3x (the gather is the only extra
-work). vLLM's paper reports its PagedAttention kernel 20-26 % slower than FasterTransformer's
-contiguous kernel in the same micro-benchmark.
+contiguously as [B, Hkv, L, D], the layout batched matmul is fastest on, and is the fastest
+of three programs: q @ k^T with one softmax over the context, the same as a chunked online
+softmax, and k @ q^T (tall times thin, the paged kernel's own formulation). All run
+interleaved in one process, best of `--repeat`; the ratio is paged / dense time, target
+<= 1.3x. vLLM's paper reports its PagedAttention kernel 20-26 % slower than
+FasterTransformer's contiguous kernel in the same micro-benchmark.
+
+How close to the memory limit: the run first measures this machine's memory bandwidth as
+bytes read plus bytes written per second by `np.copyto` of a 256 MiB float32 array (best of
+5), then reports per point the paged kernel's K/V bytes per second (the K and V bytes of
+the contexts the queries read, divided by the paged time) as a share of it. Small points
+run from the CPU cache, so the share can pass 1. The `gather ms` column times copying just
+those pages through the block tables (`np.take`), the work paging adds in numpy: a GPU
+kernel reads pages in place, numpy copies them before a matmul can read them.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from . import Report
 
 HELP = "paged vs dense decode attention (numpy): time ratio per batch and context size"
 TARGET = 1.3
+WORST = 1.6  # no point should be above this
+BANDWIDTH_MIB = 256  # size of the array np.copyto copies to measure memory bandwidth
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,6 +57,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="BLAS threads for both sides (0 = the library default)",
     )
+
+
+def memory_bandwidth(mib: int = BANDWIDTH_MIB, repeat: int = 5) -> float:
+    """Bytes read plus bytes written per second by np.copyto of a `mib` MiB float32 array
+    into another (both touched first, so no page faults are timed), best of `repeat`."""
+    source = np.ones(mib << 18, np.float32)
+    target = np.zeros_like(source)
+    target.fill(0.0)  # fault its pages in now
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best = min(best, time.perf_counter() - start)
+    return 2 * source.nbytes / best
 
 
 def dense_decode(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -105,8 +129,9 @@ class Shape:
     repeat: int  # best of this many runs
 
 
-def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) -> dict:
-    """Time one (batch, context) point; returns times in seconds and the largest difference."""
+def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Generator):
+    """A pool holding B contexts in scattered pages, its engine and block tables, the same
+    K/V laid out dense as [B, Hkv, L, D], and the queries [B, H, D]."""
     pages_per_seq = -(-context // problem.page_size)
     config = CacheConfig(
         num_pages=batch * pages_per_seq,
@@ -116,8 +141,7 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
         head_dim=problem.head_dim,
         dtype=problem.dtype,
     )
-    pool = KVCachePool(config)
-    engine = AttentionEngine(pool)
+    engine = AttentionEngine(KVCachePool(config))
     tables = rng.permutation(config.num_pages).reshape(batch, pages_per_seq)  # scattered pages
     page_slots = tables[:, :, None] * problem.page_size + np.arange(problem.page_size)
     slots = page_slots.reshape(batch, -1)[:, :context].ravel()
@@ -132,15 +156,34 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
         for i in (0, 1)
     )  # [B, Hkv, L, D]
     q = rng.standard_normal((batch, problem.heads, problem.head_dim)).astype(problem.dtype)
+    return engine, tables, k, v, q
+
+
+def gather_pages(cache: np.ndarray, table: np.ndarray, chunk: int, buffer: np.ndarray) -> None:
+    """The copies the paged kernel makes and nothing else: every K and V page of the block
+    tables (`cache` [2, num_pages, ...]), `chunk` pages per table at a time, into `buffer`."""
+    for kv in (0, 1):
+        for first in range(0, table.shape[1], chunk):
+            ids = table[:, first : first + chunk]
+            cache[kv].take(ids, axis=0, mode="clip", out=buffer[:, : ids.shape[1]])
+
+
+def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) -> dict:
+    """Time one (batch, context) point; returns times in seconds and the largest difference."""
+    engine, tables, k, v, q = problem_arrays(batch, context, problem, rng)
     qg = q.reshape(batch, problem.kv_heads, problem.heads // problem.kv_heads, problem.head_dim)
-    chunk = max(problem.page_size, CHUNK_BYTES // (batch * k[0, :, 0].nbytes))  # tokens
-    block_tables, lens = tables.tolist(), [context] * batch
     q_t = np.ascontiguousarray(np.swapaxes(qg * (1.0 / math.sqrt(problem.head_dim)), -1, -2))
+    chunk = max(problem.page_size, CHUNK_BYTES // (batch * k[0, :, 0].nbytes))  # tokens
+    pages = engine.pages_per_chunk(batch, tables.shape[1])
+    cache = engine.pool.kv_cache[0]
+    buffer = np.empty((batch, pages, *cache.shape[2:]), cache.dtype)
+    block_tables, lens = tables.tolist(), [context] * batch
     programs = {
         "dense": lambda: dense_decode(qg, k, v),
-        "dense_tall": lambda: dense_decode_tall(q_t, k, v),
         "dense_chunked": lambda: dense_decode_chunked(qg, k, v, chunk),
+        "dense_tall": lambda: dense_decode_tall(q_t, k, v),
         "paged": lambda: engine.paged_attention_batch(0, q, block_tables, lens),
+        "gather": lambda: gather_pages(cache, tables, pages, buffer),
     }
     best = dict.fromkeys(programs, float("inf"))
     for _ in range(problem.repeat):  # interleaved, so load from other processes hits all alike
@@ -149,18 +192,27 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
             program()
             best[name] = min(best[name], time.perf_counter() - start)
     want = dense_decode(qg, k, v).reshape(batch, problem.heads, problem.head_dim)
-    diff = float(np.abs(programs["paged"]() - want).max())
-    dense_names = [name for name in programs if name != "paged"]
-    dense = min(best[name] for name in dense_names)
+    dense_program = min(("dense", "dense_chunked", "dense_tall"), key=best.__getitem__)
     return {
         "batch": batch,
         "context": context,
-        "dense_s": dense,
+        "dense_s": best[dense_program],
         "paged_s": best["paged"],
-        "dense_program": min(dense_names, key=best.__getitem__),
-        "ratio": best["paged"] / dense,
-        "max_abs_diff": diff,
+        "gather_s": best["gather"],
+        "dense_program": dense_program,
+        "ratio": best["paged"] / best[dense_program],
+        "max_abs_diff": float(np.abs(programs["paged"]() - want).max()),
+        "kv_bytes": k.nbytes + v.nbytes,  # what the queries read: K and V of every context
+        "program_s": best,
     }
+
+
+def add_bandwidth(points: list[dict], bandwidth: float) -> None:
+    """Each point's K/V bytes per second, paged and dense, and their share of `bandwidth`."""
+    for p in points:
+        p["paged_kv_bytes_per_s"] = p["kv_bytes"] / p["paged_s"]
+        p["bandwidth_share"] = p["paged_kv_bytes_per_s"] / bandwidth
+        p["dense_bandwidth_share"] = p["kv_bytes"] / p["dense_s"] / bandwidth
 
 
 def run(
@@ -177,8 +229,9 @@ def run(
     repeat: int = 15,
     blas_threads: int = 1,
 ) -> Report:
+    mib = BANDWIDTH_MIB
     if quick:
-        batch, context, repeat = "2,8", "256,1024", 3
+        batch, context, repeat, mib = "2,8", "256,1024", 3, 64
     batches = [int(b) for b in batch.split(",")]
     contexts = [int(c) for c in context.split(",")]
     rng = np.random.default_rng(seed)
@@ -187,22 +240,9 @@ def run(
     # One BLAS thread by default: on a shared 2-core machine, BLAS threads spin-waiting against
     # other processes made single matmuls 5x slower at random, for either side.
     with threadpool_limits(blas_threads or None, user_api="blas"):
+        bandwidth = memory_bandwidth(mib)
         results = [measure(b, c, shape, rng) for b, c in tqdm(points, desc="attention", disable=None)]
-    rows = [
-        [
-            r["batch"],
-            r["context"],
-            r["dense_s"] * 1e3,
-            r["paged_s"] * 1e3,
-            r["ratio"],
-            r["dense_program"],
-            f"{r['max_abs_diff']:.1e}",
-        ]
-        for r in results
-    ]
-    ratios = np.array([r["ratio"] for r in results])
-    geo = float(np.exp(np.log(ratios).mean()))
-    met = int((ratios <= TARGET).sum())
+    add_bandwidth(results, bandwidth)
     return Report(
         plotter=figure,
         title=(
@@ -210,14 +250,61 @@ def run(
             f"{head_dim}, page {page_size}, {dtype}, best of {repeat}, "
             f"BLAS threads: {blas_threads or 'default'}"
         ),
-        columns=["batch", "context", "dense ms", "paged ms", "paged/dense", "dense program", "max |diff|"],
-        rows=rows,
-        notes=[
-            f"geometric mean ratio {geo:.2f}x; target <= {TARGET}x met at {met} of {len(results)}"
-            " points (vLLM paper: its paged kernel is 1.20-1.26x the contiguous one)",
-        ],
-        data={"points": results, "geomean_ratio": geo, "target": TARGET},
+        columns=COLUMNS,
+        rows=[row(r) for r in results],
+        notes=notes(results, bandwidth, mib),
+        data={
+            "points": results,
+            "bandwidth_bytes_per_s": bandwidth,
+            "bandwidth_mib": mib,
+            "geomean_ratio": geomean(results),
+            "target": TARGET,
+            "worst_allowed": WORST,
+        },
     )
+
+
+COLUMNS = ["batch", "context", "dense ms", "paged ms", "paged/dense", "gather ms",
+           "paged K/V GB/s", "of bandwidth", "dense program", "max |diff|"]  # fmt: skip
+
+
+def row(r: dict) -> list[object]:
+    return [
+        r["batch"],
+        r["context"],
+        r["dense_s"] * 1e3,
+        r["paged_s"] * 1e3,
+        r["ratio"],
+        r["gather_s"] * 1e3,
+        r["paged_kv_bytes_per_s"] / 1e9,
+        f"{r['bandwidth_share']:.0%}",
+        r["dense_program"],
+        f"{r['max_abs_diff']:.1e}",
+    ]
+
+
+def geomean(points: list[dict]) -> float:
+    return float(np.exp(np.mean([np.log(p["ratio"]) for p in points])))
+
+
+def notes(points: list[dict], bandwidth: float, mib: int) -> list[str]:
+    ratios = np.array([p["ratio"] for p in points])
+    worst = points[int(ratios.argmax())]
+    share = [p["bandwidth_share"] for p in points]
+    dense_share = [p["dense_bandwidth_share"] for p in points]
+    floor = [p["gather_s"] / p["dense_s"] for p in points]
+    return [
+        f"geometric mean ratio {geomean(points):.2f}x (target <= {TARGET}x), met at "
+        f"{int((ratios <= TARGET).sum())} of {len(points)} points; worst {ratios.max():.2f}x at "
+        f"B={worst['batch']} L={worst['context']} (target: none above {WORST}x)",
+        f"memory bandwidth {bandwidth / 1e9:.1f} GB/s: bytes read + bytes written per second by "
+        f"np.copyto of a {mib} MiB float32 array, best of 5",
+        f"K/V bytes of the contexts per second as a share of it: paged {min(share):.0%}-"
+        f"{max(share):.0%}, dense {min(dense_share):.0%}-{max(dense_share):.0%}",
+        f"gather ms: the page copies alone take {min(floor):.2f}-{max(floor):.2f}x the dense "
+        "step; numpy must copy pages before a matmul reads them, a GPU kernel reads them in place",
+        "vLLM paper: its paged kernel is 1.20-1.26x the contiguous one",
+    ]
 
 
 def figure(report: Report):
