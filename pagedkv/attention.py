@@ -23,6 +23,7 @@ Leaves out: fused kernels, ALiBi / sliding windows, and FP8 K/V.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from collections.abc import Sequence as SequenceLike
 
 import numpy as np
@@ -142,7 +143,10 @@ class AttentionEngine:
         return dense_attention(q, k, v, causal=True)
 
     def _batch_table(
-        self, q: np.ndarray, block_tables: SequenceLike[SequenceLike[int]], context_lens: SequenceLike[int]
+        self,
+        q: np.ndarray,
+        block_tables: SequenceLike[SequenceLike[int]] | np.ndarray,
+        context_lens: SequenceLike[int] | np.ndarray,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Check a decode batch; return its block tables as one [B, max pages] array, padded
         with page 0 (masked by the lengths), and the lengths as an int64 array."""
@@ -153,12 +157,17 @@ class AttentionEngine:
                 f"got q {q.shape}, {batch} block tables, {len(context_lens)} lengths"
             )
         lens = np.asarray(context_lens, dtype=np.int64)
-        pages = np.fromiter(map(len, block_tables), np.int64, batch)  # pages per table
+        if isinstance(block_tables, np.ndarray) and block_tables.ndim == 2:  # padded [B, max pages]
+            pages = np.full(batch, block_tables.shape[1], dtype=np.int64)
+        else:
+            pages = np.fromiter(map(len, block_tables), np.int64, batch)  # pages per table
         if batch == 0 or (lens < 1).any() or (lens > pages * self.page_size).any():
             raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
         width = int(pages.max())
         if (pages == width).all():  # one call converts equal-length tables
-            table = np.array(block_tables, dtype=np.int64).reshape(batch, width)
+            table = np.asarray(block_tables).reshape(batch, width)
+            if table.dtype.kind not in "iu":
+                raise TypeError(f"block_tables must hold int page ids, got {table.dtype}")
         else:
             table = np.zeros((batch, width), dtype=np.int64)
             for b, row in enumerate(block_tables):
@@ -172,61 +181,73 @@ class AttentionEngine:
         page_bytes = self.page_size * self.num_kv_heads * self.head_dim * self.slots.itemsize
         return min(width, max(1, CHUNK_BYTES // (batch * page_bytes)))
 
-    def _gather_chunk(self, cache: np.ndarray, table: np.ndarray, first: int, chunk: int, dtype: np.dtype):
-        """K or V (`cache` [num_pages, page_size, Hkv, D]) of pages first..first+chunk of
-        every block table, as a head-major view [B, Hkv, n, D] of a reused buffer."""
-        ids = table[:, first : first + chunk]  # [B, C]
-        batch, n = ids.shape[0], ids.shape[1] * self.page_size
+    def _chunks(
+        self, cache: np.ndarray, table: np.ndarray, dtype: np.dtype
+    ) -> Iterator[tuple[slice, np.ndarray]]:
+        """Walk the block tables a chunk of pages at a time: for each chunk, the token
+        columns it covers and its K or V (`cache` [num_pages, page_size, Hkv, D]) for every
+        sequence, a head-major view [B, Hkv, n, D] of one reused buffer."""
+        batch, width = table.shape
+        chunk = self.pages_per_chunk(batch, width)
         buffer = self._scratch("pages", (batch, chunk, *cache.shape[1:]), cache.dtype)
-        # take(mode="clip") copies whole pages without numpy's bounds-check copy (the ids were
-        # checked by _batch_table); the last chunk may be short and gets its own array.
-        pages = cache.take(ids, axis=0, mode="clip", out=buffer if ids.shape[1] == chunk else None)
-        tokens = pages.reshape(batch, n, self.num_kv_heads, self.head_dim).astype(dtype, copy=False)
-        return tokens.transpose(0, 2, 1, 3)  # a view: matmul reads its rows with a stride
+        for first in range(0, width, chunk):
+            ids = table[:, first : first + chunk]  # [B, C]; the last chunk may be short
+            # take(mode="clip") copies whole pages without numpy's bounds-check copy (the ids
+            # were checked by _batch_table).
+            pages = cache.take(ids, axis=0, mode="clip", out=buffer if ids.shape[1] == chunk else None)
+            n = ids.shape[1] * self.page_size
+            tokens = pages.reshape(batch, n, self.num_kv_heads, self.head_dim).astype(dtype, copy=False)
+            start = first * self.page_size
+            yield slice(start, start + n), tokens.transpose(0, 2, 1, 3)  # matmul reads rows strided
+
+    def _tall_queries(self, q: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """q [B, H, D] scaled by 1/sqrt(D) and laid out [B, Hkv, D, G]: keys @ q is then a tall
+        matrix times a thin one, which BLAS does several times faster than q @ keys.T.
+        Scaling q instead of the scores saves a pass over them (a Python float keeps float32
+        math in float32)."""
+        batch, heads, dim = q.shape
+        group = _check_gqa(heads, self.num_kv_heads)
+        scaled = (q * (1.0 / math.sqrt(dim))).astype(dtype, copy=False)
+        return np.ascontiguousarray(
+            scaled.reshape(batch, self.num_kv_heads, group, dim).transpose(0, 1, 3, 2)
+        )
+
+    @staticmethod
+    def _softmax_rows(scores: np.ndarray, context_lens: np.ndarray) -> np.ndarray:
+        """exp(scores - row max) in place over [B, Hkv, G, L] rows, with the padding past each
+        context length masked out; returns the row sums [B, Hkv, G, 1]."""
+        if context_lens.min() < scores.shape[-1]:
+            beyond = np.arange(scores.shape[-1]) >= context_lens[:, None]  # [B, L]
+            np.copyto(scores, -np.inf, where=beyond[:, None, None, :])
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        return scores.sum(axis=-1, keepdims=True)
 
     def paged_attention_batch(
         self,
         layer: int,
         q: np.ndarray,
-        block_tables: SequenceLike[SequenceLike[int]],
-        context_lens: SequenceLike[int],
+        block_tables: SequenceLike[SequenceLike[int]] | np.ndarray,
+        context_lens: SequenceLike[int] | np.ndarray,
     ) -> np.ndarray:
         """Decode attention for a ragged batch: one query per sequence at its last position.
 
-        q: [B, num_heads, head_dim]; block_tables[b] holds sequence b's pages; the query of b
-        attends to its first context_lens[b] tokens. Returns [B, num_heads, head_dim].
+        q: [B, num_heads, head_dim]; block_tables[b] holds sequence b's pages (lists, or one
+        [B, max pages] int array as engines keep it); the query of b attends to its first
+        context_lens[b] tokens. Returns [B, num_heads, head_dim].
         """
         layer = self._check_layer(layer)
         q = np.asarray(q)
         table, lens = self._batch_table(q, block_tables, context_lens)
-        batch, width = table.shape
         cache = self.pool.kv_cache[layer]  # [2, num_pages, page_size, Hkv, D]
-        heads, kv_heads, dim, size = q.shape[1], self.num_kv_heads, self.head_dim, self.page_size
-        group = _check_gqa(heads, kv_heads)
         dtype = np.result_type(q.dtype, cache.dtype)
-        # Scaling q instead of the scores saves a pass over them (a Python float keeps float32
-        # math in float32). q is laid out [B, Hkv, D, G]: keys @ q then multiplies a tall
-        # matrix by a thin one, which BLAS does several times faster than q @ keys.T.
-        q_t = np.ascontiguousarray(
-            (q * (1.0 / math.sqrt(dim)))
-            .astype(dtype, copy=False)
-            .reshape(batch, kv_heads, group, dim)
-            .transpose(0, 1, 3, 2)
-        )
-        chunk = self.pages_per_chunk(batch, width)
-        scores = self._scratch("scores", (batch, kv_heads, group, width * size), dtype)
-        starts = range(0, width, chunk)
-        for first in starts:  # pass 1: scores of each chunk of keys
-            keys = self._gather_chunk(cache[0], table, first, chunk, dtype)  # [B, Hkv, n, D]
-            scores[..., first * size : first * size + keys.shape[2]] = np.swapaxes(keys @ q_t, -1, -2)
-        if lens.min() < width * size:  # mask the padding past each length
-            beyond = np.arange(width * size) >= lens[:, None]  # [B, Lmax]
-            np.copyto(scores, -np.inf, where=beyond[:, None, None, :])
-        scores -= scores.max(axis=-1, keepdims=True)  # one softmax over whole rows
-        np.exp(scores, out=scores)
-        denom = scores.sum(axis=-1, keepdims=True)  # [B, Hkv, G, 1]
-        acc = np.zeros((batch, kv_heads, group, dim), dtype)
-        for first in starts:  # pass 2: weights times each chunk of values
-            values = self._gather_chunk(cache[1], table, first, chunk, dtype)  # [B, Hkv, n, D]
-            acc += scores[..., first * size : first * size + values.shape[2]] @ values
-        return (acc / denom).reshape(batch, heads, dim)
+        q_t = self._tall_queries(q, dtype)  # [B, Hkv, D, G]
+        batch, kv_heads, dim, group = q_t.shape
+        scores = self._scratch("scores", (batch, kv_heads, group, table.shape[1] * self.page_size), dtype)
+        for columns, keys in self._chunks(cache[0], table, dtype):  # pass 1: q . K of each chunk
+            scores[..., columns] = np.swapaxes(keys @ q_t, -1, -2)
+        row_sums = self._softmax_rows(scores, lens)  # one softmax over whole rows
+        out = np.zeros((batch, kv_heads, group, dim), dtype)
+        for columns, values in self._chunks(cache[1], table, dtype):  # pass 2: weights . V
+            out += scores[..., columns] @ values
+        return (out / row_sums).reshape(q.shape)

@@ -177,12 +177,12 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
     pages = engine.pages_per_chunk(batch, tables.shape[1])
     cache = engine.pool.kv_cache[0]
     buffer = np.empty((batch, pages, *cache.shape[2:]), cache.dtype)
-    block_tables, lens = tables.tolist(), [context] * batch
+    lens = np.full(batch, context)
     programs = {
         "dense": lambda: dense_decode(qg, k, v),
         "dense_chunked": lambda: dense_decode_chunked(qg, k, v, chunk),
         "dense_tall": lambda: dense_decode_tall(q_t, k, v),
-        "paged": lambda: engine.paged_attention_batch(0, q, block_tables, lens),
+        "paged": lambda: engine.paged_attention_batch(0, q, tables, lens),
         "gather": lambda: gather_pages(cache, tables, pages, buffer),
     }
     best = dict.fromkeys(programs, float("inf"))
