@@ -158,23 +158,29 @@ class AttentionEngine:
             )
         lens = np.asarray(context_lens, dtype=np.int64)
         if isinstance(block_tables, np.ndarray) and block_tables.ndim == 2:  # padded [B, max pages]
-            pages = np.full(batch, block_tables.shape[1], dtype=np.int64)
+            table, capacity = block_tables, block_tables.shape[1] * self.page_size
         else:
-            pages = np.fromiter(map(len, block_tables), np.int64, batch)  # pages per table
-        if batch == 0 or (lens < 1).any() or (lens > pages * self.page_size).any():
+            table, capacity = self._padded_table(block_tables)
+        if batch == 0 or lens.min() < 1 or (lens > capacity).any():
             raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
-        width = int(pages.max())
-        if (pages == width).all():  # one call converts equal-length tables
-            table = np.asarray(block_tables).reshape(batch, width)
-            if table.dtype.kind not in "iu":
-                raise TypeError(f"block_tables must hold int page ids, got {table.dtype}")
-        else:
-            table = np.zeros((batch, width), dtype=np.int64)
-            for b, row in enumerate(block_tables):
-                table[b, : len(row)] = row
+        if table.dtype.kind not in "iu":
+            raise TypeError(f"block_tables must hold int page ids, got {table.dtype}")
         if table.min() < 0 or table.max() >= self.pool.num_pages:
             raise ValueError(f"block_tables must hold page ids in [0, {self.pool.num_pages - 1}]")
         return table, lens
+
+    def _padded_table(self, block_tables: SequenceLike[SequenceLike[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """Block tables of any lengths as one [B, max pages] array padded with page 0, and the
+        tokens each can hold."""
+        pages = np.fromiter(map(len, block_tables), np.int64, len(block_tables))
+        width = int(pages.max()) if pages.size else 0
+        if (pages == width).all():  # one call converts equal-length tables
+            table = np.asarray(block_tables).reshape(len(block_tables), width)
+        else:
+            table = np.zeros((len(block_tables), width), dtype=np.int64)
+            for b, row in enumerate(block_tables):
+                table[b, : len(row)] = row
+        return table, pages * self.page_size
 
     def pages_per_chunk(self, batch: int, width: int) -> int:
         """Pages of every sequence gathered at once: CHUNK_BYTES of keys for the batch."""
