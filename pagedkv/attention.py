@@ -1,18 +1,25 @@
 """Attention through block tables, and the dense attention it must equal.
 
-`AttentionEngine` does what vLLM's `reshape_and_cache` and PagedAttention kernels do, in
-numpy: it writes each token's K/V at its slot (`page_id * page_size + offset`), and
-computes softmax(q k^T / sqrt(d)) v by gathering a sequence's keys and values through its
-block table. Grouped-query attention: query head h reads K/V head h // (num_heads //
-num_kv_heads). A ragged decode batch (one query per sequence, different context lengths)
-is processed in chunks of pages, the way PagedAttention V2 splits long contexts into
-partitions: each chunk's pages are gathered for the whole batch into one reused buffer
-(small enough to stay in cache) and multiplied there, so the K/V are copied once and read
-from cache. Two passes: q k^T chunk by chunk into one score array, a softmax over whole
-rows, then the weights times V chunk by chunk. The score array is head_dim / group times
-smaller than the keys; in exchange each chunk costs two numpy calls per pass instead of
-the dozen an online softmax (running max and denominator) needs, and on small chunks the
-calls, not the arithmetic, were the cost (bench attention: 1.56x -> 1.29x of dense).
+`AttentionEngine` does in numpy what vLLM's `reshape_and_cache` and PagedAttention kernels
+do on a GPU: `write` stores each token's K/V at its slot (`page_id * page_size + offset`,
+the slot_mapping), and `paged_attention_batch` computes softmax(q k^T / sqrt(d)) v for a
+ragged decode batch (one query per sequence over its first context_lens[b] tokens) by
+reading K/V through each sequence's block_table. Grouped-query attention: query head h
+reads K/V head h // (num_heads // num_kv_heads).
+
+The same as vLLM: the block tables may come as one padded [B, max pages] int array (lists
+work too), the context is split into chunks of pages as PagedAttention V2 splits long
+contexts into partitions, and positions past context_lens are masked out.
+Different: a GPU kernel reads every page in place; numpy cannot multiply through an index,
+so each chunk's pages are first copied, for the whole batch, into one reused buffer small
+enough to stay in cache, and multiplied there. That copy is what paging costs here
+(`bench attention`, column gather ms). Where V2 combines partitions by an online softmax
+(a running max and sum, a rescale per partition), this kernel makes two passes: keys @ q
+chunk by chunk into one score row per query head, one softmax over whole rows, then the
+weights @ V chunk by chunk. A score row is head_dim / group times smaller than its keys,
+and each chunk costs two numpy calls per pass instead of an online softmax's dozen. The
+scores are keys @ q with q laid out [B, Hkv, D, G]: a tall matrix times a thin one, which
+BLAS does several times faster than q @ keys^T.
 
 `dense_attention` is the reference: the same math over one contiguous K/V array. Tests
 hold the two to float64 round-off.
@@ -32,8 +39,9 @@ from .pool import KVCachePool
 from .slot_mapping import slot_mapping as slots_of
 from .validation import check_array, check_instance, check_int
 
-# Bytes of keys gathered per chunk of a decode batch: with the values about 4 MiB, which stay
-# in this machine's L3 cache while the chunk is used (1-4 MiB measured alike; bench attention).
+# Bytes of keys gathered per chunk of a decode batch: small enough that the chunk stays in this
+# machine's 2 MiB L2 cache while matmul reads it (256 KiB - 1 MiB measured alike, 2 MiB and up
+# slower; bench attention).
 CHUNK_BYTES = 512 << 10
 
 
@@ -169,7 +177,9 @@ class AttentionEngine:
             raise ValueError(f"block_tables must hold page ids in [0, {self.pool.num_pages - 1}]")
         return table, lens
 
-    def _padded_table(self, block_tables: SequenceLike[SequenceLike[int]]) -> tuple[np.ndarray, np.ndarray]:
+    def _padded_table(
+        self, block_tables: SequenceLike[SequenceLike[int]] | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Block tables of any lengths as one [B, max pages] array padded with page 0, and the
         tokens each can hold."""
         pages = np.fromiter(map(len, block_tables), np.int64, len(block_tables))
