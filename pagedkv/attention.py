@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from collections.abc import Iterator
 from collections.abc import Sequence as SequenceLike
 
 import numpy as np
@@ -192,29 +193,31 @@ class AttentionEngine:
                 table[b, : len(row)] = row
         return table, pages * self.page_size
 
-    def pages_per_chunk(self, batch: int, width: int) -> int:
-        """Pages of every sequence gathered at once: CHUNK_BYTES of keys for the batch."""
+    def tile_shape(self, batch: int, width: int) -> tuple[int, int]:
+        """(sequences, pages) read per tile: CHUNK_BYTES of keys. Whole contexts of several
+        sequences when they fit, else one sequence a chunk of its pages at a time, so every
+        matmul multiplies a tall block of keys (a tile of many sequences x one page each
+        would cost a BLAS call per 16 tokens).
+        Example: 32 KiB pages, CHUNK_BYTES 512 KiB: (8, 2) for width 2; (1, 16) for width 64."""
         page_bytes = self.page_size * self.num_kv_heads * self.head_dim * self.slots.itemsize
-        return min(width, max(1, CHUNK_BYTES // (batch * page_bytes)))
+        pages = max(1, CHUNK_BYTES // page_bytes)
+        if width <= pages:
+            return max(1, min(batch, pages // width)), width
+        return 1, pages
 
-    def _chunks(
-        self, cache: np.ndarray, table: np.ndarray, dtype: np.dtype
-    ) -> Iterator[tuple[slice, np.ndarray]]:
-        """Walk the block tables a chunk of pages at a time: for each chunk, the token
-        columns it covers and its K or V (`cache` [num_pages, page_size, Hkv, D]) for every
-        sequence, a head-major view [B, Hkv, n, D] of one reused buffer."""
-        batch, width = table.shape
-        chunk = self.pages_per_chunk(batch, width)
-        buffer = self._scratch("pages", (batch, chunk, *cache.shape[1:]), cache.dtype)
-        for first in range(0, width, chunk):
-            ids = table[:, first : first + chunk]  # [B, C]; the last chunk may be short
-            # take(mode="clip") copies whole pages without numpy's bounds-check copy (the ids
-            # were checked by _batch_table).
-            pages = cache.take(ids, axis=0, mode="clip", out=buffer if ids.shape[1] == chunk else None)
-            n = ids.shape[1] * self.page_size
-            tokens = pages.reshape(batch, n, self.num_kv_heads, self.head_dim).astype(dtype, copy=False)
-            start = first * self.page_size
-            yield slice(start, start + n), tokens.transpose(0, 2, 1, 3)  # matmul reads rows strided
+    def _pages(self, cache: np.ndarray, ids: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        """K or V (`cache` [num_pages, page_size, Hkv, D]) of pages ids [R, P] as a head-major
+        view [R, Hkv, P * page_size, D]: a view of the pool when one sequence's pages are a
+        run of consecutive ids, else a copy into a reused buffer."""
+        rows, width = ids.shape
+        first = int(ids[0, 0])
+        if rows == 1 and int(ids[0, -1]) - first == width - 1 and (width < 3 or (np.diff(ids[0]) == 1).all()):
+            pages = cache[first : first + width]
+        else:  # take(mode="clip"): no bounds-check copy (_batch_table checked the ids)
+            buffer = self._scratch("pages", (rows, width, *cache.shape[1:]), cache.dtype)
+            pages = cache.take(ids, axis=0, mode="clip", out=buffer)
+        tokens = pages.reshape(rows, width * self.page_size, self.num_kv_heads, self.head_dim)
+        return tokens.astype(dtype, copy=False).transpose(0, 2, 1, 3)  # matmul reads rows strided
 
     def _tall_queries(self, q: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """q [B, H, D] scaled by 1/sqrt(D) and laid out [B, Hkv, D, G]: keys @ q is then a tall
@@ -230,14 +233,25 @@ class AttentionEngine:
 
     @staticmethod
     def _softmax_rows(scores: np.ndarray, context_lens: np.ndarray) -> np.ndarray:
-        """exp(scores - row max) in place over [B, Hkv, G, L] rows, with the padding past each
-        context length masked out; returns the row sums [B, Hkv, G, 1]."""
-        if context_lens.min() < scores.shape[-1]:
-            beyond = np.arange(scores.shape[-1]) >= context_lens[:, None]  # [B, L]
+        """exp(scores - row max) in place over rows scores [R, Hkv, G, n], with the tokens
+        past each context length masked out; returns the row sums [R, Hkv, G, 1]."""
+        if context_lens.min() < scores.shape[-1]:  # padding exists: mask it
+            beyond = np.arange(scores.shape[-1]) >= context_lens[:, None]  # [R, n]
             np.copyto(scores, -np.inf, where=beyond[:, None, None, :])
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         return scores.sum(axis=-1, keepdims=True)
+
+    def _tiles(self, used: np.ndarray) -> Iterator[tuple[slice, slice, slice]]:
+        """The tiles of a batch whose sequences read used[b] pages: (sequences, their page
+        columns, the token columns those pages hold). A group of sequences reads up to its
+        longest context, so no tile reads a page past every context it serves."""
+        rows, chunk = self.tile_shape(len(used), int(used.max()))
+        for b in range(0, len(used), rows):
+            width = int(used[b : b + rows].max())
+            for first in range(0, width, chunk):
+                last = min(first + chunk, width)
+                yield slice(b, b + rows), slice(first, last), slice(first * self.page_size, last * self.page_size)
 
     def paged_attention_batch(
         self,
@@ -259,11 +273,14 @@ class AttentionEngine:
         dtype = np.result_type(q.dtype, cache.dtype)
         q_t = self._tall_queries(q, dtype)  # [B, Hkv, D, G]
         batch, kv_heads, dim, group = q_t.shape
-        scores = self._scratch("scores", (batch, kv_heads, group, table.shape[1] * self.page_size), dtype)
-        for columns, keys in self._chunks(cache[0], table, dtype):  # pass 1: q . K of each chunk
-            scores[..., columns] = np.swapaxes(keys @ q_t, -1, -2)
+        used = -(-lens // self.page_size)  # pages each context reads; spare pages are skipped
+        tiles = list(self._tiles(used))
+        scores = self._scratch("scores", (batch, kv_heads, group, int(used.max()) * self.page_size), dtype)
+        for rows, pages, tokens in tiles:  # pass 1: q . K, a tile of pages at a time
+            keys = self._pages(cache[0], table[rows, pages], dtype)
+            scores[rows, :, :, tokens] = np.swapaxes(keys @ q_t[rows], -1, -2)
         row_sums = self._softmax_rows(scores, lens)  # one softmax over whole rows
         out = np.zeros((batch, kv_heads, group, dim), dtype)
-        for columns, values in self._chunks(cache[1], table, dtype):  # pass 2: weights . V
-            out += scores[..., columns] @ values
+        for rows, pages, tokens in tiles:  # pass 2: weights . V
+            out[rows] += scores[rows, :, :, tokens] @ self._pages(cache[1], table[rows, pages], dtype)
         return (out / row_sums).reshape(q.shape)

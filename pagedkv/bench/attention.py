@@ -177,13 +177,15 @@ def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Gene
     return engine, tables, k, v, q
 
 
-def gather_pages(cache: np.ndarray, table: np.ndarray, chunk: int, buffer: np.ndarray) -> None:
+def gather_pages(cache: np.ndarray, table: np.ndarray, tile: tuple[int, int], buffer: np.ndarray) -> None:
     """The copies the paged kernel makes and nothing else: every K and V page of the block
-    tables (`cache` [2, num_pages, ...]), `chunk` pages per table at a time, into `buffer`."""
-    for kv in (0, 1):
+    tables (`cache` [2, num_pages, ...]), one tile of (sequences, pages) at a time, into `buffer`."""
+    rows, chunk = tile
+    for b in range(0, table.shape[0], rows):
         for first in range(0, table.shape[1], chunk):
-            ids = table[:, first : first + chunk]
-            cache[kv].take(ids, axis=0, mode="clip", out=buffer[:, : ids.shape[1]])
+            ids = table[b : b + rows, first : first + chunk]
+            for kv in (0, 1):
+                cache[kv].take(ids, axis=0, mode="clip", out=buffer[: ids.shape[0], : ids.shape[1]])
 
 
 def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) -> dict:
@@ -192,17 +194,17 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
     qg = q.reshape(batch, problem.kv_heads, problem.heads // problem.kv_heads, problem.head_dim)
     q_t = np.ascontiguousarray(np.swapaxes(qg * (1.0 / math.sqrt(problem.head_dim)), -1, -2))
     chunk = max(problem.page_size, CHUNK_BYTES // (batch * k[0, :, 0].nbytes))  # tokens
-    pages = engine.pages_per_chunk(batch, tables.shape[1])
+    tile = engine.tile_shape(batch, tables.shape[1])  # (sequences, pages) the kernel reads at once
     cache = engine.pool.kv_cache[0]
-    buffer = np.empty((batch, pages, *cache.shape[2:]), cache.dtype)
+    buffer = np.empty((*tile, *cache.shape[2:]), cache.dtype)
     lens = np.full(batch, context)
     programs = {
         "dense": lambda: dense_decode(qg, k, v),
         "dense_chunked": lambda: dense_decode_chunked(qg, k, v, chunk),
         "dense_tall": lambda: dense_decode_tall(q_t, k, v),
-        "dense_two_pass": lambda: dense_decode_two_pass(q_t, k, v, pages * problem.page_size),
+        "dense_two_pass": lambda: dense_decode_two_pass(q_t, k, v, tile[1] * problem.page_size),
         "paged": lambda: engine.paged_attention_batch(0, q, tables, lens),
-        "gather": lambda: gather_pages(cache, tables, pages, buffer),
+        "gather": lambda: gather_pages(cache, tables, tile, buffer),
     }
     best = dict.fromkeys(programs, float("inf"))
     for _ in range(problem.repeat):  # interleaved, so load from other processes hits all alike
