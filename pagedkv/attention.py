@@ -57,6 +57,17 @@ def _softmax_attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarra
     return weights @ v[..., None, :, :]
 
 
+def is_run(ids: np.ndarray) -> bool:
+    """Whether page ids [1, P] (one sequence's) are consecutive, so the pages sit back to back
+    in the pool and the kernel reads them in place. Example: [[7, 8, 9]] -> True, [[7, 9]] -> False."""
+    first, width = int(ids[0, 0]), ids.shape[1]
+    return (
+        ids.shape[0] == 1
+        and int(ids[0, -1]) - first == width - 1
+        and (width < 3 or bool((np.diff(ids[0]) == 1).all()))
+    )
+
+
 def _check_gqa(q_heads: int, kv_heads: int) -> int:
     if q_heads % kv_heads:
         raise ValueError(f"query heads ({q_heads}) must be a multiple of kv heads ({kv_heads})")
@@ -174,7 +185,8 @@ class AttentionEngine:
             raise ValueError(f"context_lens must be in [1, pages * page_size], got {lens.tolist()}")
         if table.dtype.kind not in "iu":
             raise TypeError(f"block_tables must hold int page ids, got {table.dtype}")
-        if table.min() < 0 or table.max() >= self.pool.num_pages:
+        # Viewed unsigned, a negative id is huge: one max checks both bounds.
+        if table.view(f"u{table.itemsize}").max() >= self.pool.num_pages:
             raise ValueError(f"block_tables must hold page ids in [0, {self.pool.num_pages - 1}]")
         return table, lens
 
@@ -210,9 +222,8 @@ class AttentionEngine:
         view [R, Hkv, P * page_size, D]: a view of the pool when one sequence's pages are a
         run of consecutive ids, else a copy into a reused buffer."""
         rows, width = ids.shape
-        first = int(ids[0, 0])
-        if rows == 1 and int(ids[0, -1]) - first == width - 1 and (width < 3 or (np.diff(ids[0]) == 1).all()):
-            pages = cache[first : first + width]
+        if is_run(ids):
+            pages = cache[int(ids[0, 0]) : int(ids[0, 0]) + width][None]
         else:  # take(mode="clip"): no bounds-check copy (_batch_table checked the ids)
             buffer = self._scratch("pages", (rows, width, *cache.shape[1:]), cache.dtype)
             pages = cache.take(ids, axis=0, mode="clip", out=buffer)
@@ -226,10 +237,9 @@ class AttentionEngine:
         math in float32)."""
         batch, heads, dim = q.shape
         group = _check_gqa(heads, self.num_kv_heads)
-        scaled = (q * (1.0 / math.sqrt(dim))).astype(dtype, copy=False)
-        return np.ascontiguousarray(
-            scaled.reshape(batch, self.num_kv_heads, group, dim).transpose(0, 1, 3, 2)
-        )
+        q_t = np.empty((batch, self.num_kv_heads, dim, group), dtype)
+        heads_last = q.reshape(batch, self.num_kv_heads, group, dim).transpose(0, 1, 3, 2)
+        return np.multiply(heads_last, 1.0 / math.sqrt(dim), out=q_t, casting="unsafe")
 
     @staticmethod
     def _softmax_rows(scores: np.ndarray, context_lens: np.ndarray) -> np.ndarray:
@@ -242,16 +252,23 @@ class AttentionEngine:
         np.exp(scores, out=scores)
         return scores.sum(axis=-1, keepdims=True)
 
-    def _tiles(self, used: np.ndarray) -> Iterator[tuple[slice, slice, slice]]:
-        """The tiles of a batch whose sequences read used[b] pages: (sequences, their page
-        columns, the token columns those pages hold). A group of sequences reads up to its
-        longest context, so no tile reads a page past every context it serves."""
-        rows, chunk = self.tile_shape(len(used), int(used.max()))
+    def _tiles(self, used: np.ndarray, width: int) -> list[tuple[slice, slice, slice]]:
+        """The tiles of a batch whose sequences read used[b] pages (width = the most):
+        (sequences, their page columns, the token columns those pages hold). A group of
+        sequences reads up to its longest context, so no tile reads a page past every
+        context it serves. Example: used [3, 1], 2 pages a tile, page_size 4 ->
+        [(0:1, 0:2, 0:8), (0:1, 2:3, 8:12), (1:2, 0:1, 0:4)]."""
+        rows, chunk = self.tile_shape(len(used), width)
+        if rows == len(used) and chunk == width:  # one tile: the whole batch
+            return [(slice(None), slice(0, width), slice(0, width * self.page_size))]
+        tiles = []
         for b in range(0, len(used), rows):
-            width = int(used[b : b + rows].max())
-            for first in range(0, width, chunk):
-                last = min(first + chunk, width)
-                yield slice(b, b + rows), slice(first, last), slice(first * self.page_size, last * self.page_size)
+            group = int(used[b : b + rows].max())
+            for first in range(0, group, chunk):
+                last = min(first + chunk, group)
+                tokens = slice(first * self.page_size, last * self.page_size)
+                tiles.append((slice(b, b + rows), slice(first, last), tokens))
+        return tiles
 
     def paged_attention_batch(
         self,
@@ -270,17 +287,23 @@ class AttentionEngine:
         q = np.asarray(q)
         table, lens = self._batch_table(q, block_tables, context_lens)
         cache = self.pool.kv_cache[layer]  # [2, num_pages, page_size, Hkv, D]
-        dtype = np.result_type(q.dtype, cache.dtype)
+        dtype = q.dtype if q.dtype == cache.dtype else np.result_type(q.dtype, cache.dtype)
         q_t = self._tall_queries(q, dtype)  # [B, Hkv, D, G]
         batch, kv_heads, dim, group = q_t.shape
-        used = -(-lens // self.page_size)  # pages each context reads; spare pages are skipped
-        tiles = list(self._tiles(used))
-        scores = self._scratch("scores", (batch, kv_heads, group, int(used.max()) * self.page_size), dtype)
+        used = (lens + (self.page_size - 1)) // self.page_size  # pages each context reads
+        width = int(used.max())  # spare pages past every context are never read
+        tiles = self._tiles(used, width)
+        scores = self._scratch("scores", (batch, kv_heads, group, width * self.page_size), dtype)
         for rows, pages, tokens in tiles:  # pass 1: q . K, a tile of pages at a time
             keys = self._pages(cache[0], table[rows, pages], dtype)
             scores[rows, :, :, tokens] = np.swapaxes(keys @ q_t[rows], -1, -2)
         row_sums = self._softmax_rows(scores, lens)  # one softmax over whole rows
-        out = np.zeros((batch, kv_heads, group, dim), dtype)
-        for rows, pages, tokens in tiles:  # pass 2: weights . V
-            out[rows] += scores[rows, :, :, tokens] @ self._pages(cache[1], table[rows, pages], dtype)
-        return (out / row_sums).reshape(q.shape)
+        out = np.empty((batch, kv_heads, group, dim), dtype)
+        for rows, pages, tokens in tiles:  # pass 2: weights . V, summed over a row's tiles
+            values = self._pages(cache[1], table[rows, pages], dtype)
+            if pages.start == 0:
+                np.matmul(scores[rows, :, :, tokens], values, out=out[rows])
+            else:
+                out[rows] += scores[rows, :, :, tokens] @ values
+        out /= row_sums
+        return out.reshape(q.shape)

@@ -34,7 +34,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # ships no stubs or py.typed
 from tqdm import tqdm
 
-from ..attention import CHUNK_BYTES, AttentionEngine
+from ..attention import CHUNK_BYTES, AttentionEngine, is_run
 from ..config import CacheConfig
 from ..pool import KVCachePool
 from . import Report
@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    parser.add_argument(
+        "--layout",
+        default="scattered",
+        choices=sorted(LAYOUTS),
+        help="block tables: scattered pages (the default, the targets' layout) or runs of consecutive pages",
+    )
     parser.add_argument("--repeat", type=int, default=15, help="best of this many runs")
     parser.add_argument(
         "--blas-threads",
@@ -145,6 +151,24 @@ class Shape:
     page_size: int
     dtype: str
     repeat: int  # best of this many runs
+    layout: str = "scattered"  # how the pool's pages are handed to sequences (LAYOUTS)
+
+
+LAYOUTS = {
+    "scattered": "each block table a random sample of the pool's pages, as after many allocations and frees",
+    "runs": "each block table one run of consecutive page ids (sequences in random order), as a "
+    "fresh pool's free queue hands out a prompt's pages",
+}
+
+
+def block_tables(layout: str, batch: int, pages_per_seq: int, rng: np.random.Generator) -> np.ndarray:
+    """[B, pages_per_seq] page ids of a pool of B * pages_per_seq pages laid out as `layout`.
+    Example: runs, 2 x 3 -> [[3, 4, 5], [0, 1, 2]] (or the rows the other way round)."""
+    if layout == "scattered":
+        return rng.permutation(batch * pages_per_seq).reshape(batch, pages_per_seq)
+    if layout == "runs":
+        return rng.permutation(batch)[:, None] * pages_per_seq + np.arange(pages_per_seq)
+    raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
 
 
 def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Generator):
@@ -160,7 +184,7 @@ def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Gene
         dtype=problem.dtype,
     )
     engine = AttentionEngine(KVCachePool(config))
-    tables = rng.permutation(config.num_pages).reshape(batch, pages_per_seq)  # scattered pages
+    tables = block_tables(problem.layout, batch, pages_per_seq, rng)
     page_slots = tables[:, :, None] * problem.page_size + np.arange(problem.page_size)
     slots = page_slots.reshape(batch, -1)[:, :context].ravel()
     shape = (slots.size, problem.kv_heads, problem.head_dim)
@@ -179,11 +203,14 @@ def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Gene
 
 def gather_pages(cache: np.ndarray, table: np.ndarray, tile: tuple[int, int], buffer: np.ndarray) -> None:
     """The copies the paged kernel makes and nothing else: every K and V page of the block
-    tables (`cache` [2, num_pages, ...]), one tile of (sequences, pages) at a time, into `buffer`."""
+    tables (`cache` [2, num_pages, ...]), one tile of (sequences, pages) at a time, into
+    `buffer`, except tiles of consecutive pages, which the kernel reads in place."""
     rows, chunk = tile
     for b in range(0, table.shape[0], rows):
         for first in range(0, table.shape[1], chunk):
             ids = table[b : b + rows, first : first + chunk]
+            if is_run(ids):
+                continue
             for kv in (0, 1):
                 cache[kv].take(ids, axis=0, mode="clip", out=buffer[: ids.shape[0], : ids.shape[1]])
 
@@ -250,6 +277,7 @@ def run(
     dtype: str = "float32",
     repeat: int = 15,
     blas_threads: int = 1,
+    layout: str = "scattered",
 ) -> Report:
     mib = BANDWIDTH_MIB
     if quick:
@@ -257,7 +285,9 @@ def run(
     batches = [int(b) for b in batch.split(",")]
     contexts = [int(c) for c in context.split(",")]
     rng = np.random.default_rng(seed)
-    shape = Shape(heads, kv_heads, head_dim, page_size, dtype, repeat)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
+    shape = Shape(heads, kv_heads, head_dim, page_size, dtype, repeat, layout)
     points = [(b, c) for b in batches for c in contexts]
     # One BLAS thread by default: on a shared 2-core machine, BLAS threads spin-waiting against
     # other processes made single matmuls 5x slower at random, for either side.
@@ -270,11 +300,11 @@ def run(
         title=(
             f"bench attention: decode step, {heads} heads / {kv_heads} KV heads x "
             f"{head_dim}, page {page_size}, {dtype}, best of {repeat}, "
-            f"BLAS threads: {blas_threads or 'default'}"
+            f"BLAS threads: {blas_threads or 'default'}, {layout} block tables"
         ),
         columns=COLUMNS,
         rows=[row(r) for r in results],
-        notes=notes(results, bandwidth, mib),
+        notes=[f"block tables: {layout}, {LAYOUTS[layout]}", *notes(results, bandwidth, mib)],
         data={
             "points": results,
             "bandwidth_bytes_per_s": bandwidth,
@@ -282,6 +312,7 @@ def run(
             "geomean_ratio": geomean(r["ratio"] for r in results),
             "target": TARGET,
             "worst_allowed": WORST,
+            "layout": layout,
         },
     )
 
