@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from collections.abc import Iterator
 from collections.abc import Sequence as SequenceLike
 
 import numpy as np
@@ -44,6 +43,12 @@ from .validation import check_array, check_instance, check_int
 # machine's 2 MiB L2 cache while matmul reads it (256 KiB - 1 MiB measured alike, 2 MiB and up
 # slower; bench attention).
 CHUNK_BYTES = 512 << 10
+# NOTE: a tile of consecutive pages could always be read in place (a view of the pool, no
+# copy), and that is faster while a step's K/V are small enough to stay in the CPU caches. Past
+# that, copying the tile first is faster: the copy streams from memory at full bandwidth, while
+# BLAS reading the pool's token-major rows (one head's 256 bytes out of every token's K) does
+# not (measured with bench attention --layout runs: in place wins up to 16 MiB, loses above).
+IN_PLACE_BYTES = 16 << 20
 
 
 def _softmax_attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
@@ -217,12 +222,12 @@ class AttentionEngine:
             return max(1, min(batch, pages // width)), width
         return 1, pages
 
-    def _pages(self, cache: np.ndarray, ids: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    def _pages(self, cache: np.ndarray, ids: np.ndarray, dtype: np.dtype, in_place: bool) -> np.ndarray:
         """K or V (`cache` [num_pages, page_size, Hkv, D]) of pages ids [R, P] as a head-major
-        view [R, Hkv, P * page_size, D]: a view of the pool when one sequence's pages are a
-        run of consecutive ids, else a copy into a reused buffer."""
+        view [R, Hkv, P * page_size, D]: with `in_place`, a view of the pool when one
+        sequence's pages are a run of consecutive ids; else a copy into a reused buffer."""
         rows, width = ids.shape
-        if is_run(ids):
+        if in_place and is_run(ids):
             pages = cache[int(ids[0, 0]) : int(ids[0, 0]) + width][None]
         else:  # take(mode="clip"): no bounds-check copy (_batch_table checked the ids)
             buffer = self._scratch("pages", (rows, width, *cache.shape[1:]), cache.dtype)
@@ -293,14 +298,15 @@ class AttentionEngine:
         used = (lens + (self.page_size - 1)) // self.page_size  # pages each context reads
         width = int(used.max())  # spare pages past every context are never read
         tiles = self._tiles(used, width)
+        in_place = 2 * int(used.sum()) * cache[0, 0].nbytes <= IN_PLACE_BYTES  # K/V this step reads
         scores = self._scratch("scores", (batch, kv_heads, group, width * self.page_size), dtype)
         for rows, pages, tokens in tiles:  # pass 1: q . K, a tile of pages at a time
-            keys = self._pages(cache[0], table[rows, pages], dtype)
+            keys = self._pages(cache[0], table[rows, pages], dtype, in_place)
             scores[rows, :, :, tokens] = np.swapaxes(keys @ q_t[rows], -1, -2)
         row_sums = self._softmax_rows(scores, lens)  # one softmax over whole rows
         out = np.empty((batch, kv_heads, group, dim), dtype)
         for rows, pages, tokens in tiles:  # pass 2: weights . V, summed over a row's tiles
-            values = self._pages(cache[1], table[rows, pages], dtype)
+            values = self._pages(cache[1], table[rows, pages], dtype, in_place)
             if pages.start == 0:
                 np.matmul(scores[rows, :, :, tokens], values, out=out[rows])
             else:

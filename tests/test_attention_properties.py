@@ -5,7 +5,9 @@ size, dtype), a ragged batch (context lengths, block tables of random page ids, 
 pages and spare trailing pages allowed) and the chunk size, then fills the pool with random
 K/V. The oracle reads each sequence's keys and values out of the pool with plain numpy
 indexing, page by page in block-table order, and calls `dense_attention` on them; it
-never goes through the kernel's chunks, buffers or masks.
+never goes through the kernel's tiles, buffers or masks. A second strategy draws block
+tables made of runs of consecutive page ids, which the kernel reads in place (IN_PLACE_BYTES
+patched to read in place always or never).
 """
 
 from __future__ import annotations
@@ -36,6 +38,22 @@ def decode_batches(draw):
         needed = -(-n // page_size) + draw(st.integers(0, 2))  # spare pages are allowed
         tables.append(draw(st.lists(st.integers(0, num_pages - 1), min_size=needed, max_size=needed)))
     chunk_bytes = draw(st.sampled_from([1, 300, 4096, 1 << 20]))
+    return page_size, kv_heads, group, dim, dtype, num_pages, lens, tables, chunk_bytes
+
+
+@st.composite
+def run_batches(draw):
+    """Like decode_batches, but each block table is one to three runs of consecutive page ids."""
+    page_size, kv_heads, group, dim, dtype, num_pages, lens, _, chunk_bytes = draw(decode_batches())
+    tables = []
+    for n in lens:
+        needed = -(-n // page_size) + draw(st.integers(0, 2))
+        table: list[int] = []
+        while len(table) < needed:
+            length = draw(st.integers(1, min(needed - len(table), num_pages)))
+            start = draw(st.integers(0, num_pages - length))
+            table += range(start, start + length)
+        tables.append(table)
     return page_size, kv_heads, group, dim, dtype, num_pages, lens, tables, chunk_bytes
 
 
@@ -80,6 +98,32 @@ def test_paged_attention_batch_equals_dense(batch, seed, as_array):
     for b, (table, n) in enumerate(zip(tables, lens)):
         want = dense_attention(q[b : b + 1], *context_of(pool, 1, table, n))[0]
         np.testing.assert_allclose(got[b], want, rtol=0, atol=TOL[dtype])
+
+
+@settings(max_examples=60, deadline=None)
+@given(run_batches(), st.integers(0, 2**32 - 1), st.sampled_from([0, 1 << 30]))
+def test_block_tables_of_consecutive_pages_read_in_place_equal_dense(batch, seed, in_place_bytes):
+    page_size, kv_heads, group, dim, dtype, num_pages, lens, tables, chunk_bytes = batch
+    pool, rng = fill(num_pages, page_size, kv_heads, dim, dtype, seed)
+    q = rng.standard_normal((len(lens), kv_heads * group, dim)).astype(dtype)
+    with (
+        mock.patch.object(attention, "CHUNK_BYTES", chunk_bytes),
+        mock.patch.object(attention, "IN_PLACE_BYTES", in_place_bytes),
+    ):
+        got = AttentionEngine(pool).paged_attention_batch(0, q, tables, lens)
+    for b, (table, n) in enumerate(zip(tables, lens)):
+        want = dense_attention(q[b : b + 1], *context_of(pool, 0, table, n))[0]
+        np.testing.assert_allclose(got[b], want, rtol=0, atol=TOL[dtype])
+
+
+def test_one_sequence_of_consecutive_pages_is_read_in_place_without_a_copy():
+    # Oracle: numpy's own view test; a tile of a run is the pool's memory, anything else a copy.
+    pool, _ = fill(8, 2, 1, 2, "float32", 0)
+    engine, cache = AttentionEngine(pool), pool.kv_cache[0, 0]
+    for ids, shared in (([[3, 4, 5]], True), ([[3, 5, 4]], False), ([[3, 4], [5, 6]], False)):
+        pages = engine._pages(cache, np.array(ids), np.dtype("float32"), in_place=True)
+        assert np.shares_memory(pages, pool.kv_cache) is shared
+    assert attention.is_run(np.array([[7]])) and not attention.is_run(np.array([[0, 2, 1, 3]]))
 
 
 @settings(max_examples=30, deadline=None)

@@ -34,7 +34,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # ships no stubs or py.typed
 from tqdm import tqdm
 
-from ..attention import CHUNK_BYTES, AttentionEngine, is_run
+from ..attention import CHUNK_BYTES, IN_PLACE_BYTES, AttentionEngine, is_run
 from ..config import CacheConfig
 from ..pool import KVCachePool
 from . import Report
@@ -201,15 +201,17 @@ def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Gene
     return engine, tables, k, v, q
 
 
-def gather_pages(cache: np.ndarray, table: np.ndarray, tile: tuple[int, int], buffer: np.ndarray) -> None:
+def gather_pages(
+    cache: np.ndarray, table: np.ndarray, tile: tuple[int, int], buffer: np.ndarray, in_place: bool
+) -> None:
     """The copies the paged kernel makes and nothing else: every K and V page of the block
     tables (`cache` [2, num_pages, ...]), one tile of (sequences, pages) at a time, into
-    `buffer`, except tiles of consecutive pages, which the kernel reads in place."""
+    `buffer`, except (with `in_place`) tiles of consecutive pages, which it reads in place."""
     rows, chunk = tile
     for b in range(0, table.shape[0], rows):
         for first in range(0, table.shape[1], chunk):
             ids = table[b : b + rows, first : first + chunk]
-            if is_run(ids):
+            if in_place and is_run(ids):
                 continue
             for kv in (0, 1):
                 cache[kv].take(ids, axis=0, mode="clip", out=buffer[: ids.shape[0], : ids.shape[1]])
@@ -231,7 +233,7 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
         "dense_tall": lambda: dense_decode_tall(q_t, k, v),
         "dense_two_pass": lambda: dense_decode_two_pass(q_t, k, v, tile[1] * problem.page_size),
         "paged": lambda: engine.paged_attention_batch(0, q, tables, lens),
-        "gather": lambda: gather_pages(cache, tables, tile, buffer),
+        "gather": lambda: gather_pages(cache, tables, tile, buffer, k.nbytes + v.nbytes <= IN_PLACE_BYTES),
     }
     best = dict.fromkeys(programs, float("inf"))
     for _ in range(problem.repeat):  # interleaved, so load from other processes hits all alike
