@@ -30,7 +30,6 @@ Leaves out: fused kernels, ALiBi / sliding windows, and FP8 K/V.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from collections.abc import Sequence as SequenceLike
 
 import numpy as np
@@ -222,7 +221,7 @@ class AttentionEngine:
             return max(1, min(batch, pages // width)), width
         return 1, pages
 
-    def _pages(self, cache: np.ndarray, ids: np.ndarray, dtype: np.dtype, in_place: bool) -> np.ndarray:
+    def read_pages(self, cache: np.ndarray, ids: np.ndarray, dtype: np.dtype, in_place: bool) -> np.ndarray:
         """K or V (`cache` [num_pages, page_size, Hkv, D]) of pages ids [R, P] as a head-major
         view [R, Hkv, P * page_size, D]: with `in_place`, a view of the pool when one
         sequence's pages are a run of consecutive ids; else a copy into a reused buffer."""
@@ -301,12 +300,12 @@ class AttentionEngine:
         in_place = 2 * int(used.sum()) * cache[0, 0].nbytes <= IN_PLACE_BYTES  # K/V this step reads
         scores = self._scratch("scores", (batch, kv_heads, group, width * self.page_size), dtype)
         for rows, pages, tokens in tiles:  # pass 1: q . K, a tile of pages at a time
-            keys = self._pages(cache[0], table[rows, pages], dtype, in_place)
+            keys = self.read_pages(cache[0], table[rows, pages], dtype, in_place)
             scores[rows, :, :, tokens] = np.swapaxes(keys @ q_t[rows], -1, -2)
         row_sums = self._softmax_rows(scores, lens)  # one softmax over whole rows
         out = np.empty((batch, kv_heads, group, dim), dtype)
         for rows, pages, tokens in tiles:  # pass 2: weights . V, summed over a row's tiles
-            values = self._pages(cache[1], table[rows, pages], dtype, in_place)
+            values = self.read_pages(cache[1], table[rows, pages], dtype, in_place)
             if pages.start == 0:
                 np.matmul(scores[rows, :, :, tokens], values, out=out[rows])
             else:

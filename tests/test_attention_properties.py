@@ -121,7 +121,7 @@ def test_one_sequence_of_consecutive_pages_is_read_in_place_without_a_copy():
     pool, _ = fill(8, 2, 1, 2, "float32", 0)
     engine, cache = AttentionEngine(pool), pool.kv_cache[0, 0]
     for ids, shared in (([[3, 4, 5]], True), ([[3, 5, 4]], False), ([[3, 4], [5, 6]], False)):
-        pages = engine._pages(cache, np.array(ids), np.dtype("float32"), in_place=True)
+        pages = engine.read_pages(cache, np.array(ids), np.dtype("float32"), in_place=True)
         assert np.shares_memory(pages, pool.kv_cache) is shared
     assert attention.is_run(np.array([[7]])) and not attention.is_run(np.array([[0, 2, 1, 3]]))
 

@@ -229,11 +229,11 @@ def test_preempt(tmp_path, capsys):
     assert total["swap"] == total["no pressure"] < total["recompute"]
 
 
-@pytest.mark.parametrize("layout", ["scattered", "runs"])
-def test_attention(tmp_path, capsys, layout):
-    report = bench(tmp_path, capsys, "attention", "--layout", layout)
+@pytest.mark.parametrize("layout,cache", [("scattered", "shared"), ("runs", "warm"), ("scattered", "cold")])
+def test_attention(tmp_path, capsys, layout, cache):
+    report = bench(tmp_path, capsys, "attention", "--layout", layout, "--cache", cache)
     data = report["data"]
-    assert data["layout"] == layout and layout in report["title"]
+    assert (data["layout"], data["cache"]) == (layout, cache) and layout in report["title"]
     assert {"paged ms", "dense ms", "gather ms", "paged K/V GB/s", "of bandwidth"} <= set(report["rows"][0])
     assert len(data["points"]) == 4 and data["bandwidth_bytes_per_s"] > 0
     for point in data["points"]:

@@ -43,6 +43,8 @@ HELP = "paged vs dense decode attention (numpy): time ratio per batch and contex
 TARGET = 1.3
 WORST = 1.6  # no point should be above this
 BANDWIDTH_MIB = 256  # size of the array np.copyto copies to measure memory bandwidth
+FLUSH_MIB = 256  # --cache cold: bytes rewritten before each timed run (more than the caches hold)
+FLUSH_BYTES = FLUSH_MIB << 20
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="scattered",
         choices=sorted(LAYOUTS),
         help="block tables: scattered pages (the default, the targets' layout) or runs of consecutive pages",
+    )
+    parser.add_argument(
+        "--cache",
+        default="shared",
+        choices=sorted(CACHE_STATES),
+        help="what each timed run finds in the CPU caches",
     )
     parser.add_argument("--repeat", type=int, default=15, help="best of this many runs")
     parser.add_argument(
@@ -152,8 +160,15 @@ class Shape:
     dtype: str
     repeat: int  # best of this many runs
     layout: str = "scattered"  # how the pool's pages are handed to sequences (LAYOUTS)
+    cache: str = "shared"  # what each timed run finds in the CPU caches (CACHE_STATES)
 
 
+CACHE_STATES = {
+    "shared": "programs run one after another, each finding what the previous ones left in cache",
+    "warm": "each program runs twice in a row, the second run timed: it finds its own K/V in cache",
+    "cold": f"a {FLUSH_MIB} MiB array is rewritten before each timed run: no program finds its K/V "
+    "in cache, as in a model whose other layers' K/V pass through the cache between two steps",
+}
 LAYOUTS = {
     "scattered": "each block table a random sample of the pool's pages, as after many allocations and frees",
     "runs": "each block table one run of consecutive page ids (sequences in random order), as a "
@@ -236,8 +251,13 @@ def measure(batch: int, context: int, problem: Shape, rng: np.random.Generator) 
         "gather": lambda: gather_pages(cache, tables, tile, buffer, k.nbytes + v.nbytes <= IN_PLACE_BYTES),
     }
     best = dict.fromkeys(programs, float("inf"))
+    flush = np.zeros(FLUSH_BYTES // 8) if problem.cache == "cold" else None
     for _ in range(problem.repeat):  # interleaved, so load from other processes hits all alike
         for name, program in programs.items():
+            if flush is not None:
+                flush += 1.0  # reads and writes more bytes than the CPU caches hold
+            elif problem.cache == "warm":
+                program()  # the timed run finds what this program's own run left in cache
             start = time.perf_counter()
             program()
             best[name] = min(best[name], time.perf_counter() - start)
@@ -280,6 +300,7 @@ def run(
     repeat: int = 15,
     blas_threads: int = 1,
     layout: str = "scattered",
+    cache: str = "shared",
 ) -> Report:
     mib = BANDWIDTH_MIB
     if quick:
@@ -289,7 +310,9 @@ def run(
     rng = np.random.default_rng(seed)
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
-    shape = Shape(heads, kv_heads, head_dim, page_size, dtype, repeat, layout)
+    if cache not in CACHE_STATES:
+        raise ValueError(f"cache must be one of {sorted(CACHE_STATES)}, got {cache!r}")
+    shape = Shape(heads, kv_heads, head_dim, page_size, dtype, repeat, layout, cache)
     points = [(b, c) for b in batches for c in contexts]
     # One BLAS thread by default: on a shared 2-core machine, BLAS threads spin-waiting against
     # other processes made single matmuls 5x slower at random, for either side.
@@ -302,11 +325,15 @@ def run(
         title=(
             f"bench attention: decode step, {heads} heads / {kv_heads} KV heads x "
             f"{head_dim}, page {page_size}, {dtype}, best of {repeat}, "
-            f"BLAS threads: {blas_threads or 'default'}, {layout} block tables"
+            f"BLAS threads: {blas_threads or 'default'}, {layout} block tables, {cache} cache"
         ),
         columns=COLUMNS,
         rows=[row(r) for r in results],
-        notes=[f"block tables: {layout}, {LAYOUTS[layout]}", *notes(results, bandwidth, mib)],
+        notes=[
+            f"block tables: {layout}, {LAYOUTS[layout]}",
+            f"cache: {cache}, {CACHE_STATES[cache]}",
+            *notes(results, bandwidth, mib),
+        ],
         data={
             "points": results,
             "bandwidth_bytes_per_s": bandwidth,
@@ -315,6 +342,7 @@ def run(
             "target": TARGET,
             "worst_allowed": WORST,
             "layout": layout,
+            "cache": cache,
         },
     )
 
