@@ -8,18 +8,22 @@ reading K/V through each sequence's block_table. Grouped-query attention: query 
 reads K/V head h // (num_heads // num_kv_heads).
 
 The same as vLLM: the block tables may come as one padded [B, max pages] int array (lists
-work too), the context is split into chunks of pages as PagedAttention V2 splits long
-contexts into partitions, and positions past context_lens are masked out.
+work too), a long context is split into chunks of pages as PagedAttention V2 splits it into
+partitions, and positions past context_lens are masked out.
 Different: a GPU kernel reads every page in place; numpy cannot multiply through an index,
-so each chunk's pages are first copied, for the whole batch, into one reused buffer small
-enough to stay in cache, and multiplied there. That copy is what paging costs here
-(`bench attention`, column gather ms). Where V2 combines partitions by an online softmax
-(a running max and sum, a rescale per partition), this kernel makes two passes: keys @ q
-chunk by chunk into one score row per query head, one softmax over whole rows, then the
-weights @ V chunk by chunk. A score row is head_dim / group times smaller than its keys,
-and each chunk costs two numpy calls per pass instead of an online softmax's dozen. The
-scores are keys @ q with q laid out [B, Hkv, D, G]: a tall matrix times a thin one, which
-BLAS does several times faster than q @ keys^T.
+so pages are first copied into one reused buffer small enough to stay in cache (CHUNK_BYTES),
+a tile at a time: the whole contexts of as many sequences as fit, or one sequence a chunk of
+its pages at a time, so each matmul multiplies a tall block of keys. A batch that fits in one
+tile costs one copy of K, one of V and two matmuls. That copy is what paging costs here
+(`bench attention`, column gather ms); a tile of one sequence whose pages are consecutive
+ids (as a fresh pool's free queue hands them out) is a view of the pool and is not copied,
+while the step's K/V are small enough to stay in cache (IN_PLACE_BYTES). Where V2 combines
+partitions by an online softmax (a running max and sum, a rescale per partition), this
+kernel makes two passes: keys @ q tile by tile into one score row per query head, one
+softmax over whole rows, then the weights @ V tile by tile. A score row is head_dim / group
+times smaller than its keys, and each tile costs two numpy calls per pass instead of an
+online softmax's dozen. The scores are keys @ q with q laid out [B, Hkv, D, G]: a tall
+matrix times a thin one, which BLAS does several times faster than q @ keys^T.
 
 `dense_attention` is the reference: the same math over one contiguous K/V array. Tests
 hold the two to float64 round-off.

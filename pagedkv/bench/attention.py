@@ -2,23 +2,29 @@
 
 One decode step: B sequences of L tokens each, one query per sequence, H query heads over
 Hkv K/V heads. The paged side is `AttentionEngine.paged_attention_batch` reading K/V
-through block tables whose pages are scattered over the pool (a random permutation, as
-after many allocations and frees), handed over as one [B, pages] array as engines keep
-them. The dense side gets the same K/V laid out contiguously as [B, Hkv, L, D], the layout
-batched matmul is fastest on, and is the fastest of four programs: q @ k^T with one softmax
-(`dense`), the same as a chunked online softmax (`dense_chunked`), k @ q^T, a tall matrix
-times a thin one as the paged kernel computes it (`dense_tall`), and the paged kernel's two
-passes over contiguous slices (`dense_two_pass`, all of paging but the page copies). All
-run interleaved in one process, best of `--repeat`; the ratio is paged / dense time,
-targets: geometric mean <= 1.3x, no point above 1.6x. vLLM's paper reports its
-PagedAttention kernel 20-26 % slower than FasterTransformer's contiguous kernel.
+through block tables handed over as one [B, pages] array as engines keep them; `--layout`
+says where their pages sit: `scattered` (the default, the layout the targets are judged on)
+is a random permutation of the pool, as after many allocations and frees; `runs` gives each
+sequence one run of consecutive page ids, as a fresh pool hands out a prompt's pages, which
+the kernel may read in place. The dense side gets the same K/V laid out contiguously as
+[B, Hkv, L, D] and is the fastest of the four programs of `pagedkv.dense_decode` (`dense`,
+`dense_chunked`, `dense_tall`, `dense_two_pass`). All run interleaved in one process, best of
+`--repeat`; the ratio is paged / dense time, targets: geometric mean <= 1.3x, no point
+above 1.6x. vLLM's paper reports its PagedAttention kernel 20-26 % slower than
+FasterTransformer's contiguous kernel.
+
+`--cache` says what each timed run finds in the CPU caches: `shared` (the default) runs the
+programs one after another, so the dense programs, which read the same K/V, warm it for each
+other; `warm` runs each program twice and times the second run; `cold` rewrites a 256 MiB
+array before every timed run, as a model's other layers would push a layer's K/V out of
+cache between two decode steps.
 
 How close to the memory limit: the run first measures this machine's memory bandwidth as
 bytes read plus bytes written per second by `np.copyto` of a 256 MiB float32 array (best of
 5), then reports per point the paged kernel's K/V bytes per second (the K and V bytes of
 the contexts the queries read, divided by the paged time) as a share of it. Small points
 run from the CPU cache, so the share can pass 1. The `gather ms` column times copying just
-those pages through the block tables (`np.take`), the work paging adds in numpy: a GPU
+the pages the kernel copies (`np.take`, tile by tile), the work paging adds in numpy: a GPU
 kernel reads pages in place, numpy copies them before a matmul can read them.
 """
 
@@ -36,6 +42,7 @@ from tqdm import tqdm
 
 from ..attention import CHUNK_BYTES, IN_PLACE_BYTES, AttentionEngine, is_run
 from ..config import CacheConfig
+from ..dense_decode import dense_decode, dense_decode_chunked, dense_decode_tall, dense_decode_two_pass
 from ..pool import KVCachePool
 from . import Report
 
@@ -55,25 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    parser.add_argument(
-        "--layout",
-        default="scattered",
-        choices=sorted(LAYOUTS),
-        help="block tables: scattered pages (the default, the targets' layout) or runs of consecutive pages",
-    )
-    parser.add_argument(
-        "--cache",
-        default="shared",
-        choices=sorted(CACHE_STATES),
-        help="what each timed run finds in the CPU caches",
-    )
+    parser.add_argument("--layout", default="scattered", choices=sorted(LAYOUTS), help="where pages sit")
+    parser.add_argument("--cache", default="shared", choices=sorted(CACHE_STATES), help="CPU cache state")
     parser.add_argument("--repeat", type=int, default=15, help="best of this many runs")
-    parser.add_argument(
-        "--blas-threads",
-        type=int,
-        default=1,
-        help="BLAS threads for both sides (0 = the library default)",
-    )
+    parser.add_argument("--blas-threads", type=int, default=1, help="BLAS threads (0 = library default)")
 
 
 def memory_bandwidth(mib: int = BANDWIDTH_MIB, repeat: int = 5) -> float:
@@ -88,65 +80,6 @@ def memory_bandwidth(mib: int = BANDWIDTH_MIB, repeat: int = 5) -> float:
         np.copyto(target, source)
         best = min(best, time.perf_counter() - start)
     return 2 * source.nbytes / best
-
-
-def dense_decode(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """q [B, Hkv, G, D], k/v [B, Hkv, L, D] -> [B, Hkv, G, D]: one softmax over the context."""
-    scores = q @ k.transpose(0, 1, 3, 2)  # [B, Hkv, G, L]
-    scores *= 1.0 / math.sqrt(q.shape[-1])
-    scores -= scores.max(axis=-1, keepdims=True)
-    np.exp(scores, out=scores)
-    scores /= scores.sum(axis=-1, keepdims=True)
-    return scores @ v
-
-
-def dense_decode_tall(q_t: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """The same with the scores computed as k @ q_t (q_t [B, Hkv, D, G], pre-scaled): a tall
-    matrix times a thin one, several times faster in BLAS than q @ k^T (the paged kernel's
-    formulation, so the dense side gets it too)."""
-    scores = np.ascontiguousarray(np.swapaxes(k @ q_t, -1, -2))  # [B, Hkv, G, L]
-    scores -= scores.max(axis=-1, keepdims=True)
-    np.exp(scores, out=scores)
-    return (scores @ v) / scores.sum(axis=-1, keepdims=True)
-
-
-def dense_decode_two_pass(q_t: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
-    """The paged kernel's two passes over contiguous K/V: k @ q_t slice by slice into one
-    score row, one softmax, then the weights times V slice by slice; no copies of K or V."""
-    length = k.shape[2]
-    scores = np.empty((*q_t.shape[:2], q_t.shape[3], length), q_t.dtype)  # [B, Hkv, G, L]
-    for first in range(0, length, chunk):
-        scores[..., first : first + chunk] = np.swapaxes(k[:, :, first : first + chunk] @ q_t, -1, -2)
-    scores -= scores.max(axis=-1, keepdims=True)
-    np.exp(scores, out=scores)
-    out = np.zeros((*scores.shape[:3], v.shape[3]), q_t.dtype)
-    for first in range(0, length, chunk):
-        out += scores[..., first : first + chunk] @ v[:, :, first : first + chunk]
-    return out / scores.sum(axis=-1, keepdims=True)
-
-
-def dense_decode_chunked(q: np.ndarray, k: np.ndarray, v: np.ndarray, chunk: int) -> np.ndarray:
-    """The same, over contiguous slices of `chunk` tokens combined by an online softmax."""
-    running_max: np.ndarray | None = None
-    denom: np.ndarray | None = None
-    acc: np.ndarray | None = None
-    for first in range(0, k.shape[2], chunk):
-        scores = q @ k[:, :, first : first + chunk].transpose(0, 1, 3, 2)
-        scores *= 1.0 / math.sqrt(q.shape[-1])
-        chunk_max = scores.max(axis=-1, keepdims=True)
-        new_max = chunk_max if running_max is None else np.maximum(running_max, chunk_max)
-        scores -= new_max
-        np.exp(scores, out=scores)
-        part = scores @ v[:, :, first : first + chunk]
-        if running_max is None:
-            denom, acc = scores.sum(axis=-1, keepdims=True), part
-        else:
-            correction = np.exp(running_max - new_max)
-            denom = denom * correction + scores.sum(axis=-1, keepdims=True)
-            acc = acc * correction + part
-        running_max = new_max
-    assert acc is not None and denom is not None, "k holds no tokens"
-    return acc / denom
 
 
 @dataclass(frozen=True)
