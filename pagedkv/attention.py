@@ -260,15 +260,16 @@ class AttentionEngine:
         np.exp(scores, out=scores)
         return scores.sum(axis=-1, keepdims=True)
 
-    def _tiles(self, used: np.ndarray, width: int) -> list[tuple[slice, slice, slice]]:
-        """The tiles of a batch whose sequences read used[b] pages (width = the most):
-        (sequences, their page columns, the token columns those pages hold). A group of
-        sequences reads up to its longest context, so no tile reads a page past every
-        context it serves. Example: used [3, 1], 2 pages a tile, page_size 4 ->
+    def _tiles(self, context_lens: np.ndarray, width: int) -> list[tuple[slice, slice, slice]]:
+        """The tiles of a batch whose longest context fills `width` pages: (sequences, their
+        page columns, the token columns those pages hold). A group of sequences reads up to
+        its longest context, so no tile reads a page past every context it serves.
+        Example: lens [12, 4], 2 pages a tile, page_size 4 ->
         [(0:1, 0:2, 0:8), (0:1, 2:3, 8:12), (1:2, 0:1, 0:4)]."""
-        rows, chunk = self.tile_shape(len(used), width)
-        if rows == len(used) and chunk == width:  # one tile: the whole batch
+        rows, chunk = self.tile_shape(len(context_lens), width)
+        if rows == len(context_lens) and chunk == width:  # one tile: the whole batch
             return [(slice(None), slice(0, width), slice(0, width * self.page_size))]
+        used = -(-context_lens // self.page_size)  # pages each context reads
         tiles = []
         for b in range(0, len(used), rows):
             group = int(used[b : b + rows].max())
@@ -298,10 +299,9 @@ class AttentionEngine:
         dtype = q.dtype if q.dtype == cache.dtype else np.result_type(q.dtype, cache.dtype)
         q_t = self._tall_queries(q, dtype)  # [B, Hkv, D, G]
         batch, kv_heads, dim, group = q_t.shape
-        used = (lens + (self.page_size - 1)) // self.page_size  # pages each context reads
-        width = int(used.max())  # spare pages past every context are never read
-        tiles = self._tiles(used, width)
-        in_place = 2 * int(used.sum()) * cache[0, 0].nbytes <= IN_PLACE_BYTES  # K/V this step reads
+        width = -(-int(lens.max()) // self.page_size)  # spare pages past every context are never read
+        tiles = self._tiles(lens, width)
+        in_place = 2 * int(lens.sum()) * cache[0, 0, 0].nbytes <= IN_PLACE_BYTES  # K/V bytes of the contexts
         scores = self._scratch("scores", (batch, kv_heads, group, width * self.page_size), dtype)
         for rows, pages, tokens in tiles:  # pass 1: q . K, a tile of pages at a time
             keys = self.read_pages(cache[0], table[rows, pages], dtype, in_place)
