@@ -50,8 +50,9 @@ CHUNK_BYTES = 512 << 10
 # copy), and that is faster while a step's K/V are small enough to stay in the CPU caches. Past
 # that, copying the tile first is faster: the copy streams from memory at full bandwidth, while
 # BLAS reading the pool's token-major rows (one head's 256 bytes out of every token's K) does
-# not (measured with bench attention --layout runs: in place wins up to 16 MiB, loses above).
-IN_PLACE_BYTES = 16 << 20
+# not (bench attention --layout runs: in place wins up to 8 MiB whatever the --cache state, at
+# 16 MiB it wins cold and loses when the K/V were pushed out by other work, above it loses).
+IN_PLACE_BYTES = 8 << 20
 
 
 def _softmax_attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
