@@ -230,11 +230,23 @@ def test_preempt(tmp_path, capsys):
     assert total["swap"] == total["no pressure"] < total["recompute"]
 
 
-def test_attention(tmp_path, capsys):
-    data = bench(tmp_path, capsys, "attention")["data"]
-    assert len(data["points"]) == 4
+@pytest.mark.parametrize("layout,cache", [("scattered", "shared"), ("runs", "warm"), ("scattered", "cold")])
+def test_attention(tmp_path, capsys, layout, cache):
+    report = bench(tmp_path, capsys, "attention", "--layout", layout, "--cache", cache)
+    data = report["data"]
+    assert (data["layout"], data["cache"]) == (layout, cache) and layout in report["title"]
+    assert {"paged ms", "dense ms", "gather ms", "paged K/V GB/s", "of bandwidth"} <= set(report["rows"][0])
+    assert len(data["points"]) == 4 and data["bandwidth_bytes_per_s"] > 0
     for point in data["points"]:
         assert point["max_abs_diff"] < 1e-5 and point["ratio"] > 0
+        # K and V of every context: 2 x B x L x 4 K/V heads x 64 dims x 4 bytes (float32 defaults)
+        assert point["kv_bytes"] == 2 * point["batch"] * point["context"] * 4 * 64 * 4
+        assert point["paged_kv_bytes_per_s"] * point["paged_s"] == pytest.approx(point["kv_bytes"])
+        share = point["paged_kv_bytes_per_s"] / data["bandwidth_bytes_per_s"]
+        # a share, not a speed: above 0, and caches are not 16x faster than a memory copy
+        assert point["bandwidth_share"] == pytest.approx(share) and 0 < share <= 16
+        dense = {name: s for name, s in point["program_s"].items() if name.startswith("dense")}
+        assert point["dense_s"] == min(dense.values()) and point["dense_program"] in dense
 
 
 def test_scale(tmp_path, capsys):
