@@ -19,6 +19,8 @@ of the hashed tuple.
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Callable, Sequence
 from hashlib import sha256
 
@@ -27,6 +29,7 @@ from xxhash import xxh3_128_digest
 
 ROOT_HASH = b"pagedkv-root"  # parent of the first block (vLLM: NONE_HASH)
 HASH_ALGOS = ("sha256", "xxhash")  # CacheConfig.prefix_caching_hash_algo
+LITTLE_ENDIAN = sys.byteorder == "little"  # then an array('q') is already the encoding
 
 
 def _sha256(data: bytes) -> bytes:
@@ -51,6 +54,8 @@ def encode_extra_key(extra_key: object) -> bytes:
 
 def token_bytes(token_ids: Sequence[int] | np.ndarray) -> bytes:
     """The fixed encoding hashed for a run of token ids: little-endian int64."""
+    if type(token_ids) is array and token_ids.typecode == "q" and LITTLE_ENDIAN:  # a sequence's tokens
+        return token_ids.tobytes()
     return np.asarray(token_ids, dtype="<i8").tobytes()
 
 
@@ -62,6 +67,8 @@ def hash_block_tokens(
 ) -> bytes:
     """Digest of one full block, given its parent's digest (None for the first block)."""
     parent = ROOT_HASH + encode_extra_key(extra_key) if parent_hash is None else parent_hash
+    if algo == "sha256":
+        return sha256(parent + token_bytes(token_ids)).digest()
     return DIGESTS[algo](parent + token_bytes(token_ids))
 
 

@@ -220,7 +220,8 @@ class Scheduler:
         """Decide the next step (see the module docstring); the runner computes it."""
         if self._in_flight is not None:
             raise RuntimeError(f"step {self._in_flight[0].step} was scheduled and not yet updated")
-        lost = [s.req_id for s in self.running if s.req_id not in self.seqs]
+        live = self.seqs.sequences
+        lost = [s.req_id for s in self.running if s.req_id not in live]
         if lost:  # checked before anything changes: these cannot be decoded
             raise RuntimeError(f"running requests {lost} were freed outside the scheduler")
         plan = StepPlan(self._emit, self.pool.stats.evictions, len(self.seqs.cow_log))
@@ -254,9 +255,12 @@ class Scheduler:
             )
         plan = self._in_flight[1]
         self._in_flight = None
+        finished = []
         for state in plan.sampling:
-            state.output.append(sampled[state.req_id])
-        finished = [s.req_id for s in plan.sampling if len(s.output) == s.max_new_tokens]
+            generated = state.output
+            generated.append(sampled[state.req_id])
+            if len(generated) == state.max_new_tokens:
+                finished.append(state.req_id)
         for req_id in finished:
             state = self.requests[req_id]
             self.seqs.free(req_id)  # computed just now; the new token gets no slot

@@ -204,16 +204,60 @@ class SequenceManager:
             seq = self.get(seq_id)  # raises UnknownSequenceError (or TypeError) with the usual message
         if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID:
             token_id = check_token("token_id", token_id)
+        slot = self._append(seq, token_id)
+        if slot is None:
+            raise OutOfPagesError(
+                f"appending to {seq_id!r} needs a page and all {self.pool.num_pages} are ACTIVE"
+            )
+        return slot
+
+    def append_slots(self, seq_ids: SequenceLike[Hashable], token_ids: SequenceLike[int]) -> list[int]:
+        """`append_slot` for each (seq_id, token_id) pair in turn, each its own operation:
+        one decode step of many sequences in one call; their slots.
+
+        Stops at the first pair that needs a page when none is left, raising nothing: fewer
+        slots come back than pairs, and nothing changed for that pair or the ones after it
+        (the Scheduler preempts and asks again). Every pair is checked before the first
+        append, so bad input raises and changes nothing."""
+        if len(seq_ids) != len(token_ids):
+            raise ValueError(
+                f"seq_ids and token_ids must be as long, got {len(seq_ids)} and {len(token_ids)}"
+            )
+        seqs = [self.get(s) for s in seq_ids]
+        if not all(type(t) is int and 0 <= t <= MAX_TOKEN_ID for t in token_ids):
+            token_ids = [check_token(f"token_ids[{i}]", t) for i, t in enumerate(token_ids)]
+        pool, size, ref_count = self.pool, self.page_size, self.pool.table.ref_count
+        slots: list[int] = []
+        for seq, token_id in zip(seqs, token_ids):
+            tokens, block_table = seq.tokens, seq.block_table
+            offset, page_id = len(tokens) % size, block_table[-1]
+            if offset and offset != size - 1 and ref_count[page_id] == 1:
+                # The usual decode: room in an unshared last page that this token does not fill.
+                pool.tick()
+                tokens.append(token_id)
+                pool.append_token(page_id, tokens, len(block_table) - 1)
+                pool.publish()
+                slots.append(page_id * size + offset)  # slot_mapping(block_table, size, position)
+                continue
+            slot = self._append(seq, token_id)
+            if slot is None:
+                break
+            slots.append(slot)
+        return slots
+
+    def _append(self, seq: Sequence, token_id: int) -> int | None:
+        """Append a checked token to a live sequence; its slot, or None (nothing changed)
+        when it needs a page and none is left."""
         pool, size, tokens = self.pool, self.page_size, seq.tokens
         position = len(tokens)
         offset = position % size
         last = seq.block_table[-1]
         shared = pool.table.ref_count[last] > 1
         if (offset == 0 or shared) and pool.num_available_pages == 0:
-            raise OutOfPagesError(f"appending to {seq_id!r} needs a page and all {pool.num_pages} are ACTIVE")
+            return None
         pool.tick()
         if offset == 0:
-            seq.block_table.append(pool.get_new_blocks(1, seq_id)[0])
+            seq.block_table.append(pool.get_new_blocks(1, seq.seq_id)[0])
         elif shared:
             self._copy_on_write(seq, last)
         tokens.append(token_id)
@@ -222,7 +266,7 @@ class SequenceManager:
         if offset == size - 1 and self._caching:  # the page is now full
             parent = pool.table.block_hash[seq.block_table[block - 1]] if block else None
             block_hash = hash_block_tokens(
-                parent, seq.tokens[block * size :], seq.extra_key, pool.config.prefix_caching_hash_algo
+                parent, tokens[block * size :], seq.extra_key, pool.config.prefix_caching_hash_algo
             )
             pool.cache_full_blocks([page_id], [block_hash], seq.block_table[block - 1] if block else None)
         pool.publish()

@@ -28,7 +28,6 @@ from itertools import islice
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from .pool import OutOfPagesError
 from .request import RequestState, RequestStatus
 from .scheduler_output import NewRequestData
 
@@ -115,22 +114,21 @@ def _decode(sched: Scheduler, plan: StepPlan, first: int, budget: int) -> int:
     """One token each for running[first], running[first + 1], ... until a request mid-prompt,
     the end of the budget or a request the pool has no page for; returns how many got it.
 
-    NOTE: this loop runs once per generated token of a simulation, so it does only what a
-    decode needs (a slot, one more computed token) and `plan.add_decodes` records the run
-    in bulk. `append_slot` changes nothing when it raises, so the caller may preempt and
-    ask again."""
-    append_slot, decoded = sched.seqs.append_slot, []
-    try:
-        for state in islice(sched.running, first, first + budget):
-            if state.num_computed_tokens < state.prefill_end:
-                break
-            append_slot(state.req_id, state.output[-1])
-            state.num_computed_tokens += 1  # as vLLM: computed by the end of the step
-            decoded.append(state)
-    except OutOfPagesError:
-        pass
+    NOTE: this runs once per step for every decoding request of a simulation, so the whole
+    run goes to the manager at once (`append_slots`, one operation per token as
+    `append_slot`) and `plan.add_decodes` records it in bulk. A request the pool has no
+    page for is left unchanged, so the caller may preempt and ask again."""
+    states = []
+    for state in islice(sched.running, first, first + budget):
+        if state.num_computed_tokens < state.prefill_end:
+            break
+        states.append(state)
+    done = len(sched.seqs.append_slots([s.req_id for s in states], [s.output[-1] for s in states]))
+    decoded = states[:done]
+    for state in decoded:
+        state.num_computed_tokens += 1  # as vLLM: computed by the end of the step
     plan.add_decodes(decoded)
-    return len(decoded)
+    return done
 
 
 def schedule_waiting(sched: Scheduler, plan: StepPlan, budget: int) -> None:

@@ -14,6 +14,7 @@ from pagedkv import (
     KVCachePool,
     OutOfPagesError,
     PageState,
+    UnknownSequenceError,
     block_hashes,
 )
 from pagedkv.free_queue import FreeQueue
@@ -483,3 +484,41 @@ def test_a_removed_listener_hears_nothing_more():
     pool.remove_listener(heard.append)
     seqs.free("a")
     assert [e.kind for e in heard] == ["allocate", "allocate"]
+
+
+# docs/design.md rules 2 and 7: a decode step of many sequences in one call
+def test_append_slots_does_what_append_slot_does_pair_by_pair_and_stops_when_pages_run_out():
+    def run(batched):
+        pool, seqs = make(num_pages=7, page_size=2)
+        seqs.add("a", [1, 2, 3])
+        seqs.fork("a", "b")  # shares a's partial last page: the first append copies it
+        seqs.add("c", [4, 5])
+        pairs = [("a", 6), ("b", 7), ("c", 8), ("a", 9), ("c", 10), ("b", 11), ("c", 12), ("a", 13)]
+        if batched:
+            slots = seqs.append_slots([s for s, _ in pairs], [t for _, t in pairs])
+        else:
+            slots = []
+            for seq_id, token in pairs:
+                try:
+                    slots.append(seqs.append_slot(seq_id, token))
+                except OutOfPagesError:
+                    break
+        pool.check_invariants()
+        return slots, pool.snapshot(), {s: seqs.get(s).token_ids for s in "abc"}
+
+    slots, snap, tokens = run(batched=True)
+    assert (slots, snap, tokens) == run(batched=False)
+    assert 0 < len(slots) < 8  # the pool ran out before the last pair
+
+
+def test_append_slots_checks_every_pair_before_it_appends():
+    pool, seqs = make(num_pages=8, page_size=2)
+    seqs.add("a", [1, 2, 3])
+    before = pool.snapshot()
+    with pytest.raises(UnknownSequenceError):
+        seqs.append_slots(["a", "nope"], [4, 5])
+    with pytest.raises(TypeError, match=r"token_ids\[1\] must be an int"):
+        seqs.append_slots(["a", "a"], [4, 5.0])
+    with pytest.raises(ValueError, match="as long"):
+        seqs.append_slots(["a"], [4, 5])
+    assert pool.snapshot() == before and seqs.get("a").token_ids == [1, 2, 3]
