@@ -311,9 +311,11 @@ class SequenceManager:
         asked for again), so it goes to the eviction policy first and is evicted first;
         vLLM v1's `SingleTypeKVCacheManager.free` passes `reversed(blocks)` for the same
         reason."""
-        seq = self.get(seq_id)
+        seq = self.sequences.pop(seq_id, None) if type(seq_id) is int or type(seq_id) is str else None
+        if seq is None:
+            seq = self.get(seq_id)  # raises UnknownSequenceError with the usual message
+            del self.sequences[seq_id]
         self.pool.tick()
-        del self.sequences[seq_id]
         self.pool.free_blocks(seq.block_table[::-1], seq_id)  # tail first
         self.pool.publish()
 
