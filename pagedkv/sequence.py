@@ -223,7 +223,13 @@ class SequenceManager:
             raise ValueError(
                 f"seq_ids and token_ids must be as long, got {len(seq_ids)} and {len(token_ids)}"
             )
-        seqs = [self.get(s) for s in seq_ids]
+        try:
+            found = list(map(self.sequences.get, seq_ids))
+        except TypeError:  # an unhashable id: not a live sequence either
+            found = [None]
+        if None in found:  # raises UnknownSequenceError naming the first unknown id
+            found = [self.get(s) for s in seq_ids]
+        seqs: list[Sequence] = found  # type: ignore[assignment]  # no None is left
         if not all(type(t) is int and 0 <= t <= MAX_TOKEN_ID for t in token_ids):
             token_ids = [check_token(f"token_ids[{i}]", t) for i, t in enumerate(token_ids)]
         pool, size, ref_count = self.pool, self.page_size, self.pool.table.ref_count

@@ -45,6 +45,26 @@ def replay(prompts: list[np.ndarray], seqs: SequenceManager, wave: int) -> None:
             seqs.free(i)
 
 
+def measure(prompts: list[np.ndarray], config: CacheConfig, wave: int, repeat: int) -> dict:
+    """The best of `repeat` replays, each on a fresh pool; the hits and evictions of one more."""
+    managers = [SequenceManager(KVCachePool(config)) for _ in range(repeat)]
+
+    def replay_once(ms: list[SequenceManager] = managers) -> None:  # a fresh manager per run
+        replay(prompts, ms.pop(), wave)
+
+    seconds = best_time(replay_once, repeat)
+    pool = KVCachePool(config)
+    replay(prompts, SequenceManager(pool), wave)
+    pool.check_invariants()
+    stats = pool.stats
+    return {
+        "seconds": seconds,
+        "prefix_hit_blocks": stats.prefix_hits // config.page_size,
+        "evictions": stats.evictions,
+        "allocations": stats.allocations,
+    }
+
+
 def run(
     *,
     quick: bool = False,
@@ -69,26 +89,12 @@ def run(
     }
     for key, (label, options) in tqdm(modes.items(), desc="ops", disable=None):
         config = CacheConfig.bookkeeping(num_pages, page_size, **options)
-        managers = [SequenceManager(KVCachePool(config)) for _ in range(repeat)]
-
-        def replay_once(ms: list[SequenceManager] = managers) -> None:  # a fresh manager per run
-            replay(prompts, ms.pop(), wave)
-
-        seconds = best_time(replay_once, repeat)
-        pool = KVCachePool(config)
-        replay(prompts, SequenceManager(pool), wave)
-        pool.check_invariants()
-        rate = entries / seconds
-        stats = pool.stats
-        hit_blocks = stats.prefix_hits // page_size
-        rows.append([label, entries, seconds, rate, hit_blocks, stats.evictions])
-        data[key] = {
-            "entries_per_s": rate,
-            "seconds": seconds,
-            "prefix_hit_blocks": hit_blocks,
-            "evictions": stats.evictions,
-            "allocations": stats.allocations,
-        }
+        data[key] = measure(prompts, config, wave, repeat)
+        data[key]["entries_per_s"] = entries / data[key]["seconds"]
+        d = data[key]
+        rows.append(
+            [label, entries, d["seconds"], d["entries_per_s"], d["prefix_hit_blocks"], d["evictions"]]
+        )
     ratio = data["no_hashing"]["entries_per_s"] / data["hashing"]["entries_per_s"]
     xx_ratio = data["no_hashing"]["entries_per_s"] / data["hashing_xxhash"]["entries_per_s"]
     return Report(
