@@ -50,7 +50,8 @@ FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 class PageTable:
     """The metadata of every page, one list per field, indexed by page id.
 
-    Read the lists freely; the pool's verbs are the only writers."""
+    Read the lists freely; only the pool's verbs write them (with the prefix index, which
+    names full pages, and checkpoint recovery)."""
 
     __slots__ = (
         "block_hash",
@@ -132,7 +133,8 @@ class PageTable:
             self.token_block[page_id] = 0
 
     def empty(self, page_ids: list[int]) -> None:
-        """The pages turned FREE: they hold no tokens and no hash any more."""
+        """The pages hold no tokens and no hash any more (they turned FREE, or were evicted
+        to be handed out again)."""
         source, block_hash = self.token_source, self.block_hash
         for page_id in page_ids:
             source[page_id] = None
@@ -142,10 +144,24 @@ class PageTable:
 class Page:
     """A read-only view of one page's metadata and K/V (the pool's `page(page_id)`)."""
 
-    __slots__ = ("_kv_cache", "_table", "page_id")
+    __slots__ = ("_kv_cache", "_page_id", "_table")
+    _kv_cache: np.ndarray
+    _page_id: int
+    _table: PageTable
 
     def __init__(self, table: PageTable, kv_cache: np.ndarray, page_id: int) -> None:
-        self._table, self._kv_cache, self.page_id = table, kv_cache, page_id
+        object.__setattr__(self, "_table", table)
+        object.__setattr__(self, "_kv_cache", kv_cache)
+        object.__setattr__(self, "_page_id", page_id)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(
+            f"a Page is a read-only view: change pages through the pool's verbs, not {name!r}"
+        )
+
+    @property
+    def page_id(self) -> int:
+        return self._page_id
 
     @property
     def state(self) -> PageState:

@@ -28,7 +28,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Sequence
 
-from .page import Page, PageTable
+from .page import PageTable
 
 
 class PrefixIndex:
@@ -47,10 +47,6 @@ class PrefixIndex:
     def get(self, block_hash: bytes | None) -> int | None:
         """The page indexed under `block_hash`, or None."""
         return self.hash_to_page.get(block_hash) if block_hash is not None else None
-
-    def holds(self, page: Page) -> bool:
-        """Whether `page` is the one indexed under its own hash (a duplicate is not)."""
-        return page.block_hash is not None and self.hash_to_page.get(page.block_hash) == page.page_id
 
     def holds_page(self, page_id: int) -> bool:
         """Whether the page is the one indexed under its own hash (`holds`, by id)."""

@@ -37,7 +37,7 @@ from array import array
 from collections.abc import Hashable, Iterator, Sequence
 
 from .eviction import EvictionPolicy
-from .page import Page, PageTable
+from .page import PageTable
 from .radix_cache import RadixCache, RadixNode
 
 
@@ -58,10 +58,6 @@ class RadixPrefixIndex:
     def get(self, block_hash: bytes | None) -> int | None:
         """The page in the tree holding the block with this hash, or None."""
         return self.hash_to_page.get(block_hash) if block_hash is not None else None
-
-    def holds(self, page: Page) -> bool:
-        """Whether `page` is in the tree (a duplicate of a page in the tree is not)."""
-        return self.tree.node_of(page.page_id) is not None
 
     def holds_page(self, page_id: int) -> bool:
         """Whether the page is in the tree (`holds`, by id)."""

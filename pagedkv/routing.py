@@ -92,7 +92,8 @@ def choose(replicas: list[Replica], request: Request, config: RouterConfig, coun
     high, low = max(loads), min(loads)
     if high - low > config.balance_abs_threshold and high > config.balance_rel_threshold * low:
         return least
-    hashes = block_hashes(request.prompt_token_ids, replicas[0].pool.page_size)
+    pool = replicas[0].pool
+    hashes = block_hashes(request.prompt_token_ids, pool.page_size, algo=pool.config.prefix_caching_hash_algo)
     matched = [r.cached_prefix_tokens(hashes) for r in replicas]
     best = int(np.argmax(matched))
     if matched[best] > config.cache_threshold * request.prompt_len:

@@ -161,7 +161,9 @@ class HostTier:
         bytes reloaded. Copies only as many pages as FREE + evictable CACHED pages allow."""
         pool, size = self.pool, self.page_size
         tokens = list(prompt_token_ids)
-        hashes = block_hashes(tokens, size, extra_key)[: (len(tokens) - 1) // size]  # docs/design.md rule 5
+        algo = pool.config.prefix_caching_hash_algo  # the names the pool's index uses
+        # docs/design.md rule 5: never the page holding the last prompt token
+        hashes = block_hashes(tokens, size, extra_key, algo)[: (len(tokens) - 1) // size]
         gpu = pool.find_longest_cache_hit(hashes, tokens)
         found = []  # host pages of blocks len(gpu), len(gpu) + 1, ...
         for block in range(len(gpu), len(hashes)):

@@ -25,6 +25,7 @@ import numpy as np
 
 MAX_TOKEN_ID = 2**63 - 1  # token ids are hashed as int64
 INT64 = np.dtype("<i8")  # numpy keeps one instance of each builtin dtype
+INT_TYPECODES = "bBhHiIlLqQ"  # the array('...') typecodes of ints
 V = TypeVar("V")
 
 
@@ -137,8 +138,10 @@ def check_token_array(name: str, token_ids: object) -> tuple[array, bytes]:
         if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
             raise TypeError(f"{name} must be a 1-D int array, got {token_ids.dtype} {token_ids.shape}")
         values = token_ids
+    elif isinstance(token_ids, array) and token_ids.typecode in INT_TYPECODES:
+        values = np.array(token_ids, dtype=token_ids.typecode) if token_ids else np.zeros(0, np.int64)
     elif isinstance(token_ids, (list, tuple, range, array)):
-        if not isinstance(token_ids, (range, array)) and any(type(t) is not int for t in token_ids):
+        if not isinstance(token_ids, range) and any(type(t) is not int for t in token_ids):
             _check_each(name, token_ids)
         try:
             values = np.asarray(token_ids, dtype=np.int64)

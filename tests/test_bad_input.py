@@ -6,6 +6,8 @@ snapshot, the K/V store and the prefix index with what they were before the call
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,10 @@ def unchanged(pool, call, exc, match):
         (lambda s: s.add("new", np.array([1.0, 2.0])), TypeError, "1-D int array"),
         (lambda s: s.add("new", np.zeros((2, 2), int)), TypeError, "1-D int array"),
         (lambda s: s.add("new", np.array([3, -1])), ValueError, "got -1 at index 1"),
+        (lambda s: s.add("new", array("d", [1.9, 2.9])), TypeError, r"prompt_token_ids\[0\] must be an int"),
+        (lambda s: s.add("new", array("Q", [1, 2**63])), ValueError, "got 9223372036854775808 at index 1"),
+        (lambda s: s.add("new", array("q")), ValueError, "prompt_token_ids must not be empty"),
+        (lambda s: s.append_slots(["a"], [1, 2]), ValueError, "as long"),
         (lambda s: s.add("new", [1], extra_key=[1]), TypeError, "extra_key"),
         (lambda s: s.add("new", [1] * 200), MemoryError, "needs"),
         (lambda s: s.append_slot("zz", 1), UnknownSequenceError, "seq_id 'zz' is not a live"),

@@ -453,8 +453,10 @@ def test_kv_cache_passed_in_must_be_c_contiguous():
 
 # docs/design.md rule 4
 def test_invariants_catch_a_page_indexed_under_the_wrong_hash():
-    with pytest.raises(AttributeError):  # a Page is a read-only view
-        make(page_size=2)[0].page(0).block_hash = b"bogus"  # type: ignore[misc]
+    view = make(page_size=2)[0].page(0)
+    for name in ("block_hash", "page_id", "ref_count", "_table"):
+        with pytest.raises(AttributeError, match="read-only view"):  # a Page is a read-only view
+            setattr(view, name, 3)
     pool, seqs = make(page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5])
     pool.table.block_hash[seqs.block_table("a")[1]] = b"bogus"  # corrupt the page's metadata

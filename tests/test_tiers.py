@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pagedkv import KVCachePool, SequenceManager, TinyLM
+from pagedkv import CacheConfig, KVCachePool, SequenceManager, TinyLM
 from pagedkv.hashing import block_hashes
 from pagedkv.tiers import HostTier
 
@@ -122,3 +122,20 @@ def test_a_detached_tier_no_longer_offloads():
     for i, prompt in enumerate(_prompts(4, 0, 13, seed=5)):
         MODEL.generate(seqs, [prompt], 2, seq_ids=[i])
     assert pool.stats.evictions > 0 and tier.stats.offloaded_pages == 0 and len(tier) == 0
+
+
+@pytest.mark.parametrize("algo", ["sha256", "xxhash"])
+def test_the_tier_names_blocks_with_the_pools_hash(algo):
+    """A prefix offloaded to the host tier comes back whichever block hash the pool uses."""
+    pool = KVCachePool(CacheConfig(num_pages=4, page_size=2, prefix_caching_hash_algo=algo))
+    seqs = SequenceManager(pool)
+    tier = HostTier(pool, 8 * pool.config.kv_bytes // 4)
+    prompt = [1, 2, 3, 4, 5]
+    seqs.add("a", prompt)
+    seqs.free("a")  # [1, 2] and [3, 4] CACHED
+    seqs.add("b", [9, 9, 8, 8, 7, 7, 6])
+    seqs.free("b")  # evicts them: offloaded to the tier
+    assert len(tier) >= 2
+    tier.load_prefix(prompt)
+    pool.check_invariants()
+    assert seqs.add("c", prompt) == 4  # both full pages of the prefix, reloaded
