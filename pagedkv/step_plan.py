@@ -56,10 +56,9 @@ class StepPlan:
     new: list[NewRequestData] = field(default_factory=list)
     refused: str = ""  # why the last admission failed
 
-    def add_decodes(self, states: list[RequestState]) -> None:
-        """Record one token scheduled for each of these requests (their slots are taken and
-        their num_computed_tokens counted)."""
-        req_ids = list(map(REQ_ID, states))
+    def add_decodes(self, states: list[RequestState], req_ids: list[Hashable]) -> None:
+        """Record one token scheduled for each of these requests, whose ids are req_ids
+        (their slots are taken and their num_computed_tokens counted)."""
         self.num_scheduled_tokens.update(dict.fromkeys(req_ids, 1))
         self.sampling += states
         self.decode += req_ids
@@ -123,11 +122,12 @@ def _decode(sched: Scheduler, plan: StepPlan, first: int, budget: int) -> int:
         if state.num_computed_tokens < state.prefill_end:
             break
         states.append(state)
-    done = len(sched.seqs.append_slots([s.req_id for s in states], [s.output[-1] for s in states]))
+    req_ids = list(map(REQ_ID, states))
+    done = len(sched.seqs.append_slots(req_ids, [s.output[-1] for s in states]))
     decoded = states[:done]
     for state in decoded:
         state.num_computed_tokens += 1  # as vLLM: computed by the end of the step
-    plan.add_decodes(decoded)
+    plan.add_decodes(decoded, req_ids[:done])
     return done
 
 
