@@ -124,7 +124,8 @@ class SequenceManager:
         self, seq_id: Hashable, prompt_token_ids: SequenceLike[int] | np.ndarray, extra_key: object = None
     ) -> AdmissionPlan:
         """Validate an admission and work out what `add` would do, changing nothing."""
-        check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
+        if not (type(seq_id) is int or type(seq_id) is str and seq_id) or seq_id in self.sequences:
+            check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)  # raises, naming it
         tokens, data = check_token_array("prompt_token_ids", prompt_token_ids)
         if extra_key is not None:
             encode_extra_key(extra_key)  # validates its type
@@ -138,15 +139,9 @@ class SequenceManager:
             hits = pool.find_longest_cache_hit(hashes[: (len(tokens) - 1) // size], tokens)
             ref_count = pool.table.ref_count
             revived = [p for p in hits if not ref_count[p]]  # unheld hits are CACHED
-        return AdmissionPlan(
-            seq_id,
-            tokens,
-            extra_key,
-            hashes,
-            hits,
-            revived,
-            num_blocks(len(tokens), size) - len(hits),
-            len(hits) * size,
+        new_pages = num_blocks(len(tokens), size) - len(hits)
+        return AdmissionPlan._make(
+            (seq_id, tokens, extra_key, hashes, hits, revived, new_pages, len(hits) * size)
         )
 
     def add(
