@@ -138,12 +138,14 @@ class KVCachePool(PoolQueries):
                 table.token_source[lo:hi] = [None] * n
             page_ids += table.page_ids[lo:hi]
         if num_blocks > from_free:
-            victims = self._evict(num_blocks - from_free, seq_id)
-            for page_id in victims:
-                table.ref_count[page_id] = 1
-                table.last_access[page_id] = clock
-            if tokens is not None:
-                self.fill_blocks(victims, tokens, first_block + len(page_ids))
+            victims = self._evict(num_blocks - from_free, seq_id)  # their hashes are gone
+            ref_count, last_access = table.ref_count, table.last_access
+            source, token_block = table.token_source, table.token_block
+            for block, page_id in enumerate(victims, first_block + len(page_ids)):
+                ref_count[page_id] = 1
+                last_access[page_id] = clock
+                source[page_id] = tokens  # None: empty until the caller records tokens
+                token_block[page_id] = block
             page_ids += victims
         self.stats.allocations += num_blocks
         if self.events.listeners:
@@ -260,8 +262,7 @@ class KVCachePool(PoolQueries):
     def _evict(self, n: int, seq_id: Hashable | None) -> list[int]:
         """Reclaim the next n victims of the eviction policy: their hashes leave the index."""
         victims = self.eviction.pop_victims(n)
-        self.prefix_index.remove_all(victims)
-        self.table.empty(victims)
+        self.prefix_index.remove_all(victims)  # and their hashes; get_new_blocks sets their tokens
         self.stats.evictions += n
         if self.events.listeners:
             for page_id in victims:
