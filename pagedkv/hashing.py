@@ -67,8 +67,6 @@ def hash_block_tokens(
 ) -> bytes:
     """Digest of one full block, given its parent's digest (None for the first block)."""
     parent = ROOT_HASH + encode_extra_key(extra_key) if parent_hash is None else parent_hash
-    if algo == "sha256":
-        return sha256(parent + token_bytes(token_ids)).digest()
     return DIGESTS[algo](parent + token_bytes(token_ids))
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .pool import KVCachePool
     from .sequence import SequenceManager
 
-FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
+FREE, CACHED = PageState.FREE, PageState.CACHED
 
 
 def _require(condition: bool, message: str) -> None:
@@ -114,17 +114,15 @@ def _check_pages(pool: KVCachePool, holders: list[int]) -> None:
             (pid in pool.eviction) == (state is CACHED),
             f"page {pid}: eviction set vs {state.name}",
         )
+        # (A state follows from the ref count and the free flag, page.py; a FREE page holds
+        # no tokens by that flag, so only its hash can be left over.)
         if state is FREE:
-            _require(page.num_tokens == 0 and page.block_hash is None, f"FREE page {pid} not empty")
-        elif state is ACTIVE:
-            _require(page.ref_count >= 1, f"ACTIVE page {pid} has ref_count 0")
-        else:
-            _require(page.ref_count == 0, f"CACHED page {pid} has ref_count {page.ref_count}")
+            _require(page.block_hash is None, f"FREE page {pid} keeps a block hash")
+        elif state is CACHED:
             _require(
                 page.num_tokens == pool.page_size and pool.prefix_index.holds_page(pid),
                 f"CACHED page {pid} is not full and indexed (docs/design.md rule 6)",
             )
-        _require(page.num_tokens <= pool.page_size, f"page {pid} overfull")
         if page.block_hash is not None:
             _require(
                 page.num_tokens == pool.page_size, f"partial page {pid} has a hash (docs/design.md rule 4)"

@@ -34,30 +34,24 @@ from __future__ import annotations
 
 import heapq
 from array import array
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Sequence
 
 from .eviction import EvictionPolicy
 from .page import PageTable
+from .prefix_index import PrefixIndex
 from .radix_cache import RadixCache, RadixNode
 
 
-class RadixPrefixIndex:
-    """The pool's prefix index as a radix tree over token runs (one page per tree page)."""
+class RadixPrefixIndex(PrefixIndex):
+    """The pool's prefix index as a radix tree over token runs (one page per tree page).
+
+    `hash_to_page` (from PrefixIndex, with `len`, `get` and `items`) names exactly the
+    pages in the tree; the pool's release loop reads it as it reads PrefixIndex's, and it
+    changes only with the tree, by the methods below."""
 
     def __init__(self, table: PageTable, page_size: int) -> None:
-        self._table = table  # the pool's page metadata: its pages' token ids are the tree's keys
-        self._page_size = page_size
+        super().__init__(table, page_size)  # its table: the pages' token ids are the tree's keys
         self.tree = RadixCache(page_size, extend_leaves=True)
-        # block hash -> page id of the pages in the tree (the pool's release loop reads it, as
-        # it reads PrefixIndex's); changed only with the tree, by the methods below.
-        self.hash_to_page: dict[bytes, int] = {}
-
-    def __len__(self) -> int:
-        return len(self.hash_to_page)
-
-    def get(self, block_hash: bytes | None) -> int | None:
-        """The page in the tree holding the block with this hash, or None."""
-        return self.hash_to_page.get(block_hash) if block_hash is not None else None
 
     def holds_page(self, page_id: int) -> bool:
         """Whether the page is in the tree (`holds`, by id)."""
@@ -110,13 +104,9 @@ class RadixPrefixIndex:
             del self.hash_to_page[page_hash[page_id]]  # type: ignore[arg-type]  # CACHED: hashed
             page_hash[page_id] = None
 
-    def items(self) -> Iterator[tuple[bytes, int]]:
-        """(block hash, page id) pairs of the pages in the tree."""
-        return iter(list(self.hash_to_page.items()))
-
     def clear(self) -> None:
         self.tree.reset()
-        self.hash_to_page.clear()
+        super().clear()
 
     def check(self) -> None:
         """The tree's own rules, and the hash map naming exactly the tree's pages."""

@@ -26,7 +26,6 @@ import numpy as np
 MAX_TOKEN_ID = 2**63 - 1  # token ids are hashed as int64
 INT64 = np.dtype("<i8")  # numpy keeps one instance of each builtin dtype
 INT_TYPECODES = "bBhHiIlLqQ"  # the array('...') typecodes of ints
-LITTLE_ENDIAN = sys.byteorder == "little"
 V = TypeVar("V")
 
 
@@ -135,14 +134,7 @@ def check_token_array(name: str, token_ids: object) -> tuple[array, bytes]:
     as their hashing encoding, little-endian int64 bytes."""
     if isinstance(token_ids, np.ndarray):
         if token_ids.dtype is INT64 and token_ids.ndim == 1 and token_ids.size:  # the usual case
-            data = token_ids.tobytes()
-            if data[7::8].isascii():  # no id >= 2**63 (see _token_array)
-                tokens = array("q")
-                tokens.frombytes(data)
-                if not LITTLE_ENDIAN:
-                    tokens.byteswap()
-                return tokens, data
-            return _token_array(name, token_ids, data)  # raises, naming the id
+            return _token_array(name, token_ids, token_ids.tobytes())
         if token_ids.ndim != 1 or token_ids.dtype.kind not in "iu":
             raise TypeError(f"{name} must be a 1-D int array, got {token_ids.dtype} {token_ids.shape}")
         values = token_ids

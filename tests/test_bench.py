@@ -108,29 +108,28 @@ def test_every_benchmark_module_is_registered_and_keyword_style():
         assert isinstance(module.HELP, str) and module.HELP
 
 
-def test_demo_imports_no_widget_library_and_no_benchmark():
+def _modules_loaded_by(call: str, prefixes: str) -> str:
+    """What a fresh interpreter prints after `call`: the loaded modules that start with one
+    of the comma-separated prefixes, sorted."""
     code = (
         "import sys\n"
         "from pagedkv import cli\n"
-        "assert cli.main(['demo']) == 0\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('ipywidgets', 'traitlets') "
-        "or m.startswith('pagedkv.bench.')))\n"
+        f"{call}\n"
+        f"print(sorted(m for m in sys.modules if m.startswith(tuple({prefixes.split(',')!r}))))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "[]"
+    return done.stdout.splitlines()[-1]
+
+
+def test_demo_imports_no_widget_library_and_no_benchmark():
+    loaded = _modules_loaded_by("assert cli.main(['demo']) == 0", "ipywidgets,traitlets,pagedkv.bench.")
+    assert loaded == "[]"
 
 
 def test_a_benchmark_subcommand_imports_only_its_module():
-    code = (
-        "import sys\n"
-        "from pagedkv import cli\n"
-        "cli.build_parser(['bench', 'scale', '--quick'])\n"
-        "print(sorted(m for m in sys.modules if m.startswith('pagedkv.bench.')))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "['pagedkv.bench.scale']"
+    loaded = _modules_loaded_by("cli.build_parser(['bench', 'scale', '--quick'])", "pagedkv.bench.")
+    assert loaded == "['pagedkv.bench.scale']"
 
 
 def test_ui_quick_fills_every_pool():

@@ -27,16 +27,18 @@ pytestmark = pytest.mark.browser
 PROJECTOR = {"width": 1280, "height": 720}
 MIN_SHOWN_PT = 12.0
 MIN_FILL = 0.9
-# notebook -> text of the cell whose first picture is measured (one heatmap or figure each)
-PICTURES = {
-    "00_start_here.ipynb": "plot_pool(story.pool.snapshot())",
-    "01_pages_and_block_tables.ipynb": "plot_block_tables(run.pool.snapshot())",
-    "02_paged_attention.ipynb": "plot_chunked_kernel(table, chunk=3)",
-    "03_prefix_caching_and_lru.ipynb": "plot_lru(evict.pool.snapshot(), evict.events)",
-    "04_copy_on_write.ipynb": 'plot_pool(snap, views=("owner", "ref_count"))',
-    "06_benchmarks.ipynb": "projector(memory.figure(report))",
-    "08_common_mistakes.ipynb": 'plot_series({"naive (leaks)"',
-}
+# (notebook, text of the cell whose first picture is measured, screenshot file or None)
+PICTURES = [
+    ("00_start_here.ipynb", "plot_pool(story.pool.snapshot())", "heatmap_projector_1280.png"),
+    ("01_pages_and_block_tables.ipynb", "plot_block_tables(run.pool.snapshot())", None),
+    ("02_paged_attention.ipynb", "plot_chunked_kernel(table, chunk=3)", None),
+    ("03_prefix_caching_and_lru.ipynb", "plot_lru(evict.pool.snapshot(), evict.events)", None),
+    ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
+    ("06_benchmarks.ipynb", "projector(memory.figure(report))", None),
+    ("06_benchmarks.ipynb", "projector(attention.figure(report))", "06_attention_figure.png"),
+    ("06_benchmarks.ipynb", "projector(scale.figure(report))", "06_scale_figure.png"),
+    ("08_common_mistakes.ipynb", 'plot_series({"naive (leaks)"', None),
+]
 
 _MEASURE_JS = """img => {
   const area = img.closest('.jp-OutputArea-output') || img.parentElement;
@@ -90,17 +92,17 @@ def measure(nb: NotebookPage, img, min_pt: float) -> dict[str, float]:
     return {**box, "dpi": dpi, "fill": box["shown"] / box["area"], "shown_pt": shown_pt}
 
 
-@pytest.mark.parametrize("name", list(PICTURES))
-def test_one_picture_per_notebook_fills_the_cell_and_reads_at_12_pt(projector_notebook, name, screenshot_dir):
+@pytest.mark.parametrize(("name", "text", "shot"), PICTURES, ids=[f"{n}:{t[:24]}" for n, t, _ in PICTURES])
+def test_each_picture_fills_the_cell_and_reads_at_12_pt(projector_notebook, name, text, shot, screenshot_dir):
     nb = projector_notebook(name)
-    cell = _cell_of(nb, PICTURES[name])
+    cell = _cell_of(nb, text)
     img = cell.locator(".jp-OutputArea-output img").first
     img.wait_for(timeout=30_000)
     m = measure(nb, img, MIN_PT)
     assert m["fill"] >= MIN_FILL, f"{name}: picture {m['shown']:.0f} px of {m['area']:.0f}: {m}"
     assert m["shown_pt"] >= MIN_SHOWN_PT, f"{name}: smallest text {m['shown_pt']:.1f} pt: {m}"
-    if name == "00_start_here.ipynb":
-        nb.screenshot_whole(cell, screenshot_dir / "heatmap_projector_1280.png")
+    if shot:
+        nb.screenshot_whole(cell, screenshot_dir / shot)
 
 
 def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
