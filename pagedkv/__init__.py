@@ -1,15 +1,15 @@
 """pagedkv: a paged KV cache, exact and explained."""
 
-from .attention import AttentionEngine, dense_attention
-from .config import CacheConfig
-from .contiguous import ContiguousKVCache
-from .eviction import EvictionPolicy, LRUEvictionPolicy, MRUEvictionPolicy
-from .hashing import block_hashes, hash_block_tokens
-from .model import TinyLM
-from .page import Page, PageState
-from .pool import Event, KVCachePool, OutOfPagesError, PoolSnapshot
-from .scheduler import Scheduler
-from .sequence import Sequence, SequenceManager, UnknownSequenceError
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.eviction import EvictionPolicy, LRUEvictionPolicy, MRUEvictionPolicy
+from pagedkv.core.hashing import block_hashes, hash_block_tokens
+from pagedkv.core.page import Page, PageState
+from pagedkv.core.pool import Event, KVCachePool, OutOfPagesError, PoolSnapshot
+from pagedkv.core.sequence import Sequence, SequenceManager, UnknownSequenceError
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.labs.contiguous import ContiguousKVCache
+from pagedkv.model.attention import AttentionEngine, dense_attention
+from pagedkv.model.tinylm import TinyLM
 
 __all__ = [
     "AttentionEngine",

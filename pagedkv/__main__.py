@@ -1,3 +1,3 @@
-from .cli import main
+from pagedkv.cli import main
 
 raise SystemExit(main())

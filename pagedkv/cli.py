@@ -6,7 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import bench, demo
+from pagedkv import bench
+from pagedkv.scenarios import demo
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
@@ -24,7 +25,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         bench.add_subcommands(bench_parser, wanted or None)
     else:
         bench.add_subcommands(bench_parser, [])
-    from .service import serve  # the service layer wraps the core; the core never imports it
+    from pagedkv.service import serve  # the service layer wraps the core; the core never imports it
 
     serve_parser = sub.add_parser("serve", help=serve.HELP, description=serve.HELP)
     serve.add_arguments(serve_parser)  # FastAPI and uvicorn are imported only by serve.run

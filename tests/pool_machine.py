@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, rule
 
 from pagedkv import OutOfPagesError, PageState
-from pagedkv.reference_pool import OutOfPages
+from pagedkv.exercises.reference_pool import OutOfPages
 
 # A tiny alphabet makes shared prefixes (and so prefix hits) common.
 tokens_st = st.lists(st.integers(0, 2), min_size=1, max_size=14)

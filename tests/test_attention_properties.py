@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv import AttentionEngine, CacheConfig, KVCachePool, attention, dense_attention
+from pagedkv import AttentionEngine, CacheConfig, KVCachePool, dense_attention
+from pagedkv.model import attention
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
 

@@ -20,8 +20,8 @@ from pagedkv import (
     UnknownSequenceError,
     dense_attention,
 )
-from pagedkv.config import ConfigError
-from pagedkv.swap import SwapSpace
+from pagedkv.core.config import ConfigError
+from pagedkv.engine.swap import SwapSpace
 
 
 @pytest.fixture()

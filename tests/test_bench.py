@@ -21,14 +21,14 @@ from pagedkv import (
     CacheConfig,
     KVCachePool,
     SequenceManager,
-    attention,
     cli,
     dense_attention,
 )
 from pagedkv import bench as bench_package
 from pagedkv.bench import BENCHMARKS, Report, page_size
-from pagedkv.reference_pool import ReferencePool
-from pagedkv.workloads import ops_trace, sharegpt_like
+from pagedkv.exercises.reference_pool import ReferencePool
+from pagedkv.labs.workloads import ops_trace, sharegpt_like
+from pagedkv.model import attention
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pagedkv import cheatsheet
+from pagedkv.viz import cheatsheet
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pagedkv.contiguous import ContiguousKVCache, NoContiguousHoleError
-from pagedkv.sequence import UnknownSequenceError
+from pagedkv.core.sequence import UnknownSequenceError
+from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
 
 
 class ArenaOracle:

@@ -1,11 +1,11 @@
-"""pagedkv.costs against numbers worked out by hand and published elsewhere."""
+"""pagedkv.labs.costs against numbers worked out by hand and published elsewhere."""
 
 from __future__ import annotations
 
 import pytest
 
-from pagedkv import costs
-from pagedkv.specs import GPUS, MODELS
+from pagedkv.labs import costs
+from pagedkv.labs.specs import GPUS, MODELS
 
 
 def test_bytes_per_token_matches_published_figures():

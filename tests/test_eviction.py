@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pagedkv import LRUEvictionPolicy, MRUEvictionPolicy
-from pagedkv.eviction import make_eviction_policy
+from pagedkv.core.eviction import make_eviction_policy
 
 
 @pytest.mark.parametrize("cls,victims", [(LRUEvictionPolicy, [1, 3, 4]), (MRUEvictionPolicy, [4, 3, 1])])

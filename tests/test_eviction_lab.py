@@ -9,18 +9,18 @@ import random
 import pytest
 
 from pagedkv import CacheConfig, KVCachePool, LRUEvictionPolicy, SequenceManager
-from pagedkv.config import ConfigError
-from pagedkv.eviction import make_eviction_policy
-from pagedkv.eviction_lab import (
+from pagedkv.core.config import ConfigError
+from pagedkv.core.eviction import make_eviction_policy
+from pagedkv.core.hashing import block_hashes
+from pagedkv.exercises.reference_pool import ReferencePool
+from pagedkv.labs.eviction_policies import (
     ARCEvictionPolicy,
     FIFOEvictionPolicy,
     LFUEvictionPolicy,
     S3FIFOEvictionPolicy,
 )
-from pagedkv.hashing import block_hashes
-from pagedkv.hit_rate_lab import check_policy, install_policy, lru_verdict, replay, serve_one_at_a_time
-from pagedkv.lab_workloads import LabRequest, lab_workload, multi_turn_chat, scan_mix
-from pagedkv.reference_pool import ReferencePool
+from pagedkv.labs.hit_rate_lab import check_policy, install_policy, lru_verdict, replay, serve_one_at_a_time
+from pagedkv.labs.lab_workloads import LabRequest, lab_workload, multi_turn_chat, scan_mix
 
 POLICIES = ["lru", "mru", "fifo", "lfu", "arc", "s3fifo"]
 

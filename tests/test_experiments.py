@@ -1,4 +1,4 @@
-"""The hit-rate experiment against the plain reference pool (pagedkv/reference_pool.py)."""
+"""The hit-rate experiment against the plain reference pool (pagedkv/exercises/reference_pool.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from pagedkv.experiments import popular_system_prompts, prefix_hit_rates
-from pagedkv.reference_pool import ReferencePool
+from pagedkv.exercises.reference_pool import ReferencePool
+from pagedkv.labs.experiments import popular_system_prompts, prefix_hit_rates
 
 
 def test_the_workload_follows_its_description():

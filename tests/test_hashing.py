@@ -11,8 +11,8 @@ import pytest
 import xxhash
 
 from pagedkv import CacheConfig, KVCachePool, SequenceManager, block_hashes, hash_block_tokens
-from pagedkv.config import ConfigError
-from pagedkv.hashing import ROOT_HASH
+from pagedkv.core.config import ConfigError
+from pagedkv.core.hashing import ROOT_HASH
 
 
 def test_chain_matches_a_hand_written_sha256_chain():

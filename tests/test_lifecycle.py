@@ -2,7 +2,7 @@
 
 Oracle: the pool's snapshots. A seeded random run of add / append / fork / free / reset is
 snapshotted after every operation; every page's state change between consecutive snapshots
-must be a transition of `pagedkv.lifecycle.TRANSITIONS`, and `step_transitions` (read from
+must be a transition of `pagedkv.core.support.lifecycle.TRANSITIONS`, and `step_transitions` (read from
 events) must name a transition for each change it sees. The diagram must draw every row.
 """
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pagedkv import OutOfPagesError, PageState
-from pagedkv.lifecycle import ALLOWED, BY_NAME, TRANSITIONS, is_allowed, step_transitions
+from pagedkv.core.support.lifecycle import ALLOWED, BY_NAME, TRANSITIONS, is_allowed, step_transitions
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz import glossary_markdown, plot_lifecycle
 

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from pagedkv import CacheConfig, KVCachePool, SequenceManager
-from pagedkv.scheduler import Scheduler
+from pagedkv.engine.scheduler import Scheduler
 from pagedkv.service.concurrency import LockedManager, ReadWriteLock
 from pagedkv.service.engine import ServiceEngine
 from pagedkv.service.metrics import ServiceMetrics

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from pagedkv import dense_attention
-from pagedkv.naive import MISTAKES, NaiveKVCache, naive_attention, pagedkv_cache, serve_one_at_a_time
+from pagedkv.labs.naive import MISTAKES, NaiveKVCache, naive_attention, pagedkv_cache, serve_one_at_a_time
 
 SYSTEM = list(b"System: answer in one sentence. ")
 

@@ -17,8 +17,8 @@ from pagedkv import (
     UnknownSequenceError,
     block_hashes,
 )
-from pagedkv.free_queue import FreeQueue
-from pagedkv.slot_mapping import num_blocks, slot_mapping
+from pagedkv.core.free_queue import FreeQueue
+from pagedkv.core.slot_mapping import num_blocks, slot_mapping
 
 from .pools import make
 

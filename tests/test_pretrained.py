@@ -14,9 +14,10 @@ import shutil
 import numpy as np
 import pytest
 
-from pagedkv import KVCachePool, Scheduler, SequenceManager, TinyLM, corpus
+from pagedkv import KVCachePool, Scheduler, SequenceManager, TinyLM
 from pagedkv.bench import model as bench_model
-from pagedkv.weights import DATA_DIR, WEIGHTS_FILE, WeightsFileError, load_card, load_weights
+from pagedkv.model import corpus
+from pagedkv.model.weights import DATA_DIR, WEIGHTS_FILE, WeightsFileError, load_card, load_weights
 
 
 @pytest.fixture(scope="module")

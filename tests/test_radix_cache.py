@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from pagedkv.radix_cache import RadixCache
+from pagedkv.radix.radix_cache import RadixCache
 
 
 def test_insert_and_match():

@@ -1,6 +1,6 @@
 """The radix tree as the pool's prefix index (CacheConfig(prefix_index="radix")).
 
-Held to the plain reference model (pagedkv/reference_pool.py) with the two rules where a
+Held to the plain reference model (pagedkv/exercises/reference_pool.py) with the two rules where a
 tree differs from a hash chain spelled out in `TreeReferencePool`: a block is indexed only
 if its parent's content is, and the victim is the least recently used *leaf*, where using a
 page uses its whole prefix. Everything else (hits, block tables, states, counters) must be
@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant
 
 from pagedkv import CacheConfig, KVCachePool, SequenceManager, TinyLM
-from pagedkv.config import ConfigError
-from pagedkv.hit_rate_lab import replay
-from pagedkv.lab_workloads import lab_workload
-from pagedkv.reference_pool import ReferencePool
+from pagedkv.core.config import ConfigError
+from pagedkv.exercises.reference_pool import ReferencePool
+from pagedkv.labs.hit_rate_lab import replay
+from pagedkv.labs.lab_workloads import lab_workload
 
 from .pool_machine import PoolRules
 from .pools import make
@@ -176,7 +176,7 @@ def test_the_scheduler_runs_on_the_radix_pool_and_matches_recomputation(preempti
     """Overlapping requests, prefix hits between running sequences, preemption: the
     scheduler does not know which index the pool uses, and the tokens stay exact."""
     from pagedkv import Scheduler
-    from pagedkv.workloads import Request
+    from pagedkv.labs.workloads import Request
 
     model = TinyLM(seed=1)
     system = "Answer in one word. "

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pagedkv.request import FCFSQueue, PriorityQueue, RequestState
+from pagedkv.engine.request import FCFSQueue, PriorityQueue, RequestState
 
 OPS = st.lists(
     st.one_of(

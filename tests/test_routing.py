@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv import routing
 from pagedkv.bench import routing as bench_routing
-from pagedkv.workloads import Request
+from pagedkv.labs import routing
+from pagedkv.labs.workloads import Request
 
 
 def _request(req_id: str, tokens: list[int]) -> Request:

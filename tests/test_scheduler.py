@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedkv import AttentionEngine, CacheConfig, KVCachePool, OutOfPagesError, SequenceManager, TinyLM
-from pagedkv.hashing import block_hashes
-from pagedkv.scheduler import Scheduler
-from pagedkv.swap import SwapSpace
-from pagedkv.workloads import alpaca_like
+from pagedkv.core.hashing import block_hashes
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.engine.swap import SwapSpace
+from pagedkv.labs.workloads import alpaca_like
 
 PROMPTS = ["hello world", "the kv cache", "paged attention!", "abc", "hello there", "pages"]
 
@@ -508,7 +508,7 @@ def test_constructor_validates(kwargs, error, match):
 def test_add_requests_refuses_groups():
     cfg = CacheConfig.bookkeeping(64, 4)
     s = Scheduler(SequenceManager(KVCachePool(cfg)))
-    from pagedkv.workloads import parallel_sampling
+    from pagedkv.labs.workloads import parallel_sampling
 
     with pytest.raises(ValueError, match="n = beam_width = 1"):
         s.add_requests(parallel_sampling(alpaca_like(1), 2))

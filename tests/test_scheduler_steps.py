@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedkv import CacheConfig, KVCachePool, SequenceManager, TinyLM
-from pagedkv.request import UnknownRequestError
-from pagedkv.scheduler import Scheduler
+from pagedkv.engine.request import UnknownRequestError
+from pagedkv.engine.scheduler import Scheduler
 
 from .test_scheduler import check_consistent, probe_cached_kv, run_checked
 

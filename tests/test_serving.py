@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from pagedkv import cli, costs, serving
+from pagedkv import cli
 from pagedkv.bench import serving as bench_serving
-from pagedkv.workloads import Request, generate
+from pagedkv.labs import costs, serving
+from pagedkv.labs.workloads import Request, generate
 
 
 def test_poisson_arrivals_have_the_rate_asked_for():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant
 
-from pagedkv.reference_pool import ReferencePool
+from pagedkv.exercises.reference_pool import ReferencePool
 
 from .pool_machine import PoolRules
 from .pools import make

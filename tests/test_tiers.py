@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from pagedkv import CacheConfig, KVCachePool, SequenceManager, TinyLM
-from pagedkv.hashing import block_hashes
-from pagedkv.tiers import HostTier
+from pagedkv.core.hashing import block_hashes
+from pagedkv.labs.tiers import HostTier
 
 MODEL = TinyLM()
 

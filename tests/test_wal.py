@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedkv import CacheConfig, KVCachePool, PageState, SequenceManager
-from pagedkv.model import TinyLM
+from pagedkv.model.tinylm import TinyLM
 from pagedkv.service import (
     DurableSequenceManager,
     FsyncPolicy,

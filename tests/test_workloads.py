@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pagedkv import workloads
-from pagedkv.workloads import (
+from pagedkv.labs import workloads
+from pagedkv.labs.workloads import (
     MAX_LEN,
     WORKLOADS,
     alpaca_like,

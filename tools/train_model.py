@@ -1,6 +1,6 @@
 """Train the TinyLM weights shipped in pagedkv/data/ (`make train-model`).
 
-PyTorch trains a mirror of `pagedkv.model.TinyLM` (same RMSNorm, interleaved RoPE,
+PyTorch trains a mirror of `pagedkv.model.tinylm.TinyLM` (same RMSNorm, interleaved RoPE,
 grouped-query attention, SwiGLU, byte vocabulary, weights stored [in, out] so `x @ W`
 reads the same in both) on the frozen corpus `pagedkv/data/corpus.txt` from a fixed seed,
 prints the loss curve, then writes float16 weights (`tinylm.npz`) and their card
@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pagedkv import corpus  # noqa: E402
-from pagedkv.model import TinyLM  # noqa: E402
-from pagedkv.weights import WEIGHTS_FILE, load_state, save_weights  # noqa: E402
+from pagedkv.model.tinylm import TinyLM  # noqa: E402
+from pagedkv.model.weights import WEIGHTS_FILE, load_state, save_weights  # noqa: E402
 
 SHAPE = {"num_layers": 4, "num_heads": 4, "num_kv_heads": 2, "head_dim": 32, "ffn_dim": 384}
 SEED, STEPS, BATCH, CONTEXT, LR, DROPOUT = 0, 1000, 24, 256, 3e-3, 0.1

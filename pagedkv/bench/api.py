@@ -23,7 +23,7 @@ import argparse
 import shutil
 import tempfile
 
-from . import Report, time_threads
+from pagedkv.bench import Report, time_threads
 
 HELP = "HTTP API requests/s (health, create+free, generate, metrics; with and without a WAL)"
 
@@ -78,7 +78,7 @@ def run(
 ) -> Report:
     import httpx
 
-    from ..service.serve import ServerProcess
+    from pagedkv.service.serve import ServerProcess
 
     if quick:
         requests, clients = 80, 4

@@ -7,7 +7,7 @@ says where their pages sit: `scattered` (the default, the layout the targets are
 is a random permutation of the pool, as after many allocations and frees; `runs` gives each
 sequence one run of consecutive page ids, as a fresh pool hands out a prompt's pages, which
 the kernel may read in place. The dense side gets the same K/V laid out contiguously as
-[B, Hkv, L, D] and is the fastest of the four programs of `pagedkv.dense_decode` (`dense`,
+[B, Hkv, L, D] and is the fastest of the four programs of `pagedkv.model.dense_decode` (`dense`,
 `dense_chunked`, `dense_tall`, `dense_two_pass`). All run interleaved in one process, best of
 `--repeat`; the ratio is paged / dense time, targets: geometric mean <= 1.3x, no point
 above 1.6x. vLLM's paper reports its PagedAttention kernel 20-26 % slower than
@@ -40,11 +40,16 @@ import numpy as np
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]  # ships no stubs or py.typed
 from tqdm import tqdm
 
-from ..attention import CHUNK_BYTES, IN_PLACE_BYTES, AttentionEngine, is_run
-from ..config import CacheConfig
-from ..dense_decode import dense_decode, dense_decode_chunked, dense_decode_tall, dense_decode_two_pass
-from ..pool import KVCachePool
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.model.attention import CHUNK_BYTES, IN_PLACE_BYTES, AttentionEngine, is_run
+from pagedkv.model.dense_decode import (
+    dense_decode,
+    dense_decode_chunked,
+    dense_decode_tall,
+    dense_decode_two_pass,
+)
 
 HELP = "paged vs dense decode attention (numpy): time ratio per batch and context size"
 TARGET = 1.3

@@ -1,8 +1,8 @@
 """bench eviction: prefix hit rate against cache size, per eviction policy and workload.
 
-Every stream of `pagedkv.lab_workloads` (multi-turn chat, Zipf-popular system prompts, RAG
+Every stream of `pagedkv.labs.lab_workloads` (multi-turn chat, Zipf-popular system prompts, RAG
 documents, a scan of one-off long prompts mixed into Zipf traffic) is replayed one request
-at a time through pools of several sizes, once per policy (`pagedkv.hit_rate_lab.replay`):
+at a time through pools of several sizes, once per policy (`pagedkv.labs.hit_rate_lab.replay`):
 LRU (vLLM), SGLang's leaf-first LRU over its radix tree ("leaf-lru"), FIFO, LFU, ARC,
 S3-FIFO and LRU with the most reused pages pinned ("lru+pin"). The table is the hit rate
 of every policy on every workload at one cache size; the notes say where LRU loses and to
@@ -17,9 +17,9 @@ import argparse
 
 import numpy as np
 
-from ..hit_rate_lab import hit_rate_curves, lru_verdict, num_pages_for
-from ..lab_workloads import lab_workload
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.labs.hit_rate_lab import hit_rate_curves, lru_verdict, num_pages_for
+from pagedkv.labs.lab_workloads import lab_workload
 
 HELP = "prefix hit rate vs cache size: LRU, leaf-first LRU, FIFO, LFU, ARC, S3-FIFO, pinned LRU x 4 streams"
 POLICIES = "lru,leaf-lru,fifo,lfu,arc,s3fifo,lru+pin"

@@ -25,10 +25,10 @@ from collections import deque
 import numpy as np
 from tqdm import tqdm
 
-from ..contiguous import ContiguousKVCache, NoContiguousHoleError
-from ..serving import CATEGORIES, paged_categories, paged_scheduler
-from ..workloads import Request, generate
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
+from pagedkv.labs.serving import CATEGORIES, paged_categories, paged_scheduler
+from pagedkv.labs.workloads import Request, generate
 
 HELP = "share of KV memory holding token states: contiguous (max, pow2, oracle) vs paged"
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states
@@ -149,7 +149,7 @@ def run(
     arrival_rate: float | None = None,
 ) -> Report:
     if arrival_rate is not None:  # requests arrive over time: the serving run
-        from . import serving
+        from pagedkv.bench import serving
 
         return serving.run(
             quick=quick,

@@ -24,11 +24,11 @@ import math
 
 import numpy as np
 
-from .. import corpus
-from ..model import TinyLM
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.model import corpus
+from pagedkv.model.tinylm import TinyLM
 
 HELP = "held-out bits per byte of the shipped TinyLM vs uniform and unigram, and its continuations"
 CONTEXT = 256  # bytes per evaluation window (the training context)

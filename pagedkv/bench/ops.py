@@ -16,11 +16,11 @@ import argparse
 import numpy as np
 from tqdm import tqdm
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from ..workloads import ops_trace
-from . import Report, best_time
+from pagedkv.bench import Report, best_time
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs.workloads import ops_trace
 
 HELP = "bookkeeping throughput (block-table entries/s) on the standard add/free trace"
 

@@ -25,12 +25,12 @@ import time
 
 from tqdm import tqdm
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..scheduler import Scheduler
-from ..sequence import SequenceManager
-from ..workloads import sharegpt_like, with_system_prompt
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.labs.workloads import sharegpt_like, with_system_prompt
 
 HELP = "page-size sweep (1..256) x pool capacity: utilisation, prefix hit rate, throughput"
 SAMPLE_EVERY = 8  # steps between utilisation samples (reading every page is O(pool))

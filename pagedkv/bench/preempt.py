@@ -23,12 +23,12 @@ import time
 
 from tqdm import tqdm
 
-from ..model import TinyLM
-from ..pool import KVCachePool
-from ..scheduler import Scheduler
-from ..sequence import SequenceManager
-from ..workloads import Request, generate
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.labs.workloads import Request, generate
+from pagedkv.model.tinylm import TinyLM
 
 HELP = "recompute vs swap preemption under memory pressure (TinyLM generation)"
 

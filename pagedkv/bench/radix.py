@@ -1,7 +1,7 @@
 """bench radix: SGLang's radix tree beside vLLM's hash chain on one request stream.
 
-One `pagedkv.lab_workloads` stream is replayed one request at a time through three caches
-of the same size (`pagedkv.radix_lab`): the pool with the hash-chain index, the pool with
+One `pagedkv.labs.lab_workloads` stream is replayed one request at a time through three caches
+of the same size (`pagedkv.labs.radix_vs_hash`): the pool with the hash-chain index, the pool with
 the radix tree as its index, and a `RadixCache` driven as SGLang drives it (whole-leaf
 eviction, insert at finish). The table gives, for each: prompt tokens served from the
 cache, pages evicted, and the size of the index at the end (block hashes for the chain,
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..lab_workloads import LAB_WORKLOADS, lab_workload
-from ..radix_lab import compare_indexes
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.labs.lab_workloads import LAB_WORKLOADS, lab_workload
+from pagedkv.labs.radix_vs_hash import compare_indexes
 
 HELP = "radix tree vs hash chain on one stream: hit tokens, evictions, nodes vs pages"
 COLORS = {"hash": "#0072B2", "radix": "#009E73", "sglang": "#D55E00"}

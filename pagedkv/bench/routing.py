@@ -1,10 +1,10 @@
 """bench routing: prefix hit rate and load imbalance across N replicas, per router.
 
 The same requests — Alpaca-like instructions after one of `--num-prompts` Zipf-popular
-system prompts of `--prompt-length` tokens (`pagedkv.experiments.popular_system_prompts`),
+system prompts of `--prompt-length` tokens (`pagedkv.labs.experiments.popular_system_prompts`),
 arriving by a Poisson process of `--arrival-rate` requests per tick per replica — are
 served by N = 2, 4, 8 replicas of `--num-pages` pages each, routed round-robin, to the
-least loaded replica, or prefix-aware (SGLang router's `cache_aware`; `pagedkv.routing`).
+least loaded replica, or prefix-aware (SGLang router's `cache_aware`; `pagedkv.labs.routing`).
 Reported: the share of prompt tokens served from a replica's prefix cache (all replicas
 together), the load imbalance (the busiest replica's requests in flight over the mean,
 while requests arrive; 1.0 = even), requests per replica and recompute preemptions.
@@ -16,9 +16,9 @@ import argparse
 
 from tqdm import tqdm
 
-from ..experiments import popular_system_prompts
-from ..routing import ROUTERS, RouterConfig, simulate
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.labs.experiments import popular_system_prompts
+from pagedkv.labs.routing import ROUTERS, RouterConfig, simulate
 
 HELP = "prefix hit rate and load imbalance over N replicas: round-robin, least-loaded, prefix-aware"
 

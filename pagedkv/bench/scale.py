@@ -36,15 +36,15 @@ import tracemalloc
 import numpy as np
 from tqdm import tqdm
 
-from ..config import CacheConfig
-from ..costs import bytes_per_token
-from ..pool import KVCachePool
-from ..scheduler import Scheduler
-from ..sequence import SequenceManager
-from ..specs import ModelSpec
-from ..validation import check_int
-from ..workloads import sharegpt_like
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.core.support.validation import check_int
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.labs.costs import bytes_per_token
+from pagedkv.labs.specs import ModelSpec
+from pagedkv.labs.workloads import sharegpt_like
 
 HELP = "1k / 10k / 100k ShareGPT-like requests through the bookkeeping-only scheduler; metadata bytes"
 SIZES = (1_000, 10_000, 100_000)

@@ -2,7 +2,7 @@
 
 The requests of `bench memory` arrive by a Poisson process instead of all at time 0 and are
 served by contiguous reservations (`max`, `pow2`, `oracle`) and by pages, on the cost
-model's clock (OPT-13B on an A100-40GB by default; `pagedkv.serving`). For each rate of
+model's clock (OPT-13B on an A100-40GB by default; `pagedkv.labs.serving`). For each rate of
 `--rates` and each system it reports the normalized latency (seconds per output token, the
 vLLM paper's metric: its Fig. 12 plots it against the request rate) and the KV memory in
 the paper's Fig. 2 categories two ways:
@@ -22,9 +22,9 @@ import argparse
 import numpy as np
 from tqdm import tqdm
 
-from ..serving import CATEGORIES, SYSTEMS, serve
-from ..workloads import generate
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.labs.serving import CATEGORIES, SYSTEMS, serve
+from pagedkv.labs.workloads import generate
 
 HELP = "serving run with Poisson arrivals: Fig. 2 memory shares and normalized latency vs rate"
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states
@@ -38,8 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-slots", type=int, default=16_384, help="KV memory budget (slots)")
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=256)
-    parser.add_argument("--model", default="OPT-13B", help="a name of pagedkv.specs.MODELS")
-    parser.add_argument("--gpu", default="A100-40GB", help="a name of pagedkv.specs.GPUS")
+    parser.add_argument("--model", default="OPT-13B", help="a name of pagedkv.labs.specs.MODELS")
+    parser.add_argument("--gpu", default="A100-40GB", help="a name of pagedkv.labs.specs.GPUS")
 
 
 def _rates(text: str) -> list[float]:
@@ -149,7 +149,7 @@ def _account(data: dict, top: float, rate: float) -> list[str]:
 
 
 def _latency_table(rows: list[list]) -> str:
-    from . import format_table
+    from pagedkv.bench import format_table
 
     return format_table(["rate", *SYSTEMS], rows)
 

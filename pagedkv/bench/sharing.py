@@ -26,11 +26,11 @@ import argparse
 import numpy as np
 from tqdm import tqdm
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from ..workloads import Request, beam_parents, generate
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs.workloads import Request, beam_parents, generate
 
 HELP = "memory saved by fork sharing: parallel sampling (n = 2, 4, 6) and beam search (k)"
 PAPER = {"parallel sampling": "6.1-9.8 %", "beam search": "37.6-55.2 %"}

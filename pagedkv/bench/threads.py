@@ -20,11 +20,11 @@ import random
 
 import numpy as np
 
-from ..config import CacheConfig
-from ..pool import KVCachePool, OutOfPagesError
-from ..sequence import SequenceManager
-from ..service.concurrency import CoarseLock, LockedManager, ReadWriteLock
-from . import Report, time_threads
+from pagedkv.bench import Report, time_threads
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.service.concurrency import CoarseLock, LockedManager, ReadWriteLock
 
 HELP = "thread scaling: coarse lock vs read-write lock at 1, 2, 4, 8 threads (operations/s)"
 MIXES = {"read-heavy": 0.9, "write-heavy": 0.2}

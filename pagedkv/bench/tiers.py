@@ -1,12 +1,12 @@
 """bench tiers: what a host-memory tier under the pool buys — hit rate per tier, bytes moved.
 
 Alpaca-like requests after one of `--num-prompts` Zipf-popular system prompts
-(`pagedkv.experiments.popular_system_prompts`) are admitted one after another into a pool of
+(`pagedkv.labs.experiments.popular_system_prompts`) are admitted one after another into a pool of
 `--num-pages` pages (bookkeeping only, as in notebook 03's hit-rate experiment), without a
-second tier and with a `HostTier` of each size in `--host-pages` (`pagedkv.tiers`). Reported
+second tier and with a `HostTier` of each size in `--host-pages` (`pagedkv.labs.tiers`). Reported
 per configuration: the share of prompt tokens served by the pool's own prefix cache, by the
 host tier, and the bytes offloaded and reloaded per request — counted in pages, shown in
-bytes of `--model` (its K/V per token, `pagedkv.costs`) with the reload time over `--gpu`'s
+bytes of `--model` (its K/V per token, `pagedkv.labs.costs`) with the reload time over `--gpu`'s
 host link next to the time to recompute the same tokens.
 
 A last row runs TinyLM through a small two-tier cache and checks that every generated
@@ -20,14 +20,14 @@ import argparse
 import numpy as np
 from tqdm import tqdm
 
-from .. import costs
-from ..config import CacheConfig
-from ..experiments import popular_system_prompts
-from ..model import TinyLM
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from ..tiers import HostTier
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs import costs
+from pagedkv.labs.experiments import popular_system_prompts
+from pagedkv.labs.tiers import HostTier
+from pagedkv.model.tinylm import TinyLM
 
 HELP = "a host-memory second tier: prefix hit rate per tier and bytes moved per request"
 
@@ -142,7 +142,7 @@ def run(
         notes=[
             f"generation through a two-tier cache equals TinyLM.generate_reference: {exact}",
             "reload ms: the reloaded tokens over the host link; recompute ms: the same tokens as a "
-            "prefill alone, which reads every weight once (pagedkv.costs assumptions)",
+            "prefill alone, which reads every weight once (pagedkv.labs.costs assumptions)",
         ],
         data={
             "runs": {str(k): v for k, v in data.items()},

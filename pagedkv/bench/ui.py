@@ -16,9 +16,9 @@ import os
 import statistics
 import time
 
-from ..scenarios import Action
-from ..viz import Dashboard
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.scenarios import Action
+from pagedkv.viz import Dashboard
 
 HELP = "dashboard step + heatmap redraw time (Agg) for pools of 64, 256 and 1,024 pages"
 TARGET_MS, TARGET_PAGES = 50.0, 256

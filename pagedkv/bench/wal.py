@@ -20,12 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from ..service.durable import DurableSequenceManager
-from ..service.recovery import recover
-from . import Report
+from pagedkv.bench import Report
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.service.durable import DurableSequenceManager
+from pagedkv.service.recovery import recover
 
 HELP = "write-ahead log cost per operation by fsync policy, and recovery speed"
 POLICIES = ("never", "batch 64", "batch 8", "always")

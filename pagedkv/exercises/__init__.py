@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .attention import check_paged_attention
-from .blocks import check_pages_needed, check_slot_mapping
-from .cow import check_copy_on_write
-from .eviction import check_eviction_policy
-from .guard import Failure, run_with_limit
-from .hashes import check_block_hashes
-from .preemption import check_preemption
+from pagedkv.exercises.attention import check_paged_attention
+from pagedkv.exercises.blocks import check_pages_needed, check_slot_mapping
+from pagedkv.exercises.cow import check_copy_on_write
+from pagedkv.exercises.eviction import check_eviction_policy
+from pagedkv.exercises.guard import Failure, run_with_limit
+from pagedkv.exercises.hashes import check_block_hashes
+from pagedkv.exercises.preemption import check_preemption
 
 TIME_LIMIT = 10.0  # seconds per check() call: generous for a correct answer, short for a hung kernel
 EXERCISES: dict[str, Callable[[Callable], str]] = {

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..attention import AttentionEngine, dense_attention
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from .guard import Failure, call, wrong
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.exercises.guard import Failure, call, wrong
+from pagedkv.model.attention import AttentionEngine, dense_attention
 
 NAME = "paged_attention"
 TOLERANCE = 1e-12

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from .guard import Failure, call, wrong
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.exercises.guard import Failure, call, wrong
 
 SLOT_RULE = (
     'docs/design.md, "Vocabulary": page p owns the slots p * page_size up to p * page_size + '

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from .guard import Failure, call, wrong
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.exercises.guard import Failure, call, wrong
 
 NAME = "copy_on_write"
 ACTIONS = ("write", "copy", "new_page")

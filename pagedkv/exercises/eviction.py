@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ..config import CacheConfig
-from ..eviction import LRUEvictionPolicy
-from ..pool import KVCachePool, OutOfPagesError
-from ..reference_pool import OutOfPages, ReferencePool
-from ..sequence import SequenceManager
-from .guard import Failure, call, describe_error, show
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.eviction import LRUEvictionPolicy
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.exercises.guard import Failure, call, describe_error, show
+from pagedkv.exercises.reference_pool import OutOfPages, ReferencePool
 
 NAME = "eviction_policy"
 REQUIRED = (

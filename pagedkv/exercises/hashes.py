@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..hashing import block_hashes, hash_block_tokens
-from .guard import Failure, call, wrong
+from pagedkv.core.hashing import block_hashes, hash_block_tokens
+from pagedkv.exercises.guard import Failure, call, wrong
 
 RULE = (
     "docs/design.md rules 4 and 5: only full blocks are hashed (a partial block is still "

@@ -16,11 +16,11 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..scheduler import Scheduler
-from ..sequence import SequenceManager
-from .guard import Failure, call, wrong
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.exercises.guard import Failure, call, wrong
 
 NAME = "preemption"
 RULE = (

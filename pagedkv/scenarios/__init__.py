@@ -5,9 +5,9 @@ pool step by step, records every step and rewinds exactly; `actions` holds the p
 run is made of. See those modules.
 """
 
-from .actions import OPS, Action, ActionRecord, Scenario
-from .library import SCENARIOS, get_scenario
-from .run import ScenarioRun, default_model
+from pagedkv.scenarios.actions import OPS, Action, ActionRecord, Scenario
+from pagedkv.scenarios.library import SCENARIOS, get_scenario
+from pagedkv.scenarios.run import ScenarioRun, default_model
 
 __all__ = [
     "OPS",

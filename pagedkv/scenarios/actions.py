@@ -4,7 +4,7 @@ applied action did, in words), and `Scenario` (a named list of actions for a poo
 Plain data is what makes a run replayable: `ScenarioRun.back()` re-applies the recorded
 actions. `ActionRecord.event_lines()` is the one place pool events become the words of the
 event log (allocate, prefix hit, evict, copy-on-write, preempt), shared by the dashboard and
-the demo. (The scheduler's own per-step record is `pagedkv.scheduler_output.StepRecord`; a
+the demo. (The scheduler's own per-step record is `pagedkv.engine.scheduler_output.StepRecord`; a
 "schedule" action keeps its one-line `summary()` as the note.) Leaves out: serialising
 actions to files.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from ..pool import Event
-from ..validation import check_seq_id
+from pagedkv.core.pool import Event
+from pagedkv.core.support.validation import check_seq_id
 
 OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule", "abort")
 

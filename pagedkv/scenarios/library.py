@@ -10,12 +10,12 @@
 Each builder is called with the pool geometry (num_pages, page_size). Only `fill` uses it
 (it decodes until that pool is full); the others are written for their default sizes and
 give the same steps on any pool, where the story may change (a larger pool never evicts).
-Leaves out: random workloads (`pagedkv.workloads` generates those).
+Leaves out: random workloads (`pagedkv.labs.workloads` generates those).
 """
 
 from __future__ import annotations
 
-from .actions import Action, Scenario
+from pagedkv.scenarios.actions import Action, Scenario
 
 PROMPT_A = "The KV cache holds"  # 18 bytes: 4 full pages of 4 and half a page
 PROMPT_B = PROMPT_A + " pages."

@@ -18,11 +18,11 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from ..model import TinyLM
-from ..pool import KVCachePool, OutOfPagesError
-from ..scheduler import Scheduler
-from ..sequence import SequenceManager
-from .actions import Action, ActionRecord
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.model.tinylm import TinyLM
+from pagedkv.scenarios.actions import Action, ActionRecord
 
 
 class ScenarioOperations:

@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from ..model import TinyLM
-from ..pool import Event, KVCachePool, OutOfPagesError
-from ..scheduler import Scheduler
-from ..sequence import SequenceManager, UnknownSequenceError
-from .actions import Action, ActionRecord, Scenario
-from .operations import ScenarioOperations
+from pagedkv.core.pool import Event, KVCachePool, OutOfPagesError
+from pagedkv.core.sequence import SequenceManager, UnknownSequenceError
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.model.tinylm import TinyLM
+from pagedkv.scenarios.actions import Action, ActionRecord, Scenario
+from pagedkv.scenarios.operations import ScenarioOperations
 
 MAX_STEPS = 1000  # a scenario never grows longer (the Play widget's range)
 
@@ -57,7 +57,9 @@ class ScenarioRun(ScenarioOperations):
         model: TinyLM | None = None,
     ) -> None:
         if isinstance(scenario, str):
-            from .library import get_scenario  # only a name needs the library (built on .actions)
+            from pagedkv.scenarios.library import (
+                get_scenario,  # only a name needs the library (built on .actions)
+            )
 
             scenario = get_scenario(scenario)
         self.scenario = scenario

@@ -7,10 +7,10 @@ server starts. `durable`, `recovery` and `concurrency` need only numpy; `metrics
 are imported by name: `from pagedkv.service.server import create_app`.
 """
 
-from .concurrency import CoarseLock, LockedManager, ReadWriteLock
-from .durable import DurableSequenceManager
-from .recovery import open_store, recover
-from .wal import FsyncPolicy, WALCorruptionError, WriteAheadLog, read_log
+from pagedkv.service.concurrency import CoarseLock, LockedManager, ReadWriteLock
+from pagedkv.service.durable import DurableSequenceManager
+from pagedkv.service.recovery import open_store, recover
+from pagedkv.service.wal import FsyncPolicy, WALCorruptionError, WriteAheadLog, read_log
 
 __all__ = [
     "CoarseLock",

@@ -8,9 +8,9 @@ same way. Leaves out: the K/V themselves (a snapshot describes pages, not their 
 
 from __future__ import annotations
 
-from ..model import TinyLM
-from ..pool import PoolSnapshot
-from ..sequence import Sequence
+from pagedkv.core.pool import PoolSnapshot
+from pagedkv.core.sequence import Sequence
+from pagedkv.model.tinylm import TinyLM
 
 
 def describe(seq: Sequence) -> dict:

@@ -25,9 +25,9 @@ from array import array
 from collections.abc import Hashable
 from pathlib import Path
 
-from ..hashing import encode_extra_key
-from ..sequence import Sequence, SequenceManager
-from .wal import WALCorruptionError, atomic_write
+from pagedkv.core.hashing import encode_extra_key
+from pagedkv.core.sequence import Sequence, SequenceManager
+from pagedkv.service.wal import WALCorruptionError, atomic_write
 
 MAGIC = b"PKVCKP2\n"  # 2: the release order replaced the eviction order
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..validation import check_int
-from .checkpoint import write_checkpoint
-from .concurrency import LockedManager
-from .durable import DurableSequenceManager
+from pagedkv.core.support.validation import check_int
+from pagedkv.service.checkpoint import write_checkpoint
+from pagedkv.service.concurrency import LockedManager
+from pagedkv.service.durable import DurableSequenceManager
 
 log = logging.getLogger("pagedkv.service")
 

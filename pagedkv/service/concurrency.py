@@ -51,8 +51,8 @@ import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 
-from ..pool import PoolSnapshot
-from ..sequence import Sequence, SequenceManager
+from pagedkv.core.pool import PoolSnapshot
+from pagedkv.core.sequence import Sequence, SequenceManager
 
 
 class CoarseLock:

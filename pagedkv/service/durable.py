@@ -55,13 +55,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from ..sequence import SequenceManager
-from ..validation import check_int, check_seq_id, check_token
-from .checkpoint import export_state, key_to_json, write_checkpoint
-from .idempotency import IdempotencyKeys
-from .wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.core.support.validation import check_int, check_seq_id, check_token
+from pagedkv.service.checkpoint import export_state, key_to_json, write_checkpoint
+from pagedkv.service.idempotency import IdempotencyKeys
+from pagedkv.service.wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
 
 CONFIG, KV, LOG, CHECKPOINT, LOCK = "config.json", "kv.bin", "wal.log", "checkpoint.bin", "lock"
 

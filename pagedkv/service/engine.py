@@ -46,19 +46,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..model import VOCAB_SIZE, TinyLM
-from ..pool import KVCachePool, OutOfPagesError
-from ..sequence import Sequence, SequenceManager
-from ..validation import check_tokens, check_vocab
-from .answers import describe, snapshot_json
-from .checkpointer import Checkpointer
-from .concurrency import LockedManager
-from .durable import COW_LOG_KEEP, DurableSequenceManager
-from .idempotency import IdempotencyKeys, check_key, fingerprint
-from .limits import ServiceBusyError, ServiceLimits
-from .metrics import ServiceMetrics
-from .recovery import discarded_lines, open_store
-from .wal import FsyncPolicy
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
+from pagedkv.core.sequence import Sequence, SequenceManager
+from pagedkv.core.support.validation import check_tokens, check_vocab
+from pagedkv.model.tinylm import VOCAB_SIZE, TinyLM
+from pagedkv.service.answers import describe, snapshot_json
+from pagedkv.service.checkpointer import Checkpointer
+from pagedkv.service.concurrency import LockedManager
+from pagedkv.service.durable import COW_LOG_KEEP, DurableSequenceManager
+from pagedkv.service.idempotency import IdempotencyKeys, check_key, fingerprint
+from pagedkv.service.limits import ServiceBusyError, ServiceLimits
+from pagedkv.service.metrics import ServiceMetrics
+from pagedkv.service.recovery import discarded_lines, open_store
+from pagedkv.service.wal import FsyncPolicy
 
 MAX_CONTEXT_TOKENS = ServiceLimits.max_context_tokens  # default tokens one sequence may hold
 log = logging.getLogger("pagedkv.service")

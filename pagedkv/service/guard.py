@@ -22,8 +22,8 @@ import hmac
 import json
 import time
 
-from .limits import ServiceLimits
-from .logs import RateLimitedLog
+from pagedkv.service.limits import ServiceLimits
+from pagedkv.service.logs import RateLimitedLog
 
 MAX_BODY_BYTES = 256 << 10
 _UNLIMITED = frozenset({"/health", "/metrics"})  # cheap, lock-free: never refused as busy

@@ -71,12 +71,12 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..sequence import SequenceManager
-from .concurrency import LockedManager
-from .wal import WriteAheadLog
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.service.concurrency import LockedManager
+from pagedkv.service.wal import WriteAheadLog
 
 if TYPE_CHECKING:
-    from ..scheduler import Scheduler
+    from pagedkv.engine.scheduler import Scheduler
 
 LATENCY_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 0.1)
 

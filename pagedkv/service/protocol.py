@@ -32,8 +32,8 @@ import itertools
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .limits import ServiceLimits
-from .logs import RateLimitedLog
+from pagedkv.service.limits import ServiceLimits
+from pagedkv.service.logs import RateLimitedLog
 
 _order = itertools.count()  # connection opening order (oldest = smallest)
 _log = RateLimitedLog("pagedkv.service")

@@ -37,11 +37,11 @@ from typing import Literal, cast
 
 import numpy as np
 
-from ..config import CacheConfig
-from ..pool import KVCachePool
-from .checkpoint import export_state, key_from_json, read_checkpoint, restore_state
-from .durable import CHECKPOINT, CONFIG, KV, LOG, DurableSequenceManager, lock_store
-from .wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, read_log
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.service.checkpoint import export_state, key_from_json, read_checkpoint, restore_state
+from pagedkv.service.durable import CHECKPOINT, CONFIG, KV, LOG, DurableSequenceManager, lock_store
+from pagedkv.service.wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, read_log
 
 
 class StoreFileError(Exception):

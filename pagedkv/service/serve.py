@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import fields
 
-from .limits import ServiceLimits
+from pagedkv.service.limits import ServiceLimits
 
 HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
 EXIT_USAGE, EXIT_MISSING, EXIT_DAMAGED, EXIT_LOCKED = 2, 3, 4, 5
@@ -110,8 +110,8 @@ def read_token(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .recovery import StoreFileError
-    from .wal import WALCorruptionError
+    from pagedkv.service.recovery import StoreFileError
+    from pagedkv.service.wal import WALCorruptionError
 
     try:
         token = read_token(args)
@@ -140,10 +140,10 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
 
     import uvicorn
 
-    from . import logs
-    from .engine import ServiceEngine
-    from .protocol import protocol_class
-    from .server import create_app
+    from pagedkv.service import logs
+    from pagedkv.service.engine import ServiceEngine
+    from pagedkv.service.protocol import protocol_class
+    from pagedkv.service.server import create_app
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not token:
         print(

@@ -59,13 +59,13 @@ from pydantic import (
     model_validator,
 )
 
-from ..model import TinyLM
-from ..pool import OutOfPagesError
-from ..sequence import UnknownSequenceError
-from .durable import StoreNeedsRecoveryError
-from .engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
-from .guard import MAX_BODY_BYTES, Guard
-from .limits import ServiceBusyError, ServiceLimits
+from pagedkv.core.pool import OutOfPagesError
+from pagedkv.core.sequence import UnknownSequenceError
+from pagedkv.model.tinylm import TinyLM
+from pagedkv.service.durable import StoreNeedsRecoveryError
+from pagedkv.service.engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
+from pagedkv.service.guard import MAX_BODY_BYTES, Guard
+from pagedkv.service.limits import ServiceBusyError, ServiceLimits
 
 # Defaults of the per-request limits (ServiceLimits; `serve --max-prompt-tokens` etc.).
 MAX_PROMPT_TOKENS = ServiceLimits.max_prompt_tokens  # tokens (bytes of text) in one create request

@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import CacheConfig
-from ..model import TinyLM
-from ..pool import KVCachePool, OutOfPagesError
-from ..sequence import SequenceManager
-from .durable import DurableSequenceManager
-from .wal import WriteAheadLog
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.model.tinylm import TinyLM
+from pagedkv.service.durable import DurableSequenceManager
+from pagedkv.service.wal import WriteAheadLog
 
 if TYPE_CHECKING:
-    from .serve import ServerProcess
+    from pagedkv.service.serve import ServerProcess
 
 ALPHABET = list(b"abcdefgh ")  # few letters: prompts collide on prefixes often
 NUM_PAGES, PAGE_SIZE = 24, 4  # small enough that the pool fills, evicts and refuses

@@ -9,20 +9,20 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
-from .block_table import block_table_html, plot_block_tables
-from .fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
-from .heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
-from .kernel import plot_chunked_kernel
-from .lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
-from .palette import SequencePalette
-from .projector import projector
-from .refusal import plot_refusal
-from .tokens import plot_token_pages, token_ids_of, token_pages_html
-from .usage import plot_series, plot_slots, plot_usage, sharing_savings, slot_usage
+from pagedkv.viz.block_table import block_table_html, plot_block_tables
+from pagedkv.viz.fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
+from pagedkv.viz.heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
+from pagedkv.viz.kernel import plot_chunked_kernel
+from pagedkv.viz.lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
+from pagedkv.viz.palette import SequencePalette
+from pagedkv.viz.projector import projector
+from pagedkv.viz.refusal import plot_refusal
+from pagedkv.viz.tokens import plot_token_pages, token_ids_of, token_pages_html
+from pagedkv.viz.usage import plot_series, plot_slots, plot_usage, sharing_savings, slot_usage
 
 if TYPE_CHECKING:
-    from .dashboard import Dashboard
-    from .quiz import PredictStep, Question, Quiz
+    from pagedkv.viz.dashboard import Dashboard
+    from pagedkv.viz.quiz import PredictStep, Question, Quiz
 
 _WIDGETS = {"Dashboard": ".dashboard", "PredictStep": ".quiz", "Question": ".quiz", "Quiz": ".quiz"}
 

@@ -28,10 +28,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from ..pool import Event, PoolSnapshot
-from .palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
-from .projector import projector
-from .tokens import token_pages_html
+from pagedkv.core.pool import Event, PoolSnapshot
+from pagedkv.viz.palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
+from pagedkv.viz.projector import projector
+from pagedkv.viz.tokens import token_pages_html
 
 COW_COLOR = VICTIM_COLOR  # vermillion: the page that was written was a copy
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipywidgets as widgets
 
-from ..scenarios import SCENARIOS, ScenarioRun
+from pagedkv.scenarios import SCENARIOS, ScenarioRun
 
 __all__ = ["PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
 

@@ -30,12 +30,12 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from ..contiguous import ContiguousKVCache, NoContiguousHoleError
-from ..page import PageState
-from ..pool import PoolSnapshot
-from .palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
-from .projector import projector
-from .usage import slot_usage
+from pagedkv.core.page import PageState
+from pagedkv.core.pool import PoolSnapshot
+from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
+from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
+from pagedkv.viz.projector import projector
+from pagedkv.viz.usage import slot_usage
 
 CATEGORIES = (  # slot categories of both layouts, in drawing order
     "tokens",

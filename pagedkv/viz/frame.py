@@ -27,8 +27,8 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 from PIL import Image, ImageDraw, ImageFont
 
-from ..page import PageState
-from .palette import LRU_CMAP, OCCUPANCY_CMAP, REF_COUNT_CMAP, STATE_COLORS, VICTIM_COLOR
+from pagedkv.core.page import PageState
+from pagedkv.viz.palette import LRU_CMAP, OCCUPANCY_CMAP, REF_COUNT_CMAP, STATE_COLORS, VICTIM_COLOR
 
 TITLES = {
     "state": "page state",

@@ -32,9 +32,9 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ..page import PageState
-from ..pool import Event, PoolSnapshot
-from .frame import (
+from pagedkv.core.page import PageState
+from pagedkv.core.pool import Event, PoolSnapshot
+from pagedkv.viz.frame import (
     FONT_PT,
     SUPTITLE_PT,
     TITLE_PT,
@@ -44,7 +44,7 @@ from .frame import (
     pack_rgba,
     stamp_text,
 )
-from .heatmap_views import (
+from pagedkv.viz.heatmap_views import (
     MAX_LEGEND_SEQUENCES,
     VIEWS,
     Panel,
@@ -53,7 +53,7 @@ from .heatmap_views import (
     view_cells,
     wrap_seq_id,
 )
-from .palette import DEFAULT_PALETTE, VICTIM_COLOR, SequencePalette
+from pagedkv.viz.palette import DEFAULT_PALETTE, VICTIM_COLOR, SequencePalette
 
 __all__ = [
     "DPI",

@@ -23,9 +23,9 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_rgba_array
 
-from ..page import PageState
-from ..pool import Event, PoolSnapshot
-from .frame import (
+from pagedkv.core.page import PageState
+from pagedkv.core.pool import Event, PoolSnapshot
+from pagedkv.viz.frame import (
     FONT_PT,
     LRU_ACTIVE_COLOR,
     LRU_FREE_COLOR,
@@ -34,7 +34,7 @@ from .frame import (
     PanelFrame,
     fit_text,
 )
-from .palette import (
+from pagedkv.viz.palette import (
     LRU_CMAP,
     NO_OWNER_COLOR,
     OCCUPANCY_CMAP,

@@ -21,8 +21,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from .palette import SEQUENCE_COLORS
-from .projector import projector
+from pagedkv.viz.palette import SEQUENCE_COLORS
+from pagedkv.viz.projector import projector
 
 ROWS = {"K": 3.3, "scores": 2.2, "V": 0.0, "out": -1.1}  # y of each band (data units)
 

@@ -19,7 +19,7 @@ from collections.abc import Hashable
 
 from matplotlib.colors import to_rgba
 
-from ..page import PageState
+from pagedkv.core.page import PageState
 
 STATE_COLORS = {  # page state -> Okabe–Ito colour
     PageState.FREE: "#DDDDDD",

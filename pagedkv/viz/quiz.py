@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
-from ..scenarios import ActionRecord, ScenarioRun
-from .heatmap import PoolHeatmap
+from pagedkv.scenarios import ActionRecord, ScenarioRun
+from pagedkv.viz.heatmap import PoolHeatmap
 
 RIGHT, WRONG = "#007A5A", "#B91C1C"
 

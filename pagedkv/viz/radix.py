@@ -1,4 +1,4 @@
-"""Pictures of a radix tree (`pagedkv.radix_cache.RadixCache`) as it grows and splits.
+"""Pictures of a radix tree (`pagedkv.radix.radix_cache.RadixCache`) as it grows and splits.
 
 Each node is a box holding its run of tokens (as text when a decoder is given, e.g.
 `TinyLM.decode`) and its page ids; edges go from parent to child, the root at the top.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..radix_cache import RadixCache, RadixNode
+from pagedkv.radix.radix_cache import RadixCache, RadixNode
 
 COLORS = {"ACTIVE": "#F0A35E", "CACHED": "#8EC9E8", None: "#DDDDDD"}  # page state -> fill
 

@@ -19,11 +19,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
-from ..page import PageState
-from ..pool import PoolSnapshot
-from .frame import grid_shape
-from .palette import STATE_COLORS
-from .projector import projector
+from pagedkv.core.page import PageState
+from pagedkv.core.pool import PoolSnapshot
+from pagedkv.viz.frame import grid_shape
+from pagedkv.viz.palette import STATE_COLORS
+from pagedkv.viz.projector import projector
 
 
 def plot_refusal(before: PoolSnapshot, after: PoolSnapshot, error: BaseException) -> Figure:

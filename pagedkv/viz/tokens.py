@@ -22,9 +22,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from ..pool import PoolSnapshot
-from ..sequence import SequenceManager
-from .palette import DEFAULT_PALETTE, NO_OWNER_COLOR, SequencePalette
+from pagedkv.core.pool import PoolSnapshot
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.viz.palette import DEFAULT_PALETTE, NO_OWNER_COLOR, SequencePalette
 
 
 def token_ids_of(seqs: SequenceManager) -> dict[Hashable, list[int]]:

@@ -26,10 +26,10 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from ..page import PageState
-from ..pool import PoolSnapshot
-from .palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
-from .projector import projector
+from pagedkv.core.page import PageState
+from pagedkv.core.pool import PoolSnapshot
+from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
+from pagedkv.viz.projector import projector
 
 EMPTY_SLOT_COLOR = "#FFFFFF"  # an empty slot of an ACTIVE page: allocated, holds nothing
 

@@ -1,0 +1,184 @@
+"""ContiguousKVCache: the baseline a paged KV cache replaces.
+
+Before paging, serving systems (FasterTransformer, Orca) kept each request's K/V in one
+contiguous range of slots, reserved when the request is admitted and sized for the longest
+it could grow, because a contiguous tensor cannot be extended in place. This class is that
+allocator over one arena of `num_slots` token slots:
+
+- `add` reserves a range for a request, first fit (the lowest-addressed hole that is large
+  enough), sized by a policy: `"max"` (the model's `max_seq_len`), `"pow2"` (the next power
+  of two of the request's final length, at most `max_seq_len`) or `"oracle"` (exactly the
+  final length, which no real system knows in advance);
+- `append` fills one more reserved slot per generated token; `free` returns the range.
+
+`accounting()` sorts every slot into the categories of the vLLM paper (Kwon et al., SOSP
+2023, Fig. 2): token states (slots holding K/V), reserved (slots the request will fill with
+tokens it has not generated yet), internal fragmentation (reserved slots beyond the final
+length: never used), external fragmentation (free slots in holes too small for the next
+request) and free slots. They sum to `num_slots`.
+
+Leaves out: K/V storage itself (this is bookkeeping only; the categories are the point),
+compaction, and allocators other than first fit.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from pagedkv.core.support.validation import check_choice, check_int, check_known, check_new, check_seq_id
+
+POLICIES = ("max", "pow2", "oracle")
+
+
+class NoContiguousHoleError(MemoryError):
+    """No free range of the arena is large enough for the reservation; nothing was changed."""
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """One request's contiguous range of slots."""
+
+    req_id: Hashable
+    start: int  # first slot of the range
+    length: int  # slots reserved
+    used: int  # slots holding token states (prompt + generated so far)
+    final_len: int  # tokens the request will hold when it finishes
+
+
+@dataclass(frozen=True)
+class ContiguousAccounting:
+    """Where the arena's slots are, in the vLLM paper's categories (they sum to num_slots)."""
+
+    num_slots: int
+    token_states: int  # slots holding K/V of a token
+    reserved: int  # slots reserved for tokens still to be generated
+    internal_fragmentation: int  # slots reserved beyond the final length: never filled
+    external_fragmentation: int  # free slots in holes smaller than the next reservation
+    free: int  # free slots in holes that could take the next reservation
+    reservations: tuple[Reservation, ...]  # by start slot, for drawing the layout
+
+    def as_dict(self) -> dict[str, int]:
+        """The five categories and num_slots (without the layout)."""
+        return {
+            "num_slots": self.num_slots,
+            "token_states": self.token_states,
+            "reserved": self.reserved,
+            "internal_fragmentation": self.internal_fragmentation,
+            "external_fragmentation": self.external_fragmentation,
+            "free": self.free,
+        }
+
+
+class ContiguousKVCache:
+    """One arena of token slots; one contiguous first-fit reservation per request."""
+
+    def __init__(self, num_slots: int, policy: str = "max", max_seq_len: int = 2048) -> None:
+        self.num_slots = check_int("num_slots", num_slots, 1, 1 << 40)
+        self.max_seq_len = check_int("max_seq_len", max_seq_len, 1, num_slots)
+        self.policy = check_choice("policy", policy, POLICIES)
+        self._starts: list[int] = []  # sorted start slots of the reservations
+        self._by_start: dict[int, Hashable] = {}  # start slot -> req id
+        self._requests: dict[Hashable, list[int]] = {}  # req id -> [start, length, used, final_len]
+
+    # ---- queries -----------------------------------------------------------------------------
+
+    def reservation_size(self, final_len: int) -> int:
+        """Slots the policy reserves for a request that ends with `final_len` tokens."""
+        check_int("final_len", final_len, 1, self.max_seq_len)
+        if self.policy == "max":
+            return self.max_seq_len
+        if self.policy == "pow2":
+            return min(1 << (final_len - 1).bit_length(), self.max_seq_len)
+        return final_len
+
+    def __contains__(self, req_id: object) -> bool:
+        try:
+            return req_id in self._requests
+        except TypeError:
+            return False
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def holes(self) -> list[tuple[int, int]]:
+        """Free ranges as (start, length), by address."""
+        out, cursor = [], 0
+        for start in self._starts:
+            if start > cursor:
+                out.append((cursor, start - cursor))
+            cursor = start + self._requests[self._by_start[start]][1]
+        if cursor < self.num_slots:
+            out.append((cursor, self.num_slots - cursor))
+        return out
+
+    def accounting(self, next_final_len: int | None = None) -> ContiguousAccounting:
+        """Every slot in one category. A hole counts as external fragmentation when it cannot
+        hold the reservation of a request with `next_final_len` tokens (default: the longest
+        request, `max_seq_len`): the memory exists but cannot serve that request."""
+        need = self.reservation_size(self.max_seq_len if next_final_len is None else next_final_len)
+        reservations = tuple(
+            Reservation(self._by_start[s], *self._requests[self._by_start[s]]) for s in self._starts
+        )
+        holes = [length for _, length in self.holes()]
+        return ContiguousAccounting(
+            num_slots=self.num_slots,
+            token_states=sum(r.used for r in reservations),
+            reserved=sum(r.final_len - r.used for r in reservations),
+            internal_fragmentation=sum(r.length - r.final_len for r in reservations),
+            external_fragmentation=sum(h for h in holes if h < need),
+            free=sum(h for h in holes if h >= need),
+            reservations=reservations,
+        )
+
+    # ---- operations --------------------------------------------------------------------------
+
+    def add(self, req_id: Hashable, prompt_len: int, final_len: int) -> int:
+        """Reserve a range for a request holding `prompt_len` tokens that will grow to
+        `final_len`; returns its start slot. Raises NoContiguousHoleError (changing nothing)
+        when no hole fits the policy's reservation."""
+        check_new("req_id", check_seq_id("req_id", req_id), self._requests, "holding a reservation")
+        check_int("final_len", final_len, 1, self.max_seq_len)
+        check_int("prompt_len", prompt_len, 1, final_len)
+        length = self.reservation_size(final_len)
+        start = next((s for s, h in self.holes() if h >= length), None)
+        if start is None:
+            largest = max((h for _, h in self.holes()), default=0)
+            raise NoContiguousHoleError(
+                f"req_id {req_id!r} needs {length} contiguous slots (policy {self.policy!r}); "
+                f"the largest hole has {largest} of {self.num_slots - self._reserved_slots()} free"
+            )
+        bisect.insort(self._starts, start)
+        self._by_start[start] = req_id
+        self._requests[req_id] = [start, length, prompt_len, final_len]
+        return start
+
+    def append(self, req_id: Hashable) -> int:
+        """One generated token goes into the next reserved slot; returns that slot."""
+        entry = self._get(req_id)
+        start, _, used, final_len = entry
+        if used == final_len:
+            raise ValueError(f"req_id {req_id!r} already holds its final_len = {final_len} tokens")
+        entry[2] += 1
+        return start + used
+
+    def free(self, req_id: Hashable) -> None:
+        """Return a request's whole range to the arena."""
+        start = self._get(req_id)[0]
+        del self._requests[req_id]
+        del self._by_start[start]
+        self._starts.pop(bisect.bisect_left(self._starts, start))
+
+    def _get(self, req_id: Hashable) -> list[int]:
+        return check_known("req_id", req_id, self._requests, "a request holding a reservation")
+
+    def _reserved_slots(self) -> int:
+        return sum(entry[1] for entry in self._requests.values())
+
+    def __repr__(self) -> str:
+        return (
+            f"ContiguousKVCache(num_slots={self.num_slots}, policy={self.policy!r}, "
+            f"max_seq_len={self.max_seq_len}, requests={len(self._requests)}, "
+            f"reserved={self._reserved_slots()})"
+        )

@@ -1,0 +1,77 @@
+"""Small experiments the notebooks run: the prefix-cache hit rate against pool size.
+
+`popular_system_prompts` builds the workload: Alpaca-like requests (short instructions with
+the prompt lengths of the Alpaca dataset the vLLM paper uses, mean about 19 tokens; see
+`pagedkv.labs.workloads`), each starting with one of a few system prompts. Popularity follows a
+Zipf law, as request popularity usually does: the k-th prompt is picked with probability
+proportional to 1/k, so a few prompts make up most of the traffic.
+
+`prefix_hit_rates` admits the requests one at a time into pools of several sizes, each
+request finishing before the next arrives, and reports the share of prompt tokens served
+from the prefix cache (`PoolStats.hit_rate`, vLLM's prefix-cache hit rate) for each
+eviction policy. It is bookkeeping only: no model runs, so the pages hold no real K/V, which
+is fine because nothing reads them. vLLM measures the same rate on real traffic
+(`vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`).
+
+Leaves out: requests that overlap in time (each is freed before the next), and output tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.core.support.validation import check_int
+from pagedkv.labs.workloads import Request, alpaca_like, with_system_prompt
+
+
+def popular_system_prompts(
+    num_requests: int = 400, num_prompts: int = 8, length: int = 64, seed: int = 0
+) -> list[Request]:
+    """Alpaca-like requests, each after one of `num_prompts` system prompts of `length`
+    tokens; the k-th prompt is picked with probability proportional to 1/k."""
+    check_int("num_requests", num_requests, 1, 1 << 20)
+    check_int("num_prompts", num_prompts, 1, 1 << 16)
+    check_int("length", length, 1, 1 << 16)
+    popularity = 1 / np.arange(1, num_prompts + 1)
+    picks = np.random.default_rng(seed).choice(
+        num_prompts, size=num_requests, p=popularity / popularity.sum()
+    )
+    return [
+        with_system_prompt([r], length, seed=int(k))[0]  # the seed names the system prompt
+        for r, k in zip(alpaca_like(num_requests, seed=seed), picks, strict=True)
+    ]
+
+
+def prefix_hit_rates(
+    requests: Sequence[Request],
+    pool_sizes: Sequence[int] = (16, 32, 64, 128),
+    policies: Sequence[str] = ("lru", "mru"),
+    page_size: int = 16,
+) -> dict[tuple[int, str], float]:
+    """(num_pages, eviction policy) -> share of prompt tokens that were prefix hits, with
+    the requests admitted and freed one after another."""
+    if not requests:
+        raise ValueError("requests must not be empty")
+    longest = max(len(r.prompt_token_ids) for r in requests)
+    for num_pages in pool_sizes:
+        if num_pages * page_size < longest:
+            raise ValueError(
+                f"pool_sizes: {num_pages} pages of {page_size} slots cannot hold the longest "
+                f"prompt ({longest} tokens)"
+            )
+    rates = {}
+    for num_pages in pool_sizes:
+        for policy in policies:
+            config = CacheConfig(num_pages=num_pages, page_size=page_size, eviction_policy=policy)
+            pool = KVCachePool(config)
+            seqs = SequenceManager(pool)
+            for r in requests:
+                seqs.add(r.req_id, r.prompt_token_ids)
+                seqs.free(r.req_id)
+            rates[num_pages, policy] = pool.stats.hit_rate
+    return rates

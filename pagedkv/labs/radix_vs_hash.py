@@ -1,0 +1,103 @@
+"""Radix tree against hash chain on one request stream: hit tokens, index size, evictions.
+
+Three caches replay the same `pagedkv.labs.lab_workloads` stream, one request at a time:
+
+- **hash**: `KVCachePool` with vLLM's chained block hashes and LRU (`prefix_index="hash"`);
+- **radix**: the same pool with SGLang's tree as its index and leaf-first LRU
+  (`prefix_index="radix"`); pages enter the index when they fill, and leaves give up one
+  page at a time, because the pool asks for exactly the pages it needs;
+- **sglang**: `RadixCache` driven the way SGLang's scheduler drives it
+  (`sglang_replay`): match the prompt minus its last token, lock the matched node, take
+  the missing pages from a free list, evicting *whole* unlocked leaves when it runs dry,
+  and insert the request's pages when it finishes (freeing its copies of pages the tree
+  already had, and its partial last page).
+
+The hit rule is the same in all three: at least the last prompt token runs, and only whole
+pages hit, so at most floor((prompt_len - 1) / page_size) pages. (SGLang caps the match at
+prompt_len - 1 *tokens* and then matches whole pages: the same formula. What differs is
+its default page size, 1, where the cap costs one token, against vLLM's 16.)
+
+Leaves out: overlapping requests (where SGLang's insert-at-finish and the pool's
+insert-at-fill part ways), and SGLang's host tier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs.hit_rate_lab import num_pages_for, serve_one_at_a_time
+from pagedkv.labs.lab_workloads import LabRequest
+from pagedkv.radix.radix_cache import RadixCache
+from pagedkv.radix.radix_index import RadixPrefixIndex
+
+INDEXES = ("hash", "radix", "sglang")
+
+
+@dataclass(frozen=True)
+class IndexResult:
+    index: str  # "hash", "radix" or "sglang"
+    hit_tokens: int  # prompt tokens served from the cache
+    query_tokens: int  # prompt tokens looked up
+    evictions: int  # pages reclaimed from the cache
+    entries: int  # index size at the end: block hashes (hash) or tree nodes (radix, sglang)
+    cached_pages: int  # pages the index holds at the end
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0
+
+
+def pool_replay(
+    requests: Sequence[LabRequest], cache_tokens: int, index: str, page_size: int = 16
+) -> IndexResult:
+    """The stream through a `KVCachePool` whose prefix index is "hash" or "radix"."""
+    num_pages = num_pages_for(requests, cache_tokens, page_size)
+    config = CacheConfig.bookkeeping(num_pages, page_size, prefix_index=index)
+    pool = KVCachePool(config)
+    serve_one_at_a_time(SequenceManager(pool), requests)
+    stats = pool.stats
+    tree_index = pool.prefix_index
+    entries = tree_index.tree.num_nodes if isinstance(tree_index, RadixPrefixIndex) else len(tree_index)
+    return IndexResult(
+        index, stats.prefix_hits, stats.prefix_queries, stats.evictions, entries, len(pool.prefix_index)
+    )
+
+
+def sglang_replay(requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16) -> IndexResult:
+    """The stream through a `RadixCache` managed as SGLang's scheduler manages it."""
+    num_pages = num_pages_for(requests, cache_tokens, page_size)
+    tree, free = RadixCache(page_size), list(range(num_pages))
+    hits = queries = evictions = 0
+    for r in requests:
+        prompt, tokens = r.prompt_token_ids, r.prompt_token_ids + r.output_token_ids
+        match = tree.match_prefix(prompt[: len(prompt) - 1])  # the last prompt token runs
+        tree.inc_lock_ref(match.last_node)
+        need = -(-len(tokens) // page_size) - match.num_pages
+        if need > len(free):
+            freed = tree.evict(need - len(free))  # whole leaves: may free more than asked
+            evictions += len(freed)
+            free += freed
+        pages, free = match.page_ids + free[:need], free[need:]
+        hits, queries = hits + match.num_pages * page_size, queries + len(prompt)
+        # The request finishes: its whole pages go into the tree; its copies of pages the
+        # tree had already, and its partial last page, go back to the free list.
+        known = tree.insert(tokens, pages) // page_size
+        full = len(tokens) // page_size
+        free += pages[match.num_pages : known] + pages[full:]
+        tree.dec_lock_ref(match.last_node)
+    return IndexResult("sglang", hits, queries, evictions, tree.num_nodes, tree.total_size())
+
+
+def compare_indexes(
+    requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16
+) -> list[IndexResult]:
+    """hash, radix and sglang on the same stream and cache size."""
+    return [
+        pool_replay(requests, cache_tokens, "hash", page_size),
+        pool_replay(requests, cache_tokens, "radix", page_size),
+        sglang_replay(requests, cache_tokens, page_size),
+    ]

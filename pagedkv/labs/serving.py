@@ -1,0 +1,196 @@
+"""The paper's serving run: requests arriving over time, served contiguous or paged.
+
+`bench memory` queues every request at time 0 (the offline setting). A serving experiment,
+like the vLLM paper's (Kwon et al., SOSP 2023, Sec. 6), lets requests arrive by a Poisson
+process of `arrival_rate` requests per second and measures memory and latency while the
+engine works through them. Here the engine's clock is the cost model's (`pagedkv.labs.costs`):
+each step of continuous batching takes `step_seconds` for the tokens it computes and the
+K/V it reads, on a named model and GPU (default: the paper's OPT-13B on an A100-40GB).
+
+Per step every slot of the KV memory is counted in the paper's Fig. 2 categories, and the
+counts are averaged weighted by the step's duration two ways: over the steps during which
+requests wait (the system under load, the terms of `bench memory`) and, as `run_*`, over
+the whole run (unused memory included). Per request, the normalized latency is
+(finish - arrival) / output tokens, the paper's latency metric (Sec. 6.1). The same
+requests are served by `ContiguousKVCache` (`max`, `pow2`, `oracle` reservations,
+Orca-style) and by the paged `Scheduler` in bookkeeping-only mode.
+
+Leaves out: the model's real speed (the step time is a roofline estimate), chunked prefill,
+request timeouts, and the allocator overheads a real Orca implementation would add.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+import numpy as np
+
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.labs import costs
+from pagedkv.labs.contiguous import POLICIES, ContiguousKVCache, NoContiguousHoleError
+from pagedkv.labs.workloads import Request
+
+CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
+SYSTEMS = (*POLICIES, "paged")
+
+
+def poisson_arrivals(num_requests: int, arrival_rate: float, seed: int = 0) -> np.ndarray:
+    """Arrival times of a Poisson process of `arrival_rate` requests per unit of time
+    (exponential gaps, the first request at its first gap): float64 [num_requests], sorted."""
+    if isinstance(arrival_rate, bool) or not isinstance(arrival_rate, (int, float)):
+        raise TypeError(f"arrival_rate must be a number, got {arrival_rate!r}")
+    if not 0 < arrival_rate < float("inf"):
+        raise ValueError(f"arrival_rate must be a finite number > 0, got {arrival_rate!r}")
+    gaps = np.random.default_rng([seed, 3]).exponential(1 / arrival_rate, num_requests)
+    return np.cumsum(gaps)
+
+
+class _Meter:
+    """Time-weighted memory categories over loaded steps, and per-request latencies."""
+
+    def __init__(self, num_slots: int) -> None:
+        self.num_slots, self.loaded_seconds, self.busy_seconds = num_slots, 0.0, 0.0
+        self.totals = dict.fromkeys(CATEGORIES, 0.0)  # over loaded steps (requests waiting)
+        self.run_totals = dict.fromkeys(CATEGORIES, 0.0)  # over every step of the run
+        self.batches: list[int] = []
+        self.latency: list[float] = []  # normalized: seconds per output token
+
+    def sample(self, categories: dict, seconds: float, batch: int, loaded: bool) -> None:
+        for name in CATEGORIES:
+            self.run_totals[name] += categories[name] * seconds
+        self.busy_seconds += seconds
+        if loaded:
+            for name in CATEGORIES:
+                self.totals[name] += categories[name] * seconds
+            self.loaded_seconds += seconds
+            self.batches.append(batch)
+
+    def result(self, clock: float) -> dict:
+        scale = 100.0 / (self.num_slots * self.loaded_seconds) if self.loaded_seconds else 0.0
+        out = {name: self.totals[name] * scale for name in CATEGORIES}
+        run_scale = 100.0 / (self.num_slots * self.busy_seconds)
+        out.update({f"run_{name}": self.run_totals[name] * run_scale for name in CATEGORIES})
+        out.update(
+            normalized_latency=float(np.mean(self.latency)),  # s / token
+            mean_batch=float(np.mean(self.batches)) if self.batches else 0.0,
+            loaded_share=self.loaded_seconds / clock,
+            seconds=clock,
+        )
+        return out
+
+
+def serve(
+    requests: Sequence[Request],
+    system: str,
+    *,
+    arrival_rate: float,
+    num_slots: int = 16_384,
+    page_size: int = 16,
+    max_seq_len: int = 2048,
+    max_num_seqs: int = 256,
+    model: str = "OPT-13B",
+    gpu: str = "A100-40GB",
+    seed: int = 0,
+) -> dict:
+    """Serve the requests arriving at `arrival_rate` per second with one system ("max",
+    "pow2", "oracle" or "paged"); memory shares in % of slots and latency in s / token."""
+    if system not in SYSTEMS:
+        raise ValueError(f"system must be one of {SYSTEMS}, got {system!r}")
+    costs.model_spec(model), costs.gpu_spec(gpu)  # noqa: B018 - validate the names first
+    arrivals = poisson_arrivals(len(requests), arrival_rate, seed)
+    if system == "paged":
+        return _serve_paged(requests, arrivals, num_slots, page_size, max_seq_len, max_num_seqs, model, gpu)
+    return _serve_contiguous(requests, arrivals, num_slots, system, max_seq_len, max_num_seqs, model, gpu)
+
+
+def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_num_seqs, model, gpu) -> dict:
+    arena = ContiguousKVCache(num_slots, policy, max_seq_len)
+    meter = _Meter(num_slots)
+    waiting: deque[int] = deque()  # request indices, FCFS
+    running: list[list[int]] = []  # [request index, tokens held]
+    clock, nxt = 0.0, 0
+    while nxt < len(requests) or waiting or running:
+        if not waiting and not running:
+            clock = max(clock, float(arrivals[nxt]))
+        while nxt < len(requests) and arrivals[nxt] <= clock:
+            waiting.append(nxt)
+            nxt += 1
+        prefill = 0
+        while waiting and len(running) < max_num_seqs:
+            r = requests[waiting[0]]
+            try:
+                arena.add(r.req_id, r.prompt_len, r.final_len)
+            except NoContiguousHoleError:
+                break
+            running.append([waiting.popleft(), r.prompt_len])
+            prefill += r.prompt_len
+        held = sum(tokens for _, tokens in running)
+        seconds = costs.step_seconds(model, gpu, len(running) + prefill, held)
+        upcoming = requests[waiting[0] if waiting else min(nxt, len(requests) - 1)].final_len
+        meter.sample(arena.accounting(upcoming).as_dict(), seconds, len(running), bool(waiting))
+        clock += seconds
+        still = []
+        for entry in running:  # one decode step: finish, or hold one more token
+            r = requests[entry[0]]
+            if entry[1] == r.final_len:
+                arena.free(r.req_id)
+                meter.latency.append((clock - arrivals[entry[0]]) / r.max_new_tokens)
+            else:
+                arena.append(r.req_id)
+                entry[1] += 1
+                still.append(entry)
+        running = still
+    return meter.result(clock)
+
+
+def paged_scheduler(num_slots: int, page_size: int, max_num_seqs: int, max_seq_len: int) -> Scheduler:
+    """A Scheduler over a bookkeeping-only paged pool of `num_slots` slots, prefix caching
+    off. Its token budget is the whole memory, so, like the contiguous arenas, a step admits
+    every request that fits."""
+    config = CacheConfig.bookkeeping(num_slots // page_size, page_size, enable_prefix_caching=False)
+    seqs = SequenceManager(KVCachePool(config))
+    return Scheduler(seqs, max_num_seqs=max_num_seqs, max_num_batched_tokens=max(num_slots, max_seq_len))
+
+
+def paged_categories(sched: Scheduler) -> dict[str, int]:
+    """Slots of `sched`'s pool per memory category (CATEGORIES), read from its live sequences.
+
+    No prefix caching and no forks, so no page is shared: the slots holding tokens are the
+    sequences' tokens (cheaper than reading every page); the rest of their pages is internal
+    fragmentation."""
+    held = sum(seq.num_tokens for seq in sched.seqs.sequences.values())
+    page_size = sched.pool.config.page_size
+    categories = dict.fromkeys(CATEGORIES, 0)
+    categories["token_states"] = held
+    categories["internal_fragmentation"] = sched.pool.num_active_pages * page_size - held
+    categories["free"] = sched.pool.num_available_pages * page_size
+    return categories
+
+
+def _serve_paged(requests, arrivals, num_slots, page_size, max_seq_len, max_num_seqs, model, gpu) -> dict:
+    sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
+    meter, clock, nxt = _Meter(sched.pool.config.num_slots), 0.0, 0
+    index = {r.req_id: i for i, r in enumerate(requests)}
+    while nxt < len(requests) or sched.has_unfinished:
+        if not sched.has_unfinished:
+            clock = max(clock, float(arrivals[nxt]))
+        while nxt < len(requests) and arrivals[nxt] <= clock:
+            r = requests[nxt]
+            sched.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
+            nxt += 1
+        record = sched.step()
+        categories = paged_categories(sched)
+        read = categories["token_states"] + sum(requests[index[r]].final_len for r in record.finished)
+        seconds = costs.step_seconds(model, gpu, record.num_batched_tokens, read)  # finished freed at the end
+        meter.sample(categories, seconds, len(sched.running), bool(sched.waiting))
+        clock += seconds
+        for req_id in record.finished:
+            i = index[req_id]
+            meter.latency.append((clock - arrivals[i]) / requests[i].max_new_tokens)
+    out = meter.result(clock)
+    out["preemptions"] = sched.stats.preemptions
+    return out
