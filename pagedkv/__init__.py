@@ -1,15 +1,26 @@
-"""pagedkv: a paged KV cache, exact and explained."""
+"""pagedkv: a paged KV cache, exact and explained.
+
+The folders are layers (docs/design.md, "The house"): `core` (pages, block tables, prefix
+caching, eviction, copy-on-write) at the bottom, then `radix`, `engine`, `model`, `labs`,
+`scenarios`, `viz`, `exercises`, `bench` and `service`. This file names the public API.
+"""
 
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.eviction import EvictionPolicy, LRUEvictionPolicy, MRUEvictionPolicy
 from pagedkv.core.hashing import block_hashes, hash_block_tokens
+from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import Page, PageState
-from pagedkv.core.pool import Event, KVCachePool, OutOfPagesError, PoolSnapshot
+from pagedkv.core.plumbing.events import Event
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import Sequence, SequenceManager, UnknownSequenceError
 from pagedkv.engine.scheduler import Scheduler
+from pagedkv.labs import eviction_policies as _eviction_policies  # noqa: F401  (registers fifo, lfu, arc, s3fifo)
 from pagedkv.labs.contiguous import ContiguousKVCache
 from pagedkv.model.attention import AttentionEngine, dense_attention
 from pagedkv.model.tinylm import TinyLM
+from pagedkv.radix import radix_index as _radix_index  # noqa: F401  (registers prefix_index="radix")
+
+__version__ = "0.2.0"
 
 __all__ = [
     "AttentionEngine",
@@ -29,6 +40,7 @@ __all__ = [
     "SequenceManager",
     "TinyLM",
     "UnknownSequenceError",
+    "__version__",
     "block_hashes",
     "dense_attention",
     "hash_block_tokens",

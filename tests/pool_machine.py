@@ -37,10 +37,10 @@ class PoolRules(RuleBasedStateMachine):
         try:
             expected = self.ref.add(seq, tokens, extra)
         except OutOfPages:
-            before = self.pool.snapshot()
+            before = self.mgr.snapshot()
             with pytest.raises(OutOfPagesError):
                 self.mgr.add(seq, tokens, extra_key=extra)
-            assert self.pool.snapshot() == before
+            assert self.mgr.snapshot() == before
             return None
         assert self.mgr.add(seq, tokens, extra_key=extra) == expected
         return seq
@@ -52,10 +52,10 @@ class PoolRules(RuleBasedStateMachine):
         try:
             self.ref.append(seq, token)
         except OutOfPages:
-            before = self.pool.snapshot()
+            before = self.mgr.snapshot()
             with pytest.raises(OutOfPagesError):
                 self.mgr.append_slot(seq, token)
-            assert self.pool.snapshot() == before
+            assert self.mgr.snapshot() == before
             return
         slot = self.mgr.append_slot(seq, token)
         table, page_size = self.ref.tables[seq], self.pool.config.page_size
@@ -80,7 +80,7 @@ class PoolRules(RuleBasedStateMachine):
     def agrees_on_pages(self):
         """Every page's state, ref count and tokens, the block tables, the eviction order and
         the counters equal the reference's; the pool's own invariants hold."""
-        self.pool.check_invariants()
+        self.mgr.check_invariants()
         ref, pool = self.ref, self.pool
         for pid in range(pool.num_pages):
             page = pool.page(pid)

@@ -122,7 +122,7 @@ def test_forked_sequences_read_shared_pages_and_their_own_copies(dtype):
             v = np.concatenate([kept[0][layer, 1], extra[seq][layer, 1]])
             want = dense_attention(q[b : b + 1], k, v)[0]
             np.testing.assert_allclose(got[b], want, rtol=0, atol=TOL[dtype])
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 def test_write_lands_at_the_slot_in_the_page_layout():

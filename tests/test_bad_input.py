@@ -36,17 +36,18 @@ def world():
     return model, pool, seqs, AttentionEngine(pool)
 
 
-def unchanged(pool, call, exc, match):
-    before = pool.snapshot()
+def unchanged(seqs, call, exc, match):
+    pool = seqs.pool
+    before = seqs.snapshot()
     kv = pool.kv_cache.copy()
     index = list(pool.prefix_index.items())
     order = pool.eviction.order()
     with pytest.raises(exc, match=match):
         call()
-    assert pool.snapshot() == before
+    assert seqs.snapshot() == before
     assert np.array_equal(pool.kv_cache, kv)
     assert list(pool.prefix_index.items()) == index and pool.eviction.order() == order
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 @pytest.mark.parametrize(
@@ -93,7 +94,7 @@ def unchanged(pool, call, exc, match):
 )
 def test_sequence_manager_rejects(world, call, exc, match):
     _, pool, seqs, _ = world
-    unchanged(pool, lambda: call(seqs), exc, match)
+    unchanged(seqs, lambda: call(seqs), exc, match)
 
 
 @pytest.mark.parametrize(
@@ -110,15 +111,15 @@ def test_sequence_manager_rejects(world, call, exc, match):
     ],
 )
 def test_pool_rejects(world, call, exc, match):
-    _, pool, _, _ = world
-    unchanged(pool, lambda: call(pool), exc, match)
+    _, pool, seqs, _ = world
+    unchanged(seqs, lambda: call(pool), exc, match)
 
 
 def test_reset_prefix_cache_refusal_changes_nothing(world):
-    _, pool, _, _ = world
-    before = pool.snapshot()
+    _, pool, seqs, _ = world
+    before = seqs.snapshot()
     assert pool.reset_prefix_cache() is False
-    assert pool.snapshot() == before
+    assert seqs.snapshot() == before
 
 
 def kv(n, heads=2, dim=8):
@@ -145,8 +146,8 @@ def kv(n, heads=2, dim=8):
     ],
 )
 def test_attention_engine_rejects(world, call, exc, match):
-    _, pool, _, engine = world
-    unchanged(pool, lambda: call(engine), exc, match)
+    _, pool, seqs, engine = world
+    unchanged(seqs, lambda: call(engine), exc, match)
 
 
 def test_dense_attention_rejects_mismatched_shapes():
@@ -179,13 +180,13 @@ def test_dense_attention_rejects_mismatched_shapes():
 )
 def test_model_rejects(world, call, exc, match):
     model, pool, seqs, _ = world
-    unchanged(pool, lambda: call(model, seqs), exc, match)
+    unchanged(seqs, lambda: call(model, seqs), exc, match)
 
 
 def test_model_rejects_out_of_vocabulary_tokens_already_in_the_cache(world):
     model, pool, seqs, _ = world
     seqs.add("big", [1, 2, 999])  # the pool accepts any non-negative id...
-    unchanged(pool, lambda: model.forward(seqs, ["big"]), ValueError, r"\[2\] = 999 is outside")
+    unchanged(seqs, lambda: model.forward(seqs, ["big"]), ValueError, r"\[2\] = 999 is outside")
 
 
 @pytest.mark.parametrize(
@@ -220,9 +221,6 @@ def test_pool_and_manager_constructors_reject():
     with pytest.raises(TypeError, match="kv_cache must be a numpy array"):
         KVCachePool(cfg, kv_cache=[0.0])
     pool = KVCachePool(cfg)
-    SequenceManager(pool)
-    with pytest.raises(ValueError, match="one manager per pool"):
-        SequenceManager(pool)
     with pytest.raises(TypeError, match="pool must be a KVCachePool"):
         SequenceManager(cfg)
     with pytest.raises(TypeError, match="pool must be a KVCachePool"):

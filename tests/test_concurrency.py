@@ -132,7 +132,7 @@ def test_concurrent_durable_manager_logs_in_memory_order(tmp_path, seed):
     snap = locked.snapshot()
     manager.close()
     recovered = recover(tmp_path / "s")
-    assert recovered.pool.snapshot() == snap
+    assert recovered.snapshot() == snap
     recovered.close()
 
 

@@ -91,7 +91,7 @@ def test_back_restores_the_previous_state_and_picture(dash):
     dash.back_button.click()
     assert step_number(dash) == 3
     assert bytes(dash.heatmap.value) == picture and bytes(dash.lru.value) == lru
-    assert dash.run.pool.snapshot() == fresh("walkthrough", 3).pool.snapshot()
+    assert dash.run.seqs.snapshot() == fresh("walkthrough", 3).seqs.snapshot()
 
 
 def test_reset_goes_back_to_step_zero(dash):
@@ -108,7 +108,7 @@ def test_reset_goes_back_to_step_zero(dash):
 def test_play_steps_until_its_value(dash):
     dash.play.value = 4
     assert dash.run.cursor == 4 and step_number(dash) == 4
-    assert dash.run.pool.snapshot() == fresh("walkthrough", 4).pool.snapshot()
+    assert dash.run.seqs.snapshot() == fresh("walkthrough", 4).seqs.snapshot()
     dash.back_button.click()
     assert dash.play.value == 3  # Play follows time travel
 
@@ -180,7 +180,7 @@ def test_fork_and_finish(dash):
     assert all(dash.run.pool.ref_count(p) == 1 for p in range(5))
     dash.seq_picker.value = child
     dash.finish_button.click()
-    snap = dash.run.pool.snapshot()
+    snap = dash.run.seqs.snapshot()
     assert [PageState(s) for s in snap.state[:5]] == [PageState.CACHED] * 4 + [PageState.FREE]
     assert dash.fork_button.disabled and dash.finish_button.disabled  # no live sequence left
 

@@ -51,9 +51,9 @@ def test_the_hash_algo_changes_names_not_hits():
         hits = []
         for i, prompt in enumerate(prompts):
             hits.append(seqs.add(i, prompt))
-            pool.check_invariants()  # recomputes every chain with the pool's algo
+            seqs.check_invariants()  # recomputes every chain with the pool's algo
             seqs.free(i)
-        results[algo] = (hits, pool.stats.as_dict(), pool.snapshot().lru_rank.tolist())
+        results[algo] = (hits, pool.stats.as_dict(), seqs.snapshot().lru_rank.tolist())
         assert pool.page(0).block_hash in {*block_hashes(prompts[-1], 4, algo=algo), None}
     assert results["sha256"] == results["xxhash"] and sum(results["sha256"][0]) > 0
 

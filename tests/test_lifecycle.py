@@ -2,7 +2,7 @@
 
 Oracle: the pool's snapshots. A seeded random run of add / append / fork / free / reset is
 snapshotted after every operation; every page's state change between consecutive snapshots
-must be a transition of `pagedkv.core.support.lifecycle.TRANSITIONS`, and `step_transitions` (read from
+must be a transition of `pagedkv.core.observe.lifecycle.TRANSITIONS`, and `step_transitions` (read from
 events) must name a transition for each change it sees. The diagram must draw every row.
 """
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pagedkv import OutOfPagesError, PageState
-from pagedkv.core.support.lifecycle import ALLOWED, BY_NAME, TRANSITIONS, is_allowed, step_transitions
+from pagedkv.core.observe.lifecycle import ALLOWED, BY_NAME, TRANSITIONS, is_allowed, step_transitions
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz import glossary_markdown, plot_lifecycle
 
@@ -27,7 +27,7 @@ def _random_run(seed: int, num_pages: int = 8, page_size: int = 2, steps: int = 
     pool.add_listener(events.append)
     live, next_id, draining = [], 0, False
     for _ in range(steps):
-        before = pool.snapshot()
+        before = mgr.snapshot()
         events.clear()
         op = rng.choice(["add", "add", "append", "append", "append", "fork", "free", "free"])
         draining = draining or rng.random() < 0.03
@@ -52,8 +52,8 @@ def _random_run(seed: int, num_pages: int = 8, page_size: int = 2, steps: int = 
                 draining = False
         except OutOfPagesError:
             pass
-        pool.check_invariants()
-        yield before, pool.snapshot(), list(events), op
+        mgr.check_invariants()
+        yield before, mgr.snapshot(), list(events), op
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -27,7 +27,7 @@ def test_generation_matches_recompute(model, page_size, caching):
     out = model.generate(seqs, PROMPTS, 12)
     for i, prompt in enumerate(PROMPTS):
         assert out[f"req{i}"] == model.generate_reference(prompt, 12)
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 def test_prefill_and_decode_logits_match_recompute(model):
@@ -43,7 +43,7 @@ def test_prefill_and_decode_logits_match_recompute(model):
         tokens.append(token)
         seqs.append_slot("a", token)
         logits = model.forward(seqs, ["a"])[0]
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 def test_prefix_hits_give_the_same_tokens_and_skip_the_cached_prefix(model):
@@ -85,7 +85,7 @@ def test_forks_sample_like_independent_reference_runs(model):
             tokens[k].append(model.sample(logits, 0.8, rng)[0])
     for k in range(3):
         assert out[f"req0.{k}"] == tokens[k][len(prompt) :]
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 def test_generation_stays_exact_through_evictions(model):
@@ -96,7 +96,7 @@ def test_generation_stays_exact_through_evictions(model):
     for i, prompt in enumerate(prompts):
         out = model.generate(seqs, [prompt], 10, seq_ids=[f"r{i}"])
         assert out[f"r{i}"] == model.generate_reference(prompt, 10)
-        pool.check_invariants()
+        seqs.check_invariants()
     assert pool.stats.evictions > 0
 
 
@@ -125,10 +125,10 @@ def test_model_refuses_pool_of_the_wrong_shape(model):
     pool = KVCachePool(CacheConfig(num_pages=8, page_size=4, num_layers=3))
     seqs = SequenceManager(pool)
     seqs.add("a", [1, 2, 3])
-    before = pool.snapshot()
+    before = seqs.snapshot()
     with pytest.raises(ValueError, match="cache_config"):
         model.forward(seqs, ["a"])
-    assert pool.snapshot() == before
+    assert seqs.snapshot() == before
 
 
 def test_failed_admission_leaves_no_uncomputed_page_in_the_cache(model):

@@ -39,7 +39,7 @@ def test_pages_are_taken_only_when_the_last_is_full(page_size, caching):
         seqs.append_slot("a", n)
         assert len(seqs.block_table("a")) == -(-n // page_size)
         assert pool.stats.allocations == -(-n // page_size)
-        pool.check_invariants()
+        seqs.check_invariants()
     assert seqs.block_table("a") == list(range(-(-39 // page_size)))  # lowest ids first
 
 
@@ -98,14 +98,14 @@ def test_a_page_holds_only_the_tokens_written_since_it_was_handed_out():
     seqs.add("a", [1, 2, 3])
     seqs.free("a")
     assert [pool.page(p).token_ids for p in range(4)] == [[], [], [], []]
-    assert pool.snapshot().fill.tolist() == [0, 0, 0, 0]
+    assert seqs.snapshot().fill.tolist() == [0, 0, 0, 0]
     pool.tick()
     [page_id] = pool.get_new_blocks(1)  # a bare allocation: no tokens recorded
     assert page_id == 0 and pool.page(0).num_tokens == 0 and pool.page(0).token_ids == []
     pool.free_blocks([0])
     seqs.add("b", [7])
     assert pool.page(0).token_ids == [7] and pool.page(1).token_ids == []
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 # docs/design.md rule 1
@@ -127,17 +127,17 @@ def test_allocation_prefers_free_pages_lowest_id_first_then_lru_cached():
 def test_out_of_pages_is_a_memory_error_and_changes_nothing():
     pool, seqs = make(num_pages=3, page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5])  # all three pages ACTIVE, the last one half full
-    before = pool.snapshot()
+    before = seqs.snapshot()
     with pytest.raises(MemoryError):
         seqs.add("b", [1])
-    assert pool.snapshot() == before
+    assert seqs.snapshot() == before
     seqs.append_slot("a", 6)  # fits into the last page
-    full = pool.snapshot()
+    full = seqs.snapshot()
     assert full.fill.tolist() == [2, 2, 2] and full.clock == before.clock + 1
     with pytest.raises(OutOfPagesError, match="ACTIVE"):
         seqs.append_slot("a", 7)
-    assert pool.snapshot() == full
-    pool.check_invariants()
+    assert seqs.snapshot() == full
+    seqs.check_invariants()
 
 
 # docs/design.md rule 3
@@ -149,7 +149,7 @@ def test_ref_counts_equal_block_table_membership_through_fork_and_free():
     assert [pool.ref_count(p) for p in seqs.block_table("p")] == [3, 3]
     seqs.free("c1")
     assert [pool.ref_count(p) for p in seqs.block_table("p")] == [2, 2]
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 # docs/design.md rule 4
@@ -217,7 +217,7 @@ def test_release_is_tail_first_so_the_deepest_page_is_evicted_first():
     # a's pages 2, 1, 0 then b's 4, 3 (b's partial page 5 becomes FREE)
     assert pool.eviction.order() == [2, 1, 0, 4, 3]
     assert pool.page(5).state is FREE
-    snap = pool.snapshot()
+    snap = seqs.snapshot()
     assert snap.lru_rank.tolist() == [2, 1, 0, 4, 3, -1, -1, -1]
 
 
@@ -267,7 +267,7 @@ def test_fork_then_copy_on_write_records_src_and_dst_and_copies_kv():
     assert pool.ref_count(1) == 1 and pool.stats.cow_copies == 1
     assert seqs.append_slot("a", 8) == 1 * 4 + 2  # now the only holder: writes in place
     assert seqs.cow_log == [(1, 2)]
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 # docs/design.md rule 7
@@ -333,7 +333,7 @@ def test_counts_usage_and_token_usage():
     assert (pool.num_free_pages, pool.num_cached_pages, pool.num_active_pages) == (5, 1, 2)
     assert pool.usage == 2 / 8
     assert pool.token_usage == 6 / 32
-    snap = pool.snapshot()
+    snap = seqs.snapshot()
     assert snap.usage == pool.usage and snap.token_usage == pool.token_usage
 
 
@@ -370,7 +370,7 @@ def test_reset_prefix_cache_refuses_while_active_then_frees_cached_pages():
     assert pool.num_cached_pages == 2
     assert pool.reset_prefix_cache() is True
     assert pool.num_free_pages == 8 and pool.lookup(block_hashes([1, 2], 2)[0]) is None
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 # docs/design.md, "Duplicate full pages"
@@ -383,7 +383,7 @@ def test_duplicate_is_not_reindexed_after_the_original_is_evicted():
     assert pool.stats.evictions == 1
     seqs.free("b")
     assert pool.page(2).state is FREE  # the duplicate was never indexed: not resurrected
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 # docs/design.md, "Data flow"
@@ -391,7 +391,7 @@ def test_snapshot_is_plain_data_and_a_copy():
     pool, seqs = make(num_pages=6, page_size=2)
     seqs.add("a", [1, 2, 3])
     seqs.fork("a", "b")
-    snap = pool.snapshot()
+    snap = seqs.snapshot()
     assert snap.state.tolist() == [ACTIVE, ACTIVE, FREE, FREE, FREE, FREE]
     assert snap.ref_count.tolist()[:2] == [2, 2]
     assert snap.owner.tolist() == [0, 0, -1, -1, -1, -1]  # the oldest holder
@@ -430,7 +430,7 @@ def test_a_listener_that_raises_sees_a_consistent_pool_and_breaks_nothing():
     seen = []
 
     def nosy(event):
-        pool.check_invariants()  # events arrive only once the operation is complete
+        seqs.check_invariants()  # events arrive only once the operation is complete
         seen.append(event.kind)
         raise RuntimeError("listener failed")
 
@@ -439,7 +439,7 @@ def test_a_listener_that_raises_sees_a_consistent_pool_and_breaks_nothing():
     with pytest.raises(RuntimeError, match="listener failed"):
         seqs.free("a")
     assert "a" not in seqs and seen == ["free"]
-    pool.check_invariants()
+    seqs.check_invariants()
     assert pool.eviction.order() == [0]
 
 
@@ -461,7 +461,7 @@ def test_invariants_catch_a_page_indexed_under_the_wrong_hash():
     seqs.add("a", [1, 2, 3, 4, 5])
     pool.table.block_hash[seqs.block_table("a")[1]] = b"bogus"  # corrupt the page's metadata
     with pytest.raises(AssertionError, match="hash is not the chain's"):
-        pool.check_invariants()
+        seqs.check_invariants()
 
 
 # docs/design.md, "Admission is all or nothing"
@@ -469,9 +469,9 @@ def test_plan_add_changes_nothing_and_add_does_what_it_says():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3, 4, 5])
     seqs.free("a")
-    before = pool.snapshot()
+    before = seqs.snapshot()
     plan = seqs.plan_add("b", [1, 2, 3, 4, 9, 9])
-    assert pool.snapshot() == before
+    assert seqs.snapshot() == before
     assert plan.hits == [0, 1] and plan.revived == [0, 1] and plan.num_new_pages == 1
     assert seqs.add("b", [1, 2, 3, 4, 9, 9]) == plan.num_cached_tokens == 4
     assert seqs.block_table("b")[:2] == plan.hits
@@ -505,8 +505,8 @@ def test_append_slots_does_what_append_slot_does_pair_by_pair_and_stops_when_pag
                     slots.append(seqs.append_slot(seq_id, token))
                 except OutOfPagesError:
                     break
-        pool.check_invariants()
-        return slots, pool.snapshot(), {s: seqs.get(s).token_ids for s in "abc"}
+        seqs.check_invariants()
+        return slots, seqs.snapshot(), {s: seqs.get(s).token_ids for s in "abc"}
 
     slots, snap, tokens = run(batched=True)
     assert (slots, snap, tokens) == run(batched=False)
@@ -516,11 +516,11 @@ def test_append_slots_does_what_append_slot_does_pair_by_pair_and_stops_when_pag
 def test_append_slots_checks_every_pair_before_it_appends():
     pool, seqs = make(num_pages=8, page_size=2)
     seqs.add("a", [1, 2, 3])
-    before = pool.snapshot()
+    before = seqs.snapshot()
     with pytest.raises(UnknownSequenceError):
         seqs.append_slots(["a", "nope"], [4, 5])
     with pytest.raises(TypeError, match=r"token_ids\[1\] must be an int"):
         seqs.append_slots(["a", "a"], [4, 5.0])
     with pytest.raises(ValueError, match="as long"):
         seqs.append_slots(["a"], [4, 5])
-    assert pool.snapshot() == before and seqs.get("a").token_ids == [1, 2, 3]
+    assert seqs.snapshot() == before and seqs.get("a").token_ids == [1, 2, 3]

@@ -68,7 +68,7 @@ def test_prefix_hits_and_evictions_keep_tokens_identical(model):
             prompt, 10
         )
         hits.append(pool.stats.prefix_hits - before)
-        pool.check_invariants()
+        seqs.check_invariants()
     assert hits[1] > 0 and pool.stats.evictions > 0
 
 
@@ -104,7 +104,7 @@ def test_scheduler_preemption_is_token_identical(model64, mode, temperature):
     records = []
     while sched.has_unfinished and len(records) < 500:
         records.append(sched.step())
-        pool.check_invariants()
+        sched.seqs.check_invariants()
     assert {m for r in records for _, m in r.preempted} == {mode}
     for i, text in enumerate(texts):
         assert sched.outputs[f"r{i}"] == model64.generate_reference(text, 16, temperature, seed=10 + i)
@@ -212,10 +212,10 @@ def test_a_card_whose_shape_does_not_fit_the_arrays(copy):
 )
 def test_generate_validates_sampling_and_changes_nothing(model, kwargs, error, match):
     seqs = SequenceManager(KVCachePool(model.cache_config(8, 4)))
-    before = seqs.pool.snapshot()
+    before = seqs.snapshot()
     with pytest.raises(error, match=match):
         model.generate(seqs, ["abc"], **{"max_new_tokens": 4, **kwargs})
-    assert seqs.pool.snapshot() == before
+    assert seqs.snapshot() == before
 
 
 def test_top_p_keeps_the_smallest_set_reaching_p(model):

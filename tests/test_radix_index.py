@@ -19,6 +19,7 @@ from pagedkv.core.config import ConfigError
 from pagedkv.exercises.reference_pool import ReferencePool
 from pagedkv.labs.hit_rate_lab import replay
 from pagedkv.labs.lab_workloads import lab_workload
+from pagedkv.service.restore import restore_pool
 
 from .pool_machine import PoolRules
 from .pools import make
@@ -159,7 +160,7 @@ def test_generation_through_the_radix_pool_equals_recomputation(page_size):
     for i, prompt in enumerate(prompts):  # one at a time: later prompts hit earlier pages
         out = model.generate(seqs, [prompt], 12, seq_ids=[f"r{i}"])
         assert out[f"r{i}"] == model.generate_reference(prompt, 12), (i, prompt)
-        pool.check_invariants()
+        seqs.check_invariants()
         pool.prefix_index.check()
     assert pool.stats.prefix_hits > 0 and pool.stats.evictions > 0
 
@@ -196,7 +197,7 @@ def test_the_scheduler_runs_on_the_radix_pool_and_matches_recomputation(preempti
         sched.add_requests(requests)
         outputs[prefix_index] = sched.run()
         assert sched.stats.preemptions > 0  # the pool is tight: sequences are preempted
-        pool.check_invariants()
+        sched.seqs.check_invariants()
         assert pool.stats.prefix_hits > 0
     for r in requests:
         want = model.generate_reference(r.prompt_token_ids, r.max_new_tokens)
@@ -206,4 +207,4 @@ def test_the_scheduler_runs_on_the_radix_pool_and_matches_recomputation(preempti
 def test_restore_refuses_a_radix_pool():
     pool, _ = make_pool(4, 2)
     with pytest.raises(ValueError, match="prefix_index='hash'"):
-        pool.restore([], [], {}, 0)
+        restore_pool(pool, [], [], {}, 0)

@@ -63,7 +63,7 @@ def run_to_end(name: str, check_kv: bool = False, **geometry) -> ScenarioRun:
     stride = max(1, len(run.steps) // 30)
     while not run.done:
         run.step()
-        run.pool.check_invariants()
+        run.seqs.check_invariants()
         if check_kv and (len(run.history) % stride == 0 or run.done):
             assert_live_sequences_hold_real_kv(run)
     return run
@@ -167,7 +167,7 @@ def test_eviction_scenario_evicts_the_lru_victims_tail_first():
     run = ScenarioRun("eviction")
     while run.next_action.seq_id != "doc_C":
         run.step()
-    before = run.pool.snapshot()
+    before = run.seqs.snapshot()
     order = list(np.argsort(np.where(before.lru_rank >= 0, before.lru_rank, 10**6)))
     order = [int(p) for p in order[: int((before.lru_rank >= 0).sum())]]
     record = run.step()
@@ -232,42 +232,42 @@ def test_preemption_is_token_identical_to_an_uninterrupted_run():
 def test_back_restores_exactly_the_state_recorded_on_the_way_forward(name, fraction):
     run = ScenarioRun(name)
     k = max(1, int(len(run.steps) * fraction))
-    seen = [(run.pool.snapshot(), run.pool.kv_cache.copy(), dict(run.logits))]
+    seen = [(run.seqs.snapshot(), run.pool.kv_cache.copy(), dict(run.logits))]
     for _ in range(k):
         run.step()
-        seen.append((run.pool.snapshot(), run.pool.kv_cache.copy(), dict(run.logits)))
+        seen.append((run.seqs.snapshot(), run.pool.kv_cache.copy(), dict(run.logits)))
     for n in (k - 1, k - 2):  # back twice: each lands on what step n left behind
         if n < 0:
             break
         assert run.back()
         snapshot, kv, logits = seen[n]
-        assert run.pool.snapshot() == snapshot and run.cursor == n
+        assert run.seqs.snapshot() == snapshot and run.cursor == n
         assert np.array_equal(run.pool.kv_cache, kv)
         assert logits.keys() == run.logits.keys()
         assert all(np.array_equal(logits[s], run.logits[s]) for s in logits)
     while run.cursor < k:  # stepping again lands on the same states (sampling included)
         run.step()
         snapshot, kv, _ = seen[run.cursor]
-        assert run.pool.snapshot() == snapshot and np.array_equal(run.pool.kv_cache, kv)
+        assert run.seqs.snapshot() == snapshot and np.array_equal(run.pool.kv_cache, kv)
 
 
 def test_back_undoes_actions_of_your_own_and_reset_starts_over():
     run = ScenarioRun("walkthrough")
     run.step()
-    before = run.pool.snapshot()
+    before = run.seqs.snapshot()
     run.apply(Action("fork", "mine", parent="request_A"))
     assert run.pool.ref_count(0) == 2
     run.back()
-    assert run.pool.snapshot() == before and "mine" not in run.seqs
+    assert run.seqs.snapshot() == before and "mine" not in run.seqs
     run.reset()
-    assert run.history == [] and run.pool.snapshot() == ScenarioRun("walkthrough").pool.snapshot()
+    assert run.history == [] and run.seqs.snapshot() == ScenarioRun("walkthrough").seqs.snapshot()
     assert not run.back()
 
 
 def test_a_refused_action_changes_nothing_and_says_why():
     run = ScenarioRun("fill")
     run.step()
-    before = run.pool.snapshot()
+    before = run.seqs.snapshot()
     for action in (
         Action("free", "nobody"),
         Action("fork", "x", parent="nobody"),
@@ -277,7 +277,7 @@ def test_a_refused_action_changes_nothing_and_says_why():
     ):
         record = run.apply(action)
         assert record.note.startswith("refused: ") and not record.events
-        assert run.pool.snapshot() == before
+        assert run.seqs.snapshot() == before
     assert len(run.history) == 6
 
 
@@ -301,9 +301,9 @@ def preempt_run_with_queued_requests() -> ScenarioRun:
 def test_ids_of_the_scheduler_and_of_the_run_stay_apart(action):
     run = preempt_run_with_queued_requests()
     run.apply(Action("add", "mine", text="my own prompt"))
-    before = run.pool.snapshot()
+    before = run.seqs.snapshot()
     record = run.apply(action)
-    assert record.note.startswith("refused: ") and run.pool.snapshot() == before
+    assert record.note.startswith("refused: ") and run.seqs.snapshot() == before
     run.apply(Action("free", "mine"))
     while not run.done:  # the scheduler still serves every request exactly
         assert not run.step().note.startswith("refused")
@@ -317,12 +317,12 @@ def test_a_decode_naming_a_scheduler_sequence_is_refused_before_any_token():
     run = preempt_run_with_queued_requests()
     run.step()  # the scheduler admits req1 and req2
     run.apply(Action("add", "mine", text="my own prompt!"))
-    before, kv = run.pool.snapshot(), run.pool.kv_cache.copy()
+    before, kv = run.seqs.snapshot(), run.pool.kv_cache.copy()
     record = run.apply(Action("decode", seq_ids=("mine", "req1")))
     assert record.note == "refused: 'req1' is decoded by the scheduler, not by this step"
-    assert run.pool.snapshot() == before and np.array_equal(run.pool.kv_cache, kv)
+    assert run.seqs.snapshot() == before and np.array_equal(run.pool.kv_cache, kv)
     assert_live_sequences_hold_real_kv(run)
-    assert run.back() and run.pool.snapshot() == before  # history agrees with the pool
+    assert run.back() and run.seqs.snapshot() == before  # history agrees with the pool
 
 
 def test_a_refused_decode_takes_no_draw_from_the_sampler():
@@ -431,7 +431,7 @@ def test_chunked_scenario_prefills_in_chunks_and_abort_leaves_pages_for_a_hit():
         if record.action.op == "abort":
             chat_pages = {e.page_id for e in record.events if e.kind == "cache"}
             assert len(chat_pages) == 4  # 17 prompt tokens + 1: 4 full pages stay CACHED
-        run.pool.check_invariants()
+        run.seqs.check_invariants()
     assert any("prefill long (8 tokens, 34 left)" in n for n in notes)
     assert not any("long" in n and "decode" in n for n in notes[:7])  # no token mid-prompt
     again = run.scheduler.request("chat_again")

@@ -30,7 +30,7 @@ def model():
 
 def check_consistent(sched: Scheduler) -> None:
     """Every request is in exactly one place; the pool and the swap space agree with it."""
-    sched.pool.check_invariants()
+    sched.seqs.check_invariants()
     waiting = [s.req_id for s in sched.waiting]
     running = [s.req_id for s in sched.running]
     finished = [r for r, s in sched.requests.items() if s.status == "finished"]

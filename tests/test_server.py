@@ -385,7 +385,7 @@ def test_restart_with_wal_recovers_the_state(tmp_path):
         assert server.stop() in (0, -signal.SIGTERM)
     with recover(store) as manager:
         assert manager.recovery["torn_bytes"] == 0
-        assert snapshot_json(manager.pool.snapshot()) == after
+        assert snapshot_json(manager.snapshot()) == after
 
 
 def test_serve_is_listed_binds_loopback_and_demo_does_not_import_fastapi():

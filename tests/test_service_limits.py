@@ -232,6 +232,6 @@ def test_the_copy_on_write_record_stays_bounded(tmp_path, durable):
         engine.fork("p", "c")
         engine.generate("c", 1)
         engine.free("c")
-    assert len(engine.pool.snapshot().cow_log) == COW_LOG_KEEP
+    assert len(engine.locked.snapshot().cow_log) == COW_LOG_KEEP
     assert engine.pool.stats.cow_copies == COW_LOG_KEEP + 20  # the counter still counts all
     engine.close()

@@ -48,7 +48,7 @@ def test_kv_read_back_equals_kv_written():
         np.testing.assert_array_equal(
             pool.kv_cache[:, :, pool.lookup(h)], oracle_pool.kv_cache[:, :, oracle_pool.lookup(h)]
         )
-    pool.check_invariants()
+    seqs.check_invariants()
 
 
 @pytest.mark.parametrize("page_size", [4, 8])
@@ -64,7 +64,7 @@ def test_generation_through_two_tiers_equals_the_reference(page_size, policy, wr
             out = MODEL.generate(seqs, [prompt], 4, seq_ids=[f"{rnd}-{i}"], n=n)
             reference = MODEL.generate_reference(prompt, 4)
             assert all(tokens == reference for tokens in out.values())
-            pool.check_invariants()
+            seqs.check_invariants()
             assert pool.stats.prefix_hits >= hits
     if n == 1 or write == "write_through":  # write-back loses prefixes COW overwrote (docstring)
         assert tier.stats.host_hit_tokens > 0 and tier.stats.reload_bytes > 0
@@ -137,5 +137,5 @@ def test_the_tier_names_blocks_with_the_pools_hash(algo):
     seqs.free("b")  # evicts them: offloaded to the tier
     assert len(tier) >= 2
     tier.load_prefix(prompt)
-    pool.check_invariants()
+    seqs.check_invariants()
     assert seqs.add("c", prompt) == 4  # both full pages of the prefix, reloaded

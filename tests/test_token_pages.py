@@ -12,8 +12,8 @@ import re
 import numpy as np
 
 from pagedkv import KVCachePool, SequenceManager, TinyLM
+from pagedkv.scenarios.text import page_runs
 from pagedkv.viz import Dashboard, plot_token_pages, token_ids_of, token_pages_html
-from pagedkv.viz.tokens import page_runs
 
 
 def _pool_with_sharing():
@@ -27,7 +27,7 @@ def _pool_with_sharing():
 
 def test_every_token_sits_in_the_page_of_its_slot():
     model, seqs = _pool_with_sharing()
-    snap = seqs.pool.snapshot()
+    snap = seqs.snapshot()
     runs = page_runs(snap, token_ids_of(seqs))
     for seq_id in seqs.sequences:
         tokens = seqs.get(seq_id).token_ids
@@ -47,7 +47,7 @@ def test_the_named_page_holds_the_tokens_keys():
         h = model.embed[tokens[:computed]]
         ref_k = model._qkv(model.layers[0], h, np.arange(computed))[1]  # noqa: SLF001 - the dense K of layer 0 has no public verb
         position = 0
-        for page, text in page_runs(seqs.pool.snapshot(), token_ids_of(seqs))[seq_id]:
+        for page, text in page_runs(seqs.snapshot(), token_ids_of(seqs))[seq_id]:
             for offset in range(len(re.findall(r"\\x[0-9a-f]{2}|.", text))):
                 if position < computed:
                     np.testing.assert_allclose(layer0_k[page, offset], ref_k[position], atol=1e-5)
@@ -56,7 +56,7 @@ def test_the_named_page_holds_the_tokens_keys():
 
 def test_shared_pages_show_in_the_owners_colour_with_their_ref_count():
     _, seqs = _pool_with_sharing()
-    snap = seqs.pool.snapshot()
+    snap = seqs.snapshot()
     html = token_pages_html(snap, token_ids_of(seqs))
     shared = [p for p in range(snap.num_pages) if snap.ref_count[p] > 1]
     assert shared and all(f"page {p} ×{int(snap.ref_count[p])}" in html for p in shared)
@@ -66,7 +66,7 @@ def test_shared_pages_show_in_the_owners_colour_with_their_ref_count():
 
 def test_the_figure_labels_every_page():
     _, seqs = _pool_with_sharing()
-    snap = seqs.pool.snapshot()
+    snap = seqs.snapshot()
     fig = plot_token_pages(snap, token_ids_of(seqs))
     labels = {t.get_text() for t in fig.axes[0].texts}
     for seq_id in seqs.sequences:

@@ -71,7 +71,7 @@ def known_pool():
 @pytest.fixture
 def known():
     pool, seqs, events = known_pool()
-    snap = pool.snapshot()
+    snap = seqs.snapshot()
     # the hand-derived picture, checked against the pool itself once
     assert snap.state.tolist() == [int(s) for s in STATES]
     assert snap.fill.tolist() == FILL and snap.ref_count.tolist() == REFS
@@ -149,13 +149,13 @@ def test_lru_view_names_the_last_holder_of_cached_pages_from_events(known):
     seqs.add("D", MODEL.encode("Something else entirely, again"))  # hits pages 6..10
     MODEL.forward(seqs, ["D"])
     seqs.free("D")
-    labels = plot_lru(pool.snapshot(), events).panels["lru"].labels
+    labels = plot_lru(seqs.snapshot(), events).panels["lru"].labels
     assert labels[6].endswith("\nD") and labels[10].endswith("\nD")
 
 
 def test_grid_positions_after_the_last_page_are_hatched_not_painted():
     pool = KVCachePool(MODEL.cache_config(num_pages=12, page_size=4))  # a 2 x 8 grid
-    heatmap = plot_lru(pool.snapshot())
+    heatmap = plot_lru(SequenceManager(pool).snapshot())
     image = Image.open(io.BytesIO(heatmap.png())).convert("RGB")
     x0, y0, x1, y1 = heatmap.cell_box("lru", 11)
     width = x1 - x0 + 2  # one cell further right: grid position 12, not a page
@@ -180,7 +180,7 @@ def test_heatmap_redraws_in_place_and_deterministically(known):
     first = heatmap.png()
     seqs.append_slot("A", 33)
     MODEL.forward(seqs, ["A"])
-    heatmap.update(pool.snapshot())
+    heatmap.update(seqs.snapshot())
     second = heatmap.png()
     assert first != second and heatmap._frame is frame  # same frame, new picture
     heatmap.update(snap)
@@ -192,7 +192,7 @@ def test_large_pools_render_without_labels():
     pool = KVCachePool(MODEL.cache_config(num_pages=1024, page_size=16))
     seqs = SequenceManager(pool)
     seqs.add("x", list(range(40)))
-    heatmap = plot_pool(pool.snapshot(), ("state",))
+    heatmap = plot_pool(seqs.snapshot(), ("state",))
     assert not heatmap.labelled and heatmap.rows == heatmap.cols == 32
     png = heatmap.png()
     assert close(pixel(png, heatmap, "state", 2), rgb(STATE_COLORS[PageState.ACTIVE]))
@@ -223,7 +223,7 @@ def test_block_table_figure_marks_shared_copied_and_hit_pages(known):
     pool, seqs, events, _ = known
     seqs.add("D", MODEL.encode("The KV cache holds more"))  # hits pages 0..3 (ACTIVE, indexed)
     MODEL.forward(seqs, ["D"])
-    snap = pool.snapshot()
+    snap = seqs.snapshot()
     palette = SequencePalette()
     fig = plot_block_tables(snap, palette, events)
     assert isinstance(fig, Figure)
@@ -247,7 +247,7 @@ def test_block_table_figure_marks_shared_copied_and_hit_pages(known):
     # A alone (B freed, D never added): no mark, so no key
     seqs.free("D")
     seqs.free("B")
-    assert not plot_block_tables(pool.snapshot(), palette, events).legends
+    assert not plot_block_tables(seqs.snapshot(), palette, events).legends
 
 
 def test_block_table_html_uses_the_same_colours_and_marks(known):
@@ -265,9 +265,9 @@ def test_cow_mark_disappears_when_the_copy_is_reused(known):
     seqs.free("B")  # the copy (page 5, partial) becomes FREE
     seqs.add("E", MODEL.encode("zz"))  # lowest FREE page: 5 again, an ordinary allocation
     assert seqs.block_table("E") == [5]
-    text = block_table_html(pool.snapshot(), SequencePalette(), events)
+    text = block_table_html(seqs.snapshot(), SequencePalette(), events)
     assert "copy-on-write from" not in text
-    assert "copy-on-write from" in block_table_html(pool.snapshot(), SequencePalette())  # no events
+    assert "copy-on-write from" in block_table_html(seqs.snapshot(), SequencePalette())  # no events
 
 
 def test_slot_usage_by_hand(known):
@@ -321,7 +321,7 @@ def test_plot_slots_keys_only_what_it_shows(known):
     seqs.free("A")
     seqs.free("B")
     assert pool.reset_prefix_cache()  # every page FREE now
-    labels = [t.get_text() for t in plot_slots(pool.snapshot()).legends[0].get_texts()]
+    labels = [t.get_text() for t in plot_slots(seqs.snapshot()).legends[0].get_texts()]
     assert labels == ["FREE page"]
 
 
@@ -335,9 +335,9 @@ def test_sharing_savings_by_hand(known):
         "saved": 0.4,
     }
     seqs.free("B")
-    assert sharing_savings(pool.snapshot())["pages_saved"] == 0
+    assert sharing_savings(seqs.snapshot())["pages_saved"] == 0
     seqs.free("A")
-    assert sharing_savings(pool.snapshot())["saved"] == 0.0  # no sequence: nothing saved
+    assert sharing_savings(seqs.snapshot())["saved"] == 0.0  # no sequence: nothing saved
     with pytest.raises(TypeError, match="snapshot must be a PoolSnapshot"):
         sharing_savings({})
 

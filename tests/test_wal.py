@@ -60,8 +60,8 @@ def _sequences(manager: SequenceManager) -> dict:
 
 
 def assert_same_state(recovered: SequenceManager, expected: SequenceManager, kv: bool = True) -> None:
-    recovered.pool.check_invariants()
-    assert recovered.pool.snapshot() == expected.pool.snapshot()
+    recovered.check_invariants()
+    assert recovered.snapshot() == expected.snapshot()
     assert _sequences(recovered) == _sequences(expected)
     assert recovered.pool.eviction.order() == expected.pool.eviction.order()
     if not kv:
@@ -163,8 +163,8 @@ def test_durable_manager_matches_plain_and_logs_only_successes(tmp_path_factory,
         assert got == want, op
         if want[0] == "ok" and not (op[0] == "reset_prefix_cache" and want[1] is False):
             successes += 1
-        durable.pool.check_invariants()
-    assert durable.pool.snapshot() == plain.pool.snapshot()
+        durable.check_invariants()
+    assert durable.snapshot() == plain.snapshot()
     assert durable.last_seq == successes  # one record per successful operation, none for failures
     durable.close()
     assert_same_state(recover(directory), plain, kv=False)
@@ -407,11 +407,11 @@ def test_kv_live_in_the_file_and_survive_a_clean_restart(tmp_path):
         assert isinstance(manager.pool.kv_cache, np.memmap)
         run_workload(manager, model, seed=4, steps=80)
         kv = np.array(manager.pool.kv_cache)
-        snap = manager.pool.snapshot()
+        snap = manager.snapshot()
     on_disk = np.fromfile(tmp_path / "s" / "kv.bin", dtype=config.dtype).reshape(config.kv_shape)
     assert np.array_equal(on_disk, kv)
     with open_store(tmp_path / "s", config) as reopened:
-        assert reopened.pool.snapshot() == snap
+        assert reopened.snapshot() == snap
         assert_same_state(reopened, reference(4, reopened.last_seq))
 
 
@@ -469,11 +469,11 @@ def test_the_service_checkpoints_every_n_records(tmp_path):
     assert read_checkpoint_seq(tmp_path / "s") == 12
     assert read_log(tmp_path / "s" / "wal.log")[0] == []
     engine.create(list(b"xyz"), "b")  # records 13-16
-    snap = engine.pool.snapshot()
+    snap = engine.locked.snapshot()
     engine.close()
     with recover(tmp_path / "s") as recovered:
         assert recovered.recovery["checkpoint_seq"] == 12 and recovered.last_seq == 16
-        assert recovered.pool.snapshot() == snap
+        assert recovered.snapshot() == snap
 
 
 def read_checkpoint_seq(directory) -> int:

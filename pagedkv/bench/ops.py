@@ -54,8 +54,9 @@ def measure(prompts: list[np.ndarray], config: CacheConfig, wave: int, repeat: i
 
     seconds = best_time(replay_once, repeat)
     pool = KVCachePool(config)
-    replay(prompts, SequenceManager(pool), wave)
-    pool.check_invariants()
+    seqs = SequenceManager(pool)
+    replay(prompts, seqs, wave)
+    seqs.check_invariants()
     stats = pool.stats
     return {
         "seconds": seconds,

@@ -67,7 +67,7 @@ def serve(
     start = time.perf_counter()
     outputs = sched.run()
     seconds = time.perf_counter() - start
-    pool.check_invariants()
+    sched.seqs.check_invariants()
     return {
         "outputs": outputs,
         "seconds": seconds,

@@ -38,9 +38,9 @@ from tqdm import tqdm
 
 from pagedkv.bench import Report
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.core.support.validation import check_int
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.labs.costs import bytes_per_token
 from pagedkv.labs.specs import ModelSpec
@@ -152,7 +152,7 @@ def simulate(
             running.append(len(sched.running))
             active.append(pool.num_active_pages)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    pool.check_invariants()
+    sched.seqs.check_invariants()
     st = sched.stats
     tokens = st.prefill_tokens + st.decode_tokens
     return {

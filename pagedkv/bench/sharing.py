@@ -122,7 +122,7 @@ def run(
             "cow_copies": cows,
         }
         rows.append([mode, width, round(saving, 1), shared, unshared, cows, PAPER[mode]])
-    seqs.pool.check_invariants()
+    seqs.check_invariants()
     ps, bs = data["parallel sampling"], data["beam search"]
     return Report(
         plotter=figure,

@@ -54,7 +54,7 @@ def admit_all(requests, num_pages: int, page_size: int, host_pages: int, policy:
             tier.load_prefix(r.prompt_token_ids)
         seqs.add(r.req_id, r.prompt_token_ids)
         seqs.free(r.req_id)
-    pool.check_invariants()
+    seqs.check_invariants()
     queried = sum(r.prompt_len for r in requests)
     host = tier.stats if tier is not None else None
     host_tokens = host.host_hit_tokens if host else 0

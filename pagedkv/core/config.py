@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
+from pagedkv.core.eviction import EVICTION_POLICIES
 from pagedkv.core.hashing import HASH_ALGOS
-from pagedkv.core.support.validation import check_bool, check_choice, check_int
+from pagedkv.core.plumbing.validation import check_bool, check_choice, check_int
+from pagedkv.core.prefix_index import PREFIX_INDEXES
 
-EVICTION_POLICIES = ("lru", "mru", "fifo", "lfu", "arc", "s3fifo")  # eviction_lab.py: the last four
 DTYPES = ("float16", "float32", "float64")
-PREFIX_INDEXES = ("hash", "radix")  # vLLM's chained block hashes, SGLang's radix tree (radix_index.py)
 
 
 class ConfigError(ValueError):
@@ -60,8 +60,8 @@ class CacheConfig:
         _check(check_choice, "dtype", self.dtype, DTYPES)
         check_bool("enable_prefix_caching", self.enable_prefix_caching)
         if not isinstance(self.eviction_policy, type):  # a class is an EvictionPolicy (exercises)
-            _check(check_choice, "eviction_policy", self.eviction_policy, EVICTION_POLICIES)
-        _check(check_choice, "prefix_index", self.prefix_index, PREFIX_INDEXES)
+            _check(check_choice, "eviction_policy", self.eviction_policy, tuple(EVICTION_POLICIES))
+        _check(check_choice, "prefix_index", self.prefix_index, tuple(PREFIX_INDEXES))
         _check(check_choice, "prefix_caching_hash_algo", self.prefix_caching_hash_algo, HASH_ALGOS)
         if self.prefix_index == "radix" and self.eviction_policy != "lru":
             # The tree may only give up leaves; its leaf-first LRU is SGLang's policy.

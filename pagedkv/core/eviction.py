@@ -15,7 +15,7 @@ is no heap and no stale entry: a page is in the structure at most once.
 
 `MRU` is here only as a contrast for experiments: it keeps old pages and evicts the
 freshest. FIFO, LFU, ARC and S3-FIFO live in pagedkv/labs/eviction_policies.py, under the same
-interface. Leaves out: cost-aware policies.
+interface, and register themselves here. Leaves out: cost-aware policies.
 """
 
 from __future__ import annotations
@@ -117,17 +117,20 @@ class MRUEvictionPolicy(EvictionPolicy):
         return list(reversed(self._pages))
 
 
+# name -> policy class: "lru" and "mru" here; pagedkv.labs.eviction_policies registers
+# FIFO, LFU, ARC and S3-FIFO (a lower layer offers the registry, a higher one fills it).
+EVICTION_POLICIES: dict[str, type[EvictionPolicy]] = {"lru": LRUEvictionPolicy, "mru": MRUEvictionPolicy}
+
+
+def register_eviction_policy(name: str, policy: type[EvictionPolicy]) -> None:
+    """Make `CacheConfig(eviction_policy=name)` build `policy()`."""
+    EVICTION_POLICIES[name] = policy
+
+
 def make_eviction_policy(name: str | type) -> EvictionPolicy:
     """The policy a `CacheConfig.eviction_policy` names (a class is called with no arguments)."""
     if isinstance(name, type):
         return name()
-    from pagedkv.labs.eviction_policies import LAB_POLICIES  # they subclass EvictionPolicy, defined above
-
-    policies: dict[str, type[EvictionPolicy]] = {
-        "lru": LRUEvictionPolicy,
-        "mru": MRUEvictionPolicy,
-        **LAB_POLICIES,
-    }
-    if name not in policies:
-        raise ValueError(f"eviction_policy must be one of {sorted(policies)}, got {name!r}")
-    return policies[name]()
+    if name not in EVICTION_POLICIES:
+        raise ValueError(f"eviction_policy must be one of {sorted(EVICTION_POLICIES)}, got {name!r}")
+    return EVICTION_POLICIES[name]()

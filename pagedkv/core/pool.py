@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -35,19 +35,31 @@ from pagedkv.core.config import CacheConfig
 from pagedkv.core.eviction import EvictionPolicy, make_eviction_policy
 from pagedkv.core.free_queue import FreeQueue
 from pagedkv.core.page import PageState, PageTable
+from pagedkv.core.plumbing.events import Event, EventStream
+from pagedkv.core.plumbing.validation import check_array, check_instance
 from pagedkv.core.pool_queries import OutOfPagesError, PoolQueries
-from pagedkv.core.pool_reset import reset_prefix_cache, restore_pool
-from pagedkv.core.prefix_index import PrefixIndex
-from pagedkv.core.support.events import Event, EventStream
-from pagedkv.core.support.invariants import check_invariants
-from pagedkv.core.support.snapshot import PoolSnapshot, PoolStats, take_snapshot
-from pagedkv.core.support.validation import check_array, check_instance
-from pagedkv.radix.radix_index import RadixPrefixIndex
-
-if TYPE_CHECKING:
-    from pagedkv.core.sequence import SequenceManager
+from pagedkv.core.prefix_index import PREFIX_INDEXES, PrefixIndex
 
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
+
+
+@dataclass
+class PoolStats:
+    """Counters since the pool was created (docs/design.md, "Counts and counters")."""
+
+    allocations: int = 0  # pages handed out for writing (FREE or evicted; COW targets too)
+    evictions: int = 0  # CACHED pages reclaimed
+    prefix_queries: int = 0  # prompt tokens looked up at admission (vLLM: prefix_cache_queries)
+    prefix_hits: int = 0  # of those, tokens served by cached pages (vLLM: prefix_cache_hits)
+    cow_copies: int = 0  # pages copied before a shared page was written
+
+    @property
+    def hit_rate(self) -> float:
+        """prefix_hits / prefix_queries (0.0 before any query)."""
+        return self.prefix_hits / self.prefix_queries if self.prefix_queries else 0.0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
 
 
 class KVCachePool(PoolQueries):
@@ -66,23 +78,17 @@ class KVCachePool(PoolQueries):
         # `page(page_id)`); change pages only through the verbs below.
         self.free_queue = FreeQueue(range(config.num_pages), config.num_pages)
         self.table = PageTable(config.num_pages, config.page_size, self.free_queue.flags)
-        self.prefix_index: PrefixIndex | RadixPrefixIndex
-        self.eviction: EvictionPolicy
-        if config.prefix_index == "radix":  # SGLang's tree and its leaf-first LRU
-            tree_index = RadixPrefixIndex(self.table, config.page_size)
-            self.prefix_index, self.eviction = tree_index, tree_index.eviction_policy()
-        else:
-            self.prefix_index = PrefixIndex(self.table, config.page_size)
-            self.eviction = make_eviction_policy(config.eviction_policy)
+        self.prefix_index: PrefixIndex = PREFIX_INDEXES[config.prefix_index](self.table, config.page_size)
+        # A radix tree evicts leaves only, so it brings its own policy (SGLang's leaf-first LRU).
+        self.eviction: EvictionPolicy = self.prefix_index.eviction_policy() or make_eviction_policy(
+            config.eviction_policy
+        )
         attach = getattr(self.eviction, "attach", None)  # optional: a learner's policy may not have it
         if attach is not None:
             attach(config.num_pages, self._content_key)
         self.stats = PoolStats()
         self.clock = 0  # logical: one tick per successful operation
         self.events = EventStream()
-        # NOTE: the only link to sequences, read by `snapshot()` and `check_invariants()`
-        # alone (they describe block tables too); no verb of the pool looks at it.
-        self._manager: SequenceManager | None = None
 
     def add_listener(self, callback: Callable[[Event], None]) -> None:
         """Call `callback(event)` for every page event from now on (events.py)."""
@@ -272,36 +278,23 @@ class KVCachePool(PoolQueries):
     def _content_key(self, page_id: int) -> bytes | None:
         return self.table.block_hash[page_id]
 
-    # ---- whole-pool operations (pool_reset.py) ----------------------------------------------
+    # ---- whole-pool operation ----------------------------------------------------------------
 
     def reset_prefix_cache(self) -> bool:
-        """Turn every CACHED page FREE and empty the index; refused (False) while any page is ACTIVE."""
-        return reset_prefix_cache(self)
-
-    def restore(
-        self, pages: list[tuple], release_order: list[int], stats: dict[str, int], clock: int
-    ) -> None:
-        """Load page metadata saved from a pool with the same config into this fresh pool
-        (checkpoint recovery; `pool_reset.restore_pool` says what `pages` holds)."""
-        restore_pool(self, self._manager, pages, release_order, stats, clock)
-
-    # ---- the sequences' view: snapshot and invariants describe block tables too ------------
-    def attach_manager(self, manager: SequenceManager) -> None:
-        """Name the one SequenceManager whose block tables `snapshot()` and
-        `check_invariants()` describe (its constructor calls this)."""
-        if self._manager is not None:
-            raise ValueError("pool already has a SequenceManager; create one manager per pool")
-        self._manager = manager
-
-    def check_invariants(self) -> None:
-        """`invariants.check_invariants(pool, manager)`: raise AssertionError naming the
-        first broken rule of docs/design.md."""
-        check_invariants(self, self._manager)
-
-    def snapshot(self) -> PoolSnapshot:
-        """`snapshot.take_snapshot(pool, manager)`: the pool's and block tables' state as
-        plain numpy arrays and tuples (for plots and APIs)."""
-        return take_snapshot(self, self._manager)
+        """Turn every CACHED page FREE and empty the index; refused (False) while any page is
+        ACTIVE (vLLM v1's `BlockPool.reset_prefix_cache` refuses likewise)."""
+        if self.num_active_pages:
+            return False
+        self.tick()
+        cached = self.eviction.order()
+        self.table.empty(cached)
+        self.free_queue.extend(cached)
+        for page_id in cached:
+            self.events.emit(self.clock, "reset", page_id)
+        self.eviction.clear()
+        self.prefix_index.clear()
+        self.publish()
+        return True
 
     def __repr__(self) -> str:
         return (

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from pagedkv.core.page import Page
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.validation import check_int
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from pagedkv.core.free_queue import FreeQueue
     from pagedkv.core.page import PageTable
     from pagedkv.core.prefix_index import PrefixIndex
-    from pagedkv.radix.radix_index import RadixPrefixIndex
 
 
 class OutOfPagesError(MemoryError):
@@ -37,7 +36,7 @@ class PoolQueries:
     table: PageTable
     free_queue: FreeQueue
     eviction: EvictionPolicy
-    prefix_index: PrefixIndex | RadixPrefixIndex
+    prefix_index: PrefixIndex
 
     def page(self, page_id: int) -> Page:
         """A read-only view of one page's metadata and K/V."""

@@ -27,8 +27,12 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from pagedkv.core.page import PageTable
+
+if TYPE_CHECKING:
+    from pagedkv.core.eviction import EvictionPolicy
 
 
 class PrefixIndex:
@@ -100,8 +104,23 @@ class PrefixIndex:
         """(block hash, page id) pairs, in insertion order."""
         return iter(list(self.hash_to_page.items()))
 
+    def eviction_policy(self) -> EvictionPolicy | None:
+        """An index that decides eviction itself returns its policy (the radix tree gives up
+        leaves only); None lets `CacheConfig.eviction_policy` decide."""
+        return None
+
     def clear(self) -> None:
         self.hash_to_page.clear()
 
     def __repr__(self) -> str:
         return f"PrefixIndex({len(self.hash_to_page)} blocks)"
+
+
+# name -> index class: "hash" here (vLLM's chained block hashes); pagedkv.radix registers
+# "radix" (SGLang's tree). `CacheConfig(prefix_index=name)` picks one.
+PREFIX_INDEXES: dict[str, type[PrefixIndex]] = {"hash": PrefixIndex}
+
+
+def register_prefix_index(name: str, index: type[PrefixIndex]) -> None:
+    """Make `CacheConfig(prefix_index=name)` build `index(page_table, page_size)`."""
+    PREFIX_INDEXES[name] = index

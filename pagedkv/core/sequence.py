@@ -38,10 +38,9 @@ from collections.abc import Sequence as SequenceLike
 import numpy as np
 
 from pagedkv.core.hashing import chain_hashes, encode_extra_key, hash_block_tokens
-from pagedkv.core.pool import KVCachePool, OutOfPagesError
-from pagedkv.core.sequence_data import AdmissionPlan, Sequence
-from pagedkv.core.slot_mapping import num_blocks, slot_mapping
-from pagedkv.core.support.validation import (
+from pagedkv.core.observe.invariants import check_invariants
+from pagedkv.core.observe.snapshot import PoolSnapshot, take_snapshot
+from pagedkv.core.plumbing.validation import (
     MAX_TOKEN_ID,
     UnknownSequenceError,
     check_instance,
@@ -52,6 +51,9 @@ from pagedkv.core.support.validation import (
     check_token,
     check_token_array,
 )
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
+from pagedkv.core.sequence_data import AdmissionPlan, Sequence
+from pagedkv.core.slot_mapping import num_blocks, slot_mapping
 
 __all__ = ["AdmissionPlan", "Sequence", "SequenceManager", "UnknownSequenceError"]
 
@@ -61,7 +63,6 @@ class SequenceManager:
 
     def __init__(self, pool: KVCachePool) -> None:
         check_instance("pool", pool, KVCachePool)
-        pool.attach_manager(self)
         self.pool = pool
         self.page_size = pool.page_size
         self.sequences: dict[Hashable, Sequence] = {}  # seq id -> sequence, oldest first
@@ -324,6 +325,18 @@ class SequenceManager:
         """Record that K/V of the first `num_computed_tokens` tokens are in the cache."""
         seq = self.get(seq_id)
         seq.num_computed_tokens = check_int("num_computed_tokens", num_computed_tokens, 0, seq.num_tokens)
+
+    # ---- what tests and pictures read (core/observe: a reader may skip them) ---------------
+
+    def snapshot(self) -> PoolSnapshot:
+        """The pool's pages and these block tables as plain numpy arrays and tuples
+        (`take_snapshot`), for plots and APIs."""
+        return take_snapshot(self.pool, self.sequences, self.cow_log)
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError naming the first broken rule of docs/design.md
+        (`check_invariants` over the pool and these block tables)."""
+        check_invariants(self.pool, self.sequences)
 
     def __repr__(self) -> str:
         return f"SequenceManager(sequences={list(self.sequences)}, pool={self.pool!r})"

@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.slot_mapping import slot_mapping
-from pagedkv.core.support.validation import check_int
 
 
 class Sequence:

@@ -23,10 +23,10 @@ from collections.abc import Sequence as SequenceLike
 
 import numpy as np
 
+from pagedkv.core.plumbing.validation import check_int, check_vocab
 from pagedkv.core.pool import OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.core.support.validation import check_int, check_vocab
-from pagedkv.model.sampling import check_sampling, sample
+from pagedkv.engine.sampling import check_sampling, sample
 from pagedkv.model.tinylm import VOCAB_SIZE, TinyLM
 
 

@@ -41,9 +41,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from collections.abc import Sequence as SequenceLike
 
-from pagedkv.core.pool import Event
-from pagedkv.core.sequence import SequenceManager
-from pagedkv.core.support.validation import (
+from pagedkv.core.plumbing.events import Event
+from pagedkv.core.plumbing.validation import (
     check_bool,
     check_choice,
     check_int,
@@ -52,6 +51,7 @@ from pagedkv.core.support.validation import (
     check_tokens,
     check_vocab,
 )
+from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.request import QUEUES, RequestState, RequestStatus, UnknownRequestError
 from pagedkv.engine.runner import ScriptedRunner, TinyLMRunner
 from pagedkv.engine.scheduler_output import SchedulerOutput, SchedulerStats, StepRecord

@@ -21,8 +21,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from pagedkv.core.free_queue import FreeQueue
+from pagedkv.core.plumbing.validation import check_instance, check_int
 from pagedkv.core.pool import KVCachePool
-from pagedkv.core.support.validation import check_instance, check_int
 
 
 class SwapSpace:

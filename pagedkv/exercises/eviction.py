@@ -237,7 +237,7 @@ def _run(cls: type, num_pages: int, page_size: int, steps: list[tuple], title: s
                 f"✗ {NAME}: the pool could not work with your policy: {what}\n{where}  rule:     {RULE}"
             ) from None
         try:
-            seqs.pool.check_invariants()
+            seqs.check_invariants()
         except AssertionError as error:
             raise Failure(
                 f"✗ {NAME}: after the last step the pool no longer holds together ({error}): your set "

@@ -27,7 +27,7 @@ import bisect
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from pagedkv.core.support.validation import check_choice, check_int, check_known, check_new, check_seq_id
+from pagedkv.core.plumbing.validation import check_choice, check_int, check_known, check_new, check_seq_id
 
 POLICIES = ("max", "pow2", "oracle")
 

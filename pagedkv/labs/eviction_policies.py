@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 
-from pagedkv.core.eviction import EvictionPolicy
+from pagedkv.core.eviction import EvictionPolicy, register_eviction_policy
 
 
 class FIFOEvictionPolicy(EvictionPolicy):
@@ -332,3 +332,5 @@ LAB_POLICIES: dict[str, type[EvictionPolicy]] = {
     "arc": ARCEvictionPolicy,
     "s3fifo": S3FIFOEvictionPolicy,
 }
+for _name, _policy in LAB_POLICIES.items():
+    register_eviction_policy(_name, _policy)

@@ -23,9 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.core.support.validation import check_int
 from pagedkv.labs.workloads import Request, alpaca_like, with_system_prompt
 
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.eviction import EvictionPolicy
 from pagedkv.core.hashing import block_hashes
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.core.support.validation import check_int
 from pagedkv.labs.eviction_policies import PinnedLRUEvictionPolicy
 from pagedkv.labs.lab_workloads import LabRequest
 

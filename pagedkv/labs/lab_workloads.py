@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.validation import check_int
 
 VOCAB = 32_000
 

@@ -29,9 +29,9 @@ import numpy as np
 
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.hashing import block_hashes
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.core.support.validation import check_int
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.labs.serving import poisson_arrivals
 from pagedkv.labs.workloads import Request

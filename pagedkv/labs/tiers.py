@@ -38,8 +38,9 @@ import numpy as np
 from pagedkv.core.eviction import make_eviction_policy
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.page import PageState
-from pagedkv.core.pool import Event, KVCachePool
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.events import Event
+from pagedkv.core.plumbing.validation import check_int
+from pagedkv.core.pool import KVCachePool
 
 WRITE_POLICIES = ("write_back", "write_through")  # offload on eviction, or as soon as CACHED
 

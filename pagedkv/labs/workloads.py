@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.validation import check_int
 
 MAX_LEN = 1024  # clip for prompt and for output lengths
 # name -> (mean prompt, mean output) reported by the paper, and the log-normal parameters

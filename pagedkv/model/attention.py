@@ -38,9 +38,9 @@ from collections.abc import Sequence as SequenceLike
 
 import numpy as np
 
+from pagedkv.core.plumbing.validation import check_array, check_instance, check_int
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.slot_mapping import slot_mapping as slots_of
-from pagedkv.core.support.validation import check_array, check_instance, check_int
 
 # Bytes of keys gathered per chunk of a decode batch: small enough that the chunk stays in this
 # machine's 2 MiB L2 cache while matmul reads it (256 KiB - 1 MiB measured alike, 2 MiB and up

@@ -30,10 +30,10 @@ import numpy as np
 from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]  # ships no stubs or py.typed
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.validation import check_int, check_vocab
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.core.support.validation import check_int, check_vocab
+from pagedkv.engine.sampling import sample
 from pagedkv.model.attention import AttentionEngine, dense_attention
-from pagedkv.model.sampling import sample
 
 VOCAB_SIZE = 256
 _BLAS: list[ThreadpoolController] = []  # made on first use, once numpy's BLAS is loaded
@@ -295,7 +295,7 @@ class TinyLM:
         top_k: int | None = None,
         top_p: float | None = None,
     ) -> list[int]:
-        """One token per row: argmax at temperature 0, else a seeded draw (see pagedkv.model.sampling)."""
+        """One token per row: argmax at temperature 0, else a seeded draw (see pagedkv.engine.sampling)."""
         return sample(logits, temperature, rng, top_k, top_p)
 
     def generate(

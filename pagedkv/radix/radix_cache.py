@@ -39,7 +39,7 @@ import heapq
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.validation import check_int
 
 
 @dataclass(eq=False)

@@ -38,7 +38,7 @@ from collections.abc import Hashable, Sequence
 
 from pagedkv.core.eviction import EvictionPolicy
 from pagedkv.core.page import PageTable
-from pagedkv.core.prefix_index import PrefixIndex
+from pagedkv.core.prefix_index import PrefixIndex, register_prefix_index
 from pagedkv.radix.radix_cache import RadixCache, RadixNode
 
 
@@ -205,3 +205,6 @@ class LeafLRUEvictionPolicy(EvictionPolicy):
     def clear(self) -> None:
         super().clear()
         self._time.clear()
+
+
+register_prefix_index("radix", RadixPrefixIndex)

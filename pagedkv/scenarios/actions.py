@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from pagedkv.core.pool import Event
-from pagedkv.core.support.validation import check_seq_id
+from pagedkv.core.plumbing.events import Event
+from pagedkv.core.plumbing.validation import check_seq_id
 
 OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule", "abort")
 

@@ -15,7 +15,7 @@ import argparse
 
 from pagedkv.core.pool import KVCachePool
 from pagedkv.scenarios import SCENARIOS, ActionRecord, ScenarioRun
-from pagedkv.viz.tokens import page_runs, token_ids_of
+from pagedkv.scenarios.text import page_runs, token_ids_of
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace | None = None) -> int:
             print(f"  LRU order (next victim first): {pool.eviction.order()}  {_pool_line(pool)}")
         previous = action.caption
     print()
-    snapshot = pool.snapshot()
+    snapshot = scenario.seqs.snapshot()
     runs = page_runs(snapshot, token_ids_of(scenario.seqs))
     for seq_id, table in snapshot.block_tables.items():
         text = scenario.model.decode(scenario.seqs.get(seq_id).token_ids)
@@ -99,5 +99,5 @@ def run(args: argparse.Namespace | None = None) -> int:
         f"counters: allocations {s.allocations}, evictions {s.evictions}, prefix hits "
         f"{s.prefix_hits}/{s.prefix_queries} tokens, copy-on-write {s.cow_copies}"
     )
-    pool.check_invariants()
+    scenario.seqs.check_invariants()
     return 0

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from pagedkv.core.pool import Event, KVCachePool, OutOfPagesError
+from pagedkv.core.plumbing.events import Event
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager, UnknownSequenceError
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.model.tinylm import TinyLM
@@ -111,7 +112,7 @@ class ScenarioRun(ScenarioOperations):
         self.logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self.scores: dict[Hashable, float] = {}  # beam id -> cumulative log-probability
         self.records: list[ActionRecord] = []
-        self.snapshots = [self.pool.snapshot()]  # [0] before any step, [i] after step i
+        self.snapshots = [self.seqs.snapshot()]  # [0] before any step, [i] after step i
         self.cursor = 0  # scenario steps applied
         self.history: list[tuple[Action, bool]] = []  # (action, was a scenario step)
         self.seen_ids: set[Hashable] = set()  # every sequence id this run admitted or forked
@@ -222,7 +223,7 @@ class ScenarioRun(ScenarioOperations):
         record.step, record.own = self.cursor, not scenario_step
         self.history.append((action, scenario_step))
         self.records.append(record)
-        self.snapshots.append(self.pool.snapshot())
+        self.snapshots.append(self.seqs.snapshot())
         return record
 
     def back(self) -> bool:

@@ -8,7 +8,7 @@ same way. Leaves out: the K/V themselves (a snapshot describes pages, not their 
 
 from __future__ import annotations
 
-from pagedkv.core.pool import PoolSnapshot
+from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.sequence import Sequence
 from pagedkv.model.tinylm import TinyLM
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from pagedkv.core.hashing import encode_extra_key
 from pagedkv.core.sequence import Sequence, SequenceManager
+from pagedkv.service.restore import restore_pool
 from pagedkv.service.wal import WALCorruptionError, atomic_write
 
 MAGIC = b"PKVCKP2\n"  # 2: the release order replaced the eviction order
@@ -88,7 +89,10 @@ def export_state(manager: SequenceManager) -> dict:
 def restore_state(manager: SequenceManager, state: dict) -> None:
     """Load `export_state` output into a manager over a fresh pool, then check every rule."""
     pool = manager.pool
-    pool.restore(
+    if len(manager):
+        raise ValueError("restore needs a manager without sequences over a fresh pool")
+    restore_pool(
+        pool,
         [
             (st, ref, tokens, bytes.fromhex(h) if h is not None else None, indexed, access)
             for st, ref, tokens, h, indexed, access in state["pages"]
@@ -114,7 +118,7 @@ def restore_state(manager: SequenceManager, state: dict) -> None:
     manager.cow_log[:] = [(src, dst) for src, dst in state["cow_log"]]
     if hasattr(manager, "idempotency"):
         manager.idempotency.restore(state.get("idempotency", []))
-    pool.check_invariants()
+    manager.check_invariants()
 
 
 def write_checkpoint(path: Path, seq: int, state: dict) -> None:

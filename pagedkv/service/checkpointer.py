@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.service.checkpoint import write_checkpoint
 from pagedkv.service.concurrency import LockedManager
 from pagedkv.service.durable import DurableSequenceManager

@@ -51,7 +51,7 @@ import threading
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 
-from pagedkv.core.pool import PoolSnapshot
+from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.sequence import Sequence, SequenceManager
 
 
@@ -176,11 +176,11 @@ class LockedManager:
 
     def snapshot(self) -> PoolSnapshot:
         with self.lock.read():
-            return self.pool.snapshot()
+            return self._manager.snapshot()
 
     def check_invariants(self) -> None:
         with self.lock.read():
-            self.pool.check_invariants()
+            self._manager.check_invariants()
 
     def counts(self) -> dict[str, float]:
         """Page counts, usage, counters, clock and live sequences, read at one instant."""

@@ -56,9 +56,9 @@ from pathlib import Path
 import numpy as np
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.validation import check_int, check_seq_id, check_token
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.core.support.validation import check_int, check_seq_id, check_token
 from pagedkv.service.checkpoint import export_state, key_to_json, write_checkpoint
 from pagedkv.service.idempotency import IdempotencyKeys
 from pagedkv.service.wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir

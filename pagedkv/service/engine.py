@@ -46,9 +46,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pagedkv.core.plumbing.validation import check_tokens, check_vocab
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import Sequence, SequenceManager
-from pagedkv.core.support.validation import check_tokens, check_vocab
 from pagedkv.model.tinylm import VOCAB_SIZE, TinyLM
 from pagedkv.service.answers import describe, snapshot_json
 from pagedkv.service.checkpointer import Checkpointer

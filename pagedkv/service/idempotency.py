@@ -28,7 +28,7 @@ import hashlib
 import json
 from collections import OrderedDict
 
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.validation import check_int
 
 DEFAULT_MAX_KEYS = 1024
 MAX_KEY_LENGTH = 255

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.validation import check_int
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING
 
+from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html, plot_block_tables
 from pagedkv.viz.fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
 from pagedkv.viz.heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
@@ -17,7 +18,7 @@ from pagedkv.viz.lifecycle import glossary_markdown, lifecycle_png, plot_lifecyc
 from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.projector import projector
 from pagedkv.viz.refusal import plot_refusal
-from pagedkv.viz.tokens import plot_token_pages, token_ids_of, token_pages_html
+from pagedkv.viz.tokens import plot_token_pages, token_pages_html
 from pagedkv.viz.usage import plot_series, plot_slots, plot_usage, sharing_savings, slot_usage
 
 if TYPE_CHECKING:

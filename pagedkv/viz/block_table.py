@@ -28,7 +28,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from pagedkv.core.pool import Event, PoolSnapshot
+from pagedkv.core.observe.snapshot import PoolSnapshot
+from pagedkv.core.plumbing.events import Event
 from pagedkv.viz.palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
 from pagedkv.viz.projector import projector
 from pagedkv.viz.tokens import token_pages_html

@@ -35,16 +35,16 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from pagedkv.core.observe.lifecycle import step_transitions
 from pagedkv.core.page import PageState
-from pagedkv.core.support.lifecycle import step_transitions
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios import Action, ScenarioRun
+from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
 from pagedkv.viz.controls import PAGE_SIZE_RANGE, PAGES_RANGE, PLAY_SPEEDS, DashboardControls
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
 from pagedkv.viz.palette import EVENT_COLORS, SequencePalette
-from pagedkv.viz.tokens import token_ids_of
 
 __all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "Dashboard"]
 

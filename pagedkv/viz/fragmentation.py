@@ -30,8 +30,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
-from pagedkv.core.pool import PoolSnapshot
 from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector

@@ -32,8 +32,9 @@ from collections.abc import Hashable, Iterable, Sequence
 import numpy as np
 from PIL import Image, ImageDraw
 
+from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
-from pagedkv.core.pool import Event, PoolSnapshot
+from pagedkv.core.plumbing.events import Event
 from pagedkv.viz.frame import (
     FONT_PT,
     SUPTITLE_PT,

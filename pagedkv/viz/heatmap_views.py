@@ -23,8 +23,9 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import to_rgba_array
 
+from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
-from pagedkv.core.pool import Event, PoolSnapshot
+from pagedkv.core.plumbing.events import Event
 from pagedkv.viz.frame import (
     FONT_PT,
     LRU_ACTIVE_COLOR,

@@ -1,4 +1,4 @@
-"""The page-lifecycle diagram, drawn from `pagedkv.core.support.lifecycle.TRANSITIONS`.
+"""The page-lifecycle diagram, drawn from `pagedkv.core.observe.lifecycle.TRANSITIONS`.
 
 Three boxes (FREE, ACTIVE, CACHED) in the state colours of every other picture, one arrow per
 (source, target) pair of the table, labelled with the names of its transitions; ACTIVE's
@@ -19,8 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch
 
+from pagedkv.core.observe.lifecycle import GLOSSARY, TRANSITIONS
 from pagedkv.core.page import PageState
-from pagedkv.core.support.lifecycle import GLOSSARY, TRANSITIONS
 from pagedkv.viz.palette import STATE_COLORS, VICTIM_COLOR
 
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED

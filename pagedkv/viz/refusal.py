@@ -19,8 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 
+from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
-from pagedkv.core.pool import PoolSnapshot
 from pagedkv.viz.frame import grid_shape
 from pagedkv.viz.palette import STATE_COLORS
 from pagedkv.viz.projector import projector

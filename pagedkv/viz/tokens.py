@@ -22,41 +22,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from pagedkv.core.pool import PoolSnapshot
-from pagedkv.core.sequence import SequenceManager
+from pagedkv.core.observe.snapshot import PoolSnapshot
+from pagedkv.scenarios.text import page_runs
 from pagedkv.viz.palette import DEFAULT_PALETTE, NO_OWNER_COLOR, SequencePalette
-
-
-def token_ids_of(seqs: SequenceManager) -> dict[Hashable, list[int]]:
-    """seq id -> token ids of every live sequence (what the views below draw)."""
-    return {s: list(seqs.get(s).token_ids) for s in seqs.sequences}
-
-
-def _glyph(token: int) -> str:
-    """The character a byte token shows as: itself if printable, "·" a space, "↵" a newline, else hex."""
-    if token in (10, 32):
-        return "↵" if token == 10 else "·"
-    return chr(token) if 32 < token < 127 else f"\\x{token:02x}"
-
-
-def page_runs(
-    snapshot: PoolSnapshot, token_ids: Mapping[Hashable, SequenceLike[int]], max_tokens: int = 128
-) -> dict[Hashable, list[tuple[int, str]]]:
-    """seq id -> [(page id, text of its tokens in that page), ...] for every live sequence.
-
-    Example (page_size 4, block table [3, 0]): "The KV" -> [(3, "The·"), (0, "KV")].
-    """
-    if not isinstance(snapshot, PoolSnapshot):
-        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
-    size, out = snapshot.page_size, {}
-    for seq_id in snapshot.seq_ids:
-        tokens = list(token_ids.get(seq_id, []))[:max_tokens]
-        table = snapshot.block_tables[seq_id]
-        out[seq_id] = [
-            (table[k], "".join(_glyph(t) for t in tokens[k * size : (k + 1) * size]))
-            for k in range(min(len(table), -(-len(tokens) // size)))
-        ]
-    return out
 
 
 def _owner(snapshot: PoolSnapshot, page: int) -> Hashable | None:

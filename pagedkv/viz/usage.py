@@ -26,8 +26,8 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
-from pagedkv.core.pool import PoolSnapshot
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
 

@@ -29,10 +29,10 @@ MIN_SHOWN_PT = 12.0
 MIN_FILL = 0.9
 # (notebook, text of the cell whose first picture is measured, screenshot file or None)
 PICTURES = [
-    ("00_start_here.ipynb", "plot_pool(story.pool.snapshot())", "heatmap_projector_1280.png"),
-    ("01_pages_and_block_tables.ipynb", "plot_block_tables(run.pool.snapshot())", None),
+    ("00_start_here.ipynb", "plot_pool(story.seqs.snapshot())", "heatmap_projector_1280.png"),
+    ("01_pages_and_block_tables.ipynb", "plot_block_tables(run.seqs.snapshot())", None),
     ("02_paged_attention.ipynb", "plot_chunked_kernel(table, chunk=3)", None),
-    ("03_prefix_caching_and_lru.ipynb", "plot_lru(evict.pool.snapshot(), evict.events)", None),
+    ("03_prefix_caching_and_lru.ipynb", "plot_lru(evict.seqs.snapshot(), evict.events)", None),
     ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
     ("06_benchmarks.ipynb", "projector(memory.figure(report))", None),
     ("06_benchmarks.ipynb", "projector(attention.figure(report))", "06_attention_figure.png"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pagedkv.core.support.validation import check_int
+from pagedkv.core.plumbing.validation import check_int
 
 
 def check_sampling(temperature: object, top_k: object = None, top_p: object = None) -> None:

@@ -19,16 +19,16 @@ attention and generation oracles test).
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from typing import TYPE_CHECKING
 
 from pagedkv.core.hashing import hash_block_tokens
 from pagedkv.core.page import PageState
 from pagedkv.core.slot_mapping import num_blocks
-from pagedkv.core.support.lifecycle import STATES
 
 if TYPE_CHECKING:
     from pagedkv.core.pool import KVCachePool
-    from pagedkv.core.sequence import SequenceManager
+    from pagedkv.core.sequence_data import Sequence
 
 FREE, CACHED = PageState.FREE, PageState.CACHED
 
@@ -38,31 +38,21 @@ def _require(condition: bool, message: str) -> None:
         raise AssertionError(message)
 
 
-def check_invariants(pool: KVCachePool, seqs: SequenceManager | None = None) -> None:
+def check_invariants(pool: KVCachePool, sequences: Mapping[Hashable, Sequence] | None = None) -> None:
     """Raise AssertionError naming the first broken rule of docs/design.md.
 
-    `seqs` is the manager whose block tables hold the pool's pages (None: no sequences)."""
-    if seqs is not None:
-        _require(seqs.pool is pool, "the sequence manager belongs to another pool")
-    holders = _check_block_tables(pool, seqs)
+    `sequences` (seq id -> Sequence) are every block table holding the pool's pages (None: no
+    sequences)."""
+    holders = _check_block_tables(pool, sequences or {})
     _check_pages(pool, holders)
     for block_hash, pid in pool.prefix_index.items():
         _require(pool.table.block_hash[pid] == block_hash, f"index entry for page {pid}: hash differs")
         _require(pool.table.state(pid) is not FREE, f"index points at FREE page {pid}")
     if not pool.config.enable_prefix_caching:
         _require(not len(pool.prefix_index) and not len(pool.eviction), "prefix caching off but cached")
-    _check_lifecycle_states(pool)
 
 
-def _check_lifecycle_states(pool: KVCachePool) -> None:
-    """Every page is in one of the states of the lifecycle table (pagedkv.core.support.lifecycle), the
-    table the lifecycle diagram is drawn from; its transitions are checked by the tests."""
-    for pid in range(pool.num_pages):
-        state = pool.table.state(pid)
-        _require(state in STATES, f"page {pid}: state {state!r} not in the lifecycle table")
-
-
-def _check_block_tables(pool: KVCachePool, seqs: SequenceManager | None) -> list[int]:
+def _check_block_tables(pool: KVCachePool, sequences: Mapping[Hashable, Sequence]) -> list[int]:
     """docs/design.md rules 2 and 4 for every block table; returns the number of tables holding each page."""
     holders = [0] * pool.num_pages
     size, caching, algo = (
@@ -71,7 +61,7 @@ def _check_block_tables(pool: KVCachePool, seqs: SequenceManager | None) -> list
         pool.config.prefix_caching_hash_algo,
     )
     table = pool.table
-    for seq_id, seq in (seqs.sequences if seqs is not None else {}).items():
+    for seq_id, seq in sequences.items():
         block_table, token_ids = seq.block_table, seq.token_ids
         _require(
             len(block_table) == num_blocks(seq.num_tokens, size),

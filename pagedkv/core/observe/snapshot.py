@@ -12,8 +12,8 @@ Leaves out: per-request latency statistics (they belong to a scheduler or server
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,28 +22,9 @@ from pagedkv.core.page import PageState
 
 if TYPE_CHECKING:
     from pagedkv.core.pool import KVCachePool
-    from pagedkv.core.sequence import SequenceManager
+    from pagedkv.core.sequence_data import Sequence
 
 ACTIVE = PageState.ACTIVE
-
-
-@dataclass
-class PoolStats:
-    """Counters since the pool was created (docs/design.md, "Counts and counters")."""
-
-    allocations: int = 0  # pages handed out for writing (FREE or evicted; COW targets too)
-    evictions: int = 0  # CACHED pages reclaimed
-    prefix_queries: int = 0  # prompt tokens looked up at admission (vLLM: prefix_cache_queries)
-    prefix_hits: int = 0  # of those, tokens served by cached pages (vLLM: prefix_cache_hits)
-    cow_copies: int = 0  # pages copied before a shared page was written
-
-    @property
-    def hit_rate(self) -> float:
-        """prefix_hits / prefix_queries (0.0 before any query)."""
-        return self.prefix_hits / self.prefix_queries if self.prefix_queries else 0.0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,11 +69,15 @@ class PoolSnapshot:
         return float(self.fill[self.state == ACTIVE].sum()) / (self.num_pages * self.page_size)
 
 
-def take_snapshot(pool: KVCachePool, seqs: SequenceManager | None = None) -> PoolSnapshot:
-    """Copy out the pool's pages and `seqs`' block tables as plain numpy arrays and tuples
-    (for plots and APIs); `seqs` None describes a pool without sequences."""
+def take_snapshot(
+    pool: KVCachePool,
+    sequences: Mapping[Hashable, Sequence] | None = None,
+    cow_log: tuple[tuple[int, int], ...] | list[tuple[int, int]] = (),
+) -> PoolSnapshot:
+    """Copy out the pool's pages and the block tables of `sequences` (seq id -> Sequence,
+    oldest first; none by default) as plain numpy arrays and tuples, for plots and APIs."""
     n, table = pool.num_pages, pool.table
-    sequences = seqs.sequences if seqs is not None else {}
+    sequences = sequences if sequences is not None else {}
     owner = np.full(n, -1, dtype=np.int32)
     for k, seq in reversed(list(enumerate(sequences.values()))):
         owner[seq.block_table] = k  # oldest holder wins: it is written last
@@ -113,6 +98,6 @@ def take_snapshot(pool: KVCachePool, seqs: SequenceManager | None = None) -> Poo
         seq_ids=tuple(sequences),
         block_tables={s: tuple(q.block_table) for s, q in sequences.items()},
         num_cached_tokens={s: q.num_cached_tokens for s, q in sequences.items()},
-        cow_log=tuple(seqs.cow_log) if seqs is not None else (),
+        cow_log=tuple(cow_log),
         stats=pool.stats.as_dict(),
     )

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from typing import NamedTuple
 
-from pagedkv.core.support.validation import check_callable
+from pagedkv.core.plumbing.validation import check_callable
 
 
 class Event(NamedTuple):

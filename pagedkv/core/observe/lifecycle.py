@@ -23,7 +23,8 @@ import numpy as np
 from pagedkv.core.page import PageState
 
 if TYPE_CHECKING:
-    from pagedkv.core.pool import Event, PoolSnapshot
+    from pagedkv.core.observe.snapshot import PoolSnapshot
+    from pagedkv.core.plumbing.events import Event
 
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 STATES = (FREE, ACTIVE, CACHED)

@@ -1,0 +1,45 @@
+"""Pages as text: which tokens each page of a block table holds, printable in a terminal.
+
+`python -m pagedkv demo` prints these; the token-by-page pictures of `pagedkv.viz` draw
+the same runs. Leaves out: colour (the pictures add it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from collections.abc import Sequence as SequenceLike
+
+from pagedkv.core.observe.snapshot import PoolSnapshot
+from pagedkv.core.sequence import SequenceManager
+
+
+def token_ids_of(seqs: SequenceManager) -> dict[Hashable, list[int]]:
+    """seq id -> token ids of every live sequence (what the views below draw)."""
+    return {s: list(seqs.get(s).token_ids) for s in seqs.sequences}
+
+
+def glyph(token: int) -> str:
+    """The character a byte token shows as: itself if printable, "·" a space, "↵" a newline, else hex."""
+    if token in (10, 32):
+        return "↵" if token == 10 else "·"
+    return chr(token) if 32 < token < 127 else f"\\x{token:02x}"
+
+
+def page_runs(
+    snapshot: PoolSnapshot, token_ids: Mapping[Hashable, SequenceLike[int]], max_tokens: int = 128
+) -> dict[Hashable, list[tuple[int, str]]]:
+    """seq id -> [(page id, text of its tokens in that page), ...] for every live sequence.
+
+    Example (page_size 4, block table [3, 0]): "The KV" -> [(3, "The·"), (0, "KV")].
+    """
+    if not isinstance(snapshot, PoolSnapshot):
+        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+    size, out = snapshot.page_size, {}
+    for seq_id in snapshot.seq_ids:
+        tokens = list(token_ids.get(seq_id, []))[:max_tokens]
+        table = snapshot.block_tables[seq_id]
+        out[seq_id] = [
+            (table[k], "".join(glyph(t) for t in tokens[k * size : (k + 1) * size]))
+            for k in range(min(len(table), -(-len(tokens) // size)))
+        ]
+    return out
