@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from pagedkv import corpus  # noqa: E402
 from pagedkv.model.tinylm import TinyLM  # noqa: E402
-from pagedkv.model.weights import WEIGHTS_FILE, load_state, save_weights  # noqa: E402
+from pagedkv.model.weights import WEIGHTS_FILE, save_weights  # noqa: E402
 
 SHAPE = {"num_layers": 4, "num_heads": 4, "num_kv_heads": 2, "head_dim": 32, "ffn_dim": 384}
 SEED, STEPS, BATCH, CONTEXT, LR, DROPOUT = 0, 1000, 24, 256, 3e-3, 0.1
@@ -156,7 +156,7 @@ class TorchTinyLM(torch.nn.Module):
         """The numpy TinyLM holding these weights (float32)."""
         model = TinyLM(**SHAPE, seed=0)
         p = {k: v.detach().numpy().astype(np.float32) for k, v in self.named_parameters()}
-        load_state(model, {k.replace("blocks.", "layers."): v for k, v in p.items()})
+        model.load_state_dict({k.replace("blocks.", "layers."): v for k, v in p.items()})
         return model
 
 
@@ -250,7 +250,7 @@ def main() -> None:
         "loss_curve": [{"step": s, "train_loss": round(loss, 4), "held_out_bpb": round(b, 4)}
                        for s, loss, b in curve],
     }  # fmt: skip
-    path = save_weights(net.to_numpy(), card)
+    path = save_weights(net.to_numpy().state_dict(), card)
     size = path.stat().st_size
     print(f"wrote {path.relative_to(ROOT)} ({size:,} bytes) and {WEIGHTS_FILE.replace('.npz', '.json')}")
     print("run `python -m pagedkv bench model` for bits per byte and continuations of the shipped weights")

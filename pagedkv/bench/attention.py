@@ -1,7 +1,7 @@
 """bench attention: paged decode attention vs the fastest dense numpy attention.
 
 One decode step: B sequences of L tokens each, one query per sequence, H query heads over
-Hkv K/V heads. The paged side is `AttentionEngine.paged_attention_batch` reading K/V
+Hkv K/V heads. The paged side is `TiledAttentionEngine.paged_attention_batch` reading K/V
 through block tables handed over as one [B, pages] array as engines keep them; `--layout`
 says where their pages sit: `scattered` (the default, the layout the targets are judged on)
 is a random permutation of the pool, as after many allocations and frees; `runs` gives each
@@ -43,7 +43,7 @@ from tqdm import tqdm
 from pagedkv.bench import Report
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.pool import KVCachePool
-from pagedkv.model.attention import CHUNK_BYTES, IN_PLACE_BYTES, AttentionEngine, is_run
+from pagedkv.model.attention_tiled import CHUNK_BYTES, IN_PLACE_BYTES, TiledAttentionEngine, is_run
 from pagedkv.model.dense_decode import (
     dense_decode,
     dense_decode_chunked,
@@ -136,7 +136,7 @@ def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Gene
         head_dim=problem.head_dim,
         dtype=problem.dtype,
     )
-    engine = AttentionEngine(KVCachePool(config))
+    engine = TiledAttentionEngine(KVCachePool(config))
     tables = block_tables(problem.layout, batch, pages_per_seq, rng)
     page_slots = tables[:, :, None] * problem.page_size + np.arange(problem.page_size)
     slots = page_slots.reshape(batch, -1)[:, :context].ravel()

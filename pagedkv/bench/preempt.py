@@ -67,7 +67,7 @@ def serve(
     start = time.perf_counter()
     outputs = sched.run()
     seconds = time.perf_counter() - start
-    sched.seqs.check_invariants()
+    sched.manager.check_invariants()
     return {
         "outputs": outputs,
         "seconds": seconds,

@@ -152,7 +152,7 @@ def simulate(
             running.append(len(sched.running))
             active.append(pool.num_active_pages)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
-    sched.seqs.check_invariants()
+    sched.manager.check_invariants()
     st = sched.stats
     tokens = st.prefill_tokens + st.decode_tokens
     return {

@@ -1,6 +1,8 @@
-"""A scheduler request, its status, and the two waiting queues (first come, or by priority).
+"""A request, its status, and the two waiting queues (first come, or by priority).
 
-vLLM v1 keeps the same things in `vllm/v1/request.py` (`Request`, `RequestStatus`) and
+`Request` is what a caller (a workload generator, a benchmark) hands the scheduler;
+`RequestState` is the scheduler's record of how far it got. vLLM v1 keeps the same things in
+`vllm/v1/request.py` (`Request`, `RequestStatus`) and
 `request_queue.py` (an FCFS deque and a priority heap). A request's status is one of
 WAITING (never run), RUNNING, PREEMPTED (waiting again after a preemption) and FINISHED,
 with the reason: "length" (it generated `max_new_tokens`) or "aborted".
@@ -21,6 +23,26 @@ from collections import deque
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation request, as `Scheduler.add_requests` takes it."""
+
+    req_id: str
+    prompt_token_ids: list[int]
+    max_new_tokens: int  # the output length: generation stops after this many tokens
+    n: int = 1  # parallel samples of the output (vLLM's SamplingParams.n)
+    seed: int = 0  # seed of this request's sampling (temperature > 0)
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_token_ids)
+
+    @property
+    def final_len(self) -> int:
+        """Tokens the request holds when it finishes (the last one never gets a slot)."""
+        return self.prompt_len + self.max_new_tokens - 1
 
 
 class RequestStatus(str, Enum):

@@ -4,10 +4,14 @@ The same knobs as vLLM's `SamplingParams` (temperature, top_k, top_p, seed) appl
 same order as its sampler: scale by 1 / temperature, keep the top_k largest logits, keep the
 smallest set of tokens whose probability reaches top_p, renormalise and draw. A seeded
 `numpy.random.Generator` makes every draw repeatable; temperature 0 is argmax and draws
-nothing. Leaves out: repetition/presence penalties, min_p, logit bias, beam scores.
+nothing. `SamplingParams` holds the three knobs a runner applies to every request it samples
+(the seed is per request). Leaves out: repetition/presence penalties, min_p, logit bias, beam
+scores, and settings that differ between the requests of one batch.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,6 +31,22 @@ def check_sampling(temperature: object, top_k: object = None, top_p: object = No
             raise TypeError(f"top_p must be a number or None, got {top_p!r} ({type(top_p).__name__})")
         if not 0 < top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How a runner picks each next token (vLLM's `SamplingParams`, less n and seed)."""
+
+    temperature: float = 0.0  # 0: greedy (argmax)
+    top_k: int | None = None  # keep the k most likely tokens (None: all)
+    top_p: float | None = None  # keep the smallest set whose probability reaches top_p
+
+    def __post_init__(self) -> None:
+        check_sampling(self.temperature, self.top_k, self.top_p)
+
+    def sample(self, logits: np.ndarray, rng: np.random.Generator) -> list[int]:
+        """One token per row of logits [B, vocab], drawn from `rng`."""
+        return sample(logits, self.temperature, rng, self.top_k, self.top_p)
 
 
 def sample(

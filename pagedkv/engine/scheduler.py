@@ -1,9 +1,9 @@
 """Scheduler: continuous batching over the paged KV cache — decide, run, update, as vLLM v1.
 
 A step is three calls, as in vLLM v1 (and nano-vllm's `schedule` / `run` / `postprocess`):
-`schedule()` decides and returns a `SchedulerOutput`; a model runner (`TinyLMRunner`, or
-`ScriptedRunner` for bookkeeping-only simulations) computes the scheduled tokens and
-samples; `update_from_output(output, sampled)` appends the sampled tokens and finishes
+`schedule()` decides and returns a `SchedulerOutput`; a runner (`ModelRunner` around the
+model it was given, or `ScriptedRunner` for bookkeeping-only simulations) computes the
+scheduled tokens and samples; `update_from_output(output, sampled)` appends the sampled tokens and finishes
 requests. `step()` does all three; `run()` steps to the end.
 
 What `schedule()` does, like vLLM v1's: there is no prefill or decode phase, only requests
@@ -30,9 +30,16 @@ recompute (v0 stopped the engine). `abort(req_id)` ends a waiting, running or pr
 request and releases its pages exactly as a finish does (full pages stay CACHED). Through
 all of it a request generates exactly the tokens of an uninterrupted run.
 
-Leaves out: parallel-sampling and beam-search groups (`bench sharing` drives `fork`
-directly), stop strings and EOS, wall-clock arrivals and timeouts,
-`long_prefill_token_threshold`, async scheduling, and preempting running requests to admit
+**Parallel sampling** (`n` > 1) fans a request out into n independent requests
+"{req_id}.{k}" seeded seed + k, as vLLM v1 does (`ParentRequest`): the samples share the
+prompt's full pages through the prefix cache, each computes the prompt's last page itself.
+NOTE: vLLM v0 instead forked the sequence after prefill, sharing even the partial last
+page (copy-on-write on the first write); it then had to preempt, swap and free a group as
+one, which v1 dropped. `fork` stays in the SequenceManager (`bench sharing` and the
+scenarios drive it directly).
+
+Leaves out: beam search (vLLM v1 runs it outside the engine), stop strings and EOS,
+wall-clock arrivals and timeouts, `long_prefill_token_threshold`, async scheduling, and preempting running requests to admit
 a more urgent waiting one (vLLM v1 does not either).
 """
 
@@ -45,6 +52,7 @@ from pagedkv.core.plumbing.events import Event
 from pagedkv.core.plumbing.validation import (
     check_bool,
     check_choice,
+    check_instance,
     check_int,
     check_number,
     check_seq_id,
@@ -52,13 +60,12 @@ from pagedkv.core.plumbing.validation import (
     check_vocab,
 )
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.engine.request import QUEUES, RequestState, RequestStatus, UnknownRequestError
-from pagedkv.engine.runner import ScriptedRunner, TinyLMRunner
+from pagedkv.engine.request import QUEUES, Request, RequestState, RequestStatus, UnknownRequestError
+from pagedkv.engine.runner import Model, ModelRunner, ScriptedRunner
+from pagedkv.engine.sampling import SamplingParams
 from pagedkv.engine.scheduler_output import SchedulerOutput, SchedulerStats, StepRecord
-from pagedkv.engine.step_plan import REQ_ID, StepPlan, schedule_running, schedule_waiting
+from pagedkv.engine.step_plan import StepPlan, schedule_running, schedule_waiting
 from pagedkv.engine.swap import SwapSpace
-from pagedkv.labs.workloads import Request
-from pagedkv.model.tinylm import VOCAB_SIZE, TinyLM
 
 PREEMPTION_MODES = ("recompute", "swap")
 POLICIES = ("fcfs", "priority")
@@ -66,25 +73,27 @@ RUNNING, FINISHED = RequestStatus.RUNNING, RequestStatus.FINISHED
 
 
 class Scheduler:
-    """Continuous batching of requests over one SequenceManager; `model` picks the runner."""
+    """Continuous batching of requests over one SequenceManager. Given a `model` (any
+    object with the runner's `Model` Protocol) it computes tokens with a `ModelRunner`;
+    without one, a `ScriptedRunner` keeps the books only."""
 
     def __init__(
         self,
-        seqs: SequenceManager,
-        model: TinyLM | None = None,
+        manager: SequenceManager,
+        model: Model | None = None,
         *,
         max_num_seqs: int = 64,
         max_num_batched_tokens: int = 2048,
         preemption_mode: str = "recompute",
         swap_space_pages: int = 0,
         temperature: float = 0.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
         policy: str = "fcfs",
         enable_chunked_prefill: bool = True,
+        free_finished: bool = True,
     ) -> None:
-        if not isinstance(seqs, SequenceManager):
-            raise TypeError(f"seqs must be a SequenceManager, got {type(seqs).__name__}")
-        if model is not None and not isinstance(model, TinyLM):
-            raise TypeError(f"model must be a TinyLM or None, got {type(model).__name__}")
+        check_instance("manager", manager, SequenceManager)
         self.max_num_seqs = check_int("max_num_seqs", max_num_seqs, 1, 1 << 24)
         self.max_num_batched_tokens = check_int(
             "max_num_batched_tokens", max_num_batched_tokens, max_num_seqs, 1 << 24
@@ -93,13 +102,14 @@ class Scheduler:
         self.policy = check_choice("policy", policy, POLICIES)
         self.enable_chunked_prefill = check_bool("enable_chunked_prefill", enable_chunked_prefill)
         self.temperature = check_number("temperature", temperature, 0)
-        self.seqs, self.pool, self.model = seqs, seqs.pool, model
+        # False keeps a finished request's sequence live (TinyLM.generate(free=False)).
+        self.free_finished = check_bool("free_finished", free_finished)
+        self.manager, self.pool, self.model = manager, manager.pool, model
         self.swap_space = SwapSpace(self.pool, swap_space_pages)
-        self.runner: ScriptedRunner | TinyLMRunner = (
-            ScriptedRunner()
-            if model is None
-            else TinyLMRunner(model, seqs, self.swap_space, self.temperature)
-        )
+        self.runner: ScriptedRunner | ModelRunner = ScriptedRunner()
+        if model is not None:
+            sampling = SamplingParams(self.temperature, top_k, top_p)
+            self.runner = ModelRunner(model, manager, self.swap_space, sampling)
         self.requests: dict[Hashable, RequestState] = {}  # every request ever added, in order
         self.waiting = QUEUES[policy]()
         self.running: list[RequestState] = []  # admission order
@@ -119,19 +129,24 @@ class Scheduler:
         *,
         seed: int = 0,
         priority: int = 0,
+        n: int = 1,
     ) -> None:
-        """Queue a request. `seed` seeds its sampling; `priority` orders it under "priority"."""
+        """Queue a request. `seed` seeds its sampling; `priority` orders it under "priority";
+        n > 1 queues n samples "{req_id}.{k}" seeded seed + k instead (see the module)."""
+        check_int("n", n, 1, 1024)
+        ids = [req_id] if n == 1 else [f"{req_id}.{k}" for k in range(n)]
         check_seq_id("req_id", req_id)
-        if req_id in self.requests:
-            raise ValueError(f"req_id {req_id!r} was already added")
-        if req_id in self.seqs:  # admission would fail: the id is taken in the SequenceManager
-            raise ValueError(f"req_id {req_id!r} is a live sequence of the SequenceManager")
+        for i in ids:
+            if i in self.requests:
+                raise ValueError(f"req_id {i!r} was already added")
+            if i in self.manager:  # admission would fail: the id is taken in the SequenceManager
+                raise ValueError(f"req_id {i!r} is a live sequence of the SequenceManager")
         tokens, _ = check_tokens("prompt_token_ids", prompt_token_ids)
         check_int("max_new_tokens", max_new_tokens, 1, 1 << 24)
-        check_int("seed", seed, 0, 2**63 - 1)
+        check_int("seed", seed, 0, 2**63 - 1 - n)
         check_int("priority", priority, -(2**63), 2**63 - 1)
         if self.model is not None:
-            check_vocab("prompt_token_ids", tokens, VOCAB_SIZE)
+            check_vocab("prompt_token_ids", tokens, self.model.vocab_size)
         # A resumed sequence holds up to prompt + max_new_tokens - 1 tokens.
         longest = len(tokens) + max_new_tokens - 1
         if not self.enable_chunked_prefill and longest > self.max_num_batched_tokens:
@@ -144,16 +159,15 @@ class Scheduler:
                 f"the request grows to {longest} tokens, more than the pool's "
                 f"{self.pool.num_pages} pages x {self.pool.page_size} slots can hold"
             )
-        state = RequestState(req_id, tokens, max_new_tokens, len(self.requests), priority, seed)
-        self.requests[req_id] = state
-        self.waiting.add(state)
+        for k, i in enumerate(ids):
+            state = RequestState(i, tokens, max_new_tokens, len(self.requests), priority, seed + k)
+            self.requests[i] = state
+            self.waiting.add(state)
 
     def add_requests(self, requests: Iterable[Request]) -> None:
-        """Queue workload requests (n = 1, no beam search) in order."""
+        """Queue workload requests in order (one with n > 1 as its n samples)."""
         for r in requests:
-            if r.n != 1 or r.beam_width != 1:
-                raise ValueError(f"request {r.req_id!r}: the scheduler needs n = beam_width = 1")
-            self.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
+            self.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed, n=r.n)
 
     def request(self, req_id: Hashable) -> RequestState:
         """A request's status, finish reason, prompt, output and `token_ids` (do not mutate)."""
@@ -172,7 +186,7 @@ class Scheduler:
             return False
         if state.status is RUNNING:
             self.running.remove(state)
-            self.seqs.free(req_id)  # every token with a slot was computed by an earlier step
+            self.manager.free(req_id)  # every token with a slot was computed by an earlier step
         else:
             self.waiting.remove(state)
             if state.swap_pages is not None:
@@ -220,11 +234,11 @@ class Scheduler:
         """Decide the next step (see the module docstring); the runner computes it."""
         if self._in_flight is not None:
             raise RuntimeError(f"step {self._in_flight[0].step} was scheduled and not yet updated")
-        live = self.seqs.sequences
+        live = self.manager.sequences
         lost = [s.req_id for s in self.running if s.req_id not in live]
         if lost:  # checked before anything changes: these cannot be decoded
             raise RuntimeError(f"running requests {lost} were freed outside the scheduler")
-        plan = StepPlan(self._emit, self.pool.stats.evictions, len(self.seqs.cow_log))
+        plan = StepPlan(self._emit, self.pool.stats.evictions, len(self.manager.cow_log))
         budget = schedule_running(self, plan, self.max_num_batched_tokens)
         if not plan.preempted:
             schedule_waiting(self, plan, budget)
@@ -232,12 +246,12 @@ class Scheduler:
         output = SchedulerOutput(
             step=self.stats.steps,
             num_scheduled_tokens=plan.num_scheduled_tokens,
-            sampling=tuple(map(REQ_ID, plan.sampling)),
+            sampling=tuple(state.req_id for state in plan.sampling),
             scheduled_new_reqs=tuple(plan.new),
             preempted=tuple(plan.preempted),
             swap_out=tuple(plan.swap_out),
             swap_in=tuple(plan.swap_in),
-            copy_on_write=tuple(self.seqs.cow_log[plan.cow :]),
+            copy_on_write=tuple(self.manager.cow_log[plan.cow :]),
             finished_req_ids=tuple(self._finished_ids),
         )
         self._finished_ids = []
@@ -263,7 +277,8 @@ class Scheduler:
                 finished.append(state.req_id)
         for req_id in finished:
             state = self.requests[req_id]
-            self.seqs.free(req_id)  # computed just now; the new token gets no slot
+            if self.free_finished:
+                self.manager.free(req_id)  # computed just now; the new token gets no slot
             self.running.remove(state)
             self._finish(state, "length")
         return self._record(output, plan, finished, sampled)

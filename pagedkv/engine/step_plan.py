@@ -25,16 +25,28 @@ import bisect
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from itertools import islice
-from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from pagedkv.engine.request import RequestState, RequestStatus
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine.request import FCFSQueue, RequestState, RequestStatus
 from pagedkv.engine.scheduler_output import NewRequestData
+from pagedkv.engine.swap import SwapSpace
 
-if TYPE_CHECKING:
-    from pagedkv.engine.scheduler import Scheduler
 
-REQ_ID = attrgetter("req_id")
+class SchedulerState(Protocol):
+    """What these loops read and change of `pagedkv.engine.scheduler.Scheduler` (a Protocol,
+    so this module does not import the one that imports it)."""
+
+    manager: SequenceManager
+    pool: KVCachePool
+    swap_space: SwapSpace
+    running: list[RequestState]
+    waiting: FCFSQueue
+    max_num_seqs: int
+    policy: str
+    preemption_mode: str
+    enable_chunked_prefill: bool
 
 
 @dataclass
@@ -79,7 +91,7 @@ class StepPlan:
             self.recomputed += min(start + k, state.max_computed) - start
 
 
-def schedule_running(sched: Scheduler, plan: StepPlan, budget: int) -> int:
+def schedule_running(sched: SchedulerState, plan: StepPlan, budget: int) -> int:
     """Schedule the running requests (preempting when short); returns the budget left."""
     running, pool, size = sched.running, sched.pool, sched.pool.page_size
     i = 0
@@ -102,14 +114,14 @@ def schedule_running(sched: Scheduler, plan: StepPlan, budget: int) -> int:
             preempt(sched, plan, running.pop())
             break
         for token in _tokens(state, start, start + k):
-            sched.seqs.append_slot(state.req_id, token)
+            sched.manager.append_slot(state.req_id, token)
         plan.add(state, start, k)
         budget -= k
         i += 1
     return budget
 
 
-def _decode(sched: Scheduler, plan: StepPlan, first: int, budget: int) -> int:
+def _decode(sched: SchedulerState, plan: StepPlan, first: int, budget: int) -> int:
     """One token each for running[first], running[first + 1], ... until a request mid-prompt,
     the end of the budget or a request the pool has no page for; returns how many got it.
 
@@ -122,8 +134,8 @@ def _decode(sched: Scheduler, plan: StepPlan, first: int, budget: int) -> int:
         if state.num_computed_tokens < state.prefill_end:
             break
         states.append(state)
-    req_ids = list(map(REQ_ID, states))
-    done = len(sched.seqs.append_slots(req_ids, [s.output[-1] for s in states]))
+    req_ids = [state.req_id for state in states]
+    done = len(sched.manager.append_slots(req_ids, [s.output[-1] for s in states]))
     decoded = states[:done]
     for state in decoded:
         state.num_computed_tokens += 1  # as vLLM: computed by the end of the step
@@ -131,7 +143,7 @@ def _decode(sched: Scheduler, plan: StepPlan, first: int, budget: int) -> int:
     return done
 
 
-def schedule_waiting(sched: Scheduler, plan: StepPlan, budget: int) -> None:
+def schedule_waiting(sched: SchedulerState, plan: StepPlan, budget: int) -> None:
     """Admit waiting requests in queue order while budget, max_num_seqs and pages allow."""
     waiting, running = sched.waiting, sched.running
     while len(waiting) and budget > 0 and len(running) < sched.max_num_seqs:
@@ -154,20 +166,20 @@ def schedule_waiting(sched: Scheduler, plan: StepPlan, budget: int) -> None:
         budget -= k
 
 
-def _admit(sched: Scheduler, plan: StepPlan, state: RequestState, budget: int) -> int:
+def _admit(sched: SchedulerState, plan: StepPlan, state: RequestState, budget: int) -> int:
     """Add the request's sequence with the tokens this step computes (plus its prefix hits
     and, after a swap, its swapped tokens); returns the tokens to compute, 0 if refused."""
-    seqs, req_id, total = sched.seqs, state.req_id, state.num_tokens
+    manager, req_id, total = sched.manager, state.req_id, state.num_tokens
     swapped = state.num_swapped_tokens if state.swap_pages is not None else 0
     try:
         if swapped or total <= budget:
             end = min(total, swapped + budget)
         else:
-            hits = seqs.plan_add(req_id, state.token_ids).num_cached_tokens
+            hits = manager.plan_add(req_id, state.token_ids).num_cached_tokens
             if total - hits > budget and not sched.enable_chunked_prefill:
                 return 0
             end = min(total, hits + budget)
-        hits = seqs.add(req_id, state.token_ids[:end])
+        hits = manager.add(req_id, state.token_ids[:end])
     except Exception as exc:  # noqa: BLE001 - plan_add and add change nothing when they raise
         # Out of pages, or an id another user of the SequenceManager took since add_request.
         plan.refused = f"request {req_id!r} cannot be admitted: {exc}"
@@ -175,10 +187,10 @@ def _admit(sched: Scheduler, plan: StepPlan, state: RequestState, budget: int) -
     start = hits
     if state.swap_pages is not None:
         if hits < swapped:  # the pages the prefix cache did not cover come back from swap
-            size, table = sched.pool.page_size, seqs.block_table(req_id)
+            size, table = sched.pool.page_size, manager.block_table(req_id)
             blocks = range(hits // size, -(-swapped // size))
             plan.swap_in += [(state.swap_pages[b], table[b]) for b in blocks]
-            seqs.set_computed(req_id, swapped)
+            manager.set_computed(req_id, swapped)
             start = swapped
         sched.swap_space.free(state.swap_pages)
         state.swap_pages = None
@@ -187,10 +199,10 @@ def _admit(sched: Scheduler, plan: StepPlan, state: RequestState, budget: int) -
     return end - start
 
 
-def preempt(sched: Scheduler, plan: StepPlan, state: RequestState) -> RequestState:
+def preempt(sched: SchedulerState, plan: StepPlan, state: RequestState) -> RequestState:
     """Free a running request's pages (listing them for a swap-out first in swap mode) and
     requeue it: at the front under "fcfs", by its priority under "priority". Returns it."""
-    table = sched.seqs.block_table(state.req_id)
+    table = sched.manager.block_table(state.req_id)
     mode = sched.preemption_mode
     if mode == "swap":
         slots = sched.swap_space.allocate(len(table))
@@ -199,7 +211,7 @@ def preempt(sched: Scheduler, plan: StepPlan, state: RequestState) -> RequestSta
         else:
             plan.swap_out += zip(table, slots)
             state.swap_pages, state.num_swapped_tokens = slots, state.num_computed_tokens
-    sched.seqs.free(state.req_id)  # every token it holds was computed by an earlier step
+    sched.manager.free(state.req_id)  # every token it holds was computed by an earlier step
     state.status = RequestStatus.PREEMPTED
     state.num_preemptions += 1
     sched.waiting.prepend(state)

@@ -162,7 +162,7 @@ def paged_categories(sched: Scheduler) -> dict[str, int]:
     No prefix caching and no forks, so no page is shared: the slots holding tokens are the
     sequences' tokens (cheaper than reading every page); the rest of their pages is internal
     fragmentation."""
-    held = sum(seq.num_tokens for seq in sched.seqs.sequences.values())
+    held = sum(seq.num_tokens for seq in sched.manager.sequences.values())
     page_size = sched.pool.config.page_size
     categories = dict.fromkeys(CATEGORIES, 0)
     categories["token_states"] = held

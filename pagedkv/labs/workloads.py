@@ -12,9 +12,9 @@ Each length is a log-normal draw rounded to an int and clipped to [1, 1024] (so 
 output <= 2,048, the OPT models' context); mu is solved so the *clipped* mean equals the
 paper's mean (the tests check the sample means). Token ids are uniform over the vocabulary,
 so two requests share a prefix only when a generator makes them: `with_system_prompt`
-prepends one shared prompt to every request. Parallel sampling (n outputs per prompt) and
-beam search (width k) are fields of the request; `beam_parents` draws which beams survive
-each step (the beam-search trace `bench sharing` replays with fork).
+prepends one shared prompt to every request; `parallel_sampling` asks n samples of each
+(`Request.n`, which `Scheduler.add_requests` fans out); `beam_parents` draws which beams
+survive each step (the beam-search trace `bench sharing` replays with fork).
 
 Leaves out: arrival times (every request is queued at time 0, the offline setting of the
 paper's Fig. 2 and of `bench memory`) and real text.
@@ -22,11 +22,12 @@ paper's Fig. 2 and of `bench memory`) and real text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from pagedkv.core.plumbing.validation import check_int
+from pagedkv.engine.request import Request  # re-exported: generators make requests
 
 MAX_LEN = 1024  # clip for prompt and for output lengths
 # name -> (mean prompt, mean output) reported by the paper, and the log-normal parameters
@@ -35,27 +36,6 @@ WORKLOADS = {
     "sharegpt": {"paper_means": (161.31, 337.99), "prompt": (4.615, 1.0), "output": (5.514, 0.9)},
     "alpaca": {"paper_means": (19.31, 58.45), "prompt": (2.781, 0.6), "output": (3.748, 0.8)},
 }
-
-
-@dataclass(frozen=True)
-class Request:
-    """One generation request."""
-
-    req_id: str
-    prompt_token_ids: list[int]
-    max_new_tokens: int  # the output length: generation stops after this many tokens
-    n: int = 1  # parallel samples sharing the prompt
-    beam_width: int = 1  # beam search width k (1 = no beam search)
-    seed: int = 0  # seed of this request's sampling (temperature > 0)
-
-    @property
-    def prompt_len(self) -> int:
-        return len(self.prompt_token_ids)
-
-    @property
-    def final_len(self) -> int:
-        """Tokens the request holds when it finishes (the last one never gets a slot)."""
-        return self.prompt_len + self.max_new_tokens - 1
 
 
 def lengths(workload: str, num_requests: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -109,12 +89,6 @@ def parallel_sampling(requests: list[Request], n: int) -> list[Request]:
     """The same requests, each asking for n samples of its output."""
     check_int("n", n, 1, 1024)
     return [replace(r, n=n) for r in requests]
-
-
-def beam_search(requests: list[Request], width: int) -> list[Request]:
-    """The same requests, each decoded by beam search of the given width."""
-    check_int("width", width, 1, 1024)
-    return [replace(r, beam_width=width) for r in requests]
 
 
 def beam_parents(width: int, steps: int, seed: int = 0, decay: float = 0.5) -> np.ndarray:

@@ -5,14 +5,18 @@ embeddings (RoPE), grouped-query attention, a SwiGLU MLP — but with a byte voc
 tokens, so any text is a prompt). `TinyLM.pretrained()` loads the weights shipped in
 `pagedkv/data/` (trained on the project's own prose by `make train-model`; its card is
 `model.card` and the README's "Model card"), so it continues "The KV cache holds" in words;
-`TinyLM(seed=...)` builds seeded random weights of any shape, for tests. Its K/V go through
-a `KVCachePool` exactly as a real model's do in vLLM's model runner: each step computes
-K/V only for the tokens not yet in the cache, writes them at their slots, and attends
-through the block tables.
+`TinyLM(seed=...)` builds seeded random weights of any shape, for tests.
+
+`compute(context, pool)` is the model proper, a pure function of a prepared context (token
+ids, positions, slot mapping, block tables, context lengths; pagedkv.engine.context) and
+the pool's K/V store: layer by layer it writes the new tokens' K/V at the slot mapping and
+attends through the block tables, as a model under nano-vllm's or vLLM's model runner
+does. It never sees a sequence. The conveniences a notebook calls go through the engine's
+one loop: `forward(manager, seq_ids)` is `ModelRunner.forward` (prepare, compute, mark
+computed), `generate` is pagedkv.engine.generation's (the Scheduler's loop).
 
 `forward_reference` recomputes everything from the token ids with dense attention and no
-cache: the oracle the paged path must match, token for token. The generation loops on top
-(`generate`, `generate_reference`) live in generation.py.
+cache: the oracle the paged path must match, token for token.
 
 Leaves out: training in numpy (tools/train_model.py trains a torch mirror), tokenizers
 beyond bytes, batching of different sampling settings in one step.
@@ -24,6 +28,7 @@ import functools
 import weakref
 from collections.abc import Callable, Hashable
 from collections.abc import Sequence as SequenceLike
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,9 +36,15 @@ from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]  
 
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.plumbing.validation import check_int, check_vocab
+from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine import generation
+from pagedkv.engine.context import ForwardContext
+from pagedkv.engine.runner import ModelRunner
 from pagedkv.engine.sampling import sample
-from pagedkv.model.attention import AttentionEngine, dense_attention
+from pagedkv.model.attention import dense_attention
+from pagedkv.model.attention_tiled import TiledAttentionEngine
+from pagedkv.model.weights import WeightsFileError, read_weights
 
 VOCAB_SIZE = 256
 _BLAS: list[ThreadpoolController] = []  # made on first use, once numpy's BLAS is loaded
@@ -90,6 +101,7 @@ class TinyLM:
             raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
         self.num_layers, self.num_heads, self.num_kv_heads = num_layers, num_heads, num_kv_heads
         self.head_dim, self.ffn_dim, self.seed, self.dtype = head_dim, ffn_dim, seed, dtype
+        self.vocab_size = VOCAB_SIZE
         d = self.d_model = num_heads * head_dim
         rng = np.random.default_rng(seed)
 
@@ -131,9 +143,55 @@ class TinyLM:
         byte (unigram 4.74, uniform 8). A missing, truncated or altered file raises
         `pagedkv.model.weights.WeightsFileError`.
         """
-        from pagedkv.model.weights import load_weights  # weights.py builds on this module
+        return cls.load(dtype=dtype)
 
-        return load_weights(dtype=dtype)
+    @classmethod
+    def load(cls, path: Path | str | None = None, dtype: str = "float32") -> TinyLM:
+        """A TinyLM holding the weights of `path` (default: the shipped file), checked first
+        against its card (pagedkv.model.weights)."""
+        card, state = read_weights(path)
+        try:
+            model = cls(**card["shape"], seed=0, dtype=dtype)
+        except (TypeError, ValueError) as err:
+            raise WeightsFileError(
+                f"the model card of {path or 'the shipped weights'} has an unusable shape: {err}"
+            ) from None
+        try:
+            model.load_state_dict(state)
+        except ValueError as err:
+            raise WeightsFileError(
+                f"weights file {path or 'tinylm.npz'} does not fit its card's shape: {err}"
+            ) from None
+        model.card = card
+        return model
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Every weight by name: "embed", "layers.{i}.wq", ..., "final_norm", "lm_head", "lm_bias"."""
+        out = {"embed": self.embed, "final_norm": self.final_norm, "lm_head": self.lm_head}
+        out["lm_bias"] = self.lm_bias
+        for i, w in enumerate(self.layers):
+            out.update({f"layers.{i}.{k}": v for k, v in w.items()})
+        return out
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Replace every weight by `state`'s (names and shapes as `state_dict`), cast to the dtype."""
+        mine = self.state_dict()
+        if set(state) != set(mine):
+            missing, extra = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
+            raise ValueError(
+                f"weights must be exactly {len(mine)} arrays; missing {missing}, unexpected {extra}"
+            )
+        for name, array in state.items():
+            if array.shape != mine[name].shape:
+                raise ValueError(
+                    f"weight {name!r} has shape {array.shape}, the model needs {mine[name].shape}"
+                )
+        cast = {k: np.ascontiguousarray(v, dtype=self.dtype) for k, v in state.items()}
+        self.embed, self.final_norm, self.lm_head = cast["embed"], cast["final_norm"], cast["lm_head"]
+        self.lm_bias = cast["lm_bias"]
+        for i, w in enumerate(self.layers):
+            for k in w:
+                w[k] = cast[f"layers.{i}.{k}"]
 
     def __repr__(self) -> str:
         if self.card is not None:
@@ -222,68 +280,46 @@ class TinyLM:
         return self._logits(x)
 
     @_one_blas_thread
-    def forward(self, seqs: SequenceManager, seq_ids: SequenceLike[Hashable]) -> np.ndarray:
-        """Run every not-yet-computed token of each sequence through the paged cache.
+    def compute(self, context: ForwardContext, pool: KVCachePool) -> np.ndarray:
+        """Logits [B, vocab] at each sequence's last token of a prepared context.
 
-        Layer by layer, K/V of all sequences are written before any of them attends (as in
-        vLLM's model runner), so a sequence may hit pages another one fills in the same
-        step. Returns logits [B, vocab] at each sequence's last position.
-        """
-        if not isinstance(seqs, SequenceManager):
-            raise TypeError(f"seqs must be a SequenceManager, got {type(seqs).__name__}")
-        cfg = seqs.pool.config
-        if (cfg.num_layers, cfg.num_kv_heads, cfg.head_dim) != (
-            self.num_layers,
-            self.num_kv_heads,
-            self.head_dim,
-        ):
-            raise ValueError(
-                "pool shape (num_layers, num_kv_heads, head_dim) = "
-                f"{(cfg.num_layers, cfg.num_kv_heads, cfg.head_dim)} does not fit the model's "
-                f"{(self.num_layers, self.num_kv_heads, self.head_dim)}; use TinyLM.cache_config"
-            )
-        if not seq_ids:
-            raise ValueError("seq_ids must name at least one sequence")
-        if len(set(seq_ids)) != len(seq_ids):
-            raise ValueError(f"seq_ids must be distinct, got {list(seq_ids)}")
-        batch = [seqs.get(s) for s in seq_ids]
-        for seq in batch:
-            if seq.num_computed_tokens >= seq.num_tokens:
-                raise ValueError(f"sequence {seq.seq_id!r} has no token left to compute")
-            check_vocab(
-                f"sequence {seq.seq_id!r} token_ids", seq.tokens[seq.num_computed_tokens :], VOCAB_SIZE
-            )
-        engine = self._engines.get(seqs.pool)
-        if engine is None:
-            engine = self._engines[seqs.pool] = AttentionEngine(seqs.pool)
-        spans = [(s.num_computed_tokens, s.num_tokens) for s in batch]
-        tokens = [t for s, (a, b) in zip(batch, spans) for t in s.tokens[a:b]]
-        positions = np.concatenate([np.arange(a, b) for a, b in spans])
-        slots = np.concatenate([s.slot_mapping(a, b) for s, (a, b) in zip(batch, spans)])
-        lengths = np.array([b - a for a, b in spans])
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        decode_only = all(b - a == 1 for a, b in spans)
-        x = self.embed[tokens]  # [N, d]
+        Layer by layer, K/V of every token are written at `context.slot_mapping` before
+        any sequence attends (as in vLLM's model runner), so a sequence may hit pages
+        another one fills in the same step. A step of decodes only (one token each) runs
+        the batched decode kernel; otherwise each sequence attends over its block table."""
+        engine = self._engines.get(pool)
+        if engine is None:  # one per pool, kept while the pool lives: its work arrays are reused
+            engine = self._engines[pool] = TiledAttentionEngine(pool)
+        x = self.embed[context.token_ids]  # [N, d]
         for layer, w in enumerate(self.layers):
-            q, k, v = self._qkv(w, x, positions)
-            engine.write(layer, slots, k, v)
-            if decode_only:
-                attn = engine.paged_attention_batch(
-                    layer, q, [s.block_table for s in batch], [s.num_tokens for s in batch]
-                )
-            else:
-                attn = np.concatenate(
-                    [
-                        engine.paged_attention(layer, q[i:j], s.block_table, s.num_tokens)
-                        for s, i, j in zip(batch, starts, ends)
-                    ]
-                )
-            x = x + attn.reshape(len(tokens), -1) @ w["wo"]
+            q, k, v = self._qkv(w, x, context.positions)
+            engine.write(layer, context.slot_mapping, k, v)
+            x = x + self._attend(engine, layer, q, context).reshape(len(x), -1) @ w["wo"]
             x = x + self._mlp(w, x)
-        for seq in batch:
-            seqs.set_computed(seq.seq_id, seq.num_tokens)
-        return self._logits(x[ends - 1])
+        return self._logits(x[context.last_rows])
+
+    @staticmethod
+    def _attend(
+        engine: TiledAttentionEngine, layer: int, q: np.ndarray, context: ForwardContext
+    ) -> np.ndarray:
+        """Attention of q [N, H, D] through the context's block tables: [N, H, D]."""
+        if context.is_decode:
+            return engine.paged_attention_batch(layer, q, context.block_tables, context.context_lens)
+        starts = context.query_start_loc.tolist()
+        return np.concatenate(
+            [
+                engine.paged_attention(layer, q[a:b], table, length)
+                for a, b, table, length in zip(
+                    starts[:-1], starts[1:], context.block_tables, context.context_lens.tolist()
+                )
+            ]
+        )
+
+    def forward(self, manager: SequenceManager, seq_ids: SequenceLike[Hashable]) -> np.ndarray:
+        """Run every not-yet-computed token of each sequence through the paged cache; logits
+        [B, vocab] at each sequence's last position (`ModelRunner.forward`: prepare, compute,
+        mark the tokens computed)."""
+        return ModelRunner(self, manager).forward(seq_ids)
 
     # ---- generation ------------------------------------------------------------------------
 
@@ -300,7 +336,7 @@ class TinyLM:
 
     def generate(
         self,
-        seqs: SequenceManager,
+        manager: SequenceManager,
         prompts: SequenceLike[SequenceLike[int] | str],
         max_new_tokens: int,
         *,
@@ -312,25 +348,12 @@ class TinyLM:
         top_p: float | None = None,
         free: bool = True,
     ) -> dict[Hashable, list[int]]:
-        """Generate through the paged cache; returns new tokens per sequence id.
-
-        n > 1 forks each prompt after prefill into samples "{id}.0" .. "{id}.{n-1}"; `free`
-        frees every sequence at the end. See `pagedkv.engine.generation.generate`."""
-        from pagedkv.engine.generation import generate  # generation.py builds on this module
-
-        return generate(
-            self,
-            seqs,
-            prompts,
-            max_new_tokens,
-            seq_ids=seq_ids,
-            n=n,
-            temperature=temperature,
-            seed=seed,
-            top_k=top_k,
-            top_p=top_p,
-            free=free,
-        )
+        """Generate through the paged cache; returns new tokens per sequence id (see
+        `pagedkv.engine.generation.generate`: the Scheduler's loop)."""
+        return generation.generate(
+            self, manager, prompts, max_new_tokens, seq_ids=seq_ids, n=n, temperature=temperature,
+            seed=seed, top_k=top_k, top_p=top_p, free=free,
+        )  # fmt: skip
 
     def generate_reference(
         self,
@@ -342,6 +365,4 @@ class TinyLM:
         top_p: float | None = None,
     ) -> list[int]:
         """Greedy/sampled generation by recomputing the whole context every step (no cache)."""
-        from pagedkv.engine.generation import generate_reference
-
-        return generate_reference(self, prompt, max_new_tokens, temperature, seed, top_k, top_p)
+        return generation.generate_reference(self, prompt, max_new_tokens, temperature, seed, top_k, top_p)

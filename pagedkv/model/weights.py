@@ -1,12 +1,13 @@
 """TinyLM's shipped weights: a float16 .npz with a JSON card that records its sha256.
 
 `tools/train_model.py` writes `pagedkv/data/tinylm.npz` (one array per parameter, named
-as by `state_of`) and `tinylm.json` (the model card: shape, corpus, training run,
-and the file's size and sha256). `load_weights` checks the file against the card before
+as by `TinyLM.state_dict`) and `tinylm.json` (the model card: shape, corpus, training run,
+and the file's size and sha256). `read_weights` checks the file against the card before
 numpy reads a byte of it, so a missing, truncated or altered file is one `WeightsFileError`
 naming the file and what is wrong, never a zipfile or numpy traceback. Hugging Face's
 safetensors plays the same role (a header with shapes, raw arrays, hashes kept by the hub);
-the .npz is the numpy-only equivalent.
+the .npz is the numpy-only equivalent. This module reads and writes arrays and cards only;
+`TinyLM.load` / `TinyLM.pretrained` build the model from them.
 
 The archive is written with fixed timestamps, so the same weights give the same bytes and
 a rebuild that changes nothing leaves `git status` clean. Leaves out: sharding, memory
@@ -23,8 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-from pagedkv.model.tinylm import TinyLM
-
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 WEIGHTS_FILE = "tinylm.npz"
 STORED_DTYPE = "float16"  # halves the file; the model computes in float32 (or float64)
@@ -32,32 +31,6 @@ STORED_DTYPE = "float16"  # halves the file; the model computes in float32 (or f
 
 class WeightsFileError(ValueError):
     """A weights file or its card is missing, truncated, altered or does not fit TinyLM."""
-
-
-def state_of(model: TinyLM) -> dict[str, np.ndarray]:
-    """Every weight by name: "embed", "layers.{i}.wq", ..., "final_norm", "lm_head", "lm_bias"."""
-    out = {"embed": model.embed, "final_norm": model.final_norm, "lm_head": model.lm_head}
-    out["lm_bias"] = model.lm_bias
-    for i, w in enumerate(model.layers):
-        out.update({f"layers.{i}.{k}": v for k, v in w.items()})
-    return out
-
-
-def load_state(model: TinyLM, state: dict[str, np.ndarray]) -> None:
-    """Replace every weight of `model` by `state`'s (names and shapes as `state_of`), cast to its dtype."""
-    mine = state_of(model)
-    if set(state) != set(mine):
-        missing, extra = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
-        raise ValueError(f"weights must be exactly {len(mine)} arrays; missing {missing}, unexpected {extra}")
-    for name, array in state.items():
-        if array.shape != mine[name].shape:
-            raise ValueError(f"weight {name!r} has shape {array.shape}, the model needs {mine[name].shape}")
-    cast = {k: np.ascontiguousarray(v, dtype=model.dtype) for k, v in state.items()}
-    model.embed, model.final_norm, model.lm_head = cast["embed"], cast["final_norm"], cast["lm_head"]
-    model.lm_bias = cast["lm_bias"]
-    for i, w in enumerate(model.layers):
-        for k in w:
-            w[k] = cast[f"layers.{i}.{k}"]
 
 
 def _card_path(path: Path) -> Path:
@@ -68,12 +41,13 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def save_weights(model: TinyLM, card: dict, path: Path | None = None) -> Path:
-    """Write the model's weights (float16) and `card` plus the file's size and sha256."""
+def save_weights(state: dict[str, np.ndarray], card: dict, path: Path | None = None) -> Path:
+    """Write weights by name (`TinyLM.state_dict()`, as float16) and `card` plus the file's
+    size and sha256."""
     path = DATA_DIR / WEIGHTS_FILE if path is None else Path(path)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, array in sorted(state_of(model).items()):
+        for name, array in sorted(state.items()):
             member = io.BytesIO()
             np.lib.format.write_array(member, array.astype(STORED_DTYPE), allow_pickle=False)
             info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
@@ -128,20 +102,10 @@ def _checked_bytes(path: Path, card: dict) -> bytes:
     return data
 
 
-def load_weights(path: Path | str | None = None, dtype: str = "float32") -> TinyLM:
-    """A TinyLM holding the weights of `path` (default: the shipped file), checked first."""
+def read_weights(path: Path | str | None = None) -> tuple[dict, dict[str, np.ndarray]]:
+    """(card, weights by name) of `path` (default: the shipped file), checked against its card."""
     path = DATA_DIR / WEIGHTS_FILE if path is None else Path(path)
     card = load_card(path)
     data = _checked_bytes(path, card)
-    try:
-        model = TinyLM(**card["shape"], seed=0, dtype=dtype)
-    except (TypeError, ValueError) as err:
-        raise WeightsFileError(f"model card {_card_path(path)} has an unusable shape: {err}") from None
     with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        state = {name: archive[name] for name in archive.files}
-    try:
-        load_state(model, state)
-    except ValueError as err:
-        raise WeightsFileError(f"weights file {path} does not fit its card's shape: {err}") from None
-    model.card = card
-    return model
+        return card, {name: archive[name] for name in archive.files}
