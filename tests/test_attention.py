@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from pagedkv import AttentionEngine, CacheConfig, KVCachePool, SequenceManager, dense_attention
+from pagedkv.model.attention_tiled import TiledAttentionEngine
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
 
@@ -41,7 +42,18 @@ def test_dense_attention_matches_the_formula(heads, kv_heads, t, length):
     np.testing.assert_allclose(dense_attention(q, k, v), naive_attention(q, k, v), atol=1e-12)
 
 
-def _filled_pool(rng, dtype, page_size, lengths, heads=4, kv_heads=2, dim=8, layers=2, forks=0):
+def _filled_pool(
+    rng,
+    dtype,
+    page_size,
+    lengths,
+    heads=4,
+    kv_heads=2,
+    dim=8,
+    layers=2,
+    forks=0,
+    engine_class=AttentionEngine,
+):
     """Sequences with random K/V written through their slots; also returns the K/V kept aside."""
     cfg = CacheConfig(
         num_pages=sum(-(-n // page_size) for n in lengths) + 2 * forks + 4,
@@ -53,7 +65,7 @@ def _filled_pool(rng, dtype, page_size, lengths, heads=4, kv_heads=2, dim=8, lay
     )
     pool = KVCachePool(cfg)
     seqs = SequenceManager(pool)
-    engine = AttentionEngine(pool)
+    engine = engine_class(pool)
     kept = {}
     for i, n in enumerate(lengths):
         seqs.add(i, rng.integers(0, 50, n).tolist())
@@ -82,10 +94,13 @@ def test_paged_attention_single_sequence_equals_dense(dtype, page_size):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("page_size", [1, 4, 5, 16])
 @pytest.mark.parametrize("heads,kv_heads", [(2, 2), (4, 2), (8, 1)])
-def test_ragged_batch_decode_equals_dense(dtype, page_size, heads, kv_heads):
+@pytest.mark.parametrize("engine_class", [AttentionEngine, TiledAttentionEngine])  # plain, speed path
+def test_ragged_batch_decode_equals_dense(dtype, page_size, heads, kv_heads, engine_class):
     rng = np.random.default_rng(7 * page_size + heads)
     lengths = rng.integers(1, 60, size=6).tolist()
-    pool, seqs, engine, kept = _filled_pool(rng, dtype, page_size, lengths, heads, kv_heads)
+    pool, seqs, engine, kept = _filled_pool(
+        rng, dtype, page_size, lengths, heads, kv_heads, engine_class=engine_class
+    )
     q = rng.standard_normal((len(lengths), heads, 8)).astype(dtype)
     for layer in range(2):
         got = engine.paged_attention_batch(
@@ -97,11 +112,12 @@ def test_ragged_batch_decode_equals_dense(dtype, page_size, heads, kv_heads):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_forked_sequences_read_shared_pages_and_their_own_copies(dtype):
+@pytest.mark.parametrize("engine_class", [AttentionEngine, TiledAttentionEngine])
+def test_forked_sequences_read_shared_pages_and_their_own_copies(dtype, engine_class):
     """After fork + append, parent and child share full pages but each attends over its own tail."""
     rng = np.random.default_rng(3)
     page_size, n = 4, 10  # 2 full pages + a shared partial page
-    pool, seqs, engine, kept = _filled_pool(rng, dtype, page_size, [n], forks=2)
+    pool, seqs, engine, kept = _filled_pool(rng, dtype, page_size, [n], forks=2, engine_class=engine_class)
     seqs.fork(0, "child")
     extra = {}
     for seq in (0, "child"):

@@ -1,4 +1,7 @@
-"""Property tests: the chunked decode kernel equals dense attention for any block tables.
+"""Property tests: both decode kernels equal dense attention for any block tables.
+
+The plain kernel (`AttentionEngine.paged_attention_batch`, gather then dense) and the tiled
+speed path (`TiledAttentionEngine`, attention_tiled.py) are held to the same oracle.
 
 Hypothesis draws the pool shape (page size, K/V heads, query heads per K/V head, head
 size, dtype), a ragged batch (context lengths, block tables of random page ids, shared
@@ -20,7 +23,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedkv import AttentionEngine, CacheConfig, KVCachePool, dense_attention
-from pagedkv.model import attention
+from pagedkv.model import attention_tiled as attention
+from pagedkv.model.attention_tiled import TiledAttentionEngine
+
+ENGINES = [AttentionEngine, TiledAttentionEngine]
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
 
@@ -81,12 +87,13 @@ def context_of(pool, layer, table, n):
     return k, v
 
 
+@pytest.mark.parametrize("engine_class", ENGINES)
 @settings(max_examples=80, deadline=None)
-@given(decode_batches(), st.integers(0, 2**32 - 1), st.booleans())
-def test_paged_attention_batch_equals_dense(batch, seed, as_array):
+@given(batch=decode_batches(), seed=st.integers(0, 2**32 - 1), as_array=st.booleans())
+def test_paged_attention_batch_equals_dense(engine_class, batch, seed, as_array):
     page_size, kv_heads, group, dim, dtype, num_pages, lens, tables, chunk_bytes = batch
     pool, rng = fill(num_pages, page_size, kv_heads, dim, dtype, seed)
-    engine = AttentionEngine(pool)
+    engine = engine_class(pool)
     q = rng.standard_normal((len(lens), kv_heads * group, dim)).astype(dtype)
     block_tables = tables
     if as_array:  # one [B, max pages] array, padded with page 0, as engines keep it
@@ -111,7 +118,7 @@ def test_block_tables_of_consecutive_pages_read_in_place_equal_dense(batch, seed
         mock.patch.object(attention, "CHUNK_BYTES", chunk_bytes),
         mock.patch.object(attention, "IN_PLACE_BYTES", in_place_bytes),
     ):
-        got = AttentionEngine(pool).paged_attention_batch(0, q, tables, lens)
+        got = TiledAttentionEngine(pool).paged_attention_batch(0, q, tables, lens)
     for b, (table, n) in enumerate(zip(tables, lens)):
         want = dense_attention(q[b : b + 1], *context_of(pool, 0, table, n))[0]
         np.testing.assert_allclose(got[b], want, rtol=0, atol=TOL[dtype])
@@ -120,31 +127,33 @@ def test_block_tables_of_consecutive_pages_read_in_place_equal_dense(batch, seed
 def test_one_sequence_of_consecutive_pages_is_read_in_place_without_a_copy():
     # Oracle: numpy's own view test; a tile of a run is the pool's memory, anything else a copy.
     pool, _ = fill(8, 2, 1, 2, "float32", 0)
-    engine, cache = AttentionEngine(pool), pool.kv_cache[0, 0]
+    engine, cache = TiledAttentionEngine(pool), pool.kv_cache[0, 0]
     for ids, shared in (([[3, 4, 5]], True), ([[3, 5, 4]], False), ([[3, 4], [5, 6]], False)):
         pages = engine.read_pages(cache, np.array(ids), np.dtype("float32"), in_place=True)
         assert np.shares_memory(pages, pool.kv_cache) is shared
     assert attention.is_run(np.array([[7]])) and not attention.is_run(np.array([[0, 2, 1, 3]]))
 
 
+@pytest.mark.parametrize("engine_class", ENGINES)
 @settings(max_examples=30, deadline=None)
-@given(decode_batches(), st.integers(0, 2**32 - 1))
-def test_float64_queries_on_a_float32_pool_compute_in_float64(batch, seed):
+@given(batch=decode_batches(), seed=st.integers(0, 2**32 - 1))
+def test_float64_queries_on_a_float32_pool_compute_in_float64(engine_class, batch, seed):
     page_size, kv_heads, group, dim, _, num_pages, lens, tables, chunk_bytes = batch
     pool, rng = fill(num_pages, page_size, kv_heads, dim, "float32", seed)
     q = rng.standard_normal((len(lens), kv_heads * group, dim))
     with mock.patch.object(attention, "CHUNK_BYTES", chunk_bytes):
-        got = AttentionEngine(pool).paged_attention_batch(0, q, tables, lens)
+        got = engine_class(pool).paged_attention_batch(0, q, tables, lens)
     assert got.dtype == np.float64
     for b, (table, n) in enumerate(zip(tables, lens)):
         k, v = (x.astype(np.float64) for x in context_of(pool, 0, table, n))
         np.testing.assert_allclose(got[b], dense_attention(q[b : b + 1], k, v)[0], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("engine_class", ENGINES)
 @pytest.mark.parametrize("bad", [np.array([[0.0, 1.0]]), np.array([[0, 9]])])
-def test_a_block_table_array_of_floats_or_foreign_pages_is_refused(bad):
+def test_a_block_table_array_of_floats_or_foreign_pages_is_refused(engine_class, bad):
     pool, _ = fill(4, 2, 1, 2, "float32", 0)
-    engine = AttentionEngine(pool)
+    engine = engine_class(pool)
     error = TypeError if bad.dtype.kind == "f" else ValueError
     with pytest.raises(error, match="block_tables"):
         engine.paged_attention_batch(0, np.zeros((1, 1, 2), np.float32), bad, [3])

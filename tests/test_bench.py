@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from pagedkv import (
-    AttentionEngine,
     CacheConfig,
     KVCachePool,
     SequenceManager,
@@ -28,7 +27,8 @@ from pagedkv import bench as bench_package
 from pagedkv.bench import BENCHMARKS, Report, page_size
 from pagedkv.exercises.reference_pool import ReferencePool
 from pagedkv.labs.workloads import ops_trace, sharegpt_like
-from pagedkv.model import attention
+from pagedkv.model import attention_tiled as attention
+from pagedkv.model.attention_tiled import TiledAttentionEngine
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
 
@@ -53,7 +53,7 @@ def test_chunked_paged_attention_equals_dense(monkeypatch, dtype, page_size, hea
         enable_prefix_caching=False,
     )
     pool = KVCachePool(cfg)
-    seqs, engine, kept = SequenceManager(pool), AttentionEngine(pool), []
+    seqs, engine, kept = SequenceManager(pool), TiledAttentionEngine(pool), []
     for i, n in enumerate(lengths):
         seqs.add(i, rng.integers(0, 50, n).tolist())
         kv = rng.standard_normal((2, n, kv_heads, 8)).astype(dtype) * 3
@@ -69,7 +69,7 @@ def test_chunked_paged_attention_equals_dense(monkeypatch, dtype, page_size, hea
 
 def test_paged_attention_refuses_page_ids_outside_the_pool():
     cfg = CacheConfig(num_pages=4, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2)
-    engine = AttentionEngine(KVCachePool(cfg))
+    engine = TiledAttentionEngine(KVCachePool(cfg))
     with pytest.raises(ValueError, match=r"page ids in \[0, 3\]"):
         engine.paged_attention_batch(0, np.zeros((1, 1, 2), np.float32), [[0, 4]], [3])
 

@@ -197,7 +197,7 @@ def test_the_scheduler_runs_on_the_radix_pool_and_matches_recomputation(preempti
         sched.add_requests(requests)
         outputs[prefix_index] = sched.run()
         assert sched.stats.preemptions > 0  # the pool is tight: sequences are preempted
-        sched.seqs.check_invariants()
+        sched.manager.check_invariants()
         assert pool.stats.prefix_hits > 0
     for r in requests:
         want = model.generate_reference(r.prompt_token_ids, r.max_new_tokens)

@@ -30,16 +30,16 @@ def model():
 
 def check_consistent(sched: Scheduler) -> None:
     """Every request is in exactly one place; the pool and the swap space agree with it."""
-    sched.seqs.check_invariants()
+    sched.manager.check_invariants()
     waiting = [s.req_id for s in sched.waiting]
     running = [s.req_id for s in sched.running]
     finished = [r for r, s in sched.requests.items() if s.status == "finished"]
     assert sorted(map(str, waiting + running + finished)) == sorted(map(str, sched.requests))
-    assert list(sched.seqs.sequences) == running  # live sequences are exactly the running ones
+    assert list(sched.manager.sequences) == running  # live sequences are exactly the running ones
     assert len(running) <= sched.max_num_seqs
     for state in sched.running:
         assert state.status == "running"
-        held = sched.seqs.get(state.req_id).token_ids
+        held = sched.manager.get(state.req_id).token_ids
         # mid-prompt it holds a prefix of its prompt; else the last sampled token is pending
         assert held == state.token_ids[: len(held)]
         assert len(held) == len(state.token_ids) - 1 or len(held) < len(state.prompt_token_ids)
@@ -79,7 +79,7 @@ def check_output(sched: Scheduler, output) -> None:
     assert all(k >= 1 for k in output.num_scheduled_tokens.values())
     assert set(output.sampling) <= set(output.num_scheduled_tokens)
     for req_id, k in output.num_scheduled_tokens.items():
-        state, seq = sched.request(req_id), sched.seqs.get(req_id)
+        state, seq = sched.request(req_id), sched.manager.get(req_id)
         assert state.status == "running"
         assert seq.token_ids == state.token_ids[: seq.num_tokens]
         if sched.model is not None:  # K/V before the chunk exist (bookkeeping computes none)
@@ -494,25 +494,32 @@ def test_request_too_long_for_the_pool_and_vocab(model):
         ({"enable_chunked_prefill": 1}, TypeError, "enable_chunked_prefill must be a bool"),
         ({"temperature": -1.0}, ValueError, "temperature must be a finite number"),
         ({"temperature": "hot"}, TypeError, "temperature must be a number"),
-        ({"model": "tiny"}, TypeError, "model must be a TinyLM or None"),
+        ({"model": "tiny"}, TypeError, "model must have vocab_size, num_layers"),
     ],
 )
 def test_constructor_validates(kwargs, error, match):
     cfg = CacheConfig.bookkeeping(8, 4)
     with pytest.raises(error, match=match):
         Scheduler(SequenceManager(KVCachePool(cfg)), **kwargs)
-    with pytest.raises(TypeError, match="seqs must be a SequenceManager"):
+    with pytest.raises(TypeError, match="manager must be a SequenceManager"):
         Scheduler(KVCachePool(cfg))
 
 
-def test_add_requests_refuses_groups():
-    cfg = CacheConfig.bookkeeping(64, 4)
-    s = Scheduler(SequenceManager(KVCachePool(cfg)))
+def test_parallel_samples_fan_out_and_share_the_prompt_pages(model):
+    from pagedkv.engine.request import Request
     from pagedkv.labs.workloads import parallel_sampling
 
-    with pytest.raises(ValueError, match="n = beam_width = 1"):
-        s.add_requests(parallel_sampling(alpaca_like(1), 2))
-    assert not s.requests
+    pool = KVCachePool(model.cache_config(num_pages=32, page_size=4))
+    s = Scheduler(SequenceManager(pool), model, temperature=0.8)
+    prompt = model.encode("shared prompt")  # 13 tokens: 3 full pages, then 1 token
+    s.add_requests(parallel_sampling([Request("p", prompt, 5, seed=7)], 3))
+    assert list(s.requests) == ["p.0", "p.1", "p.2"]
+    out = s.run()
+    assert pool.stats.prefix_hits == 2 * 12  # p.1 and p.2 hit p.0's full pages in the same step
+    for k in range(3):  # sample k is seeded 7 + k, as vLLM v1 seeds a parent's children
+        assert out[f"p.{k}"] == model.generate_reference(prompt, 5, 0.8, seed=7 + k)
+    with pytest.raises(ValueError, match="req_id 'p.0' was already added"):
+        s.add_request("p", prompt, 2, n=2)
 
 
 def test_step_summary_names_what_happened(model):

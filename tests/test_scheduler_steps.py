@@ -137,7 +137,7 @@ def test_abort_releases_pages_as_a_finish_does(model, when):
         for _ in range(steps):
             sched.step()
     state = sched.request(victim)
-    held = list(sched.seqs.get(victim).token_ids) if victim in sched.seqs else []
+    held = list(sched.manager.get(victim).token_ids) if victim in sched.manager else []
     assert (when == "mid-prompt") == (0 < len(held) < len(state.prompt_token_ids))
     finished = sched.stats.finished
     assert sched.abort(victim) and not sched.abort(victim)  # a second abort changes nothing
@@ -146,7 +146,7 @@ def test_abort_releases_pages_as_a_finish_does(model, when):
     assert events[-1].kind == "abort" and events[-1].seq_id == victim
     check_consistent(sched)
     if held:  # the same pages a finish leaves: its full pages CACHED and holding their K/V
-        assert probe_cached_kv(model, sched.seqs, [held]) == len(held) // 4 * 4
+        assert probe_cached_kv(model, sched.manager, [held]) == len(held) // 4 * 4
     run_checked(sched, kv_model=model)
     for req_id, text in texts.items():
         if req_id != victim:
@@ -160,7 +160,7 @@ def test_abort_leaves_the_pool_as_free_does(model):
     sched.add_request("r", model.encode(LONG), 6)
     for _ in range(8):
         sched.step()
-    held = sched.seqs.get("r").token_ids
+    held = sched.manager.get("r").token_ids
     sched.abort("r")
     bare = SequenceManager(KVCachePool(model.cache_config(num_pages=32, page_size=4)))
     bare.add("r", held)
@@ -195,7 +195,7 @@ def test_priority_keeps_running_in_priority_order_and_preempts_the_least_urgent(
     assert [s.req_id for s in sched.running] == ["high", "low"]
     output = sched.schedule()
     assert output.preempted == (("low", "recompute"),) and output.num_scheduled_tokens == {"high": 1}
-    assert sched.running == [sched.request("high")] and sched.seqs.get("high").num_tokens == 9
+    assert sched.running == [sched.request("high")] and sched.manager.get("high").num_tokens == 9
     sched.update_from_output(output, sched.runner.execute(output))
     run_checked(sched, kv_model=model)
     assert sched.outputs["low"] == model.generate_reference("abcde", 6)

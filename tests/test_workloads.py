@@ -11,7 +11,6 @@ from pagedkv.labs.workloads import (
     WORKLOADS,
     alpaca_like,
     beam_parents,
-    beam_search,
     lengths,
     parallel_sampling,
     sharegpt_like,
@@ -54,7 +53,7 @@ def test_vocab_and_final_len():
     assert r.final_len == r.prompt_len + r.max_new_tokens - 1
 
 
-def test_system_prompt_parallel_sampling_beam_search():
+def test_system_prompt_and_parallel_sampling():
     base = sharegpt_like(10, seed=1)
     shared = with_system_prompt(base, 64, seed=5)
     first = shared[0].prompt_token_ids[:64]
@@ -62,8 +61,7 @@ def test_system_prompt_parallel_sampling_beam_search():
     for s, b in zip(shared, base, strict=True):
         assert s.prompt_token_ids[64:] == b.prompt_token_ids
     assert [r.n for r in parallel_sampling(base, 4)] == [4] * 10
-    assert [r.beam_width for r in beam_search(base, 6)] == [6] * 10
-    assert base[0].n == 1 and base[0].beam_width == 1  # the originals are untouched
+    assert base[0].n == 1  # the originals are untouched
 
 
 def test_beam_parents_favour_the_best_beam():
@@ -84,7 +82,6 @@ def test_beam_parents_favour_the_best_beam():
         (lambda: sharegpt_like(5, vocab_size=0), "vocab_size must be in"),
         (lambda: with_system_prompt([], -1), "length must be in"),
         (lambda: parallel_sampling([], 0), r"n must be in \[1, 1024\], got 0"),
-        (lambda: beam_search([], 0), "width must be in"),
         (lambda: beam_parents(2, 3, decay=0.0), r"decay must be in \(0, 1\]"),
     ],
 )

@@ -39,8 +39,8 @@ one, which v1 dropped. `fork` stays in the SequenceManager (`bench sharing` and 
 scenarios drive it directly).
 
 Leaves out: beam search (vLLM v1 runs it outside the engine), stop strings and EOS,
-wall-clock arrivals and timeouts, `long_prefill_token_threshold`, async scheduling, and preempting running requests to admit
-a more urgent waiting one (vLLM v1 does not either).
+wall-clock arrivals and timeouts, `long_prefill_token_threshold`, async scheduling, and
+preempting running requests to admit a more urgent waiting one (vLLM v1 does not either).
 """
 
 from __future__ import annotations

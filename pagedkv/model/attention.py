@@ -186,4 +186,5 @@ class AttentionEngine:
         q = np.asarray(q)
         table, lens = self.batch_table(q, block_tables, context_lens)
         out = [self.paged_attention(layer, q[b : b + 1], table[b], int(lens[b])) for b in range(len(lens))]
-        return np.concatenate(out)
+        # dense_attention scales by a float64 1/sqrt(d): return the dtype of q and the pool.
+        return np.concatenate(out).astype(np.result_type(q.dtype, self.slots.dtype), copy=False)
