@@ -44,7 +44,7 @@ from pagedkv.engine.runner import ModelRunner
 from pagedkv.engine.sampling import sample
 from pagedkv.model.attention import dense_attention
 from pagedkv.model.attention_tiled import TiledAttentionEngine
-from pagedkv.model.weights import WeightsFileError, read_weights
+from pagedkv.model.weights import DATA_DIR, WEIGHTS_FILE, WeightsFileError, check_state, read_weights
 
 VOCAB_SIZE = 256
 _BLAS: list[ThreadpoolController] = []  # made on first use, once numpy's BLAS is loaded
@@ -152,16 +152,10 @@ class TinyLM:
         card, state = read_weights(path)
         try:
             model = cls(**card["shape"], seed=0, dtype=dtype)
-        except (TypeError, ValueError) as err:
-            raise WeightsFileError(
-                f"the model card of {path or 'the shipped weights'} has an unusable shape: {err}"
-            ) from None
-        try:
             model.load_state_dict(state)
-        except ValueError as err:
-            raise WeightsFileError(
-                f"weights file {path or 'tinylm.npz'} does not fit its card's shape: {err}"
-            ) from None
+        except (TypeError, ValueError) as err:
+            name = path or DATA_DIR / WEIGHTS_FILE
+            raise WeightsFileError(f"weights file {name} does not fit its card's shape: {err}") from None
         model.card = card
         return model
 
@@ -175,17 +169,7 @@ class TinyLM:
 
     def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
         """Replace every weight by `state`'s (names and shapes as `state_dict`), cast to the dtype."""
-        mine = self.state_dict()
-        if set(state) != set(mine):
-            missing, extra = sorted(set(mine) - set(state)), sorted(set(state) - set(mine))
-            raise ValueError(
-                f"weights must be exactly {len(mine)} arrays; missing {missing}, unexpected {extra}"
-            )
-        for name, array in state.items():
-            if array.shape != mine[name].shape:
-                raise ValueError(
-                    f"weight {name!r} has shape {array.shape}, the model needs {mine[name].shape}"
-                )
+        check_state(state, self.state_dict())
         cast = {k: np.ascontiguousarray(v, dtype=self.dtype) for k, v in state.items()}
         self.embed, self.final_norm, self.lm_head = cast["embed"], cast["final_norm"], cast["lm_head"]
         self.lm_bias = cast["lm_bias"]
@@ -306,14 +290,8 @@ class TinyLM:
         if context.is_decode:
             return engine.paged_attention_batch(layer, q, context.block_tables, context.context_lens)
         starts = context.query_start_loc.tolist()
-        return np.concatenate(
-            [
-                engine.paged_attention(layer, q[a:b], table, length)
-                for a, b, table, length in zip(
-                    starts[:-1], starts[1:], context.block_tables, context.context_lens.tolist()
-                )
-            ]
-        )
+        rows = zip(starts[:-1], starts[1:], context.block_tables, context.context_lens.tolist())
+        return np.concatenate([engine.paged_attention(layer, q[a:b], t, n) for a, b, t, n in rows])
 
     def forward(self, manager: SequenceManager, seq_ids: SequenceLike[Hashable]) -> np.ndarray:
         """Run every not-yet-computed token of each sequence through the paged cache; logits
@@ -323,16 +301,8 @@ class TinyLM:
 
     # ---- generation ------------------------------------------------------------------------
 
-    @staticmethod
-    def sample(
-        logits: np.ndarray,
-        temperature: float,
-        rng: np.random.Generator,
-        top_k: int | None = None,
-        top_p: float | None = None,
-    ) -> list[int]:
-        """One token per row: argmax at temperature 0, else a seeded draw (see pagedkv.engine.sampling)."""
-        return sample(logits, temperature, rng, top_k, top_p)
+    # One token per row: argmax at temperature 0, else a seeded draw (pagedkv.engine.sampling).
+    sample = staticmethod(sample)
 
     def generate(
         self,

@@ -33,6 +33,20 @@ class WeightsFileError(ValueError):
     """A weights file or its card is missing, truncated, altered or does not fit TinyLM."""
 
 
+def check_state(state: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    """ValueError unless `state` has exactly the names and shapes of `expected`."""
+    if set(state) != set(expected):
+        missing, extra = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+        raise ValueError(
+            f"weights must be exactly {len(expected)} arrays; missing {missing}, unexpected {extra}"
+        )
+    for name, array in state.items():
+        if array.shape != expected[name].shape:
+            raise ValueError(
+                f"weight {name!r} has shape {array.shape}, the model needs {expected[name].shape}"
+            )
+
+
 def _card_path(path: Path) -> Path:
     return path.with_suffix(".json")
 
