@@ -141,3 +141,23 @@ def test_a_batch_blocked_by_pages_held_elsewhere_frees_what_it_admitted(model):
         model.generate(seqs, ["sixteen tokens!!"], 4)  # needs 4 pages, 3 are left
     assert list(seqs.sequences) == ["held"]
     seqs.check_invariants()
+
+
+def test_prepare_builds_the_context_the_model_reads():
+    """As in the example of pagedkv.engine.context: two new tokens of one sequence beside a prompt."""
+    from pagedkv import CacheConfig
+    from pagedkv.engine.context import prepare
+
+    seqs = SequenceManager(KVCachePool(CacheConfig.bookkeeping(8, 4)))
+    seqs.add("a", [1, 2, 3, 4])
+    seqs.add("b", [5, 6, 7])
+    seqs.set_computed("a", 4)
+    seqs.append_slot("a", 8)
+    seqs.append_slot("a", 9)
+    ctx = prepare(seqs, ["a", "b"])
+    slots = [seqs.get("a").slot(4), seqs.get("a").slot(5), *seqs.slot_mapping("b").tolist()]
+    assert ctx.token_ids.tolist() == [8, 9, 5, 6, 7] and ctx.positions.tolist() == [4, 5, 0, 1, 2]
+    assert ctx.slot_mapping.tolist() == slots
+    assert ctx.query_start_loc.tolist() == [0, 2, 5] and ctx.context_lens.tolist() == [6, 3]
+    assert ctx.block_tables == [seqs.block_table("a"), seqs.block_table("b")]
+    assert not ctx.is_decode and ctx.last_rows.tolist() == [1, 4]
