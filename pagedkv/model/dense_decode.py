@@ -1,6 +1,6 @@
 """Dense decode attention: one query per sequence over contiguous K/V, four ways.
 
-The baselines `bench attention` times the paged kernel (`AttentionEngine.paged_attention_batch`)
+The baselines `bench attention` times the paged kernel (`TiledAttentionEngine.paged_attention_batch`)
 against. Each takes K and V laid out [B, Hkv, L, D], the layout batched matmul reads fastest,
 as a model without paging would keep them (one contiguous reservation per sequence, as
 FasterTransformer does), and returns the attention outputs [B, Hkv, G, D] of queries grouped

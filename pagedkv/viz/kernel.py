@@ -1,4 +1,4 @@
-"""A picture of the chunked two-pass decode kernel of `AttentionEngine.paged_attention_batch`.
+"""A picture of the chunked two-pass decode kernel of `TiledAttentionEngine.paged_attention_batch`.
 
 The kernel never builds a sequence's whole K or V: it walks the block table a chunk of pages
 at a time. Pass 1 gathers the keys of one chunk and computes that chunk's scores `q · Kᵀ`
