@@ -133,9 +133,9 @@ class Scheduler:
     ) -> None:
         """Queue a request. `seed` seeds its sampling; `priority` orders it under "priority";
         n > 1 queues n samples "{req_id}.{k}" seeded seed + k instead (see the module)."""
+        check_seq_id("req_id", req_id)
         check_int("n", n, 1, 1024)
         ids = [req_id] if n == 1 else [f"{req_id}.{k}" for k in range(n)]
-        check_seq_id("req_id", req_id)
         for i in ids:
             if i in self.requests:
                 raise ValueError(f"req_id {i!r} was already added")
