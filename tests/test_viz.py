@@ -305,8 +305,10 @@ def test_plot_usage_draws_page_and_token_usage_per_step():
     assert all(t <= p for t, p in zip(tokens, pages, strict=True))
     labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert not any("CACHED" in label for label in labels)  # fill never caches a page
-    with pytest.raises(ValueError, match="non-empty sequence of PoolSnapshot"):
+    with pytest.raises(ValueError, match="snapshots must hold at least one PoolSnapshot"):
         plot_usage([])
+    with pytest.raises(TypeError, match=r"snapshots\[0\] must be a PoolSnapshot, got dict"):
+        plot_usage([{}])
     run = ScenarioRun("eviction")
     while not run.done:
         run.step()
@@ -392,8 +394,10 @@ def test_plot_paged_vs_contiguous_keys_every_sequence_and_only_what_it_shows():
     assert not any(layouts[m]["cached"] for m in ("paged", "contiguous"))
     assert "CACHED" not in labels and "external" not in labels
     assert "reserved" in labels and "internal" in labels
-    with pytest.raises(ValueError, match="step must be an int in"):
+    with pytest.raises(ValueError, match=r"step must be in \[0, "):
         plot_paged_vs_contiguous(run.snapshots, step=99)
+    with pytest.raises(TypeError, match="step must be an int, got 1.0"):
+        plot_paged_vs_contiguous(run.snapshots, step=1.0)
 
 
 def test_paged_vs_contiguous_bars_tell_every_category_apart():
