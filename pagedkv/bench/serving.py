@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pagedkv.bench import Report
+from pagedkv.core.plumbing.validation import check_number
 from pagedkv.labs.serving import CATEGORIES, SYSTEMS, serve
 from pagedkv.labs.workloads import generate
 
@@ -66,7 +67,7 @@ def run(
     model: str = "OPT-13B",
     gpu: str = "A100-40GB",
 ) -> Report:
-    if isinstance(arrival_rate, bool) or not isinstance(arrival_rate, (int, float)) or not arrival_rate > 0:
+    if check_number("arrival_rate", arrival_rate, 0.0) == 0:  # requests/s
         raise ValueError(f"arrival_rate must be a number > 0 (requests/s), got {arrival_rate!r}")
     if quick:
         requests, rates = 200, "1,2,4"

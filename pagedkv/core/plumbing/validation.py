@@ -45,7 +45,8 @@ def check_instance(name: str, value: object, cls: type) -> Any:
 
     Example: check_instance("pool", {}, KVCachePool) raises "pool must be a KVCachePool, got dict"."""
     if not isinstance(value, cls):
-        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+        article = "an" if cls.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"{name} must be {article} {cls.__name__}, got {type(value).__name__}")
     return value
 
 
