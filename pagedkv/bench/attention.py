@@ -42,6 +42,7 @@ from tqdm import tqdm
 
 from pagedkv.bench import Report
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.validation import check_choice
 from pagedkv.core.pool import KVCachePool
 from pagedkv.model.attention import CHUNK_BYTES, IN_PLACE_BYTES, AttentionEngine, is_run
 from pagedkv.model.dense_decode import (
@@ -246,10 +247,8 @@ def run(
     batches = [int(b) for b in batch.split(",")]
     contexts = [int(c) for c in context.split(",")]
     rng = np.random.default_rng(seed)
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
-    if cache not in CACHE_STATES:
-        raise ValueError(f"cache must be one of {sorted(CACHE_STATES)}, got {cache!r}")
+    check_choice("layout", layout, sorted(LAYOUTS))
+    check_choice("cache", cache, sorted(CACHE_STATES))
     shape = Shape(heads, kv_heads, head_dim, page_size, dtype, repeat, layout, cache)
     points = [(b, c) for b in batches for c in contexts]
     # One BLAS thread by default: on a shared 2-core machine, BLAS threads spin-waiting against
