@@ -44,6 +44,7 @@ from pagedkv.bench import Report
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.plumbing.validation import check_choice
 from pagedkv.core.pool import KVCachePool
+from pagedkv.core.slot_mapping import slot_mapping
 from pagedkv.model.attention import CHUNK_BYTES, IN_PLACE_BYTES, AttentionEngine, is_run
 from pagedkv.model.dense_decode import (
     dense_decode,
@@ -139,8 +140,7 @@ def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Gene
     )
     engine = AttentionEngine(KVCachePool(config))
     tables = block_tables(problem.layout, batch, pages_per_seq, rng)
-    page_slots = tables[:, :, None] * problem.page_size + np.arange(problem.page_size)
-    slots = page_slots.reshape(batch, -1)[:, :context].ravel()
+    slots = np.concatenate([slot_mapping(table, problem.page_size, np.arange(context)) for table in tables])
     shape = (slots.size, problem.kv_heads, problem.head_dim)
     engine.write(0, slots, *(rng.standard_normal((2, *shape)).astype(problem.dtype)))
     k, v = (
