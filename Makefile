@@ -68,7 +68,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pagedkv bench ops
 
-# The pinned ruff and mypy come with the dev extra (pyproject.toml), installed with the rest.
+# The pinned ruff, mypy and import-linter come with the dev extra (pyproject.toml), installed
+# with the rest; .pre-commit-config.yaml runs the same four commands.
 
 # Rebuild pagedkv/data/tinylm.npz + tinylm.json from the frozen corpus and a fixed seed
 # (~10 minutes on one CPU core). torch lives in its own .venv-train: the lab never needs it.
@@ -82,6 +83,7 @@ lint: $(STAMP)
 	$(BIN)/python -m ruff check pagedkv tests
 	$(BIN)/python -m ruff format --check pagedkv tests
 	$(BIN)/python -m mypy pagedkv
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .hypothesis

@@ -58,6 +58,20 @@ def test_bad_input_names_the_argument(call, word):
         call()
 
 
+@pytest.mark.parametrize(
+    "call, word",
+    [
+        (lambda: costs.capacity("Mistral-7B", "A100-40GB", 10.0), "seq_len must be an int"),
+        (lambda: costs.preemption_costs("Mistral-7B", "L4", "8"), "num_tokens must be an int"),
+        (lambda: costs.Assumptions(mfu="high"), "mfu must be a number"),
+        (lambda: costs.Assumptions(page_size=16.0), "page_size must be an int"),
+    ],
+)
+def test_a_wrong_kind_is_a_type_error(call, word):
+    with pytest.raises(TypeError, match=word):
+        call()
+
+
 def test_calculator_widget_updates_its_text():
     box = costs.calculator()
     out = box.children[-1]

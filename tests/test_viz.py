@@ -201,10 +201,16 @@ def test_large_pools_render_without_labels():
 
 def test_heatmap_bad_arguments(known):
     *_, snap = known
-    with pytest.raises(ValueError, match="num_pages must be a positive int"):
+    with pytest.raises(ValueError, match="num_pages must be >= 1, got 0"):
         PoolHeatmap(0, 4)
-    with pytest.raises(ValueError, match="views must be distinct names"):
+    with pytest.raises(TypeError, match="page_size must be an int"):  # a wrong kind: TypeError
+        PoolHeatmap(16, 4.0)
+    with pytest.raises(ValueError, match=r"views\[1\] must be one of"):
         PoolHeatmap(16, 4, views=("state", "heat"))
+    with pytest.raises(TypeError, match=r"views\[0\] must be one of"):
+        PoolHeatmap(16, 4, views=(3,))
+    with pytest.raises(TypeError, match="panel_width must be a number"):
+        PoolHeatmap(16, 4, panel_width="wide")
     with pytest.raises(ValueError, match="views must be distinct names"):
         PoolHeatmap(16, 4, views=("lru", "lru"))
     with pytest.raises(TypeError, match="palette must be a SequencePalette"):
@@ -305,8 +311,10 @@ def test_plot_usage_draws_page_and_token_usage_per_step():
     assert all(t <= p for t, p in zip(tokens, pages, strict=True))
     labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert not any("CACHED" in label for label in labels)  # fill never caches a page
-    with pytest.raises(ValueError, match="non-empty sequence of PoolSnapshot"):
+    with pytest.raises(ValueError, match="snapshots must hold at least one PoolSnapshot"):
         plot_usage([])
+    with pytest.raises(TypeError, match=r"snapshots\[0\] must be a PoolSnapshot, got dict"):
+        plot_usage([{}])
     run = ScenarioRun("eviction")
     while not run.done:
         run.step()
@@ -392,8 +400,10 @@ def test_plot_paged_vs_contiguous_keys_every_sequence_and_only_what_it_shows():
     assert not any(layouts[m]["cached"] for m in ("paged", "contiguous"))
     assert "CACHED" not in labels and "external" not in labels
     assert "reserved" in labels and "internal" in labels
-    with pytest.raises(ValueError, match="step must be an int in"):
+    with pytest.raises(ValueError, match=r"step must be in \[0, "):
         plot_paged_vs_contiguous(run.snapshots, step=99)
+    with pytest.raises(TypeError, match="step must be an int, got 1.0"):
+        plot_paged_vs_contiguous(run.snapshots, step=1.0)
 
 
 def test_paged_vs_contiguous_bars_tell_every_category_apart():
@@ -538,3 +548,12 @@ def test_quiz_checks_answers_and_refuses_an_answer_not_offered():
     assert not quiz.check(0, "3") and "the answer is" in quiz.feedback[0].value
     with pytest.raises(ValueError, match="answer must be one of"):
         Question("q", ("a", "b"), "c", "why")
+
+
+def test_the_kernel_picture_refuses_a_chunk_of_the_wrong_kind_or_size():
+    from pagedkv.viz.kernel import plot_chunked_kernel
+
+    with pytest.raises(TypeError, match="chunk must be an int, got 2.0"):
+        plot_chunked_kernel([0, 1, 2], chunk=2.0)
+    with pytest.raises(ValueError, match="chunk must be >= 1, got 0"):
+        plot_chunked_kernel([0, 1, 2], chunk=0)

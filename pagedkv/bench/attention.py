@@ -42,7 +42,9 @@ from tqdm import tqdm
 
 from pagedkv.bench import Report
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.validation import check_choice
 from pagedkv.core.pool import KVCachePool
+from pagedkv.core.slot_mapping import slot_mapping
 from pagedkv.model.attention_tiled import CHUNK_BYTES, IN_PLACE_BYTES, TiledAttentionEngine, is_run
 from pagedkv.model.dense_decode import (
     dense_decode,
@@ -138,8 +140,7 @@ def problem_arrays(batch: int, context: int, problem: Shape, rng: np.random.Gene
     )
     engine = TiledAttentionEngine(KVCachePool(config))
     tables = block_tables(problem.layout, batch, pages_per_seq, rng)
-    page_slots = tables[:, :, None] * problem.page_size + np.arange(problem.page_size)
-    slots = page_slots.reshape(batch, -1)[:, :context].ravel()
+    slots = np.concatenate([slot_mapping(table, problem.page_size, np.arange(context)) for table in tables])
     shape = (slots.size, problem.kv_heads, problem.head_dim)
     engine.write(0, slots, *(rng.standard_normal((2, *shape)).astype(problem.dtype)))
     k, v = (
@@ -246,10 +247,8 @@ def run(
     batches = [int(b) for b in batch.split(",")]
     contexts = [int(c) for c in context.split(",")]
     rng = np.random.default_rng(seed)
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {sorted(LAYOUTS)}, got {layout!r}")
-    if cache not in CACHE_STATES:
-        raise ValueError(f"cache must be one of {sorted(CACHE_STATES)}, got {cache!r}")
+    check_choice("layout", layout, sorted(LAYOUTS))
+    check_choice("cache", cache, sorted(CACHE_STATES))
     shape = Shape(heads, kv_heads, head_dim, page_size, dtype, repeat, layout, cache)
     points = [(b, c) for b in batches for c in contexts]
     # One BLAS thread by default: on a shared 2-core machine, BLAS threads spin-waiting against

@@ -168,28 +168,7 @@ def run(
     names = workloads.split(",")
     if any(w not in ("sharegpt", "alpaca") for w in names):
         raise SystemExit(f"--workloads must name sharegpt and/or alpaca, got {workloads}")
-    rows: list[list[object]] = []
-    data: dict[str, dict[str, dict]] = {}
-    jobs = [(w, s) for w in names for s in SYSTEMS]
-    for workload, system in tqdm(jobs, desc="memory", disable=None):
-        trace = generate(workload, requests, seed)
-        if system == "paged":
-            result = simulate_paged(trace, num_slots, page_size, max_num_seqs, max_seq_len)
-        else:
-            result = simulate_contiguous(trace, num_slots, system, max_seq_len, max_num_seqs)
-        data.setdefault(workload, {})[system] = result
-        label = f"paged (page {page_size})" if system == "paged" else f"contiguous {system}"
-        rows.append(
-            [
-                workload,
-                label,
-                *(round(result[c], 1) for c in CATEGORIES),
-                round(result["mean_batch"], 1),
-                result["steps"],
-                PAPER[system],
-            ]
-        )
-    notes = _notes(data)
+    data = _measure(names, requests, seed, num_slots, max_seq_len, page_size, max_num_seqs)
     return Report(
         plotter=figure,
         title=(
@@ -209,10 +188,45 @@ def run(
             "steps",
             "paper token %",
         ],
-        rows=rows,
-        notes=notes,
+        rows=_rows(data, page_size),
+        notes=_notes(data),
         data=data,
     )
+
+
+def _measure(
+    names: list[str],
+    requests: int,
+    seed: int,
+    num_slots: int,
+    max_seq_len: int,
+    page_size: int,
+    max_num_seqs: int,
+) -> dict[str, dict[str, dict]]:
+    """workload -> system -> its summary: every system serves the same trace per workload."""
+    data: dict[str, dict[str, dict]] = {}
+    jobs = [(w, s) for w in names for s in SYSTEMS]
+    for workload, system in tqdm(jobs, desc="memory", disable=None):
+        trace = generate(workload, requests, seed)
+        if system == "paged":
+            result = simulate_paged(trace, num_slots, page_size, max_num_seqs, max_seq_len)
+        else:
+            result = simulate_contiguous(trace, num_slots, system, max_seq_len, max_num_seqs)
+        data.setdefault(workload, {})[system] = result
+    return data
+
+
+def _rows(data: dict[str, dict[str, dict]], page_size: int) -> list[list[object]]:
+    """One table row per workload and system, the paper's token share last."""
+    rows: list[list[object]] = []
+    for workload, systems in data.items():
+        for system, result in systems.items():
+            label = f"paged (page {page_size})" if system == "paged" else f"contiguous {system}"
+            categories = [round(result[c], 1) for c in CATEGORIES]
+            rows.append(
+                [workload, label, *categories, round(result["mean_batch"], 1), result["steps"], PAPER[system]]
+            )
+    return rows
 
 
 def figure(report: Report):

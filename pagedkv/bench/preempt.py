@@ -105,35 +105,18 @@ def compare(
         "max_num_batched_tokens": max_num_batched_tokens,
         "swap_space_pages": swap_space_pages,
     }
-    results = {
+    data = {
         label: serve(model, requests, pages, mode, **options)
         for label, pages, mode in tqdm(runs, desc="preempt", disable=None)
     }
-    reference = results["no pressure"]["outputs"]
-    rows, data = [], {}
-    for label, r in results.items():
-        same = r.pop("outputs") == reference
-        r["identical_to_reference"] = same
-        data[label] = r
-        rows.append(
-            [
-                label,
-                r["num_pages"],
-                r["preemptions"],
-                r["recomputed_tokens"],
-                r["swap_out_bytes"],
-                r["swap_in_bytes"],
-                r["prefill_tokens"] + r["decode_tokens"],
-                r["steps"],
-                "yes" if same else "NO",
-            ]
-        )
-    rc, sw = data["recompute"], data["swap"]
+    reference = data["no pressure"]["outputs"]
+    for r in data.values():
+        r["identical_to_reference"] = r.pop("outputs") == reference
     return Report(
         plotter=figure,
         title=(
             f"bench preempt: TinyLM, {len(requests)} requests, page {page_size}, "
-            f"max_num_seqs {max_num_seqs}, {rc['bytes_per_token']} bytes of K/V per token"
+            f"max_num_seqs {max_num_seqs}, {data['recompute']['bytes_per_token']} bytes of K/V per token"
         ),
         columns=[
             "run",
@@ -146,17 +129,36 @@ def compare(
             "steps",
             "same tokens",
         ],
-        rows=rows,
-        notes=[
-            f"recompute: {rc['preemptions']} preemptions recompute {rc['recomputed_tokens']:,} "
-            f"tokens; swap: {sw['preemptions']} preemptions copy "
-            f"{sw['swap_out_bytes'] + sw['swap_in_bytes']:,} bytes "
-            f"(x ~3,200 for a 13B model's K/V)",
-            "swap-in copies back only the pages the prefix cache did not cover on re-admission",
-            "wall time (noisy): " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in data.items()),
-        ],
+        rows=[_row(label, r) for label, r in data.items()],
+        notes=_notes(data),
         data=data,
     )
+
+
+def _row(label: str, r: dict) -> list[object]:
+    return [
+        label,
+        r["num_pages"],
+        r["preemptions"],
+        r["recomputed_tokens"],
+        r["swap_out_bytes"],
+        r["swap_in_bytes"],
+        r["prefill_tokens"] + r["decode_tokens"],
+        r["steps"],
+        "yes" if r["identical_to_reference"] else "NO",
+    ]
+
+
+def _notes(data: dict[str, dict]) -> list[str]:
+    rc, sw = data["recompute"], data["swap"]
+    return [
+        f"recompute: {rc['preemptions']} preemptions recompute {rc['recomputed_tokens']:,} "
+        f"tokens; swap: {sw['preemptions']} preemptions copy "
+        f"{sw['swap_out_bytes'] + sw['swap_in_bytes']:,} bytes "
+        f"(x ~3,200 for a 13B model's K/V)",
+        "swap-in copies back only the pages the prefix cache did not cover on re-admission",
+        "wall time (noisy): " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in data.items()),
+    ]
 
 
 def run(

@@ -81,16 +81,7 @@ def run(
                 seed=seed,
             )
             data.setdefault(config.router, {})[n] = out
-            rows.append(
-                [
-                    n,
-                    config.router,
-                    round(100 * out["hit_rate"], 1),
-                    round(out["imbalance"], 2),
-                    " ".join(map(str, out["routed"])),
-                    out["preemptions"],
-                ]
-            )
+            rows.append(_row(n, config.router, out))
     return Report(
         title=(
             f"bench routing: {requests} requests after {num_prompts} Zipf-popular system prompts "
@@ -106,6 +97,11 @@ def run(
         data=data,
         plotter=figure,
     )
+
+
+def _row(replicas: int, router: str, out: dict) -> list[object]:
+    hit_percent, imbalance = round(100 * out["hit_rate"], 1), round(out["imbalance"], 2)
+    return [replicas, router, hit_percent, imbalance, " ".join(map(str, out["routed"])), out["preemptions"]]
 
 
 def figure(report: Report):

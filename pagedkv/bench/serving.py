@@ -23,6 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from pagedkv.bench import Report
+from pagedkv.core.plumbing.validation import check_number
 from pagedkv.labs.serving import CATEGORIES, SYSTEMS, serve
 from pagedkv.labs.workloads import generate
 
@@ -66,7 +67,7 @@ def run(
     model: str = "OPT-13B",
     gpu: str = "A100-40GB",
 ) -> Report:
-    if isinstance(arrival_rate, bool) or not isinstance(arrival_rate, (int, float)) or not arrival_rate > 0:
+    if check_number("arrival_rate", arrival_rate, 0.0) == 0:  # requests/s
         raise ValueError(f"arrival_rate must be a number > 0 (requests/s), got {arrival_rate!r}")
     if quick:
         requests, rates = 200, "1,2,4"
@@ -80,30 +81,6 @@ def run(
         for system in SYSTEMS:
             data[system][rate] = serve(reqs, system, arrival_rate=rate, **options)
     top = grid[-1]
-    rows = []
-    for system in SYSTEMS:
-        loaded, whole = data[system][top], data[system][arrival_rate]
-        rows.append(
-            [
-                system,
-                round(loaded["token_states"], 1),
-                round(whole["run_token_states"], 1),
-                PAPER[system],
-                round(loaded["external_fragmentation"], 1),
-                round(whole["run_external_fragmentation"] + whole["run_free"], 1),
-                round(loaded["mean_batch"], 1),
-            ]
-        )
-    latency_rows = [
-        [rate, *(round(data[s][rate]["normalized_latency"], 3) for s in SYSTEMS)] for rate in grid
-    ]
-    notes = [
-        "normalized latency (s per output token) vs request rate (requests/s):",
-        *("  " + line for line in _latency_table(latency_rows).splitlines()),
-        "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % hold token states "
-        "(max / pow2 / oracle / vLLM); external fragmentation & others 8.9 / 41.6 / 36.6 / -",
-        *_account(data, top, arrival_rate),
-    ]
     return Report(
         title=(
             f"bench serving: {requests} {workload}-like requests, Poisson arrivals, "
@@ -118,8 +95,8 @@ def run(
             "external+unused % whole run",
             "mean batch",
         ],
-        rows=rows,
-        notes=notes,
+        rows=[_row(system, data[system][top], data[system][arrival_rate]) for system in SYSTEMS],
+        notes=_notes(data, grid, top, arrival_rate),
         data={
             "rates": grid,
             "top_rate": top,
@@ -128,6 +105,33 @@ def run(
         },
         plotter=figure,
     )
+
+
+def _row(system: str, loaded: dict, whole: dict) -> list[object]:
+    """A system's token and external shares under load (`loaded`) and over the whole run."""
+    return [
+        system,
+        round(loaded["token_states"], 1),
+        round(whole["run_token_states"], 1),
+        PAPER[system],
+        round(loaded["external_fragmentation"], 1),
+        round(whole["run_external_fragmentation"] + whole["run_free"], 1),
+        round(loaded["mean_batch"], 1),
+    ]
+
+
+def _notes(data: dict, grid: list[float], top: float, arrival_rate: float) -> list[str]:
+    """The latency table by rate, the paper's figures, and how this run accounts for them."""
+    latency_rows = [
+        [rate, *(round(data[s][rate]["normalized_latency"], 3) for s in SYSTEMS)] for rate in grid
+    ]
+    return [
+        "normalized latency (s per output token) vs request rate (requests/s):",
+        *("  " + line for line in _latency_table(latency_rows).splitlines()),
+        "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % hold token states "
+        "(max / pow2 / oracle / vLLM); external fragmentation & others 8.9 / 41.6 / 36.6 / -",
+        *_account(data, top, arrival_rate),
+    ]
 
 
 def _account(data: dict, top: float, rate: float) -> list[str]:

@@ -86,6 +86,27 @@ def simulate(
     return shared, unshared, pool.stats.cow_copies - cows
 
 
+def _measure(
+    trace: list[Request], widths: list[int], seqs: SequenceManager, rng: np.random.Generator, decay: float
+) -> dict[str, dict[int, dict[str, float]]]:
+    """mode -> width -> pages shared and unshared (summed over every decode step of every
+    request), the saving in percent and the copies on write."""
+    data: dict[str, dict[int, dict[str, float]]] = {}
+    jobs = [(m, w) for m in ("parallel sampling", "beam search") for w in widths]
+    for mode, width in tqdm(jobs, desc="sharing", disable=None):
+        shared = unshared = cows = 0
+        for request in trace:
+            s, u, c = simulate(request, mode, width, seqs, rng, decay)
+            shared, unshared, cows = shared + s, unshared + u, cows + c
+        data.setdefault(mode, {})[width] = {
+            "saving_pct": 100.0 * (1 - shared / unshared),
+            "shared_pages": shared,
+            "unshared_pages": unshared,
+            "cow_copies": cows,
+        }
+    return data
+
+
 def run(
     *,
     quick: bool = False,
@@ -105,25 +126,8 @@ def run(
         max(ns) * (_pages(longest, page_size) + 2), page_size, enable_prefix_caching=False
     )
     seqs = SequenceManager(KVCachePool(config))
-    rng = np.random.default_rng(seed)
-    rows: list[list[object]] = []
-    data: dict[str, dict[int, dict[str, float]]] = {}
-    jobs = [(m, w) for m in ("parallel sampling", "beam search") for w in ns]
-    for mode, width in tqdm(jobs, desc="sharing", disable=None):
-        shared = unshared = cows = 0
-        for request in trace:
-            s, u, c = simulate(request, mode, width, seqs, rng, beam_decay)
-            shared, unshared, cows = shared + s, unshared + u, cows + c
-        saving = 100.0 * (1 - shared / unshared)
-        data.setdefault(mode, {})[width] = {
-            "saving_pct": saving,
-            "shared_pages": shared,
-            "unshared_pages": unshared,
-            "cow_copies": cows,
-        }
-        rows.append([mode, width, round(saving, 1), shared, unshared, cows, PAPER[mode]])
+    data = _measure(trace, ns, seqs, np.random.default_rng(seed), beam_decay)
     seqs.check_invariants()
-    ps, bs = data["parallel sampling"], data["beam search"]
     return Report(
         plotter=figure,
         title=(
@@ -139,18 +143,29 @@ def run(
             "COW copies",
             "paper (Alpaca)",
         ],
-        rows=rows,
-        notes=[
-            f"parallel sampling saves {min(v['saving_pct'] for v in ps.values()):.1f}-"
-            f"{max(v['saving_pct'] for v in ps.values()):.1f} % (paper 6.1-9.8 %); beam search "
-            f"{min(v['saving_pct'] for v in bs.values()):.1f}-"
-            f"{max(v['saving_pct'] for v in bs.values()):.1f} % (paper 37.6-55.2 %)",
-            f"beam survivors' parents: rank r drawn with probability ~ {beam_decay}**r; "
-            "beam-search savings depend on this model of how often beams share a parent, "
-            "parallel-sampling savings on the (synthetic) prompt lengths",
-        ],
+        rows=[_row(mode, width, d) for mode, by_width in data.items() for width, d in by_width.items()],
+        notes=_notes(data, beam_decay),
         data=data,
     )
+
+
+def _row(mode: str, width: int, d: dict[str, float]) -> list[object]:
+    saving = round(d["saving_pct"], 1)
+    return [mode, width, saving, d["shared_pages"], d["unshared_pages"], d["cow_copies"], PAPER[mode]]
+
+
+def _notes(data: dict[str, dict[int, dict[str, float]]], beam_decay: float) -> list[str]:
+    """The range of savings per mode next to the paper's, and what the beam savings rest on."""
+    ps, bs = data["parallel sampling"], data["beam search"]
+    return [
+        f"parallel sampling saves {min(v['saving_pct'] for v in ps.values()):.1f}-"
+        f"{max(v['saving_pct'] for v in ps.values()):.1f} % (paper 6.1-9.8 %); beam search "
+        f"{min(v['saving_pct'] for v in bs.values()):.1f}-"
+        f"{max(v['saving_pct'] for v in bs.values()):.1f} % (paper 37.6-55.2 %)",
+        f"beam survivors' parents: rank r drawn with probability ~ {beam_decay}**r; "
+        "beam-search savings depend on this model of how often beams share a parent, "
+        "parallel-sampling savings on the (synthetic) prompt lengths",
+    ]
 
 
 def figure(report: Report):

@@ -84,6 +84,26 @@ def exact_check(seed: int) -> bool:
     return bool(same and tier.stats.host_hit_tokens > 0)
 
 
+def _row(
+    size: int, out: dict, page_size: int, page_bytes: float, requests: int, model: str, gpu: str
+) -> list[object]:
+    """One configuration: hit rates, MiB moved per request each way, and what reloading or
+    recomputing a request's reloaded tokens costs on `model` and `gpu`."""
+    offload, reload = (out[f"{k}_pages"] * page_bytes / requests for k in ("offload", "reload"))
+    reload_tokens = out["reload_pages"] * page_size / requests
+    cost = costs.preemption_costs(model, gpu, max(1, round(reload_tokens)))
+    return [
+        f"{size} host pages" if size else "pool only",
+        round(100 * out["gpu_hit_rate"], 1),
+        round(100 * out["host_hit_rate"], 1),
+        round(100 * (out["gpu_hit_rate"] + out["host_hit_rate"]), 1),
+        round(offload / 2**20, 2),
+        round(reload / 2**20, 2),
+        round(1e3 * cost["reload_s"], 2) if size else 0.0,
+        round(1e3 * cost["recompute_s"], 2) if size else 0.0,
+    ]
+
+
 def run(
     *,
     quick: bool = False,
@@ -104,24 +124,10 @@ def run(
     page_bytes = page_size * costs.bytes_per_token(model)  # ValueError for an unknown model
     costs.gpu_spec(gpu)
     workload = popular_system_prompts(requests, num_prompts, prompt_length, seed)
-    rows, data = [], {}
-    for size in tqdm(sizes, desc="tiers", disable=None):
-        out = data[size] = admit_all(workload, num_pages, page_size, size, policy)
-        moved = {k: out[f"{k}_pages"] * page_bytes / requests for k in ("offload", "reload")}
-        reload_tokens = out["reload_pages"] * page_size / requests
-        cost = costs.preemption_costs(model, gpu, max(1, round(reload_tokens)))
-        rows.append(
-            [
-                f"{size} host pages" if size else "pool only",
-                round(100 * out["gpu_hit_rate"], 1),
-                round(100 * out["host_hit_rate"], 1),
-                round(100 * (out["gpu_hit_rate"] + out["host_hit_rate"]), 1),
-                round(moved["offload"] / 2**20, 2),
-                round(moved["reload"] / 2**20, 2),
-                round(1e3 * cost["reload_s"], 2) if size else 0.0,
-                round(1e3 * cost["recompute_s"], 2) if size else 0.0,
-            ]
-        )
+    data = {
+        size: admit_all(workload, num_pages, page_size, size, policy)
+        for size in tqdm(sizes, desc="tiers", disable=None)
+    }
     exact = exact_check(seed)
     return Report(
         title=(
@@ -138,7 +144,7 @@ def run(
             f"reload ms/req ({gpu})",
             "recompute ms/req",
         ],
-        rows=rows,
+        rows=[_row(size, out, page_size, page_bytes, requests, model, gpu) for size, out in data.items()],
         notes=[
             f"generation through a two-tier cache equals TinyLM.generate_reference: {exact}",
             "reload ms: the reloaded tokens over the host link; recompute ms: the same tokens as a "

@@ -53,7 +53,7 @@ class PrefixIndex:
         return self.hash_to_page.get(block_hash) if block_hash is not None else None
 
     def holds_page(self, page_id: int) -> bool:
-        """Whether the page is the one indexed under its own hash (`holds`, by id)."""
+        """Whether the page is the one indexed under its own hash (by page id)."""
         digest = self._table.block_hash[page_id]
         return digest is not None and self.hash_to_page.get(digest) == page_id
 

@@ -3,7 +3,7 @@
 `Request` is what a caller (a workload generator, a benchmark) hands the scheduler;
 `RequestState` is the scheduler's record of how far it got. vLLM v1 keeps the same things in
 `vllm/v1/request.py` (`Request`, `RequestStatus`) and
-`request_queue.py` (an FCFS deque and a priority heap). A request's status is one of
+`vllm/v1/core/sched/request_queue.py` (an FCFS deque and a priority heap). A request's status is one of
 WAITING (never run), RUNNING, PREEMPTED (waiting again after a preemption) and FINISHED,
 with the reason: "length" (it generated `max_new_tokens`) or "aborted".
 

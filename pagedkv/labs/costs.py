@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pagedkv.core.plumbing.validation import check_int, check_number
 from pagedkv.labs.specs import DTYPE_BYTES, GPUS, MODELS, GPUSpec, ModelSpec, gpu_spec, model_spec
 
 GIB = 1 << 30
@@ -36,11 +37,9 @@ class Assumptions:
 
     def __post_init__(self) -> None:
         for name in ("gpu_memory_utilization", "mfu", "link_efficiency"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0 < value <= 1:
-                raise ValueError(f"{name} must be a number in (0, 1], got {value!r}")
-        if isinstance(self.page_size, bool) or not isinstance(self.page_size, int) or self.page_size < 1:
-            raise ValueError(f"page_size must be an int >= 1, got {self.page_size!r}")
+            if not 0 < check_number(name, getattr(self, name), 0.0) <= 1:
+                raise ValueError(f"{name} must be a number in (0, 1], got {getattr(self, name)!r}")
+        check_int("page_size", self.page_size, 1)
 
 
 def _specs(model: str | ModelSpec, gpu: str | GPUSpec) -> tuple[ModelSpec, GPUSpec]:
@@ -66,8 +65,7 @@ def capacity(
 ) -> dict[str, float]:
     """KV budget (bytes), pages, token slots and requests of `seq_len` tokens that fit."""
     m, g = _specs(model, gpu)
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:
-        raise ValueError(f"seq_len must be an int >= 1, got {seq_len!r}")
+    check_int("seq_len", seq_len, 1)
     budget = g.memory_gib * GIB * assume.gpu_memory_utilization - weight_bytes(m)
     if budget <= 0:
         raise ValueError(
@@ -117,8 +115,7 @@ def preemption_costs(
     """Seconds to bring back a request of `num_tokens` tokens whose K/V left the GPU:
     recompute, swap (out and back) or a second-tier reload (back only), and the bytes moved."""
     m, g = _specs(model, gpu)
-    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
-        raise ValueError(f"num_tokens must be an int >= 1, got {num_tokens!r}")
+    check_int("num_tokens", num_tokens, 1)
     kv = num_tokens * bytes_per_token(m)
     link = g.host_gb_s * 1e9 * assume.link_efficiency
     return {

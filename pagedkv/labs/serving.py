@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.validation import check_number
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
@@ -41,9 +42,7 @@ SYSTEMS = (*POLICIES, "paged")
 def poisson_arrivals(num_requests: int, arrival_rate: float, seed: int = 0) -> np.ndarray:
     """Arrival times of a Poisson process of `arrival_rate` requests per unit of time
     (exponential gaps, the first request at its first gap): float64 [num_requests], sorted."""
-    if isinstance(arrival_rate, bool) or not isinstance(arrival_rate, (int, float)):
-        raise TypeError(f"arrival_rate must be a number, got {arrival_rate!r}")
-    if not 0 < arrival_rate < float("inf"):
+    if check_number("arrival_rate", arrival_rate, 0.0) == 0:
         raise ValueError(f"arrival_rate must be a finite number > 0, got {arrival_rate!r}")
     gaps = np.random.default_rng([seed, 3]).exponential(1 / arrival_rate, num_requests)
     return np.cumsum(gaps)

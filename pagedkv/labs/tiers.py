@@ -39,7 +39,7 @@ from pagedkv.core.eviction import make_eviction_policy
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.events import Event
-from pagedkv.core.plumbing.validation import check_int
+from pagedkv.core.plumbing.validation import check_instance, check_int
 from pagedkv.core.pool import KVCachePool
 
 WRITE_POLICIES = ("write_back", "write_through")  # offload on eviction, or as soon as CACHED
@@ -72,8 +72,7 @@ class HostTier:
     def __init__(
         self, pool: KVCachePool, capacity_bytes: int, policy: str = "lru", write_policy: str = "write_back"
     ) -> None:
-        if not isinstance(pool, KVCachePool):
-            raise TypeError(f"pool must be a KVCachePool, got {type(pool).__name__}")
+        check_instance("pool", pool, KVCachePool)
         cfg = pool.config
         self.page_bytes = cfg.kv_bytes // cfg.num_pages  # one page, every layer, K and V
         check_int("capacity_bytes", capacity_bytes, 0)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from pagedkv.core.plumbing.events import Event
-from pagedkv.core.plumbing.validation import check_seq_id
+from pagedkv.core.plumbing.validation import check_choice, check_number, check_seq_id
 
 OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule", "abort")
 
@@ -34,15 +34,19 @@ class Action:
     caption: str = ""  # what the step shows, for people
 
     def __post_init__(self) -> None:
-        if self.op not in OPS:
-            raise ValueError(f"op must be one of {OPS}, got {self.op!r}")
-        if self.op in ("add", "fork", "free", "beam", "request", "abort") and self.seq_id is None:
-            raise ValueError(f"op {self.op!r} needs a seq_id")
+        check_choice("op", self.op, OPS)
         for name, value in (("seq_id", self.seq_id), ("parent", self.parent)):
             if value is not None:
                 check_seq_id(name, value)
         for k, seq_id in enumerate(self.seq_ids):
             check_seq_id(f"seq_ids[{k}]", seq_id)
+        self._check_what_the_op_needs()
+        if not 0 <= check_number("temperature", self.temperature, 0.0) <= 10:
+            raise ValueError(f"temperature must be in [0, 10], got {self.temperature}")
+
+    def _check_what_the_op_needs(self) -> None:
+        if self.op in ("add", "fork", "free", "beam", "request", "abort") and self.seq_id is None:
+            raise ValueError(f"op {self.op!r} needs a seq_id")
         if self.op == "add" and not (self.text or self.parent is not None):
             raise ValueError("op 'add' needs a text or a parent to share a prefix with")
         if self.op == "fork" and self.parent is None:
@@ -51,8 +55,6 @@ class Action:
             raise ValueError(f"op 'beam' needs a width in [1, 16], got {self.width}")
         if self.op == "request" and not (self.text and self.width >= 1):
             raise ValueError("op 'request' needs a text and width = max_new_tokens >= 1")
-        if not 0 <= self.temperature <= 10:
-            raise ValueError(f"temperature must be in [0, 10], got {self.temperature}")
 
 
 @dataclass

@@ -141,28 +141,9 @@ class ScenarioOperations:
         for beam in beams:
             if beam not in self.logits:
                 raise ValueError(f"{beam!r} is decoded by the scheduler, not by a beam step")
-        candidates = []  # (score, beam index, token)
-        for k, beam in enumerate(beams):
-            z = self.logits[beam].astype(np.float64)
-            logp = z - z.max() - np.log(np.exp(z - z.max()).sum())
-            for token in np.argsort(-logp, kind="stable")[: action.width]:
-                candidates.append((self.scores.get(beam, 0.0) + float(logp[token]), k, int(token)))
-        chosen = sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[: action.width]
+        chosen = self._best_continuations(beams, action.width)
         picked = {k for _, k, _ in chosen}
-        # Each survivor appends one token: at most one page each (a new page or a copy).
-        # Like vLLM v0 (`can_append_slots`: a free block per sequence), the step runs only
-        # when that many pages can be had once the dropped beams are freed, so it never
-        # stops halfway.
-        dropped = [self.seqs.block_table(b) for k, b in enumerate(beams) if k not in picked]
-        holders: dict[int, int] = {}  # page id -> dropped block tables holding it
-        for page in (p for table in dropped for p in table):
-            holders[page] = holders.get(page, 0) + 1
-        released = sum(1 for p, n in holders.items() if self.pool.ref_count(p) == n)
-        if len(chosen) > self.pool.num_available_pages + released:
-            raise OutOfPagesError(
-                f"out of pages: {len(chosen)} beams may each need a new page and "
-                f"{self.pool.num_available_pages + released} can be had"
-            )
+        self._check_room_for_beams(len(chosen), [b for k, b in enumerate(beams) if k not in picked])
         for k, beam in enumerate(beams):
             if k not in picked:
                 self._free(Action("free", beam), record)
@@ -183,6 +164,32 @@ class ScenarioOperations:
             record.appends.append((len(record.events), beam))
             self.scores[beam] = score
         self._compute(list(record.tokens))
+
+    def _best_continuations(self, beams: list[Hashable], width: int) -> list[tuple[float, int, int]]:
+        """The `width` best (score, beam index, token) over every beam's `width` best tokens,
+        by total log-probability (ties: the earlier beam, then the smaller token)."""
+        candidates = []  # (score, beam index, token)
+        for k, beam in enumerate(beams):
+            z = self.logits[beam].astype(np.float64)
+            logp = z - z.max() - np.log(np.exp(z - z.max()).sum())
+            for token in np.argsort(-logp, kind="stable")[:width]:
+                candidates.append((self.scores.get(beam, 0.0) + float(logp[token]), k, int(token)))
+        return sorted(candidates, key=lambda c: (-c[0], c[1], c[2]))[:width]
+
+    def _check_room_for_beams(self, num_survivors: int, dropped: list[Hashable]) -> None:
+        """Each survivor appends one token: at most one page each (a new page or a copy).
+        Like vLLM v0 (`can_append_slots`: a free block per sequence), the step runs only
+        when that many pages can be had once the `dropped` beams are freed, so it never
+        stops halfway."""
+        holders: dict[int, int] = {}  # page id -> dropped block tables holding it
+        for page in (p for beam in dropped for p in self.seqs.block_table(beam)):
+            holders[page] = holders.get(page, 0) + 1
+        released = sum(1 for p, n in holders.items() if self.pool.ref_count(p) == n)
+        if num_survivors > self.pool.num_available_pages + released:
+            raise OutOfPagesError(
+                f"out of pages: {num_survivors} beams may each need a new page and "
+                f"{self.pool.num_available_pages + released} can be had"
+            )
 
     def _request(self, action: Action, record: ActionRecord) -> None:
         if self.scheduler is None:

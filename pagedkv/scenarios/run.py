@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from pagedkv.core.plumbing.events import Event
+from pagedkv.core.plumbing.validation import check_instance, check_int
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager, UnknownSequenceError
 from pagedkv.engine.scheduler import Scheduler
@@ -175,10 +176,7 @@ class ScenarioRun(ScenarioOperations):
     def goto(self, step: int) -> None:
         """Jump to just after scenario step `step` (0 = before the first), keeping your own
         actions taken before it. Forward it steps; backward it replays the history."""
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)):
-            raise TypeError(f"step must be an int, got {step!r}")
-        if not 0 <= step <= len(self.steps):
-            raise ValueError(f"step must be in [0, {len(self.steps)}], got {step}")
+        step = check_int("step", step, 0, len(self.steps))
         if step < self.cursor:
             seen, keep = 0, []
             for action, scenario_step in self.history:
@@ -204,9 +202,7 @@ class ScenarioRun(ScenarioOperations):
 
     def apply(self, action: Action) -> ActionRecord:
         """Apply an action of your own (a control, not a scenario step) and record it."""
-        if not isinstance(action, Action):
-            raise TypeError(f"action must be an Action, got {type(action).__name__}")
-        return self._apply(action, False)
+        return self._apply(check_instance("action", action, Action), False)
 
     def _apply(self, action: Action, scenario_step: bool) -> ActionRecord:
         # A refused action (out of pages, unknown or duplicate id) changes nothing: each

@@ -10,6 +10,7 @@ from collections.abc import Hashable, Mapping
 from collections.abc import Sequence as SequenceLike
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
+from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.core.sequence import SequenceManager
 
 
@@ -32,8 +33,7 @@ def page_runs(
 
     Example (page_size 4, block table [3, 0]): "The KV" -> [(3, "The·"), (0, "KV")].
     """
-    if not isinstance(snapshot, PoolSnapshot):
-        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+    check_instance("snapshot", snapshot, PoolSnapshot)
     size, out = snapshot.page_size, {}
     for seq_id in snapshot.seq_ids:
         tokens = list(token_ids.get(seq_id, []))[:max_tokens]

@@ -4,7 +4,7 @@ A checkpoint lets the write-ahead log start over: once the state at record `seq`
 on disk, records up to `seq` are redundant. `export_state` reads the state through the
 pool's and manager's public, read-only API (pages, the order CACHED pages were released
 in, counters, clock, block tables, copy-on-write record) into plain JSON data;
-`restore_state` loads it into a fresh pool with `KVCachePool.restore` and puts the
+`restore_state` loads it into a fresh pool with `restore_pool` (restore.py) and puts the
 sequences back. K/V are not in the file: they live in the memory-mapped K/V file, flushed
 before a checkpoint is written.
 

@@ -52,6 +52,7 @@ from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
+from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.core.sequence import Sequence, SequenceManager
 
 
@@ -136,8 +137,7 @@ class LockedManager:
     docstring); read it through the methods below, which return copies."""
 
     def __init__(self, manager: SequenceManager, lock: CoarseLock | ReadWriteLock | None = None) -> None:
-        if not isinstance(manager, SequenceManager):
-            raise TypeError(f"manager must be a SequenceManager, got {type(manager).__name__}")
+        check_instance("manager", manager, SequenceManager)
         self._manager = manager
         self.pool = manager.pool  # read its attributes only through this wrapper's methods
         self.lock = lock if lock is not None else CoarseLock()

@@ -28,7 +28,7 @@ import hashlib
 import json
 from collections import OrderedDict
 
-from pagedkv.core.plumbing.validation import check_int
+from pagedkv.core.plumbing.validation import check_instance, check_int
 
 DEFAULT_MAX_KEYS = 1024
 MAX_KEY_LENGTH = 255
@@ -84,10 +84,9 @@ class IdempotencyKeys:
 
 def check_key(key: object) -> str:
     """A key as sent in the header: 1-255 visible ASCII characters."""
-    if not isinstance(key, str):
-        raise TypeError(f"Idempotency-Key must be a str, got {type(key).__name__}")
-    if not 1 <= len(key) <= MAX_KEY_LENGTH or not key.isascii() or not key.isprintable():
+    text: str = check_instance("Idempotency-Key", key, str)
+    if not 1 <= len(text) <= MAX_KEY_LENGTH or not text.isascii() or not text.isprintable():
         raise ValueError(
-            f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable ASCII characters, got {key!r}"
+            f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable ASCII characters, got {text!r}"
         )
-    return key
+    return text

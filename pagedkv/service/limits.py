@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from pagedkv.core.plumbing.validation import check_int
+from pagedkv.core.plumbing.validation import check_int, check_number
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,7 @@ class ServiceLimits:
             value = getattr(self, f.name)
             if f.type == "int":
                 check_int(f.name, value, 1)
-            elif isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"{f.name} must be a number of seconds, got {value!r}")
-            elif not 0 < value <= 3600:
+            elif not 0 < check_number(f.name, value, 0.0) <= 3600:  # seconds
                 raise ValueError(f"{f.name} must be in (0, 3600] seconds, got {value}")
 
 

@@ -71,6 +71,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.service.concurrency import LockedManager
 from pagedkv.service.wal import WriteAheadLog
@@ -94,9 +95,7 @@ class ServiceMetrics:
         created: bool = False,
         model_name: str = "pagedkv-tinylm",
     ) -> None:
-        if not isinstance(locked, LockedManager):
-            raise TypeError(f"locked must be a LockedManager, got {type(locked).__name__}")
-        self.locked = locked
+        self.locked = check_instance("locked", locked, LockedManager)
         self.log = log  # the write-ahead log of a durable manager
         # A program that drives a pagedkv Scheduler over this manager passes it here to
         # export its running / waiting queues and preemptions.
@@ -147,70 +146,13 @@ class _CacheCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         m = self.metrics
-        locked, scheduler = m.locked, m.scheduler
-        running: float
-        waiting: float
-        preemptions: float
-        if scheduler is not None:  # stepped outside the service: read one instant under the lock
-            with locked.lock.read():
-                c = locked.counts()
-                running, waiting = len(scheduler.running), len(scheduler.waiting)
-                preemptions = scheduler.stats.preemptions
-        else:  # published after the last request: never waits for the lock
-            c = locked.published
-            running, waiting, preemptions = c["num_sequences"], m.num_waiting, 0
-        ratio = c["prefix_hits"] / c["prefix_queries"] if c["prefix_queries"] else 0.0
-        num_slots = locked.pool.config.num_slots
-
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            return GaugeMetricFamily(f"pagedkv_{name}", doc, value=value)
-
-        def counter(name: str, doc: str, value: float) -> CounterMetricFamily:
-            return CounterMetricFamily(f"pagedkv_{name}", doc, value=value)
-
-        yield gauge("kv_cache_usage_perc", "ACTIVE pages / all pages (0-1).", c["usage"])
-        yield gauge(
-            "kv_cache_token_usage_perc",
-            "Filled slots of ACTIVE pages / all slots (0-1).",
-            c["token_usage"],
-        )
-        yield gauge(
-            "kv_cache_used_token_slots",
-            "Filled token slots of ACTIVE pages.",
-            round(c["token_usage"] * num_slots),
-        )
-        pages = GaugeMetricFamily("pagedkv_kv_cache_pages", "Pages by state.", labels=["state"])
-        for state in ("free", "active", "cached"):
-            pages.add_metric([state], c[f"num_{state}_pages"])
-        yield pages
-        yield counter(
-            "prefix_cache_queries",
-            "Prompt tokens looked up in the prefix cache.",
-            c["prefix_queries"],
-        )
-        yield counter("prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"])
-        yield gauge(
-            "prefix_cache_hit_ratio",
-            "Prompt tokens served by cached pages / prompt tokens looked up.",
-            ratio,
-        )
-        yield counter("page_allocations", "Pages handed out for writing.", c["allocations"])
-        yield counter("evictions", "CACHED pages reclaimed.", c["evictions"])
-        yield counter("cow_copies", "Pages copied on write.", c["cow_copies"])
-        yield counter("num_preemptions", "Preemptions by the scheduler.", preemptions)
-        yield gauge("num_requests_running", "Running requests (live sequences).", running)
-        yield gauge("num_requests_waiting", "Waiting requests.", waiting)
+        c, running, waiting, preemptions = self._read()
+        yield from _cache_metrics(c, m.locked.pool.config.num_slots)
+        yield _counter("num_preemptions", "Preemptions by the scheduler.", preemptions)
+        yield _gauge("num_requests_running", "Running requests (live sequences).", running)
+        yield _gauge("num_requests_waiting", "Waiting requests.", waiting)
         if m.log is not None:  # plain ints, read without the lock
-            yield counter(
-                "wal_records",
-                "Write-ahead log records written (the last record number).",
-                m.log.last_seq,
-            )
-            yield counter(
-                "wal_fsyncs",
-                "fsync calls on the write-ahead log since it was opened.",
-                m.log.fsyncs,
-            )
+            yield from _wal_metrics(m.log)
             yield from _recovery_metrics(m.recovery)
         for metric in m.allocation_latency.collect():
             if not m.created:
@@ -218,6 +160,71 @@ class _CacheCollector(Collector):
             yield metric
         if m.vllm_names:
             yield from _vllm_metrics(m.model_name, c, preemptions, running, waiting)
+
+    def _read(self) -> tuple[dict, float, float, float]:
+        """(pool counts, running, waiting, preemptions) as of one instant."""
+        locked, scheduler = self.metrics.locked, self.metrics.scheduler
+        if scheduler is None:  # published after the last request: never waits for the lock
+            c = locked.published
+            return c, c["num_sequences"], self.metrics.num_waiting, 0
+        with locked.lock.read():  # stepped outside the service: read one instant under the lock
+            running, waiting = len(scheduler.running), len(scheduler.waiting)
+            return locked.counts(), running, waiting, scheduler.stats.preemptions
+
+
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"pagedkv_{name}", doc, value=value)
+
+
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    return CounterMetricFamily(f"pagedkv_{name}", doc, value=value)
+
+
+def _cache_metrics(c: dict, num_slots: int) -> Iterator[Metric]:
+    """Usage, pages by state, prefix hits and the pool's counters, from its counts `c`."""
+    ratio = c["prefix_hits"] / c["prefix_queries"] if c["prefix_queries"] else 0.0
+    yield _gauge("kv_cache_usage_perc", "ACTIVE pages / all pages (0-1).", c["usage"])
+    yield _gauge(
+        "kv_cache_token_usage_perc",
+        "Filled slots of ACTIVE pages / all slots (0-1).",
+        c["token_usage"],
+    )
+    yield _gauge(
+        "kv_cache_used_token_slots",
+        "Filled token slots of ACTIVE pages.",
+        round(c["token_usage"] * num_slots),
+    )
+    pages = GaugeMetricFamily("pagedkv_kv_cache_pages", "Pages by state.", labels=["state"])
+    for state in ("free", "active", "cached"):
+        pages.add_metric([state], c[f"num_{state}_pages"])
+    yield pages
+    yield _counter(
+        "prefix_cache_queries",
+        "Prompt tokens looked up in the prefix cache.",
+        c["prefix_queries"],
+    )
+    yield _counter("prefix_cache_hits", "Prompt tokens served by cached pages.", c["prefix_hits"])
+    yield _gauge(
+        "prefix_cache_hit_ratio",
+        "Prompt tokens served by cached pages / prompt tokens looked up.",
+        ratio,
+    )
+    yield _counter("page_allocations", "Pages handed out for writing.", c["allocations"])
+    yield _counter("evictions", "CACHED pages reclaimed.", c["evictions"])
+    yield _counter("cow_copies", "Pages copied on write.", c["cow_copies"])
+
+
+def _wal_metrics(log: WriteAheadLog) -> Iterator[Metric]:
+    yield _counter(
+        "wal_records",
+        "Write-ahead log records written (the last record number).",
+        log.last_seq,
+    )
+    yield _counter(
+        "wal_fsyncs",
+        "fsync calls on the write-ahead log since it was opened.",
+        log.fsyncs,
+    )
 
 
 def _recovery_metrics(r: dict) -> Iterator[Metric]:

@@ -199,19 +199,8 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
     lock_fd = lock_store(directory)
     try:
         config = _read_config(directory)
-        base_seq, state = 0, None
-        if (directory / CHECKPOINT).exists():
-            base_seq, state = read_checkpoint(directory / CHECKPOINT)
         log_path = directory / LOG
-        records, end = read_log(log_path)
-        records = [r for r in records if r.seq > base_seq]
-        if records and records[0].seq != base_seq + 1:
-            raise WALCorruptionError(
-                log_path,
-                records[0].offset,
-                f"first record is {records[0].seq} but the checkpoint ends at {base_seq}: "
-                "records are missing",
-            )
+        base_seq, state, records, end = _read_durable(directory)
         records, rolled_back = _split_committed(log_path, records)
         replay = _Replay(log_path, base_seq)
         scratch = DurableSequenceManager(
@@ -236,12 +225,7 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
     except BaseException:
         os.close(lock_fd)
         raise
-    last = records[-1].payload if records else {}
-    if last.get("cow"):  # the crash may have come between this record and its copy
-        src, dst = last["cow"]
-        n = len(manager.pool.page(dst).token_ids) - 1
-        kv[:, :, dst, :n] = kv[:, :, src, :n]
-        kv.flush()
+    _redo_last_copy(manager, kv, records[-1].payload if records else {})
     manager.recovery = {
         "checkpoint_seq": base_seq,
         "records_replayed": len(records),
@@ -251,6 +235,35 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
         "dropped_cached_pages": dropped,
     }
     return manager
+
+
+def _read_durable(directory: Path) -> tuple[int, dict | None, list[Record], int]:
+    """(checkpoint's last record number, its state or None, the log's records after it, the
+    byte offset where the log's intact records end); WALCorruptionError when records between
+    the checkpoint and the log are missing."""
+    base_seq, state = 0, None
+    if (directory / CHECKPOINT).exists():
+        base_seq, state = read_checkpoint(directory / CHECKPOINT)
+    log_path = directory / LOG
+    records, end = read_log(log_path)
+    records = [r for r in records if r.seq > base_seq]
+    if records and records[0].seq != base_seq + 1:
+        raise WALCorruptionError(
+            log_path,
+            records[0].offset,
+            f"first record is {records[0].seq} but the checkpoint ends at {base_seq}: records are missing",
+        )
+    return base_seq, state, records, end
+
+
+def _redo_last_copy(manager: DurableSequenceManager, kv: np.memmap, last: dict) -> None:
+    """Copy-on-write again when the last record is one: the crash may have come between the
+    record and its copy of the K/V."""
+    if last.get("cow"):
+        src, dst = last["cow"]
+        n = len(manager.pool.page(dst).token_ids) - 1
+        kv[:, :, dst, :n] = kv[:, :, src, :n]
+        kv.flush()
 
 
 def discarded_lines(recovery: dict) -> list[str]:

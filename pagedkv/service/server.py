@@ -59,6 +59,7 @@ from pydantic import (
     model_validator,
 )
 
+from pagedkv import __version__
 from pagedkv.core.pool import OutOfPagesError
 from pagedkv.core.sequence import UnknownSequenceError
 from pagedkv.model.tinylm import TinyLM
@@ -170,10 +171,18 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
     app = FastAPI(
         title="pagedkv",
         summary="A paged KV cache with prefix caching, copy-on-write and a write-ahead log.",
-        version="0.1.0",
+        version=__version__,
         lifespan=lifespan,
     )
     app.add_middleware(Guard, token=token.encode() if token else None, limits=engine.limits)
+    _add_error_answers(app, engine)
+    _add_sequence_routes(app, engine)
+    _add_pool_routes(app, engine)
+    return app
+
+
+def _add_error_answers(app: FastAPI, engine: ServiceEngine) -> None:
+    """The status code and JSON body of each error a request can meet (the module docstring)."""
 
     @app.exception_handler(RequestValidationError)
     def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -213,13 +222,17 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
             ),
         )
 
-    def answer(result: dict, status: int = 200) -> JSONResponse:
-        replayed = {"Idempotent-Replayed": "true"} if engine.last_replayed() else None
-        return JSONResponse(result, status_code=status, headers=replayed)
 
-    @app.api_route("/health", methods=["GET", "HEAD"])
-    async def health() -> dict:
-        return {"status": "ok", **engine.locked.published}
+def _replayed(engine: ServiceEngine) -> dict[str, str] | None:
+    """The header that tells a retry it got the first answer (Idempotency-Key), if it did."""
+    return {"Idempotent-Replayed": "true"} if engine.last_replayed() else None
+
+
+def _add_sequence_routes(app: FastAPI, engine: ServiceEngine) -> None:
+    """/sequences: create, read, generate, append, fork and free, each through the engine."""
+
+    def answer(result: dict, status: int = 200) -> JSONResponse:
+        return JSONResponse(result, status_code=status, headers=_replayed(engine))
 
     @app.post("/sequences", status_code=201)
     def create_sequence(body: CreateSequence, key: IdempotencyKey = None) -> JSONResponse:
@@ -251,8 +264,15 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
     @app.delete("/sequences/{seq_id}", status_code=204)
     def free(seq_id: PathSeqId, key: IdempotencyKey = None) -> Response:
         engine.free(seq_id, key=key)
-        replayed = {"Idempotent-Replayed": "true"} if engine.last_replayed() else None
-        return Response(status_code=204, headers=replayed)
+        return Response(status_code=204, headers=_replayed(engine))
+
+
+def _add_pool_routes(app: FastAPI, engine: ServiceEngine) -> None:
+    """The whole pool: health, snapshot, invariants, metrics and the WAL checkpoint."""
+
+    @app.api_route("/health", methods=["GET", "HEAD"])
+    async def health() -> dict:
+        return {"status": "ok", **engine.locked.published}
 
     @app.get("/snapshot")
     def snapshot(offset: Annotated[int, Query(ge=0)] = 0) -> dict:
@@ -278,8 +298,6 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
                 content={"error": "no_wal", "detail": "start the server with --wal PATH"},
             )
         return JSONResponse({"checkpoint_seq": engine.checkpoint()})
-
-    return app
 
 
 __all__ = [

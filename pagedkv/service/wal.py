@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from pagedkv.core.plumbing.validation import check_int
+from pagedkv.core.plumbing.validation import check_instance, check_int
 
 MAGIC = b"PKVWAL1\n"
 _HEADER = struct.Struct("<IIQ")  # crc32, payload length, sequence number
@@ -63,8 +63,7 @@ class FsyncPolicy:
     every: int = 1  # records per fsync in batch mode
 
     def __post_init__(self) -> None:
-        if not isinstance(self.mode, str):
-            raise TypeError(f"fsync mode must be a str, got {type(self.mode).__name__}")
+        check_instance("fsync mode", self.mode, str)
         if self.mode not in ("always", "batch", "never"):
             raise ValueError(f"fsync mode must be 'always', 'batch N' or 'never', got {self.mode!r}")
         check_int("fsync batch size", self.every, 1)

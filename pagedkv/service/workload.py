@@ -27,6 +27,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Hashable
 from collections.abc import Sequence as SequenceLike
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,16 +72,7 @@ def run_workload(
             else:
                 model.forward(manager, [seq_id])
         elif r < 0.65:
-            picks = rng.choice(len(live), size=min(len(live), int(rng.integers(1, 4))), replace=False)
-            grown = []
-            for i in picks:
-                try:
-                    manager.append_slot(live[i], int(rng.choice(ALPHABET)))
-                except OutOfPagesError:
-                    break
-                grown.append(live[i])
-            if grown:
-                model.forward(manager, grown)
+            _decode_a_few(manager, model, rng, live)
         elif r < 0.78:
             manager.fork(live[int(rng.integers(len(live)))], f"s{next_id}")
             next_id += 1
@@ -89,6 +81,22 @@ def run_workload(
         if checkpoint_every and step % checkpoint_every == checkpoint_every - 1:
             assert isinstance(manager, DurableSequenceManager), "checkpoints need a durable store"
             manager.checkpoint()
+
+
+def _decode_a_few(
+    manager: SequenceManager, model: TinyLM, rng: np.random.Generator, live: list[Hashable]
+) -> None:
+    """One decode step of 1-3 random live sequences, stopping at the first one out of pages."""
+    picks = rng.choice(len(live), size=min(len(live), int(rng.integers(1, 4))), replace=False)
+    grown = []
+    for i in picks:
+        try:
+            manager.append_slot(live[i], int(rng.choice(ALPHABET)))
+        except OutOfPagesError:
+            break
+        grown.append(live[i])
+    if grown:
+        model.forward(manager, grown)
 
 
 class _Stop(Exception):

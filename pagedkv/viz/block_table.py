@@ -24,12 +24,14 @@ from collections.abc import Hashable, Iterable, Mapping
 from collections.abc import Sequence as SequenceLike
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.plumbing.events import Event
+from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.viz.palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
 from pagedkv.viz.projector import projector
 from pagedkv.viz.tokens import token_pages_html
@@ -61,11 +63,10 @@ def _marks(
 
 
 def _check(snapshot: object, palette: object) -> SequencePalette:
-    if not isinstance(snapshot, PoolSnapshot):
-        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
-    if palette is not None and not isinstance(palette, SequencePalette):
-        raise TypeError(f"palette must be a SequencePalette, got {type(palette).__name__}")
-    return palette if palette is not None else DEFAULT_PALETTE
+    check_instance("snapshot", snapshot, PoolSnapshot)
+    if palette is None:
+        return DEFAULT_PALETTE
+    return check_instance("palette", palette, SequencePalette)
 
 
 def plot_block_tables(
@@ -87,48 +88,56 @@ def plot_block_tables(
     )
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    shown = set()  # marks drawn: the legend keys only those
+    shown: set[str] = set()  # marks drawn: the legend keys only those
     for row, seq_id in enumerate(seqs):
-        color, text_color = palette.color(seq_id), palette.text_color(seq_id)
         table = snapshot.block_tables[seq_id]
         for block, page in enumerate(table[:max_blocks]):
             refs = int(snapshot.ref_count[page])
-            edge, lw = ("black", 0.8)
-            if page in cow:
-                edge, lw = COW_COLOR, 3.0
-                shown.add("cow")
-            elif block < hits.get(seq_id, 0):
-                edge, lw = HIT_COLOR, 3.0
-                shown.add("hit")
-            if refs > 1:
-                shown.add("shared")
-            ax.add_patch(
-                Rectangle(
-                    (block + 0.06, row + 0.08),
-                    0.88,
-                    0.84,
-                    facecolor=color,
-                    edgecolor=edge,
-                    linewidth=lw,
-                    hatch="//" if refs > 1 else None,
-                )
-            )
+            mark = "cow" if page in cow else "hit" if block < hits.get(seq_id, 0) else None
+            shown |= {m for m in (mark, "shared" if refs > 1 else None) if m}
             label = f"{page}" + (f" ×{refs}" if refs > 1 else "")
             if page in cow:
                 label += f"\n←{cow[page]}"
-            ax.text(
-                block + 0.5,
-                row + 0.5,
-                label,
-                ha="center",
-                va="center",
-                fontsize=8,
-                color=text_color,
-                fontweight="bold",
-                bbox={"facecolor": color, "edgecolor": "none", "pad": 0.5} if refs > 1 else None,
-            )
+            _draw_cell(ax, block, row, label, refs, mark, palette.color(seq_id), palette.text_color(seq_id))
         if len(table) > max_blocks:
             ax.text(max_blocks, row + 0.5, f" +{len(table) - max_blocks}", va="center", fontsize=8)
+    _label_axes(ax, snapshot, seqs, width)
+    _legend(fig, shown)
+    return projector(fig)
+
+
+def _draw_cell(
+    ax: Axes, block: int, row: int, label: str, refs: int, mark: str | None, color: str, text_color: str
+) -> None:
+    """One block table entry: a cell in the sequence's colour, hatched when the page is
+    shared, edged for a prefix hit or a copy-on-write, with the page id written in it."""
+    edge, lw = {"cow": (COW_COLOR, 3.0), "hit": (HIT_COLOR, 3.0)}.get(mark or "", ("black", 0.8))
+    ax.add_patch(
+        Rectangle(
+            (block + 0.06, row + 0.08),
+            0.88,
+            0.84,
+            facecolor=color,
+            edgecolor=edge,
+            linewidth=lw,
+            hatch="//" if refs > 1 else None,
+        )
+    )
+    ax.text(
+        block + 0.5,
+        row + 0.5,
+        label,
+        ha="center",
+        va="center",
+        fontsize=8,
+        color=text_color,
+        fontweight="bold",
+        bbox={"facecolor": color, "edgecolor": "none", "pad": 0.5} if refs > 1 else None,
+    )
+
+
+def _label_axes(ax: Axes, snapshot: PoolSnapshot, seqs: list, width: int) -> None:
+    """Rows by sequence, columns by logical block, the clock and page size in the title."""
     ax.set_xlim(0, width)
     ax.set_ylim(max(1, len(seqs)), 0)
     ax.set_yticks(np.arange(len(seqs)) + 0.5, [str(s) for s in seqs], fontsize=9)
@@ -144,6 +153,10 @@ def plot_block_tables(
     )
     if not seqs:
         ax.text(width / 2, 0.5, "no live sequence", ha="center", va="center", color="#666666")
+
+
+def _legend(fig: Figure, shown: set[str]) -> None:
+    """A key for each mark the picture shows (none when it shows none)."""
     keys = {
         "shared": Patch(facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"),
         "hit": Patch(facecolor="white", edgecolor=HIT_COLOR, linewidth=2.5, label="prefix hit"),
@@ -152,7 +165,6 @@ def plot_block_tables(
     handles = [patch for mark, patch in keys.items() if mark in shown]
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
-    return projector(fig)
 
 
 def block_table_html(

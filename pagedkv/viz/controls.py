@@ -32,6 +32,13 @@ class DashboardControls(widgets.VBox):
 
     def build_controls(self, run: ScenarioRun) -> None:
         """Create every widget for `run` (its steps and geometry set the sliders' ranges)."""
+        self._build_stepping(run)
+        self._build_own_requests()
+        self._build_views()
+
+    def _build_stepping(self, run: ScenarioRun) -> None:
+        """The scenario picker, Step / Back / Reset, Play and its speed, Jump to, the pool's
+        geometry, and the step counter and caption they move."""
         width = widgets.Layout
         titles = [(s.title, s.name) for s in SCENARIOS.values()]
         self.scenario_picker = widgets.Dropdown(
@@ -69,6 +76,11 @@ class DashboardControls(widgets.VBox):
             value=run.page_size, min=PAGE_SIZE_RANGE[0], max=max(PAGE_SIZE_RANGE[1], run.page_size),
             description="Page size", continuous_update=False,
         ).add_class("pagedkv-page-size")  # fmt: skip
+
+    def _build_own_requests(self) -> None:
+        """A person's own actions: add a request (with a prefix), fork, finish, decode all,
+        and the confirmation that switching scenarios discards them."""
+        width = widgets.Layout
         self.prompt = widgets.Text(
             value="Hello, pages!", description="Prompt", layout=width(width="300px")
         ).add_class("pagedkv-prompt")
@@ -94,6 +106,10 @@ class DashboardControls(widgets.VBox):
             [self.confirm_text, self.discard_button, self.stay_button],
             layout=width(display="none"),
         ).add_class("pagedkv-confirm")
+
+    def _build_views(self) -> None:
+        """The pictures (heatmap, LRU order, lifecycle), status, block tables and event log."""
+        width = widgets.Layout
         self.heatmap = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-heatmap")
         self.lru = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-lru")
         self.lifecycle = widgets.Image(format="png", layout=width(width="100%")).add_class(

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
@@ -32,6 +33,8 @@ from matplotlib.patches import Patch, Rectangle
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
+from pagedkv.core.plumbing.validation import check_int, check_items
+from pagedkv.core.slot_mapping import slot_mapping
 from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
@@ -63,13 +66,8 @@ def _lengths(snapshot: PoolSnapshot) -> dict[Hashable, int]:
 
 
 def _check_step(snapshots: Sequence[PoolSnapshot], step: int | None) -> int:
-    if not snapshots or not all(isinstance(s, PoolSnapshot) for s in snapshots):
-        raise ValueError("snapshots must be a non-empty sequence of PoolSnapshot")
-    if step is None:
-        return len(snapshots) - 1
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < len(snapshots):
-        raise ValueError(f"step must be an int in [0, {len(snapshots) - 1}], got {step!r}")
-    return step
+    check_items("snapshots", snapshots, PoolSnapshot)
+    return len(snapshots) - 1 if step is None else check_int("step", step, 0, len(snapshots) - 1)
 
 
 def contiguous_replay(
@@ -86,7 +84,21 @@ def contiguous_replay(
     """
     step = _check_step(snapshots, step)
     lengths = [_lengths(s) for s in snapshots]
-    # A sequence's final length is its longest within one life (an id can be reused later).
+    finals = _final_lengths(lengths)
+    longest = max([1, *(v for f in finals for v in f.values())])
+    num_slots = snapshots[-1].num_pages * snapshots[-1].page_size
+    if max_seq_len is None:
+        max_seq_len = min(1 << (longest - 1).bit_length(), num_slots)
+    cache = ContiguousKVCache(num_slots, policy, max_seq_len)
+    refused = _replay(cache, lengths[: step + 1], finals[: step + 1])
+    return cache, refused
+
+
+def _final_lengths(lengths: list[dict[Hashable, int]]) -> list[dict[Hashable, int]]:
+    """Per snapshot, seq id -> its longest length within the life it is in (an id can be
+    reused later: each life has its own final length).
+
+    Example: [{"a": 1}, {"a": 3}, {}, {"a": 2}] -> [{"a": 3}, {"a": 3}, {}, {"a": 2}]"""
     finals: list[dict[Hashable, int]] = [{} for _ in lengths]
     alive: dict[Hashable, int] = {}  # seq id -> index of the snapshot where its life started
     for i, now in enumerate([*lengths, {}]):
@@ -97,17 +109,20 @@ def contiguous_replay(
                 finals[j][seq_id] = longest_in_life
         for seq_id in now:
             alive.setdefault(seq_id, i)
-    longest = max([1, *(v for f in finals for v in f.values())])
-    num_slots = snapshots[-1].num_pages * snapshots[-1].page_size
-    if max_seq_len is None:
-        max_seq_len = min(1 << (longest - 1).bit_length(), num_slots)
-    cache = ContiguousKVCache(num_slots, policy, max_seq_len)
+    return finals
+
+
+def _replay(
+    cache: ContiguousKVCache, lengths: list[dict[Hashable, int]], finals: list[dict[Hashable, int]]
+) -> list[Hashable]:
+    """Snapshot by snapshot, free the sequences that ended, grow the ones that gained tokens
+    and admit the new ones with a reservation for their final length; the ids still live
+    that had to be refused."""
     refused: list[Hashable] = []
     before: dict[Hashable, int] = {}
-    for now, final in zip(lengths[: step + 1], finals[: step + 1], strict=True):
-        for seq_id in before:
-            if seq_id not in now and seq_id in cache:
-                cache.free(seq_id)
+    for now, final in zip(lengths, finals, strict=True):
+        for seq_id in [s for s in before if s not in now and s in cache]:
+            cache.free(seq_id)
         refused = [s for s in refused if s in now]  # a refused request that ended is forgotten
         for seq_id, n in now.items():
             if seq_id in cache:
@@ -119,7 +134,7 @@ def contiguous_replay(
                 except (NoContiguousHoleError, ValueError):
                     refused.append(seq_id)
         before = now
-    return cache, refused
+    return refused
 
 
 def compare_layouts(
@@ -180,7 +195,7 @@ def _row_width(num_slots: int, page_size: int) -> int:
 
 
 def _draw_strip(
-    ax,
+    ax: Axes,
     colors: np.ndarray,
     marks: dict[str, np.ndarray],
     boxes: list[tuple[int, int]],
@@ -224,42 +239,15 @@ def plot_paged_vs_contiguous(
     snap = snapshots[step]
     size, num_slots = snap.page_size, snap.num_pages * snap.page_size
     width = _row_width(num_slots, size)
-    color = {c: to_rgba(STYLES[c][0]) for c in CATEGORIES}
-    # paged: slot = page_id * page_size + offset
-    paged = np.tile(color["free"], (num_slots, 1))
-    empty: list[int] = []
-    for pid in range(snap.num_pages):
-        if snap.state[pid] == PageState.ACTIVE:
-            filled = pid * size + int(snap.fill[pid])
-            paged[pid * size : filled] = palette.rgba(snap.seq_ids[snap.owner[pid]])
-            paged[filled : (pid + 1) * size] = color["internal_fragmentation"]
-            empty += range(filled, (pid + 1) * size)
-        elif snap.state[pid] == PageState.CACHED:
-            paged[pid * size : (pid + 1) * size] = color["cached"]
-    # contiguous: reservations, then the holes the accounting calls too small
-    reservations = cache.accounting().reservations
-    cont = np.tile(color["free"], (num_slots, 1))
-    reserved: list[int] = []
-    internal: list[int] = []
-    external: list[int] = []
-    for r in reservations:
-        tint = np.array(palette.rgba(r.req_id))
-        cont[r.start : r.start + r.used] = tint
-        cont[r.start + r.used : r.start + r.final_len] = 0.45 * tint + 0.55  # a light tint
-        cont[r.start + r.final_len : r.start + r.length] = color["internal_fragmentation"]
-        reserved += range(r.start + r.used, r.start + r.final_len)
-        internal += range(r.start + r.final_len, r.start + r.length)
-    for start, length in _external_holes(cache):
-        cont[start : start + length] = color["external_fragmentation"]
-        external += range(start, start + length)
+    counts = {"paged": _paged_counts(snap), "contiguous": _contiguous_counts(cache)}
     fig = Figure(figsize=(11, 2.1 + 0.36 * (num_slots // width) * 2), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(2, 2, width_ratios=[3.2, 1])
-    counts = {"paged": _paged_counts(snap), "contiguous": _contiguous_counts(cache)}
+    paged, empty = _paged_slots(snap, palette)
     _draw_strip(
         fig.add_subplot(grid[0, 0]),
         paged,
-        {"x": np.array(empty, int)},
+        {"x": empty},
         [(pid * size, size) for pid in range(snap.num_pages)],
         width,
         f"paged: {snap.num_pages} pages of {size} slots, {len(snap.seq_ids)} sequences, "
@@ -271,34 +259,18 @@ def plot_paged_vs_contiguous(
     )
     if refused:
         title += f"\nrefused (no hole fits): {', '.join(map(str, refused))}"
+    reservations = cache.accounting().reservations
+    contiguous, marks = _contiguous_slots(cache, palette, num_slots)
     _draw_strip(
         fig.add_subplot(grid[1, 0]),
-        cont,
-        {
-            ".": np.array(reserved, int),
-            "x": np.array(internal, int),
-            "$/$": np.array(external, int),
-        },
+        contiguous,
+        marks,
         [(r.start, r.length) for r in reservations],
         width,
         title,
     )
     shown = [c for c in CATEGORIES if counts["paged"][c] or counts["contiguous"][c]]
-    bars = fig.add_subplot(grid[:, 1])
-    left = np.zeros(2)
-    for category in shown:
-        values = np.array([counts["paged"][category], counts["contiguous"][category]]) / num_slots
-        face, hatch, label = STYLES[category]
-        bars.barh(
-            [1, 0], values, left=left, color=face, hatch=hatch, edgecolor="#555555",
-            linewidth=0.6, label=label,
-        )  # fmt: skip
-        left += values
-    bars.set_yticks([1, 0], ["paged", "contiguous"])
-    bars.set_xlim(0, 1)
-    bars.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
-    bars.set_title("share of slots", fontsize=10, loc="left")
-    bars.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
+    _draw_shares(fig.add_subplot(grid[:, 1]), counts, shown, num_slots)
     # The strips' key: one swatch per sequence (so a refused id can be found in the paged
     # picture), then the slot categories the strips show.
     seq_ids = list(dict.fromkeys([*snap.seq_ids, *(r.req_id for r in reservations), *refused]))
@@ -308,3 +280,69 @@ def plot_paged_vs_contiguous(
         handles.append(Patch(facecolor=face, hatch=hatch, edgecolor="#555555", label=label))
     fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
     return projector(fig)
+
+
+def _rgba(category: str) -> tuple[float, float, float, float]:
+    return to_rgba(STYLES[category][0])
+
+
+def _paged_slots(snap: PoolSnapshot, palette: SequencePalette) -> tuple[np.ndarray, np.ndarray]:
+    """The colour of every slot of the paged pool, and the empty slots of its ACTIVE pages.
+
+    A sequence's tokens sit where its slot mapping puts them; the oldest holder of a shared
+    page is drawn last, so the page takes its colour (as `PoolSnapshot.owner` says)."""
+    size = snap.page_size
+    pages = np.tile(_rgba("free"), (snap.num_pages, size, 1))  # [num_pages, page_size, rgba]
+    active = snap.state == PageState.ACTIVE
+    pages[active] = _rgba("internal_fragmentation")
+    pages[snap.state == PageState.CACHED] = _rgba("cached")
+    slots = pages.reshape(-1, 4)  # [num_slots, rgba]
+    holds_token = np.zeros(len(slots), dtype=bool)
+    lengths = _lengths(snap)
+    for seq_id, table in reversed(snap.block_tables.items()):
+        tokens = slot_mapping(table, size, np.arange(lengths[seq_id]))
+        slots[tokens] = palette.rgba(seq_id)
+        holds_token[tokens] = True
+    return slots, np.flatnonzero(np.repeat(active, size) & ~holds_token)
+
+
+def _contiguous_slots(
+    cache: ContiguousKVCache, palette: SequencePalette, num_slots: int
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The colour of every slot of the contiguous memory, and the slots to mark by marker:
+    each reservation in its request's colour (light where reserved for tokens to come), then
+    the holes the accounting calls too small."""
+    slots = np.tile(_rgba("free"), (num_slots, 1))  # [num_slots, rgba]
+    reserved: list[int] = []
+    internal: list[int] = []
+    external: list[int] = []
+    for r in cache.accounting().reservations:
+        tint = np.array(palette.rgba(r.req_id))
+        slots[r.start : r.start + r.used] = tint
+        slots[r.start + r.used : r.start + r.final_len] = 0.45 * tint + 0.55  # a light tint
+        slots[r.start + r.final_len : r.start + r.length] = _rgba("internal_fragmentation")
+        reserved += range(r.start + r.used, r.start + r.final_len)
+        internal += range(r.start + r.final_len, r.start + r.length)
+    for start, length in _external_holes(cache):
+        slots[start : start + length] = _rgba("external_fragmentation")
+        external += range(start, start + length)
+    marks = {".": np.array(reserved, int), "x": np.array(internal, int), "$/$": np.array(external, int)}
+    return slots, marks
+
+
+def _draw_shares(ax: Axes, counts: dict[str, dict[str, int]], shown: list[str], num_slots: int) -> None:
+    """One stacked bar per memory: the share of its slots in each category shown."""
+    left = np.zeros(2)
+    for category in shown:
+        values = np.array([counts["paged"][category], counts["contiguous"][category]]) / num_slots
+        face, hatch, label = STYLES[category]
+        ax.barh(
+            [1, 0], values, left=left, color=face, hatch=hatch, edgecolor="#555555",
+            linewidth=0.6, label=label,
+        )  # fmt: skip
+        left += values
+    ax.set_yticks([1, 0], ["paged", "contiguous"])
+    ax.set_xlim(0, 1)
+    ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
+    ax.set_title("share of slots", fontsize=10, loc="left")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)

@@ -213,8 +213,13 @@ def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int)
     ax.set_xlabel(f"page id = row + column{filler}", fontsize=FONT_PT)
     for spine in ax.spines.values():
         spine.set_visible(False)
+    _make_key(view, key_ax, page_size)
+
+
+def _make_key(view: str, key_ax, page_size: int) -> None:
+    """The panel's key beside it: the state legend, or the colour bar of its measure."""
     key_ax.set_axis_off()
-    figure = ax.figure
+    figure = key_ax.figure
     if view == "state":
         handles = [Patch(color=STATE_COLORS[s], label=s.name) for s in PageState]
         key_ax.legend(handles=handles, loc="center left", fontsize=FONT_PT, frameon=False)

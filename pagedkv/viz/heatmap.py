@@ -35,6 +35,7 @@ from PIL import Image, ImageDraw
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.events import Event
+from pagedkv.core.plumbing.validation import check_choice, check_instance, check_int, check_number
 from pagedkv.viz.frame import (
     FONT_PT,
     SUPTITLE_PT,
@@ -94,22 +95,23 @@ class PoolHeatmap:
         panel_width: float | None = None,
         show_clock: bool = True,
     ) -> None:
-        for name, value in (("num_pages", num_pages), ("page_size", page_size)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.num_pages, self.page_size = (
+            check_int("num_pages", num_pages, 1),
+            check_int("page_size", page_size, 1),
+        )
         views = (views,) if isinstance(views, str) else tuple(views)
-        unknown = [v for v in views if v not in VIEWS]
-        if not views or unknown or len(set(views)) != len(views):
+        for i, view in enumerate(views):
+            check_choice(f"views[{i}]", view, VIEWS)
+        if not views or len(set(views)) != len(views):
             raise ValueError(f"views must be distinct names from {VIEWS}, got {views!r}")
-        if palette is not None and not isinstance(palette, SequencePalette):
-            raise TypeError(f"palette must be a SequencePalette, got {type(palette).__name__}")
-        if isinstance(dpi, bool) or not isinstance(dpi, int) or not 30 <= dpi <= 300:
-            raise ValueError(f"dpi must be an int in [30, 300], got {dpi!r}")
+        if palette is not None:
+            check_instance("palette", palette, SequencePalette)
+        check_int("dpi", dpi, 30, 300)
         if panel_width is None:  # a lone panel gets room for its legend and a long title
             panel_width = 11.0 if len(views) == 1 else 5.5
-        if not isinstance(panel_width, (int, float)) or not 2 <= panel_width <= 20:
+        if check_number("panel_width", panel_width, 2.0) > 20:
             raise ValueError(f"panel_width must be a number of inches in [2, 20], got {panel_width!r}")
-        self.num_pages, self.page_size, self.views = int(num_pages), int(page_size), views
+        self.views = views
         self.show_clock = bool(show_clock)
         self.palette = palette if palette is not None else DEFAULT_PALETTE
         self.rows, self.cols = grid_shape(self.num_pages)
@@ -128,8 +130,7 @@ class PoolHeatmap:
         """Show `snapshot` (same num_pages and page_size as this heatmap). `events`: the
         pool's events since its creation (e.g. `ScenarioRun.events`), for the LRU view's
         "last held by" labels."""
-        if not isinstance(snapshot, PoolSnapshot):
-            raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+        check_instance("snapshot", snapshot, PoolSnapshot)
         if (snapshot.num_pages, snapshot.page_size) != (self.num_pages, self.page_size):
             raise ValueError(
                 f"snapshot has {snapshot.num_pages} pages of {snapshot.page_size} slots; this "
@@ -178,12 +179,8 @@ class PoolHeatmap:
 
     def cell_box(self, view: str, page_id: int) -> tuple[int, int, int, int]:
         """Pixel box (x0, y0, x1, y1, inclusive) of a page's cell in `view` of the PNG."""
-        if view not in self.panels:
-            raise ValueError(f"view must be one of {self.views}, got {view!r}")
-        if isinstance(page_id, bool) or not isinstance(page_id, (int, np.integer)):
-            raise TypeError(f"page_id must be an int, got {page_id!r}")
-        if not 0 <= page_id < self.num_pages:
-            raise ValueError(f"page_id must be in [0, {self.num_pages - 1}], got {page_id}")
+        check_choice("view", view, self.views)
+        check_int("page_id", page_id, 0, self.num_pages - 1)
         x0, y0, x1, y1 = self.panels[view].frame.boxes[page_id]
         return int(x0), int(y0), int(x1), int(y1)
 
@@ -274,8 +271,7 @@ def plot_pool(
 ) -> PoolHeatmap:
     """Heatmaps of one snapshot (Jupyter shows the returned heatmap as a PNG). Pass the pool's
     `events` to name the last holder of CACHED pages in the LRU view."""
-    if not isinstance(snapshot, PoolSnapshot):
-        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+    check_instance("snapshot", snapshot, PoolSnapshot)
     heatmap = PoolHeatmap(snapshot.num_pages, snapshot.page_size, views, palette)
     heatmap.update(snapshot, events)
     return heatmap

@@ -21,6 +21,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.viz.palette import SEQUENCE_COLORS
 from pagedkv.viz.projector import projector
 
@@ -33,8 +34,7 @@ def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2) -> Figure:
     table = [int(p) for p in block_table]
     if not table:
         raise ValueError("block_table must hold at least one page id")
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be a positive int (pages per chunk), got {chunk!r}")
+    check_int("chunk", chunk, 1)  # pages per chunk
     n = len(table)
     fig = Figure(figsize=(11, 5.2), layout="constrained")
     FigureCanvasAgg(fig)

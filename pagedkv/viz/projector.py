@@ -15,6 +15,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+from pagedkv.core.plumbing.validation import check_instance
+
 WIDTH_IN = 11.0  # inches: ~1200 px at DPI
 DPI = 110
 MIN_PT = 13.0  # points at the figure's own size (>= 12 pt once shrunk to a 1100 px cell)
@@ -24,8 +26,7 @@ MAX_HEIGHT_IN = 7.0  # a widened figure grows taller, but stays on one projector
 def projector(fig: Figure, width: float = WIDTH_IN, min_pt: float = MIN_PT) -> Figure:
     """`fig`, resized to `width` inches at `DPI` with no text below `min_pt` (in place;
     returned for chaining). Example: projector(Figure(figsize=(5, 3))) -> 11 x 4.8 in."""
-    if not isinstance(fig, Figure):
-        raise TypeError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    check_instance("fig", fig, Figure)
     w, h = fig.get_size_inches()
     grow = width / w
     fig.set_size_inches(width, min(MAX_HEIGHT_IN, max(h, h * min(grow, 1.6))))

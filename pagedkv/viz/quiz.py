@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import ipywidgets as widgets
 
+from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.scenarios import ActionRecord, ScenarioRun
 from pagedkv.viz.heatmap import PoolHeatmap
 
@@ -47,8 +48,7 @@ class PredictStep(widgets.VBox):
         why: str,
         views: Sequence[str] = ("state", "owner"),
     ) -> None:
-        if not isinstance(run, ScenarioRun):
-            raise TypeError(f"run must be a ScenarioRun, got {type(run).__name__}")
+        check_instance("run", run, ScenarioRun)
         options = [str(o) for o in options]
         if len(options) < 2 or len(set(options)) != len(options):
             raise ValueError(f"options must be 2 or more distinct answers, got {options!r}")

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
+from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.viz.frame import grid_shape
 from pagedkv.viz.palette import STATE_COLORS
 from pagedkv.viz.projector import projector
@@ -28,11 +29,9 @@ from pagedkv.viz.projector import projector
 
 def plot_refusal(before: PoolSnapshot, after: PoolSnapshot, error: BaseException) -> Figure:
     """Page states and fill before and after a refused call, titled with the exception."""
-    for name, snap in (("before", before), ("after", after)):
-        if not isinstance(snap, PoolSnapshot):
-            raise TypeError(f"{name} must be a PoolSnapshot, got {type(snap).__name__}")
-    if not isinstance(error, BaseException):
-        raise TypeError(f"error must be an exception, got {type(error).__name__}")
+    check_instance("before", before, PoolSnapshot)
+    check_instance("after", after, PoolSnapshot)
+    check_instance("error", error, BaseException)
     rows, cols = grid_shape(before.num_pages)
     fig = Figure(figsize=(11, 1.2 + 0.75 * rows), layout="constrained")
     FigureCanvasAgg(fig)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
@@ -28,6 +29,7 @@ from matplotlib.patches import Patch
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
+from pagedkv.core.plumbing.validation import check_instance, check_items
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
 
@@ -37,8 +39,7 @@ EMPTY_SLOT_COLOR = "#FFFFFF"  # an empty slot of an ACTIVE page: allocated, hold
 def slot_usage(snapshot: PoolSnapshot) -> dict[str, int]:
     """Slots by what they hold: tokens (ACTIVE pages), empty in ACTIVE pages (internal
     fragmentation), CACHED (reusable prefix K/V) and FREE. They sum to all slots."""
-    if not isinstance(snapshot, PoolSnapshot):
-        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+    check_instance("snapshot", snapshot, PoolSnapshot)
     active = snapshot.state == PageState.ACTIVE
     size = snapshot.page_size
     return {
@@ -53,8 +54,7 @@ def sharing_savings(snapshot: PoolSnapshot) -> dict[str, float]:
     """What sharing saves at this moment: `block_table_entries` (pages the live sequences
     would hold without sharing), `distinct_pages` (pages they do hold), `pages_saved` (the
     difference) and `saved` (pages_saved / block_table_entries, 0 with no sequence)."""
-    if not isinstance(snapshot, PoolSnapshot):
-        raise TypeError(f"snapshot must be a PoolSnapshot, got {type(snapshot).__name__}")
+    check_instance("snapshot", snapshot, PoolSnapshot)
     entries = sum(len(t) for t in snapshot.block_tables.values())
     distinct = len({p for t in snapshot.block_tables.values() for p in t})
     return {
@@ -70,15 +70,6 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
     counts = slot_usage(snapshot)
     palette = palette if palette is not None else DEFAULT_PALETTE
     n, size = snapshot.num_pages, snapshot.page_size
-    image = np.ones((size, n, 4))  # [slot offset, page id, RGBA]
-    for pid in range(n):
-        state = PageState(int(snapshot.state[pid]))
-        if state is PageState.ACTIVE:
-            owner = snapshot.seq_ids[snapshot.owner[pid]]
-            image[: snapshot.fill[pid], pid] = to_rgba(palette.color(owner))
-            image[snapshot.fill[pid] :, pid] = to_rgba(EMPTY_SLOT_COLOR)
-        else:
-            image[:, pid] = to_rgba(STATE_COLORS[state])
     fig = Figure(
         figsize=(min(14.0, max(6.0, 0.32 * n + 1.5)), 1.6 + 0.22 * size),
         dpi=90,
@@ -86,11 +77,41 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
     )
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.imshow(image, interpolation="nearest", aspect="auto")
+    ax.imshow(_slot_image(snapshot, palette), interpolation="nearest", aspect="auto")
     empty = np.argwhere(
         (snapshot.state == PageState.ACTIVE)[None, :] & (np.arange(size)[:, None] >= snapshot.fill[None, :])
     )
     ax.scatter(empty[:, 1], empty[:, 0], marker="x", s=18, color="#444444", linewidths=0.8)
+    _draw_page_grid(ax, n, size)
+    total = n * size
+    ax.set_title(
+        f"{counts['tokens']} of {total} slots hold tokens ({counts['tokens'] / total:.0%}); "
+        f"pages in use: {snapshot.usage:.0%}\n{counts['internal_fragmentation']} empty slots in "
+        f"ACTIVE pages, {counts['cached']} in CACHED pages, {counts['free']} in FREE pages",
+        fontsize=10,
+        loc="left",
+    )
+    _slots_legend(fig, snapshot, counts, palette)
+    return projector(fig)
+
+
+def _slot_image(snapshot: PoolSnapshot, palette: SequencePalette) -> np.ndarray:
+    """[slot offset, page id, RGBA]: an ACTIVE page's tokens in its owner's colour, then its
+    empty slots; other pages in their state's colour."""
+    image = np.ones((snapshot.page_size, snapshot.num_pages, 4))
+    for pid in range(snapshot.num_pages):
+        state = PageState(int(snapshot.state[pid]))
+        if state is PageState.ACTIVE:
+            owner = snapshot.seq_ids[snapshot.owner[pid]]
+            image[: snapshot.fill[pid], pid] = to_rgba(palette.color(owner))
+            image[snapshot.fill[pid] :, pid] = to_rgba(EMPTY_SLOT_COLOR)
+        else:
+            image[:, pid] = to_rgba(STATE_COLORS[state])
+    return image
+
+
+def _draw_page_grid(ax: Axes, n: int, size: int) -> None:
+    """A thin line between slots, a thick one between pages, and ticks that stay readable."""
     ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
     ax.set_yticks(np.arange(-0.5, size, 1), minor=True)
     ax.grid(which="minor", color="#BBBBBB", linewidth=0.4)
@@ -103,17 +124,15 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
     ax.set_yticks(range(size) if size <= 16 else range(0, size, size // 8))
     ax.set_xlabel("page id (each column: one page)")
     ax.set_ylabel("slot offset")
-    total = n * size
-    ax.set_title(
-        f"{counts['tokens']} of {total} slots hold tokens ({counts['tokens'] / total:.0%}); "
-        f"pages in use: {snapshot.usage:.0%}\n{counts['internal_fragmentation']} empty slots in "
-        f"ACTIVE pages, {counts['cached']} in CACHED pages, {counts['free']} in FREE pages",
-        fontsize=10,
-        loc="left",
-    )
+
+
+def _slots_legend(
+    fig: Figure, snapshot: PoolSnapshot, counts: dict[str, int], palette: SequencePalette
+) -> None:
+    """A swatch per page owner (the first 8), then only the kinds of slot the picture shows."""
     owners = [snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))]
     handles = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:8]]
-    present = [  # only what the picture shows
+    present = [
         (counts["internal_fragmentation"], EMPTY_SLOT_COLOR, "× empty slot of an ACTIVE page"),
         (counts["cached"], STATE_COLORS[PageState.CACHED], "CACHED page"),
         (counts["free"], STATE_COLORS[PageState.FREE], "FREE page"),
@@ -128,13 +147,11 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
         fontsize=8,
         frameon=False,
     )
-    return projector(fig)
 
 
 def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
     """Page usage vs token usage over a run's steps (`ScenarioRun.snapshots`)."""
-    if not snapshots or not all(isinstance(s, PoolSnapshot) for s in snapshots):
-        raise ValueError("snapshots must be a non-empty sequence of PoolSnapshot")
+    check_items("snapshots", snapshots, PoolSnapshot)
     steps = np.arange(len(snapshots))
     pages = np.array([s.usage for s in snapshots])
     tokens = np.array([s.token_usage for s in snapshots])

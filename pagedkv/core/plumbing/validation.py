@@ -45,7 +45,8 @@ def check_instance(name: str, value: object, cls: type) -> Any:
 
     Example: check_instance("pool", {}, KVCachePool) raises "pool must be a KVCachePool, got dict"."""
     if not isinstance(value, cls):
-        raise TypeError(f"{name} must be a {cls.__name__}, got {type(value).__name__}")
+        article = "an" if cls.__name__[0] in "AEIOU" else "a"
+        raise TypeError(f"{name} must be {article} {cls.__name__}, got {type(value).__name__}")
     return value
 
 
@@ -208,3 +209,17 @@ def check_number(name: str, value: object, low: float) -> float:
     if not low <= value < float("inf"):
         raise ValueError(f"{name} must be a finite number >= {low}, got {value!r}")
     return float(value)
+
+
+def check_items(name: str, values: object, cls: type[V]) -> list[V]:
+    """A non-empty list or tuple of `cls` instances: TypeError for another kind or a wrong
+    item, ValueError when it is empty.
+
+    Example: check_items("runs", [], Run) raises "runs must hold at least one Run"."""
+    if not isinstance(values, (list, tuple)):
+        raise TypeError(f"{name} must be a list or tuple of {cls.__name__}, got {type(values).__name__}")
+    for i, value in enumerate(values):
+        check_instance(f"{name}[{i}]", value, cls)
+    if not values:
+        raise ValueError(f"{name} must hold at least one {cls.__name__}")
+    return list(values)
