@@ -2,7 +2,7 @@
 
 A model does not walk sequences. Before each forward the runner turns the sequences of the
 step into flat arrays, and the model only computes from them: nano-vllm's
-`ModelRunner.prepare_prefill` / `prepare_decode` fill its `Context` (`slot_mapping`,
+prepare_prefill / prepare_decode (in its model runner) fill its `Context` (`slot_mapping`,
 `context_lens`, `block_tables`, `cu_seqlens_q`), vLLM v1's `GPUModelRunner._prepare_inputs`
 fills `input_ids`, `positions`, `slot_mapping`, `query_start_loc` and `seq_lens`.
 `prepare` does both cases in one function, because a step may mix prompt chunks and

@@ -1,7 +1,7 @@
 """Model runners: what computes the tokens a `SchedulerOutput` schedules.
 
 The scheduler only decides; a runner does the work, as vLLM v1's `GPUModelRunner` executes
-each `SchedulerOutput` and nano-vllm's `ModelRunner.run(seqs, is_prefill)` does. One step
+each `SchedulerOutput` and nano-vllm's model runner does in run(seqs, is_prefill). One step
 of either loop that generates tokens (`Scheduler.step`, and so `TinyLM.generate`) is
 schedule -> prepare -> compute -> update:
 
