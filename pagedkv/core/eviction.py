@@ -94,13 +94,6 @@ class LRUEvictionPolicy(EvictionPolicy):
             raise KeyError("no evictable page")
         return self._pages.popitem(last=False)[0]
 
-    def pop_victims(self, n: int) -> list[int]:
-        # Skips a method call per page: this runs for every page of every request.
-        if n > len(self._pages):
-            raise KeyError(f"{n} victims asked, {len(self._pages)} evictable")
-        pop = self._pages.popitem
-        return [pop(False)[0] for _ in range(n)]
-
     def order(self) -> list[int]:
         return list(self._pages)
 

@@ -4,7 +4,7 @@
 (token runs, compared token by token) instead of `PrefixIndex`'s dict of chained block
 hashes; sequences, attention, the scheduler, snapshots and pictures do not change, because
 this class answers the same verbs: `find_longest_cache_hit`, `insert_all`, `remove_all`,
-`holds`, `get`, `items`, `clear`. Its eviction policy, `LeafLRUEvictionPolicy`, is
+`holds_page`, `get`, `items`, `clear`. Its eviction policy, `LeafLRUEvictionPolicy`, is
 SGLang's: only a page at the end of a leaf may go, least recently used leaf first.
 
 How it fits the pool, and where that differs from SGLang itself:
@@ -27,7 +27,7 @@ How it fits the pool, and where that differs from SGLang itself:
   (the pool hands indexes block hashes, not extra keys): trees of different extra keys
   never share a node, as SGLang's `RadixKey.extra_key` guarantees.
 
-Leaves out: checkpoints (`KVCachePool.restore` rebuilds a hash index only).
+Leaves out: checkpoints (`restore_pool` rebuilds a hash index only).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class RadixPrefixIndex(PrefixIndex):
         self.tree = RadixCache(page_size, extend_leaves=True)
 
     def holds_page(self, page_id: int) -> bool:
-        """Whether the page is in the tree (`holds`, by id)."""
+        """Whether the page is in the tree."""
         return self.tree.node_of(page_id) is not None
 
     def find_longest_cache_hit(

@@ -32,6 +32,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
+from pagedkv.core.slot_mapping import slot_mapping
 from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
@@ -230,7 +231,7 @@ def plot_paged_vs_contiguous(
     empty: list[int] = []
     for pid in range(snap.num_pages):
         if snap.state[pid] == PageState.ACTIVE:
-            filled = pid * size + int(snap.fill[pid])
+            filled = slot_mapping([pid], size, 0) + int(snap.fill[pid])  # first empty slot
             paged[pid * size : filled] = palette.rgba(snap.seq_ids[snap.owner[pid]])
             paged[filled : (pid + 1) * size] = color["internal_fragmentation"]
             empty += range(filled, (pid + 1) * size)

@@ -28,7 +28,7 @@ from pagedkv.core.slot_mapping import num_blocks
 
 if TYPE_CHECKING:
     from pagedkv.core.pool import KVCachePool
-    from pagedkv.core.sequence_data import Sequence
+    from pagedkv.core.slot_mapping import Sequence
 
 FREE, CACHED = PageState.FREE, PageState.CACHED
 
