@@ -197,7 +197,7 @@ def test_collision_guard_refuses_a_hash_hit_with_other_tokens():
     seqs.free("a")
     # Simulate a hash collision (same digest, different tokens): overwrite the second
     # token page 0 holds.
-    pool.table.tokens[0] = token_bytes([1, 99])
+    pool.table.token_data[0], pool.table.token_block[0] = token_bytes([1, 99]), 0
     assert pool.page(0).token_ids == [1, 99]
     assert seqs.add("b", [1, 2, 3]) == 0
     assert seqs.block_table("b")[0] != 0

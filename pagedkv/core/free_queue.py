@@ -34,7 +34,10 @@ class FreeQueue:
         # One byte per page, 1 = FREE; the pool's PageTable reads it for page states.
         self.flags = bytearray(num_pages if num_pages is not None else max(ids, default=-1) + 1)
         self._count = 0
-        self._lowest = 0  # no FREE page has a lower id
+        self._lowest = len(self.flags)  # no FREE page has a lower id
+        # Every page id once: what it hands out are slices of this list, so handing out a
+        # page makes no new int object (Python ints above 256 are objects of their own).
+        self._page_ids = list(range(len(self.flags)))
         self.extend(ids)
 
     def __len__(self) -> int:
@@ -49,7 +52,7 @@ class FreeQueue:
         page_ids: list[int] = []
         for run in self._runs(n):  # consecutive ids: one slice assignment clears each run
             self.flags[run.start : run.stop] = bytes(len(run))
-            page_ids += run
+            page_ids += self._page_ids[run.start : run.stop]
             self._lowest = run.stop
         self._count -= n
         return page_ids
@@ -74,17 +77,17 @@ class FreeQueue:
 
     def append(self, page_id: int) -> None:
         """A page became FREE (its tokens and hash already dropped)."""
-        self.extend((page_id,))
+        self.extend([page_id])
 
     def extend(self, page_ids: Iterable[int]) -> None:
         """Several pages became FREE."""
-        flags, lowest, count = self.flags, self._lowest, self._count
+        flags, count, lowest = self.flags, self._count, self._lowest
         for page_id in page_ids:
             flags[page_id] = 1
             count += 1
             if page_id < lowest:
                 lowest = page_id
-        self._lowest, self._count = lowest, count
+        self._count, self._lowest = count, lowest
 
     def page_ids(self) -> list[int]:
         """Every FREE page id, lowest first (a copy)."""
@@ -96,7 +99,7 @@ class FreeQueue:
     def reset(self, page_ids: Iterable[int]) -> None:
         """Replace the contents (checkpoint recovery)."""
         self.flags[:] = bytes(len(self.flags))
-        self._count, self._lowest = 0, 0
+        self._count, self._lowest = 0, len(self.flags)
         self.extend(page_ids)
 
     def __repr__(self) -> str:

@@ -11,10 +11,14 @@ reading, printing and pictures.
 
 A page's state is not stored: it follows from whether a block table holds the page (its
 ref count) and whether it is on the free queue (its flag byte there), so it can never
-disagree with them. A page's token ids are kept as `bytes`, the encoding its block hash
-digests (`token_bytes`: int64 little-endian, 8 bytes a token): immutable, so a page filled
-from a prompt or copied on write never shares anything that can change under it, and a
-FREE page holds `b""`.
+disagree with them.
+
+A page's token ids are a window into immutable bytes, the encoding block hashes digest
+(`token_bytes`: int64 little-endian, 8 bytes a token): `token_data[p]` holds them and
+`token_block[p]` says which page-sized block of it is page p's. The pages a prompt fills
+all point into that prompt's one encoding, so admission copies no tokens per page; nothing
+can change under a page, because bytes never change in place: a copy-on-write copies the
+two fields, a decode append gives the page bytes of its own, and a FREE page holds `b""`.
 
 The K/V themselves live in the pool's one preallocated array; `Page.keys` / `Page.values`
 are numpy *views* into it, so writing through a view writes the pool's storage.
@@ -51,12 +55,22 @@ class PageTable:
     Read the lists freely; only the pool's verbs write them (with the prefix index, which
     names full pages, and checkpoint recovery)."""
 
-    __slots__ = ("block_hash", "free_flags", "last_access", "ref_count", "tokens")
+    __slots__ = (
+        "block_hash",
+        "free_flags",
+        "last_access",
+        "page_size",
+        "ref_count",
+        "token_block",
+        "token_data",
+    )
 
-    def __init__(self, num_pages: int, free_flags: bytearray) -> None:
+    def __init__(self, num_pages: int, page_size: int, free_flags: bytearray) -> None:
+        self.page_size = page_size
         self.free_flags = free_flags  # the free queue's: 1 for a FREE page
         self.ref_count: list[int] = [0] * num_pages  # block tables holding the page
-        self.tokens: list[bytes] = [b""] * num_pages  # its token ids (`token_bytes`), slot order
+        self.token_data: list[bytes] = [b""] * num_pages  # `token_bytes` holding its tokens
+        self.token_block: list[int] = [0] * num_pages  # which page-sized block of token_data
         self.block_hash: list[bytes | None] = [None] * num_pages  # set when the page fills
         self.last_access: list[int] = [0] * num_pages  # logical clock of the last operation on it
 
@@ -75,18 +89,25 @@ class PageTable:
         free = np.frombuffer(bytes(self.free_flags), dtype=np.uint8).astype(bool)
         return np.where(held, int(ACTIVE), np.where(free, int(FREE), int(CACHED))).astype(np.int8)
 
+    def tokens(self, page_id: int) -> bytes:
+        """The `token_bytes` of the tokens a page holds, slot order."""
+        width = TOKEN_BYTES * self.page_size  # bytes of a full page
+        start = self.token_block[page_id] * width
+        return self.token_data[page_id][start : start + width]
+
     def num_tokens(self, page_id: int) -> int:
         """Slots of the page holding a token."""
-        return len(self.tokens[page_id]) // TOKEN_BYTES
+        return len(self.tokens(page_id)) // TOKEN_BYTES
 
     def token_ids(self, page_id: int) -> list[int]:
         """The token ids a page holds, in slot order (a new list)."""
-        return token_ids_of(self.tokens[page_id])
+        return token_ids_of(self.tokens(page_id))
 
     def clear(self, page_ids: Iterable[int]) -> None:
         """The pages lost their content (they turned FREE, or were evicted): no tokens, no hash."""
         for page_id in page_ids:
-            self.tokens[page_id] = b""
+            self.token_data[page_id] = b""
+            self.token_block[page_id] = 0
             self.block_hash[page_id] = None
 
 

@@ -79,7 +79,9 @@ class KVCachePool:
         self.num_pages = config.num_pages
         self.kv_cache = kv_cache  # [layers, 2, num_pages, page_size, kv_heads, head_dim]
         self.free_queue = FreeQueue(range(config.num_pages), config.num_pages)
-        self.table = PageTable(config.num_pages, self.free_queue.flags)  # read freely; write by verbs
+        self.table = PageTable(
+            config.num_pages, config.page_size, self.free_queue.flags
+        )  # read freely; write by verbs
         self.prefix_index: PrefixIndex = PREFIX_INDEXES[config.prefix_index](self.table, config.page_size)
         # A radix tree evicts leaves only, so it brings its own policy (SGLang's leaf-first LRU).
         self.eviction: EvictionPolicy = self.prefix_index.eviction_policy() or make_eviction_policy(
@@ -138,10 +140,10 @@ class KVCachePool:
         page_ids = self.free_queue.popleft_n(min(num_blocks, num_free))
         if num_blocks > num_free:
             page_ids += self._evict(num_blocks - num_free, seq_id)
-        ref_count, last_access = self.table.ref_count, self.table.last_access
+        ref_count, last_access, clock = self.table.ref_count, self.table.last_access, self.clock
         for page_id in page_ids:  # each page is empty: FREE, or emptied by its eviction
             ref_count[page_id] = 1
-            last_access[page_id] = self.clock
+            last_access[page_id] = clock
         if tokens is not None:
             self.fill_blocks(page_ids, tokens, first_block)
         self.stats.allocations += num_blocks
@@ -166,20 +168,27 @@ class KVCachePool:
         if the prefix index names it (full and indexed), else FREE (its tokens and hash
         dropped); CACHED ones join the eviction order in the order given, so the first page
         given is evicted first (docs/design.md rule 6)."""
-        ref_count, last_access = self.table.ref_count, self.table.last_access
-        holds_page, listeners = self.prefix_index.holds_page, self.events.listeners
+        ref_count, last_access, block_hash = (
+            self.table.ref_count,
+            self.table.last_access,
+            self.table.block_hash,
+        )
+        clock, holds_page, listeners = self.clock, self.prefix_index.holds_page, self.events.listeners
         cached: list[int] = []
         freed: list[int] = []
-        block_hash = self.table.block_hash
         for page_id in ordered_page_ids:
             ref_count[page_id] -= 1
-            last_access[page_id] = self.clock
+            last_access[page_id] = clock
             if ref_count[page_id]:
                 continue  # another block table still holds it
-            released_to = cached if block_hash[page_id] is not None and holds_page(page_id) else freed
-            released_to.append(page_id)
+            if block_hash[page_id] is not None and holds_page(page_id):
+                cached.append(page_id)
+                kind = "cache"
+            else:
+                freed.append(page_id)
+                kind = "free"
             if listeners:
-                self.events.emit(self.clock, "cache" if released_to is cached else "free", page_id, seq_id)
+                self.events.emit(clock, kind, page_id, seq_id)
         self.table.clear(freed)
         self.free_queue.extend(freed)
         self.eviction.add_all(cached)
@@ -187,14 +196,15 @@ class KVCachePool:
     def fill_blocks(self, page_ids: Sequence[int], tokens: Sequence[int] | array, first_block: int) -> None:
         """Record the token ids fresh pages hold: page_ids[i] holds logical block
         first_block + i of `tokens` (a partial last block holds what there is)."""
-        data, width = token_bytes(tokens), TOKEN_BYTES * self.page_size  # width: bytes a page holds
-        page_tokens = self.table.tokens
+        data = token_bytes(tokens)  # immutable: every page points into it, none copies it
         for block, page_id in enumerate(page_ids, first_block):
-            page_tokens[page_id] = data[block * width : (block + 1) * width]
+            self.table.token_data[page_id] = data
+            self.table.token_block[page_id] = block
 
     def append_token(self, page_id: int, token_id: int) -> None:
         """Record one more token in a page its writer holds alone (in the next free slot)."""
-        self.table.tokens[page_id] += token_id.to_bytes(TOKEN_BYTES, "little")  # its `token_bytes`
+        self.table.token_data[page_id] = self.table.tokens(page_id) + token_id.to_bytes(TOKEN_BYTES, "little")
+        self.table.token_block[page_id] = 0  # the page's own bytes now: block 0 of them
         self.table.last_access[page_id] = self.clock
 
     def cache_full_blocks(
@@ -211,7 +221,8 @@ class KVCachePool:
         slots and token ids. The caller releases its hold on src itself (docs/design.md rule 7)."""
         n = self.table.num_tokens(src)
         self.kv_cache[:, :, dst, :n] = self.kv_cache[:, :, src, :n]
-        self.table.tokens[dst] = self.table.tokens[src]  # bytes: shared, never changed in place
+        self.table.token_data[dst] = self.table.token_data[src]  # bytes: shared, never changed
+        self.table.token_block[dst] = self.table.token_block[src]
         self.stats.cow_copies += 1
         self._emit("cow", [dst], seq_id, f"copied from page {src}")
 
@@ -288,8 +299,8 @@ class KVCachePool:
     @property
     def token_usage(self) -> float:
         """Token slots filled in ACTIVE pages / (num_pages * page_size)."""
-        held = [tokens for tokens, holders in zip(self.table.tokens, self.table.ref_count) if holders]
-        return sum(map(len, held)) // TOKEN_BYTES / self.config.num_slots
+        held = [page_id for page_id, holders in enumerate(self.table.ref_count) if holders]
+        return sum(map(self.table.num_tokens, held)) / self.config.num_slots
 
     def get_cached_block(self, block_hash: bytes) -> int | None:
         """The page id indexed under a block hash, or None (vLLM: `get_cached_block`)."""

@@ -87,11 +87,11 @@ class PrefixIndex:
         Stops at the first miss. Example: index {h0: 3, h1: 5}, hashes [h0, h1, h2] ->
         [3, 5]; hashes [h0, hx, h2] -> [3] (a chained h2 cannot match after a miss)."""
         data, width = token_bytes(token_ids), TOKEN_BYTES * self._page_size  # width: bytes a page holds
-        page_tokens, hits = self._table.tokens, []
+        hits: list[int] = []
         for i, block_hash in enumerate(block_hashes):
             page_id = self.hash_to_page.get(block_hash)
             # Collision guard: a hit must hold exactly this block's tokens.
-            if page_id is None or page_tokens[page_id] != data[i * width : (i + 1) * width]:
+            if page_id is None or self._table.tokens(page_id) != data[i * width : (i + 1) * width]:
                 break
             hits.append(page_id)
         return hits

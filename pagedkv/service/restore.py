@@ -49,7 +49,7 @@ def restore_pool(
     for pid, (_, ref_count, token_ids, block_hash, _, last_access) in enumerate(pages):
         table.ref_count[pid] = ref_count
         table.last_access[pid], table.block_hash[pid] = last_access, block_hash
-        table.tokens[pid] = token_bytes(token_ids)
+        table.token_data[pid], table.token_block[pid] = token_bytes(token_ids), 0
     pool.free_queue.reset(pid for pid, saved in enumerate(pages) if PageState(saved[0]) is FREE)
     index = {saved[3]: pid for pid, saved in enumerate(pages) if saved[4] and saved[3]}
     pool.prefix_index.insert_all(list(index.values()), list(index))
