@@ -14,7 +14,8 @@ The queue is one flag byte per page (1 = FREE) and the lowest page id that may b
 Taking n pages finds the runs of set flags with `bytearray.find` (a C scan) and clears
 each run with one slice assignment, so a prompt's pages cost a few scans, not one step per
 page; pages come back in any order (a sequence frees its pages tail first, copy-on-write
-frees a source page mid-sequence) by setting their flags. `SwapSpace` uses the same queue for its host pages.
+frees a source page mid-sequence) by setting their flags. `SwapSpace` uses the same queue
+for its host pages.
 
 Leaves out: removal from the middle (a FREE page only ever leaves by being allocated).
 """

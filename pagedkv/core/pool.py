@@ -79,9 +79,8 @@ class KVCachePool:
         self.num_pages = config.num_pages
         self.kv_cache = kv_cache  # [layers, 2, num_pages, page_size, kv_heads, head_dim]
         self.free_queue = FreeQueue(range(config.num_pages), config.num_pages)
-        self.table = PageTable(
-            config.num_pages, config.page_size, self.free_queue.flags
-        )  # read freely; write by verbs
+        # Every page's metadata, one list per field: read it freely, write it only by the verbs.
+        self.table = PageTable(config.num_pages, config.page_size, self.free_queue.flags)
         self.prefix_index: PrefixIndex = PREFIX_INDEXES[config.prefix_index](self.table, config.page_size)
         # A radix tree evicts leaves only, so it brings its own policy (SGLang's leaf-first LRU).
         self.eviction: EvictionPolicy = self.prefix_index.eviction_policy() or make_eviction_policy(
@@ -151,7 +150,7 @@ class KVCachePool:
         return page_ids
 
     def touch(
-        self, page_ids: Iterable[int], seq_id: Hashable | None = None, kind: str = "prefix_hit"
+        self, page_ids: Sequence[int], seq_id: Hashable | None = None, kind: str = "prefix_hit"
     ) -> None:
         """One more block table holds each page (a prefix hit, or `kind="fork"`); a CACHED
         page leaves the eviction policy and turns ACTIVE (docs/design.md rule 5)."""
@@ -168,12 +167,8 @@ class KVCachePool:
         if the prefix index names it (full and indexed), else FREE (its tokens and hash
         dropped); CACHED ones join the eviction order in the order given, so the first page
         given is evicted first (docs/design.md rule 6)."""
-        ref_count, last_access, block_hash = (
-            self.table.ref_count,
-            self.table.last_access,
-            self.table.block_hash,
-        )
-        clock, holds_page, listeners = self.clock, self.prefix_index.holds_page, self.events.listeners
+        table, clock, listeners = self.table, self.clock, self.events.listeners
+        ref_count, last_access, block_hash = table.ref_count, table.last_access, table.block_hash
         cached: list[int] = []
         freed: list[int] = []
         for page_id in ordered_page_ids:
@@ -181,7 +176,7 @@ class KVCachePool:
             last_access[page_id] = clock
             if ref_count[page_id]:
                 continue  # another block table still holds it
-            if block_hash[page_id] is not None and holds_page(page_id):
+            if block_hash[page_id] is not None and self.prefix_index.holds_page(page_id):
                 cached.append(page_id)
                 kind = "cache"
             else:
@@ -189,7 +184,7 @@ class KVCachePool:
                 kind = "free"
             if listeners:
                 self.events.emit(clock, kind, page_id, seq_id)
-        self.table.clear(freed)
+        table.clear(freed)
         self.free_queue.extend(freed)
         self.eviction.add_all(cached)
 
