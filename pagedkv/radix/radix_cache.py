@@ -19,7 +19,7 @@ that tree, page-aligned as SGLang's is when `page_size > 1`:
 - `extra_key` (cache salt, adapter name) enters every child key, so trees of different
   extra keys never share a node (SGLang's `RadixKey.extra_key`).
 
-How it differs from the hash chain (pagedkv/core/pool.py, docs in notebook 09):
+How it differs from the hash chain (pagedkv/core/hashing.py and prefix_index.py, notebook 09):
 - Lookup compares tokens, so no collision guard is needed; a hash index needs one.
 - A node is a *run* of pages: a 40-page chat turn that nobody shares is one node, where the
   hash index holds 40 entries. Eviction is node-granular: a leaf goes whole, even when a
