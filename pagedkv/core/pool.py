@@ -164,11 +164,12 @@ class KVCachePool:
 
     def free_blocks(self, ordered_page_ids: Iterable[int], seq_id: Hashable | None = None) -> None:
         """One fewer block table holds each page. A page nobody holds any more turns CACHED
-        if the prefix index names it (full and indexed), else FREE (its tokens and hash
-        dropped); CACHED ones join the eviction order in the order given, so the first page
-        given is evicted first (docs/design.md rule 6)."""
+        if the prefix index maps its hash to it (`PrefixIndex.holds_page`), else FREE (its
+        tokens and hash dropped); CACHED ones join the eviction order in the order given, so
+        the first page given is evicted first (docs/design.md rule 6)."""
         table, clock, listeners = self.table, self.clock, self.events.listeners
         ref_count, last_access, block_hash = table.ref_count, table.last_access, table.block_hash
+        index = self.prefix_index.hash_to_page  # block hash -> the one page indexed under it
         cached: list[int] = []
         freed: list[int] = []
         for page_id in ordered_page_ids:
@@ -176,7 +177,8 @@ class KVCachePool:
             last_access[page_id] = clock
             if ref_count[page_id]:
                 continue  # another block table still holds it
-            if block_hash[page_id] is not None and self.prefix_index.holds_page(page_id):
+            digest = block_hash[page_id]
+            if digest is not None and index.get(digest) == page_id:
                 cached.append(page_id)
                 kind = "cache"
             else:
