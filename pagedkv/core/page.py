@@ -63,14 +63,14 @@ class PageTable:
         "block_hash",
         "free_flags",
         "last_access",
-        "page_size",
+        "page_bytes",
         "ref_count",
         "token_block",
         "token_data",
     )
 
     def __init__(self, num_pages: int, page_size: int, free_flags: bytearray) -> None:
-        self.page_size = page_size
+        self.page_bytes = TOKEN_BYTES * page_size  # bytes of a full page's token ids
         self.free_flags = free_flags  # the free queue's: 1 for a FREE page
         self.ref_count: list[int] = [0] * num_pages  # block tables holding the page
         self.token_data: list[bytes] = [b""] * num_pages  # `token_bytes` holding its tokens
@@ -97,9 +97,8 @@ class PageTable:
         """The `token_bytes` of the tokens a page holds, slot order.
 
         Example: page_size 2, token_data token_bytes([5, 6, 7]), token_block 1 -> token_bytes([7])."""
-        width = TOKEN_BYTES * self.page_size  # bytes of a full page
-        start = self.token_block[page_id] * width
-        return self.token_data[page_id][start : start + width]
+        start = self.token_block[page_id] * self.page_bytes
+        return self.token_data[page_id][start : start + self.page_bytes]
 
     def num_tokens(self, page_id: int) -> int:
         """Slots of the page holding a token."""

@@ -130,10 +130,10 @@ class KVCachePool:
         policy's victims (docs/design.md rule 1); with `tokens`, page i holds their logical
         block first_block + i (`fill_blocks`). Raises OutOfPagesError, changing nothing, when
         FREE + CACHED pages are too few."""
-        num_free = len(self.free_queue)
-        if num_blocks > self.num_available_pages:
+        num_free, num_cached = len(self.free_queue), len(self.eviction)
+        if num_blocks > num_free + num_cached:
             raise OutOfPagesError(
-                f"need {num_blocks} pages, only {num_free} FREE + {len(self.eviction)} CACHED "
+                f"need {num_blocks} pages, only {num_free} FREE + {num_cached} CACHED "
                 f"of {self.num_pages} (the rest are ACTIVE)"
             )
         page_ids = self.free_queue.popleft_n(min(num_blocks, num_free))
