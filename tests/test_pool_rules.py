@@ -18,6 +18,7 @@ from pagedkv import (
     block_hashes,
 )
 from pagedkv.core.free_queue import FreeQueue
+from pagedkv.core.hashing import token_bytes
 from pagedkv.core.slot_mapping import num_blocks, slot_mapping
 
 from .pools import make
@@ -78,22 +79,18 @@ def test_free_queue_hands_out_the_lowest_ids_first():
     assert queue.popleft_n(5) == [1, 4, 5, 8, 9] and len(queue) == 0
 
 
-def test_free_queue_hands_out_runs_of_consecutive_ids():
+def test_free_queue_hands_out_the_lowest_ids_across_gaps():
     queue = FreeQueue(range(10), num_pages=10)
-    assert queue.popleft_runs(3) == [range(0, 3)]
+    assert queue.popleft_n(3) == [0, 1, 2]
     queue.popleft_n(4)  # 3, 4, 5, 6
     queue.extend([5, 1, 2])  # returned in any order
-    assert queue.peek_n(5) == [1, 2, 5, 7, 8] and queue.popleft_runs(5) == [
-        range(1, 3),
-        range(5, 6),
-        range(7, 9),
-    ]
+    assert queue.peek_n(5) == [1, 2, 5, 7, 8] and queue.popleft_n(5) == [1, 2, 5, 7, 8]
     assert queue.page_ids() == [9] and 9 in queue and 1 not in queue
 
 
 def test_a_page_holds_only_the_tokens_written_since_it_was_handed_out():
-    """Token fields are not cleared when a run of pages turns FREE: a FREE page must still
-    report none, and a page handed out again only its new tokens."""
+    """A page that turns FREE drops its tokens: it reports none, and a page handed out
+    again holds only its new tokens."""
     pool, seqs = make(num_pages=4, page_size=2, caching=False)
     seqs.add("a", [1, 2, 3])
     seqs.free("a")
@@ -119,8 +116,8 @@ def test_allocation_prefers_free_pages_lowest_id_first_then_lru_cached():
     assert seqs.block_table("c") == [4, 5, 1]
     assert pool.stats.evictions == 1
     assert pool.eviction.order() == [0]
-    assert pool.lookup(block_hashes([1, 2, 3, 4], 2)[1]) is None  # page 1's hash left the index
-    assert pool.lookup(block_hashes([1, 2], 2)[0]) == 0
+    assert pool.get_cached_block(block_hashes([1, 2, 3, 4], 2)[1]) is None  # page 1's hash left the index
+    assert pool.get_cached_block(block_hashes([1, 2], 2)[0]) == 0
 
 
 # docs/design.md rules 1 and 9
@@ -163,7 +160,7 @@ def test_only_full_pages_are_hashed_and_indexed():
     assert pool.page(partial).block_hash is None
     seqs.append_slot("a", 8)  # fills the page: hashed at once
     assert pool.page(partial).block_hash == block_hashes([1, 2, 3, 4, 5, 6, 7, 8], 4)[1]
-    assert pool.lookup(pool.page(partial).block_hash) == partial
+    assert pool.get_cached_block(pool.page(partial).block_hash) == partial
 
 
 # docs/design.md rule 5
@@ -186,7 +183,7 @@ def test_the_last_prompt_token_is_always_computed():
     # ... and that recomputed page duplicates an indexed one: it is not indexed a second time.
     dup = seqs.block_table("b")[1]
     assert pool.page(dup).block_hash == pool.page(1).block_hash
-    assert pool.lookup(pool.page(dup).block_hash) == 1
+    assert pool.get_cached_block(pool.page(dup).block_hash) == 1
     assert pool.page(1).state is CACHED
     seqs.free("b")
     assert pool.page(dup).state is FREE  # redundant content is not kept
@@ -199,9 +196,8 @@ def test_collision_guard_refuses_a_hash_hit_with_other_tokens():
     seqs.add("a", [1, 2, 3])
     seqs.free("a")
     # Simulate a hash collision (same digest, different tokens): overwrite the second
-    # token of page 0 where the page keeps it, in the freed sequence's token array.
-    source, block = pool.table.token_source[0], pool.table.token_block[0]
-    source[block * 2 + 1] = 99
+    # token page 0 holds.
+    pool.table.token_data[0], pool.table.token_block[0] = token_bytes([1, 99]), 0
     assert pool.page(0).token_ids == [1, 99]
     assert seqs.add("b", [1, 2, 3]) == 0
     assert seqs.block_table("b")[0] != 0
@@ -369,7 +365,7 @@ def test_reset_prefix_cache_refuses_while_active_then_frees_cached_pages():
     seqs.free("a")
     assert pool.num_cached_pages == 2
     assert pool.reset_prefix_cache() is True
-    assert pool.num_free_pages == 8 and pool.lookup(block_hashes([1, 2], 2)[0]) is None
+    assert pool.num_free_pages == 8 and pool.get_cached_block(block_hashes([1, 2], 2)[0]) is None
     seqs.check_invariants()
 
 

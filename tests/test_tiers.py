@@ -37,16 +37,17 @@ def test_kv_read_back_equals_kv_written():
     for i, other in enumerate(_prompts(3, 0, 21, seed=2)):  # push a's pages out of the pool
         MODEL.generate(seqs, [other], 3, seq_ids=[f"flood{i}"])
     hashes = block_hashes(prompt, 4)[: (len(prompt) - 1) // 4]
-    assert all(pool.lookup(h) is None for h in hashes) and all(h in tier.index for h in hashes)
+    assert all(pool.get_cached_block(h) is None for h in hashes) and all(h in tier.index for h in hashes)
     for h in hashes:  # the offloaded copy is the K/V the model computed
         np.testing.assert_array_equal(
-            tier.kv[tier.index[h]], oracle_pool.kv_cache[:, :, oracle_pool.lookup(h)]
+            tier.kv[tier.index[h]], oracle_pool.kv_cache[:, :, oracle_pool.get_cached_block(h)]
         )
     info = tier.load_prefix(prompt)
     assert info == {"gpu_hit_tokens": 0, "host_hit_tokens": 20, "reload_bytes": 5 * tier.page_bytes}
     for h in hashes:  # and the copy back into the pool is the same K/V again
         np.testing.assert_array_equal(
-            pool.kv_cache[:, :, pool.lookup(h)], oracle_pool.kv_cache[:, :, oracle_pool.lookup(h)]
+            pool.kv_cache[:, :, pool.get_cached_block(h)],
+            oracle_pool.kv_cache[:, :, oracle_pool.get_cached_block(h)],
         )
     seqs.check_invariants()
 

@@ -90,16 +90,13 @@ class LRUEvictionPolicy(EvictionPolicy):
     """Evict the page released longest ago (vLLM's and SGLang's choice)."""
 
     def pop_victim(self) -> int:
-        if not self._pages:
-            raise KeyError("no evictable page")
-        return self._pages.popitem(last=False)[0]
+        return self.pop_victims(1)[0]
 
     def pop_victims(self, n: int) -> list[int]:
-        # Skips a method call per page: this runs for every page of every request.
+        """The n pages released longest ago, oldest first: the front of the order."""
         if n > len(self._pages):
             raise KeyError(f"{n} victims asked, {len(self._pages)} evictable")
-        pop = self._pages.popitem
-        return [pop(False)[0] for _ in range(n)]
+        return [self._pages.popitem(last=False)[0] for _ in range(n)]
 
     def order(self) -> list[int]:
         return list(self._pages)

@@ -11,11 +11,11 @@ for empty pages and the eviction policy (eviction.py) for CACHED pages, so a cac
 prefix is never reclaimed while an untouched page is free.
 
 The queue is one flag byte per page (1 = FREE) and the lowest page id that may be FREE.
-Taking n pages finds the first runs of set flags with `bytearray.find` (a C scan) and
-clears each run with one slice assignment, so a prompt's pages come out as a few runs of
-consecutive ids (`popleft_runs`), not one by one; pages come back in any order (a sequence
-frees its pages tail first, copy-on-write frees a source page mid-sequence) by setting
-their flags. `SwapSpace` uses the same queue for its host pages.
+Taking n pages finds the runs of set flags with `bytearray.find` (a C scan) and clears
+each run with one slice assignment, so a prompt's pages cost a few scans, not one step per
+page; pages come back in any order (a sequence frees its pages tail first, copy-on-write
+frees a source page mid-sequence) by setting their flags. `SwapSpace` uses the same queue
+for its host pages.
 
 Leaves out: removal from the middle (a FREE page only ever leaves by being allocated).
 """
@@ -35,53 +35,41 @@ class FreeQueue:
         # One byte per page, 1 = FREE; the pool's PageTable reads it for page states.
         self.flags = bytearray(num_pages if num_pages is not None else max(ids, default=-1) + 1)
         self._count = 0
-        self._lowest = 0  # no FREE page has a lower id
+        self._lowest = len(self.flags)  # no FREE page has a lower id
+        # Every page id once: what it hands out are slices of this list, so handing out a
+        # page makes no new int object (Python ints above 256 are objects of their own).
+        self._page_ids = list(range(len(self.flags)))
         self.extend(ids)
 
     def __len__(self) -> int:
         return self._count
 
-    def popleft_runs(self, n: int) -> list[range]:
-        """Remove the n lowest page ids; return them as runs of consecutive ids, lowest first.
-
-        Example: queue [0, 1, 2, 5, 9], popleft_runs(4) -> [range(0, 3), range(5, 6)]."""
-        if n > self._count:
-            raise ValueError(f"n must be <= {self._count} FREE pages, got {n}")
-        if not n:
-            return []
-        flags, start = self.flags, self._lowest
-        start = flags.find(1, start)
-        if flags.find(0, start, start + n) < 0:  # the usual case: one run covers all n
-            flags[start : start + n] = bytes(n)
-            self._count -= n
-            self._lowest = start + n
-            return [range(start, start + n)]
-        runs = self._runs(n)
-        for run in runs:
-            flags[run.start : run.stop] = bytes(len(run))
-        self._count -= n
-        self._lowest = runs[-1].stop
-        return runs
-
     def popleft_n(self, n: int) -> list[int]:
         """Remove and return the n lowest page ids, lowest first.
 
         Example: queue [0, 3, 5, 9], popleft_n(2) -> [0, 3]; the queue keeps [5, 9]."""
-        return [page_id for run in self.popleft_runs(n) for page_id in run]
+        if n > self._count:
+            raise ValueError(f"n must be <= {self._count} FREE pages, got {n}")
+        page_ids: list[int] = []
+        for run in self._runs(n):  # consecutive ids: one slice assignment clears each run
+            self.flags[run.start : run.stop] = bytes(len(run))
+            page_ids += self._page_ids[run.start : run.stop]
+            self._lowest = run.stop
+        self._count -= n
+        return page_ids
+
+    def peek_n(self, n: int) -> list[int]:
+        """The page ids `popleft_n(n)` would return, removing nothing."""
+        return [page_id for run in self._runs(min(n, self._count)) for page_id in run]
 
     def _runs(self, n: int) -> list[range]:
-        """The runs of the n lowest FREE ids (n <= len(self)), changing nothing."""
-        flags, start = self.flags, self._lowest
-        start = flags.find(1, start)
-        stop = flags.find(0, start, start + n)
-        if stop < 0:  # the usual case: one run of FREE pages covers all n
-            return [range(start, start + n)]
-        runs = [range(start, stop)]
-        n -= stop - start
-        start = stop
+        """The n lowest FREE ids (n <= len(self)) as runs of consecutive ids, changing nothing.
+
+        Example: queue [0, 1, 2, 5, 9], _runs(4) -> [range(0, 3), range(5, 6)]."""
+        flags, start, runs = self.flags, self._lowest, []
         while n:
             start = flags.find(1, start)
-            stop = flags.find(0, start, start + n)
+            stop = flags.find(0, start, start + n)  # -1: the run covers all n
             stop = start + n if stop < 0 else stop
             runs.append(range(start, stop))
             n -= stop - start
@@ -90,28 +78,17 @@ class FreeQueue:
 
     def append(self, page_id: int) -> None:
         """A page became FREE (its tokens and hash already dropped)."""
-        self.extend((page_id,))
+        self.extend([page_id])
 
     def extend(self, page_ids: Iterable[int]) -> None:
         """Several pages became FREE."""
-        flags, lowest, count = self.flags, self._lowest, self._count
+        flags, count, lowest = self.flags, self._count, self._lowest
         for page_id in page_ids:
             flags[page_id] = 1
             count += 1
             if page_id < lowest:
                 lowest = page_id
-        self._lowest, self._count = lowest, count
-
-    def extend_run(self, lo: int, hi: int) -> None:
-        """Pages lo .. hi - 1 became FREE (one slice assignment)."""
-        self.flags[lo:hi] = b"\x01" * (hi - lo)
-        self._count += hi - lo
-        if lo < self._lowest:
-            self._lowest = lo
-
-    def peek_n(self, n: int) -> list[int]:
-        """The page ids `popleft_n(n)` would return, removing nothing."""
-        return [page_id for run in self._runs(min(n, self._count)) for page_id in run]
+        self._count, self._lowest = count, lowest
 
     def page_ids(self) -> list[int]:
         """Every FREE page id, lowest first (a copy)."""
@@ -123,7 +100,7 @@ class FreeQueue:
     def reset(self, page_ids: Iterable[int]) -> None:
         """Replace the contents (checkpoint recovery)."""
         self.flags[:] = bytes(len(self.flags))
-        self._count, self._lowest = 0, 0
+        self._count, self._lowest = 0, len(self.flags)
         self.extend(page_ids)
 
     def __repr__(self) -> str:

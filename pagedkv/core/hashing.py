@@ -29,6 +29,7 @@ from xxhash import xxh3_128_digest
 
 ROOT_HASH = b"pagedkv-root"  # parent of the first block (vLLM: NONE_HASH)
 HASH_ALGOS = ("sha256", "xxhash")  # CacheConfig.prefix_caching_hash_algo
+TOKEN_BYTES = 8  # a token id is encoded as a little-endian int64
 LITTLE_ENDIAN = sys.byteorder == "little"  # then an array('q') is already the encoding
 
 
@@ -59,6 +60,11 @@ def token_bytes(token_ids: Sequence[int] | np.ndarray) -> bytes:
     return np.asarray(token_ids, dtype="<i8").tobytes()
 
 
+def token_ids_of(data: bytes) -> list[int]:
+    """The token ids a `token_bytes` encoding holds. Example: token_bytes([5, 7]) -> [5, 7]."""
+    return np.frombuffer(data, dtype="<i8").tolist()
+
+
 def hash_block_tokens(
     parent_hash: bytes | None,
     token_ids: Sequence[int] | np.ndarray,
@@ -72,7 +78,7 @@ def hash_block_tokens(
 
 def chain_hashes(data: bytes, page_size: int, extra_key: object = None, algo: str = "sha256") -> list[bytes]:
     """Chained digests of every full block of `data`, the `token_bytes` of a token run."""
-    width = 8 * page_size  # bytes per block
+    width = TOKEN_BYTES * page_size  # bytes per block
     parent = ROOT_HASH + encode_extra_key(extra_key)
     hashes = []
     if algo == "sha256":  # hashlib's object, inline: a Python call per block costs as much as the hash

@@ -5,20 +5,24 @@ for every layer, a reference count, the token ids written so far, and — once t
 full and prefix caching is on — the chained block hash that names its whole prefix.
 
 `PageTable` keeps that metadata for every page of a pool as parallel lists indexed by page
-id (a structure of arrays): `table.ref_count[7]` is page 7's ref count. The pool's verbs
-update a block table's pages a list at a time, and a run of consecutive pages with one
-slice assignment per field, instead of touching one object per page. `Page` is a
-read-only view of one page (`pool.page(7)`), for reading, printing and pictures.
+id (a structure of arrays, as vLLM's model runner keeps its block tables): `ref_count[7]`
+is page 7's ref count. `Page` is a read-only view of one page (`pool.page(7)`), for
+reading, printing and pictures.
 
-A page's state is not stored: it follows from two facts, whether a block table holds the
-page (its ref count) and whether it is on the free queue (its flag byte there), so it can
-never disagree with them.
+A page's state is not stored: it follows from whether a block table holds the page (its
+ref count) and whether it is on the free queue (its flag byte there), so it can never
+disagree with them.
 
-Token ids are stored once, by the sequence that wrote them: a page records which token
-array holds its tokens (`token_source`, an `array('q')` that is only ever appended to) and
-which logical block of it the page is (`token_block`); it holds that block's `page_size`
-tokens of the array, or as many as the array has. Nothing is copied per page. A FREE page
-holds no tokens whatever its fields say: they are stale until the page is handed out again.
+A page's token ids are a window into immutable bytes, the encoding block hashes digest
+(`token_bytes`: int64 little-endian, 8 bytes a token): `token_data[p]` holds them and
+`token_block[p]` says which page-sized block of it is page p's. The pages a prompt fills
+all point into that prompt's one encoding, so admission copies no tokens per page; nothing
+can change under a page, because bytes never change in place: a copy-on-write copies the
+two fields, a decode append gives the page bytes of its own, and a FREE page holds `b""`.
+NOTE: a page could instead hold its own slice of the bytes; on this project's machine that
+cost about 8 us per 32-page prompt against 1 us for two stores per page, a fifth of all
+`bench ops` bookkeeping. The price of sharing: a prompt's encoding (8 bytes a token) lives
+until the last of its pages lets go of it.
 
 The K/V themselves live in the pool's one preallocated array; `Page.keys` / `Page.values`
 are numpy *views* into it, so writing through a view writes the pool's storage.
@@ -30,10 +34,12 @@ eviction policy (eviction.py) instead.
 
 from __future__ import annotations
 
-from array import array
+from collections.abc import Iterable
 from enum import IntEnum
 
 import numpy as np
+
+from pagedkv.core.hashing import TOKEN_BYTES, token_ids_of
 
 
 class PageState(IntEnum):
@@ -57,25 +63,20 @@ class PageTable:
         "block_hash",
         "free_flags",
         "last_access",
-        "page_ids",
-        "page_size",
+        "page_bytes",
         "ref_count",
         "token_block",
-        "token_source",
+        "token_data",
     )
 
     def __init__(self, num_pages: int, page_size: int, free_flags: bytearray) -> None:
-        self.page_size = page_size
+        self.page_bytes = TOKEN_BYTES * page_size  # bytes of a full page's token ids
         self.free_flags = free_flags  # the free queue's: 1 for a FREE page
-        # Every page id once, as the int objects every block table shares (slices of it
-        # are the runs the free queue hands out): no block table allocates its own ints.
-        # Block indices come from it too (a block table is at most num_pages long).
-        self.page_ids: list[int] = list(range(num_pages))
         self.ref_count: list[int] = [0] * num_pages  # block tables holding the page
+        self.token_data: list[bytes] = [b""] * num_pages  # `token_bytes` holding its tokens
+        self.token_block: list[int] = [0] * num_pages  # which page-sized block of token_data
         self.block_hash: list[bytes | None] = [None] * num_pages  # set when the page fills
         self.last_access: list[int] = [0] * num_pages  # logical clock of the last operation on it
-        self.token_source: list[array | None] = [None] * num_pages  # the token array holding its tokens
-        self.token_block: list[int] = [0] * num_pages  # which block of that array the page holds
 
     def __len__(self) -> int:
         return len(self.ref_count)
@@ -92,53 +93,27 @@ class PageTable:
         free = np.frombuffer(bytes(self.free_flags), dtype=np.uint8).astype(bool)
         return np.where(held, int(ACTIVE), np.where(free, int(FREE), int(CACHED))).astype(np.int8)
 
-    def span(self, page_ids: list[int]) -> tuple[int, int] | None:
-        """(lo, hi) when the ids are exactly lo .. hi - 1, ascending or descending, else None.
+    def tokens(self, page_id: int) -> bytes:
+        """The `token_bytes` of the tokens a page holds, slot order.
 
-        Example: [4, 5, 6] -> (4, 7); [6, 5, 4] -> (4, 7); [4, 6] -> None."""
-        if not page_ids:
-            return None
-        first, last = page_ids[0], page_ids[-1]
-        if last - first == len(page_ids) - 1 and page_ids == self.page_ids[first : last + 1]:
-            return first, last + 1
-        if (
-            first - last == len(page_ids) - 1
-            and page_ids == self.page_ids[first : last - 1 if last else None : -1]
-        ):
-            return last, first + 1
-        return None
+        Example: page_size 2, token_data token_bytes([5, 6, 7]), token_block 1 -> token_bytes([7])."""
+        start = self.token_block[page_id] * self.page_bytes
+        return self.token_data[page_id][start : start + self.page_bytes]
 
     def num_tokens(self, page_id: int) -> int:
         """Slots of the page holding a token."""
-        source = self.token_source[page_id]
-        if source is None or self.free_flags[page_id]:
-            return 0
-        return min(self.page_size, len(source) - self.token_block[page_id] * self.page_size)
+        return len(self.tokens(page_id)) // TOKEN_BYTES
 
     def token_ids(self, page_id: int) -> list[int]:
         """The token ids a page holds, in slot order (a new list)."""
-        source = self.token_source[page_id]
-        if source is None or self.free_flags[page_id]:
-            return []
-        start = self.token_block[page_id] * self.page_size
-        return source[start : start + self.page_size].tolist()
+        return token_ids_of(self.tokens(page_id))
 
-    def freeze(self, page_id: int) -> None:
-        """Give the page its own copy of its tokens, so the array it points into may grow
-        past them (copy-on-write: the page's writer moves to a copy of the page)."""
-        source = self.token_source[page_id]
-        if source is not None:
-            start = self.token_block[page_id] * self.page_size
-            self.token_source[page_id] = source[start : start + self.page_size]
-            self.token_block[page_id] = 0
-
-    def empty(self, page_ids: list[int]) -> None:
-        """The pages hold no tokens and no hash any more (they turned FREE, or were evicted
-        to be handed out again)."""
-        source, block_hash = self.token_source, self.block_hash
+    def clear(self, page_ids: Iterable[int]) -> None:
+        """The pages lost their content (they turned FREE, or were evicted): no tokens, no hash."""
         for page_id in page_ids:
-            source[page_id] = None
-            block_hash[page_id] = None
+            self.token_data[page_id] = b""
+            self.token_block[page_id] = 0
+            self.block_hash[page_id] = None
 
 
 class Page:

@@ -29,6 +29,7 @@ from array import array
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from pagedkv.core.hashing import TOKEN_BYTES, token_bytes
 from pagedkv.core.page import PageTable
 
 if TYPE_CHECKING:
@@ -41,8 +42,8 @@ class PrefixIndex:
     def __init__(self, table: PageTable, page_size: int) -> None:
         self._table = table  # the pool's page metadata: hashes, and tokens for the collision guard
         self._page_size = page_size
-        # block hash -> page id (vLLM: `cached_block_hash_to_block`). Read it freely (the
-        # pool's release loop does, per page); change it only through the methods below.
+        # block hash -> page id (vLLM: `cached_block_hash_to_block`). Read it freely;
+        # change it only through the methods below.
         self.hash_to_page: dict[bytes, int] = {}
 
     def __len__(self) -> int:
@@ -85,17 +86,12 @@ class PrefixIndex:
 
         Stops at the first miss. Example: index {h0: 3, h1: 5}, hashes [h0, h1, h2] ->
         [3, 5]; hashes [h0, hx, h2] -> [3] (a chained h2 cannot match after a miss)."""
-        size, index, hits = self._page_size, self.hash_to_page, []
-        source, block = self._table.token_source, self._table.token_block
-        tokens = token_ids if isinstance(token_ids, array) else array("q", token_ids)
+        data, width = token_bytes(token_ids), TOKEN_BYTES * self._page_size  # width: bytes a page holds
+        hits: list[int] = []
         for i, block_hash in enumerate(block_hashes):
-            page_id = index.get(block_hash)
-            if page_id is None:
-                break
-            # Collision guard: a hit must hold exactly this block's tokens (an indexed page is
-            # full: its token array holds all page_size of them, from block * page_size).
-            start, held = block[page_id] * size, source[page_id]
-            if held is None or held[start : start + size] != tokens[i * size : (i + 1) * size]:
+            page_id = self.hash_to_page.get(block_hash)
+            # Collision guard: a hit must hold exactly this block's tokens.
+            if page_id is None or self._table.tokens(page_id) != data[i * width : (i + 1) * width]:
                 break
             hits.append(page_id)
         return hits

@@ -1,9 +1,10 @@
-"""Sequences and their block tables: admission with prefix lookup, append, fork, free.
+"""SequenceManager: block tables for live sequences — admission with prefix lookup,
+append_slot, fork, free.
 
 `SequenceManager` is vLLM v1's `KVCacheManager` (with the v0 block manager's fork and
-copy-on-write, which v1 dropped when it stopped sharing partial blocks): it turns "this
-sequence has these tokens" into "these pages, in this order", asking the pool for pages
-only when the last one is full.
+copy-on-write, which v1 dropped when it stopped sharing partial blocks); nano-vllm's
+`BlockManager` does the same job. It turns "this sequence has these tokens" into "these
+pages, in this order", asking the pool for pages only when the last one is full.
 
 - `add` hashes the prompt's full pages, reuses the longest cached prefix (never the page
   holding the last prompt token: that token must run to produce logits), and allocates
@@ -14,16 +15,15 @@ only when the last one is full.
 - `fork` shares every page of the parent; `free` releases pages tail first, so the
   deepest page of a finished sequence is the first of its pages to be evicted.
 
-The contract with whoever computes K/V (TinyLM, the Scheduler, the service): a page is
-indexed the moment it fills, like vLLM v1 caches blocks as soon as they are scheduled, so
-the K/V of every admitted or appended token must be computed (`TinyLM.forward`) before
-the sequence is freed and before another sequence is admitted that could hit the page.
-`TinyLM.generate`, the Scheduler and the service all compute in the same step. Pure
-bookkeeping (benchmarks, the state-machine tests) never reads K/V, so it may skip that.
+The contract with whoever computes K/V (the model runner, the Scheduler, the service): a
+page is indexed the moment it fills, like vLLM v1 caches blocks as soon as they are
+scheduled, so the K/V of every admitted or appended token must be computed before the
+sequence is freed and before another sequence is admitted that could hit the page.
+Pure bookkeeping (benchmarks, the state-machine tests) never reads K/V, so it may skip that.
 
 The manager decides and the pool acts: every page changes through the pool's public
-verbs (`get_new_blocks`, `touch`, `free_blocks`, `cache_full_blocks`, `copy_block`, ...),
-between `pool.tick()` and `pool.publish()`, together with the block-table change.
+verbs, between `pool.tick()` and `pool.publish()`, together with the block-table change.
+A `Sequence` itself is plain data (slot_mapping.py).
 
 Leaves out: sliding-window or cross-attention block tables; admission takes all of a
 prompt's pages at once (vLLM v1 allocates them per scheduled chunk).
@@ -34,6 +34,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Hashable
 from collections.abc import Sequence as SequenceLike
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,7 +42,6 @@ from pagedkv.core.hashing import chain_hashes, encode_extra_key, hash_block_toke
 from pagedkv.core.observe.invariants import check_invariants
 from pagedkv.core.observe.snapshot import PoolSnapshot, take_snapshot
 from pagedkv.core.plumbing.validation import (
-    MAX_TOKEN_ID,
     UnknownSequenceError,
     check_instance,
     check_int,
@@ -52,18 +52,34 @@ from pagedkv.core.plumbing.validation import (
     check_token_array,
 )
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
-from pagedkv.core.sequence_data import AdmissionPlan, Sequence
-from pagedkv.core.slot_mapping import num_blocks, slot_mapping
+from pagedkv.core.slot_mapping import Sequence, num_blocks, slot_mapping
 
 __all__ = ["AdmissionPlan", "Sequence", "SequenceManager", "UnknownSequenceError"]
+
+
+class AdmissionPlan(NamedTuple):
+    """What `add` will do for a prompt, worked out without changing anything."""
+
+    seq_id: Hashable
+    tokens: array  # the prompt's token ids, array('q')
+    extra_key: object
+    hashes: list[bytes]  # chained digests of the prompt's full pages (none if caching is off)
+    hits: list[int]  # pages reused from the prefix cache, block order
+    revived: list[int]  # those of the hits that are CACHED now (they leave the evictable supply)
+    num_new_pages: int  # pages to allocate for the rest of the prompt
+    num_cached_tokens: int  # prompt tokens the hits cover
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The prompt's token ids as a list."""
+        return self.tokens.tolist()
 
 
 class SequenceManager:
     """Block tables for live sequences over one `KVCachePool`."""
 
     def __init__(self, pool: KVCachePool) -> None:
-        check_instance("pool", pool, KVCachePool)
-        self.pool = pool
+        self.pool = check_instance("pool", pool, KVCachePool)
         self.page_size = pool.page_size
         self.sequences: dict[Hashable, Sequence] = {}  # seq id -> sequence, oldest first
         self.cow_log: list[tuple[int, int]] = []  # (src, dst) page pairs, in copy order
@@ -125,24 +141,24 @@ class SequenceManager:
         self, seq_id: Hashable, prompt_token_ids: SequenceLike[int] | np.ndarray, extra_key: object = None
     ) -> AdmissionPlan:
         """Validate an admission and work out what `add` would do, changing nothing."""
-        if not (type(seq_id) is int or type(seq_id) is str and seq_id) or seq_id in self.sequences:
-            check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)  # raises, naming it
+        check_new("seq_id", check_seq_id("seq_id", seq_id), self.sequences)
         tokens, data = check_token_array("prompt_token_ids", prompt_token_ids)
-        if extra_key is not None:
-            encode_extra_key(extra_key)  # validates its type
-        pool, size = self.pool, self.page_size
+        encode_extra_key(extra_key)  # validates its type
         hashes: list[bytes] = []
         hits: list[int] = []
-        revived: list[int] = []
         if self._caching:
-            hashes = chain_hashes(data, size, extra_key, pool.config.prefix_caching_hash_algo)
+            hashes = chain_hashes(data, self.page_size, extra_key, self.pool.config.prefix_caching_hash_algo)
             # The page holding the last prompt token is never a hit: that token must run.
-            hits = pool.find_longest_cache_hit(hashes[: (len(tokens) - 1) // size], tokens)
-            ref_count = pool.table.ref_count
-            revived = [p for p in hits if not ref_count[p]]  # unheld hits are CACHED
-        new_pages = num_blocks(len(tokens), size) - len(hits)
-        return AdmissionPlan._make(
-            (seq_id, tokens, extra_key, hashes, hits, revived, new_pages, len(hits) * size)
+            hits = self.pool.find_longest_cache_hit(hashes[: (len(tokens) - 1) // self.page_size], tokens)
+        return AdmissionPlan(
+            seq_id=seq_id,
+            tokens=tokens,
+            extra_key=extra_key,
+            hashes=hashes,
+            hits=hits,
+            revived=[p for p in hits if not self.pool.table.ref_count[p]],  # unheld hits are CACHED
+            num_new_pages=num_blocks(len(tokens), self.page_size) - len(hits),
+            num_cached_tokens=len(hits) * self.page_size,
         )
 
     def add(
@@ -158,33 +174,28 @@ class SequenceManager:
 
     def _admit(self, plan: AdmissionPlan) -> int:
         """Carry out a plan from `plan_add` (it must still hold: nothing changed since)."""
-        pool, tokens, hits, num_hits = self.pool, plan.tokens, plan.hits, len(plan.hits)
-        needed = plan.num_new_pages
-        if needed > len(pool.free_queue) and needed > pool.num_available_pages - len(plan.revived):
+        pool, tokens, hits = self.pool, plan.tokens, plan.hits
+        if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
             raise OutOfPagesError(
-                f"prompt of {len(tokens)} tokens needs {plan.num_new_pages} new pages; "
-                f"{pool.num_free_pages} FREE + {pool.num_cached_pages - len(plan.revived)} "
-                "evictable CACHED"
+                f"prompt of {len(tokens)} tokens needs {plan.num_new_pages} new pages; {pool.num_free_pages} "
+                f"FREE + {pool.num_cached_pages - len(plan.revived)} evictable CACHED"
             )
         pool.tick()
-        if hits:
-            pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
-        new_pages = pool.get_new_blocks(needed, plan.seq_id, tokens, num_hits)
+        pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims
+        new_pages = pool.get_new_blocks(plan.num_new_pages, plan.seq_id, tokens, len(hits))
         if self._caching:
-            pool.cache_full_blocks(
-                new_pages[: len(plan.hashes) - num_hits], plan.hashes[num_hits:], hits[-1] if hits else None
-            )
+            full = len(plan.hashes) - len(hits)  # new pages the prompt fills
+            pool.cache_full_blocks(new_pages[:full], plan.hashes[len(hits) :], hits[-1] if hits else None)
             pool.record_prefix_lookup(len(tokens), plan.num_cached_tokens)
         self.sequences[plan.seq_id] = Sequence(
-            plan.seq_id,
-            tokens,
-            hits + new_pages if hits else new_pages,
-            len(tokens),
-            plan.num_cached_tokens,
-            plan.num_cached_tokens,
-            plan.extra_key,
-            None,
-            self.page_size,
+            seq_id=plan.seq_id,
+            tokens=tokens,
+            block_table=hits + new_pages,
+            page_size=self.page_size,
+            num_prompt_tokens=len(tokens),
+            num_cached_tokens=plan.num_cached_tokens,
+            num_computed_tokens=plan.num_cached_tokens,  # a prefix hit's K/V are computed already
+            extra_key=plan.extra_key,
         )
         pool.publish()
         return plan.num_cached_tokens
@@ -195,12 +206,7 @@ class SequenceManager:
         """Append one token; return its slot. Allocates a page only when the last is full
         (docs/design.md rule 2), and copies the last page first when another block table
         shares it (rule 7)."""
-        seq = self.sequences.get(seq_id) if type(seq_id) is int or type(seq_id) is str else None
-        if seq is None:
-            seq = self.get(seq_id)  # raises UnknownSequenceError (or TypeError) with the usual message
-        if type(token_id) is not int or not 0 <= token_id <= MAX_TOKEN_ID:
-            token_id = check_token("token_id", token_id)
-        slot = self._append(seq, token_id)
+        slot = self._append(self.get(seq_id), check_token("token_id", token_id))
         if slot is None:
             raise OutOfPagesError(
                 f"appending to {seq_id!r} needs a page and all {self.pool.num_pages} are ACTIVE"
@@ -219,28 +225,10 @@ class SequenceManager:
             raise ValueError(
                 f"seq_ids and token_ids must be as long, got {len(seq_ids)} and {len(token_ids)}"
             )
-        try:
-            found = list(map(self.sequences.get, seq_ids))
-        except TypeError:  # an unhashable id: not a live sequence either
-            found = [None]
-        if None in found:  # raises UnknownSequenceError naming the first unknown id
-            found = [self.get(s) for s in seq_ids]
-        seqs: list[Sequence] = found  # type: ignore[assignment]  # no None is left
-        if not all(type(t) is int and 0 <= t <= MAX_TOKEN_ID for t in token_ids):
-            token_ids = [check_token(f"token_ids[{i}]", t) for i, t in enumerate(token_ids)]
-        pool, size, ref_count = self.pool, self.page_size, self.pool.table.ref_count
+        seqs = [self.get(seq_id) for seq_id in seq_ids]
+        checked = [check_token(f"token_ids[{i}]", token_id) for i, token_id in enumerate(token_ids)]
         slots: list[int] = []
-        for seq, token_id in zip(seqs, token_ids):
-            tokens, block_table = seq.tokens, seq.block_table
-            offset, page_id = len(tokens) % size, block_table[-1]
-            if offset and offset != size - 1 and ref_count[page_id] == 1:
-                # The usual decode: room in an unshared last page that this token does not fill.
-                pool.tick()
-                tokens.append(token_id)
-                pool.append_token(page_id, tokens, len(block_table) - 1)
-                pool.publish()
-                slots.append(page_id * size + offset)  # slot_mapping(block_table, size, position)
-                continue
+        for seq, token_id in zip(seqs, checked):
             slot = self._append(seq, token_id)
             if slot is None:
                 break
@@ -250,36 +238,38 @@ class SequenceManager:
     def _append(self, seq: Sequence, token_id: int) -> int | None:
         """Append a checked token to a live sequence; its slot, or None (nothing changed)
         when it needs a page and none is left."""
-        pool, size, tokens = self.pool, self.page_size, seq.tokens
-        position = len(tokens)
-        offset = position % size
-        last = seq.block_table[-1]
-        shared = pool.table.ref_count[last] > 1
-        if (offset == 0 or shared) and pool.num_available_pages == 0:
+        pool, position = self.pool, seq.num_tokens
+        last_page_full = position % self.page_size == 0
+        shared = pool.table.ref_count[seq.block_table[-1]] > 1
+        if (last_page_full or shared) and not pool.num_available_pages:
             return None
         pool.tick()
-        if offset == 0:
-            seq.block_table.append(pool.get_new_blocks(1, seq.seq_id)[0])
+        if last_page_full:
+            seq.block_table += pool.get_new_blocks(1, seq.seq_id)
         elif shared:
-            self._copy_on_write(seq, last)
-        tokens.append(token_id)
-        page_id, block = seq.block_table[-1], len(seq.block_table) - 1
-        pool.append_token(page_id, tokens, block)
-        if offset == size - 1 and self._caching:  # the page is now full
-            parent = pool.table.block_hash[seq.block_table[block - 1]] if block else None
-            block_hash = hash_block_tokens(
-                parent, tokens[block * size :], seq.extra_key, pool.config.prefix_caching_hash_algo
-            )
-            pool.cache_full_blocks([page_id], [block_hash], seq.block_table[block - 1] if block else None)
+            self._copy_on_write(seq)
+        seq.tokens.append(token_id)
+        pool.append_token(seq.block_table[-1], token_id)
+        if self._caching and seq.num_tokens % self.page_size == 0:
+            self._cache_last_block(seq)
         pool.publish()
-        return slot_mapping(seq.block_table, size, position)
+        return slot_mapping(seq.block_table, self.page_size, position)
 
-    def _copy_on_write(self, seq: Sequence, src: int) -> None:
+    def _cache_last_block(self, seq: Sequence) -> None:
+        """The sequence's last page just filled: hash it and index it (docs/design.md rule 4)."""
+        parent = seq.block_table[-2] if len(seq.block_table) > 1 else None
+        parent_hash = self.pool.table.block_hash[parent] if parent is not None else None
+        algo = self.pool.config.prefix_caching_hash_algo
+        block_hash = hash_block_tokens(parent_hash, seq.tokens[-self.page_size :], seq.extra_key, algo)
+        self.pool.cache_full_blocks([seq.block_table[-1]], [block_hash], parent)
+
+    def _copy_on_write(self, seq: Sequence) -> None:
         """`seq` is about to write into its shared last page: give it a copy of its own.
 
         NOTE: only the last page can be shared and written (earlier pages are full and
         never written again), so only it is ever copied; vLLM v0 made the same decision in
         `cow_block_if_not_appendable`."""
+        src = seq.block_table[-1]
         dst = self.pool.get_new_blocks(1, seq.seq_id)[0]
         self.pool.copy_block(src, dst, seq.seq_id)
         self.pool.free_blocks([src], seq.seq_id)  # src keeps its other holders
@@ -287,23 +277,13 @@ class SequenceManager:
         self.cow_log.append((src, dst))
 
     def fork(self, parent_id: Hashable, child_id: Hashable) -> None:
-        """Start `child_id` as a copy of `parent_id` sharing all its pages (docs/design.md rule 7; no page
-        is taken)."""
+        """Start `child_id` as a copy of `parent_id` sharing all its pages (docs/design.md
+        rule 7; no page is taken)."""
         parent = self.get(parent_id)
         check_new("child_id", check_seq_id("child_id", child_id), self.sequences)
         self.pool.tick()
         self.pool.touch(parent.block_table, child_id, "fork")
-        self.sequences[child_id] = Sequence(
-            child_id,
-            array("q", parent.tokens),
-            list(parent.block_table),
-            parent.num_prompt_tokens,
-            parent.num_cached_tokens,
-            parent.num_computed_tokens,
-            parent.extra_key,
-            parent_id,
-            self.page_size,
-        )
+        self.sequences[child_id] = parent.copy(seq_id=child_id, parent=parent_id)
         self.pool.publish()
 
     def free(self, seq_id: Hashable) -> None:
@@ -313,12 +293,10 @@ class SequenceManager:
         asked for again), so it goes to the eviction policy first and is evicted first;
         vLLM v1's `SingleTypeKVCacheManager.free` passes `reversed(blocks)` for the same
         reason."""
-        seq = self.sequences.pop(seq_id, None) if type(seq_id) is int or type(seq_id) is str else None
-        if seq is None:
-            seq = self.get(seq_id)  # raises UnknownSequenceError with the usual message
-            del self.sequences[seq_id]
+        seq = self.get(seq_id)
+        del self.sequences[seq_id]
         self.pool.tick()
-        self.pool.free_blocks(seq.block_table[::-1], seq_id)  # tail first
+        self.pool.free_blocks(reversed(seq.block_table), seq_id)  # tail first
         self.pool.publish()
 
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:

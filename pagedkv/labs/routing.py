@@ -13,7 +13,7 @@ prefix cached on one replica is a miss on the others. Three routers:
   SGLang's: 0.5, 32, 1.0001.
 
 Deliberately different: SGLang's router keeps an *approximate* radix tree of the prompts
-it sent to each worker; here the router asks each replica's prefix index (`pool.lookup`
+it sent to each worker; here the router asks each replica's prefix index (`pool.get_cached_block`
 over the prompt's block hashes), i.e. the exact cache state, as KV-event-driven routers
 (vLLM production-stack, Dynamo) do. Replicas are bookkeeping-only Schedulers stepped in
 lock step, one decode step per tick; requests arrive by a Poisson process in ticks.
@@ -75,7 +75,7 @@ class Replica:
         """Tokens of the prompt's leading full pages this replica's prefix index holds."""
         n = 0
         for block_hash in hashes:
-            if self.pool.lookup(block_hash) is None:
+            if self.pool.get_cached_block(block_hash) is None:
                 break
             n += 1
         return n * self.pool.page_size

@@ -50,7 +50,7 @@ def export_state(manager: SequenceManager) -> dict:
     for page_id in range(pool.num_pages):
         page = pool.page(page_id)
         digest = page.block_hash
-        indexed = digest is not None and pool.lookup(digest) == page_id
+        indexed = digest is not None and pool.get_cached_block(digest) == page_id
         pages.append(
             [
                 int(page.state),
@@ -104,15 +104,15 @@ def restore_state(manager: SequenceManager, state: dict) -> None:
     sequences: dict[Hashable, Sequence] = {}
     for seq_id, tokens, table, prompt, cached, computed, key, parent in state["sequences"]:
         sequences[seq_id] = Sequence(
-            seq_id,
-            array("q", tokens),
-            table,
-            prompt,
-            cached,
-            computed,
-            key_from_json(key),
-            parent,
-            manager.page_size,
+            seq_id=seq_id,
+            tokens=array("q", tokens),
+            block_table=table,
+            page_size=manager.page_size,
+            num_prompt_tokens=prompt,
+            num_cached_tokens=cached,
+            num_computed_tokens=computed,
+            extra_key=key_from_json(key),
+            parent=parent,
         )
     manager.sequences.update(sequences)
     manager.cow_log[:] = [(src, dst) for src, dst in state["cow_log"]]

@@ -12,9 +12,9 @@ is whatever `kv_cache` the pool was built over).
 
 from __future__ import annotations
 
-from array import array
 from typing import TYPE_CHECKING
 
+from pagedkv.core.hashing import token_bytes
 from pagedkv.core.page import PageState
 
 if TYPE_CHECKING:
@@ -49,8 +49,7 @@ def restore_pool(
     for pid, (_, ref_count, token_ids, block_hash, _, last_access) in enumerate(pages):
         table.ref_count[pid] = ref_count
         table.last_access[pid], table.block_hash[pid] = last_access, block_hash
-        table.token_source[pid] = array("q", token_ids) if token_ids else None
-        table.token_block[pid] = 0
+        table.token_data[pid], table.token_block[pid] = token_bytes(token_ids), 0
     pool.free_queue.reset(pid for pid, saved in enumerate(pages) if PageState(saved[0]) is FREE)
     index = {saved[3]: pid for pid, saved in enumerate(pages) if saved[4] and saved[3]}
     pool.prefix_index.insert_all(list(index.values()), list(index))

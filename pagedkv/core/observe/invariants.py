@@ -28,7 +28,7 @@ from pagedkv.core.slot_mapping import num_blocks
 
 if TYPE_CHECKING:
     from pagedkv.core.pool import KVCachePool
-    from pagedkv.core.sequence_data import Sequence
+    from pagedkv.core.slot_mapping import Sequence
 
 FREE, CACHED = PageState.FREE, PageState.CACHED
 
@@ -104,10 +104,14 @@ def _check_pages(pool: KVCachePool, holders: list[int]) -> None:
             (pid in pool.eviction) == (state is CACHED),
             f"page {pid}: eviction set vs {state.name}",
         )
-        # (A state follows from the ref count and the free flag, page.py; a FREE page holds
-        # no tokens by that flag, so only its hash can be left over.)
+        # (A state follows from the ref count and the free flag, page.py.)
         if state is FREE:
-            _require(page.block_hash is None, f"FREE page {pid} keeps a block hash")
+            _require(
+                page.block_hash is None
+                and pool.table.token_data[pid] == b""
+                and not pool.table.token_block[pid],
+                f"FREE page {pid} keeps tokens or a block hash",
+            )
         elif state is CACHED:
             _require(
                 page.num_tokens == pool.page_size and pool.prefix_index.holds_page(pid),

@@ -22,7 +22,7 @@ from pagedkv.core.page import PageState
 
 if TYPE_CHECKING:
     from pagedkv.core.pool import KVCachePool
-    from pagedkv.core.sequence_data import Sequence
+    from pagedkv.core.slot_mapping import Sequence
 
 ACTIVE = PageState.ACTIVE
 
