@@ -88,12 +88,15 @@ class ServiceEngine:
         self.model = TinyLM.pretrained() if model_seed is None else TinyLM(seed=model_seed)
         config = self.model.cache_config(num_pages, page_size)
         if wal is not None:
-            manager: SequenceManager = open_store(wal, config, fsync)
+            manager: SequenceManager = open_store(wal, config, fsync, self.limits.idempotency_keys)
         else:
             manager = SequenceManager(KVCachePool(config))
         self.durable = manager if isinstance(manager, DurableSequenceManager) else None
-        self.keys = self.durable.idempotency if self.durable is not None else IdempotencyKeys()
-        self.keys.max_keys = self.limits.idempotency_keys
+        self.keys = (
+            self.durable.idempotency
+            if self.durable is not None
+            else IdempotencyKeys(self.limits.idempotency_keys)
+        )
         self.locked = LockedManager(manager)
         self.pool = manager.pool
         self.recovery = dict(self.durable.recovery) if self.durable is not None else {}
