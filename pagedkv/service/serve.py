@@ -142,6 +142,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
 
     from pagedkv.service import logs
     from pagedkv.service.engine import ServiceEngine
+    from pagedkv.service.guard import MAX_HEADER_BUFFER
     from pagedkv.service.protocol import protocol_class
     from pagedkv.service.server import create_app
 
@@ -184,6 +185,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
         timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]
         timeout_graceful_shutdown=limits.shutdown_timeout,  # type: ignore[arg-type]
         backlog=min(2048, limits.max_connections * 2),
+        h11_max_incomplete_event_size=MAX_HEADER_BUFFER,  # headers over 16 KiB: 431 (guard.py)
     )
     # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then raises the signal again
     # with the handler it found: with this one, a clean shutdown exits 0, not -15.
