@@ -252,6 +252,13 @@ def _read_durable(directory: Path) -> tuple[int, dict | None, list[Record], int]
     log_path = directory / LOG
     records, end = read_log(log_path)
     records = [r for r in records if r.seq > base_seq]
+    if records and records[0].seq != base_seq + 1 and state is None:
+        raise StoreFileError(
+            directory / CHECKPOINT,
+            f"missing: the log starts at record {records[0].seq}, so records 1-"
+            f"{records[0].seq - 1} were compacted into a checkpoint that is gone",
+            missing=True,
+        )
     if records and records[0].seq != base_seq + 1:
         raise WALCorruptionError(
             log_path,
