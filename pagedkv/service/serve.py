@@ -219,6 +219,7 @@ class ServerProcess:
         via_cli: bool = False,
         wait: bool = True,
         timeout: float = 30.0,
+        poll: float = 0.02,
     ) -> None:
         entry = ["pagedkv", "serve"] if via_cli else [__name__]
         cmd = [sys.executable, "-m", *entry, "--port", "0", *args]
@@ -236,7 +237,7 @@ class ServerProcess:
         )
         assert self.process.stdout is not None  # stdout=PIPE
         self.stdout = self.process.stdout
-        self.token, self.timeout = token, timeout
+        self.token, self.timeout, self.poll = token, timeout, poll  # poll: seconds between probes
         self.url: str | None = None
         if wait:
             self.wait()
@@ -255,7 +256,7 @@ class ServerProcess:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.process.kill()
                 raise RuntimeError(f"server did not answer /health: {self.log_tail()}")
-            time.sleep(0.02)
+            time.sleep(self.poll)
         self.url = line.split()[-1]
         return self
 
