@@ -20,6 +20,8 @@ from dataclasses import dataclass, fields
 
 from pagedkv.core.plumbing.validation import check_int, check_number
 
+TOKEN_ENV = "PAGEDKV_TOKEN"  # the environment variable serve reads its bearer token from
+
 
 @dataclass(frozen=True)
 class ServiceLimits:
