@@ -13,6 +13,14 @@ Runs before routing, so a refused request costs no validation, no thread and no 
 - bodies: read whole before the app sees them, at most `MAX_BODY_BYTES` (413) within
   `body_timeout` seconds (408, then the connection closes).
 
+NOTE: why these are hand-written and not stock parts (checked against uvicorn 0.54,
+Starlette 1.10, FastAPI 0.165): uvicorn's `limit_concurrency` counts connections as well as
+tasks, answers 503 without `Retry-After`, and refuses `/health` too; Starlette has no body
+size or body time limit; FastAPI's `HTTPBearer` is a route dependency, so `/docs`,
+`/openapi.json` and a 404 would stay open, and it reads the first of two `Authorization`
+headers; h11's `max_incomplete_event_size` bounds only headers still arriving (a whole
+100 KB header block in one read passes), hence the 431 here.
+
 Refusals are logged through `RateLimitedLog`. Starlette middleware and nginx's
 `limit_conn` / `client_body_timeout` do the same jobs. Leaves out: per-client limits.
 """

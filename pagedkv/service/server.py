@@ -20,13 +20,16 @@ and never reaches the engine, so it changes nothing. The per-request sizes (prom
 new tokens: `--max-prompt-tokens`, `--max-append-tokens`, `--max-new-tokens`) are checked
 against the server's ServiceLimits before the engine is called, also with a 422 naming the
 field. Other answers: 404 unknown sequence,
-409 id already live, 413 body over 256 KiB, 408 body slower than `body_timeout`, 401
-missing or wrong token (400 for two Authorization headers), and 503 with `Retry-After` for
+409 id already live, 413 body over 256 KiB, 408 body slower than `body_timeout`, 431
+headers over 16 KiB, 401 missing or wrong token, 400 for two `Authorization` or two
+`Idempotency-Key` headers, and 503 with `Retry-After` for
 "try again later": out of pages (body: `error`, `detail`, page counts), too many live
 sequences, too many requests in flight, or a store that needs a restart to recover.
 
 Mutating requests take an `Idempotency-Key` header (idempotency.py): a retry with the same
-key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing.
+key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing; a key
+used for another request is 422 with `"loc": ["header", "Idempotency-Key"]`. Every 422 names
+its field in `loc`, as pydantic's do (a lone surrogate in `text` included).
 
 Engine endpoints are plain functions, so uvicorn runs them on its thread pool and the
 engine's lock serialises them. `/health` and `/metrics` are coroutines on the event loop
