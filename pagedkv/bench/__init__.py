@@ -34,6 +34,7 @@ BENCHMARKS = {  # name -> module
     "threads": "pagedkv.bench.threads",
     "wal": "pagedkv.bench.wal",
     "api": "pagedkv.bench.api",
+    "startup": "pagedkv.bench.startup",
     "routing": "pagedkv.bench.routing",
     "serving": "pagedkv.bench.serving",
     "tiers": "pagedkv.bench.tiers",

@@ -60,7 +60,7 @@ from pagedkv.core.plumbing.validation import check_int, check_seq_id, check_toke
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.service.checkpoint import export_state, key_to_json, write_checkpoint
-from pagedkv.service.idempotency import IdempotencyKeys
+from pagedkv.service.idempotency import DEFAULT_MAX_KEYS, IdempotencyKeys
 from pagedkv.service.wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
 
 CONFIG, KV, LOG, CHECKPOINT, LOCK = "config.json", "kv.bin", "wal.log", "checkpoint.bin", "lock"
@@ -82,12 +82,15 @@ class DurableSequenceManager(SequenceManager):
         log: WriteAheadLog,
         directory: Path | None = None,
         lock_fd: int = -1,
+        max_keys: int = DEFAULT_MAX_KEYS,
     ) -> None:
         super().__init__(pool)
         self.log = log
         self.directory = directory
         self.recovery: dict[str, object] = {}  # what recover() found (empty for a new store)
-        self.idempotency = IdempotencyKeys()  # committed keys (idempotency.py)
+        # Committed keys (idempotency.py), bounded from the start: recovery replays commits
+        # and restores checkpoints into this store, so a later bound would forget keys.
+        self.idempotency = IdempotencyKeys(max_keys)
         self.broken: str | None = None  # why later operations are refused (see module doc)
         self._txn = "none"  # "none" | "pending" (begin not yet logged) | "open"
         self._lock_fd = lock_fd
@@ -96,7 +99,11 @@ class DurableSequenceManager(SequenceManager):
 
     @classmethod
     def create(
-        cls, path: Path | str, config: CacheConfig, fsync: FsyncPolicy | str = "always"
+        cls,
+        path: Path | str,
+        config: CacheConfig,
+        fsync: FsyncPolicy | str = "always",
+        max_keys: int = DEFAULT_MAX_KEYS,
     ) -> DurableSequenceManager:
         """Start a new store in directory `path` (refuses one that already holds a store)."""
         directory = Path(path)
@@ -113,7 +120,7 @@ class DurableSequenceManager(SequenceManager):
         except BaseException:
             os.close(lock_fd)
             raise
-        return cls(KVCachePool(config, kv_cache=kv), log, directory, lock_fd)
+        return cls(KVCachePool(config, kv_cache=kv), log, directory, lock_fd, max_keys)
 
     @property
     def last_seq(self) -> int:

@@ -55,7 +55,7 @@ from pagedkv.service.checkpointer import Checkpointer
 from pagedkv.service.concurrency import LockedManager
 from pagedkv.service.durable import COW_LOG_KEEP, DurableSequenceManager
 from pagedkv.service.idempotency import IdempotencyKeys, check_key, fingerprint
-from pagedkv.service.limits import ServiceBusyError, ServiceLimits
+from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits
 from pagedkv.service.metrics import ServiceMetrics
 from pagedkv.service.recovery import discarded_lines, open_store
 from pagedkv.service.wal import FsyncPolicy
@@ -88,12 +88,15 @@ class ServiceEngine:
         self.model = TinyLM.pretrained() if model_seed is None else TinyLM(seed=model_seed)
         config = self.model.cache_config(num_pages, page_size)
         if wal is not None:
-            manager: SequenceManager = open_store(wal, config, fsync)
+            manager: SequenceManager = open_store(wal, config, fsync, self.limits.idempotency_keys)
         else:
             manager = SequenceManager(KVCachePool(config))
         self.durable = manager if isinstance(manager, DurableSequenceManager) else None
-        self.keys = self.durable.idempotency if self.durable is not None else IdempotencyKeys()
-        self.keys.max_keys = self.limits.idempotency_keys
+        self.keys = (
+            self.durable.idempotency
+            if self.durable is not None
+            else IdempotencyKeys(self.limits.idempotency_keys)
+        )
         self.locked = LockedManager(manager)
         self.pool = manager.pool
         self.recovery = dict(self.durable.recovery) if self.durable is not None else {}
@@ -286,9 +289,10 @@ class ServiceEngine:
 
     def _check_context(self, field: str, num_tokens: int) -> None:
         if num_tokens > self.limits.max_context_tokens:
-            raise ValueError(
+            raise FieldError(
+                ("body", field),
                 f"{field}: the sequence would hold {num_tokens} tokens; "
-                f"the limit is {self.limits.max_context_tokens}"
+                f"the limit is {self.limits.max_context_tokens}",
             )
 
     def _reserve(self, m: SequenceManager, seq: Sequence, n: int, field: str) -> None:

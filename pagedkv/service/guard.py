@@ -2,14 +2,24 @@
 
 Runs before routing, so a refused request costs no validation, no thread and no lock:
 
+- headers: more than `MAX_HEADER_BYTES` is 431; two `Authorization` or two
+  `Idempotency-Key` headers are 400 naming the header (a proxy may have checked one copy
+  and the server would read the other);
 - auth: with a token, `Authorization: Bearer <token>` compared in constant time
-  (`hmac.compare_digest`); missing or wrong is 401, and two `Authorization` headers are 400
-  (a proxy may have checked one and the server would read the other);
+  (`hmac.compare_digest`); missing or wrong is 401;
 - back-pressure: at most `max_inflight` requests past the guard at once; beyond that, 503
   with `Retry-After` at once (never a queue that grows until clients time out). `/health`
   and `/metrics` are never refused: they are cheap and never wait for the engine;
 - bodies: read whole before the app sees them, at most `MAX_BODY_BYTES` (413) within
   `body_timeout` seconds (408, then the connection closes).
+
+NOTE: why these are hand-written and not stock parts (checked against uvicorn 0.54,
+Starlette 1.10, FastAPI 0.165): uvicorn's `limit_concurrency` counts connections as well as
+tasks, answers 503 without `Retry-After`, and refuses `/health` too; Starlette has no body
+size or body time limit; FastAPI's `HTTPBearer` is a route dependency, so `/docs`,
+`/openapi.json` and a 404 would stay open, and it reads the first of two `Authorization`
+headers; h11's `max_incomplete_event_size` bounds only headers still arriving (a whole
+100 KB header block in one read passes), hence the 431 here.
 
 Refusals are logged through `RateLimitedLog`. Starlette middleware and nginx's
 `limit_conn` / `client_body_timeout` do the same jobs. Leaves out: per-client limits.
@@ -26,6 +36,14 @@ from pagedkv.service.limits import ServiceLimits
 from pagedkv.service.logs import RateLimitedLog
 
 MAX_BODY_BYTES = 256 << 10
+# Request line excluded, the headers' names and values plus ": " and CRLF each: beyond it
+# 431. (The protocol buffers at most MAX_HEADER_BUFFER bytes of a request still arriving,
+# serve.py's h11_max_incomplete_event_size; beyond that uvicorn itself answers 400.)
+MAX_HEADER_BYTES = 16 << 10
+MAX_HEADER_BUFFER = 256 << 10
+# Headers whose meaning changes with which copy is read (a proxy may check one copy and
+# the server read another): two of one is 400, never "the first wins".
+SINGLE_HEADERS = (b"authorization", b"idempotency-key")
 _UNLIMITED = frozenset({"/health", "/metrics"})  # cheap, lock-free: never refused as busy
 
 
@@ -59,12 +77,19 @@ class Guard:
             self.inflight -= limited
 
     def _refusal(self, scope) -> tuple | None:
-        """(status, body, headers) when the credentials are refused, else None."""
+        """(status, body, headers) when the headers or the credentials are refused, else None."""
+        headers = scope["headers"]
+        size = sum(len(k) + len(v) + 4 for k, v in headers)
+        if size > MAX_HEADER_BYTES:
+            detail = f"request headers hold {size} bytes; this server takes at most {MAX_HEADER_BYTES}"
+            return 431, {"error": "headers_too_large", "detail": detail}
+        for name in SINGLE_HEADERS:
+            if sum(k == name for k, _ in headers) > 1:  # which one would a proxy have checked?
+                title = name.decode().title()
+                return 400, {"error": "bad_request", "detail": f"more than one {title} header"}
         if self.token is None:
             return None
-        given = [v for k, v in scope["headers"] if k == b"authorization"]
-        if len(given) > 1:  # which one would a proxy have checked? refuse to guess
-            return 400, {"error": "bad_request", "detail": "more than one Authorization header"}
+        given = [v for k, v in headers if k == b"authorization"]
         scheme, _, credentials = (given[0] if given else b"").partition(b" ")
         if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
             return (

@@ -29,13 +29,20 @@ import json
 from collections import OrderedDict
 
 from pagedkv.core.plumbing.validation import check_instance, check_int
+from pagedkv.service.limits import FieldError
 
 DEFAULT_MAX_KEYS = 1024
 MAX_KEY_LENGTH = 255
 
 
-class IdempotencyKeyReusedError(ValueError):
+HEADER = ("header", "Idempotency-Key")  # where a refused key is, in a 422's "loc"
+
+
+class IdempotencyKeyReusedError(FieldError):
     """The key was already used for a different request."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(HEADER, message)
 
 
 def fingerprint(op: str, *args: object) -> str:
@@ -86,7 +93,7 @@ def check_key(key: object) -> str:
     """A key as sent in the header: 1-255 visible ASCII characters."""
     text: str = check_instance("Idempotency-Key", key, str)
     if not 1 <= len(text) <= MAX_KEY_LENGTH or not text.isascii() or not text.isprintable():
-        raise ValueError(
-            f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable ASCII characters, got {text!r}"
+        raise FieldError(
+            HEADER, f"Idempotency-Key must be 1-{MAX_KEY_LENGTH} printable ASCII characters, got {text!r}"
         )
     return text

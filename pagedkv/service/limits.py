@@ -20,6 +20,8 @@ from dataclasses import dataclass, fields
 
 from pagedkv.core.plumbing.validation import check_int, check_number
 
+TOKEN_ENV = "PAGEDKV_TOKEN"  # the environment variable serve reads its bearer token from
+
 
 @dataclass(frozen=True)
 class ServiceLimits:
@@ -49,3 +51,12 @@ class ServiceLimits:
 
 class ServiceBusyError(Exception):
     """The service cannot take this request now (HTTP 503 with Retry-After)."""
+
+
+class FieldError(ValueError):
+    """A value the request sent is refused (HTTP 422); `loc` names it as FastAPI does,
+    e.g. ("body", "text") or ("header", "Idempotency-Key")."""
+
+    def __init__(self, loc: tuple[str, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc

@@ -18,6 +18,12 @@ descriptor forever, and enough of them lock every client out. `GuardedH11Protoco
   closed. Stalled sockets can thus never lock out clients, and the process never holds
   more descriptors than the cap (keep it below `ulimit -n`).
 
+NOTE: uvicorn has no public option for this: its h11 protocol arms no timer until a first
+response is complete (`timeout_keep_alive` then bounds idle time), and `limit_concurrency`
+answers 503 only once a request arrives, so a connection that sends nothing is held
+forever. Hence this subclass of uvicorn's `H11Protocol` (an internal class: pin uvicorn,
+and with `http="httptools"` none of this applies).
+
 Every cut-off is logged through `RateLimitedLog`, so a flood makes a few lines, not a
 traceback loop. nginx does the same with `client_header_timeout`, `client_body_timeout`,
 `worker_connections` and reusing idle keep-alive connections when out of them. Leaves out:

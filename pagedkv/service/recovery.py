@@ -41,6 +41,7 @@ from pagedkv.core.config import CacheConfig
 from pagedkv.core.pool import KVCachePool
 from pagedkv.service.checkpoint import export_state, key_from_json, read_checkpoint, restore_state
 from pagedkv.service.durable import CHECKPOINT, CONFIG, KV, LOG, DurableSequenceManager, lock_store
+from pagedkv.service.idempotency import DEFAULT_MAX_KEYS
 from pagedkv.service.wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, read_log
 
 
@@ -182,8 +183,11 @@ def _truncate(path: Path, size: int) -> None:
         os.close(fd)
 
 
-def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSequenceManager:
-    """Rebuild the manager stored in directory `path` as of its last durable record.
+def recover(
+    path: Path | str, fsync: FsyncPolicy | str = "always", max_keys: int = DEFAULT_MAX_KEYS
+) -> DurableSequenceManager:
+    """Rebuild the manager stored in directory `path` as of its last durable record, keeping
+    the newest `max_keys` idempotency keys (the bound the live service uses).
 
     A sequence may come back with tokens whose record was written but whose K/V were not
     (num_computed_tokens < num_tokens: the crash came before the forward pass), in pages
@@ -208,6 +212,7 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
             # Operations use only append, sync, last_seq and policy of their log, which
             # _Replay has; the scratch manager is never checkpointed nor closed.
             cast(WriteAheadLog, replay),
+            max_keys=max_keys,
         )
         if state is not None:
             restore_state(scratch, state)
@@ -218,7 +223,7 @@ def recover(path: Path | str, fsync: FsyncPolicy | str = "always") -> DurableSeq
             _truncate(log_path, keep)
         kv = _open_kv(directory, config, "r+")
         log = WriteAheadLog(log_path, scratch.last_seq + 1, fsync)
-        manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd)
+        manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd, max_keys)
         state = export_state(scratch)
         dropped = _drop_overwritten(state, rolled_back)
         restore_state(manager, state)
@@ -247,6 +252,13 @@ def _read_durable(directory: Path) -> tuple[int, dict | None, list[Record], int]
     log_path = directory / LOG
     records, end = read_log(log_path)
     records = [r for r in records if r.seq > base_seq]
+    if records and records[0].seq != base_seq + 1 and state is None:
+        raise StoreFileError(
+            directory / CHECKPOINT,
+            f"missing: the log starts at record {records[0].seq}, so records 1-"
+            f"{records[0].seq - 1} were compacted into a checkpoint that is gone",
+            missing=True,
+        )
     if records and records[0].seq != base_seq + 1:
         raise WALCorruptionError(
             log_path,
@@ -283,13 +295,16 @@ def discarded_lines(recovery: dict) -> list[str]:
 
 
 def open_store(
-    path: Path | str, config: CacheConfig, fsync: FsyncPolicy | str = "always"
+    path: Path | str,
+    config: CacheConfig,
+    fsync: FsyncPolicy | str = "always",
+    max_keys: int = DEFAULT_MAX_KEYS,
 ) -> DurableSequenceManager:
     """Recover the store in `path` if there is one (its config must equal `config`), else
-    create it."""
+    create it; either keeps the newest `max_keys` idempotency keys."""
     if not (Path(path) / CONFIG).exists():
-        return DurableSequenceManager.create(path, config, fsync)
-    manager = recover(path, fsync)
+        return DurableSequenceManager.create(path, config, fsync, max_keys)
+    manager = recover(path, fsync, max_keys)
     if manager.pool.config != config:
         stored = asdict(manager.pool.config)
         manager.close()

@@ -1,9 +1,10 @@
 """`python -m pagedkv serve`: its arguments, its entry point, and a child-process launcher.
 
 Importing this module imports neither FastAPI nor uvicorn (they come with `run`), so the
-rest of the command line works without the `serve` extra. `ServerProcess` starts the
-command in a child process on a free loopback port and waits until it answers: the tests,
-notebook 07 and `bench api` use it to talk to a real server over real HTTP.
+rest of the command line works without the `serve` extra. `ServerProcess` (launcher.py,
+importable from here) starts the command in a child process on a free loopback port and
+waits until it answers: the tests, notebook 07 and `bench api` use it to talk to a real
+server over real HTTP.
 
 The bearer token comes from `--token-file PATH` or the `PAGEDKV_TOKEN` environment
 variable (both stay out of the process list; `--token` works but is visible in `ps`); an
@@ -19,21 +20,19 @@ open in another process. Errors are one line naming the file and the problem.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import http.client
 import os
 import signal
-import subprocess
 import sys
-import tempfile
-import time
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
-from pagedkv.service.limits import ServiceLimits
+from pagedkv.service.limits import TOKEN_ENV, ServiceLimits
+
+if TYPE_CHECKING:
+    from pagedkv.service.launcher import ServerProcess as ServerProcess
 
 HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
 EXIT_USAGE, EXIT_MISSING, EXIT_DAMAGED, EXIT_LOCKED = 2, 3, 4, 5
-TOKEN_ENV = "PAGEDKV_TOKEN"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,6 +141,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
 
     from pagedkv.service import logs
     from pagedkv.service.engine import ServiceEngine
+    from pagedkv.service.guard import MAX_HEADER_BUFFER
     from pagedkv.service.protocol import protocol_class
     from pagedkv.service.server import create_app
 
@@ -184,6 +184,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
         timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]
         timeout_graceful_shutdown=limits.shutdown_timeout,  # type: ignore[arg-type]
         backlog=min(2048, limits.max_connections * 2),
+        h11_max_incomplete_event_size=MAX_HEADER_BUFFER,  # headers over 16 KiB: 431 (guard.py)
     )
     # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then raises the signal again
     # with the handler it found: with this one, a clean shutdown exits 0, not -15.
@@ -193,105 +194,15 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     return 0
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the parent dies (Linux prctl PDEATHSIG), so a
-    test run or notebook kernel that crashes never leaves a server behind."""
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def __getattr__(name: str) -> object:
+    # NOTE: ServerProcess lives in launcher.py and comes from here on first use, so that
+    # `serve --help` and the server itself never import what only a launcher needs
+    # (subprocess, tempfile, http.client, ctypes).
+    if name == "ServerProcess":
+        from pagedkv.service.launcher import ServerProcess
 
-
-class ServerProcess:
-    """The serve command in a child process on a free loopback port.
-
-    Runs `python -m pagedkv.service.serve` (this module: the same arguments and `run`,
-    without importing every benchmark the full command line lists); with `via_cli`,
-    `python -m pagedkv serve` itself. Ready when constructed, or — with `wait=False`, to
-    overlap its start-up with other work — once `wait()` returns."""
-
-    def __init__(
-        self,
-        *args: str,
-        token: str | None = None,
-        via_cli: bool = False,
-        wait: bool = True,
-        timeout: float = 30.0,
-    ) -> None:
-        entry = ["pagedkv", "serve"] if via_cli else [__name__]
-        cmd = [sys.executable, "-m", *entry, "--port", "0", *args]
-        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
-        if token is not None:
-            env[TOKEN_ENV] = token  # not on the command line, where ps would show it
-        self.stderr = tempfile.TemporaryFile()
-        self.process = subprocess.Popen(
-            cmd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-            text=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-        )
-        assert self.process.stdout is not None  # stdout=PIPE
-        self.stdout = self.process.stdout
-        self.token, self.timeout = token, timeout
-        self.url: str | None = None
-        if wait:
-            self.wait()
-
-    def wait(self) -> ServerProcess:
-        """Block until the server answers /health (at once if it already has)."""
-        if self.url is not None:
-            return self
-        line = self.stdout.readline()
-        if not line.startswith("pagedkv serving on "):
-            self.process.kill()
-            raise RuntimeError(f"server did not start: {line!r} {self.log_tail()}")
-        self.port = int(line.split()[-1].rsplit(":", 1)[1])
-        deadline = time.monotonic() + self.timeout
-        while not self._healthy():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.process.kill()
-                raise RuntimeError(f"server did not answer /health: {self.log_tail()}")
-            time.sleep(0.02)
-        self.url = line.split()[-1]
-        return self
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-    def _healthy(self) -> bool:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
-        try:
-            connection.request("GET", "/health", headers=self.headers)
-            return connection.getresponse().status in (200, 401)  # 401: up, token elsewhere
-        except OSError:
-            return False
-        finally:
-            connection.close()
-
-    def log_tail(self) -> str:
-        """The last 2,000 characters the server wrote to stderr (its log)."""
-        self.stderr.seek(0)
-        return self.stderr.read().decode(errors="replace")[-2000:]
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int:
-        """Send `sig` (SIGTERM: graceful; SIGKILL: a crash) and wait; returns the exit code."""
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        try:
-            return self.process.wait(timeout)
-        finally:
-            self.stdout.close()
-            self.stderr.close()
-
-    def __enter__(self) -> ServerProcess:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.process.poll() is None:
-            self.stop()
+        return ServerProcess
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

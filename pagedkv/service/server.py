@@ -20,13 +20,16 @@ and never reaches the engine, so it changes nothing. The per-request sizes (prom
 new tokens: `--max-prompt-tokens`, `--max-append-tokens`, `--max-new-tokens`) are checked
 against the server's ServiceLimits before the engine is called, also with a 422 naming the
 field. Other answers: 404 unknown sequence,
-409 id already live, 413 body over 256 KiB, 408 body slower than `body_timeout`, 401
-missing or wrong token (400 for two Authorization headers), and 503 with `Retry-After` for
+409 id already live, 413 body over 256 KiB, 408 body slower than `body_timeout`, 431
+headers over 16 KiB, 401 missing or wrong token, 400 for two `Authorization` or two
+`Idempotency-Key` headers, and 503 with `Retry-After` for
 "try again later": out of pages (body: `error`, `detail`, page counts), too many live
 sequences, too many requests in flight, or a store that needs a restart to recover.
 
 Mutating requests take an `Idempotency-Key` header (idempotency.py): a retry with the same
-key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing.
+key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing; a key
+used for another request is 422 with `"loc": ["header", "Idempotency-Key"]`. Every 422 names
+its field in `loc`, as pydantic's do (a lone surrogate in `text` included).
 
 Engine endpoints are plain functions, so uvicorn runs them on its thread pool and the
 engine's lock serialises them. `/health` and `/metrics` are coroutines on the event loop
@@ -66,7 +69,7 @@ from pagedkv.model.tinylm import TinyLM
 from pagedkv.service.durable import StoreNeedsRecoveryError
 from pagedkv.service.engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
 from pagedkv.service.guard import MAX_BODY_BYTES, Guard
-from pagedkv.service.limits import ServiceBusyError, ServiceLimits
+from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits
 
 # Defaults of the per-request limits (ServiceLimits; `serve --max-prompt-tokens` etc.).
 MAX_PROMPT_TOKENS = ServiceLimits.max_prompt_tokens  # tokens (bytes of text) in one create request
@@ -93,6 +96,19 @@ def _too_large(field: str, message: str) -> NoReturn:
     raise RequestValidationError([{"loc": ("body", field), "msg": message, "type": "too_large"}])
 
 
+def _encodable(text: str | None) -> str | None:
+    """JSON can carry a lone surrogate ("\\ud800"), which no UTF-8 text holds: refuse it here,
+    so the 422 names the field, instead of failing later when the text is encoded."""
+    if text is not None:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"must be valid Unicode: lone surrogate {text[exc.start]!r} at index {exc.start}"
+            ) from None
+    return text
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -108,7 +124,7 @@ class _Tokens(_Body):
     def _text_fits(cls, text: str | None) -> str | None:
         if text is not None and not text:
             raise ValueError("text must encode to at least 1 UTF-8 byte")
-        return text
+        return _encodable(text)
 
     @field_validator("token_ids")
     @classmethod
@@ -142,6 +158,8 @@ class CreateSequence(_Tokens):
     extra_key: Annotated[str, StringConstraints(max_length=64)] | None = Field(
         None, description="cache salt: prompts with different keys never share pages"
     )
+
+    _extra_key_encodable = field_validator("extra_key")(_encodable)
 
 
 class AppendTokens(_Tokens):
@@ -206,10 +224,16 @@ def _add_error_answers(app: FastAPI, engine: ServiceEngine) -> None:
             },
         )
 
+    @app.exception_handler(ValueError)
+    def invalid_value(request: Request, exc: ValueError) -> JSONResponse:
+        # The same body as pydantic's 422s: every 422 names its field in "loc".
+        loc = list(exc.loc) if isinstance(exc, FieldError) else ["body"]
+        detail = [{"loc": loc, "msg": str(exc), "type": "value_error"}]
+        return JSONResponse(status_code=422, content={"error": "invalid", "detail": detail})
+
     for exc_type, status, error in (
         (UnknownSequenceError, 404, "unknown_sequence"),
         (SequenceExistsError, 409, "sequence_exists"),
-        (ValueError, 422, "invalid"),
         (ServiceBusyError, 503, "too_many_sequences"),
         (StoreNeedsRecoveryError, 503, "needs_recovery"),
     ):

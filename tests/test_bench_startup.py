@@ -1,0 +1,55 @@
+"""Start-up: what `serve` imports before it runs, and the start-up benchmark's shape.
+
+The speed itself is measured by `python -m pagedkv bench startup`, never asserted here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from pagedkv.bench import startup
+
+# Loaded only when the server really starts (FastAPI, uvicorn, the store) or only by the
+# test launcher (ServerProcess): `serve --help` and argument parsing need none of them.
+NOT_FOR_HELP = (
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "pydantic",
+    "prometheus_client",
+    "pagedkv.service.durable",
+    "pagedkv.service.recovery",
+    "pagedkv.service.wal",
+    "pagedkv.service.launcher",
+    "http.client",
+    "subprocess",
+    "tempfile",
+)
+
+
+def test_serve_arguments_import_nothing_the_server_does_not_need_yet():
+    code = (
+        "import argparse, sys\n"
+        "import pagedkv.service.serve as serve\n"
+        "parser = argparse.ArgumentParser()\n"
+        "serve.add_arguments(parser)\n"
+        "parser.parse_args(['--wal', 'x'])\n"
+        f"print([m for m in {NOT_FOR_HELP!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_server_process_is_still_importable_from_serve():
+    from pagedkv.service.launcher import ServerProcess
+    from pagedkv.service.serve import ServerProcess as FromServe
+
+    assert FromServe is ServerProcess
+
+
+def test_startup_bench_measures_the_three_starts():
+    report = startup.run(quick=True)
+    assert [row[0] for row in report.rows] == list(startup.TARGETS)
+    assert all(0 < row[1] < 60 for row in report.rows)
+    assert report.data["operations"] == 1000 and report.data["records"] > 1000
