@@ -13,7 +13,7 @@ c = get_config()  # noqa: F821 - defined by traitlets when it loads this file
 # Grade without the pictures and the students' own check cells: the cells tagged
 # "skip-in-grading" are left out of the graded run (classroom/skip_cells.py).
 c.Autograde.sanitize_preprocessors = [
-    *Autograde.class_traits()["sanitize_preprocessors"].default_value,
+    *Autograde.class_traits()["sanitize_preprocessors"].default(),
     "skip_cells.SkipCells",
 ]
 # One cell may run a whole check: pagedkv.exercises stops it after 25 s (TOTAL_LIMIT).

@@ -64,7 +64,8 @@ def profile_parts() -> None:
             start = time.perf_counter()
             kc.execute_interactive(cell.source, timeout=600, output_hook=lambda msg: None)
             label = cell.metadata.get("nbgrader", {}).get("grade_id") or cell.source.splitlines()[0][:40]
-            print(f"{label:40} {time.perf_counter() - start:6.2f} s")
+            skipped = "  (left out when grading)" if "skip-in-grading" in cell.metadata.get("tags", []) else ""
+            print(f"{label:40} {time.perf_counter() - start:6.2f} s{skipped}")
     finally:
         km.shutdown_kernel(now=True)
 

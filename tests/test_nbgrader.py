@@ -134,6 +134,18 @@ def test_one_mistake_costs_its_points_and_the_feedback_names_it(course):
     assert "wrong" in grades and "13.0" in grades
 
 
+def test_the_graded_run_leaves_out_the_cells_that_score_nothing(course):
+    # classroom/nbgrader_config.py (through the Makefile) drops the skip-in-grading cells:
+    # the pictures and the practice check cells; every graded cell and answer stays.
+    graded = nbformat.read(course / "build" / "autograded" / "solution" / ASSIGNMENT / NOTEBOOK, as_version=4)
+    source = nbformat.read(SOURCE / NOTEBOOK, as_version=4)
+    code = "\n".join(c.source for c in graded.cells)
+    skipped = [c for c in source.cells if "skip-in-grading" in c.metadata.get("tags", [])]
+    assert len(skipped) >= 14 and "ScenarioRun" not in code and "plot_" not in code
+    ids = lambda nb: [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]  # noqa: E731
+    assert [i for i in ids(graded) if i] == [i for i in ids(source) if i]
+
+
 def test_a_resubmitted_fix_is_regraded_with_new_feedback(course):
     # Runs after the tests above (pytest keeps file order): they saw the first grades.
     assert _score(course, "wrong") == (13, 14)
