@@ -17,12 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
 
 TAG = "skip-in-grading"
 
 
 class SkipCells(Preprocessor):
     """Drop the code cells tagged "skip-in-grading" that are not nbgrader cells."""
+
+    enabled = Bool(True).tag(config=True)  # nbconvert's preprocessors are off unless enabled
 
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
         nb.cells = [cell for cell in nb.cells if not _skipped(cell)]

@@ -40,7 +40,11 @@ def nbgrader(course: Path, *args: str) -> tuple[float, float]:
     start = time.perf_counter()
     subprocess.run(
         [str(bin_dir / "nbgrader"), *args, f"--CourseDirectory.root={course}"],
-        cwd=course, env=env, check=True, capture_output=True, timeout=3600,
+        cwd=course,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=3600,
     )
     return time.perf_counter() - start, _children_cpu() - cpu_before
 
@@ -64,7 +68,8 @@ def profile_parts() -> None:
             start = time.perf_counter()
             kc.execute_interactive(cell.source, timeout=600, output_hook=lambda msg: None)
             label = cell.metadata.get("nbgrader", {}).get("grade_id") or cell.source.splitlines()[0][:40]
-            skipped = "  (left out when grading)" if "skip-in-grading" in cell.metadata.get("tags", []) else ""
+            tags = cell.metadata.get("tags", [])
+            skipped = "  (left out when grading)" if "skip-in-grading" in tags else ""
             print(f"{label:40} {time.perf_counter() - start:6.2f} s{skipped}")
     finally:
         km.shutdown_kernel(now=True)
@@ -74,6 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--students", type=int, default=10)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--keep", type=Path, help="copy the autograded notebooks here")
     args = parser.parse_args()
     if not 1 <= args.students <= 200:
         parser.error(f"--students must be 1..200, got {args.students}")
@@ -89,6 +95,8 @@ def main() -> None:
         n = args.students
         for step in ("autograde", "generate_feedback"):
             wall, cpu = nbgrader(course, step, "exercises")
+            if step == "autograde" and args.keep:
+                shutil.copytree(course / "autograded", args.keep, dirs_exist_ok=True)
             print(
                 f"{step} of {n}: {wall:7.2f} s wall = {wall / n:5.2f} s per student; "
                 f"{cpu:7.2f} s CPU = {cpu / n:5.2f} s per student (load {os.getloadavg()[0]:.1f})"
