@@ -44,8 +44,9 @@ notebooks: $(STAMP)
 # (docs/teaching.md): `make assignments` writes the student version (no solutions, no outputs)
 # to build/release/exercises/; put each student's notebook in build/submitted/<student>/exercises/,
 # then `make autograde` (scores in build/grades.csv) and `make feedback` (build/feedback/).
-# nbgrader runs `alembic` from PATH, hence the venv's bin/ first.
-NBGRADER := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/nbgrader
+# nbgrader runs `alembic` from PATH, hence the venv's bin/ first; classroom/nbgrader_config.py
+# (found through JUPYTER_CONFIG_PATH) leaves the picture cells out of the graded run.
+NBGRADER := PATH="$(abspath $(BIN)):$$PATH" JUPYTER_CONFIG_PATH="$(CURDIR)/classroom" $(BIN)/nbgrader
 COURSE_ARGS := --CourseDirectory.root=$(CURDIR) --CourseDirectory.source_directory=notebooks \
 	--CourseDirectory.release_directory=build/release --CourseDirectory.submitted_directory=build/submitted \
 	--CourseDirectory.autograded_directory=build/autograded --CourseDirectory.feedback_directory=build/feedback \
@@ -55,12 +56,18 @@ assignments: $(STAMP)
 	@mkdir -p build
 	$(NBGRADER) generate_assignment exercises --force $(COURSE_ARGS)
 
+# A notebook copied into build/submitted/ after its last grading is regraded (classroom/
+# stamp_submissions.py gives it a newer timestamp.txt, which nbgrader compares); FORCE=1
+# regrades every submission.
+FORCE_ARG := $(if $(FORCE),--force)
+
 autograde: $(STAMP)
-	$(NBGRADER) autograde exercises $(COURSE_ARGS)
+	$(BIN)/python classroom/stamp_submissions.py build/submitted
+	$(NBGRADER) autograde exercises $(FORCE_ARG) $(COURSE_ARGS)
 	$(NBGRADER) export --to build/grades.csv $(COURSE_ARGS)
 
 feedback: $(STAMP)
-	$(NBGRADER) generate_feedback exercises $(COURSE_ARGS)
+	$(NBGRADER) generate_feedback exercises $(FORCE_ARG) $(COURSE_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m pagedkv demo

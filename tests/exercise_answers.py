@@ -11,6 +11,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from pagedkv import LRUEvictionPolicy
+
 # ---- reference solutions ---------------------------------------------------------------------
 
 
@@ -126,6 +128,24 @@ class MRU(LRU):
         return list(reversed(self.pages))
 
 
+class DelegatesLRU(LRUEvictionPolicy):  # full marks before: the reference does the work
+    pass
+
+
+class WrapsLRU(LRU):
+    def __init__(self):
+        super().__init__()
+        self.inner = LRUEvictionPolicy()
+
+    def add(self, page_id):
+        self.inner.add(page_id)
+        super().add(page_id)
+
+    def pop_victim(self):
+        self.inner.pop_victim()
+        return super().pop_victim()
+
+
 class ForgetsRevival(LRU):
     def remove(self, page_id):
         pass  # a prefix hit does not take the page off the list
@@ -219,6 +239,70 @@ def _cost_in_pages(running, page_size, num_free_pages):
     return victims, sum(-(-lengths[v] // page_size) for v in victims)
 
 
+# ---- a student's own wrong answers (the classroom trial: caught now, each with its own hint) --
+
+
+def _pages_in_sorted_order(q, k_cache, v_cache, block_table, context_len):
+    return paged_attention(q, k_cache, v_cache, sorted(block_table), context_len)
+
+
+def _softmax_without_max(q, k_cache, v_cache, block_table, context_len):
+    page_size, num_kv_heads, head_dim = k_cache.shape[1:]
+    positions = np.arange(context_len)
+    pages = np.asarray(block_table)[positions // page_size]
+    k, v = k_cache[pages, positions % page_size], v_cache[pages, positions % page_size]
+    kv_head = np.arange(len(q)) // (len(q) // num_kv_heads)
+    with np.errstate(over="ignore", invalid="ignore"):
+        weights = np.exp(np.einsum("hd,lhd->hl", q, k[:, kv_head]) / np.sqrt(head_dim))
+        return np.einsum("hl,lhd->hd", weights / weights.sum(axis=1, keepdims=True), v[:, kv_head])
+
+
+def _float32_inside(q, k_cache, v_cache, block_table, context_len):
+    out = paged_attention(q.astype(np.float32), k_cache.astype(np.float32), v_cache, block_table, context_len)
+    return out.astype(np.float64)
+
+
+def _kv_head_modulo(q, k_cache, v_cache, block_table, context_len):
+    page_size, num_kv_heads, head_dim = k_cache.shape[1:]
+    positions = np.arange(context_len)
+    pages = np.asarray(block_table)[positions // page_size]
+    k, v = k_cache[pages, positions % page_size], v_cache[pages, positions % page_size]
+    kv_head = np.arange(len(q)) % num_kv_heads
+    scores = np.einsum("hd,lhd->hl", q, k[:, kv_head]) / np.sqrt(head_dim)
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return np.einsum("hl,lhd->hd", weights / weights.sum(axis=1, keepdims=True), v[:, kv_head])
+
+
+class OrderReversed(LRU):  # pop_victim right, order() last victim first
+    def order(self):
+        return list(reversed(self.pages))
+
+
+class PopsOneTooFew(LRU):
+    def pop_victims(self, n):
+        return [self.pop_victim() for _ in range(n - 1)]
+
+
+def _copy_returns_new_id(block_table, num_tokens, page_size, ref_counts):
+    if num_tokens % page_size == 0:
+        return ("new_page", None)
+    last = block_table[-1]
+    return ("copy", max(block_table) + 1) if ref_counts[last] > 1 else ("write", last)
+
+
+def _delegates_hashes(token_ids, page_size, hash_block):
+    import pagedkv
+
+    return pagedkv.block_hashes(token_ids, page_size)
+
+
+def _delegates_slots(block_table, positions, page_size):
+    from pagedkv.core.plumbing import validation  # any pagedkv code will do: it is refused
+
+    validation.check_int("page_size", page_size, 1, 1 << 20)
+    return slot_mapping(block_table, positions, page_size)
+
+
 WRONG = {
     "slot_mapping": [
         (lambda block_table, positions, page_size: list(positions), "the positions themselves"),
@@ -232,6 +316,7 @@ WRONG = {
             lambda block_table, positions, page_size: [block_table[0] * page_size + p for p in positions],
             "not contiguous",
         ),
+        (_delegates_slots, "write it yourself"),
     ],
     "pages_needed": [
         (lambda num_tokens, page_size: num_tokens, "one page per token"),
@@ -243,12 +328,17 @@ WRONG = {
         (_hash_partial_too, "partial block got a hash"),
         (_no_parent, "depend on its parent"),
         (_first_hash_as_parent, "the parent you pass on"),
+        (_delegates_hashes, "calls pagedkv's own `block_hashes`"),
     ],
     "eviction_policy": [
-        (MRU, "most recently released page first (MRU)"),
-        (ForgetsRevival, "still in your set"),
-        (ByPageId, "not in page-id order"),
-        (PeeksInsteadOfPops, "still in your set"),
+        (MRU, "your pop_victim evicts the most recently released page first (MRU)"),
+        (ForgetsRevival, "after remove the page is still in your set"),
+        (ByPageId, "your pop_victim takes the lowest page id"),
+        (PeeksInsteadOfPops, "after pop_victim the page is still in your set"),
+        (OrderReversed, "pop_victim is right but order() lists the pages last victim first"),
+        (PopsOneTooFew, "returned 1 page(s): it removes and returns exactly n"),
+        (DelegatesLRU, "calls pagedkv's own `LRUEvictionPolicy`"),
+        (WrapsLRU, "calls pagedkv's own `LRUEvictionPolicy.pop_victim`"),
     ],
     "copy_on_write": [
         (
@@ -283,16 +373,21 @@ WRONG = {
             ),
             "the last holder may write in place",
         ),
+        (_copy_returns_new_id, "not the id of the copy"),
     ],
     "paged_attention": [
         (_no_scaling, "sqrt(head_dim)"),
         (_whole_pages, "after context_len"),
-        (_pages_in_id_order, "page-id order"),
-        (_float32, "float64"),
+        (_pages_in_id_order, "pages were read 0, 1, 2"),
+        (_float32, "your result is float32: compute in float64"),
+        (_pages_in_sorted_order, "pages were read in sorted page-id order"),
+        (_softmax_without_max, "Subtract each head's largest score"),
+        (_float32_inside, "about float32's precision"),
+        (_kv_head_modulo, "read kv heads [0, 1, 0, 1]; they should read [0, 0, 1, 1]"),
     ],
     "preemption": [
-        (_preempt_oldest, "the oldest request"),
-        (_preempt_the_asker, "the one asking for a page"),
+        (_preempt_oldest, "your code preempts the oldest running request"),
+        (_preempt_the_asker, "your code preempts the request that asks for the page"),
         (_cost_in_pages, "in tokens, not pages"),
     ],
 }

@@ -6,8 +6,11 @@
 Each checker holds the learner's function (or class) to the package's own oracles, smallest
 case first, and on a failure names that case (inputs, expected, got), the rule it breaks and,
 when the answer matches a known mistake, a hint; it never shows the solution. Code that
-raises, returns the wrong type, changes its inputs or runs past `TIME_LIMIT` seconds gets a
-plain message instead of a traceback. The exercises, one per idea of notebooks 01-05:
+raises, returns the wrong type, changes its inputs, never returns (one call past
+`guard.CALL_LIMIT` seconds) or is too slow (the whole check past `TIME_LIMIT`) gets a plain
+message instead of a traceback. The learner's function is called positionally, so any
+parameter names work. An answer that calls pagedkv's own implementation is refused.
+The exercises, one per idea of notebooks 01-05:
 
 - slot_mapping(block_table, positions, page_size) -> slots of those positions
 - pages_needed(num_tokens, page_size) -> pages a sequence of num_tokens tokens holds
@@ -23,17 +26,18 @@ cells call `check`.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 
 from pagedkv.exercises.attention import check_paged_attention
 from pagedkv.exercises.blocks import check_pages_needed, check_slot_mapping
 from pagedkv.exercises.cow import check_copy_on_write
 from pagedkv.exercises.eviction import check_eviction_policy
-from pagedkv.exercises.guard import Failure, run_with_limit
+from pagedkv.exercises.guard import TOTAL_LIMIT, Failure, run_with_limit
 from pagedkv.exercises.hashes import check_block_hashes
 from pagedkv.exercises.preemption import check_preemption
 
-TIME_LIMIT = 10.0  # seconds per check() call: generous for a correct answer, short for a hung kernel
+TIME_LIMIT = TOTAL_LIMIT  # seconds per check() call; each call of the learner's code has CALL_LIMIT
 EXERCISES: dict[str, Callable[[Callable], str]] = {
     "slot_mapping": check_slot_mapping,
     "pages_needed": check_pages_needed,
@@ -49,8 +53,11 @@ __all__ = ["EXERCISES", "TIME_LIMIT", "check"]
 
 def check(name: str, fn: Callable) -> bool:
     """Check a learner's answer to exercise `name`; print feedback; True if it is right."""
-    if name not in EXERCISES:
-        raise ValueError(f"name must be one of {list(EXERCISES)}, got {name!r}")
+    if name not in EXERCISES:  # a learner's typo: feedback, not a traceback from inside pagedkv
+        close = difflib.get_close_matches(str(name).replace("-", "_"), list(EXERCISES), n=1)
+        guess = f" Did you mean {close[0]!r}?" if close else ""
+        print(f"✗ there is no exercise {name!r}.{guess} The exercises: {', '.join(EXERCISES)}.")
+        return False
     if name != "eviction_policy" and not callable(fn):  # that one takes a class
         print(f"✗ {name}: pass your function itself, check({name!r}, my_function), not {fn!r}")
         return False

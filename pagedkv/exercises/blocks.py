@@ -21,32 +21,50 @@ from pagedkv.core.sequence import SequenceManager
 from pagedkv.exercises.guard import Failure, call, wrong
 
 SLOT_RULE = (
-    'docs/design.md, "Vocabulary": page p owns the slots p * page_size up to p * page_size + '
+    "page p owns the slots p * page_size up to p * page_size + "
     "page_size - 1; a position's page is the block-table entry of its logical block, and its "
     "offset is where it sits inside that block"
 )
 PAGES_RULE = (
-    "docs/design.md rule 2: a new page is taken only when the last page is full, so a "
+    "a new page is taken only when the last page is full, so a "
     "sequence holds just enough pages for its tokens and an append needs a page exactly "
     "when every slot of the pages it holds is taken"
 )
 
 
+def grow_scattered(seqs: SequenceManager, rng: np.random.Generator, num_pages: int, length: int) -> None:
+    """Grow sequence "learner" to `length` tokens in a pool whose every page a one-token filler
+    holds, freeing a random filler whenever it needs a page: its block table comes out in
+    random page order, as in a pool that has served for a while (the pool itself always takes
+    its lowest FREE page, so a fresh pool would give an ascending table).
+
+    Example: length 3, page_size 1 -> block_table like [5, 0, 3].
+    """
+    fillers = [f"filler{p}" for p in range(num_pages)]
+    for filler in fillers:
+        seqs.add(filler, [0])
+    order = [fillers[i] for i in rng.permutation(num_pages)]
+    size = seqs.pool.config.page_size
+    for n in range(length):
+        if n % size == 0:
+            seqs.free(order.pop())
+        if n == 0:
+            seqs.add("learner", [0])
+        else:
+            seqs.append_slot("learner", 0)
+
+
 def _slot_cases() -> list[tuple[dict[str, Any], list[int]]]:
-    """(inputs, expected) pairs: sequences admitted into a real pool whose FREE pages are
-    scattered (fillers hold some), expected slots from `SequenceManager.slot_mapping`."""
+    """(inputs, expected) pairs: sequences grown in a real pool with block tables in random
+    page order, expected slots from `SequenceManager.slot_mapping`."""
     rng = np.random.default_rng(0)
     cases = []
     for num_blocks in (1, 2, 3):
         for page_size in (1, 2, 3, 4):
             config = CacheConfig.bookkeeping(8, page_size, enable_prefix_caching=False)
             seqs = SequenceManager(KVCachePool(config))
-            for filler in range(5):
-                seqs.add(f"filler{filler}", [0])
-            for filler in 1 + rng.permutation(4)[:3]:  # page 0 stays held: no table starts at 0
-                seqs.free(f"filler{filler}")
             length = num_blocks * page_size - int(rng.integers(0, page_size))
-            seqs.add("learner", [0] * length)
+            grow_scattered(seqs, rng, 8, length)
             positions = sorted(rng.choice(length, size=min(length, 4), replace=False).tolist())
             inputs: dict[str, Any] = dict(
                 block_table=seqs.block_table("learner"), positions=positions, page_size=page_size
@@ -86,7 +104,7 @@ def check_slot_mapping(fn: Callable) -> str:
         got = [int(s) if isinstance(s, (int, np.integer)) else s for s in got]
         if got != expected:
             raise wrong(name, case, expected, got, SLOT_RULE, _slot_hint(case, got))
-    return f"✓ {name}: all {len(cases)} cases agree with SequenceManager.slot_mapping (page sizes 1-4)."
+    return f"✓ {name}: all {len(cases)} cases right (page sizes 1-4, block tables in random page order)."
 
 
 def _grown_tables(page_size: int, max_tokens: int) -> list[int]:
@@ -127,6 +145,6 @@ def check_pages_needed(fn: Callable) -> str:
             if isinstance(got, bool) or not isinstance(got, (int, np.integer)) or got != expected:
                 raise wrong(name, case, expected, got, PAGES_RULE, _pages_hint(num_tokens, page_size, got))
     return (
-        f"✓ {name}: all {count} cases agree with the block tables a SequenceManager grows. So an "
+        f"✓ {name}: all {count} cases agree with the block tables a real pool grows. So an "
         "append needs a page exactly when pages_needed(n + 1, page_size) > pages_needed(n, page_size)."
     )

@@ -21,7 +21,7 @@ from pagedkv.exercises.guard import Failure, call, wrong
 NAME = "copy_on_write"
 ACTIONS = ("write", "copy", "new_page")
 RULE = (
-    "docs/design.md rules 2 and 7: a token goes into the sequence's last page; a full last "
+    "a token goes into the sequence's last page; a full last "
     "page means a new page (nothing to copy); a partial last page held by other block tables "
     "(ref_count > 1) is copied first and the write goes into the copy; a page this sequence "
     "alone holds is written in place"
@@ -48,6 +48,11 @@ def _hint(case: dict, got: tuple) -> str:
     table, refs, full = case["block_table"], case["ref_counts"], case["num_tokens"] % case["page_size"] == 0
     if got[0] == "copy" and full:
         return "the last page is full: the new token cannot go into it, copied or not"
+    if got[0] == "copy" and got[1] not in table:
+        return (
+            f"page {got[1]} is not in the block table: return the id of the shared page that is "
+            "copied (the one the token would go into), not the id of the copy, which the pool picks"
+        )
     if got[0] == "copy" and got[1] != table[-1]:
         return "only the page being written into needs a private copy"
     if got[0] == "copy" and refs[table[-1]] == 1:
@@ -100,6 +105,6 @@ def check_copy_on_write(fn: Callable) -> str:
             _check_answer(case, _did(seqs, seq, table, copies), got, "; ".join(story))
             checked += 1
     return (
-        f"✓ {NAME}: all {checked} appends agree with SequenceManager.append_slot, through forks of "
+        f"✓ {NAME}: all {checked} appends agree with what a real pool does, through forks of "
         "one and two children: every holder but the last copies, the last writes in place."
     )

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from pagedkv.core.config import CacheConfig
-from pagedkv.core.eviction import LRUEvictionPolicy
+from pagedkv.core.eviction import EvictionPolicy, LRUEvictionPolicy
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.exercises.guard import Failure, call, describe_error, show
+from pagedkv.exercises.guard import Delegated, Failure, call, describe_error, learner_code, refusal, show
 from pagedkv.exercises.reference_pool import OutOfPages, ReferencePool
 
 NAME = "eviction_policy"
@@ -39,31 +39,31 @@ REQUIRED = (
     "__len__",
 )
 RULE = (
-    "docs/design.md rules 1 and 6: a page joins the evictable set when its last holder releases "
+    "a page joins the evictable set when its last holder releases "
     "it, leaves it when a prefix hit revives it, and the victim is the page released longest "
     "ago (least recently used); order() lists the next victim first"
 )
 SCENARIOS = [  # (rule shown, num_pages, page_size, steps)
     (
-        "rule 1: with no FREE page left, allocation evicts the least recently released CACHED page",
+        "with no FREE page left, allocation evicts the least recently released CACHED page",
         6,
         2,
         [("add", "a", [1, 2, 3, 4]), ("add", "b", [5, 6, 7]), ("free", "a"), ("add", "c", [9] * 5)],
     ),
     (
-        "rule 6: a finished sequence's pages are released tail first, its deepest page is evicted first",
+        "a finished sequence's pages are released tail first, its deepest page is evicted first",
         3,
         2,
         [("add", "a", [1, 2, 3, 4, 5, 6]), ("free", "a"), ("add", "b", [7, 7, 7])],
     ),
     (
-        "rule 5: a prefix hit on a CACHED page makes it ACTIVE again: it is no longer evictable",
+        "a prefix hit on a CACHED page makes it ACTIVE again: it is no longer evictable",
         4,
         2,
         [("add", "a", [1, 2, 3, 4]), ("free", "a"), ("add", "b", [1, 2, 3]), ("add", "c", [8, 8, 8])],
     ),
     (
-        "rule 1: one allocation may evict several pages, in eviction order",
+        "one allocation may evict several pages, in eviction order",
         4,
         1,
         [("add", "a", [1, 2]), ("add", "b", [3, 4]), ("free", "a"), ("free", "b"), ("add", "c", [5, 6, 7])],
@@ -71,9 +71,16 @@ SCENARIOS = [  # (rule shown, num_pages, page_size, steps)
 ]
 
 
+# The interface's own methods (a subclass of EvictionPolicy may keep add, remove, ...).
+BASE_CODE = tuple(f for f in vars(EvictionPolicy).values() if callable(f))
+
+
 def _invoke(policy: object, op: tuple, trace: list[str]) -> object:
     try:
-        return getattr(policy, op[0])(*op[1:])
+        with learner_code(BASE_CODE):
+            return getattr(policy, op[0])(*op[1:])
+    except Delegated as delegated:
+        raise refusal(NAME, str(delegated)) from None
     except Exception as error:  # noqa: BLE001 - the learner's method raised
         what = describe_error(error)
         raise Failure(f"✗ {NAME}: in {_call_text(op)}, {what}\n  calls:    {'; '.join(trace)}") from None
@@ -113,25 +120,44 @@ def _call_text(op: tuple) -> str:
     return f"{op[0]}({', '.join(map(repr, op[1:]))})"
 
 
-def _diagnose(cls: type) -> str:
-    """Name the mistake from how a fresh instance orders three releases (1, 3, 2)."""
+def _probe(cls: type, method: str) -> object:
+    """`method` of a fresh instance after releases 3, 1 (together), then 2; None if it fails.
+    LRU gives victim 3 and order [3, 1, 2]; MRU victim 2; page-id order victim 1."""
     try:
-        probe = cls()
-        probe.add_all([1, 3])
-        probe.add(2)
-        order = list(probe.order())
+        with learner_code(BASE_CODE):
+            probe = cls()
+            probe.add_all([3, 1])
+            probe.add(2)
+            return list(probe.order()) if method == "order" else probe.pop_victim()
     except Exception:  # noqa: BLE001 - the call sequence shown already failed; no hint then
-        return ""
-    if order == [2, 3, 1]:
-        return "your policy evicts the most recently released page first (MRU), not the least"
-    if order == [1, 2, 3]:
-        return "pages leave in release order, not in page-id order"
+        return None
+
+
+def _diagnose(cls: type) -> str:
+    """Name the mistake from how a fresh instance treats three releases (3, 1, 2): which page
+    pop_victim gives, and, only when that is right, how order() lists them."""
+    victim = _probe(cls, "pop_victim")
+    if victim == 2:
+        return "your pop_victim evicts the most recently released page first (MRU), not the least"
+    if victim == 1:
+        return "your pop_victim takes the lowest page id: pages leave in release order, not in page-id order"
+    order = _probe(cls, "order")
+    if victim == 3 and order == [2, 1, 3]:
+        return (
+            "pop_victim is right but order() lists the pages last victim first: order() lists "
+            "the next victim (what pop_victim would return) first"
+        )
+    if victim == 3 and order == [1, 2, 3]:
+        return "order() lists pages in page-id order: it lists them in the order they will be evicted"
     return ""
 
 
-def _unit_hint(cls: type, expected: dict, got: dict) -> str:
-    if got["len()"] > expected["len()"]:
-        return "a page that was popped or removed is still in your set"
+def _unit_hint(cls: type, op: tuple, expected: dict, got: dict) -> str:
+    returned = got.get("returned")
+    if op[0] == "pop_victims" and isinstance(returned, (list, tuple)) and len(returned) != op[1]:
+        return f"pop_victims({op[1]}) returned {len(returned)} page(s): it removes and returns exactly n"
+    if got["len()"] > expected["len()"] and op[0] in ("pop_victim", "pop_victims", "remove"):
+        return f"after {op[0]} the page is still in your set: {op[0]} must take it out"
     return _diagnose(cls)
 
 
@@ -147,14 +173,17 @@ def _view(policy: Any, returned: object) -> dict[str, Any]:
 def _check_alone(cls: type) -> int:
     traces = _unit_traces()
     for trace in traces:
-        learner, oracle = call(NAME, cls, {}), LRUEvictionPolicy()
+        learner, oracle = call(NAME, cls, {}, BASE_CODE), LRUEvictionPolicy()
         done: list[str] = []
         for op in trace:
             done.append(_call_text(op))
             expected = _view(oracle, getattr(oracle, op[0])(*op[1:]))
             returned = _invoke(learner, op, done)
             try:
-                got = _view(learner, returned)
+                with learner_code(BASE_CODE):
+                    got = _view(learner, returned)
+            except Delegated as delegated:
+                raise refusal(NAME, str(delegated)) from None
             except Exception as error:  # noqa: BLE001
                 raise Failure(f"✗ {NAME}: {describe_error(error)}\n  calls:    {'; '.join(done)}") from None
             if got != expected:
@@ -165,7 +194,7 @@ def _check_alone(cls: type) -> int:
                     f"  expected: {', '.join(f'{k} = {expected[k]!r}' for k in keys)}\n"
                     f"  got:      {', '.join(f'{k} = {got.get(k)!r}' for k in keys)}\n"
                     f"  rule:     {RULE}"
-                    + (f"\n  hint:     {h}" if (h := _unit_hint(cls, expected, got)) else "")
+                    + (f"\n  hint:     {h}" if (h := _unit_hint(cls, op, expected, got)) else "")
                 )
     return len(traces)
 
@@ -229,8 +258,11 @@ def _run(cls: type, num_pages: int, page_size: int, steps: list[tuple], title: s
         done = "; ".join(_step_text(s) for s in steps[: i + 1])
         where = f"  pool:     {num_pages} pages of {page_size} slots ({title})\n  steps:    {done}\n"
         try:
-            expected_outcome, got_outcome = _apply(seqs, ref, step)
-            expected, got = _ref_view(ref), _pool_view(seqs)
+            with learner_code(BASE_CODE):
+                expected_outcome, got_outcome = _apply(seqs, ref, step)
+                expected, got = _ref_view(ref), _pool_view(seqs)
+        except Delegated as delegated:
+            raise refusal(NAME, str(delegated)) from None
         except Exception as error:  # noqa: BLE001 - the pool broke on the learner's policy
             what = describe_error(error)
             raise Failure(
@@ -280,6 +312,11 @@ def check_eviction_policy(cls: Callable) -> str:
     """cls: a class with the EvictionPolicy interface that evicts least recently released first."""
     if not isinstance(cls, type):
         raise Failure(f"✗ {NAME}: pass the class itself (check('{NAME}', MyLRU)), not {cls!r}")
+    borrowed = [
+        c.__name__ for c in cls.__mro__[1:] if c.__module__.startswith("pagedkv") and c is not EvictionPolicy
+    ]
+    if borrowed:
+        raise refusal(NAME, borrowed[0])
     missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
     if missing:
         raise Failure(f"✗ {NAME}: the class has no {', '.join(missing)}: the pool calls all of {REQUIRED}")
@@ -293,8 +330,8 @@ def check_eviction_policy(cls: Callable) -> str:
             _run_valid(cls, steps)
             runs += 1
     return (
-        f"✓ {NAME}: {num_traces} call sequences agree with LRUEvictionPolicy; in a real KVCachePool "
-        f"the {len(SCENARIOS)} rule scenarios and {runs} random runs agree with the reference pool."
+        f"✓ {NAME}: {num_traces} call sequences evict least recently released first; in a real pool "
+        f"the {len(SCENARIOS)} rule scenarios and {runs} random runs agree with LRU."
     )
 
 
