@@ -13,8 +13,8 @@ is counted in the vLLM paper's categories: token states, reserved (for tokens no
 generated), internal fragmentation (reserved beyond the final length, or the unfilled tail
 of a sequence's last page), external fragmentation (free slots in holes too small for the
 next request), free. The report averages them over those steps, with the batch size each
-system reaches. The default budget, 16,384 slots of a 2,048-token model, is about the KV
-space OPT-13B has on one 40 GB A100 (800 KB per token).
+system reaches. The default budget is the paper's (Table 1): OPT-13B's 12 GB of KV on one
+40 GB A100 at 800 KB per token, 15,728 slots of a 2,048-token model (`costs.paper_slots`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from pagedkv.bench import Report
 from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
-from pagedkv.labs.serving import CATEGORIES, paged_categories, paged_scheduler
+from pagedkv.labs.serving import CATEGORIES, PAPER_SLOTS, paged_categories, paged_scheduler
 from pagedkv.labs.workloads import Request, generate
 
 HELP = "share of KV memory holding token states: contiguous (max, pow2, oracle) vs paged"
@@ -37,7 +37,12 @@ SYSTEMS = ("max", "pow2", "oracle", "paged")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=1000, help="requests per workload")
-    parser.add_argument("--num-slots", type=int, default=16_384, help="KV memory budget (slots)")
+    parser.add_argument(
+        "--num-slots",
+        type=int,
+        default=PAPER_SLOTS,
+        help="KV memory budget (slots; default the paper's OPT-13B)",
+    )
     parser.add_argument("--max-seq-len", type=int, default=2048)
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=256)
@@ -141,7 +146,7 @@ def run(
     quick: bool = False,
     seed: int = 0,
     requests: int = 1000,
-    num_slots: int = 16_384,
+    num_slots: int = PAPER_SLOTS,
     max_seq_len: int = 2048,
     page_size: int = 16,
     max_num_seqs: int = 256,

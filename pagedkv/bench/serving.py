@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from pagedkv.bench import Report
 from pagedkv.core.plumbing.validation import check_number
-from pagedkv.labs.serving import CATEGORIES, SYSTEMS, serve
+from pagedkv.labs.serving import CATEGORIES, PAPER_SLOTS, SYSTEMS, serve
 from pagedkv.labs.workloads import generate
 
 HELP = "serving run with Poisson arrivals: Fig. 2 memory shares and normalized latency vs rate"
@@ -36,7 +36,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workload", default="sharegpt", choices=["sharegpt", "alpaca"])
     parser.add_argument("--rates", default="1,1.5,2,2.5,3,3.5,4", help="requests/s, comma-separated")
     parser.add_argument("--arrival-rate", type=float, default=2.0, help="rate of the whole-run column")
-    parser.add_argument("--num-slots", type=int, default=16_384, help="KV memory budget (slots)")
+    parser.add_argument(
+        "--num-slots",
+        type=int,
+        default=PAPER_SLOTS,
+        help="KV memory budget (slots; default the paper's OPT-13B)",
+    )
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--model", default="OPT-13B", help="a name of pagedkv.labs.specs.MODELS")
@@ -61,7 +66,7 @@ def run(
     workload: str = "sharegpt",
     rates: str = "1,1.5,2,2.5,3,3.5,4",
     arrival_rate: float = 2.0,
-    num_slots: int = 16_384,
+    num_slots: int = PAPER_SLOTS,
     page_size: int = 16,
     max_num_seqs: int = 256,
     model: str = "OPT-13B",

@@ -31,6 +31,7 @@ from pagedkv.core.plumbing.validation import check_int, check_number
 from pagedkv.labs.specs import DTYPE_BYTES, GPUS, MODELS, GPUSpec, ModelSpec, gpu_spec, model_spec
 
 GIB = 1 << 30
+PAPER_KV_GIB = 12  # the vLLM paper's Table 1: KV memory of OPT-13B on one A100-40GB ("12 GB")
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,13 @@ def capacity(
         "token_slots": slots,
         "requests": pages // pages_per_request,
     }
+
+
+def paper_slots(page_size: int = 16) -> int:
+    """Token slots of the vLLM paper's OPT-13B setup (Table 1: 12 GB of KV, "15.7K slots"),
+    in whole pages: the memory budget of the serving benches. Example: 16 -> 15728."""
+    check_int("page_size", page_size, 1)
+    return int(PAPER_KV_GIB * GIB // (bytes_per_token("OPT-13B") * page_size)) * page_size
 
 
 def step_terms(

@@ -37,6 +37,7 @@ from pagedkv.labs.workloads import Request
 
 CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
 SYSTEMS = (*POLICIES, "paged")
+PAPER_SLOTS = costs.paper_slots()  # 15,728: OPT-13B's 12 GB of KV on an A100-40GB (paper, Table 1)
 
 
 def poisson_arrivals(num_requests: int, arrival_rate: float, seed: int = 0) -> np.ndarray:
@@ -87,7 +88,7 @@ def serve(
     system: str,
     *,
     arrival_rate: float,
-    num_slots: int = 16_384,
+    num_slots: int = PAPER_SLOTS,
     page_size: int = 16,
     max_seq_len: int = 2048,
     max_num_seqs: int = 256,
