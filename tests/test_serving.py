@@ -22,8 +22,9 @@ def test_poisson_arrivals_have_the_rate_asked_for():
 def test_a_lone_request_takes_one_prefill_and_its_decode_steps():
     r = Request("a", list(range(100)), 5)
     out = serving.serve([r], "paged", arrival_rate=1.0)
-    # Hand count: the prefill step (100 tokens, 100 held) then 4 decode steps holding 101..104.
-    steps = [costs.step_seconds("OPT-13B", "A100-40GB", 100, 100)]
+    # Hand count: the prefill step (100 prompt tokens, no decode K/V read) then 4 decode steps
+    # reading 101..104 tokens of K/V.
+    steps = [costs.step_seconds("OPT-13B", "A100-40GB", 100, 0, prefill_lens=[100])]
     steps += [costs.step_seconds("OPT-13B", "A100-40GB", 1, 100 + k) for k in range(1, 5)]
     assert out["normalized_latency"] == pytest.approx(sum(steps) / 5)
     contiguous = serving.serve([r], "oracle", arrival_rate=1.0)
