@@ -33,6 +33,7 @@ PAPER_EXTERNAL = {"max": 8.9, "pow2": 41.6, "oracle": 36.6}  # % "external fragm
 # The paper's Sec. 6.2 on its Fig. 12: vLLM sustains 1.7-2.7x the request rate of Orca (Oracle)
 # and 2.7-8x that of Orca (Max) "while maintaining similar latencies".
 PAPER_RATE_RATIOS = {"oracle": (1.7, 2.7), "max": (2.7, 8.0)}
+RATES = "0.25,0.5,0.75,1,1.25,1.5,2,2.5,3,3.5,4"  # requests/s: below Orca (Max)'s limit to above vLLM's
 LATENCY_BOUND = 0.5  # s / token: "sustained" means below this (pagedkv's choice; the paper's
 # Fig. 12 curves turn up steeply, so the ratios move little with the bound)
 
@@ -53,7 +54,7 @@ def sustainable_rate(rates: list[float], latencies: list[float], bound: float = 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--workload", default="sharegpt", choices=["sharegpt", "alpaca"])
-    parser.add_argument("--rates", default="1,1.5,2,2.5,3,3.5,4", help="requests/s, comma-separated")
+    parser.add_argument("--rates", default=RATES, help="requests/s, comma-separated")
     parser.add_argument("--arrival-rate", type=float, default=2.0, help="rate of the whole-run column")
     parser.add_argument(
         "--num-slots",
@@ -83,7 +84,7 @@ def run(
     seed: int = 0,
     requests: int = 1000,
     workload: str = "sharegpt",
-    rates: str = "1,1.5,2,2.5,3,3.5,4",
+    rates: str = RATES,
     arrival_rate: float = 2.0,
     num_slots: int = PAPER_SLOTS,
     page_size: int = 16,

@@ -98,6 +98,7 @@ class Reservation:
     length: int  # slots reserved
     used: int  # slots holding token states (prompt + generated so far)
     final_len: int  # tokens the request will hold when it finishes
+    asked: int  # slots the policy asked for (a buddy block rounds it up to `length`)
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,7 @@ class ContiguousKVCache:
         self._buddy = BuddyAllocator(num_slots) if allocator == "buddy" else None
         self._starts: list[int] = []  # sorted start slots of the reservations
         self._by_start: dict[int, Hashable] = {}  # start slot -> req id
-        self._requests: dict[Hashable, list[int]] = {}  # req id -> [start, length, used, final_len]
+        self._requests: dict[Hashable, list[int]] = {}  # req id -> [start, length, used, final_len, asked]
 
     # ---- queries -----------------------------------------------------------------------------
 
@@ -199,8 +200,12 @@ class ContiguousKVCache:
             num_slots=self.num_slots,
             token_states=sum(r.used for r in reservations),
             reserved=sum(r.final_len - r.used for r in reservations),
-            internal_fragmentation=sum(r.length - r.final_len for r in reservations),
-            external_fragmentation=sum(h for h in holes if h < need),
+            internal_fragmentation=sum(r.asked - r.final_len for r in reservations),
+            # NOTE: a buddy block's rounding (length - asked) is the allocator's waste, not the
+            # policy's: counted with the unusable holes, as the paper's "external fragmentation
+            # & others" (its Orca (Oracle) asks for exactly the final length).
+            external_fragmentation=sum(h for h in holes if h < need)
+            + sum(r.length - r.asked for r in reservations),
             free=sum(h for h in holes if h >= need),
             reservations=reservations,
         )
@@ -214,7 +219,7 @@ class ContiguousKVCache:
         check_new("req_id", check_seq_id("req_id", req_id), self._requests, "holding a reservation")
         check_int("final_len", final_len, 1, self.max_seq_len)
         check_int("prompt_len", prompt_len, 1, final_len)
-        length = self.reservation_size(final_len, prompt_len)
+        length = asked = self.reservation_size(final_len, prompt_len)
         if self._buddy is None:
             start = next((s for s, h in self.holes() if h >= length), None)
         else:
@@ -228,13 +233,13 @@ class ContiguousKVCache:
             )
         bisect.insort(self._starts, start)
         self._by_start[start] = req_id
-        self._requests[req_id] = [start, length, prompt_len, final_len]
+        self._requests[req_id] = [start, length, prompt_len, final_len, asked]
         return start
 
     def append(self, req_id: Hashable) -> int:
         """One generated token goes into the next reserved slot; returns that slot."""
         entry = self._get(req_id)
-        start, _, used, final_len = entry
+        start, _, used, final_len, _ = entry
         if used == final_len:
             raise ValueError(f"req_id {req_id!r} already holds its final_len = {final_len} tokens")
         entry[2] += 1
