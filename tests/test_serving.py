@@ -88,3 +88,10 @@ def test_bench_memory_arrival_rate_prints_the_serving_run(tmp_path, capsys):
 def test_bad_input_names_the_argument(call, word):
     with pytest.raises(ValueError, match=word):
         call()
+
+
+def test_sustainable_rate_interpolates_the_crossing():
+    # Hand count: 0.5 lies 1/3 of the way from 0.3 (at 2/s) to 0.9 (at 3/s).
+    assert bench_serving.sustainable_rate([1, 2, 3], [0.1, 0.3, 0.9], 0.5) == pytest.approx(2 + 1 / 3)
+    assert bench_serving.sustainable_rate([1, 2], [0.1, 0.2], 0.5) == 2  # never reached: the top
+    assert bench_serving.sustainable_rate([1, 2], [0.7, 0.9], 0.5) == 1  # above from the start
