@@ -239,8 +239,8 @@ def _aligned_free_run_exists(owner: list[object], size: int, num_slots: int) -> 
     return False
 
 
-@pytest.mark.parametrize("num_slots", [160, 100, 64])
-@settings(max_examples=60, deadline=None)
+@pytest.mark.parametrize("num_slots", [160, 100])  # 128 + 32; 64 + 32 + 4
+@settings(max_examples=40, deadline=None)
 @given(ops=ops)
 def test_buddy_allocator_against_slot_oracle(num_slots, ops):
     arena = ContiguousKVCache(num_slots, "oracle", 40, allocator="buddy")
