@@ -214,3 +214,97 @@ def test_unknown_request():
         arena.free("nope")
     with pytest.raises(KeyError):
         arena.append("nope")
+
+
+# ---- the paper's Orca baselines: buddy allocation, pow2 of the output ----------------------
+
+
+def _top_level_blocks(num_slots: int) -> list[tuple[int, int]]:
+    """The arena's binary decomposition, largest block first: where aligned blocks may lie."""
+    out, start = [], 0
+    for bit in reversed(range(num_slots.bit_length())):
+        if num_slots >> bit & 1:
+            out.append((start, 1 << bit))
+            start += 1 << bit
+    return out
+
+
+def _aligned_free_run_exists(owner: list[object], size: int, num_slots: int) -> bool:
+    """Slot by slot: is there a free range of `size` slots at a multiple of `size`, inside one
+    block of the decomposition? (What a buddy system with full merging can always serve.)"""
+    for top, length in _top_level_blocks(num_slots):
+        for a in range(top, top + length - size + 1, size):
+            if all(o is None for o in owner[a : a + size]):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("num_slots", [160, 100])  # 128 + 32; 64 + 32 + 4
+@settings(max_examples=40, deadline=None)
+@given(ops=ops)
+def test_buddy_allocator_against_slot_oracle(num_slots, ops):
+    arena = ContiguousKVCache(num_slots, "oracle", 40, allocator="buddy")
+    owner: list[object] = [None] * num_slots
+    live: dict[str, int] = {}  # req id -> block size
+    for i, (op, final_len, prompt_cut, pick) in enumerate(ops):
+        if op != "free" or not live:
+            size = 1 << (final_len - 1).bit_length()
+            fits = _aligned_free_run_exists(owner, size, num_slots)
+            try:
+                start = arena.add(f"r{i}", max(1, final_len - prompt_cut), final_len)
+            except NoContiguousHoleError:
+                assert not fits
+                continue
+            assert fits and start % size == 0
+            assert all(o is None for o in owner[start : start + size])
+            owner[start : start + size] = [f"r{i}"] * size
+            live[f"r{i}"] = size
+        else:
+            rid = sorted(live)[pick % len(live)]
+            arena.free(rid)
+            owner = [None if o == rid else o for o in owner]
+            del live[rid]
+        acc = arena.accounting(17)
+        finals = sum(r.final_len for r in acc.reservations)
+        assert acc.internal_fragmentation == 0  # oracle asks for exactly the final length
+        # the buddy rounding (block - final length) is the allocator's: with the unusable holes
+        assert acc.free + acc.external_fragmentation == owner.count(None) + sum(live.values()) - finals
+    for rid in list(live):
+        arena.free(rid)
+    merged = sum(length for _, length in _top_level_blocks(num_slots) if length >= 64)
+    assert arena.accounting().free == merged  # everything merged back (max_seq_len 40 needs 64)
+
+
+def test_buddy_example_splits_and_merges():
+    arena = ContiguousKVCache(48, "oracle", 16, allocator="buddy")  # blocks 32 @ 0, 16 @ 32
+    assert arena.add("a", 2, 5) == 32  # 8 slots: the 16-block splits, never the 32
+    assert arena.add("b", 1, 3) == 40  # 4 slots from the other half
+    acc = arena.accounting(9)  # next needs 16 slots: only the 32-block can hold it
+    # external: the free 4-block plus the rounding of a (5 -> 8) and b (3 -> 4)
+    assert (acc.free, acc.external_fragmentation, acc.internal_fragmentation) == (32, 4 + 3 + 1, 0)
+    arena.free("a")
+    arena.free("b")
+    assert arena.add("c", 1, 16) == 32  # 8 + 4 + 4 merged back into one 16-block
+
+
+@pytest.mark.parametrize(
+    ("prompt_len", "final_len", "expected"),
+    [(10, 35, 10 + 32), (10, 11, 11), (10, 42, 10 + 32), (60, 64, 64), (30, 64, 64)],
+)
+def test_pow2_of_the_output_over_reserves_the_output_at_most_twice(prompt_len, final_len, expected):
+    # The paper's Orca (Pow2): an output of 25 tokens reserves 32 (Sec. 6.1); capped at max_seq_len.
+    arena = ContiguousKVCache(1024, "pow2", 64, pow2_of="output")
+    assert arena.reservation_size(final_len, prompt_len) == expected
+    assert expected - prompt_len < 2 * (final_len - prompt_len) or expected == 64
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"allocator": "best_fit"}, "allocator must be one of"),
+        ({"pow2_of": "prompt"}, "pow2_of must be one of"),
+    ],
+)
+def test_allocator_and_pow2_choices_are_validated(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ContiguousKVCache(64, "pow2", 8, **kwargs)

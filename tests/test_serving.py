@@ -22,8 +22,9 @@ def test_poisson_arrivals_have_the_rate_asked_for():
 def test_a_lone_request_takes_one_prefill_and_its_decode_steps():
     r = Request("a", list(range(100)), 5)
     out = serving.serve([r], "paged", arrival_rate=1.0)
-    # Hand count: the prefill step (100 tokens, 100 held) then 4 decode steps holding 101..104.
-    steps = [costs.step_seconds("OPT-13B", "A100-40GB", 100, 100)]
+    # Hand count: the prefill step (100 prompt tokens, no decode K/V read) then 4 decode steps
+    # reading 101..104 tokens of K/V.
+    steps = [costs.step_seconds("OPT-13B", "A100-40GB", 100, 0, prefill_lens=[100])]
     steps += [costs.step_seconds("OPT-13B", "A100-40GB", 1, 100 + k) for k in range(1, 5)]
     assert out["normalized_latency"] == pytest.approx(sum(steps) / 5)
     contiguous = serving.serve([r], "oracle", arrival_rate=1.0)
@@ -87,3 +88,10 @@ def test_bench_memory_arrival_rate_prints_the_serving_run(tmp_path, capsys):
 def test_bad_input_names_the_argument(call, word):
     with pytest.raises(ValueError, match=word):
         call()
+
+
+def test_sustainable_rate_interpolates_the_crossing():
+    # Hand count: 0.5 lies 1/3 of the way from 0.3 (at 2/s) to 0.9 (at 3/s).
+    assert bench_serving.sustainable_rate([1, 2, 3], [0.1, 0.3, 0.9], 0.5) == pytest.approx(2 + 1 / 3)
+    assert bench_serving.sustainable_rate([1, 2], [0.1, 0.2], 0.5) == 2  # never reached: the top
+    assert bench_serving.sustainable_rate([1, 2], [0.7, 0.9], 0.5) == 1  # above from the start

@@ -63,8 +63,8 @@ COLUMNS = [
     "CPU us/token",
 ]
 METADATA_SEQS, METADATA_TOKENS = 256, 512
-# huggyllama/llama-7b config.json: 32 layers, 32 heads (no GQA), hidden 4096, float16.
-LLAMA_7B = ModelSpec("LLaMA-7B", 32, 32, 128, 32, 6.7e9, "float16", 2048)
+# huggyllama/llama-7b config.json: 32 layers, 32 heads (no GQA), hidden 4096, MLP 11008, vocab 32000, float16.
+LLAMA_7B = ModelSpec("LLaMA-7B", 32, 32, 128, 32, 6.7e9, "float16", 2048, 4096, 11008, 32000, True)
 
 
 def _sizes(text: str) -> tuple[int, ...]:

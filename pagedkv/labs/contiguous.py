@@ -5,10 +5,14 @@ contiguous range of slots, reserved when the request is admitted and sized for t
 it could grow, because a contiguous tensor cannot be extended in place. This class is that
 allocator over one arena of `num_slots` token slots:
 
-- `add` reserves a range for a request, first fit (the lowest-addressed hole that is large
-  enough), sized by a policy: `"max"` (the model's `max_seq_len`), `"pow2"` (the next power
-  of two of the request's final length, at most `max_seq_len`) or `"oracle"` (exactly the
-  final length, which no real system knows in advance);
+- `add` reserves a range for a request, sized by a policy: `"max"` (the model's
+  `max_seq_len`), `"pow2"` (a power of two, at most `max_seq_len`: of the final length, or,
+  with `pow2_of="output"`, the prompt plus the next power of two of the output length, the
+  paper's Orca (Pow2): "over-reserves the space by at most 2x") or `"oracle"` (exactly the
+  final length, which no real system knows in advance). The range is placed first fit (the
+  lowest-addressed hole that is large enough) or, with `allocator="buddy"`, by a buddy
+  allocator (power-of-two blocks at aligned addresses, split and merged with their buddy), the
+  allocator the paper assumes for its Orca baselines (Sec. 6.1);
 - `append` fills one more reserved slot per generated token; `free` returns the range.
 
 `accounting()` sorts every slot into the categories of the vLLM paper (Kwon et al., SOSP
@@ -18,7 +22,7 @@ length: never used), external fragmentation (free slots in holes too small for t
 request) and free slots. They sum to `num_slots`.
 
 Leaves out: K/V storage itself (this is bookkeeping only; the categories are the point),
-compaction, and allocators other than first fit.
+compaction, and allocators other than first fit and buddy.
 """
 
 from __future__ import annotations
@@ -30,6 +34,55 @@ from dataclasses import dataclass
 from pagedkv.core.plumbing.validation import check_choice, check_int, check_known, check_new, check_seq_id
 
 POLICIES = ("max", "pow2", "oracle")
+ALLOCATORS = ("first_fit", "buddy")
+POW2_OF = ("sequence", "output")
+
+
+def next_pow2(n: int) -> int:
+    """The smallest power of two >= n (0 for 0). Example: 25 -> 32, 32 -> 32, 1 -> 1."""
+    return 1 << (n - 1).bit_length() if n else 0
+
+
+class BuddyAllocator:
+    """Free power-of-two blocks of an arena of `num_slots` slots, each at an address that is a
+    multiple of its size. The arena starts as its binary decomposition (15,728 = 8,192 + 4,096
+    + ...); `alloc` splits the smallest free block that fits, `free` merges a block with its
+    buddy (the other half of its parent) while the buddy is free."""
+
+    def __init__(self, num_slots: int) -> None:
+        self.free_blocks: dict[int, list[int]] = {}  # order -> sorted starts of free 2**order blocks
+        start = 0
+        for order in range(num_slots.bit_length() - 1, -1, -1):
+            if num_slots >> order & 1:
+                self.free_blocks[order] = [start]
+                start += 1 << order
+
+    def alloc(self, length: int) -> int | None:
+        """Start of a block of next_pow2(length) slots, or None (changing nothing)."""
+        want = (length - 1).bit_length()
+        order = min((o for o, starts in self.free_blocks.items() if o >= want and starts), default=None)
+        if order is None:
+            return None
+        start = self.free_blocks[order].pop(0)
+        while order > want:  # split: keep the lower half, free the upper one
+            order -= 1
+            bisect.insort(self.free_blocks.setdefault(order, []), start + (1 << order))
+        return start
+
+    def free(self, start: int, length: int) -> None:
+        order = (length - 1).bit_length()
+        while True:
+            starts = self.free_blocks.get(order, [])
+            i = bisect.bisect_left(starts, buddy := start ^ (1 << order))
+            if i == len(starts) or starts[i] != buddy:
+                break
+            starts.pop(i)  # the buddy is free: merge into the parent
+            start, order = min(start, buddy), order + 1
+        bisect.insort(self.free_blocks.setdefault(order, []), start)
+
+    def blocks(self) -> list[tuple[int, int]]:
+        """Free blocks as (start, length), by address."""
+        return sorted((s, 1 << o) for o, starts in self.free_blocks.items() for s in starts)
 
 
 class NoContiguousHoleError(MemoryError):
@@ -45,6 +98,7 @@ class Reservation:
     length: int  # slots reserved
     used: int  # slots holding token states (prompt + generated so far)
     final_len: int  # tokens the request will hold when it finishes
+    asked: int  # slots the policy asked for (a buddy block rounds it up to `length`)
 
 
 @dataclass(frozen=True)
@@ -72,25 +126,40 @@ class ContiguousAccounting:
 
 
 class ContiguousKVCache:
-    """One arena of token slots; one contiguous first-fit reservation per request."""
+    """One arena of token slots; one contiguous reservation per request."""
 
-    def __init__(self, num_slots: int, policy: str = "max", max_seq_len: int = 2048) -> None:
+    def __init__(
+        self,
+        num_slots: int,
+        policy: str = "max",
+        max_seq_len: int = 2048,
+        *,
+        allocator: str = "first_fit",
+        pow2_of: str = "sequence",
+    ) -> None:
         self.num_slots = check_int("num_slots", num_slots, 1, 1 << 40)
         self.max_seq_len = check_int("max_seq_len", max_seq_len, 1, num_slots)
         self.policy = check_choice("policy", policy, POLICIES)
+        self.allocator = check_choice("allocator", allocator, ALLOCATORS)
+        self.pow2_of = check_choice("pow2_of", pow2_of, POW2_OF)
+        self._buddy = BuddyAllocator(num_slots) if allocator == "buddy" else None
         self._starts: list[int] = []  # sorted start slots of the reservations
         self._by_start: dict[int, Hashable] = {}  # start slot -> req id
-        self._requests: dict[Hashable, list[int]] = {}  # req id -> [start, length, used, final_len]
+        self._requests: dict[Hashable, list[int]] = {}  # req id -> [start, length, used, final_len, asked]
 
     # ---- queries -----------------------------------------------------------------------------
 
-    def reservation_size(self, final_len: int) -> int:
-        """Slots the policy reserves for a request that ends with `final_len` tokens."""
+    def reservation_size(self, final_len: int, prompt_len: int = 0) -> int:
+        """Slots the policy asks for a request of `prompt_len` prompt tokens that ends with
+        `final_len` tokens (a buddy allocator then rounds it up to a power of two)."""
         check_int("final_len", final_len, 1, self.max_seq_len)
+        check_int("prompt_len", prompt_len, 0, final_len)
         if self.policy == "max":
             return self.max_seq_len
+        if self.policy == "pow2" and self.pow2_of == "output":
+            return min(prompt_len + next_pow2(final_len - prompt_len), self.max_seq_len)
         if self.policy == "pow2":
-            return min(1 << (final_len - 1).bit_length(), self.max_seq_len)
+            return min(next_pow2(final_len), self.max_seq_len)
         return final_len
 
     def __contains__(self, req_id: object) -> bool:
@@ -113,21 +182,30 @@ class ContiguousKVCache:
             out.append((cursor, self.num_slots - cursor))
         return out
 
-    def accounting(self, next_final_len: int | None = None) -> ContiguousAccounting:
+    def accounting(self, next_final_len: int | None = None, next_prompt_len: int = 0) -> ContiguousAccounting:
         """Every slot in one category. A hole counts as external fragmentation when it cannot
-        hold the reservation of a request with `next_final_len` tokens (default: the longest
-        request, `max_seq_len`): the memory exists but cannot serve that request."""
-        need = self.reservation_size(self.max_seq_len if next_final_len is None else next_final_len)
+        hold the reservation of a request with `next_final_len` tokens, `next_prompt_len` of
+        them its prompt (default: the longest request, `max_seq_len`): the memory exists but
+        cannot serve that request. Under a buddy allocator the holes are its free blocks."""
+        final_len = self.max_seq_len if next_final_len is None else next_final_len
+        need = self.reservation_size(final_len, min(next_prompt_len, final_len))
         reservations = tuple(
             Reservation(self._by_start[s], *self._requests[self._by_start[s]]) for s in self._starts
         )
-        holes = [length for _, length in self.holes()]
+        if self._buddy is None:
+            holes = [length for _, length in self.holes()]
+        else:
+            holes, need = [length for _, length in self._buddy.blocks()], next_pow2(need)
         return ContiguousAccounting(
             num_slots=self.num_slots,
             token_states=sum(r.used for r in reservations),
             reserved=sum(r.final_len - r.used for r in reservations),
-            internal_fragmentation=sum(r.length - r.final_len for r in reservations),
-            external_fragmentation=sum(h for h in holes if h < need),
+            internal_fragmentation=sum(r.asked - r.final_len for r in reservations),
+            # NOTE: a buddy block's rounding (length - asked) is the allocator's waste, not the
+            # policy's: counted with the unusable holes, as the paper's "external fragmentation
+            # & others" (its Orca (Oracle) asks for exactly the final length).
+            external_fragmentation=sum(h for h in holes if h < need)
+            + sum(r.length - r.asked for r in reservations),
             free=sum(h for h in holes if h >= need),
             reservations=reservations,
         )
@@ -141,8 +219,12 @@ class ContiguousKVCache:
         check_new("req_id", check_seq_id("req_id", req_id), self._requests, "holding a reservation")
         check_int("final_len", final_len, 1, self.max_seq_len)
         check_int("prompt_len", prompt_len, 1, final_len)
-        length = self.reservation_size(final_len)
-        start = next((s for s, h in self.holes() if h >= length), None)
+        length = asked = self.reservation_size(final_len, prompt_len)
+        if self._buddy is None:
+            start = next((s for s, h in self.holes() if h >= length), None)
+        else:
+            length = next_pow2(length)
+            start = self._buddy.alloc(length)
         if start is None:
             largest = max((h for _, h in self.holes()), default=0)
             raise NoContiguousHoleError(
@@ -151,13 +233,13 @@ class ContiguousKVCache:
             )
         bisect.insort(self._starts, start)
         self._by_start[start] = req_id
-        self._requests[req_id] = [start, length, prompt_len, final_len]
+        self._requests[req_id] = [start, length, prompt_len, final_len, asked]
         return start
 
     def append(self, req_id: Hashable) -> int:
         """One generated token goes into the next reserved slot; returns that slot."""
         entry = self._get(req_id)
-        start, _, used, final_len = entry
+        start, _, used, final_len, _ = entry
         if used == final_len:
             raise ValueError(f"req_id {req_id!r} already holds its final_len = {final_len} tokens")
         entry[2] += 1
@@ -165,7 +247,9 @@ class ContiguousKVCache:
 
     def free(self, req_id: Hashable) -> None:
         """Return a request's whole range to the arena."""
-        start = self._get(req_id)[0]
+        start, length = self._get(req_id)[:2]
+        if self._buddy is not None:
+            self._buddy.free(start, length)
         del self._requests[req_id]
         del self._by_start[start]
         self._starts.pop(bisect.bisect_left(self._starts, start))
@@ -179,6 +263,8 @@ class ContiguousKVCache:
     def __repr__(self) -> str:
         return (
             f"ContiguousKVCache(num_slots={self.num_slots}, policy={self.policy!r}, "
-            f"max_seq_len={self.max_seq_len}, requests={len(self._requests)}, "
+            f"max_seq_len={self.max_seq_len}, "
+            + (f"allocator={self.allocator!r}, " if self._buddy is not None else "")
+            + f"requests={len(self._requests)}, "
             f"reserved={self._reserved_slots()})"
         )

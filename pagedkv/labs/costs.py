@@ -1,45 +1,66 @@
 """What the KV cache costs on a real model and GPU: bytes, capacity and the price of losing it.
 
-The same arithmetic a deployment starts from (vLLM does the first half when it profiles
-memory at start-up and logs "# GPU blocks"):
+The same arithmetic a deployment starts from. Capacity is what vLLM's memory profiler does
+at start-up (`Worker.determine_available_memory`), which it then logs as "GPU KV cache size:
+N tokens" (older versions: "# GPU blocks: N"); that line is what to compare against:
 
 - bytes per token = 2 (K and V) x layers x K/V heads x head size x dtype bytes;
-- KV budget = GPU memory x `gpu_memory_utilization` - weights; token slots = budget / bytes
-  per token, rounded down to whole pages; requests that fit at a length = slots / length;
-- a preempted or evicted request of L tokens comes back by one of three roads:
-  recompute (a prefill of L tokens: 2 x params x L FLOPs plus attention, at `mfu` of the
-  GPU's FLOP/s, never faster than reading the weights once), swap (its K/V out to host
-  memory and back over the host link at `link_efficiency`) or a second-tier reload (only
-  the way back: the copy out happened when the page was evicted, off the critical path).
+- KV budget = the memory the device reports x `gpu_memory_utilization` - weights - the
+  activation peak of a profile run of `max_num_batched_tokens` tokens - non-torch memory
+  (CUDA context, cuBLAS/NCCL buffers) - the CUDA-graph pool; token slots = budget / bytes
+  per token, rounded down to whole pages. Weights and bytes per token are exact; the other
+  three terms are pagedkv's estimates (`capacity_terms` says which, and why);
+- a preempted or evicted request of L tokens comes back by one of three roads: recompute (a
+  prefill priced per operator class, `step_seconds`), swap (its K/V out to host memory and
+  back, priced per copy: vLLM copies one block of one layer's K or V at a time) or a
+  second-tier reload (only the way back).
 
-Every number is an estimate under the stated `Assumptions`; the notebook's calculator
-shows them next to each other. Leaves out: activation memory and CUDA graphs (vLLM reserves
-some of the budget for them), tensor parallelism, overlap of transfers with compute, and
-kernels' real efficiency (measure it: these are roofline numbers).
+Step times are roofline terms scaled by efficiencies from published profiles (`specs`), plus
+a fixed CPU/scheduler time per step. docs/calibration.md compares every number that has a
+published counterpart. Leaves out: tensor parallelism, overlap of transfers with compute,
+kernel-by-kernel variation (a profiled simulator such as Vidur measures each operator at each
+shape instead of scaling a roofline) and the sampler's cost beyond the LM head.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagedkv.core.plumbing.validation import check_int, check_number
 from pagedkv.labs.specs import DTYPE_BYTES, GPUS, MODELS, GPUSpec, ModelSpec, gpu_spec, model_spec
 
 GIB = 1 << 30
+PAPER_KV_GIB = 12  # the vLLM paper's Table 1: KV memory of OPT-13B on one A100-40GB ("12 GB")
 
 
 @dataclass(frozen=True)
 class Assumptions:
-    gpu_memory_utilization: float = 0.9  # share of GPU memory for weights + KV (vLLM's default)
-    mfu: float = 0.5  # share of peak FLOP/s a prefill reaches
-    link_efficiency: float = 0.8  # share of the host link's bandwidth a copy reaches
+    gpu_memory_utilization: float = 0.9  # share of reported memory vLLM may use (its default)
+    max_num_batched_tokens: int = 8192  # tokens of vLLM's profile run (its v1 default on a GPU server)
+    max_num_seqs: int = 256  # sequences of the profile run: the LM-head logits it holds
+    non_torch_gib: float = 0.3  # memory outside torch's allocator: pagedkv's estimate
+    cuda_graph_gib: float = 0.5  # CUDA-graph pool: pagedkv's estimate
     page_size: int = 16  # token slots per page (vLLM's default block_size)
+    step_overhead_s: float = 0.003  # CPU time per engine step (scheduling, sampling): estimate
+    copy_overhead_s: float = 10e-6  # fixed cost of one host<->GPU copy call: estimate
 
     def __post_init__(self) -> None:
-        for name in ("gpu_memory_utilization", "mfu", "link_efficiency"):
-            if not 0 < check_number(name, getattr(self, name), 0.0) <= 1:
-                raise ValueError(f"{name} must be a number in (0, 1], got {getattr(self, name)!r}")
+        util = check_number("gpu_memory_utilization", self.gpu_memory_utilization, 0.0)
+        if not 0 < util <= 1:
+            raise ValueError(f"gpu_memory_utilization must be a number in (0, 1], got {util!r}")
+        for name in ("non_torch_gib", "cuda_graph_gib", "step_overhead_s", "copy_overhead_s"):
+            check_number(name, getattr(self, name), 0.0)
+        check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
+        check_int("max_num_seqs", self.max_num_seqs, 1)
         check_int("page_size", self.page_size, 1)
+
+    @classmethod
+    def vllm_2023(cls, gpu_memory_utilization: float = 0.9, page_size: int = 16) -> Assumptions:
+        """The engine of the vLLM paper (v0.1, 2023): a profile run of 2,560 tokens (its
+        `max_num_batched_tokens` default), no CUDA graphs, and non-torch memory not
+        subtracted (it read `torch.cuda.max_memory_allocated`)."""
+        return cls(gpu_memory_utilization, 2560, 256, 0.0, 0.0, page_size)
 
 
 def _specs(model: str | ModelSpec, gpu: str | GPUSpec) -> tuple[ModelSpec, GPUSpec]:
@@ -49,15 +70,66 @@ def _specs(model: str | ModelSpec, gpu: str | GPUSpec) -> tuple[ModelSpec, GPUSp
     )
 
 
+def _model(model: str | ModelSpec) -> ModelSpec:
+    return model if isinstance(model, ModelSpec) else model_spec(model)
+
+
 def bytes_per_token(model: str | ModelSpec) -> int:
     """K/V bytes one token takes over all layers. Example: Llama-3-8B -> 131072 (128 KiB)."""
-    m = model if isinstance(model, ModelSpec) else model_spec(model)
+    m = _model(model)
     return 2 * m.num_layers * m.num_kv_heads * m.head_dim * DTYPE_BYTES[m.dtype]
 
 
 def weight_bytes(model: str | ModelSpec) -> float:
-    m = model if isinstance(model, ModelSpec) else model_spec(model)
+    m = _model(model)
     return m.num_params * DTYPE_BYTES[m.dtype]
+
+
+def linear_params(model: str | ModelSpec) -> int:
+    """Parameters of the per-token linear layers (Q, K, V, O and the MLP), from the config;
+    the embedding and the LM head are not among them. Example: Llama-3-8B -> 6,979,321,856."""
+    m = _model(model)
+    kv_dim = m.num_kv_heads * m.head_dim
+    mlp = (3 if m.gated_mlp else 2) * m.hidden_size * m.intermediate_size
+    return m.num_layers * (m.hidden_size * (m.hidden_size + 2 * kv_dim) + m.hidden_size**2 + mlp)
+
+
+def activation_bytes(model: str | ModelSpec, assume: Assumptions = Assumptions()) -> int:
+    """pagedkv's estimate of the activation peak of vLLM's profile run: per token, the
+    residual and hidden state (2 x hidden) plus the wider of the QKV output and the MLP's
+    intermediate tensors (gate, up and their product for SwiGLU; fc1 and its activation for
+    OPT), in the model's dtype; plus the logits of `max_num_seqs` last tokens in the dtype,
+    in float32 and as float32 probabilities. Example: Llama-3-8B at 8,192 tokens -> 1.09 GiB."""
+    m = _model(model)
+    dtype, tokens = DTYPE_BYTES[m.dtype], assume.max_num_batched_tokens
+    qkv = m.hidden_size + 2 * m.num_kv_heads * m.head_dim
+    mlp = (3 if m.gated_mlp else 2) * m.intermediate_size
+    per_token = (2 * m.hidden_size + max(qkv, mlp)) * dtype
+    logits = min(assume.max_num_seqs, tokens) * m.vocab_size * (dtype + 4 + 4)
+    return tokens * per_token + logits
+
+
+def capacity_terms(
+    model: str | ModelSpec, gpu: str | GPUSpec, assume: Assumptions = Assumptions()
+) -> list[tuple[str, float, str]]:
+    """The KV budget term by term, in bytes, each with its source: (name, bytes, source).
+    The first term is what vLLM may use; the others are subtracted from it."""
+    m, g = _specs(model, gpu)
+    return [
+        (
+            f"reported memory x {assume.gpu_memory_utilization:g}",
+            g.reported_gib * GIB * assume.gpu_memory_utilization,
+            f"{g.reported_gib:g} GiB as CUDA reports it (data sheet: {g.memory_gib:g})",
+        ),
+        ("weights", weight_bytes(m), "parameters x dtype bytes (model card)"),
+        (
+            f"activation peak at {assume.max_num_batched_tokens:,} tokens",
+            activation_bytes(m, assume),
+            "pagedkv's estimate (costs.activation_bytes)",
+        ),
+        ("non-torch memory", assume.non_torch_gib * GIB, "pagedkv's estimate"),
+        ("CUDA-graph pool", assume.cuda_graph_gib * GIB, "pagedkv's estimate"),
+    ]
 
 
 def capacity(
@@ -66,11 +138,12 @@ def capacity(
     """KV budget (bytes), pages, token slots and requests of `seq_len` tokens that fit."""
     m, g = _specs(model, gpu)
     check_int("seq_len", seq_len, 1)
-    budget = g.memory_gib * GIB * assume.gpu_memory_utilization - weight_bytes(m)
+    usable, *spent = (value for _, value, _ in capacity_terms(m, g, assume))
+    budget = usable - sum(spent)
     if budget <= 0:
         raise ValueError(
-            f"model {m.name}'s weights ({weight_bytes(m) / GIB:.1f} GiB) do not fit in "
-            f"{assume.gpu_memory_utilization:.0%} of gpu {g.name}'s {g.memory_gib} GiB"
+            f"model {m.name}'s weights and profile run ({sum(spent) / GIB:.1f} GiB) do not fit in "
+            f"{assume.gpu_memory_utilization:.0%} of gpu {g.name}'s {g.reported_gib} GiB"
         )
     pages = int(budget // (bytes_per_token(m) * assume.page_size))
     slots = pages * assume.page_size
@@ -84,13 +157,40 @@ def capacity(
     }
 
 
-def prefill_seconds(
-    model: str | ModelSpec, gpu: str | GPUSpec, tokens: int, assume: Assumptions = Assumptions()
-) -> float:
-    """Time to compute K/V of `tokens` tokens from scratch (one prefill)."""
+def paper_slots(page_size: int = 16) -> int:
+    """Token slots of the vLLM paper's OPT-13B setup (Table 1: 12 GB of KV, "15.7K slots"),
+    in whole pages: the memory budget of the serving benches. Example: 16 -> 15728."""
+    check_int("page_size", page_size, 1)
+    return int(PAPER_KV_GIB * GIB // (bytes_per_token("OPT-13B") * page_size)) * page_size
+
+
+def step_terms(
+    model: str | ModelSpec,
+    gpu: str | GPUSpec,
+    num_batched_tokens: int,
+    context_tokens: int,
+    assume: Assumptions = Assumptions(),
+    *,
+    prefill_lens: Sequence[int] = (),
+    num_seqs: int = 1,
+) -> dict[str, float]:
+    """One engine step's seconds per operator class: the linear layers over
+    `num_batched_tokens` (at least one read of the weights), the LM head for `num_seqs`
+    last tokens, causal attention over each prompt of `prefill_lens`, decode attention
+    reading `context_tokens` of K/V, and the CPU overhead."""
     m, g = _specs(model, gpu)
-    flops = 2 * m.num_params * tokens + 2 * m.num_layers * tokens**2 * m.num_heads * m.head_dim
-    return max(flops / (g.tflops * 1e12 * assume.mfu), weight_bytes(m) / (g.hbm_gb_s * 1e9))
+    flops = g.tflops * 1e12
+    hbm = g.hbm_gb_s * 1e9 * g.decode_bw_efficiency
+    attention = sum(2 * m.num_layers * m.num_heads * m.head_dim * n * (n + 1) for n in prefill_lens)
+    return {
+        "linear": max(
+            2 * linear_params(m) * num_batched_tokens / (flops * g.linear_efficiency), weight_bytes(m) / hbm
+        ),
+        "lm_head": 2 * m.hidden_size * m.vocab_size * num_seqs / (flops * g.linear_efficiency),
+        "attention_prefill": attention / (flops * g.attention_efficiency),
+        "attention_decode": context_tokens * bytes_per_token(m) / hbm,
+        "cpu": assume.step_overhead_s,
+    }
 
 
 def step_seconds(
@@ -99,14 +199,39 @@ def step_seconds(
     num_batched_tokens: int,
     context_tokens: int,
     assume: Assumptions = Assumptions(),
+    *,
+    prefill_lens: Sequence[int] = (),
+    num_seqs: int = 1,
 ) -> float:
     """One engine step computing `num_batched_tokens` tokens (a decode token per running
-    sequence plus any prefill) over `context_tokens` of K/V in all: the longer of reading
-    the weights and every K/V once (memory-bound decode) and the FLOPs of those tokens."""
+    sequence plus any prefill) over `context_tokens` of K/V: the sum of `step_terms`."""
+    terms = step_terms(
+        model, gpu, num_batched_tokens, context_tokens, assume, prefill_lens=prefill_lens, num_seqs=num_seqs
+    )
+    return sum(terms.values())
+
+
+def prefill_seconds(
+    model: str | ModelSpec, gpu: str | GPUSpec, tokens: int, assume: Assumptions = Assumptions()
+) -> float:
+    """Time to compute K/V of `tokens` tokens from scratch: one step with one prompt."""
+    return step_seconds(model, gpu, tokens, 0, assume, prefill_lens=(tokens,))
+
+
+def copy_seconds(
+    model: str | ModelSpec,
+    gpu: str | GPUSpec,
+    num_tokens: int,
+    to_gpu: bool,
+    assume: Assumptions = Assumptions(),
+) -> float:
+    """One direction of a swap: the K/V bytes over the host link in that direction, plus a
+    fixed cost per copy call. vLLM's `swap_blocks` issues one copy per block per layer, for K
+    and for V, so small blocks pay many calls (the paper's Fig. 19)."""
     m, g = _specs(model, gpu)
-    memory = (weight_bytes(m) + context_tokens * bytes_per_token(m)) / (g.hbm_gb_s * 1e9)
-    compute = 2 * m.num_params * num_batched_tokens / (g.tflops * 1e12 * assume.mfu)
-    return max(memory, compute)
+    link = (g.host_to_gpu_gb_s if to_gpu else g.gpu_to_host_gb_s) * 1e9
+    copies = -(-num_tokens // assume.page_size) * m.num_layers * 2
+    return num_tokens * bytes_per_token(m) / link + copies * assume.copy_overhead_s
 
 
 def preemption_costs(
@@ -116,13 +241,12 @@ def preemption_costs(
     recompute, swap (out and back) or a second-tier reload (back only), and the bytes moved."""
     m, g = _specs(model, gpu)
     check_int("num_tokens", num_tokens, 1)
-    kv = num_tokens * bytes_per_token(m)
-    link = g.host_gb_s * 1e9 * assume.link_efficiency
+    back = copy_seconds(m, g, num_tokens, True, assume)
     return {
-        "kv_bytes": kv,
+        "kv_bytes": num_tokens * bytes_per_token(m),
         "recompute_s": prefill_seconds(m, g, num_tokens, assume),
-        "swap_s": 2 * kv / link,
-        "reload_s": kv / link,
+        "swap_s": copy_seconds(m, g, num_tokens, False, assume) + back,
+        "reload_s": back,
     }
 
 
@@ -141,40 +265,49 @@ def table(seq_len: int = 2048, num_tokens: int = 1024, assume: Assumptions = Ass
 
 
 def calculator():
-    """An ipywidgets calculator: pick a model, GPU, request length and assumptions; read
-    bytes per token, what fits and the three ways back. Returns the widget box."""
+    """An ipywidgets calculator: pick a model, GPU, request length, utilisation and the
+    profile run's tokens; read every term of the KV budget, what fits and the three ways
+    back. Returns the widget box."""
     import ipywidgets as widgets
 
-    pick_model = widgets.Dropdown(options=list(MODELS), value="Mistral-7B", description="model")
-    pick_gpu = widgets.Dropdown(options=list(GPUS), value="A100-40GB", description="GPU")
+    pick_model = widgets.Dropdown(options=list(MODELS), value="Llama-3-8B", description="model")
+    pick_gpu = widgets.Dropdown(options=list(GPUS), value="H100-80GB", description="GPU")
     length = widgets.IntSlider(2048, min=16, max=32768, step=16, description="tokens")
     util = widgets.FloatSlider(0.9, min=0.5, max=1.0, step=0.05, description="mem util")
-    mfu = widgets.FloatSlider(0.5, min=0.1, max=1.0, step=0.05, description="MFU")
+    batched = widgets.IntSlider(8192, min=512, max=32768, step=512, description="batched tok")
     out = widgets.HTML()
 
     def update(_=None) -> None:
-        out.value = calculator_text(
-            pick_model.value, pick_gpu.value, length.value, Assumptions(util.value, mfu.value)
-        ).replace("\n", "<br>")
+        assume = Assumptions(util.value, batched.value)
+        text = calculator_text(pick_model.value, pick_gpu.value, length.value, assume)
+        out.value = f"<pre>{text}</pre>"
 
-    for w in (pick_model, pick_gpu, length, util, mfu):
+    for w in (pick_model, pick_gpu, length, util, batched):
         w.observe(update, names="value")
     update()
-    return widgets.VBox([widgets.HBox([pick_model, pick_gpu]), length, util, mfu, out])
+    return widgets.VBox([widgets.HBox([pick_model, pick_gpu]), length, util, batched, out])
 
 
 def calculator_text(model: str, gpu: str, tokens: int, assume: Assumptions = Assumptions()) -> str:
-    """The calculator's answer as text (what the widget shows)."""
+    """The calculator's answer as text (what the widget shows): each term of the budget with
+    its source, what fits, and the three ways back for a request of `tokens` tokens."""
     try:
         cap = capacity(model, gpu, tokens, assume)
     except ValueError as error:
         return str(error)
+    terms = capacity_terms(model, gpu, assume)
+    lines = [f"{model} on {gpu}: {cap['bytes_per_token'] / 1024:.0f} KiB per token"]
+    for i, (name, value, source) in enumerate(terms):
+        lines.append(f"  {'  ' if i == 0 else '- '}{name:<34} {value / GIB:6.2f} GiB  ({source})")
+    lines.append(
+        f"  = KV budget {cap['kv_budget_bytes'] / GIB:.2f} GiB = {cap['token_slots']:,} token slots "
+        f"(compare vLLM's start-up line 'GPU KV cache size: N tokens')"
+    )
     cost = preemption_costs(model, gpu, tokens, assume)
-    return (
-        f"{model} on {gpu}: {cap['bytes_per_token'] / 1024:.0f} KiB per token, "
-        f"KV budget {cap['kv_budget_bytes'] / GIB:.1f} GiB = {cap['token_slots']:,} token slots\n"
-        f"requests of {tokens:,} tokens that fit: {cap['requests']:,}\n"
+    lines += [
+        f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",
         f"bring one back ({cost['kv_bytes'] / 2**20:,.0f} MiB of K/V): recompute "
         f"{cost['recompute_s'] * 1e3:.1f} ms, swap out+in {cost['swap_s'] * 1e3:.1f} ms, "
-        f"second-tier reload {cost['reload_s'] * 1e3:.1f} ms"
-    )
+        f"second-tier reload {cost['reload_s'] * 1e3:.1f} ms",
+    ]
+    return "\n".join(lines)

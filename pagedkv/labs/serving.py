@@ -4,19 +4,23 @@
 like the vLLM paper's (Kwon et al., SOSP 2023, Sec. 6), lets requests arrive by a Poisson
 process of `arrival_rate` requests per second and measures memory and latency while the
 engine works through them. Here the engine's clock is the cost model's (`pagedkv.labs.costs`):
-each step of continuous batching takes `step_seconds` for the tokens it computes and the
-K/V it reads, on a named model and GPU (default: the paper's OPT-13B on an A100-40GB).
+each step of continuous batching takes `step_seconds` for the tokens it computes (linear
+layers, the LM head, each prompt's attention), the K/V its decode tokens read and a fixed CPU
+time, on a named model and GPU (default: the paper's OPT-13B on an A100-40GB, in the paper's
+15,728 slots).
 
 Per step every slot of the KV memory is counted in the paper's Fig. 2 categories, and the
 counts are averaged weighted by the step's duration two ways: over the steps during which
 requests wait (the system under load, the terms of `bench memory`) and, as `run_*`, over
 the whole run (unused memory included). Per request, the normalized latency is
 (finish - arrival) / output tokens, the paper's latency metric (Sec. 6.1). The same
-requests are served by `ContiguousKVCache` (`max`, `pow2`, `oracle` reservations,
-Orca-style) and by the paged `Scheduler` in bookkeeping-only mode.
+requests are served by `ContiguousKVCache` as the paper's Orca baselines (Sec. 6.1: a buddy
+allocator; `max` reserves the model's 2,048 tokens, `pow2` the prompt plus the next power of
+two of the output, `oracle` exactly the final length) and by the paged `Scheduler` in
+bookkeeping-only mode.
 
-Leaves out: the model's real speed (the step time is a roofline estimate), chunked prefill,
-request timeouts, and the allocator overheads a real Orca implementation would add.
+Leaves out: the model's real speed (the step time is a calibrated roofline, not a profile),
+chunked prefill, request timeouts, and the allocator overheads a real Orca would add.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pagedkv.labs.workloads import Request
 
 CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
 SYSTEMS = (*POLICIES, "paged")
+PAPER_SLOTS = costs.paper_slots()  # 15,728: OPT-13B's 12 GB of KV on an A100-40GB (paper, Table 1)
 
 
 def poisson_arrivals(num_requests: int, arrival_rate: float, seed: int = 0) -> np.ndarray:
@@ -87,7 +92,7 @@ def serve(
     system: str,
     *,
     arrival_rate: float,
-    num_slots: int = 16_384,
+    num_slots: int = PAPER_SLOTS,
     page_size: int = 16,
     max_seq_len: int = 2048,
     max_num_seqs: int = 256,
@@ -107,7 +112,7 @@ def serve(
 
 
 def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_num_seqs, model, gpu) -> dict:
-    arena = ContiguousKVCache(num_slots, policy, max_seq_len)
+    arena = ContiguousKVCache(num_slots, policy, max_seq_len, allocator="buddy", pow2_of="output")
     meter = _Meter(num_slots)
     waiting: deque[int] = deque()  # request indices, FCFS
     running: list[list[int]] = []  # [request index, tokens held]
@@ -118,7 +123,7 @@ def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_nu
         while nxt < len(requests) and arrivals[nxt] <= clock:
             waiting.append(nxt)
             nxt += 1
-        prefill = 0
+        prompts, decoding = [], len(running)
         while waiting and len(running) < max_num_seqs:
             r = requests[waiting[0]]
             try:
@@ -126,11 +131,14 @@ def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_nu
             except NoContiguousHoleError:
                 break
             running.append([waiting.popleft(), r.prompt_len])
-            prefill += r.prompt_len
-        held = sum(tokens for _, tokens in running)
-        seconds = costs.step_seconds(model, gpu, len(running) + prefill, held)
-        upcoming = requests[waiting[0] if waiting else min(nxt, len(requests) - 1)].final_len
-        meter.sample(arena.accounting(upcoming).as_dict(), seconds, len(running), bool(waiting))
+            prompts.append(r.prompt_len)
+        held = sum(tokens for _, tokens in running[:decoding])  # K/V the decode tokens read
+        seconds = costs.step_seconds(
+            model, gpu, decoding + sum(prompts), held, prefill_lens=prompts, num_seqs=len(running)
+        )
+        upcoming = requests[waiting[0] if waiting else min(nxt, len(requests) - 1)]
+        accounting = arena.accounting(upcoming.final_len, upcoming.prompt_len)
+        meter.sample(accounting.as_dict(), seconds, len(running), bool(waiting))
         clock += seconds
         still = []
         for entry in running:  # one decode step: finish, or hold one more token
@@ -184,7 +192,15 @@ def _serve_paged(requests, arrivals, num_slots, page_size, max_seq_len, max_num_
         record = sched.step()
         categories = paged_categories(sched)
         read = categories["token_states"] + sum(requests[index[r]].final_len for r in record.finished)
-        seconds = costs.step_seconds(model, gpu, record.num_batched_tokens, read)  # finished freed at the end
+        prompts = [n for _, n in record.prefill]
+        seconds = costs.step_seconds(  # finished requests were freed at the end of the step
+            model,
+            gpu,
+            record.num_batched_tokens,
+            read - sum(prompts),
+            prefill_lens=prompts,
+            num_seqs=len(record.sampled),
+        )
         meter.sample(categories, seconds, len(sched.running), bool(sched.waiting))
         clock += seconds
         for req_id in record.finished:
