@@ -232,3 +232,21 @@ def test_05_names_the_step_where_req1_takes_its_next_page():
     assert f"step {allocated_at}" in questions.prediction("05-preempt").why
     assert f"Step {preempted_at}" in questions.prediction("05-preempt").question
     assert re.search(rf"tokens {span[0]}–{span[1]}", questions.prediction("05-preempt").why)
+
+
+# ---- the map to vLLM and SGLang ---------------------------------------------------------------
+
+
+def test_the_name_map_is_linked_and_notebook_00s_table_agrees_with_it():
+    full = (ROOT / "docs" / "vllm_map.md").read_text()
+    for stem in ("00", "01", "02", "03", "04", "05", "09"):
+        path = next(p for p in NOTEBOOKS if p.name.startswith(stem))
+        assert "](../docs/vllm_map.md)" in _texts(path), f"{path.name} does not link the map"
+    cell = next(
+        t for t in map("".join, (c["source"] for c in _cells(NOTEBOOKS[0]))) if "| pagedkv | vLLM" in t
+    )
+    rows = [r for r in cell.splitlines() if r.startswith("| `")]
+    assert len(rows) >= 6
+    for row in rows:  # every name of the short table is in the full map
+        for name in re.findall(r"`([^`]+)`", row):
+            assert name.split("(")[0] in full, name
