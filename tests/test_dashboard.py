@@ -327,3 +327,21 @@ def test_bench_ui_quick_reports_step_times(tmp_path):
     assert set(data) == {"64", "256"}
     for row in data.values():
         assert 0 < row["render_ms"] < row["step_ms"] and row["live_sequences"] > 0
+
+
+def test_the_counter_counts_the_learners_own_actions_and_back_says_what_it_undid(dash):
+    for _ in range(5):
+        dash.step_button.click()
+    dash.seq_picker.value = "request_A"
+    dash.fork_button.click()
+    dash.decode_button.click()
+    counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    assert counter.startswith(f"step 5 of {len(dash.run.steps)} + 2 actions of yours")
+    dash.back_button.click()  # undoes Decode all: the scenario stays at step 5
+    counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    assert counter.startswith(f"step 5 of {len(dash.run.steps)} + 1 action of yours")
+    assert "Back undid your own action" in dash.status.value and dash.run.cursor == 5
+    dash.back_button.click()
+    dash.back_button.click()  # now a scenario step: no message, the step moves
+    assert re.sub(r"<[^>]+>", "", dash.step_counter.value).startswith("step 4 of")
+    assert "Back undid" not in dash.status.value

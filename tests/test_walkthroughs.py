@@ -250,3 +250,29 @@ def test_the_name_map_is_linked_and_notebook_00s_table_agrees_with_it():
     for row in rows:  # every name of the short table is in the full map
         for name in re.findall(r"`([^`]+)`", row):
             assert name.split("(")[0] in full, name
+
+
+# ---- figures that say what they show -----------------------------------------------------------
+
+
+def _figure_texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")) if t.get_text()]
+
+
+def test_the_kernel_figure_labels_one_score_per_token_not_per_page():
+    from pagedkv.viz import plot_chunked_kernel
+
+    texts = _figure_texts(plot_chunked_kernel([5, 2, 9], chunk=2, page_size=4))
+    assert {"s0-3", "s4-7", "s8-11"} <= set(texts)
+    assert not {"s0", "s1", "s2"} & set(texts)
+
+
+def test_block_tables_titled_by_step_when_given_and_by_the_pools_clock_otherwise():
+    from pagedkv.viz import plot_block_tables
+
+    run = ScenarioRun("fill")
+    run.goto(9)
+    snap = run.seqs.snapshot()
+    by_step = " ".join(_figure_texts(plot_block_tables(snap, step=run.cursor)))
+    assert "block tables after step 9" in by_step and "clock" not in by_step
+    assert f"block tables at pool clock {snap.clock}" in " ".join(_figure_texts(plot_block_tables(snap)))

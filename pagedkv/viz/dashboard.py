@@ -1,31 +1,28 @@
 """Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
 
 Step / Back / Reset buttons, a step slider and a Play widget (with its speed) drive a
-`ScenarioRun`; the header has one counter, "step k of N", and a scenario ends at its last
-step ("step N of N · done", Step disabled). A picker switches scenario (asking first when
-that would discard actions of your own); controls add a request (optionally starting with an
-existing sequence's tokens, so it shares that prefix), fork a sequence, finish one or decode
-one more token for everyone; sliders rebuild the pool with another number of pages or page
-size and replay everything done so far on it. Every change re-renders, in place:
+`ScenarioRun`; the header has one counter, "step k of N" (+ your own actions), and a
+scenario ends at its last step ("done", Step disabled). A picker switches scenario (asking
+first when that would discard actions of your own); controls add a request (optionally
+sharing an existing sequence's prefix), fork a sequence, finish one or decode one more token
+for everyone; sliders rebuild the pool with another geometry and replay everything on it.
+Every change re-renders, in place:
 
 - the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
   strict nbval; `PoolHeatmap` redraws without re-plotting);
 - the page-lifecycle diagram with the transitions of the last step highlighted;
-- the block tables with each sequence's text boxed by page, a status line of usage and
-  counters, and an event log of allocations, prefix hits, evictions, copy-on-write copies
-  and preemptions (HTML widgets): newest step first, cause before effect inside a step,
-  each entry coloured by its kind, the same for every scenario.
+- the block tables with each sequence's text boxed by page, a status line, and an event
+  log: newest step first, the scheduler's decision then cause before effect inside a step,
+  each entry coloured by its kind.
 
-Back is exact time travel: `ScenarioRun.back()` replays the history minus its last action.
-Widgets carry CSS classes (`pagedkv-step`, `pagedkv-back`, `pagedkv-reset`, `pagedkv-play`,
-`pagedkv-scenario`, `pagedkv-step-counter`, `pagedkv-heatmap`, `pagedkv-lru`,
-`pagedkv-event-log`, ...) so browser tests can click them like a person. Everything here
-reads the pool only through `snapshot()` and events.
+Back is exact time travel (`ScenarioRun.back()`). Widgets carry CSS classes (`pagedkv-step`,
+`pagedkv-back`, `pagedkv-reset`, `pagedkv-play`, `pagedkv-scenario`, `pagedkv-step-counter`,
+`pagedkv-heatmap`, `pagedkv-lru`, `pagedkv-event-log`, ...) so browser tests can click them
+like a person. Everything here reads the pool only through `snapshot()` and events.
 
-Production engines report the same quantities as metrics (vLLM: `kv_cache_usage_perc`,
-prefix-cache queries and hits, preemptions) but show no pages. Leaves out: editing a
-scenario's steps, and saving a session.
+Production engines report these quantities as metrics (vLLM: `kv_cache_usage_perc`, prefix
+hits, preemptions) but show no pages. Leaves out: editing scenarios, saving a session.
 """
 
 from __future__ import annotations
@@ -108,8 +105,15 @@ class Dashboard(DashboardControls):
         self.render()
 
     def back(self) -> None:
-        """Undo the last step (exact: the run is replayed without it)."""
-        self.message = "" if self.run.back() else "nothing to undo"
+        """Undo the last step (exact: the run is replayed without it). Undoing an action of
+        your own leaves the scenario's step where it is, so the message says what went."""
+        last = self.run.history[-1] if self.run.history else None
+        if not self.run.back():
+            self.message = "nothing to undo"
+        elif last is not None and not last[1]:
+            self.message = f"Back undid your own action: {last[0].caption or last[0].op}"
+        else:
+            self.message = ""
         self.render()
 
     def reset(self) -> None:
@@ -136,14 +140,9 @@ class Dashboard(DashboardControls):
     def add_request(self) -> None:
         """Admit the prompt text as a new request, after the tokens of the picked sequence."""
         parent = self.prefix_picker.value or None  # "" is the "(none)" entry
+        new = self.run.new_id("user")
         self._apply(
-            lambda: Action(
-                "add",
-                self.run.new_id("user"),
-                parent=parent,
-                text=self.prompt.value,
-                caption="a request you added",
-            )
+            lambda: Action("add", new, parent=parent, text=self.prompt.value, caption="a request you added")
         )
 
     def fork(self) -> None:
@@ -154,10 +153,7 @@ class Dashboard(DashboardControls):
             return self.render()
         self._apply(
             lambda: Action(
-                "fork",
-                self.run.new_id(f"{parent}.f"),
-                parent=parent,
-                caption=f"you forked {parent}",
+                "fork", self.run.new_id(f"{parent}.f"), parent=parent, caption=f"you forked {parent}"
             )
         )
 
@@ -266,8 +262,10 @@ class Dashboard(DashboardControls):
         self.status.value = self._status_html(snap)
         self.event_log.value = self._log_html()
         done = " · <b>done</b>" if run.done else ""
+        own = run.own_actions  # Fork, Decode all, ...: they move no scenario step, so count them
+        mine = f" + {own} action{'s' * (own != 1)} of yours" if own else ""
         self.step_counter.value = (
-            f"<span style='font-size:16px'><b>step {run.cursor} of {len(run.steps)}</b>{done}</span>"
+            f"<span style='font-size:16px'><b>step {run.cursor} of {len(run.steps)}{mine}</b>{done}</span>"
         )
         self.caption.value = f"<div style='font-size:14px'>{html.escape(self._caption())}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
@@ -339,8 +337,8 @@ class Dashboard(DashboardControls):
         )
         return (
             "<div style='max-height:260px;overflow-y:auto;font-family:monospace;font-size:14px;"
-            "line-height:1.4;border:1px solid #ccc;padding:4px'><b>event log</b> (newest step "
-            f"first; inside a step, cause before effect) · {key}{body}</div>"
+            "line-height:1.4;border:1px solid #ccc;padding:4px'><div><b>event log</b> (newest step "
+            f"first; inside a step, the decision, then cause before effect) · {key}</div>{body}</div>"
         )
 
     def __repr__(self) -> str:
