@@ -47,6 +47,8 @@ __all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_S
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width
+MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
+COMPACT_WIDTH = 4.6  # inches per panel: ~1010 px wide, shown ~610 px beside the log
 
 
 class Dashboard(DashboardControls):
@@ -62,7 +64,7 @@ class Dashboard(DashboardControls):
         super().__init__()
         self.palette = SequencePalette()
         self.model = model
-        self._heatmaps: dict[tuple[int, int], tuple[PoolHeatmap, PoolHeatmap]] = {}
+        self._heatmaps: dict[tuple[int, int], tuple[PoolHeatmap, ...]] = {}
         self._syncing = False  # set while the code (not a person) moves a widget
         self._taken: list[str] = []  # lifecycle transitions of the last step (highlighted)
         self._pending_scenario: str | None = None  # a switch waiting for "discard" or "stay"
@@ -76,13 +78,13 @@ class Dashboard(DashboardControls):
 
     def _build_widgets(self) -> None:
         self.build_controls(self.run)
-        self.step_button.on_click(lambda _: self.step())
-        self.back_button.on_click(lambda _: self.back())
-        self.reset_button.on_click(lambda _: self.reset())
+        self.step_button.on_click(self.pressed(self.step))
+        self.back_button.on_click(self.pressed(self.back))
+        self.reset_button.on_click(self.pressed(self.reset))
         self.add_button.on_click(lambda _: self.add_request())
         self.fork_button.on_click(lambda _: self.fork())
         self.finish_button.on_click(lambda _: self.finish())
-        self.decode_button.on_click(lambda _: self.decode_all())
+        self.decode_button.on_click(self.pressed(self.decode_all))
         self.discard_button.on_click(lambda _: self._confirm_switch(True))
         self.stay_button.on_click(lambda _: self._confirm_switch(False))
         self.play.observe(self._on_jump, names="value")
@@ -242,16 +244,19 @@ class Dashboard(DashboardControls):
         snap = run.snapshots[-1]
         key = (run.num_pages, run.page_size)
         if key not in self._heatmaps:
+            # No clock in the titles: the header's step counter is the one counter shown.
+            compact = {"palette": self.palette, "dpi": HEATMAP_DPI, "panel_width": COMPACT_WIDTH}
             self._heatmaps[key] = (
-                # No clock in the title: the header's step counter is the one counter shown.
-                PoolHeatmap(*key, palette=self.palette, dpi=HEATMAP_DPI, show_clock=False),
+                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
+                PoolHeatmap(*key, views=MORE_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
                 PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
             )
-        pool_map, lru_map = self._heatmaps[key]
+        pool_map, more_map, lru_map = self._heatmaps[key]
         events = run.events
-        pool_map.update(snap)
+        for picture, heatmap in ((self.heatmap, pool_map), (self.more_views, more_map)):
+            heatmap.update(snap)
+            picture.value = heatmap.png()
         lru_map.update(snap, events)
-        self.heatmap.value = pool_map.png()
         self.lru.value = lru_map.png()
         taken = step_transitions(run.snapshots[-2], snap, run.records[-1].events) if run.records else []
         if taken != self._taken or not self.lifecycle.value:
@@ -336,7 +341,7 @@ class Dashboard(DashboardControls):
             for k in ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt", "append")
         )
         return (
-            "<div style='max-height:260px;overflow-y:auto;font-family:monospace;font-size:14px;"
+            "<div style='max-height:440px;overflow-y:auto;font-family:monospace;font-size:14px;"
             "line-height:1.4;border:1px solid #ccc;padding:4px'><div><b>event log</b> (newest step "
             f"first; inside a step, the decision, then cause before effect) · {key}</div>{body}</div>"
         )
