@@ -276,3 +276,18 @@ def test_block_tables_titled_by_step_when_given_and_by_the_pools_clock_otherwise
     by_step = " ".join(_figure_texts(plot_block_tables(snap, step=run.cursor)))
     assert "block tables after step 9" in by_step and "clock" not in by_step
     assert f"block tables at pool clock {snap.clock}" in " ".join(_figure_texts(plot_block_tables(snap)))
+
+
+def test_a_request_has_the_same_colour_on_the_dashboard_and_in_a_prediction():
+    from pagedkv.viz import Dashboard, PredictStep
+    from pagedkv.viz.palette import DEFAULT_PALETTE
+
+    DEFAULT_PALETTE.color("someone drawn earlier in the notebook")  # must not shift anything
+    ask = PredictStep("00-evict")  # starts at step 42: request_B is drawn first there
+    dash = Dashboard("walkthrough")
+    ask.answer("8")
+    colours = {s: ask.palette.color(s) for s in ("request_A", "request_B")}
+    assert colours == {s: dash.palette.color(s) for s in ("request_A", "request_B")}
+    assert len(set(colours.values())) == 2
+    dash.reset_button.click()
+    assert {s: dash.palette.color(s) for s in colours} == colours

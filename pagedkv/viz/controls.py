@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import ipywidgets as widgets
 
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
+from pagedkv.viz.palette import SequencePalette
 
 __all__ = ["PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
 
@@ -32,6 +33,7 @@ class DashboardControls(widgets.VBox):
     """The dashboard's widgets, created by `build_controls` and laid out by `_layout`."""
 
     run: ScenarioRun
+    palette: SequencePalette  # one colour per request, in the order the scenario names them
     _syncing: bool  # set while the code (not a person) moves a widget
 
     def build_controls(self, run: ScenarioRun) -> None:
@@ -185,6 +187,7 @@ class DashboardControls(widgets.VBox):
 
     def _sync_controls(self) -> None:
         """Point the picker, sliders and Play at the current run without triggering them."""
+        self.palette.restart(self.run.steps)
         self._syncing = True
         try:
             self.scenario_picker.value = self.run.scenario.name

@@ -121,7 +121,7 @@ class Dashboard(DashboardControls):
     def reset(self) -> None:
         self.message = ""
         self.run.reset()
-        self.palette.clear()
+        self.palette.restart(self.run.steps)
         self.render()
 
     def goto(self, step: int) -> None:
@@ -180,7 +180,7 @@ class Dashboard(DashboardControls):
     def load(self, scenario: str, num_pages: int | None = None, page_size: int | None = None) -> None:
         """Start another scenario (or the same one on another pool geometry) at step 0."""
         self.run = ScenarioRun(scenario, num_pages, page_size, self.model)
-        self.palette.clear()
+        self.palette.restart(self.run.steps)
         self.message = ""
         self._sync_controls()
         self.render()
@@ -191,7 +191,7 @@ class Dashboard(DashboardControls):
         action the new pool cannot carry out is refused and the log says why)."""
         old = self.run
         self.run = old.rebuilt(num_pages, page_size)
-        self.palette.clear()
+        self.palette.restart(self.run.steps)
         refused = sum(1 for r in self.run.records if r.own and r.note.startswith("refused"))
         self.message = (
             f"rebuilt on {num_pages} pages × {page_size} slots and replayed step "

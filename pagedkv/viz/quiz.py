@@ -26,6 +26,7 @@ import ipywidgets as widgets
 from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz.heatmap import PoolHeatmap
+from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.questions import discussion, prediction, quiz
 
 RIGHT, WRONG = "#007A5A", "#B91C1C"
@@ -56,7 +57,10 @@ class PredictStep(widgets.VBox):
         ).add_class("pagedkv-predict-step")
         self.result = widgets.HTML().add_class("pagedkv-predict-result")
         self.picture = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
-        self._heatmap = PoolHeatmap(self.run.num_pages, self.run.page_size, views=tuple(views))
+        self.palette = SequencePalette().restart(self.run.steps)  # the dashboard's colours for this scenario
+        self._heatmap = PoolHeatmap(
+            self.run.num_pages, self.run.page_size, views=tuple(views), palette=self.palette
+        )
         self.button.on_click(lambda _: self.check())
         self.children = [
             widgets.HTML(_box(f"<b>Predict:</b> {html.escape(question)}")),
