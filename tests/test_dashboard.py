@@ -362,6 +362,8 @@ def test_a_step_is_drawn_in_a_visible_busy_state_that_refuses_clicks(dash):
     assert step_number(dash) == 1  # one step, not two
     assert seen[0] == ("note", seen[0][1]) and "drawing" in seen[0][1] and ("disabled", True) in seen
     assert seen[-1] == ("note", "") and not dash.step_button.disabled
+    dash.reset_button.click()  # and Reset, which render() leaves alone, is pressable again
+    assert step_number(dash) == 0 and not dash.reset_button.disabled and dash.back_button.disabled
 
 
 def test_the_compact_layout_puts_the_main_heatmap_beside_the_log_and_the_rest_in_tabs(dash):

@@ -159,7 +159,8 @@ class DashboardControls(widgets.VBox):
     def busy(self) -> Iterator[None]:
         """While a step is drawn: the stepping buttons are disabled and the header says
         "drawing…", so a click in that time is refused visibly, not lost or queued unseen.
-        The body's `render()` sets the buttons again; if it fails they are put back as they were."""
+        The body's `render()` sets Step, Back and Decode all again (Reset, which it leaves
+        alone, is put back as it was); if the body fails, all are put back as they were."""
         buttons = (self.step_button, self.back_button, self.reset_button, self.decode_button)
         was = [b.disabled for b in buttons]
         self.busy_note.value = "<span style='color:#B45309;font-size:14px'>drawing…</span>"
@@ -171,6 +172,8 @@ class DashboardControls(widgets.VBox):
             for button, disabled in zip(buttons, was):
                 button.disabled = disabled
             raise
+        else:
+            self.reset_button.disabled = was[2]
         finally:
             self.busy_note.value = ""
 
