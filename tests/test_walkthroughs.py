@@ -291,3 +291,9 @@ def test_a_request_has_the_same_colour_on_the_dashboard_and_in_a_prediction():
     assert len(set(colours.values())) == 2
     dash.reset_button.click()
     assert {s: dash.palette.color(s) for s in colours} == colours
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cell_has_a_unique_id(path):  # nbformat 4.5: a cell without one is invalid
+    ids = [cell.get("id") for cell in _cells(path)]
+    assert None not in ids and len(set(ids)) == len(ids)
