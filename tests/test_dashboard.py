@@ -327,3 +327,48 @@ def test_bench_ui_quick_reports_step_times(tmp_path):
     assert set(data) == {"64", "256"}
     for row in data.values():
         assert 0 < row["render_ms"] < row["step_ms"] and row["live_sequences"] > 0
+
+
+def test_the_counter_counts_the_learners_own_actions_and_back_says_what_it_undid(dash):
+    for _ in range(5):
+        dash.step_button.click()
+    dash.seq_picker.value = "request_A"
+    dash.fork_button.click()
+    dash.decode_button.click()
+    counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    assert counter.startswith(f"step 5 of {len(dash.run.steps)} + 2 actions of yours")
+    dash.back_button.click()  # undoes Decode all: the scenario stays at step 5
+    counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    assert counter.startswith(f"step 5 of {len(dash.run.steps)} + 1 action of yours")
+    assert "Back undid your own action" in dash.status.value and dash.run.cursor == 5
+    dash.back_button.click()
+    dash.back_button.click()  # now a scenario step: no message, the step moves
+    assert re.sub(r"<[^>]+>", "", dash.step_counter.value).startswith("step 4 of")
+    assert "Back undid" not in dash.status.value
+
+
+def test_a_step_is_drawn_in_a_visible_busy_state_that_refuses_clicks(dash):
+    seen = []
+    dash.busy_note.observe(lambda change: seen.append(("note", change["new"])), names="value")
+    dash.step_button.observe(lambda change: seen.append(("disabled", change["new"])), names="disabled")
+    original = dash.render
+
+    def render_and_click_again():
+        dash.step_button.click()  # a click while drawing: the button is disabled, nothing runs
+        original()
+
+    dash.render = render_and_click_again
+    dash.step_button.click()
+    assert step_number(dash) == 1  # one step, not two
+    assert seen[0] == ("note", seen[0][1]) and "drawing" in seen[0][1] and ("disabled", True) in seen
+    assert seen[-1] == ("note", "") and not dash.step_button.disabled
+    dash.reset_button.click()  # and Reset, which render() leaves alone, is pressable again
+    assert step_number(dash) == 0 and not dash.reset_button.disabled and dash.back_button.disabled
+
+
+def test_the_compact_layout_puts_the_main_heatmap_beside_the_log_and_the_rest_in_tabs(dash):
+    main = next(c for c in dash.children if isinstance(c, widgets.HBox) and dash.heatmap in c.children)
+    assert list(main.children) == [dash.heatmap, dash.event_log]
+    tabs = dash.children[-1]
+    assert isinstance(tabs, widgets.Tab) and dash.lru in tabs.children and dash.lifecycle in tabs.children
+    assert "Your actions" in tabs.titles

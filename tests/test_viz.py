@@ -511,10 +511,9 @@ def test_heatmaps_are_projector_size_and_never_cut_an_owner_name():
 def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
     from pagedkv.scenarios import ScenarioRun
     from pagedkv.viz import PredictStep
-    from pagedkv.viz import quiz as q
 
     run = ScenarioRun("walkthrough")
-    ask = PredictStep(run, "pages?", ["4", "5", "18"], q.num_pages_allocated, "18 / 4 rounded up")
+    ask = PredictStep("00-prompt-pages", run)
     ask.check()  # no answer yet: nothing runs
     assert run.cursor == 0 and "Pick an answer" in ask.result.value
     ask.answer("4")
@@ -525,7 +524,7 @@ def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
 
 def test_the_outcome_readers_name_what_a_step_did():
     from pagedkv.scenarios import ScenarioRun
-    from pagedkv.viz import quiz as q
+    from pagedkv.viz import questions as q
 
     parallel = ScenarioRun("parallel")
     parallel.goto(4)
@@ -539,15 +538,20 @@ def test_the_outcome_readers_name_what_a_step_did():
     assert q.request_preempted(preempt.step(), preempt) == "req2"
 
 
-def test_quiz_checks_answers_and_refuses_an_answer_not_offered():
-    from pagedkv.viz import Question, Quiz
+def test_quiz_checks_answers_and_refuses_an_unknown_question_id():
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.questions import Question
 
-    quiz = Quiz([("2 + 2?", ("3", "4"), "4", "arithmetic")])
+    quiz = Quiz("01-check")  # 1. page_size 4, block table [7, 2, 9]: the slot of position 5
     assert not quiz.check(0)  # nothing picked
-    assert quiz.check(0, "4") and "Right" in quiz.feedback[0].value
-    assert not quiz.check(0, "3") and "the answer is" in quiz.feedback[0].value
+    assert quiz.check(0, "9") and "Right" in quiz.feedback[0].value
+    assert not quiz.check(0, "21") and "the answer is" in quiz.feedback[0].value
     with pytest.raises(ValueError, match="answer must be one of"):
         Question("q", ("a", "b"), "c", "why")
+    with pytest.raises(ValueError, match="question_id must be one of .* got '99-check'"):
+        Quiz("99-check")
+    with pytest.raises(TypeError, match="question_id must be a str"):
+        Quiz(5)
 
 
 def test_the_kernel_picture_refuses_a_chunk_of_the_wrong_kind_or_size():

@@ -128,7 +128,9 @@ def figure(report: Report):
         ax.set_ylabel("prefix hit rate (%)", fontsize=13)
     for ax in axes[-2:]:
         ax.set_xlabel("cache size (tokens)", fontsize=13)
-    axes[0].legend(fontsize=12, ncol=2)
+    # One legend under the panels: inside a panel it covered lines (lfu and s3fifo on chat).
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=12, frameon=False)
     fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=15)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig

@@ -71,13 +71,15 @@ class ActionRecord:
     appends: list[tuple[int, Hashable]] = field(default_factory=list)  # (events so far, seq id)
     step: int = 0  # scenario steps applied once this action was (the run's one counter)
     own: bool = False  # an action of your own, not one of the scenario's steps
+    spans: dict[int, tuple[int, int]] = field(
+        default_factory=dict
+    )  # new page -> (first, last) token it holds
 
     def event_lines(self) -> list[str]:
         """The action's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
         return [text for kind, text in self._event_entries(self.events)]
 
-    @staticmethod
-    def _event_entries(events: list[Event]) -> list[tuple[str, str]]:
+    def _event_entries(self, events: list[Event]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         run: list[Event] = []  # consecutive events of one kind for one sequence
         for event in [*events, None]:
@@ -86,17 +88,20 @@ class ActionRecord:
                 or (event.kind, event.seq_id) != (run[0].kind, run[0].seq_id)
                 or event.kind == "cow"
             ):
-                out.append((run[0].kind, _describe(run)))
+                out.append((run[0].kind, _describe(run, self.spans)))
                 run = []
             if event is not None:
                 run.append(event)
         return out
 
     def entries(self) -> list[tuple[str, str]]:
-        """Everything the action did as (kind, words), cause before effect: each append
-        follows the events it caused (an eviction, then the allocation, then the token in
-        its slot), and the outcome comes last. Kinds are event kinds, "append" or "note"."""
-        out, start, events = [], 0, _causes_first(self.events)
+        """Everything the action did as (kind, words), cause before effect: a scheduler
+        step's decision comes first, each append follows the events it caused (an eviction,
+        then the allocation, then the token in its slot), and any other action's outcome
+        comes last. Kinds are event kinds, "append", "decision" or "note"."""
+        decides = self.action.op == "schedule" and not self.note.startswith("refused")
+        out: list[tuple[str, str]] = [("decision", self.note)] if decides and self.note else []
+        start, events = 0, _causes_first(self.events)
         for end, seq_id in self.appends:
             out += self._event_entries(events[start:end])
             t = self.tokens[seq_id]
@@ -111,7 +116,7 @@ class ActionRecord:
             for s, t in self.tokens.items()
             if s not in self.slots and s not in {a for _, a in self.appends}
         ]
-        if self.note:
+        if self.note and not decides:
             out.append(("refused" if self.note.startswith("refused") else "note", self.note))
         return out
 
@@ -120,7 +125,11 @@ class ActionRecord:
         return [text for _, text in self.entries()]
 
 
-_CAUSED = {"preempt": ("cache", "free"), "resume": ("prefix_hit", "allocate", "evict")}
+_CAUSED = {
+    "preempt": ("cache", "free"),
+    "abort": ("cache", "free"),
+    "resume": ("prefix_hit", "allocate", "evict"),
+}
 
 
 def _causes_first(events: list[Event]) -> list[Event]:
@@ -149,7 +158,9 @@ _WORDS = {  # event kind -> how the log says it (other kinds are said as they ar
 }
 
 
-def _describe(run: list[Event]) -> str:
+def _describe(run: list[Event], spans: dict[int, tuple[int, int]]) -> str:
+    """One log line for a run of events of one kind and sequence. An allocation says which
+    tokens the pages have room for: "allocate page 10 for req1: room for its tokens 25-28"."""
     first = run[0]
     who = f" for {first.seq_id}" if first.seq_id is not None else ""
     if first.page_id < 0:  # a scheduler event about a request: preempt, resume, abort
@@ -157,7 +168,11 @@ def _describe(run: list[Event]) -> str:
     if first.kind == "cow":
         return f"copy-on-write: {first.detail} to page {first.page_id}{who}"
     pages = ", ".join(str(e.page_id) for e in run)
-    return f"{_WORDS.get(first.kind, first.kind)} page{'s' if len(run) > 1 else ''} {pages}{who}"
+    line = f"{_WORDS.get(first.kind, first.kind)} page{'s' if len(run) > 1 else ''} {pages}{who}"
+    held = [spans[e.page_id] for e in run if e.page_id in spans]
+    if first.kind == "allocate" and held:
+        line += f": room for its tokens {min(a for a, _ in held)}-{max(b for _, b in held)}"
+    return line
 
 
 @dataclass(frozen=True)

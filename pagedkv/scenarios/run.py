@@ -215,12 +215,24 @@ class ScenarioRun(ScenarioOperations):
             record.note = f"refused: {error}"
         finally:
             self._record = None
+        self._note_spans(record)
         self.cursor += scenario_step
         record.step, record.own = self.cursor, not scenario_step
         self.history.append((action, scenario_step))
         self.records.append(record)
         self.snapshots.append(self.seqs.snapshot())
         return record
+
+    def _note_spans(self, record: ActionRecord) -> None:
+        """Which token positions each page allocated in this step has room for (1-based),
+        from the block table that holds it now: when a step reserves a page, and for which
+        tokens, is what the log shows (vLLM's `allocate_slots` in `schedule()`)."""
+        for event in record.events:
+            if event.kind == "allocate" and event.seq_id in self.seqs:
+                table = self.seqs.block_table(event.seq_id)
+                if event.page_id in table:
+                    k = table.index(event.page_id)
+                    record.spans[event.page_id] = (k * self.page_size + 1, (k + 1) * self.page_size)
 
     def back(self) -> bool:
         """Undo the last step exactly; False when there is none.

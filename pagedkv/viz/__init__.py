@@ -1,6 +1,6 @@
 """Pictures of the page pool and the classroom dashboard (they read `snapshot()` and events).
 
-The widget classes (`Dashboard`, `PredictStep`, `Question`, `Quiz`) are imported on first use,
+The widget classes (`Dashboard`, `PredictStep`, `Quiz`, `Discuss`) are imported on first use,
 so the pictures (and `python -m pagedkv demo`) never load ipywidgets.
 """
 
@@ -23,9 +23,9 @@ from pagedkv.viz.usage import plot_series, plot_slots, plot_usage, sharing_savin
 
 if TYPE_CHECKING:
     from pagedkv.viz.dashboard import Dashboard
-    from pagedkv.viz.quiz import PredictStep, Question, Quiz
+    from pagedkv.viz.quiz import Discuss, PredictStep, Quiz
 
-_WIDGETS = {"Dashboard": ".dashboard", "PredictStep": ".quiz", "Question": ".quiz", "Quiz": ".quiz"}
+_WIDGETS = {"Dashboard": ".dashboard", "Discuss": ".quiz", "PredictStep": ".quiz", "Quiz": ".quiz"}
 
 
 def __getattr__(name: str) -> object:
@@ -37,9 +37,9 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "VIEWS",
     "Dashboard",
+    "Discuss",
     "PoolHeatmap",
     "PredictStep",
-    "Question",
     "Quiz",
     "SequencePalette",
     "block_table_html",

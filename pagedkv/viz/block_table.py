@@ -74,9 +74,11 @@ def plot_block_tables(
     palette: SequencePalette | None = None,
     events: Iterable[Event] | None = None,
     max_blocks: int = 32,
+    step: int | None = None,
 ) -> Figure:
     """A figure of every live sequence's block table (first `max_blocks` blocks). Pass the
-    pool's `events` (e.g. `ScenarioRun.events`) for exact copy-on-write marks."""
+    pool's `events` (e.g. `ScenarioRun.events`) for exact copy-on-write marks, and a run's
+    `step` to title it by step rather than by the pool's clock (one tick per operation)."""
     palette = _check(snapshot, palette)
     seqs = list(snapshot.seq_ids)
     hits, cow = _marks(snapshot, events)
@@ -101,7 +103,7 @@ def plot_block_tables(
             _draw_cell(ax, block, row, label, refs, mark, palette.color(seq_id), palette.text_color(seq_id))
         if len(table) > max_blocks:
             ax.text(max_blocks, row + 0.5, f" +{len(table) - max_blocks}", va="center", fontsize=8)
-    _label_axes(ax, snapshot, seqs, width)
+    _label_axes(ax, snapshot, seqs, width, step)
     _legend(fig, shown)
     return projector(fig)
 
@@ -136,8 +138,8 @@ def _draw_cell(
     )
 
 
-def _label_axes(ax: Axes, snapshot: PoolSnapshot, seqs: list, width: int) -> None:
-    """Rows by sequence, columns by logical block, the clock and page size in the title."""
+def _label_axes(ax: Axes, snapshot: PoolSnapshot, seqs: list, width: int, step: int | None = None) -> None:
+    """Rows by sequence, columns by logical block, the step (or clock) and page size in the title."""
     ax.set_xlim(0, width)
     ax.set_ylim(max(1, len(seqs)), 0)
     ax.set_yticks(np.arange(len(seqs)) + 0.5, [str(s) for s in seqs], fontsize=9)
@@ -147,7 +149,12 @@ def _label_axes(ax: Axes, snapshot: PoolSnapshot, seqs: list, width: int) -> Non
     for spine in ax.spines.values():
         spine.set_visible(False)
     ax.set_title(
-        f"block tables at clock {snapshot.clock} (page_size {snapshot.page_size})",
+        (
+            f"block tables after step {step}"
+            if step is not None
+            else f"block tables at pool clock {snapshot.clock}"
+        )
+        + f" (page_size {snapshot.page_size})",
         fontsize=10,
         loc="left",
     )

@@ -1,11 +1,12 @@
 """The dashboard's controls: every widget it shows, with its CSS class, and their layout.
 
 `DashboardControls` is the widget half of `pagedkv.viz.dashboard.Dashboard`: it creates the
-buttons, sliders, pickers and output widgets for a `ScenarioRun` and arranges them in rows
-(scenario and step counter; Step / Back / Reset and Jump to; Play and its speed; your own
-request, fork, finish and decode; pool geometry; then the pictures, block tables and event
-log). Each widget carries a `pagedkv-*` CSS class so browser tests click it like a person.
-It wires no callbacks and draws nothing: `Dashboard` does both.
+buttons, sliders, pickers and output widgets for a `ScenarioRun` and lays them out to fit a
+1280x720 screen: the scenario and step counter, Step / Back / Reset / Jump to / Play, then the
+main heatmap beside the event log; everything else in tabs (your own actions, block tables,
+more pool views, the LRU order, the page lifecycle, the pool's size). Each widget carries a
+`pagedkv-*` CSS class so browser tests click it like a person. `busy()` marks a step being
+drawn. It wires no callbacks and draws nothing: `Dashboard` does both.
 
 vLLM and SGLang ship no such controls (their engines are driven by requests, not buttons).
 Leaves out: the callbacks, rendering and keyboard shortcuts.
@@ -13,9 +14,13 @@ Leaves out: the callbacks, rendering and keyboard shortcuts.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import ipywidgets as widgets
 
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
+from pagedkv.viz.palette import SequencePalette
 
 __all__ = ["PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
 
@@ -28,6 +33,7 @@ class DashboardControls(widgets.VBox):
     """The dashboard's widgets, created by `build_controls` and laid out by `_layout`."""
 
     run: ScenarioRun
+    palette: SequencePalette  # one colour per request, in the order the scenario names them
     _syncing: bool  # set while the code (not a person) moves a widget
 
     def build_controls(self, run: ScenarioRun) -> None:
@@ -110,38 +116,81 @@ class DashboardControls(widgets.VBox):
     def _build_views(self) -> None:
         """The pictures (heatmap, LRU order, lifecycle), status, block tables and event log."""
         width = widgets.Layout
-        self.heatmap = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-heatmap")
+        self.heatmap = widgets.Image(format="png", layout=width(width="58%")).add_class("pagedkv-heatmap")
+        self.more_views = widgets.Image(format="png", layout=width(width="100%")).add_class(
+            "pagedkv-more-views"
+        )
+        self.busy_note = widgets.HTML().add_class("pagedkv-busy-note")
         self.lru = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-lru")
         self.lifecycle = widgets.Image(format="png", layout=width(width="100%")).add_class(
             "pagedkv-lifecycle"
         )
         self.status = widgets.HTML().add_class("pagedkv-status")
         self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
-        self.event_log = widgets.HTML().add_class("pagedkv-event-log")
+        self.event_log = widgets.HTML(layout=width(width="42%")).add_class("pagedkv-event-log")
 
     def _layout(self) -> list[widgets.Widget]:
         def row(children: list) -> widgets.HBox:  # wraps onto the next line in narrow windows
-            return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap"))
+            return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
 
-        details = widgets.VBox([self.status, self.block_tables])
+        pages = {
+            "Your actions": widgets.VBox([
+                row([self.prompt, self.prefix_picker, self.add_button]),
+                row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
+            ]),
+            "Block tables": widgets.VBox([self.status, self.block_tables]),
+            "More views": self.more_views,
+            "LRU order": self.lru,
+            "Page life": self.lifecycle,
+            "Pool size": row([self.pages_slider, self.page_size_slider, self.speed]),
+        }  # fmt: skip
+        tabs = widgets.Tab(children=list(pages.values()), titles=list(pages)).add_class("pagedkv-tabs")
+        main = widgets.HBox([self.heatmap, self.event_log], layout=widgets.Layout(align_items="flex-start"))
         return [
-            row([self.scenario_picker, self.step_counter]),
+            row([self.scenario_picker, self.step_counter, self.busy_note]),
             self.confirm,
-            row([self.step_button, self.back_button, self.reset_button, self.step_slider]),
-            row([self.play, self.speed]),
+            row([self.step_button, self.back_button, self.reset_button, self.play, self.step_slider]),
             self.caption,
-            row([self.prompt, self.prefix_picker, self.add_button]),
-            row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
-            row([self.pages_slider, self.page_size_slider]),
-            self.heatmap,
-            self.lru,
-            self.lifecycle,
-            details,
-            self.event_log,
+            main,
+            tabs,
         ]
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """While a step is drawn: the stepping buttons are disabled and the header says
+        "drawing…", so a click in that time is refused visibly, not lost or queued unseen.
+        The body's `render()` sets Step, Back and Decode all again (Reset, which it leaves
+        alone, is put back as it was); if the body fails, all are put back as they were."""
+        buttons = (self.step_button, self.back_button, self.reset_button, self.decode_button)
+        was = [b.disabled for b in buttons]
+        self.busy_note.value = "<span style='color:#B45309;font-size:14px'>drawing…</span>"
+        for button in buttons:
+            button.disabled = True
+        try:
+            yield
+        except BaseException:
+            for button, disabled in zip(buttons, was):
+                button.disabled = disabled
+            raise
+        else:
+            self.reset_button.disabled = was[2]
+        finally:
+            self.busy_note.value = ""
+
+    def pressed(self, action: Callable[[], object]) -> Callable[[object], None]:
+        """A button callback that runs `action` in the busy state."""
+
+        def callback(_: object) -> None:
+            if self.busy_note.value:  # a step is being drawn: this click is refused
+                return
+            with self.busy():
+                action()
+
+        return callback
 
     def _sync_controls(self) -> None:
         """Point the picker, sliders and Play at the current run without triggering them."""
+        self.palette.restart(self.run.steps)
         self._syncing = True
         try:
             self.scenario_picker.value = self.run.scenario.name

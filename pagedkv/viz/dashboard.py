@@ -1,31 +1,28 @@
 """Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
 
 Step / Back / Reset buttons, a step slider and a Play widget (with its speed) drive a
-`ScenarioRun`; the header has one counter, "step k of N", and a scenario ends at its last
-step ("step N of N · done", Step disabled). A picker switches scenario (asking first when
-that would discard actions of your own); controls add a request (optionally starting with an
-existing sequence's tokens, so it shares that prefix), fork a sequence, finish one or decode
-one more token for everyone; sliders rebuild the pool with another number of pages or page
-size and replay everything done so far on it. Every change re-renders, in place:
+`ScenarioRun`; the header has one counter, "step k of N" (+ your own actions), and a
+scenario ends at its last step ("done", Step disabled). A picker switches scenario (asking
+first when that would discard actions of your own); controls add a request (optionally
+sharing an existing sequence's prefix), fork a sequence, finish one or decode one more token
+for everyone; sliders rebuild the pool with another geometry and replay everything on it.
+Every change re-renders, in place:
 
 - the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
   strict nbval; `PoolHeatmap` redraws without re-plotting);
 - the page-lifecycle diagram with the transitions of the last step highlighted;
-- the block tables with each sequence's text boxed by page, a status line of usage and
-  counters, and an event log of allocations, prefix hits, evictions, copy-on-write copies
-  and preemptions (HTML widgets): newest step first, cause before effect inside a step,
-  each entry coloured by its kind, the same for every scenario.
+- the block tables with each sequence's text boxed by page, a status line, and an event
+  log: newest step first, the scheduler's decision then cause before effect inside a step,
+  each entry coloured by its kind.
 
-Back is exact time travel: `ScenarioRun.back()` replays the history minus its last action.
-Widgets carry CSS classes (`pagedkv-step`, `pagedkv-back`, `pagedkv-reset`, `pagedkv-play`,
-`pagedkv-scenario`, `pagedkv-step-counter`, `pagedkv-heatmap`, `pagedkv-lru`,
-`pagedkv-event-log`, ...) so browser tests can click them like a person. Everything here
-reads the pool only through `snapshot()` and events.
+Back is exact time travel (`ScenarioRun.back()`). Widgets carry CSS classes (`pagedkv-step`,
+`pagedkv-back`, `pagedkv-reset`, `pagedkv-play`, `pagedkv-scenario`, `pagedkv-step-counter`,
+`pagedkv-heatmap`, `pagedkv-lru`, `pagedkv-event-log`, ...) so browser tests can click them
+like a person. Everything here reads the pool only through `snapshot()` and events.
 
-Production engines report the same quantities as metrics (vLLM: `kv_cache_usage_perc`,
-prefix-cache queries and hits, preemptions) but show no pages. Leaves out: editing a
-scenario's steps, and saving a session.
+Production engines report these quantities as metrics (vLLM: `kv_cache_usage_perc`, prefix
+hits, preemptions) but show no pages. Leaves out: editing scenarios, saving a session.
 """
 
 from __future__ import annotations
@@ -50,6 +47,8 @@ __all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_S
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width
+MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
+COMPACT_WIDTH = 4.6  # inches per panel: ~1010 px wide, shown ~610 px beside the log
 
 
 class Dashboard(DashboardControls):
@@ -65,7 +64,7 @@ class Dashboard(DashboardControls):
         super().__init__()
         self.palette = SequencePalette()
         self.model = model
-        self._heatmaps: dict[tuple[int, int], tuple[PoolHeatmap, PoolHeatmap]] = {}
+        self._heatmaps: dict[tuple[int, int], tuple[PoolHeatmap, ...]] = {}
         self._syncing = False  # set while the code (not a person) moves a widget
         self._taken: list[str] = []  # lifecycle transitions of the last step (highlighted)
         self._pending_scenario: str | None = None  # a switch waiting for "discard" or "stay"
@@ -79,13 +78,13 @@ class Dashboard(DashboardControls):
 
     def _build_widgets(self) -> None:
         self.build_controls(self.run)
-        self.step_button.on_click(lambda _: self.step())
-        self.back_button.on_click(lambda _: self.back())
-        self.reset_button.on_click(lambda _: self.reset())
+        self.step_button.on_click(self.pressed(self.step))
+        self.back_button.on_click(self.pressed(self.back))
+        self.reset_button.on_click(self.pressed(self.reset))
         self.add_button.on_click(lambda _: self.add_request())
         self.fork_button.on_click(lambda _: self.fork())
         self.finish_button.on_click(lambda _: self.finish())
-        self.decode_button.on_click(lambda _: self.decode_all())
+        self.decode_button.on_click(self.pressed(self.decode_all))
         self.discard_button.on_click(lambda _: self._confirm_switch(True))
         self.stay_button.on_click(lambda _: self._confirm_switch(False))
         self.play.observe(self._on_jump, names="value")
@@ -108,14 +107,21 @@ class Dashboard(DashboardControls):
         self.render()
 
     def back(self) -> None:
-        """Undo the last step (exact: the run is replayed without it)."""
-        self.message = "" if self.run.back() else "nothing to undo"
+        """Undo the last step (exact: the run is replayed without it). Undoing an action of
+        your own leaves the scenario's step where it is, so the message says what went."""
+        last = self.run.history[-1] if self.run.history else None
+        if not self.run.back():
+            self.message = "nothing to undo"
+        elif last is not None and not last[1]:
+            self.message = f"Back undid your own action: {last[0].caption or last[0].op}"
+        else:
+            self.message = ""
         self.render()
 
     def reset(self) -> None:
         self.message = ""
         self.run.reset()
-        self.palette.clear()
+        self.palette.restart(self.run.steps)
         self.render()
 
     def goto(self, step: int) -> None:
@@ -136,14 +142,9 @@ class Dashboard(DashboardControls):
     def add_request(self) -> None:
         """Admit the prompt text as a new request, after the tokens of the picked sequence."""
         parent = self.prefix_picker.value or None  # "" is the "(none)" entry
+        new = self.run.new_id("user")
         self._apply(
-            lambda: Action(
-                "add",
-                self.run.new_id("user"),
-                parent=parent,
-                text=self.prompt.value,
-                caption="a request you added",
-            )
+            lambda: Action("add", new, parent=parent, text=self.prompt.value, caption="a request you added")
         )
 
     def fork(self) -> None:
@@ -154,10 +155,7 @@ class Dashboard(DashboardControls):
             return self.render()
         self._apply(
             lambda: Action(
-                "fork",
-                self.run.new_id(f"{parent}.f"),
-                parent=parent,
-                caption=f"you forked {parent}",
+                "fork", self.run.new_id(f"{parent}.f"), parent=parent, caption=f"you forked {parent}"
             )
         )
 
@@ -182,7 +180,7 @@ class Dashboard(DashboardControls):
     def load(self, scenario: str, num_pages: int | None = None, page_size: int | None = None) -> None:
         """Start another scenario (or the same one on another pool geometry) at step 0."""
         self.run = ScenarioRun(scenario, num_pages, page_size, self.model)
-        self.palette.clear()
+        self.palette.restart(self.run.steps)
         self.message = ""
         self._sync_controls()
         self.render()
@@ -193,7 +191,7 @@ class Dashboard(DashboardControls):
         action the new pool cannot carry out is refused and the log says why)."""
         old = self.run
         self.run = old.rebuilt(num_pages, page_size)
-        self.palette.clear()
+        self.palette.restart(self.run.steps)
         refused = sum(1 for r in self.run.records if r.own and r.note.startswith("refused"))
         self.message = (
             f"rebuilt on {num_pages} pages × {page_size} slots and replayed step "
@@ -246,16 +244,19 @@ class Dashboard(DashboardControls):
         snap = run.snapshots[-1]
         key = (run.num_pages, run.page_size)
         if key not in self._heatmaps:
+            # No clock in the titles: the header's step counter is the one counter shown.
+            compact = {"palette": self.palette, "dpi": HEATMAP_DPI, "panel_width": COMPACT_WIDTH}
             self._heatmaps[key] = (
-                # No clock in the title: the header's step counter is the one counter shown.
-                PoolHeatmap(*key, palette=self.palette, dpi=HEATMAP_DPI, show_clock=False),
+                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
+                PoolHeatmap(*key, views=MORE_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
                 PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
             )
-        pool_map, lru_map = self._heatmaps[key]
+        pool_map, more_map, lru_map = self._heatmaps[key]
         events = run.events
-        pool_map.update(snap)
+        for picture, heatmap in ((self.heatmap, pool_map), (self.more_views, more_map)):
+            heatmap.update(snap)
+            picture.value = heatmap.png()
         lru_map.update(snap, events)
-        self.heatmap.value = pool_map.png()
         self.lru.value = lru_map.png()
         taken = step_transitions(run.snapshots[-2], snap, run.records[-1].events) if run.records else []
         if taken != self._taken or not self.lifecycle.value:
@@ -266,8 +267,10 @@ class Dashboard(DashboardControls):
         self.status.value = self._status_html(snap)
         self.event_log.value = self._log_html()
         done = " · <b>done</b>" if run.done else ""
+        own = run.own_actions  # Fork, Decode all, ...: they move no scenario step, so count them
+        mine = f" + {own} action{'s' * (own != 1)} of yours" if own else ""
         self.step_counter.value = (
-            f"<span style='font-size:16px'><b>step {run.cursor} of {len(run.steps)}</b>{done}</span>"
+            f"<span style='font-size:16px'><b>step {run.cursor} of {len(run.steps)}{mine}</b>{done}</span>"
         )
         self.caption.value = f"<div style='font-size:14px'>{html.escape(self._caption())}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
@@ -338,9 +341,9 @@ class Dashboard(DashboardControls):
             for k in ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt", "append")
         )
         return (
-            "<div style='max-height:260px;overflow-y:auto;font-family:monospace;font-size:14px;"
-            "line-height:1.4;border:1px solid #ccc;padding:4px'><b>event log</b> (newest step "
-            f"first; inside a step, cause before effect) · {key}{body}</div>"
+            "<div style='max-height:440px;overflow-y:auto;font-family:monospace;font-size:14px;"
+            "line-height:1.4;border:1px solid #ccc;padding:4px'><div><b>event log</b> (newest step "
+            f"first; inside a step, the decision, then cause before effect) · {key}</div>{body}</div>"
         )
 
     def __repr__(self) -> str:

@@ -135,7 +135,8 @@ def build_frame(
     rows, cols = grid_shape(num_pages)
     ncols = 2 if len(views) >= 2 else 1  # two views side by side fill a cell's width
     nrows = math.ceil(len(views) / ncols)
-    cell = panel_width * 0.72 / cols  # inches per grid cell
+    legend_in = min(1.32, 0.4 * panel_width)  # legend inches: 0.24 of 5.5, kept when narrower
+    cell = (panel_width - legend_in) * 0.95 / cols  # inches per grid cell
     figure = Figure(
         figsize=(panel_width * ncols, (rows * cell + 1.5) * nrows + 0.6),
         dpi=dpi,
@@ -143,7 +144,7 @@ def build_frame(
     )
     canvas = FigureCanvasAgg(figure)
     figure.suptitle(" ", fontsize=SUPTITLE_PT + 1)  # reserves the room the stamped title takes
-    specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[0.76, 0.24] * ncols)
+    specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[panel_width - legend_in, legend_in] * ncols)
     axes = []
     for k, view in enumerate(views):
         r, c = divmod(k, ncols)

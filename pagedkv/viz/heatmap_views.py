@@ -129,7 +129,7 @@ def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray
         when = f"after the {free} FREE pages" if free else "at the next allocation"
         panel.title = (
             f"LRU: page {panel.victim} is evicted next, {when}:\n"
-            f"it was released first (#1): pages are freed tail first"
+            f"#1 = released longest ago of the CACHED pages left (pages are freed tail first)"
         )
     else:
         panel.victim = -1

@@ -28,13 +28,15 @@ from pagedkv.viz.projector import projector
 ROWS = {"K": 3.3, "scores": 2.2, "V": 0.0, "out": -1.1}  # y of each band (data units)
 
 
-def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2) -> Figure:
-    """The two passes over `block_table`, `chunk` pages at a time (one colour per chunk).
+def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2, page_size: int = 4) -> Figure:
+    """The two passes over `block_table`, `chunk` pages at a time (one colour per chunk);
+    each page gives `page_size` scores, one per token, labelled by their positions.
     Example: plot_chunked_kernel([0, 1, 2, 7, 8, 9], chunk=2) -> three chunks per pass."""
     table = [int(p) for p in block_table]
     if not table:
         raise ValueError("block_table must hold at least one page id")
     check_int("chunk", chunk, 1)  # pages per chunk
+    check_int("page_size", page_size, 1)
     n = len(table)
     fig = Figure(figsize=(11, 5.2), layout="constrained")
     FigureCanvasAgg(fig)
@@ -52,7 +54,7 @@ def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2) -> Figure:
     for i, page in enumerate(table):
         color = SEQUENCE_COLORS[(i // chunk) % len(SEQUENCE_COLORS)]
         cell(i, ROWS["K"], f"K {page}", color)
-        cell(i, ROWS["scores"], f"s{i}", color)
+        cell(i, ROWS["scores"], f"s{i * page_size}-{(i + 1) * page_size - 1}", color)  # one per token
         cell(i, ROWS["V"], f"V {page}", color)
     for first in range(0, n, chunk):
         mid = first + min(chunk, n - first) / 2 - 0.05
@@ -71,7 +73,7 @@ def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2) -> Figure:
             va="center", fontsize=13, color="#D55E00")  # fmt: skip
     labels = {
         "K": "pass 1: gather K,\na chunk at a time,\nscores q · Kᵀ",
-        "scores": "scores of the\nwhole context",
+        "scores": "scores of the\nwhole context,\none per token",
         "V": "pass 2: gather V,\na chunk at a time,\nweights · V",
         "out": "output row",
     }

@@ -15,7 +15,8 @@ another palette (every picture would have to agree on it).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 from matplotlib.colors import to_rgba
 
@@ -66,6 +67,18 @@ class SequencePalette:
 
     def clear(self) -> None:
         self._colors.clear()
+
+    def restart(self, steps: Iterable[Any] = ()) -> SequencePalette:
+        """Forget every colour, then colour the sequences of a scenario's `steps` (its
+        actions) in the order they first appear there: every widget built on the same
+        scenario (the dashboard, a prediction) then gives a request the same colour.
+        Example: restart(ScenarioRun("walkthrough").steps) -> request_A first, request_B second."""
+        self._colors.clear()
+        for action in steps:
+            for seq_id in (action.seq_id, action.parent, *action.seq_ids):
+                if seq_id is not None:
+                    self.color(seq_id)
+        return self
 
     def __len__(self) -> int:
         return len(self._colors)

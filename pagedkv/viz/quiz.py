@@ -1,13 +1,16 @@
-"""Questions for learners, as ipywidgets: predict-then-step before a key step, and check
-questions at the end of a notebook.
+"""Questions for learners, as ipywidgets: predict-then-step before a key step, check
+questions at the end of a notebook, and open questions with an answer to reveal.
 
-- `PredictStep`: a question about the *next* step of a `ScenarioRun` (which page is
+- `PredictStep("05-preempt")`: a question about the *next* step of a scenario (which page is
   allocated, how many pages a prompt needs, which page is evicted, which page a forked
   append copies, which request is preempted). The learner picks an answer and presses
   "Step and check": the step runs, and the widget says what it did, whether that is what
-  they predicted, and why — with the pool heatmap after the step.
-- `Quiz`: multiple-choice check questions, each answered with a short explanation.
+  they predicted, and why, with the pool heatmap after the step.
+- `Quiz("05-check")`: multiple-choice check questions, each explained once answered.
+- `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
 
+The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
+notebook's code never shows them; nothing is sent to the browser before the learner answers.
 Widgets only (no cell output on a click), so notebooks pass strict nbval; `answer()` /
 `check()` press the buttons from code, for tests. Each `PredictStep` owns its run: the
 dashboards and cells around it are not moved. Leaves out: scoring and storing answers
@@ -17,14 +20,14 @@ dashboards and cells around it are not moved. Leaves out: scoring and storing an
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import ipywidgets as widgets
 
 from pagedkv.core.plumbing.validation import check_instance
-from pagedkv.scenarios import ActionRecord, ScenarioRun
+from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz.heatmap import PoolHeatmap
+from pagedkv.viz.palette import SequencePalette
+from pagedkv.viz.questions import discussion, prediction, quiz
 
 RIGHT, WRONG = "#007A5A", "#B91C1C"
 
@@ -34,26 +37,19 @@ def _box(text: str, color: str = "#111111") -> str:
 
 
 class PredictStep(widgets.VBox):
-    """Ask what the next step of `run` will do, then run it and compare.
+    """Ask what the next step of a scenario will do, then run it and compare.
 
-    `outcome(record, run)` reads what the step did (one of `options`, as a string) from the
-    step's record; `why` explains it, whatever the learner answered."""
+    `question_id` names a stored prediction (its scenario, starting step, question, options,
+    outcome reader and explanation); `run` replaces the fresh run it would start, if given
+    (it must be positioned where the question expects)."""
 
-    def __init__(
-        self,
-        run: ScenarioRun,
-        question: str,
-        options: Sequence[str],
-        outcome: Callable[[ActionRecord, ScenarioRun], str],
-        why: str,
-        views: Sequence[str] = ("state", "owner"),
-    ) -> None:
-        check_instance("run", run, ScenarioRun)
-        options = [str(o) for o in options]
-        if len(options) < 2 or len(set(options)) != len(options):
-            raise ValueError(f"options must be 2 or more distinct answers, got {options!r}")
+    def __init__(self, question_id: str, run: ScenarioRun | None = None) -> None:
+        self.data = prediction(question_id)
+        if run is not None:
+            check_instance("run", run, ScenarioRun)
         super().__init__()
-        self.run, self.outcome, self.why = run, outcome, why
+        self.run = self.data.start_run() if run is None else run
+        options, question, views = list(self.data.options), self.data.question, self.data.views
         self.actual: str | None = None  # the step's outcome, once it has run
         self.choices = widgets.ToggleButtons(options=options, value=None).add_class("pagedkv-predict-choices")
         self.button = widgets.Button(
@@ -61,7 +57,10 @@ class PredictStep(widgets.VBox):
         ).add_class("pagedkv-predict-step")
         self.result = widgets.HTML().add_class("pagedkv-predict-result")
         self.picture = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
-        self._heatmap = PoolHeatmap(run.num_pages, run.page_size, views=tuple(views))
+        self.palette = SequencePalette().restart(self.run.steps)  # the dashboard's colours for this scenario
+        self._heatmap = PoolHeatmap(
+            self.run.num_pages, self.run.page_size, views=tuple(views), palette=self.palette
+        )
         self.button.on_click(lambda _: self.check())
         self.children = [
             widgets.HTML(_box(f"<b>Predict:</b> {html.escape(question)}")),
@@ -86,7 +85,7 @@ class PredictStep(widgets.VBox):
                 self.result.value = _box("This scenario has no step left.", WRONG)
                 return
             record = self.run.step()
-            self.actual = str(self.outcome(record, self.run))
+            self.actual = self.data.read(record, self.run)
             self._heatmap.update(self.run.snapshots[-1])
             self.picture.value = self._heatmap.png()
             self.choices.disabled = self.button.disabled = True
@@ -100,7 +99,7 @@ class PredictStep(widgets.VBox):
                 f"<b>{html.escape(self.actual)}</b>. "
             )
             color = WRONG
-        self.result.value = _box(verdict + html.escape(self.why), color)
+        self.result.value = _box(verdict + html.escape(self.data.why), color)
 
     @property
     def correct(self) -> bool | None:
@@ -108,28 +107,13 @@ class PredictStep(widgets.VBox):
         return None if self.actual is None else self.choices.value == self.actual
 
 
-@dataclass(frozen=True)
-class Question:
-    """One multiple-choice check question."""
-
-    text: str
-    options: tuple[str, ...]
-    answer: str  # one of options
-    why: str
-
-    def __post_init__(self) -> None:
-        if self.answer not in self.options:
-            raise ValueError(f"answer must be one of {self.options!r}, got {self.answer!r}")
-
-
 class Quiz(widgets.VBox):
     """Check questions: pick an answer, press Check, read why."""
 
-    def __init__(self, questions: Sequence[Question | tuple], title: str = "Check yourself") -> None:
+    def __init__(self, question_id: str) -> None:
+        data = quiz(question_id)
         super().__init__()
-        self.questions = [q if isinstance(q, Question) else Question(*q) for q in questions]
-        if not self.questions:
-            raise ValueError("questions must hold at least one question")
+        self.questions, title = list(data.questions), data.title
         self.pickers: list[widgets.RadioButtons] = []
         self.feedback: list[widgets.HTML] = []
         rows: list[widgets.Widget] = [widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))]
@@ -160,32 +144,23 @@ class Quiz(widgets.VBox):
         return right
 
 
-def pages_allocated(record: ActionRecord, run: ScenarioRun) -> str:
-    """The pages a step allocated, e.g. "5" or "0, 1, 2" ("none" if it took none)."""
-    pages = [e.page_id for e in record.events if e.kind == "allocate"]
-    return ", ".join(map(str, pages)) or "none"
+class Discuss(widgets.VBox):
+    """An open question; the answer appears only when "Show an answer" is pressed."""
 
+    def __init__(self, question_id: str) -> None:
+        self.data = discussion(question_id)
+        super().__init__()
+        self.button = widgets.Button(description="Show an answer").add_class("pagedkv-discuss-show")
+        self.shown = widgets.HTML().add_class("pagedkv-discuss-answer")
+        self.button.on_click(lambda _: self.reveal())
+        self.children = [
+            widgets.HTML(_box(f"<b>Discuss:</b> {html.escape(self.data.question)}")),
+            self.button,
+            self.shown,
+        ]
+        self.add_class("pagedkv-discuss")
 
-def num_pages_allocated(record: ActionRecord, run: ScenarioRun) -> str:
-    """How many pages a step allocated, e.g. "5"."""
-    return str(sum(1 for e in record.events if e.kind == "allocate"))
-
-
-def page_evicted(record: ActionRecord, run: ScenarioRun) -> str:
-    """The first page a step evicted ("none" if it evicted nothing)."""
-    pages = [e.page_id for e in record.events if e.kind == "evict"]
-    return str(pages[0]) if pages else "none"
-
-
-def page_copied(record: ActionRecord, run: ScenarioRun) -> str:
-    """The source page of the first copy-on-write of a step ("none" without one)."""
-    for event in record.events:
-        if event.kind == "cow":  # detail: "copied from page <src>"
-            return event.detail.rsplit(" ", 1)[-1]
-    return "none"
-
-
-def request_preempted(record: ActionRecord, run: ScenarioRun) -> str:
-    """The request a scheduler step preempted ("none" if it preempted nothing)."""
-    names = [str(e.seq_id) for e in record.events if e.kind == "preempt"]
-    return names[0] if names else "none"
+    def reveal(self) -> None:
+        """Show the answer (what the button does)."""
+        self.shown.value = _box(html.escape(self.data.answer))
+        self.button.disabled = True

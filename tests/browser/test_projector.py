@@ -26,12 +26,13 @@ pytestmark = pytest.mark.browser
 
 PROJECTOR = {"width": 1280, "height": 720}
 MIN_SHOWN_PT = 12.0
+MIN_DASHBOARD_PX = 12.0  # the compact dashboard's heatmap shares the width with the event log
 MIN_FILL = 0.9
 # (notebook, text of the cell whose first picture is measured, screenshot file or None)
 PICTURES = [
     ("00_start_here.ipynb", "plot_pool(story.seqs.snapshot())", "heatmap_projector_1280.png"),
-    ("01_pages_and_block_tables.ipynb", "plot_block_tables(run.seqs.snapshot())", None),
-    ("02_paged_attention.ipynb", "plot_chunked_kernel(table, chunk=3)", None),
+    ("01_pages_and_block_tables.ipynb", "plot_block_tables(run.seqs.snapshot(), step=run.cursor)", None),
+    ("02_paged_attention.ipynb", "plot_chunked_kernel(table, chunk=3, page_size=pool.page_size)", None),
     ("03_prefix_caching_and_lru.ipynb", "plot_lru(evict.seqs.snapshot(), evict.events)", None),
     ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
     ("06_benchmarks.ipynb", "projector(memory.figure(report))", None),
@@ -129,10 +130,11 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
         _cell_of(nb, "How many pages does request_A"), screenshot_dir / "predict_then_step.png"
     )
 
-    counter = page.locator(".pagedkv-step-counter")
-    heatmap = page.locator("img.pagedkv-heatmap")
-    m = measure(nb, heatmap, FONT_PT)
-    assert m["fill"] >= MIN_FILL and m["shown_pt"] >= MIN_SHOWN_PT, m
+    counter = page.locator(".pagedkv-step-counter").first
+    heatmap = page.locator("img.pagedkv-heatmap").first
+    m = measure(nb, heatmap, FONT_PT)  # the compact dashboard: beside the log, text >= 12 px
+    assert m["shown_pt"] / 0.75 >= MIN_DASHBOARD_PX, m
+    dashboard_fits_the_screen(nb, screenshot_dir)
     assert re.search(r"step 0 of 59", counter.text_content()), "the learner's dashboard moved"
     readout = page.locator(".pagedkv-step-slider .widget-readout")
     readout.click()
@@ -147,3 +149,30 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     nb.screenshot_whole(
         _cell_of(nb, 'dash = Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png"
     )
+
+
+_BOX_JS = "el => { const r = el.getBoundingClientRect(); return {top: r.top, bottom: r.bottom}; }"
+
+
+def dashboard_fits_the_screen(nb: NotebookPage, screenshot_dir) -> None:
+    """At 1280x720, with the dashboard scrolled to its top, the Step button, the event log's
+    first lines and the main heatmap are all inside the window: no scrolling between them."""
+    page = nb.page
+    step = page.locator("button.pagedkv-step").first
+    page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(500)
+    height = page.viewport_size["height"]
+    boxes = {
+        name: element.evaluate(_BOX_JS)
+        for name, element in (
+            ("Step", step),
+            ("heatmap", page.locator("img.pagedkv-heatmap").first),
+            ("event log", page.locator(".pagedkv-event-log").first),
+        )
+    }
+    assert 0 <= boxes["Step"]["top"] and boxes["Step"]["bottom"] <= height, boxes
+    assert 0 <= boxes["heatmap"]["top"] and boxes["heatmap"]["bottom"] <= height, boxes
+    assert 0 <= boxes["event log"]["top"] and boxes["event log"]["top"] + 100 <= height, (
+        boxes
+    )  # its first lines
+    page.screenshot(path=str(screenshot_dir / "dashboard_compact_1280x720.png"))

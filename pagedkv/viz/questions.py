@@ -1,0 +1,227 @@
+"""The questions the notebooks ask, keyed by a question id, kept out of the notebooks.
+
+A notebook cell says only `PredictStep("05-preempt")` or `Quiz("05-check")`: the question, its
+options, its answer and the explanation live in `pagedkv/data/questions.json`, so a learner
+reading the code above a widget does not read the answer too. Three kinds:
+
+- predictions: a question about the next step of a scenario (which scenario, from which
+  step, which outcome reader says what the step did, and the answer the step gives);
+- quizzes: multiple-choice check questions with an explanation each;
+- discussions: open questions with the answer a teacher would give.
+
+`answer_key_markdown()` writes the teacher's answer key (docs/answer_key.md) from the same
+data: `python -m pagedkv.viz.questions > docs/answer_key.md`. The outcome readers turn a
+step's record into the words of an option ("5", "none", "req2"). No production engine has
+this; it is classroom material. Leaves out: scoring and storing answers (nbgrader does that).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from pagedkv.core.plumbing.validation import check_choice, check_instance
+from pagedkv.scenarios import ActionRecord, ScenarioRun
+
+
+@dataclass(frozen=True)
+class Question:
+    """One multiple-choice check question."""
+
+    text: str
+    options: tuple[str, ...]
+    answer: str  # one of options
+    why: str
+
+    def __post_init__(self) -> None:
+        if self.answer not in self.options:
+            raise ValueError(f"answer must be one of {self.options!r}, got {self.answer!r}")
+
+
+@dataclass(frozen=True)
+class QuizData:
+    """A notebook's check questions under one id."""
+
+    qid: str
+    notebook: str  # "05"
+    title: str
+    questions: tuple[Question, ...]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A question about the next step of a scenario, from a given step."""
+
+    qid: str
+    notebook: str
+    scenario: str  # a scenario name
+    start: int | str  # steps to run first, or "before <seq id>": up to that id's first step
+    question: str
+    options: tuple[str, ...]
+    outcome: str  # the name of an outcome reader below
+    answer: str  # what the step does (one of options)
+    why: str
+    views: tuple[str, ...]  # heatmap panels shown after the step
+
+    def __post_init__(self) -> None:
+        check_choice("outcome", self.outcome, tuple(OUTCOMES))
+        if self.answer not in self.options:
+            raise ValueError(f"answer must be one of {self.options!r}, got {self.answer!r}")
+
+    def start_run(self) -> ScenarioRun:
+        """A fresh run of the scenario, positioned just before the step asked about."""
+        run = ScenarioRun(self.scenario)
+        if isinstance(self.start, int):
+            run.goto(self.start)
+        else:
+            seq_id = self.start.removeprefix("before ")
+            while run.next_action is not None and run.next_action.seq_id != seq_id:
+                run.step()
+        return run
+
+    def read(self, record: ActionRecord, run: ScenarioRun) -> str:
+        """What the step did, in the words of an option."""
+        return str(OUTCOMES[self.outcome](record, run))
+
+
+@dataclass(frozen=True)
+class Discussion:
+    """An open question and the answer a teacher would give."""
+
+    qid: str
+    notebook: str
+    question: str
+    answer: str
+
+
+def pages_allocated(record: ActionRecord, run: ScenarioRun) -> str:
+    """The pages a step allocated, e.g. "5" or "0, 1, 2" ("none" if it took none)."""
+    pages = [e.page_id for e in record.events if e.kind == "allocate"]
+    return ", ".join(map(str, pages)) or "none"
+
+
+def num_pages_allocated(record: ActionRecord, run: ScenarioRun) -> str:
+    """How many pages a step allocated, e.g. "5"."""
+    return str(sum(1 for e in record.events if e.kind == "allocate"))
+
+
+def page_evicted(record: ActionRecord, run: ScenarioRun) -> str:
+    """The first page a step evicted ("none" if it evicted nothing)."""
+    pages = [e.page_id for e in record.events if e.kind == "evict"]
+    return str(pages[0]) if pages else "none"
+
+
+def page_copied(record: ActionRecord, run: ScenarioRun) -> str:
+    """The source page of the first copy-on-write of a step ("none" without one)."""
+    for event in record.events:
+        if event.kind == "cow":  # detail: "copied from page <src>"
+            return event.detail.rsplit(" ", 1)[-1]
+    return "none"
+
+
+def request_preempted(record: ActionRecord, run: ScenarioRun) -> str:
+    """The request a scheduler step preempted ("none" if it preempted nothing)."""
+    names = [str(e.seq_id) for e in record.events if e.kind == "preempt"]
+    return names[0] if names else "none"
+
+
+OUTCOMES: dict[str, Callable[[ActionRecord, ScenarioRun], str]] = {
+    f.__name__: f
+    for f in (pages_allocated, num_pages_allocated, page_evicted, page_copied, request_preempted)
+}
+
+
+@lru_cache(maxsize=1)
+def _bank() -> dict[str, dict[str, Any]]:
+    """{kind: {question id: data}} from pagedkv/data/questions.json, built and checked once."""
+    raw = json.loads(resources.files("pagedkv").joinpath("data/questions.json").read_text("utf-8"))
+    quizzes = {
+        qid: QuizData(qid, q["notebook"], q["title"], tuple(_question(x) for x in q["questions"]))
+        for qid, q in raw["quiz"].items()
+    }
+    predictions = {
+        qid: Prediction(
+            qid,
+            p["notebook"],
+            p["scenario"],
+            p["start"],
+            p["question"],
+            tuple(p["options"]),
+            p["outcome"],
+            p["answer"],
+            p["why"],
+            tuple(p["views"]),
+        )
+        for qid, p in raw["predict"].items()
+    }
+    discussions = {
+        qid: Discussion(qid, d["notebook"], d["question"], d["answer"])
+        for qid, d in raw["discussion"].items()
+    }
+    return {"quiz": quizzes, "predict": predictions, "discussion": discussions}
+
+
+def _question(x: dict[str, Any]) -> Question:
+    return Question(x["text"], tuple(x["options"]), x["answer"], x["why"])
+
+
+def _lookup(kind: str, qid: object) -> Any:
+    check_instance("question_id", qid, str)
+    bank = _bank()[kind]
+    if qid not in bank:
+        raise ValueError(f"question_id must be one of {sorted(bank)}, got {qid!r}")
+    return bank[qid]
+
+
+def quiz(qid: str) -> QuizData:
+    """The check questions stored under `qid`, e.g. quiz("05-check")."""
+    return _lookup("quiz", qid)  # type: ignore[no-any-return]
+
+
+def prediction(qid: str) -> Prediction:
+    """The prediction stored under `qid`, e.g. prediction("05-preempt")."""
+    return _lookup("predict", qid)  # type: ignore[no-any-return]
+
+
+def discussion(qid: str) -> Discussion:
+    """The discussion question stored under `qid`, e.g. discussion("05-reserve")."""
+    return _lookup("discussion", qid)  # type: ignore[no-any-return]
+
+
+def all_questions() -> dict[str, dict[str, Any]]:
+    """{"quiz" | "predict" | "discussion": {question id: data}} (a copy)."""
+    return {kind: dict(items) for kind, items in _bank().items()}
+
+
+def answer_key_markdown() -> str:
+    """The teacher's answer key: every prediction, quiz and discussion question, by notebook."""
+    bank = _bank()
+    notebooks = sorted({x.notebook for items in bank.values() for x in items.values()})
+    out = [
+        "# Answer key",
+        "",
+        "For teachers: the answer to every prediction, check question and discussion question in",
+        "the notebooks, by notebook. Generated from `pagedkv/data/questions.json` (the data the",
+        "notebooks' widgets read) with `python -m pagedkv.viz.questions > docs/answer_key.md`; a",
+        "test keeps it current. Learners see an explanation only after they answer.",
+    ]
+    for nb in notebooks:
+        out += ["", f"## Notebook {nb}"]
+        for p in (p for p in bank["predict"].values() if p.notebook == nb):
+            out += ["", f"**Prediction `{p.qid}`** ({p.scenario}): {p.question}", ""]
+            out += [f"- Options: {' / '.join(p.options)}", f"- Answer: **{p.answer}**", f"- Why: {p.why}"]
+        for q in (q for q in bank["quiz"].values() if q.notebook == nb):
+            out += ["", f"**Quiz `{q.qid}`** ({q.title})", ""]
+            for k, x in enumerate(q.questions, 1):
+                out += [f"{k}. {x.text} ({' / '.join(x.options)})", f"   Answer: **{x.answer}**. {x.why}"]
+        for d in (d for d in bank["discussion"].values() if d.notebook == nb):
+            out += ["", f"**Discussion `{d.qid}`**: {d.question}", "", f"Answer: {d.answer}"]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    print(answer_key_markdown(), end="")

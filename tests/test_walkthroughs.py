@@ -1,0 +1,299 @@
+"""The notebooks' walkthroughs: answers hidden until asked, no cell pressing a learner's
+widget, and sentences true to what the run does.
+
+The oracle for the questions' answers is the run itself: each stored prediction's answer is
+compared with what a fresh run's step really does, and 05's explanation with the step where
+the scheduler really takes req1's next page.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from html import escape
+from pathlib import Path
+
+import pytest
+
+from pagedkv.scenarios import ScenarioRun
+from pagedkv.viz import questions
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+WIDGETS = ("PredictStep", "Quiz", "Discuss")
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def _code(path: Path) -> list[str]:
+    return ["".join(c["source"]) for c in _cells(path) if c["cell_type"] == "code"]
+
+
+def _parse(source: str) -> ast.Module:
+    """A code cell as Python (IPython magics and shell lines left out)."""
+    return ast.parse(
+        "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    )
+
+
+def _widget_calls(path: Path) -> list[tuple[str, ast.Call]]:
+    calls = []
+    for source in _code(path):
+        for node in ast.walk(_parse(source)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in WIDGETS:
+                calls.append((node.func.id, node))
+    return calls
+
+
+def _texts(path: Path) -> str:
+    """Everything a reader of the notebook file sees: sources and stored outputs."""
+    out = []
+    for cell in _cells(path):
+        out.append("".join(cell["source"]))
+        for output in cell.get("outputs", []):
+            out.append(json.dumps(output, ensure_ascii=False))
+    return "\n".join(out)
+
+
+def _explanations() -> list[str]:
+    """Every explanation and discussion answer."""
+    bank = questions.all_questions()
+    found = [p.why for p in bank["predict"].values()]
+    found += [q.why for quiz in bank["quiz"].values() for q in quiz.questions]
+    return found + [d.answer for d in bank["discussion"].values()]
+
+
+def _answers() -> list[str]:
+    """The quiz answers long enough to be recognisable: short ones such as "5" or "no" are
+    options of other questions too. (The prose may say "its full pages"; a code cell may not.)"""
+    bank = questions.all_questions()
+    return [q.answer for quiz in bank["quiz"].values() for q in quiz.questions if len(q.answer) >= 12]
+
+
+# ---- answers hidden until asked ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_notebook_shows_a_question_answer_or_explanation(path):
+    text, code = _texts(path), "\n".join(_code(path))
+    for secret in _explanations():
+        assert secret[:60] not in text, f"{path.name} shows {secret[:60]!r}"
+    for answer in _answers():
+        assert repr(answer)[1:-1] not in code and answer not in code, f"{path.name}'s code holds {answer!r}"
+    for name, call in _widget_calls(path):  # a question id only, never questions as literals
+        first = call.args[0] if call.args else None
+        assert isinstance(first, ast.Constant) and isinstance(first.value, str), f"{path.name}: {name}"
+        assert len(call.args) <= 2 and not call.keywords, f"{path.name}: {name} is given more than an id"
+
+
+def test_every_question_is_asked_in_its_own_notebook_and_every_asked_id_exists():
+    bank = questions.all_questions()
+    stored = {(kind, qid, x.notebook) for kind, items in bank.items() for qid, x in items.items()}
+    kinds = {"PredictStep": "predict", "Quiz": "quiz", "Discuss": "discussion"}
+    asked = {
+        (kinds[name], call.args[0].value, path.name[:2])
+        for path in NOTEBOOKS
+        for name, call in _widget_calls(path)
+    }
+    assert asked == stored
+
+
+@pytest.mark.parametrize("qid", sorted(questions.all_questions()["predict"]))
+def test_each_predictions_answer_is_what_the_step_really_does(qid):
+    p = questions.prediction(qid)
+    run = p.start_run()
+    assert p.read(run.step(), run) == p.answer
+
+
+def _widget_text(widget) -> str:
+    """Every string the widget tree would send to the browser."""
+    import ipywidgets as widgets
+
+    out = []
+    for value in widget.get_state().values():
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            out += [str(v) for v in value]
+    for child in getattr(widget, "children", ()):
+        if isinstance(child, widgets.Widget):
+            out.append(_widget_text(child))
+    return "\n".join(out)
+
+
+def test_widgets_hold_back_the_explanation_until_an_answer():
+    from pagedkv.viz import Discuss, PredictStep, Quiz
+
+    ask = PredictStep("04-cow")
+    assert escape(ask.data.why) not in _widget_text(ask)
+    ask.answer("0")
+    assert escape(ask.data.why) in _widget_text(ask)
+    quiz = Quiz("05-check")
+    whys = [escape(q.why) for q in quiz.questions]
+    assert not any(why in _widget_text(quiz) for why in whys)
+    quiz.check(1, quiz.questions[1].options[0])
+    assert whys[1] in _widget_text(quiz) and whys[0] not in _widget_text(quiz)
+    talk = Discuss("05-reserve")
+    assert escape(talk.data.answer) not in _widget_text(talk)
+    talk.button.click()
+    assert escape(talk.data.answer) in _widget_text(talk)
+
+
+def test_the_answer_key_in_docs_is_current():
+    assert (ROOT / "docs" / "answer_key.md").read_text() == questions.answer_key_markdown()
+
+
+# ---- no cell presses a learner's widget --------------------------------------------------------
+
+PRESSES = {"click", "step", "back", "reset", "goto", "apply", "decode_all", "answer", "check", "reveal"}
+
+
+def _presses_of_others(path: Path) -> list[str]:
+    """Cells that press a widget (or step the run inside it) made by another cell."""
+    found = []
+    for k, source in enumerate(_code(path)):
+        tree = _parse(source)
+        made_here = {
+            t.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id in (*WIDGETS, "Dashboard")
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in PRESSES
+            ):
+                root = node.func.value
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in _widget_names(path) and root.id not in made_here:
+                    found.append(f"{path.name} code cell {k}: {ast.unparse(node)}")
+    return found
+
+
+def _widget_names(path: Path) -> set[str]:
+    names = set()
+    for source in _code(path):
+        for node in ast.walk(_parse(source)):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                func = node.value.func
+                if isinstance(func, ast.Name) and func.id in (*WIDGETS, "Dashboard"):
+                    names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return names
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_presses_a_widget_it_did_not_make(path):
+    assert _presses_of_others(path) == []
+
+
+def test_the_press_finder_finds_a_press_of_another_cells_dashboard(tmp_path):
+    nb = {
+        "cells": [
+            {"cell_type": "code", "source": ["dash = Dashboard('preempt')\n", "dash"]},
+            {"cell_type": "code", "source": ["dash.step_button.click()"]},
+            {"cell_type": "code", "source": ["mine = Dashboard('x')\n", "mine.run.step()"]},
+        ]
+    }
+    path = tmp_path / "x.ipynb"
+    path.write_text(json.dumps(nb))
+    assert _presses_of_others(path) == ["x.ipynb code cell 1: dash.step_button.click()"]
+
+
+# ---- 05: when the scheduler takes a page ------------------------------------------------------
+
+
+def test_05_names_the_step_where_req1_takes_its_next_page():
+    run = ScenarioRun("preempt")
+    preempted_at = allocated_at = None
+    while run.can_step:
+        record = run.step()
+        kinds = [(e.kind, e.seq_id) for e in record.events]
+        if preempted_at is None and ("preempt", "req2") in kinds:
+            preempted_at = record.step
+        elif preempted_at and ("allocate", "req1") in kinds:
+            allocated_at, page = record.step, next(e.page_id for e in record.events if e.kind == "allocate")
+            span = record.spans[page]
+            break
+    words = f"at step {allocated_at} the scheduler takes page {page} for req1's tokens {span[0]}–{span[1]}"
+    text = "\n".join(
+        "".join(c["source"]) for c in _cells(ROOT / "notebooks" / "05_scheduling_and_preemption.ipynb")
+    )
+    assert words in " ".join(text.split()), words
+    assert f"step {allocated_at}" in questions.prediction("05-preempt").why
+    assert f"Step {preempted_at}" in questions.prediction("05-preempt").question
+    assert re.search(rf"tokens {span[0]}–{span[1]}", questions.prediction("05-preempt").why)
+
+
+# ---- the map to vLLM and SGLang ---------------------------------------------------------------
+
+
+def test_the_name_map_is_linked_and_notebook_00s_table_agrees_with_it():
+    full = (ROOT / "docs" / "vllm_map.md").read_text()
+    for stem in ("00", "01", "02", "03", "04", "05", "09"):
+        path = next(p for p in NOTEBOOKS if p.name.startswith(stem))
+        assert "](../docs/vllm_map.md)" in _texts(path), f"{path.name} does not link the map"
+    cell = next(
+        t for t in map("".join, (c["source"] for c in _cells(NOTEBOOKS[0]))) if "| pagedkv | vLLM" in t
+    )
+    rows = [r for r in cell.splitlines() if r.startswith("| `")]
+    assert len(rows) >= 6
+    for row in rows:  # every name of the short table is in the full map
+        for name in re.findall(r"`([^`]+)`", row):
+            assert name.split("(")[0] in full, name
+
+
+# ---- figures that say what they show -----------------------------------------------------------
+
+
+def _figure_texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")) if t.get_text()]
+
+
+def test_the_kernel_figure_labels_one_score_per_token_not_per_page():
+    from pagedkv.viz import plot_chunked_kernel
+
+    texts = _figure_texts(plot_chunked_kernel([5, 2, 9], chunk=2, page_size=4))
+    assert {"s0-3", "s4-7", "s8-11"} <= set(texts)
+    assert not {"s0", "s1", "s2"} & set(texts)
+
+
+def test_block_tables_titled_by_step_when_given_and_by_the_pools_clock_otherwise():
+    from pagedkv.viz import plot_block_tables
+
+    run = ScenarioRun("fill")
+    run.goto(9)
+    snap = run.seqs.snapshot()
+    by_step = " ".join(_figure_texts(plot_block_tables(snap, step=run.cursor)))
+    assert "block tables after step 9" in by_step and "clock" not in by_step
+    assert f"block tables at pool clock {snap.clock}" in " ".join(_figure_texts(plot_block_tables(snap)))
+
+
+def test_a_request_has_the_same_colour_on_the_dashboard_and_in_a_prediction():
+    from pagedkv.viz import Dashboard, PredictStep
+    from pagedkv.viz.palette import DEFAULT_PALETTE
+
+    DEFAULT_PALETTE.color("someone drawn earlier in the notebook")  # must not shift anything
+    ask = PredictStep("00-evict")  # starts at step 42: request_B is drawn first there
+    dash = Dashboard("walkthrough")
+    ask.answer("8")
+    colours = {s: ask.palette.color(s) for s in ("request_A", "request_B")}
+    assert colours == {s: dash.palette.color(s) for s in ("request_A", "request_B")}
+    assert len(set(colours.values())) == 2
+    dash.reset_button.click()
+    assert {s: dash.palette.color(s) for s in colours} == colours
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_cell_has_a_unique_id(path):  # nbformat 4.5: a cell without one is invalid
+    ids = [cell.get("id") for cell in _cells(path)]
+    assert None not in ids and len(set(ids)) == len(ids)
