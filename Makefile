@@ -27,11 +27,18 @@ ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(LAB_ARGS) $(ROOT_ARG)
 
-test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks $(PYTEST_NB)
+# Both cores (pytest-xdist): a worker takes a whole group of tests, by default one file, so
+# a notebook's cells run in order in one kernel; tests/conftest.py puts the browser tests in
+# one group (one JupyterLab, one Chromium). CI=true runs hypothesis's full example counts,
+# otherwise a fifth of them (tests/hypothesis_profiles.py).
+XDIST := -n auto --dist loadgroup
 
+test: $(STAMP)
+	$(BIN)/python -m pytest tests notebooks $(PYTEST_NB) $(XDIST)
+
+# The developer loop: no slow or browser tests, no notebooks.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m 'not slow'
+	$(BIN)/python -m pytest tests -m 'not slow and not browser' $(XDIST)
 
 # Re-execute every notebook in place so committed outputs never drift from the code;
 # widget state and cell timings are not saved (they change on every run).

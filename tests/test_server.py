@@ -26,6 +26,8 @@ from pagedkv.service import recover
 from pagedkv.service.engine import ServiceEngine, snapshot_json
 from pagedkv.service.serve import ServerProcess
 
+from .hypothesis_profiles import examples
+
 MODEL = TinyLM.pretrained()  # the weights the service loads
 
 
@@ -252,7 +254,9 @@ BAD_REQUESTS = st.one_of(
 )
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(request=BAD_REQUESTS)
 def test_bad_input_is_4xx_names_the_field_and_changes_nothing(client, request):
     method, path, body, field = request

@@ -43,6 +43,8 @@ from pagedkv.service.workload import (
     workload_config,
 )
 
+from .hypothesis_profiles import examples
+
 
 def _sequences(manager: SequenceManager) -> dict:
     return {
@@ -143,7 +145,9 @@ def _call(target, op: tuple):
         return ("raised", type(exc))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS, caching=st.booleans())
 def test_durable_manager_matches_plain_and_logs_only_successes(tmp_path_factory, ops, caching):
     config = CacheConfig(
