@@ -170,8 +170,8 @@ def problems(nb: dict, name: str) -> list[str]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_strict_outputs_print_only_exact_floats(path):
-    nb = json.loads(path.read_text())
-    assert problems(nb, path.name) == []
+    found = problems(json.loads(path.read_text()), path.name)
+    assert not found, "\n".join(found)
 
 
 def test_floats_in_tells_floats_from_digests_and_sizes():

@@ -412,6 +412,7 @@ def test_random_workloads_bookkeeping(prompts, num_pages, page_size, max_num_seq
         assert alone.run()[i] == sched.outputs[i] and len(sched.outputs[i]) == new
 
 
+@pytest.mark.slow
 def test_fcfs_budget_and_max_num_seqs():
     reqs = alpaca_like(40, seed=3)
     cfg = CacheConfig.bookkeeping(4096, 16)

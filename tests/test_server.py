@@ -274,6 +274,7 @@ def test_bad_input_is_4xx_names_the_field_and_changes_nothing(client, request):
 # ---- many clients at once ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_32_clients_x_50_requests_leave_a_consistent_pool(server):
     live_by_client: list[set] = [set() for _ in range(32)]
     failures: list = []
@@ -360,6 +361,7 @@ def test_without_a_token_no_header_is_needed_and_loopback_is_the_default(server,
     assert server.url.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.slow
 def test_restart_with_wal_recovers_the_state(tmp_path):
     store = str(tmp_path / "store")
     args = ("--num-pages", "32", "--page-size", "4", "--wal", store, "--fsync", "batch 4")

@@ -177,6 +177,7 @@ def test_durable_manager_matches_plain_and_logs_only_successes(tmp_path_factory,
 # ---- crashes: SIGKILL at random moments, over seeds and fsync policies -------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
 def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
     rng = np.random.default_rng(1000 + seed)
