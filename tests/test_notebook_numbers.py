@@ -85,10 +85,10 @@ FLOAT_NOISE = (
     "logits",
 )
 
-# A float literal: digits with a decimal point or an exponent, not part of a word, a hex
-# digest (`74e3d733`) or a version (`1.2.3`). `(\d)x(\d)` is split first so the height in
-# `1210x449.429` is seen.
-FLOAT = re.compile(r"(?<![\w.])[-+]?(?:\d[\d,]*\.\d+(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+)%?(?![\w.])")
+# A float literal: digits with a decimal point (a unit may follow: `2.5x`, `10.5ms`) or an
+# exponent, not part of a word, a hex digest (`74e3d733`) or a version (`1.2.3`).
+# `(\d)x(\d)` is split first so the height in `1210x449.429` is seen.
+FLOAT = re.compile(r"(?<![\w.])[-+]?(?:\d[\d,]*\.\d+(?:[eE][-+]?\d+)?(?![\d.])|\d+[eE][-+]?\d+(?![\w.]))%?")
 FIGURE = re.compile(r"<Figure size (\d+(?:\.\d+)?) ?x ?(\d+(?:\.\d+)?) with \d+ Axes>")
 
 
@@ -128,7 +128,7 @@ def compared_text(cell: dict, sanitizers: list[tuple[re.Pattern, str]]) -> str:
 def floats_in(text: str) -> list[str]:
     """Float literals in `text`, matplotlib figure sizes left out.
 
-    Example: "hit 39.3%, size 1e-07, hash 74e3d733, v1.2.3" -> ["39.3%", "1e-07"]
+    Example: "hit 39.3%, 2.5x, size 1e-07, hash 74e3d733, v1.2.3" -> ["39.3%", "2.5", "1e-07"]
     """
     text = FIGURE.sub("<Figure>", text)
     return FLOAT.findall(re.sub(r"(\d)x(\d)", r"\1 x \2", text))
@@ -177,6 +177,7 @@ def test_strict_outputs_print_only_exact_floats(path):
 def test_floats_in_tells_floats_from_digests_and_sizes():
     text = "a 39.3% b 1e-07 c 74e3d733 d v1.2.3 e 1,234.5 f <Figure size 1210x449.429 with 1 Axes> g 4x4.5"
     assert floats_in(text) == ["39.3%", "1e-07", "1,234.5", "4.5"]
+    assert floats_in("2.47x faster, 10.5ms, -3.587, 3e5 and 3e5f") == ["2.47", "10.5", "-3.587", "3e5"]
 
 
 def _cell(source: str, printed: str, **metadata) -> dict:
