@@ -36,9 +36,10 @@ XDIST := -n auto --dist loadgroup
 test: $(STAMP)
 	$(BIN)/python -m pytest tests notebooks $(PYTEST_NB) $(XDIST)
 
-# The developer loop: no slow or browser tests, no notebooks.
+# The developer loop: no slow or browser tests, no notebooks; nor nbval's plugin, nor the browser
+# tests' modules, which import nbformat (its jsonschema format checkers cost ~2 s per process).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m 'not slow and not browser' $(XDIST)
+	$(BIN)/python -m pytest tests -m 'not slow and not browser' -p no:nbval --ignore=tests/browser $(XDIST)
 
 # Re-execute every notebook in place so committed outputs never drift from the code;
 # widget state and cell timings are not saved (they change on every run).

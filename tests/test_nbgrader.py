@@ -13,9 +13,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
+
+if TYPE_CHECKING:
+    import nbformat  # imported where used: it loads jsonschema's format checkers, ~2 s per process
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "notebooks" / "exercises"
@@ -56,6 +59,8 @@ def _solution_lines(nb: nbformat.NotebookNode) -> list[str]:
 
 
 def _submit(course: Path, student: str, nb: nbformat.NotebookNode) -> None:
+    import nbformat
+
     folder = course / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True)
     nbformat.write(nb, folder / NOTEBOOK)
@@ -63,6 +68,8 @@ def _submit(course: Path, student: str, nb: nbformat.NotebookNode) -> None:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
+    import nbformat
+
     course = tmp_path_factory.mktemp("course")
     shutil.copytree(SOURCE, course / "source" / ASSIGNMENT)
     _nbgrader(course, "generate_assignment", ASSIGNMENT)
@@ -88,6 +95,8 @@ def _score(course: Path, student: str) -> tuple[float, float]:
 
 
 def test_the_student_version_holds_no_solution(course):
+    import nbformat
+
     source = nbformat.read(SOURCE / NOTEBOOK, as_version=4)
     student = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     code = "\n".join(c.source for c in student.cells if c.cell_type == "code")

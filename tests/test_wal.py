@@ -199,6 +199,7 @@ def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
     manager.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("die_at, torn_bytes", [(40, 1), (97, 11), (150, 23)])
 def test_a_record_torn_by_the_crash_is_dropped(tmp_path, die_at, torn_bytes):
     assert (
@@ -498,6 +499,7 @@ os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before its K/V 
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("then", ["hit", "free, then hit", "generate"])
 def test_the_service_computes_logged_tokens_before_serving(tmp_path, then):
     from pagedkv.service.engine import ServiceEngine
