@@ -99,9 +99,11 @@ def _sanitizers() -> list[tuple[re.Pattern, str]]:
 
 
 def strict_cells(nb: dict):
-    """(index, cell) for each code cell strict nbval compares (it has outputs and no marker)."""
-    for index, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] != "code" or not cell.get("outputs"):
+    """(number, cell) for each code cell strict nbval compares (it has outputs and no marker);
+    the number is the one nbval reports (`Cell 8`): code cells counted from 0."""
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    for number, cell in enumerate(code):
+        if not cell.get("outputs"):
             continue
         source = "".join(cell["source"])
         tags = cell.get("metadata", {}).get("tags", [])
@@ -109,7 +111,7 @@ def strict_cells(nb: dict):
             t in tags for t in ("nbval-ignore-output", "nbval-skip")
         ):
             continue
-        yield index, cell
+        yield number, cell
 
 
 def compared_text(cell: dict, sanitizers: list[tuple[re.Pattern, str]]) -> str:
@@ -144,11 +146,11 @@ def problems(nb: dict, name: str) -> list[str]:
     declared cell, and every invalid declaration, one message each."""
     found = []
     sanitizers = _sanitizers()
-    for index, cell in strict_cells(nb):
+    for number, cell in strict_cells(nb):
         source = "".join(cell["source"])
         constants = {_value(f) for f in floats_in(source)}
         floats = [f for f in floats_in(compared_text(cell, sanitizers)) if _value(f) not in constants]
-        where = f"{name} cell {index} ({source.splitlines()[0][:60]!r})"
+        where = f"{name}::Cell {number} ({source.splitlines()[0][:60]!r})"
         declared = TAG in cell.get("metadata", {}).get("tags", [])
         if not declared:
             found += [f"{where} prints {f}: print a bound or assert, or declare it {TAG!r}" for f in floats]
@@ -162,9 +164,11 @@ def problems(nb: dict, name: str) -> list[str]:
             found.append(f"{where} is declared exact but its source uses {noise}")
         if not floats:
             found.append(f"{where} is declared {TAG!r} but prints no float")
-    for index, cell in enumerate(nb["cells"]):
-        if TAG in cell.get("metadata", {}).get("tags", []) and index not in dict(strict_cells(nb)):
-            found.append(f"{name} cell {index} is declared {TAG!r} but strict nbval does not compare it")
+    compared = [id(cell) for _, cell in strict_cells(nb)]
+    for cell in nb["cells"]:
+        if TAG in cell.get("metadata", {}).get("tags", []) and id(cell) not in compared:
+            first = "".join(cell["source"]).splitlines()[0][:60]
+            found.append(f"{name}: {first!r} is declared {TAG!r} but nbval does not compare its output")
     return found
 
 
