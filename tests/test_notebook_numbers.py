@@ -33,6 +33,7 @@ How this is checked, in two layers:
    one without it, such as an AMD Zen). The committed outputs come from `make notebooks`, run
    natively; every strict cell, declared or not, must print the same text on the second
    machine. The old notebook 02 cell prints `3e-07` / `2e-07` there, exactly as on the AMD EPYC.
+   (`test_the_second_machine_is_another_machine` checks that the settings take effect.)
 
 Layer 1 fails on the old notebook 02 (`1e-07` in an undeclared cell whose source computes
 `np.abs(batch[b] - row).max()`); declaring it would not help, since the cell draws random
@@ -44,10 +45,15 @@ from __future__ import annotations
 
 import configparser
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from .second_machine import environment
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(
@@ -219,3 +225,25 @@ def test_bounds_declarations_and_stale_tags():
     assert problems({"cells": [bound, counts]}, "nb") == []
     assert len(problems({"cells": [vague]}, "nb")) == 1
     assert len(problems({"cells": [stale]}, "nb")) == 1
+
+
+def test_the_second_machine_is_another_machine():
+    """The settings conftest gives the notebook kernels do change the arithmetic: a child
+    with them dispatches no AVX-512 loop and runs OpenBLAS's Haswell kernels."""
+    env = environment()
+    if not env:
+        pytest.skip("no AVX-512 here: this machine computes like the second machine already")
+    assert all(os.environ.get(k) == v for k, v in env.items())  # set by tests/conftest.py
+    code = """if True:
+        import threadpoolctl
+        try:
+            from numpy._core._multiarray_umath import __cpu_features__ as simd
+        except ImportError:  # numpy 1.x
+            from numpy.core._multiarray_umath import __cpu_features__ as simd
+        print(threadpoolctl.threadpool_info()[0]["architecture"], *[t for t, on in simd.items() if on])
+    """
+    env = {**os.environ, **env}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    architecture, *features = done.stdout.split()
+    assert architecture == "Haswell" and not set(features) & set(env["NPY_DISABLE_CPU_FEATURES"].split())
