@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 import tempfile
 
-import pytest
-
 from . import hypothesis_profiles  # noqa: F401  (loads the `ci` or `dev` profile)
 from .second_machine import environment
 
@@ -26,13 +24,3 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # a second machine would (tests/test_notebook_numbers.py says why).
 for _var, _value in environment().items():
     os.environ.setdefault(_var, _value)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Groups for `pytest-xdist --dist loadgroup` (the Makefile): the browser tests share one
-    group, so one worker starts one JupyterLab and one Chromium for all of them; every other
-    test is grouped by its file (a notebook's cells run in order in one kernel, and a file's
-    module fixtures are built once). Without xdist the marks do nothing."""
-    for item in items:
-        group = "browser" if item.get_closest_marker("browser") else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
