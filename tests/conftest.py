@@ -19,8 +19,8 @@ for _var, _sub in (
 ):
     os.environ.setdefault(_var, os.path.join(_HOME, _sub))
 os.environ.setdefault("MPLBACKEND", "Agg")
-# Child processes only: this process has imported numpy already (environment() reads its CPU
-# features), so the unit tests compute natively and the kernels strict nbval starts compute as
-# a second machine would (tests/test_notebook_numbers.py says why).
+# For child processes: the kernels strict nbval starts compute as a second machine would
+# (tests/test_notebook_numbers.py says why); so do xdist's workers, started after this, while
+# a run without xdist computes natively (this process imported numpy to read its CPU features).
 for _var, _value in environment().items():
     os.environ.setdefault(_var, _value)

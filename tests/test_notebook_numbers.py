@@ -230,7 +230,10 @@ def test_bounds_declarations_and_stale_tags():
 def test_the_second_machine_is_another_machine():
     """The settings conftest gives the notebook kernels do change the arithmetic: a child
     with them dispatches no AVX-512 loop and runs OpenBLAS's Haswell kernels."""
-    env = environment()
+    # conftest sets them before xdist starts its workers, whose numpy then starts without AVX-512
+    # (so `environment()` finds none there): read them from the environment first.
+    names = ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
+    env = {k: os.environ[k] for k in names if k in os.environ} or environment()
     if not env:
         pytest.skip("no AVX-512 here: this machine computes like the second machine already")
     assert all(os.environ.get(k) == v for k, v in env.items())  # set by tests/conftest.py
