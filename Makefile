@@ -27,11 +27,21 @@ ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(BIN)/jupyter lab $(LAB_ARGS) $(ROOT_ARG)
 
-test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks $(PYTEST_NB)
+# Both cores (pytest-xdist): a worker takes a whole file at a time (--dist loadfile), so a
+# notebook's cells run in order in one kernel and a file's module fixtures are built once.
+# The browser tests run after, alone: one JupyterLab and one Chromium, with no notebook kernel
+# competing for the cores. CI=true runs hypothesis's full example counts, otherwise a fifth of
+# them (tests/hypothesis_profiles.py).
+XDIST := -n auto --dist loadfile
 
+test: $(STAMP)
+	$(BIN)/python -m pytest tests notebooks -m 'not browser' $(PYTEST_NB) $(XDIST)
+	$(BIN)/python -m pytest tests -m browser -p no:nbval
+
+# The developer loop: no slow or browser tests, no notebooks; nor nbval's plugin, nor the browser
+# tests' modules, which import nbformat (its jsonschema format checkers cost ~2 s per process).
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m 'not slow'
+	$(BIN)/python -m pytest tests -m 'not slow and not browser' -p no:nbval --ignore=tests/browser $(XDIST)
 
 # Re-execute every notebook in place so committed outputs never drift from the code;
 # widget state and cell timings are not saved (they change on every run).

@@ -6,31 +6,51 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from pagedkv import bench
-from pagedkv.scenarios import demo
+HELP = {  # command -> the line `--help` shows for it
+    "demo": "print a scenario step by step (default: the walkthrough)",
+    "bench": "benchmarks: numbers and ratios on this machine",
+    "serve": "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)",
+}
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The parser for `argv`: a benchmark's module is imported only if `argv` runs it (all
-    of them for `bench --help`, none for `demo`)."""
+    """The parser for `argv`: a command's module is imported only if `argv` runs it (every
+    command's when argv is None, none for `--help`), and a benchmark's only if `argv` runs it
+    (all of them for `bench --help`)."""
     parser = argparse.ArgumentParser(prog="python -m pagedkv", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    demo_parser = sub.add_parser("demo", help="print a scenario step by step (default: the walkthrough)")
-    demo.add_arguments(demo_parser)
-    demo_parser.set_defaults(func=demo.run)
-    bench_parser = sub.add_parser("bench", help="benchmarks: numbers and ratios on this machine")
     argv = list(argv) if argv is not None else None
-    if argv is None or argv[:1] == ["bench"]:
-        wanted = [a for a in (argv or [])[1:2] if a in bench.BENCHMARKS]
-        bench.add_subcommands(bench_parser, wanted or None)
-    else:
-        bench.add_subcommands(bench_parser, [])
+    for name, text in HELP.items():
+        if argv is None or argv[:1] == [name]:
+            _ADD[name](sub.add_parser(name, help=text), argv)
+        else:
+            sub.add_parser(name, help=text)  # listed, not loaded: `argv` does not run it
+    return parser
+
+
+def _add_demo(parser: argparse.ArgumentParser, argv: list[str] | None) -> None:
+    from pagedkv.scenarios import demo
+
+    demo.add_arguments(parser)
+    parser.set_defaults(func=demo.run)
+
+
+def _add_bench(parser: argparse.ArgumentParser, argv: list[str] | None) -> None:
+    from pagedkv import bench
+
+    names = [a for a in (argv or [])[1:2] if a in bench.BENCHMARKS]
+    bench.add_subcommands(parser, names or None)
+
+
+def _add_serve(parser: argparse.ArgumentParser, argv: list[str] | None) -> None:
     from pagedkv.service import serve  # the service layer wraps the core; the core never imports it
 
-    serve_parser = sub.add_parser("serve", help=serve.HELP, description=serve.HELP)
-    serve.add_arguments(serve_parser)  # FastAPI and uvicorn are imported only by serve.run
-    serve_parser.set_defaults(func=serve.run)
-    return parser
+    parser.description = serve.HELP
+    serve.add_arguments(parser)  # FastAPI and uvicorn are imported only by serve.run
+    parser.set_defaults(func=serve.run)
+
+
+_ADD = {"demo": _add_demo, "bench": _add_bench, "serve": _add_serve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -26,6 +26,8 @@ from pagedkv import AttentionEngine, CacheConfig, KVCachePool, dense_attention
 from pagedkv.model import attention_tiled as attention
 from pagedkv.model.attention_tiled import TiledAttentionEngine
 
+from .hypothesis_profiles import examples
+
 ENGINES = [AttentionEngine, TiledAttentionEngine]
 
 TOL = {"float64": 1e-12, "float32": 1e-5}
@@ -88,7 +90,7 @@ def context_of(pool, layer, table, n):
 
 
 @pytest.mark.parametrize("engine_class", ENGINES)
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(batch=decode_batches(), seed=st.integers(0, 2**32 - 1), as_array=st.booleans())
 def test_paged_attention_batch_equals_dense(engine_class, batch, seed, as_array):
     page_size, kv_heads, group, dim, dtype, num_pages, lens, tables, chunk_bytes = batch
@@ -108,7 +110,7 @@ def test_paged_attention_batch_equals_dense(engine_class, batch, seed, as_array)
         np.testing.assert_allclose(got[b], want, rtol=0, atol=TOL[dtype])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(run_batches(), st.integers(0, 2**32 - 1), st.sampled_from([0, 1 << 30]))
 def test_block_tables_of_consecutive_pages_read_in_place_equal_dense(batch, seed, in_place_bytes):
     page_size, kv_heads, group, dim, dtype, num_pages, lens, tables, chunk_bytes = batch
@@ -135,7 +137,7 @@ def test_one_sequence_of_consecutive_pages_is_read_in_place_without_a_copy():
 
 
 @pytest.mark.parametrize("engine_class", ENGINES)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(batch=decode_batches(), seed=st.integers(0, 2**32 - 1))
 def test_float64_queries_on_a_float32_pool_compute_in_float64(engine_class, batch, seed):
     page_size, kv_heads, group, dim, _, num_pages, lens, tables, chunk_bytes = batch

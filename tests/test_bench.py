@@ -132,6 +132,7 @@ def test_a_benchmark_subcommand_imports_only_its_module():
     assert loaded == "['pagedkv.bench.scale']"
 
 
+@pytest.mark.slow
 def test_ui_quick_fills_every_pool():
     from pagedkv.bench import ui
 
@@ -151,6 +152,7 @@ def test_wal_quick_logs_one_record_per_operation_and_fsyncs_by_policy(tmp_path):
     assert data["recovery"]["records"] == ops  # recovery replays every record
 
 
+@pytest.mark.slow
 def test_api_quick_serves_every_request():
     from pagedkv.bench import api
 
@@ -160,6 +162,7 @@ def test_api_quick_serves_every_request():
         assert data[f"{server}/create+free"]["requests"] == 160
 
 
+@pytest.mark.slow
 def test_memory(tmp_path, capsys):
     data = bench(tmp_path, capsys, "memory")["data"]
     for systems in data.values():
@@ -183,6 +186,7 @@ def test_memory(tmp_path, capsys):
     assert sg["paged"]["mean_batch"] > sg["oracle"]["mean_batch"] > sg["max"]["mean_batch"]
 
 
+@pytest.mark.slow
 def test_sharing(tmp_path, capsys):
     data = bench(tmp_path, capsys, "sharing")["data"]
     for mode in ("parallel sampling", "beam search"):
@@ -199,6 +203,7 @@ def png(fig) -> bytes:
     return out.getvalue()
 
 
+@pytest.mark.slow
 def test_page_size(tmp_path, capsys):
     report = bench(tmp_path, capsys, "page-size")
     points = {p["page_size"]: p for p in report["data"]["points"]}
@@ -217,6 +222,7 @@ def test_page_size(tmp_path, capsys):
     assert png(page_size.figure(rebuilt, timing=False)) == deterministic
 
 
+@pytest.mark.slow
 def test_preempt(tmp_path, capsys):
     data = bench(tmp_path, capsys, "preempt")["data"]
     assert all(run["identical_to_reference"] for run in data.values())
@@ -229,6 +235,7 @@ def test_preempt(tmp_path, capsys):
     assert total["swap"] == total["no pressure"] < total["recompute"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout,cache", [("scattered", "shared"), ("runs", "warm"), ("scattered", "cold")])
 def test_attention(tmp_path, capsys, layout, cache):
     report = bench(tmp_path, capsys, "attention", "--layout", layout, "--cache", cache)
@@ -248,6 +255,7 @@ def test_attention(tmp_path, capsys, layout, cache):
         assert point["dense_s"] == min(dense.values()) and point["dense_program"] in dense
 
 
+@pytest.mark.slow
 def test_scale(tmp_path, capsys):
     data = bench(tmp_path, capsys, "scale")["data"]
     runs = data["runs"]
@@ -291,6 +299,7 @@ def test_ops(tmp_path, capsys):
     assert data["no_hashing"]["prefix_hit_blocks"] == 0 == data["no_hashing"]["evictions"]
 
 
+@pytest.mark.slow
 def test_bench_runs_as_a_subprocess_with_json(tmp_path):
     path = tmp_path / "sharing.json"
     done = subprocess.run(

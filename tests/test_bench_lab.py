@@ -3,11 +3,14 @@ properties their tables claim."""
 
 from __future__ import annotations
 
+import pytest
+
 from pagedkv.bench import eviction
 
 from .test_bench import bench
 
 
+@pytest.mark.slow
 def test_bench_eviction_quick(tmp_path, capsys):
     report = bench(tmp_path, capsys, "eviction", "--cache-tokens", "2048")
     data = report["data"]

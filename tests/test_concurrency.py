@@ -257,6 +257,7 @@ def test_reads_return_copies():
         LockedManager(KVCachePool(CONFIG))
 
 
+@pytest.mark.slow
 def test_bench_threads_quick_run_measures_both_designs_at_every_thread_count(tmp_path):
     from pagedkv.bench import threads
 

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from pagedkv.core.sequence import UnknownSequenceError
 from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
 
+from .hypothesis_profiles import examples
+
 
 class ArenaOracle:
     def __init__(self, num_slots: int, size_of) -> None:
@@ -103,7 +105,7 @@ ops = st.lists(
 
 
 @pytest.mark.parametrize("policy", ["max", "pow2", "oracle"])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(ops=ops)
 def test_matches_slot_oracle(policy, ops):
     arena = ContiguousKVCache(160, policy, 40)

@@ -29,6 +29,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pagedkv import TinyLM
 from pagedkv.service.serve import ServerProcess
 
+pytestmark = pytest.mark.slow  # every test kills a real server process with SIGKILL
+
 MODEL = TinyLM.pretrained()  # what the server runs by default
 SEEDS = range(8)
 ROLLED_BACK: list[int] = []  # per seed: records recovery rolled back (checked across seeds)

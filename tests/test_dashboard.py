@@ -113,6 +113,7 @@ def test_play_steps_until_its_value(dash):
     assert dash.play.value == 3  # Play follows time travel
 
 
+@pytest.mark.slow
 def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     dash.scenario_picker.value = "eviction"
     assert dash.run.scenario.name == "eviction" and dash.run.num_pages == 12
@@ -137,6 +138,7 @@ def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     assert "step 18 of 18" in dash.step_counter.value  # the total never grows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, word", [("parallel", "copy-on-write"), ("preempt", "preempt")])
 def test_event_log_names_copy_on_write_and_preemption(dash, name, word):
     dash.load(name)
@@ -185,6 +187,7 @@ def test_fork_and_finish(dash):
     assert dash.fork_button.disabled and dash.finish_button.disabled  # no live sequence left
 
 
+@pytest.mark.slow
 def test_sliders_rebuild_the_pool_and_replay_what_was_done(dash):
     dash.step_button.click()
     dash.prompt.value = "mine"
@@ -200,6 +203,7 @@ def test_sliders_rebuild_the_pool_and_replay_what_was_done(dash):
     assert step_number(dash) == 2
 
 
+@pytest.mark.slow
 def test_scenario_done_then_decode_all_decodes_every_live_sequence(dash):
     dash.load("fill")
     while not dash.run.done:
@@ -216,6 +220,7 @@ def test_scenario_done_then_decode_all_decodes_every_live_sequence(dash):
     assert f"step {n} of {n}" in dash.step_counter.value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_every_scenario_ends_at_its_last_step_with_a_total_that_never_grows(name):
     dash = Dashboard(name)
@@ -239,6 +244,7 @@ def step_number_of(html_text: str) -> int:
 LOG_LINE = re.compile(r"<div class='pagedkv-log-(\w+)' style='color:(#\w+)'>(.*?): (.*?)</div>")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["walkthrough", "preempt"])
 def test_event_log_is_newest_step_first_cause_before_effect_and_coloured_by_kind(name):
     dash = Dashboard(name)
@@ -313,6 +319,7 @@ def test_bad_arguments():
         Dashboard(num_pages=0)
 
 
+@pytest.mark.slow
 def test_bench_ui_quick_reports_step_times(tmp_path):
     path = tmp_path / "ui.json"
     done = subprocess.run(

@@ -17,9 +17,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
+
+if TYPE_CHECKING:
+    import nbformat  # imported where used: it loads jsonschema's format checkers, ~2 s per process
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "notebooks" / "exercises"
@@ -77,6 +80,8 @@ def _with_mistake() -> nbformat.NotebookNode:
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory) -> Path:
+    import nbformat
+
     course = tmp_path_factory.mktemp("course")
     for name in ("Makefile", "pyproject.toml"):
         shutil.copy(ROOT / name, course / name)
@@ -106,6 +111,8 @@ def _feedback(course: Path, student: str) -> str:
 
 
 def test_the_student_version_holds_no_solution(course):
+    import nbformat
+
     source = nbformat.read(SOURCE / NOTEBOOK, as_version=4)
     student = nbformat.read(course / "build" / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
     code = "\n".join(c.source for c in student.cells if c.cell_type == "code")

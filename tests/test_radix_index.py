@@ -21,6 +21,7 @@ from pagedkv.labs.hit_rate_lab import replay
 from pagedkv.labs.lab_workloads import lab_workload
 from pagedkv.service.restore import restore_pool
 
+from .hypothesis_profiles import examples
 from .pool_machine import PoolRules
 from .pools import make
 
@@ -125,7 +126,7 @@ def make_machine(num_pages: int, page_size: int):
             self.pool.prefix_index.check()
 
     RadixMachine.TestCase.settings = settings(
-        max_examples=60,
+        max_examples=examples(60),
         stateful_step_count=40,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],

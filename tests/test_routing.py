@@ -39,6 +39,7 @@ def test_prefix_aware_without_a_match_picks_the_replica_with_most_free_pages():
     assert routing.choose(replicas, request, routing.RouterConfig("prefix_aware"), 0) == 1
 
 
+@pytest.mark.slow
 def test_quick_bench_prefix_aware_raises_hits_and_least_loaded_balances():
     report = bench_routing.run(quick=True, replicas="4")
     by = {router: d[4] for router, d in report.data.items()}
@@ -63,6 +64,7 @@ def test_bad_input_names_the_argument(call, word):
         call()
 
 
+@pytest.mark.slow
 def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
     import json
 

@@ -73,6 +73,7 @@ def tokens_of(run: ScenarioRun, seq_id) -> list[int]:
     return [r.tokens[seq_id] for r in run.records if seq_id in r.tokens]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_every_step_leaves_real_kv_and_logits_of_a_dense_recompute(name):
     run = run_to_end(name, check_kv=True)
@@ -90,6 +91,7 @@ def test_scenarios_are_deterministic(name):
     assert np.array_equal(a.pool.kv_cache, b.pool.kv_cache)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(SCENARIOS))
 @pytest.mark.parametrize("num_pages, page_size", GEOMETRIES)
 def test_scenarios_on_other_geometries_generate_what_dense_recompute_does(name, num_pages, page_size):

@@ -20,6 +20,8 @@ from pagedkv.engine.scheduler import Scheduler
 from pagedkv.engine.swap import SwapSpace
 from pagedkv.labs.workloads import alpaca_like
 
+from .hypothesis_profiles import examples
+
 PROMPTS = ["hello world", "the kv cache", "paged attention!", "abc", "hello there", "pages"]
 
 
@@ -362,7 +364,7 @@ def test_swap_space_copies_whole_pages_out_and_back():
 tokens_st = st.lists(st.integers(0, 3), min_size=1, max_size=12)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prompts=st.lists(st.tuples(tokens_st, st.integers(1, 10)), min_size=1, max_size=10),
     num_pages=st.integers(6, 20),
@@ -410,6 +412,7 @@ def test_random_workloads_bookkeeping(prompts, num_pages, page_size, max_num_seq
         assert alone.run()[i] == sched.outputs[i] and len(sched.outputs[i]) == new
 
 
+@pytest.mark.slow
 def test_fcfs_budget_and_max_num_seqs():
     reqs = alpaca_like(40, seed=3)
     cfg = CacheConfig.bookkeeping(4096, 16)
@@ -532,7 +535,7 @@ def test_step_summary_names_what_happened(model):
     assert sched.step().summary() == "step 2: decode r0 r1; preempt r2 (recompute); finished r0 r1"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prompts=st.lists(
         st.tuples(st.text("ab ", min_size=1, max_size=10), st.integers(1, 8)),

@@ -16,6 +16,7 @@ from pagedkv import CacheConfig, KVCachePool, SequenceManager, TinyLM
 from pagedkv.engine.request import UnknownRequestError
 from pagedkv.engine.scheduler import Scheduler
 
+from .hypothesis_profiles import examples
 from .test_scheduler import check_consistent, probe_cached_kv, run_checked
 
 LONG = "a long prompt, prefilled in chunks across steps"  # 47 bytes
@@ -202,7 +203,7 @@ def test_priority_keeps_running_in_priority_order_and_preempts_the_least_urgent(
     assert sched.outputs["high"] == model.generate_reference("hijklmno", 6)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prompts=st.lists(
         st.tuples(st.text("ab ", min_size=1, max_size=24), st.integers(1, 6), st.integers(0, 2)),

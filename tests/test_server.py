@@ -26,6 +26,8 @@ from pagedkv.service import recover
 from pagedkv.service.engine import ServiceEngine, snapshot_json
 from pagedkv.service.serve import ServerProcess
 
+from .hypothesis_profiles import examples
+
 MODEL = TinyLM.pretrained()  # the weights the service loads
 
 
@@ -51,6 +53,7 @@ def consistent(snapshot: dict) -> None:
     assert ((holders > 0) == (state == 1)).all() and (fill[state == 0] == 0).all()
 
 
+@pytest.mark.slow
 def test_full_lifecycle(client):
     prompt = "paged attention!"  # 16 bytes: 4 full pages of 4
     r = client.post("/sequences", json={"seq_id": "life", "text": prompt})
@@ -96,6 +99,7 @@ def test_full_lifecycle(client):
     assert {"/sequences", "/sequences/{seq_id}/generate", "/snapshot", "/metrics"} <= set(paths)
 
 
+@pytest.mark.slow
 def test_duplicate_ids_and_server_assigned_ids(client):
     first = client.post("/sequences", json={"text": "auto"}).json()["seq_id"]
     second = client.post("/sequences", json={"text": "auto"}).json()["seq_id"]
@@ -106,6 +110,7 @@ def test_duplicate_ids_and_server_assigned_ids(client):
         client.delete(f"/sequences/{seq_id}")
 
 
+@pytest.mark.slow
 def test_out_of_pages_is_503_with_retry_after_and_changes_nothing(client):
     before = client.get("/snapshot").json()
     r = client.post("/sequences", json={"token_ids": [7] * 2000})  # 500 pages of a 64-page pool
@@ -122,6 +127,7 @@ def test_out_of_pages_is_503_with_retry_after_and_changes_nothing(client):
     assert after["seq_ids"] == before["seq_ids"]
 
 
+@pytest.mark.slow
 def test_body_limit(client):
     r = client.post(
         "/sequences",
@@ -252,7 +258,10 @@ BAD_REQUESTS = st.one_of(
 )
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.slow
+@settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(request=BAD_REQUESTS)
 def test_bad_input_is_4xx_names_the_field_and_changes_nothing(client, request):
     method, path, body, field = request
@@ -270,6 +279,7 @@ def test_bad_input_is_4xx_names_the_field_and_changes_nothing(client, request):
 # ---- many clients at once ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_32_clients_x_50_requests_leave_a_consistent_pool(server):
     live_by_client: list[set] = [set() for _ in range(32)]
     failures: list = []
@@ -328,6 +338,7 @@ def test_32_clients_x_50_requests_leave_a_consistent_pool(server):
 # ---- auth, binding, restart with a write-ahead log -----------------------------------------
 
 
+@pytest.mark.slow
 def test_bearer_token_guards_every_endpoint():
     with ServerProcess("--num-pages", "16", token="s3cret") as server:
         with httpx.Client(base_url=server.url) as c:
@@ -351,11 +362,13 @@ def test_bearer_token_guards_every_endpoint():
             assert c.get("/metrics", headers=ok).status_code == 200
 
 
+@pytest.mark.slow
 def test_without_a_token_no_header_is_needed_and_loopback_is_the_default(server, client):
     assert client.get("/health").status_code == 200
     assert server.url.startswith("http://127.0.0.1:")
 
 
+@pytest.mark.slow
 def test_restart_with_wal_recovers_the_state(tmp_path):
     store = str(tmp_path / "store")
     args = ("--num-pages", "32", "--page-size", "4", "--wal", store, "--fsync", "batch 4")

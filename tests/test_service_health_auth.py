@@ -30,6 +30,8 @@ from pagedkv.service.engine import ServiceEngine
 from pagedkv.service.serve import EXIT_DAMAGED, EXIT_MISSING, EXIT_USAGE, ServerProcess
 from pagedkv.service.server import create_app
 
+pytestmark = pytest.mark.slow  # the tests start real servers and damage their stores
+
 
 def _free_socket() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)

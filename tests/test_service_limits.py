@@ -18,6 +18,8 @@ import pytest
 
 from pagedkv.service.serve import ServerProcess
 
+pytestmark = pytest.mark.slow  # every test starts a real server with its limits
+
 LIMITS = ("--header-timeout", "1", "--body-timeout", "1", "--max-connections", "40")
 
 

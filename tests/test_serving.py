@@ -43,6 +43,7 @@ def quick_report():
     return bench_serving.run(quick=True)
 
 
+@pytest.mark.slow
 def test_quick_bench_orders_the_systems_like_the_paper(quick_report):
     data, top = quick_report.data["systems"], str(quick_report.data["top_rate"])
     under_load = [data[s][top]["token_states"] for s in serving.SYSTEMS]
@@ -57,6 +58,7 @@ def test_quick_bench_orders_the_systems_like_the_paper(quick_report):
     assert quick_report.figure() is not None
 
 
+@pytest.mark.slow
 def test_bench_memory_arrival_rate_prints_the_serving_run(tmp_path, capsys):
     path = tmp_path / "memory.json"
     argv = [

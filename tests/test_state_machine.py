@@ -13,6 +13,7 @@ from hypothesis.stateful import invariant
 
 from pagedkv.exercises.reference_pool import ReferencePool
 
+from .hypothesis_profiles import examples
 from .pool_machine import PoolRules
 from .pools import make
 
@@ -32,7 +33,7 @@ def make_machine(num_pages: int, page_size: int, caching: bool, policy: str):
             assert self.pool.num_cached_pages == len(self.ref.evictable)
 
     PoolMachine.TestCase.settings = settings(
-        max_examples=60,
+        max_examples=examples(60),
         stateful_step_count=40,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow],

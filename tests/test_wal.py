@@ -43,6 +43,8 @@ from pagedkv.service.workload import (
     workload_config,
 )
 
+from .hypothesis_profiles import examples
+
 
 def _sequences(manager: SequenceManager) -> dict:
     return {
@@ -143,7 +145,9 @@ def _call(target, op: tuple):
         return ("raised", type(exc))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(ops=OPS, caching=st.booleans())
 def test_durable_manager_matches_plain_and_logs_only_successes(tmp_path_factory, ops, caching):
     config = CacheConfig(
@@ -173,6 +177,7 @@ def test_durable_manager_matches_plain_and_logs_only_successes(tmp_path_factory,
 # ---- crashes: SIGKILL at random moments, over seeds and fsync policies -------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
 def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
     rng = np.random.default_rng(1000 + seed)
@@ -194,6 +199,7 @@ def test_sigkill_at_a_random_moment_recovers_the_durable_prefix(tmp_path, seed):
     manager.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("die_at, torn_bytes", [(40, 1), (97, 11), (150, 23)])
 def test_a_record_torn_by_the_crash_is_dropped(tmp_path, die_at, torn_bytes):
     assert (
@@ -493,6 +499,7 @@ os.kill(os.getpid(), signal.SIGKILL)  # ... and the process dies before its K/V 
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("then", ["hit", "free, then hit", "generate"])
 def test_the_service_computes_logged_tokens_before_serving(tmp_path, then):
     from pagedkv.service.engine import ServiceEngine
