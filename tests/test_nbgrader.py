@@ -53,6 +53,7 @@ def _make(course: Path, target: str, *args: str) -> str:
 
 
 def _solution_lines(nb: nbformat.NotebookNode) -> list[str]:
+
     lines = []
     for cell in nb.cells:
         inside = False
@@ -66,12 +67,16 @@ def _solution_lines(nb: nbformat.NotebookNode) -> list[str]:
 
 def _submit(course: Path, student: str, nb: nbformat.NotebookNode) -> None:
     """What the teacher does by hand: write the notebook into build/submitted/<student>/."""
+    import nbformat
+
     folder = course / "build" / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, folder / NOTEBOOK)
 
 
 def _with_mistake() -> nbformat.NotebookNode:
+    import nbformat
+
     wrong = nbformat.read(SOURCE / NOTEBOOK, as_version=4)
     cell = next(c for c in wrong.cells if MISTAKE[0] in c.source)
     cell.source = cell.source.replace(*MISTAKE)
@@ -144,6 +149,8 @@ def test_one_mistake_costs_its_points_and_the_feedback_names_it(course):
 def test_the_graded_run_leaves_out_the_cells_that_score_nothing(course):
     # classroom/nbgrader_config.py (through the Makefile) drops the skip-in-grading cells:
     # the pictures and the practice check cells; every graded cell and answer stays.
+    import nbformat
+
     graded = nbformat.read(course / "build" / "autograded" / "solution" / ASSIGNMENT / NOTEBOOK, as_version=4)
     source = nbformat.read(SOURCE / NOTEBOOK, as_version=4)
     code = "\n".join(c.source for c in graded.cells)
@@ -155,6 +162,8 @@ def test_the_graded_run_leaves_out_the_cells_that_score_nothing(course):
 
 def test_a_resubmitted_fix_is_regraded_with_new_feedback(course):
     # Runs after the tests above (pytest keeps file order): they saw the first grades.
+    import nbformat
+
     assert _score(course, "wrong") == (13, 14)
     time.sleep(1.1)  # the copy is newer than the first grading, as in any real resubmission
     _submit(course, "wrong", nbformat.read(SOURCE / NOTEBOOK, as_version=4))
