@@ -8,7 +8,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from pagedkv.bench import startup
+
+# Real servers on 127.0.0.1: part of `make test`, not of `make test-fast`.
+pytestmark = pytest.mark.slow
 
 # Loaded only when the server really starts (FastAPI, uvicorn, the store) or only by the
 # test launcher (ServerProcess): `serve --help` and argument parsing need none of them.

@@ -23,6 +23,9 @@ import pytest
 
 from pagedkv.service.serve import ServerProcess
 
+# Real servers on 127.0.0.1: part of `make test`, not of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 PROMETHEUS, PROMTOOL = "/usr/bin/prometheus", "/usr/bin/promtool"
 
 

@@ -16,6 +16,9 @@ import pytest
 from pagedkv.service.guard import MAX_HEADER_BYTES
 from pagedkv.service.serve import ServerProcess
 
+# Real servers on 127.0.0.1: part of `make test`, not of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def server():

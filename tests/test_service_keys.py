@@ -15,6 +15,9 @@ import pytest
 
 from pagedkv.service.serve import ServerProcess
 
+# Real servers on 127.0.0.1: part of `make test`, not of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 N = 1100  # keyed appends: more than the default bound (1,024), fewer than the configured
 
 

@@ -21,6 +21,9 @@ import pytest
 from pagedkv.service.serve import ServerProcess
 from pagedkv.service.wal import read_log
 
+# Real servers on 127.0.0.1: part of `make test`, not of `make test-fast`.
+pytestmark = pytest.mark.slow
+
 ARGS = ("--fsync", "never", "--num-pages", "128", "--page-size", "4")
 
 
