@@ -143,3 +143,25 @@ def test_the_growth_picture_shows_each_step():
     texts = [sorted(t.get_text() for t in ax.texts) for ax in fig.axes]
     assert [ax.get_title() for ax in fig.axes] == ["before", "after the split"]
     assert texts == [["1 2 3 4\npages 0, 1", "root"], ["1 2\npages 0", "3 4\npages 1", "root"]]
+
+
+def test_the_tree_colours_a_state_as_the_pool_heatmap_does():
+    """ACTIVE and CACHED boxes and legend in the palette's state colours, readable text."""
+    from matplotlib.colors import to_hex
+
+    from pagedkv.core.page import PageState
+    from pagedkv.viz.palette import STATE_COLORS
+    from pagedkv.viz.radix import plot_radix_tree
+
+    cache = RadixCache(page_size=2)
+    cache.insert([1, 2, 3, 4], [0, 1])
+    cache.insert([1, 2, 5, 6], [0, 2])  # [1, 2] -> children [3, 4] and [5, 6]
+    fig = plot_radix_tree(cache, page_state=lambda p: "CACHED" if p == 1 else "ACTIVE")
+    ax = fig.axes[0]
+    boxes = {t.get_text(): (to_hex(t.get_bbox_patch().get_facecolor()), t.get_color()) for t in ax.texts}
+    active, cached = to_hex(STATE_COLORS[PageState.ACTIVE]), to_hex(STATE_COLORS[PageState.CACHED])
+    assert boxes["1 2\npages 0"] == (active, "white") and boxes["5 6\npages 2"] == (active, "white")
+    assert boxes["3 4\npages 1"] == (cached, "black")
+    key = ax.get_legend()
+    legend = {t.get_text(): to_hex(h.get_facecolor()) for t, h in zip(key.get_texts(), key.legend_handles)}
+    assert legend == {"ACTIVE": active, "CACHED": cached}

@@ -3,8 +3,10 @@
 Each node is a box holding its run of tokens (as text when a decoder is given, e.g.
 `TinyLM.decode`) and its page ids; edges go from parent to child, the root at the top.
 Boxes are coloured by what the pages are doing when a page state is given (a pool's
-`page(pid).state.name`): ACTIVE (held by a running sequence) or CACHED (evictable).
-`plot_radix_growth` draws several moments side by side, so a split reads as one box
+`page(pid).state.name`): ACTIVE (held by a running sequence) or CACHED (evictable), in the
+pool heatmap's state colours (`pagedkv.viz.palette.STATE_COLORS`), so a state has one colour
+in every picture; with no page state the boxes are white (grey is FREE there, and a tree
+never holds a FREE page). `plot_radix_growth` draws several moments side by side, so a split reads as one box
 becoming two with the same pages.
 """
 
@@ -12,9 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from pagedkv.radix.radix_cache import RadixCache, RadixNode
+from matplotlib.colors import to_rgb
 
-COLORS = {"ACTIVE": "#F0A35E", "CACHED": "#8EC9E8", None: "#DDDDDD"}  # page state -> fill
+from pagedkv.core.page import PageState
+from pagedkv.radix.radix_cache import RadixCache, RadixNode
+from pagedkv.viz.palette import STATE_COLORS
+
+COLORS = {  # page state name -> fill: the heatmap's, None = no state given
+    "ACTIVE": STATE_COLORS[PageState.ACTIVE],
+    "CACHED": STATE_COLORS[PageState.CACHED],
+    None: "#FFFFFF",
+}
+
+
+def text_color(fill: str) -> str:
+    """Black or white, whichever reads better on `fill` (white on ACTIVE's blue)."""
+    r, g, b = to_rgb(fill)
+    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
 
 
 def _layout(tree: RadixCache) -> dict[RadixNode, tuple[float, int]]:
@@ -66,6 +82,7 @@ def _draw(ax, tree: RadixCache, where, decode, page_state, width: int) -> None:
             continue
         states = {page_state(p) for p in node.value} if page_state else {None}
         state = "ACTIVE" if "ACTIVE" in states else states.pop()
+        fill = COLORS.get(state, COLORS[None])
         ax.text(
             x,
             -depth,
@@ -73,7 +90,8 @@ def _draw(ax, tree: RadixCache, where, decode, page_state, width: int) -> None:
             ha="center",
             va="center",
             fontsize=12,
-            bbox=dict(boxstyle="round,pad=0.4", fc=COLORS.get(state, "#DDDDDD"), ec="#333333"),
+            color=text_color(fill),
+            bbox=dict(boxstyle="round,pad=0.4", fc=fill, ec="#333333"),
             zorder=2,
         )
 
