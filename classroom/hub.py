@@ -24,6 +24,7 @@ and Zero to JupyterHub for a real class).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import secrets
 import shutil
@@ -43,6 +44,7 @@ COURSE_ID = "pagedkv"
 ASSIGNMENT = "exercises"
 COURSE_FOLDER = "pagedkv-course"  # in the instructor's home
 INSTRUCTOR = "instructor"
+NOTIFICATIONS = "@jupyterlab/apputils-extension/notification.jupyterlab-settings"
 
 
 def free_port() -> int:
@@ -54,11 +56,9 @@ def free_port() -> int:
 
 def missing_requirement() -> str | None:
     """Why this hub cannot start here (one line), or None."""
-    try:
-        import jupyterhub  # noqa: F401
-        import nbgrader  # noqa: F401
-    except ImportError as error:
-        return f"the hub needs jupyterhub and nbgrader (pip install -e '.[teach,hub]'): {error}"
+    absent = [name for name in ("jupyterhub", "nbgrader") if importlib.util.find_spec(name) is None]
+    if absent:
+        return f"the hub needs {' and '.join(absent)} (pip install -e '.[teach,hub]')"
     if not os.access(PROXY, os.X_OK):
         return f"the hub needs configurable-http-proxy at {PROXY.relative_to(ROOT)} (make hub-proxy)"
     return None
@@ -109,6 +109,10 @@ class ClassHub:
             "# Every trial user is this machine's one OS user: collect must not compare owners.",
             "c.CollectApp.check_owner = False",
         )
+        for user in (INSTRUCTOR, *self.students):  # no "news?" toast, no update check (loopback only)
+            settings = self.home(user) / ".jupyter" / "lab" / "user-settings" / NOTIFICATIONS
+            settings.parent.mkdir(parents=True, exist_ok=True)
+            settings.write_text('{"fetchNews": "false", "checkForUpdates": false}\n')
         for student in self.students:
             _write(
                 self.home(student) / ".jupyter" / "nbgrader_config.py",
@@ -224,7 +228,8 @@ def _path_with_python() -> str:
 
 def _processes_in(folder: Path) -> list[int]:
     """Ids of the processes (not this one) whose working directory is inside `folder` (Linux)."""
-    found, folder = [], folder.resolve()
+    found: list[int] = []
+    folder = folder.resolve()
     proc = Path("/proc")
     if not proc.is_dir():
         return found
