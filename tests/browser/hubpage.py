@@ -78,6 +78,10 @@ class HubUser:
         )
         row.get_by_role("button", name=button, exact=True).first.click(timeout=ACTION_TIMEOUT_MS)
 
+    def _rows(self, section: str) -> Locator:
+        """The assignments' rows of one section (not the nested rows of their notebooks)."""
+        return self.page.locator(f"#{section}_assignments_list .list_item:not(.nested_list_item)")
+
     def wait_in_list(self, section: str, text: str | re.Pattern) -> Locator:
         """Until a row of that section shows `text`; the row."""
         row = self.page.locator(f"#{section}_assignments_list .list_item:not(.nested_list_item)").filter(

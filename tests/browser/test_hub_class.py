@@ -43,6 +43,7 @@ NOTEBOOK = "pagedkv_exercises.ipynb"
 HUB_LOG = ROOT / "build" / "browser" / "jupyterhub.log"
 TIMINGS = ROOT / "build" / "browser" / "hub-timings.txt"
 CORRECT, MISTAKEN = "student1", "student2"
+MARKER = re.compile(r"### (BEGIN|END) SOLUTION")
 
 
 @pytest.fixture(scope="module")
