@@ -129,7 +129,10 @@ def _fetch(student: HubUser, screenshots: Path | None) -> None:
     student.click_in_list("released", ASSIGNMENT, "Fetch")
     row = student.wait_in_list("fetched", ASSIGNMENT)
     assert row.get_by_role("button", name="Submit", exact=True).count() == 1
-    if screenshots is not None:
+    if screenshots is not None:  # with the assignment opened up: its notebook, Validate
+        row.locator(".assignment-notebooks-link").first.click()
+        nested = student.page.locator("#fetched_assignments_list .nested_list_item")
+        nested.filter(has_text=Path(NOTEBOOK).stem).first.wait_for(timeout=30_000)
         student.screenshot(screenshots / "hub-student-fetched.png")
 
 
