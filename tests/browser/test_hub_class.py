@@ -110,6 +110,10 @@ def test_a_class_round_trip_on_jupyterhub(class_hub: ClassHub, people, steps, sc
     _grade(teacher, steps, screenshot_dir)
     assert _score(class_hub, CORRECT) == (14, 14)
     assert _score(class_hub, MISTAKEN) == (13, 14)
+    # The formgrader graded with classroom/'s settings: the pictures were left out.
+    graded = nbformat.read(class_hub.course / "autograded" / CORRECT / ASSIGNMENT / NOTEBOOK, as_version=4)
+    code = "\n".join(cell.source for cell in graded.cells)
+    assert "ScenarioRun" not in code and "plot_" not in code and "pages_needed_graded" in str(graded)
 
     for name in (CORRECT, MISTAKEN):
         html = _fetch_feedback(people[name], screenshot_dir / f"hub-{name}-feedback.png")
