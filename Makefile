@@ -85,7 +85,8 @@ feedback: $(STAMP)
 
 # `make hub`: a JupyterHub for one class on this machine, to try the nbgrader round trip
 # (release, fetch, submit, collect, autograde, feedback) before a course: classroom/hub.py
-# prints the address and the trial accounts; Ctrl-C stops it. tests/browser/test_hub_class.py
+# prints the address and the trial accounts; Ctrl-C stops it. Options (port, number of students):
+# make hub HUB_ARGS="--port 8001 --students 5". tests/browser/test_hub_class.py
 # drives the same hub in Chromium. Its proxy, configurable-http-proxy, comes from npm at the
 # version classroom/package-lock.json pins, into build/hub-node/ (no global install);
 # `make test` installs it too where npm exists (the hub test is skipped without it, outside CI).
@@ -98,8 +99,9 @@ $(HUB_PROXY): classroom/package.json classroom/package-lock.json
 
 hub-proxy: $(HUB_PROXY)
 
+HUB_ARGS ?=
 hub: $(STAMP) $(HUB_PROXY)
-	$(BIN)/python classroom/hub.py
+	$(BIN)/python classroom/hub.py $(HUB_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m pagedkv demo

@@ -54,6 +54,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def missing_requirement() -> str | None:
     """Why this hub cannot start here (one line), or None."""
     absent = [name for name in ("jupyterhub", "nbgrader") if importlib.util.find_spec(name) is None]
@@ -262,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     reason = missing_requirement()
     if reason:
         print(reason, file=sys.stderr)
+        return 1
+    if not _port_is_free(args.port):
+        print(f"port {args.port} is taken: --port N (make hub HUB_ARGS='--port N')", file=sys.stderr)
         return 1
     students = tuple(f"student{i}" for i in range(1, args.students + 1))
     hub = ClassHub(args.workdir.resolve(), students=students, port=args.port)
