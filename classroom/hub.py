@@ -210,7 +210,7 @@ class ClassHub:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
-        left = _processes_in(self.workdir)
+        left = processes_in(self.workdir)
         for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -235,7 +235,7 @@ def _path_with_python() -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
-def _processes_in(folder: Path) -> list[int]:
+def processes_in(folder: Path) -> list[int]:
     """Ids of the processes (not this one) whose working directory is inside `folder` (Linux)."""
     found: list[int] = []
     folder = folder.resolve()

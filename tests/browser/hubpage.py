@@ -132,12 +132,26 @@ class HubUser:
         return path
 
 
+def resident_mb(pids: list[int]) -> float:
+    """The resident memory of these processes together, in MB (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        match = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+        total += int(match.group(1)) if match else 0
+    return total / 1024
+
+
 class Steps:
     """Wall-clock seconds of each named step of the round trip, for the report."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
         self.times: list[tuple[str, float]] = []
+        self.notes: list[str] = []
         self._last = self.started
 
     def done(self, name: str) -> None:
@@ -145,7 +159,11 @@ class Steps:
         self.times.append((name, now - self._last))
         self._last = now
 
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
     def report(self) -> str:
         lines = [f"{seconds:6.1f} s  {name}" for name, seconds in self.times]
+        lines += [f"          {text}" for text in self.notes]
         lines.append(f"{time.monotonic() - self.started:6.1f} s  in all")
         return "\n".join(lines)

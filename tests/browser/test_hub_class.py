@@ -30,11 +30,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from classroom.hub import ASSIGNMENT, INSTRUCTOR, ClassHub, missing_requirement
+from classroom.hub import ASSIGNMENT, INSTRUCTOR, ClassHub, missing_requirement, processes_in
 
 from ..test_nbgrader import MISTAKE
 from .conftest import VIEWPORT
-from .hubpage import HubUser, Steps
+from .hubpage import HubUser, Steps, resident_mb
 from .labserver import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -91,6 +91,8 @@ def test_a_class_round_trip_on_jupyterhub(class_hub: ClassHub, people, steps, sc
     for name, user in people.items():
         user.wait_lab()
         steps.done(f"{name}: JupyterLab loaded (the three logins and spawns at once)")
+    memory = {name: resident_mb(processes_in(class_hub.home(name))) for name in people}
+    steps.note("memory of each user's server: " + ", ".join(f"{n} {mb:.0f} MB" for n, mb in memory.items()))
     teacher = people[INSTRUCTOR]
     teacher.formgrader("manage_assignments")
     assert "Successfully created the student version" in teacher.formgrader_action(ASSIGNMENT, "assign")
