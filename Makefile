@@ -7,13 +7,17 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+# The class hub's proxy (`make hub`, below), from npm into a project-local folder.
+NPM       := $(shell command -v npm 2>/dev/null)
+HUB_NODE  := build/hub-node
+HUB_PROXY := $(HUB_NODE)/node_modules/.bin/configurable-http-proxy
 
-.PHONY: lab test test-fast notebooks assignments autograde feedback bench demo lint install clean train-model
+.PHONY: lab test test-fast notebooks assignments autograde feedback hub hub-proxy bench demo lint install clean train-model
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "pagedkv needs Python >= 3.10; found " + sys.version.split()[0])'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[lab,test,serve,teach,dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[lab,test,serve,teach,dev,hub]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -34,7 +38,7 @@ lab: $(STAMP)
 # them (tests/hypothesis_profiles.py).
 XDIST := -n auto --dist loadfile
 
-test: $(STAMP)
+test: $(STAMP) $(if $(NPM),$(HUB_PROXY))
 	$(BIN)/python -m pytest tests notebooks -m 'not browser' $(PYTEST_NB) $(XDIST)
 	$(BIN)/python -m pytest tests -m browser -p no:nbval
 
@@ -78,6 +82,26 @@ autograde: $(STAMP)
 
 feedback: $(STAMP)
 	$(NBGRADER) generate_feedback exercises $(FORCE_ARG) $(COURSE_ARGS)
+
+# `make hub`: a JupyterHub for one class on this machine, to try the nbgrader round trip
+# (release, fetch, submit, collect, autograde, feedback) before a course: classroom/hub.py
+# prints the address and the trial accounts; Ctrl-C stops it. Options (port, number of students):
+# make hub HUB_ARGS="--port 8001 --students 5". tests/browser/test_hub_class.py
+# drives the same hub in Chromium. Its proxy, configurable-http-proxy, comes from npm at the
+# version classroom/package-lock.json pins, into build/hub-node/ (no global install);
+# `make test` installs it too where npm exists (the hub test is skipped without it, outside CI).
+$(HUB_PROXY): classroom/package.json classroom/package-lock.json
+	@test -n "$(NPM)" || { echo "the hub's proxy needs node and npm (Debian: apt-get install -y nodejs npm)"; exit 1; }
+	@mkdir -p $(HUB_NODE)
+	cp classroom/package.json classroom/package-lock.json $(HUB_NODE)/
+	cd $(HUB_NODE) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(HUB_PROXY)
+
+hub-proxy: $(HUB_PROXY)
+
+HUB_ARGS ?=
+hub: $(STAMP) $(HUB_PROXY)
+	$(BIN)/python classroom/hub.py $(HUB_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m pagedkv demo

@@ -42,7 +42,9 @@ def test_environment_yml_matches_pyproject():
     project = _pyproject()["project"]
     declared = list(project["dependencies"])
     for extra, requirements in project["optional-dependencies"].items():
-        if extra != "train":  # torch, for `make train-model` only: never part of the lab environment
+        # torch, for `make train-model` only, and jupyterhub, for `make hub` only: neither is part
+        # of the learners' environment (on a hub or Binder, the hub runs outside it)
+        if extra not in ("train", "hub"):
             declared += requirements
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["channels"] == ["conda-forge"]
