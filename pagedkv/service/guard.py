@@ -31,6 +31,7 @@ import asyncio
 import hmac
 import json
 import time
+from collections.abc import Callable
 
 from pagedkv.service.limits import ServiceLimits
 from pagedkv.service.logs import RateLimitedLog
@@ -50,8 +51,14 @@ _UNLIMITED = frozenset({"/health", "/metrics"})  # cheap, lock-free: never refus
 class Guard:
     """ASGI middleware before routing: bearer token, requests in flight, body size and time."""
 
-    def __init__(self, app, token: bytes | None, limits: ServiceLimits) -> None:
-        self.app, self.token, self.limits = app, token, limits
+    def __init__(
+        self,
+        app,
+        token: bytes | None,
+        limits: ServiceLimits,
+        refusing: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.app, self.token, self.limits, self.refusing = app, token, limits, refusing
         self.inflight = 0  # requests past this guard and not yet answered (event loop only)
         self.log = RateLimitedLog("pagedkv.service")
 
@@ -62,13 +69,16 @@ class Guard:
         if refusal is not None:
             return await _reply(send, *refusal)
         limited = scope["path"] not in _UNLIMITED
+        retry = [(b"retry-after", str(self.limits.retry_after).encode())]
+        if limited and self.refusing() is not None:  # shutting down: nothing new starts
+            return await _reply(send, 503, {"error": "shutting_down", "detail": self.refusing()}, retry)
         if limited and self.inflight >= self.limits.max_inflight:
             self.log.warning("busy", "%d requests in flight: answering 503", self.inflight)
             return await _reply(
                 send,
                 503,
                 {"error": "busy", "detail": f"{self.inflight} requests in flight; try again"},
-                [(b"retry-after", str(self.limits.retry_after).encode())],
+                retry,
             )
         self.inflight += limited
         try:

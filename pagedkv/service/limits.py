@@ -53,6 +53,11 @@ class ServiceBusyError(Exception):
     """The service cannot take this request now (HTTP 503 with Retry-After)."""
 
 
+class ShuttingDownError(ServiceBusyError):
+    """The server is shutting down (SIGTERM): a request not yet started is refused (HTTP 503
+    with Retry-After) rather than left to be cut off by the shutdown timeout."""
+
+
 class FieldError(ValueError):
     """A value the request sent is refused (HTTP 422); `loc` names it as FastAPI does,
     e.g. ("body", "text") or ("header", "Idempotency-Key")."""

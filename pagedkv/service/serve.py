@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 from pagedkv.service.limits import TOKEN_ENV, ServiceLimits
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from pagedkv.service.launcher import ServerProcess as ServerProcess
 
 HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
@@ -141,8 +143,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
 
     from pagedkv.service import logs
     from pagedkv.service.engine import ServiceEngine
-    from pagedkv.service.guard import MAX_HEADER_BUFFER
-    from pagedkv.service.protocol import protocol_class
+    from pagedkv.service.gate import Listener, QuietAtCap, Tracker
     from pagedkv.service.server import create_app
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not token:
@@ -155,6 +156,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     sys.setswitchinterval(0.001)
     logging.basicConfig(format="%(levelname)s: %(name)s: %(message)s")
     logging.getLogger("pagedkv").setLevel(args.log_level.upper())
+    logging.getLogger("asyncio").addFilter(QuietAtCap())
     logs.install()
     engine = ServiceEngine(
         args.num_pages,
@@ -167,31 +169,43 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
         vllm_names=args.vllm_metrics,
         metrics_created=args.metrics_created,
     )
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
-    # protocol says TCP, and without it every keep-alive response waits ~40 ms (Nagle).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = Listener(socket.AF_INET6 if ":" in args.host else socket.AF_INET, limits)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]
     print(f"pagedkv serving on http://{host}:{port}", flush=True)
-    config = uvicorn.Config(
-        create_app(engine, token),
-        http=protocol_class(limits),
-        log_level=args.log_level,
-        # uvicorn annotates both as int, but hands them to loop.call_later and
-        # asyncio.wait_for, which take any float number of seconds.
-        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]
-        timeout_graceful_shutdown=limits.shutdown_timeout,  # type: ignore[arg-type]
-        backlog=min(2048, limits.max_connections * 2),
-        h11_max_incomplete_event_size=MAX_HEADER_BUFFER,  # headers over 16 KiB: 431 (guard.py)
-    )
+    # On SIGTERM uvicorn sets should_exit; the app then refuses what has not started (server.py).
+    app = create_app(engine, token, stopping=lambda: server.should_exit)
+    server = uvicorn.Server(_config(Tracker(app, sock.gate), limits, args.log_level))
     # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then raises the signal again
     # with the handler it found: with this one, a clean shutdown exits 0, not -15.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.Server(config).run(sockets=[sock])
+    server.run(sockets=[sock])
     return 0
+
+
+def _config(app: object, limits: ServiceLimits, log_level: str) -> uvicorn.Config:
+    """uvicorn's public options for the limits it can keep itself (the rest: gate.py, guard.py)."""
+    import uvicorn
+
+    from pagedkv.service.guard import MAX_HEADER_BUFFER
+
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        # h11 and the asyncio loop, named: the gate (gate.py) needs a loop that calls the
+        # listener's accept(), which uvloop would not; the guards need no protocol class.
+        http="h11",
+        loop="asyncio",
+        proxy_headers=False,  # scope["client"] is the peer the gate accepted, never a header
+        log_level=log_level,
+        # uvicorn annotates both as int, but hands them to loop.call_later and
+        # asyncio.wait_for, which take any float number of seconds.
+        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=limits.shutdown_timeout,  # type: ignore[arg-type]
+        backlog=min(2048, limits.max_connections * 2),  # newcomers wait here at the cap
+        h11_max_incomplete_event_size=MAX_HEADER_BUFFER,  # headers over 16 KiB: 431 (guard.py)
+    )
 
 
 def __getattr__(name: str) -> object:
