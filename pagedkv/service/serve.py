@@ -31,6 +31,8 @@ from pagedkv.service.limits import TOKEN_ENV, ServiceLimits
 if TYPE_CHECKING:
     import uvicorn
 
+    from pagedkv.service.engine import ServiceEngine
+    from pagedkv.service.health import HealthServer
     from pagedkv.service.launcher import ServerProcess as ServerProcess
 
 HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
@@ -44,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="interface to bind (default: %(default)s, loopback only)",
     )
     parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        metavar="PORT",
+        help="also answer GET /health on this port from its own thread, never waiting for the "
+        "API's event loop (for liveness probes; 0 picks a free one; default: none)",
+    )
     parser.add_argument(
         "--wal",
         metavar="PATH",
@@ -173,6 +182,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]
+    health = _health_server(args, engine, token)
     print(f"pagedkv serving on http://{host}:{port}", flush=True)
     # On SIGTERM uvicorn sets should_exit; the app then refuses what has not started (server.py).
     app = create_app(engine, token, stopping=lambda: server.should_exit)
@@ -181,8 +191,25 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     # with the handler it found: with this one, a clean shutdown exits 0, not -15.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if health is not None:
+            health.stop()
     return 0
+
+
+def _health_server(args: argparse.Namespace, engine: ServiceEngine, token: str | None) -> HealthServer | None:
+    """The --health-port listener, started (health.py); None without the option."""
+    if args.health_port is None:
+        return None
+    from pagedkv.service.health import HealthServer
+
+    secret = token.encode() if token else None
+    health = HealthServer((args.host, args.health_port), lambda: engine.locked.published, secret)
+    host, port = health.server_address[:2]
+    print(f"pagedkv health on http://{host}:{port}/health", flush=True)
+    return health.start()
 
 
 def _config(app: object, limits: ServiceLimits, log_level: str) -> uvicorn.Config:
