@@ -95,6 +95,8 @@ def test_token_file_keeps_the_secret_out_of_ps_and_two_headers_are_refused(tmp_p
         good = {"Authorization": f"Bearer {secret}"}
         assert httpx.get(f"{server.url}/sequences/x", headers=good).status_code == 404
         assert httpx.get(f"{server.url}/health").status_code == 401
+        spec = httpx.get(f"{server.url}/openapi.json", headers=good).json()
+        assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"  # declared
         two = [("Authorization", f"Bearer {secret}"), ("Authorization", "Bearer wrong")]
         r = httpx.get(f"{server.url}/health", headers=two)
         assert r.status_code == 400 and "more than one" in r.json()["detail"]

@@ -18,7 +18,8 @@ Input is validated by pydantic in strict mode with explicit limits (below); a ba
 answered 422 naming the field (`"loc": ["body", "max_new_tokens"]`) and never reaches the
 engine, so it changes nothing; so are prompts, appends and `max_new_tokens` over the
 server's ServiceLimits (`--max-prompt-tokens`, `--max-append-tokens`, `--max-new-tokens`).
-Other answers: 404 unknown sequence, 409 id already live, 413 body over 256 KiB, 408 body
+Other answers: 404 unknown sequence, 409 id already live, 413 body over 256 KiB (FastAPI's
+`max_body_size`: its body is `{"detail": "Content Too Large"}`), 408 body
 slower than `body_timeout`, 431 headers over 16 KiB, 401 missing or wrong token, 400 for two
 `Authorization` or two `Idempotency-Key` headers, and 503 with `Retry-After` for "try again
 later": out of pages (body: `error`, `detail`, page counts), too many live sequences, too
@@ -50,7 +51,7 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Annotated
 
-from fastapi import FastAPI, Query, Request
+from fastapi import FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -72,7 +73,7 @@ from pagedkv.service.bodies import (
 )
 from pagedkv.service.durable import StoreNeedsRecoveryError
 from pagedkv.service.engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
-from pagedkv.service.guard import MAX_BODY_BYTES, Guard
+from pagedkv.service.guard import BEARER, MAX_BODY_BYTES, Guard
 from pagedkv.service.limits import FieldError, ServiceBusyError, ShuttingDownError
 
 
@@ -100,6 +101,9 @@ def create_app(
         summary="A paged KV cache with prefix caching, copy-on-write and a write-ahead log.",
         version=__version__,
         lifespan=lifespan,
+        max_body_size=MAX_BODY_BYTES,  # 413; the guard inside it bounds the body's time
+        # The guard enforces the token on every path; this declares it in the OpenAPI docs.
+        dependencies=[Security(BEARER)] if token else None,
     )
     app.add_middleware(
         Guard,
