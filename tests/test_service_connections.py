@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 
 import httpx
@@ -72,3 +73,44 @@ def test_stalled_connections_never_hold_more_sockets_than_the_cap():
     print(f"{CAP + EXTRA} stalled connections, cap {CAP}: server sockets idle {idle}, peak {max(peak)}")
     assert served == [200] * 10
     assert max(peak) - idle <= CAP, (idle, max(peak))
+
+
+def test_when_every_connection_is_busy_a_newcomer_waits_in_the_backlog_then_is_served():
+    cap = 4
+    args = ("--max-connections", str(cap), "--body-timeout", "3", "--header-timeout", "60")
+    with ServerProcess(*args) as server:
+        pid = server.process.pid
+        time.sleep(0.2)
+        idle = _sockets(pid)
+        busy = []
+        for _ in range(cap):  # requests in flight whose bodies never come (408 after 3 s)
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            s.send(b"POST /sequences HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{")
+            busy.append(s)
+        time.sleep(0.3)
+        peak: list[int] = []
+        sampling = threading.Event()
+
+        def sample() -> None:
+            for _ in range(200):  # bounded: 10 s
+                if sampling.is_set():
+                    return
+                peak.append(_sockets(pid))
+                time.sleep(0.05)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        try:
+            status = httpx.get(f"{server.url}/health", timeout=30).status_code  # waits for a slot
+        finally:
+            sampling.set()
+            sampler.join()
+            for s in busy:
+                s.close()
+        log = server.log_tail()
+    print(
+        f"{cap} busy connections, cap {cap}: a newcomer got {status}; sockets idle {idle}, peak {max(peak)}"
+    )
+    assert status == 200
+    assert max(peak) - idle <= cap, (idle, max(peak))
+    assert "Traceback" not in log and "out of system resource" not in log, log
