@@ -23,17 +23,21 @@ moment its request reaches the app (its headers are complete) until the app retu
 finds the connection by the peer address in the ASGI scope (`proxy_headers` must be off).
 
 NOTE: why this is hand-written, checked against uvicorn 0.54: uvicorn has no header
-timeout (it arms `timeout_keep_alive` only after a first response, and every byte received
-cancels it), and `limit_concurrency` answers 503 only after accepting, so a connection that
-sends nothing is held forever and every accepted socket is a descriptor. Working at the
-socket (the one object uvicorn takes from us, `sockets=`) keeps this independent of the
-protocol class (h11 or httptools) and of uvicorn's internals. To stop accepting, `accept()`
-reports EMFILE: asyncio's accept loop then pauses the listener for a second (its own
-answer to running out of descriptors), instead of polling a socket that stays readable.
+timeout (`--timeout-request-start`, proposed in its issue #157, was never added; it arms
+`timeout_keep_alive` only after a first response, and every byte received cancels it),
+and `limit_concurrency` answers 503 only after accepting, so a connection that sends
+nothing is held forever and every accepted socket is a descriptor. Working at the socket
+(the one object uvicorn takes from us, `sockets=`) keeps this independent of the protocol
+class (h11 or httptools) and of uvicorn's internals. To stop accepting, `accept()` reports
+EMFILE: asyncio's accept loop then pauses the listener for a second (its own answer to
+running out of descriptors), instead of polling a socket that stays readable. This relies
+on asyncio's loop calling the socket's own `accept()` (uvloop does not: serve.py names
+`loop="asyncio"`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import select
@@ -190,8 +194,6 @@ class Tracker:
             self.gate.finished(scope.get("client"))
 
     def _sweep_every(self, seconds: float) -> None:
-        import asyncio
-
         loop = asyncio.get_running_loop()
         self.gate.sweeping = True
 

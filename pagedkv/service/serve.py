@@ -8,10 +8,15 @@ server over real HTTP.
 
 The bearer token comes from `--token-file PATH` or the `PAGEDKV_TOKEN` environment
 variable (both stay out of the process list; `--token` works but is visible in `ps`); an
-empty token is refused. Exit codes: 0 after a clean shutdown (SIGTERM or SIGINT: requests
-in flight get `--shutdown-timeout` seconds, then the log is synced and closed), 2 bad
-arguments or token, 3 a store file is missing, 4 a store file is damaged, 5 the store is
-open in another process. Errors are one line naming the file and the problem.
+empty token is refused. Exit codes: 0 after a clean shutdown (SIGTERM or SIGINT: the
+request holding the engine gets up to `--shutdown-timeout` seconds, the ones waiting for
+it are answered 503 `shutting_down`, then the log is synced and closed), 2 bad arguments
+or token, 3 a store file is missing, 4 a store file is damaged, 5 the store is open in
+another process. Errors are one line naming the file and the problem.
+
+`--health-port PORT` adds a listener answering `/health` from a thread of its own
+(health.py), for liveness probes that must not queue behind a busy event loop; its
+address is printed (`pagedkv health on ...`) before the API's.
 
 `vllm serve` is the same kind of entry point. Leaves out: TLS options, worker processes
 (one process serves; its engine lock serialises requests), and reload-on-change.
