@@ -10,13 +10,15 @@ rules (bearer token, GET /health only) and survives stalled connections.
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 
 import httpx
 import pytest
 
 from pagedkv.service.health import MAX_PROBES
-from pagedkv.service.serve import ServerProcess
+from pagedkv.service.serve import EXIT_USAGE, ServerProcess
 
 pytestmark = pytest.mark.slow  # real servers
 
@@ -89,3 +91,19 @@ def test_stalled_connections_to_the_health_port_do_not_stop_it():
             for s in stalled:
                 s.close()
     assert answers == [200] * 3
+
+
+@pytest.mark.parametrize("port", ["-1", "70000", "taken"])
+def test_a_bad_health_port_is_one_line_naming_the_option(port):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        value = str(taken.getsockname()[1]) if port == "taken" else port
+        done = subprocess.run(
+            [sys.executable, "-m", "pagedkv.service.serve", "--port", "0", "--health-port", value],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == EXIT_USAGE and len(lines) == 1 and "--health-port" in lines[0], done.stderr

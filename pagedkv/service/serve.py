@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     from pagedkv.service.health import HealthServer
     from pagedkv.service.launcher import ServerProcess as ServerProcess
 
+
+class UsageError(Exception):
+    """A bad argument found once the server starts (one line naming it, exit code 2)."""
+
+
 HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
 EXIT_USAGE, EXIT_MISSING, EXIT_DAMAGED, EXIT_LOCKED = 2, 3, 4, 5
 
@@ -51,13 +56,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="interface to bind (default: %(default)s, loopback only)",
     )
     parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
-    parser.add_argument(
-        "--health-port",
-        type=int,
-        metavar="PORT",
-        help="also answer GET /health on this port from its own thread, never waiting for the "
-        "API's event loop (for liveness probes; 0 picks a free one; default: none)",
-    )
+    health = "also answer GET /health on this port from a thread of its own (liveness probes; 0: any)"
+    parser.add_argument("--health-port", type=int, metavar="PORT", help=health)
     parser.add_argument(
         "--wal",
         metavar="PATH",
@@ -136,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         return _serve(args, token, limits)
+    except UsageError as exc:
+        print(f"pagedkv serve: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except StoreFileError as exc:
         print(f"pagedkv serve: error: {exc}", file=sys.stderr)
         return EXIT_MISSING if exc.missing else EXIT_DAMAGED
@@ -210,8 +213,13 @@ def _health_server(args: argparse.Namespace, engine: ServiceEngine, token: str |
         return None
     from pagedkv.service.health import HealthServer
 
+    if not 0 <= args.health_port <= 65535:
+        raise UsageError(f"--health-port must be a TCP port, 0 to 65535; got {args.health_port}")
     secret = token.encode() if token else None
-    health = HealthServer((args.host, args.health_port), lambda: engine.locked.published, secret)
+    try:
+        health = HealthServer((args.host, args.health_port), lambda: engine.locked.published, secret)
+    except OSError as exc:
+        raise UsageError(f"--health-port {args.health_port}: {exc.strerror or exc}") from None
     host, port = health.server_address[:2]
     print(f"pagedkv health on http://{host}:{port}/health", flush=True)
     return health.start()
