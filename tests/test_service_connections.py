@@ -40,7 +40,22 @@ def _sockets(pid: int) -> int:
     return count
 
 
+def _burst(server: ServerProcess, n: int, sample) -> list[socket.socket]:
+    """`n` connections opened at once (non-blocking connects, nothing sent)."""
+    stalled = []
+    for _ in range(n):  # bounded
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", server.port))
+        stalled.append(s)
+    for _ in range(20):  # while the server accepts them
+        sample()
+        time.sleep(0.01)
+    return stalled
+
+
 def _stall(server: ServerProcess, n: int, sample) -> list[socket.socket]:
+    """`n` connections one after the other, half of them sending half a request line."""
     stalled = []
     for i in range(n):  # bounded
         s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
@@ -51,7 +66,8 @@ def _stall(server: ServerProcess, n: int, sample) -> list[socket.socket]:
     return stalled
 
 
-def test_stalled_connections_never_hold_more_sockets_than_the_cap():
+@pytest.mark.parametrize("arrive", ["one by one", "in a burst"])
+def test_stalled_connections_never_hold_more_sockets_than_the_cap(arrive):
     with ServerProcess("--max-connections", str(CAP), "--header-timeout", "60") as server:
         pid = server.process.pid
         time.sleep(0.2)  # the launcher's probe connection is gone
@@ -61,7 +77,7 @@ def test_stalled_connections_never_hold_more_sockets_than_the_cap():
         def sample() -> None:
             peak.append(_sockets(pid))
 
-        stalled = _stall(server, CAP + EXTRA, sample)
+        stalled = (_stall if arrive == "one by one" else _burst)(server, CAP + EXTRA, sample)
         try:
             served = [httpx.get(f"{server.url}/health", timeout=10).status_code for _ in range(10)]
             for _ in range(20):  # a second after the flood
@@ -70,7 +86,7 @@ def test_stalled_connections_never_hold_more_sockets_than_the_cap():
         finally:
             for s in stalled:
                 s.close()
-    print(f"{CAP + EXTRA} stalled connections, cap {CAP}: server sockets idle {idle}, peak {max(peak)}")
+    print(f"{CAP + EXTRA} stalled, {arrive}, cap {CAP}: server sockets idle {idle}, peak {max(peak)}")
     assert served == [200] * 10
     assert max(peak) - idle <= CAP, (idle, max(peak))
 
