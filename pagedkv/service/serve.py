@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING
 from pagedkv.service.limits import TOKEN_ENV, ServiceLimits
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import uvicorn
 
-    from pagedkv.service.engine import ServiceEngine
     from pagedkv.service.health import HealthServer
     from pagedkv.service.launcher import ServerProcess as ServerProcess
 
@@ -175,6 +176,8 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     logging.getLogger("pagedkv").setLevel(args.log_level.upper())
     logging.getLogger("asyncio").addFilter(QuietAtCap())
     logs.install()
+    # Bound before the store is opened (a taken port fails fast); it reads `engine` once started.
+    health = _health_server(args, lambda: engine.locked.published, token)
     engine = ServiceEngine(
         args.num_pages,
         args.page_size,
@@ -190,7 +193,8 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]
-    health = _health_server(args, engine, token)
+    if health is not None:
+        health.start()
     print(f"pagedkv serving on http://{host}:{port}", flush=True)
     # On SIGTERM uvicorn sets should_exit; the app then refuses what has not started (server.py).
     app = create_app(engine, token, stopping=lambda: server.should_exit)
@@ -207,8 +211,10 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     return 0
 
 
-def _health_server(args: argparse.Namespace, engine: ServiceEngine, token: str | None) -> HealthServer | None:
-    """The --health-port listener, started (health.py); None without the option."""
+def _health_server(
+    args: argparse.Namespace, published: Callable[[], dict], token: str | None
+) -> HealthServer | None:
+    """The --health-port listener, bound and not yet started (health.py); None without it."""
     if args.health_port is None:
         return None
     from pagedkv.service.health import HealthServer
@@ -217,12 +223,12 @@ def _health_server(args: argparse.Namespace, engine: ServiceEngine, token: str |
         raise UsageError(f"--health-port must be a TCP port, 0 to 65535; got {args.health_port}")
     secret = token.encode() if token else None
     try:
-        health = HealthServer((args.host, args.health_port), lambda: engine.locked.published, secret)
+        health = HealthServer((args.host, args.health_port), published, secret)
     except OSError as exc:
         raise UsageError(f"--health-port {args.health_port}: {exc.strerror or exc}") from None
     host, port = health.server_address[:2]
     print(f"pagedkv health on http://{host}:{port}/health", flush=True)
-    return health.start()
+    return health
 
 
 def _config(app: object, limits: ServiceLimits, log_level: str) -> uvicorn.Config:
