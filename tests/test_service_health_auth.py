@@ -1,8 +1,8 @@
 """Health that never waits, auth footguns, and honest recovery, against real servers.
 
 - `/health`, `HEAD /health` and `/metrics` answer while the engine lock is held (they would
-  hang on a server that reads the pool under the lock), and `/health` p99 stays under 50 ms
-  while clients generate;
+  hang on a server that reads the pool under the lock); how fast `/health` answers under
+  load is a benchmark (`python -m pagedkv bench api`), not a test;
 - an empty token is refused at start-up, `--token-file` and `$PAGEDKV_TOKEN` keep the token
   out of the process list, two `Authorization` headers are refused;
 - recovery says what it discarded (a log line and metrics), and missing or damaged store
@@ -21,7 +21,6 @@ import threading
 import time
 
 import httpx
-import numpy as np
 import pytest
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
@@ -63,61 +62,6 @@ def test_health_and_metrics_answer_while_the_engine_lock_is_held():
         thread.join(10)
 
 
-def _probe_under_load(server: ServerProcess) -> tuple[list[float], list[float]]:
-    """(/health latencies, generate latencies) while 3 clients generate back to back."""
-    load = httpx.Client(base_url=server.url, timeout=60)
-    stop, probes, generates = threading.Event(), [], []
-
-    def generate(k: int) -> None:
-        for _ in range(6):  # bounded
-            start = time.perf_counter()
-            load.post(f"/sequences/s{k}/generate", json={"max_new_tokens": 64})
-            generates.append(time.perf_counter() - start)
-
-    def probe() -> None:
-        with httpx.Client(base_url=server.url, timeout=10) as c:
-            c.get("/health")
-            for _ in range(2000):  # bounded
-                if stop.is_set():
-                    return
-                start = time.perf_counter()
-                assert c.get("/health").status_code == 200
-                probes.append(time.perf_counter() - start)
-                time.sleep(0.005)
-
-    prober = threading.Thread(target=probe)
-    workers = [threading.Thread(target=generate, args=(k,)) for k in range(3)]
-    prober.start()
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    stop.set()
-    prober.join()
-    load.close()
-    return probes, generates
-
-
-def test_health_p99_under_generate_load_is_under_50_ms():
-    """A latency property on a shared 2-core machine: other processes can stall any probe,
-    so the best of two rounds counts. A /health waiting for the engine lock would take as
-    long as a generate (hundreds of ms here)."""
-    with ServerProcess("--num-pages", "1024", "--page-size", "16") as server:
-        with httpx.Client(base_url=server.url, timeout=60) as c:
-            for k in range(3):
-                c.post("/sequences", json={"seq_id": f"s{k}", "token_ids": [k + 1] * 1000})
-        rounds = []
-        for _ in range(2):
-            probes, generates = _probe_under_load(server)
-            rounds.append((float(np.percentile(probes, 99)), len(probes), float(np.median(generates))))
-            if rounds[-1][0] <= 0.050:
-                break
-    for p99, n, gen in rounds:
-        print(f"/health p99 {p99 * 1e3:.1f} ms over {n} probes; a generate took {gen * 1e3:.0f} ms")
-    assert all(n > 20 for _, n, _ in rounds)
-    assert min(p99 for p99, _, _ in rounds) <= 0.050
-
-
 def _serve(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run the serve command to its end (for start-up failures)."""
     return subprocess.run(
@@ -151,6 +95,8 @@ def test_token_file_keeps_the_secret_out_of_ps_and_two_headers_are_refused(tmp_p
         good = {"Authorization": f"Bearer {secret}"}
         assert httpx.get(f"{server.url}/sequences/x", headers=good).status_code == 404
         assert httpx.get(f"{server.url}/health").status_code == 401
+        spec = httpx.get(f"{server.url}/openapi.json", headers=good).json()
+        assert spec["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"  # declared
         two = [("Authorization", f"Bearer {secret}"), ("Authorization", "Bearer wrong")]
         r = httpx.get(f"{server.url}/health", headers=two)
         assert r.status_code == 400 and "more than one" in r.json()["detail"]

@@ -2,9 +2,10 @@
 
 The core (pool, sequence, model, ...) imports nothing from here; only the command line
 (`pagedkv/cli.py`) imports `serve`, which itself imports FastAPI and uvicorn only when the
-server starts. `durable`, `recovery` and `concurrency` need only numpy; `metrics`, `engine`,
-`server` and `protocol` need the `serve` extra (prometheus_client, FastAPI, uvicorn) and
-are imported by name: `from pagedkv.service.server import create_app`.
+server starts. `durable`, `recovery` and `concurrency` need only numpy, `gate` and `health`
+only the standard library; `metrics`, `engine`, `server`, `bodies` and `guard` need the
+`serve` extra (prometheus_client, FastAPI, uvicorn) and are imported by name:
+`from pagedkv.service.server import create_app`.
 
 The names below are imported on first use (PEP 562), so `python -m pagedkv serve --help`
 and `pagedkv.service.serve` load none of the durability code they do not run.

@@ -54,6 +54,7 @@ from contextlib import contextmanager
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.core.sequence import Sequence, SequenceManager
+from pagedkv.service.limits import ShuttingDownError
 
 
 class CoarseLock:
@@ -143,12 +144,20 @@ class LockedManager:
         self.lock = lock if lock is not None else CoarseLock()
         # counts() as of the end of the last exclusive() hold: read it without the lock.
         self.published: dict[str, float] = self.counts()
+        self.refusing: str | None = None  # set by refuse(): why exclusive() says no
+
+    def refuse(self, reason: str | None) -> None:
+        """From now on, `exclusive()` raises ShuttingDownError(reason) once it gets the lock
+        (requests waiting for it leave at once instead of running); None accepts again."""
+        self.refusing = reason
 
     @contextmanager
     def exclusive(self) -> Iterator[SequenceManager]:
         """Hold the write lock for one whole request; yields the bare manager. On the way
-        out, publishes the counts (`published`)."""
+        out, publishes the counts (`published`). Raises ShuttingDownError after `refuse`."""
         with self.lock.write():
+            if self.refusing is not None:
+                raise ShuttingDownError(self.refusing)
             try:
                 yield self._manager
             finally:

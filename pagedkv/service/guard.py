@@ -1,28 +1,35 @@
-"""The ASGI guard in front of the routes: bearer token, requests in flight, request bodies.
+"""The ASGI guard in front of the routes: headers, bearer token, requests in flight, the
+time a body may take.
 
 Runs before routing, so a refused request costs no validation, no thread and no lock:
 
 - headers: more than `MAX_HEADER_BYTES` is 431; two `Authorization` or two
   `Idempotency-Key` headers are 400 naming the header (a proxy may have checked one copy
   and the server would read the other);
-- auth: with a token, `Authorization: Bearer <token>` compared in constant time
-  (`hmac.compare_digest`); missing or wrong is 401;
+- auth: with a token, the credentials FastAPI's `HTTPBearer` reads from `Authorization:
+  Bearer <token>`, compared in constant time (`hmac.compare_digest`); missing or wrong is 401;
 - back-pressure: at most `max_inflight` requests past the guard at once; beyond that, 503
   with `Retry-After` at once (never a queue that grows until clients time out). `/health`
-  and `/metrics` are never refused: they are cheap and never wait for the engine;
-- bodies: read whole before the app sees them, at most `MAX_BODY_BYTES` (413) within
-  `body_timeout` seconds (408, then the connection closes).
+  and `/metrics` are never refused: they are cheap and never wait for the engine. After
+  SIGTERM every other request is 503 `shutting_down`;
+- bodies: read whole before the app sees them within `body_timeout` seconds (408, then the
+  connection closes). Their size is FastAPI's `max_body_size` (server.py), which wraps this
+  guard: over `MAX_BODY_BYTES` is 413 before or while the body arrives.
 
-NOTE: why these are hand-written and not stock parts (checked against uvicorn 0.54,
-Starlette 1.10, FastAPI 0.165): uvicorn's `limit_concurrency` counts connections as well as
-tasks, answers 503 without `Retry-After`, and refuses `/health` too; Starlette has no body
-size or body time limit; FastAPI's `HTTPBearer` is a route dependency, so `/docs`,
-`/openapi.json` and a 404 would stay open, and it reads the first of two `Authorization`
-headers; h11's `max_incomplete_event_size` bounds only headers still arriving (a whole
-100 KB header block in one read passes), hence the 431 here.
+NOTE: what is stock and what is not (checked against uvicorn 0.54, Starlette 1.10, FastAPI
+0.165). Stock: body size (FastAPI's `max_body_size`), the bearer scheme's parsing and its
+OpenAPI declaration (`HTTPBearer`), keep-alive, the header buffer, the listen backlog and
+the shutdown timeout (uvicorn options, serve.py). Hand-written here: the in-flight bound,
+as uvicorn's `limit_concurrency` counts connections as well as tasks, answers 503 without
+`Retry-After` and refuses `/health` too; the body deadline, which neither uvicorn nor
+Starlette has; enforcing the token here rather than as a route dependency, which would
+leave `/docs`, `/openapi.json` and a 404 open and read the first of two `Authorization`
+headers; the 431, as h11's `max_incomplete_event_size` bounds only headers still arriving
+(a whole 100 KB header block in one read passes). uvicorn's `limit_max_requests` is not a
+protection (it ends the process after N requests). Connections: gate.py.
 
-Refusals are logged through `RateLimitedLog`. Starlette middleware and nginx's
-`limit_conn` / `client_body_timeout` do the same jobs. Leaves out: per-client limits.
+Refusals are logged through `RateLimitedLog`. nginx's `limit_conn` / `client_body_timeout`
+do the same jobs. Leaves out: per-client limits.
 """
 
 from __future__ import annotations
@@ -31,11 +38,16 @@ import asyncio
 import hmac
 import json
 import time
+from collections.abc import Callable
+
+from fastapi.security import HTTPBearer
+from starlette.requests import HTTPConnection
 
 from pagedkv.service.limits import ServiceLimits
 from pagedkv.service.logs import RateLimitedLog
 
-MAX_BODY_BYTES = 256 << 10
+MAX_BODY_BYTES = 256 << 10  # FastAPI's max_body_size (server.py)
+BEARER = HTTPBearer(auto_error=False, description="the server's --token-file or $PAGEDKV_TOKEN")
 # Request line excluded, the headers' names and values plus ": " and CRLF each: beyond it
 # 431. (The protocol buffers at most MAX_HEADER_BUFFER bytes of a request still arriving,
 # serve.py's h11_max_incomplete_event_size; beyond that uvicorn itself answers 400.)
@@ -50,25 +62,34 @@ _UNLIMITED = frozenset({"/health", "/metrics"})  # cheap, lock-free: never refus
 class Guard:
     """ASGI middleware before routing: bearer token, requests in flight, body size and time."""
 
-    def __init__(self, app, token: bytes | None, limits: ServiceLimits) -> None:
-        self.app, self.token, self.limits = app, token, limits
+    def __init__(
+        self,
+        app,
+        token: bytes | None,
+        limits: ServiceLimits,
+        refusing: Callable[[], str | None] = lambda: None,
+    ) -> None:
+        self.app, self.token, self.limits, self.refusing = app, token, limits, refusing
         self.inflight = 0  # requests past this guard and not yet answered (event loop only)
         self.log = RateLimitedLog("pagedkv.service")
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        refusal = self._refusal(scope)
+        refusal = self._refusal(scope) or await self._unauthorized(scope)
         if refusal is not None:
             return await _reply(send, *refusal)
         limited = scope["path"] not in _UNLIMITED
+        retry = [(b"retry-after", str(self.limits.retry_after).encode())]
+        if limited and self.refusing() is not None:  # shutting down: nothing new starts
+            return await _reply(send, 503, {"error": "shutting_down", "detail": self.refusing()}, retry)
         if limited and self.inflight >= self.limits.max_inflight:
             self.log.warning("busy", "%d requests in flight: answering 503", self.inflight)
             return await _reply(
                 send,
                 503,
                 {"error": "busy", "detail": f"{self.inflight} requests in flight; try again"},
-                [(b"retry-after", str(self.limits.retry_after).encode())],
+                retry,
             )
         self.inflight += limited
         try:
@@ -87,11 +108,14 @@ class Guard:
             if sum(k == name for k, _ in headers) > 1:  # which one would a proxy have checked?
                 title = name.decode().title()
                 return 400, {"error": "bad_request", "detail": f"more than one {title} header"}
+        return None
+
+    async def _unauthorized(self, scope) -> tuple | None:
+        """(401, body, headers) when a token is required and not given, else None."""
         if self.token is None:
             return None
-        given = [v for k, v in headers if k == b"authorization"]
-        scheme, _, credentials = (given[0] if given else b"").partition(b" ")
-        if scheme.lower() != b"bearer" or not hmac.compare_digest(credentials.strip(), self.token):
+        given = await BEARER(HTTPConnection(scope))  # None: missing, or not the Bearer scheme
+        if given is None or not hmac.compare_digest(given.credentials.encode("latin-1"), self.token):
             return (
                 401,
                 {"error": "unauthorized", "detail": "missing or wrong bearer token"},
@@ -102,7 +126,7 @@ class Guard:
     async def _serve(self, scope, receive, send) -> None:
         body, more = b"", True
         deadline = time.monotonic() + self.limits.body_timeout
-        while more:  # read the whole body first: never hand the app more than the limit
+        while more:  # read the whole body first (max_body_size bounds it: 413 from FastAPI)
             try:
                 message = await asyncio.wait_for(receive(), deadline - time.monotonic())
             except TimeoutError:
@@ -119,12 +143,6 @@ class Guard:
                 return None
             body += message.get("body", b"")
             more = message.get("more_body", False)
-            if len(body) > MAX_BODY_BYTES:
-                return await _reply(
-                    send,
-                    413,
-                    {"error": "too_large", "detail": f"request body over {MAX_BODY_BYTES} bytes"},
-                )
         sent = False
 
         async def replay():

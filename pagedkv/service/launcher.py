@@ -63,6 +63,7 @@ class ServerProcess:
         self.stdout = self.process.stdout
         self.token, self.timeout, self.poll = token, timeout, poll  # poll: seconds between probes
         self.url: str | None = None
+        self.health_url: str | None = None  # with --health-port: its /health
         if wait:
             self.wait()
 
@@ -71,6 +72,9 @@ class ServerProcess:
         if self.url is not None:
             return self
         line = self.stdout.readline()
+        if line.startswith("pagedkv health on "):
+            self.health_url = line.split()[-1]
+            line = self.stdout.readline()
         if not line.startswith("pagedkv serving on "):
             self.process.kill()
             raise RuntimeError(f"server did not start: {line!r} {self.log_tail()}")

@@ -2,8 +2,8 @@
 
 One dataclass, validated in `__post_init__`, shared by the engine (what one client can
 create: live sequences, tokens per sequence, snapshot pages), the ASGI guard (in-flight
-requests, body size and read time) and the uvicorn protocol (connections, header read
-time, keep-alive, shutdown). `python -m pagedkv serve` exposes each field as an option.
+requests, body read time), the listening socket (gate.py: connections, header read time)
+and uvicorn's options (keep-alive, shutdown). `python -m pagedkv serve` exposes each field as an option.
 
 A request beyond a limit gets a quick answer, never a hang: 503 with `Retry-After` for
 "busy, try again" (connections, in-flight requests, a full pool), 408 for a body that
@@ -32,12 +32,12 @@ class ServiceLimits:
     max_new_tokens: int = 256  # tokens one generate request may decode
     max_snapshot_sequences: int = 256  # block tables per GET /snapshot page (?offset=)
     idempotency_keys: int = 1024  # newest Idempotency-Keys remembered (idempotency.py)
-    max_connections: int = 512  # open TCP connections (below the usual 1,024 descriptors)
+    max_connections: int = 512  # client sockets held (gate.py; below the usual 1,024 descriptors)
     max_inflight: int = 32  # requests being served or waiting for the engine at once
     header_timeout: float = 5.0  # seconds for a request line and headers to arrive
     body_timeout: float = 10.0  # seconds for a request body to arrive
     keep_alive: float = 5.0  # seconds an idle keep-alive connection stays open
-    shutdown_timeout: float = 8.0  # seconds SIGTERM waits for requests in flight
+    shutdown_timeout: float = 8.0  # seconds SIGTERM waits for the request running (others: 503)
     retry_after: int = 1  # seconds, in the Retry-After header of every 503
 
     def __post_init__(self) -> None:
@@ -51,6 +51,11 @@ class ServiceLimits:
 
 class ServiceBusyError(Exception):
     """The service cannot take this request now (HTTP 503 with Retry-After)."""
+
+
+class ShuttingDownError(ServiceBusyError):
+    """The server is shutting down (SIGTERM): a request not yet started is refused (HTTP 503
+    with Retry-After) rather than left to be cut off by the shutdown timeout."""
 
 
 class FieldError(ValueError):

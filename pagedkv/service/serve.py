@@ -8,10 +8,15 @@ server over real HTTP.
 
 The bearer token comes from `--token-file PATH` or the `PAGEDKV_TOKEN` environment
 variable (both stay out of the process list; `--token` works but is visible in `ps`); an
-empty token is refused. Exit codes: 0 after a clean shutdown (SIGTERM or SIGINT: requests
-in flight get `--shutdown-timeout` seconds, then the log is synced and closed), 2 bad
-arguments or token, 3 a store file is missing, 4 a store file is damaged, 5 the store is
-open in another process. Errors are one line naming the file and the problem.
+empty token is refused. Exit codes: 0 after a clean shutdown (SIGTERM or SIGINT: the
+request holding the engine gets up to `--shutdown-timeout` seconds, the ones waiting for
+it are answered 503 `shutting_down`, then the log is synced and closed), 2 bad arguments
+or token, 3 a store file is missing, 4 a store file is damaged, 5 the store is open in
+another process. Errors are one line naming the file and the problem.
+
+`--health-port PORT` adds a listener answering `/health` from a thread of its own
+(health.py), for liveness probes that must not queue behind a busy event loop; its
+address is printed (`pagedkv health on ...`) before the API's.
 
 `vllm serve` is the same kind of entry point. Leaves out: TLS options, worker processes
 (one process serves; its engine lock serialises requests), and reload-on-change.
@@ -29,7 +34,17 @@ from typing import TYPE_CHECKING
 from pagedkv.service.limits import TOKEN_ENV, ServiceLimits
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import uvicorn
+
+    from pagedkv.service.health import HealthServer
     from pagedkv.service.launcher import ServerProcess as ServerProcess
+
+
+class UsageError(Exception):
+    """A bad argument found once the server starts (one line naming it, exit code 2)."""
+
 
 HELP = "serve the cache over HTTP (FastAPI + uvicorn; needs the serve extra)"
 EXIT_USAGE, EXIT_MISSING, EXIT_DAMAGED, EXIT_LOCKED = 2, 3, 4, 5
@@ -42,6 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="interface to bind (default: %(default)s, loopback only)",
     )
     parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one")
+    health = "also answer GET /health on this port from a thread of its own (liveness probes; 0: any)"
+    parser.add_argument("--health-port", type=int, metavar="PORT", help=health)
     parser.add_argument(
         "--wal",
         metavar="PATH",
@@ -120,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         return _serve(args, token, limits)
+    except UsageError as exc:
+        print(f"pagedkv serve: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except StoreFileError as exc:
         print(f"pagedkv serve: error: {exc}", file=sys.stderr)
         return EXIT_MISSING if exc.missing else EXIT_DAMAGED
@@ -141,8 +161,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
 
     from pagedkv.service import logs
     from pagedkv.service.engine import ServiceEngine
-    from pagedkv.service.guard import MAX_HEADER_BUFFER
-    from pagedkv.service.protocol import protocol_class
+    from pagedkv.service.gate import Listener, QuietAtCap, Tracker
     from pagedkv.service.server import create_app
 
     if args.host not in ("127.0.0.1", "localhost", "::1") and not token:
@@ -155,7 +174,10 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     sys.setswitchinterval(0.001)
     logging.basicConfig(format="%(levelname)s: %(name)s: %(message)s")
     logging.getLogger("pagedkv").setLevel(args.log_level.upper())
+    logging.getLogger("asyncio").addFilter(QuietAtCap())
     logs.install()
+    # Bound before the store is opened (a taken port fails fast); it reads `engine` once started.
+    health = _health_server(args, lambda: engine.locked.published, token)
     engine = ServiceEngine(
         args.num_pages,
         args.page_size,
@@ -167,31 +189,69 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
         vllm_names=args.vllm_metrics,
         metrics_created=args.metrics_created,
     )
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the
-    # protocol says TCP, and without it every keep-alive response waits ~40 ms (Nagle).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = Listener(socket.AF_INET6 if ":" in args.host else socket.AF_INET, limits)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     host, port = sock.getsockname()[:2]
+    if health is not None:
+        health.start()
     print(f"pagedkv serving on http://{host}:{port}", flush=True)
-    config = uvicorn.Config(
-        create_app(engine, token),
-        http=protocol_class(limits),
-        log_level=args.log_level,
-        # uvicorn annotates both as int, but hands them to loop.call_later and
-        # asyncio.wait_for, which take any float number of seconds.
-        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]
-        timeout_graceful_shutdown=limits.shutdown_timeout,  # type: ignore[arg-type]
-        backlog=min(2048, limits.max_connections * 2),
-        h11_max_incomplete_event_size=MAX_HEADER_BUFFER,  # headers over 16 KiB: 431 (guard.py)
-    )
+    # On SIGTERM uvicorn sets should_exit; the app then refuses what has not started (server.py).
+    app = create_app(engine, token, stopping=lambda: server.should_exit)
+    server = uvicorn.Server(_config(Tracker(app, sock.gate), limits, args.log_level))
     # uvicorn turns SIGTERM / SIGINT into a graceful shutdown, then raises the signal again
     # with the handler it found: with this one, a clean shutdown exits 0, not -15.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if health is not None:
+            health.stop()
     return 0
+
+
+def _health_server(
+    args: argparse.Namespace, published: Callable[[], dict], token: str | None
+) -> HealthServer | None:
+    """The --health-port listener, bound and not yet started (health.py); None without it."""
+    if args.health_port is None:
+        return None
+    from pagedkv.service.health import HealthServer
+
+    if not 0 <= args.health_port <= 65535:
+        raise UsageError(f"--health-port must be a TCP port, 0 to 65535; got {args.health_port}")
+    secret = token.encode() if token else None
+    try:
+        health = HealthServer((args.host, args.health_port), published, secret)
+    except OSError as exc:
+        raise UsageError(f"--health-port {args.health_port}: {exc.strerror or exc}") from None
+    host, port = health.server_address[:2]
+    print(f"pagedkv health on http://{host}:{port}/health", flush=True)
+    return health
+
+
+def _config(app: object, limits: ServiceLimits, log_level: str) -> uvicorn.Config:
+    """uvicorn's public options for the limits it can keep itself (the rest: gate.py, guard.py)."""
+    import uvicorn
+
+    from pagedkv.service.guard import MAX_HEADER_BUFFER
+
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        # h11 and the asyncio loop, named: the gate (gate.py) needs a loop that calls the
+        # listener's accept(), which uvloop would not; the guards need no protocol class.
+        http="h11",
+        loop="asyncio",
+        proxy_headers=False,  # scope["client"] is the peer the gate accepted, never a header
+        log_level=log_level,
+        # uvicorn annotates both as int, but hands them to loop.call_later and
+        # asyncio.wait_for, which take any float number of seconds.
+        timeout_keep_alive=limits.keep_alive,  # type: ignore[arg-type]
+        timeout_graceful_shutdown=limits.shutdown_timeout,  # type: ignore[arg-type]
+        backlog=min(2048, limits.max_connections * 2),  # newcomers wait here at the cap
+        h11_max_incomplete_event_size=MAX_HEADER_BUFFER,  # headers over 16 KiB: 431 (guard.py)
+    )
 
 
 def __getattr__(name: str) -> object:

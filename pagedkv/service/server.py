@@ -15,16 +15,15 @@
     GET    /docs, /openapi.json              OpenAPI
 
 Input is validated by pydantic in strict mode with explicit limits (below); a bad request is
-answered 422 with FastAPI's body naming the field (`"loc": ["body", "max_new_tokens"]`)
-and never reaches the engine, so it changes nothing. The per-request sizes (prompt, append and
-new tokens: `--max-prompt-tokens`, `--max-append-tokens`, `--max-new-tokens`) are checked
-against the server's ServiceLimits before the engine is called, also with a 422 naming the
-field. Other answers: 404 unknown sequence,
-409 id already live, 413 body over 256 KiB, 408 body slower than `body_timeout`, 431
-headers over 16 KiB, 401 missing or wrong token, 400 for two `Authorization` or two
-`Idempotency-Key` headers, and 503 with `Retry-After` for
-"try again later": out of pages (body: `error`, `detail`, page counts), too many live
-sequences, too many requests in flight, or a store that needs a restart to recover.
+answered 422 naming the field (`"loc": ["body", "max_new_tokens"]`) and never reaches the
+engine, so it changes nothing; so are prompts, appends and `max_new_tokens` over the
+server's ServiceLimits (`--max-prompt-tokens`, `--max-append-tokens`, `--max-new-tokens`).
+Other answers: 404 unknown sequence, 409 id already live, 413 body over 256 KiB (FastAPI's
+`max_body_size`: its body is `{"detail": "Content Too Large"}`), 408 body
+slower than `body_timeout`, 431 headers over 16 KiB, 401 missing or wrong token, 400 for two
+`Authorization` or two `Idempotency-Key` headers, and 503 with `Retry-After` for "try again
+later": out of pages (body: `error`, `detail`, page counts), too many live sequences, too
+many requests in flight, shutting down (SIGTERM), or a store that needs a restart.
 
 Mutating requests take an `Idempotency-Key` header (idempotency.py): a retry with the same
 key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing; a key
@@ -38,7 +37,8 @@ for a worker thread.
 
 With a token, every request — docs and metrics included — needs `Authorization: Bearer
 <token>`; that, the bound on requests in flight and the body limits are in an ASGI
-middleware that runs before routing (guard.py).
+middleware before routing (guard.py); connections and header deadlines are kept at the
+listening socket (gate.py).
 
 vLLM's OpenAI-compatible server plays this role for vLLM. Leaves out: TLS (put a proxy in
 front), per-client rate limits, streaming responses.
@@ -46,144 +46,54 @@ front), per-client rate limits, streaming responses.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, NoReturn
+from typing import Annotated
 
-from fastapi import FastAPI, Header, Path, Query, Request
+from fastapi import FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    field_validator,
-    model_validator,
-)
 
 from pagedkv import __version__
 from pagedkv.core.pool import OutOfPagesError
 from pagedkv.core.sequence import UnknownSequenceError
-from pagedkv.model.tinylm import TinyLM
+from pagedkv.service.bodies import (
+    MAX_APPEND_TOKENS,
+    MAX_NEW_TOKENS,
+    MAX_PROMPT_TOKENS,
+    AppendTokens,
+    CreateSequence,
+    Fork,
+    Generate,
+    IdempotencyKey,
+    PathSeqId,
+    too_large,
+)
 from pagedkv.service.durable import StoreNeedsRecoveryError
 from pagedkv.service.engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
-from pagedkv.service.guard import MAX_BODY_BYTES, Guard
-from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits
-
-# Defaults of the per-request limits (ServiceLimits; `serve --max-prompt-tokens` etc.).
-MAX_PROMPT_TOKENS = ServiceLimits.max_prompt_tokens  # tokens (bytes of text) in one create request
-MAX_APPEND_TOKENS = ServiceLimits.max_append_tokens  # tokens in one append request
-MAX_NEW_TOKENS = ServiceLimits.max_new_tokens  # tokens one generate request may decode
-SEQ_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
-
-SeqId = Annotated[str, StringConstraints(pattern=SEQ_ID_PATTERN)]
-TokenId = Annotated[int, Field(ge=0, le=255)]
-PathSeqId = Annotated[str, Path(pattern=SEQ_ID_PATTERN, description="1-64 of A-Z a-z 0-9 _ . : -")]
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=255,
-        description="retry with the same key: the first answer, applied once",
-    ),
-]
+from pagedkv.service.guard import BEARER, MAX_BODY_BYTES, Guard
+from pagedkv.service.limits import FieldError, ServiceBusyError, ShuttingDownError
 
 
-def _too_large(field: str, message: str) -> NoReturn:
-    """A request over a configured size: the same 422 body as pydantic's own checks."""
-    raise RequestValidationError([{"loc": ("body", field), "msg": message, "type": "too_large"}])
-
-
-def _encodable(text: str | None) -> str | None:
-    """JSON can carry a lone surrogate ("\\ud800"), which no UTF-8 text holds: refuse it here,
-    so the 422 names the field, instead of failing later when the text is encoded."""
-    if text is not None:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(
-                f"must be valid Unicode: lone surrogate {text[exc.start]!r} at index {exc.start}"
-            ) from None
-    return text
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
-
-
-class _Tokens(_Body):
-    """Exactly one of `text` (UTF-8 bytes become tokens) or `token_ids` (bytes 0-255)."""
-
-    text: str | None = None
-    token_ids: list[TokenId] | None = None
-
-    @field_validator("text")
-    @classmethod
-    def _text_fits(cls, text: str | None) -> str | None:
-        if text is not None and not text:
-            raise ValueError("text must encode to at least 1 UTF-8 byte")
-        return _encodable(text)
-
-    @field_validator("token_ids")
-    @classmethod
-    def _ids_fit(cls, ids: list[int] | None) -> list[int] | None:
-        if ids is not None and not ids:
-            raise ValueError("token_ids must hold at least 1 id")
-        return ids
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> _Tokens:
-        if (self.text is None) == (self.token_ids is None):
-            raise ValueError("give exactly one of text or token_ids")
-        return self
-
-    def tokens(self, limit: int) -> list[int]:
-        """The request's tokens; a 422 naming the field when there are more than `limit`."""
-        if self.text is not None:
-            tokens, field = TinyLM.encode(self.text), "text"
-        else:
-            assert self.token_ids is not None  # _exactly_one
-            tokens, field = list(self.token_ids), "token_ids"
-        if len(tokens) > limit:
-            _too_large(
-                field, f"{field} holds {len(tokens)} tokens; this server takes at most {limit} per request"
-            )
-        return tokens
-
-
-class CreateSequence(_Tokens):
-    seq_id: SeqId | None = Field(None, description="omit to get seq-1, seq-2, ...")
-    extra_key: Annotated[str, StringConstraints(max_length=64)] | None = Field(
-        None, description="cache salt: prompts with different keys never share pages"
-    )
-
-    _extra_key_encodable = field_validator("extra_key")(_encodable)
-
-
-class AppendTokens(_Tokens):
-    pass
-
-
-class Generate(_Body):
-    max_new_tokens: int = Field(16, ge=1, description="at most the server's --max-new-tokens")
-    temperature: float = Field(0.0, ge=0.0, le=10.0, allow_inf_nan=False)
-    seed: int = Field(0, ge=0, le=2**32 - 1)
-
-
-class Fork(_Body):
-    child_id: SeqId | None = Field(None, description="omit to get the next seq-N")
-
-
-def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
-    """The FastAPI application serving `engine` (closed when the app shuts down)."""
+def create_app(
+    engine: ServiceEngine, token: str | None = None, stopping: Callable[[], bool] | None = None
+) -> FastAPI:
+    """The FastAPI application serving `engine` (closed when the app shuts down). Once
+    `stopping()` is true (uvicorn's `should_exit` after SIGTERM), requests that have not
+    reached the engine are answered 503 `shutting_down`, so the shutdown timeout is spent
+    finishing at most the request holding the engine, never a queue of them."""
     if token is not None and not token:
         raise ValueError("token must not be empty (an empty token would turn auth off)")
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        watch = asyncio.create_task(_refuse_once(stopping, engine)) if stopping else None
         yield
+        if watch is not None:
+            watch.cancel()
+        engine.locked.refuse(None)  # close() takes the lock itself
         engine.close()
 
     app = FastAPI(
@@ -191,12 +101,26 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         summary="A paged KV cache with prefix caching, copy-on-write and a write-ahead log.",
         version=__version__,
         lifespan=lifespan,
+        max_body_size=MAX_BODY_BYTES,  # 413; the guard inside it bounds the body's time
+        # The guard enforces the token on every path; this declares it in the OpenAPI docs.
+        dependencies=[Security(BEARER)] if token else None,
     )
-    app.add_middleware(Guard, token=token.encode() if token else None, limits=engine.limits)
+    app.add_middleware(
+        Guard,
+        token=token.encode() if token else None,
+        limits=engine.limits,
+        refusing=lambda: engine.locked.refusing,
+    )
     _add_error_answers(app, engine)
     _add_sequence_routes(app, engine)
     _add_pool_routes(app, engine)
     return app
+
+
+async def _refuse_once(stopping: Callable[[], bool], engine: ServiceEngine) -> None:
+    while not stopping():  # polls uvicorn's public should_exit (it runs until shutdown)
+        await asyncio.sleep(0.05)
+    engine.locked.refuse("the server is shutting down; try again")
 
 
 def _add_error_answers(app: FastAPI, engine: ServiceEngine) -> None:
@@ -234,6 +158,7 @@ def _add_error_answers(app: FastAPI, engine: ServiceEngine) -> None:
     for exc_type, status, error in (
         (UnknownSequenceError, 404, "unknown_sequence"),
         (SequenceExistsError, 409, "sequence_exists"),
+        (ShuttingDownError, 503, "shutting_down"),
         (ServiceBusyError, 503, "too_many_sequences"),
         (StoreNeedsRecoveryError, 503, "needs_recovery"),
     ):
@@ -270,7 +195,7 @@ def _add_sequence_routes(app: FastAPI, engine: ServiceEngine) -> None:
     @app.post("/sequences/{seq_id}/generate")
     def generate(seq_id: PathSeqId, body: Generate, key: IdempotencyKey = None) -> JSONResponse:
         if body.max_new_tokens > engine.limits.max_new_tokens:
-            _too_large(
+            too_large(
                 "max_new_tokens",
                 f"max_new_tokens is {body.max_new_tokens}; this server decodes at most "
                 f"{engine.limits.max_new_tokens} per request",
