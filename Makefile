@@ -121,9 +121,9 @@ train-model:
 	$(TRAIN_VENV)/bin/python tools/train_model.py
 
 lint: $(STAMP)
-	$(BIN)/python -m ruff check pagedkv tests
-	$(BIN)/python -m ruff format --check pagedkv tests
-	$(BIN)/python -m mypy pagedkv
+	$(BIN)/python -m ruff check pagedkv tests classroom
+	$(BIN)/python -m ruff format --check pagedkv tests classroom
+	$(BIN)/python -m mypy pagedkv classroom
 	$(BIN)/lint-imports
 
 clean:

@@ -8,7 +8,7 @@ from nbgrader.converters.autograde import Autograde
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for skip_cells
 
-c = get_config()  # noqa: F821 - defined by traitlets when it loads this file
+c = get_config()  # type: ignore[name-defined]  # noqa: F821 - defined by traitlets when it loads this file
 
 # Grade without the pictures and the students' own check cells: the cells tagged
 # "skip-in-grading" are left out of the graded run (classroom/skip_cells.py).
