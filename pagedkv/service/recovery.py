@@ -40,9 +40,9 @@ import numpy as np
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.pool import KVCachePool
 from pagedkv.service.checkpoint import export_state, key_from_json, read_checkpoint, restore_state
-from pagedkv.service.durable import CHECKPOINT, CONFIG, KV, LOG, DurableSequenceManager, lock_store
+from pagedkv.service.durable import CHECKPOINT, CONFIG, KV, LOG, DurableSequenceManager
 from pagedkv.service.idempotency import DEFAULT_MAX_KEYS
-from pagedkv.service.wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, read_log
+from pagedkv.service.wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, lock_store, read_log
 
 
 class StoreFileError(Exception):
@@ -115,7 +115,7 @@ def _apply(manager: DurableSequenceManager, record: Record) -> None:
     elif op == "begin":
         manager.log_begin()
     elif op == "commit":
-        manager.commit(p.get("key"), p.get("request", ""), p.get("answer"))
+        manager.commit(p.get("key"), p.get("request", ""), p.get("answer"), p.get("owners"))
     else:
         raise ValueError(f"unknown operation {op!r}")
 

@@ -70,6 +70,7 @@ from pagedkv.service.durable import StoreNeedsRecoveryError
 from pagedkv.service.engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
 from pagedkv.service.guard import MAX_BODY_BYTES, Guard
 from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits
+from pagedkv.service.quota import install as install_quotas
 
 # Defaults of the per-request limits (ServiceLimits; `serve --max-prompt-tokens` etc.).
 MAX_PROMPT_TOKENS = ServiceLimits.max_prompt_tokens  # tokens (bytes of text) in one create request
@@ -193,6 +194,8 @@ def create_app(engine: ServiceEngine, token: str | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(Guard, token=token.encode() if token else None, limits=engine.limits)
+    if engine.quotas.active:  # a tokens file: per-client auth and quotas, before the guard
+        install_quotas(app, engine.quotas, engine.limits.retry_after)
     _add_error_answers(app, engine)
     _add_sequence_routes(app, engine)
     _add_pool_routes(app, engine)

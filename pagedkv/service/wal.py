@@ -32,6 +32,7 @@ O_DIRECT, and compression.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import struct
@@ -169,6 +170,17 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def lock_store(directory: Path) -> int:
+    """flock() the store in `directory` for this process; the returned fd holds the lock."""
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"{directory} is open in another process (or another manager)") from None
+    return fd
 
 
 class WriteAheadLog:
