@@ -24,7 +24,8 @@ field. Other answers: 404 unknown sequence,
 headers over 16 KiB, 401 missing or wrong token, 400 for two `Authorization` or two
 `Idempotency-Key` headers, and 503 with `Retry-After` for
 "try again later": out of pages (body: `error`, `detail`, page counts), too many live
-sequences, too many requests in flight, or a store that needs a restart to recover.
+sequences, too many requests in flight, or a store that needs a restart to recover; 429
+with `Retry-After` for a client past one of its own quotas (`--tokens-file`, quota.py).
 
 Mutating requests take an `Idempotency-Key` header (idempotency.py): a retry with the same
 key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing; a key
