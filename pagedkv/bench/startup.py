@@ -127,6 +127,11 @@ def run(*, quick: bool = False, seed: int = 0, operations: int = 10_000, repeat:
         notes=[
             f"the recovered WAL holds {records} records (no checkpoint: all replayed)",
             f"load average (1 min) at the end: {load:.2f} on {os.cpu_count()} CPUs",
+            *(
+                ["PYTHONDONTWRITEBYTECODE is set: every start compiles pagedkv from source"]
+                if os.environ.get("PYTHONDONTWRITEBYTECODE")
+                else []
+            ),
         ],
         data={
             "seconds": measured,
