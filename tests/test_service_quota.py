@@ -9,8 +9,10 @@ pool or server is full, and then everyone gets 503).
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import subprocess
 import time
 
 import httpx
@@ -224,3 +226,15 @@ def test_owners_and_use_survive_a_crash(tokens, tmp_path, checkpoint):
             _refused(alice.post("/sequences/a1/fork", json={"child_id": "a4"}), "sequences", 3, 3)
             assert _metric(bob, "pagedkv_client_sequences", "bob") == 2
         assert server.stop() == 0
+
+
+def test_promtool_accepts_the_client_metrics(clients):
+    if not os.access("/usr/bin/promtool", os.X_OK):
+        if os.environ.get("CI", "").lower() == "true":  # CI installs it: it must run there
+            pytest.fail("CI=true: /usr/bin/promtool not found", pytrace=False)
+        pytest.skip("/usr/bin/promtool not found (apt-get install prometheus)")
+    text = clients[0].get("/metrics").text
+    assert "pagedkv_client_quota_refusals_total{" in text
+    cmd = ["/usr/bin/promtool", "check", "metrics"]
+    checked = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

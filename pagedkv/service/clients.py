@@ -59,7 +59,11 @@ class Client:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("clients and quotas (see pagedkv/service/clients.py)")
+    group = parser.add_argument_group(
+        "clients and quotas (see pagedkv/service/clients.py)",
+        "A request past one of its client's quotas is answered 429 with Retry-After and a JSON "
+        "body naming the quota, its limit and the client's use; other clients are unaffected.",
+    )
     group.add_argument(
         "--tokens-file",
         metavar="PATH",
