@@ -8,6 +8,11 @@ Each case damages a copy of the store the way a disk, an operator or a crash cou
 starts `serve --wal` on it: either it serves and answers the acknowledged snapshot, or it
 exits 3 (a file missing) / 4 (a file damaged) with exactly one line on stderr that names the
 damaged file.
+
+A second store is stopped by kill -9 right after its last answer (a checkpoint behind it,
+keyed operations after): a garbage tail, a complete but never renamed checkpoint.bin.tmp and
+a duplicated record in the middle of the log (refused naming the log and the byte offset)
+are tried on it too.
 """
 
 from __future__ import annotations
