@@ -128,7 +128,7 @@ def run(*, quick: bool = False, seed: int = 0, operations: int = 10_000, repeat:
             f"the recovered WAL holds {records} records (no checkpoint: all replayed)",
             f"load average (1 min) at the end: {load:.2f} on {os.cpu_count()} CPUs",
             *(
-                ["PYTHONDONTWRITEBYTECODE is set: every start compiles pagedkv from source"]
+                ["PYTHONDONTWRITEBYTECODE is set: a module without a cached .pyc is compiled at every start"]
                 if os.environ.get("PYTHONDONTWRITEBYTECODE")
                 else []
             ),
