@@ -56,5 +56,24 @@ def test_server_process_is_still_importable_from_serve():
 def test_startup_bench_measures_the_three_starts():
     report = startup.run(quick=True)
     assert [row[0] for row in report.rows] == list(startup.TARGETS)
-    assert all(0 < row[1] < 60 for row in report.rows)
+    assert all(0 < row[1] < 60 and 0 <= row[2] < 60 for row in report.rows)
     assert report.data["operations"] == 1000 and report.data["records"] > 1000
+
+
+def _imported_by(*argv: str) -> set[str]:
+    """Every module `python -m pagedkv ARGV` imports (read from -X importtime)."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "pagedkv", *argv]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+    }
+
+
+def test_serve_help_through_the_cli_imports_no_server_library():
+    loaded = _imported_by("serve", "--help")
+    assert "pagedkv.service.serve" in loaded and "pagedkv.service.clients" in loaded
+    too_early = {m for m in loaded if m.split(".")[0] in NOT_FOR_HELP or m in NOT_FOR_HELP}
+    too_early |= {m for m in loaded if m.startswith(("pagedkv.model", "pagedkv.engine", "pagedkv.bench"))}
+    too_early |= {m for m in loaded if m.startswith(("pagedkv.viz", "pagedkv.scenarios", "matplotlib"))}
+    assert not too_early, sorted(too_early)

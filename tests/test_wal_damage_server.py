@@ -8,6 +8,11 @@ Each case damages a copy of the store the way a disk, an operator or a crash cou
 starts `serve --wal` on it: either it serves and answers the acknowledged snapshot, or it
 exits 3 (a file missing) / 4 (a file damaged) with exactly one line on stderr that names the
 damaged file.
+
+A second store is stopped by kill -9 right after its last answer (a checkpoint behind it,
+keyed operations after): a garbage tail, a complete but never renamed checkpoint.bin.tmp and
+a duplicated record in the middle of the log (refused naming the log and the byte offset)
+are tried on it too.
 """
 
 from __future__ import annotations
@@ -153,3 +158,64 @@ def test_a_duplicated_record_is_refused_naming_the_log(acked, tmp_path, which):
     duplicate = data[record.offset : record.end]
     path.write_bytes(data[: record.end] + duplicate + data[record.end :])
     _refused(_restart(store), 4, "wal.log")
+
+
+@pytest.fixture(scope="module")
+def killed(tmp_path_factory):
+    """(store directory, the snapshot acknowledged last) of a server stopped by kill -9 right
+    after its last answer, a checkpoint behind it and keyed operations after that."""
+    store = tmp_path_factory.mktemp("killed") / "store"
+    with (
+        ServerProcess("--wal", str(store), *ARGS) as server,
+        httpx.Client(base_url=server.url, timeout=30) as c,
+    ):
+        for k in range(4):
+            key = {"Idempotency-Key": f"k-{k}"}
+            assert (
+                c.post("/sequences", json={"seq_id": f"s{k}", "text": f"prefix {k}"}, headers=key).status_code
+                == 201
+            )
+            assert c.post(f"/sequences/s{k}/generate", json={"max_new_tokens": 3}).status_code == 200
+            if k == 1:
+                assert c.post("/checkpoint").status_code == 200
+        assert c.post("/sequences/s3/fork", json={"child_id": "s3-f"}).status_code == 201
+        assert c.delete("/sequences/s0").status_code == 204
+        snapshot = c.get("/snapshot").json()
+        server.stop(9)
+    return store, snapshot
+
+
+def test_kill_9_then_a_garbage_tail_recovers_the_acknowledged_state(killed, tmp_path):
+    store = _copy(killed, tmp_path)
+    with open(store / "wal.log", "ab") as f:
+        f.write(np.random.default_rng(7).bytes(4096))
+    code, snapshot, log = _restart(store)
+    assert (code, snapshot) == (None, killed[1])
+    assert "dropped a damaged or torn final record (4096 bytes)" in log
+
+
+def test_kill_9_then_a_valid_but_unrenamed_checkpoint_tmp_is_ignored(killed, tmp_path):
+    """The crash came between writing the new checkpoint's temp file and renaming it: the
+    log still holds every record, so the old checkpoint and the log are the truth."""
+    store = _copy(killed, tmp_path)
+    (store / "checkpoint.bin.tmp").write_bytes((store / "checkpoint.bin").read_bytes())
+    assert _restart(store)[:2] == (None, killed[1])
+
+
+def test_kill_9_then_a_duplicated_middle_record_is_refused_naming_log_and_offset(killed, tmp_path):
+    store = _copy(killed, tmp_path)
+    path = store / "wal.log"
+    data = path.read_bytes()
+    records = read_log(path)[0]
+    record = records[len(records) // 2]
+    path.write_bytes(data[: record.end] + data[record.offset : record.end] + data[record.end :])
+    result = _restart(store)
+    _refused(result, 4, "wal.log")
+    assert f"byte offset {record.end}:" in result[2]
+
+
+def test_a_garbage_tail_on_the_checkpoint_is_refused_naming_it(killed, tmp_path):
+    store = _copy(killed, tmp_path)
+    with open(store / "checkpoint.bin", "ab") as f:
+        f.write(bytes(100))
+    _refused(_restart(store), 4, "checkpoint.bin")

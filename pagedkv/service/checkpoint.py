@@ -83,6 +83,7 @@ def export_state(manager: SequenceManager) -> dict:
         "cow_log": [list(pair) for pair in manager.cow_log],
         # idempotency keys committed so far (durable managers; idempotency.py)
         "idempotency": manager.idempotency.export() if hasattr(manager, "idempotency") else [],
+        "owners": dict(getattr(manager, "owners", {})),  # seq id -> client (quota.py)
     }
 
 
@@ -118,6 +119,8 @@ def restore_state(manager: SequenceManager, state: dict) -> None:
     manager.cow_log[:] = [(src, dst) for src, dst in state["cow_log"]]
     if hasattr(manager, "idempotency"):
         manager.idempotency.restore(state.get("idempotency", []))
+    if hasattr(manager, "owners"):
+        manager.owners.update(state.get("owners", {}))
     manager.check_invariants()
 
 

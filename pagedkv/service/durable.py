@@ -30,7 +30,8 @@ crashes, and a power loss may lose the last records and leave K/V of their pages
 Transactions. A request of the HTTP service is many operations (a generate of n tokens is
 n `append` and n `computed` records); `transaction()` makes them one unit: a `begin`
 record before the first operation's record, a `commit` record after the last (carrying the
-request's idempotency key and answer, idempotency.py). Recovery applies committed
+request's idempotency key and answer, idempotency.py, and the client owning the sequences
+it made, quota.py: `owners`, which a free forgets). Recovery applies committed
 transactions only: one cut off by a crash is dropped from the log, so the store comes back
 as it was before the request. Records outside any transaction (direct use of the manager)
 are each their own transaction. An exception inside a transaction after its first record
@@ -44,7 +45,6 @@ multi-process sharing of one store (the lock refuses a second opener).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 from collections.abc import Hashable, Iterator
@@ -61,11 +61,9 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.service.checkpoint import export_state, key_to_json, write_checkpoint
 from pagedkv.service.idempotency import DEFAULT_MAX_KEYS, IdempotencyKeys
-from pagedkv.service.wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir
+from pagedkv.service.wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir, lock_store
 
 CONFIG, KV, LOG, CHECKPOINT, LOCK = "config.json", "kv.bin", "wal.log", "checkpoint.bin", "lock"
-
-
 COW_LOG_KEEP = 256  # copy-on-write pairs a long-running store keeps (the newest)
 
 
@@ -91,6 +89,7 @@ class DurableSequenceManager(SequenceManager):
         # Committed keys (idempotency.py), bounded from the start: recovery replays commits
         # and restores checkpoints into this store, so a later bound would forget keys.
         self.idempotency = IdempotencyKeys(max_keys)
+        self.owners: dict[Hashable, str] = {}  # seq id -> client (commit records; quota.py)
         self.broken: str | None = None  # why later operations are refused (see module doc)
         self._txn = "none"  # "none" | "pending" (begin not yet logged) | "open"
         self._lock_fd = lock_fd
@@ -189,6 +188,7 @@ class DurableSequenceManager(SequenceManager):
         self.get(seq_id)
         self._log({"op": "free", "seq_id": seq_id, "clock": self.pool.clock + 1})
         super().free(seq_id)
+        self.owners.pop(seq_id, None)
 
     def set_computed(self, seq_id: Hashable, num_computed_tokens: int) -> None:
         seq = self.get(seq_id)
@@ -234,8 +234,15 @@ class DurableSequenceManager(SequenceManager):
         self._txn = "open"
         self.log.append({"op": "begin"}, sync=False)  # durable with the commit
 
-    def commit(self, key: str | None = None, request: str = "", answer: dict | None = None) -> None:
-        """Log the `commit` record (with the idempotency key and answer, if any) and store the key."""
+    def commit(
+        self,
+        key: str | None = None,
+        request: str = "",
+        answer: dict | None = None,
+        owners: dict | None = None,
+    ) -> None:
+        """Log the `commit` record (idempotency key and answer, owners of new sequences; each
+        if any) and store the key and owners."""
         if self._txn != "open" and key is None:
             self._txn = "none"
             return  # nothing was logged: nothing to commit
@@ -244,7 +251,10 @@ class DurableSequenceManager(SequenceManager):
         payload: dict = {"op": "commit"}
         if key is not None:
             payload.update(key=key, request=request, answer=answer)
+        if owners:
+            payload["owners"] = owners
         self._log(payload)
+        self.owners.update(owners or {})
         self._txn = "none"
         if key is not None:
             assert answer is not None  # checked before logging
@@ -333,14 +343,3 @@ class DurableSequenceManager(SequenceManager):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def lock_store(directory: Path) -> int:
-    """flock() the store in `directory` for this process; the returned fd holds the lock."""
-    fd = os.open(directory / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise RuntimeError(f"{directory} is open in another process (or another manager)") from None
-    return fd

@@ -43,6 +43,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -57,8 +58,12 @@ from pagedkv.service.durable import COW_LOG_KEEP, DurableSequenceManager
 from pagedkv.service.idempotency import IdempotencyKeys, check_key, fingerprint
 from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits
 from pagedkv.service.metrics import ServiceMetrics
+from pagedkv.service.quota import Quotas
 from pagedkv.service.recovery import discarded_lines, open_store
 from pagedkv.service.wal import FsyncPolicy
+
+if TYPE_CHECKING:
+    from pagedkv.service.clients import Client
 
 MAX_CONTEXT_TOKENS = ServiceLimits.max_context_tokens  # default tokens one sequence may hold
 log = logging.getLogger("pagedkv.service")
@@ -82,6 +87,7 @@ class ServiceEngine:
         limits: ServiceLimits | None = None,
         vllm_names: bool = False,
         metrics_created: bool = False,
+        clients: list[Client] | None = None,
     ) -> None:
         self.limits = limits if limits is not None else ServiceLimits()
         # The shipped trained weights, unless a seed asks for random ones (of the default shape).
@@ -100,12 +106,16 @@ class ServiceEngine:
         self.locked = LockedManager(manager)
         self.pool = manager.pool
         self.recovery = dict(self.durable.recovery) if self.durable is not None else {}
+        # Per-client quotas and sequence owners (quota.py); no-ops without clients.
+        self.quotas = Quotas(clients, self.durable.owners if self.durable is not None else {})
+        self.quotas.publish(manager, everyone=True)
         self.metrics = ServiceMetrics(
             self.locked,
             log=self.durable.log if self.durable is not None else None,
             recovery=self.recovery,
             vllm_names=vllm_names,
             created=metrics_created,
+            quotas=self.quotas if self.quotas.active else None,
         )
         self._logits: dict[Hashable, np.ndarray] = {}  # seq id -> last-position logits [vocab]
         self._next_id = 1
@@ -140,9 +150,11 @@ class ServiceEngine:
                 seq_id = self._fresh_id(m)
             elif seq_id in m:
                 raise SequenceExistsError(f"seq_id {seq_id!r} is already a live sequence")
+            self.quotas.check_new_sequence(m, self.quotas.create_pages(m, len(token_ids)))
             self._check_room(m)
             with self.metrics.time_allocation():
                 num_cached = m.add(seq_id, token_ids, extra_key)
+            self.quotas.claim(seq_id)
             self._logits[seq_id] = self.model.forward(m, [seq_id])[0]
             return {**describe(m.get(seq_id)), "num_cached_tokens": num_cached}
 
@@ -159,6 +171,7 @@ class ServiceEngine:
         """Sample and append `max_new_tokens` tokens, computing each one's K/V."""
 
         def run(m: SequenceManager) -> dict:
+            self.quotas.check_owner(seq_id)
             seq = m.get(seq_id)
             self._reserve(m, seq, max_new_tokens, "max_new_tokens")
             logits = self._last_logits(m, seq)
@@ -183,6 +196,7 @@ class ServiceEngine:
         check_vocab("token_ids", token_ids, VOCAB_SIZE)
 
         def run(m: SequenceManager) -> dict:
+            self.quotas.check_owner(seq_id)
             seq = m.get(seq_id)
             self._reserve(m, seq, len(token_ids), "token_ids")
             for token in token_ids:
@@ -198,13 +212,16 @@ class ServiceEngine:
 
         def run(m: SequenceManager) -> dict:
             nonlocal child_id
+            self.quotas.check_owner(seq_id)
             m.get(seq_id)
             if child_id is None:
                 child_id = self._fresh_id(m)
             elif child_id in m:
                 raise SequenceExistsError(f"child_id {child_id!r} is already a live sequence")
+            self.quotas.check_new_sequence(m, self.quotas.fork_pages(m, seq_id))
             self._check_room(m)
             m.fork(seq_id, child_id)
+            self.quotas.claim(child_id)
             if seq_id in self._logits:
                 self._logits[child_id] = self._logits[seq_id]
             return describe(m.get(child_id))
@@ -213,13 +230,16 @@ class ServiceEngine:
 
     def free(self, seq_id: str, key: str | None = None) -> None:
         def run(m: SequenceManager) -> dict:
+            self.quotas.check_owner(seq_id)
             m.free(seq_id)
+            self.quotas.release(seq_id)
             self._logits.pop(seq_id, None)
             return {}
 
         self._run(key, fingerprint("free", seq_id), run)
 
     def sequence(self, seq_id: str) -> dict:
+        self.quotas.check_owner(seq_id)
         return describe(self.locked.sequence(seq_id))
 
     def snapshot(self, offset: int = 0) -> dict:
@@ -254,22 +274,27 @@ class ServiceEngine:
         """One request under the lock: the stored answer for a known key, else `body` as one
         transaction whose commit stores the key and answer."""
         if key is not None:
-            check_key(key)
+            key = self.quotas.scoped_key(check_key(key))  # each client has its own keys
         self._local.replayed = False
         with self.metrics.exclusive() as m:
+            self.quotas.take_claims()  # none left by a request that failed
             stored = self.keys.lookup(key, request) if key is not None else None
             if stored is not None:
                 self._local.replayed = True
                 return stored
             if self.durable is None:
                 answer = body(m)
+                self.quotas.take_claims()
+                self.quotas.publish(m)
                 if key is not None:
                     self.keys.store(key, request, answer)
                 del m.cow_log[:-COW_LOG_KEEP]  # bounded, as a durable store's (durable.py)
                 return answer
             with self.durable.transaction():
                 answer = body(m)
-                self.durable.commit(key, request, answer if key is not None else None)
+                owners = self.quotas.take_claims()
+                self.durable.commit(key, request, answer if key is not None else None, owners)
+            self.quotas.publish(m)
         if self.checkpointer is not None:  # there is one exactly when there is a durable store
             self.checkpointer.poke()
         return answer
@@ -305,6 +330,7 @@ class ServiceEngine:
         needed = m.pages_needed_to_append(seq.seq_id) + (
             -(-(seq.num_tokens + n) // size) - -(-(seq.num_tokens + 1) // size)
         )
+        self.quotas.check_pages(m, needed)
         if needed > self.pool.num_available_pages:
             raise OutOfPagesError(
                 f"{n} more tokens for {seq.seq_id!r} need {needed} pages; only "

@@ -48,6 +48,12 @@ pagedkv metric (type)                        vLLM metric: meaning here
 - `pagedkv_recovery_dropped_cached_pages`    none: CACHED pages recovery made FREE (their
   (gauge)                                    K/V were overwritten by the cut-off transaction)
 
+With a tokens file (quota.py), per client, labelled `client` by the file's names only (at
+most `MAX_CLIENTS` values, never anything a request sent): `pagedkv_client_pages`,
+`pagedkv_client_sequences`, `pagedkv_client_requests_inflight` (gauges: its use),
+`pagedkv_client_quota{client, quota}` (gauge: its limits) and
+`pagedkv_client_quota_refusals_total{client, quota}` (counter: its 429s).
+
 With `vllm_names`, the metrics vLLM also has are exported a second time under vLLM's own
 names and labels (`vllm:kv_cache_usage_perc{model_name, engine}`, `vllm:prefix_cache_queries`,
 `vllm:prefix_cache_hits`, `vllm:num_preemptions`, `vllm:num_requests_running`,
@@ -78,6 +84,7 @@ from pagedkv.service.wal import WriteAheadLog
 
 if TYPE_CHECKING:
     from pagedkv.engine.scheduler import Scheduler
+    from pagedkv.service.quota import Quotas
 
 LATENCY_BUCKETS = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 0.1)
 
@@ -94,6 +101,7 @@ class ServiceMetrics:
         vllm_names: bool = False,
         created: bool = False,
         model_name: str = "pagedkv-tinylm",
+        quotas: Quotas | None = None,
     ) -> None:
         self.locked = check_instance("locked", locked, LockedManager)
         self.log = log  # the write-ahead log of a durable manager
@@ -101,6 +109,7 @@ class ServiceMetrics:
         # export its running / waiting queues and preemptions.
         self.scheduler = scheduler
         self.recovery = recovery or {}  # what recover() discarded at start-up
+        self.quotas = quotas  # per-client use and quotas (a tokens file's clients)
         self.vllm_names, self.created, self.model_name = vllm_names, created, model_name
         self.registry = CollectorRegistry(auto_describe=True)
         self.allocation_latency = Histogram(
@@ -158,6 +167,8 @@ class _CacheCollector(Collector):
             if not m.created:
                 metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
             yield metric
+        if m.quotas is not None:
+            yield from m.quotas.metrics()
         if m.vllm_names:
             yield from _vllm_metrics(m.model_name, c, preemptions, running, waiting)
 

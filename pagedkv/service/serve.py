@@ -31,6 +31,7 @@ import sys
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
+from pagedkv.service import clients
 from pagedkv.service.limits import TOKEN_ENV, ServiceLimits
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="N" if f.type == "int" else "SECONDS",
             help="default: %(default)s",
         )
+    clients.add_arguments(parser)  # --tokens-file, --quota-* (clients.py)
     parser.add_argument(
         "--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"]
     )
@@ -130,8 +132,9 @@ def run(args: argparse.Namespace) -> int:
     from pagedkv.service.wal import WALCorruptionError
 
     try:
-        token = read_token(args)
+        token = read_token(args) if args.tokens_file is None else None
         limits = ServiceLimits(**{f.name: getattr(args, f.name) for f in fields(ServiceLimits)})
+        args.clients = clients.read_clients(args)  # None without --tokens-file
     except (OSError, ValueError, TypeError) as exc:
         print(f"pagedkv serve: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -164,7 +167,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
     from pagedkv.service.gate import Listener, QuietAtCap, Tracker
     from pagedkv.service.server import create_app
 
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not token:
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not token and not args.clients:
         print(
             f"warning: serving on {args.host} without a token: anyone who can reach it can use it",
             file=sys.stderr,
@@ -188,6 +191,7 @@ def _serve(args: argparse.Namespace, token: str | None, limits: ServiceLimits) -
         limits=limits,
         vllm_names=args.vllm_metrics,
         metrics_created=args.metrics_created,
+        clients=args.clients,
     )
     sock = Listener(socket.AF_INET6 if ":" in args.host else socket.AF_INET, limits)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

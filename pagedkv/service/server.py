@@ -23,7 +23,8 @@ Other answers: 404 unknown sequence, 409 id already live, 413 body over 256 KiB 
 slower than `body_timeout`, 431 headers over 16 KiB, 401 missing or wrong token, 400 for two
 `Authorization` or two `Idempotency-Key` headers, and 503 with `Retry-After` for "try again
 later": out of pages (body: `error`, `detail`, page counts), too many live sequences, too
-many requests in flight, shutting down (SIGTERM), or a store that needs a restart.
+many requests in flight, shutting down (SIGTERM), or a store that needs a restart; 429
+with `Retry-After` for a client past one of its own quotas (`--tokens-file`, quota.py).
 
 Mutating requests take an `Idempotency-Key` header (idempotency.py): a retry with the same
 key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing; a key
@@ -75,6 +76,7 @@ from pagedkv.service.durable import StoreNeedsRecoveryError
 from pagedkv.service.engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
 from pagedkv.service.guard import BEARER, MAX_BODY_BYTES, Guard
 from pagedkv.service.limits import FieldError, ServiceBusyError, ShuttingDownError
+from pagedkv.service.quota import install as install_quotas
 
 
 def create_app(
@@ -111,6 +113,8 @@ def create_app(
         limits=engine.limits,
         refusing=lambda: engine.locked.refusing,
     )
+    if engine.quotas.active:  # a tokens file: per-client auth and quotas, before the guard
+        install_quotas(app, engine.quotas, engine.limits.retry_after)
     _add_error_answers(app, engine)
     _add_sequence_routes(app, engine)
     _add_pool_routes(app, engine)

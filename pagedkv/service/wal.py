@@ -32,6 +32,7 @@ O_DIRECT, and compression.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import struct
@@ -116,10 +117,61 @@ def read_log(path: Path | str) -> tuple[list[Record], int]:
     """All intact records of a log and the offset where the intact part ends.
 
     Bytes after that offset are a torn final record (dropped). Raises WALCorruptionError
-    when a damaged record has a valid record after it, or the sequence numbers jump."""
+    when a damaged record has a valid record after it, or the sequence numbers jump.
+
+    Frames (length, CRC, sequence number) are checked one by one; the payloads of all
+    intact frames are then decoded by one `json.loads` of a JSON array (a third of the time
+    of one call per record, which matters at start-up). A payload that is not a JSON object
+    sends the whole file through the record-by-record reader (`_read_one_by_one`)."""
     data = Path(path).read_bytes()
     if data[: len(MAGIC)] != MAGIC:
         raise WALCorruptionError(path, 0, f"not a pagedkv WAL (header {data[:8]!r})")
+    view = memoryview(data)
+    frames: list[tuple[int, int, int]] = []  # (offset, seq, end) of each intact frame
+    offset = len(MAGIC)
+    while offset < len(data):
+        frame = _frame_at(view, offset)
+        if frame is None:
+            _check_torn(path, data, offset)  # raises unless nothing valid follows
+            break
+        if frames and frame[1] != frames[-1][1] + 1:
+            raise WALCorruptionError(path, offset, f"sequence number {frame[1]} follows {frames[-1][1]}")
+        frames.append(frame)
+        offset = frame[2]
+    try:
+        payloads = json.loads(b"[" + b",".join(view[o + _HEADER.size : e] for o, _, e in frames) + b"]")
+    except ValueError:
+        payloads = None
+    if payloads is None or not all(type(p) is dict for p in payloads):
+        return _read_one_by_one(path, data)
+    return [Record(o, seq, p, e) for (o, seq, e), p in zip(frames, payloads, strict=True)], offset
+
+
+def _frame_at(view: memoryview, offset: int) -> tuple[int, int, int] | None:
+    """(offset, seq, end) of the frame at `offset` if it is complete and its CRC holds."""
+    if len(view) - offset < _HEADER.size:
+        return None
+    crc, length, seq = _HEADER.unpack_from(view, offset)
+    end = offset + _HEADER.size + length
+    if length > MAX_PAYLOAD or end > len(view) or zlib.crc32(view[offset + 4 : end]) != crc:
+        return None
+    return offset, seq, end
+
+
+def _check_torn(path: Path | str, data: bytes, offset: int) -> None:
+    """A damaged record at `offset` is a torn tail only if no valid record follows it."""
+    later = _next_valid(data, offset)
+    if later is not None:
+        raise WALCorruptionError(
+            path,
+            offset,
+            f"damaged record; a valid record (seq {later.seq}) follows at "
+            f"offset {later.offset}, so this is not a torn tail",
+        )
+
+
+def _read_one_by_one(path: Path | str, data: bytes) -> tuple[list[Record], int]:
+    """`read_log` parsing each record on its own (a frame whose payload is not an object)."""
     records: list[Record] = []
     offset = len(MAGIC)
     while offset < len(data):
@@ -127,14 +179,7 @@ def read_log(path: Path | str) -> tuple[list[Record], int]:
         if record is not None and records and record.seq != records[-1].seq + 1:
             raise WALCorruptionError(path, offset, f"sequence number {record.seq} follows {records[-1].seq}")
         if record is None:
-            later = _next_valid(data, offset)
-            if later is not None:
-                raise WALCorruptionError(
-                    path,
-                    offset,
-                    f"damaged record; a valid record (seq {later.seq}) follows at "
-                    f"offset {later.offset}, so this is not a torn tail",
-                )
+            _check_torn(path, data, offset)
             break  # a torn final record: the crash hit while it was being written
         records.append(record)
         offset = record.end
@@ -169,6 +214,17 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
+
+
+def lock_store(directory: Path) -> int:
+    """flock() the store in `directory` for this process; the returned fd holds the lock."""
+    fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"{directory} is open in another process (or another manager)") from None
+    return fd
 
 
 class WriteAheadLog:
