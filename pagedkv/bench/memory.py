@@ -37,7 +37,12 @@ SYSTEMS = ("max", "pow2", "oracle", "paged")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--requests", type=int, default=1000, help="requests per workload")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="requests per workload (default 1,000; with --arrival-rate, bench serving's 8,000)",
+    )
     parser.add_argument(
         "--num-slots",
         type=int,
@@ -146,7 +151,7 @@ def run(
     *,
     quick: bool = False,
     seed: int = 0,
-    requests: int = 1000,
+    requests: int | None = None,
     num_slots: int = PAPER_SLOTS,
     max_seq_len: int = 2048,
     page_size: int = 16,
@@ -161,14 +166,13 @@ def run(
             quick=quick,
             seed=seed,
             arrival_rate=arrival_rate,
-            requests=requests,
+            requests=serving.REQUESTS if requests is None else requests,
             workload=workloads.split(",")[0],
             num_slots=num_slots,
             page_size=page_size,
             max_num_seqs=max_num_seqs,
         )
-    if quick:
-        requests = 300
+    requests = 300 if quick else 1000 if requests is None else requests
     if max_seq_len > num_slots or num_slots % page_size:
         raise SystemExit("need max_seq_len <= num_slots and num_slots a multiple of page_size")
     names = workloads.split(",")

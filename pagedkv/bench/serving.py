@@ -12,7 +12,12 @@ the paper's Fig. 2 categories two ways:
 - **whole run** at `--arrival-rate`: averaged over the whole run, unused memory included
   (the paper's "external fragmentation & others").
 
-`bench memory --arrival-rate R` prints this report.
+Each system's sustainable rate (normalized latency below 0.5 s/token) is found by `crossing`:
+from a start rate it steps by 10 % until two rates bracket the bound, then interpolates; the
+ratios of vLLM's to Orca's are the paper's Sec. 6.2 figures. The default trace is 8,000
+requests, about an hour of arrivals at vLLM's sustainable rate (the paper's traces are an hour
+long): `--lengths 1000,2000,4000,8000 --seeds 0,1` prints how the rates drift with the length,
+docs/calibration.md gives the numbers. `bench memory --arrival-rate R` prints this report.
 """
 
 from __future__ import annotations
@@ -110,10 +115,10 @@ def run(
 ) -> Report:
     if check_number("arrival_rate", arrival_rate, 0.0) == 0:  # requests/s
         raise ValueError(f"arrival_rate must be a number > 0 (requests/s), got {arrival_rate!r}")
+    options: dict = dict(
+        num_slots=num_slots, page_size=page_size, max_num_seqs=max_num_seqs, model=model, gpu=gpu, seed=seed
+    )
     if lengths is not None:
-        options: dict = dict(
-            num_slots=num_slots, page_size=page_size, max_num_seqs=max_num_seqs, model=model, gpu=gpu
-        )
         return length_study(
             [int(n) for n in lengths.split(",")], [int(x) for x in seeds.split(",")], workload, options
         )
@@ -121,9 +126,6 @@ def run(
         requests, rates = 200, "1,2,4"
     grid = sorted({*_rates(rates), *_rates(str(arrival_rate))})
     reqs = generate(workload, requests, seed)
-    options = dict(
-        num_slots=num_slots, page_size=page_size, max_num_seqs=max_num_seqs, model=model, gpu=gpu, seed=seed
-    )
     data: dict = {s: {} for s in SYSTEMS}
     for rate in tqdm(grid, desc="serving", disable=None):
         for system in SYSTEMS:
