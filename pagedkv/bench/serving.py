@@ -17,7 +17,9 @@ from a start rate it steps by 10 % until two rates bracket the bound, then inter
 ratios of vLLM's to Orca's are the paper's Sec. 6.2 figures. The default trace is 8,000
 requests, about an hour of arrivals at vLLM's sustainable rate (the paper's traces are an hour
 long): `--lengths 1000,2000,4000,8000 --seeds 0,1` prints how the rates drift with the length,
-docs/calibration.md gives the numbers. `bench memory --arrival-rate R` prints this report.
+docs/calibration.md gives the numbers. The default run (8,000 requests, 11 rates, 4 systems and
+the walk) takes tens of minutes; `--quick` serves 200 requests at 3 rates and skips the walk.
+`bench memory --arrival-rate R` prints this report.
 """
 
 from __future__ import annotations
