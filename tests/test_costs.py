@@ -49,6 +49,18 @@ def test_the_paper_engine_profiles_fewer_tokens_and_no_graphs():
     assert terms["CUDA-graph pool"] == terms["non-torch memory"] == 0
 
 
+def test_an_activation_peak_read_from_a_log_replaces_the_formula():
+    given = costs.Assumptions(activation_gib=9.37)
+    terms = {
+        name: (value, source)
+        for name, value, source in costs.capacity_terms("Llama-3-8B", "A100-40GB", given)
+    }
+    assert terms["activation peak at 8,192 tokens"] == (9.37 * GIB, "given")
+    default = costs.capacity("Llama-3-8B", "A100-40GB", 2048)["kv_budget_bytes"]
+    budget = costs.capacity("Llama-3-8B", "A100-40GB", 2048, given)["kv_budget_bytes"]
+    assert default - budget == pytest.approx(9.37 * GIB - costs.activation_bytes("Llama-3-8B"))
+
+
 def test_calculator_prints_every_term_with_its_source():
     text = costs.calculator_text("Llama-3-8B", "H100-80GB", 2048)
     for name, value, source in costs.capacity_terms("Llama-3-8B", "H100-80GB"):
@@ -101,6 +113,7 @@ def test_table_skips_models_whose_weights_do_not_fit():
         (lambda: costs.preemption_costs("Mistral-7B", "L4", -1), "num_tokens"),
         (lambda: costs.Assumptions(gpu_memory_utilization=0), "gpu_memory_utilization"),
         (lambda: costs.Assumptions(max_num_batched_tokens=0), "max_num_batched_tokens"),
+        (lambda: costs.Assumptions(activation_gib=-1.0), "activation_gib"),
         (lambda: costs.capacity("Llama-3-70B", "A100-40GB", 10), "do not fit"),
     ],
 )

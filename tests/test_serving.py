@@ -97,3 +97,25 @@ def test_sustainable_rate_interpolates_the_crossing():
     assert bench_serving.sustainable_rate([1, 2, 3], [0.1, 0.3, 0.9], 0.5) == pytest.approx(2 + 1 / 3)
     assert bench_serving.sustainable_rate([1, 2], [0.1, 0.2], 0.5) == 2  # never reached: the top
     assert bench_serving.sustainable_rate([1, 2], [0.7, 0.9], 0.5) == 1  # above from the start
+
+
+@pytest.mark.slow
+def test_crossing_brackets_the_bound_and_interpolates():
+    trace = generate("sharegpt", 120, 0)
+    rate = bench_serving.crossing(trace, "max", 1.5, {"seed": 0})
+    below, above = (
+        serving.serve(trace, "max", arrival_rate=r)["normalized_latency"] for r in (rate - 0.15, rate + 0.15)
+    )
+    assert below < bench_serving.LATENCY_BOUND <= above
+
+
+def test_the_length_study_prints_a_row_per_length_and_seed(monkeypatch):
+    monkeypatch.setattr(
+        bench_serving, "crossing", lambda trace, system, start, options: start * len(trace) / 100
+    )
+    report = bench_serving.run(lengths="100,200", seeds="0,1")
+    assert [row[:2] for row in report.rows] == [[100, 0], [100, 1], [200, 0], [200, 1]]
+    assert report.rows[0][2:] == [0.7, 1.3, 3.0, round(3.0 / 1.3, 2), round(3.0 / 0.7, 2)]
+    assert report.notes == [
+        "100 -> 200 requests, mean over seeds: max +100.0 %, oracle +100.0 %, paged +100.0 %"
+    ]

@@ -13,9 +13,9 @@ is counted in the vLLM paper's categories: token states, reserved (for tokens no
 generated), internal fragmentation (reserved beyond the final length, or the unfilled tail
 of a sequence's last page), external fragmentation (free slots in holes too small for the
 next request), free. The report averages them over those steps, with the batch size each
-system reaches. The default budget, 16,384 slots of a 2,048-token model, is about the KV
-space OPT-13B has on one 40 GB A100 (800 KB per token); with `--arrival-rate` the serving run
-uses the paper's own figure (Table 1: 12 GB, 15,728 slots, `costs.paper_slots`).
+system reaches. The default budget, offline and with `--arrival-rate` alike, is the paper's
+OPT-13B on one 40 GB A100 (Table 1: 12 GB of KV at 800 KB per token, "15.7K" slots), as
+`costs.paper_slots` computes it in whole pages: 15,728 slots of a 2,048-token model.
 """
 
 from __future__ import annotations
@@ -34,16 +34,20 @@ from pagedkv.labs.workloads import Request, generate
 HELP = "share of KV memory holding token states: contiguous (max, pow2, oracle) vs paged"
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states
 SYSTEMS = ("max", "pow2", "oracle", "paged")
-OFFLINE_SLOTS = 16_384  # the offline run's default budget (notebook 06's stored outputs)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--requests", type=int, default=1000, help="requests per workload")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=None,
+        help="requests per workload (default 1,000; with --arrival-rate, bench serving's 8,000)",
+    )
     parser.add_argument(
         "--num-slots",
         type=int,
-        default=None,
-        help="KV memory budget (slots; default 16,384 offline, the paper's 15,728 with --arrival-rate)",
+        default=PAPER_SLOTS,
+        help="KV memory budget (slots; default the paper's OPT-13B, 15,728 = costs.paper_slots())",
     )
     parser.add_argument("--max-seq-len", type=int, default=2048)
     parser.add_argument("--page-size", type=int, default=16)
@@ -147,8 +151,8 @@ def run(
     *,
     quick: bool = False,
     seed: int = 0,
-    requests: int = 1000,
-    num_slots: int | None = None,
+    requests: int | None = None,
+    num_slots: int = PAPER_SLOTS,
     max_seq_len: int = 2048,
     page_size: int = 16,
     max_num_seqs: int = 256,
@@ -162,18 +166,13 @@ def run(
             quick=quick,
             seed=seed,
             arrival_rate=arrival_rate,
-            requests=requests,
+            requests=serving.REQUESTS if requests is None else requests,
             workload=workloads.split(",")[0],
-            num_slots=PAPER_SLOTS if num_slots is None else num_slots,
+            num_slots=num_slots,
             page_size=page_size,
             max_num_seqs=max_num_seqs,
         )
-    if quick:
-        requests = 300
-    if num_slots is None:
-        # NOTE: the offline run keeps its 16,384 slots until notebook 06, which prints it, is
-        # re-executed; the serving run (above) uses the paper's 15,728.
-        num_slots = OFFLINE_SLOTS
+    requests = 300 if quick else 1000 if requests is None else requests
     if max_seq_len > num_slots or num_slots % page_size:
         raise SystemExit("need max_seq_len <= num_slots and num_slots a multiple of page_size")
     names = workloads.split(",")

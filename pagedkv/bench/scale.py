@@ -5,13 +5,14 @@ Simulations. For each size (default 1,000, 10,000 and 100,000 ShareGPT-like requ
 fresh pool and Scheduler run every request to the end in bookkeeping-only mode (the
 `ScriptedRunner`: no attention): admission with prefix lookup and block hashes, a slot per
 token, a page and a hash per `page_size` tokens, preemption, eviction, finish, exactly as
-with a model. The default pool, 8,192 pages of 16 tokens (131,072 slots), is about the KV
-space LLaMA-7B has on one 80 GB A100. The time covers `add_requests` and every step, not
-generating the workload. Tokens are those the scheduler computed: prompt + generated tokens
-(each prompt token, and each generated token but the last, gets K/V once), plus the tokens a
-preemption by recompute computes again. Targets: time per request and per token flat within
-1.5x from the smallest size to the largest, both in CPU seconds (`time.process_time`, less
-disturbed than wall time by other load on a shared machine); 10,000 requests <= 10 s (wall).
+with a model. The default pool is the KV space `costs.capacity` gives LLaMA-7B on one 80 GB
+A100 at `gpu_memory_utilization` 0.9: 7,328 pages of 16 tokens (117,248 slots). The time
+covers `add_requests` and every step, not generating the workload. Tokens are those the
+scheduler computed: prompt + generated tokens (each prompt token, and each generated token but
+the last, gets K/V once), plus the tokens a preemption by recompute computes again. Targets:
+time per request and per token flat within 1.5x from the smallest size to the largest, both in
+CPU seconds (`time.process_time`, less disturbed than wall time by other load on a shared
+machine); 10,000 requests <= 10 s (wall).
 
 Metadata. A bookkeeping pool of 1,048,576 pages and a SequenceManager are built under
 `tracemalloc`; the K/V store is allocated before tracing starts, so only metadata counts.
@@ -42,7 +43,7 @@ from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
-from pagedkv.labs.costs import bytes_per_token
+from pagedkv.labs.costs import bytes_per_token, capacity
 from pagedkv.labs.specs import ModelSpec
 from pagedkv.labs.workloads import sharegpt_like
 
@@ -65,6 +66,7 @@ COLUMNS = [
 METADATA_SEQS, METADATA_TOKENS = 256, 512
 # huggyllama/llama-7b config.json: 32 layers, 32 heads (no GQA), hidden 4096, MLP 11008, vocab 32000, float16.
 LLAMA_7B = ModelSpec("LLaMA-7B", 32, 32, 128, 32, 6.7e9, "float16", 2048, 4096, 11008, 32000, True)
+NUM_PAGES = int(capacity(LLAMA_7B, "A100-80GB", 2048)["num_pages"])  # 7,328: its KV space, in pages of 16
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -77,7 +79,9 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sizes", type=_sizes, default=SIZES, help="requests per run, e.g. 1000,10000")
-    parser.add_argument("--num-pages", type=int, default=8192)
+    parser.add_argument(
+        "--num-pages", type=int, default=NUM_PAGES, help="default: LLaMA-7B's KV on an A100-80GB"
+    )
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--max-num-batched-tokens", type=int, default=4096)
@@ -89,7 +93,7 @@ def run(
     quick: bool = False,
     seed: int = 0,
     sizes: tuple[int, ...] = SIZES,
-    num_pages: int = 8192,
+    num_pages: int = NUM_PAGES,
     page_size: int = 16,
     max_num_seqs: int = 256,
     max_num_batched_tokens: int = 4096,

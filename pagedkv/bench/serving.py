@@ -12,6 +12,13 @@ the paper's Fig. 2 categories two ways:
 - **whole run** at `--arrival-rate`: averaged over the whole run, unused memory included
   (the paper's "external fragmentation & others").
 
+Each system's sustainable rate (normalized latency below 0.5 s/token) is found by `crossing`:
+from a start rate it steps by 10 % until two rates bracket the bound, then interpolates; the
+ratios of vLLM's to Orca's are the paper's Sec. 6.2 figures. The default trace is 8,000
+requests, about an hour of arrivals at vLLM's sustainable rate (the paper's traces are an hour
+long): `--lengths 1000,2000,4000,8000 --seeds 0,1` prints how the rates drift with the length,
+docs/calibration.md gives the numbers. The default run (8,000 requests, 11 rates, 4 systems and
+the walk) takes tens of minutes; `--quick` serves 200 requests at 3 rates and skips the walk.
 `bench memory --arrival-rate R` prints this report.
 """
 
@@ -34,6 +41,7 @@ PAPER_EXTERNAL = {"max": 8.9, "pow2": 41.6, "oracle": 36.6}  # % "external fragm
 # and 2.7-8x that of Orca (Max) "while maintaining similar latencies".
 PAPER_RATE_RATIOS = {"oracle": (1.7, 2.7), "max": (2.7, 8.0)}
 RATES = "0.25,0.5,0.75,1,1.25,1.5,2,2.5,3,3.5,4"  # requests/s: below Orca (Max)'s limit to above vLLM's
+REQUESTS = 8000  # trace length: docs/calibration.md's trace-length study ("How long the trace is")
 LATENCY_BOUND = 0.5  # s / token: "sustained" means below this (pagedkv's choice; the paper's
 # Fig. 12 curves turn up steeply, so the ratios move little with the bound)
 
@@ -52,7 +60,13 @@ def sustainable_rate(rates: list[float], latencies: list[float], bound: float = 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--requests", type=int, default=2000, help="trace length (see docs/calibration.md)")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=REQUESTS,
+        help="trace length (default 8,000: about an hour of arrivals at vLLM's sustainable rate, "
+        "where the sustainable rates stop drifting; see docs/calibration.md)",
+    )
     parser.add_argument("--workload", default="sharegpt", choices=["sharegpt", "alpaca"])
     parser.add_argument("--rates", default=RATES, help="requests/s, comma-separated")
     parser.add_argument("--arrival-rate", type=float, default=2.0, help="rate of the whole-run column")
@@ -66,6 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-num-seqs", type=int, default=256)
     parser.add_argument("--model", default="OPT-13B", help="a name of pagedkv.labs.specs.MODELS")
     parser.add_argument("--gpu", default="A100-40GB", help="a name of pagedkv.labs.specs.GPUS")
+    parser.add_argument(
+        "--lengths",
+        default=None,
+        help="trace lengths, comma-separated: print each system's sustainable rate at each length "
+        "and seed of --seeds instead (the trace-length study of docs/calibration.md)",
+    )
+    parser.add_argument("--seeds", default="0", help="seeds of the --lengths study, comma-separated")
 
 
 def _rates(text: str) -> list[float]:
@@ -82,7 +103,7 @@ def run(
     *,
     quick: bool = False,
     seed: int = 0,
-    requests: int = 2000,
+    requests: int = REQUESTS,
     workload: str = "sharegpt",
     rates: str = RATES,
     arrival_rate: float = 2.0,
@@ -91,21 +112,28 @@ def run(
     max_num_seqs: int = 256,
     model: str = "OPT-13B",
     gpu: str = "A100-40GB",
+    lengths: str | None = None,
+    seeds: str = "0",
 ) -> Report:
     if check_number("arrival_rate", arrival_rate, 0.0) == 0:  # requests/s
         raise ValueError(f"arrival_rate must be a number > 0 (requests/s), got {arrival_rate!r}")
+    options: dict = dict(
+        num_slots=num_slots, page_size=page_size, max_num_seqs=max_num_seqs, model=model, gpu=gpu, seed=seed
+    )
+    if lengths is not None:
+        return length_study(
+            [int(n) for n in lengths.split(",")], [int(x) for x in seeds.split(",")], workload, options
+        )
     if quick:
         requests, rates = 200, "1,2,4"
     grid = sorted({*_rates(rates), *_rates(str(arrival_rate))})
     reqs = generate(workload, requests, seed)
-    options: dict = dict(
-        num_slots=num_slots, page_size=page_size, max_num_seqs=max_num_seqs, model=model, gpu=gpu, seed=seed
-    )
     data: dict = {s: {} for s in SYSTEMS}
     for rate in tqdm(grid, desc="serving", disable=None):
         for system in SYSTEMS:
             data[system][rate] = serve(reqs, system, arrival_rate=rate, **options)
     top = grid[-1]
+    walked = {} if quick else {s: crossing(reqs, s, start, options) for s, start in STUDY_START.items()}
     return Report(
         title=(
             f"bench serving: {requests} {workload}-like requests, Poisson arrivals, "
@@ -121,14 +149,70 @@ def run(
             "mean batch",
         ],
         rows=[_row(system, data[system][top], data[system][arrival_rate]) for system in SYSTEMS],
-        notes=_notes(data, grid, top, arrival_rate),
+        notes=_notes(data, grid, top, arrival_rate, walked),
         data={
             "rates": grid,
             "top_rate": top,
+            "sustainable_rates": walked,
             "arrival_rate": arrival_rate,
             "systems": {s: {str(r): v for r, v in d.items()} for s, d in data.items()},
         },
         plotter=figure,
+    )
+
+
+STUDY_START = {"max": 0.7, "oracle": 1.3, "paged": 3.0}  # requests/s where the walk starts
+
+
+def crossing(requests: list, system: str, start: float, options: dict) -> float:
+    """The rate at which `system`'s normalized latency on `requests` reaches LATENCY_BOUND:
+    from `start`, step by 10 % of it (up while below the bound, down while above) until two
+    neighbouring rates bracket the bound, then interpolate (`sustainable_rate`)."""
+    step, seen = start / 10, {}
+
+    def latency(rate: float) -> float:
+        key = round(rate, 4)
+        if key <= 0:
+            raise ValueError(f"{system} is above the bound at every rate down to {step:g}/s")
+        if key not in seen:
+            seen[key] = serve(requests, system, arrival_rate=key, **options)["normalized_latency"]
+        return seen[key]
+
+    rate, below = start, latency(start) < LATENCY_BOUND
+    while (latency(rate) < LATENCY_BOUND) == below:
+        rate += step if below else -step
+        if rate > 10 * start:
+            raise ValueError(f"{system} stays below the bound up to {10 * start:g}/s: a longer trace?")
+    low, high = (rate - step, rate) if below else (rate, rate + step)
+    return sustainable_rate([round(low, 4), round(high, 4)], [latency(low), latency(high)])
+
+
+def length_study(lengths: list[int], seeds: list[int], workload: str, options: dict) -> Report:
+    """Each system's sustainable rate (and vLLM's ratios) at each trace length and seed, and how
+    far the mean over seeds moves from one length to the next."""
+    rows, means = [], {}
+    for n in tqdm(lengths, desc="lengths", disable=None):
+        for seed in seeds:
+            trace = generate(workload, n, seed)
+            got = {
+                s: crossing(trace, s, start, {**options, "seed": seed}) for s, start in STUDY_START.items()
+            }
+            rows.append([n, seed, *(round(got[s], 3) for s in STUDY_START)])
+            rows[-1] += [round(got["paged"] / got["oracle"], 2), round(got["paged"] / got["max"], 2)]
+        means[n] = [sum(r[i] for r in rows[-len(seeds) :]) / len(seeds) for i in range(2, 5)]
+    notes = [
+        f"{a:,} -> {b:,} requests, mean over seeds: "
+        + ", ".join(
+            f"{s} {100 * (y / x - 1):+.1f} %" for s, x, y in zip(STUDY_START, means[a], means[b], strict=True)
+        )
+        for a, b in zip(lengths, lengths[1:], strict=False)
+    ]
+    return Report(
+        title=f"bench serving --lengths: sustainable rate (latency < {LATENCY_BOUND:g} s/token), {workload}",
+        columns=["requests", "seed", "max /s", "oracle /s", "paged /s", "paged/oracle", "paged/max"],
+        rows=rows,
+        notes=notes,
+        data={"rows": rows, "means": {str(n): m for n, m in means.items()}},
     )
 
 
@@ -145,16 +229,16 @@ def _row(system: str, loaded: dict, whole: dict) -> list[object]:
     ]
 
 
-def _notes(data: dict, grid: list[float], top: float, arrival_rate: float) -> list[str]:
+def _notes(data: dict, grid: list[float], top: float, arrival_rate: float, walked: dict) -> list[str]:
     """The latency table by rate, the paper's figures, and how this run accounts for them."""
     latency_rows = [
         [rate, *(round(data[s][rate]["normalized_latency"], 3) for s in SYSTEMS)] for rate in grid
     ]
-    sustained = {s: _sustained(data, grid, s) for s in SYSTEMS}
+    sustained = {s: walked[s] if s in walked else _sustained(data, grid, s) for s in SYSTEMS}
     return [
         "normalized latency (s per output token) vs request rate (requests/s):",
         *("  " + line for line in _latency_table(latency_rows).splitlines()),
-        _sustained_line(data, grid, sustained),
+        _sustained_line(data, grid, sustained, set(walked)),
         "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % hold token states "
         "(max / pow2 / oracle / vLLM); external fragmentation & others 8.9 / 41.6 / 36.6 / -",
         *_account(data, top, arrival_rate),
@@ -165,10 +249,11 @@ def _sustained(data: dict, grid: list[float], system: str) -> float:
     return sustainable_rate(grid, [data[system][rate]["normalized_latency"] for rate in grid])
 
 
-def _sustained_line(data: dict, grid: list[float], sustained: dict[str, float]) -> str:
-    """Each system's sustainable rate ("> top" where its latency never reached the bound)
-    and the two ratios the paper states, when both rates were measured."""
-    reached = {s: data[s][grid[-1]]["normalized_latency"] >= LATENCY_BOUND for s in SYSTEMS}
+def _sustained_line(data: dict, grid: list[float], sustained: dict[str, float], walked: set[str]) -> str:
+    """Each system's sustainable rate ("> top" where its latency never reached the bound) and
+    the two ratios the paper states, when both rates were measured. Rates of `walked` systems
+    come from `crossing` (10 % steps around the bound); the others interpolate the grid."""
+    reached = {s: s in walked or data[s][grid[-1]]["normalized_latency"] >= LATENCY_BOUND for s in SYSTEMS}
     rates = ", ".join(f"{s} {'' if reached[s] else '> '}{sustained[s]:.2f}/s" for s in SYSTEMS)
     ratios = []
     for other, (low, high) in PAPER_RATE_RATIOS.items():

@@ -9,7 +9,9 @@ N tokens" (older versions: "# GPU blocks: N"); that line is what to compare agai
   activation peak of a profile run of `max_num_batched_tokens` tokens - non-torch memory
   (CUDA context, cuBLAS/NCCL buffers) - the CUDA-graph pool; token slots = budget / bytes
   per token, rounded down to whole pages. Weights and bytes per token are exact; the other
-  three terms are pagedkv's estimates (`capacity_terms` says which, and why);
+  three terms are pagedkv's estimates (`capacity_terms` says which, and why). The activation
+  formula is the weakest: real profile runs have logged several times more (docs/calibration.md,
+  row L1), so a peak read from the engine's log can replace it (`Assumptions.activation_gib`);
 - a preempted or evicted request of L tokens comes back by one of three roads: recompute (a
   prefill priced per operator class, `step_seconds`), swap (its K/V out to host memory and
   back, priced per copy: vLLM copies one block of one layer's K or V at a time) or a
@@ -44,6 +46,7 @@ class Assumptions:
     page_size: int = 16  # token slots per page (vLLM's default block_size)
     step_overhead_s: float = 0.003  # CPU time per engine step (scheduling, sampling): estimate
     copy_overhead_s: float = 10e-6  # fixed cost of one host<->GPU copy call: estimate
+    activation_gib: float | None = None  # the profile run's peak as an engine logged it; None: the formula
 
     def __post_init__(self) -> None:
         util = check_number("gpu_memory_utilization", self.gpu_memory_utilization, 0.0)
@@ -51,6 +54,8 @@ class Assumptions:
             raise ValueError(f"gpu_memory_utilization must be a number in (0, 1], got {util!r}")
         for name in ("non_torch_gib", "cuda_graph_gib", "step_overhead_s", "copy_overhead_s"):
             check_number(name, getattr(self, name), 0.0)
+        if self.activation_gib is not None:
+            check_number("activation_gib", self.activation_gib, 0.0)
         check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1)
         check_int("max_num_seqs", self.max_num_seqs, 1)
         check_int("page_size", self.page_size, 1)
@@ -124,8 +129,8 @@ def capacity_terms(
         ("weights", weight_bytes(m), "parameters x dtype bytes (model card)"),
         (
             f"activation peak at {assume.max_num_batched_tokens:,} tokens",
-            activation_bytes(m, assume),
-            "pagedkv's estimate (costs.activation_bytes)",
+            activation_bytes(m, assume) if assume.activation_gib is None else assume.activation_gib * GIB,
+            "pagedkv's estimate (costs.activation_bytes)" if assume.activation_gib is None else "given",
         ),
         ("non-torch memory", assume.non_torch_gib * GIB, "pagedkv's estimate"),
         ("CUDA-graph pool", assume.cuda_graph_gib * GIB, "pagedkv's estimate"),

@@ -76,9 +76,10 @@ MODELS = {
 #   80 GB; H100 SXM5; L4).
 # - reported_gib: the "total capacity" PyTorch prints in its CUDA out-of-memory message (the
 #   total of torch.cuda.mem_get_info, which vLLM's profiler also starts from): 39.39 GiB for
-#   an A100-40GB, 79.15 GiB for an A100-80GB, ~79.2 GiB for an H100-80GB (79.1-79.3 GiB
-#   depending on the driver), ~22 GiB for an L4 (pagedkv's reading of such messages for
-#   24 GB cards; not checked on an L4).
+#   an A100-40GB (a vLLM start-up log in github.com/vllm-project/vllm/issues/12330 reads
+#   39.50 GiB: boards and drivers differ by ~0.3 %), 79.15 GiB for an A100-80GB, ~79.2 GiB
+#   for an H100-80GB (79.1-79.3 GiB depending on the driver), ~22 GiB for an L4 (pagedkv's
+#   reading of such messages for 24 GB cards; not checked on an L4).
 # - host links: NVIDIA's nvbandwidth on an H100 SXM5 host (PCIe 5.0): ~35 GB/s host -> GPU,
 #   ~53 GB/s GPU -> host. A100 and L4 (PCIe 4.0 x16, 32 GB/s per direction on paper): 25 GB/s
 #   each way is pagedkv's estimate (about 80 % of the slot; not a published measurement).
