@@ -136,9 +136,13 @@ def test_a_benchmark_subcommand_imports_only_its_module():
 def test_ui_quick_fills_every_pool():
     from pagedkv.bench import ui
 
-    data = ui.run(quick=True).data
+    report = ui.run(quick=True)
+    data = report.data
     assert set(data) == {"64", "256"}
-    assert 0 < data["64"]["live_sequences"] < data["256"]["live_sequences"]
+    for pages in data.values():  # every pool is timed with each tab open
+        assert set(pages) == set(ui.TABS)
+    assert 0 < data["64"]["More views"]["live_sequences"] < data["256"]["More views"]["live_sequences"]
+    assert [row[:2] for row in report.rows] == [[p, t] for p in (64, 256) for t in ui.TABS]
 
 
 def test_wal_quick_logs_one_record_per_operation_and_fsyncs_by_policy(tmp_path):
