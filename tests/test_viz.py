@@ -135,7 +135,7 @@ def test_lru_view_marks_the_next_victim(known):
     x0, y0, x1, y1 = heatmap.cell_box("lru", 9)
     assert not close(image.getpixel((x0, (y0 + y1) // 2)), rgb(VICTIM_COLOR))
     panel = heatmap.panels["lru"]
-    assert panel.victim == 10 and "page 10 is evicted next" in panel.title
+    assert panel.victim == 10 and "page 10 (#1) is evicted next" in panel.title
     assert "5 FREE pages" in panel.title and "freed tail first" in panel.title
 
 
