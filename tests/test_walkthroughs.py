@@ -332,3 +332,22 @@ def test_03_says_which_pages_doc_D_takes_and_the_lru_title_follows_the_release_o
     assert f"page {left[0]} (#1) is evicted next" in title
     assert "released first" not in title and "released longest ago" in title
     assert f"page {left[0]} is the next victim (#1)" in text
+
+
+# ---- 00: its 7B and a grouped-query-attention 7B ------------------------------------------------
+
+
+def test_00_ties_its_7b_to_grouped_query_attention_and_notebook_11():
+    from pagedkv import CacheConfig
+
+    def kib(kv_heads: int) -> int:
+        config = CacheConfig(
+            num_pages=1, page_size=1, num_layers=32, num_kv_heads=kv_heads, head_dim=128, dtype="float16"
+        )
+        return config.bytes_per_token // 1024
+
+    text = " ".join(_texts(NOTEBOOKS[0]).split())
+    assert f"{kib(32)} KiB per token" in text and f"{kib(8)} KiB per token" in text
+    assert f"{kib(8) * 1024:,} bytes per token, {kib(32) // kib(8)}x less" in text  # the printed line
+    assert "grouped-query attention" in text and "Notebook 11 puts the two 7B models side by side" in text
+    assert "| `CacheConfig.num_kv_heads` | `num_key_value_heads`" in text

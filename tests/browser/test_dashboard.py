@@ -71,6 +71,11 @@ class Dashboard:
             self.nb.page.wait_for_timeout(300)
         raise AssertionError("dashboard pictures kept changing without clicks")
 
+    def open_tab(self, title: str) -> None:
+        """Click a tab of the dashboard, as a learner does, and wait for its picture."""
+        self.nb.page.locator(".pagedkv-tabs .lm-TabBar-tab", has_text=title).click()
+        self.nb.wait_idle()
+
     def reset(self) -> None:
         self.reset_button.click()
         self.wait_step(0)
@@ -97,6 +102,7 @@ def dashboard(open_notebook) -> Dashboard:
     assert dash.step_button.text_content().strip() == "Step"
     assert dash.back_button.text_content().strip() == "Back"
     assert dash.reset_button.text_content().strip() == "Reset"
+    dash.open_tab("LRU order")  # a hidden tab's picture is drawn when it is opened
     return dash
 
 
