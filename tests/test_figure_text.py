@@ -135,3 +135,16 @@ def test_request_pictures_name_every_request_in_readable_text(name):
     texts = " ".join(t for _, t in shown_px(_figures()[name]))
     for seq_id in _run("prefix", 8).snapshots[-1].seq_ids:
         assert str(seq_id) in texts
+
+
+@pytest.mark.parametrize("num_pages", [12, 16, 40, 256])
+@pytest.mark.parametrize(
+    ("views", "width"), [(("state", "owner"), 4.6), (("state", "owner"), 5.5), (("lru",), 11.0)]
+)
+def test_no_heatmap_text_runs_past_the_picture(num_pages, views, width):
+    """The compact dashboard's panels are narrow: a long page-id label (with the note on
+    hatched positions) must wrap, not be cut at the picture's edge."""
+    from pagedkv.viz.frame import build_frame
+
+    frame = build_frame(num_pages, 16, views, 110, width)
+    assert frame.cut_texts == ()

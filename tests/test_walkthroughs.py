@@ -129,8 +129,11 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
 
     ask = PredictStep("04-cow")
     assert escape(ask.data.why) not in _widget_text(ask)
+    assert ask.picture.layout.display == "none" and not ask.picture.value  # no broken-image icon
     ask.answer("0")
     assert escape(ask.data.why) in _widget_text(ask)
+    assert ask.picture.layout.display != "none" and bytes(ask.picture.value).startswith(b"\x89PNG")
+    assert "clock" not in ask._heatmap.suptitle  # noqa: SLF001 - one counter, as on the dashboard
     quiz = Quiz("05-check")
     whys = [escape(q.why) for q in quiz.questions]
     assert not any(why in _widget_text(quiz) for why in whys)

@@ -125,6 +125,7 @@ class Frame:
     cell_px: float  # width of a grid cell in pixels
     px: float  # pixels per point
     min_font_px: float  # the smallest text matplotlib drew into the frame, in pixels
+    cut_texts: tuple[str, ...] = ()  # texts that run past the picture's edge (none, once laid out)
 
 
 @lru_cache(maxsize=32)
@@ -152,6 +153,16 @@ def build_frame(
         _make_axes(view, ax, key_ax, num_pages, cols, page_size)
         axes.append((view, ax, key_ax))
     canvas.draw()
+    cut = _cut_texts(figure)
+    if cut:  # a label or title wider than a narrow panel: the rest on a second line
+        for t in figure.findobj(Text):
+            if t.get_text() in cut:
+                t.set_text(
+                    t.get_text().replace("; ", "\n")
+                    if "; " in t.get_text()
+                    else t.get_text().replace(": ", ":\n", 1)
+                )
+        canvas.draw()
     background = np.array(canvas.buffer_rgba())  # a copy
     background.flags.writeable = False
     height, width = background.shape[:2]
@@ -185,7 +196,19 @@ def build_frame(
         if t.get_visible() and t.get_text().strip()
     ]
     min_font_px = min(sizes, default=FONT_PT) * px
-    return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px)
+    return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px, _cut_texts(figure))
+
+
+def _cut_texts(figure: Figure) -> tuple[str, ...]:
+    """The drawn texts of `figure` that reach past its left or right edge."""
+    width = figure.bbox.width
+    return tuple(
+        t.get_text()
+        for t in figure.findobj(Text)
+        if t.get_visible()
+        and t.get_text().strip()
+        and (t.get_window_extent().x0 < -0.5 or t.get_window_extent().x1 > width + 0.5)
+    )
 
 
 def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int) -> None:
