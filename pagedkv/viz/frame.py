@@ -152,17 +152,7 @@ def build_frame(
         ax, key_ax = figure.add_subplot(specs[r, 2 * c]), figure.add_subplot(specs[r, 2 * c + 1])
         _make_axes(view, ax, key_ax, num_pages, cols, page_size)
         axes.append((view, ax, key_ax))
-    canvas.draw()
-    cut = _cut_texts(figure)
-    if cut:  # a label or title wider than a narrow panel: the rest on a second line
-        for t in figure.findobj(Text):
-            if t.get_text() in cut:
-                t.set_text(
-                    t.get_text().replace("; ", "\n")
-                    if "; " in t.get_text()
-                    else t.get_text().replace(": ", ":\n", 1)
-                )
-        canvas.draw()
+    _draw_wrapping_cut_texts(figure, canvas)
     background = np.array(canvas.buffer_rgba())  # a copy
     background.flags.writeable = False
     height, width = background.shape[:2]
@@ -197,6 +187,18 @@ def build_frame(
     ]
     min_font_px = min(sizes, default=FONT_PT) * px
     return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px, _cut_texts(figure))
+
+
+def _draw_wrapping_cut_texts(figure: Figure, canvas: FigureCanvasAgg) -> None:
+    """Draw; a label or title wider than a narrow panel gets its rest on a second line."""
+    canvas.draw()
+    cut = _cut_texts(figure)
+    if cut:
+        for t in figure.findobj(Text):
+            text = t.get_text()
+            if text in cut:
+                t.set_text(text.replace("; ", "\n") if "; " in text else text.replace(": ", ":\n", 1))
+        canvas.draw()
 
 
 def _cut_texts(figure: Figure) -> tuple[str, ...]:
