@@ -104,6 +104,7 @@ def test_reset_goes_back_to_step_zero(dash):
     assert dash.run.pool.num_active_pages == 0 and bytes(dash.heatmap.value) == start
     dash.back_button.click()  # nothing to undo: says so, changes nothing
     assert "nothing to undo" in dash.status.value and step_number(dash) == 0
+    assert "nothing to undo" in dash.caption.value  # visible under the buttons, whatever tab is open
 
 
 def test_play_steps_until_its_value(dash):

@@ -260,7 +260,10 @@ class Dashboard(DashboardControls):
         self.step_counter.value = (
             f"<span style='font-size:16px'><b>step {run.cursor} of {len(run.steps)}{mine}</b>{done}</span>"
         )
-        self.caption.value = f"<div style='font-size:14px'>{html.escape(self._caption())}</div>"
+        said = html.escape(self._caption())
+        if self.message:  # also under the buttons: the status line sits in the Block tables tab
+            said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
+        self.caption.value = f"<div style='font-size:14px'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
         self._syncing = True
         try:
