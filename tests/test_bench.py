@@ -136,9 +136,13 @@ def test_a_benchmark_subcommand_imports_only_its_module():
 def test_ui_quick_fills_every_pool():
     from pagedkv.bench import ui
 
-    data = ui.run(quick=True).data
+    report = ui.run(quick=True)
+    data = report.data
     assert set(data) == {"64", "256"}
-    assert 0 < data["64"]["live_sequences"] < data["256"]["live_sequences"]
+    for pages in data.values():  # every pool is timed with each tab open
+        assert set(pages) == set(ui.TABS)
+    assert 0 < data["64"]["More views"]["live_sequences"] < data["256"]["More views"]["live_sequences"]
+    assert [row[:2] for row in report.rows] == [[p, t] for p in (64, 256) for t in ui.TABS]
 
 
 def test_wal_quick_logs_one_record_per_operation_and_fsyncs_by_policy(tmp_path):
@@ -310,3 +314,33 @@ def test_bench_runs_as_a_subprocess_with_json(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "saving %" in done.stdout and json.loads(path.read_text())["rows"]
+
+
+@pytest.mark.slow
+def test_notebooks_bench_runs_each_notebook_beside_a_bare_kernel(tmp_path):
+    """The table's shape, never a time: one row per notebook (exercises/ included), its Run
+    All seconds, the bare kernel's start-up, their ratio and the verdict; a failing cell is
+    reported, not raised."""
+    import nbformat
+
+    from pagedkv.bench import notebooks
+
+    def write(path: Path, source: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), path)
+
+    write(tmp_path / "00_ok.ipynb", "x = 1")
+    write(tmp_path / "01_fails.ipynb", "raise ValueError('broken on purpose')")
+    write(tmp_path / "exercises" / "ex.ipynb", "y = 2")
+    report = notebooks.run(directory=str(tmp_path), timeout=120)
+    assert [row[0] for row in report.rows] == ["00_ok.ipynb", "01_fails.ipynb", "exercises/ex.ipynb"]
+    for name, seconds, kernel, ratio, verdict in report.rows:
+        assert seconds > 0 and kernel > 0 and ratio == pytest.approx(seconds / kernel)
+        assert verdict in ("met", "NOT met") or name == "01_fails.ipynb"
+    assert report.rows[1][4].startswith("error:") and "broken on purpose" in report.rows[1][4]
+    assert "01_fails.ipynb" in report.notes[-1]
+    assert [r[0] for r in notebooks.run(directory=str(tmp_path), only=["ex"]).rows] == ["exercises/ex.ipynb"]
+    with pytest.raises(ValueError, match="no notebook"):
+        notebooks.run(directory=str(tmp_path), only=["zz"])
+    with pytest.raises(ValueError, match="folder of notebooks"):
+        notebooks.run(directory=str(tmp_path / "missing"))

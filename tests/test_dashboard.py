@@ -83,6 +83,7 @@ def test_step_admits_request_a_on_the_lowest_pages(dash):
 
 
 def test_back_restores_the_previous_state_and_picture(dash):
+    dash.open_tab("LRU order")
     for _ in range(3):
         dash.step_button.click()
     picture, lru = bytes(dash.heatmap.value), bytes(dash.lru.value)
@@ -103,6 +104,7 @@ def test_reset_goes_back_to_step_zero(dash):
     assert dash.run.pool.num_active_pages == 0 and bytes(dash.heatmap.value) == start
     dash.back_button.click()  # nothing to undo: says so, changes nothing
     assert "nothing to undo" in dash.status.value and step_number(dash) == 0
+    assert "nothing to undo" in dash.caption.value  # visible under the buttons, whatever tab is open
 
 
 def test_play_steps_until_its_value(dash):
@@ -118,6 +120,7 @@ def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     dash.scenario_picker.value = "eviction"
     assert dash.run.scenario.name == "eviction" and dash.run.num_pages == 12
     assert dash.pages_slider.value == 12
+    dash.open_tab("LRU order")
     lru_pictures = {bytes(dash.lru.value)}
     while not dash.run.done:
         dash.step_button.click()
@@ -305,6 +308,7 @@ def test_switching_scenario_asks_before_discarding_the_learners_actions(dash):
 
 
 def test_the_lifecycle_picture_changes_with_the_transitions_of_the_last_step(dash):
+    dash.open_tab("Page life")
     first = bytes(dash.lifecycle.value)
     dash.step_button.click()  # request_A: allocate
     assert dash._taken == ["allocate"] and bytes(dash.lifecycle.value) != first
@@ -332,8 +336,10 @@ def test_bench_ui_quick_reports_step_times(tmp_path):
     assert "target <= 50 ms per step at 256 pages" in done.stdout
     data = json.loads(path.read_text())["data"]
     assert set(data) == {"64", "256"}
-    for row in data.values():
-        assert 0 < row["render_ms"] < row["step_ms"] and row["live_sequences"] > 0
+    for tabs in data.values():  # each pool timed with the default tab, More views and LRU open
+        assert set(tabs) == {"Your actions", "More views", "LRU order"}
+        for row in tabs.values():
+            assert 0 < row["render_ms"] < row["step_ms"] and row["live_sequences"] > 0
 
 
 def test_the_counter_counts_the_learners_own_actions_and_back_says_what_it_undid(dash):
@@ -379,3 +385,26 @@ def test_the_compact_layout_puts_the_main_heatmap_beside_the_log_and_the_rest_in
     tabs = dash.children[-1]
     assert isinstance(tabs, widgets.Tab) and dash.lru in tabs.children and dash.lifecycle in tabs.children
     assert "Your actions" in tabs.titles
+
+
+def test_hidden_tabs_are_drawn_when_opened_to_the_same_pictures(dash):
+    """A step draws the open tab's picture only; opening a tab later draws the same bytes a
+    dashboard with that tab open all along shows."""
+    eager = Dashboard()
+    eager.open_tab("LRU order")
+    assert not dash.lru.value and not dash.more_views.value and not dash.lifecycle.value
+    for _ in range(30):
+        dash.step_button.click()
+        eager.step_button.click()
+    assert not dash.lru.value  # never opened: never drawn
+    dash.open_tab("LRU order")
+    assert bytes(dash.lru.value) == bytes(eager.lru.value)
+    dash.open_tab("More views")
+    more = bytes(dash.more_views.value)
+    dash.open_tab("Your actions")
+    dash.step_button.click()
+    assert bytes(dash.more_views.value) == more  # hidden: left as it was
+    dash.tabs.selected_index = dash.tabs.titles.index("More views")  # a click on the tab
+    assert bytes(dash.more_views.value) != more
+    with pytest.raises(ValueError, match="title must be one of"):
+        dash.open_tab("no such tab")

@@ -129,8 +129,11 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
 
     ask = PredictStep("04-cow")
     assert escape(ask.data.why) not in _widget_text(ask)
+    assert ask.picture.layout.display == "none" and not ask.picture.value  # no broken-image icon
     ask.answer("0")
     assert escape(ask.data.why) in _widget_text(ask)
+    assert ask.picture.layout.display != "none" and bytes(ask.picture.value).startswith(b"\x89PNG")
+    assert "clock" not in ask._heatmap.suptitle  # noqa: SLF001 - one counter, as on the dashboard
     quiz = Quiz("05-check")
     whys = [escape(q.why) for q in quiz.questions]
     assert not any(why in _widget_text(quiz) for why in whys)
@@ -297,3 +300,57 @@ def test_a_request_has_the_same_colour_on_the_dashboard_and_in_a_prediction():
 def test_every_cell_has_a_unique_id(path):  # nbformat 4.5: a cell without one is invalid
     ids = [cell.get("id") for cell in _cells(path)]
     assert None not in ids and len(set(ids)) == len(ids)
+
+
+# ---- 03: what doc_D takes, and what the LRU title says after it -------------------------------
+
+
+def test_03_says_which_pages_doc_D_takes_and_the_lru_title_follows_the_release_order():
+    from pagedkv.viz import plot_lru
+
+    run = ScenarioRun("eviction")
+    while run.next_action.seq_id != "doc_D":
+        run.step()
+    record = run.step()
+    table = run.seqs.block_table("doc_D")
+    evicted = [e.page_id for e in record.events if e.kind == "evict"]
+    released: dict[int, str] = {}  # page -> who last released it, in release order
+    for event in run.events[: -len(record.events)]:
+        if event.kind == "cache":
+            released.pop(event.page_id, None)
+            released[event.page_id] = str(event.seq_id)
+    holders = {released[p] for p in evicted}
+    assert len(holders) == 1  # one sequence's pages, named in the text
+    text = " ".join(
+        "".join(c["source"]) for c in _cells(ROOT / "notebooks" / "03_prefix_caching_and_lru.ipynb")
+    )
+    text = " ".join(text.split())
+    pages = " and ".join(map(str, evicted))
+    assert f"pages {pages}, **`{holders.pop()}`'s pages**" in text
+    assert f"block table is {table}" in text
+    # the title's victim is the CACHED page released longest ago of those left
+    snap = run.seqs.snapshot()
+    left = [p for p in released if snap.lru_rank[p] >= 0]
+    title = plot_lru(snap, run.events).panels["lru"].title
+    assert f"page {left[0]} (#1) is evicted next" in title
+    assert "released first" not in title and "released longest ago" in title
+    assert f"page {left[0]} is the next victim (#1)" in text
+
+
+# ---- 00: its 7B and a grouped-query-attention 7B ------------------------------------------------
+
+
+def test_00_ties_its_7b_to_grouped_query_attention_and_notebook_11():
+    from pagedkv import CacheConfig
+
+    def kib(kv_heads: int) -> int:
+        config = CacheConfig(
+            num_pages=1, page_size=1, num_layers=32, num_kv_heads=kv_heads, head_dim=128, dtype="float16"
+        )
+        return config.bytes_per_token // 1024
+
+    text = " ".join(_texts(NOTEBOOKS[0]).split())
+    assert f"{kib(32)} KiB per token" in text and f"{kib(8)} KiB per token" in text
+    assert f"{kib(8) * 1024:,} bytes per token, {kib(32) // kib(8)}x less" in text  # the printed line
+    assert "grouped-query attention" in text and "Notebook 11 puts the two 7B models side by side" in text
+    assert "| `CacheConfig.num_kv_heads` | `num_key_value_heads`" in text

@@ -41,6 +41,7 @@ BENCHMARKS = {  # name -> module
     "eviction": "pagedkv.bench.eviction",
     "radix": "pagedkv.bench.radix",
     "model": "pagedkv.bench.model",
+    "notebooks": "pagedkv.bench.notebooks",
 }
 
 

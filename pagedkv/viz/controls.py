@@ -144,7 +144,9 @@ class DashboardControls(widgets.VBox):
             "Page life": self.lifecycle,
             "Pool size": row([self.pages_slider, self.page_size_slider, self.speed]),
         }  # fmt: skip
-        tabs = widgets.Tab(children=list(pages.values()), titles=list(pages)).add_class("pagedkv-tabs")
+        self.tabs = tabs = widgets.Tab(children=list(pages.values()), titles=list(pages)).add_class(
+            "pagedkv-tabs"
+        )
         main = widgets.HBox([self.heatmap, self.event_log], layout=widgets.Layout(align_items="flex-start"))
         return [
             row([self.scenario_picker, self.step_counter, self.busy_note]),

@@ -30,24 +30,23 @@ from __future__ import annotations
 import html
 from collections.abc import Hashable
 
-import numpy as np
-
 from pagedkv.core.observe.lifecycle import step_transitions
-from pagedkv.core.page import PageState
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios import Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
 from pagedkv.viz.controls import PAGE_SIZE_RANGE, PAGES_RANGE, PLAY_SPEEDS, DashboardControls
+from pagedkv.viz.dashboard_text import log_html, status_html
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
-from pagedkv.viz.palette import EVENT_COLORS, SequencePalette
+from pagedkv.viz.palette import SequencePalette
 
 __all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "Dashboard"]
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width
 MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
+PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
 COMPACT_WIDTH = 4.6  # inches per panel: ~1010 px wide, shown ~610 px beside the log
 
 
@@ -67,6 +66,7 @@ class Dashboard(DashboardControls):
         self._heatmaps: dict[tuple[int, int], tuple[PoolHeatmap, ...]] = {}
         self._syncing = False  # set while the code (not a person) moves a widget
         self._taken: list[str] = []  # lifecycle transitions of the last step (highlighted)
+        self._stale: set[str] = set()  # tabs whose picture is older than the last render
         self._pending_scenario: str | None = None  # a switch waiting for "discard" or "stay"
         self.message = ""
         self.run = ScenarioRun(scenario, num_pages, page_size, model)  # validates the arguments
@@ -94,6 +94,7 @@ class Dashboard(DashboardControls):
         self.pages_slider.observe(self._on_geometry, names="value")
         self.page_size_slider.observe(self._on_geometry, names="value")
         self.children = self._layout()
+        self.tabs.observe(self._on_tab, names="selected_index")
 
     # ---- actions (the buttons call these; tests may too) --------------------------------------
 
@@ -239,40 +240,30 @@ class Dashboard(DashboardControls):
     # ---- rendering ----------------------------------------------------------------------------
 
     def render(self) -> None:
-        """Redraw every view from the pool's snapshot and the run's records."""
+        """Redraw what is on screen from the pool's snapshot and the run's records: the main
+        heatmap, the log, the header, the block tables and the open tab's picture. The other
+        tabs' pictures are drawn when their tab is opened (`open_tab`), to the same bytes."""
         run = self.run
         snap = run.snapshots[-1]
-        key = (run.num_pages, run.page_size)
-        if key not in self._heatmaps:
-            # No clock in the titles: the header's step counter is the one counter shown.
-            compact = {"palette": self.palette, "dpi": HEATMAP_DPI, "panel_width": COMPACT_WIDTH}
-            self._heatmaps[key] = (
-                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
-                PoolHeatmap(*key, views=MORE_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
-                PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
-            )
-        pool_map, more_map, lru_map = self._heatmaps[key]
-        events = run.events
-        for picture, heatmap in ((self.heatmap, pool_map), (self.more_views, more_map)):
-            heatmap.update(snap)
-            picture.value = heatmap.png()
-        lru_map.update(snap, events)
-        self.lru.value = lru_map.png()
-        taken = step_transitions(run.snapshots[-2], snap, run.records[-1].events) if run.records else []
-        if taken != self._taken or not self.lifecycle.value:
-            self._taken = taken
-            self.lifecycle.value = lifecycle_png(taken)
+        pool_map = self._maps()[0]
+        pool_map.update(snap)
+        self.heatmap.value = pool_map.png()
+        self._stale = set(PICTURE_TABS)
+        self._draw_tab(self.tabs.selected_index)
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
-        self.block_tables.value = block_table_html(snap, self.palette, events, token_ids=tokens)
-        self.status.value = self._status_html(snap)
-        self.event_log.value = self._log_html()
+        self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
+        self.status.value = status_html(run, snap, self.message)
+        self.event_log.value = log_html(run.records, LOG_STEPS)
         done = " · <b>done</b>" if run.done else ""
         own = run.own_actions  # Fork, Decode all, ...: they move no scenario step, so count them
         mine = f" + {own} action{'s' * (own != 1)} of yours" if own else ""
         self.step_counter.value = (
             f"<span style='font-size:16px'><b>step {run.cursor} of {len(run.steps)}{mine}</b>{done}</span>"
         )
-        self.caption.value = f"<div style='font-size:14px'>{html.escape(self._caption())}</div>"
+        said = html.escape(self._caption())
+        if self.message:  # also under the buttons: the status line sits in the Block tables tab
+            said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
+        self.caption.value = f"<div style='font-size:14px'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
         self._syncing = True
         try:
@@ -296,6 +287,51 @@ class Dashboard(DashboardControls):
         self.fork_button.disabled = self.finish_button.disabled = not live
         self.decode_button.disabled = not run.can_decode_all
 
+    def _maps(self) -> tuple[PoolHeatmap, ...]:
+        """The heatmaps of the current geometry: main views, more views, LRU order."""
+        key = (self.run.num_pages, self.run.page_size)
+        if key not in self._heatmaps:
+            # No clock in the titles: the header's step counter is the one counter shown.
+            compact = {"palette": self.palette, "dpi": HEATMAP_DPI, "panel_width": COMPACT_WIDTH}
+            self._heatmaps[key] = (
+                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
+                PoolHeatmap(*key, views=MORE_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
+                PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
+            )
+        return self._heatmaps[key]
+
+    def open_tab(self, title: str) -> None:
+        """Open a tab by its title (as a click on it does); its picture is drawn now."""
+        titles = list(self.tabs.titles)
+        if title not in titles:
+            raise ValueError(f"title must be one of {titles}, got {title!r}")
+        self.tabs.selected_index = titles.index(title)
+        self._draw_tab(self.tabs.selected_index)
+
+    def _on_tab(self, change: dict) -> None:
+        self._draw_tab(change["new"])
+
+    def _draw_tab(self, index: int | None) -> None:
+        """Draw the picture of tab `index` if it is out of date (nothing for the other tabs)."""
+        title = None if index is None else self.tabs.titles[index]
+        if title not in self._stale:
+            return
+        self._stale.discard(title)
+        run = self.run
+        snap = run.snapshots[-1]
+        _, more_map, lru_map = self._maps()
+        if title == "More views":
+            more_map.update(snap)
+            self.more_views.value = more_map.png()
+        elif title == "LRU order":
+            lru_map.update(snap, run.events)
+            self.lru.value = lru_map.png()
+        else:  # "Page life": the transitions of the last step, highlighted
+            taken = step_transitions(run.snapshots[-2], snap, run.records[-1].events) if run.records else []
+            if taken != self._taken or not self.lifecycle.value:
+                self._taken = taken
+                self.lifecycle.value = lifecycle_png(taken)
+
     def _caption(self) -> str:
         run = self.run
         if not run.records:
@@ -305,46 +341,6 @@ class Dashboard(DashboardControls):
         if run.done and not last.own:
             said += " — the scenario is over: Decode all goes on, Reset starts over"
         return f"{'your action: ' if last.own else ''}{said}"
-
-    def _status_html(self, snap) -> str:
-        counts = np.bincount(snap.state, minlength=3)
-        stats = snap.stats
-        queries = stats["prefix_queries"]
-        rate = f"{stats['prefix_hits'] / queries:.0%}" if queries else "n/a"
-        own = self.run.own_actions
-        text = (
-            f"<b>{self.run.scenario.title}</b> — {self.run.num_pages} pages × "
-            f"{self.run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
-            f"({counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
-            f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> · "
-            f"prefix hits {stats['prefix_hits']}/{queries} tokens ({rate}) · evictions "
-            f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
-            + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
-        )
-        if self.message:
-            text += f"<br><span style='color:#B91C1C'>{html.escape(self.message)}</span>"
-        return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
-
-    def _log_html(self) -> str:
-        lines = []
-        for record in reversed(self.run.records[-LOG_STEPS:]):  # newest step first
-            label = f"after step {record.step}, yours" if record.own else f"step {record.step}"
-            for kind, text in record.entries():  # inside a step: cause before effect
-                color = EVENT_COLORS.get(kind, "#111111")
-                lines.append(
-                    f"<div class='pagedkv-log-{kind}' style='color:{color}'>"
-                    f"{label}: {html.escape(text)}</div>"
-                )
-        body = "".join(lines) or "<i>no step yet: press Step</i>"
-        key = " ".join(
-            f"<span style='color:{EVENT_COLORS[k]}'>{k.replace('_', ' ')}</span>"
-            for k in ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt", "append")
-        )
-        return (
-            "<div style='max-height:440px;overflow-y:auto;font-family:monospace;font-size:14px;"
-            "line-height:1.4;border:1px solid #ccc;padding:4px'><div><b>event log</b> (newest step "
-            f"first; inside a step, the decision, then cause before effect) · {key}</div>{body}</div>"
-        )
 
     def __repr__(self) -> str:
         return f"Dashboard({self.run!r})"

@@ -125,6 +125,7 @@ class Frame:
     cell_px: float  # width of a grid cell in pixels
     px: float  # pixels per point
     min_font_px: float  # the smallest text matplotlib drew into the frame, in pixels
+    cut_texts: tuple[str, ...] = ()  # texts that run past the picture's edge (none, once laid out)
 
 
 @lru_cache(maxsize=32)
@@ -151,7 +152,7 @@ def build_frame(
         ax, key_ax = figure.add_subplot(specs[r, 2 * c]), figure.add_subplot(specs[r, 2 * c + 1])
         _make_axes(view, ax, key_ax, num_pages, cols, page_size)
         axes.append((view, ax, key_ax))
-    canvas.draw()
+    _draw_wrapping_cut_texts(figure, canvas)
     background = np.array(canvas.buffer_rgba())  # a copy
     background.flags.writeable = False
     height, width = background.shape[:2]
@@ -185,7 +186,31 @@ def build_frame(
         if t.get_visible() and t.get_text().strip()
     ]
     min_font_px = min(sizes, default=FONT_PT) * px
-    return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px)
+    return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px, _cut_texts(figure))
+
+
+def _draw_wrapping_cut_texts(figure: Figure, canvas: FigureCanvasAgg) -> None:
+    """Draw; a label or title wider than a narrow panel gets its rest on a second line."""
+    canvas.draw()
+    cut = _cut_texts(figure)
+    if cut:
+        for t in figure.findobj(Text):
+            text = t.get_text()
+            if text in cut:
+                t.set_text(text.replace("; ", "\n") if "; " in text else text.replace(": ", ":\n", 1))
+        canvas.draw()
+
+
+def _cut_texts(figure: Figure) -> tuple[str, ...]:
+    """The drawn texts of `figure` that reach past its left or right edge."""
+    width = figure.bbox.width
+    return tuple(
+        t.get_text()
+        for t in figure.findobj(Text)
+        if t.get_visible()
+        and t.get_text().strip()
+        and (t.get_window_extent().x0 < -0.5 or t.get_window_extent().x1 > width + 0.5)
+    )
 
 
 def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int) -> None:

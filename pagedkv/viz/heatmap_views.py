@@ -128,8 +128,8 @@ def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray
         panel.victim = int(np.flatnonzero(rank == 0)[0])
         when = f"after the {free} FREE pages" if free else "at the next allocation"
         panel.title = (
-            f"LRU: page {panel.victim} is evicted next, {when}:\n"
-            f"#1 = released longest ago of the CACHED pages left (pages are freed tail first)"
+            f"LRU: page {panel.victim} (#1) is evicted next, {when}:\n"
+            f"of the pages still CACHED it was released longest ago (pages are freed tail first)"
         )
     else:
         panel.victim = -1

@@ -15,6 +15,7 @@ another palette (every picture would have to agree on it).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -80,6 +81,10 @@ class SequencePalette:
                     self.color(seq_id)
         return self
 
+    def items(self) -> list[tuple[Hashable, str]]:
+        """(sequence id, colour) pairs, in the order the ids were first coloured."""
+        return list(self._colors.items())
+
     def __len__(self) -> int:
         return len(self._colors)
 
@@ -87,7 +92,49 @@ class SequencePalette:
         return f"SequencePalette({dict(self._colors)})"
 
 
-DEFAULT_PALETTE = SequencePalette()  # shared by plots that are not given a palette
+class SharedPalette(SequencePalette):
+    """The palette of every picture not given one (`DEFAULT_PALETTE`). A request of a named
+    scenario gets the colour a dashboard or a prediction playing that scenario gives it (its
+    place in the scenario's order, `SequencePalette.restart`), whatever was drawn before it
+    in the notebook; any other id gets the next colour in order of first sight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._others = 0  # ids of no scenario coloured so far
+
+    def color(self, seq_id: Hashable) -> str:
+        if seq_id not in self._colors:
+            known = scenario_colors().get(seq_id)
+            if known is None:
+                known = SEQUENCE_COLORS[self._others % len(SEQUENCE_COLORS)]
+                self._others += 1
+            self._colors[seq_id] = known
+        return self._colors[seq_id]
+
+    def clear(self) -> None:
+        super().clear()
+        self._others = 0
+
+    def restart(self, steps: Iterable[Any] = ()) -> SequencePalette:
+        self._others = 0
+        return super().restart(steps)
+
+
+@functools.lru_cache(maxsize=1)
+def scenario_colors() -> dict[Hashable, str]:
+    """Sequence id -> colour for the requests of every named scenario, as a palette restarted
+    on that scenario gives them (the first scenario naming an id decides; none is named twice
+    with two colours, which tests/test_colors.py checks)."""
+    from pagedkv.scenarios import SCENARIOS  # lazy: a plain plot does not need the scenarios
+
+    colors: dict[Hashable, str] = {}
+    for scenario in SCENARIOS.values():
+        for seq_id, color in SequencePalette().restart(scenario.steps()).items():
+            colors.setdefault(seq_id, color)
+    return colors
+
+
+DEFAULT_PALETTE = SharedPalette()  # shared by plots that are not given a palette
 
 EVENT_COLORS = {  # event-log entry kind -> text colour (Okabe–Ito, dark enough on white)
     "allocate": "#0072B2",

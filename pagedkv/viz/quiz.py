@@ -56,10 +56,15 @@ class PredictStep(widgets.VBox):
             description="Step and check", icon="step-forward", button_style="primary"
         ).add_class("pagedkv-predict-step")
         self.result = widgets.HTML().add_class("pagedkv-predict-result")
-        self.picture = widgets.Image(format="png", layout=widgets.Layout(width="100%"))
+        # Hidden until the step has run: an Image with no picture shows a broken-image icon.
+        self.picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", display="none"))
         self.palette = SequencePalette().restart(self.run.steps)  # the dashboard's colours for this scenario
         self._heatmap = PoolHeatmap(
-            self.run.num_pages, self.run.page_size, views=tuple(views), palette=self.palette
+            self.run.num_pages,
+            self.run.page_size,
+            views=tuple(views),
+            palette=self.palette,
+            show_clock=False,  # no pool clock beside the notebook's steps: one counter, as on the dashboard
         )
         self.button.on_click(lambda _: self.check())
         self.children = [
@@ -88,6 +93,7 @@ class PredictStep(widgets.VBox):
             self.actual = self.data.read(record, self.run)
             self._heatmap.update(self.run.snapshots[-1])
             self.picture.value = self._heatmap.png()
+            self.picture.layout.display = ""
             self.choices.disabled = self.button.disabled = True
         guessed = self.choices.value
         if guessed == self.actual:

@@ -71,9 +71,25 @@ class Dashboard:
             self.nb.page.wait_for_timeout(300)
         raise AssertionError("dashboard pictures kept changing without clicks")
 
+    def open_tab(self, title: str) -> None:
+        """Click a tab of the dashboard, as a learner does, and wait for its picture."""
+        self.nb.page.locator(".pagedkv-tabs .lm-TabBar-tab", has_text=title).click()
+        self.nb.wait_idle()
+
+    def wait_not_busy(self, timeout_ms: int = 60_000) -> None:
+        """Until the dashboard no longer says "drawing…" (its buttons are pressable again)."""
+        note = self.nb.page.locator(".pagedkv-busy-note")
+        for _ in range(timeout_ms // 100):
+            if not (note.text_content() or "").strip():
+                return
+            self.nb.page.wait_for_timeout(100)
+        raise AssertionError("the dashboard stayed busy")
+
     def reset(self) -> None:
         self.reset_button.click()
-        self.wait_step(0)
+        self.wait_step(0)  # the counter may read step 0 before the click is handled ...
+        self.nb.wait_idle()
+        self.wait_not_busy()  # ... so also wait until Reset's drawing is over
 
 
 @pytest.fixture
@@ -97,6 +113,7 @@ def dashboard(open_notebook) -> Dashboard:
     assert dash.step_button.text_content().strip() == "Step"
     assert dash.back_button.text_content().strip() == "Back"
     assert dash.reset_button.text_content().strip() == "Reset"
+    dash.open_tab("LRU order")  # a hidden tab's picture is drawn when it is opened
     return dash
 
 
@@ -146,6 +163,7 @@ def test_step_back_and_eviction_scenario(dashboard, screenshot_dir):
     steps = 0
     while steps < MAX_STEPS_IN_A_SCENARIO:
         nb.wait_idle()
+        dash.wait_not_busy()  # while a step is drawn, Step is off for a moment: not the end
         if not dash.step_button.is_enabled():  # the dashboard turns Step off at the end
             break
         try:

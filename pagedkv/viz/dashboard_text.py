@@ -1,0 +1,64 @@
+"""The dashboard's text views: the status line and the event log, as HTML.
+
+`status_html` sums up the pool (page and token usage, prefix hits, evictions, copy-on-write)
+and shows the dashboard's last message; `log_html` lists a run's records newest step first,
+each entry coloured by its kind (`pagedkv.viz.palette.EVENT_COLORS`), the scheduler's
+decision then cause before effect inside a step.
+
+Leaves out: filtering the log by kind or by request.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+
+from pagedkv.core.page import PageState
+from pagedkv.scenarios import ScenarioRun
+from pagedkv.viz.palette import EVENT_COLORS
+
+__all__ = ["log_html", "status_html"]
+
+LOG_KINDS = ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt", "append")
+
+
+def status_html(run: ScenarioRun, snap, message: str = "") -> str:
+    """One line about the pool of `run` at `snap`, then `message` (if any) in red."""
+    counts = np.bincount(snap.state, minlength=3)
+    stats = snap.stats
+    queries = stats["prefix_queries"]
+    rate = f"{stats['prefix_hits'] / queries:.0%}" if queries else "n/a"
+    own = run.own_actions
+    text = (
+        f"<b>{run.scenario.title}</b> — {run.num_pages} pages × "
+        f"{run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
+        f"({counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
+        f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> · "
+        f"prefix hits {stats['prefix_hits']}/{queries} tokens ({rate}) · evictions "
+        f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
+        + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
+    )
+    if message:
+        text += f"<br><span style='color:#B91C1C'>{html.escape(message)}</span>"
+    return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
+
+
+def log_html(records: Sequence, steps: int) -> str:
+    """The last `steps` records of a run as the event log (newest step first)."""
+    lines = []
+    for record in reversed(records[-steps:]):  # newest step first
+        label = f"after step {record.step}, yours" if record.own else f"step {record.step}"
+        for kind, text in record.entries():  # inside a step: cause before effect
+            color = EVENT_COLORS.get(kind, "#111111")
+            lines.append(
+                f"<div class='pagedkv-log-{kind}' style='color:{color}'>{label}: {html.escape(text)}</div>"
+            )
+    body = "".join(lines) or "<i>no step yet: press Step</i>"
+    key = " ".join(f"<span style='color:{EVENT_COLORS[k]}'>{k.replace('_', ' ')}</span>" for k in LOG_KINDS)
+    return (
+        "<div style='max-height:440px;overflow-y:auto;font-family:monospace;font-size:14px;"
+        "line-height:1.4;border:1px solid #ccc;padding:4px'><div><b>event log</b> (newest step "
+        f"first; inside a step, the decision, then cause before effect) · {key}</div>{body}</div>"
+    )

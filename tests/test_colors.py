@@ -1,0 +1,176 @@
+"""One colour per request everywhere: every picture that draws requests uses the shared
+palette, and gives a scenario's request the colour the dashboard gives it.
+
+Oracle: `SequencePalette().restart(run.steps)`, the palette a Dashboard or a PredictStep
+playing the scenario uses. Each picture is drawn with its default palette, after another
+scenario was drawn first (as in a notebook), and the colours it paints for requests are read
+back from the figure's patches and images, the PNG's pixels or the HTML's styles.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import rcParams
+from matplotlib.colors import to_hex, to_rgba
+from matplotlib.image import AxesImage
+from matplotlib.patches import Patch
+from PIL import Image
+
+from pagedkv.scenarios import SCENARIOS, ScenarioRun
+from pagedkv.scenarios.text import token_ids_of
+from pagedkv.viz import (
+    Dashboard,
+    PoolHeatmap,
+    block_table_html,
+    plot_block_tables,
+    plot_paged_vs_contiguous,
+    plot_pool,
+    plot_slots,
+    plot_token_pages,
+    token_pages_html,
+)
+from pagedkv.viz.palette import DEFAULT_PALETTE, SEQUENCE_COLORS, SequencePalette, scenario_colors
+
+# Colours a request could wrongly be drawn in: the palette's and matplotlib's default cycle.
+CANDIDATES = {c.lower() for c in SEQUENCE_COLORS} | {to_hex(c["color"]) for c in rcParams["axes.prop_cycle"]}
+
+
+def _ran(name: str, steps: int = 8) -> ScenarioRun:
+    run = ScenarioRun(name)
+    for _ in range(steps):
+        if run.can_step:
+            run.step()
+    return run
+
+
+def _expected(run: ScenarioRun, seq_ids) -> set[str]:
+    palette = SequencePalette().restart(run.steps)
+    return {palette.color(s).lower() for s in seq_ids}
+
+
+def _figure_colors(fig) -> set[str]:
+    """Request-like colours painted in a figure: patch faces and image pixels."""
+    found = set()
+    for patch in fig.findobj(Patch):
+        if patch.get_fill() and patch.get_facecolor()[3] > 0:  # an outline paints no face
+            found.add(to_hex(patch.get_facecolor()))
+    for image in fig.findobj(AxesImage):
+        pixels = np.asarray(image.get_array())
+        if pixels.ndim == 3:
+            for rgba in np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0):
+                found.add(to_hex(tuple(float(v) for v in rgba)))
+    return found & CANDIDATES
+
+
+@pytest.fixture(autouse=True)
+def _another_scenario_drawn_first():
+    DEFAULT_PALETTE.clear()
+    plot_block_tables(_ran("fill", 3).seqs.snapshot())  # colours fill's requests first
+    yield
+    DEFAULT_PALETTE.clear()
+
+
+def test_no_request_id_has_two_colours_across_scenarios():
+    for name in SCENARIOS:
+        palette = SequencePalette().restart(SCENARIOS[name].steps())
+        for seq_id, color in palette.items():
+            assert scenario_colors()[seq_id] == color, (name, seq_id)
+
+
+@pytest.mark.parametrize("name", ["walkthrough", "prefix", "eviction", "parallel", "preempt"])
+def test_figures_colour_each_request_as_the_dashboard_does(name):
+    run = _ran(name)
+    snap = run.seqs.snapshot()
+    live = set(snap.seq_ids)
+    assert live, name
+    want = _expected(run, live)
+    for fig in (
+        plot_block_tables(snap, events=run.events),
+        plot_token_pages(snap, token_ids_of(run.seqs)),
+        plot_slots(snap),
+    ):
+        assert _figure_colors(fig) == want, (name, fig)
+    for html in (
+        block_table_html(snap, None, run.events, token_ids=token_ids_of(run.seqs)),
+        token_pages_html(snap, token_ids_of(run.seqs)),
+    ):
+        assert {c.lower() for c in re.findall(r"#[0-9A-Fa-f]{6}", html)} & CANDIDATES == want, name
+
+
+def test_the_paged_vs_contiguous_figure_colours_requests_as_the_dashboard_does():
+    fill = ScenarioRun("fill")
+    while not fill.done:
+        fill.step()
+    DEFAULT_PALETTE.clear()
+    plot_block_tables(_ran("walkthrough").seqs.snapshot())  # another scenario first
+    fig = plot_paged_vs_contiguous(fill.snapshots, policy="max", step=10)
+    assert _figure_colors(fig) == _expected(fill, fill.snapshots[10].seq_ids)
+
+
+def _owner_pixels(heatmap: PoolHeatmap, snap) -> dict[str, set[str]]:
+    image = np.asarray(Image.open(io.BytesIO(heatmap.png())).convert("RGB"))
+    seen: dict[str, set[str]] = {}
+    for page, owner in enumerate(snap.owner.tolist()):
+        if owner < 0:
+            continue
+        x0, y0, x1, y1 = heatmap.cell_box("owner", page)
+        rgb = image[(y0 + y1) // 2, x0 + 2] / 255
+        seen.setdefault(str(snap.seq_ids[owner]), set()).add(to_hex(tuple(rgb)))
+    return seen
+
+
+@pytest.mark.parametrize("name", ["walkthrough", "eviction"])
+def test_heatmaps_dashboard_and_prediction_agree_with_the_palette(name):
+    run = _ran(name)
+    snap = run.seqs.snapshot()
+    palette = SequencePalette().restart(run.steps)
+    want = {str(s): {to_hex(to_rgba(palette.color(s)))} for s in snap.seq_ids}
+    pixels = _owner_pixels(plot_pool(snap, views=("owner",)), snap)
+    assert pixels and all(pixels[s] == want[s] for s in pixels)
+    dash = Dashboard(name)
+    for _ in range(8):
+        dash.step()
+    assert {str(s): dash.palette.color(s).lower() for s in snap.seq_ids} == {
+        k: next(iter(v)) for k, v in want.items()
+    }
+    main = dash._maps()[0]  # noqa: SLF001 - the heatmap the dashboard shows
+    pixels = _owner_pixels(main, snap)
+    assert pixels and all(pixels[s] == want[s] for s in pixels)
+
+
+# ---- the notebooks' own plots -------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").rglob("*.ipynb"))
+DRAWS = {"plot", "bar", "barh", "scatter", "fill_between", "stackplot", "hist", "pie", "errorbar", "stairs"}
+
+
+def _uncoloured_draws(source: str) -> list[str]:
+    """Matplotlib drawing calls in a cell that pass no colour: they take the default cycle."""
+    code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DRAWS:
+            if not {k.arg for k in node.keywords} & {"color", "c", "colors", "facecolor"}:
+                found.append(ast.unparse(node)[:80])
+    return found
+
+
+def test_the_draw_finder_finds_a_plot_in_the_default_colours():
+    assert _uncoloured_draws("ax.plot(x, y)\nax.bar(x, y, color=c)\nrun.step()") == ["ax.plot(x, y)"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_notebook_draws_with_matplotlibs_default_colours(path):
+    """A notebook draws requests through pagedkv.viz (the shared palette), never with a
+    bare matplotlib call, whose colours come from the default cycle."""
+    cells = json.loads(path.read_text())["cells"]
+    found = [d for c in cells if c["cell_type"] == "code" for d in _uncoloured_draws("".join(c["source"]))]
+    assert not found, found

@@ -1,0 +1,150 @@
+"""Text in every figure is >= 12 CSS px when shown in a notebook at 1280 px wide.
+
+At a 1280 px wide JupyterLab window a notebook's output area is about `CELL_PX` wide; a
+picture wider than that is shrunk to fit, a narrower one is shown at its own size. So a text
+of `s` points in a figure of `w` px drawn at `dpi` shows at `s * dpi / 72 * min(1, CELL_PX / w)`
+CSS px. Every text artist of every matplotlib figure the notebooks draw is measured that way
+(ticks, legends and titles included), and every heatmap by its smallest stamped text; the
+compact dashboard's main heatmap is shown beside the log at `DASHBOARD_SHARE` of the cell.
+(tests/browser/test_projector.py measures some of the same pictures in a real browser.)
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from matplotlib.text import Text
+
+from pagedkv import TinyLM
+from pagedkv.radix.radix_cache import RadixCache
+from pagedkv.scenarios import ScenarioRun
+from pagedkv.scenarios.text import token_ids_of
+from pagedkv.viz import (
+    Dashboard,
+    PredictStep,
+    plot_block_tables,
+    plot_chunked_kernel,
+    plot_lifecycle,
+    plot_lru,
+    plot_paged_vs_contiguous,
+    plot_pool,
+    plot_series,
+    plot_slots,
+    plot_token_pages,
+    plot_usage,
+)
+from pagedkv.viz.radix import plot_radix_growth, plot_radix_tree
+
+CELL_PX = 1100  # a notebook's output width in JupyterLab at 1280 px
+DASHBOARD_SHARE = 0.58  # the main heatmap's share of the dashboard's width (controls.py)
+MIN_PX = 12.0
+
+
+def shown_px(fig) -> list[tuple[float, str]]:
+    """(CSS px, text) of every visible, non-empty text of `fig` as a notebook shows it."""
+    fig.canvas.draw()
+    width = fig.get_size_inches()[0] * fig.dpi
+    scale = fig.dpi / 72 * min(1.0, CELL_PX / width)
+    return [
+        (float(t.get_fontsize()) * scale, t.get_text())
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.get_figure() is not None
+    ]
+
+
+def _run(name: str, steps: int) -> ScenarioRun:
+    run = ScenarioRun(name)
+    for _ in range(steps):
+        run.step()
+    return run
+
+
+def _radix_figures():
+    model = TinyLM(seed=0)
+    tree = RadixCache(page_size=4)
+    a, b = model.encode("System: be brief. Hi you"), model.encode("System: be brief! Why so")
+    tree.insert(a, [0, 1, 2, 3, 4, 5])
+    first = copy.deepcopy(tree)
+    match = tree.match_prefix(b)
+    tree.insert(b, match.page_ids + [6, 7])
+    steps = [("1. insert A", first), ("3. insert B", tree)]
+    return plot_radix_growth(steps, decode=model.decode), plot_radix_tree(tree, decode=model.decode)
+
+
+def _figures() -> dict[str, object]:
+    prefix, fill = _run("prefix", 8), _run("fill", 12)
+    snap = prefix.snapshots[-1]
+    growth, radix_tree = _radix_figures()
+    return {
+        "block tables": plot_block_tables(snap, step=prefix.cursor),
+        "tokens by page": plot_token_pages(snap, token_ids_of(prefix.seqs)),
+        "slots": plot_slots(snap),
+        "usage": plot_usage(fill.snapshots),
+        "paged vs contiguous": plot_paged_vs_contiguous(fill.snapshots, policy="max", step=10),
+        "lifecycle": plot_lifecycle(["allocate"]),
+        "chunked kernel": plot_chunked_kernel([5, 2, 9], chunk=3, page_size=4),
+        "series": plot_series({"naive": [3, 2, 1], "pagedkv": [3, 3, 3]}, "request", "pages free"),
+        "radix growth": growth,
+        "radix tree": radix_tree,
+    }
+
+
+def test_every_text_of_every_figure_is_at_least_12_px_at_1280():
+    small = []
+    for name, fig in _figures().items():
+        small += [(name, round(px, 1), text[:30]) for px, text in shown_px(fig) if px < MIN_PX]
+    assert not small, small
+
+
+def test_the_measure_sees_a_small_label():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(20, 4), dpi=100)  # 2,000 px: shown at 55 %
+    FigureCanvasAgg(fig)
+    fig.text(0.5, 0.5, "small", fontsize=14)  # 14 pt = 19.4 px, shown at 10.7 px
+    assert [round(px, 1) for px, _ in shown_px(fig)] == [10.7]
+
+
+def test_heatmaps_and_the_dashboards_pictures_are_at_least_12_px_at_1280():
+    run = _run("prefix", 8)
+    snap = run.snapshots[-1]
+    shown = {  # picture -> its shown width in CSS px
+        "pool": (plot_pool(snap), CELL_PX),
+        "lru": (plot_lru(snap, run.events), CELL_PX),
+        "prediction": (PredictStep("03-evict")._heatmap, CELL_PX),  # noqa: SLF001
+    }
+    dash = Dashboard("prefix")
+    main, more, lru = dash._maps()  # noqa: SLF001 - the three pictures the dashboard shows
+    shown |= {
+        "dashboard main": (main, CELL_PX * DASHBOARD_SHARE),
+        "dashboard more views": (more, CELL_PX),
+        "dashboard lru": (lru, CELL_PX),
+    }
+    small = {}
+    for name, (heatmap, width) in shown.items():
+        px = heatmap.min_font_px * min(1.0, width / heatmap.size[0])
+        if px < MIN_PX:
+            small[name] = round(px, 1)
+    assert not small, small
+
+
+@pytest.mark.parametrize("name", ["block tables", "tokens by page"])
+def test_request_pictures_name_every_request_in_readable_text(name):
+    texts = " ".join(t for _, t in shown_px(_figures()[name]))
+    for seq_id in _run("prefix", 8).snapshots[-1].seq_ids:
+        assert str(seq_id) in texts
+
+
+@pytest.mark.parametrize("num_pages", [12, 16, 40, 256])
+@pytest.mark.parametrize(
+    ("views", "width"), [(("state", "owner"), 4.6), (("state", "owner"), 5.5), (("lru",), 11.0)]
+)
+def test_no_heatmap_text_runs_past_the_picture(num_pages, views, width):
+    """The compact dashboard's panels are narrow: a long page-id label (with the note on
+    hatched positions) must wrap, not be cut at the picture's edge."""
+    from pagedkv.viz.frame import build_frame
+
+    frame = build_frame(num_pages, 16, views, 110, width)
+    assert frame.cut_texts == ()
