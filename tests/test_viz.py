@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 
-import numpy as np
 import pytest
 from matplotlib import colormaps
 from matplotlib.colors import to_rgb, to_rgba
@@ -562,18 +561,3 @@ def test_the_kernel_picture_refuses_a_chunk_of_the_wrong_kind_or_size():
         plot_chunked_kernel([0, 1, 2], chunk=2.0)
     with pytest.raises(ValueError, match="chunk must be >= 1, got 0"):
         plot_chunked_kernel([0, 1, 2], chunk=0)
-
-
-def test_encode_png_stores_the_exact_pixels_and_the_dpi():
-    from pagedkv.viz.pngfile import encode_png
-
-    rgb = np.random.default_rng(0).integers(0, 256, (7, 5, 3), dtype=np.uint8)
-    png = encode_png(rgb, dpi=110)
-    image = Image.open(io.BytesIO(png))
-    assert image.mode == "RGB" and np.array_equal(np.asarray(image), rgb)
-    assert round(image.info["dpi"][0]) == 110
-    assert encode_png(rgb, dpi=110) == png  # the same array, the same bytes
-    with pytest.raises(ValueError, match=r"\[H, W, 3\] uint8"):
-        encode_png(rgb.astype(np.float32))
-    with pytest.raises(ValueError, match="at least one pixel"):
-        encode_png(np.zeros((0, 4, 3), np.uint8))
