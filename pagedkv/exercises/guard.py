@@ -210,9 +210,9 @@ def describe_error(error: BaseException) -> str:
 def refusal(name: str, what: str) -> Failure:
     """The Failure for an answer that hands the work to pagedkv's own implementation."""
     return Failure(
-        f"✗ {name}: your code calls pagedkv's own `{what}`, which already does this exercise. "
+        f"✗ {name}: your code calls pagedkv's own `{what}`; an answer may not use pagedkv. "
         "The point is to write it yourself: use plain Python or numpy (and the functions the "
-        "exercise hands you), not pagedkv."
+        "exercise hands you)."
     )
 
 
