@@ -12,10 +12,9 @@ N tokens" (older versions: "# GPU blocks: N"); that line is what to compare agai
   three terms are pagedkv's estimates (`capacity_terms` says which, and why). The activation
   formula is the weakest: logged peaks run 16 % to 8.6x above it (docs/calibration.md, rows A1
   and L1), so a peak read from the engine's log can replace it (`Assumptions.activation_gib`);
-- a preempted or evicted request of L tokens comes back by one of three roads: recompute (a
-  prefill priced per operator class, `step_seconds`), swap (its K/V out to host memory and
-  back, priced per copy: vLLM copies one block of one layer's K or V at a time) or a
-  second-tier reload (only the way back).
+- a preempted or evicted request of L tokens comes back by recompute (a prefill priced per
+  operator class, `step_seconds`), swap (its K/V out to host memory and back, priced per copy:
+  vLLM copies one block of one layer's K or V at a time) or a second-tier reload (one way).
 
 Step times are roofline terms scaled by efficiencies from published profiles (`specs`), plus
 a fixed CPU/scheduler time per step. docs/calibration.md compares every number that has a
@@ -301,9 +300,9 @@ def table(seq_len: int = 2048, num_tokens: int = 1024, assume: Assumptions = Ass
 
 
 def calculator():
-    """An ipywidgets calculator: pick a model, GPU, request length, utilisation and the
-    profile run's tokens; read every term of the KV budget, what fits and the three ways
-    back. Returns the widget box."""
+    """An ipywidgets calculator: pick a model, GPU, request length, utilisation, the profile
+    run's tokens and its activation peak (0: the formula; or the peak your vLLM log prints);
+    read every term of the KV budget, what fits and the three ways back. Returns the box."""
     import ipywidgets as widgets
 
     pick_model = widgets.Dropdown(options=list(MODELS), value="Llama-3-8B", description="model")
@@ -311,17 +310,18 @@ def calculator():
     length = widgets.IntSlider(2048, min=16, max=32768, step=16, description="tokens")
     util = widgets.FloatSlider(0.9, min=0.5, max=1.0, step=0.05, description="mem util")
     batched = widgets.IntSlider(8192, min=512, max=32768, step=512, description="batched tok")
+    peak = widgets.BoundedFloatText(0.0, min=0.0, max=200.0, step=0.5, description="act. GiB")
     out = widgets.HTML()
 
     def update(_=None) -> None:
-        assume = Assumptions(util.value, batched.value)
+        assume = Assumptions(util.value, batched.value, activation_gib=peak.value or None)
         text = calculator_text(pick_model.value, pick_gpu.value, length.value, assume)
         out.value = f"<pre>{text}</pre>"
 
-    for w in (pick_model, pick_gpu, length, util, batched):
+    for w in (pick_model, pick_gpu, length, util, batched, peak):
         w.observe(update, names="value")
     update()
-    return widgets.VBox([widgets.HBox([pick_model, pick_gpu]), length, util, batched, out])
+    return widgets.VBox([widgets.HBox([pick_model, pick_gpu]), length, util, batched, peak, out])
 
 
 def calculator_text(model: str, gpu: str, tokens: int, assume: Assumptions = Assumptions()) -> str:

@@ -16,8 +16,9 @@ the whole run (unused memory included). Per request, the normalized latency is
 (finish - arrival) / output tokens, the paper's latency metric (Sec. 6.1). The same
 requests are served by `ContiguousKVCache` as the paper's Orca baselines (Sec. 6.1: a buddy
 allocator; `max` reserves the model's 2,048 tokens, `pow2` the prompt plus the next power of
-two of the output, `oracle` exactly the final length) and by the paged `Scheduler` in
-bookkeeping-only mode.
+two of the output, `oracle` exactly the final length) and by pages, with the decisions of
+the paged `Scheduler` in bookkeeping-only mode counted in integers (`serving_paged`, checked
+step by step against the Scheduler in tests/test_serving.py).
 
 Leaves out: the model's real speed (the step time is a calibrated roofline, not a profile),
 chunked prefill, request timeouts, and the allocator overheads a real Orca would add.
