@@ -124,7 +124,9 @@ def serve(
     return _serve_contiguous(requests, arrivals, num_slots, system, max_seq_len, max_num_seqs, clock, memory)
 
 
-def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_num_seqs, step_clock, memory):
+def _serve_contiguous(
+    requests, arrivals, num_slots, policy, max_seq_len, max_num_seqs, step_clock, memory
+) -> dict:
     arena = ContiguousKVCache(num_slots, policy, max_seq_len, allocator="buddy", pow2_of="output")
     meter = _Meter(num_slots)
     prompt_len = [r.prompt_len for r in requests]
