@@ -65,6 +65,16 @@ def _llama3_blocks(logged_terms: bool) -> float:
     return costs.capacity("Llama-3-8B", gpu, 8192, assume)["num_pages"]
 
 
+# vllm-project/vllm#10511 (December 2024, V0): `vllm serve meta-llama/Meta-Llama-3-8B` on an
+# H100 80GB with the defaults (0.9, max_model_len 8192, 256 sequences) logs "PyTorch activation
+# peak memory 1.26GiB" and "available_kv_cache_memory 53.29GiB" (no CUDA-graph term in V0).
+def _llama3_h100(term: str) -> float:
+    assume = costs.Assumptions(0.9, 8192, cuda_graph_gib=0.0)
+    if term == "activation":
+        return costs.activation_bytes("Llama-3-8B", assume) / GIB
+    return costs.capacity("Llama-3-8B", "H100-80GB", 8192, assume)["kv_budget_bytes"] / GIB
+
+
 FAST = [
     Row("C1", 800, "5%", True, lambda: costs.bytes_per_token("OPT-13B") / 1024),
     Row("C2", 15_700, "5%", True, lambda: costs.paper_slots()),
@@ -72,6 +82,8 @@ FAST = [
     Row("C4", 10, "5%", False, lambda: _kv_gib(0.9)),
     Row("L1", 5691, "5%", False, lambda: _llama3_blocks(logged_terms=False)),
     Row("L2", 5691, "5%", True, lambda: _llama3_blocks(logged_terms=True)),
+    Row("L3", 53.29, "5%", True, lambda: _llama3_h100("kv")),
+    Row("A1", 1.26, "5%", False, lambda: _llama3_h100("activation")),
     Row("S1", 153, "5%", True, lambda: _linear_ms(2048)),
     Row("S2", 77, "5%", True, lambda: _linear_ms(1024)),
     Row("F1", (0, 1), "range", True, lambda: max(_ratio(b) for b in (1, 2, 4, 8))),

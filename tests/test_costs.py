@@ -143,3 +143,14 @@ def test_calculator_widget_updates_its_text():
     assert "activation peak" in first and "CUDA-graph pool" in first
     box.children[0].children[1].value = "A100-40GB"
     assert "A100-40GB" in out.value and out.value != first
+
+
+@pytest.mark.parametrize(
+    ("tokens", "context", "prompts", "seqs"),
+    [(1, 0, (), 1), (2048, 0, (2048,), 1), (300, 91_000, (100, 7), 250)],
+)
+def test_step_seconds_is_the_sum_of_its_terms(tokens, context, prompts, seqs):
+    for model, gpu in [("OPT-13B", "A100-40GB"), ("Llama-3-8B", "H100-80GB")]:
+        terms = costs.step_terms(model, gpu, tokens, context, prefill_lens=prompts, num_seqs=seqs)
+        got = costs.step_seconds(model, gpu, tokens, context, prefill_lens=prompts, num_seqs=seqs)
+        assert got == sum(terms.values())  # the same float: the serving run's clock is this sum

@@ -146,6 +146,7 @@ class ContiguousKVCache:
         self._starts: list[int] = []  # sorted start slots of the reservations
         self._by_start: dict[int, Hashable] = {}  # start slot -> req id
         self._requests: dict[Hashable, list[int]] = {}  # req id -> [start, length, used, final_len, asked]
+        self._totals = [0, 0, 0, 0]  # over the reservations: length, used, final_len, asked
 
     # ---- queries -----------------------------------------------------------------------------
 
@@ -210,6 +211,29 @@ class ContiguousKVCache:
             reservations=reservations,
         )
 
+    def shares(self, next_final_len: int, next_prompt_len: int = 0) -> dict[str, int]:
+        """`accounting(...).as_dict()` without the layout, from running totals (a serving run
+        asks at every step; the same integers)."""
+        need = self.reservation_size(next_final_len, min(next_prompt_len, next_final_len))
+        if self._buddy is None:
+            holes = [length for _, length in self.holes()]
+        else:
+            need = next_pow2(need)
+            holes = [1 << o for o, starts in self._buddy.free_blocks.items() for _ in starts]
+        length, used, final_len, asked = self._totals
+        return {
+            "num_slots": self.num_slots,
+            "token_states": used,
+            "reserved": final_len - used,
+            "internal_fragmentation": asked - final_len,
+            "external_fragmentation": sum(h for h in holes if h < need) + length - asked,
+            "free": sum(h for h in holes if h >= need),
+        }
+
+    def _count(self, entry: list[int], sign: int) -> None:
+        for k in range(4):
+            self._totals[k] += sign * entry[k + 1]
+
     # ---- operations --------------------------------------------------------------------------
 
     def add(self, req_id: Hashable, prompt_len: int, final_len: int) -> int:
@@ -234,6 +258,7 @@ class ContiguousKVCache:
         bisect.insort(self._starts, start)
         self._by_start[start] = req_id
         self._requests[req_id] = [start, length, prompt_len, final_len, asked]
+        self._count(self._requests[req_id], 1)
         return start
 
     def append(self, req_id: Hashable) -> int:
@@ -243,11 +268,13 @@ class ContiguousKVCache:
         if used == final_len:
             raise ValueError(f"req_id {req_id!r} already holds its final_len = {final_len} tokens")
         entry[2] += 1
+        self._totals[1] += 1
         return start + used
 
     def free(self, req_id: Hashable) -> None:
         """Return a request's whole range to the arena."""
         start, length = self._get(req_id)[:2]
+        self._count(self._requests[req_id], -1)
         if self._buddy is not None:
             self._buddy.free(start, length)
         del self._requests[req_id]

@@ -10,12 +10,11 @@ N tokens" (older versions: "# GPU blocks: N"); that line is what to compare agai
   (CUDA context, cuBLAS/NCCL buffers) - the CUDA-graph pool; token slots = budget / bytes
   per token, rounded down to whole pages. Weights and bytes per token are exact; the other
   three terms are pagedkv's estimates (`capacity_terms` says which, and why). The activation
-  formula is the weakest: real profile runs have logged several times more (docs/calibration.md,
-  row L1), so a peak read from the engine's log can replace it (`Assumptions.activation_gib`);
-- a preempted or evicted request of L tokens comes back by one of three roads: recompute (a
-  prefill priced per operator class, `step_seconds`), swap (its K/V out to host memory and
-  back, priced per copy: vLLM copies one block of one layer's K or V at a time) or a
-  second-tier reload (only the way back).
+  formula is the weakest: logged peaks run 16 % to 8.6x above it (docs/calibration.md, rows A1
+  and L1), so a peak read from the engine's log can replace it (`Assumptions.activation_gib`);
+- a preempted or evicted request of L tokens comes back by recompute (a prefill priced per
+  operator class, `step_seconds`), swap (its K/V out to host memory and back, priced per copy:
+  vLLM copies one block of one layer's K or V at a time) or a second-tier reload (one way).
 
 Step times are roofline terms scaled by efficiencies from published profiles (`specs`), plus
 a fixed CPU/scheduler time per step. docs/calibration.md compares every number that has a
@@ -100,11 +99,21 @@ def linear_params(model: str | ModelSpec) -> int:
 
 
 def activation_bytes(model: str | ModelSpec, assume: Assumptions = Assumptions()) -> int:
-    """pagedkv's estimate of the activation peak of vLLM's profile run: per token, the
-    residual and hidden state (2 x hidden) plus the wider of the QKV output and the MLP's
-    intermediate tensors (gate, up and their product for SwiGLU; fc1 and its activation for
-    OPT), in the model's dtype; plus the logits of `max_num_seqs` last tokens in the dtype,
-    in float32 and as float32 probabilities. Example: Llama-3-8B at 8,192 tokens -> 1.09 GiB."""
+    """pagedkv's estimate of the activation peak of vLLM's profile run, a formula per architecture.
+
+    The run (vLLM V0: `GPUModelRunnerBase.profile_run` in vllm/worker/model_runner.py, called by
+    `Worker.determine_num_available_blocks` in vllm/worker/worker.py; V1: `profile_run` and
+    `_dummy_sampler_run` of vllm/v1/worker/gpu_model_runner.py) is one forward pass of
+    `max_num_batched_tokens` dummy tokens split over `max_num_seqs` sequences, then the
+    sampler on each sequence's last token. Counted, per token in the model's dtype: the residual
+    stream and the layer's hidden state (2 x hidden) plus the wider of the QKV output and the
+    MLP's intermediate tensors (SwiGLU: gate and up, 2 x intermediate, and their product; OPT:
+    fc1's output and its activation); and the logits of `max_num_seqs` sequences in the dtype,
+    in float32 and as float32 probabilities. Not counted: attention workspace, the caching
+    allocator's rounding (torch's peak counts requested sizes, rounded to 512 B) and the
+    sampler's top-k/top-p temporaries, which come after the forward pass's tensors are freed.
+    docs/calibration.md compares it with logged peaks (rows A1, L1). Example: Llama-3-8B at
+    8,192 tokens -> 1.09 GiB."""
     m = _model(model)
     dtype, tokens = DTYPE_BYTES[m.dtype], assume.max_num_batched_tokens
     qkv = m.hidden_size + 2 * m.num_kv_heads * m.head_dim
@@ -210,10 +219,31 @@ def step_seconds(
 ) -> float:
     """One engine step computing `num_batched_tokens` tokens (a decode token per running
     sequence plus any prefill) over `context_tokens` of K/V: the sum of `step_terms`."""
-    terms = step_terms(
-        model, gpu, num_batched_tokens, context_tokens, assume, prefill_lens=prefill_lens, num_seqs=num_seqs
-    )
-    return sum(terms.values())
+    return step_clock(model, gpu, assume)(num_batched_tokens, context_tokens, prefill_lens, num_seqs)
+
+
+def step_clock(model: str | ModelSpec, gpu: str | GPUSpec, assume: Assumptions = Assumptions()):
+    """`step_terms` summed, for one model and GPU with the constants worked out once: a function
+    of (num_batched_tokens, context_tokens, prefill_lens, num_seqs) (a serving run prices
+    hundreds of thousands of steps). The terms are added in `step_terms`' order."""
+    m, g = _specs(model, gpu)
+    flops = g.tflops * 1e12
+    hbm = g.hbm_gb_s * 1e9 * g.decode_bw_efficiency
+    linear_den, attention_den = flops * g.linear_efficiency, flops * g.attention_efficiency
+    linear_k, weights_s = 2 * linear_params(m), weight_bytes(m) / hbm
+    lm_k, kv = 2 * m.hidden_size * m.vocab_size, bytes_per_token(m)
+    attention_k = 2 * m.num_layers * m.num_heads * m.head_dim
+
+    def seconds(
+        num_batched_tokens: int, context_tokens: int, prefill_lens: Sequence[int], num_seqs: int
+    ) -> float:
+        attention = sum(attention_k * n * (n + 1) for n in prefill_lens)
+        linear = max(linear_k * num_batched_tokens / linear_den, weights_s)
+        return (
+            linear + lm_k * num_seqs / linear_den + attention / attention_den + context_tokens * kv / hbm
+        ) + assume.step_overhead_s
+
+    return seconds
 
 
 def prefill_seconds(
@@ -270,9 +300,9 @@ def table(seq_len: int = 2048, num_tokens: int = 1024, assume: Assumptions = Ass
 
 
 def calculator():
-    """An ipywidgets calculator: pick a model, GPU, request length, utilisation and the
-    profile run's tokens; read every term of the KV budget, what fits and the three ways
-    back. Returns the widget box."""
+    """An ipywidgets calculator: pick a model, GPU, request length, utilisation, the profile
+    run's tokens and its activation peak (0: the formula; or the peak your vLLM log prints);
+    read every term of the KV budget, what fits and the three ways back. Returns the box."""
     import ipywidgets as widgets
 
     pick_model = widgets.Dropdown(options=list(MODELS), value="Llama-3-8B", description="model")
@@ -280,17 +310,18 @@ def calculator():
     length = widgets.IntSlider(2048, min=16, max=32768, step=16, description="tokens")
     util = widgets.FloatSlider(0.9, min=0.5, max=1.0, step=0.05, description="mem util")
     batched = widgets.IntSlider(8192, min=512, max=32768, step=512, description="batched tok")
+    peak = widgets.BoundedFloatText(0.0, min=0.0, max=200.0, step=0.5, description="act. GiB")
     out = widgets.HTML()
 
     def update(_=None) -> None:
-        assume = Assumptions(util.value, batched.value)
+        assume = Assumptions(util.value, batched.value, activation_gib=peak.value or None)
         text = calculator_text(pick_model.value, pick_gpu.value, length.value, assume)
         out.value = f"<pre>{text}</pre>"
 
-    for w in (pick_model, pick_gpu, length, util, batched):
+    for w in (pick_model, pick_gpu, length, util, batched, peak):
         w.observe(update, names="value")
     update()
-    return widgets.VBox([widgets.HBox([pick_model, pick_gpu]), length, util, batched, out])
+    return widgets.VBox([widgets.HBox([pick_model, pick_gpu]), length, util, batched, peak, out])
 
 
 def calculator_text(model: str, gpu: str, tokens: int, assume: Assumptions = Assumptions()) -> str:

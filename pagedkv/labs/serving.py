@@ -16,8 +16,9 @@ the whole run (unused memory included). Per request, the normalized latency is
 (finish - arrival) / output tokens, the paper's latency metric (Sec. 6.1). The same
 requests are served by `ContiguousKVCache` as the paper's Orca baselines (Sec. 6.1: a buddy
 allocator; `max` reserves the model's 2,048 tokens, `pow2` the prompt plus the next power of
-two of the output, `oracle` exactly the final length) and by the paged `Scheduler` in
-bookkeeping-only mode.
+two of the output, `oracle` exactly the final length) and by pages, with the decisions of
+the paged `Scheduler` in bookkeeping-only mode counted in integers (`serving_paged`, checked
+step by step against the Scheduler in tests/test_serving.py).
 
 Leaves out: the model's real speed (the step time is a calibrated roofline, not a profile),
 chunked prefill, request timeouts, and the allocator overheads a real Orca would add.
@@ -37,6 +38,7 @@ from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.labs import costs
 from pagedkv.labs.contiguous import POLICIES, ContiguousKVCache, NoContiguousHoleError
+from pagedkv.labs.serving_paged import PagedCounts
 from pagedkv.labs.workloads import Request
 
 CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
@@ -62,22 +64,30 @@ class _Meter:
         self.run_totals = dict.fromkeys(CATEGORIES, 0.0)  # over every step of the run
         self.batches: list[int] = []
         self.latency: list[float] = []  # normalized: seconds per output token
+        self.memory = True
 
-    def sample(self, categories: dict, seconds: float, batch: int, loaded: bool) -> None:
-        for name in CATEGORIES:
-            self.run_totals[name] += categories[name] * seconds
+    def sample(self, categories: dict | None, seconds: float, batch: int, loaded: bool) -> None:
+        """One step; `categories` None: latency only (the memory shares are not reported)."""
+        if categories is None:
+            self.memory = False
+        else:
+            for name in CATEGORIES:
+                self.run_totals[name] += categories[name] * seconds
         self.busy_seconds += seconds
         if loaded:
-            for name in CATEGORIES:
-                self.totals[name] += categories[name] * seconds
+            if categories is not None:
+                for name in CATEGORIES:
+                    self.totals[name] += categories[name] * seconds
             self.loaded_seconds += seconds
             self.batches.append(batch)
 
     def result(self, clock: float) -> dict:
-        scale = 100.0 / (self.num_slots * self.loaded_seconds) if self.loaded_seconds else 0.0
-        out = {name: self.totals[name] * scale for name in CATEGORIES}
-        run_scale = 100.0 / (self.num_slots * self.busy_seconds)
-        out.update({f"run_{name}": self.run_totals[name] * run_scale for name in CATEGORIES})
+        out: dict = {}
+        if self.memory:
+            scale = 100.0 / (self.num_slots * self.loaded_seconds) if self.loaded_seconds else 0.0
+            out.update({name: self.totals[name] * scale for name in CATEGORIES})
+            run_scale = 100.0 / (self.num_slots * self.busy_seconds)
+            out.update({f"run_{name}": self.run_totals[name] * run_scale for name in CATEGORIES})
         out.update(
             normalized_latency=float(np.mean(self.latency)),  # s / token
             mean_batch=float(np.mean(self.batches)) if self.batches else 0.0,
@@ -99,24 +109,32 @@ def serve(
     model: str = "OPT-13B",
     gpu: str = "A100-40GB",
     seed: int = 0,
+    memory: bool = True,
 ) -> dict:
     """Serve the requests arriving at `arrival_rate` per second with one system ("max",
-    "pow2", "oracle" or "paged"); memory shares in % of slots and latency in s / token."""
+    "pow2", "oracle" or "paged"); memory shares in % of slots and latency in s / token.
+    `memory=False` skips the memory accounting (the same run and latencies, no shares)."""
     if system not in SYSTEMS:
         raise ValueError(f"system must be one of {SYSTEMS}, got {system!r}")
-    costs.model_spec(model), costs.gpu_spec(gpu)  # noqa: B018 - validate the names first
+    clock = costs.step_clock(model, gpu)  # validates the names first
     arrivals = poisson_arrivals(len(requests), arrival_rate, seed)
     if system == "paged":
-        return _serve_paged(requests, arrivals, num_slots, page_size, max_seq_len, max_num_seqs, model, gpu)
-    return _serve_contiguous(requests, arrivals, num_slots, system, max_seq_len, max_num_seqs, model, gpu)
+        sizes = (num_slots, page_size, max_seq_len, max_num_seqs)
+        return _serve_paged(requests, arrivals, sizes, clock, memory)
+    return _serve_contiguous(requests, arrivals, num_slots, system, max_seq_len, max_num_seqs, clock, memory)
 
 
-def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_num_seqs, model, gpu) -> dict:
+def _serve_contiguous(
+    requests, arrivals, num_slots, policy, max_seq_len, max_num_seqs, step_clock, memory
+) -> dict:
     arena = ContiguousKVCache(num_slots, policy, max_seq_len, allocator="buddy", pow2_of="output")
     meter = _Meter(num_slots)
+    prompt_len = [r.prompt_len for r in requests]
+    final_len = [r.final_len for r in requests]
     waiting: deque[int] = deque()  # request indices, FCFS
     running: list[list[int]] = []  # [request index, tokens held]
     clock, nxt = 0.0, 0
+    blocked = -1  # the queue's head when it last found no hole; nothing freed since
     while nxt < len(requests) or waiting or running:
         if not waiting and not running:
             clock = max(clock, float(arrivals[nxt]))
@@ -124,30 +142,31 @@ def _serve_contiguous(requests, arrivals, num_slots, policy, max_seq_len, max_nu
             waiting.append(nxt)
             nxt += 1
         prompts, decoding = [], len(running)
-        while waiting and len(running) < max_num_seqs:
-            r = requests[waiting[0]]
+        while waiting and len(running) < max_num_seqs and waiting[0] != blocked:
+            i = waiting[0]
             try:
-                arena.add(r.req_id, r.prompt_len, r.final_len)
+                arena.add(requests[i].req_id, prompt_len[i], final_len[i])
             except NoContiguousHoleError:
+                blocked = i  # it cannot fit before a reservation is freed
                 break
-            running.append([waiting.popleft(), r.prompt_len])
-            prompts.append(r.prompt_len)
+            running.append([waiting.popleft(), prompt_len[i]])
+            prompts.append(prompt_len[i])
         held = sum(tokens for _, tokens in running[:decoding])  # K/V the decode tokens read
-        seconds = costs.step_seconds(
-            model, gpu, decoding + sum(prompts), held, prefill_lens=prompts, num_seqs=len(running)
-        )
-        upcoming = requests[waiting[0] if waiting else min(nxt, len(requests) - 1)]
-        accounting = arena.accounting(upcoming.final_len, upcoming.prompt_len)
-        meter.sample(accounting.as_dict(), seconds, len(running), bool(waiting))
+        seconds = step_clock(decoding + sum(prompts), held, prompts, len(running))
+        upcoming = waiting[0] if waiting else min(nxt, len(requests) - 1)
+        accounting = arena.shares(final_len[upcoming], prompt_len[upcoming]) if memory else None
+        meter.sample(accounting, seconds, len(running), bool(waiting))
         clock += seconds
         still = []
         for entry in running:  # one decode step: finish, or hold one more token
-            r = requests[entry[0]]
-            if entry[1] == r.final_len:
-                arena.free(r.req_id)
-                meter.latency.append((clock - arrivals[entry[0]]) / r.max_new_tokens)
+            i = entry[0]
+            if entry[1] == final_len[i]:
+                arena.free(requests[i].req_id)
+                blocked = -1
+                meter.latency.append((clock - arrivals[i]) / requests[i].max_new_tokens)
             else:
-                arena.append(r.req_id)
+                if memory:  # the tokens held count only in the memory shares
+                    arena.append(requests[i].req_id)
                 entry[1] += 1
                 still.append(entry)
         running = still
@@ -178,34 +197,33 @@ def paged_categories(sched: Scheduler) -> dict[str, int]:
     return categories
 
 
-def _serve_paged(requests, arrivals, num_slots, page_size, max_seq_len, max_num_seqs, model, gpu) -> dict:
-    sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
-    meter, clock, nxt = _Meter(sched.pool.config.num_slots), 0.0, 0
-    index = {r.req_id: i for i, r in enumerate(requests)}
+def _serve_paged(requests, arrivals, sizes, step_clock, memory) -> dict:
+    num_slots, page_size, max_seq_len, max_num_seqs = sizes
+    sched = PagedCounts(requests, num_slots, page_size, max_num_seqs, max(num_slots, max_seq_len))
+    meter, clock, nxt = _Meter(sched.num_pages * page_size), 0.0, 0
+    final_len = [r.final_len for r in requests]
     while nxt < len(requests) or sched.has_unfinished:
         if not sched.has_unfinished:
             clock = max(clock, float(arrivals[nxt]))
         while nxt < len(requests) and arrivals[nxt] <= clock:
-            r = requests[nxt]
-            sched.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
+            sched.add(nxt)
             nxt += 1
-        record = sched.step()
-        categories = paged_categories(sched)
-        read = categories["token_states"] + sum(requests[index[r]].final_len for r in record.finished)
-        prompts = [n for _, n in record.prefill]
-        seconds = costs.step_seconds(  # finished requests were freed at the end of the step
-            model,
-            gpu,
-            record.num_batched_tokens,
-            read - sum(prompts),
-            prefill_lens=prompts,
-            num_seqs=len(record.sampled),
+        step = sched.step()
+        # K/V read: what the live requests hold, plus the finished ones (freed at the step's end)
+        read = sched.tokens + sum(final_len[i] for i in step.finished)
+        seconds = step_clock(
+            step.num_batched_tokens, read - sum(step.prefill), step.prefill, len(step.sampled)
         )
+        categories = None
+        if memory:  # no prefix caching, no forks: no page is shared
+            active = (sched.num_pages - sched.free_pages) * page_size
+            categories = dict.fromkeys(CATEGORIES, 0)
+            categories.update(token_states=sched.tokens, internal_fragmentation=active - sched.tokens)
+            categories["free"] = sched.free_pages * page_size
         meter.sample(categories, seconds, len(sched.running), bool(sched.waiting))
         clock += seconds
-        for req_id in record.finished:
-            i = index[req_id]
+        for i in step.finished:
             meter.latency.append((clock - arrivals[i]) / requests[i].max_new_tokens)
     out = meter.result(clock)
-    out["preemptions"] = sched.stats.preemptions
+    out["preemptions"] = sched.preemptions
     return out
