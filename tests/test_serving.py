@@ -121,57 +121,6 @@ def test_the_length_study_prints_a_row_per_length_and_seed(monkeypatch):
     ]
 
 
-def _scheduler_run(requests, num_slots, max_num_seqs, page_size=16):
-    """Each step of the real Scheduler in bookkeeping mode, as PagedCounts reports it."""
-    sched = serving.paged_scheduler(num_slots, page_size, max_num_seqs, 2048)
-    index = {r.req_id: i for i, r in enumerate(requests)}
-    for r in requests:
-        sched.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
-    steps = []
-    while sched.has_unfinished:
-        record = sched.step()
-        held = serving.paged_categories(sched)
-        steps.append(
-            (
-                record.num_batched_tokens,
-                [n for _, n in record.prefill],
-                sorted(index[r] for r in record.sampled),
-                [index[r] for r in record.finished],
-                held["token_states"],
-                sched.pool.num_available_pages,
-            )
-        )
-    return steps, sched.stats.preemptions
-
-
-@pytest.mark.parametrize(("num_slots", "max_num_seqs"), [(15_728, 256), (4_096, 256), (2_048, 8)])
-def test_paged_counts_decide_every_step_as_the_scheduler_does(num_slots, max_num_seqs):
-    """serve("paged") counts what the Scheduler would do (serving_paged); the same steps,
-    preemptions included (the small pools preempt often)."""
-    from pagedkv.labs.serving_paged import PagedCounts
-
-    requests = generate("sharegpt", 60, 3)
-    expected, preemptions = _scheduler_run(requests, num_slots, max_num_seqs)
-    counts = PagedCounts(requests, num_slots, 16, max_num_seqs, max(num_slots, 2048))
-    for i in range(len(requests)):
-        counts.add(i)
-    got = []
-    while counts.has_unfinished:
-        step = counts.step()
-        got.append(
-            (
-                step.num_batched_tokens,
-                step.prefill,
-                sorted(step.sampled),
-                step.finished,
-                counts.tokens,
-                counts.free_pages,
-            )
-        )
-    assert got == expected and counts.preemptions == preemptions
-    assert num_slots > 4_096 or preemptions > 0
-
-
 @pytest.mark.parametrize("policy", ["max", "pow2", "oracle"])
 def test_contiguous_shares_are_the_accounting(policy):
     from pagedkv.labs.contiguous import ContiguousKVCache

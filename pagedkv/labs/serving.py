@@ -16,9 +16,8 @@ the whole run (unused memory included). Per request, the normalized latency is
 (finish - arrival) / output tokens, the paper's latency metric (Sec. 6.1). The same
 requests are served by `ContiguousKVCache` as the paper's Orca baselines (Sec. 6.1: a buddy
 allocator; `max` reserves the model's 2,048 tokens, `pow2` the prompt plus the next power of
-two of the output, `oracle` exactly the final length) and by pages, with the decisions of
-the paged `Scheduler` in bookkeeping-only mode counted in integers (`serving_paged`, checked
-step by step against the Scheduler in tests/test_serving.py).
+two of the output, `oracle` exactly the final length) and by the paged `Scheduler` in
+bookkeeping-only mode.
 
 Leaves out: the model's real speed (the step time is a calibrated roofline, not a profile),
 chunked prefill, request timeouts, and the allocator overheads a real Orca would add.
@@ -38,7 +37,6 @@ from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.labs import costs
 from pagedkv.labs.contiguous import POLICIES, ContiguousKVCache, NoContiguousHoleError
-from pagedkv.labs.serving_paged import PagedCounts
 from pagedkv.labs.workloads import Request
 
 CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
@@ -199,31 +197,27 @@ def paged_categories(sched: Scheduler) -> dict[str, int]:
 
 def _serve_paged(requests, arrivals, sizes, step_clock, memory) -> dict:
     num_slots, page_size, max_seq_len, max_num_seqs = sizes
-    sched = PagedCounts(requests, num_slots, page_size, max_num_seqs, max(num_slots, max_seq_len))
-    meter, clock, nxt = _Meter(sched.num_pages * page_size), 0.0, 0
-    final_len = [r.final_len for r in requests]
+    sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
+    meter, clock, nxt = _Meter(sched.pool.config.num_slots), 0.0, 0
+    index = {r.req_id: i for i, r in enumerate(requests)}
     while nxt < len(requests) or sched.has_unfinished:
         if not sched.has_unfinished:
             clock = max(clock, float(arrivals[nxt]))
         while nxt < len(requests) and arrivals[nxt] <= clock:
-            sched.add(nxt)
+            r = requests[nxt]
+            sched.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
             nxt += 1
-        step = sched.step()
+        record = sched.step()
+        categories = paged_categories(sched)
         # K/V read: what the live requests hold, plus the finished ones (freed at the step's end)
-        read = sched.tokens + sum(final_len[i] for i in step.finished)
-        seconds = step_clock(
-            step.num_batched_tokens, read - sum(step.prefill), step.prefill, len(step.sampled)
-        )
-        categories = None
-        if memory:  # no prefix caching, no forks: no page is shared
-            active = (sched.num_pages - sched.free_pages) * page_size
-            categories = dict.fromkeys(CATEGORIES, 0)
-            categories.update(token_states=sched.tokens, internal_fragmentation=active - sched.tokens)
-            categories["free"] = sched.free_pages * page_size
-        meter.sample(categories, seconds, len(sched.running), bool(sched.waiting))
+        read = categories["token_states"] + sum(requests[index[r]].final_len for r in record.finished)
+        prompts = [n for _, n in record.prefill]
+        seconds = step_clock(record.num_batched_tokens, read - sum(prompts), prompts, len(record.sampled))
+        meter.sample(categories if memory else None, seconds, len(sched.running), bool(sched.waiting))
         clock += seconds
-        for i in step.finished:
+        for req_id in record.finished:
+            i = index[req_id]
             meter.latency.append((clock - arrivals[i]) / requests[i].max_new_tokens)
     out = meter.result(clock)
-    out["preemptions"] = sched.preemptions
+    out["preemptions"] = sched.stats.preemptions
     return out
