@@ -22,11 +22,12 @@ import ipywidgets as widgets
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
 from pagedkv.viz.palette import SequencePalette
 
-__all__ = ["PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
+__all__ = ["MAIN_SHARE", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
 
 PAGES_RANGE = (4, 256)  # pool-size slider
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
+MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap; the event log has the rest
 
 
 class DashboardControls(widgets.VBox):
@@ -116,7 +117,9 @@ class DashboardControls(widgets.VBox):
     def _build_views(self) -> None:
         """The pictures (heatmap, LRU order, lifecycle), status, block tables and event log."""
         width = widgets.Layout
-        self.heatmap = widgets.Image(format="png", layout=width(width="58%")).add_class("pagedkv-heatmap")
+        self.heatmap = widgets.Image(format="png", layout=width(width=f"{MAIN_SHARE:.0%}")).add_class(
+            "pagedkv-heatmap"
+        )
         self.more_views = widgets.Image(format="png", layout=width(width="100%")).add_class(
             "pagedkv-more-views"
         )
@@ -127,7 +130,9 @@ class DashboardControls(widgets.VBox):
         )
         self.status = widgets.HTML().add_class("pagedkv-status")
         self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
-        self.event_log = widgets.HTML(layout=width(width="42%")).add_class("pagedkv-event-log")
+        self.event_log = widgets.HTML(layout=width(width=f"{1 - MAIN_SHARE:.0%}")).add_class(
+            "pagedkv-event-log"
+        )
 
     def _layout(self) -> list[widgets.Widget]:
         def row(children: list) -> widgets.HBox:  # wraps onto the next line in narrow windows

@@ -44,10 +44,11 @@ from pagedkv.viz.palette import SequencePalette
 __all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "Dashboard"]
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
-HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width
+HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width (tabs)
+MAIN_DPI = 80  # the main picture: ~740 px, about the size it is shown at beside the log
 MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
 PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
-COMPACT_WIDTH = 4.6  # inches per panel: ~1010 px wide, shown ~610 px beside the log
+COMPACT_WIDTH = 4.6  # inches per panel
 
 
 class Dashboard(DashboardControls):
@@ -293,8 +294,9 @@ class Dashboard(DashboardControls):
         if key not in self._heatmaps:
             # No clock in the titles: the header's step counter is the one counter shown.
             compact = {"palette": self.palette, "dpi": HEATMAP_DPI, "panel_width": COMPACT_WIDTH}
+            main = compact | {"dpi": MAIN_DPI}  # fewer pixels: less to encode and to send per step
             self._heatmaps[key] = (
-                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
+                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **main),  # type: ignore[arg-type]
                 PoolHeatmap(*key, views=MORE_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
                 PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
             )
