@@ -235,8 +235,9 @@ class Dashboard(DashboardControls):
             self._sync_controls()  # the picker goes back to the scenario being played
 
     def _on_geometry(self, change: dict) -> None:
-        if not self._syncing:
-            self.resize(self.pages_slider.value, self.page_size_slider.value)
+        if not self._syncing:  # busy: the sliders are disabled until the pool is rebuilt
+            with self.busy():
+                self.resize(self.pages_slider.value, self.page_size_slider.value)
 
     # ---- rendering ----------------------------------------------------------------------------
 
@@ -266,23 +267,7 @@ class Dashboard(DashboardControls):
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
         self.caption.value = f"<div style='font-size:14px'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
-        self._syncing = True
-        try:
-            self.play.max = self.step_slider.max = len(run.steps)
-            self.play.value = self.step_slider.value = run.cursor
-            for picker, options in (
-                # "" stands for no prefix: a Dropdown takes the value None as "nothing selected"
-                (self.prefix_picker, [("(none)", ""), *live]),
-                (self.seq_picker, live),
-            ):
-                if list(picker.options) != options:
-                    keep = picker.value
-                    picker.options = options
-                    picker.value = (
-                        keep if keep in [v for _, v in options] else (options[0][1] if options else None)
-                    )
-        finally:
-            self._syncing = False
+        self.sync_stepping(run.cursor, len(run.steps), live)
         self.back_button.disabled = not run.history
         self.step_button.disabled = run.done  # a scenario ends at its last step
         self.fork_button.disabled = self.finish_button.disabled = not live
