@@ -254,11 +254,11 @@ def plot_paged_vs_contiguous(
         f"{counts['paged']['tokens'] / num_slots:.0%} of slots hold tokens",
     )
     title = (
-        f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}): {len(cache)} sequences, "
+        f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}): {len(cache)} sequences,\n"
         f"{counts['contiguous']['tokens'] / num_slots:.0%} of slots hold tokens"
     )
     if refused:
-        title += f"\nrefused (no hole fits): {', '.join(map(str, refused))}"
+        title += f"; refused (no hole fits): {', '.join(map(str, refused))}"
     reservations = cache.accounting().reservations
     contiguous, marks = _contiguous_slots(cache, palette, num_slots)
     _draw_strip(
