@@ -139,7 +139,7 @@ def build_frame(
     legend_in = min(1.6, 0.4 * panel_width)  # legend inches: 0.29 of 5.5, kept when narrower
     cell = (panel_width - legend_in) * 0.95 / cols  # inches per grid cell
     figure = Figure(
-        figsize=(panel_width * ncols, (rows * cell + 1.5) * nrows + 0.6),
+        figsize=(panel_width * ncols, (rows * cell + 1.2) * nrows + 0.5),  # little white above and below
         dpi=dpi,
         layout="constrained",
     )
