@@ -408,3 +408,32 @@ def test_hidden_tabs_are_drawn_when_opened_to_the_same_pictures(dash):
     assert bytes(dash.more_views.value) != more
     with pytest.raises(ValueError, match="title must be one of"):
         dash.open_tab("no such tab")
+
+
+def test_plays_stop_button_stops_where_the_dashboard_is(dash):
+    """ipywidgets' ■ sets Play's value to its `min`: the learner pressing it as pause must
+    stay at the step reached, not go back to step 0."""
+    dash.play.value = 38  # played to 38
+    assert dash.play.min == 38 and step_number(dash) == 38
+    dash.play.value = dash.play.min  # what ■ does in the browser
+    assert step_number(dash) == 38
+    dash.back_button.click()  # and after time travel too
+    dash.play.value = dash.play.min
+    assert step_number(dash) == 37 and dash.play.max == len(dash.run.steps)
+    dash.load("prefix")  # a shorter scenario: Play's range follows
+    assert dash.play.min == 0 and dash.play.max == len(dash.run.steps)
+
+
+def test_the_pool_size_sliders_are_disabled_while_the_pool_is_rebuilt(dash):
+    seen = []
+    dash.pages_slider.observe(lambda change: seen.append(change["new"]), names="disabled")
+    dash.pages_slider.value = 20
+    assert seen == [True, False] and dash.run.num_pages == 20  # one notch at a time
+    assert not dash.pages_slider.disabled and not dash.page_size_slider.disabled
+
+
+def test_the_scenario_picker_is_wide_enough_for_the_longest_title(dash):
+    from pagedkv.scenarios import SCENARIOS
+
+    longest = max(len(s.title) for s in SCENARIOS.values())
+    assert int(dash.scenario_picker.layout.width.removesuffix("px")) >= 8 * longest + 120

@@ -34,10 +34,10 @@ from pagedkv.viz import (
     plot_token_pages,
     plot_usage,
 )
+from pagedkv.viz.controls import MAIN_SHARE as DASHBOARD_SHARE  # the main heatmap's share
 from pagedkv.viz.radix import plot_radix_growth, plot_radix_tree
 
 CELL_PX = 1100  # a notebook's output width in JupyterLab at 1280 px
-DASHBOARD_SHARE = 0.58  # the main heatmap's share of the dashboard's width (controls.py)
 MIN_PX = 12.0
 
 
@@ -137,14 +137,82 @@ def test_request_pictures_name_every_request_in_readable_text(name):
         assert str(seq_id) in texts
 
 
-@pytest.mark.parametrize("num_pages", [12, 16, 40, 256])
+@pytest.mark.parametrize("num_pages", [4, 12, 16, 40, 100, 256, 1000])
 @pytest.mark.parametrize(
-    ("views", "width"), [(("state", "owner"), 4.6), (("state", "owner"), 5.5), (("lru",), 11.0)]
+    ("views", "width", "dpi"),
+    [
+        (("state", "owner"), 4.6, 80),  # the dashboard's main picture
+        (("occupancy", "ref_count"), 4.6, 110),  # its More views tab
+        (("state", "occupancy", "owner", "ref_count"), 5.5, 110),
+        (("owner", "ref_count"), 5.5, 110),
+        (("lru",), 11.0, 110),
+    ],
 )
-def test_no_heatmap_text_runs_past_the_picture(num_pages, views, width):
+def test_no_heatmap_text_runs_past_the_picture_or_into_other_text(num_pages, views, width, dpi):
     """The compact dashboard's panels are narrow: a long page-id label (with the note on
-    hatched positions) must wrap, not be cut at the picture's edge."""
+    hatched positions) or a title must wrap, not be cut at the picture's edge nor run into
+    a tick label, a colour bar or a legend; tick labels never touch each other."""
     from pagedkv.viz.frame import build_frame
 
-    frame = build_frame(num_pages, 16, views, 110, width)
+    frame = build_frame(num_pages, 16, views, dpi, width)
     assert frame.cut_texts == ()
+
+
+def test_the_collision_check_sees_a_title_over_a_colour_bar():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from pagedkv.viz.frame import _cut_texts
+
+    fig = Figure(figsize=(4, 3), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(xticks=[], yticks=[])
+    ax.inset_axes([0.8, 0.0, 0.1, 1.0], xticks=[], yticks=[])  # a colour bar's place
+    ax.set_title("a title long enough to reach the bar on the right", loc="left")
+    fig.canvas.draw()
+    assert _cut_texts(fig) == ("a title long enough to reach the bar on the right",)
+
+
+def _owner_legends():
+    """(name, heatmap, panel) of owner legends the notebooks and the dashboard show, with
+    names that differ only at their end (04: sample.3 and its fork sample.3.f1)."""
+    dash = Dashboard("parallel")
+    dash.goto(4)
+    dash.seq_picker.value = "sample.3"
+    dash.fork()
+    walk = Dashboard("walkthrough")
+    walk.goto(5)
+    walk.seq_picker.value = "request_A"
+    walk.fork()
+    snap = dash.run.snapshots[-1]
+    pictures = {
+        "dashboard 04": dash._maps()[0],  # noqa: SLF001
+        "dashboard 00": walk._maps()[0],  # noqa: SLF001
+        "04 owner, ref_count": plot_pool(snap, views=("owner", "ref_count")),
+        "pool": plot_pool(snap),
+    }
+    return [(name, h, h.panels["owner"]) for name, h in pictures.items()]
+
+
+def test_owner_legends_show_every_name_whole_inside_the_picture_below_the_title():
+    from pagedkv.viz.frame import FONT_PT, _font
+
+    for name, heatmap, panel in _owner_legends():
+        rows = heatmap.legend_rows(panel)
+        size = round(FONT_PT * heatmap._frame.px)  # noqa: SLF001
+        x = panel.frame.key_box[0] + 22 * heatmap._frame.px  # noqa: SLF001
+        shown = ["".join(lines) for _, lines, _ in rows]
+        assert len(set(shown)) == len(shown), (name, shown)  # two names never look alike
+        for _, label in panel.legend:
+            assert label in shown, (name, label, shown)  # whole, not cut
+        for _, lines, y in rows:
+            assert y >= panel.frame.boxes[:, 1].min(), name  # below the title
+            for line in lines:
+                assert x + _font(size).getlength(line) <= heatmap.size[0], (name, line)
+
+
+def test_legend_rows_wrap_a_long_name_rather_than_cut_it():
+    from pagedkv.viz.heatmap import _legend_lines
+
+    assert _legend_lines("request_A.f1", 20, 110) == ["request_A.", "f1"]
+    assert _legend_lines("request_A", 20, 400) == ["request_A"]

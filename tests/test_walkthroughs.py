@@ -354,3 +354,57 @@ def test_00_ties_its_7b_to_grouped_query_attention_and_notebook_11():
     assert f"{kib(8) * 1024:,} bytes per token, {kib(32) // kib(8)}x less" in text  # the printed line
     assert "grouped-query attention" in text and "Notebook 11 puts the two 7B models side by side" in text
     assert "| `CacheConfig.num_kv_heads` | `num_key_value_heads`" in text
+
+
+def _sections(cells: list[dict]) -> list[list[dict]]:
+    """`cells` cut at every markdown heading (a line starting with "#")."""
+    sections: list[list[dict]] = [[]]
+    for cell in cells:
+        if cell["cell_type"] == "markdown" and re.search(r"^#", "".join(cell["source"]), re.MULTILINE):
+            sections.append([])
+        sections[-1].append(cell)
+    return sections
+
+
+def _plain(cell: dict) -> str:
+    """A code cell's source and its printed text (stdout, a plain result), not its pictures."""
+    out = ["".join(cell["source"])]
+    for output in cell.get("outputs", []):
+        out.append("".join(output.get("text", "")))
+        data = output.get("data", {})
+        if "application/vnd.jupyter.widget-view+json" not in data:
+            out.append("".join(data.get("text/plain", "")))
+    return "\n".join(out)
+
+
+def _answers_in_sight(cells: list[dict]) -> list[tuple[str, str]]:
+    """(question id, text) for each code cell in a prediction's section (up to the next
+    heading) whose source or printed output names the prediction's answer."""
+    found = []
+    for section in _sections(cells):
+        codes = [c for c in section if c["cell_type"] == "code"]
+        sources = "".join("".join(c["source"]) for c in codes)
+        for qid in re.findall(r'PredictStep\("([^"]+)"\)', sources):
+            word = re.compile(rf"(?<![\w-]){re.escape(questions.prediction(qid).answer)}(?![\w-])")
+            found += [(qid, t[:200]) for c in codes if word.search(t := _plain(c).replace(qid, ""))]
+    return found
+
+
+@pytest.mark.parametrize("path", ["00_start_here.ipynb", "01_pages_and_block_tables.ipynb"])
+def test_no_code_cell_near_a_prediction_prints_its_answer(path):
+    """With Run All every output is on screen: the code cells of a prediction's section (up
+    to the next heading, which asks to answer first) must not print or name its answer, as
+    00 did ("block table [0, 1, 2, 3, 4]" under "How many pages...?"). Pictures are not
+    read, nor markdown (its numbers are the question's own, e.g. the prompts' lengths)."""
+    assert _answers_in_sight(_cells(ROOT / "notebooks" / path)) == []
+
+
+def test_the_answer_check_sees_a_printed_answer():
+    cells = [
+        {"cell_type": "markdown", "source": ["## A section"]},
+        {"cell_type": "code", "source": ['PredictStep("00-prompt-pages")'], "outputs": []},
+        {"cell_type": "code", "source": ["print(n)"], "outputs": [{"text": ["pages taken: 5"]}]},
+        {"cell_type": "markdown", "source": ["### Answer first, then read on"]},
+        {"cell_type": "code", "source": ["print(n)"], "outputs": [{"text": ["pages taken: 5"]}]},
+    ]
+    assert [qid for qid, _ in _answers_in_sight(cells)] == ["00-prompt-pages"]  # once: not after the heading

@@ -66,6 +66,7 @@ class ActionRecord:
     events: list[Event] = field(default_factory=list)  # pool events, in order
     tokens: dict[Hashable, int] = field(default_factory=dict)  # seq id -> token appended
     slots: dict[Hashable, int] = field(default_factory=dict)  # seq id -> slot it went to
+    numbers: dict[Hashable, int] = field(default_factory=dict)  # seq id -> its token count (1-based)
     cached_tokens: int = 0  # add: prompt tokens served by prefix hits
     note: str = ""  # outcome, e.g. a refused admission or an out-of-pages stop
     appends: list[tuple[int, Hashable]] = field(default_factory=list)  # (events so far, seq id)
@@ -106,7 +107,9 @@ class ActionRecord:
             out += self._event_entries(events[start:end])
             t = self.tokens[seq_id]
             if seq_id in self.slots:
-                out.append(("append", f"{seq_id} appends token {t} {_show(t)} at slot {self.slots[seq_id]}"))
+                n, slot = self.numbers.get(seq_id), self.slots[seq_id]
+                nth = f"its token {n}, " if n else ""  # counted from 1, as "room for its tokens 21-24"
+                out.append(("append", f"{seq_id} appends {nth}id {t} {_show(t)}, in slot {slot}"))
             else:
                 out.append(("append", f"{seq_id} samples token {t} {_show(t)}"))
             start = end

@@ -97,6 +97,7 @@ class ScenarioOperations:
         for seq_id in live:
             token = self._sample(seq_id, action.temperature)
             record.slots[seq_id] = self.seqs.append_slot(seq_id, token)
+            record.numbers[seq_id] = len(self.seqs.slot_mapping(seq_id))
             record.tokens[seq_id] = token
             record.appends.append((len(record.events), seq_id))
         self._compute(live)
@@ -160,6 +161,7 @@ class ScenarioOperations:
             plan.append((beam, token, score))
         for beam, token, score in plan:
             record.slots[beam] = self.seqs.append_slot(beam, token)
+            record.numbers[beam] = len(self.seqs.slot_mapping(beam))
             record.tokens[beam] = token
             record.appends.append((len(record.events), beam))
             self.scores[beam] = score

@@ -14,7 +14,7 @@ Leaves out: the callbacks, rendering and keyboard shortcuts.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 
 import ipywidgets as widgets
@@ -22,11 +22,18 @@ import ipywidgets as widgets
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
 from pagedkv.viz.palette import SequencePalette
 
-__all__ = ["PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
+__all__ = ["MAIN_SHARE", "picker_px", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
 
 PAGES_RANGE = (4, 256)  # pool-size slider
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
+MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap; the event log has the rest
+
+
+def picker_px(options: list[tuple[str, str]]) -> int:
+    """A Dropdown width (CSS px) that shows its longest option whole: ~8 px a character at
+    JupyterLab's 13 px font, plus its description and arrow."""
+    return 8 * max(len(label) for label, _ in options) + 150
 
 
 class DashboardControls(widgets.VBox):
@@ -51,7 +58,7 @@ class DashboardControls(widgets.VBox):
             options=titles,
             value=run.scenario.name,
             description="Scenario",
-            layout=width(width="520px"),
+            layout=width(width=f"{picker_px(titles)}px", max_width="100%"),
         ).add_class("pagedkv-scenario")
         self.step_button = widgets.Button(
             description="Step", icon="step-forward", tooltip="apply the next step"
@@ -116,7 +123,9 @@ class DashboardControls(widgets.VBox):
     def _build_views(self) -> None:
         """The pictures (heatmap, LRU order, lifecycle), status, block tables and event log."""
         width = widgets.Layout
-        self.heatmap = widgets.Image(format="png", layout=width(width="58%")).add_class("pagedkv-heatmap")
+        self.heatmap = widgets.Image(format="png", layout=width(width=f"{MAIN_SHARE:.0%}")).add_class(
+            "pagedkv-heatmap"
+        )
         self.more_views = widgets.Image(format="png", layout=width(width="100%")).add_class(
             "pagedkv-more-views"
         )
@@ -127,7 +136,9 @@ class DashboardControls(widgets.VBox):
         )
         self.status = widgets.HTML().add_class("pagedkv-status")
         self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
-        self.event_log = widgets.HTML(layout=width(width="42%")).add_class("pagedkv-event-log")
+        self.event_log = widgets.HTML(layout=width(width=f"{1 - MAIN_SHARE:.0%}")).add_class(
+            "pagedkv-event-log"
+        )
 
     def _layout(self) -> list[widgets.Widget]:
         def row(children: list) -> widgets.HBox:  # wraps onto the next line in narrow windows
@@ -159,23 +170,26 @@ class DashboardControls(widgets.VBox):
 
     @contextmanager
     def busy(self) -> Iterator[None]:
-        """While a step is drawn: the stepping buttons are disabled and the header says
-        "drawing…", so a click in that time is refused visibly, not lost or queued unseen.
-        The body's `render()` sets Step, Back and Decode all again (Reset, which it leaves
-        alone, is put back as it was); if the body fails, all are put back as they were."""
-        buttons = (self.step_button, self.back_button, self.reset_button, self.decode_button)
-        was = [b.disabled for b in buttons]
+        """While a step is drawn or the pool rebuilt: the stepping buttons and the pool-size
+        sliders are disabled and the header says "drawing…", so a click or a slider notch in
+        that time is refused visibly, not queued to show stale states one after another.
+        The body's `render()` sets Step, Back and Decode all again (Reset and the sliders,
+        which it leaves alone, are put back as they were); if the body fails, all are."""
+        keep = (self.reset_button, self.pages_slider, self.page_size_slider)
+        widgets_ = (self.step_button, self.back_button, self.decode_button, *keep)
+        was = [w.disabled for w in widgets_]
         self.busy_note.value = "<span style='color:#B45309;font-size:14px'>drawing…</span>"
-        for button in buttons:
-            button.disabled = True
+        for widget in widgets_:
+            widget.disabled = True
         try:
             yield
         except BaseException:
-            for button, disabled in zip(buttons, was):
-                button.disabled = disabled
+            for widget, disabled in zip(widgets_, was):
+                widget.disabled = disabled
             raise
         else:
-            self.reset_button.disabled = was[2]
+            for widget, disabled in zip(widgets_[3:], was[3:]):
+                widget.disabled = disabled
         finally:
             self.busy_note.value = ""
 
@@ -190,6 +204,31 @@ class DashboardControls(widgets.VBox):
 
         return callback
 
+    def sync_stepping(self, cursor: int, steps: int, live: list[tuple[str, Hashable]]) -> None:
+        """Point Jump to, Play and the sequence pickers at the run without triggering them.
+        Play's ■ sets its value to its `min`: `min` follows the current step, so ■ stops
+        where the dashboard is (a learner uses it as pause) instead of going back to 0."""
+        self._syncing = True
+        try:
+            self.step_slider.max, self.step_slider.value = steps, cursor
+            with self.play.hold_sync():
+                self.play.min = 0
+                self.play.max, self.play.value = steps, cursor
+                self.play.min = cursor
+            for picker, options in (
+                # "" stands for no prefix: a Dropdown takes the value None as "nothing selected"
+                (self.prefix_picker, [("(none)", ""), *live]),
+                (self.seq_picker, live),
+            ):
+                if list(picker.options) != options:
+                    keep = picker.value
+                    picker.options = options
+                    picker.value = (
+                        keep if keep in [v for _, v in options] else (options[0][1] if options else None)
+                    )
+        finally:
+            self._syncing = False
+
     def _sync_controls(self) -> None:
         """Point the picker, sliders and Play at the current run without triggering them."""
         self.palette.restart(self.run.steps)
@@ -198,6 +237,7 @@ class DashboardControls(widgets.VBox):
             self.scenario_picker.value = self.run.scenario.name
             self.pages_slider.value = self.run.num_pages
             self.page_size_slider.value = self.run.page_size
+            self.play.min = 0  # before a max below the old step
             self.play.max = self.step_slider.max = len(self.run.steps)
         finally:
             self._syncing = False

@@ -44,10 +44,11 @@ from pagedkv.viz.palette import SequencePalette
 __all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "Dashboard"]
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
-HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width
+HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width (tabs)
+MAIN_DPI = 80  # the main picture: ~740 px, about the size it is shown at beside the log
 MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
 PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
-COMPACT_WIDTH = 4.6  # inches per panel: ~1010 px wide, shown ~610 px beside the log
+COMPACT_WIDTH = 4.6  # inches per panel
 
 
 class Dashboard(DashboardControls):
@@ -234,8 +235,9 @@ class Dashboard(DashboardControls):
             self._sync_controls()  # the picker goes back to the scenario being played
 
     def _on_geometry(self, change: dict) -> None:
-        if not self._syncing:
-            self.resize(self.pages_slider.value, self.page_size_slider.value)
+        if not self._syncing:  # busy: the sliders are disabled until the pool is rebuilt
+            with self.busy():
+                self.resize(self.pages_slider.value, self.page_size_slider.value)
 
     # ---- rendering ----------------------------------------------------------------------------
 
@@ -265,23 +267,7 @@ class Dashboard(DashboardControls):
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
         self.caption.value = f"<div style='font-size:14px'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
-        self._syncing = True
-        try:
-            self.play.max = self.step_slider.max = len(run.steps)
-            self.play.value = self.step_slider.value = run.cursor
-            for picker, options in (
-                # "" stands for no prefix: a Dropdown takes the value None as "nothing selected"
-                (self.prefix_picker, [("(none)", ""), *live]),
-                (self.seq_picker, live),
-            ):
-                if list(picker.options) != options:
-                    keep = picker.value
-                    picker.options = options
-                    picker.value = (
-                        keep if keep in [v for _, v in options] else (options[0][1] if options else None)
-                    )
-        finally:
-            self._syncing = False
+        self.sync_stepping(run.cursor, len(run.steps), live)
         self.back_button.disabled = not run.history
         self.step_button.disabled = run.done  # a scenario ends at its last step
         self.fork_button.disabled = self.finish_button.disabled = not live
@@ -293,8 +279,9 @@ class Dashboard(DashboardControls):
         if key not in self._heatmaps:
             # No clock in the titles: the header's step counter is the one counter shown.
             compact = {"palette": self.palette, "dpi": HEATMAP_DPI, "panel_width": COMPACT_WIDTH}
+            main = compact | {"dpi": MAIN_DPI}  # fewer pixels: less to encode and to send per step
             self._heatmaps[key] = (
-                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
+                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **main),  # type: ignore[arg-type]
                 PoolHeatmap(*key, views=MORE_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
                 PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
             )

@@ -60,5 +60,7 @@ def log_html(records: Sequence, steps: int) -> str:
     return (
         "<div style='max-height:440px;overflow-y:auto;font-family:monospace;font-size:14px;"
         "line-height:1.4;border:1px solid #ccc;padding:4px'><div><b>event log</b> (newest step "
-        f"first; inside a step, the decision, then cause before effect) · {key}</div>{body}</div>"
+        f"first; inside a step, the decision, then cause before effect) · {key}<br>tokens count "
+        "from 1 in each sequence; a slot is a token's place in the pool: page × page size + its "
+        f"place in the page (from 0)</div>{body}</div>"
     )

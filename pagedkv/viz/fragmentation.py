@@ -51,7 +51,7 @@ CATEGORIES = (  # slot categories of both layouts, in drawing order
 # category -> (bar colour, hatch, legend label). Hatches repeat the marks of the slot
 # strips (dots: reserved, crosses: internal, slashes: external), so bars and strips read alike.
 STYLES = {
-    "tokens": ("#333333", "", "tokens (in the bars: of every sequence)"),
+    "tokens": ("#333333", "", "tokens: its request's colour in the strips, dark grey in the bars"),
     "reserved": ("#FFFFFF", "..", "· reserved for a future token"),
     "internal_fragmentation": ("#8C8C8C", "xx", "× internal fragmentation: allocated, no token"),
     "external_fragmentation": ("#F3C6B3", "//", "/ external fragmentation: hole too small"),
@@ -254,11 +254,11 @@ def plot_paged_vs_contiguous(
         f"{counts['paged']['tokens'] / num_slots:.0%} of slots hold tokens",
     )
     title = (
-        f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}): {len(cache)} sequences, "
+        f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}): {len(cache)} sequences,\n"
         f"{counts['contiguous']['tokens'] / num_slots:.0%} of slots hold tokens"
     )
     if refused:
-        title += f"\nrefused (no hole fits): {', '.join(map(str, refused))}"
+        title += f"; refused (no hole fits): {', '.join(map(str, refused))}"
     reservations = cache.accounting().reservations
     contiguous, marks = _contiguous_slots(cache, palette, num_slots)
     _draw_strip(

@@ -136,10 +136,10 @@ def build_frame(
     rows, cols = grid_shape(num_pages)
     ncols = 2 if len(views) >= 2 else 1  # two views side by side fill a cell's width
     nrows = math.ceil(len(views) / ncols)
-    legend_in = min(1.32, 0.4 * panel_width)  # legend inches: 0.24 of 5.5, kept when narrower
+    legend_in = min(1.6, 0.4 * panel_width)  # legend inches: 0.29 of 5.5, kept when narrower
     cell = (panel_width - legend_in) * 0.95 / cols  # inches per grid cell
     figure = Figure(
-        figsize=(panel_width * ncols, (rows * cell + 1.5) * nrows + 0.6),
+        figsize=(panel_width * ncols, (rows * cell + 1.2) * nrows + 0.5),  # little white above and below
         dpi=dpi,
         layout="constrained",
     )
@@ -190,27 +190,56 @@ def build_frame(
 
 
 def _draw_wrapping_cut_texts(figure: Figure, canvas: FigureCanvasAgg) -> None:
-    """Draw; a label or title wider than a narrow panel gets its rest on a second line."""
+    """Draw; a label or title that runs past the picture's edge or into another text, a
+    colour bar or a legend is wrapped (at "; " or ": " first, then at a middle space)."""
     canvas.draw()
-    cut = _cut_texts(figure)
-    if cut:
+    for _ in range(3):
+        cut = _cut_texts(figure)
+        if not cut:
+            return
         for t in figure.findobj(Text):
-            text = t.get_text()
-            if text in cut:
-                t.set_text(text.replace("; ", "\n") if "; " in text else text.replace(": ", ":\n", 1))
+            if t.get_text() in cut:
+                t.set_text(_wrapped(t.get_text()))
         canvas.draw()
 
 
+def _wrapped(text: str) -> str:
+    """`text` with its longest line broken once more."""
+    if "\n" not in text and ("; " in text or ": " in text):
+        return text.replace("; ", "\n") if "; " in text else text.replace(": ", ":\n", 1)
+    lines = text.split("\n")
+    k = max(range(len(lines)), key=lambda i: len(lines[i]))
+    spaces = [i for i, c in enumerate(lines[k]) if c == " "]
+    if not spaces:
+        return text
+    cut = min(spaces, key=lambda i: abs(i - len(lines[k]) / 2))
+    lines[k : k + 1] = [lines[k][:cut], lines[k][cut + 1 :]]
+    return "\n".join(lines)
+
+
 def _cut_texts(figure: Figure) -> tuple[str, ...]:
-    """The drawn texts of `figure` that reach past its left or right edge."""
+    """The drawn texts of `figure` that reach past its left or right edge, or overlap
+    another text, a colour bar or a legend (a title running into the key beside it)."""
     width = figure.bbox.width
-    return tuple(
-        t.get_text()
-        for t in figure.findobj(Text)
-        if t.get_visible()
-        and t.get_text().strip()
-        and (t.get_window_extent().x0 < -0.5 or t.get_window_extent().x1 > width + 0.5)
-    )
+    texts = [t for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    boxes = [t.get_window_extent() for t in texts]
+    keys = [child.get_window_extent() for ax in figure.axes for child in ax.child_axes]
+    keys += [legend.get_window_extent() for ax in figure.axes if (legend := ax.get_legend()) is not None]
+    cut = []
+    for k, (t, box) in enumerate(zip(texts, boxes)):
+        others = [b for j, b in enumerate(boxes) if j != k]
+        if (
+            box.x0 < -0.5
+            or box.x1 > width + 0.5
+            or any(box.overlaps(b) for b in others)
+            or any(box.overlaps(b) for b in keys if not _inside_box(box, b))
+        ):
+            cut.append(t.get_text())
+    return tuple(cut)
+
+
+def _inside_box(box, key) -> bool:
+    return key.x0 <= box.x0 and box.x1 <= key.x1 and key.y0 <= box.y0 and box.y1 <= key.y1
 
 
 def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int) -> None:
@@ -231,8 +260,9 @@ def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int)
                 linewidth=0,
             )
         )  # fmt: skip
-    ax.set_xticks(range(0, cols, 1 if cols <= 16 else 4))
-    ax.set_yticks(range(0, rows, 1 if rows <= 16 else 4))
+    step = 1 if cols <= 8 else 4  # wider grids have smaller cells: "10" "11" ... would collide
+    ax.set_xticks(range(0, cols, step))
+    ax.set_yticks(range(0, rows, step))
     ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
     ax.tick_params(labelsize=FONT_PT, length=0)
     filler = "; hatched: no page" if num_pages < rows * cols else ""

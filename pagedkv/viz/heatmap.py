@@ -239,20 +239,46 @@ class PoolHeatmap:
                     stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
                     top += 1.1 * line_size
 
-    def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: Panel) -> None:
+    def legend_rows(self, panel: Panel) -> list[tuple[str, list[str], float]]:
+        """(colour, text lines, top y) of each row of `panel`'s legend as stamped: below the
+        grid's top edge (so never over the panel's title), each name whole or wrapped after
+        its last "_" / "." to fit between its swatch and the next panel or the picture's
+        edge (two different names never look the same), as many as fit, then "+k more"."""
         x0, y0, _, y1 = panel.frame.key_box
+        px, size = self._frame.px, round(FONT_PT * self._frame.px)
+        line = 1.45 * FONT_PT * px
+        right = min(
+            [p.frame.boxes[0, 0] for p in self.panels.values() if p.frame.boxes[0, 0] > x0],
+            default=self.size[0],
+        )
+        room = right - (x0 + 22 * px) - 4 * px
+        top = max(y0, float(panel.frame.boxes[:, 1].min()))
+        fits = max(2, int((max(y1, top) - top) // line))  # lines
+        *named, last = [(color, _legend_lines(label, size, room)) for color, label in panel.legend]
+        hidden = sum(int(lines[0][1:].split()[0]) for color, lines in named if not color)
+        named = [row for row in named if row[0]]
+        keep = len(named)
+        while (
+            keep and sum(len(lines) for _, lines in named[:keep]) + 1 + (keep < len(named) or hidden) > fits
+        ):
+            keep -= 1
+        rows = named[:keep]
+        if hidden + len(named) - keep:
+            rows.append(("", [f"+{hidden + len(named) - keep} more"]))
+        out, y = [], top
+        for color, lines in [*rows, last]:
+            out.append((color, lines, y))
+            y += line * len(lines)
+        return out
+
+    def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: Panel) -> None:
         px = self._frame.px
-        row = 1.45 * FONT_PT * px
-        legend = panel.legend
-        fits = max(2, int((y1 - y0) // row))
-        if len(legend) > fits:  # as many rows as the panel is tall, then how many are left
-            legend = [*legend[: fits - 1], ("", f"+{len(legend) - fits + 1} more")]
-        x, y = x0 + 4 * px, (y0 + y1) / 2 - row * len(legend) / 2
-        for color, label in legend:
+        x, line, size = panel.frame.key_box[0] + 4 * px, 1.45 * FONT_PT * px, round(FONT_PT * px)
+        for color, lines, y in self.legend_rows(panel):
             if color:
-                draw.rectangle((x, y + 2, x + 14 * px, y + row - 2), fill=color, outline="#999999")
-            stamp_text(image, (x + 18 * px, y + row / 2), label, round(FONT_PT * px), "black", "lm")
-            y += row
+                draw.rectangle((x, y + 2, x + 14 * px, y + line - 2), fill=color, outline="#999999")
+            for k, text in enumerate(lines):
+                stamp_text(image, (x + 18 * px, y + (k + 0.5) * line), text, size, "black", "lm")
 
     def _repr_png_(self) -> bytes:
         return self.png()
@@ -263,6 +289,16 @@ class PoolHeatmap:
             f"PoolHeatmap(num_pages={self.num_pages}, page_size={self.page_size}, "
             f"views={self.views}, clock={clock})"
         )
+
+
+def _legend_lines(label: str, size_px: int, room: float) -> list[str]:
+    """`label` on one line if it fits `room` px, else split after its last "_" or "." (each
+    part shortened in the middle with "…" only if it still does not fit)."""
+    if fit_text(label, size_px, room) == label:
+        return [label]
+    cut = max(label.rfind("_"), label.rfind("."))
+    parts = [label[: cut + 1], label[cut + 1 :]] if cut > 0 else [label]
+    return [fit_text(part, size_px, room) for part in parts]
 
 
 def plot_pool(

@@ -181,3 +181,20 @@ def test_step_back_and_eviction_scenario(dashboard, screenshot_dir):
     assert dash.log_count(EVICT) > evictions, "no eviction in the log at the end of the scenario"
     assert lru_end != lru_start, "the LRU picture did not change over the eviction scenario"
     nb.screenshot_cell(dash.step_button, screenshot_dir / "00_start_here_eviction.png")
+
+
+def test_play_then_stop_stays_at_the_step_reached(dashboard):
+    """A learner uses ■ as pause: it must leave the dashboard at the step Play reached, not
+    send it back to step 0 (ipywidgets' stop sets Play's value to its min)."""
+    dash = dashboard
+    dash.reset()
+    dash.play.locator("button").first.click()  # ▶
+    dash.counter.filter(has_text=re.compile(r"\bstep 3\b")).wait_for(timeout=60_000)
+    dash.play.locator("button:has(.fa-stop)").click()  # ■
+    dash.nb.wait_idle()
+    dash.wait_not_busy()
+    reached = dash.step_number()
+    assert reached >= 3, f"■ sent the dashboard back to step {reached}"
+    dash.nb.page.wait_for_timeout(2_000)  # two Play ticks at the normal speed: none comes
+    dash.nb.wait_idle()
+    assert dash.step_number() == reached, "Play went on after ■"
