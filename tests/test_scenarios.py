@@ -346,6 +346,20 @@ def test_new_id_never_reuses_a_name():
     assert run.new_id("user") == "user2"
 
 
+def test_new_id_never_takes_a_name_the_scenario_adds_later():
+    """A learner's request added mid-scenario must not take the id of a request the
+    scenario's own later steps add (notebook 03: "Add request" after user1 was named
+    user2, and the scenario's user2 step was then refused)."""
+    run = ScenarioRun("prefix")
+    for _ in range(4):  # user1 arrives and generates three tokens
+        run.step()
+    new = run.new_id("user")
+    assert new not in {step.seq_id for step in run.steps}
+    run.apply(Action("add", new, text="mine"))
+    record = run.step()  # the scenario's user2 arrives
+    assert not record.note.startswith("refused"), record.note
+
+
 @pytest.mark.parametrize(
     "kwargs, error",
     [

@@ -36,13 +36,15 @@ class ScenarioOperations:
     logits: dict[Hashable, np.ndarray]  # seq id -> last-position logits [vocab]
     scores: dict[Hashable, float]  # beam id -> cumulative log-probability
     seen_ids: set[Hashable]  # every sequence id this run admitted or forked
+    steps: list[Action]  # the scenario's own steps, in order
     _progressed: bool  # the last "schedule" computed a token or preempted
 
     def new_id(self, prefix: str) -> str:
-        """The first of prefix1, prefix2, ... that no sequence of this run has used."""
-        return next(
-            f"{prefix}{k}" for k in range(1, len(self.seen_ids) + 2) if f"{prefix}{k}" not in self.seen_ids
-        )
+        """The first of prefix1, prefix2, ... that no sequence of this run has used, nor any
+        of the scenario's own steps names (a learner's request must not take the id of one
+        the scenario adds later)."""
+        taken = self.seen_ids | {step.seq_id for step in self.steps}
+        return next(f"{prefix}{k}" for k in range(1, len(taken) + 2) if f"{prefix}{k}" not in taken)
 
     def _scheduled(self, seq_id: Hashable) -> bool:
         """The scheduler holds this id (a request waiting or running)."""
