@@ -178,6 +178,9 @@ def paper_slots(page_size: int = 16) -> int:
     return int(PAPER_KV_GIB * GIB // (bytes_per_token("OPT-13B") * page_size)) * page_size
 
 
+STEP_TERMS = ("linear", "lm_head", "attention_prefill", "attention_decode", "cpu")
+
+
 def step_terms(
     model: str | ModelSpec,
     gpu: str | GPUSpec,
@@ -188,23 +191,12 @@ def step_terms(
     prefill_lens: Sequence[int] = (),
     num_seqs: int = 1,
 ) -> dict[str, float]:
-    """One engine step's seconds per operator class: the linear layers over
+    """One engine step's seconds per operator class (STEP_TERMS): the linear layers over
     `num_batched_tokens` (at least one read of the weights), the LM head for `num_seqs`
     last tokens, causal attention over each prompt of `prefill_lens`, decode attention
     reading `context_tokens` of K/V, and the CPU overhead."""
-    m, g = _specs(model, gpu)
-    flops = g.tflops * 1e12
-    hbm = g.hbm_gb_s * 1e9 * g.decode_bw_efficiency
-    attention = sum(2 * m.num_layers * m.num_heads * m.head_dim * n * (n + 1) for n in prefill_lens)
-    return {
-        "linear": max(
-            2 * linear_params(m) * num_batched_tokens / (flops * g.linear_efficiency), weight_bytes(m) / hbm
-        ),
-        "lm_head": 2 * m.hidden_size * m.vocab_size * num_seqs / (flops * g.linear_efficiency),
-        "attention_prefill": attention / (flops * g.attention_efficiency),
-        "attention_decode": context_tokens * bytes_per_token(m) / hbm,
-        "cpu": assume.step_overhead_s,
-    }
+    terms = _step_pricer(model, gpu, assume)
+    return dict(zip(STEP_TERMS, terms(num_batched_tokens, context_tokens, prefill_lens, num_seqs)))
 
 
 def step_seconds(
@@ -222,10 +214,9 @@ def step_seconds(
     return step_clock(model, gpu, assume)(num_batched_tokens, context_tokens, prefill_lens, num_seqs)
 
 
-def step_clock(model: str | ModelSpec, gpu: str | GPUSpec, assume: Assumptions = Assumptions()):
-    """`step_terms` summed, for one model and GPU with the constants worked out once: a function
-    of (num_batched_tokens, context_tokens, prefill_lens, num_seqs) (a serving run prices
-    hundreds of thousands of steps). The terms are added in `step_terms`' order."""
+def _step_pricer(model: str | ModelSpec, gpu: str | GPUSpec, assume: Assumptions):
+    """The terms of `step_terms` as a function of (num_batched_tokens, context_tokens,
+    prefill_lens, num_seqs), with the model's and GPU's constants worked out once."""
     m, g = _specs(model, gpu)
     flops = g.tflops * 1e12
     hbm = g.hbm_gb_s * 1e9 * g.decode_bw_efficiency
@@ -234,16 +225,26 @@ def step_clock(model: str | ModelSpec, gpu: str | GPUSpec, assume: Assumptions =
     lm_k, kv = 2 * m.hidden_size * m.vocab_size, bytes_per_token(m)
     attention_k = 2 * m.num_layers * m.num_heads * m.head_dim
 
-    def seconds(
+    def terms(
         num_batched_tokens: int, context_tokens: int, prefill_lens: Sequence[int], num_seqs: int
-    ) -> float:
+    ) -> tuple[float, float, float, float, float]:
         attention = sum(attention_k * n * (n + 1) for n in prefill_lens)
-        linear = max(linear_k * num_batched_tokens / linear_den, weights_s)
         return (
-            linear + lm_k * num_seqs / linear_den + attention / attention_den + context_tokens * kv / hbm
-        ) + assume.step_overhead_s
+            max(linear_k * num_batched_tokens / linear_den, weights_s),
+            lm_k * num_seqs / linear_den,
+            attention / attention_den,
+            context_tokens * kv / hbm,
+            assume.step_overhead_s,
+        )
 
-    return seconds
+    return terms
+
+
+def step_clock(model: str | ModelSpec, gpu: str | GPUSpec, assume: Assumptions = Assumptions()):
+    """`step_terms` summed, as a function of (num_batched_tokens, context_tokens, prefill_lens,
+    num_seqs), constants worked out once (a serving run prices hundreds of thousands of steps)."""
+    terms = _step_pricer(model, gpu, assume)
+    return lambda *step: sum(terms(*step))  # the terms added in STEP_TERMS' order
 
 
 def prefill_seconds(
