@@ -141,9 +141,14 @@ def capacity_terms(
             activation_bytes(m, assume) if assume.activation_gib is None else assume.activation_gib * GIB,
             "pagedkv's estimate (costs.activation_bytes)" if assume.activation_gib is None else "given",
         ),
-        ("non-torch memory", assume.non_torch_gib * GIB, "pagedkv's estimate"),
-        ("CUDA-graph pool", assume.cuda_graph_gib * GIB, "pagedkv's estimate"),
+        ("non-torch memory", assume.non_torch_gib * GIB, _source(assume, "non_torch_gib")),
+        ("CUDA-graph pool", assume.cuda_graph_gib * GIB, _source(assume, "cuda_graph_gib")),
     ]
+
+
+def _source(assume: Assumptions, field: str) -> str:
+    default = Assumptions.__dataclass_fields__[field].default
+    return "pagedkv's estimate" if getattr(assume, field) == default else "given"
 
 
 def capacity(
@@ -300,47 +305,27 @@ def table(seq_len: int = 2048, num_tokens: int = 1024, assume: Assumptions = Ass
     return rows
 
 
-def calculator():
-    """An ipywidgets calculator: pick a model, GPU, request length, utilisation, the profile
-    run's tokens and its activation peak (0: the formula; or the peak your vLLM log prints);
-    read every term of the KV budget, what fits and the three ways back. Returns the box."""
-    import ipywidgets as widgets
-
-    pick_model = widgets.Dropdown(options=list(MODELS), value="Llama-3-8B", description="model")
-    pick_gpu = widgets.Dropdown(options=list(GPUS), value="H100-80GB", description="GPU")
-    length = widgets.IntSlider(2048, min=16, max=32768, step=16, description="tokens")
-    util = widgets.FloatSlider(0.9, min=0.5, max=1.0, step=0.05, description="mem util")
-    batched = widgets.IntSlider(8192, min=512, max=32768, step=512, description="batched tok")
-    peak = widgets.BoundedFloatText(0.0, min=0.0, max=200.0, step=0.5, description="act. GiB")
-    out = widgets.HTML()
-
-    def update(_=None) -> None:
-        assume = Assumptions(util.value, batched.value, activation_gib=peak.value or None)
-        text = calculator_text(pick_model.value, pick_gpu.value, length.value, assume)
-        out.value = f"<pre>{text}</pre>"
-
-    for w in (pick_model, pick_gpu, length, util, batched, peak):
-        w.observe(update, names="value")
-    update()
-    return widgets.VBox([widgets.HBox([pick_model, pick_gpu]), length, util, batched, peak, out])
-
-
-def calculator_text(model: str, gpu: str, tokens: int, assume: Assumptions = Assumptions()) -> str:
-    """The calculator's answer as text (what the widget shows): each term of the budget with
-    its source, what fits, and the three ways back for a request of `tokens` tokens."""
+def calculator_text(
+    model: str | ModelSpec, gpu: str | GPUSpec, tokens: int, assume: Assumptions = Assumptions()
+) -> str:
+    """The calculator's answer as text (what `pagedkv.viz.capacity.calculator` shows): each
+    term of the budget with its source, the pages and token slots, what fits, and the three
+    ways back for a request of `tokens` tokens."""
+    m, g = _specs(model, gpu)
     try:
-        cap = capacity(model, gpu, tokens, assume)
+        cap = capacity(m, g, tokens, assume)
     except ValueError as error:
         return str(error)
-    terms = capacity_terms(model, gpu, assume)
-    lines = [f"{model} on {gpu}: {cap['bytes_per_token'] / 1024:.0f} KiB per token"]
+    terms = capacity_terms(m, g, assume)
+    lines = [f"{m.name} on {g.name}: {cap['bytes_per_token'] / 1024:.0f} KiB per token"]
     for i, (name, value, source) in enumerate(terms):
         lines.append(f"  {'  ' if i == 0 else '- '}{name:<34} {value / GIB:6.2f} GiB  ({source})")
     lines.append(
-        f"  = KV budget {cap['kv_budget_bytes'] / GIB:.2f} GiB = {cap['token_slots']:,} token slots "
-        f"(compare vLLM's start-up line 'GPU KV cache size: N tokens')"
+        f"  = KV budget {cap['kv_budget_bytes'] / GIB:.2f} GiB = {cap['num_pages']:,} pages of "
+        f"{assume.page_size} = {cap['token_slots']:,} token slots (compare vLLM's start-up line "
+        "'GPU KV cache size: N tokens', or '# GPU blocks: N')"
     )
-    cost = preemption_costs(model, gpu, tokens, assume)
+    cost = preemption_costs(m, g, tokens, assume)
     lines += [
         f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",
         f"bring one back ({cost['kv_bytes'] / 2**20:,.0f} MiB of K/V): recompute "

@@ -1,0 +1,175 @@
+"""The capacity calculator of notebook 11, and two pictures of what the KV cache costs.
+
+`calculator()` is an ipywidgets form over `pagedkv.labs.costs`: every input vLLM's memory
+profiler uses at start-up is a field, so a number from an engine's start-up log can be
+typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) reproduced:
+
+- the GPU, and the memory the device reports (CUDA's total; the GPU's typical value is
+  filled in when the GPU changes, and a log's `total_gpu_memory` can replace it);
+- `gpu_memory_utilization` (vLLM's `--gpu-memory-utilization`), the profile run's tokens
+  (`--max-num-batched-tokens`), its activation peak (0: pagedkv's formula), non-torch
+  memory and the CUDA-graph pool (0 for engines that capture graphs after sizing the cache).
+
+`calculator_answer(...)` is the same answer without widgets; a bad field is a ValueError
+naming the field, the value and what is allowed, which the widget shows instead of an answer.
+
+`plot_budget` draws the budget as one bar split into its terms; `plot_ways_back` draws the
+three ways to bring back a request whose K/V left the GPU, against its length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from pagedkv.labs import costs
+from pagedkv.labs.specs import GPUS, MODELS
+from pagedkv.viz.projector import projector
+
+FIELDS = {  # calculator_answer's keyword -> the widget's label
+    "memory_gib": "GPU GiB",
+    "utilization": "mem util",
+    "batched_tokens": "batched tok",
+    "activation_gib": "act. GiB",
+    "non_torch_gib": "non-torch GiB",
+    "cuda_graph_gib": "graphs GiB",
+}
+
+
+def _number(name: str, value: object, low: float, high: float = math.inf, *, open_low: bool = False) -> float:
+    """A finite number in [low, high] ((low, high] if open_low), else ValueError naming it."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    inside = ok and (value > low if open_low else value >= low) and value <= high
+    if not inside:
+        allowed = f"in {'(' if open_low else '['}{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
+        if open_low and high == math.inf:
+            allowed = f"> {low:g}"
+        raise ValueError(f"{name} ({FIELDS.get(name, name)}) must be a number {allowed}, got {value!r}")
+    return float(value)
+
+
+def calculator_assumptions(
+    *,
+    utilization: float = 0.9,
+    batched_tokens: int = 8192,
+    activation_gib: float = 0.0,
+    non_torch_gib: float = 0.3,
+    cuda_graph_gib: float = 0.5,
+) -> costs.Assumptions:
+    """The calculator's fields as `costs.Assumptions` (activation_gib 0: pagedkv's formula)."""
+    _number("utilization", utilization, 0.0, 1.0, open_low=True)
+    if isinstance(batched_tokens, bool) or not isinstance(batched_tokens, int) or batched_tokens < 1:
+        raise ValueError(f"batched_tokens (batched tok) must be a whole number >= 1, got {batched_tokens!r}")
+    for name, value in (("activation_gib", activation_gib), ("non_torch_gib", non_torch_gib)):
+        _number(name, value, 0.0)
+    _number("cuda_graph_gib", cuda_graph_gib, 0.0)
+    return costs.Assumptions(
+        utilization,
+        batched_tokens,
+        non_torch_gib=non_torch_gib,
+        cuda_graph_gib=cuda_graph_gib,
+        activation_gib=activation_gib or None,
+    )
+
+
+def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | None = None, **fields) -> str:
+    """What the calculator shows: every term of the KV budget, the pages and token slots, what
+    fits and the three ways back for a request of `tokens` tokens. `memory_gib` is the memory
+    the device reports (None: the GPU's typical value); `fields` are `calculator_assumptions`'s.
+
+    Example: calculator_answer("Llama-3-8B", "A100-40GB", 8192, memory_gib=39.5,
+    activation_gib=9.37, non_torch_gib=0.1, cuda_graph_gib=0.0) -> "... 5,694 pages of 16 ...".
+    """
+    spec = costs.gpu_spec(gpu)
+    if memory_gib is not None:
+        spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
+    return costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields))
+
+
+def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 2048):
+    """An ipywidgets form: pick a model and a GPU, type what your engine's start-up log says,
+    read every term of the KV budget, what fits and the three ways back. Returns the box."""
+    import ipywidgets as widgets
+
+    costs.model_spec(model), costs.gpu_spec(gpu)  # ValueError naming the choices
+    pick_model = widgets.Dropdown(options=list(MODELS), value=model, description="model")
+    pick_gpu = widgets.Dropdown(options=list(GPUS), value=gpu, description="GPU")
+    length = widgets.IntText(tokens, description="tokens")
+    boxes = {
+        "memory_gib": widgets.FloatText(GPUS[gpu].reported_gib),
+        "utilization": widgets.FloatText(0.9),
+        "batched_tokens": widgets.IntText(8192),
+        "activation_gib": widgets.FloatText(0.0),
+        "non_torch_gib": widgets.FloatText(0.3),
+        "cuda_graph_gib": widgets.FloatText(0.5),
+    }
+    for name, box in boxes.items():
+        box.description = FIELDS[name]
+    out = widgets.HTML()
+
+    def update(_=None) -> None:
+        values = {name: box.value for name, box in boxes.items()}
+        try:
+            text = calculator_answer(pick_model.value, pick_gpu.value, length.value, **values)
+        except ValueError as error:
+            text = f"not computed: {error}"
+        out.value = f"<pre>{text}</pre>"
+
+    def new_gpu(change) -> None:
+        boxes["memory_gib"].value = GPUS[change["new"]].reported_gib  # triggers update
+        update()
+
+    pick_gpu.observe(new_gpu, names="value")
+    for w in (pick_model, length, *boxes.values()):
+        w.observe(update, names="value")
+    update()
+    rows = [widgets.HBox([pick_model, pick_gpu, length])]
+    rows += [widgets.HBox([boxes[a], boxes[b], boxes[c]]) for a, b, c in (list(FIELDS)[:3], list(FIELDS)[3:])]
+    return widgets.VBox([*rows, out])
+
+
+def plot_budget(model: str, gpu: str, assume: costs.Assumptions = costs.Assumptions()) -> Figure:
+    """The GPU's memory as one bar: weights, the profile run's activation peak, non-torch
+    memory, the CUDA-graph pool, the KV cache, and the share vLLM leaves unused."""
+    terms = costs.capacity_terms(model, gpu, assume)
+    usable = terms[0][1]
+    parts = [(name.split(" at ")[0], value) for name, value, _ in terms[1:]]
+    parts.append(("KV cache", usable - sum(v for _, v in parts)))
+    parts.append((f"left free ({1 - assume.gpu_memory_utilization:.0%})", usable / assume.gpu_memory_utilization - usable))
+    fig = Figure(figsize=(11, 2.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    colours = ("#999999", "#E69F00", "#56B4E9", "#CC79A7", "#009E73", "#FFFFFF")
+    left = 0.0
+    for (name, value), colour in zip(parts, colours):
+        gib = value / costs.GIB
+        ax.barh(0, gib, left=left, color=colour, edgecolor="black", label=f"{name}: {gib:.2f} GiB")
+        left += gib
+    ax.set_yticks([])
+    ax.set_xlabel("GiB of device memory")
+    ax.set_title(f"{model} on {gpu}: where the memory goes", loc="left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return projector(fig)
+
+
+def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assumptions = costs.Assumptions()) -> Figure:
+    """Milliseconds to bring back a request of each length: recompute, swap, second-tier reload."""
+    ways = [costs.preemption_costs(model, gpu, n, assume) for n in lengths]
+    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for key, label, colour in (
+        ("recompute_s", "recompute (a prefill)", "#D55E00"),
+        ("swap_s", "swap out and back", "#0072B2"),
+        ("reload_s", "second-tier reload", "#009E73"),
+    ):
+        ax.plot(lengths, [w[key] * 1e3 for w in ways], marker="o", lw=2.5, label=label, color=colour)
+    ax.set_xlabel("tokens of the request whose K/V left the GPU")
+    ax.set_ylabel("ms to bring it back")
+    ax.set_title(f"{model} on {gpu}, blocks of {assume.page_size}", loc="left")
+    ax.legend(loc="upper left")
+    ax.grid(alpha=0.3)
+    return projector(fig)
