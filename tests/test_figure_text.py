@@ -34,6 +34,7 @@ from pagedkv.viz import (
     plot_token_pages,
     plot_usage,
 )
+from pagedkv.viz.capacity import plot_budget, plot_ways_back
 from pagedkv.viz.controls import MAIN_SHARE as DASHBOARD_SHARE  # the main heatmap's share
 from pagedkv.viz.radix import plot_radix_growth, plot_radix_tree
 
@@ -87,6 +88,8 @@ def _figures() -> dict[str, object]:
         "series": plot_series({"naive": [3, 2, 1], "pagedkv": [3, 3, 3]}, "request", "pages free"),
         "radix growth": growth,
         "radix tree": radix_tree,
+        "memory budget": plot_budget("Mistral-7B", "A100-40GB"),
+        "ways back": plot_ways_back("Llama-3-8B", "A100-40GB", [16, 256, 1024]),
     }
 
 

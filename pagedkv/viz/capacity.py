@@ -29,6 +29,7 @@ from pagedkv.labs import costs
 from pagedkv.labs.specs import GPUS, MODELS
 from pagedkv.viz.projector import projector
 
+DEFAULT = costs.Assumptions()  # vLLM's defaults and pagedkv's estimates
 FIELDS = {  # calculator_answer's keyword -> the widget's label
     "memory_gib": "GPU GiB",
     "utilization": "mem util",
@@ -131,14 +132,15 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
     return widgets.VBox([*rows, out])
 
 
-def plot_budget(model: str, gpu: str, assume: costs.Assumptions = costs.Assumptions()) -> Figure:
+def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Figure:
     """The GPU's memory as one bar: weights, the profile run's activation peak, non-torch
     memory, the CUDA-graph pool, the KV cache, and the share vLLM leaves unused."""
     terms = costs.capacity_terms(model, gpu, assume)
     usable = terms[0][1]
     parts = [(name.split(" at ")[0], value) for name, value, _ in terms[1:]]
     parts.append(("KV cache", usable - sum(v for _, v in parts)))
-    parts.append((f"left free ({1 - assume.gpu_memory_utilization:.0%})", usable / assume.gpu_memory_utilization - usable))
+    free = usable / assume.gpu_memory_utilization - usable
+    parts.append((f"left free ({1 - assume.gpu_memory_utilization:.0%})", free))
     fig = Figure(figsize=(11, 2.6), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -155,7 +157,7 @@ def plot_budget(model: str, gpu: str, assume: costs.Assumptions = costs.Assumpti
     return projector(fig)
 
 
-def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assumptions = costs.Assumptions()) -> Figure:
+def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assumptions = DEFAULT) -> Figure:
     """Milliseconds to bring back a request of each length: recompute, swap, second-tier reload."""
     ways = [costs.preemption_costs(model, gpu, n, assume) for n in lengths]
     fig = Figure(figsize=(11, 3.8), layout="constrained")

@@ -1,0 +1,92 @@
+"""The capacity calculator of notebook 11 (pagedkv.viz.capacity): every input of vLLM's memory
+profiler is a field, so a published start-up log can be reproduced from the widget.
+
+The log (docs/calibration.md, row L2 and "Reproducing row L2 by hand and in the calculator"):
+Llama-3-8B on an A100-40GB at gpu_memory_utilization 0.9 reports 39.50 GiB of device memory,
+0.10 GiB of non-torch memory, an activation peak of 9.37 GiB and no CUDA-graph pool, and keeps
+5,691 blocks of 16 tokens.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pagedkv.viz.capacity import calculator, calculator_answer
+
+GIB = 2**30
+LOG = {"memory_gib": 39.50, "activation_gib": 9.37, "non_torch_gib": 0.10, "cuda_graph_gib": 0.0}
+
+
+def blocks_by_hand() -> int:
+    """docs/calibration.md's formula with Llama-3-8B's published numbers, no pagedkv call:
+    blocks = floor((39.50 x 0.9 - weights - 9.37 - 0.10) GiB / (16 tokens x bytes per token))."""
+    weights = 8.03e9 * 2  # parameters x bf16 bytes
+    per_token = 2 * 32 * 8 * 128 * 2  # K and V x layers x K/V heads x head size x bf16 bytes
+    budget = 39.50 * 0.9 * GIB - weights - 9.37 * GIB - 0.10 * GIB
+    return int(budget // (16 * per_token))
+
+
+def pages_in(text: str) -> int:
+    return int(re.search(r"= ([\d,]+) pages of 16", text).group(1).replace(",", ""))
+
+
+def test_the_documented_log_gives_5694_blocks():
+    assert blocks_by_hand() == 5694  # the log itself printed 5,691
+    text = calculator_answer("Llama-3-8B", "A100-40GB", 8192, **LOG)
+    assert pages_in(text) == blocks_by_hand()
+    assert "(given)" in text
+
+
+def test_the_widget_reproduces_the_log_when_its_fields_are_typed_in():
+    box = calculator()
+    out = box.children[-1]
+    assert "Mistral-7B on A100-40GB" in out.value  # the model and GPU the notebook discusses
+    top = box.children[0].children
+    top[0].value, top[2].value = "Llama-3-8B", 8192
+    fields = {w.description: w for row in box.children[1:-1] for w in row.children}
+    fields["GPU GiB"].value = 39.50
+    fields["act. GiB"].value = 9.37
+    fields["non-torch GiB"].value = 0.10
+    fields["graphs GiB"].value = 0.0
+    assert pages_in(out.value) == blocks_by_hand()
+
+
+def test_choosing_a_gpu_fills_in_the_memory_it_reports():
+    box = calculator()
+    memory = box.children[1].children[0]
+    box.children[0].children[1].value = "H100-80GB"
+    assert memory.value == 79.2 and "H100-80GB" in box.children[-1].value
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("memory_gib", -1.0, "memory_gib (GPU GiB) must be a number > 0, got -1.0"),
+        ("utilization", 1.2, "utilization (mem util) must be a number in (0, 1], got 1.2"),
+        ("utilization", 0.0, "utilization (mem util) must be a number in (0, 1], got 0.0"),
+        ("batched_tokens", 0, "batched_tokens (batched tok) must be a whole number >= 1, got 0"),
+        ("non_torch_gib", float("nan"), "non_torch_gib (non-torch GiB) must be a number >= 0"),
+        ("activation_gib", -2.0, "activation_gib (act. GiB) must be a number >= 0"),
+        ("cuda_graph_gib", -0.5, "cuda_graph_gib (graphs GiB) must be a number >= 0"),
+    ],
+)
+def test_a_bad_field_is_named_with_its_value_and_what_is_allowed(field, value, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        calculator_answer("Mistral-7B", "A100-40GB", 2048, **{field: value})
+
+
+def test_the_widget_shows_a_bad_field_instead_of_an_answer_and_recovers():
+    box = calculator()
+    out = box.children[-1]
+    util = box.children[1].children[1]
+    util.value = 1.5
+    assert "not computed: utilization (mem util) must be a number in (0, 1], got 1.5" in out.value
+    util.value = 0.9
+    assert "token slots" in out.value
+
+
+def test_weights_that_do_not_fit_are_said_so():
+    text = calculator_answer("Llama-3-70B", "A100-40GB", 2048)
+    assert "do not fit" in text
