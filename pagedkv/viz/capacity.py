@@ -107,8 +107,9 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
         "non_torch_gib": widgets.FloatText(0.3),
         "cuda_graph_gib": widgets.FloatText(0.5),
     }
-    for name, box in boxes.items():
-        box.description = FIELDS[name]
+    for name, box in boxes.items():  # labels shown whole, boxes in even columns
+        box.description, box.style.description_width = FIELDS[name], "100px"
+        box.layout.width = "250px"
     out = widgets.HTML()
 
     def update(_=None) -> None:
