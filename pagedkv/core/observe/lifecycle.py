@@ -46,12 +46,12 @@ class Transition(NamedTuple):
 
 
 TRANSITIONS = (
-    Transition("allocate", FREE, ACTIVE, "a new prompt (or its first chunk) takes FREE pages, ref_count 1"),
+    Transition("allocate", FREE, ACTIVE, "a new prompt takes FREE pages, ref_count 1"),
     Transition(
         "append into a full page",
         FREE,
         ACTIVE,
-        "a sequence whose last page is full takes a new one (its next token, or its prompt's next chunk)",
+        "a sequence whose last page is full takes a new one: for its next token, or the rest of its prompt",
     ),
     Transition("copy-on-write", FREE, ACTIVE, "a write into a shared page goes to a fresh copy instead"),
     Transition(
