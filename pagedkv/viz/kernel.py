@@ -41,9 +41,7 @@ def plot_chunked_kernel(
     check_int("chunk", chunk, 1)  # pages per chunk
     check_int("page_size", page_size, 1)
     n = len(table)
-    if num_tokens is None:
-        num_tokens = n * page_size
-    check_int("num_tokens", num_tokens, (n - 1) * page_size + 1, n * page_size)  # tokens in the pages
+    scores = _score_labels(n, page_size, n * page_size if num_tokens is None else num_tokens)
     fig = Figure(figsize=(11, 5.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -60,8 +58,7 @@ def plot_chunked_kernel(
     for i, page in enumerate(table):
         color = SEQUENCE_COLORS[(i // chunk) % len(SEQUENCE_COLORS)]
         cell(i, ROWS["K"], f"K {page}", color)
-        first, last = i * page_size, min((i + 1) * page_size, num_tokens) - 1  # positions held
-        cell(i, ROWS["scores"], f"s{first}-{last}" if last > first else f"s{first}", color)
+        cell(i, ROWS["scores"], scores[i], color)
         cell(i, ROWS["V"], f"V {page}", color)
     for first in range(0, n, chunk):
         mid = first + min(chunk, n - first) / 2 - 0.05
@@ -91,3 +88,11 @@ def plot_chunked_kernel(
         fontsize=14, loc="left",
     )  # fmt: skip
     return projector(fig)
+
+
+def _score_labels(num_pages: int, page_size: int, num_tokens: int) -> list[str]:
+    """One label per page: the positions (from 0) of the tokens it holds, the last page's
+    ending at the last token. Example: (2, 4, 7) -> ["s0-3", "s4-6"]."""
+    check_int("num_tokens", num_tokens, (num_pages - 1) * page_size + 1, num_pages * page_size)
+    spans = [(i * page_size, min((i + 1) * page_size, num_tokens) - 1) for i in range(num_pages)]
+    return [f"s{first}-{last}" if last > first else f"s{first}" for first, last in spans]
