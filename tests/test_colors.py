@@ -145,6 +145,27 @@ def test_heatmaps_dashboard_and_prediction_agree_with_the_palette(name):
     assert pixels and all(pixels[s] == want[s] for s in pixels)
 
 
+def test_beams_forked_at_run_time_each_keep_one_colour_of_their_own_everywhere():
+    """beam.1 and beam.5 are forked by the model's choices, not named by the scenario's steps:
+    each still gets a colour no other beam has, the same in a notebook's figure (drawn after
+    another scenario) as on a dashboard that stepped there or jumped there."""
+    beam = ScenarioRun("beam")
+    while not beam.done:
+        beam.step()
+    snap = beam.seqs.snapshot()
+    assert len(snap.seq_ids) == 3
+    drawn = _figure_colors(plot_block_tables(snap, events=beam.events))
+    stepped, jumped = Dashboard("beam"), Dashboard("beam")
+    while stepped.run.can_step:
+        stepped.step()
+    jumped.goto(len(jumped.run.steps))
+    for dash in (stepped, jumped):
+        pixels = _owner_pixels(dash._maps()[0], snap)  # noqa: SLF001 - the heatmap it shows
+        shown = {s: pixels[str(s)] for s in snap.seq_ids}
+        assert all(len(c) == 1 for c in shown.values()), shown
+        assert {next(iter(c)) for c in shown.values()} == drawn and len(drawn) == 3, (shown, drawn)
+
+
 # ---- the notebooks' own plots -------------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -98,3 +98,18 @@ def test_the_diagram_and_glossary_name_every_transition():
         assert t.name in texts and t.name in glossary
     with pytest.raises(ValueError, match="highlight"):
         plot_lifecycle(["teleport"])
+
+
+def test_a_prompt_prefilled_in_chunks_allocates_its_first_chunk_and_appends_the_next():
+    """The Page life diagram names the log's `allocate` lines of a chunked prefill: the first
+    chunk is a new prompt's allocation, each later chunk finds the last page full, and the
+    glossary says a prompt's rest is appended too."""
+    run = ScenarioRun("chunked")
+    taken = {}  # chunk number of `long` -> transitions of that step
+    while run.can_step:
+        run.step()
+        lines = run.records[-1].lines()
+        if any(line.startswith("scheduler: prefill long") for line in lines):
+            taken[len(taken)] = step_transitions(run.snapshots[-2], run.snapshots[-1], run.records[-1].events)
+    assert taken[0] == ["allocate"] and taken[1] == taken[2] == ["append into a full page"]
+    assert "rest of its prompt" in BY_NAME["append into a full page"].says

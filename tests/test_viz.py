@@ -11,6 +11,7 @@ The pool (16 pages of 4 slots), built with the public API:
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from matplotlib import colormaps
@@ -552,6 +553,23 @@ def test_quiz_checks_answers_and_refuses_an_unknown_question_id():
         Quiz("99-check")
     with pytest.raises(TypeError, match="question_id must be a str"):
         Quiz(5)
+
+
+def test_the_kernel_picture_ends_the_last_pages_label_at_the_last_token():
+    """A 31-token prompt on 8 pages of 4 holds positions 0..30: its last scores are s28-30."""
+    from pagedkv.viz.kernel import plot_chunked_kernel
+
+    def labels(**kwargs):
+        fig = plot_chunked_kernel([0, 1, 2, 7, 8, 9, 10, 11], chunk=3, page_size=4, **kwargs)
+        texts = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+        return [t for t in texts if re.fullmatch(r"s[0-9-]+", t)]
+
+    last = [f"s{p}-{p + 3}" for p in range(0, 28, 4)]
+    assert labels(num_tokens=31) == [*last, "s28-30"]
+    assert labels(num_tokens=29) == [*last, "s28"]
+    assert labels() == [*last, "s28-31"]  # every page full
+    with pytest.raises(ValueError, match=r"num_tokens must be in \[29, 32\], got 33"):
+        plot_chunked_kernel([0, 1, 2, 7, 8, 9, 10, 11], page_size=4, num_tokens=33)
 
 
 def test_the_kernel_picture_refuses_a_chunk_of_the_wrong_kind_or_size():

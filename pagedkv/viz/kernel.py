@@ -28,16 +28,20 @@ from pagedkv.viz.projector import projector
 ROWS = {"K": 3.3, "scores": 2.2, "V": 0.0, "out": -1.1}  # y of each band (data units)
 
 
-def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2, page_size: int = 4) -> Figure:
+def plot_chunked_kernel(
+    block_table: Sequence[int], chunk: int = 2, page_size: int = 4, num_tokens: int | None = None
+) -> Figure:
     """The two passes over `block_table`, `chunk` pages at a time (one colour per chunk);
-    each page gives `page_size` scores, one per token, labelled by their positions.
-    Example: plot_chunked_kernel([0, 1, 2, 7, 8, 9], chunk=2) -> three chunks per pass."""
+    each page gives one score per token it holds, labelled by the tokens' positions (from 0).
+    `num_tokens` (default: every page full) ends the last page's label at the last token.
+    Example: plot_chunked_kernel([0, 1, 2, 7], chunk=2, num_tokens=14) -> scores s0-3 ... s12-13."""
     table = [int(p) for p in block_table]
     if not table:
         raise ValueError("block_table must hold at least one page id")
     check_int("chunk", chunk, 1)  # pages per chunk
     check_int("page_size", page_size, 1)
     n = len(table)
+    scores = _score_labels(n, page_size, n * page_size if num_tokens is None else num_tokens)
     fig = Figure(figsize=(11, 5.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -54,7 +58,7 @@ def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2, page_size: i
     for i, page in enumerate(table):
         color = SEQUENCE_COLORS[(i // chunk) % len(SEQUENCE_COLORS)]
         cell(i, ROWS["K"], f"K {page}", color)
-        cell(i, ROWS["scores"], f"s{i * page_size}-{(i + 1) * page_size - 1}", color)  # one per token
+        cell(i, ROWS["scores"], scores[i], color)
         cell(i, ROWS["V"], f"V {page}", color)
     for first in range(0, n, chunk):
         mid = first + min(chunk, n - first) / 2 - 0.05
@@ -84,3 +88,11 @@ def plot_chunked_kernel(block_table: Sequence[int], chunk: int = 2, page_size: i
         fontsize=14, loc="left",
     )  # fmt: skip
     return projector(fig)
+
+
+def _score_labels(num_pages: int, page_size: int, num_tokens: int) -> list[str]:
+    """One label per page: the positions (from 0) of the tokens it holds, the last page's
+    ending at the last token. Example: (2, 4, 7) -> ["s0-3", "s4-6"]."""
+    check_int("num_tokens", num_tokens, (num_pages - 1) * page_size + 1, num_pages * page_size)
+    spans = [(i * page_size, min((i + 1) * page_size, num_tokens) - 1) for i in range(num_pages)]
+    return [f"s{first}-{last}" if last > first else f"s{first}" for first, last in spans]

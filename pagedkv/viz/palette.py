@@ -5,7 +5,8 @@
 - Sequences use Paul Tol's "muted" qualitative palette (also colour-blind safe, and
   distinct from the state colours), assigned in order of first appearance by a
   `SequencePalette`: pass the same palette to every plot and a sequence keeps its colour
-  in the heatmaps, the block-table view and the dashboard.
+  in the heatmaps, the block-table view and the dashboard. A sequence forked at run time,
+  `stem.k` (a beam search's `beam.3`), takes the colour k places after `stem.0`'s.
 - Continuous quantities (occupancy, ref count, LRU order) use cividis / viridis, which
   are perceptually uniform and remain ordered in greyscale.
 
@@ -55,7 +56,8 @@ class SequencePalette:
 
     def color(self, seq_id: Hashable) -> str:
         if seq_id not in self._colors:
-            self._colors[seq_id] = SEQUENCE_COLORS[len(self._colors) % len(SEQUENCE_COLORS)]
+            known = fork_color(seq_id, self._colors)
+            self._colors[seq_id] = known or SEQUENCE_COLORS[len(self._colors) % len(SEQUENCE_COLORS)]
         return self._colors[seq_id]
 
     def rgba(self, seq_id: Hashable) -> tuple[float, float, float, float]:
@@ -104,7 +106,7 @@ class SharedPalette(SequencePalette):
 
     def color(self, seq_id: Hashable) -> str:
         if seq_id not in self._colors:
-            known = scenario_colors().get(seq_id)
+            known = scenario_colors().get(seq_id) or fork_color(seq_id, scenario_colors())
             if known is None:
                 known = SEQUENCE_COLORS[self._others % len(SEQUENCE_COLORS)]
                 self._others += 1
@@ -118,6 +120,18 @@ class SharedPalette(SequencePalette):
     def restart(self, steps: Iterable[Any] = ()) -> SequencePalette:
         self._others = 0
         return super().restart(steps)
+
+
+def fork_color(seq_id: Hashable, known: dict[Hashable, str]) -> str | None:
+    """The colour of a sequence a scenario forks at run time, named `stem.k` after a `stem.0`
+    that `known` colours: the colour k places after `stem.0`'s, so `beam.1` never takes
+    `beam.0`'s colour and has the same one in every picture, whatever was drawn first.
+    None for any other id. Example: {"beam.0": SEQUENCE_COLORS[0]} -> "beam.5": SEQUENCE_COLORS[5]."""
+    stem, dot, k = str(seq_id).rpartition(".")
+    first = known.get(f"{stem}.0") if dot and k.isdigit() else None
+    if first is None:
+        return None
+    return SEQUENCE_COLORS[(SEQUENCE_COLORS.index(first) + int(k)) % len(SEQUENCE_COLORS)]
 
 
 @functools.lru_cache(maxsize=1)

@@ -48,7 +48,10 @@ class Transition(NamedTuple):
 TRANSITIONS = (
     Transition("allocate", FREE, ACTIVE, "a new prompt takes FREE pages, ref_count 1"),
     Transition(
-        "append into a full page", FREE, ACTIVE, "a token that finds its last page full takes a new one"
+        "append into a full page",
+        FREE,
+        ACTIVE,
+        "a sequence whose last page is full takes a new one: for its next token, or the rest of its prompt",
     ),
     Transition("copy-on-write", FREE, ACTIVE, "a write into a shared page goes to a fresh copy instead"),
     Transition(
