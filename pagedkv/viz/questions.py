@@ -249,13 +249,16 @@ def answer_key_markdown() -> str:
         out += ["", f"## Notebook {nb}"]
         for p in (p for p in bank["predict"].values() if p.notebook == nb):
             out += ["", f"**Prediction `{p.qid}`** ({p.scenario}): {p.question}", ""]
-            out += [f"- Options: {' / '.join(p.shown_options)}", f"- Answer: **{p.answer}**", f"- Why: {p.why}"]
-            if p.after:
-                out += ["- Shown after answering:", "", *(f"  > {line}".rstrip() for line in p.after.splitlines())]
+            options = " / ".join(p.shown_options)
+            out += [f"- Options: {options}", f"- Answer: **{p.answer}**", f"- Why: {p.why}"]
+            if p.after:  # quoted, so its own list items stay inside this one
+                out += ["- Shown after answering:", ""]
+                out += [f"  > {line}".rstrip() for line in p.after.splitlines()]
         for q in (q for q in bank["quiz"].values() if q.notebook == nb):
             out += ["", f"**Quiz `{q.qid}`** ({q.title})", ""]
             for k, x in enumerate(q.questions, 1):
-                out += [f"{k}. {x.text} ({' / '.join(x.shown_options)})", f"   Answer: **{x.answer}**. {x.why}"]
+                options = " / ".join(x.shown_options)
+                out += [f"{k}. {x.text} ({options})", f"   Answer: **{x.answer}**. {x.why}"]
         for d in (d for d in bank["discussion"].values() if d.notebook == nb):
             out += ["", f"**Discussion `{d.qid}`**: {d.question}", "", f"Answer: {d.answer}"]
     return "\n".join(out) + "\n"
