@@ -169,3 +169,20 @@ def test_the_answer_key_lists_the_options_as_shown_and_names_each_answer():
             assert f"{q.text} ({' / '.join(q.shown_options)})\n   Answer: **{q.answer}**." in key
     for p in BANK["predict"].values():
         assert f"- Options: {' / '.join(p.shown_options)}\n- Answer: **{p.answer}**" in key
+
+
+def test_the_room_kept_for_the_picture_has_the_pictures_shape():
+    """Before an answer the widget is as tall as after it, so the cells below do not move up
+    into the question's screen; the room is the picture's own width and height."""
+    import io
+    import re
+
+    from PIL import Image
+
+    from pagedkv.viz import PredictStep
+
+    ask = PredictStep("03-evict")
+    room = re.search(r"aspect-ratio:(\d+)/(\d+)", ask.placeholder.value)
+    ask.answer("0")
+    picture = Image.open(io.BytesIO(bytes(ask.picture.value)))
+    assert room and (int(room[1]), int(room[2])) == picture.size

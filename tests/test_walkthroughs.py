@@ -134,7 +134,9 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
     assert escape(ask.data.why) not in _widget_text(ask)
     assert "three" not in _widget_text(ask) and "in place" not in _widget_text(ask)  # its after text
     assert ask.picture.layout.display == "none" and not ask.picture.value  # no broken-image icon
+    assert ask.placeholder.layout.display != "none" and "appears here" in ask.placeholder.value
     ask.answer("0")
+    assert ask.placeholder.layout.display == "none"  # the picture takes its room
     assert escape(ask.data.why) in _widget_text(ask)
     assert "<b>three</b> copies" in ask.after.value and "writes in place" in ask.after.value
     assert ask.picture.layout.display != "none" and bytes(ask.picture.value).startswith(b"\x89PNG")

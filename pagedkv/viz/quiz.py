@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import re
+import struct
 
 import ipywidgets as widgets
 
@@ -66,6 +67,18 @@ def markdown_html(text: str) -> str:
     return "".join(blocks)
 
 
+def _room(png: bytes) -> str:
+    """An empty dashed box shaped like the picture `png` (its width and height are bytes 16-24
+    of a PNG), saying where the pool will appear."""
+    width, height = struct.unpack(">II", png[16:24])
+    return (
+        f"<div style='width:100%;aspect-ratio:{width}/{height};box-sizing:border-box;"
+        "border:2px dashed #C8C8C8;border-radius:6px;display:flex;align-items:center;"
+        "justify-content:center;color:#555555;font-size:15px'>"
+        "The pool after the step appears here once you press Step and check.</div>"
+    )
+
+
 class PredictStep(widgets.VBox):
     """Ask what the next step of a scenario will do, then run it and compare.
 
@@ -97,6 +110,10 @@ class PredictStep(widgets.VBox):
             palette=self.palette,
             show_clock=False,  # no pool clock beside the notebook's steps: one counter, as on the dashboard
         )
+        # The picture's room, kept until the step has run: the widget does not grow when the
+        # picture comes, and the cells below it (which may show the answer) stay further down.
+        self.placeholder = widgets.HTML(_room(self._heatmap.png()), layout=widgets.Layout(width="100%"))
+        self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
         self.children = [
             widgets.HTML(_box(f"<b>Predict:</b> {html.escape(question)}")),
@@ -104,6 +121,7 @@ class PredictStep(widgets.VBox):
             self.button,
             self.result,
             self.after,
+            self.placeholder,
             self.picture,
         ]
         self.add_class("pagedkv-predict")
@@ -126,6 +144,7 @@ class PredictStep(widgets.VBox):
             self._heatmap.update(self.run.snapshots[-1])
             self.picture.value = self._heatmap.png()
             self.picture.layout.display = ""
+            self.placeholder.layout.display = "none"
             self.choices.disabled = self.button.disabled = True
         guessed = self.choices.value
         if guessed == self.actual:
