@@ -59,9 +59,10 @@ def _texts(path: Path) -> str:
 
 
 def _explanations() -> list[str]:
-    """Every explanation and discussion answer."""
+    """Every explanation (with the predictions' longer after-answer texts) and discussion answer."""
     bank = questions.all_questions()
     found = [p.why for p in bank["predict"].values()]
+    found += [part for p in bank["predict"].values() for part in re.split(r"\n\s*\n|\n- ", p.after) if part]
     found += [q.why for quiz in bank["quiz"].values() for q in quiz.questions]
     return found + [d.answer for d in bank["discussion"].values()]
 
@@ -79,8 +80,10 @@ def _answers() -> list[str]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_notebook_shows_a_question_answer_or_explanation(path):
     text, code = _texts(path), "\n".join(_code(path))
+    flat = " ".join(text.split())  # markdown wraps its lines anywhere
     for secret in _explanations():
         assert secret[:60] not in text, f"{path.name} shows {secret[:60]!r}"
+        assert " ".join(secret.split())[:60] not in flat, f"{path.name} shows {secret[:60]!r}"
     for answer in _answers():
         assert repr(answer)[1:-1] not in code and answer not in code, f"{path.name}'s code holds {answer!r}"
     for name, call in _widget_calls(path):  # a question id only, never questions as literals
@@ -129,9 +132,13 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
 
     ask = PredictStep("04-cow")
     assert escape(ask.data.why) not in _widget_text(ask)
+    assert "three" not in _widget_text(ask) and "in place" not in _widget_text(ask)  # its after text
     assert ask.picture.layout.display == "none" and not ask.picture.value  # no broken-image icon
+    assert ask.placeholder.layout.display != "none" and "appears here" in ask.placeholder.value
     ask.answer("0")
+    assert ask.placeholder.layout.display == "none"  # the picture takes its room
     assert escape(ask.data.why) in _widget_text(ask)
+    assert "<b>three</b> copies" in ask.after.value and "writes in place" in ask.after.value
     assert ask.picture.layout.display != "none" and bytes(ask.picture.value).startswith(b"\x89PNG")
     assert "clock" not in ask._heatmap.suptitle  # noqa: SLF001 - one counter, as on the dashboard
     quiz = Quiz("05-check")
@@ -216,6 +223,8 @@ def test_the_press_finder_finds_a_press_of_another_cells_dashboard(tmp_path):
 
 
 def test_05_names_the_step_where_req1_takes_its_next_page():
+    from pagedkv.viz import PredictStep
+
     run = ScenarioRun("preempt")
     preempted_at = allocated_at = None
     while run.can_step:
@@ -228,10 +237,12 @@ def test_05_names_the_step_where_req1_takes_its_next_page():
             span = record.spans[page]
             break
     words = f"at step {allocated_at} the scheduler takes page {page} for req1's tokens {span[0]}–{span[1]}"
-    text = "\n".join(
-        "".join(c["source"]) for c in _cells(ROOT / "notebooks" / "05_scheduling_and_preemption.ipynb")
-    )
-    assert words in " ".join(text.split()), words
+    after = questions.prediction("05-preempt").after  # shown by the widget once answered
+    assert words in " ".join(after.split()), words
+    ask = PredictStep("05-preempt")
+    assert words not in " ".join(_widget_text(ask).split())  # not before an answer ...
+    ask.answer("req1")
+    assert words in " ".join(ask.after.value.split())  # ... and then rendered for the learner
     assert f"step {allocated_at}" in questions.prediction("05-preempt").why
     assert f"Step {preempted_at}" in questions.prediction("05-preempt").question
     assert re.search(rf"tokens {span[0]}–{span[1]}", questions.prediction("05-preempt").why)
@@ -390,7 +401,14 @@ def _answers_in_sight(cells: list[dict]) -> list[tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize("path", ["00_start_here.ipynb", "01_pages_and_block_tables.ipynb"])
+PREDICTING = [p.name for p in NOTEBOOKS if "PredictStep(" in "\n".join(_code(p))]
+
+
+def test_the_notebooks_with_predictions_are_found():
+    assert {"00", "01", "03", "04", "05"} <= {name[:2] for name in PREDICTING}
+
+
+@pytest.mark.parametrize("path", PREDICTING)
 def test_no_code_cell_near_a_prediction_prints_its_answer(path):
     """With Run All every output is on screen: the code cells of a prediction's section (up
     to the next heading, which asks to answer first) must not print or name its answer, as

@@ -13,11 +13,17 @@ reading the code above a widget does not read the answer too. Three kinds:
 data: `python -m pagedkv.viz.questions > docs/answer_key.md`. The outcome readers turn a
 step's record into the words of an option ("5", "none", "req2"). No production engine has
 this; it is classroom material. Leaves out: scoring and storing answers (nbgrader does that).
+
+Options are shown in an order shuffled by the question's key (`shown_order`): the same order
+on every run and machine, and not the order they are written in, so the right answer's place
+tells a learner nothing. A prediction may also have an `after` text (markdown): the longer
+explanation of what the step did, which the widget shows only once the learner has answered.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,18 +34,35 @@ from pagedkv.core.plumbing.validation import check_choice, check_instance
 from pagedkv.scenarios import ActionRecord, ScenarioRun
 
 
+def shown_order(options: tuple[str, ...], key: str) -> tuple[str, ...]:
+    """`options` shuffled by `key` (a question's id): the order a widget shows them in.
+
+    `random.Random(key)` seeds from the string's bytes, so the order is the same on every
+    run and machine (it does not depend on Python's hash seed)."""
+    check_instance("key", key, str)
+    order = list(options)
+    random.Random(key).shuffle(order)
+    return tuple(order)
+
+
 @dataclass(frozen=True)
 class Question:
-    """One multiple-choice check question."""
+    """One multiple-choice check question; `key` (e.g. "05-check/2") seeds its option order."""
 
     text: str
     options: tuple[str, ...]
     answer: str  # one of options
     why: str
+    key: str = ""
 
     def __post_init__(self) -> None:
         if self.answer not in self.options:
             raise ValueError(f"answer must be one of {self.options!r}, got {self.answer!r}")
+
+    @property
+    def shown_options(self) -> tuple[str, ...]:
+        """The options in the order a learner sees them."""
+        return shown_order(self.options, self.key or self.text)
 
 
 @dataclass(frozen=True)
@@ -66,6 +89,7 @@ class Prediction:
     answer: str  # what the step does (one of options)
     why: str
     views: tuple[str, ...]  # heatmap panels shown after the step
+    after: str = ""  # markdown shown under the verdict once answered: what the step did, at length
 
     def __post_init__(self) -> None:
         check_choice("outcome", self.outcome, tuple(OUTCOMES))
@@ -82,6 +106,11 @@ class Prediction:
             while run.next_action is not None and run.next_action.seq_id != seq_id:
                 run.step()
         return run
+
+    @property
+    def shown_options(self) -> tuple[str, ...]:
+        """The options in the order a learner sees them."""
+        return shown_order(self.options, self.qid)
 
     def read(self, record: ActionRecord, run: ScenarioRun) -> str:
         """What the step did, in the words of an option."""
@@ -140,7 +169,12 @@ def _bank() -> dict[str, dict[str, Any]]:
     """{kind: {question id: data}} from pagedkv/data/questions.json, built and checked once."""
     raw = json.loads(resources.files("pagedkv").joinpath("data/questions.json").read_text("utf-8"))
     quizzes = {
-        qid: QuizData(qid, q["notebook"], q["title"], tuple(_question(x) for x in q["questions"]))
+        qid: QuizData(
+            qid,
+            q["notebook"],
+            q["title"],
+            tuple(_question(x, f"{qid}/{k}") for k, x in enumerate(q["questions"], 1)),
+        )
         for qid, q in raw["quiz"].items()
     }
     predictions = {
@@ -155,6 +189,7 @@ def _bank() -> dict[str, dict[str, Any]]:
             p["answer"],
             p["why"],
             tuple(p["views"]),
+            "\n".join(p.get("after", [])),  # a list of markdown lines in the file
         )
         for qid, p in raw["predict"].items()
     }
@@ -165,8 +200,8 @@ def _bank() -> dict[str, dict[str, Any]]:
     return {"quiz": quizzes, "predict": predictions, "discussion": discussions}
 
 
-def _question(x: dict[str, Any]) -> Question:
-    return Question(x["text"], tuple(x["options"]), x["answer"], x["why"])
+def _question(x: dict[str, Any], key: str) -> Question:
+    return Question(x["text"], tuple(x["options"]), x["answer"], x["why"], key)
 
 
 def _lookup(kind: str, qid: object) -> Any:
@@ -207,17 +242,23 @@ def answer_key_markdown() -> str:
         "For teachers: the answer to every prediction, check question and discussion question in",
         "the notebooks, by notebook. Generated from `pagedkv/data/questions.json` (the data the",
         "notebooks' widgets read) with `python -m pagedkv.viz.questions > docs/answer_key.md`; a",
-        "test keeps it current. Learners see an explanation only after they answer.",
+        "test keeps it current. Learners see an explanation only after they answer. Options are",
+        "listed in the order the widgets show them (shuffled once per question, the same on every run).",
     ]
     for nb in notebooks:
         out += ["", f"## Notebook {nb}"]
         for p in (p for p in bank["predict"].values() if p.notebook == nb):
             out += ["", f"**Prediction `{p.qid}`** ({p.scenario}): {p.question}", ""]
-            out += [f"- Options: {' / '.join(p.options)}", f"- Answer: **{p.answer}**", f"- Why: {p.why}"]
+            options = " / ".join(p.shown_options)
+            out += [f"- Options: {options}", f"- Answer: **{p.answer}**", f"- Why: {p.why}"]
+            if p.after:  # quoted, so its own list items stay inside this one
+                out += ["- Shown after answering:", ""]
+                out += [f"  > {line}".rstrip() for line in p.after.splitlines()]
         for q in (q for q in bank["quiz"].values() if q.notebook == nb):
             out += ["", f"**Quiz `{q.qid}`** ({q.title})", ""]
             for k, x in enumerate(q.questions, 1):
-                out += [f"{k}. {x.text} ({' / '.join(x.options)})", f"   Answer: **{x.answer}**. {x.why}"]
+                options = " / ".join(x.shown_options)
+                out += [f"{k}. {x.text} ({options})", f"   Answer: **{x.answer}**. {x.why}"]
         for d in (d for d in bank["discussion"].values() if d.notebook == nb):
             out += ["", f"**Discussion `{d.qid}`**: {d.question}", "", f"Answer: {d.answer}"]
     return "\n".join(out) + "\n"

@@ -5,12 +5,14 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   allocated, how many pages a prompt needs, which page is evicted, which page a forked
   append copies, which request is preempted). The learner picks an answer and presses
   "Step and check": the step runs, and the widget says what it did, whether that is what
-  they predicted, and why, with the pool heatmap after the step.
+  they predicted, and why (with the question's longer `after` text, if it has one), with the
+  pool heatmap after the step.
 - `Quiz("05-check")`: multiple-choice check questions, each explained once answered.
 - `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
+Options appear in the question's shuffled order (`shown_options`), the same on every run.
 Widgets only (no cell output on a click), so notebooks pass strict nbval; `answer()` /
 `check()` press the buttons from code, for tests. Each `PredictStep` owns its run: the
 dashboards and cells around it are not moved. Leaves out: scoring and storing answers
@@ -20,6 +22,8 @@ dashboards and cells around it are not moved. Leaves out: scoring and storing an
 from __future__ import annotations
 
 import html
+import re
+import struct
 
 import ipywidgets as widgets
 
@@ -36,6 +40,45 @@ def _box(text: str, color: str = "#111111") -> str:
     return f"<div style='font-size:15px;line-height:1.45;color:{color}'>{text}</div>"
 
 
+def _inline(text: str) -> str:
+    """One line of the markdown the questions use (`code`, **bold**, *italic*) as HTML."""
+    text = html.escape(text, quote=False)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+    return re.sub(r"(?<![\w*])\*(?!\s)(.+?)\*(?![\w*])", r"<i>\1</i>", text)
+
+
+def markdown_html(text: str) -> str:
+    """The small markdown of the questions' `after` texts as HTML: paragraphs split by blank
+    lines, "- " bullet items (continued by indented lines), and inline `code`, **bold**, *italic*."""
+    blocks: list[str] = []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        lines = block.splitlines()
+        if lines and lines[0].startswith("- "):
+            items: list[str] = []
+            for line in lines:
+                if line.startswith("- "):
+                    items.append(line[2:])
+                else:
+                    items[-1] += " " + line.strip()
+            blocks.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
+        else:
+            blocks.append(f"<p>{_inline(' '.join(x.strip() for x in lines))}</p>")
+    return "".join(blocks)
+
+
+def _room(png: bytes) -> str:
+    """An empty dashed box shaped like the picture `png` (its width and height are bytes 16-24
+    of a PNG), saying where the pool will appear."""
+    width, height = struct.unpack(">II", png[16:24])
+    return (
+        f"<div style='width:100%;aspect-ratio:{width}/{height};box-sizing:border-box;"
+        "border:2px dashed #C8C8C8;border-radius:6px;display:flex;align-items:center;"
+        "justify-content:center;color:#555555;font-size:15px'>"
+        "The pool after the step appears here once you press Step and check.</div>"
+    )
+
+
 class PredictStep(widgets.VBox):
     """Ask what the next step of a scenario will do, then run it and compare.
 
@@ -49,13 +92,14 @@ class PredictStep(widgets.VBox):
             check_instance("run", run, ScenarioRun)
         super().__init__()
         self.run = self.data.start_run() if run is None else run
-        options, question, views = list(self.data.options), self.data.question, self.data.views
+        options, question, views = list(self.data.shown_options), self.data.question, self.data.views
         self.actual: str | None = None  # the step's outcome, once it has run
         self.choices = widgets.ToggleButtons(options=options, value=None).add_class("pagedkv-predict-choices")
         self.button = widgets.Button(
             description="Step and check", icon="step-forward", button_style="primary"
         ).add_class("pagedkv-predict-step")
         self.result = widgets.HTML().add_class("pagedkv-predict-result")
+        self.after = widgets.HTML().add_class("pagedkv-predict-after")  # filled once answered
         # Hidden until the step has run: an Image with no picture shows a broken-image icon.
         self.picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", display="none"))
         self.palette = SequencePalette().restart(self.run.steps)  # the dashboard's colours for this scenario
@@ -66,12 +110,18 @@ class PredictStep(widgets.VBox):
             palette=self.palette,
             show_clock=False,  # no pool clock beside the notebook's steps: one counter, as on the dashboard
         )
+        # The picture's room, kept until the step has run: the widget does not grow when the
+        # picture comes, and the cells below it (which may show the answer) stay further down.
+        self.placeholder = widgets.HTML(_room(self._heatmap.png()), layout=widgets.Layout(width="100%"))
+        self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
         self.children = [
             widgets.HTML(_box(f"<b>Predict:</b> {html.escape(question)}")),
             self.choices,
             self.button,
             self.result,
+            self.after,
+            self.placeholder,
             self.picture,
         ]
         self.add_class("pagedkv-predict")
@@ -94,6 +144,7 @@ class PredictStep(widgets.VBox):
             self._heatmap.update(self.run.snapshots[-1])
             self.picture.value = self._heatmap.png()
             self.picture.layout.display = ""
+            self.placeholder.layout.display = "none"
             self.choices.disabled = self.button.disabled = True
         guessed = self.choices.value
         if guessed == self.actual:
@@ -106,6 +157,8 @@ class PredictStep(widgets.VBox):
             )
             color = WRONG
         self.result.value = _box(verdict + html.escape(self.data.why), color)
+        if self.data.after:
+            self.after.value = _box(markdown_html(self.data.after))
 
     @property
     def correct(self) -> bool | None:
@@ -121,18 +174,21 @@ class Quiz(widgets.VBox):
         super().__init__()
         self.questions, title = list(data.questions), data.title
         self.pickers: list[widgets.RadioButtons] = []
+        self.buttons: list[widgets.Button] = []
         self.feedback: list[widgets.HTML] = []
         rows: list[widgets.Widget] = [widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))]
         for k, q in enumerate(self.questions):
             picker = widgets.RadioButtons(
-                options=list(q.options), value=None, layout=widgets.Layout(width="auto")
+                options=list(q.shown_options), value=None, layout=widgets.Layout(width="auto")
             ).add_class("pagedkv-quiz-options")
             button = widgets.Button(description="Check").add_class("pagedkv-quiz-check")
             button.on_click(lambda _, k=k: self.check(k))
             feedback = widgets.HTML().add_class("pagedkv-quiz-feedback")
             self.pickers.append(picker)
+            self.buttons.append(button)
             self.feedback.append(feedback)
-            rows += [widgets.HTML(_box(f"{k + 1}. {html.escape(q.text)}")), picker, button, feedback]
+            number = f"{k + 1}. " if len(self.questions) > 1 else ""
+            rows += [widgets.HTML(_box(number + html.escape(q.text))), picker, button, feedback]
         self.children = rows
         self.add_class("pagedkv-quiz")
 

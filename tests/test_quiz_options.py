@@ -1,0 +1,188 @@
+"""Options a learner cannot guess by place or length, in the same order on every run, and a
+click on the displayed button graded by what it shows.
+
+Oracles: the widgets' own displayed labels (what the browser draws, `_options_labels`), a
+fresh run of each prediction's scenario (what the step really does), and a second Python
+process with another hash seed (the order must not depend on it).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from pagedkv.viz import questions
+
+ROOT = Path(__file__).resolve().parents[1]
+BANK = questions.all_questions()
+QUIZ_IDS = sorted(BANK["quiz"])
+PREDICTION_IDS = sorted(BANK["predict"])
+
+
+def _every_question() -> list[tuple[str, tuple[str, ...], str]]:
+    """(key, options as stored, answer) of every prediction and quiz question."""
+    found = [(p.qid, p.options, p.answer) for p in BANK["predict"].values()]
+    for quiz in BANK["quiz"].values():
+        found += [(q.key, q.options, q.answer) for q in quiz.questions]
+    return found
+
+
+def _quiz_positions(qid: str) -> list[int]:
+    """Where the right answer of each question sits among the buttons a Quiz widget shows."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz(qid)
+    return [list(p._options_labels).index(q.answer) for p, q in zip(quiz.pickers, quiz.questions)]  # noqa: SLF001
+
+
+def test_the_right_answer_is_not_always_in_the_same_place():
+    positions = Counter(pos for qid in QUIZ_IDS for pos in _quiz_positions(qid))
+    total = sum(positions.values())
+    assert total >= 40 and len(positions) >= 3
+    assert max(positions.values()) <= total / 2, positions  # no favourite place
+
+
+@pytest.mark.parametrize("qid", [q for q in QUIZ_IDS if len(BANK["quiz"][q].questions) >= 3])
+def test_within_a_quiz_no_place_holds_most_answers(qid):
+    """Notebook 10's check quiz had its answer first in all four questions."""
+    positions = _quiz_positions(qid)
+    assert max(Counter(positions).values()) <= max(2, len(positions) // 2), positions
+
+
+def test_predictions_do_not_keep_their_answer_in_the_middle():
+    """Six of seven predictions had the middle button right."""
+    from pagedkv.viz import PredictStep
+
+    positions = []
+    for qid in PREDICTION_IDS:
+        ask = PredictStep(qid)
+        positions.append(list(ask.choices._options_labels).index(ask.data.answer))  # noqa: SLF001
+    assert max(Counter(positions).values()) <= math.ceil(len(positions) / 2), positions
+
+
+def test_the_right_option_is_not_the_longest_one_as_a_rule():
+    """At most a third of the questions have their answer as the one longest option."""
+    longest = [
+        key
+        for key, options, answer in _every_question()
+        if all(len(answer) > len(o) for o in options if o != answer)
+    ]
+    assert len(longest) <= len(_every_question()) / 3, longest
+
+
+def test_every_question_shows_all_its_options_once():
+    for key, options, _ in _every_question():
+        shown = questions.shown_order(options, key)
+        assert sorted(shown) == sorted(options) and len(set(shown)) == len(shown), key
+
+
+def test_the_order_is_the_same_in_another_process_with_another_hash_seed():
+    code = (
+        "from pagedkv.viz import questions as q\n"
+        "b = q.all_questions()\n"
+        "print([p.shown_options for p in b['predict'].values()])\n"
+        "print([x.shown_options for z in b['quiz'].values() for x in z.questions])\n"
+    )
+    outs = set()
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
+        outs.add(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+            ).stdout
+        )
+    here = (
+        f"{[p.shown_options for p in BANK['predict'].values()]}\n"
+        f"{[x.shown_options for z in BANK['quiz'].values() for x in z.questions]}\n"
+    )
+    assert outs == {here}
+
+
+def test_the_order_depends_on_the_question_not_on_the_options_alone():
+    options = ("a", "b", "c", "d", "e")
+    orders = {questions.shown_order(options, f"q{k}") for k in range(20)}
+    assert len(orders) > 10  # shuffled by key, so equal option lists still differ in order
+    assert questions.shown_order(options, "q1") == questions.shown_order(options, "q1")
+    with pytest.raises(TypeError, match="key must be a str"):
+        questions.shown_order(options, 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("qid", QUIZ_IDS)
+def test_clicking_a_displayed_option_is_graded_by_what_it_shows(qid):
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz(qid)
+    for k, q in enumerate(quiz.questions):
+        labels = list(quiz.pickers[k]._options_labels)  # noqa: SLF001 - what the browser draws
+        wrong = next(i for i, label in enumerate(labels) if label != q.answer)
+        quiz.pickers[k].index = wrong  # the learner clicks a wrong radio button ...
+        quiz.buttons[k].click()
+        assert "Not quite" in quiz.feedback[k].value
+        quiz.pickers[k].index = labels.index(q.answer)  # ... then the right one
+        quiz.buttons[k].click()
+        assert quiz.feedback[k].value.count("Right.") == 1
+
+
+@pytest.mark.parametrize("qid", PREDICTION_IDS)
+def test_pressing_the_button_of_what_the_step_does_is_graded_right(qid):
+    from pagedkv.viz import PredictStep
+
+    run = questions.prediction(qid).start_run()
+    done = questions.prediction(qid).read(run.step(), run)  # what the step does, on its own run
+    right, wrong = PredictStep(qid), PredictStep(qid)
+    labels = list(right.choices._options_labels)  # noqa: SLF001
+    right.choices.index = labels.index(done)
+    right.button.click()
+    assert right.correct is True and "Right" in right.result.value
+    wrong.choices.index = next(i for i, label in enumerate(labels) if label != done)
+    wrong.button.click()
+    assert wrong.correct is False and "Not this time" in wrong.result.value
+
+
+def test_the_after_text_is_rendered_as_html_and_only_once_answered():
+    from pagedkv.viz import PredictStep
+    from pagedkv.viz.quiz import markdown_html
+
+    ask = PredictStep("05-preempt")
+    assert ask.after.value == ""
+    ask.answer("req3")
+    shown = ask.after.value
+    assert "<ul><li><b>Step 11.</b>" in shown and "<code>req2</code>" in shown and "**" not in shown
+    assert markdown_html("a `x<y` and **b**\n\n- *c*\n  d") == (
+        "<p>a <code>x&lt;y</code> and <b>b</b></p><ul><li><i>c</i> d</li></ul>"
+    )
+    quiet = PredictStep("00-token-21")  # no after text: nothing extra appears
+    quiet.answer("5")
+    assert quiet.after.value == ""
+
+
+def test_the_answer_key_lists_the_options_as_shown_and_names_each_answer():
+    key = (ROOT / "docs" / "answer_key.md").read_text()
+    for quiz in BANK["quiz"].values():
+        for q in quiz.questions:
+            assert f"{q.text} ({' / '.join(q.shown_options)})\n   Answer: **{q.answer}**." in key
+    for p in BANK["predict"].values():
+        assert f"- Options: {' / '.join(p.shown_options)}\n- Answer: **{p.answer}**" in key
+
+
+def test_the_room_kept_for_the_picture_has_the_pictures_shape():
+    """Before an answer the widget is as tall as after it, so the cells below do not move up
+    into the question's screen; the room is the picture's own width and height."""
+    import io
+    import re
+
+    from PIL import Image
+
+    from pagedkv.viz import PredictStep
+
+    ask = PredictStep("03-evict")
+    room = re.search(r"aspect-ratio:(\d+)/(\d+)", ask.placeholder.value)
+    ask.answer("0")
+    picture = Image.open(io.BytesIO(bytes(ask.picture.value)))
+    assert room and (int(room[1]), int(room[2])) == picture.size
