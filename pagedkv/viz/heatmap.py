@@ -36,16 +36,8 @@ from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.events import Event
 from pagedkv.core.plumbing.validation import check_choice, check_instance, check_int, check_number
-from pagedkv.viz.frame import (
-    FONT_PT,
-    SUPTITLE_PT,
-    TITLE_PT,
-    build_frame,
-    fit_text,
-    grid_shape,
-    pack_rgba,
-    stamp_text,
-)
+from pagedkv.viz.frame import FONT_PT, SUPTITLE_PT, TITLE_PT, build_frame, grid_shape
+from pagedkv.viz.glyphs import fit_text, pack_rgba, stamp_text
 from pagedkv.viz.heatmap_views import (
     MAX_LEGEND_SEQUENCES,
     VIEWS,
@@ -82,7 +74,8 @@ class PoolHeatmap:
     `show_clock=False` leaves the logical clock out of the title (the dashboard shows its
     own step counter instead). `panel_width` is in inches (default 5.5, or 11 for a single
     view): with the default dpi the picture fills a JupyterLab cell and its text stays
-    >= 12 pt on a projector.
+    >= 12 pt on a projector. `columns` (1 or 2) stacks the panels or sets them side by side;
+    `max_height` (inches) caps the picture's height: cells shrink to fit it.
     """
 
     def __init__(
@@ -94,6 +87,8 @@ class PoolHeatmap:
         dpi: int = DPI,
         panel_width: float | None = None,
         show_clock: bool = True,
+        columns: int | None = None,
+        max_height: float | None = None,
     ) -> None:
         self.num_pages, self.page_size = (
             check_int("num_pages", num_pages, 1),
@@ -111,6 +106,10 @@ class PoolHeatmap:
             panel_width = 11.0 if len(views) == 1 else 5.5
         if check_number("panel_width", panel_width, 2.0) > 20:
             raise ValueError(f"panel_width must be a number of inches in [2, 20], got {panel_width!r}")
+        if columns is not None:
+            check_int("columns", columns, 1, 2)
+        if max_height is not None:
+            max_height = check_number("max_height", max_height, 2.0)
         self.views = views
         self.show_clock = bool(show_clock)
         self.palette = palette if palette is not None else DEFAULT_PALETTE
@@ -121,7 +120,9 @@ class PoolHeatmap:
         self.suptitle = ""
         self._png: bytes | None = None  # the current picture, encoded once
         self._key: tuple = ()  # everything the current picture shows
-        self._frame = build_frame(self.num_pages, self.page_size, views, dpi, float(panel_width))
+        self._frame = build_frame(
+            self.num_pages, self.page_size, views, dpi, float(panel_width), columns, max_height
+        )
         self.panels = {p.view: Panel(p) for p in self._frame.panels}
 
     # ---- updates -------------------------------------------------------------------------------
@@ -230,10 +231,11 @@ class PoolHeatmap:
             if not self.labelled:
                 continue
             centers = (boxes[:, :2] + boxes[:, 2:]) / 2
+            one_line = self._frame.label_px if panel.view != "lru" else size  # lru: up to 3 lines
             for (x, y), label, dark in zip(centers.tolist(), panel.labels, panel.dark.tolist(), strict=True):
                 color = "white" if dark else "black"
                 lines = label.split("\n")
-                sizes = [size] * len(lines)  # every line readable: none shrinks
+                sizes = [size] * len(lines) if len(lines) > 1 else [one_line]  # none shrinks
                 top = y - 0.55 * sum(sizes) + 0.55 * sizes[0]
                 for line, line_size in zip(lines, sizes, strict=True):
                     stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
