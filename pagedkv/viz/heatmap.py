@@ -241,11 +241,13 @@ class PoolHeatmap:
                     stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
                     top += 1.1 * line_size
 
-    def legend_rows(self, panel: Panel) -> list[tuple[str, list[str], float]]:
-        """(colour, text lines, top y) of each row of `panel`'s legend as stamped: below the
-        grid's top edge (so never over the panel's title), each name whole or wrapped after
-        its last "_" / "." to fit between its swatch and the next panel or the picture's
-        edge (two different names never look the same), as many as fit, then "+k more"."""
+    def legend_rows(self, panel: Panel) -> list[tuple[str, list[str], float, float]]:
+        """(colour, text lines, left x, top y) of each row of `panel`'s legend as stamped:
+        below the grid's top edge (so never over the panel's title), each name whole or
+        wrapped after its last "_" / "." to fit between its swatch and the next panel or the
+        picture's edge (two different names never look the same), as many as fit, then
+        "+k more". Names that fit whole in half that room flow into two columns when one
+        column is too short for them (a short grid with a wide key beside it)."""
         x0, y0, _, y1 = panel.frame.key_box
         px, size = self._frame.px, round(FONT_PT * self._frame.px)
         line = 1.45 * FONT_PT * px
@@ -255,11 +257,16 @@ class PoolHeatmap:
         )
         room = right - (x0 + 22 * px) - 4 * px
         top = max(y0, float(panel.frame.boxes[:, 1].min()))
-        fits = max(2, int((max(y1, top) - top) // line))  # lines
+        per_column = max(2, int((max(y1, top) - top) // line))  # lines
+        half = (right - x0) / 2 - 26 * px
+        columns = 2 if len(panel.legend) > per_column and all(
+            fit_text(label, size, half) == label for _, label in panel.legend
+        ) else 1  # fmt: skip
+        room = half if columns == 2 else room
         *named, last = [(color, _legend_lines(label, size, room)) for color, label in panel.legend]
         hidden = sum(int(lines[0][1:].split()[0]) for color, lines in named if not color)
         named = [row for row in named if row[0]]
-        keep = len(named)
+        keep, fits = len(named), per_column * columns
         while (
             keep and sum(len(lines) for _, lines in named[:keep]) + 1 + (keep < len(named) or hidden) > fits
         ):
@@ -267,16 +274,18 @@ class PoolHeatmap:
         rows = named[:keep]
         if hidden + len(named) - keep:
             rows.append(("", [f"+{hidden + len(named) - keep} more"]))
-        out, y = [], top
+        out, used = [], 0  # lines so far
         for color, lines in [*rows, last]:
-            out.append((color, lines, y))
-            y += line * len(lines)
+            column, k = divmod(used, per_column) if columns == 2 else (0, used)
+            out.append((color, lines, x0 + column * (right - x0) / 2, top + k * line))
+            used += len(lines)
         return out
 
     def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: Panel) -> None:
         px = self._frame.px
-        x, line, size = panel.frame.key_box[0] + 4 * px, 1.45 * FONT_PT * px, round(FONT_PT * px)
-        for color, lines, y in self.legend_rows(panel):
+        line, size = 1.45 * FONT_PT * px, round(FONT_PT * px)
+        for color, lines, x, y in self.legend_rows(panel):
+            x += 4 * px
             if color:
                 draw.rectangle((x, y + 2, x + 14 * px, y + line - 2), fill=color, outline="#999999")
             for k, text in enumerate(lines):
