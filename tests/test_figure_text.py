@@ -140,24 +140,31 @@ def test_request_pictures_name_every_request_in_readable_text(name):
         assert str(seq_id) in texts
 
 
-@pytest.mark.parametrize("num_pages", [4, 12, 16, 40, 100, 256, 1000])
+@pytest.mark.parametrize("num_pages", [4, 12, 16, 20, 40, 100, 256, 1000])
 @pytest.mark.parametrize(
-    ("views", "width", "dpi"),
+    ("views", "width", "dpi", "columns", "height"),
     [
-        (("state", "owner"), 4.6, 80),  # the dashboard's main picture
-        (("occupancy", "ref_count"), 4.6, 110),  # its More views tab
-        (("state", "occupancy", "owner", "ref_count"), 5.5, 110),
-        (("owner", "ref_count"), 5.5, 110),
-        (("lru",), 11.0, 110),
+        (("state", "owner"), 8.0, 90, 1, 4.6),  # the dashboard's main picture, stacked
+        (("state", "owner"), 4.39, 82, 2, 5.05),  # ... and side by side (tests/test_dashboard.py
+        # checks the layout the dashboard picks at each pool size)
+        (("occupancy", "ref_count"), 4.6, 110, None, None),  # its More views tab
+        (("state", "occupancy", "owner", "ref_count"), 5.5, 110, None, None),
+        (("owner", "ref_count"), 5.5, 110, None, None),
+        (("lru",), 11.0, 110, None, None),
     ],
 )
-def test_no_heatmap_text_runs_past_the_picture_or_into_other_text(num_pages, views, width, dpi):
+def test_no_heatmap_text_runs_past_the_picture_or_into_other_text(
+    num_pages, views, width, dpi, columns, height
+):
     """The compact dashboard's panels are narrow: a long page-id label (with the note on
     hatched positions) or a title must wrap, not be cut at the picture's edge nor run into
     a tick label, a colour bar or a legend; tick labels never touch each other."""
+    from pagedkv.viz.controls import PAGES_RANGE
     from pagedkv.viz.frame import build_frame
 
-    frame = build_frame(num_pages, 16, views, dpi, width)
+    if height is not None and num_pages > PAGES_RANGE[1]:
+        pytest.skip("the dashboard's pool never has more pages than its slider's maximum")
+    frame = build_frame(num_pages, 16, views, dpi, width, columns, height)
     assert frame.cut_texts == ()
 
 
@@ -198,20 +205,24 @@ def _owner_legends():
 
 
 def test_owner_legends_show_every_name_whole_inside_the_picture_below_the_title():
-    from pagedkv.viz.frame import FONT_PT, _font
+    from pagedkv.viz.frame import FONT_PT
+    from pagedkv.viz.glyphs import _font
 
     for name, heatmap, panel in _owner_legends():
         rows = heatmap.legend_rows(panel)
         size = round(FONT_PT * heatmap._frame.px)  # noqa: SLF001
-        x = panel.frame.key_box[0] + 22 * heatmap._frame.px  # noqa: SLF001
-        shown = ["".join(lines) for _, lines, _ in rows]
+        shown = ["".join(lines) for _, lines, _, _ in rows]
         assert len(set(shown)) == len(shown), (name, shown)  # two names never look alike
         for _, label in panel.legend:
             assert label in shown, (name, label, shown)  # whole, not cut
-        for _, lines, y in rows:
+        lefts = sorted({x for _, _, x, _ in rows})
+        for _, lines, x, y in rows:
             assert y >= panel.frame.boxes[:, 1].min(), name  # below the title
+            right = next((left for left in lefts if left > x), heatmap.size[0])  # next column or edge
             for line in lines:
-                assert x + _font(size).getlength(line) <= heatmap.size[0], (name, line)
+                assert x + 22 * heatmap._frame.px + _font(size).getlength(line) <= right, (name, line)  # noqa: SLF001
+        spots = [(x, y) for _, _, x, y in rows]
+        assert len(set(spots)) == len(spots), (name, spots)  # no two rows on top of each other
 
 
 def test_legend_rows_wrap_a_long_name_rather_than_cut_it():
@@ -219,3 +230,43 @@ def test_legend_rows_wrap_a_long_name_rather_than_cut_it():
 
     assert _legend_lines("request_A.f1", 20, 110) == ["request_A.", "f1"]
     assert _legend_lines("request_A", 20, 400) == ["request_A"]
+
+
+def _legends(fig) -> list:
+    return [*fig.legends, *(legend for ax in fig.axes if (legend := ax.get_legend()) is not None)]
+
+
+def test_the_block_tables_key_is_laid_out_at_least_12_px_at_1280():
+    """A legend sizes its swatches by the font size it was made with; raising its texts
+    afterwards (as `projector` does) leaves a key of tiny swatches beside large words. So
+    each legend's own size is measured, not only its texts."""
+    run = _run("parallel", 12)  # shared pages and copy-on-write: the block tables' key shows both
+    figures = {
+        "block tables": _figures()["block tables"],  # prefix hits and shared pages
+        "block tables, cow": plot_block_tables(run.snapshots[-1], events=run.events, step=run.cursor),
+    }
+    small, keyed = [], []
+    for name, fig in figures.items():
+        fig.canvas.draw()
+        width = fig.get_size_inches()[0] * fig.dpi
+        scale = fig.dpi / 72 * min(1.0, CELL_PX / width)
+        for legend in _legends(fig):
+            keyed.append(name)
+            px = legend.prop.get_size_in_points() * scale
+            if px < MIN_PX:
+                small.append((name, round(px, 1), [t.get_text() for t in legend.get_texts()]))
+    assert {"block tables", "block tables, cow"} <= set(keyed), keyed  # the keys are measured
+    assert not small, small
+
+
+def test_the_dashboards_block_tables_and_their_key_are_at_least_12_px():
+    """The Block tables tab is HTML: every font size it sets (table, key) is >= 12 px."""
+    import re
+
+    from pagedkv.viz.block_table import block_table_html
+
+    run = _run("parallel", 12)
+    page = block_table_html(run.snapshots[-1], events=run.events)
+    assert "copy-on-write" in page and "prefix hit" in page  # the key is there
+    sizes = [float(px) for px in re.findall(r"font-size:\s*([\d.]+)px", page)]
+    assert sizes and min(sizes) >= MIN_PX, sizes

@@ -37,7 +37,8 @@ from pagedkv.viz import (
     slot_usage,
 )
 from pagedkv.viz.fragmentation import _external_holes
-from pagedkv.viz.frame import _font, fit_text, grid_shape
+from pagedkv.viz.frame import grid_shape
+from pagedkv.viz.glyphs import _font, fit_text
 from pagedkv.viz.palette import (
     HIT_COLOR,
     NO_OWNER_COLOR,

@@ -33,7 +33,7 @@ from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.plumbing.events import Event
 from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.viz.palette import DEFAULT_PALETTE, HIT_COLOR, VICTIM_COLOR, SequencePalette
-from pagedkv.viz.projector import projector
+from pagedkv.viz.projector import MIN_PT, projector
 from pagedkv.viz.tokens import token_pages_html
 
 COW_COLOR = VICTIM_COLOR  # vermillion: the page that was written was a copy
@@ -163,7 +163,8 @@ def _label_axes(ax: Axes, snapshot: PoolSnapshot, seqs: list, width: int, step: 
 
 
 def _legend(fig: Figure, shown: set[str]) -> None:
-    """A key for each mark the picture shows (none when it shows none)."""
+    """A key for each mark the picture shows (none when it shows none), laid out at the
+    picture's smallest text size so its swatches are as large as its words."""
     keys = {
         "shared": Patch(facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"),
         "hit": Patch(facecolor="white", edgecolor=HIT_COLOR, linewidth=2.5, label="prefix hit"),
@@ -171,7 +172,7 @@ def _legend(fig: Figure, shown: set[str]) -> None:
     }
     handles = [patch for mark, patch in keys.items() if mark in shown]
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+        fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=MIN_PT, frameon=False)
 
 
 def block_table_html(
@@ -219,7 +220,7 @@ def block_table_html(
         )
     body = "".join(rows) or "<tr><td><i>no live sequence</i></td></tr>"
     key = (
-        f"<div style='font-size:11px;margin-top:3px'>cell = physical page of each logical block; "
+        f"<div style='font-size:14px;margin-top:3px'>cell = physical page of each logical block; "
         f"×n = shared by n block tables; <span style='border:3px solid {HIT_COLOR};padding:0 3px'>"
         f"prefix hit</span> <span style='border:3px solid {COW_COLOR};padding:0 3px'>copy-on-write"
         f"</span></div>"
@@ -227,6 +228,6 @@ def block_table_html(
     tokens = "" if token_ids is None else token_pages_html(snapshot, token_ids, palette)
     return (
         f"<div class='pagedkv-block-table-view'><b>block tables</b>"
-        f"<table style='border-collapse:separate;border-spacing:2px;font-size:12px'>{body}</table>"
+        f"<table style='border-collapse:separate;border-spacing:2px;font-size:14px'>{body}</table>"
         f"{key}{tokens}</div>"
     )

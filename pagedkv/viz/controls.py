@@ -27,7 +27,7 @@ __all__ = ["MAIN_SHARE", "picker_px", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SP
 PAGES_RANGE = (4, 256)  # pool-size slider
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
-MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap; the event log has the rest
+MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
 
 
 def picker_px(options: list[tuple[str, str]]) -> int:
@@ -123,9 +123,10 @@ class DashboardControls(widgets.VBox):
     def _build_views(self) -> None:
         """The pictures (heatmap, LRU order, lifecycle), status, block tables and event log."""
         width = widgets.Layout
-        self.heatmap = widgets.Image(format="png", layout=width(width=f"{MAIN_SHARE:.0%}")).add_class(
-            "pagedkv-heatmap"
-        )
+        # At its own size (drawn for the screen), at most MAIN_SHARE wide; the log takes the rest.
+        self.heatmap = widgets.Image(
+            format="png", layout=width(max_width=f"{MAIN_SHARE:.0%}", flex="0 1 auto")
+        ).add_class("pagedkv-heatmap")
         self.more_views = widgets.Image(format="png", layout=width(width="100%")).add_class(
             "pagedkv-more-views"
         )
@@ -136,9 +137,9 @@ class DashboardControls(widgets.VBox):
         )
         self.status = widgets.HTML().add_class("pagedkv-status")
         self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
-        self.event_log = widgets.HTML(layout=width(width=f"{1 - MAIN_SHARE:.0%}")).add_class(
-            "pagedkv-event-log"
-        )
+        self.event_log = widgets.HTML(
+            layout=width(flex="1 1 0", min_width=f"{0.98 - MAIN_SHARE:.0%}", margin="0 0 0 8px")
+        ).add_class("pagedkv-event-log")
 
     def _layout(self) -> list[widgets.Widget]:
         def row(children: list) -> widgets.HBox:  # wraps onto the next line in narrow windows

@@ -37,6 +37,7 @@ from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
 from pagedkv.viz.controls import PAGE_SIZE_RANGE, PAGES_RANGE, PLAY_SPEEDS, DashboardControls
 from pagedkv.viz.dashboard_text import log_html, status_html
+from pagedkv.viz.frame import cell_inches
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
 from pagedkv.viz.palette import SequencePalette
@@ -45,10 +46,14 @@ __all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_S
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width (tabs)
-MAIN_DPI = 80  # the main picture: ~740 px, about the size it is shown at beside the log
+# The main picture beside the log: at most 720 x 414 px, its size on a 1280x720 screen, so it,
+# the controls and the tab bar fit together; views stacked at 90 dpi (text 16 px) for a pool of
+# a few rows of pages, side by side at 82 dpi (15 px) for a square one.
+MAIN_PX, MAIN_HEIGHT_PX = 720, 414
+STACKED_DPI, BESIDE_DPI = 90, 82
 MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
 PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
-COMPACT_WIDTH = 4.6  # inches per panel
+COMPACT_WIDTH = 4.6  # inches per panel of the More views tab
 
 
 class Dashboard(DashboardControls):
@@ -255,7 +260,7 @@ class Dashboard(DashboardControls):
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
         self.status.value = status_html(run, snap, self.message)
-        self.event_log.value = log_html(run.records, LOG_STEPS)
+        self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX)
         done = " · <b>done</b>" if run.done else ""
         own = run.own_actions  # Fork, Decode all, ...: they move no scenario step, so count them
         mine = f" + {own} action{'s' * (own != 1)} of yours" if own else ""
@@ -278,11 +283,9 @@ class Dashboard(DashboardControls):
         key = (self.run.num_pages, self.run.page_size)
         if key not in self._heatmaps:
             # No clock in the titles: the header's step counter is the one counter shown.
-            compact = {"palette": self.palette, "dpi": HEATMAP_DPI, "panel_width": COMPACT_WIDTH}
-            main = compact | {"dpi": MAIN_DPI}  # fewer pixels: less to encode and to send per step
             self._heatmaps[key] = (
-                PoolHeatmap(*key, views=MAIN_VIEWS, show_clock=False, **main),  # type: ignore[arg-type]
-                PoolHeatmap(*key, views=MORE_VIEWS, show_clock=False, **compact),  # type: ignore[arg-type]
+                _main_heatmap(*key, self.palette),
+                PoolHeatmap(*key, MORE_VIEWS, self.palette, HEATMAP_DPI, COMPACT_WIDTH, show_clock=False),
                 PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
             )
         return self._heatmaps[key]
@@ -331,3 +334,17 @@ class Dashboard(DashboardControls):
 
     def __repr__(self) -> str:
         return f"Dashboard({self.run!r})"
+
+
+def _main_heatmap(num_pages: int, page_size: int, palette: SequencePalette) -> PoolHeatmap:
+    """The main picture: its two views stacked or side by side, whichever draws larger cells
+    in MAIN_PX x MAIN_HEIGHT_PX (the cells' size in pixels decides)."""
+    cells = {
+        (cols, dpi): dpi * cell_inches(num_pages, 2, cols, MAIN_PX / dpi / cols, MAIN_HEIGHT_PX / dpi)
+        for cols, dpi in ((1, STACKED_DPI), (2, BESIDE_DPI))
+    }
+    columns, dpi = max(cells, key=lambda k: cells[k])
+    return PoolHeatmap(
+        num_pages, page_size, MAIN_VIEWS, palette, dpi, MAIN_PX / dpi / columns, show_clock=False,
+        columns=columns, max_height=MAIN_HEIGHT_PX / dpi,
+    )  # fmt: skip

@@ -45,8 +45,9 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
 
 
-def log_html(records: Sequence, steps: int) -> str:
-    """The last `steps` records of a run as the event log (newest step first)."""
+def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
+    """The last `steps` records of a run as the event log (newest step first), at most
+    `height_px` tall (it scrolls)."""
     lines = []
     for record in reversed(records[-steps:]):  # newest step first
         label = f"after step {record.step}, yours" if record.own else f"step {record.step}"
@@ -58,8 +59,9 @@ def log_html(records: Sequence, steps: int) -> str:
     body = "".join(lines) or "<i>no step yet: press Step</i>"
     key = " ".join(f"<span style='color:{EVENT_COLORS[k]}'>{k.replace('_', ' ')}</span>" for k in LOG_KINDS)
     return (
-        "<div style='max-height:440px;overflow-y:auto;font-family:monospace;font-size:14px;"
-        "line-height:1.4;border:1px solid #ccc;padding:4px'><div><b>event log</b> (newest step "
+        f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;"
+        "font-family:monospace;font-size:14px;line-height:1.4;border:1px solid #ccc;padding:4px'>"
+        "<div><b>event log</b> (newest step "
         f"first; inside a step, the decision, then cause before effect) · {key}<br>tokens count "
         "from 1 in each sequence; a slot is a token's place in the pool: page × page size + its "
         f"place in the page (from 0)</div>{body}</div>"

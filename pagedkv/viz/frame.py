@@ -4,9 +4,9 @@ matplotlib lays out a `PoolHeatmap`'s panels (page-id ticks, titles, colour bars
 and renders them once per geometry into a background bitmap (`build_frame`, cached); the
 cell rectangles are measured in pixels so a picture can be composed with one numpy scatter.
 Text that changes with the snapshot is stamped with Pillow from glyph masks rendered once
-(`stamp_text`). Why: on a 2-core machine matplotlib spends about 1 ms laying out each `Text`
-and several ms resampling each image, so re-drawing labelled panels costs hundreds of ms per
-step; composing pixels costs a few.
+(`pagedkv.viz.glyphs.stamp_text`). Why: on a 2-core machine matplotlib spends about 1 ms
+laying out each `Text` and several ms resampling each image, so re-drawing labelled panels
+costs hundreds of ms per step; composing pixels costs a few.
 
 Leaves out: interactive backends (ipympl); the pictures are PNG bytes.
 """
@@ -18,14 +18,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from matplotlib import colormaps, font_manager
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import BoundaryNorm, ListedColormap, Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
-from PIL import Image, ImageDraw, ImageFont
 
 from pagedkv.core.page import PageState
 from pagedkv.viz.palette import LRU_CMAP, OCCUPANCY_CMAP, REF_COUNT_CMAP, STATE_COLORS, VICTIM_COLOR
@@ -54,56 +53,6 @@ def grid_shape(num_pages: int) -> tuple[int, int]:
     return math.ceil(num_pages / cols), cols
 
 
-@lru_cache(maxsize=16)
-def _font(size_px: int) -> ImageFont.FreeTypeFont:
-    """DejaVu Sans, the font matplotlib ships, so stamped text matches the axes text."""
-    path = font_manager.findfont(font_manager.FontProperties(family="DejaVu Sans"))
-    return ImageFont.truetype(path, size_px)
-
-
-@lru_cache(maxsize=8192)
-def _glyphs(text: str, size_px: int, anchor: str) -> tuple[Image.Image, tuple[int, int, int, int]]:
-    """`text` rendered once as an 8-bit mask, with its box relative to the anchor point.
-
-    Pillow rasterises glyphs on every `ImageDraw.text` call (about 1 ms for a short label
-    on a busy machine); pasting a cached mask costs microseconds, and a heatmap repeats the
-    same few hundred labels on every step."""
-    font = _font(size_px)
-    x0, y0, x1, y1 = (int(v) for v in font.getbbox(text, anchor=anchor))
-    box = (x0, y0, x1, y1)
-    mask = Image.new("L", (max(1, box[2] - box[0]), max(1, box[3] - box[1])), 0)
-    ImageDraw.Draw(mask).text((-box[0], -box[1]), text, fill=255, font=font, anchor=anchor)
-    return mask, box
-
-
-@lru_cache(maxsize=4096)
-def fit_text(text: str, size_px: int, width_px: float) -> str:
-    """`text`, with "…" in place of middle characters if needed to be at most `width_px`
-    wide at `size_px`. The middle goes first: ids like request_A and request_B differ at
-    the end."""
-    font = _font(size_px)
-    head, tail = len(text) - len(text) // 2, len(text) // 2
-    shown = text
-    while head + tail > 1 and font.getlength(shown) > width_px:
-        head, tail = (head - 1, tail) if head >= tail else (head, tail - 1)
-        shown = text[:head] + "…" + (text[-tail:] if tail else "")
-    return shown
-
-
-def stamp_text(
-    image: Image.Image, xy: tuple[float, float], text: str, size_px: int, color: str, anchor: str
-) -> None:
-    """Paint `text` in `color` with its `anchor` point (Pillow anchors: "mm", "ls", ...) at xy."""
-    mask, (x0, y0, _, _) = _glyphs(text, size_px, anchor)
-    x, y = round(xy[0]), round(xy[1])
-    image.paste(color, (x + x0, y + y0, x + x0 + mask.width, y + y0 + mask.height), mask)
-
-
-def pack_rgba(rgba: np.ndarray) -> np.ndarray:
-    """Float RGBA [..., 4] in [0, 1] -> one uint32 per colour (little-endian RGBA bytes)."""
-    return np.ascontiguousarray(np.round(rgba * 255).astype(np.uint8)).view(np.uint32)[..., 0]
-
-
 @dataclass(frozen=True, eq=False)
 class PanelFrame:
     """Where one view's cells, title and key sit in the rendered frame (image pixels)."""
@@ -127,25 +76,70 @@ class Frame:
     min_font_px: float  # the smallest text matplotlib drew into the frame, in pixels
     cut_texts: tuple[str, ...] = ()  # texts that run past the picture's edge (none, once laid out)
 
+    @property
+    def label_px(self) -> int:
+        """Size of a one-line cell label (a page id, a count): FONT_PT, larger in large cells
+        (a third of the cell, up to 1.5 x), so a big picture is not mostly empty cells."""
+        base = round(FONT_PT * self.px)
+        return max(base, min(round(1.5 * base), round(0.34 * self.cell_px)))
+
+
+PANEL_TEXT_IN, FIGURE_TEXT_IN = 0.95, 0.45  # a panel's title and labels; the picture's title
+
+
+def _legend_inches(panel_width: float) -> float:
+    return min(1.6, 0.4 * panel_width)  # 0.29 of 5.5 inches, kept when narrower
+
+
+def cell_inches(num_pages: int, nviews: int, columns: int, panel_width: float, height: float | None) -> float:
+    """Side of a grid cell in inches: as wide as the panel allows beside its legend and,
+    given the picture's `height` in inches, as tall as `nviews` panels in `columns` allow."""
+    rows, cols = grid_shape(num_pages)
+    cell = (panel_width - _legend_inches(panel_width)) * 0.95 / cols
+    if height is not None:
+        cell = min(cell, ((height - FIGURE_TEXT_IN) / math.ceil(nviews / columns) - PANEL_TEXT_IN) / rows)
+    return cell
+
+
+def _figure_inches(
+    num_pages: int, nviews: int, columns: int, panel_width: float, max_height: float | None
+) -> tuple[float, float, float]:
+    """(panel width, picture height, grid width) in inches. Cells as large as the panel's
+    width allows, or, when `max_height` stops them first, a picture `max_height` tall whose
+    panels are only as wide as their grid and legend (and 3/4 of `panel_width` at least, for
+    the picture's title): no empty band at the right."""
+    rows, cols = grid_shape(num_pages)
+    nrows, legend_in = math.ceil(nviews / columns), _legend_inches(panel_width)
+    cell = cell_inches(num_pages, nviews, columns, panel_width, None)
+    height = (rows * cell + 1.2) * nrows + 0.5  # little white above and below
+    if max_height is None or height <= max_height:
+        return panel_width, height, panel_width - legend_in
+    grid_in = cell_inches(num_pages, nviews, columns, panel_width, max_height) * cols
+    width = min(panel_width, max(0.75 * panel_width, grid_in + legend_in + 0.45))  # 0.45: row ids
+    return width, max_height, grid_in
+
 
 @lru_cache(maxsize=32)
 def build_frame(
-    num_pages: int, page_size: int, views: tuple[str, ...], dpi: int, panel_width: float
+    num_pages: int,
+    page_size: int,
+    views: tuple[str, ...],
+    dpi: int,
+    panel_width: float,
+    columns: int | None = None,
+    max_height: float | None = None,
 ) -> Frame:
-    """Lay the panels out with matplotlib, render them once and measure where cells are."""
+    """Lay the panels out with matplotlib, render them once and measure where cells are.
+    `columns`: panels per row (default 2 for two views or more); `max_height`: inches the
+    picture may take at most (cells shrink to fit it, panels narrow to their grid)."""
     rows, cols = grid_shape(num_pages)
-    ncols = 2 if len(views) >= 2 else 1  # two views side by side fill a cell's width
+    ncols = columns or (2 if len(views) >= 2 else 1)  # two views side by side fill a cell's width
     nrows = math.ceil(len(views) / ncols)
-    legend_in = min(1.6, 0.4 * panel_width)  # legend inches: 0.29 of 5.5, kept when narrower
-    cell = (panel_width - legend_in) * 0.95 / cols  # inches per grid cell
-    figure = Figure(
-        figsize=(panel_width * ncols, (rows * cell + 1.2) * nrows + 0.5),  # little white above and below
-        dpi=dpi,
-        layout="constrained",
-    )
+    panel_width, height, grid_in = _figure_inches(num_pages, len(views), ncols, panel_width, max_height)
+    figure = Figure(figsize=(panel_width * ncols, height), dpi=dpi, layout="constrained")
     canvas = FigureCanvasAgg(figure)
     figure.suptitle(" ", fontsize=SUPTITLE_PT + 1)  # reserves the room the stamped title takes
-    specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[panel_width - legend_in, legend_in] * ncols)
+    specs = figure.add_gridspec(nrows, 2 * ncols, width_ratios=[grid_in, panel_width - grid_in] * ncols)
     axes = []
     for k, view in enumerate(views):
         r, c = divmod(k, ncols)
@@ -180,13 +174,18 @@ def build_frame(
                 (key.x0, height - key.y1, key.x1, height - key.y0),
             )
         )
+    min_font_px = _smallest_pt(figure) * px
+    return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px, _cut_texts(figure))
+
+
+def _smallest_pt(figure: Figure) -> float:
+    """The size in points of the smallest text drawn into `figure`."""
     sizes = [
         float(t.get_fontsize())  # points; the stubs also allow a size name, which Text never returns
         for t in figure.findobj(Text)
         if t.get_visible() and t.get_text().strip()
     ]
-    min_font_px = min(sizes, default=FONT_PT) * px
-    return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px, _cut_texts(figure))
+    return min(sizes, default=FONT_PT)
 
 
 def _draw_wrapping_cut_texts(figure: Figure, canvas: FigureCanvasAgg) -> None:
@@ -266,7 +265,8 @@ def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int)
     ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
     ax.tick_params(labelsize=FONT_PT, length=0)
     filler = "; hatched: no page" if num_pages < rows * cols else ""
-    ax.set_xlabel(f"page id = row + column{filler}", fontsize=FONT_PT)
+    # With the note, from the grid's left edge: centred, it would run past a narrow picture's.
+    ax.set_xlabel(f"page id = row + column{filler}", fontsize=FONT_PT, loc="left" if filler else "center")
     for spine in ax.spines.values():
         spine.set_visible(False)
     _make_key(view, key_ax, page_size)

@@ -36,16 +36,8 @@ from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.events import Event
 from pagedkv.core.plumbing.validation import check_choice, check_instance, check_int, check_number
-from pagedkv.viz.frame import (
-    FONT_PT,
-    SUPTITLE_PT,
-    TITLE_PT,
-    build_frame,
-    fit_text,
-    grid_shape,
-    pack_rgba,
-    stamp_text,
-)
+from pagedkv.viz.frame import FONT_PT, SUPTITLE_PT, TITLE_PT, build_frame, grid_shape
+from pagedkv.viz.glyphs import fit_text, pack_rgba, stamp_text
 from pagedkv.viz.heatmap_views import (
     MAX_LEGEND_SEQUENCES,
     VIEWS,
@@ -82,7 +74,8 @@ class PoolHeatmap:
     `show_clock=False` leaves the logical clock out of the title (the dashboard shows its
     own step counter instead). `panel_width` is in inches (default 5.5, or 11 for a single
     view): with the default dpi the picture fills a JupyterLab cell and its text stays
-    >= 12 pt on a projector.
+    >= 12 pt on a projector. `columns` (1 or 2) stacks the panels or sets them side by side;
+    `max_height` (inches) caps the picture's height: cells shrink to fit it.
     """
 
     def __init__(
@@ -94,6 +87,8 @@ class PoolHeatmap:
         dpi: int = DPI,
         panel_width: float | None = None,
         show_clock: bool = True,
+        columns: int | None = None,
+        max_height: float | None = None,
     ) -> None:
         self.num_pages, self.page_size = (
             check_int("num_pages", num_pages, 1),
@@ -111,6 +106,10 @@ class PoolHeatmap:
             panel_width = 11.0 if len(views) == 1 else 5.5
         if check_number("panel_width", panel_width, 2.0) > 20:
             raise ValueError(f"panel_width must be a number of inches in [2, 20], got {panel_width!r}")
+        if columns is not None:
+            check_int("columns", columns, 1, 2)
+        if max_height is not None:
+            max_height = check_number("max_height", max_height, 2.0)
         self.views = views
         self.show_clock = bool(show_clock)
         self.palette = palette if palette is not None else DEFAULT_PALETTE
@@ -121,7 +120,9 @@ class PoolHeatmap:
         self.suptitle = ""
         self._png: bytes | None = None  # the current picture, encoded once
         self._key: tuple = ()  # everything the current picture shows
-        self._frame = build_frame(self.num_pages, self.page_size, views, dpi, float(panel_width))
+        self._frame = build_frame(
+            self.num_pages, self.page_size, views, dpi, float(panel_width), columns, max_height
+        )
         self.panels = {p.view: Panel(p) for p in self._frame.panels}
 
     # ---- updates -------------------------------------------------------------------------------
@@ -230,20 +231,23 @@ class PoolHeatmap:
             if not self.labelled:
                 continue
             centers = (boxes[:, :2] + boxes[:, 2:]) / 2
+            one_line = self._frame.label_px if panel.view != "lru" else size  # lru: up to 3 lines
             for (x, y), label, dark in zip(centers.tolist(), panel.labels, panel.dark.tolist(), strict=True):
                 color = "white" if dark else "black"
                 lines = label.split("\n")
-                sizes = [size] * len(lines)  # every line readable: none shrinks
+                sizes = [size] * len(lines) if len(lines) > 1 else [one_line]  # none shrinks
                 top = y - 0.55 * sum(sizes) + 0.55 * sizes[0]
                 for line, line_size in zip(lines, sizes, strict=True):
                     stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
                     top += 1.1 * line_size
 
-    def legend_rows(self, panel: Panel) -> list[tuple[str, list[str], float]]:
-        """(colour, text lines, top y) of each row of `panel`'s legend as stamped: below the
-        grid's top edge (so never over the panel's title), each name whole or wrapped after
-        its last "_" / "." to fit between its swatch and the next panel or the picture's
-        edge (two different names never look the same), as many as fit, then "+k more"."""
+    def legend_rows(self, panel: Panel) -> list[tuple[str, list[str], float, float]]:
+        """(colour, text lines, left x, top y) of each row of `panel`'s legend as stamped:
+        below the grid's top edge (so never over the panel's title), each name whole or
+        wrapped after its last "_" / "." to fit between its swatch and the next panel or the
+        picture's edge (two different names never look the same), as many as fit, then
+        "+k more". Names that fit whole in half that room flow into two columns when one
+        column is too short for them (a short grid with a wide key beside it)."""
         x0, y0, _, y1 = panel.frame.key_box
         px, size = self._frame.px, round(FONT_PT * self._frame.px)
         line = 1.45 * FONT_PT * px
@@ -253,11 +257,16 @@ class PoolHeatmap:
         )
         room = right - (x0 + 22 * px) - 4 * px
         top = max(y0, float(panel.frame.boxes[:, 1].min()))
-        fits = max(2, int((max(y1, top) - top) // line))  # lines
+        per_column = max(2, int((max(y1, top) - top) // line))  # lines
+        half = (right - x0) / 2 - 26 * px
+        columns = 2 if len(panel.legend) > per_column and all(
+            fit_text(label, size, half) == label for _, label in panel.legend
+        ) else 1  # fmt: skip
+        room = half if columns == 2 else room
         *named, last = [(color, _legend_lines(label, size, room)) for color, label in panel.legend]
         hidden = sum(int(lines[0][1:].split()[0]) for color, lines in named if not color)
         named = [row for row in named if row[0]]
-        keep = len(named)
+        keep, fits = len(named), per_column * columns
         while (
             keep and sum(len(lines) for _, lines in named[:keep]) + 1 + (keep < len(named) or hidden) > fits
         ):
@@ -265,16 +274,18 @@ class PoolHeatmap:
         rows = named[:keep]
         if hidden + len(named) - keep:
             rows.append(("", [f"+{hidden + len(named) - keep} more"]))
-        out, y = [], top
+        out, used = [], 0  # lines so far
         for color, lines in [*rows, last]:
-            out.append((color, lines, y))
-            y += line * len(lines)
+            column, k = divmod(used, per_column) if columns == 2 else (0, used)
+            out.append((color, lines, x0 + column * (right - x0) / 2, top + k * line))
+            used += len(lines)
         return out
 
     def _stamp_legend(self, image: Image.Image, draw: ImageDraw.ImageDraw, panel: Panel) -> None:
         px = self._frame.px
-        x, line, size = panel.frame.key_box[0] + 4 * px, 1.45 * FONT_PT * px, round(FONT_PT * px)
-        for color, lines, y in self.legend_rows(panel):
+        line, size = 1.45 * FONT_PT * px, round(FONT_PT * px)
+        for color, lines, x, y in self.legend_rows(panel):
+            x += 4 * px
             if color:
                 draw.rectangle((x, y + 2, x + 14 * px, y + line - 2), fill=color, outline="#999999")
             for k, text in enumerate(lines):

@@ -33,8 +33,8 @@ from pagedkv.viz.frame import (
     REF_COUNT_MAX,
     Frame,
     PanelFrame,
-    fit_text,
 )
+from pagedkv.viz.glyphs import fit_text
 from pagedkv.viz.palette import (
     LRU_CMAP,
     NO_OWNER_COLOR,

@@ -26,7 +26,9 @@ pytestmark = pytest.mark.browser
 
 PROJECTOR = {"width": 1280, "height": 720}
 MIN_SHOWN_PT = 12.0
-MIN_DASHBOARD_PX = 12.0  # the compact dashboard's heatmap shares the width with the event log
+MIN_DASHBOARD_PX = 14.0  # the compact dashboard's main picture, beside the event log
+# ... and its share of a 1280x720 window: it is the dashboard's main picture, not a strip.
+MIN_PICTURE_WIDTH, MIN_PICTURE_HEIGHT = 0.4, 0.5
 MIN_FILL = 0.9
 # (notebook, text of the cell whose first picture is measured, screenshot file or None)
 PICTURES = [
@@ -132,16 +134,13 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
 
     counter = page.locator(".pagedkv-step-counter").first
     heatmap = page.locator("img.pagedkv-heatmap").first
-    m = measure(nb, heatmap, FONT_PT)  # the compact dashboard: beside the log, text >= 12 px
+    m = measure(nb, heatmap, FONT_PT)  # the compact dashboard: beside the log, text >= 14 px
     assert m["shown_pt"] / 0.75 >= MIN_DASHBOARD_PX, m
-    dashboard_fits_the_screen(nb, screenshot_dir)
+    dashboard_fits_the_screen(nb, screenshot_dir / "dashboard_compact_1280x720.png")
     assert re.search(r"step 0 of 59", counter.text_content()), "the learner's dashboard moved"
-    readout = page.locator(".pagedkv-step-slider .widget-readout")
-    readout.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.type("59")
-    page.keyboard.press("Enter")
-    counter.filter(has_text=re.compile(r"step 59 of 59")).wait_for(timeout=120_000)
+    _jump_to(nb, 5)  # a few entries in the log, pages in use
+    dashboard_fits_the_screen(nb, screenshot_dir / "dashboard_compact_1280x720_step5.png")
+    _jump_to(nb, 59)
     nb.wait_idle()
     assert "done" in counter.text_content()
     assert not page.locator("button.pagedkv-step").is_enabled()
@@ -151,12 +150,27 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     )
 
 
-_BOX_JS = "el => { const r = el.getBoundingClientRect(); return {top: r.top, bottom: r.bottom}; }"
+_BOX_JS = """el => { const r = el.getBoundingClientRect();
+  return {top: r.top, bottom: r.bottom, width: r.width, height: r.height}; }"""
 
 
-def dashboard_fits_the_screen(nb: NotebookPage, screenshot_dir) -> None:
+def _jump_to(nb: NotebookPage, step: int) -> None:
+    """Type `step` into the dashboard's Jump to readout and wait until it is drawn."""
+    page = nb.page
+    page.locator(".pagedkv-step-slider .widget-readout").click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type(str(step))
+    page.keyboard.press("Enter")
+    counter = page.locator(".pagedkv-step-counter").first
+    counter.filter(has_text=re.compile(rf"step {step} of 59")).wait_for(timeout=120_000)
+    nb.wait_idle()
+    page.wait_for_timeout(500)
+
+
+def dashboard_fits_the_screen(nb: NotebookPage, shot) -> None:
     """At 1280x720, with the dashboard scrolled to its top, the Step button, the event log's
-    first lines and the main heatmap are all inside the window: no scrolling between them."""
+    first lines, the main heatmap and the tab bar (the other views) are all inside the
+    window: no scrolling between them; and the heatmap takes a fair share of the window."""
     page = nb.page
     step = page.locator("button.pagedkv-step").first
     page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
@@ -168,11 +182,17 @@ def dashboard_fits_the_screen(nb: NotebookPage, screenshot_dir) -> None:
             ("Step", step),
             ("heatmap", page.locator("img.pagedkv-heatmap").first),
             ("event log", page.locator(".pagedkv-event-log").first),
+            ("tab bar", page.locator(".pagedkv-tabs .lm-TabBar-tab").first),
         )
     }
+    width = page.viewport_size["width"]
     assert 0 <= boxes["Step"]["top"] and boxes["Step"]["bottom"] <= height, boxes
     assert 0 <= boxes["heatmap"]["top"] and boxes["heatmap"]["bottom"] <= height, boxes
+    assert 0 <= boxes["tab bar"]["top"] and boxes["tab bar"]["bottom"] <= height, boxes
+    shown = boxes["heatmap"]
+    assert shown["width"] >= MIN_PICTURE_WIDTH * width, f"main picture {shown} in {width}x{height}"
+    assert shown["height"] >= MIN_PICTURE_HEIGHT * height, f"main picture {shown} in {width}x{height}"
     assert 0 <= boxes["event log"]["top"] and boxes["event log"]["top"] + 100 <= height, (
         boxes
     )  # its first lines
-    page.screenshot(path=str(screenshot_dir / "dashboard_compact_1280x720.png"))
+    page.screenshot(path=str(shot))
