@@ -351,7 +351,8 @@ def test_format_table_prints_percentage_columns_as_percentages():
     # other numbers keep their format.
     from pagedkv.bench import format_table
 
-    text = format_table(["policy", "chat %", "ratio", "requests"], [["lru", 58.5, 1.25, 1200], ["arc", 100.0, 0.5, 7]])
+    rows = [["lru", 58.5, 1.25, 1200], ["arc", 100.0, 0.5, 7]]
+    text = format_table(["policy", "chat %", "ratio", "requests"], rows)
     lines = text.splitlines()
     assert lines[0].split() == ["policy", "chat", "%", "ratio", "requests"]
     assert lines[2].split() == ["lru", "58.5%", "1.250", "1,200"]

@@ -236,6 +236,7 @@ def _benchmark_figures() -> dict[str, object]:
         w: {p: list(np.linspace(0.2, 0.7, 3) + 0.01 * i) for i, p in enumerate(policies)}
         for w in eviction.WORKLOADS.split(",")
     }
+    eviction_data = {"curves": curves, "sizes": [1024, 2048, 4096], "cache_tokens": 2048}
     rates = {f"{d}/{m}/{n}": 1000.0 * n for d in threads.DESIGNS for m in threads.MIXES for n in (1, 2, 4, 8)}
     return {
         "06 memory": projector(memory.figure(memory.run(workloads="sharegpt", requests=30))),
@@ -247,7 +248,7 @@ def _benchmark_figures() -> dict[str, object]:
         "06 scale": projector(scale.figure(scale.run(sizes=(30,), num_pages=256))),
         "07 threads": threads.figure(Report("threads", [], [], data=rates)),
         "10 eviction": eviction.figure(
-            Report("eviction", [], [], data={"curves": curves, "sizes": [1024, 2048, 4096], "cache_tokens": 2048})
+            Report("eviction", [], [], data=eviction_data)
         ),
     }
 
