@@ -247,9 +247,7 @@ def _benchmark_figures() -> dict[str, object]:
         "06 attention": projector(attention.figure(attention.run(quick=True))),
         "06 scale": projector(scale.figure(scale.run(sizes=(30,), num_pages=256))),
         "07 threads": threads.figure(Report("threads", [], [], data=rates)),
-        "10 eviction": eviction.figure(
-            Report("eviction", [], [], data=eviction_data)
-        ),
+        "10 eviction": eviction.figure(Report("eviction", [], [], data=eviction_data)),
     }
 
 
