@@ -344,3 +344,17 @@ def test_notebooks_bench_runs_each_notebook_beside_a_bare_kernel(tmp_path):
         notebooks.run(directory=str(tmp_path), only=["zz"])
     with pytest.raises(ValueError, match="folder of notebooks"):
         notebooks.run(directory=str(tmp_path / "missing"))
+
+
+def test_format_table_prints_percentage_columns_as_percentages():
+    # A column whose name ends in "%" holds percentages: 58.5 reads "58.5%", never "58.500";
+    # other numbers keep their format.
+    from pagedkv.bench import format_table
+
+    rows = [["lru", 58.5, 1.25, 1200], ["arc", 100.0, 0.5, 7]]
+    text = format_table(["policy", "chat %", "ratio", "requests"], rows)
+    lines = text.splitlines()
+    assert lines[0].split() == ["policy", "chat", "%", "ratio", "requests"]
+    assert lines[2].split() == ["lru", "58.5%", "1.250", "1,200"]
+    assert lines[3].split() == ["arc", "100.0%", "0.500", "7"]
+    assert "58.500" not in text

@@ -58,3 +58,11 @@ def test_bench_bad_input_names_the_argument():
         eviction.run(quick=True, policies="lru,belady", workloads="zipf")
     with pytest.raises(ValueError, match="workload must be one of"):
         eviction.run(quick=True, workloads="video")
+
+
+def test_bench_eviction_with_lru_alone_says_there_is_nothing_to_compare(tmp_path, capsys):
+    # `--policies lru` once crashed in the verdict (max() of no other policy).
+    report = bench(tmp_path, capsys, "eviction", "--policies", "lru", "--workloads", "zipf")
+    assert [row["policy"] for row in report["rows"]] == ["lru"]
+    rate = report["data"]["table"]["zipf"]["lru"]
+    assert report["notes"][-1] == f"zipf: LRU {100 * rate:.1f}%; no other policy ran to compare it with"

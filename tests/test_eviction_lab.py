@@ -206,3 +206,10 @@ def test_bad_names_and_sizes():
         replay(requests, 16)
     with pytest.raises(ValueError, match="workload must be one of"):
         lab_workload("burst")
+
+
+def test_lru_verdict_without_another_policy():
+    assert lru_verdict({"chat": {"lru": 0.585}, "scan": {"lru": 0.2}}) == [
+        "chat: LRU 58.5%; no other policy ran to compare it with",
+        "scan: LRU 20.0%; no other policy ran to compare it with",
+    ]

@@ -270,3 +270,48 @@ def test_the_dashboards_block_tables_and_their_key_are_at_least_12_px():
     assert "copy-on-write" in page and "prefix hit" in page  # the key is there
     sizes = [float(px) for px in re.findall(r"font-size:\s*([\d.]+)px", page)]
     assert sizes and min(sizes) >= MIN_PX, sizes
+
+
+SCREEN_PX = 720  # a small laptop screen's height: a whole figure, title included, must fit in it
+BARS_PX = 160  # of which the browser's and JupyterLab's bars take about this much
+
+
+def _benchmark_figures() -> dict[str, object]:
+    """The benchmark figures of notebooks 06, 07 and 10, drawn as those notebooks show them
+    (06 through `projector`), from small runs; the eviction curves are made up: the figure's
+    layout depends on the number of streams and policies, not on the rates."""
+    import numpy as np
+
+    from pagedkv.bench import Report, attention, eviction, memory, page_size, scale, sharing, threads
+    from pagedkv.viz import projector
+
+    policies = eviction.POLICIES.split(",")
+    curves = {
+        w: {p: list(np.linspace(0.2, 0.7, 3) + 0.01 * i) for i, p in enumerate(policies)}
+        for w in eviction.WORKLOADS.split(",")
+    }
+    eviction_data = {"curves": curves, "sizes": [1024, 2048, 4096], "cache_tokens": 2048}
+    rates = {f"{d}/{m}/{n}": 1000.0 * n for d in threads.DESIGNS for m in threads.MIXES for n in (1, 2, 4, 8)}
+    return {
+        "06 memory": projector(memory.figure(memory.run(workloads="sharegpt", requests=30))),
+        "06 sharing": projector(sharing.figure(sharing.run(requests=4))),
+        "06 page size": projector(
+            page_size.figure(page_size.run(requests=10, page_sizes="4,16", capacities="8192"), timing=False)
+        ),
+        "06 attention": projector(attention.figure(attention.run(quick=True))),
+        "06 scale": projector(scale.figure(scale.run(sizes=(30,), num_pages=256))),
+        "07 threads": threads.figure(Report("threads", [], [], data=rates)),
+        "10 eviction": eviction.figure(Report("eviction", [], [], data=eviction_data)),
+    }
+
+
+def test_benchmark_figures_have_text_of_at_least_12_px_and_fit_a_720_px_screen():
+    small, tall = [], []
+    for name, fig in _benchmark_figures().items():
+        small += [(name, round(px, 1), text[:30]) for px, text in shown_px(fig) if px < MIN_PX]
+        width, height = fig.get_size_inches() * fig.dpi
+        shown_height = height * min(1.0, CELL_PX / width)
+        if shown_height > SCREEN_PX - BARS_PX:
+            tall.append((name, round(shown_height)))
+    assert not small, small
+    assert not tall, tall

@@ -77,16 +77,20 @@ class Report:
 
 
 def format_table(columns: list[str], rows: list[list[object]]) -> str:
-    """A plain-text table with right-aligned numbers."""
+    """A plain-text table with right-aligned numbers. A column whose name ends in "%" holds
+    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%")."""
+    percent = [c.endswith("%") for c in columns]
 
-    def cell(value: object) -> str:
+    def cell(value: object, is_percent: bool) -> str:
+        if is_percent and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return f"{value:.1f}%"
         if isinstance(value, float):
             return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
         if isinstance(value, int) and not isinstance(value, bool):
             return f"{value:,}"
         return str(value)
 
-    cells = [[cell(v) for v in row] for row in rows]
+    cells = [[cell(v, p) for v, p in zip(row, percent)] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     numeric = [all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(columns))]
     lines = ["  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(columns, widths, numeric))]

@@ -96,14 +96,15 @@ def run(
 
 
 def figure(report: Report):
-    """One panel per workload: hit rate against cache size, one line per policy."""
+    """One panel per workload, side by side: hit rate against cache size, one line per
+    policy. Wider than tall, so the whole figure and its title fit on a laptop screen."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     curves, sizes = report.data["curves"], report.data["sizes"]
-    fig = Figure(figsize=(12, 7.5))
+    fig = Figure(figsize=(14, 4.6))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 2, sharex=True, sharey=True).ravel()
+    axes = fig.subplots(1, len(curves), sharey=True, squeeze=False)[0]
     for ax, (workload, by_policy) in zip(axes, curves.items()):
         for policy, rates in by_policy.items():
             ax.plot(
@@ -116,21 +117,17 @@ def figure(report: Report):
                 label=policy,
             )
         ax.axvline(report.data["cache_tokens"], color="#bbbbbb", ls=":", zorder=0)
-        ax.set_title(workload, fontsize=14)
+        ax.set_title(workload, fontsize=15)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(c) for c in sizes])
         ax.minorticks_off()
         ax.grid(alpha=0.3)
-        ax.tick_params(labelsize=12)
-    for ax in axes[len(curves) :]:
-        ax.set_visible(False)
-    for ax in axes[::2]:
-        ax.set_ylabel("prefix hit rate (%)", fontsize=13)
-    for ax in axes[-2:]:
-        ax.set_xlabel("cache size (tokens)", fontsize=13)
-    # One legend under the panels: inside a panel it covered lines (lfu and s3fifo on chat).
+        ax.tick_params(labelsize=13)
+        ax.set_xlabel("cache size (tokens)", fontsize=14)
+    axes[0].set_ylabel("prefix hit rate (%)", fontsize=14)
+    # One legend under the panels, in one row: inside a panel it covered lines.
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=12, frameon=False)
-    fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=15)
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=14, frameon=False)
+    fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=16)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig

@@ -177,11 +177,15 @@ def hit_rate_curves(
 def lru_verdict(rates: dict[str, dict[str, float]], margin: float = 0.01) -> list[str]:
     """One line per workload: does LRU lose (by more than `margin`), and to which policy?
 
-    rates: workload -> policy -> hit rate at one cache size; needs an "lru" entry."""
+    rates: workload -> policy -> hit rate at one cache size; needs an "lru" entry. With
+    LRU alone, the line says so and gives LRU's rate."""
     lines = []
     for workload, by_policy in rates.items():
         lru = by_policy["lru"]
         others = {p: r for p, r in by_policy.items() if p != "lru"}
+        if not others:
+            lines.append(f"{workload}: LRU {lru:.1%}; no other policy ran to compare it with")
+            continue
         best = max(others, key=lambda p: others[p])
         winners = [p for p, r in others.items() if r - lru > margin]
         if winners:

@@ -30,12 +30,13 @@ and since every operation touches the clock, the FREE heap or the eviction order
 operation would still need the global lock: per-page locks would only add acquisitions. The
 one finer design a wrapper *can* implement is a read-write lock (`ReadWriteLock`): reads
 share, writes exclude. `python -m pagedkv bench threads` measures both at 1, 2, 4 and 8
-threads. On a read-heavy mix the coarse lock is ahead at every count (1.2-1.9x in a best
-of 10 run); on a write-heavy one the two are even within the machine's noise (0.9-1.9x,
-the order at some counts flipping between runs). The work is pure Python, so the GIL runs
-one thread at a time anyway and shared reads gain no parallelism, while a read-write lock
-built from a Condition costs several lock operations per acquisition. Even, at best, is no
-reason for the more complex lock.
+threads (notebook 07 shows a run): neither gets steadily faster with more threads, and the
+read-write lock wins at some counts and loses at others, the order flipping between runs.
+The work is pure Python, so the GIL runs one thread at a time anyway and shared reads gain
+no parallelism, while a read-write lock built from a Condition costs several lock
+operations per acquisition. Even, at best, is no reason for the more complex lock. (Each
+write hold also ends by publishing `counts()`, whose token usage reads every page: in the
+bookkeeping-only benchmark that, not the lock, is most of a write's time.)
 
 Reads that must never wait — a liveness probe, a metrics scrape — do not take the lock at
 all: every `exclusive()` hold ends by publishing a fresh `counts()` dict (`published`), a
