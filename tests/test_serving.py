@@ -128,7 +128,11 @@ def test_contiguous_shares_are_the_accounting(policy):
     arena = ContiguousKVCache(15_728, policy, 2048, allocator="buddy", pow2_of="output")
     for i, (prompt, final) in enumerate([(100, 300), (5, 900), (700, 701), (20, 40)]):
         arena.add(f"r{i}", prompt, final)
+    arena.append_all()  # r2 now holds its final 701 tokens
     arena.append("r0"), arena.append("r3"), arena.free("r1")
+    with pytest.raises(ValueError, match="'r2' already holds its final_len = 701"):
+        arena.append_all()
+    assert {r.req_id: r.used for r in arena.accounting().reservations} == {"r0": 102, "r2": 701, "r3": 22}
     for final, prompt in [(64, 10), (2048, 1000), (300, 299)]:
         want = arena.accounting(final, prompt).as_dict()
         assert arena.shares(final, prompt) == want
