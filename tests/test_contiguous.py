@@ -104,6 +104,19 @@ ops = st.lists(
 )
 
 
+def append_all(arena: ContiguousKVCache, oracle: ArenaOracle) -> None:
+    """A token for every request, or for none if one of them is full."""
+    if all(used < final for used, final in oracle.req.values()):
+        arena.append_all()
+        for entry in oracle.req.values():
+            entry[0] += 1
+    else:
+        before = arena.accounting()
+        with pytest.raises(ValueError, match="already holds its final_len"):
+            arena.append_all()
+        assert arena.accounting() == before
+
+
 @pytest.mark.parametrize("policy", ["max", "pow2", "oracle"])
 @settings(max_examples=examples(60), deadline=None)
 @given(ops=ops)
@@ -134,16 +147,8 @@ def test_matches_slot_oracle(policy, ops):
             else:
                 with pytest.raises(ValueError, match="final_len"):
                     arena.append(rid)
-        elif op == "append_all":  # a token for every request, or none if one is full
-            if all(used < final for used, final in oracle.req.values()):
-                arena.append_all()
-                for entry in oracle.req.values():
-                    entry[0] += 1
-            else:
-                before = arena.accounting()
-                with pytest.raises(ValueError, match="already holds its final_len"):
-                    arena.append_all()
-                assert arena.accounting() == before
+        elif op == "append_all":
+            append_all(arena, oracle)
         elif live and op == "free":
             rid = live[pick % len(live)]
             arena.free(rid)

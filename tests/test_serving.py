@@ -144,3 +144,11 @@ def test_memory_off_gives_the_same_latencies():
         full = serving.serve(requests, system, arrival_rate=3.0)
         fast = serving.serve(requests, system, arrival_rate=3.0, memory=False)
         assert "token_states" not in fast and all(full[k] == v for k, v in fast.items())
+
+
+def test_the_grid_in_worker_processes_is_the_grid_in_one():
+    requests = generate("sharegpt", 60, 3)
+    one = serving.serve_grid(requests, [1.0, 4.0], {"seed": 1}, workers=1)
+    two = serving.serve_grid(requests, [1.0, 4.0], {"seed": 1}, workers=2)
+    assert one == two and [list(d) for d in two.values()] == [[1.0, 4.0]] * len(serving.SYSTEMS)
+    assert one["oracle"][4.0] == serving.serve(requests, "oracle", arrival_rate=4.0, seed=1)

@@ -25,11 +25,14 @@ chunked prefill, request timeouts, and the allocator overheads a real Orca would
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from operator import attrgetter, itemgetter
 
 import numpy as np
+from tqdm import tqdm
 
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.plumbing.validation import check_number
@@ -130,6 +133,52 @@ def serve(
         sizes = (num_slots, page_size, max_seq_len, max_num_seqs)
         return _serve_paged(requests, arrivals, sizes, clock, memory)
     return _serve_contiguous(requests, arrivals, num_slots, system, max_seq_len, max_num_seqs, clock, memory)
+
+
+def serve_grid(requests: Sequence[Request], grid: list[float], options: dict, workers: int = 1) -> dict:
+    """`serve` every system at every rate of `grid`: {system: {rate: result}}. With workers > 1
+    the runs go to that many processes (at most one per core), the paged ones first (they take
+    longest); each run is the same computation, so the results are the same."""
+    jobs = [(system, rate) for rate in grid for system in SYSTEMS]
+    workers = min(workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    results: dict = {}
+    with tqdm(total=len(jobs), desc="serving", disable=None) as bar:
+        if workers <= 1:
+            for job in jobs:
+                results[job] = _serve_job(job, requests, options)
+                bar.update()
+        else:
+            for job, result in _in_processes(jobs, requests, options, workers):
+                results[job] = result
+                bar.update()
+    data: dict = {s: {} for s in SYSTEMS}
+    for system, rate in jobs:  # rates in grid order, as a serial run fills them
+        data[system][rate] = results[system, rate]
+    return data
+
+
+def _in_processes(jobs: list, requests: Sequence[Request], options: dict, workers: int):
+    """(job, result) of each job as a worker process finishes it; the paged runs go first."""
+    with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(requests, options)) as pool:
+        order = sorted(jobs, key=lambda job: job[0] != "paged")  # the longest first
+        futures = {pool.submit(_serve_job, job): job for job in order}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+_WORKER: tuple = ()  # (requests, options) of a worker process, from `_start_worker`
+
+
+def _start_worker(requests: list, options: dict) -> None:
+    global _WORKER
+    _WORKER = (requests, options)
+
+
+def _serve_job(job: tuple[str, float], requests: list | None = None, options: dict | None = None) -> dict:
+    system, rate = job
+    if requests is None:  # in a worker process: the trace it was started with
+        requests, options = _WORKER
+    return serve(requests, system, arrival_rate=rate, **options)
 
 
 def _serve_contiguous(

@@ -151,7 +151,7 @@ def check_token_array(name: str, token_ids: object) -> tuple[array, bytes]:
     elif isinstance(token_ids, array) and token_ids.typecode in INT_TYPECODES:
         values = np.array(token_ids, dtype=token_ids.typecode) if token_ids else np.zeros(0, np.int64)
     elif isinstance(token_ids, (list, tuple, range, array)):
-        if not isinstance(token_ids, range) and any(type(t) is not int for t in token_ids):
+        if not isinstance(token_ids, range) and not set(map(type, token_ids)) <= {int}:  # one pass in C
             _check_each(name, token_ids)
         try:
             values = np.asarray(token_ids, dtype=np.int64)
