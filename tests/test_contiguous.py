@@ -95,13 +95,26 @@ def test_pow2_is_capped_at_max_seq_len():
 
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["add", "add", "append", "free"]),
+        st.sampled_from(["add", "add", "append", "append_all", "free"]),
         st.integers(1, 40),
         st.integers(0, 40),
         st.integers(0, 10),
     ),
     max_size=60,
 )
+
+
+def append_all(arena: ContiguousKVCache, oracle: ArenaOracle) -> None:
+    """A token for every request, or for none if one of them is full."""
+    if all(used < final for used, final in oracle.req.values()):
+        arena.append_all()
+        for entry in oracle.req.values():
+            entry[0] += 1
+    else:
+        before = arena.accounting()
+        with pytest.raises(ValueError, match="already holds its final_len"):
+            arena.append_all()
+        assert arena.accounting() == before
 
 
 @pytest.mark.parametrize("policy", ["max", "pow2", "oracle"])
@@ -134,12 +147,15 @@ def test_matches_slot_oracle(policy, ops):
             else:
                 with pytest.raises(ValueError, match="final_len"):
                     arena.append(rid)
+        elif op == "append_all":
+            append_all(arena, oracle)
         elif live and op == "free":
             rid = live[pick % len(live)]
             arena.free(rid)
             oracle.free(rid)
         for nxt in (None, 1, 17, 40):
             acc = arena.accounting(nxt)
+            assert arena.shares(40 if nxt is None else nxt) == acc.as_dict()
             need = sizes(policy, 40)(40 if nxt is None else nxt)
             got = acc.as_dict()
             assert got.pop("num_slots") == 160

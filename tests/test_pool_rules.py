@@ -492,7 +492,9 @@ def test_append_slots_does_what_append_slot_does_pair_by_pair_and_stops_when_pag
         seqs.fork("a", "b")  # shares a's partial last page: the first append copies it
         seqs.add("c", [4, 5])
         pairs = [("a", 6), ("b", 7), ("c", 8), ("a", 9), ("c", 10), ("b", 11), ("c", 12), ("a", 13)]
-        if batched:
+        if batched == "tokens":  # the same appends, slots not asked for: how many were made
+            slots = seqs.append_tokens([s for s, _ in pairs], [t for _, t in pairs])
+        elif batched:
             slots = seqs.append_slots([s for s, _ in pairs], [t for _, t in pairs])
         else:
             slots = []
@@ -507,6 +509,7 @@ def test_append_slots_does_what_append_slot_does_pair_by_pair_and_stops_when_pag
     slots, snap, tokens = run(batched=True)
     assert (slots, snap, tokens) == run(batched=False)
     assert 0 < len(slots) < 8  # the pool ran out before the last pair
+    assert run(batched="tokens") == (len(slots), snap, tokens)
 
 
 def test_append_slots_checks_every_pair_before_it_appends():
@@ -519,4 +522,12 @@ def test_append_slots_checks_every_pair_before_it_appends():
         seqs.append_slots(["a", "a"], [4, 5.0])
     with pytest.raises(ValueError, match="as long"):
         seqs.append_slots(["a"], [4, 5])
+    with pytest.raises(ValueError, match=r"token_ids\[2\] must be in \[0, 2\*\*63 - 1\], got -1"):
+        seqs.append_tokens(["a", "a", "a"], [4, 5, -1])
+    with pytest.raises(TypeError, match=r"token_ids\[0\] must be an int, got True"):
+        seqs.append_tokens(["a"], [True])
+    with pytest.raises(UnknownSequenceError, match="seq_id 'nope' is not a live"):
+        seqs.append_tokens(["nope"], [4])
     assert seqs.snapshot() == before and seqs.get("a").token_ids == [1, 2, 3]
+    assert seqs.append_tokens(["a", "a"], [np.int64(4), 2**63 - 1]) == 2  # numpy ints are ints
+    assert seqs.get("a").token_ids == [1, 2, 3, 4, 2**63 - 1]

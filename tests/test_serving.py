@@ -128,7 +128,11 @@ def test_contiguous_shares_are_the_accounting(policy):
     arena = ContiguousKVCache(15_728, policy, 2048, allocator="buddy", pow2_of="output")
     for i, (prompt, final) in enumerate([(100, 300), (5, 900), (700, 701), (20, 40)]):
         arena.add(f"r{i}", prompt, final)
+    arena.append_all()  # r2 now holds its final 701 tokens
     arena.append("r0"), arena.append("r3"), arena.free("r1")
+    with pytest.raises(ValueError, match="'r2' already holds its final_len = 701"):
+        arena.append_all()
+    assert {r.req_id: r.used for r in arena.accounting().reservations} == {"r0": 102, "r2": 701, "r3": 22}
     for final, prompt in [(64, 10), (2048, 1000), (300, 299)]:
         want = arena.accounting(final, prompt).as_dict()
         assert arena.shares(final, prompt) == want
@@ -140,3 +144,11 @@ def test_memory_off_gives_the_same_latencies():
         full = serving.serve(requests, system, arrival_rate=3.0)
         fast = serving.serve(requests, system, arrival_rate=3.0, memory=False)
         assert "token_states" not in fast and all(full[k] == v for k, v in fast.items())
+
+
+def test_the_grid_in_worker_processes_is_the_grid_in_one():
+    requests = generate("sharegpt", 60, 3)
+    one = serving.serve_grid(requests, [1.0, 4.0], {"seed": 1}, workers=1)
+    two = serving.serve_grid(requests, [1.0, 4.0], {"seed": 1}, workers=2)
+    assert one == two and [list(d) for d in two.values()] == [[1.0, 4.0]] * len(serving.SYSTEMS)
+    assert one["oracle"][4.0] == serving.serve(requests, "oracle", arrival_rate=4.0, seed=1)

@@ -110,7 +110,8 @@ class KVCachePool:
 
     def publish(self) -> None:
         """End an operation: deliver its events, in order (listeners never see a pool half changed)."""
-        self.events.publish()
+        if self.events.pending:
+            self.events.publish()
 
     def _emit(self, kind: str, page_ids: Iterable[int], seq_id: Hashable | None, detail: str = "") -> None:
         if self.events.listeners:  # nobody listens most of the time: then nothing is built
@@ -200,9 +201,10 @@ class KVCachePool:
 
     def append_token(self, page_id: int, token_id: int) -> None:
         """Record one more token in a page its writer holds alone (in the next free slot)."""
-        self.table.token_data[page_id] = self.table.tokens(page_id) + token_id.to_bytes(TOKEN_BYTES, "little")
-        self.table.token_block[page_id] = 0  # the page's own bytes now: block 0 of them
-        self.table.last_access[page_id] = self.clock
+        table = self.table
+        table.token_data[page_id] = table.tokens(page_id) + token_id.to_bytes(TOKEN_BYTES, "little")
+        table.token_block[page_id] = 0  # the page's own bytes now: block 0 of them
+        table.last_access[page_id] = self.clock
 
     def cache_full_blocks(
         self, page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None

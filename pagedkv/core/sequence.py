@@ -50,6 +50,7 @@ from pagedkv.core.plumbing.validation import (
     check_seq_id,
     check_token,
     check_token_array,
+    check_token_list,
 )
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.slot_mapping import Sequence, num_blocks, slot_mapping
@@ -206,12 +207,12 @@ class SequenceManager:
         """Append one token; return its slot. Allocates a page only when the last is full
         (docs/design.md rule 2), and copies the last page first when another block table
         shares it (rule 7)."""
-        slot = self._append(self.get(seq_id), check_token("token_id", token_id))
-        if slot is None:
+        seq = self.get(seq_id)
+        if not self._append(seq, check_token("token_id", token_id)):
             raise OutOfPagesError(
                 f"appending to {seq_id!r} needs a page and all {self.pool.num_pages} are ACTIVE"
             )
-        return slot
+        return slot_mapping(seq.block_table, self.page_size, len(seq.tokens) - 1)
 
     def append_slots(self, seq_ids: SequenceLike[Hashable], token_ids: SequenceLike[int]) -> list[int]:
         """`append_slot` for each (seq_id, token_id) pair in turn, each its own operation:
@@ -221,28 +222,45 @@ class SequenceManager:
         slots come back than pairs, and nothing changed for that pair or the ones after it
         (the Scheduler preempts and asks again). Every pair is checked before the first
         append, so bad input raises and changes nothing."""
+        slots: list[int] = []
+        for seq, token_id in zip(*self._check_pairs(seq_ids, token_ids)):
+            if not self._append(seq, token_id):
+                break
+            slots.append(slot_mapping(seq.block_table, self.page_size, len(seq.tokens) - 1))
+        return slots
+
+    def append_tokens(self, seq_ids: SequenceLike[Hashable], token_ids: SequenceLike[int]) -> int:
+        """`append_slots` without working out the slots: how many pairs were appended. A
+        bookkeeping-only decode step never reads its slots (`slot_mapping` gives them)."""
+        seqs, tokens = self._check_pairs(seq_ids, token_ids)
+        for n, (seq, token_id) in enumerate(zip(seqs, tokens)):
+            if not self._append(seq, token_id):
+                return n
+        return len(seqs)
+
+    def _check_pairs(
+        self, seq_ids: SequenceLike[Hashable], token_ids: SequenceLike[int]
+    ) -> tuple[list[Sequence], list[int]]:
+        """The live sequences and the checked tokens of (seq_id, token_id) pairs: all of them
+        checked before anything changes."""
         if len(seq_ids) != len(token_ids):
             raise ValueError(
                 f"seq_ids and token_ids must be as long, got {len(seq_ids)} and {len(token_ids)}"
             )
-        seqs = [self.get(seq_id) for seq_id in seq_ids]
-        checked = [check_token(f"token_ids[{i}]", token_id) for i, token_id in enumerate(token_ids)]
-        slots: list[int] = []
-        for seq, token_id in zip(seqs, checked):
-            slot = self._append(seq, token_id)
-            if slot is None:
-                break
-            slots.append(slot)
-        return slots
+        try:
+            seqs = list(map(self.sequences.__getitem__, seq_ids))
+        except (KeyError, TypeError):
+            seqs = [self.get(seq_id) for seq_id in seq_ids]  # raises, naming the unknown id
+        return seqs, check_token_list("token_ids", token_ids)
 
-    def _append(self, seq: Sequence, token_id: int) -> int | None:
-        """Append a checked token to a live sequence; its slot, or None (nothing changed)
-        when it needs a page and none is left."""
-        pool, position = self.pool, seq.num_tokens
+    def _append(self, seq: Sequence, token_id: int) -> bool:
+        """Append a checked token to a live sequence; False (nothing changed) when it needs
+        a page and none is left."""
+        pool, position = self.pool, len(seq.tokens)
         last_page_full = position % self.page_size == 0
         shared = pool.table.ref_count[seq.block_table[-1]] > 1
         if (last_page_full or shared) and not pool.num_available_pages:
-            return None
+            return False
         pool.tick()
         if last_page_full:
             seq.block_table += pool.get_new_blocks(1, seq.seq_id)
@@ -250,10 +268,10 @@ class SequenceManager:
             self._copy_on_write(seq)
         seq.tokens.append(token_id)
         pool.append_token(seq.block_table[-1], token_id)
-        if self._caching and seq.num_tokens % self.page_size == 0:
+        if self._caching and (position + 1) % self.page_size == 0:
             self._cache_last_block(seq)
         pool.publish()
-        return slot_mapping(seq.block_table, self.page_size, position)
+        return True
 
     def _cache_last_block(self, seq: Sequence) -> None:
         """The sequence's last page just filled: hash it and index it (docs/design.md rule 4)."""

@@ -235,8 +235,8 @@ class Scheduler:
         if self._in_flight is not None:
             raise RuntimeError(f"step {self._in_flight[0].step} was scheduled and not yet updated")
         live = self.manager.sequences
-        lost = [s.req_id for s in self.running if s.req_id not in live]
-        if lost:  # checked before anything changes: these cannot be decoded
+        if not live.keys() >= {s.req_id for s in self.running}:  # before anything changes
+            lost = [s.req_id for s in self.running if s.req_id not in live]
             raise RuntimeError(f"running requests {lost} were freed outside the scheduler")
         plan = StepPlan(self._emit, self.pool.stats.evictions, len(self.manager.cow_log))
         budget = schedule_running(self, plan, self.max_num_batched_tokens)
@@ -270,10 +270,9 @@ class Scheduler:
         plan = self._in_flight[1]
         self._in_flight = None
         finished = []
-        for state in plan.sampling:
-            generated = state.output
-            generated.append(sampled[state.req_id])
-            if len(generated) == state.max_new_tokens:
+        for state, token in zip(plan.sampling, map(sampled.__getitem__, output.sampling)):
+            state.output.append(token)
+            if len(state.output) == state.max_new_tokens:
                 finished.append(state.req_id)
         for req_id in finished:
             state = self.requests[req_id]

@@ -126,7 +126,7 @@ def _decode(sched: SchedulerState, plan: StepPlan, first: int, budget: int) -> i
     the end of the budget or a request the pool has no page for; returns how many got it.
 
     NOTE: this runs once per step for every decoding request of a simulation, so the whole
-    run goes to the manager at once (`append_slots`, one operation per token as
+    run goes to the manager at once (`append_tokens`, one operation per token as
     `append_slot`) and `plan.add_decodes` records it in bulk. A request the pool has no
     page for is left unchanged, so the caller may preempt and ask again."""
     states = []
@@ -135,7 +135,7 @@ def _decode(sched: SchedulerState, plan: StepPlan, first: int, budget: int) -> i
             break
         states.append(state)
     req_ids = [state.req_id for state in states]
-    done = len(sched.manager.append_slots(req_ids, [s.output[-1] for s in states]))
+    done = sched.manager.append_tokens(req_ids, [s.output[-1] for s in states])
     decoded = states[:done]
     for state in decoded:
         state.num_computed_tokens += 1  # as vLLM: computed by the end of the step

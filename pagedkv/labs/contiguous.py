@@ -13,7 +13,8 @@ allocator over one arena of `num_slots` token slots:
   lowest-addressed hole that is large enough) or, with `allocator="buddy"`, by a buddy
   allocator (power-of-two blocks at aligned addresses, split and merged with their buddy), the
   allocator the paper assumes for its Orca baselines (Sec. 6.1);
-- `append` fills one more reserved slot per generated token; `free` returns the range.
+- `append` fills one more reserved slot per generated token, `append_all` one for every
+  request at once (an iteration of the batch); `free` returns the range.
 
 `accounting()` sorts every slot into the categories of the vLLM paper (Kwon et al., SOSP
 2023, Fig. 2): token states (slots holding K/V), reserved (slots the request will fill with
@@ -145,8 +146,13 @@ class ContiguousKVCache:
         self._buddy = BuddyAllocator(num_slots) if allocator == "buddy" else None
         self._starts: list[int] = []  # sorted start slots of the reservations
         self._by_start: dict[int, Hashable] = {}  # start slot -> req id
-        self._requests: dict[Hashable, list[int]] = {}  # req id -> [start, length, used, final_len, asked]
+        # req id -> [start, length, used - self._appended, final_len, asked]: `append_all` gives
+        # every request a token by counting it once in `_appended`, not by visiting each one
+        self._requests: dict[Hashable, list[int]] = {}
+        self._appended = 0  # tokens `append_all` gave every request so far
+        self._full_at: dict[int, int] = {}  # value of _appended -> requests holding final_len then
         self._totals = [0, 0, 0, 0]  # over the reservations: length, used, final_len, asked
+        self._splits: dict[tuple, tuple[int, int]] = {}  # `_hole_split`'s, until the holes change
 
     # ---- queries -----------------------------------------------------------------------------
 
@@ -190,9 +196,7 @@ class ContiguousKVCache:
         cannot serve that request. Under a buddy allocator the holes are its free blocks."""
         final_len = self.max_seq_len if next_final_len is None else next_final_len
         need = self.reservation_size(final_len, min(next_prompt_len, final_len))
-        reservations = tuple(
-            Reservation(self._by_start[s], *self._requests[self._by_start[s]]) for s in self._starts
-        )
+        reservations = tuple(self._reservation(self._by_start[s]) for s in self._starts)
         if self._buddy is None:
             holes = [length for _, length in self.holes()]
         else:
@@ -214,25 +218,49 @@ class ContiguousKVCache:
     def shares(self, next_final_len: int, next_prompt_len: int = 0) -> dict[str, int]:
         """`accounting(...).as_dict()` without the layout, from running totals (a serving run
         asks at every step; the same integers)."""
-        need = self.reservation_size(next_final_len, min(next_prompt_len, next_final_len))
-        if self._buddy is None:
-            holes = [length for _, length in self.holes()]
-        else:
-            need = next_pow2(need)
-            holes = [1 << o for o, starts in self._buddy.free_blocks.items() for _ in starts]
+        too_small, large_enough = self._hole_split(next_final_len, next_prompt_len)
         length, used, final_len, asked = self._totals
         return {
             "num_slots": self.num_slots,
             "token_states": used,
             "reserved": final_len - used,
             "internal_fragmentation": asked - final_len,
-            "external_fragmentation": sum(h for h in holes if h < need) + length - asked,
-            "free": sum(h for h in holes if h >= need),
+            "external_fragmentation": too_small + length - asked,
+            "free": large_enough,
         }
 
+    def _hole_split(self, next_final_len: int, next_prompt_len: int) -> tuple[int, int]:
+        """Free slots in holes too small for the next request's reservation, and in the others
+        (under a buddy allocator the holes are its free blocks). Worked out, and the arguments
+        checked, once per arguments (and their types: 3.0 is refused) until the holes change."""
+        key = (next_final_len, next_prompt_len, type(next_final_len), type(next_prompt_len))
+        if key not in self._splits:
+            need = self.reservation_size(next_final_len, min(next_prompt_len, next_final_len))
+            if self._buddy is None:
+                holes = [length for _, length in self.holes()]
+            else:
+                need = next_pow2(need)
+                holes = [1 << o for o, starts in self._buddy.free_blocks.items() for _ in starts]
+            self._splits[key] = (sum(h for h in holes if h < need), sum(h for h in holes if h >= need))
+        return self._splits[key]
+
+    def _reservation(self, req_id: Hashable) -> Reservation:
+        start, length, _, final_len, asked = entry = self._requests[req_id]
+        return Reservation(req_id, start, length, self._used(entry), final_len, asked)
+
+    def _used(self, entry: list[int]) -> int:
+        return entry[2] + self._appended
+
     def _count(self, entry: list[int], sign: int) -> None:
-        for k in range(4):
-            self._totals[k] += sign * entry[k + 1]
+        """Add a request to the running totals (sign 1) or take it out (sign -1)."""
+        self._totals[0] += sign * entry[1]
+        self._totals[1] += sign * self._used(entry)
+        self._totals[2] += sign * entry[3]
+        self._totals[3] += sign * entry[4]
+        full_at = entry[3] - entry[2]  # the value of _appended at which it holds final_len
+        self._full_at[full_at] = self._full_at.get(full_at, 0) + sign
+        if not self._full_at[full_at]:
+            del self._full_at[full_at]
 
     # ---- operations --------------------------------------------------------------------------
 
@@ -257,19 +285,33 @@ class ContiguousKVCache:
             )
         bisect.insort(self._starts, start)
         self._by_start[start] = req_id
-        self._requests[req_id] = [start, length, prompt_len, final_len, asked]
+        self._requests[req_id] = [start, length, prompt_len - self._appended, final_len, asked]
         self._count(self._requests[req_id], 1)
+        self._splits.clear()
         return start
 
     def append(self, req_id: Hashable) -> int:
         """One generated token goes into the next reserved slot; returns that slot."""
         entry = self._get(req_id)
-        start, _, used, final_len, _ = entry
+        start, used, final_len = entry[0], self._used(entry), entry[3]
         if used == final_len:
             raise ValueError(f"req_id {req_id!r} already holds its final_len = {final_len} tokens")
+        self._count(entry, -1)
         entry[2] += 1
-        self._totals[1] += 1
+        self._count(entry, 1)
         return start + used
+
+    def append_all(self) -> None:
+        """One generated token for every request holding a reservation, `append` for each in
+        one call (an iteration of the batch, as Orca runs it). Raises ValueError, changing
+        nothing, if one of them already holds its final_len tokens."""
+        if self._appended in self._full_at:
+            req_id = next(r for r, e in self._requests.items() if self._used(e) == e[3])
+            raise ValueError(
+                f"req_id {req_id!r} already holds its final_len = {self._requests[req_id][3]} tokens"
+            )
+        self._appended += 1
+        self._totals[1] += len(self._requests)
 
     def free(self, req_id: Hashable) -> None:
         """Return a request's whole range to the arena."""
@@ -278,6 +320,7 @@ class ContiguousKVCache:
         if self._buddy is not None:
             self._buddy.free(start, length)
         del self._requests[req_id]
+        self._splits.clear()
         del self._by_start[start]
         self._starts.pop(bisect.bisect_left(self._starts, start))
 

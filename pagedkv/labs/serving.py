@@ -25,10 +25,14 @@ chunked prefill, request timeouts, and the allocator overheads a real Orca would
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from operator import attrgetter, itemgetter
 
 import numpy as np
+from tqdm import tqdm
 
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.plumbing.validation import check_number
@@ -54,45 +58,54 @@ def poisson_arrivals(num_requests: int, arrival_rate: float, seed: int = 0) -> n
 
 
 class _Meter:
-    """Time-weighted memory categories over loaded steps, and per-request latencies."""
+    """Per step: its duration, whether requests waited (loaded), the batch and the memory
+    categories; `result` averages them, weighted by duration, over loaded steps and the run."""
 
     def __init__(self, num_slots: int) -> None:
-        self.num_slots, self.loaded_seconds, self.busy_seconds = num_slots, 0.0, 0.0
-        self.totals = dict.fromkeys(CATEGORIES, 0.0)  # over loaded steps (requests waiting)
-        self.run_totals = dict.fromkeys(CATEGORIES, 0.0)  # over every step of the run
-        self.batches: list[int] = []
+        self.num_slots = num_slots
+        self.seconds: list[float] = []
+        self.loaded: list[bool] = []
+        self.categories: list[tuple[int, ...]] = []  # slots per category (CATEGORIES order)
+        self.batches: list[int] = []  # requests running, loaded steps only
         self.latency: list[float] = []  # normalized: seconds per output token
         self.memory = True
+        self._values = itemgetter(*CATEGORIES)
 
     def sample(self, categories: dict | None, seconds: float, batch: int, loaded: bool) -> None:
         """One step; `categories` None: latency only (the memory shares are not reported)."""
         if categories is None:
             self.memory = False
         else:
-            for name in CATEGORIES:
-                self.run_totals[name] += categories[name] * seconds
-        self.busy_seconds += seconds
+            self.categories.append(self._values(categories))
+        self.seconds.append(seconds)
+        self.loaded.append(loaded)
         if loaded:
-            if categories is not None:
-                for name in CATEGORIES:
-                    self.totals[name] += categories[name] * seconds
-            self.loaded_seconds += seconds
             self.batches.append(batch)
 
     def result(self, clock: float) -> dict:
         out: dict = {}
+        seconds, loaded = np.array(self.seconds), np.array(self.loaded, dtype=bool)
+        loaded_seconds = float(_step_sum(seconds[loaded]))
         if self.memory:
-            scale = 100.0 / (self.num_slots * self.loaded_seconds) if self.loaded_seconds else 0.0
-            out.update({name: self.totals[name] * scale for name in CATEGORIES})
-            run_scale = 100.0 / (self.num_slots * self.busy_seconds)
-            out.update({f"run_{name}": self.run_totals[name] * run_scale for name in CATEGORIES})
+            slot_seconds = np.array(self.categories, dtype=np.int64) * seconds[:, None]
+            totals, run_totals = _step_sum(slot_seconds[loaded]), _step_sum(slot_seconds)
+            scale = 100.0 / (self.num_slots * loaded_seconds) if loaded_seconds else 0.0
+            out.update({name: float(totals[k] * scale) for k, name in enumerate(CATEGORIES)})
+            run_scale = 100.0 / (self.num_slots * float(_step_sum(seconds)))
+            out.update({f"run_{name}": float(run_totals[k] * run_scale) for k, name in enumerate(CATEGORIES)})
         out.update(
             normalized_latency=float(np.mean(self.latency)),  # s / token
             mean_batch=float(np.mean(self.batches)) if self.batches else 0.0,
-            loaded_share=self.loaded_seconds / clock,
+            loaded_share=loaded_seconds / clock,
             seconds=clock,
         )
         return out
+
+
+def _step_sum(values: np.ndarray):
+    """Column sums of `values`, added one step after the other (np.cumsum adds in order, unlike
+    np.sum): the same floats as a running total kept step by step."""
+    return np.cumsum(values, axis=0)[-1] if len(values) else np.zeros(values.shape[1:])
 
 
 def serve(
@@ -122,52 +135,99 @@ def serve(
     return _serve_contiguous(requests, arrivals, num_slots, system, max_seq_len, max_num_seqs, clock, memory)
 
 
+def serve_grid(requests: Sequence[Request], grid: list[float], options: dict, workers: int = 1) -> dict:
+    """`serve` every system at every rate of `grid`: {system: {rate: result}}. With workers > 1
+    the runs go to that many processes (at most one per core), the paged ones first (they take
+    longest); each run is the same computation, so the results are the same."""
+    jobs = [(system, rate) for rate in grid for system in SYSTEMS]
+    workers = min(workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+    results: dict = {}
+    with tqdm(total=len(jobs), desc="serving", disable=None) as bar:
+        if workers <= 1:
+            for job in jobs:
+                results[job] = _serve_job(job, requests, options)
+                bar.update()
+        else:
+            for job, result in _in_processes(jobs, requests, options, workers):
+                results[job] = result
+                bar.update()
+    data: dict = {s: {} for s in SYSTEMS}
+    for system, rate in jobs:  # rates in grid order, as a serial run fills them
+        data[system][rate] = results[system, rate]
+    return data
+
+
+def _in_processes(jobs: list, requests: Sequence[Request], options: dict, workers: int):
+    """(job, result) of each job as a worker process finishes it; the paged runs go first."""
+    with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(requests, options)) as pool:
+        order = sorted(jobs, key=lambda job: job[0] != "paged")  # the longest first
+        futures = {pool.submit(_serve_job, job): job for job in order}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+_WORKER: tuple = ()  # (requests, options) of a worker process, from `_start_worker`
+
+
+def _start_worker(requests: list, options: dict) -> None:
+    global _WORKER
+    _WORKER = (requests, options)
+
+
+def _serve_job(job: tuple[str, float], requests: list | None = None, options: dict | None = None) -> dict:
+    system, rate = job
+    if requests is None:  # in a worker process: the trace it was started with
+        requests, options = _WORKER
+    return serve(requests, system, arrival_rate=rate, **options)
+
+
 def _serve_contiguous(
     requests, arrivals, num_slots, policy, max_seq_len, max_num_seqs, step_clock, memory
 ) -> dict:
     arena = ContiguousKVCache(num_slots, policy, max_seq_len, allocator="buddy", pow2_of="output")
     meter = _Meter(num_slots)
+    arrivals = arrivals.tolist()  # floats: one at a time, cheaper to read than numpy's
     prompt_len = [r.prompt_len for r in requests]
     final_len = [r.final_len for r in requests]
     waiting: deque[int] = deque()  # request indices, FCFS
-    running: list[list[int]] = []  # [request index, tokens held]
-    clock, nxt = 0.0, 0
+    # A running request gains one token per step, so the step it ends in is known when it is
+    # admitted: step -> the requests that reach final_len in it, in admission order.
+    finishing: dict[int, list[int]] = {}
+    num_running = held = 0  # requests running, and the tokens they hold
+    clock, nxt, step = 0.0, 0, 0
     blocked = -1  # the queue's head when it last found no hole; nothing freed since
-    while nxt < len(requests) or waiting or running:
-        if not waiting and not running:
-            clock = max(clock, float(arrivals[nxt]))
+    while nxt < len(requests) or waiting or num_running:
+        if not waiting and not num_running:
+            clock = max(clock, arrivals[nxt])
         while nxt < len(requests) and arrivals[nxt] <= clock:
             waiting.append(nxt)
             nxt += 1
-        prompts, decoding = [], len(running)
-        while waiting and len(running) < max_num_seqs and waiting[0] != blocked:
+        prompts, decoding, read = [], num_running, held  # K/V the decode tokens read
+        while waiting and num_running < max_num_seqs and waiting[0] != blocked:
             i = waiting[0]
             try:
                 arena.add(requests[i].req_id, prompt_len[i], final_len[i])
             except NoContiguousHoleError:
                 blocked = i  # it cannot fit before a reservation is freed
                 break
-            running.append([waiting.popleft(), prompt_len[i]])
+            waiting.popleft()
+            finishing.setdefault(step + final_len[i] - prompt_len[i], []).append(i)
+            num_running, held = num_running + 1, held + prompt_len[i]
             prompts.append(prompt_len[i])
-        held = sum(tokens for _, tokens in running[:decoding])  # K/V the decode tokens read
-        seconds = step_clock(decoding + sum(prompts), held, prompts, len(running))
+        seconds = step_clock(decoding + sum(prompts), read, prompts, num_running)
         upcoming = waiting[0] if waiting else min(nxt, len(requests) - 1)
         accounting = arena.shares(final_len[upcoming], prompt_len[upcoming]) if memory else None
-        meter.sample(accounting, seconds, len(running), bool(waiting))
+        meter.sample(accounting, seconds, num_running, bool(waiting))
         clock += seconds
-        still = []
-        for entry in running:  # one decode step: finish, or hold one more token
-            i = entry[0]
-            if entry[1] == final_len[i]:
-                arena.free(requests[i].req_id)
-                blocked = -1
-                meter.latency.append((clock - arrivals[i]) / requests[i].max_new_tokens)
-            else:
-                if memory:  # the tokens held count only in the memory shares
-                    arena.append(requests[i].req_id)
-                entry[1] += 1
-                still.append(entry)
-        running = still
+        for i in finishing.pop(step, ()):  # one decode step: finish, or hold one more token
+            arena.free(requests[i].req_id)
+            blocked = -1
+            meter.latency.append((clock - arrivals[i]) / requests[i].max_new_tokens)
+            num_running, held = num_running - 1, held - final_len[i]
+        held += num_running
+        if memory:  # the tokens held count only in the memory shares
+            arena.append_all()
+        step += 1
     return meter.result(clock)
 
 
@@ -186,7 +246,7 @@ def paged_categories(sched: Scheduler) -> dict[str, int]:
     No prefix caching and no forks, so no page is shared: the slots holding tokens are the
     sequences' tokens (cheaper than reading every page); the rest of their pages is internal
     fragmentation."""
-    held = sum(seq.num_tokens for seq in sched.manager.sequences.values())
+    held = sum(map(len, map(attrgetter("tokens"), sched.manager.sequences.values())))
     page_size = sched.pool.config.page_size
     categories = dict.fromkeys(CATEGORIES, 0)
     categories["token_states"] = held
