@@ -135,11 +135,16 @@ def serve(
     return _serve_contiguous(requests, arrivals, num_slots, system, max_seq_len, max_num_seqs, clock, memory)
 
 
-def serve_grid(requests: Sequence[Request], grid: list[float], options: dict, workers: int = 1) -> dict:
-    """`serve` every system at every rate of `grid`: {system: {rate: result}}. With workers > 1
-    the runs go to that many processes (at most one per core), the paged ones first (they take
+def serve_grid(
+    requests: Sequence[Request], grid: list[float], options: dict, workers: int = 1, memory_at=None
+) -> dict:
+    """`serve` every system at every rate of `grid`: {system: {rate: result}}. The memory
+    shares are measured at the rates of `memory_at` (all rates when None); elsewhere the run
+    gives its latencies only (`serve(memory=False)`: the same run). With workers > 1 the runs
+    go to that many processes (at most one per core), the paged ones first (they take
     longest); each run is the same computation, so the results are the same."""
-    jobs = [(system, rate) for rate in grid for system in SYSTEMS]
+    measured = set(grid if memory_at is None else memory_at)
+    jobs = [(system, rate, rate in measured) for rate in grid for system in SYSTEMS]
     workers = min(workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
     results: dict = {}
     with tqdm(total=len(jobs), desc="serving", disable=None) as bar:
@@ -152,8 +157,8 @@ def serve_grid(requests: Sequence[Request], grid: list[float], options: dict, wo
                 results[job] = result
                 bar.update()
     data: dict = {s: {} for s in SYSTEMS}
-    for system, rate in jobs:  # rates in grid order, as a serial run fills them
-        data[system][rate] = results[system, rate]
+    for system, rate, memory in jobs:  # rates in grid order, as a serial run fills them
+        data[system][rate] = results[system, rate, memory]
     return data
 
 
@@ -174,11 +179,11 @@ def _start_worker(requests: list, options: dict) -> None:
     _WORKER = (requests, options)
 
 
-def _serve_job(job: tuple[str, float], requests: list | None = None, options: dict | None = None) -> dict:
-    system, rate = job
+def _serve_job(job: tuple[str, float, bool], requests: list | None = None, options: dict | None = None):
+    system, rate, memory = job
     if requests is None:  # in a worker process: the trace it was started with
         requests, options = _WORKER
-    return serve(requests, system, arrival_rate=rate, **options)
+    return serve(requests, system, arrival_rate=rate, memory=memory, **options)
 
 
 def _serve_contiguous(
