@@ -132,7 +132,7 @@ def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     assert dash.step_button.disabled and not dash.run.seqs.sequences
     steps = step_number(dash)
     dash.step_button.click()
-    assert step_number(dash) == steps and "scenario is over" in dash.status.value
+    assert step_number(dash) == steps and "The scenario has ended. Press Reset to start again." in dash.status.value
     assert "step 18 of 18" in dash.step_counter.value and "done" in dash.step_counter.value
     assert dash.decode_button.disabled  # nothing live to decode either
     dash.prompt.value = "more"
@@ -216,6 +216,7 @@ def test_scenario_done_then_decode_all_decodes_every_live_sequence(dash):
     before = {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences}
     dash.step_button.click()  # refused: the scenario is over
     assert {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences} == before
+    assert "or Decode all to give every live sequence one more token" in dash.status.value
     dash.decode_button.click()
     after = {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences}
     assert after == {s: n + 1 for s, n in before.items()}

@@ -150,8 +150,9 @@ def test_the_after_text_is_rendered_as_html_and_only_once_answered():
     from pagedkv.viz.quiz import markdown_html
 
     ask = PredictStep("05-preempt")
-    assert ask.after.value == ""
+    assert ask.after.value == "" and ask.caption.value == ""
     ask.answer("req3")
+    assert "The pool after step 11</b>" in ask.caption.value  # the step the question asks about
     shown = ask.after.value
     assert "<ul><li><b>Step 11.</b>" in shown and "<code>req2</code>" in shown and "**" not in shown
     assert markdown_html("a `x<y` and **b**\n\n- *c*\n  d") == (

@@ -134,7 +134,7 @@ def _draw_cell(
         fontsize=8,
         color=text_color,
         fontweight="bold",
-        bbox={"facecolor": color, "edgecolor": "none", "pad": 0.5} if refs > 1 else None,
+        bbox={"facecolor": color, "edgecolor": "none", "pad": 2.5} if refs > 1 else None,  # hatch kept off the text
     )
 
 

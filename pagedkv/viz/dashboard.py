@@ -36,7 +36,7 @@ from pagedkv.scenarios import Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
 from pagedkv.viz.controls import PAGE_SIZE_RANGE, PAGES_RANGE, PLAY_SPEEDS, DashboardControls
-from pagedkv.viz.dashboard_text import log_html, status_html
+from pagedkv.viz.dashboard_text import end_message, log_html, status_html
 from pagedkv.viz.frame import cell_inches
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
@@ -110,7 +110,7 @@ class Dashboard(DashboardControls):
         if self.run.can_step:
             self.run.step()
         else:
-            self.message = "the scenario is over: Decode all goes on, Reset starts over"
+            self.message = end_message(self.run)
         self.render()
 
     def back(self) -> None:
@@ -329,7 +329,7 @@ class Dashboard(DashboardControls):
         last = run.records[-1]
         said = last.action.caption or last.action.op
         if run.done and not last.own:
-            said += " — the scenario is over: Decode all goes on, Reset starts over"
+            said += " — " + end_message(run)
         return f"{'your action: ' if last.own else ''}{said}"
 
     def __repr__(self) -> str:

@@ -19,9 +19,19 @@ from pagedkv.core.page import PageState
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz.palette import EVENT_COLORS
 
-__all__ = ["log_html", "status_html"]
+__all__ = ["end_message", "log_html", "status_html"]
 
 LOG_KINDS = ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt", "append")
+
+
+def end_message(run: ScenarioRun) -> str:
+    """What the dashboard says once every step of the scenario has run."""
+    text = "The scenario has ended. Press Reset to start again"
+    if run.can_decode_all:  # a live sequence (or the scheduler's unfinished work) can go on
+        has_work = run.scheduler is not None and run.scheduler.has_unfinished
+        more = "run the scheduler one more step" if has_work else "give every live sequence one more token"
+        text += f", or Decode all to {more}"
+    return text + "."
 
 
 def status_html(run: ScenarioRun, snap, message: str = "") -> str:

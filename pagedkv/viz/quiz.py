@@ -100,6 +100,7 @@ class PredictStep(widgets.VBox):
         ).add_class("pagedkv-predict-step")
         self.result = widgets.HTML().add_class("pagedkv-predict-result")
         self.after = widgets.HTML().add_class("pagedkv-predict-after")  # filled once answered
+        self.caption = widgets.HTML().add_class("pagedkv-predict-caption")  # names the picture's step
         # Hidden until the step has run: an Image with no picture shows a broken-image icon.
         self.picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", display="none"))
         self.palette = SequencePalette().restart(self.run.steps)  # the dashboard's colours for this scenario
@@ -122,6 +123,7 @@ class PredictStep(widgets.VBox):
             self.result,
             self.after,
             self.placeholder,
+            self.caption,
             self.picture,
         ]
         self.add_class("pagedkv-predict")
@@ -144,6 +146,7 @@ class PredictStep(widgets.VBox):
             self._heatmap.update(self.run.snapshots[-1])
             self.picture.value = self._heatmap.png()
             self.picture.layout.display = ""
+            self.caption.value = _box(f"<b>The pool after step {record.step}</b>, the step you predicted:")
             self.placeholder.layout.display = "none"
             self.choices.disabled = self.button.disabled = True
         guessed = self.choices.value
