@@ -179,7 +179,9 @@ def _start_worker(requests: list, options: dict) -> None:
     _WORKER = (requests, options)
 
 
-def _serve_job(job: tuple[str, float, bool], requests: list | None = None, options: dict | None = None):
+def _serve_job(
+    job: tuple[str, float, bool], requests: list | None = None, options: dict | None = None
+) -> dict:
     system, rate, memory = job
     if requests is None:  # in a worker process: the trace it was started with
         requests, options = _WORKER
