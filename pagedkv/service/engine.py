@@ -56,7 +56,7 @@ from pagedkv.service.checkpointer import Checkpointer
 from pagedkv.service.concurrency import LockedManager
 from pagedkv.service.durable import COW_LOG_KEEP, DurableSequenceManager
 from pagedkv.service.idempotency import IdempotencyKeys, check_key, fingerprint
-from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits
+from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits, check_fits_pool
 from pagedkv.service.metrics import ServiceMetrics
 from pagedkv.service.quota import Quotas
 from pagedkv.service.recovery import discarded_lines, open_store
@@ -143,6 +143,8 @@ class ServiceEngine:
         check_tokens("token_ids", token_ids)  # ints (TypeError otherwise), not empty
         check_vocab("token_ids", token_ids, VOCAB_SIZE)
         self._check_context("token_ids", len(token_ids))
+        # a prompt no pool state could hold is bad input (422), not "busy" (503)
+        check_fits_pool("token_ids", "the prompt", len(token_ids), self.pool.page_size, self.pool.num_pages)
 
         def run(m: SequenceManager) -> dict:
             nonlocal seq_id
@@ -324,6 +326,7 @@ class ServiceEngine:
         """Raise before anything changes unless n more tokens fit (context limit and pages)."""
         self._check_context(field, seq.num_tokens + n)
         size = m.page_size
+        check_fits_pool(field, repr(seq.seq_id), seq.num_tokens + n, size, self.pool.num_pages)
         # The first token may need a page (the last one is full) or a copy of a shared last
         # page; after it the last page is the sequence's own, so the other n - 1 tokens need
         # a new page exactly at each page boundary they cross.
