@@ -122,6 +122,8 @@ def test_a_request_larger_than_the_pool_is_422_and_one_past_its_free_pages_503(c
     assert body["error"] == "exceeds_pool" and body["detail"][0]["loc"] == ["body", "token_ids"]
     msg = body["detail"][0]["msg"]  # 2,000 tokens are 500 pages of 4; the pool has 64
     assert "500 pages of 4 tokens" in msg and "64 pages in all" in msg, msg
+    r = client.post("/sequences", json={"text": "x" * 257})  # 65 pages: the field it came in
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "text"]
     assert client.get("/snapshot").json() == before
     client.post("/sequences", json={"seq_id": "big", "token_ids": [1] * 100})  # 25 full pages
     client.post("/sequences", json={"seq_id": "other", "token_ids": [2] * 20})  # 5 more

@@ -138,13 +138,14 @@ class ServiceEngine:
         seq_id: str | None = None,
         extra_key: str | None = None,
         key: str | None = None,
+        field: str = "token_ids",
     ) -> dict:
         """Admit and prefill a prompt; returns the prefix-hit count and the block table."""
         check_tokens("token_ids", token_ids)  # ints (TypeError otherwise), not empty
         check_vocab("token_ids", token_ids, VOCAB_SIZE)
-        self._check_context("token_ids", len(token_ids))
+        self._check_context(field, len(token_ids))
         # a prompt no pool state could hold is bad input (422), not "busy" (503)
-        check_fits_pool("token_ids", "the prompt", len(token_ids), self.pool.page_size, self.pool.num_pages)
+        check_fits_pool(field, "the prompt", len(token_ids), self.pool.page_size, self.pool.num_pages)
 
         def run(m: SequenceManager) -> dict:
             nonlocal seq_id

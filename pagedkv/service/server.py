@@ -194,7 +194,7 @@ def _add_sequence_routes(app: FastAPI, engine: ServiceEngine) -> None:
     @app.post("/sequences", status_code=201)
     def create_sequence(body: CreateSequence, key: IdempotencyKey = None) -> JSONResponse:
         tokens = body.tokens(engine.limits.max_prompt_tokens)
-        return answer(engine.create(tokens, body.seq_id, body.extra_key, key=key), 201)
+        return answer(engine.create(tokens, body.seq_id, body.extra_key, key=key, field=body.field), 201)
 
     @app.get("/sequences/{seq_id}")
     def get_sequence(seq_id: PathSeqId) -> dict:
