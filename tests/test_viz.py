@@ -596,7 +596,8 @@ def test_plot_query_outputs_draws_one_line_per_query_and_refuses_uneven_panels()
         for ax in fig.axes
     ]
     assert lines == [[same, same], [same, other]]
-    assert fig.axes[0].get_ylim() == fig.axes[1].get_ylim()  # one shared scale
+    shared = plot_query_outputs({"ignores q": [same], "attention": [other]}, sharey=True)
+    assert shared.axes[0].get_ylim() == shared.axes[1].get_ylim()
     with pytest.raises(ValueError, match="same number"):
         plot_query_outputs({"a": [same], "b": [same, other]})
     with pytest.raises(ValueError, match="at least one program"):

@@ -24,6 +24,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from pagedkv.core.plumbing.validation import check_int
 from pagedkv.viz.palette import SEQUENCE_COLORS
@@ -102,11 +103,12 @@ def _score_labels(num_pages: int, page_size: int, num_tokens: int) -> list[str]:
     return [f"s{first}-{last}" if last > first else f"s{first}" for first, last in spans]
 
 
-def plot_query_outputs(panels: dict[str, Sequence], title: str = "") -> Figure:
+def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: bool = False) -> Figure:
     """One panel per attention program (e.g. `{"naive k·v": [out1, out2], "dense": [...]}`):
     each query's output vector (flattened heads × dims) as a line of markers over the output
-    index, on one shared y scale. A program that ignores the query draws one line for every
-    query; real attention draws a different line per query (notebook 08, section 6)."""
+    index, each panel on its own y scale unless `sharey`. A program that ignores the query
+    draws one line for every query; real attention draws a different line per query
+    (notebook 08, section 6)."""
     if not panels:
         raise ValueError("panels must name at least one program, got none")
     counts = {name: len(outputs) for name, outputs in panels.items()}
@@ -114,7 +116,7 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "") -> Figure:
         raise ValueError(f"every panel needs the same number (>= 1) of outputs, got {counts}")
     fig = Figure(figsize=(11, 3.6), layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    axes = fig.subplots(1, len(panels), sharey=sharey, squeeze=False)[0]
     styles = (("o", "-", "#0072B2"), ("x", "--", "#D55E00"), ("s", ":", "#009E73"))
     for ax, (name, outputs) in zip(axes, panels.items(), strict=True):
         for k, out in enumerate(outputs):
@@ -133,8 +135,10 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "") -> Figure:
         ax.set_title(name, loc="left")
         ax.set_xlabel("output element (heads × dims)")
         ax.axhline(0, color="#888888", linewidth=0.8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("output value")
+    for ax in axes if not sharey else axes[:1]:
+        ax.set_ylabel("output value")
     axes[0].legend(loc="best")
     if title:
         fig.suptitle(title, x=0.01, ha="left")
