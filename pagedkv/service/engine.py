@@ -10,9 +10,9 @@ around it and the `ServiceMetrics` reading it. Its operations are whole requests
 - `fork`, `free`, `sequence`, `snapshot`, `check`, `checkpoint`.
 
 Each holds the service lock from start to end and is all-or-nothing: the pages a call
-needs are counted before anything changes, so a call the pool cannot serve raises
-`OutOfPagesError` having changed nothing (never half a generation). K/V are always computed
-before the lock is released, so no other request can hit a page whose K/V are missing.
+needs are counted before anything changes: a call the pool cannot serve now raises
+`OutOfPagesError`, one needing more pages than the pool has `ExceedsPoolError`, having
+changed nothing (never half a generation). K/V are computed before the lock is released.
 With a write-ahead log each request is one transaction (durable.py): a crash in the middle
 of a generate is rolled back by recovery to the state before the request. Each mutating
 call takes an optional idempotency key (idempotency.py): a retry with the same key returns
