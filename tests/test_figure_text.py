@@ -29,6 +29,7 @@ from pagedkv.viz import (
     plot_lru,
     plot_paged_vs_contiguous,
     plot_pool,
+    plot_query_outputs,
     plot_series,
     plot_slots,
     plot_token_pages,
@@ -86,6 +87,10 @@ def _figures() -> dict[str, object]:
         "lifecycle": plot_lifecycle(["allocate"]),
         "chunked kernel": plot_chunked_kernel([5, 2, 9], chunk=3, page_size=4),
         "series": plot_series({"naive": [3, 2, 1], "pagedkv": [3, 3, 3]}, "request", "pages free"),
+        "query outputs": plot_query_outputs(
+            {"naive k·v": [[2.0] * 16, [2.0] * 16], "dense": [[0.1 * i for i in range(16)], [0.0] * 16]},
+            "two queries",
+        ),
         "radix growth": growth,
         "radix tree": radix_tree,
         "memory budget": plot_budget("Mistral-7B", "A100-40GB"),

@@ -111,18 +111,39 @@ def test_duplicate_ids_and_server_assigned_ids(client):
 
 
 @pytest.mark.slow
-def test_out_of_pages_is_503_with_retry_after_and_changes_nothing(client):
+def test_a_request_larger_than_the_pool_is_422_and_one_past_its_free_pages_503(client):
+    """Never servable (more pages than the pool has in all): 422 naming the field, no
+    Retry-After. Servable later (fits the pool, not its FREE + CACHED pages now): 503 with
+    Retry-After. Neither changes anything."""
     before = client.get("/snapshot").json()
-    r = client.post("/sequences", json={"token_ids": [7] * 2000})  # 500 pages of a 64-page pool
+    r = client.post("/sequences", json={"seq_id": "huge", "token_ids": [7] * 2000})
+    assert r.status_code == 422 and "retry-after" not in r.headers
+    body = r.json()
+    assert body["error"] == "exceeds_pool" and body["detail"][0]["loc"] == ["body", "token_ids"]
+    msg = body["detail"][0]["msg"]  # 2,000 tokens are 500 pages of 4; the pool has 64
+    assert "500 pages of 4 tokens" in msg and "64 pages in all" in msg, msg
+    r = client.post("/sequences", json={"text": "x" * 257})  # 65 pages: the field it came in
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "text"]
+    assert client.get("/snapshot").json() == before
+    client.post("/sequences", json={"seq_id": "big", "token_ids": [1] * 100})  # 25 full pages
+    client.post("/sequences", json={"seq_id": "other", "token_ids": [2] * 20})  # 5 more
+    mid = client.get("/snapshot").json()
+    available = sum(s != 1 for s in mid["state"])  # FREE + CACHED
+    tokens = np.random.default_rng(5).integers(0, 256, 4 * (available + 1)).tolist()
+    r = client.post("/sequences", json={"token_ids": tokens})  # one page more than is left
     assert r.status_code == 503 and r.headers["retry-after"] == "1"
     body = r.json()
-    assert body["error"] == "out_of_pages" and "pages" in body["detail"] and body["num_pages"] == 64
-    assert body["num_available_pages"] == sum(s != 1 for s in before["state"])  # FREE + CACHED
-    client.post("/sequences", json={"seq_id": "big", "token_ids": [1] * 100})
-    mid = client.get("/snapshot").json()
-    r = client.post("/sequences/big/generate", json={"max_new_tokens": 256})  # more than is left
-    assert r.status_code == 503 and client.get("/snapshot").json() == mid
-    client.delete("/sequences/big")
+    assert body["error"] == "out_of_pages" and body["num_pages"] == 64
+    assert body["num_available_pages"] == available
+    r = client.post("/sequences/big/generate", json={"max_new_tokens": 152})  # 63 pages in all
+    assert r.status_code == 503 and r.headers["retry-after"] == "1"  # needs 38 of <= 34
+    r = client.post("/sequences/big/generate", json={"max_new_tokens": 157})  # 65 pages
+    assert r.status_code == 422 and "retry-after" not in r.headers
+    assert r.json()["detail"][0]["loc"] == ["body", "max_new_tokens"]
+    assert "65 pages of 4 tokens" in r.json()["detail"][0]["msg"]
+    assert client.get("/snapshot").json() == mid
+    for seq_id in ("big", "other"):
+        client.delete(f"/sequences/{seq_id}")
     after = client.get("/snapshot").json()
     assert after["seq_ids"] == before["seq_ids"]
 

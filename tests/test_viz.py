@@ -580,3 +580,25 @@ def test_the_kernel_picture_refuses_a_chunk_of_the_wrong_kind_or_size():
         plot_chunked_kernel([0, 1, 2], chunk=2.0)
     with pytest.raises(ValueError, match="chunk must be >= 1, got 0"):
         plot_chunked_kernel([0, 1, 2], chunk=0)
+
+
+def test_plot_query_outputs_draws_one_line_per_query_and_refuses_uneven_panels():
+    from pagedkv.viz import plot_query_outputs
+
+    same, other = [1.0, 2.0, 3.0], [3.0, 1.0, 0.0]
+    fig = plot_query_outputs({"ignores q": [same, same], "attention": [same, other]})
+    lines = [
+        [
+            [float(y) for y in line.get_ydata()]
+            for line in ax.get_lines()
+            if line.get_label().startswith("query")
+        ]
+        for ax in fig.axes
+    ]
+    assert lines == [[same, same], [same, other]]
+    shared = plot_query_outputs({"ignores q": [same], "attention": [other]}, sharey=True)
+    assert shared.axes[0].get_ylim() == shared.axes[1].get_ylim()
+    with pytest.raises(ValueError, match="same number"):
+        plot_query_outputs({"a": [same], "b": [same, other]})
+    with pytest.raises(ValueError, match="at least one program"):
+        plot_query_outputs({})

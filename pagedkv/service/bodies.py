@@ -92,6 +92,11 @@ class _Tokens(_Body):
             raise ValueError("give exactly one of text or token_ids")
         return self
 
+    @property
+    def field(self) -> str:
+        """The field the tokens came in, for errors that name it."""
+        return "text" if self.text is not None else "token_ids"
+
     def tokens(self, limit: int) -> list[int]:
         """The request's tokens; a 422 naming the field when there are more than `limit`."""
         if self.text is not None:

@@ -10,9 +10,9 @@ around it and the `ServiceMetrics` reading it. Its operations are whole requests
 - `fork`, `free`, `sequence`, `snapshot`, `check`, `checkpoint`.
 
 Each holds the service lock from start to end and is all-or-nothing: the pages a call
-needs are counted before anything changes, so a call the pool cannot serve raises
-`OutOfPagesError` having changed nothing (never half a generation). K/V are always computed
-before the lock is released, so no other request can hit a page whose K/V are missing.
+needs are counted before anything changes: a call the pool cannot serve now raises
+`OutOfPagesError`, one needing more pages than the pool has `ExceedsPoolError`, having
+changed nothing (never half a generation). K/V are computed before the lock is released.
 With a write-ahead log each request is one transaction (durable.py): a crash in the middle
 of a generate is rolled back by recovery to the state before the request. Each mutating
 call takes an optional idempotency key (idempotency.py): a retry with the same key returns
@@ -56,7 +56,7 @@ from pagedkv.service.checkpointer import Checkpointer
 from pagedkv.service.concurrency import LockedManager
 from pagedkv.service.durable import COW_LOG_KEEP, DurableSequenceManager
 from pagedkv.service.idempotency import IdempotencyKeys, check_key, fingerprint
-from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits
+from pagedkv.service.limits import FieldError, ServiceBusyError, ServiceLimits, check_fits_pool
 from pagedkv.service.metrics import ServiceMetrics
 from pagedkv.service.quota import Quotas
 from pagedkv.service.recovery import discarded_lines, open_store
@@ -138,11 +138,14 @@ class ServiceEngine:
         seq_id: str | None = None,
         extra_key: str | None = None,
         key: str | None = None,
+        field: str = "token_ids",
     ) -> dict:
         """Admit and prefill a prompt; returns the prefix-hit count and the block table."""
         check_tokens("token_ids", token_ids)  # ints (TypeError otherwise), not empty
         check_vocab("token_ids", token_ids, VOCAB_SIZE)
-        self._check_context("token_ids", len(token_ids))
+        self._check_context(field, len(token_ids))
+        # a prompt no pool state could hold is bad input (422), not "busy" (503)
+        check_fits_pool(field, "the prompt", len(token_ids), self.pool.page_size, self.pool.num_pages)
 
         def run(m: SequenceManager) -> dict:
             nonlocal seq_id
@@ -324,6 +327,7 @@ class ServiceEngine:
         """Raise before anything changes unless n more tokens fit (context limit and pages)."""
         self._check_context(field, seq.num_tokens + n)
         size = m.page_size
+        check_fits_pool(field, repr(seq.seq_id), seq.num_tokens + n, size, self.pool.num_pages)
         # The first token may need a page (the last one is full) or a copy of a shared last
         # page; after it the last page is the sequence's own, so the other n - 1 tokens need
         # a new page exactly at each page boundary they cross.

@@ -6,8 +6,10 @@ requests, body read time), the listening socket (gate.py: connections, header re
 and uvicorn's options (keep-alive, shutdown). `python -m pagedkv serve` exposes each field as an option.
 
 A request beyond a limit gets a quick answer, never a hang: 503 with `Retry-After` for
-"busy, try again" (connections, in-flight requests, a full pool), 408 for a body that
-arrives too slowly, 413 for one too large, 422 for a sequence or request over its size.
+"busy, try again" (connections, in-flight requests, too few FREE or CACHED pages now), 408
+for a body that arrives too slowly, 413 for one too large, 422 for a sequence or request
+over its size, a sequence needing more pages than the whole pool included (no retry can
+succeed, so no `Retry-After`).
 
 vLLM's server bounds the same things with `--max-num-seqs`, `--max-model-len` and its
 uvicorn settings (`--timeout-keep-alive`). Leaves out: per-client quotas (every client
@@ -65,3 +67,21 @@ class FieldError(ValueError):
     def __init__(self, loc: tuple[str, ...], message: str) -> None:
         super().__init__(message)
         self.loc = loc
+
+
+class ExceedsPoolError(FieldError):
+    """The sequence would need more pages than the pool has in all, so no retry can ever
+    succeed (HTTP 422 `exceeds_pool`, no Retry-After); one that fits the pool but not its
+    FREE and CACHED pages now is OutOfPagesError (503 with Retry-After)."""
+
+
+def check_fits_pool(field: str, what: str, num_tokens: int, page_size: int, num_pages: int) -> None:
+    """Raise ExceedsPoolError unless `num_tokens` tokens fit in `num_pages` pages in all."""
+    needed = -(-num_tokens // page_size)
+    if needed > num_pages:
+        raise ExceedsPoolError(
+            ("body", field),
+            f"{field}: {what} would hold {num_tokens} tokens, {needed} pages of {page_size} "
+            f"tokens; the pool has {num_pages} pages in all (at most {num_pages * page_size} "
+            "tokens per sequence), so no retry can succeed",
+        )

@@ -22,9 +22,12 @@ Other answers: 404 unknown sequence, 409 id already live, 413 body over 256 KiB 
 `max_body_size`: its body is `{"detail": "Content Too Large"}`), 408 body
 slower than `body_timeout`, 431 headers over 16 KiB, 401 missing or wrong token, 400 for two
 `Authorization` or two `Idempotency-Key` headers, and 503 with `Retry-After` for "try again
-later": out of pages (body: `error`, `detail`, page counts), too many live sequences, too
-many requests in flight, shutting down (SIGTERM), or a store that needs a restart; 429
-with `Retry-After` for a client past one of its own quotas (`--tokens-file`, quota.py).
+later": too few FREE or CACHED pages now (body: `error`, `detail`, page counts), too many
+live sequences, too many requests in flight, shutting down (SIGTERM), or a store that needs
+a restart; 429 with `Retry-After` for a client past one of its own quotas (`--tokens-file`,
+quota.py). A sequence that would need more pages than the pool has in all can never be
+served, so it is no 503: it is 422 `exceeds_pool` naming the field, its page count and the
+pool's, without `Retry-After` (vLLM answers a prompt over the model's maximum length 400).
 
 Mutating requests take an `Idempotency-Key` header (idempotency.py): a retry with the same
 key gets the first answer, with `Idempotent-Replayed: true`, and changes nothing; a key
@@ -75,7 +78,7 @@ from pagedkv.service.bodies import (
 from pagedkv.service.durable import StoreNeedsRecoveryError
 from pagedkv.service.engine import MAX_CONTEXT_TOKENS, SequenceExistsError, ServiceEngine
 from pagedkv.service.guard import BEARER, MAX_BODY_BYTES, Guard
-from pagedkv.service.limits import FieldError, ServiceBusyError, ShuttingDownError
+from pagedkv.service.limits import ExceedsPoolError, FieldError, ServiceBusyError, ShuttingDownError
 from pagedkv.service.quota import install as install_quotas
 
 
@@ -157,7 +160,8 @@ def _add_error_answers(app: FastAPI, engine: ServiceEngine) -> None:
         # The same body as pydantic's 422s: every 422 names its field in "loc".
         loc = list(exc.loc) if isinstance(exc, FieldError) else ["body"]
         detail = [{"loc": loc, "msg": str(exc), "type": "value_error"}]
-        return JSONResponse(status_code=422, content={"error": "invalid", "detail": detail})
+        error = "exceeds_pool" if isinstance(exc, ExceedsPoolError) else "invalid"
+        return JSONResponse(status_code=422, content={"error": error, "detail": detail})
 
     for exc_type, status, error in (
         (UnknownSequenceError, 404, "unknown_sequence"),
@@ -190,7 +194,7 @@ def _add_sequence_routes(app: FastAPI, engine: ServiceEngine) -> None:
     @app.post("/sequences", status_code=201)
     def create_sequence(body: CreateSequence, key: IdempotencyKey = None) -> JSONResponse:
         tokens = body.tokens(engine.limits.max_prompt_tokens)
-        return answer(engine.create(tokens, body.seq_id, body.extra_key, key=key), 201)
+        return answer(engine.create(tokens, body.seq_id, body.extra_key, key=key, field=body.field), 201)
 
     @app.get("/sequences/{seq_id}")
     def get_sequence(seq_id: PathSeqId) -> dict:

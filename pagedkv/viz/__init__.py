@@ -13,7 +13,7 @@ from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html, plot_block_tables
 from pagedkv.viz.fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
 from pagedkv.viz.heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
-from pagedkv.viz.kernel import plot_chunked_kernel
+from pagedkv.viz.kernel import plot_chunked_kernel, plot_query_outputs
 from pagedkv.viz.lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
 from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.projector import projector
@@ -49,6 +49,7 @@ __all__ = [
     "lifecycle_png",
     "plot_block_tables",
     "plot_chunked_kernel",
+    "plot_query_outputs",
     "plot_lifecycle",
     "plot_lru",
     "plot_paged_vs_contiguous",

@@ -10,16 +10,21 @@ end. Chunks are sized to stay in the CPU cache, the reason the kernel is chunked
 vLLM's PagedAttention v2 and FlashDecoding split the context the same way but combine
 partial softmaxes with an online rescale instead of a second pass. Leaves out: heads and
 batches (one query row is drawn).
+
+`plot_query_outputs(panels)` draws what attention programs return for several queries side
+by side: notebook 08's "attention" that ignores the query gives one line for all of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from pagedkv.core.plumbing.validation import check_int
 from pagedkv.viz.palette import SEQUENCE_COLORS
@@ -96,3 +101,45 @@ def _score_labels(num_pages: int, page_size: int, num_tokens: int) -> list[str]:
     check_int("num_tokens", num_tokens, (num_pages - 1) * page_size + 1, num_pages * page_size)
     spans = [(i * page_size, min((i + 1) * page_size, num_tokens) - 1) for i in range(num_pages)]
     return [f"s{first}-{last}" if last > first else f"s{first}" for first, last in spans]
+
+
+def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: bool = False) -> Figure:
+    """One panel per attention program (e.g. `{"naive k·v": [out1, out2], "dense": [...]}`):
+    each query's output vector (flattened heads × dims) as a line of markers over the output
+    index, each panel on its own y scale unless `sharey`. A program that ignores the query
+    draws one line for every query; real attention draws a different line per query
+    (notebook 08, section 6)."""
+    if not panels:
+        raise ValueError("panels must name at least one program, got none")
+    counts = {name: len(outputs) for name, outputs in panels.items()}
+    if min(counts.values()) < 1 or len(set(counts.values())) != 1:
+        raise ValueError(f"every panel needs the same number (>= 1) of outputs, got {counts}")
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), sharey=sharey, squeeze=False)[0]
+    styles = (("o", "-", "#0072B2"), ("x", "--", "#D55E00"), ("s", ":", "#009E73"))
+    for ax, (name, outputs) in zip(axes, panels.items(), strict=True):
+        for k, out in enumerate(outputs):
+            marker, line, color = styles[k % len(styles)]
+            values = [float(x) for x in np.ravel(out)]
+            ax.plot(
+                range(len(values)),
+                values,
+                marker=marker,
+                linestyle=line,
+                color=color,
+                markersize=9,
+                linewidth=1.5,
+                label=f"query {k + 1}",
+            )
+        ax.set_title(name, loc="left")
+        ax.set_xlabel("output element (heads × dims)")
+        ax.axhline(0, color="#888888", linewidth=0.8)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    for ax in axes if not sharey else axes[:1]:
+        ax.set_ylabel("output value")
+    axes[0].legend(loc="best")
+    if title:
+        fig.suptitle(title, x=0.01, ha="left")
+    return projector(fig)
