@@ -547,7 +547,12 @@ def test_quiz_checks_answers_and_refuses_an_unknown_question_id():
     quiz = Quiz("01-check")  # 1. page_size 4, block table [7, 2, 9]: the slot of position 5
     assert not quiz.check(0)  # nothing picked
     assert quiz.check(0, "9") and "Right" in quiz.feedback[0].value
-    assert not quiz.check(0, "21") and "the answer is" in quiz.feedback[0].value
+    quiz = Quiz("01-check")  # a learner who picks wrong gets one more try before the answer
+    why = quiz.questions[0].why
+    assert not quiz.check(0, "21") and "Not quite" in quiz.feedback[0].value
+    assert "the answer is" not in quiz.feedback[0].value and why not in quiz.feedback[0].value
+    assert not quiz.check(0, "21") and "the answer is “9”" in quiz.feedback[0].value
+    assert why in quiz.feedback[0].value
     with pytest.raises(ValueError, match="answer must be one of"):
         Question("q", ("a", "b"), "c", "why")
     with pytest.raises(ValueError, match="question_id must be one of .* got '99-check'"):

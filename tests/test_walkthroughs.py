@@ -144,7 +144,7 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
     quiz = Quiz("05-check")
     whys = [escape(q.why) for q in quiz.questions]
     assert not any(why in _widget_text(quiz) for why in whys)
-    quiz.check(1, quiz.questions[1].options[0])
+    quiz.check(1, quiz.questions[1].answer)
     assert whys[1] in _widget_text(quiz) and whys[0] not in _widget_text(quiz)
     talk = Discuss("05-reserve")
     assert escape(talk.data.answer) not in _widget_text(talk)

@@ -170,7 +170,8 @@ class PredictStep(widgets.VBox):
 
 
 class Quiz(widgets.VBox):
-    """Check questions: pick an answer, press Check, read why."""
+    """Check questions: pick an answer, press Check, read why. A first wrong pick gets a
+    second try; the answer and its reason show after a right pick or a second wrong one."""
 
     def __init__(self, question_id: str) -> None:
         data = quiz(question_id)
@@ -179,6 +180,7 @@ class Quiz(widgets.VBox):
         self.pickers: list[widgets.RadioButtons] = []
         self.buttons: list[widgets.Button] = []
         self.feedback: list[widgets.HTML] = []
+        self.misses = [0] * len(self.questions)  # wrong picks so far: the answer shows after two
         rows: list[widgets.Widget] = [widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))]
         for k, q in enumerate(self.questions):
             picker = widgets.RadioButtons(
@@ -204,6 +206,10 @@ class Quiz(widgets.VBox):
             self.feedback[k].value = _box("Pick an answer first.", WRONG)
             return False
         right = picker.value == q.answer
+        if not right and self.misses[k] == 0:  # a first wrong pick: one more try, nothing given away
+            self.misses[k] = 1
+            self.feedback[k].value = _box("<b>Not quite.</b> Think it over and pick another answer.", WRONG)
+            return False
         said = "Right." if right else f"Not quite: the answer is “{html.escape(q.answer)}”."
         self.feedback[k].value = _box(f"<b>{said}</b> {html.escape(q.why)}", RIGHT if right else WRONG)
         return right
