@@ -126,8 +126,16 @@ def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str]:
         drawn.add(state)
         fill = COLORS.get(state, COLORS[None])
         box = dict(boxstyle="round,pad=0.4", fc=fill, ec="#333333")
-        ax.text(*_xy(where[node]), label, ha="center", va="center", fontsize=FONT_PT,
-                color=text_color(fill), bbox=box, zorder=2)
+        ax.text(
+            *_xy(where[node]),
+            label,
+            ha="center",
+            va="center",
+            fontsize=FONT_PT,
+            color=text_color(fill),
+            bbox=box,
+            zorder=2,
+        )
     return drawn
 
 
