@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from pagedkv import CacheConfig, KVCachePool, LRUEvictionPolicy, SequenceManager
+from pagedkv import CacheConfig, EvictionPolicy, KVCachePool, LRUEvictionPolicy, SequenceManager
 from pagedkv.core.config import ConfigError
 from pagedkv.core.eviction import make_eviction_policy
 from pagedkv.core.hashing import block_hashes
@@ -164,7 +164,8 @@ def test_lab_claims():
     assert max(rates["chat"], key=rates["chat"].get) == "lru"
     assert all(rates["scan"][p] > rates["scan"]["lru"] + 0.05 for p in ("lfu", "arc", "s3fifo"))
     verdict = lru_verdict(rates)
-    assert verdict[0].startswith("chat: LRU holds") and verdict[1].startswith("scan: LRU loses")
+    assert verdict[0].startswith("chat: LRU 58.5%, better than every other policy (the next best: arc")
+    assert verdict[1].startswith("scan: LRU loses")
     assert replay(scan_mix(seed=3), 2048, "arc") == replay(scan_mix(seed=3), 2048, "arc")
 
 
@@ -208,8 +209,83 @@ def test_bad_names_and_sizes():
         lab_workload("burst")
 
 
+def test_lru_verdict_says_plainly_how_lru_compares_when_it_is_not_beaten():
+    rates = {
+        "ahead": {"lru": 0.60, "fifo": 0.50, "lfu": 0.55},
+        "tied": {"lru": 0.585, "leaf-lru": 0.585, "fifo": 0.54},
+        "close": {"lru": 0.50, "arc": 0.505},
+        "behind": {"lru": 0.50, "arc": 0.52, "lfu": 0.515},
+    }
+    assert lru_verdict(rates) == [
+        "ahead: LRU 60.0%, better than every other policy (the next best: lfu 55.0%)",
+        "tied: LRU 58.5%, as good as the best other policy (leaf-lru 58.5%)",
+        "close: LRU 50.0%, within 1 point of the best other policy (arc 50.5%)",
+        "behind: LRU loses (50.0%) to arc, lfu (best arc 52.0%)",
+    ]
+    assert lru_verdict(rates, margin=0.03)[3].startswith("behind: LRU 50.0%, within 3 points of")
+
+
 def test_lru_verdict_without_another_policy():
     assert lru_verdict({"chat": {"lru": 0.585}, "scan": {"lru": 0.2}}) == [
         "chat: LRU 58.5%; no other policy ran to compare it with",
         "scan: LRU 20.0%; no other policy ran to compare it with",
     ]
+
+
+class RevivedLast(EvictionPolicy):
+    """A policy written as notebook 10 asks, with the public interface only: evict the page
+    released longest ago among those no prefix hit has revived, else the oldest of all."""
+
+    def __init__(self):
+        super().__init__()
+        self.revived = set()
+
+    def remove(self, page_id):
+        super().remove(page_id)
+        self.revived.add(page_id)
+
+    def order(self):
+        pages = self.release_order()
+        return [p for p in pages if p not in self.revived] + [p for p in pages if p in self.revived]
+
+    def pop_victim(self):
+        victim = self.order()[0]
+        self.revived.discard(victim)
+        return self.take_victim(victim)
+
+
+def test_a_policy_of_ones_own_needs_only_the_public_interface():
+    policy = RevivedLast()
+    policy.add_all([1, 2, 3])
+    policy.remove(1)
+    policy.add(1)  # revived: released last, and kept last
+    assert policy.release_order() == [2, 3, 1] and policy.order() == [2, 3, 1]
+    policy.remove(2)
+    policy.add(2)
+    assert policy.order() == [3, 1, 2] and policy.pop_victims(2) == [3, 1]
+    assert len(policy) == 1 and 2 in policy and 1 not in policy
+    with pytest.raises(ValueError, match=r"page_id 7 is not evictable \(1 pages are\)"):
+        policy.take_victim(7)
+    assert policy.release_order() == [2]  # the refused call changed nothing
+    check_policy(RevivedLast())
+    # "seen once" first: one-off pages go before revived ones, as LFU (counts 1 and 2+) does
+    scan = lab_workload("scan")
+    assert replay(scan, 2048, RevivedLast()).hit_rate > replay(scan, 2048).hit_rate + 0.05
+
+
+def test_the_eviction_figure_draws_lru_over_leaf_lru_and_both_show():
+    from matplotlib.colors import to_hex
+
+    from pagedkv.bench import Report, eviction
+
+    curves = {"chat": {"lru": [0.4, 0.5], "leaf-lru": [0.4, 0.5], "fifo": [0.3, 0.4]}}
+    fig = eviction.figure(
+        Report("e", [], [], data={"curves": curves, "sizes": [1024, 2048], "cache_tokens": 2048})
+    )
+    lines = {
+        line.get_label(): line for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")
+    }
+    lru, leaf = lines["lru"], lines["leaf-lru"]
+    assert lru.get_zorder() > leaf.get_zorder() and lru.get_zorder() > lines["fifo"].get_zorder()
+    assert leaf.get_linewidth() > 2 * lru.get_linewidth()  # the band shows on both sides
+    assert to_hex(leaf.get_color()) != to_hex(lru.get_color())

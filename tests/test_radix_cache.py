@@ -165,3 +165,27 @@ def test_the_tree_colours_a_state_as_the_pool_heatmap_does():
     key = ax.get_legend()
     legend = {t.get_text(): to_hex(h.get_facecolor()) for t, h in zip(key.get_texts(), key.legend_handles)}
     assert legend == {"ACTIVE": active, "CACHED": cached}
+
+
+def test_the_tree_picture_fits_its_tree_and_shows_labels_whole():
+    """A small tree draws small (at most 360 px tall at 100 dpi, half a 720 px screen), a
+    long run of tokens wraps over lines with every character kept, and the legend names only
+    the states present."""
+    from pagedkv.viz.radix import plot_radix_tree
+
+    cache = RadixCache(page_size=2)
+    cache.insert([1, 2, 3, 4, 5, 6], [0, 1, 2])
+    cache.match_prefix([1, 2, 9, 9])  # a chain of two nodes under the root
+    small = plot_radix_tree(cache)
+    assert small.get_size_inches()[1] * small.dpi <= 360
+    long_run = list(range(10, 30))  # 20 tokens: "10 11 ... 29", 59 characters
+    cache.insert(long_run, list(range(3, 13)))
+    fig = plot_radix_tree(cache, page_state=lambda p: "CACHED", width=20)
+    ax = fig.axes[0]
+    label = next(t.get_text() for t in ax.texts if t.get_text().startswith("10 "))
+    lines = label.split("\n")
+    text_lines = lines[: next(i for i, line in enumerate(lines) if line.startswith("pages"))]
+    assert len(text_lines) == 3 and all(len(line) <= 20 for line in text_lines)
+    assert " ".join(text_lines).split() == [str(t) for t in long_run]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["CACHED"]
+    assert fig.get_size_inches()[1] > small.get_size_inches()[1]  # taller boxes, taller picture

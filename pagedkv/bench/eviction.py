@@ -26,6 +26,7 @@ POLICIES = "lru,leaf-lru,fifo,lfu,arc,s3fifo,lru+pin"
 WORKLOADS = "chat,zipf,rag,scan"
 COLORS = {
     "lru": "#000000",
+    "leaf-lru": "#C4C4C4",  # a wide grey band under LRU's black line: the two are equal
     "fifo": "#E69F00",
     "lfu": "#56B4E9",
     "arc": "#009E73",
@@ -95,6 +96,16 @@ def run(
     )
 
 
+def _line_style(policy: str) -> dict:
+    """LRU a thick black line drawn over every other; SGLang's leaf-first LRU, which lies on
+    it exactly, a wide grey band beneath it, so both show."""
+    if policy == "lru":
+        return dict(color=COLORS["lru"], lw=2.5, marker="o", zorder=4)
+    if policy == "leaf-lru":
+        return dict(color=COLORS["leaf-lru"], lw=9, solid_capstyle="round", zorder=1)
+    return dict(color=COLORS.get(policy), lw=1.8, marker="o", zorder=2)
+
+
 def figure(report: Report):
     """One panel per workload, side by side: hit rate against cache size, one line per
     policy. Wider than tall, so the whole figure and its title fit on a laptop screen."""
@@ -107,15 +118,7 @@ def figure(report: Report):
     axes = fig.subplots(1, len(curves), sharey=True, squeeze=False)[0]
     for ax, (workload, by_policy) in zip(axes, curves.items()):
         for policy, rates in by_policy.items():
-            ax.plot(
-                sizes,
-                100 * np.asarray(rates),
-                marker="o",
-                lw=2.5 if policy == "lru" else 1.8,
-                ls="--" if policy == "leaf-lru" else "-",  # it lies on LRU's line
-                color=COLORS.get(policy),
-                label=policy,
-            )
+            ax.plot(sizes, 100 * np.asarray(rates), label=policy, **_line_style(policy))
         ax.axvline(report.data["cache_tokens"], color="#bbbbbb", ls=":", zorder=0)
         ax.set_title(workload, fontsize=15)
         ax.set_xscale("log", base=2)

@@ -64,8 +64,17 @@ class EvictionPolicy(ABC):
         """Evictable page ids, next victim first."""
 
     def release_order(self) -> list[int]:
-        """Evictable page ids in the order they were released, oldest first (checkpoints)."""
+        """Evictable page ids in the order they were released, oldest first: what a policy of
+        one's own reads to choose a victim (and what checkpoints save)."""
         return list(self._pages)
+
+    def take_victim(self, page_id: int) -> int:
+        """Take the evictable page `page_id` out of the set and return it: how a policy of
+        one's own ends `pop_victim` once it has chosen (`return self.take_victim(chosen)`)."""
+        if page_id not in self._pages:
+            raise ValueError(f"page_id {page_id!r} is not evictable ({len(self._pages)} pages are)")
+        del self._pages[page_id]
+        return page_id
 
     def attach(self, num_pages: int, content_key: Callable[[int], Hashable]) -> None:
         """Called once by the pool that owns the policy: its size, and content_key(page_id),

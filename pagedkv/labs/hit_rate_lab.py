@@ -193,5 +193,16 @@ def lru_verdict(rates: dict[str, dict[str, float]], margin: float = 0.01) -> lis
                 f"{workload}: LRU loses ({lru:.1%}) to {', '.join(winners)} (best {best} {others[best]:.1%})"
             )
         else:
-            lines.append(f"{workload}: LRU holds ({lru:.1%}; best other {best} {others[best]:.1%})")
+            lines.append(f"{workload}: LRU {lru:.1%}, {_as_good(lru, best, others[best], margin)}")
     return lines
+
+
+def _as_good(lru: float, best: str, rate: float, margin: float) -> str:
+    """How LRU's rate compares with `rate`, the best other policy's (`best`), when none
+    beats LRU by more than `margin`."""
+    if lru > rate:
+        return f"better than every other policy (the next best: {best} {rate:.1%})"
+    if lru == rate:
+        return f"as good as the best other policy ({best} {rate:.1%})"
+    points = 100 * margin
+    return f"within {points:g} point{'' if points == 1 else 's'} of the best other policy ({best} {rate:.1%})"

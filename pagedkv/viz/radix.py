@@ -1,18 +1,23 @@
 """Pictures of a radix tree (`pagedkv.radix.radix_cache.RadixCache`) as it grows and splits.
 
 Each node is a box holding its run of tokens (as text when a decoder is given, e.g.
-`TinyLM.decode`) and its page ids; edges go from parent to child, the root at the top.
-Boxes are coloured by what the pages are doing when a page state is given (a pool's
-`page(pid).state.name`): ACTIVE (held by a running sequence) or CACHED (evictable), in the
-pool heatmap's state colours (`pagedkv.viz.palette.STATE_COLORS`), so a state has one colour
-in every picture; with no page state the boxes are white (grey is FREE there, and a tree
-never holds a FREE page). `plot_radix_growth` draws several moments side by side, so a split reads as one box
+`TinyLM.decode`) and its page ids, wrapped over a few lines rather than cut; edges go from
+parent to child, the root at the top. Boxes are coloured by what the pages are doing when a
+page state is given (a pool's `page(pid).state.name`): ACTIVE (held by a running sequence)
+or CACHED (evictable), in the pool heatmap's state colours
+(`pagedkv.viz.palette.STATE_COLORS`), so a state has one colour in every picture; the
+legend lists only the states present. With no page state the boxes are white (grey is FREE
+there, and a tree never holds a FREE page). A new figure is sized to its tree: a column
+per leaf as wide as the widest label, a row per level as tall as the tallest box.
+`plot_radix_growth` draws several moments side by side, so a split reads as one box
 becoming two with the same pages.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from matplotlib.colors import to_rgb
 
@@ -25,6 +30,10 @@ COLORS = {  # page state name -> fill: the heatmap's, None = no state given
     "CACHED": STATE_COLORS[PageState.CACHED],
     None: "#FFFFFF",
 }
+FONT_PT = 12  # box and legend text; titles 13
+LINE_IN = FONT_PT * 1.2 / 72  # the height of one line of box text, in inches
+CHAR_IN = FONT_PT * 0.62 / 72  # the width of one character of it, about
+MAX_TEXT_LINES = 4  # a longer run of tokens ends in "…" after this many lines
 
 
 def text_color(fill: str) -> str:
@@ -54,46 +63,102 @@ def _layout(tree: RadixCache) -> dict[RadixNode, tuple[float, int]]:
 
 
 def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: int) -> str:
+    """The node's tokens (quoted text with a decoder, else ids) and page ids, wrapped at
+    `width` characters (a space where a line breaks is the break), whole unless the text
+    needs more than MAX_TEXT_LINES lines."""
     text = decode(node.key) if decode else " ".join(map(str, node.key))
-    text = text.replace("\n", " ")
-    if len(text) > width:
-        text = text[: width - 1] + "…"
-    pages = ", ".join(map(str, node.value))
-    return f"{text!r}\npages {pages}" if decode else f"{text}\npages {pages}"
+    if decode:
+        text = repr(text.replace("\n", " "))
+    lines = textwrap.wrap(text, width, break_on_hyphens=False) or [text]
+    if len(lines) > MAX_TEXT_LINES:
+        lines = lines[: MAX_TEXT_LINES - 1] + [lines[MAX_TEXT_LINES - 1][: width - 1] + "…"]
+    pages = textwrap.wrap("pages " + ", ".join(map(str, node.value)), width + 12)
+    return "\n".join(lines + pages)
 
 
-def _draw(ax, tree: RadixCache, where, decode, page_state, width: int) -> None:
-    """Edges, then one box per node (the root a circle)."""
+@dataclass(frozen=True)
+class _Geometry:
+    """Where the boxes go and how big a picture of them is, in inches."""
+
+    where: dict[RadixNode, tuple[float, int]]
+    labels: dict[RadixNode, str]
+    column_in: float  # one leaf's column
+    level_in: float  # one level of depth
+    box_in: float  # the tallest box
+
+    @property
+    def columns(self) -> float:
+        xs = [x for x, _ in self.where.values()]
+        return max(xs) - min(xs) + 1
+
+    @property
+    def depth(self) -> int:
+        return max(d for _, d in self.where.values())
+
+    def size(self, title: str) -> tuple[float, float]:
+        """(width, height) of a figure holding the tree and its title."""
+        width = max(self.columns * self.column_in, len(title) * 13 * 0.6 / 72 + 0.4, 3.0)
+        tree_in = (self.depth + 0.45) * self.level_in + self.box_in / 2 + 0.1  # as `_plot` frames it
+        return width, tree_in + 0.5  # and the title
+
+
+def _geometry(tree: RadixCache, decode, width: int) -> _Geometry:
+    where = _layout(tree)
+    labels = {node: _label(node, decode, width) for node in where if node is not tree.root}
+    lines = [label.split("\n") for label in labels.values()] or [["root"]]
+    box_in = max(map(len, lines)) * LINE_IN + 0.2
+    column_in = max(len(line) for label in lines for line in label) * CHAR_IN + 0.45
+    return _Geometry(where, labels, column_in, box_in + 0.22, box_in)
+
+
+def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str]:
+    """Edges, then one box per node (the root a circle); returns the states drawn."""
+    where, drawn = geometry.where, set()
     for node, (x, depth) in where.items():
         if node.parent is not None:
             px, pdepth = where[node.parent]
             ax.plot([px, x], [-pdepth, -depth], color="#777777", lw=1.5, zorder=1)
-    for node, (x, depth) in where.items():
-        if node is tree.root:
-            ax.text(
-                x,
-                0,
-                "root",
-                ha="center",
-                va="center",
-                fontsize=12,
-                bbox=dict(boxstyle="circle", fc="white", ec="#333333"),
-            )
-            continue
+    root = dict(boxstyle="circle", fc="white", ec="#333333")
+    ax.text(*_xy(where[tree.root]), "root", ha="center", va="center", fontsize=FONT_PT, bbox=root)
+    for node, label in geometry.labels.items():
         states = {page_state(p) for p in node.value} if page_state else {None}
         state = "ACTIVE" if "ACTIVE" in states else states.pop()
+        drawn.add(state)
         fill = COLORS.get(state, COLORS[None])
+        box = dict(boxstyle="round,pad=0.4", fc=fill, ec="#333333")
         ax.text(
-            x,
-            -depth,
-            _label(node, decode, width),
+            *_xy(where[node]),
+            label,
             ha="center",
             va="center",
-            fontsize=12,
+            fontsize=FONT_PT,
             color=text_color(fill),
-            bbox=dict(boxstyle="round,pad=0.4", fc=fill, ec="#333333"),
+            bbox=box,
             zorder=2,
         )
+    return drawn
+
+
+def _xy(place: tuple[float, int]) -> tuple[float, float]:
+    return place[0], -place[1]
+
+
+def _plot(ax, tree: RadixCache, geometry: _Geometry, page_state, title: str, depth: int) -> None:
+    """The tree, a legend of the states present, and limits that leave each box, the root
+    circle and the legend just enough room, `depth` levels down (panels side by side share it)."""
+    states = _draw(ax, tree, geometry, page_state)
+    if page_state:
+        from matplotlib.patches import Patch
+
+        shown = [s for s in ("ACTIVE", "CACHED") if s in states]
+        handles = [Patch(fc=COLORS[s], ec="#333333", label=s) for s in shown]
+        ax.legend(handles=handles, fontsize=FONT_PT, loc="upper left", frameon=False)
+    xs = [x for x, _ in geometry.where.values()]
+    ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
+    below = (geometry.box_in / 2 + 0.1) / geometry.level_in
+    ax.set_ylim(-depth - below, 0.45)
+    ax.axis("off")
+    ax.set_title(title, fontsize=13)
 
 
 def plot_radix_tree(
@@ -103,31 +168,22 @@ def plot_radix_tree(
     decode: Callable[[list[int]], str] | None = None,
     page_state: Callable[[int], str] | None = None,
     title: str | None = None,
-    width: int = 20,
+    width: int = 22,
 ):
-    """Draw the tree into `ax`; with no `ax`, into a new Figure, which is returned (Jupyter
-    shows it); otherwise the Axes is returned."""
+    """Draw the tree into `ax`; with no `ax`, into a new Figure sized to the tree, which is
+    returned (Jupyter shows it); otherwise the Axes is returned. Labels wrap at `width`
+    characters."""
+    geometry = _geometry(tree, decode, width)
+    title = title or f"{tree.num_nodes} nodes, {tree.total_size()} pages"
     fig = None
     if ax is None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        fig = Figure(figsize=(10, 5))
+        fig = Figure(figsize=geometry.size(title))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
-    where = _layout(tree)
-    _draw(ax, tree, where, decode, page_state, width)
-    if page_state:
-        from matplotlib.patches import Patch
-
-        handles = [Patch(fc=COLORS[s], ec="#333333", label=s) for s in ("ACTIVE", "CACHED")]
-        ax.legend(handles=handles, fontsize=12, loc="upper right", frameon=False)
-    xs = [x for x, _ in where.values()]
-    depth = max(d for _, d in where.values())
-    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
-    ax.set_ylim(-depth - 0.6, 0.5)
-    ax.axis("off")
-    ax.set_title(title or f"{tree.num_nodes} nodes, {tree.total_size()} pages", fontsize=13)
+    _plot(ax, tree, geometry, page_state, title, geometry.depth)
     if fig is not None:
         fig.tight_layout()
         return fig
@@ -138,16 +194,20 @@ def plot_radix_growth(
     steps: Sequence[tuple[str, RadixCache]],
     *,
     decode: Callable[[list[int]], str] | None = None,
-    width: int = 20,
+    width: int = 22,
 ):
-    """One panel per (title, tree) step, left to right; returns the Figure."""
+    """One panel per (title, tree) step, left to right, all as big as the biggest needs;
+    returns the Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(4.2 * len(steps), 4.6))
+    shapes = [_geometry(tree, decode, width) for _, tree in steps]
+    sizes = [shape.size(title) for shape, (title, _) in zip(shapes, steps)]
+    depth = max(shape.depth for shape in shapes)
+    fig = Figure(figsize=(max(w for w, _ in sizes) * len(steps), max(h for _, h in sizes)))
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(steps), squeeze=False)[0]
-    for ax, (title, tree) in zip(axes, steps):
-        plot_radix_tree(tree, ax, decode=decode, title=title, width=width)
+    for ax, shape, (title, tree) in zip(axes, shapes, steps):
+        _plot(ax, tree, shape, None, title, depth)
     fig.tight_layout()
     return fig
