@@ -198,24 +198,21 @@ def _title_room(ax, key_ax) -> float:
     return key_ax.get_window_extent().x0 - ax.get_window_extent().x0 - 6.0
 
 
-def _reserve_lru_title(figure: Figure, canvas: FigureCanvasAgg, axes: list, num_pages: int, px: float) -> None:
+def _reserve_lru_title(figure: Figure, canvas: FigureCanvasAgg, axes: list, n: int, px: float) -> None:
     """Give an LRU panel's title (and the picture) as many blank lines as its longest title
     takes wrapped to the room before the key; re-laid out until the count holds."""
-    big = num_pages - 1  # the most digits a page id or a FREE count can have
+    big = n - 1  # n pages: the most digits a page id or a FREE count can have
     titles = [lru_title(-1, 0), lru_title(big, 0), lru_title(big, big)]
-    for _ in range(3):
-        changed = False
-        for _, ax, key_ax in [a for a in axes if a[0] == "lru"]:
+    for _, ax, key_ax in [a for a in axes if a[0] == "lru"]:
+        for _ in range(3):  # the room shifts a little with the lines
             room = _title_room(ax, key_ax)
             lines = max(wrap_text(t, round(TITLE_PT * px), room).count("\n") + 1 for t in titles)
-            if (more := lines - ax.get_title(loc="left").count("\n") - 1) != 0:
-                width, height = figure.get_size_inches()  # taller by the lines added
-                figure.set_size_inches(width, height + more * 1.3 * TITLE_PT / 72)
-                ax.set_title("\n".join([" "] * lines), fontsize=TITLE_PT, loc="left", linespacing=1.3)
-                changed = True
-        if not changed:
-            return
-        canvas.draw()
+            if (more := lines - ax.get_title(loc="left").count("\n") - 1) == 0:
+                break
+            width, height = figure.get_size_inches()  # taller by the lines added
+            figure.set_size_inches(width, height + more * 1.3 * TITLE_PT / 72)
+            ax.set_title("\n".join([" "] * lines), fontsize=TITLE_PT, loc="left", linespacing=1.3)
+            canvas.draw()
 
 
 def _smallest_pt(figure: Figure) -> float:

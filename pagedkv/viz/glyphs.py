@@ -2,9 +2,10 @@
 
 `stamp_text` paints a label at an anchor point; `fit_text` shortens a label in the middle to
 fit a width; `wrap_text` breaks a title into lines that fit a width; `pack_rgba` turns
-colours into the 32-bit pixels a picture is composed of. The font is DejaVu Sans, the one matplotlib ships, so stamped text matches the axes text. Why:
-Pillow rasterises glyphs on every call, and a heatmap repeats the same few hundred labels on
-every step; pasting a cached mask costs microseconds.
+colours into the 32-bit pixels a picture is composed of. The font is DejaVu Sans, the one
+matplotlib ships, so stamped text matches the axes text. Why: Pillow rasterises glyphs on
+every call, and a heatmap repeats the same few hundred labels on every step; pasting a
+cached mask costs microseconds.
 
 Leaves out: text layout beyond one anchored line (`pagedkv.viz.heatmap` stacks the lines).
 """

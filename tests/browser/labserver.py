@@ -2,7 +2,8 @@
 
 The arguments come from the Makefile's `LAB_ARGS` (so the tests open what a learner opens),
 with the repository's root swapped for a temporary copy of its notebooks/ and docs/ (autosave
-and checkpoints write into it; the notebooks' links into docs/ resolve as in the repository) and the additions a headless test needs: `--no-browser`, a free 127.0.0.1 port, a random
+and checkpoints write into it; the notebooks' links into docs/ resolve as in the repository)
+and the additions a headless test needs: `--no-browser`, a free 127.0.0.1 port, a random
 token, fresh config / runtime / settings / workspace directories with the news and update
 pop-ups turned off. `stop()` asks the server to shut down through its API, which also shuts
 down every kernel it started, then checks that no kernel connection file was left behind.
@@ -76,7 +77,7 @@ class JupyterLabServer:
         args = lab_args_from_makefile()
         root_flags = [a for a in args if a.startswith("--ServerApp.root_dir=")]
         if root_flags != ["--ServerApp.root_dir=."]:
-            raise RuntimeError(f"LAB_ARGS should serve the repository's root via --ServerApp.root_dir: {args}")
+            raise RuntimeError(f"LAB_ARGS should serve the repository's root (root_dir=.): {args}")
         args = [f"--ServerApp.root_dir={self.root_dir}" if a in root_flags else a for a in args]
         extra = [
             "--no-browser",
@@ -106,8 +107,9 @@ class JupyterLabServer:
         return env
 
     def start(self) -> None:
+        skip = shutil.ignore_patterns(".ipynb_checkpoints")
         for folder in SERVED:
-            shutil.copytree(ROOT / folder, self.root_dir / folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+            shutil.copytree(ROOT / folder, self.root_dir / folder, ignore=skip)
         for name, values in USER_SETTINGS.items():
             path = self.workdir / "user-settings" / name
             path.parent.mkdir(parents=True, exist_ok=True)
