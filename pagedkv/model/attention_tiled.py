@@ -14,9 +14,9 @@ queue hands them out) is a view of the pool and is not copied, while the step's 
 small enough to stay in cache (IN_PLACE_BYTES). Where V2 gives each partition its own softmax
 (its max and exp-sum) and a reduce kernel rescales and adds the partitions' outputs, this
 kernel makes two passes: keys @ q tile by tile into one score row per query head, one
-softmax over whole rows, then the weights @ V tile by tile. A score row is head_dim / group times smaller than its keys,
-and each tile costs two numpy calls per pass instead of an online softmax's dozen. The
-scores are keys @ q with q laid out [B, Hkv, D, G]: a tall matrix times a thin one, which
+softmax over whole rows, then the weights @ V tile by tile. A score row is head_dim / group
+times smaller than its keys, and each tile costs two numpy calls per pass instead of an
+online softmax's dozen. The scores are keys @ q with q laid out [B, Hkv, D, G]: a tall matrix times a thin one, which
 BLAS does several times faster than q @ keys^T.
 
 How it is checked: tests/test_attention*.py hold it, under tile sizes patched small enough
