@@ -16,8 +16,8 @@ small enough to stay in cache (IN_PLACE_BYTES). Where V2 gives each partition it
 kernel makes two passes: keys @ q tile by tile into one score row per query head, one
 softmax over whole rows, then the weights @ V tile by tile. A score row is head_dim / group
 times smaller than its keys, and each tile costs two numpy calls per pass instead of an
-online softmax's dozen. The scores are keys @ q with q laid out [B, Hkv, D, G]: a tall matrix times a thin one, which
-BLAS does several times faster than q @ keys^T.
+online softmax's dozen. The scores are keys @ q with q laid out [B, Hkv, D, G]: a tall
+matrix times a thin one, which BLAS does several times faster than q @ keys^T.
 
 How it is checked: tests/test_attention*.py hold it, under tile sizes patched small enough
 to force several tiles, in-place reads and copies, to `dense_attention` over the same K/V
