@@ -22,8 +22,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# tests/browser starts JupyterLab with these same arguments (on a temporary copy of notebooks/).
-LAB_ARGS := --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/00_start_here.ipynb
+# JupyterLab serves the repository's root, as JupyterHub and Binder do, so the notebooks' links
+# into docs/ (../docs/vllm_map.md) open; it starts on the first notebook. tests/browser starts
+# JupyterLab with these same arguments (on a temporary copy of notebooks/ and docs/).
+LAB_ARGS := --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb
 
 # Jupyter refuses to start as root (containers, Binder-like machines) without --allow-root.
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)

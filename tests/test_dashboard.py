@@ -132,7 +132,8 @@ def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     assert dash.step_button.disabled and not dash.run.seqs.sequences
     steps = step_number(dash)
     dash.step_button.click()
-    assert step_number(dash) == steps and "The scenario has ended. Press Reset to start again." in dash.status.value
+    assert step_number(dash) == steps
+    assert "The scenario has ended. Press Reset to start again." in dash.status.value
     assert "step 18 of 18" in dash.step_counter.value and "done" in dash.step_counter.value
     assert dash.decode_button.disabled  # nothing live to decode either
     dash.prompt.value = "more"

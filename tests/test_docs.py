@@ -236,3 +236,48 @@ def test_every_path_into_the_package_exists():
             if not (ROOT / match.group(0)).is_file():
                 missing.append(f"{path.relative_to(ROOT)}: {match.group(0)}")
     assert not missing, "paths to no file:\n" + "\n".join(missing)
+
+
+# ---- every relative link in the notebooks opens ------------------------------------------------
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _notebook_links() -> list[tuple[Path, str]]:
+    """(file, link target) of every relative link in the notebooks' markdown cells and in
+    notebooks/README.md (web addresses and in-page anchors left out)."""
+    import nbformat
+
+    found = []
+    pages = sorted(ROOT.glob("notebooks/**/*.ipynb"))
+    for path in [*pages, ROOT / "notebooks" / "README.md"]:
+        if path.suffix == ".ipynb":
+            cells = nbformat.read(path, as_version=4).cells
+            text = "\n".join(c.source for c in cells if c.cell_type == "markdown")
+        else:
+            text = path.read_text()
+        for target in LINK.findall(text):
+            if not re.match(r"[a-z]+:|#", target):
+                found.append((path, target.split("#")[0]))
+    return found
+
+
+def _served_root() -> Path:
+    """The folder `make lab` serves (the Makefile's LAB_ARGS root_dir, from the repository)."""
+    makefile = (ROOT / "Makefile").read_text()
+    match = re.search(r"^LAB_ARGS\s*:?=.*--ServerApp\.root_dir=(\S+)", makefile, re.M)
+    assert match, "the Makefile's LAB_ARGS sets no root_dir"
+    return (ROOT / match.group(1)).resolve()
+
+
+def test_every_relative_link_in_the_notebooks_opens_in_the_repository_and_in_make_lab():
+    """A link is relative to its notebook's folder (JupyterLab, GitHub and Binder resolve it
+    so): it names a file that exists, inside the folder JupyterLab serves."""
+    links = _notebook_links()
+    assert any("docs/vllm_map.md" in target for _, target in links)  # the pattern finds them
+    served, bad = _served_root(), []
+    for path, target in links:
+        resolved = (path.parent / target).resolve()
+        if not resolved.is_file() or not resolved.is_relative_to(served):
+            bad.append((str(path.relative_to(ROOT)), target))
+    assert not bad, bad

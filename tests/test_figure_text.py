@@ -6,6 +6,8 @@ of `s` points in a figure of `w` px drawn at `dpi` shows at `s * dpi / 72 * min(
 CSS px. Every text artist of every matplotlib figure the notebooks draw is measured that way
 (ticks, legends and titles included), and every heatmap by its smallest stamped text; the
 compact dashboard's main heatmap is shown beside the log at `DASHBOARD_SHARE` of the cell.
+A heatmap's title stamped per snapshot (the LRU view's) is measured against the room it is
+drawn in, in every picture that shows one.
 (tests/browser/test_projector.py measures some of the same pictures in a real browser.)
 """
 
@@ -171,6 +173,50 @@ def test_no_heatmap_text_runs_past_the_picture_or_into_other_text(
         pytest.skip("the dashboard's pool never has more pages than its slider's maximum")
     frame = build_frame(num_pages, 16, views, dpi, width, columns, height)
     assert frame.cut_texts == ()
+
+
+def _stamped_title_pictures():
+    """Every picture with a title stamped per snapshot (the LRU view's), as each is drawn: the
+    prediction widgets (two panels side by side, so a narrow LRU panel), the notebooks'
+    `plot_lru` and the dashboard's LRU tab."""
+    from pagedkv.viz.questions import all_questions
+
+    shown = {}
+    for qid, data in all_questions()["predict"].items():
+        widget = PredictStep(qid)
+        widget.answer(data.answer)  # the picture appears once the step has run
+        shown[f"prediction {qid}"] = widget._heatmap  # noqa: SLF001
+    run = _run("walkthrough", 43)
+    shown["plot_lru"] = plot_lru(run.snapshots[-1], run.events)
+    dash = Dashboard("walkthrough")
+    dash.goto(43)
+    shown["dashboard lru"] = dash._maps()[2]  # noqa: SLF001
+    return shown
+
+
+def test_stamped_titles_fit_between_the_pictures_title_the_grid_and_the_key():
+    """The frame's check (`cut_texts`) sees only the texts matplotlib draws; a title stamped
+    onto the picture afterwards is measured here, line by line, with the font it is drawn in:
+    it ends before the key beside its grid and the picture's edge, starts below the picture's
+    title and ends above the grid."""
+    from pagedkv.viz.frame import SUPTITLE_PT, TITLE_PT
+    from pagedkv.viz.glyphs import _font
+
+    seen, bad = set(), []
+    for name, heatmap in _stamped_title_pictures().items():
+        px = heatmap._frame.px  # noqa: SLF001
+        font = _font(round(TITLE_PT * px))
+        below_suptitle = 3 * px + _font(round(SUPTITLE_PT * px)).getbbox(heatmap.suptitle, anchor="ma")[3]
+        for view, panel in heatmap.panels.items():
+            rows = heatmap.title_rows(panel)
+            seen |= {view} if rows else set()
+            right = min(panel.frame.key_box[0], heatmap.size[0])
+            for line, x, y in rows:
+                x0, top, x1, bottom = font.getbbox(line, anchor="ls")
+                if x + x1 > right or y + top < below_suptitle or y + bottom > panel.frame.boxes[:, 1].min():
+                    bad.append((name, view, line))
+    assert "lru" in seen  # the LRU titles were measured
+    assert not bad, bad
 
 
 def test_the_collision_check_sees_a_title_over_a_colour_bar():

@@ -11,13 +11,13 @@ matmul multiplies a tall block of keys. A batch that fits in one tile costs one 
 one of V and two matmuls. That copy is what paging costs here (`bench attention`, column
 gather ms); a tile of one sequence whose pages are consecutive ids (as a fresh pool's free
 queue hands them out) is a view of the pool and is not copied, while the step's K/V are
-small enough to stay in cache (IN_PLACE_BYTES). Where V2 combines partitions by an online
-softmax (a running max and sum, a rescale per partition), this kernel makes two passes:
-keys @ q tile by tile into one score row per query head, one softmax over whole rows, then
-the weights @ V tile by tile. A score row is head_dim / group times smaller than its keys,
-and each tile costs two numpy calls per pass instead of an online softmax's dozen. The
-scores are keys @ q with q laid out [B, Hkv, D, G]: a tall matrix times a thin one, which
-BLAS does several times faster than q @ keys^T.
+small enough to stay in cache (IN_PLACE_BYTES). Where V2 gives each partition its own softmax
+(its max and exp-sum) and a reduce kernel rescales and adds the partitions' outputs, this
+kernel makes two passes: keys @ q tile by tile into one score row per query head, one
+softmax over whole rows, then the weights @ V tile by tile. A score row is head_dim / group
+times smaller than its keys, and each tile costs two numpy calls per pass instead of an
+online softmax's dozen. The scores are keys @ q with q laid out [B, Hkv, D, G]: a tall
+matrix times a thin one, which BLAS does several times faster than q @ keys^T.
 
 How it is checked: tests/test_attention*.py hold it, under tile sizes patched small enough
 to force several tiles, in-place reads and copies, to `dense_attention` over the same K/V

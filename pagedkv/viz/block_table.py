@@ -134,7 +134,8 @@ def _draw_cell(
         fontsize=8,
         color=text_color,
         fontweight="bold",
-        bbox={"facecolor": color, "edgecolor": "none", "pad": 2.5} if refs > 1 else None,  # hatch kept off the text
+        # a box of the cell's colour keeps the hatch off the text
+        bbox={"facecolor": color, "edgecolor": "none", "pad": 2.5} if refs > 1 else None,
     )
 
 

@@ -271,14 +271,15 @@ def plot_paged_vs_contiguous(
     )
     shown = [c for c in CATEGORIES if counts["paged"][c] or counts["contiguous"][c]]
     _draw_shares(fig.add_subplot(grid[:, 1]), counts, shown, num_slots)
-    # The strips' key: one swatch per sequence (so a refused id can be found in the paged
-    # picture), then the slot categories the strips show.
+    # One key for the strips and the bars: one swatch per sequence (so a refused id can be
+    # found in the paged picture), then the slot categories shown (tokens: the bars' grey).
     seq_ids = list(dict.fromkeys([*snap.seq_ids, *(r.req_id for r in reservations), *refused]))
     handles = [Patch(facecolor=palette.color(s), label=f"token of {s}") for s in seq_ids]
-    for category in (c for c in shown if c != "tokens"):
+    for category in shown:
         face, hatch, label = STYLES[category]
+        label = "tokens, in the share bars" if category == "tokens" else label
         handles.append(Patch(facecolor=face, hatch=hatch, edgecolor="#555555", label=label))
-    fig.legend(handles=handles, loc="outside lower center", ncols=4, fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
     return projector(fig)
 
 
@@ -344,5 +345,4 @@ def _draw_shares(ax: Axes, counts: dict[str, dict[str, int]], shown: list[str], 
     ax.set_yticks([1, 0], ["paged", "contiguous"])
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
-    ax.set_title("share of slots", fontsize=10, loc="left")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
+    ax.set_title("share of slots", fontsize=10, loc="left")  # the figure's key names the hatches

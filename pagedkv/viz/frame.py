@@ -27,6 +27,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
 from pagedkv.core.page import PageState
+from pagedkv.viz.glyphs import wrap_text
 from pagedkv.viz.palette import LRU_CMAP, OCCUPANCY_CMAP, REF_COUNT_CMAP, STATE_COLORS, VICTIM_COLOR
 
 TITLES = {
@@ -46,6 +47,17 @@ TITLE_PT = 14  # panel titles
 SUPTITLE_PT = 15  # the title over all panels
 
 
+def lru_title(victim: int, free: int) -> str:
+    """The LRU panel's title (unwrapped): the next victim, or that there is none (-1)."""
+    if victim < 0:
+        return "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
+    when = f"after the {free} FREE pages" if free else "at the next allocation"
+    return (
+        f"LRU: page {victim} (#1) is evicted next, {when}:\n"
+        f"of the pages still CACHED it was released longest ago (pages are freed tail first)"
+    )
+
+
 def grid_shape(num_pages: int) -> tuple[int, int]:
     """(rows, cols) of the page grid: 8 columns for small pools, wider for large ones."""
     cols = 8 if num_pages <= 64 else 16 if num_pages <= 256 else 32 if num_pages <= 1024 else 64
@@ -63,6 +75,7 @@ class PanelFrame:
     boxes: np.ndarray  # [num_pages, 4] cell box x0, y0, x1, y1
     title_xy: tuple[float, float]  # baseline-left of a title that changes with the snapshot
     key_box: tuple[float, float, float, float]  # x0, y0, x1, y1 beside the grid (legend room)
+    title_room: float = 0.0  # px a changing title's lines may take: up to the key beside the grid
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,6 +160,7 @@ def build_frame(
         _make_axes(view, ax, key_ax, num_pages, cols, page_size)
         axes.append((view, ax, key_ax))
     _draw_wrapping_cut_texts(figure, canvas)
+    _reserve_lru_title(figure, canvas, axes, num_pages, dpi / 72)
     background = np.array(canvas.buffer_rgba())  # a copy
     background.flags.writeable = False
     height, width = background.shape[:2]
@@ -172,10 +186,33 @@ def build_frame(
                 np.array(boxes, dtype=float),
                 (bbox.x0, height - bbox.y1 - 9 * px),
                 (key.x0, height - key.y1, key.x1, height - key.y0),
+                _title_room(ax, key_ax),
             )
         )
     min_font_px = _smallest_pt(figure) * px
     return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px, _cut_texts(figure))
+
+
+def _title_room(ax, key_ax) -> float:
+    """Pixels from the grid's left edge to the key beside it, less a small gap."""
+    return key_ax.get_window_extent().x0 - ax.get_window_extent().x0 - 6.0
+
+
+def _reserve_lru_title(figure: Figure, canvas: FigureCanvasAgg, axes: list, n: int, px: float) -> None:
+    """Give an LRU panel's title (and the picture) as many blank lines as its longest title
+    takes wrapped to the room before the key; re-laid out until the count holds."""
+    big = n - 1  # n pages: the most digits a page id or a FREE count can have
+    titles = [lru_title(-1, 0), lru_title(big, 0), lru_title(big, big)]
+    for _, ax, key_ax in [a for a in axes if a[0] == "lru"]:
+        for _ in range(3):  # the room shifts a little with the lines
+            room = _title_room(ax, key_ax)
+            lines = max(wrap_text(t, round(TITLE_PT * px), room).count("\n") + 1 for t in titles)
+            if (more := lines - ax.get_title(loc="left").count("\n") - 1) == 0:
+                break
+            width, height = figure.get_size_inches()  # taller by the lines added
+            figure.set_size_inches(width, height + more * 1.3 * TITLE_PT / 72)
+            ax.set_title("\n".join([" "] * lines), fontsize=TITLE_PT, loc="left", linespacing=1.3)
+            canvas.draw()
 
 
 def _smallest_pt(figure: Figure) -> float:
@@ -244,8 +281,8 @@ def _inside_box(box, key) -> bool:
 def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int) -> None:
     """The static parts of one panel: title, page-id ticks, grid, colour bar or legend."""
     rows = math.ceil(num_pages / cols)
-    # The LRU title names the next victim: two stamped lines, so reserve two here.
-    ax.set_title(" \n " if view == "lru" else TITLES[view], fontsize=TITLE_PT, loc="left")
+    # The LRU title names the next victim: stamped lines, reserved here (`_reserve_lru_title`).
+    ax.set_title(" \n " if view == "lru" else TITLES[view], fontsize=TITLE_PT, loc="left", linespacing=1.3)
     ax.set_xlim(-0.5, cols - 0.5)
     ax.set_ylim(rows - 0.5, -0.5)
     ax.set_aspect("equal")

@@ -1,10 +1,11 @@
 """Text stamped onto heatmap pictures with Pillow, from glyph masks rendered once.
 
 `stamp_text` paints a label at an anchor point; `fit_text` shortens a label in the middle to
-fit a width; `pack_rgba` turns colours into the 32-bit pixels a picture is composed of. The
-font is DejaVu Sans, the one matplotlib ships, so stamped text matches the axes text. Why:
-Pillow rasterises glyphs on every call, and a heatmap repeats the same few hundred labels on
-every step; pasting a cached mask costs microseconds.
+fit a width; `wrap_text` breaks a title into lines that fit a width; `pack_rgba` turns
+colours into the 32-bit pixels a picture is composed of. The font is DejaVu Sans, the one
+matplotlib ships, so stamped text matches the axes text. Why: Pillow rasterises glyphs on
+every call, and a heatmap repeats the same few hundred labels on every step; pasting a
+cached mask costs microseconds.
 
 Leaves out: text layout beyond one anchored line (`pagedkv.viz.heatmap` stacks the lines).
 """
@@ -17,7 +18,7 @@ import numpy as np
 from matplotlib import font_manager
 from PIL import Image, ImageDraw, ImageFont
 
-__all__ = ["fit_text", "pack_rgba", "stamp_text"]
+__all__ = ["fit_text", "pack_rgba", "stamp_text", "wrap_text"]
 
 
 @lru_cache(maxsize=16)
@@ -54,6 +55,22 @@ def fit_text(text: str, size_px: int, width_px: float) -> str:
         head, tail = (head - 1, tail) if head >= tail else (head, tail - 1)
         shown = text[:head] + "…" + (text[-tail:] if tail else "")
     return shown
+
+
+def wrap_text(text: str, size_px: int, width_px: float) -> str:
+    """`text` with each of its lines broken at spaces so that no line is wider than
+    `width_px` at `size_px` (a single word wider than that stays whole on its own line)."""
+    font, out = _font(size_px), []
+    for line in text.split("\n"):
+        current = ""
+        for word in line.split(" "):
+            joined = f"{current} {word}" if current else word
+            if current and font.getlength(joined) > width_px:
+                out.append(current)
+                joined = word
+            current = joined
+        out.append(current)
+    return "\n".join(out)
 
 
 def stamp_text(

@@ -217,11 +217,8 @@ class PoolHeatmap:
         room = cell - 4 * px  # widest label line that stays inside its cell
         for panel in self.panels.values():
             boxes = panel.frame.boxes
-            if panel.title:
-                (x, y), lines = panel.frame.title_xy, panel.title.split("\n")
-                for k, line in enumerate(lines):
-                    dy = (k + 1 - len(lines)) * 1.3 * TITLE_PT * px
-                    stamp_text(image, (x, y + dy), line, round(TITLE_PT * px), "black", "ls")
+            for line, x, y in self.title_rows(panel):
+                stamp_text(image, (x, y), line, round(TITLE_PT * px), "black", "ls")
             if panel.legend:
                 self._stamp_legend(image, draw, panel)
             if panel.victim >= 0:
@@ -240,6 +237,13 @@ class PoolHeatmap:
                 for line, line_size in zip(lines, sizes, strict=True):
                     stamp_text(image, (x, top), fit_text(line, line_size, room), line_size, color, "mm")
                     top += 1.1 * line_size
+
+    def title_rows(self, panel: Panel) -> list[tuple[str, float, float]]:
+        """(text, left x, baseline y) of each line of `panel`'s changing title as stamped:
+        the last line just above the grid, the others above it."""
+        (x, y), lines = panel.frame.title_xy, panel.title.split("\n") if panel.title else []
+        step = 1.3 * TITLE_PT * self._frame.px
+        return [(line, x, y + (k + 1 - len(lines)) * step) for k, line in enumerate(lines)]
 
     def legend_rows(self, panel: Panel) -> list[tuple[str, list[str], float, float]]:
         """(colour, text lines, left x, top y) of each row of `panel`'s legend as stamped:

@@ -31,10 +31,12 @@ from pagedkv.viz.frame import (
     LRU_ACTIVE_COLOR,
     LRU_FREE_COLOR,
     REF_COUNT_MAX,
+    TITLE_PT,
     Frame,
     PanelFrame,
+    lru_title,
 )
-from pagedkv.viz.glyphs import fit_text
+from pagedkv.viz.glyphs import fit_text, wrap_text
 from pagedkv.viz.palette import (
     LRU_CMAP,
     NO_OWNER_COLOR,
@@ -124,16 +126,9 @@ def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray
         for p, r in enumerate(rank.tolist())
     ]
     free = int(np.count_nonzero(snap.state == PageState.FREE))
-    if m:
-        panel.victim = int(np.flatnonzero(rank == 0)[0])
-        when = f"after the {free} FREE pages" if free else "at the next allocation"
-        panel.title = (
-            f"LRU: page {panel.victim} (#1) is evicted next, {when}:\n"
-            f"of the pages still CACHED it was released longest ago (pages are freed tail first)"
-        )
-    else:
-        panel.victim = -1
-        panel.title = "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
+    panel.victim = int(np.flatnonzero(rank == 0)[0]) if m else -1
+    size = round(TITLE_PT * ctx.frame.px)
+    panel.title = wrap_text(lru_title(panel.victim, free), size, panel.frame.title_room)
     return rgba, labels
 
 

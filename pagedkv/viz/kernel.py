@@ -2,14 +2,18 @@
 
 The kernel never builds a sequence's whole K or V: it walks the block table a chunk of pages
 at a time. Pass 1 gathers the keys of one chunk and computes that chunk's scores `q · Kᵀ`
-into one score row; then **one** softmax runs over the whole row (max, exp, sum); pass 2
-gathers the values chunk by chunk and accumulates `weights · V`, divided by the sum at the
-end. Chunks are sized to stay in the CPU cache, the reason the kernel is chunked at all.
-`plot_chunked_kernel(block_table, chunk)` draws those three stages for a block table.
+into one score row; then **one** softmax runs over the whole row: its max, each
+`exp(s - max)` and their sum; pass 2 gathers the values chunk by chunk and accumulates
+`exp(s - max) · V`, and the output row is divided by the sum once, at the end (the softmax's
+normalising step, moved after the sum over V: same weights, one division per output value
+instead of one per score). Chunks are sized to stay in the processor's memory cache (L2),
+the reason the kernel is chunked at all. `plot_chunked_kernel(block_table, chunk)` draws
+those three stages for a block table.
 
-vLLM's PagedAttention v2 and FlashDecoding split the context the same way but combine
-partial softmaxes with an online rescale instead of a second pass. Leaves out: heads and
-batches (one query row is drawn).
+vLLM's PagedAttention v2 (and FlashDecoding) also split a long context, but each partition
+runs its own softmax and `weights · V` and keeps its max and exp-sum; a reduce kernel
+rescales the partitions' outputs by them and combines them. Leaves out: heads and batches
+(one query row is drawn).
 
 `plot_query_outputs(panels)` draws what attention programs return for several queries side
 by side: notebook 08's "attention" that ignores the query gives one line for all of them.
@@ -72,19 +76,19 @@ def plot_chunked_kernel(
         ax.add_patch(FancyArrowPatch((mid, ROWS["V"]), (n / 2, ROWS["out"] + 0.7),
                                      arrowstyle="-|>", mutation_scale=18, color="#888888"))  # fmt: skip
     ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
-    ax.text(n / 2, ROWS["scores"] - 0.45, "one softmax over the whole row: max, exp, sum",
+    ax.text(n / 2, ROWS["scores"] - 0.45, "one softmax over the whole row: max, exp(s − max), their sum",
             ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
-    cell(n / 2 - 1.5, ROWS["out"], "Σ weights · V  ÷ sum", "#555555", w=3.0)
+    cell(n / 2 - 2.25, ROWS["out"], "Σ exp(s − max) · V, then ÷ sum", "#555555", w=4.5)
     ax.add_patch(FancyArrowPatch((n - 0.05, ROWS["scores"]), (n - 0.05, ROWS["V"] + 0.7),
                                  arrowstyle="-|>", mutation_scale=18, color="#D55E00",
                                  linestyle="--"))  # fmt: skip
-    ax.text(n - 0.2, (ROWS["scores"] + ROWS["V"] + 0.7) / 2 - 0.1, "weights", ha="right",
+    ax.text(n - 0.2, (ROWS["scores"] + ROWS["V"] + 0.7) / 2 - 0.1, "exp(s − max)", ha="right",
             va="center", fontsize=13, color="#D55E00")  # fmt: skip
     labels = {
         "K": "pass 1: gather K,\na chunk at a time,\nscores q · Kᵀ",
         "scores": "scores of the\nwhole context,\none per token",
-        "V": "pass 2: gather V,\na chunk at a time,\nweights · V",
-        "out": "output row",
+        "V": "pass 2: gather V,\na chunk at a time,\nexp(s − max) · V",
+        "out": "output row:\nnormalised last",
     }
     for band, y in ROWS.items():
         ax.text(-2.5, y + 0.35, labels[band], ha="left", va="center", fontsize=13)

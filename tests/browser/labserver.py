@@ -1,8 +1,9 @@
 """A real JupyterLab server for the browser tests, started the way `make lab` starts it.
 
 The arguments come from the Makefile's `LAB_ARGS` (so the tests open what a learner opens),
-with the notebook folder swapped for a temporary copy (autosave and checkpoints write into
-it) and the additions a headless test needs: `--no-browser`, a free 127.0.0.1 port, a random
+with the repository's root swapped for a temporary copy of its notebooks/ and docs/ (autosave
+and checkpoints write into it; the notebooks' links into docs/ resolve as in the repository)
+and the additions a headless test needs: `--no-browser`, a free 127.0.0.1 port, a random
 token, fresh config / runtime / settings / workspace directories with the news and update
 pop-ups turned off. `stop()` asks the server to shut down through its API, which also shuts
 down every kernel it started, then checks that no kernel connection file was left behind.
@@ -27,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MAKEFILE = ROOT / "Makefile"
 NOTEBOOKS = ROOT / "notebooks"
+SERVED = ("notebooks", "docs")  # the folders of the repository the copy holds
 
 # User settings a fresh JupyterLab reads instead of ~/.jupyter/lab/user-settings.
 USER_SETTINGS = {
@@ -54,11 +56,14 @@ def free_port() -> int:
 
 
 class JupyterLabServer:
-    """`jupyter lab $(LAB_ARGS)` on a copy of notebooks/ in `workdir`, for one test session."""
+    """`jupyter lab $(LAB_ARGS)` on a copy of notebooks/ and docs/ in `workdir`, for one test
+    session. Paths the server sees (`url`, sessions) are relative to the copy's root, as they
+    are relative to the repository's root under `make lab`: notebooks/00_start_here.ipynb."""
 
     def __init__(self, workdir: Path, log_path: Path, startup_timeout: float = 90.0) -> None:
         self.workdir = workdir
-        self.notebook_dir = workdir / "notebooks"
+        self.root_dir = workdir / "repo"  # the repository's root, as the server sees it
+        self.notebook_dir = self.root_dir / "notebooks"
         self.startup_timeout = startup_timeout
         self.port = free_port()
         self.token = secrets.token_hex(16)
@@ -71,9 +76,9 @@ class JupyterLabServer:
     def command(self) -> list[str]:
         args = lab_args_from_makefile()
         root_flags = [a for a in args if a.startswith("--ServerApp.root_dir=")]
-        if root_flags != ["--ServerApp.root_dir=notebooks"]:
-            raise RuntimeError(f"LAB_ARGS should serve notebooks/ via --ServerApp.root_dir: {args}")
-        args = [f"--ServerApp.root_dir={self.notebook_dir}" if a in root_flags else a for a in args]
+        if root_flags != ["--ServerApp.root_dir=."]:
+            raise RuntimeError(f"LAB_ARGS should serve the repository's root (root_dir=.): {args}")
+        args = [f"--ServerApp.root_dir={self.root_dir}" if a in root_flags else a for a in args]
         extra = [
             "--no-browser",
             "--ServerApp.ip=127.0.0.1",
@@ -102,7 +107,9 @@ class JupyterLabServer:
         return env
 
     def start(self) -> None:
-        shutil.copytree(NOTEBOOKS, self.notebook_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        skip = shutil.ignore_patterns(".ipynb_checkpoints")
+        for folder in SERVED:
+            shutil.copytree(ROOT / folder, self.root_dir / folder, ignore=skip)
         for name, values in USER_SETTINGS.items():
             path = self.workdir / "user-settings" / name
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -163,12 +170,12 @@ class JupyterLabServer:
 
     def url(self, notebook: str) -> str:
         """The notebook's page; `reset` starts from an empty workspace (not the previous page's)."""
-        return f"{self.base_url}/lab/tree/{notebook}?reset&token={self.token}"
+        return f"{self.base_url}/lab/tree/notebooks/{notebook}?reset&token={self.token}"
 
     def shutdown_kernels_of(self, notebook: str) -> None:
         """End the sessions (and kernels) of one notebook so the next test starts clean."""
         for session in self.api("GET", "/api/sessions"):
-            if session["path"] == notebook:
+            if session["path"] == f"notebooks/{notebook}":
                 self.api("DELETE", f"/api/sessions/{session['id']}")
 
     def log_tail(self, lines: int = 40) -> str:

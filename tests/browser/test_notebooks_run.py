@@ -21,7 +21,7 @@ NOTEBOOK_NAMES = sorted(path.name for path in NOTEBOOKS.glob("[0-9]*.ipynb"))
 
 def _saved_code_cells(jupyterlab, name: str) -> list[dict]:
     """The code cells with source, as the page saved them (contents API)."""
-    model = jupyterlab.api("GET", f"/api/contents/{name}?content=1&type=notebook")
+    model = jupyterlab.api("GET", f"/api/contents/notebooks/{name}?content=1&type=notebook")
     return [c for c in model["content"]["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
@@ -104,3 +104,19 @@ def test_the_checks_catch_an_error_and_pass_a_warning(open_notebook, jupyterlab)
     nb = open_notebook(clean)
     nb.run_all()
     _check_ran_cleanly(nb, jupyterlab, clean)
+
+
+def test_every_relative_link_in_the_notebooks_is_served(jupyterlab):
+    """The notebooks' links into docs/ open in `make lab`'s JupyterLab: the server has each
+    linked file at the path the link gives relative to its notebook."""
+    import posixpath
+
+    from ..test_docs import _notebook_links
+    from .labserver import ROOT
+
+    links = _notebook_links()
+    assert links
+    for path, target in links:
+        served = posixpath.normpath(posixpath.join(path.parent.relative_to(ROOT).as_posix(), target))
+        model = jupyterlab.api("GET", f"/api/contents/{served}?content=0")
+        assert model["type"] == "file", (path.name, target)
