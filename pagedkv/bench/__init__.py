@@ -17,6 +17,7 @@ import argparse
 import importlib
 import inspect
 import json
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -63,8 +64,9 @@ class Report:
         }
 
     def table(self) -> str:
-        """Title, table and notes as the command line prints them."""
-        return "\n".join([self.title, format_table(self.columns, self.rows), *self.notes])
+        """Title, table and notes as the command line prints them, in lines of at most
+        WIDTH characters where words allow (a narrow notebook shows them unbroken)."""
+        return "\n".join([*_wrap(self.title), format_table(self.columns, self.rows), *_wrap(*self.notes)])
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2, default=float)
@@ -76,9 +78,36 @@ class Report:
         return self.plotter(self)
 
 
+WIDTH = 95  # characters a printed report's lines keep to, where words allow
+
+
+def _wrap(*texts: str) -> list[str]:
+    """Each line of the texts, a line longer than WIDTH broken between words (the rest
+    indented by two spaces)."""
+    lines = []
+    for text in texts:
+        for line in text.splitlines():
+            if len(line) <= WIDTH:
+                lines.append(line)
+            else:
+                lines += textwrap.wrap(line, WIDTH, subsequent_indent="  ", break_long_words=False)
+    return lines
+
+
+def _headers(columns: list[str], widths: list[int]) -> list[list[str]]:
+    """Column names over one line each if the table fits in WIDTH characters, else each name
+    over several lines, between words, as narrow as its numbers allow (12 characters at least)."""
+    if sum(max(len(c), w) + 2 for c, w in zip(columns, widths)) - 2 <= WIDTH:
+        return [[c] for c in columns]
+    wrapped = [textwrap.wrap(c, max(w, 12), break_long_words=False) or [""] for c, w in zip(columns, widths)]
+    depth = max(len(lines) for lines in wrapped)
+    return [[""] * (depth - len(lines)) + lines for lines in wrapped]  # names end on one line
+
+
 def format_table(columns: list[str], rows: list[list[object]]) -> str:
     """A plain-text table with right-aligned numbers. A column whose name ends in "%" holds
-    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%")."""
+    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%"). A table
+    wider than WIDTH characters prints its column names over several lines."""
     percent = [c.endswith("%") for c in columns]
 
     def cell(value: object, is_percent: bool) -> str:
@@ -91,9 +120,13 @@ def format_table(columns: list[str], rows: list[list[object]]) -> str:
         return str(value)
 
     cells = [[cell(v, p) for v, p in zip(row, percent)] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    heads = _headers(columns, [max((len(r[i]) for r in cells), default=0) for i in range(len(columns))])
+    widths = [max([len(h) for h in head] + [len(r[i]) for r in cells]) for i, head in enumerate(heads)]
     numeric = [all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(columns))]
-    lines = ["  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(columns, widths, numeric))]
+    lines = [
+        "  ".join(h[k].rjust(w) if n else h[k].ljust(w) for h, w, n in zip(heads, widths, numeric)).rstrip()
+        for k in range(len(heads[0]))
+    ]
     lines.append("  ".join("-" * w for w in widths))
     for row in cells:
         lines.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric)))
