@@ -87,6 +87,21 @@ def test_the_widget_shows_a_bad_field_instead_of_an_answer_and_recovers():
     assert "token slots" in out.value
 
 
+def test_no_box_goes_negative_and_the_answer_follows_every_keystroke():
+    # A browser's number box steps down when the page is scrolled over it: a box stops at its
+    # least allowed value, and the answer is redone at each change, not when focus leaves.
+    box = calculator()
+    out = box.children[-1]
+    inputs = [w for row in box.children[:-1] for w in row.children if hasattr(w, "continuous_update")]
+    assert len(inputs) == 7 and all(w.continuous_update for w in inputs)
+    fields = {w.description: w for w in inputs}
+    fields["graphs GiB"].value = -1.0
+    assert fields["graphs GiB"].value == 0.0 and "CUDA-graph pool                      0.00 GiB" in out.value
+    fields["request tok"].value = 1024
+    assert out.value == f"<pre>{calculator_answer('Mistral-7B', 'A100-40GB', 1024, cuda_graph_gib=0.0)}</pre>"
+    assert "requests of 1,024 tokens that fit: 166" in out.value  # 2,048 tokens: 83
+
+
 def test_weights_that_do_not_fit_are_said_so():
     text = calculator_answer("Llama-3-70B", "A100-40GB", 2048)
     assert "do not fit" in text
