@@ -94,43 +94,66 @@ def _wrap(*texts: str) -> list[str]:
     return lines
 
 
-def _headers(columns: list[str], widths: list[int]) -> list[list[str]]:
-    """Column names over one line each if the table fits in WIDTH characters, else each name
-    over several lines, between words, as narrow as its numbers allow (12 characters at least)."""
-    if sum(max(len(c), w) + 2 for c, w in zip(columns, widths)) - 2 <= WIDTH:
-        return [[c] for c in columns]
-    wrapped = [textwrap.wrap(c, max(w, 12), break_long_words=False) or [""] for c, w in zip(columns, widths)]
-    depth = max(len(lines) for lines in wrapped)
-    return [[""] * (depth - len(lines)) + lines for lines in wrapped]  # names end on one line
+def _cell(value: object, is_percent: bool) -> str:
+    if is_percent and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.1f}%"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def _lines(heads: list[list[str]], cells: list[list[str]], numeric: list[bool]) -> list[str]:
+    """The table's lines: column names (each a list of lines, ending on one line), a rule, rows."""
+    depth = max(len(h) for h in heads)
+    heads = [[""] * (depth - len(h)) + h for h in heads]
+    widths = [max([len(h) for h in head] + [len(r[i]) for r in cells]) for i, head in enumerate(heads)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
+
+    return [line([h[k] for h in heads]) for k in range(depth)] + ["  ".join("-" * w for w in widths)] + [
+        line(row) for row in cells
+    ]
+
+
+def _fits(lines: list[str]) -> bool:
+    return max(len(line) for line in lines) <= WIDTH
 
 
 def format_table(columns: list[str], rows: list[list[object]]) -> str:
     """A plain-text table with right-aligned numbers. A column whose name ends in "%" holds
-    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%"). A table
-    wider than WIDTH characters prints its column names over several lines."""
+    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%").
+
+    A table wider than WIDTH characters prints its column names over several lines, between
+    words; if it is still too wide, it prints as several tables, each repeating the leading
+    columns of text or whole numbers (the rows' labels)."""
     percent = [c.endswith("%") for c in columns]
-
-    def cell(value: object, is_percent: bool) -> str:
-        if is_percent and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return f"{value:.1f}%"
-        if isinstance(value, float):
-            return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
-        if isinstance(value, int) and not isinstance(value, bool):
-            return f"{value:,}"
-        return str(value)
-
-    cells = [[cell(v, p) for v, p in zip(row, percent)] for row in rows]
-    heads = _headers(columns, [max((len(r[i]) for r in cells), default=0) for i in range(len(columns))])
-    widths = [max([len(h) for h in head] + [len(r[i]) for r in cells]) for i, head in enumerate(heads)]
+    cells = [[_cell(v, p) for v, p in zip(row, percent)] for row in rows]
     numeric = [all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(columns))]
-    lines = [
-        "  ".join(h[k].rjust(w) if n else h[k].ljust(w) for h, w, n in zip(heads, widths, numeric)).rstrip()
-        for k in range(len(heads[0]))
+    lines = _lines([[c] for c in columns], cells, numeric)
+    if _fits(lines):
+        return "\n".join(lines)
+    value_widths = [max((len(r[i]) for r in cells), default=0) for i in range(len(columns))]
+    heads = [  # "hit %" stays one word
+        [h.replace("\u00a0", " ") for h in textwrap.wrap(c.replace(" %", "\u00a0%"), max(w, 12))] or [""]
+        for c, w in zip(columns, value_widths)
     ]
-    lines.append("  ".join("-" * w for w in widths))
-    for row in cells:
-        lines.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric)))
-    return "\n".join(lines)
+    label = [all(not isinstance(r[i], float) for r in rows) for i in range(len(columns))]  # text, counts
+    labels = min(max(1, label.index(False) if False in label else len(columns)), len(columns) - 1)
+
+    def table(part: list[int]) -> list[str]:  # the rows' label columns and those of `part`
+        keep = [*range(labels), *part]
+        names, values = [heads[k] for k in keep], [[r[k] for k in keep] for r in cells]
+        return _lines(names, values, [numeric[k] for k in keep])
+
+    parts = [[]]
+    for i in range(labels, len(columns)):  # as many columns per table as fit
+        if parts[-1] and not _fits(table([*parts[-1], i])):
+            parts.append([])
+        parts[-1].append(i)
+    return "\n\n".join("\n".join(table(part)) for part in parts)
 
 
 def best_time(fn: Callable[[], object], repeat: int) -> float:
