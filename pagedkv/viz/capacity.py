@@ -24,6 +24,7 @@ three ways to bring back a request whose K/V left the GPU, against its length.
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -129,7 +130,7 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
             text = calculator_answer(pick_model.value, pick_gpu.value, length.value, **values)
         except ValueError as error:
             text = f"not computed: {error}"
-        out.value = f"<pre>{text}</pre>"
+        out.value = f"<pre style='white-space:pre-wrap'>{html.escape(text)}</pre>"  # long lines wrap
 
     def new_gpu(change) -> None:
         boxes["memory_gib"].value = GPUS[change["new"]].reported_gib  # triggers update
