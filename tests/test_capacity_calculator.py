@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from pagedkv.viz.capacity import calculator, calculator_answer
+from pagedkv.viz.capacity import budget_text, calculator, calculator_answer
 
 GIB = 2**30
 LOG = {"memory_gib": 39.50, "activation_gib": 9.37, "non_torch_gib": 0.10, "cuda_graph_gib": 0.0}
@@ -102,6 +102,16 @@ def test_no_box_goes_negative_and_the_answer_follows_every_keystroke():
     answer = calculator_answer("Mistral-7B", "A100-40GB", 1024, cuda_graph_gib=0.0)
     assert html.unescape(out.value) == f"<pre style='white-space:pre-wrap'>{answer}</pre>"
     assert "requests of 1,024 tokens that fit: 166" in out.value  # 2,048 tokens: 83
+
+
+def test_budget_text_keeps_every_word_in_lines_of_95_characters():
+    from pagedkv.labs import costs
+
+    whole = costs.calculator_text("Mistral-7B", "A100-40GB", 2048)
+    assert max(len(line) for line in whole.splitlines()) > 95  # so there is something to break
+    text = budget_text("Mistral-7B", "A100-40GB", 2048)
+    assert max(len(line) for line in text.splitlines()) <= 95
+    assert text.split() == whole.split()  # the same words, none cut
 
 
 def test_weights_that_do_not_fit_are_said_so():

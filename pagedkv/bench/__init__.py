@@ -136,10 +136,10 @@ def format_table(columns: list[str], rows: list[list[object]]) -> str:
     if _fits(lines):
         return "\n".join(lines)
     value_widths = [max((len(r[i]) for r in cells), default=0) for i in range(len(columns))]
-    heads = [  # "hit %" stays one word
-        [h.replace("\u00a0", " ") for h in textwrap.wrap(c.replace(" %", "\u00a0%"), max(w, 12))] or [""]
-        for c, w in zip(columns, value_widths)
-    ]
+    heads = []
+    for name, width in zip(columns, value_widths):  # "hit %" stays one word, and so do long words
+        lines = textwrap.wrap(name.replace(" %", "\u00a0%"), max(width, 12), break_long_words=False)
+        heads.append([line.replace("\u00a0", " ") for line in lines] or [""])
     label = [all(not isinstance(r[i], float) for r in rows) for i in range(len(columns))]  # text, counts
     labels = min(max(1, label.index(False) if False in label else len(columns)), len(columns) - 1)
 

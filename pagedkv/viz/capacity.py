@@ -14,7 +14,8 @@ typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) repr
 
 No box goes below its least allowed value, and the answer follows every keystroke.
 
-`calculator_answer(...)` is the same answer without widgets; a bad field is a ValueError
+`budget_text(...)` is `costs.calculator_text` in lines of at most 95 characters.
+`calculator_answer(...)` is the calculator's answer without widgets; a bad field is a ValueError
 naming the field, the value and what is allowed, which the widget shows instead of an answer.
 
 `plot_budget` draws the budget as one bar split into its terms; `plot_ways_back` draws the
@@ -26,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import math
+import textwrap
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -93,6 +95,15 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     if memory_gib is not None:
         spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
     return costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields))
+
+
+def budget_text(model: str, gpu: str, tokens: int, width: int = 95) -> str:
+    """`costs.calculator_text(model, gpu, tokens)` with each line longer than `width` broken
+    between words (the rest indented), so a narrow notebook never cuts a word in two."""
+    lines = []
+    for line in costs.calculator_text(model, gpu, tokens).splitlines():
+        lines += textwrap.wrap(line, width, subsequent_indent="      ", break_long_words=False) or [line]
+    return "\n".join(lines)
 
 
 def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 2048):
