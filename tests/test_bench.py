@@ -85,7 +85,8 @@ def bench(tmp_path, capsys, name: str, *extra: str) -> dict:
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     report = json.loads(json_path.read_text())
-    assert report["title"] in out and report["rows"]
+    assert " ".join(report["title"].split()) in " ".join(out.split()) and report["rows"]  # wrapped
+    assert all(len(line) <= 95 for line in out.splitlines() if " " in line.strip())
     assert set(report) == {"title", "rows", "notes", "data"}
     assert png_path.read_bytes()[:8] == PNG
     return report
@@ -358,3 +359,25 @@ def test_format_table_prints_percentage_columns_as_percentages():
     assert lines[2].split() == ["lru", "58.5%", "1.250", "1,200"]
     assert lines[3].split() == ["arc", "100.0%", "0.500", "7"]
     assert "58.500" not in text
+
+
+def test_a_wide_report_prints_in_lines_of_95_characters_broken_between_words():
+    from pagedkv.bench import Report
+
+    columns = ["name", "a long column name of many words %", "another long name, in words", "third name", "n"]
+    columns[-1] = "external+unused % n"  # a long word stays whole
+    rows = [["first", 12.5, 3.25, "x" * 20, 7], ["second", 100.0, 0.5, "y", 1200]]
+    note = "word " * 40 + "fragmentation"
+    text = Report("title " * 30, columns, rows, notes=[note, "  rate  max\n  0.500  0.038"]).table()
+    lines = text.splitlines()
+    assert all(len(line) <= 95 for line in lines)
+    assert " ".join(text.split()).startswith(" ".join(["title"] * 30))  # every word, in order
+    assert "fragmentation" in lines[-3].split()  # a word is never cut
+    assert lines[-2:] == ["  rate  max", "  0.500  0.038"]  # short lines keep their spaces
+    head = [line for line in lines if line.startswith("---")][0]
+    header = lines[2 : lines.index(head)]  # after the title's two lines
+    assert len(header) > 1 and header[-1].split()[:2] == ["name", "words"]
+    assert " ".join(" ".join(line.split()) for line in header).count("long") == 2
+    assert "external+unused %" in " ".join(header)
+    first = lines[lines.index(head) + 1].split()
+    assert first == ["first", "12.5%", "3.250", "x" * 20, "7"]

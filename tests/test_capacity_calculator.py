@@ -9,11 +9,12 @@ Llama-3-8B on an A100-40GB at gpu_memory_utilization 0.9 reports 39.50 GiB of de
 
 from __future__ import annotations
 
+import html
 import re
 
 import pytest
 
-from pagedkv.viz.capacity import calculator, calculator_answer
+from pagedkv.viz.capacity import budget_text, calculator, calculator_answer
 
 GIB = 2**30
 LOG = {"memory_gib": 39.50, "activation_gib": 9.37, "non_torch_gib": 0.10, "cuda_graph_gib": 0.0}
@@ -85,6 +86,32 @@ def test_the_widget_shows_a_bad_field_instead_of_an_answer_and_recovers():
     assert "not computed: utilization (mem util) must be a number in (0, 1], got 1.5" in out.value
     util.value = 0.9
     assert "token slots" in out.value
+
+
+def test_no_box_goes_negative_and_the_answer_follows_every_keystroke():
+    # A browser's number box steps down when the page is scrolled over it: a box stops at its
+    # least allowed value, and the answer is redone at each change, not when focus leaves.
+    box = calculator()
+    out = box.children[-1]
+    inputs = [w for row in box.children[:-1] for w in row.children if hasattr(w, "continuous_update")]
+    assert len(inputs) == 7 and all(w.continuous_update for w in inputs)
+    fields = {w.description: w for w in inputs}
+    fields["graphs GiB"].value = -1.0
+    assert fields["graphs GiB"].value == 0.0 and "CUDA-graph pool                      0.00 GiB" in out.value
+    fields["request tok"].value = 1024
+    answer = calculator_answer("Mistral-7B", "A100-40GB", 1024, cuda_graph_gib=0.0)
+    assert html.unescape(out.value) == f"<pre style='white-space:pre-wrap'>{answer}</pre>"
+    assert "requests of 1,024 tokens that fit: 166" in out.value  # 2,048 tokens: 83
+
+
+def test_budget_text_keeps_every_word_in_lines_of_95_characters():
+    from pagedkv.labs import costs
+
+    whole = costs.calculator_text("Mistral-7B", "A100-40GB", 2048)
+    assert max(len(line) for line in whole.splitlines()) > 95  # so there is something to break
+    text = budget_text("Mistral-7B", "A100-40GB", 2048)
+    assert max(len(line) for line in text.splitlines()) <= 95
+    assert text.split() == whole.split()  # the same words, none cut
 
 
 def test_weights_that_do_not_fit_are_said_so():

@@ -17,6 +17,7 @@ import argparse
 import importlib
 import inspect
 import json
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -63,8 +64,9 @@ class Report:
         }
 
     def table(self) -> str:
-        """Title, table and notes as the command line prints them."""
-        return "\n".join([self.title, format_table(self.columns, self.rows), *self.notes])
+        """Title, table and notes as the command line prints them, in lines of at most
+        WIDTH characters where words allow (a narrow notebook shows them unbroken)."""
+        return "\n".join([*_wrap(self.title), format_table(self.columns, self.rows), *_wrap(*self.notes)])
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2, default=float)
@@ -76,28 +78,82 @@ class Report:
         return self.plotter(self)
 
 
+WIDTH = 95  # characters a printed report's lines keep to, where words allow
+
+
+def _wrap(*texts: str) -> list[str]:
+    """Each line of the texts, a line longer than WIDTH broken between words (the rest
+    indented by two spaces)."""
+    lines = []
+    for text in texts:
+        for line in text.splitlines():
+            if len(line) <= WIDTH:
+                lines.append(line)
+            else:
+                lines += textwrap.wrap(line, WIDTH, subsequent_indent="  ", break_long_words=False)
+    return lines
+
+
+def _cell(value: object, is_percent: bool) -> str:
+    if is_percent and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:.1f}%"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def _lines(heads: list[list[str]], cells: list[list[str]], numeric: list[bool]) -> list[str]:
+    """The table's lines: column names (each a list of lines, ending on one line), a rule, rows."""
+    depth = max(len(h) for h in heads)
+    heads = [[""] * (depth - len(h)) + h for h in heads]
+    widths = [max([len(h) for h in head] + [len(r[i]) for r in cells]) for i, head in enumerate(heads)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
+
+    return [line([h[k] for h in heads]) for k in range(depth)] + ["  ".join("-" * w for w in widths)] + [
+        line(row) for row in cells
+    ]
+
+
+def _fits(lines: list[str]) -> bool:
+    return max(len(line) for line in lines) <= WIDTH
+
+
 def format_table(columns: list[str], rows: list[list[object]]) -> str:
     """A plain-text table with right-aligned numbers. A column whose name ends in "%" holds
-    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%")."""
+    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%").
+
+    A table wider than WIDTH characters prints its column names over several lines, between
+    words; if it is still too wide, it prints as several tables, each repeating the leading
+    columns of text or whole numbers (the rows' labels)."""
     percent = [c.endswith("%") for c in columns]
-
-    def cell(value: object, is_percent: bool) -> str:
-        if is_percent and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return f"{value:.1f}%"
-        if isinstance(value, float):
-            return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
-        if isinstance(value, int) and not isinstance(value, bool):
-            return f"{value:,}"
-        return str(value)
-
-    cells = [[cell(v, p) for v, p in zip(row, percent)] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    cells = [[_cell(v, p) for v, p in zip(row, percent)] for row in rows]
     numeric = [all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(columns))]
-    lines = ["  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(columns, widths, numeric))]
-    lines.append("  ".join("-" * w for w in widths))
-    for row in cells:
-        lines.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(row, widths, numeric)))
-    return "\n".join(lines)
+    lines = _lines([[c] for c in columns], cells, numeric)
+    if _fits(lines):
+        return "\n".join(lines)
+    value_widths = [max((len(r[i]) for r in cells), default=0) for i in range(len(columns))]
+    heads = []
+    for name, width in zip(columns, value_widths):  # "hit %" stays one word, and so do long words
+        lines = textwrap.wrap(name.replace(" %", "\u00a0%"), max(width, 12), break_long_words=False)
+        heads.append([line.replace("\u00a0", " ") for line in lines] or [""])
+    label = [all(not isinstance(r[i], float) for r in rows) for i in range(len(columns))]  # text, counts
+    labels = min(max(1, label.index(False) if False in label else len(columns)), len(columns) - 1)
+
+    def table(part: list[int]) -> list[str]:  # the rows' label columns and those of `part`
+        keep = [*range(labels), *part]
+        names, values = [heads[k] for k in keep], [[r[k] for k in keep] for r in cells]
+        return _lines(names, values, [numeric[k] for k in keep])
+
+    parts = [[]]
+    for i in range(labels, len(columns)):  # as many columns per table as fit
+        if parts[-1] and not _fits(table([*parts[-1], i])):
+            parts.append([])
+        parts[-1].append(i)
+    return "\n\n".join("\n".join(table(part)) for part in parts)
 
 
 def best_time(fn: Callable[[], object], repeat: int) -> float:

@@ -132,16 +132,17 @@ def run(
     return Report(
         title=(
             f"bench tiers: {requests} requests after {num_prompts} Zipf-popular system prompts of "
-            f"{prompt_length} tokens; pool of {num_pages} pages x {page_size}; host tier {policy}"
+            f"{prompt_length} tokens; pool of {num_pages} pages x {page_size}; host tier {policy}; "
+            f"MiB for {model}, ms on {gpu}"
         ),
         columns=[
             "tiers",
             "pool hit %",
             "host hit %",
             "total hit %",
-            f"offload MiB/req ({model})",
+            "offload MiB/req",
             "reload MiB/req",
-            f"reload ms/req ({gpu})",
+            "reload ms/req",
             "recompute ms/req",
         ],
         rows=[_row(size, out, page_size, page_bytes, requests, model, gpu) for size, out in data.items()],

@@ -8,9 +8,14 @@ typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) repr
   filled in when the GPU changes, and a log's `total_gpu_memory` can replace it);
 - `gpu_memory_utilization` (vLLM's `--gpu-memory-utilization`), the profile run's tokens
   (`--max-num-batched-tokens`), its activation peak (0: pagedkv's formula), non-torch
-  memory and the CUDA-graph pool (0 for engines that capture graphs after sizing the cache).
+  memory and the CUDA-graph pool (0 for engines that capture graphs after sizing the cache);
+- `request tok`, the length of the requests counted in "requests of N tokens that fit" and
+  brought back in the three ways back (the budget itself does not depend on it).
 
-`calculator_answer(...)` is the same answer without widgets; a bad field is a ValueError
+No box goes below its least allowed value, and the answer follows every keystroke.
+
+`budget_text(...)` is `costs.calculator_text` in lines of at most 95 characters.
+`calculator_answer(...)` is the calculator's answer without widgets; a bad field is a ValueError
 naming the field, the value and what is allowed, which the widget shows instead of an answer.
 
 `plot_budget` draws the budget as one bar split into its terms; `plot_ways_back` draws the
@@ -20,7 +25,9 @@ three ways to bring back a request whose K/V left the GPU, against its length.
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
+import textwrap
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -90,26 +97,42 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     return costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields))
 
 
+def budget_text(model: str, gpu: str, tokens: int, width: int = 95) -> str:
+    """`costs.calculator_text(model, gpu, tokens)` with each line longer than `width` broken
+    between words (the rest indented), so a narrow notebook never cuts a word in two."""
+    lines = []
+    for line in costs.calculator_text(model, gpu, tokens).splitlines():
+        lines += textwrap.wrap(line, width, subsequent_indent="      ", break_long_words=False) or [line]
+    return "\n".join(lines)
+
+
 def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 2048):
     """An ipywidgets form: pick a model and a GPU, type what your engine's start-up log says,
-    read every term of the KV budget, what fits and the three ways back. Returns the box."""
+    read every term of the KV budget, what fits and the three ways back. `request tok`
+    (`tokens`) is the request length of "requests of N tokens that fit" and of the ways back;
+    the budget does not depend on it. Returns the box."""
     import ipywidgets as widgets
 
     costs.model_spec(model), costs.gpu_spec(gpu)  # ValueError naming the choices
     pick_model = widgets.Dropdown(options=list(MODELS), value=model, description="model")
     pick_gpu = widgets.Dropdown(options=list(GPUS), value=gpu, description="GPU")
-    length = widgets.IntText(tokens, description="tokens")
+    # Boxes that cannot go below their least allowed value (a scrolled number box stops
+    # there) and answer at every keystroke, not only when the box loses focus.
+    whole = dict(min=1, max=10**7, continuous_update=True)
+    gib = dict(min=0.0, max=10**4, continuous_update=True)
+    length = widgets.BoundedIntText(tokens, description="request tok", **whole)
     boxes = {
-        "memory_gib": widgets.FloatText(GPUS[gpu].reported_gib),
-        "utilization": widgets.FloatText(0.9),
-        "batched_tokens": widgets.IntText(8192),
-        "activation_gib": widgets.FloatText(0.0),
-        "non_torch_gib": widgets.FloatText(0.3),
-        "cuda_graph_gib": widgets.FloatText(0.5),
+        "memory_gib": widgets.BoundedFloatText(GPUS[gpu].reported_gib, **gib),
+        "utilization": widgets.BoundedFloatText(0.9, **gib),  # above 1: an error, not clamped
+        "batched_tokens": widgets.BoundedIntText(8192, **whole),
+        "activation_gib": widgets.BoundedFloatText(0.0, **gib),
+        "non_torch_gib": widgets.BoundedFloatText(0.3, **gib),
+        "cuda_graph_gib": widgets.BoundedFloatText(0.5, **gib),
     }
-    for name, box in boxes.items():  # labels shown whole, boxes in even columns
-        box.description, box.style.description_width = FIELDS[name], "100px"
-        box.layout.width = "250px"
+    for box in (length, *boxes.values()):  # labels shown whole, boxes in even columns
+        box.style.description_width, box.layout.width = "100px", "250px"
+    for name, box in boxes.items():
+        box.description = FIELDS[name]
     out = widgets.HTML()
 
     def update(_=None) -> None:
@@ -118,7 +141,7 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
             text = calculator_answer(pick_model.value, pick_gpu.value, length.value, **values)
         except ValueError as error:
             text = f"not computed: {error}"
-        out.value = f"<pre>{text}</pre>"
+        out.value = f"<pre style='white-space:pre-wrap'>{html.escape(text)}</pre>"  # long lines wrap
 
     def new_gpu(change) -> None:
         boxes["memory_gib"].value = GPUS[change["new"]].reported_gib  # triggers update
