@@ -50,6 +50,14 @@ def test_quick_bench_prefix_aware_raises_hits_and_least_loaded_balances():
     assert report.figure() is not None
 
 
+def test_the_runs_give_the_same_results_in_two_processes_as_in_one(monkeypatch):
+    """`--quick` runs its simulations on both cores; each is the same computation."""
+    two = bench_routing.run(quick=True, replicas="2")
+    monkeypatch.setattr(bench_routing, "QUICK_WORKERS", 1)
+    one = bench_routing.run(quick=True, replicas="2")
+    assert two.rows == one.rows and two.data == one.data
+
+
 @pytest.mark.parametrize(
     "call, word",
     [

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import argparse
 
-from tqdm import tqdm
-
 from pagedkv.bench import Report
 from pagedkv.labs.experiments import popular_system_prompts
+from pagedkv.labs.parallel import run_all
 from pagedkv.labs.routing import ROUTERS, RouterConfig, simulate
 
 HELP = "prefix hit rate and load imbalance over N replicas: round-robin, least-loaded, prefix-aware"
@@ -66,22 +65,15 @@ def run(
     names = str(routers).split(",")
     configs = [RouterConfig(r, cache_threshold, balance_abs_threshold) for r in names]  # validates
     workload = popular_system_prompts(requests, num_prompts, prompt_length, seed)
+    options = dict(num_pages=num_pages, page_size=page_size, max_num_seqs=max_num_seqs, seed=seed)
+    jobs = [(n, config, arrival_rate * n) for n in counts for config in configs]
+    workers = QUICK_WORKERS if quick else 1
+    results = run_all(_simulate_job, jobs, (workload, options), workers, desc="routing")
     rows: list[list] = []
     data: dict[str, dict[int, dict]] = {}
-    for n in tqdm(counts, desc="routing", disable=None):
-        for config in configs:
-            out = simulate(
-                workload,
-                n,
-                config,
-                num_pages=num_pages,
-                page_size=page_size,
-                max_num_seqs=max_num_seqs,
-                arrival_rate=arrival_rate * n,
-                seed=seed,
-            )
-            data.setdefault(config.router, {})[n] = out
-            rows.append(_row(n, config.router, out))
+    for (n, config, _), out in zip(jobs, results):
+        data.setdefault(config.router, {})[n] = out
+        rows.append(_row(n, config.router, out))
     return Report(
         title=(
             f"bench routing: {requests} requests after {num_prompts} Zipf-popular system prompts "
@@ -97,6 +89,14 @@ def run(
         data=data,
         plotter=figure,
     )
+
+
+QUICK_WORKERS = 2  # `--quick` (notebook 11): its runs on both cores, the same results
+
+
+def _simulate_job(job: tuple, workload: list, options: dict) -> dict:
+    num_replicas, config, rate = job
+    return simulate(workload, num_replicas, config, arrival_rate=rate, **options)
 
 
 def _row(replicas: int, router: str, out: dict) -> list[object]:

@@ -25,14 +25,11 @@ chunked prefill, request timeouts, and the allocator overheads a real Orca would
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from operator import attrgetter, itemgetter
 
 import numpy as np
-from tqdm import tqdm
 
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.plumbing.validation import check_number
@@ -41,6 +38,7 @@ from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.labs import costs
 from pagedkv.labs.contiguous import POLICIES, ContiguousKVCache, NoContiguousHoleError
+from pagedkv.labs.parallel import run_all
 from pagedkv.labs.workloads import Request
 
 CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
@@ -141,50 +139,26 @@ def serve_grid(
     """`serve` every system at every rate of `grid`: {system: {rate: result}}. The memory
     shares are measured at the rates of `memory_at` (all rates when None); elsewhere the run
     gives its latencies only (`serve(memory=False)`: the same run). With workers > 1 the runs
-    go to that many processes (at most one per core), the paged ones first (they take
-    longest); each run is the same computation, so the results are the same."""
+    go to that many processes (`parallel.run_all`), the paged ones first (they take longest);
+    each run is the same computation, so the results are the same."""
     measured = set(grid if memory_at is None else memory_at)
     jobs = [(system, rate, rate in measured) for rate in grid for system in SYSTEMS]
-    workers = min(workers, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
-    results: dict = {}
-    with tqdm(total=len(jobs), desc="serving", disable=None) as bar:
-        if workers <= 1:
-            for job in jobs:
-                results[job] = _serve_job(job, requests, options)
-                bar.update()
-        else:
-            for job, result in _in_processes(jobs, requests, options, workers):
-                results[job] = result
-                bar.update()
+    results = run_all(
+        _serve_job,
+        jobs,
+        (requests, options),
+        workers,
+        longest_first=lambda job: job[0] != "paged",
+        desc="serving",
+    )
     data: dict = {s: {} for s in SYSTEMS}
-    for system, rate, memory in jobs:  # rates in grid order, as a serial run fills them
-        data[system][rate] = results[system, rate, memory]
+    for (system, rate, _), result in zip(jobs, results):  # rates in grid order, as a serial run fills them
+        data[system][rate] = result
     return data
 
 
-def _in_processes(jobs: list, requests: Sequence[Request], options: dict, workers: int):
-    """(job, result) of each job as a worker process finishes it; the paged runs go first."""
-    with ProcessPoolExecutor(workers, initializer=_start_worker, initargs=(requests, options)) as pool:
-        order = sorted(jobs, key=lambda job: job[0] != "paged")  # the longest first
-        futures = {pool.submit(_serve_job, job): job for job in order}
-        for future in as_completed(futures):
-            yield futures[future], future.result()
-
-
-_WORKER: tuple = ()  # (requests, options) of a worker process, from `_start_worker`
-
-
-def _start_worker(requests: list, options: dict) -> None:
-    global _WORKER
-    _WORKER = (requests, options)
-
-
-def _serve_job(
-    job: tuple[str, float, bool], requests: list | None = None, options: dict | None = None
-) -> dict:
+def _serve_job(job: tuple[str, float, bool], requests: Sequence[Request], options: dict) -> dict:
     system, rate, memory = job
-    if requests is None:  # in a worker process: the trace it was started with
-        requests, options = _WORKER
     return serve(requests, system, arrival_rate=rate, memory=memory, **options)
 
 
