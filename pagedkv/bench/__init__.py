@@ -113,9 +113,11 @@ def _lines(heads: list[list[str]], cells: list[list[str]], numeric: list[bool]) 
     def line(values: list[str]) -> str:
         return "  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(values, widths, numeric)).rstrip()
 
-    return [line([h[k] for h in heads]) for k in range(depth)] + ["  ".join("-" * w for w in widths)] + [
-        line(row) for row in cells
-    ]
+    return (
+        [line([h[k] for h in heads]) for k in range(depth)]
+        + ["  ".join("-" * w for w in widths)]
+        + [line(row) for row in cells]
+    )
 
 
 def _fits(lines: list[str]) -> bool:
