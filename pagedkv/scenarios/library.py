@@ -252,7 +252,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "preempt",
-            "Preemption: the scheduler frees the newest request and recomputes it",
+            "Preemption: three requests outgrow a small pool",
             "Three requests outgrow a small pool; the scheduler preempts the most recently "
             "admitted one (recompute) and resumes it, re-hitting its own CACHED prefix.",
             12,

@@ -155,8 +155,8 @@ class PredictStep(widgets.VBox):
             color = RIGHT
         else:
             verdict = (
-                f"<b>Not this time:</b> you predicted {html.escape(guessed)}, the step did "
-                f"<b>{html.escape(self.actual)}</b>. "
+                f"<b>Not this time:</b> you predicted {html.escape(guessed)}; after the step, "
+                f"the answer is <b>{html.escape(self.actual)}</b>. "
             )
             color = WRONG
         self.result.value = _box(verdict + html.escape(self.data.why), color)
