@@ -155,7 +155,7 @@ def _beam_search(num_pages: int, page_size: int) -> list[Action]:
 def _preemption(num_pages: int, page_size: int) -> list[Action]:
     step = (
         "the scheduler runs one step: running requests decode, waiting ones are admitted; "
-        "when a page is missing the newest is preempted"
+        "when a page is missing, a running request is preempted to free its pages"
     )
     n = PREEMPT_NEW_TOKENS
     queued = [
