@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from pagedkv.viz.capacity import budget_text, calculator, calculator_answer
+from pagedkv.viz.capacity import ANSWER_STYLE, budget_text, calculator, calculator_answer, wrapped
 
 GIB = 2**30
 LOG = {"memory_gib": 39.50, "activation_gib": 9.37, "non_torch_gib": 0.10, "cuda_graph_gib": 0.0}
@@ -100,7 +100,10 @@ def test_no_box_goes_negative_and_the_answer_follows_every_keystroke():
     assert fields["graphs GiB"].value == 0.0 and "CUDA-graph pool                      0.00 GiB" in out.value
     fields["request tok"].value = 1024
     answer = calculator_answer("Mistral-7B", "A100-40GB", 1024, cuda_graph_gib=0.0)
-    assert html.unescape(out.value) == f"<pre style='white-space:pre-wrap'>{answer}</pre>"
+    assert html.unescape(out.value) == f"<pre style='{ANSWER_STYLE}'>{wrapped(answer, 80)}</pre>"
+    assert "word-break:normal" in ANSWER_STYLE and "overflow-wrap:normal" in ANSWER_STYLE
+    shown = html.unescape(out.value).split(">", 1)[1].rsplit("<", 1)[0]
+    assert max(len(line) for line in shown.splitlines()) <= 80 and shown.split() == answer.split()
     assert "requests of 1,024 tokens that fit: 166" in out.value  # 2,048 tokens: 83
 
 

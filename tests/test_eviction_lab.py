@@ -289,3 +289,36 @@ def test_the_eviction_figure_draws_lru_over_leaf_lru_and_both_show():
     assert lru.get_zorder() > leaf.get_zorder() and lru.get_zorder() > lines["fifo"].get_zorder()
     assert leaf.get_linewidth() > 2 * lru.get_linewidth()  # the band shows on both sides
     assert to_hex(leaf.get_color()) != to_hex(lru.get_color())
+
+
+class RevivedLastWithoutDiscard(RevivedLast):
+    """The same policy with notebook 10's third step left out: a victim stays in `revived`."""
+
+    def pop_victim(self):
+        return self.take_victim(self.order()[0])
+
+
+def notebook_10_probe(policy) -> tuple[list[int], list[int]]:
+    """Notebook 10's check of the third step: page 1 revived, both pages evicted, then page 1
+    holds new content cached before page 3's. Returns (victims, the order after)."""
+    policy.add_all([1, 2])
+    policy.remove(1)
+    policy.add(1)
+    evicted = [policy.pop_victim(), policy.pop_victim()]
+    policy.add_all([1, 3])
+    return evicted, policy.order()
+
+
+def test_the_third_step_check_catches_a_policy_that_never_forgets_a_victim():
+    assert notebook_10_probe(RevivedLast()) == ([2, 1], [1, 3])
+    assert notebook_10_probe(LRUEvictionPolicy()) == ([2, 1], [1, 3])  # the exercise as given
+    assert notebook_10_probe(RevivedLastWithoutDiscard()) == ([2, 1], [3, 1])
+    # what the notebook says: zipf cannot tell the two apart, rag can
+    def rates(stream: str) -> tuple[float, float]:
+        requests = lab_workload(stream)
+        return tuple(replay(requests, 2048, p).hit_rate for p in (RevivedLast(), RevivedLastWithoutDiscard()))
+
+    with_discard, without = rates("zipf")
+    assert with_discard == without
+    with_discard, without = rates("rag")
+    assert without < with_discard - 0.04

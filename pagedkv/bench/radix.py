@@ -21,6 +21,13 @@ HELP = "radix tree vs hash chain on one stream: hit tokens, evictions, nodes vs 
 COLORS = {"hash": "#0072B2", "radix": "#009E73", "sglang": "#D55E00"}
 
 
+def _fewer(difference: int) -> str:
+    """A difference of hit tokens in words: '336 fewer', '12 more' or 'as many'."""
+    if difference == 0:
+        return "as many"
+    return f"{abs(difference):,} {'fewer' if difference > 0 else 'more'}"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workload", default="chat", choices=sorted(LAB_WORKLOADS))
     parser.add_argument("--cache-tokens", type=int, default=2048)
@@ -53,7 +60,8 @@ def run(
         f"{radix.evictions} evictions; the tree holds {radix.cached_pages} pages in "
         f"{radix.entries} nodes where the chain needs {hashed.entries} hashes",
         f"sglang (whole leaves evicted, pages inserted at finish): {sglang.evictions} "
-        f"evictions, {sglang.hit_tokens - hashed.hit_tokens:+d} hit tokens against hash",
+        f"evictions against {hashed.evictions}, {_fewer(hashed.hit_tokens - sglang.hit_tokens)} "
+        "hit tokens than the hash chain",
     ]
     return Report(
         title=f"bench radix: prefix index on the {workload} stream, seed {seed}",

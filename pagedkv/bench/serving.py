@@ -18,8 +18,8 @@ ratios of vLLM's to Orca's are the paper's Sec. 6.2 figures. The default trace i
 requests, about an hour of arrivals at vLLM's sustainable rate (the paper's traces are an hour
 long): `--lengths 1000,2000,4000,8000 --seeds 0,1` prints how the rates drift with the length,
 docs/calibration.md gives the numbers. The default run (8,000 requests, 11 rates, 4 systems and
-the walk) takes several minutes; `--quick` serves 1,000 requests at 6 rates and skips the walk.
-`bench memory --arrival-rate R` prints this report.
+the walk) takes several minutes; `--quick` serves 1,000 requests at 5 rates (0.5 to 4/s) and
+skips the walk. `bench memory --arrival-rate R` prints this report.
 """
 
 from __future__ import annotations

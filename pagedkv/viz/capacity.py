@@ -97,13 +97,28 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     return costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields))
 
 
+def wrapped(text: str, width: int) -> str:
+    """`text` with each line longer than `width` broken between words (the rest indented)."""
+    lines = []
+    for line in text.splitlines():
+        pieces = textwrap.wrap(
+            line, width, subsequent_indent="      ", break_long_words=False, break_on_hyphens=False
+        )
+        lines += pieces or [line]
+    return "\n".join(lines)
+
+
 def budget_text(model: str, gpu: str, tokens: int, width: int = 95) -> str:
     """`costs.calculator_text(model, gpu, tokens)` with each line longer than `width` broken
     between words (the rest indented), so a narrow notebook never cuts a word in two."""
-    lines = []
-    for line in costs.calculator_text(model, gpu, tokens).splitlines():
-        lines += textwrap.wrap(line, width, subsequent_indent="      ", break_long_words=False) or [line]
-    return "\n".join(lines)
+    return wrapped(costs.calculator_text(model, gpu, tokens), width)
+
+
+# The calculator's answer: lines broken between words to the width of its three columns of
+# boxes; a narrower window wraps it again, still between words (JupyterLab's own style for
+# <pre> breaks anywhere, hence word-break and overflow-wrap set back to normal).
+ANSWER_WIDTH = 80
+ANSWER_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal"
 
 
 def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 2048):
@@ -141,7 +156,7 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
             text = calculator_answer(pick_model.value, pick_gpu.value, length.value, **values)
         except ValueError as error:
             text = f"not computed: {error}"
-        out.value = f"<pre style='white-space:pre-wrap'>{html.escape(text)}</pre>"  # long lines wrap
+        out.value = f"<pre style='{ANSWER_STYLE}'>{html.escape(wrapped(text, ANSWER_WIDTH))}</pre>"
 
     def new_gpu(change) -> None:
         boxes["memory_gib"].value = GPUS[change["new"]].reported_gib  # triggers update

@@ -7,8 +7,10 @@ page state is given (a pool's `page(pid).state.name`): ACTIVE (held by a running
 or CACHED (evictable), in the pool heatmap's state colours
 (`pagedkv.viz.palette.STATE_COLORS`), so a state has one colour in every picture; the
 legend lists only the states present. With no page state the boxes are white (grey is FREE
-there, and a tree never holds a FREE page). A new figure is sized to its tree: a column
-per leaf as wide as the widest label, a row per level as tall as the tallest box.
+there, and a tree never holds a FREE page). A node a running request has locked
+(`inc_lock_ref`) says "locked" under its pages and has a thick border. A new figure is sized
+to its tree: a column per leaf as wide as the widest label, a row per level as tall as the
+tallest box.
 `plot_radix_growth` draws several moments side by side, so a split reads as one box
 becoming two with the same pages.
 """
@@ -63,9 +65,9 @@ def _layout(tree: RadixCache) -> dict[RadixNode, tuple[float, int]]:
 
 
 def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: int) -> str:
-    """The node's tokens (quoted text with a decoder, else ids) and page ids, wrapped at
-    `width` characters (a space where a line breaks is the break), whole unless the text
-    needs more than MAX_TEXT_LINES lines."""
+    """The node's tokens (quoted text with a decoder, else ids), page ids and "locked" if a
+    running request holds it, wrapped at `width` characters (a space where a line breaks is
+    the break), whole unless the text needs more than MAX_TEXT_LINES lines."""
     text = decode(node.key) if decode else " ".join(map(str, node.key))
     if decode:
         text = repr(text.replace("\n", " "))
@@ -73,7 +75,8 @@ def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: in
     if len(lines) > MAX_TEXT_LINES:
         lines = lines[: MAX_TEXT_LINES - 1] + [lines[MAX_TEXT_LINES - 1][: width - 1] + "…"]
     pages = textwrap.wrap("pages " + ", ".join(map(str, node.value)), width + 12)
-    return "\n".join(lines + pages)
+    locked = ["locked"] if node.lock_ref else []  # a running request's path: not evictable
+    return "\n".join(lines + pages + locked)
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str]:
         state = "ACTIVE" if "ACTIVE" in states else states.pop()
         drawn.add(state)
         fill = COLORS.get(state, COLORS[None])
-        box = dict(boxstyle="round,pad=0.4", fc=fill, ec="#333333")
+        box = dict(boxstyle="round,pad=0.4", fc=fill, ec="#333333", lw=3.0 if node.lock_ref else 1.0)
         ax.text(
             *_xy(where[node]),
             label,
