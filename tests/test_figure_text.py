@@ -158,6 +158,7 @@ def test_request_pictures_name_every_request_in_readable_text(name):
         (("state", "occupancy", "owner", "ref_count"), 5.5, 110, None, None),
         (("owner", "ref_count"), 5.5, 110, None, None),
         (("lru",), 11.0, 110, None, None),
+        (("state", "lru"), 11.0, 110, 1, None),  # an LRU panel with another: stacked (PoolHeatmap)
     ],
 )
 def test_no_heatmap_text_runs_past_the_picture_or_into_other_text(
@@ -395,3 +396,12 @@ def test_the_collision_check_sees_a_legend_row_over_a_colour_bar_label():
     cut = build_frame(12, 4, ("state", "lru"), 110, 5.5).cut_texts
     assert any("evicted last" in text for text in cut), cut
     assert any(text.startswith("#1:") for text in cut), cut
+
+
+@pytest.mark.parametrize("num_pages", [12, 16, 40])
+def test_an_lru_panel_with_another_panel_is_stacked_full_width_with_no_text_overlapping(num_pages):
+    from pagedkv.viz import PoolHeatmap
+
+    heatmap = PoolHeatmap(num_pages, 4, views=("state", "lru"))
+    assert heatmap._frame.cut_texts == ()  # noqa: SLF001
+    assert heatmap.cell_box("lru", 0)[1] > heatmap.cell_box("state", num_pages - 1)[3]  # below
