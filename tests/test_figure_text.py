@@ -158,6 +158,7 @@ def test_request_pictures_name_every_request_in_readable_text(name):
         (("state", "occupancy", "owner", "ref_count"), 5.5, 110, None, None),
         (("owner", "ref_count"), 5.5, 110, None, None),
         (("lru",), 11.0, 110, None, None),
+        (("state", "lru"), 11.0, 110, 1, None),  # an LRU panel with another: stacked (PoolHeatmap)
     ],
 )
 def test_no_heatmap_text_runs_past_the_picture_or_into_other_text(
@@ -366,3 +367,41 @@ def test_benchmark_figures_have_text_of_at_least_12_px_and_fit_a_720_px_screen()
             tall.append((name, round(shown_height)))
     assert not small, small
     assert not tall, tall
+
+
+def test_no_text_of_a_prediction_picture_overlaps_another_text_a_legend_or_a_colour_bar():
+    """Every prediction's picture after its step, as the widget shows it: no text of its frame
+    (titles, tick labels, the colour bar's "evicted next" / "evicted last", the legend's rows)
+    overlaps another one or a key, and it is drawn large enough to read at 1280 px."""
+    from pagedkv.viz.questions import all_questions
+
+    bad, small = {}, {}
+    for qid, data in all_questions()["predict"].items():
+        widget = PredictStep(qid)
+        widget.answer(data.answer)
+        heatmap = widget._heatmap  # noqa: SLF001
+        if heatmap._frame.cut_texts:  # noqa: SLF001
+            bad[qid] = heatmap._frame.cut_texts  # noqa: SLF001
+        if heatmap.min_font_px * min(1.0, CELL_PX / heatmap.size[0]) < MIN_PX:
+            small[qid] = heatmap.min_font_px
+    assert not bad, bad
+    assert not small, small
+
+
+def test_the_collision_check_sees_a_legend_row_over_a_colour_bar_label():
+    """The LRU key of a short grid squeezed beside another panel: its legend ("#1: next
+    victim") ran into the colour bar's "evicted last"; the frame's check reports both."""
+    from pagedkv.viz.frame import build_frame
+
+    cut = build_frame(12, 4, ("state", "lru"), 110, 5.5).cut_texts
+    assert any("evicted last" in text for text in cut), cut
+    assert any(text.startswith("#1:") for text in cut), cut
+
+
+@pytest.mark.parametrize("num_pages", [12, 16, 40])
+def test_an_lru_panel_with_another_panel_is_stacked_full_width_with_no_text_overlapping(num_pages):
+    from pagedkv.viz import PoolHeatmap
+
+    heatmap = PoolHeatmap(num_pages, 4, views=("state", "lru"))
+    assert heatmap._frame.cut_texts == ()  # noqa: SLF001
+    assert heatmap.cell_box("lru", 0)[1] > heatmap.cell_box("state", num_pages - 1)[3]  # below

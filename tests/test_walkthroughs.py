@@ -129,6 +129,7 @@ def _widget_text(widget) -> str:
 
 def test_widgets_hold_back_the_explanation_until_an_answer():
     from pagedkv.viz import Discuss, PredictStep, Quiz
+    from pagedkv.viz.quiz import markdown_html
 
     ask = PredictStep("04-cow")
     assert escape(ask.data.why) not in _widget_text(ask)
@@ -147,9 +148,12 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
     quiz.check(1, quiz.questions[1].answer)
     assert whys[1] in _widget_text(quiz) and whys[0] not in _widget_text(quiz)
     talk = Discuss("05-reserve")
-    assert escape(talk.data.answer) not in _widget_text(talk)
+    assert markdown_html(talk.data.answer) not in _widget_text(talk)
     talk.button.click()
-    assert escape(talk.data.answer) in _widget_text(talk)
+    assert markdown_html(talk.data.answer) in _widget_text(talk)
+    gqa = Discuss("00-gqa")  # its answer names a config key as `code`: shown as code, no backticks
+    gqa.reveal()
+    assert "<code>num_key_value_heads</code>" in gqa.shown.value and "`" not in gqa.shown.value
 
 
 def test_the_answer_key_in_docs_is_current():

@@ -102,8 +102,10 @@ class PoolHeatmap:
         if palette is not None:
             check_instance("palette", palette, SequencePalette)
         check_int("dpi", dpi, 30, 300)
+        if "lru" in views and len(views) > 1 and columns is None and panel_width is None:
+            columns = 1  # stacked, full width: beside another panel the LRU key and title are cramped
         if panel_width is None:  # a lone panel gets room for its legend and a long title
-            panel_width = 11.0 if len(views) == 1 else 5.5
+            panel_width = 11.0 if len(views) == 1 or columns == 1 else 5.5
         if check_number("panel_width", panel_width, 2.0) > 20:
             raise ValueError(f"panel_width must be a number of inches in [2, 20], got {panel_width!r}")
         if columns is not None:

@@ -27,10 +27,10 @@ from pagedkv.viz.palette import STATE_COLORS, VICTIM_COLOR
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 NODES = {ACTIVE: (0.5, 0.64), FREE: (0.13, 0.16), CACHED: (0.87, 0.16)}  # axes coordinates
 EDGES = {  # (source, target) -> (arc curvature, label position, text alignment)
-    (FREE, ACTIVE): (-0.25, (0.01, 0.66), "left"),
+    (FREE, ACTIVE): (-0.25, (0.225, 0.63), "right"),  # left of the arc, beside its middle
     (ACTIVE, FREE): (-0.1, (0.47, 0.31), "right"),
     (ACTIVE, CACHED): (0.1, (0.53, 0.31), "left"),
-    (CACHED, ACTIVE): (0.25, (0.99, 0.66), "right"),
+    (CACHED, ACTIVE): (0.25, (0.775, 0.63), "left"),
     (CACHED, FREE): (-0.12, (0.5, 0.02), "center"),
     (ACTIVE, ACTIVE): (0.0, (0.5, 0.86), "center"),  # labels beside the loop, left and right
 }

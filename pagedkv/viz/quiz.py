@@ -232,6 +232,6 @@ class Discuss(widgets.VBox):
         self.add_class("pagedkv-discuss")
 
     def reveal(self) -> None:
-        """Show the answer (what the button does)."""
-        self.shown.value = _box(html.escape(self.data.answer))
+        """Show the answer (what the button does), its markdown (`code`, **bold**) rendered."""
+        self.shown.value = _box(markdown_html(self.data.answer))
         self.button.disabled = True
