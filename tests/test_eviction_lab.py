@@ -313,6 +313,7 @@ def test_the_third_step_check_catches_a_policy_that_never_forgets_a_victim():
     assert notebook_10_probe(RevivedLast()) == ([2, 1], [1, 3])
     assert notebook_10_probe(LRUEvictionPolicy()) == ([2, 1], [1, 3])  # the exercise as given
     assert notebook_10_probe(RevivedLastWithoutDiscard()) == ([2, 1], [3, 1])
+
     # what the notebook says: zipf cannot tell the two apart, rag can
     def rates(stream: str) -> tuple[float, float]:
         requests = lab_workload(stream)
