@@ -150,7 +150,7 @@ def format_table(columns: list[str], rows: list[list[object]]) -> str:
         names, values = [heads[k] for k in keep], [[r[k] for k in keep] for r in cells]
         return _lines(names, values, [numeric[k] for k in keep])
 
-    parts = [[]]
+    parts: list[list[int]] = [[]]
     for i in range(labels, len(columns)):  # as many columns per table as fit
         if parts[-1] and not _fits(table([*parts[-1], i])):
             parts.append([])

@@ -49,14 +49,14 @@ FIELDS = {  # calculator_answer's keyword -> the widget's label
 
 def _number(name: str, value: object, low: float, high: float = math.inf, *, open_low: bool = False) -> float:
     """A finite number in [low, high] ((low, high] if open_low), else ValueError naming it."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    inside = ok and (value > low if open_low else value >= low) and value <= high
+    number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+    inside = math.isfinite(number) and (number > low if open_low else number >= low) and number <= high
     if not inside:
         allowed = f"in {'(' if open_low else '['}{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
         if open_low and high == math.inf:
             allowed = f"> {low:g}"
         raise ValueError(f"{name} ({FIELDS.get(name, name)}) must be a number {allowed}, got {value!r}")
-    return float(value)
+    return number
 
 
 def calculator_assumptions(

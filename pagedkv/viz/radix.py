@@ -114,9 +114,10 @@ def _geometry(tree: RadixCache, decode, width: int) -> _Geometry:
     return _Geometry(where, labels, column_in, box_in + 0.22, box_in)
 
 
-def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str]:
-    """Edges, then one box per node (the root a circle); returns the states drawn."""
-    where, drawn = geometry.where, set()
+def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str | None]:
+    """Edges, then one box per node (the root a circle); returns the states drawn (None: no
+    pool to read them from)."""
+    where, drawn = geometry.where, set[str | None]()
     for node, (x, depth) in where.items():
         if node.parent is not None:
             px, pdepth = where[node.parent]

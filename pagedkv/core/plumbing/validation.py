@@ -126,9 +126,11 @@ def check_token_list(name: str, token_ids: SequenceLike[object]) -> list[int]:
     """`check_token` of each id, as a list of ints: one pass in C when they are all plain
     ints in range (the usual case), else each one in turn, naming the first bad one."""
     ids = list(token_ids)
-    if ids and (set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) > MAX_TOKEN_ID):
-        ids = [check_token(f"{name}[{i}]", t) for i, t in enumerate(ids)]
-    return ids
+    if ids and set(map(type, ids)) == {int}:
+        ints: list[int] = ids  # type: ignore[assignment]  # every one is an int, checked above
+        if min(ints) >= 0 and max(ints) <= MAX_TOKEN_ID:
+            return ints
+    return [check_token(f"{name}[{i}]", t) for i, t in enumerate(ids)]
 
 
 def check_tokens(name: str, token_ids: object) -> tuple[list[int], bytes]:
