@@ -484,3 +484,19 @@ def test_a_request_fits_exactly_when_the_pages_it_takes_are_available(prompt_len
                 engine.append(target, [9] * n)
             assert engine.snapshot() == snapshot
         engine.check()
+
+
+def test_describe_error_gives_the_status_line_the_field_and_the_message_wrapped_between_words():
+    from types import SimpleNamespace
+
+    from pagedkv.service.answers import describe_error
+
+    body = {"error": "bad_request", "detail": [{"loc": ["body", "text"], "msg": "word " * 30}]}
+    response = SimpleNamespace(
+        status_code=422, reason_phrase="Unprocessable Content", headers={}, json=lambda: body
+    )
+    lines = describe_error(response, width=40).splitlines()
+    assert lines[0] == "HTTP 422 Unprocessable Content | error: bad_request | Retry-After: None"
+    assert lines[1] == "  loc: ['body', 'text']"
+    assert all(len(line) <= 40 and line.split()[-1] == "word" for line in lines[2:])
+    assert sum(line.count("word") for line in lines[2:]) == 30

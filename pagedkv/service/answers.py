@@ -51,3 +51,23 @@ def snapshot_json(snap: PoolSnapshot, offset: int = 0, limit: int | None = None)
         "usage": snap.usage,
         "token_usage": snap.token_usage,
     }
+
+
+def describe_error(response: object, width: int = 88) -> str:
+    """An error answer of the API as a reader sees it: the status line (status, `error`,
+    Retry-After), the field a 422 names, then the message wrapped between words. `response`
+    is an HTTP client's response (`status_code`, `reason_phrase`, `headers`, `json()`)."""
+    import textwrap
+
+    body = response.json()  # type: ignore[attr-defined]
+    retry = response.headers.get("retry-after")  # type: ignore[attr-defined]
+    lines = [
+        f"HTTP {response.status_code} {response.reason_phrase} | error: {body['error']} "  # type: ignore[attr-defined]
+        f"| Retry-After: {retry}"
+    ]
+    detail = body["detail"]
+    if isinstance(detail, list):  # a 422 of a bad field names it
+        lines.append(f"  loc: {detail[0]['loc']}")
+        detail = detail[0]["msg"]
+    lines.append(textwrap.fill(detail, width, initial_indent="  ", subsequent_indent="  "))
+    return "\n".join(lines)
