@@ -9,6 +9,7 @@ rules (bearer token, GET /health only) and survives stalled connections.
 
 from __future__ import annotations
 
+import selectors
 import socket
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import threading
 import httpx
 import pytest
 
-from pagedkv.service.health import MAX_PROBES
+from pagedkv.service.health import MAX_PROBES, HealthServer
 from pagedkv.service.serve import EXIT_USAGE, ServerProcess
 
 pytestmark = pytest.mark.slow  # real servers
@@ -107,3 +108,43 @@ def test_a_bad_health_port_is_one_line_naming_the_option(port):
         )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == EXIT_USAGE and len(lines) == 1 and "--health-port" in lines[0], done.stderr
+
+
+def test_an_accept_that_closes_the_oldest_probe_skips_that_probe_later_in_the_same_wake_up():
+    """The flake behind the test above: one wake-up finds both a newcomer and data from the
+    oldest open probe; the accept closes the oldest, and reading it after must not happen
+    (it raised inside the listener's thread, which died and left every later probe unanswered)."""
+    health = HealthServer(("127.0.0.1", 0), lambda: {"num_free_pages": 1}, token=None)
+    try:
+        address = health.server_address
+        probes = []
+        for _ in range(MAX_PROBES):
+            probes.append(socket.create_connection(address, timeout=5))
+            for _ in range(20):  # bounded: until the listener holds it
+                if len(health.open) == len(probes):
+                    break
+                health.serve_once(0.05)
+        assert len(health.open) == MAX_PROBES
+        probes[0].send(b"GET /health HTTP/1.0\r\n")  # the oldest has data ...
+        newcomer = socket.create_connection(address, timeout=5)  # ... as a newcomer arrives
+        with selectors.DefaultSelector() as ready:  # bounded wait until both are readable
+            ready.register(health.sock, selectors.EVENT_READ)
+            ready.register(next(iter(health.open)), selectors.EVENT_READ)
+            for _ in range(20):
+                if len(ready.select(0.05)) == 2:
+                    break
+        health.serve_once(0.2)  # one wake-up sees both
+        newcomer.send(b"GET /health HTTP/1.0\r\n\r\n")
+        for _ in range(20):
+            if newcomer not in health.open and len(health.open) < MAX_PROBES:
+                break
+            health.serve_once(0.05)
+        answer = newcomer.recv(4096)
+        assert answer.startswith(b"HTTP/1.0 200 OK") and b'"num_free_pages": 1' in answer
+        with pytest.raises(ConnectionResetError):  # the oldest was closed, its request unread
+            probes[0].recv(4096)
+    finally:
+        for s in [*probes, newcomer]:
+            s.close()
+        health.selector.close()
+        health.sock.close()

@@ -95,15 +95,19 @@ class HealthServer:
 
     def _serve(self) -> None:
         while not self.stopping:
-            for key, _ in self.selector.select(timeout=0.25):
-                if key.fileobj is self.sock:
-                    self._accept()
-                else:
-                    self._read(key.fileobj)  # type: ignore[arg-type]
-            now = time.monotonic()
-            for conn, (_, deadline) in list(self.open.items()):
-                if now > deadline:
-                    self._close(conn)
+            self.serve_once(0.25)
+
+    def serve_once(self, timeout: float) -> None:
+        """One wake-up: accept and read what is ready, then close connections past their time."""
+        for key, _ in self.selector.select(timeout=timeout):
+            if key.fileobj is self.sock:
+                self._accept()
+            elif key.fileobj in self.open:  # not closed by an accept earlier in this wake-up
+                self._read(key.fileobj)  # type: ignore[arg-type]
+        now = time.monotonic()
+        for conn, (_, deadline) in list(self.open.items()):
+            if now > deadline:
+                self._close(conn)
 
     def _accept(self) -> None:
         try:
