@@ -6,12 +6,12 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   append copies, which request is preempted). The learner picks an answer and presses
   "Step and check": the step runs, and the widget grades the pick against what the step did.
 - `Quiz("05-check")`: multiple-choice check questions, each explained once answered.
-
-Both grade a pick the same way (`grade`): a first wrong pick gets "Not quite. Think it over"
-and a second try, with nothing given away; a right pick, or a second wrong one, shows the
-answer and why (a prediction adds its longer `after` text, if it has one, and the pool
-heatmap after the step).
 - `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
+
+`PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
+quite. Think it over" and a second try, with nothing given away; a right pick, or a second
+wrong one, shows the answer and why (a prediction adds its longer `after` text, if it has
+one, and the pool heatmap after the step).
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
