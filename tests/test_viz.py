@@ -438,10 +438,10 @@ def test_external_fragmentation_holes_are_those_the_accounting_counts():
 
 def test_sequence_palette_is_stable_and_colour_blind_safe_first():
     palette = SequencePalette()
-    colors = [palette.color(f"s{k}") for k in range(9)]
-    assert colors == list(SEQUENCE_COLORS) and len(set(colors)) == 9
+    colors = [palette.color(f"s{k}") for k in range(12)]
+    assert colors == list(SEQUENCE_COLORS) and len(set(colors)) == 12
     assert palette.color("s3") == colors[3]  # the same colour on every later call
-    assert palette.color("s9") == colors[0]  # cycles after nine
+    assert palette.color("s12") == colors[0]  # cycles after twelve
     palette.clear()
     assert palette.color("new") == colors[0]
 
