@@ -173,7 +173,7 @@ class PredictStep(widgets.VBox):
             self._reveal(self._record)
         else:
             self.misses += 1
-            self.button.description = "Check again"
+            self.button.description, self.button.icon = "Check again", "check"  # the step has run
 
     def _reveal(self, record: ActionRecord | None) -> None:
         """Show the pool after the step, its caption and the `after` text; lock the buttons."""
