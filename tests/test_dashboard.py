@@ -76,6 +76,8 @@ def test_step_admits_request_a_on_the_lowest_pages(dash):
     assert dash.run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]
     assert dash.run.pool.num_active_pages == 5
     assert "allocate pages 0, 1, 2, 3, 4 for request_A" in dash.event_log.value
+    text = re.sub(r"<[^>]+>", "", dash.event_log.value)  # its plain text: a heading, then entries
+    assert re.search(r"^step 1\nallocate pages 0, 1, 2, 3, 4 for request_A", text, re.MULTILINE)
     for _ in range(3):  # tokens 19, 20 fill page 4; token 21 needs page 5
         dash.step_button.click()
     assert dash.run.seqs.block_table("request_A") == [0, 1, 2, 3, 4, 5]

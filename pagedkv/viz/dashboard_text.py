@@ -72,14 +72,14 @@ def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
             color = EVENT_COLORS.get(kind, "#111111")
             style = f"color:{color};{ENTRY_STYLE}"
             lines.append(f"<div class='pagedkv-log-{kind}' style='{style}'>{html.escape(text)}</div>")
-    body = "".join(lines) or "<i>no step yet: press Step</i>"
+    body = "\n".join(lines) or "<i>no step yet: press Step</i>"  # as plain text: one entry a line
     key = " ".join(f"<span style='color:{EVENT_COLORS[k]}'>{k.replace('_', ' ')}</span>" for k in LOG_KINDS)
     return (
         f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;"
         "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:break-word'>"
-        f"<div><b>event log</b>, newest step first · {key}</div>"
+        f"<div><b>event log</b>, newest step first · {key}</div>\n"
         "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
         "the decision, then cause before effect; tokens count from 1 in each sequence; a slot is a "
-        "token's place in the pool: page × page size + its place in the page (from 0)</details>"
+        "token's place in the pool: page × page size + its place in the page (from 0)</details>\n"
         f"{body}</div>"
     )
