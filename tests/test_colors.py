@@ -195,3 +195,71 @@ def test_no_notebook_draws_with_matplotlibs_default_colours(path):
     cells = json.loads(path.read_text())["cells"]
     found = [d for c in cells if c["cell_type"] == "code" for d in _uncoloured_draws("".join(c["source"]))]
     assert not found, found
+
+
+# ---- colours that look different -------------------------------------------------------------
+
+MIN_DELTA_E = 30.0  # CIE76 distance in CIELAB; the old rose and wine (beam.0, beam.5) were 28.6
+
+
+def _lab(hex_colors) -> np.ndarray:
+    """sRGB hex colours -> CIELAB (D65 white), by the textbook formulas."""
+    rgb = np.array([to_rgba(c)[:3] for c in hex_colors])
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    to_xyz = np.array(
+        [
+            [0.4124564, 0.3575761, 0.1804375],
+            [0.2126729, 0.7151522, 0.0721750],
+            [0.0193339, 0.1191920, 0.9503041],
+        ]
+    )
+    xyz = linear @ to_xyz.T / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.stack([116 * f[:, 1] - 16, 500 * (f[:, 0] - f[:, 1]), 200 * (f[:, 1] - f[:, 2])], axis=1)
+
+
+def _closest_pair(colors: dict) -> tuple[float, tuple]:
+    """The smallest CIE76 ΔE between two of `colors` ({name: hex}) and the two names."""
+    names, lab = list(colors), _lab(list(colors.values()))
+    gaps = np.linalg.norm(lab[:, None] - lab[None], axis=-1)
+    np.fill_diagonal(gaps, np.inf)
+    i, j = np.unravel_index(np.argmin(gaps), gaps.shape)
+    return float(gaps[i, j]), (names[i], names[j])
+
+
+def test_the_oracle_measures_known_distances():
+    assert np.allclose(_lab(["#FFFFFF", "#000000"]), [[100, 0, 0], [0, 0, 0]], atol=0.01)
+    assert abs(_closest_pair({"rose": "#CC6677", "wine": "#882255"})[0] - 28.6) < 0.1
+
+
+def test_any_twelve_requests_of_one_run_get_clearly_different_colours():
+    palette = SequencePalette()
+    colors = {f"request {k}": palette.color(f"request {k}") for k in range(12)}
+    gap, pair = _closest_pair(colors)
+    assert gap >= MIN_DELTA_E, (gap, pair)
+
+
+def test_notebook_04s_beams_get_clearly_different_colours():
+    """04 draws its beam run with the shared palette (plot_block_tables(snap, events=...)):
+    every beam the run names, forked at run time as beam.k, against every other."""
+    run = ScenarioRun("beam")
+    beams = set()
+    while run.can_step:
+        beams |= {e.seq_id for e in run.step().events if e.seq_id is not None}
+    assert len(beams) >= 6  # beam.0 ... beam.5
+    colors = {b: DEFAULT_PALETTE.color(b) for b in sorted(beams)}
+    gap, pair = _closest_pair(colors)
+    assert gap >= MIN_DELTA_E, (gap, pair)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_requests_of_every_scenario_get_clearly_different_colours(name):
+    run = ScenarioRun(name)
+    seq_ids = set()
+    while run.can_step:
+        seq_ids |= {e.seq_id for e in run.step().events if e.seq_id is not None}
+    palette = SequencePalette().restart(run.steps)  # a dashboard's palette for this scenario
+    colors = {s: palette.color(s) for s in seq_ids}
+    if len(colors) > 1:
+        gap, pair = _closest_pair(colors)
+        assert gap >= MIN_DELTA_E, (gap, pair)

@@ -76,10 +76,13 @@ def test_step_admits_request_a_on_the_lowest_pages(dash):
     assert dash.run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]
     assert dash.run.pool.num_active_pages == 5
     assert "allocate pages 0, 1, 2, 3, 4 for request_A" in dash.event_log.value
+    text = re.sub(r"<[^>]+>", "", dash.event_log.value)  # its plain text: a heading, then entries
+    assert re.search(r"^step 1\nallocate pages 0, 1, 2, 3, 4 for request_A", text, re.MULTILINE)
     for _ in range(3):  # tokens 19, 20 fill page 4; token 21 needs page 5
         dash.step_button.click()
     assert dash.run.seqs.block_table("request_A") == [0, 1, 2, 3, 4, 5]
-    assert "step 4: allocate page 5 for request_A" in dash.event_log.value
+    step_4 = [text for _, _, heading, text in _log_entries(dash.event_log.value) if heading == "step 4"]
+    assert step_4[0].startswith("allocate page 5 for request_A")
 
 
 def test_back_restores_the_previous_state_and_picture(dash):
@@ -246,7 +249,19 @@ def step_number_of(html_text: str) -> int:
     return int(re.search(r"step (\d+)", html_text).group(1))
 
 
-LOG_LINE = re.compile(r"<div class='pagedkv-log-(\w+)' style='color:(#\w+)'>(.*?): (.*?)</div>")
+# A step's heading, then its entries: (kind, colour, text), kind "step" for a heading.
+LOG_LINE = re.compile(r"<div class='pagedkv-log-(\w+)' style='(?:color:(#\w+))?[^']*'>(.*?)</div>")
+
+
+def _log_entries(log: str) -> list[tuple[str, str, str, str]]:
+    """(kind, colour, the heading of its step, text) of every entry of the event log."""
+    out, heading = [], ""
+    for kind, colour, text in LOG_LINE.findall(log):
+        if kind == "step":
+            heading = re.sub(r"<[^>]+>", "", text)
+        else:
+            out.append((kind, colour, heading, text))
+    return out
 
 
 @pytest.mark.slow
@@ -255,7 +270,7 @@ def test_event_log_is_newest_step_first_cause_before_effect_and_coloured_by_kind
     dash = Dashboard(name)
     while not dash.step_button.disabled:
         dash.step_button.click()
-    lines = LOG_LINE.findall(dash.event_log.value)
+    lines = _log_entries(dash.event_log.value)
     steps = [int(re.search(r"\d+", label).group()) for _, _, label, _ in lines]
     assert steps == sorted(steps, reverse=True) and steps[0] == len(dash.run.steps)
     colours: dict[str, str] = {}
@@ -351,10 +366,12 @@ def test_the_counter_counts_the_learners_own_actions_and_back_says_what_it_undid
     dash.fork_button.click()
     dash.decode_button.click()
     counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
-    assert counter.startswith(f"step 5 of {len(dash.run.steps)} + 2 actions of yours")
+    assert counter.startswith(f"step 5 of {len(dash.run.steps)} · +2 yours")
+    assert "2 actions of your own" in dash.step_counter.value  # its tooltip says it in full
     dash.back_button.click()  # undoes Decode all: the scenario stays at step 5
     counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
-    assert counter.startswith(f"step 5 of {len(dash.run.steps)} + 1 action of yours")
+    assert counter.startswith(f"step 5 of {len(dash.run.steps)} · +1 yours")
+    assert "1 action of your own" in dash.step_counter.value
     assert "Back undid your own action" in dash.status.value and dash.run.cursor == 5
     dash.back_button.click()
     dash.back_button.click()  # now a scenario step: no message, the step moves

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -142,7 +143,10 @@ def test_pressing_the_button_of_what_the_step_does_is_graded_right(qid):
     assert right.correct is True and "Right" in right.result.value
     wrong.choices.index = next(i for i, label in enumerate(labels) if label != done)
     wrong.button.click()
-    assert wrong.correct is False and "Not this time" in wrong.result.value
+    assert wrong.correct is False and "Not quite.</b> Think it over" in wrong.result.value
+    wrong.choices.index = labels.index(done)  # the second try, on the same step
+    wrong.button.click()
+    assert wrong.correct is True and "Right." in wrong.result.value
 
 
 def test_the_after_text_is_rendered_as_html_and_only_once_answered():
@@ -151,7 +155,7 @@ def test_the_after_text_is_rendered_as_html_and_only_once_answered():
 
     ask = PredictStep("05-preempt")
     assert ask.after.value == "" and ask.caption.value == ""
-    ask.answer("req3")
+    ask.answer("req2")
     assert "The pool after step 11</b>" in ask.caption.value  # the step the question asks about
     shown = ask.after.value
     assert "<ul><li><b>Step 11.</b>" in shown and "<code>req2</code>" in shown and "**" not in shown
@@ -161,6 +165,45 @@ def test_the_after_text_is_rendered_as_html_and_only_once_answered():
     quiet = PredictStep("00-token-21")  # no after text: nothing extra appears
     quiet.answer("5")
     assert quiet.after.value == ""
+
+
+def _shown(ask) -> tuple[str, str, str, object, str]:
+    """What a prediction shows of its answer: the after text, the caption, the picture (its
+    bytes and whether it is displayed) and whether the placeholder still holds its room."""
+    return (
+        ask.after.value,
+        ask.caption.value,
+        bytes(ask.picture.value),
+        ask.picture.layout.display,
+        ask.placeholder.layout.display,
+    )
+
+
+def test_a_first_wrong_prediction_reveals_nothing_and_the_second_pick_reveals_it_all():
+    """As in a quiz: a first wrong pick gets "Not quite" and one more try, with the step's
+    answer, its after text, caption and picture held back; the second pick shows them, whether
+    right or wrong, and says the answer then."""
+    from pagedkv.viz import PredictStep
+
+    data = questions.prediction("05-preempt")  # has an after text
+    wrong = [o for o in data.options if o != data.answer]
+    for second in (data.answer, wrong[1]):
+        ask = PredictStep("05-preempt")
+        before = _shown(ask)
+        ask.answer(wrong[0])
+        assert _shown(ask) == before and ask.after.value == "" and ask.picture.layout.display == "none"
+        assert "Not quite" in ask.result.value and data.answer not in ask.result.value
+        assert escape(data.why) not in ask.result.value and not ask.settled
+        assert not ask.choices.disabled and not ask.button.disabled
+        ask.answer(second)
+        assert ask.settled and ask.choices.disabled and ask.button.disabled
+        assert escape(data.why) in ask.result.value
+        assert ("Right." in ask.result.value) == (second == data.answer)
+        assert second == data.answer or f"the answer is “{data.answer}”" in ask.result.value
+        assert "<ul><li>" in ask.after.value and "The pool after step 11</b>" in ask.caption.value
+        assert ask.picture.layout.display != "none" and ask.placeholder.layout.display == "none"
+        assert bytes(ask.picture.value).startswith(b"\x89PNG")
+        assert ask.run.cursor == 11  # the step ran once, for both picks
 
 
 def test_the_answer_key_lists_the_options_as_shown_and_names_each_answer():
@@ -184,6 +227,6 @@ def test_the_room_kept_for_the_picture_has_the_pictures_shape():
 
     ask = PredictStep("03-evict")
     room = re.search(r"aspect-ratio:(\d+)/(\d+)", ask.placeholder.value)
-    ask.answer("0")
+    ask.answer("3")
     picture = Image.open(io.BytesIO(bytes(ask.picture.value)))
     assert room and (int(room[1]), int(room[2])) == picture.size

@@ -189,3 +189,30 @@ def test_the_tree_picture_fits_its_tree_and_shows_labels_whole():
     assert " ".join(text_lines).split() == [str(t) for t in long_run]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["CACHED"]
     assert fig.get_size_inches()[1] > small.get_size_inches()[1]  # taller boxes, taller picture
+
+
+def test_a_locked_path_draws_compact_boxes_and_little_white_between_them():
+    """Notebook 09's locked path: a chain of three locked nodes. "locked" follows the page ids
+    on their line (a box of two lines, not three), and the picture is the boxes, the root and
+    the title with at most 50 px of white per level (it was 530 px tall, 228 px of it white)."""
+    from pagedkv.viz.radix import plot_radix_tree
+
+    tree = RadixCache(page_size=4)
+    tree.insert(list(range(24)), [0, 1, 2, 3, 4, 5])
+    tree.match_prefix(list(range(8)) + [99] * 16)  # splits after 8 tokens
+    tree.insert(list(range(16)) + [77] * 8, [0, 1, 2, 3, 6, 7])  # splits after 16
+    tree.inc_lock_ref(tree.match_prefix(list(range(16)) + [77] * 8).last_node)
+    assert tree.evict(3) == [5, 4]  # the unlocked leaf goes; the locked path stays
+    fig = plot_radix_tree(tree, title="locked")
+    fig.canvas.draw()
+    renderer, ax = fig.canvas.get_renderer(), fig.axes[0]
+    assert {t.get_text() for t in ax.texts} == {
+        "root",
+        "0 1 2 3 4 5 6 7\npages 0, 1 · locked",
+        "8 9 10 11 12 13 14 15\npages 2, 3 · locked",
+        "77 77 77 77 77 77 77\n77\npages 6, 7 · locked",
+    }
+    drawn = sum(t.get_bbox_patch().get_window_extent(renderer).height for t in ax.texts)
+    drawn += ax.title.get_window_extent(renderer).height
+    levels = 4  # the root and three nodes
+    assert fig.bbox.height - drawn <= 50 * levels, (fig.bbox.height, drawn)

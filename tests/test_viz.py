@@ -438,10 +438,10 @@ def test_external_fragmentation_holes_are_those_the_accounting_counts():
 
 def test_sequence_palette_is_stable_and_colour_blind_safe_first():
     palette = SequencePalette()
-    colors = [palette.color(f"s{k}") for k in range(9)]
-    assert colors == list(SEQUENCE_COLORS) and len(set(colors)) == 9
+    colors = [palette.color(f"s{k}") for k in range(12)]
+    assert colors == list(SEQUENCE_COLORS) and len(set(colors)) == 12
     assert palette.color("s3") == colors[3]  # the same colour on every later call
-    assert palette.color("s9") == colors[0]  # cycles after nine
+    assert palette.color("s12") == colors[0]  # cycles after twelve
     palette.clear()
     assert palette.color("new") == colors[0]
 
@@ -519,7 +519,10 @@ def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
     ask.check()  # no answer yet: nothing runs
     assert run.cursor == 0 and "Pick an answer" in ask.result.value
     ask.answer("4")
-    assert run.cursor == 1 and ask.correct is False and "the answer is <b>5</b>" in ask.result.value
+    assert run.cursor == 1 and ask.correct is False and "Not quite.</b> Think it over" in ask.result.value
+    assert not ask.button.disabled and not ask.picture.value  # a second try, nothing shown yet
+    ask.answer("18")  # a second wrong pick: the answer, and the step's picture
+    assert run.cursor == 1 and "the answer is “5”" in ask.result.value
     assert ask.button.disabled and bytes(ask.picture.value).startswith(b"\x89PNG")
     assert run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]  # what the step really did
 

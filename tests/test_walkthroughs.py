@@ -136,7 +136,9 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
     assert "three" not in _widget_text(ask) and "in place" not in _widget_text(ask)  # its after text
     assert ask.picture.layout.display == "none" and not ask.picture.value  # no broken-image icon
     assert ask.placeholder.layout.display != "none" and "appears here" in ask.placeholder.value
-    ask.answer("0")
+    ask.answer("0")  # a first wrong pick: a second try, nothing given away
+    assert escape(ask.data.why) not in _widget_text(ask) and ask.picture.layout.display == "none"
+    ask.answer("3")  # the second wrong pick settles it
     assert ask.placeholder.layout.display == "none"  # the picture takes its room
     assert escape(ask.data.why) in _widget_text(ask)
     assert "<b>three</b> copies" in ask.after.value and "writes in place" in ask.after.value
@@ -246,6 +248,8 @@ def test_05_names_the_step_where_req1_takes_its_next_page():
     ask = PredictStep("05-preempt")
     assert words not in " ".join(_widget_text(ask).split())  # not before an answer ...
     ask.answer("req1")
+    assert words not in " ".join(_widget_text(ask).split())  # nor after a first wrong pick ...
+    ask.answer("req3")
     assert words in " ".join(ask.after.value.split())  # ... and then rendered for the learner
     assert f"step {allocated_at}" in questions.prediction("05-preempt").why
     assert f"Step {preempted_at}" in questions.prediction("05-preempt").question

@@ -36,7 +36,7 @@ from pagedkv.labs.serving import CATEGORIES, PAPER_SLOTS, SYSTEMS, serve, serve_
 from pagedkv.labs.workloads import generate
 from pagedkv.viz.palette import SEQUENCE_COLORS, STATE_COLORS, VICTIM_COLOR
 
-# one colour per system, from the shared palette (Paul Tol's "muted")
+# one colour per system, from the shared palette
 SYSTEM_COLORS = dict(zip(SYSTEMS, (SEQUENCE_COLORS[i] for i in (0, 7, 1, 3)), strict=True))
 HELP = "serving run with Poisson arrivals: Fig. 2 memory shares and normalized latency vs rate"
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states

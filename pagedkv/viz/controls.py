@@ -58,7 +58,10 @@ class DashboardControls(widgets.VBox):
             options=titles,
             value=run.scenario.name,
             description="Scenario",
-            layout=width(width=f"{picker_px(titles)}px", max_width="100%"),
+            # narrower in a narrow notebook, so the step counter stays on its line
+            layout=width(
+                width=f"{picker_px(titles)}px", max_width="100%", min_width="300px", flex="0 1 auto"
+            ),
         ).add_class("pagedkv-scenario")
         self.step_button = widgets.Button(
             description="Step", icon="step-forward", tooltip="apply the next step"
@@ -161,7 +164,11 @@ class DashboardControls(widgets.VBox):
         )
         main = widgets.HBox([self.heatmap, self.event_log], layout=widgets.Layout(align_items="flex-start"))
         return [
-            row([self.scenario_picker, self.step_counter, self.busy_note]),
+            # one line: in a narrow notebook the picker narrows, the counter never wraps under it
+            widgets.HBox(
+                [self.scenario_picker, self.step_counter, self.busy_note],
+                layout=widgets.Layout(flex_flow="row nowrap", align_items="center"),
+            ),
             self.confirm,
             row([self.step_button, self.back_button, self.reset_button, self.play, self.step_slider]),
             self.caption,

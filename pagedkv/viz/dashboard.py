@@ -1,7 +1,7 @@
 """Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
 
 Step / Back / Reset buttons, a step slider and a Play widget (with its speed) drive a
-`ScenarioRun`; the header has one counter, "step k of N" (+ your own actions), and a
+`ScenarioRun`; the header has one counter, "step k of N" (· +n yours: your own actions), and a
 scenario ends at its last step ("done", Step disabled). A picker switches scenario (asking
 first when that would discard actions of your own); controls add a request (optionally
 sharing an existing sequence's prefix), fork a sequence, finish one or decode one more token
@@ -263,10 +263,10 @@ class Dashboard(DashboardControls):
         self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX)
         done = " · <b>done</b>" if run.done else ""
         own = run.own_actions  # Fork, Decode all, ...: they move no scenario step, so count them
-        mine = f" + {own} action{'s' * (own != 1)} of yours" if own else ""
-        self.step_counter.value = (
-            f"<span style='font-size:16px'><b>step {run.cursor} of {len(run.steps)}{mine}</b>{done}</span>"
-        )
+        mine = f" · +{own} yours" if own else ""  # short: the header stays on one line; in full:
+        tip = f"{own} action{'s' * (own != 1)} of your own; they move no scenario step" * bool(own)
+        span = f"<span style='font-size:16px;white-space:nowrap' title='{tip}'>"
+        self.step_counter.value = f"{span}<b>step {run.cursor} of {len(run.steps)}{mine}</b>{done}</span>"
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"

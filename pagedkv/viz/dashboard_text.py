@@ -55,24 +55,31 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
 
 
+# An entry's wrapped lines start further in than its first line (a hanging indent), so a
+# narrow log still reads one entry from the next.
+ENTRY_STYLE = "padding-left:1.6em;text-indent:-0.8em"
+
+
 def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
     """The last `steps` records of a run as the event log (newest step first), at most
-    `height_px` tall (it scrolls)."""
+    `height_px` tall (it scrolls): a heading per step ("step 4", or "after step 4: yours" for
+    an action of your own), then its entries, each wrapped between words under its first line."""
     lines = []
     for record in reversed(records[-steps:]):  # newest step first
-        label = f"after step {record.step}, yours" if record.own else f"step {record.step}"
+        label = f"after step {record.step}: yours" if record.own else f"step {record.step}"
+        lines.append(f"<div class='pagedkv-log-step' style='margin-top:4px'><b>{label}</b></div>")
         for kind, text in record.entries():  # inside a step: cause before effect
             color = EVENT_COLORS.get(kind, "#111111")
-            lines.append(
-                f"<div class='pagedkv-log-{kind}' style='color:{color}'>{label}: {html.escape(text)}</div>"
-            )
-    body = "".join(lines) or "<i>no step yet: press Step</i>"
+            style = f"color:{color};{ENTRY_STYLE}"
+            lines.append(f"<div class='pagedkv-log-{kind}' style='{style}'>{html.escape(text)}</div>")
+    body = "\n".join(lines) or "<i>no step yet: press Step</i>"  # as plain text: one entry a line
     key = " ".join(f"<span style='color:{EVENT_COLORS[k]}'>{k.replace('_', ' ')}</span>" for k in LOG_KINDS)
     return (
         f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;"
-        "font-family:monospace;font-size:14px;line-height:1.4;border:1px solid #ccc;padding:4px'>"
-        "<div><b>event log</b> (newest step "
-        f"first; inside a step, the decision, then cause before effect) · {key}<br>tokens count "
-        "from 1 in each sequence; a slot is a token's place in the pool: page × page size + its "
-        f"place in the page (from 0)</div>{body}</div>"
+        "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:break-word'>"
+        f"<div><b>event log</b>, newest step first · {key}</div>\n"
+        "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
+        "the decision, then cause before effect; tokens count from 1 in each sequence; a slot is a "
+        "token's place in the pool: page × page size + its place in the page (from 0)</details>\n"
+        f"{body}</div>"
     )

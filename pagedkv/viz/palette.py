@@ -2,8 +2,9 @@
 
 - Page states use three Okabe–Ito colours (light grey FREE, blue ACTIVE, orange CACHED),
   the palette designed for viewers with any common colour-vision deficiency.
-- Sequences use Paul Tol's "muted" qualitative palette (also colour-blind safe, and
-  distinct from the state colours), assigned in order of first appearance by a
+- Sequences use twelve colours from Paul Tol's qualitative palettes (also colour-blind
+  safe, and away from the state colours), picked so that no two of them look alike (at
+  least 30 apart in CIELAB, tests/test_colors.py), assigned in order of first appearance by a
   `SequencePalette`: pass the same palette to every plot and a sequence keeps its colour
   in the heatmaps, the block-table view and the dashboard. A sequence forked at run time,
   `stem.k` (a beam search's `beam.3`), takes the colour k places after `stem.0`'s.
@@ -32,16 +33,19 @@ STATE_COLORS = {  # page state -> Okabe–Ito colour
 VICTIM_COLOR = "#D55E00"  # Okabe–Ito vermillion: the next page to be evicted, COW copies
 HIT_COLOR = "#009E73"  # Okabe–Ito bluish green: pages reused by a prefix hit
 NO_OWNER_COLOR = "#F2F2F2"  # pages no block table holds (FREE or CACHED)
-SEQUENCE_COLORS = (  # Paul Tol "muted"
-    "#CC6677",
-    "#332288",
-    "#DDCC77",
-    "#117733",
-    "#88CCEE",
-    "#882255",
-    "#44AA99",
-    "#999933",
-    "#AA4499",
+SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
+    "#CC6677",  # muted: rose
+    "#332288",  # muted: indigo
+    "#DDCC77",  # muted: sand
+    "#117733",  # muted: green
+    "#88CCEE",  # muted: cyan
+    "#225555",  # dark: teal
+    "#AA4499",  # muted: purple
+    "#666633",  # dark: olive
+    "#663333",  # dark: brown
+    "#BBCC33",  # light: pear
+    "#004488",  # high-contrast: blue
+    "#EE3377",  # vibrant: magenta
 )
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"
@@ -49,7 +53,7 @@ LRU_CMAP = "viridis"
 
 
 class SequencePalette:
-    """Sequence id -> colour, fixed at first sight (cycles after nine sequences)."""
+    """Sequence id -> colour, fixed at first sight (cycles after twelve sequences)."""
 
     def __init__(self) -> None:
         self._colors: dict[Hashable, str] = {}  # seq id -> hex colour, in order of first sight

@@ -4,11 +4,14 @@ questions at the end of a notebook, and open questions with an answer to reveal.
 - `PredictStep("05-preempt")`: a question about the *next* step of a scenario (which page is
   allocated, how many pages a prompt needs, which page is evicted, which page a forked
   append copies, which request is preempted). The learner picks an answer and presses
-  "Step and check": the step runs, and the widget says what it did, whether that is what
-  they predicted, and why (with the question's longer `after` text, if it has one), with the
-  pool heatmap after the step.
+  "Step and check": the step runs, and the widget grades the pick against what the step did.
 - `Quiz("05-check")`: multiple-choice check questions, each explained once answered.
 - `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
+
+`PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
+quite. Think it over" and a second try, with nothing given away; a right pick, or a second
+wrong one, shows the answer and why (a prediction adds its longer `after` text, if it has
+one, and the pool heatmap after the step).
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
@@ -28,7 +31,7 @@ import struct
 import ipywidgets as widgets
 
 from pagedkv.core.plumbing.validation import check_instance
-from pagedkv.scenarios import ScenarioRun
+from pagedkv.scenarios import ActionRecord, ScenarioRun
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.questions import discussion, prediction, quiz
@@ -67,6 +70,21 @@ def markdown_html(text: str) -> str:
     return "".join(blocks)
 
 
+TRY_AGAIN = "<b>Not quite.</b> Think it over and pick another answer."
+
+
+def grade(picked: str, answer: str, why: str, misses: int) -> tuple[str, bool]:
+    """(feedback HTML, settled) for a learner's pick, given their wrong picks so far.
+
+    A first wrong pick (`misses` 0) is not settled: one more try, nothing given away. A right
+    pick or a second wrong one settles the question: the answer and `why` are shown."""
+    right = picked == answer
+    if not right and misses == 0:
+        return _box(TRY_AGAIN, WRONG), False
+    said = "Right." if right else f"Not quite: the answer is “{html.escape(answer)}”."
+    return _box(f"<b>{said}</b> {html.escape(why)}", RIGHT if right else WRONG), True
+
+
 def _room(png: bytes) -> str:
     """An empty dashed box shaped like the picture `png` (its width and height are bytes 16-24
     of a PNG), saying where the pool will appear."""
@@ -75,7 +93,7 @@ def _room(png: bytes) -> str:
         f"<div style='width:100%;aspect-ratio:{width}/{height};box-sizing:border-box;"
         "border:2px dashed #C8C8C8;border-radius:6px;display:flex;align-items:center;"
         "justify-content:center;color:#555555;font-size:15px'>"
-        "The pool after the step appears here once you press Step and check.</div>"
+        "The pool after the step appears here once you have answered.</div>"
     )
 
 
@@ -94,6 +112,9 @@ class PredictStep(widgets.VBox):
         self.run = self.data.start_run() if run is None else run
         options, question, views = list(self.data.shown_options), self.data.question, self.data.views
         self.actual: str | None = None  # the step's outcome, once it has run
+        self._record: ActionRecord | None = None  # the step's record, once it has run
+        self.misses = 0  # wrong picks so far: one more try after the first
+        self.settled = False  # True after a right pick or a second wrong one
         self.choices = widgets.ToggleButtons(options=options, value=None).add_class("pagedkv-predict-choices")
         self.button = widgets.Button(
             description="Step and check", icon="step-forward", button_style="primary"
@@ -134,38 +155,41 @@ class PredictStep(widgets.VBox):
         self.check()
 
     def check(self) -> None:
+        """Run the step (on the first press only) and grade the pick against what it did; the
+        step's picture, caption and `after` text show once the question is settled."""
         if self.choices.value is None:
             self.result.value = _box("Pick an answer first, then press Step.", WRONG)
             return
-        if self.actual is None:  # the step runs once; pressing again only re-reads it
+        if self.settled:
+            return
+        if self.actual is None:  # the step runs once; a second try is graded on the same step
             if self.run.done:
                 self.result.value = _box("This scenario has no step left.", WRONG)
                 return
-            record = self.run.step()
-            self.actual = self.data.read(record, self.run)
-            self._heatmap.update(self.run.snapshots[-1])
-            self.picture.value = self._heatmap.png()
-            self.picture.layout.display = ""
-            self.caption.value = _box(f"<b>The pool after step {record.step}</b>, the step you predicted:")
-            self.placeholder.layout.display = "none"
-            self.choices.disabled = self.button.disabled = True
-        guessed = self.choices.value
-        if guessed == self.actual:
-            verdict = f"<b>Right: {html.escape(self.actual)}.</b> "
-            color = RIGHT
+            self._record = self.run.step()
+            self.actual = self.data.read(self._record, self.run)
+        self.result.value, self.settled = grade(self.choices.value, self.actual, self.data.why, self.misses)
+        if self.settled:
+            self._reveal(self._record)
         else:
-            verdict = (
-                f"<b>Not this time:</b> you predicted {html.escape(guessed)}; after the step, "
-                f"the answer is <b>{html.escape(self.actual)}</b>. "
-            )
-            color = WRONG
-        self.result.value = _box(verdict + html.escape(self.data.why), color)
+            self.misses += 1
+            self.button.description, self.button.icon = "Check again", "check"  # the step has run
+
+    def _reveal(self, record: ActionRecord | None) -> None:
+        """Show the pool after the step, its caption and the `after` text; lock the buttons."""
+        self._heatmap.update(self.run.snapshots[-1])
+        self.picture.value = self._heatmap.png()
+        self.picture.layout.display = ""
+        step = "" if record is None else f" {record.step}"
+        self.caption.value = _box(f"<b>The pool after step{step}</b>, the step you predicted:")
+        self.placeholder.layout.display = "none"
+        self.choices.disabled = self.button.disabled = True
         if self.data.after:
             self.after.value = _box(markdown_html(self.data.after))
 
     @property
     def correct(self) -> bool | None:
-        """Whether the prediction came true (None before the step)."""
+        """Whether the current pick is what the step did (None before the step)."""
         return None if self.actual is None else self.choices.value == self.actual
 
 
@@ -205,14 +229,10 @@ class Quiz(widgets.VBox):
         if picker.value is None:
             self.feedback[k].value = _box("Pick an answer first.", WRONG)
             return False
-        right = picker.value == q.answer
-        if not right and self.misses[k] == 0:  # a first wrong pick: one more try, nothing given away
+        self.feedback[k].value, settled = grade(picker.value, q.answer, q.why, self.misses[k])
+        if not settled:
             self.misses[k] = 1
-            self.feedback[k].value = _box("<b>Not quite.</b> Think it over and pick another answer.", WRONG)
-            return False
-        said = "Right." if right else f"Not quite: the answer is “{html.escape(q.answer)}”."
-        self.feedback[k].value = _box(f"<b>{said}</b> {html.escape(q.why)}", RIGHT if right else WRONG)
-        return right
+        return picker.value == q.answer
 
 
 class Discuss(widgets.VBox):

@@ -8,9 +8,9 @@ or CACHED (evictable), in the pool heatmap's state colours
 (`pagedkv.viz.palette.STATE_COLORS`), so a state has one colour in every picture; the
 legend lists only the states present. With no page state the boxes are white (grey is FREE
 there, and a tree never holds a FREE page). A node a running request has locked
-(`inc_lock_ref`) says "locked" under its pages and has a thick border. A new figure is sized
+(`inc_lock_ref`) says "locked" after its pages and has a thick border. A new figure is sized
 to its tree: a column per leaf as wide as the widest label, a row per level as tall as the
-tallest box.
+tallest box (the root's circle takes less).
 `plot_radix_growth` draws several moments side by side, so a split reads as one box
 becoming two with the same pages.
 """
@@ -36,6 +36,9 @@ FONT_PT = 12  # box and legend text; titles 13
 LINE_IN = FONT_PT * 1.2 / 72  # the height of one line of box text, in inches
 CHAR_IN = FONT_PT * 0.62 / 72  # the width of one character of it, about
 MAX_TEXT_LINES = 4  # a longer run of tokens ends in "…" after this many lines
+ROOT_IN = 0.6  # the root circle's height, about
+GAP_IN = 0.22  # between a box and the boxes under it
+TITLE_IN = 0.35  # the title's line
 
 
 def text_color(fill: str) -> str:
@@ -65,18 +68,19 @@ def _layout(tree: RadixCache) -> dict[RadixNode, tuple[float, int]]:
 
 
 def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: int) -> str:
-    """The node's tokens (quoted text with a decoder, else ids), page ids and "locked" if a
-    running request holds it, wrapped at `width` characters (a space where a line breaks is
-    the break), whole unless the text needs more than MAX_TEXT_LINES lines."""
+    """The node's tokens (quoted text with a decoder, else ids), then its page ids, with
+    "· locked" after them if a running request holds it, wrapped at `width` characters (a
+    space where a line breaks is the break), whole unless the text needs more than
+    MAX_TEXT_LINES lines."""
     text = decode(node.key) if decode else " ".join(map(str, node.key))
     if decode:
         text = repr(text.replace("\n", " "))
     lines = textwrap.wrap(text, width, break_on_hyphens=False) or [text]
     if len(lines) > MAX_TEXT_LINES:
         lines = lines[: MAX_TEXT_LINES - 1] + [lines[MAX_TEXT_LINES - 1][: width - 1] + "…"]
-    pages = textwrap.wrap("pages " + ", ".join(map(str, node.value)), width + 12)
-    locked = ["locked"] if node.lock_ref else []  # a running request's path: not evictable
-    return "\n".join(lines + pages + locked)
+    locked = " · locked" if node.lock_ref else ""  # a running request's path: not evictable
+    pages = textwrap.wrap("pages " + ", ".join(map(str, node.value)) + locked, width + 12)
+    return "\n".join(lines + pages)
 
 
 @dataclass(frozen=True)
@@ -86,8 +90,18 @@ class _Geometry:
     where: dict[RadixNode, tuple[float, int]]
     labels: dict[RadixNode, str]
     column_in: float  # one leaf's column
-    level_in: float  # one level of depth
+    level_in: float  # one level of depth, from a box's centre to its child's
     box_in: float  # the tallest box
+
+    def y(self, depth: int) -> float:
+        """Where a level's centres go, in levels below the root: the small root circle sits
+        closer to its children than a box to its own."""
+        return 0.0 if depth == 0 else -(self.root_gap + depth - 1)
+
+    @property
+    def root_gap(self) -> float:
+        """From the root's centre to its children's, in levels."""
+        return min(1.0, (ROOT_IN / 2 + GAP_IN + self.box_in / 2) / self.level_in)
 
     @property
     def columns(self) -> float:
@@ -98,11 +112,17 @@ class _Geometry:
     def depth(self) -> int:
         return max(d for _, d in self.where.values())
 
+    @property
+    def bottom(self) -> float:
+        """How far below the root the deepest level's centres are, in levels."""
+        return -self.y(self.depth)
+
     def size(self, title: str) -> tuple[float, float]:
         """(width, height) of a figure holding the tree and its title."""
         width = max(self.columns * self.column_in, len(title) * 13 * 0.6 / 72 + 0.4, 3.0)
-        tree_in = (self.depth + 0.45) * self.level_in + self.box_in / 2 + 0.1  # as `_plot` frames it
-        return width, tree_in + 0.5  # and the title
+        above, below = ROOT_IN / 2 + 0.1, self.box_in / 2 + 0.1  # as `_plot` frames it
+        tree_in = above + self.bottom * self.level_in + below
+        return width, tree_in + TITLE_IN
 
 
 def _geometry(tree: RadixCache, decode, width: int) -> _Geometry:
@@ -111,7 +131,7 @@ def _geometry(tree: RadixCache, decode, width: int) -> _Geometry:
     lines = [label.split("\n") for label in labels.values()] or [["root"]]
     box_in = max(map(len, lines)) * LINE_IN + 0.2
     column_in = max(len(line) for label in lines for line in label) * CHAR_IN + 0.45
-    return _Geometry(where, labels, column_in, box_in + 0.22, box_in)
+    return _Geometry(where, labels, column_in, box_in + GAP_IN, box_in)
 
 
 def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str | None]:
@@ -121,9 +141,9 @@ def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str | No
     for node, (x, depth) in where.items():
         if node.parent is not None:
             px, pdepth = where[node.parent]
-            ax.plot([px, x], [-pdepth, -depth], color="#777777", lw=1.5, zorder=1)
+            ax.plot([px, x], [geometry.y(pdepth), geometry.y(depth)], color="#777777", lw=1.5, zorder=1)
     root = dict(boxstyle="circle", fc="white", ec="#333333")
-    ax.text(*_xy(where[tree.root]), "root", ha="center", va="center", fontsize=FONT_PT, bbox=root)
+    ax.text(where[tree.root][0], 0.0, "root", ha="center", va="center", fontsize=FONT_PT, bbox=root)
     for node, label in geometry.labels.items():
         states = {page_state(p) for p in node.value} if page_state else {None}
         state = "ACTIVE" if "ACTIVE" in states else states.pop()
@@ -131,7 +151,8 @@ def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str | No
         fill = COLORS.get(state, COLORS[None])
         box = dict(boxstyle="round,pad=0.4", fc=fill, ec="#333333", lw=3.0 if node.lock_ref else 1.0)
         ax.text(
-            *_xy(where[node]),
+            where[node][0],
+            geometry.y(where[node][1]),
             label,
             ha="center",
             va="center",
@@ -143,13 +164,9 @@ def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str | No
     return drawn
 
 
-def _xy(place: tuple[float, int]) -> tuple[float, float]:
-    return place[0], -place[1]
-
-
-def _plot(ax, tree: RadixCache, geometry: _Geometry, page_state, title: str, depth: int) -> None:
+def _plot(ax, tree: RadixCache, geometry: _Geometry, page_state, title: str, bottom: float) -> None:
     """The tree, a legend of the states present, and limits that leave each box, the root
-    circle and the legend just enough room, `depth` levels down (panels side by side share it)."""
+    circle and the legend just enough room, `bottom` levels down (panels side by side share it)."""
     states = _draw(ax, tree, geometry, page_state)
     if page_state:
         from matplotlib.patches import Patch
@@ -160,7 +177,7 @@ def _plot(ax, tree: RadixCache, geometry: _Geometry, page_state, title: str, dep
     xs = [x for x, _ in geometry.where.values()]
     ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
     below = (geometry.box_in / 2 + 0.1) / geometry.level_in
-    ax.set_ylim(-depth - below, 0.45)
+    ax.set_ylim(-bottom - below, (ROOT_IN / 2 + 0.1) / geometry.level_in)
     ax.axis("off")
     ax.set_title(title, fontsize=13)
 
@@ -187,7 +204,7 @@ def plot_radix_tree(
         fig = Figure(figsize=geometry.size(title))
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
-    _plot(ax, tree, geometry, page_state, title, geometry.depth)
+    _plot(ax, tree, geometry, page_state, title, geometry.bottom)
     if fig is not None:
         fig.tight_layout()
         return fig
@@ -207,11 +224,11 @@ def plot_radix_growth(
 
     shapes = [_geometry(tree, decode, width) for _, tree in steps]
     sizes = [shape.size(title) for shape, (title, _) in zip(shapes, steps)]
-    depth = max(shape.depth for shape in shapes)
+    bottom = max(shape.bottom for shape in shapes)
     fig = Figure(figsize=(max(w for w, _ in sizes) * len(steps), max(h for _, h in sizes)))
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(steps), squeeze=False)[0]
     for ax, shape, (title, tree) in zip(axes, shapes, steps):
-        _plot(ax, tree, shape, None, title, depth)
+        _plot(ax, tree, shape, None, title, bottom)
     fig.tight_layout()
     return fig

@@ -140,6 +140,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     assert re.search(r"step 0 of 59", counter.text_content()), "the learner's dashboard moved"
     _jump_to(nb, 5)  # a few entries in the log, pages in use
     dashboard_fits_the_screen(nb, screenshot_dir / "dashboard_compact_1280x720_step5.png")
+    header_stays_on_one_line_after_actions_of_yours(nb, screenshot_dir)
     _jump_to(nb, 59)
     nb.wait_idle()
     assert "done" in counter.text_content()
@@ -148,6 +149,39 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     nb.screenshot_whole(
         _cell_of(nb, 'dash = Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png"
     )
+
+
+def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot_dir) -> None:
+    """After a Fork and a Decode all the counter says so ("· +2 yours") and stays one line
+    beside the scenario picker, with the file browser closed (cell ~1100 px) and open (~850);
+    two presses of Back then undo both, and the counter reads as before."""
+    page = nb.page
+    counter = page.locator(".pagedkv-step-counter").first
+    page.locator(".pagedkv-tabs .lm-TabBar-tab", has_text="Your actions").first.click()
+    for button in ("button.pagedkv-fork", "button.pagedkv-decode"):
+        page.locator(button).first.click()
+        nb.wait_idle()
+    counter.filter(has_text="+2 yours").wait_for(timeout=60_000)
+    sidebar = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first
+    for browser in ("closed", "open"):
+        if browser == "open":
+            sidebar.click()  # opens the file browser: a narrower cell
+            page.wait_for_timeout(800)
+        page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+        box = counter.evaluate(_BOX_JS)
+        picker = page.locator(".pagedkv-scenario").first.evaluate(_BOX_JS)
+        step = page.locator("button.pagedkv-step").first.evaluate(_BOX_JS)
+        font = "el => parseFloat(getComputedStyle(el).fontSize)"
+        line = float(counter.locator("span").first.evaluate(font))
+        page.screenshot(path=str(screenshot_dir / f"dashboard_header_yours_browser_{browser}.png"))
+        assert box["height"] < 2 * 1.3 * line, (browser, box)  # one line of text, not two
+        assert box["bottom"] <= step["top"] and box["top"] < picker["bottom"], (browser, box, picker)
+    sidebar.click()  # closed again
+    page.wait_for_timeout(800)
+    for _ in range(2):
+        page.locator("button.pagedkv-back").first.click()
+        nb.wait_idle()
+    counter.filter(has_text=re.compile(r"^\s*step 5 of 59\s*$")).wait_for(timeout=60_000)
 
 
 _BOX_JS = """el => { const r = el.getBoundingClientRect();
