@@ -336,8 +336,8 @@ def _draw_shares(ax: Axes, counts: dict[str, dict[str, int]], shown: list[str], 
     left = np.zeros(2)
     for category in shown:
         values = np.array([counts["paged"][category], counts["contiguous"][category]]) / num_slots
-        face, hatch, _ = STYLES[category]
-        ax.barh([1, 0], values, left=left, color=face, hatch=hatch, edgecolor="#555555", linewidth=0.6)
+        face, hatch, label = STYLES[category]
+        ax.barh([1, 0], values, left=left, color=face, hatch=hatch, lw=0.6, ec="#555555", label=label)
         for y, share, start in zip([1, 0], values, left):  # the slot count, where there is room
             if share >= 0.06:
                 ax.text(start + share / 2, y, f"{round(share * num_slots)}", ha="center", va="center",
