@@ -162,8 +162,8 @@ def test_the_after_text_is_rendered_as_html_and_only_once_answered():
     assert markdown_html("a `x<y` and **b**\n\n- *c*\n  d") == (
         "<p>a <code>x&lt;y</code> and <b>b</b></p><ul><li><i>c</i> d</li></ul>"
     )
-    quiet = PredictStep("00-token-21")  # no after text: nothing extra appears
-    quiet.answer("5")
+    quiet = PredictStep("01-step4")  # no after text: nothing extra appears
+    quiet.answer(quiet.data.answer)
     assert quiet.after.value == ""
 
 

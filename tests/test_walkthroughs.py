@@ -153,9 +153,8 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
     assert markdown_html(talk.data.answer) not in _widget_text(talk)
     talk.button.click()
     assert markdown_html(talk.data.answer) in _widget_text(talk)
-    gqa = Discuss("00-gqa")  # its answer names a config key as `code`: shown as code, no backticks
-    gqa.reveal()
-    assert "<code>num_key_value_heads</code>" in gqa.shown.value and "`" not in gqa.shown.value
+    shown = markdown_html("count the model's K/V heads (`num_key_value_heads`)")  # as code
+    assert "<code>num_key_value_heads</code>" in shown and "`" not in shown
 
 
 def test_the_answer_key_in_docs_is_current():
@@ -356,24 +355,20 @@ def test_03_says_which_pages_doc_D_takes_and_the_lru_title_follows_the_release_o
     assert f"page {left[0]} is the next victim (#1)" in text
 
 
-# ---- 00: its 7B and a grouped-query-attention 7B ------------------------------------------------
+# ---- 00: its 7B, and where grouped-query attention is counted ------------------------------------
 
 
-def test_00_ties_its_7b_to_grouped_query_attention_and_notebook_11():
+def test_00_says_what_its_7b_keeps_per_token_and_points_to_notebook_11():
     from pagedkv import CacheConfig
 
-    def kib(kv_heads: int) -> int:
-        config = CacheConfig(
-            num_pages=1, page_size=1, num_layers=32, num_kv_heads=kv_heads, head_dim=128, dtype="float16"
-        )
-        return config.bytes_per_token // 1024
-
+    config = CacheConfig(
+        num_pages=1, page_size=1, num_layers=32, num_kv_heads=32, head_dim=128, dtype="float16"
+    )
     text = " ".join(_texts(NOTEBOOKS[0]).split())
-    assert f"{kib(32)} KiB per token" in text and f"{kib(8)} KiB per token" in text
-    printed = f"{kib(8) * 1024:,} bytes per token,", f"{kib(32) // kib(8)}x less than the 7B model"
-    assert all(part in text for part in printed)  # the printed lines
-    assert "grouped-query attention" in text and "Notebook 11 puts the two 7B models side by side" in text
-    assert "| `CacheConfig.num_kv_heads` | `num_key_value_heads`" in text
+    assert f"{config.bytes_per_token // 1024} KiB per token" in text
+    assert f"{config.bytes_per_token:,} bytes per token," in text  # the printed line
+    assert f"{config.bytes_per_token * 2048 // 2**30} GiB for one 2,048-token sequence" in text
+    assert "grouped-query attention" in text and "notebook 11 counts" in text
 
 
 def _sections(cells: list[dict]) -> list[list[dict]]:

@@ -337,12 +337,13 @@ def _draw_shares(ax: Axes, counts: dict[str, dict[str, int]], shown: list[str], 
     for category in shown:
         values = np.array([counts["paged"][category], counts["contiguous"][category]]) / num_slots
         face, hatch, label = STYLES[category]
-        ax.barh(
-            [1, 0], values, left=left, color=face, hatch=hatch, edgecolor="#555555",
-            linewidth=0.6, label=label,
-        )  # fmt: skip
+        ax.barh([1, 0], values, left=left, color=face, hatch=hatch, lw=0.6, ec="#555555", label=label)
+        for y, share, start in zip([1, 0], values, left):  # the slot count, where there is room
+            if share >= 0.06:
+                ax.text(start + share / 2, y, f"{round(share * num_slots)}", ha="center", va="center",
+                        fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})  # fmt: skip
         left += values
     ax.set_yticks([1, 0], ["paged", "contiguous"])
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
-    ax.set_title("share of slots", fontsize=10, loc="left")  # the figure's key names the hatches
+    ax.set_title("share of slots (slot counts)", fontsize=10, loc="left")  # the key names the hatches
