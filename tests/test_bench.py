@@ -208,6 +208,17 @@ def png(fig) -> bytes:
     return out.getvalue()
 
 
+def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
+    points = [
+        {"capacity": 8192, "page_size": size, "slot_utilisation_pct": util,
+         "prefix_hit_rate_pct": hits, "tokens_per_s": 1.0}
+        for size, util, hits in [(4, 99.0, 55.0), (256, 84.0, 17.0)]
+    ]
+    fig = page_size.figure(Report("page size", [], [], data={"points": points}), timing=False)
+    hit_axes = next(ax for ax in fig.axes if ax.get_title().startswith("prefix hit rate"))
+    assert hit_axes.get_ylim() == (0.0, 100.0)
+
+
 @pytest.mark.slow
 def test_page_size(tmp_path, capsys):
     report = bench(tmp_path, capsys, "page-size")

@@ -165,6 +165,8 @@ def figure(report: Report, timing: bool = True):
                 label=f"{capacity:,} slots",
             )
         ax.set_xscale("log", base=2)
+        if key == "prefix_hit_rate_pct":  # from 0: a drop reads as large as it is
+            ax.set_ylim(0, 100)
         ax.set_xlabel("page size (tokens)")
         ax.set_title(label, fontsize=10)
     fig.axes[0].legend(fontsize=8)
