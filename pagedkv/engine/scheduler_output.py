@@ -86,7 +86,7 @@ class StepRecord(NamedTuple):
         return f"{req_id} ({n} token{'s' * (n != 1)}" + (f", {left} left)" if left else ")")
 
 
-@dataclass
+@dataclass(slots=True)
 class SchedulerStats:
     """Totals since the scheduler was created."""
 
