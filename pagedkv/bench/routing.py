@@ -16,7 +16,7 @@ import argparse
 
 from pagedkv.bench import Report
 from pagedkv.labs.experiments import popular_system_prompts
-from pagedkv.labs.parallel import run_all
+from pagedkv.labs.parallel import QUICK_WORKERS, run_all
 from pagedkv.labs.routing import ROUTERS, RouterConfig, simulate
 
 HELP = "prefix hit rate and load imbalance over N replicas: round-robin, least-loaded, prefix-aware"
@@ -89,9 +89,6 @@ def run(
         data=data,
         plotter=figure,
     )
-
-
-QUICK_WORKERS = 2  # `--quick` (notebook 11): its runs on both cores, the same results
 
 
 def _simulate_job(job: tuple, workload: list, options: dict) -> dict:

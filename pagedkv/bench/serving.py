@@ -32,6 +32,7 @@ from tqdm import tqdm
 from pagedkv.bench import Report
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.validation import check_number
+from pagedkv.labs.parallel import QUICK_WORKERS
 from pagedkv.labs.serving import CATEGORIES, PAPER_SLOTS, SYSTEMS, serve, serve_grid
 from pagedkv.labs.workloads import generate
 from pagedkv.viz.palette import SEQUENCE_COLORS, STATE_COLORS, VICTIM_COLOR
@@ -165,9 +166,6 @@ def run(
 
 
 STUDY_START = {"max": 0.7, "oracle": 1.3, "paged": 3.0}  # requests/s where the walk starts
-# `--quick` serves its 24 runs in worker processes, one per core up to this many (the
-# notebooks run it; one process takes about twice as long, with the same results)
-QUICK_WORKERS = 2
 
 
 def crossing(requests: list, system: str, start: float, options: dict) -> float:

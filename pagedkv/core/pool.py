@@ -47,7 +47,7 @@ class OutOfPagesError(MemoryError):
     """The pool cannot provide the pages an operation needs; nothing was changed."""
 
 
-@dataclass
+@dataclass(slots=True)
 class PoolStats:
     """Counters since the pool was created (docs/design.md, "Counts and counters")."""
 

@@ -57,7 +57,7 @@ class RequestStatus(str, Enum):
         return self.value
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RequestState:
     """A request and how far it got (what `Scheduler.request(req_id)` returns)."""
 

@@ -49,7 +49,7 @@ class SchedulerState(Protocol):
     enable_chunked_prefill: bool
 
 
-@dataclass
+@dataclass(slots=True)  # slots: built once per step, its fields read and extended often
 class StepPlan:
     """What `schedule()` decides: the makings of its `SchedulerOutput` and `StepRecord`."""
 

@@ -17,6 +17,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from tqdm import tqdm
 
 _TASK: tuple = ()  # (fn, shared) of a worker process, set by `_start`
+# Worker processes of a benchmark's `--quick` run (the notebooks run those): one per core up
+# to this many. One process takes about twice as long, with the same results.
+QUICK_WORKERS = 2
 
 
 def cores() -> int:

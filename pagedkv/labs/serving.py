@@ -240,10 +240,11 @@ def _serve_paged(requests, arrivals, sizes, step_clock, memory) -> dict:
     num_slots, page_size, max_seq_len, max_num_seqs = sizes
     sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
     meter, clock, nxt = _Meter(sched.pool.config.num_slots), 0.0, 0
+    arrivals = arrivals.tolist()  # floats: one at a time, cheaper to read than numpy's
     index = {r.req_id: i for i, r in enumerate(requests)}
     while nxt < len(requests) or sched.has_unfinished:
         if not sched.has_unfinished:
-            clock = max(clock, float(arrivals[nxt]))
+            clock = max(clock, arrivals[nxt])
         while nxt < len(requests) and arrivals[nxt] <= clock:
             r = requests[nxt]
             sched.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
