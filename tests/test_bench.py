@@ -219,6 +219,18 @@ def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
     assert hit_axes.get_ylim() == (0.0, 100.0)
 
 
+def test_page_size_splits_lookups_into_first_admissions_and_readmissions():
+    report = page_size.run(requests=20, page_sizes="16,256", capacities="4096")
+    for point in report.data["points"]:
+        (first, first_hits), (again, again_hits) = (
+            point["first_lookups"], point["readmission_lookups"])
+        # every request but the first finds the 200-token system prompt's full pages
+        assert first_hits == 19 * (200 // point["page_size"]) * point["page_size"]
+        assert point["preemptions"] > 0 and again > 0
+        rate = 100 * (first_hits + again_hits) / (first + again)
+        assert rate == pytest.approx(point["prefix_hit_rate_pct"])
+
+
 @pytest.mark.slow
 def test_page_size(tmp_path, capsys):
     report = bench(tmp_path, capsys, "page-size")

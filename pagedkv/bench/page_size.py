@@ -36,6 +36,25 @@ HELP = "page-size sweep (1..256) x pool capacity: utilisation, prefix hit rate, 
 SAMPLE_EVERY = 8  # steps between utilisation samples (reading every page is O(pool))
 
 
+class SplitLookups(SequenceManager):
+    """A SequenceManager that counts prefix lookups in two kinds: a request's first
+    admission, and its re-admissions after a preemption (an id it has admitted before).
+    `lookups[kind]` is [prompt tokens looked up, of those served from cached pages]."""
+
+    def __init__(self, pool: KVCachePool) -> None:
+        super().__init__(pool)
+        self.admitted: set = set()
+        self.lookups = {"first": [0, 0], "again": [0, 0]}
+
+    def add(self, seq_id, prompt_token_ids, extra_key=None) -> int:
+        hits = super().add(seq_id, prompt_token_ids, extra_key)
+        counts = self.lookups["again" if seq_id in self.admitted else "first"]
+        counts[0] += len(prompt_token_ids)
+        counts[1] += hits
+        self.admitted.add(seq_id)
+        return hits
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--page-sizes", default="1,2,4,8,16,32,64,128,256")
@@ -47,7 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
     config = CacheConfig.bookkeeping(slots // page_size, page_size)
     pool = KVCachePool(config)
-    sched = Scheduler(SequenceManager(pool), max_num_seqs=max_num_seqs, max_num_batched_tokens=4096)
+    manager = SplitLookups(pool)
+    sched = Scheduler(manager, max_num_seqs=max_num_seqs, max_num_batched_tokens=4096)
     sched.add_requests(requests)
     seconds, steps, used, held, batch = 0.0, 0, 0, 0, 0
     while sched.has_unfinished:
@@ -72,6 +92,8 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
         "steps": steps,
         "tokens_per_s": tokens / seconds,
         "evictions": pool.stats.evictions,
+        "first_lookups": manager.lookups["first"],  # [tokens looked up, tokens hit]
+        "readmission_lookups": manager.lookups["again"],
     }
 
 
