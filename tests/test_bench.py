@@ -24,7 +24,7 @@ from pagedkv import (
     dense_attention,
 )
 from pagedkv import bench as bench_package
-from pagedkv.bench import BENCHMARKS, Report, page_size
+from pagedkv.bench import BENCHMARKS, Report, memory, page_size
 from pagedkv.exercises.reference_pool import ReferencePool
 from pagedkv.labs.workloads import ops_trace, sharegpt_like
 from pagedkv.model import attention_tiled as attention
@@ -206,6 +206,16 @@ def png(fig) -> bytes:
     out = io.BytesIO()
     fig.savefig(out, format="png", dpi=50)
     return out.getvalue()
+
+
+def test_memory_figure_outlines_the_free_share():
+    shares = {"token_states": 96.6, "reserved": 0.0, "internal_fragmentation": 2.0,
+              "external_fragmentation": 0.0, "free": 1.4}
+    fig = memory.figure(Report("memory", [], [], data={"sharegpt": {"paged": shares}}))
+    patches = fig.axes[0].patches
+    free = patches[-1]  # stacked last, in the order of CATEGORIES
+    assert free.get_height() == pytest.approx(1.4)
+    assert free.get_linewidth() > 0 and free.get_edgecolor()[:3] != free.get_facecolor()[:3]
 
 
 def test_page_size_figure_draws_the_hit_rate_from_0_to_100():

@@ -244,7 +244,8 @@ def figure(report: Report):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    colors = ["#0072B2", "#56B4E9", "#E69F00", "#D55E00", "#DDDDDD"]  # Okabe-Ito
+    # Okabe-Ito; free is the pools' FREE grey, outlined so that a thin share still shows
+    colors = ["#0072B2", "#56B4E9", "#E69F00", "#D55E00", "#DDDDDD"]
     fig = Figure(figsize=(9, 3.6))
     FigureCanvasAgg(fig)
     for i, (workload, systems) in enumerate(report.data.items()):
@@ -253,7 +254,9 @@ def figure(report: Report):
         bottom = np.zeros(len(names))
         for category, color in zip(CATEGORIES, colors, strict=True):
             values = np.array([systems[s][category] for s in names])
-            ax.bar(names, values, bottom=bottom, color=color, label=category.replace("_", " "))
+            # free is outlined; an empty one is a line on the frame's top edge, unseen
+            edge = {"edgecolor": "#555555", "linewidth": 0.8} if category == "free" else {}
+            ax.bar(names, values, bottom=bottom, color=color, label=category.replace("_", " "), **edge)
             bottom += values
         for x, s in enumerate(names):
             ax.text(
