@@ -215,7 +215,8 @@ def test_memory_figure_outlines_the_free_share():
     patches = fig.axes[0].patches
     free = patches[-1]  # stacked last, in the order of CATEGORIES
     assert free.get_height() == pytest.approx(1.4)
-    assert free.get_linewidth() > 0 and free.get_edgecolor()[:3] != free.get_facecolor()[:3]
+    edge = free.get_edgecolor()
+    assert free.get_linewidth() > 0 and edge[3] > 0 and edge[:3] != free.get_facecolor()[:3]
 
 
 def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
