@@ -12,7 +12,7 @@ NPM       := $(shell command -v npm 2>/dev/null)
 HUB_NODE  := build/hub-node
 HUB_PROXY := $(HUB_NODE)/node_modules/.bin/configurable-http-proxy
 
-.PHONY: lab test test-fast notebooks assignments autograde feedback hub hub-proxy bench demo lint install clean train-model
+.PHONY: lab test test-fast notebooks records assignments autograde feedback hub hub-proxy bench demo lint install clean train-model
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "pagedkv needs Python >= 3.10; found " + sys.version.split()[0])'
@@ -48,6 +48,12 @@ test: $(STAMP) $(if $(NPM),$(HUB_PROXY))
 # tests' modules, which import nbformat (its jsonschema format checkers cost ~2 s per process).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -m 'not slow and not browser' -p no:nbval --ignore=tests/browser $(XDIST)
+
+# Record the quick runs notebooks draw without running them (notebook 11's serving run, ~15 s of
+# CPU): pagedkv/data/<name>_quick.json; tests/test_serving.py checks the record against a fresh
+# run. Then re-execute the notebooks.
+records: $(STAMP)
+	$(BIN)/python -c "from pagedkv.bench import record; print(record('serving'))"
 
 # Re-execute every notebook in place so committed outputs never drift from the code;
 # widget state and cell timings are not saved (they change on every run).

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from pagedkv import cli
+from pagedkv import bench, cli
 from pagedkv.bench import serving as bench_serving
 from pagedkv.labs import costs, serving
 from pagedkv.labs.workloads import Request, generate
@@ -152,3 +152,30 @@ def test_the_grid_in_worker_processes_is_the_grid_in_one():
     two = serving.serve_grid(requests, [1.0, 4.0], {"seed": 1}, workers=2)
     assert one == two and [list(d) for d in two.values()] == [[1.0, 4.0]] * len(serving.SYSTEMS)
     assert one["oracle"][4.0] == serving.serve(requests, "oracle", arrival_rate=4.0, seed=1)
+
+
+def _same(saved, fresh, where="report"):
+    """saved == fresh, floats within 1e-9 relative (the last digit of a sum may depend on the
+    machine; everything printed is rounded far above it), JSON's lists for tuples."""
+    if isinstance(fresh, float):
+        assert saved == pytest.approx(fresh, rel=1e-9, abs=1e-12), where
+    elif isinstance(fresh, dict):
+        assert list(saved) == [str(k) for k in fresh], where
+        for k, v in fresh.items():
+            _same(saved[str(k)], v, f"{where}[{k!r}]")
+    elif isinstance(fresh, (list, tuple)):
+        assert len(saved) == len(fresh), where
+        for i, (a, b) in enumerate(zip(saved, fresh)):
+            _same(a, b, f"{where}[{i}]")
+    else:
+        assert saved == fresh, where
+
+
+@pytest.mark.slow
+def test_the_recorded_quick_run_is_what_the_quick_run_computes(quick_report):
+    # Notebook 11 draws the recorded run (no wait); it must be today's run, number for number.
+    saved = bench.recorded("serving")
+    for name in ("title", "columns", "rows", "notes", "data"):
+        _same(getattr(saved, name), getattr(quick_report, name), name)
+    assert saved.table() == quick_report.table()
+    assert saved.figure() is not None

@@ -22,6 +22,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
 
 BENCHMARKS = {  # name -> module
     "ops": "pagedkv.bench.ops",
@@ -76,6 +78,28 @@ class Report:
         if self.plotter is None:
             raise ValueError(f"report {self.title!r} has no figure")
         return self.plotter(self)
+
+
+def _record_path(name: str) -> Path:
+    return Path(str(resources.files("pagedkv").joinpath(f"data/{name.replace('-', '_')}_quick.json")))
+
+
+def record(name: str) -> Path:
+    """Run benchmark `name` with `quick=True` and write its report to
+    pagedkv/data/<name>_quick.json, which `recorded(name)` reads back (`make records`)."""
+    report = importlib.import_module(BENCHMARKS[name]).run(quick=True)
+    fields = {k: getattr(report, k) for k in ("title", "columns", "rows", "notes", "data")}
+    path = _record_path(name)
+    path.write_text(json.dumps(fields, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def recorded(name: str) -> Report:
+    """The report of `run(quick=True)` of benchmark `name`, as `record(name)` wrote it, with
+    its figure: the same table and picture without the wait (tests check the record against
+    a fresh run)."""
+    fields = json.loads(_record_path(name).read_text(encoding="utf-8"))
+    return Report(**fields, plotter=getattr(importlib.import_module(BENCHMARKS[name]), "figure", None))
 
 
 WIDTH = 95  # characters a printed report's lines keep to, where words allow

@@ -255,8 +255,16 @@ def figure(report: Report):
         for category, color in zip(CATEGORIES, colors, strict=True):
             values = np.array([systems[s][category] for s in names])
             # free is outlined; an empty one is a line on the frame's top edge, unseen
-            edge = {"edgecolor": "#555555", "linewidth": 0.8} if category == "free" else {}
-            ax.bar(names, values, bottom=bottom, color=color, label=category.replace("_", " "), **edge)
+            outlined = category == "free"
+            ax.bar(
+                names,
+                values,
+                bottom=bottom,
+                color=color,
+                label=category.replace("_", " "),
+                edgecolor="#555555" if outlined else "none",
+                linewidth=0.8 if outlined else 0.0,
+            )
             bottom += values
         for x, s in enumerate(names):
             ax.text(

@@ -54,8 +54,8 @@ def check_int(name: str, value: object, low: int, high: int | None = None) -> in
     """An int (not a bool) in [low, high] (no upper bound when high is None).
 
     Example: check_int("n", 3, 0) -> 3; check_int("n", 3.0, 0) raises TypeError."""
-    is_plain_int = type(value) is int  # the common case, one check (a bool's type is bool)
-    if not is_plain_int and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+    # `type(value) is int` first: the common case costs one check (a bool's type is bool)
+    if type(value) is not int and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
         raise TypeError(f"{name} must be an int, got {_kind(value)}")
     if value < low or (high is not None and value > high):
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
