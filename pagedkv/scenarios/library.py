@@ -41,7 +41,7 @@ PREEMPT_NEW_TOKENS = 16
 CHUNKED_PROMPT = "A long prompt is prefilled in chunks of 8."  # 42 bytes: six steps of 8
 CHAT_PROMPT = "A short chat turn"  # 17 bytes: 4 full pages of 4 and one token
 CHUNKED_SCHEDULER = (("max_num_seqs", 2), ("max_num_batched_tokens", 8))
-N_SAMPLES = 4  # parallel sampling: n = 4, as in the vLLM paper's parallel-sampling figures
+N_SAMPLES = 4  # parallel sampling: n = 4, one of the sample counts (2, 4, 6) of the vLLM paper
 
 
 def _add(seq_id: str, text: str, caption: str) -> Action:
@@ -132,7 +132,7 @@ def _eviction(num_pages: int, page_size: int) -> list[Action]:
 
 def _parallel(num_pages: int, page_size: int) -> list[Action]:
     first = (
-        "each sample draws its own token: writing into the shared last page copies it first (copy-on-write)"
+        "each sample draws its own token and writes it into the cache, while all four share every page"
     )
     shares = "fork: the new sample shares every page, no page is copied"
     return [
@@ -235,8 +235,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "parallel",
             "Parallel sampling: fork and copy-on-write",
-            "Four samples (n = 4) of one prompt share its pages; each write into the shared "
-            "last page by a sample that still shares it copies it first.",
+            "Four samples (n = 4) of one prompt share its pages; then each writes tokens of its "
+            "own. Which pages must be copied?",
             20,
             4,
             _parallel,
