@@ -160,11 +160,11 @@ def test_add_request_sharing_a_prefix(dash):
     dash.prompt.value = " and more"
     dash.add_button.click()
     seqs = dash.run.seqs
-    assert "user1" in seqs and seqs.get("user1").num_cached_tokens == 16  # A's 4 full pages
-    assert seqs.block_table("user1")[:4] == [0, 1, 2, 3]
+    assert "yours1" in seqs and seqs.get("yours1").num_cached_tokens == 16  # A's 4 full pages
+    assert seqs.block_table("yours1")[:4] == [0, 1, 2, 3]
     assert all(dash.run.pool.ref_count(p) == 2 for p in range(4))
-    assert "prefix hit pages 0, 1, 2, 3 for user1" in dash.event_log.value
-    assert ("user1", "user1") in [(label, value) for label, value in dash.seq_picker.options]
+    assert "prefix hit pages 0, 1, 2, 3 for yours1" in dash.event_log.value
+    assert ("yours1", "yours1") in [(label, value) for label, value in dash.seq_picker.options]
 
 
 def test_add_request_refuses_an_empty_prompt(dash):
@@ -201,11 +201,11 @@ def test_sliders_rebuild_the_pool_and_replay_what_was_done(dash):
     dash.add_button.click()  # an action of the learner's own
     dash.pages_slider.value = 32
     assert dash.run.pool.num_pages == 32 and step_number(dash) == 1
-    assert "user1" in dash.run.seqs and "your 1 action" in dash.status.value  # replayed
+    assert "yours1" in dash.run.seqs and "your 1 action" in dash.status.value  # replayed
     dash.page_size_slider.value = 8
     assert dash.run.pool.page_size == 8 and dash.run.scenario.name == "walkthrough"
     assert dash.run.seqs.block_table("request_A") == [0, 1, 2]  # 18 tokens / 8 per page
-    assert "user1" in dash.run.seqs and step_number(dash) == 1
+    assert "yours1" in dash.run.seqs and step_number(dash) == 1
     dash.step_button.click()
     assert step_number(dash) == 2
 
@@ -302,9 +302,9 @@ def test_step_slider_and_play_jump_and_keep_the_learners_actions(dash):
     dash.add_button.click()
     dash.step_slider.value = 15
     dash.step_slider.value = 12  # backwards: a replay that keeps the action taken at step 10
-    assert step_number(dash) == 12 and "user1" in dash.run.seqs
+    assert step_number(dash) == 12 and "yours1" in dash.run.seqs
     dash.step_slider.value = 5  # before the action: it is gone
-    assert step_number(dash) == 5 and "user1" not in dash.run.seqs
+    assert step_number(dash) == 5 and "yours1" not in dash.run.seqs
     assert dash.run.snapshots[-1] == fresh("walkthrough", 5).snapshots[-1]
     dash.speed.value = 300
     assert dash.play.interval == 300
@@ -317,7 +317,7 @@ def test_switching_scenario_asks_before_discarding_the_learners_actions(dash):
     dash.scenario_picker.value = "fill"
     assert dash.run.scenario.name == "walkthrough" and dash.confirm.layout.display == "flex"
     dash.stay_button.click()
-    assert dash.scenario_picker.value == "walkthrough" and "user1" in dash.run.seqs
+    assert dash.scenario_picker.value == "walkthrough" and "yours1" in dash.run.seqs
     dash.scenario_picker.value = "fill"
     dash.discard_button.click()
     assert dash.run.scenario.name == "fill" and dash.run.history == []

@@ -149,7 +149,7 @@ class Dashboard(DashboardControls):
     def add_request(self) -> None:
         """Admit the prompt text as a new request, after the tokens of the picked sequence."""
         parent = self.prefix_picker.value or None  # "" is the "(none)" entry
-        new = self.run.new_id("user")
+        new = self.run.new_id("yours")
         self._apply(
             lambda: Action("add", new, parent=parent, text=self.prompt.value, caption="a request you added")
         )
