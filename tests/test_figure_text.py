@@ -73,13 +73,14 @@ def _radix_figures():
     match = tree.match_prefix(b)
     tree.insert(b, match.page_ids + [6, 7])
     steps = [("1. insert A", first), ("3. insert B", tree)]
-    return plot_radix_growth(steps, decode=model.decode), plot_radix_tree(tree, decode=model.decode)
+    across = plot_radix_tree(tree, decode=model.decode, across=True)
+    return plot_radix_growth(steps, decode=model.decode), plot_radix_tree(tree, decode=model.decode), across
 
 
 def _figures() -> dict[str, object]:
     prefix, fill = _run("prefix", 8), _run("fill", 12)
     snap = prefix.snapshots[-1]
-    growth, radix_tree = _radix_figures()
+    growth, radix_tree, radix_across = _radix_figures()
     return {
         "block tables": plot_block_tables(snap, step=prefix.cursor),
         "tokens by page": plot_token_pages(snap, token_ids_of(prefix.seqs)),
@@ -95,6 +96,7 @@ def _figures() -> dict[str, object]:
         ),
         "radix growth": growth,
         "radix tree": radix_tree,
+        "radix tree across": radix_across,
         "memory budget": plot_budget("Mistral-7B", "A100-40GB"),
         "ways back": plot_ways_back("Llama-3-8B", "A100-40GB", [16, 256, 1024]),
     }
