@@ -73,13 +73,14 @@ def _radix_figures():
     match = tree.match_prefix(b)
     tree.insert(b, match.page_ids + [6, 7])
     steps = [("1. insert A", first), ("3. insert B", tree)]
-    return plot_radix_growth(steps, decode=model.decode), plot_radix_tree(tree, decode=model.decode)
+    across = plot_radix_tree(tree, decode=model.decode, across=True)
+    return plot_radix_growth(steps, decode=model.decode), plot_radix_tree(tree, decode=model.decode), across
 
 
 def _figures() -> dict[str, object]:
     prefix, fill = _run("prefix", 8), _run("fill", 12)
     snap = prefix.snapshots[-1]
-    growth, radix_tree = _radix_figures()
+    growth, radix_tree, radix_across = _radix_figures()
     return {
         "block tables": plot_block_tables(snap, step=prefix.cursor),
         "tokens by page": plot_token_pages(snap, token_ids_of(prefix.seqs)),
@@ -95,6 +96,7 @@ def _figures() -> dict[str, object]:
         ),
         "radix growth": growth,
         "radix tree": radix_tree,
+        "radix tree across": radix_across,
         "memory budget": plot_budget("Mistral-7B", "A100-40GB"),
         "ways back": plot_ways_back("Llama-3-8B", "A100-40GB", [16, 256, 1024]),
     }
@@ -329,12 +331,13 @@ BARS_PX = 160  # of which the browser's and JupyterLab's bars take about this mu
 
 
 def _benchmark_figures() -> dict[str, object]:
-    """The benchmark figures of notebooks 06, 07 and 10, drawn as those notebooks show them
-    (06 through `projector`), from small runs; the eviction curves are made up: the figure's
-    layout depends on the number of streams and policies, not on the rates."""
+    """The benchmark figures of notebooks 06, 07, 10 and 11 (its host tier), drawn as those
+    notebooks show them (06 through `projector`), from small runs; the eviction curves and the
+    tiers' hit rates are made up: a figure's layout depends on the number of streams, policies
+    and tiers, not on the rates."""
     import numpy as np
 
-    from pagedkv.bench import Report, attention, eviction, memory, page_size, scale, sharing, threads
+    from pagedkv.bench import Report, attention, eviction, memory, page_size, scale, sharing, threads, tiers
     from pagedkv.viz import projector
 
     policies = eviction.POLICIES.split(",")
@@ -343,6 +346,7 @@ def _benchmark_figures() -> dict[str, object]:
         for w in eviction.WORKLOADS.split(",")
     }
     eviction_data = {"curves": curves, "sizes": [1024, 2048, 4096], "cache_tokens": 2048}
+    tier_runs = {k: {"gpu_hit_rate": 0.44, "host_hit_rate": h} for k, h in (("0", 0), ("64", 0.14))}
     rates = {f"{d}/{m}/{n}": 1000.0 * n for d in threads.DESIGNS for m in threads.MIXES for n in (1, 2, 4, 8)}
     return {
         "06 memory": projector(memory.figure(memory.run(workloads="sharegpt", requests=30))),
@@ -354,6 +358,7 @@ def _benchmark_figures() -> dict[str, object]:
         "06 scale": projector(scale.figure(scale.run(sizes=(30,), num_pages=256))),
         "07 threads": threads.figure(Report("threads", [], [], data=rates)),
         "10 eviction": eviction.figure(Report("eviction", [], [], data=eviction_data)),
+        "11 tiers": tiers.figure(Report("tiers", [], [], data={"runs": tier_runs})),
     }
 
 

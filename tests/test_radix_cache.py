@@ -216,3 +216,29 @@ def test_a_locked_path_draws_compact_boxes_and_little_white_between_them():
     drawn += ax.title.get_window_extent(renderer).height
     levels = 4  # the root and three nodes
     assert fig.bbox.height - drawn <= 50 * levels, (fig.bbox.height, drawn)
+
+
+def test_a_locked_path_drawn_across_is_one_short_row_of_boxes_side_by_side():
+    """Notebook 09's locked path drawn `across`: the root and three boxes in one row, each box
+    right of the one before it with no overlap, in a picture at least five times as wide as it
+    is tall (drawn upright it was about as tall as wide, and shown stretched to a cell's width it
+    filled more than a 720 px screen)."""
+    from pagedkv.viz.radix import plot_radix_tree
+
+    tree = RadixCache(page_size=4)
+    tree.insert(list(range(24)), [0, 1, 2, 3, 4, 5])
+    tree.match_prefix(list(range(8)) + [99] * 16)  # splits after 8 tokens
+    tree.insert(list(range(16)) + [77] * 8, [0, 1, 2, 3, 6, 7])  # splits after 16
+    tree.inc_lock_ref(tree.match_prefix(list(range(16)) + [77] * 8).last_node)
+    tree.evict(3)
+    fig = plot_radix_tree(tree, title="locked", across=True)
+    fig.canvas.draw()
+    renderer, ax = fig.canvas.get_renderer(), fig.axes[0]
+    boxes = sorted((t.get_bbox_patch().get_window_extent(renderer) for t in ax.texts), key=lambda b: b.x0)
+    assert len(boxes) == 4  # the root and three nodes
+    assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:]))  # side by side
+    assert all(b.y0 < boxes[0].y1 and boxes[0].y0 < b.y1 for b in boxes)  # one row
+    assert all(0 <= b.x0 and b.x1 <= fig.bbox.width and 0 <= b.y0 and b.y1 <= fig.bbox.height for b in boxes)
+    assert fig.bbox.width >= 5 * fig.bbox.height, (fig.bbox.width, fig.bbox.height)
+    with pytest.raises(ValueError, match="page_state needs across=False"):
+        plot_radix_tree(tree, page_state=lambda p: "CACHED", across=True)

@@ -169,7 +169,7 @@ def figure(report: Report):
     labels = [("pool only" if k == "0" else f"+ host {k} pages") for k in runs]
     gpu = np.array([100 * v["gpu_hit_rate"] for v in runs.values()])
     host = np.array([100 * v["host_hit_rate"] for v in runs.values()])
-    fig = Figure(figsize=(8, 4))
+    fig = Figure(figsize=(10, 3.3))  # wide and short: with its table, one 720 px screen
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     ax.bar(labels, gpu, color="#0072B2", label="hit in the pool (GPU)")

@@ -10,7 +10,8 @@ legend lists only the states present. With no page state the boxes are white (gr
 there, and a tree never holds a FREE page). A node a running request has locked
 (`inc_lock_ref`) says "locked" after its pages and has a thick border. A new figure is sized
 to its tree: a column per leaf as wide as the widest label, a row per level as tall as the
-tallest box (the root's circle takes less).
+tallest box (the root's circle takes less). `across=True` turns it a quarter: the root on the
+left, a column per level, a row per leaf, so a chain (a locked path) is one short row.
 `plot_radix_growth` draws several moments side by side, so a split reads as one box
 becoming two with the same pages.
 """
@@ -92,6 +93,16 @@ class _Geometry:
     column_in: float  # one leaf's column
     level_in: float  # one level of depth, from a box's centre to its child's
     box_in: float  # the tallest box
+    across: bool = False  # the root on the left, levels left to right
+
+    def pos(self, node: RadixNode) -> tuple[float, float]:
+        """Where a node's centre goes: in columns and levels, or across in levels (a column
+        each) and rows (a level each, downwards)."""
+        x, depth = self.where[node]
+        if self.across:
+            root_gap = (ROOT_IN / 2 + GAP_IN + self.column_in / 2) / self.column_in
+            return (0.0 if depth == 0 else root_gap + depth - 1), -x
+        return x, self.y(depth)
 
     def y(self, depth: int) -> float:
         """Where a level's centres go, in levels below the root: the small root circle sits
@@ -117,33 +128,47 @@ class _Geometry:
         """How far below the root the deepest level's centres are, in levels."""
         return -self.y(self.depth)
 
+    def limits(self, bottom: float) -> tuple[tuple[float, float], tuple[float, float]]:
+        """(xlim, ylim) that leave each box and the root circle just enough room, `bottom`
+        levels down (panels side by side share it)."""
+        xs, ys = zip(*(self.pos(node) for node in self.where))
+        below = (self.box_in / 2 + 0.1) / self.level_in
+        if self.across:
+            left = (ROOT_IN / 2 + 0.1) / self.column_in
+            return (min(xs) - left, max(xs) + 0.5), (min(ys) - below, max(ys) + below)
+        return (min(xs) - 0.5, max(xs) + 0.5), (-bottom - below, (ROOT_IN / 2 + 0.1) / self.level_in)
+
     def size(self, title: str) -> tuple[float, float]:
         """(width, height) of a figure holding the tree and its title."""
-        width = max(self.columns * self.column_in, len(title) * 13 * 0.6 / 72 + 0.4, 3.0)
+        title_in = len(title) * 13 * 0.6 / 72 + 0.4
+        if self.across:
+            (x0, x1), (y0, y1) = self.limits(self.bottom)
+            return max((x1 - x0) * self.column_in, title_in, 3.0), (y1 - y0) * self.level_in + TITLE_IN
+        width = max(self.columns * self.column_in, title_in, 3.0)
         above, below = ROOT_IN / 2 + 0.1, self.box_in / 2 + 0.1  # as `_plot` frames it
         tree_in = above + self.bottom * self.level_in + below
         return width, tree_in + TITLE_IN
 
 
-def _geometry(tree: RadixCache, decode, width: int) -> _Geometry:
+def _geometry(tree: RadixCache, decode, width: int, across: bool = False) -> _Geometry:
     where = _layout(tree)
     labels = {node: _label(node, decode, width) for node in where if node is not tree.root}
     lines = [label.split("\n") for label in labels.values()] or [["root"]]
     box_in = max(map(len, lines)) * LINE_IN + 0.2
     column_in = max(len(line) for label in lines for line in label) * CHAR_IN + 0.45
-    return _Geometry(where, labels, column_in, box_in + GAP_IN, box_in)
+    return _Geometry(where, labels, column_in, box_in + GAP_IN, box_in, across)
 
 
 def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str | None]:
     """Edges, then one box per node (the root a circle); returns the states drawn (None: no
     pool to read them from)."""
-    where, drawn = geometry.where, set[str | None]()
-    for node, (x, depth) in where.items():
+    pos, drawn = geometry.pos, set[str | None]()
+    for node in geometry.where:
         if node.parent is not None:
-            px, pdepth = where[node.parent]
-            ax.plot([px, x], [geometry.y(pdepth), geometry.y(depth)], color="#777777", lw=1.5, zorder=1)
+            (px, py), (x, y) = pos(node.parent), pos(node)
+            ax.plot([px, x], [py, y], color="#777777", lw=1.5, zorder=1)
     root = dict(boxstyle="circle", fc="white", ec="#333333")
-    ax.text(where[tree.root][0], 0.0, "root", ha="center", va="center", fontsize=FONT_PT, bbox=root)
+    ax.text(*pos(tree.root), "root", ha="center", va="center", fontsize=FONT_PT, bbox=root)
     for node, label in geometry.labels.items():
         states = {page_state(p) for p in node.value} if page_state else {None}
         state = "ACTIVE" if "ACTIVE" in states else states.pop()
@@ -151,8 +176,7 @@ def _draw(ax, tree: RadixCache, geometry: _Geometry, page_state) -> set[str | No
         fill = COLORS.get(state, COLORS[None])
         box = dict(boxstyle="round,pad=0.4", fc=fill, ec="#333333", lw=3.0 if node.lock_ref else 1.0)
         ax.text(
-            where[node][0],
-            geometry.y(where[node][1]),
+            *pos(node),
             label,
             ha="center",
             va="center",
@@ -174,10 +198,9 @@ def _plot(ax, tree: RadixCache, geometry: _Geometry, page_state, title: str, bot
         shown = [s for s in ("ACTIVE", "CACHED") if s in states]
         handles = [Patch(fc=COLORS[s], ec="#333333", label=s) for s in shown]
         ax.legend(handles=handles, fontsize=FONT_PT, loc="upper left", frameon=False)
-    xs = [x for x, _ in geometry.where.values()]
-    ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
-    below = (geometry.box_in / 2 + 0.1) / geometry.level_in
-    ax.set_ylim(-bottom - below, (ROOT_IN / 2 + 0.1) / geometry.level_in)
+    xlim, ylim = geometry.limits(bottom)
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
     ax.axis("off")
     ax.set_title(title, fontsize=13)
 
@@ -190,11 +213,15 @@ def plot_radix_tree(
     page_state: Callable[[int], str] | None = None,
     title: str | None = None,
     width: int = 22,
+    across: bool = False,
 ):
     """Draw the tree into `ax`; with no `ax`, into a new Figure sized to the tree, which is
     returned (Jupyter shows it); otherwise the Axes is returned. Labels wrap at `width`
-    characters."""
-    geometry = _geometry(tree, decode, width)
+    characters; `across=True` draws the root on the left and the levels left to right, with
+    no room for the states' legend (so no `page_state`)."""
+    if across and page_state is not None:
+        raise ValueError("page_state needs across=False: an across picture has no room for its legend")
+    geometry = _geometry(tree, decode, width, across)
     title = title or f"{tree.num_nodes} nodes, {tree.total_size()} pages"
     fig = None
     if ax is None:
