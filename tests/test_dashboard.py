@@ -7,6 +7,7 @@ contract the browser tests rely on.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -484,3 +485,19 @@ def test_the_main_picture_fits_its_place_and_its_ids_read_at_14_px(num_pages):
     if rows <= 3:
         assert heatmap._frame.cell_px >= 30 + 10 * (rows < 3), heatmap._frame.cell_px  # noqa: SLF001
         assert height >= 0.9 * MAIN_HEIGHT_PX  # the picture uses the height it has
+
+
+def test_the_caption_says_when_an_action_of_your_own_was_refused(dash):
+    """After a refused action the picture shows no change: the caption says so and why, in the
+    words of the log, instead of describing the scenario's last step."""
+    dash.goto(44)
+    scenario_caption = dash.caption.value
+    dash.prompt.value = "x" * 60  # 15 new pages: 0 FREE and 4 evictable CACHED cannot hold them
+    dash.add_request()
+    record = dash.run.records[-1]
+    assert record.own and record.note.startswith("refused")
+    assert "your action" in dash.caption.value and html.escape(record.note) in dash.caption.value
+    assert dash.caption.value != scenario_caption
+    dash.back_button.click()  # back at step 44: the scenario's caption, then what Back did
+    assert dash.caption.value.startswith(scenario_caption[: -len("</div>")])
+    assert "refused" not in dash.caption.value

@@ -157,6 +157,20 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
     assert "<code>num_key_value_heads</code>" in shown and "`" not in shown
 
 
+def test_a_predictions_lru_picture_names_the_last_holder_as_the_notebook_says():
+    """00 says each CACHED cell of the LRU picture names the sequence that last held it: the
+    picture a prediction shows after its step does too (the pool's events are passed)."""
+    from pagedkv.viz import PredictStep
+
+    ask = PredictStep("00-evict")
+    ask.answer("8")
+    labels = ask._heatmap.panels["lru"].labels  # noqa: SLF001 - the picture's cell texts
+    cached = [p for p in range(ask.run.num_pages) if ask.run.pool.page(p).state.name == "CACHED"]
+    assert cached and all(labels[p].endswith("\nrequest_A") for p in cached)
+    text = " ".join(_texts(ROOT / "notebooks" / "00_start_here.ipynb").split())
+    assert "names the sequence that last held it" in text
+
+
 def test_the_answer_key_in_docs_is_current():
     assert (ROOT / "docs" / "answer_key.md").read_text() == questions.answer_key_markdown()
 

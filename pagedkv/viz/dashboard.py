@@ -12,18 +12,16 @@ Every change re-renders, in place:
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
   strict nbval; `PoolHeatmap` redraws without re-plotting);
 - the page-lifecycle diagram with the transitions of the last step highlighted;
-- the block tables with each sequence's text boxed by page, a status line, and an event
-  log: newest step first, the scheduler's decision then cause before effect inside a step,
-  each entry coloured by its kind.
+- the block tables with each sequence's text boxed by page, a status line, and an event log:
+  newest step first, the scheduler's decision then cause before effect, coloured by kind.
 
-Back is exact time travel (`ScenarioRun.back()`). Widgets carry CSS classes (`pagedkv-step`,
-`pagedkv-back`, `pagedkv-reset`, `pagedkv-play`, `pagedkv-scenario`, `pagedkv-step-counter`,
-`pagedkv-heatmap`, `pagedkv-lru`, `pagedkv-event-log`, ...) so browser tests can click them
-like a person. Everything here reads the pool only through `snapshot()` and events.
+Back is exact time travel (`ScenarioRun.back()`). The caption says what the last step or action
+did, and why it was refused if it was. Widgets carry CSS classes (`pagedkv-step`, `pagedkv-back`,
+`pagedkv-reset`, `pagedkv-play`, `pagedkv-scenario`, `pagedkv-step-counter`, `pagedkv-heatmap`,
+`pagedkv-lru`, ...) so browser tests click them like a person; the pool is read via snapshots and events.
 
-Production engines report these quantities as metrics (vLLM: `kv_cache_usage_perc`, prefix
-hits, preemptions) but show no pages. Leaves out: editing scenarios, saving a session.
-"""
+Production engines report these as metrics (vLLM: `kv_cache_usage_perc`, prefix hits,
+preemptions) but show no pages. Leaves out: editing scenarios, saving a session."""
 
 from __future__ import annotations
 
@@ -328,7 +326,9 @@ class Dashboard(DashboardControls):
             return run.scenario.summary
         last = run.records[-1]
         said = last.action.caption or last.action.op
-        if run.done and not last.own:
+        if last.note.startswith("refused"):  # then the picture shows no change: say why
+            said += f" — {last.note}"
+        elif run.done and not last.own:
             said += " — " + end_message(run)
         return f"{'your action: ' if last.own else ''}{said}"
 

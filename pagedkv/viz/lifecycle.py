@@ -26,14 +26,16 @@ from pagedkv.viz.palette import STATE_COLORS, VICTIM_COLOR
 
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 NODES = {ACTIVE: (0.5, 0.64), FREE: (0.13, 0.16), CACHED: (0.87, 0.16)}  # axes coordinates
-EDGES = {  # (source, target) -> (arc curvature, label position, text alignment)
-    (FREE, ACTIVE): (-0.25, (0.225, 0.63), "right"),  # left of the arc, beside its middle
-    (ACTIVE, FREE): (-0.1, (0.47, 0.31), "right"),
-    (ACTIVE, CACHED): (0.1, (0.53, 0.31), "left"),
-    (CACHED, ACTIVE): (0.25, (0.775, 0.63), "left"),
+EDGES = {  # (source, target) -> (arc curvature, first label's position, text alignment)
+    (FREE, ACTIVE): (-0.25, (0.35, 0.68), "right"),  # outside the arc, each row a step left
+    (ACTIVE, FREE): (-0.1, (0.48, 0.3), "right"),
+    (ACTIVE, CACHED): (0.1, (0.52, 0.3), "left"),
+    (CACHED, ACTIVE): (0.25, (0.65, 0.68), "left"),  # outside the arc, each row a step right
     (CACHED, FREE): (-0.12, (0.5, 0.02), "center"),
     (ACTIVE, ACTIVE): (0.0, (0.5, 0.86), "center"),  # labels beside the loop, left and right
 }
+ROW_STEP = {(FREE, ACTIVE): -0.045, (CACHED, ACTIVE): 0.045}  # rows follow a slanted arc
+NOTES = {"evict": "(to its new owner)"}  # said under a transition's name, on its arrow
 SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0, full, hashed"}
 IDLE_COLOR = "#666666"
 FONT_PT = 13  # every text of the diagram is at least this size at the figure's own size
@@ -82,21 +84,30 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
                 patchA=boxes[source], patchB=boxes[target], shrinkA=4, shrinkB=4,
             )  # fmt: skip
         ax.add_patch(arrow)
-        for k, t in enumerate(rows):
-            hit = t.name in lit
-            if source is target:  # first row left of the loop, the next right of it
-                x, y, ha = (
-                    lx + (0.09 if k % 2 else -0.09),
-                    ly - 0.075 * (k // 2),
-                    ("left" if k % 2 else "right"),
-                )
-            else:
-                x, y, ha = lx, ly - 0.075 * k, align
-            ax.text(
-                x, y, t.name, ha=ha, va="top", fontsize=FONT_PT,
-                color=VICTIM_COLOR if hit else "#222222", weight="bold" if hit else "normal",
-            )  # fmt: skip
+        _label(ax, rows, lit, source is target, (lx, ly, ROW_STEP.get((source, target), 0.0)), align)
     return fig
+
+
+def _label(ax, rows, lit: set[str], loop: bool, at: tuple[float, float, float], align: str) -> None:
+    """The names of one arrow's transitions, one per row; a loop's alternate left and right
+    of it, a slanted arc's a step (`at`'s third number) further out per row. A transition
+    with a note (NOTES) gets it on the row below its name."""
+    lines = []  # (text, transition name, is a note)
+    for t in rows:
+        lines.append((t.name, t.name, False))
+        if t.name in NOTES:
+            lines.append((NOTES[t.name], t.name, True))
+    for k, (text, name, note) in enumerate(lines):
+        hit = name in lit
+        if loop:  # first row left of the loop, the next right of it
+            x, y = at[0] + (0.09 if k % 2 else -0.09), at[1] - 0.075 * (k // 2)
+            ha = "left" if k % 2 else "right"
+        else:
+            x, y, ha = at[0] + at[2] * k, at[1] - 0.075 * k, align
+        ax.text(
+            x, y, text, ha=ha, va="top", fontsize=FONT_PT, style="italic" if note else "normal",
+            color=VICTIM_COLOR if hit else "#222222", weight="bold" if hit else "normal",
+        )  # fmt: skip
 
 
 def lifecycle_png(highlight: Iterable[str] = (), width: float = WIDTH_IN, dpi: int = 110) -> bytes:

@@ -177,7 +177,7 @@ class PredictStep(widgets.VBox):
 
     def _reveal(self, record: ActionRecord | None) -> None:
         """Show the pool after the step, its caption and the `after` text; lock the buttons."""
-        self._heatmap.update(self.run.snapshots[-1])
+        self._heatmap.update(self.run.snapshots[-1], self.run.events)  # lru: "last held by"
         self.picture.value = self._heatmap.png()
         self.picture.layout.display = ""
         step = "" if record is None else f" {record.step}"

@@ -33,7 +33,7 @@ from pagedkv.core.plumbing.validation import check_instance, check_items
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
 
-EMPTY_SLOT_COLOR = "#FFFFFF"  # an empty slot of an ACTIVE page: allocated, holds nothing
+EMPTY_SLOT_COLOR = "#8C8C8C"  # an empty slot of an ACTIVE page, grey and crossed as in fragmentation.py
 
 
 def slot_usage(snapshot: PoolSnapshot) -> dict[str, int]:
