@@ -209,8 +209,13 @@ def png(fig) -> bytes:
 
 
 def test_memory_figure_outlines_the_free_share():
-    shares = {"token_states": 96.6, "reserved": 0.0, "internal_fragmentation": 2.0,
-              "external_fragmentation": 0.0, "free": 1.4}
+    shares = {
+        "token_states": 96.6,
+        "reserved": 0.0,
+        "internal_fragmentation": 2.0,
+        "external_fragmentation": 0.0,
+        "free": 1.4,
+    }
     fig = memory.figure(Report("memory", [], [], data={"sharegpt": {"paged": shares}}))
     patches = fig.axes[0].patches
     free = patches[-1]  # stacked last, in the order of CATEGORIES
@@ -221,8 +226,13 @@ def test_memory_figure_outlines_the_free_share():
 
 def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
     points = [
-        {"capacity": 8192, "page_size": size, "slot_utilisation_pct": util,
-         "prefix_hit_rate_pct": hits, "tokens_per_s": 1.0}
+        {
+            "capacity": 8192,
+            "page_size": size,
+            "slot_utilisation_pct": util,
+            "prefix_hit_rate_pct": hits,
+            "tokens_per_s": 1.0,
+        }
         for size, util, hits in [(4, 99.0, 55.0), (256, 84.0, 17.0)]
     ]
     fig = page_size.figure(Report("page size", [], [], data={"points": points}), timing=False)
@@ -233,8 +243,7 @@ def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
 def test_page_size_splits_lookups_into_first_admissions_and_readmissions():
     report = page_size.run(requests=20, page_sizes="16,256", capacities="4096")
     for point in report.data["points"]:
-        (first, first_hits), (again, again_hits) = (
-            point["first_lookups"], point["readmission_lookups"])
+        (first, first_hits), (again, again_hits) = (point["first_lookups"], point["readmission_lookups"])
         # every request but the first finds the 200-token system prompt's full pages
         assert first_hits == 19 * (200 // point["page_size"]) * point["page_size"]
         assert point["preemptions"] > 0 and again > 0
