@@ -34,8 +34,12 @@ EDGES = {  # (source, target) -> (arc curvature, first label's position, text al
     (CACHED, FREE): (-0.12, (0.5, 0.02), "center"),
     (ACTIVE, ACTIVE): (0.0, (0.5, 0.86), "center"),  # labels beside the loop, left and right
 }
-ROW_STEP = {(FREE, ACTIVE): -0.045, (CACHED, ACTIVE): 0.045, (ACTIVE, FREE): -0.03,
-            (ACTIVE, CACHED): 0.03}  # rows follow a slanted arc
+ROW_STEP = {
+    (FREE, ACTIVE): -0.045,
+    (CACHED, ACTIVE): 0.045,
+    (ACTIVE, FREE): -0.03,
+    (ACTIVE, CACHED): 0.03,
+}  # rows follow a slanted arc
 NOTES = {"evict": "(to its new owner)"}  # said under a transition's name, on its arrow
 SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0, full, hashed"}
 IDLE_COLOR = "#666666"
