@@ -51,7 +51,7 @@ def plot_chunked_kernel(
     check_int("page_size", page_size, 1)
     n = len(table)
     scores = _score_labels(n, page_size, n * page_size if num_tokens is None else num_tokens)
-    fig = Figure(figsize=(11, 5.2), layout="constrained")
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.set_xlim(-2.6, n + 0.3)

@@ -28,13 +28,18 @@ FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 NODES = {ACTIVE: (0.5, 0.64), FREE: (0.13, 0.16), CACHED: (0.87, 0.16)}  # axes coordinates
 EDGES = {  # (source, target) -> (arc curvature, first label's position, text alignment)
     (FREE, ACTIVE): (-0.25, (0.35, 0.68), "right"),  # outside the arc, each row a step left
-    (ACTIVE, FREE): (-0.1, (0.48, 0.3), "right"),
+    (ACTIVE, FREE): (-0.1, (0.41, 0.3), "right"),  # each beside its own arrow, rows slanted
     (ACTIVE, CACHED): (0.1, (0.52, 0.3), "left"),
     (CACHED, ACTIVE): (0.25, (0.65, 0.68), "left"),  # outside the arc, each row a step right
     (CACHED, FREE): (-0.12, (0.5, 0.02), "center"),
     (ACTIVE, ACTIVE): (0.0, (0.5, 0.86), "center"),  # labels beside the loop, left and right
 }
-ROW_STEP = {(FREE, ACTIVE): -0.045, (CACHED, ACTIVE): 0.045}  # rows follow a slanted arc
+ROW_STEP = {
+    (FREE, ACTIVE): -0.045,
+    (CACHED, ACTIVE): 0.045,
+    (ACTIVE, FREE): -0.03,
+    (ACTIVE, CACHED): 0.03,
+}  # rows follow a slanted arc
 NOTES = {"evict": "(to its new owner)"}  # said under a transition's name, on its arrow
 SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0, full, hashed"}
 IDLE_COLOR = "#666666"

@@ -184,6 +184,7 @@ class PredictStep(widgets.VBox):
         self.caption.value = _box(f"<b>The pool after step{step}</b>, the step you predicted:")
         self.placeholder.layout.display = "none"
         self.choices.disabled = self.button.disabled = True
+        self.button.button_style = ""  # grey: the settled button looks as locked as it is
         if self.data.after:
             self.after.value = _box(markdown_html(self.data.after))
 
