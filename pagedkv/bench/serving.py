@@ -302,7 +302,7 @@ def figure(report: Report):
     from matplotlib.figure import Figure
 
     data, rates = report.data["systems"], report.data["rates"]
-    fig = Figure(figsize=(11, 4.6))
+    fig = Figure(figsize=(11, 4.2))
     FigureCanvasAgg(fig)
     lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
     for system, marker in zip(SYSTEMS, "osD^", strict=True):
@@ -317,7 +317,6 @@ def figure(report: Report):
     lat.set_xlabel("request rate (requests/s)", fontsize=12)
     lat.set_ylabel("normalized latency (s/token)", fontsize=12)
     lat.set_yscale("log")
-    lat.legend(fontsize=11, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, frameon=False)
     lat.grid(alpha=0.3)
     colors = [STATE_COLORS[PageState.ACTIVE], SEQUENCE_COLORS[4], STATE_COLORS[PageState.CACHED]]
     colors += [VICTIM_COLOR, STATE_COLORS[PageState.FREE]]
@@ -338,7 +337,10 @@ def figure(report: Report):
         )
     bars.set_ylim(0, 100)
     bars.set_ylabel(f"% of KV memory, under load ({report.data['top_rate']:g}/s)", fontsize=12)
-    bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=11)
+    states = bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=11)
+    bars.add_artist(states).set_clip_on(False)  # kept (and not clipped) beside the next legend
+    lines, labels = lat.get_legend_handles_labels()  # the latency legend, under the bars' one
+    bars.legend(lines, labels, loc="lower left", bbox_to_anchor=(1.0, 0.0), fontsize=11)
     for ax in (lat, bars):
         ax.tick_params(labelsize=11)
     fig.suptitle("Serving run: latency vs request rate, and where KV memory goes", fontsize=13)

@@ -242,19 +242,20 @@ def plot_radix_growth(
     steps: Sequence[tuple[str, RadixCache]],
     *,
     decode: Callable[[list[int]], str] | None = None,
-    width: int = 22,
+    width: int = 26,
 ):
-    """One panel per (title, tree) step, left to right, all as big as the biggest needs;
-    returns the Figure."""
+    """One panel per (title, tree) step, left to right, each as wide as its tree needs and
+    all as tall as the tallest; returns the Figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     shapes = [_geometry(tree, decode, width) for _, tree in steps]
     sizes = [shape.size(title) for shape, (title, _) in zip(shapes, steps)]
     bottom = max(shape.bottom for shape in shapes)
-    fig = Figure(figsize=(max(w for w, _ in sizes) * len(steps), max(h for _, h in sizes)))
+    widths = [w for w, _ in sizes]  # each panel as wide as its own tree: no empty margins
+    fig = Figure(figsize=(sum(widths), max(h for _, h in sizes)))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(steps), squeeze=False)[0]
+    axes = fig.subplots(1, len(steps), squeeze=False, gridspec_kw={"width_ratios": widths})[0]
     for ax, shape, (title, tree) in zip(axes, shapes, steps):
         _plot(ax, tree, shape, None, title, bottom)
     fig.tight_layout()
