@@ -126,16 +126,19 @@ class DashboardControls(widgets.VBox):
     def _build_views(self) -> None:
         """The pictures (heatmap, LRU order, lifecycle), status, block tables and event log."""
         width = widgets.Layout
+        # The full-width pictures drop the widgets' 2 px margins: 100% plus margins would
+        # overflow their tab by 4 px and show a horizontal scrollbar.
+        full = {"width": "100%", "margin": "0"}
         # At its own size (drawn for the screen), at most MAIN_SHARE wide; the log takes the rest.
         self.heatmap = widgets.Image(
             format="png", layout=width(max_width=f"{MAIN_SHARE:.0%}", flex="0 1 auto")
         ).add_class("pagedkv-heatmap")
-        self.more_views = widgets.Image(format="png", layout=width(width="100%")).add_class(
+        self.more_views = widgets.Image(format="png", layout=width(**full)).add_class(
             "pagedkv-more-views"
         )
         self.busy_note = widgets.HTML().add_class("pagedkv-busy-note")
-        self.lru = widgets.Image(format="png", layout=width(width="100%")).add_class("pagedkv-lru")
-        self.lifecycle = widgets.Image(format="png", layout=width(width="100%")).add_class(
+        self.lru = widgets.Image(format="png", layout=width(**full)).add_class("pagedkv-lru")
+        self.lifecycle = widgets.Image(format="png", layout=width(**full)).add_class(
             "pagedkv-lifecycle"
         )
         self.status = widgets.HTML().add_class("pagedkv-status")

@@ -141,6 +141,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     _jump_to(nb, 5)  # a few entries in the log, pages in use
     dashboard_fits_the_screen(nb, screenshot_dir / "dashboard_compact_1280x720_step5.png")
     header_stays_on_one_line_after_actions_of_yours(nb, screenshot_dir)
+    no_horizontal_scrollbar_in_any_tab(nb)
     _jump_to(nb, 59)
     nb.wait_idle()
     assert "done" in counter.text_content()
@@ -182,6 +183,32 @@ def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot
         page.locator("button.pagedkv-back").first.click()
         nb.wait_idle()
     counter.filter(has_text=re.compile(r"^\s*step 5 of 59\s*$")).wait_for(timeout=60_000)
+
+
+# Boxes in the dashboard's output that scroll sideways: content wider than the box (a
+# picture at width 100% plus the widgets' 2 px margins overflows by 4 px).
+_SCROLLERS_JS = """() => [...document.querySelectorAll('.jp-OutputArea-output *')]
+  .filter(el => !el.closest('.pagedkv-predict') && el.clientWidth > 0
+          && ['auto', 'scroll'].includes(getComputedStyle(el).overflowX)
+          && el.scrollWidth > el.clientWidth)
+  .map(el => [el.className.toString(), el.scrollWidth, el.clientWidth])"""
+
+
+def no_horizontal_scrollbar_in_any_tab(nb: NotebookPage) -> None:
+    """With the file browser open (the narrow cell), every tab of the dashboard fits its
+    output area: no box scrolls sideways. Ends on the "Your actions" tab, browser closed."""
+    page = nb.page
+    sidebar = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first
+    sidebar.click()
+    page.wait_for_timeout(800)
+    tabs = page.locator(".pagedkv-tabs .lm-TabBar-tab")
+    for i in range(tabs.count()):
+        tabs.nth(i).click()
+        page.wait_for_timeout(500)
+        assert page.evaluate(_SCROLLERS_JS) == [], tabs.nth(i).text_content()
+    tabs.filter(has_text="Your actions").first.click()
+    sidebar.click()
+    page.wait_for_timeout(800)
 
 
 _BOX_JS = """el => { const r = el.getBoundingClientRect();
