@@ -133,14 +133,10 @@ class DashboardControls(widgets.VBox):
         self.heatmap = widgets.Image(
             format="png", layout=width(max_width=f"{MAIN_SHARE:.0%}", flex="0 1 auto")
         ).add_class("pagedkv-heatmap")
-        self.more_views = widgets.Image(format="png", layout=width(**full)).add_class(
-            "pagedkv-more-views"
-        )
+        self.more_views = widgets.Image(format="png", layout=width(**full)).add_class("pagedkv-more-views")
         self.busy_note = widgets.HTML().add_class("pagedkv-busy-note")
         self.lru = widgets.Image(format="png", layout=width(**full)).add_class("pagedkv-lru")
-        self.lifecycle = widgets.Image(format="png", layout=width(**full)).add_class(
-            "pagedkv-lifecycle"
-        )
+        self.lifecycle = widgets.Image(format="png", layout=width(**full)).add_class("pagedkv-lifecycle")
         self.status = widgets.HTML().add_class("pagedkv-status")
         self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
         self.event_log = widgets.HTML(

@@ -123,7 +123,9 @@ class PredictStep(widgets.VBox):
         self.after = widgets.HTML().add_class("pagedkv-predict-after")  # filled once answered
         self.caption = widgets.HTML().add_class("pagedkv-predict-caption")  # names the picture's step
         # Hidden until the step has run: an Image with no picture shows a broken-image icon.
-        self.picture = widgets.Image(format="png", layout=widgets.Layout(width="100%", display="none"))
+        # margin 0: ipywidgets' 2 px margins beside a width of 100% would scroll sideways by 4 px
+        full_width = {"width": "100%", "margin": "0"}
+        self.picture = widgets.Image(format="png", layout=widgets.Layout(**full_width, display="none"))
         self.palette = SequencePalette().restart(self.run.steps)  # the dashboard's colours for this scenario
         self._heatmap = PoolHeatmap(
             self.run.num_pages,
@@ -134,7 +136,7 @@ class PredictStep(widgets.VBox):
         )
         # The picture's room, kept until the step has run: the widget does not grow when the
         # picture comes, and the cells below it (which may show the answer) stay further down.
-        self.placeholder = widgets.HTML(_room(self._heatmap.png()), layout=widgets.Layout(width="100%"))
+        self.placeholder = widgets.HTML(_room(self._heatmap.png()), layout=widgets.Layout(**full_width))
         self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
         self.children = [

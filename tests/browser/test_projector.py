@@ -188,7 +188,7 @@ def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot
 # Boxes in the dashboard's output that scroll sideways: content wider than the box (a
 # picture at width 100% plus the widgets' 2 px margins overflows by 4 px).
 _SCROLLERS_JS = """() => [...document.querySelectorAll('.jp-OutputArea-output *')]
-  .filter(el => !el.closest('.pagedkv-predict') && el.clientWidth > 0
+  .filter(el => el.clientWidth > 0
           && ['auto', 'scroll'].includes(getComputedStyle(el).overflowX)
           && el.scrollWidth > el.clientWidth)
   .map(el => [el.className.toString(), el.scrollWidth, el.clientWidth])"""
