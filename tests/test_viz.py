@@ -525,7 +525,7 @@ def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
     ask.answer("18")  # a second wrong pick: the answer, and the step's picture
     assert run.cursor == 1 and "the answer is “5”" in ask.result.value
     assert ask.button.disabled and bytes(ask.picture.value).startswith(b"\x89PNG")
-    assert ask.button.button_style == ""  # settled: grey, as locked as it is
+    assert ask.button.button_style == "" and ask.button.description == "Answered"  # settled: grey
     assert run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]  # what the step really did
 
 

@@ -187,6 +187,7 @@ class PredictStep(widgets.VBox):
         self.placeholder.layout.display = "none"
         self.choices.disabled = self.button.disabled = True
         self.button.button_style = ""  # grey: the settled button looks as locked as it is
+        self.button.description = "Answered"  # not "Check again": nothing is left to check
         if self.data.after:
             self.after.value = _box(markdown_html(self.data.after))
 
