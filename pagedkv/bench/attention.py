@@ -330,7 +330,7 @@ def notes(points: list[dict], bandwidth: float, mib: int) -> list[str]:
 
 
 def figure(report: Report):
-    """Paged / dense time per (batch, context) point, with the target lines."""
+    """Paged / dense time per (batch, context) point, with the reference lines."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -341,8 +341,8 @@ def figure(report: Report):
     labels = [f"B={p['batch']}\nL={p['context']}" for p in points]
     ax.bar(labels, [p["ratio"] for p in points], color="#0072B2")
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.axhline(TARGET, color="#D55E00", ls="--", label=f"target: mean <= {TARGET}x")
-    ax.axhline(WORST, color="#D55E00", ls=":", label=f"target: none above {WORST}x")
+    ax.axhline(TARGET, color="#D55E00", ls="--", label=f"reference: mean <= {TARGET}x")
+    ax.axhline(WORST, color="#D55E00", ls=":", label=f"reference: none above {WORST}x")
     ax.set_ylabel("paged / dense time")
     ax.set_title("Decode attention through block tables vs contiguous K/V")
     ax.legend()
