@@ -19,7 +19,14 @@ from pagedkv.labs.eviction_policies import (
     LFUEvictionPolicy,
     S3FIFOEvictionPolicy,
 )
-from pagedkv.labs.hit_rate_lab import check_policy, install_policy, lru_verdict, replay, serve_one_at_a_time
+from pagedkv.labs.hit_rate_lab import (
+    check_policy,
+    install_policy,
+    lru_verdict,
+    replay,
+    reuse_probe,
+    serve_one_at_a_time,
+)
 from pagedkv.labs.lab_workloads import LabRequest, lab_workload, multi_turn_chat, scan_mix
 
 POLICIES = ["lru", "mru", "fifo", "lfu", "arc", "s3fifo"]
@@ -298,21 +305,10 @@ class RevivedLastWithoutDiscard(RevivedLast):
         return self.take_victim(self.order()[0])
 
 
-def notebook_10_probe(policy) -> tuple[list[int], list[int]]:
-    """Notebook 10's check of the third step: page 1 revived, both pages evicted, then page 1
-    holds new content cached before page 3's. Returns (victims, the order after)."""
-    policy.add_all([1, 2])
-    policy.remove(1)
-    policy.add(1)
-    evicted = [policy.pop_victim(), policy.pop_victim()]
-    policy.add_all([1, 3])
-    return evicted, policy.order()
-
-
 def test_the_third_step_check_catches_a_policy_that_never_forgets_a_victim():
-    assert notebook_10_probe(RevivedLast()) == ([2, 1], [1, 3])
-    assert notebook_10_probe(LRUEvictionPolicy()) == ([2, 1], [1, 3])  # the exercise as given
-    assert notebook_10_probe(RevivedLastWithoutDiscard()) == ([2, 1], [3, 1])
+    assert reuse_probe(RevivedLast()) == ([2, 1], [1, 3])
+    assert reuse_probe(LRUEvictionPolicy()) == ([2, 1], [1, 3])  # the exercise as given
+    assert reuse_probe(RevivedLastWithoutDiscard()) == ([2, 1], [3, 1])
 
     # what the notebook says: zipf cannot tell the two apart, rag can
     def rates(stream: str) -> tuple[float, float]:

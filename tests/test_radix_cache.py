@@ -191,17 +191,24 @@ def test_the_tree_picture_fits_its_tree_and_shows_labels_whole():
     assert fig.get_size_inches()[1] > small.get_size_inches()[1]  # taller boxes, taller picture
 
 
+def _locked_path() -> RadixCache:
+    """Notebook 09's locked path: a chain of three nodes a running request holds, beside one
+    unlocked leaf."""
+    tree = RadixCache(page_size=4)
+    tree.insert(list(range(24)), [0, 1, 2, 3, 4, 5])
+    tree.match_prefix(list(range(8)) + [99] * 16)  # splits after 8 tokens
+    tree.insert(list(range(16)) + [77] * 8, [0, 1, 2, 3, 6, 7])  # splits after 16
+    tree.inc_lock_ref(tree.match_prefix(list(range(16)) + [77] * 8).last_node)
+    return tree
+
+
 def test_a_locked_path_draws_compact_boxes_and_little_white_between_them():
     """Notebook 09's locked path: a chain of three locked nodes. "locked" follows the page ids
     on their line (a box of two lines, not three), and the picture is the boxes, the root and
     the title with at most 50 px of white per level (it was 530 px tall, 228 px of it white)."""
     from pagedkv.viz.radix import plot_radix_tree
 
-    tree = RadixCache(page_size=4)
-    tree.insert(list(range(24)), [0, 1, 2, 3, 4, 5])
-    tree.match_prefix(list(range(8)) + [99] * 16)  # splits after 8 tokens
-    tree.insert(list(range(16)) + [77] * 8, [0, 1, 2, 3, 6, 7])  # splits after 16
-    tree.inc_lock_ref(tree.match_prefix(list(range(16)) + [77] * 8).last_node)
+    tree = _locked_path()
     assert tree.evict(3) == [5, 4]  # the unlocked leaf goes; the locked path stays
     fig = plot_radix_tree(tree, title="locked")
     fig.canvas.draw()
@@ -225,11 +232,7 @@ def test_a_locked_path_drawn_across_is_one_short_row_of_boxes_side_by_side():
     filled more than a 720 px screen)."""
     from pagedkv.viz.radix import plot_radix_tree
 
-    tree = RadixCache(page_size=4)
-    tree.insert(list(range(24)), [0, 1, 2, 3, 4, 5])
-    tree.match_prefix(list(range(8)) + [99] * 16)  # splits after 8 tokens
-    tree.insert(list(range(16)) + [77] * 8, [0, 1, 2, 3, 6, 7])  # splits after 16
-    tree.inc_lock_ref(tree.match_prefix(list(range(16)) + [77] * 8).last_node)
+    tree = _locked_path()
     tree.evict(3)
     fig = plot_radix_tree(tree, title="locked", across=True)
     fig.canvas.draw()

@@ -75,6 +75,21 @@ def check_policy(policy: object) -> EvictionPolicy:
     return policy
 
 
+def reuse_probe(policy: EvictionPolicy) -> tuple[list[int], list[int]]:
+    """A page id evicted and cached again holds new content, so a policy must not carry its
+    old marks over. On `policy` (a new one, outside any pool): page 1 is revived by a hit and
+    released again, both pages are evicted, then pages 1 and 3 are cached anew. Returns (the
+    two victims, the order after). Example: LRU -> ([2, 1], [1, 3]); a policy that keeps
+    page 1 marked as revived after evicting it -> ([2, 1], [3, 1])."""
+    check_policy(policy)
+    policy.add_all([1, 2])
+    policy.remove(1)  # a prefix hit revives page 1 ...
+    policy.add(1)  # ... and its request releases it again
+    evicted = [policy.pop_victim(), policy.pop_victim()]
+    policy.add_all([1, 3])  # page 1 holds new content now, cached before page 3's
+    return evicted, policy.order()
+
+
 def install_policy(pool: KVCachePool, policy: EvictionPolicy) -> None:
     """Give a fresh pool (nothing CACHED yet) another eviction policy; refused, pool
     unchanged, if the policy misbehaves (`check_policy`) or the pool already caches pages."""

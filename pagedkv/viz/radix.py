@@ -100,8 +100,8 @@ class _Geometry:
         each) and rows (a level each, downwards)."""
         x, depth = self.where[node]
         if self.across:
-            root_gap = (ROOT_IN / 2 + GAP_IN + self.column_in / 2) / self.column_in
-            return (0.0 if depth == 0 else root_gap + depth - 1), -x
+            first = (ROOT_IN / 2 + GAP_IN + self.column_in / 2) / self.column_in  # level 1's x
+            return (0.0 if depth == 0 else first + depth - 1), -x
         return x, self.y(depth)
 
     def y(self, depth: int) -> float:
