@@ -334,6 +334,14 @@ def test_every_cell_has_a_unique_id(path):  # nbformat 4.5: a cell without one i
     assert None not in ids and len(set(ids)) == len(ids)
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_keeps_the_wall_clock_times_of_its_last_run(path):
+    # `make notebooks` runs with record_timing=False; times an older run stored would stay
+    # in the file, and they differ on every machine and every run.
+    timed = [cell.get("id") for cell in _cells(path) if "execution" in cell.get("metadata", {})]
+    assert timed == []
+
+
 # ---- 03: what doc_D takes, and what the LRU title says after it -------------------------------
 
 
