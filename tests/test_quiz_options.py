@@ -125,6 +125,7 @@ def test_clicking_a_displayed_option_is_graded_by_what_it_shows(qid):
         quiz.pickers[k].index = wrong  # the learner clicks a wrong radio button ...
         quiz.buttons[k].click()
         assert "Not quite" in quiz.feedback[k].value
+        assert escape(q.hints[labels[wrong]]) in quiz.feedback[k].value  # that pick's own hint
         quiz.pickers[k].index = labels.index(q.answer)  # ... then the right one
         quiz.buttons[k].click()
         assert quiz.feedback[k].value.count("Right.") == 1
@@ -143,7 +144,9 @@ def test_pressing_the_button_of_what_the_step_does_is_graded_right(qid):
     assert right.correct is True and "Right" in right.result.value
     wrong.choices.index = next(i for i, label in enumerate(labels) if label != done)
     wrong.button.click()
-    assert wrong.correct is False and "Not quite.</b> Think it over" in wrong.result.value
+    assert wrong.correct is False and "Not quite.</b>" in wrong.result.value
+    picked = labels[wrong.choices.index]
+    assert f"{escape(wrong.data.hints[picked])} Think it over" in wrong.result.value
     wrong.choices.index = labels.index(done)  # the second try, on the same step
     wrong.button.click()
     assert wrong.correct is True and "Right." in wrong.result.value
@@ -230,3 +233,51 @@ def test_the_room_kept_for_the_picture_has_the_pictures_shape():
     ask.answer("3")
     picture = Image.open(io.BytesIO(bytes(ask.picture.value)))
     assert room and (int(room[1]), int(room[2])) == picture.size
+
+
+def _all_questions():
+    """(id, options, answer, hints, why) of every prediction and quiz question."""
+    found = [(p.qid, p.options, p.answer, p.hints, p.why) for p in BANK["predict"].values()]
+    for quiz in BANK["quiz"].values():
+        found += [(x.key, x.options, x.answer, x.hints, x.why) for x in quiz.questions]
+    return found
+
+
+@pytest.mark.parametrize("qid, options, answer, hints, why", _all_questions(), ids=lambda x: str(x)[:20])
+def test_every_wrong_option_has_a_hint_that_does_not_name_the_answer(qid, options, answer, hints, why):
+    assert set(hints) == set(options) - {answer}
+    for option, hint in hints.items():
+        assert 0 < len(hint) <= 240 and hint.strip() == hint and hint != why
+        if len(answer) > 3:  # a short answer ("5", "req2") may stand in a hint for another reason
+            assert answer.lower() not in hint.lower(), (option, hint)
+
+
+def test_a_hint_is_for_a_wrong_option_only():
+    with pytest.raises(ValueError, match="hint option must be one of"):
+        questions.Question("q", ("a", "b"), "a", "why", hints={"a": "a is right"})
+    with pytest.raises(ValueError, match="hint option must be one of"):
+        questions.Question("q", ("a", "b"), "a", "why", hints={"c": "not an option"})
+    fine = questions.Question("q", ("a", "b"), "a", "why", hints={"b": "b misses x"})
+    assert fine.hints == {"b": "b misses x"}
+
+
+def test_a_first_wrong_pick_shows_that_picks_hint_and_a_second_shows_the_answer():
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("01-check")
+    q = quiz.questions[0]
+    wrong = [o for o in q.options if o != q.answer]
+    quiz.check(0, wrong[0])
+    first = quiz.feedback[0].value
+    assert escape(q.hints[wrong[0]]) in first and escape(q.hints[wrong[1]]) not in first
+    assert escape(q.why) not in first and "the answer is" not in first
+    quiz.check(0, wrong[1])
+    assert f"the answer is “{q.answer}”" in quiz.feedback[0].value
+    assert escape(q.hints[wrong[1]]) not in quiz.feedback[0].value  # settled: the reason, not a hint
+
+
+def test_the_answer_key_gives_every_hint():
+    key = (ROOT / "docs" / "answer_key.md").read_text()
+    for *_, hints, _ in _all_questions():
+        for option, hint in hints.items():
+            assert f"Hint for “{option}”: {hint}" in key

@@ -18,20 +18,29 @@ Options are shown in an order shuffled by the question's key (`shown_order`): th
 on every run and machine, and not the order they are written in, so the right answer's place
 tells a learner nothing. A prediction may also have an `after` text (markdown): the longer
 explanation of what the step did, which the widget shows only once the learner has answered.
+Every wrong option has a hint (`hints`): one sentence on what that pick overlooks, shown with
+a first wrong pick, before the learner's second try; it never names the answer.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from pagedkv.core.plumbing.validation import check_choice, check_instance
 from pagedkv.scenarios import ActionRecord, ScenarioRun
+
+
+def _check_hints(hints: Mapping[str, str], options: tuple[str, ...], answer: str) -> None:
+    """Hints are for wrong options only: each key is an option other than the answer."""
+    wrong = tuple(o for o in options if o != answer)
+    for option in hints:
+        check_choice("hint option", option, wrong)
 
 
 def shown_order(options: tuple[str, ...], key: str) -> tuple[str, ...]:
@@ -54,10 +63,12 @@ class Question:
     answer: str  # one of options
     why: str
     key: str = ""
+    hints: Mapping[str, str] = field(default_factory=dict)  # {wrong option: hint}
 
     def __post_init__(self) -> None:
         if self.answer not in self.options:
             raise ValueError(f"answer must be one of {self.options!r}, got {self.answer!r}")
+        _check_hints(self.hints, self.options, self.answer)
 
     @property
     def shown_options(self) -> tuple[str, ...]:
@@ -90,11 +101,13 @@ class Prediction:
     why: str
     views: tuple[str, ...]  # heatmap panels shown after the step
     after: str = ""  # markdown shown under the verdict once answered: what the step did, at length
+    hints: Mapping[str, str] = field(default_factory=dict)  # {wrong option: hint}
 
     def __post_init__(self) -> None:
         check_choice("outcome", self.outcome, tuple(OUTCOMES))
         if self.answer not in self.options:
             raise ValueError(f"answer must be one of {self.options!r}, got {self.answer!r}")
+        _check_hints(self.hints, self.options, self.answer)
 
     def start_run(self) -> ScenarioRun:
         """A fresh run of the scenario, positioned just before the step asked about."""
@@ -190,6 +203,7 @@ def _bank() -> dict[str, dict[str, Any]]:
             p["why"],
             tuple(p["views"]),
             "\n".join(p.get("after", [])),  # a list of markdown lines in the file
+            p.get("hints", {}),
         )
         for qid, p in raw["predict"].items()
     }
@@ -201,7 +215,7 @@ def _bank() -> dict[str, dict[str, Any]]:
 
 
 def _question(x: dict[str, Any], key: str) -> Question:
-    return Question(x["text"], tuple(x["options"]), x["answer"], x["why"], key)
+    return Question(x["text"], tuple(x["options"]), x["answer"], x["why"], key, x.get("hints", {}))
 
 
 def _lookup(kind: str, qid: object) -> Any:
@@ -251,6 +265,7 @@ def answer_key_markdown() -> str:
             out += ["", f"**Prediction `{p.qid}`** ({p.scenario}): {p.question}", ""]
             options = " / ".join(p.shown_options)
             out += [f"- Options: {options}", f"- Answer: **{p.answer}**", f"- Why: {p.why}"]
+            out += _hint_lines(p.hints, p.shown_options, "- ")
             if p.after:  # quoted, so its own list items stay inside this one
                 out += ["- Shown after answering:", ""]
                 out += [f"  > {line}".rstrip() for line in p.after.splitlines()]
@@ -259,9 +274,15 @@ def answer_key_markdown() -> str:
             for k, x in enumerate(q.questions, 1):
                 options = " / ".join(x.shown_options)
                 out += [f"{k}. {x.text} ({options})", f"   Answer: **{x.answer}**. {x.why}"]
+                out += _hint_lines(x.hints, x.shown_options, "   - ")
         for d in (d for d in bank["discussion"].values() if d.notebook == nb):
             out += ["", f"**Discussion `{d.qid}`**: {d.question}", "", f"Answer: {d.answer}"]
     return "\n".join(out) + "\n"
+
+
+def _hint_lines(hints: Mapping[str, str], shown: tuple[str, ...], bullet: str) -> list[str]:
+    """The answer key's lines for a question's hints, in the order its options are shown."""
+    return [f"{bullet}Hint for “{o}”: {hints[o]}" for o in shown if o in hints]
 
 
 if __name__ == "__main__":

@@ -70,17 +70,19 @@ def markdown_html(text: str) -> str:
     return "".join(blocks)
 
 
-TRY_AGAIN = "<b>Not quite.</b> Think it over and pick another answer."
+TRY_AGAIN = "Think it over and pick another answer."
 
 
-def grade(picked: str, answer: str, why: str, misses: int) -> tuple[str, bool]:
+def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tuple[str, bool]:
     """(feedback HTML, settled) for a learner's pick, given their wrong picks so far.
 
-    A first wrong pick (`misses` 0) is not settled: one more try, nothing given away. A right
-    pick or a second wrong one settles the question: the answer and `why` are shown."""
+    A first wrong pick (`misses` 0) is not settled: its `hint` (what that pick overlooks) and
+    one more try, the answer not given away. A right pick or a second wrong one settles the
+    question: the answer and `why` are shown."""
     right = picked == answer
     if not right and misses == 0:
-        return _box(TRY_AGAIN, WRONG), False
+        hint = f"{html.escape(hint)} " if hint else ""
+        return _box(f"<b>Not quite.</b> {hint}{TRY_AGAIN}", WRONG), False
     said = "Right." if right else f"Not quite: the answer is “{html.escape(answer)}”."
     return _box(f"<b>{said}</b> {html.escape(why)}", RIGHT if right else WRONG), True
 
@@ -170,7 +172,9 @@ class PredictStep(widgets.VBox):
                 return
             self._record = self.run.step()
             self.actual = self.data.read(self._record, self.run)
-        self.result.value, self.settled = grade(self.choices.value, self.actual, self.data.why, self.misses)
+        picked = self.choices.value
+        hint = self.data.hints.get(picked, "")
+        self.result.value, self.settled = grade(picked, self.actual, self.data.why, self.misses, hint)
         if self.settled:
             self._reveal(self._record)
         else:
@@ -233,7 +237,8 @@ class Quiz(widgets.VBox):
         if picker.value is None:
             self.feedback[k].value = _box("Pick an answer first.", WRONG)
             return False
-        self.feedback[k].value, settled = grade(picker.value, q.answer, q.why, self.misses[k])
+        hint = q.hints.get(picker.value, "")
+        self.feedback[k].value, settled = grade(picker.value, q.answer, q.why, self.misses[k], hint)
         if not settled:
             self.misses[k] = 1
         return picker.value == q.answer
