@@ -1,10 +1,11 @@
-"""Projector size for matplotlib figures: fill a JupyterLab cell, text >= 12 pt on screen.
+"""Projector size for matplotlib figures: fill a JupyterLab cell, text >= 12 px on screen.
 
-A JupyterLab cell on a 1280x720 projector is about 1100 CSS px wide and shows a PNG at its
-own size, or shrunk to the cell's width. `projector(fig)` makes a figure 11 inches wide at
-110 dpi (~1200 px, so it fills the cell and is shrunk at most ~10%) and raises every text
-below `MIN_PT` to it; at that scale a 13 pt text shows at ~13 pt. Every picture of
-`pagedkv.viz` goes through it, and notebooks pass the benchmarks' figures through it too.
+A JupyterLab cell on a 1280x720 projector is about 848 CSS px wide with the file browser open
+(about 1100 px with it closed) and shows a PNG at its own size, or shrunk to the cell's width.
+`projector(fig)` makes a figure 11 inches wide at 110 dpi (1,210 px, so it fills the cell) and
+raises every text below `MIN_PT` to it: 13 pt is 19.9 px at 110 dpi, shown at 13.9 px in an
+848 px cell. Every picture of `pagedkv.viz` goes through it, and notebooks pass the
+benchmarks' figures through it too.
 
 `min_font_pt(fig)` is what tests measure. Leaves out: vector output (PNG is what notebooks
 store and what nbval leaves alone).
@@ -19,7 +20,7 @@ from pagedkv.core.plumbing.validation import check_instance
 
 WIDTH_IN = 11.0  # inches: ~1200 px at DPI
 DPI = 110
-MIN_PT = 13.0  # points at the figure's own size (>= 12 pt once shrunk to a 1100 px cell)
+MIN_PT = 13.0  # points at the figure's own size (>= 12 px once shrunk to an 848 px cell)
 MAX_HEIGHT_IN = 7.0  # a widened figure grows taller, but stays on one projector screen
 
 

@@ -59,7 +59,7 @@ def token_pages_html(
                 f"border:1px solid #333;background:{color};color:{ink};{hatch}'>"
                 f"<span style='font-family:monospace;font-size:15px;padding:0 2px;"
                 f"white-space:pre'>{html.escape(text)}</span>"
-                f"<span style='display:block;font-size:10px;text-align:center'>{label}</span></span>"
+                f"<span style='display:block;font-size:12px;text-align:center'>{label}</span></span>"
             )
         lines.append(
             f"<div><b style='display:inline-block;min-width:6em'>{html.escape(str(seq_id))}</b>"
@@ -82,10 +82,13 @@ def plot_token_pages(
     palette = palette or DEFAULT_PALETTE
     runs = page_runs(snapshot, token_ids, max_tokens)
     size = snapshot.page_size
-    per_line = max(1, 48 // size)  # pages per figure line, so a line holds <= 48 characters
+    # Pages per figure line: a line holds <= 28 character columns (a page and its gap take
+    # page_size + 1), so at ~0.3 inch per character the figure is at most ~9.4 inches, 846 px
+    # at 90 dpi: a notebook cell at 1280 px with the file browser open shows it unshrunk.
+    per_line = max(1, 28 // (size + 1))
     lines = [(s, runs[s][i : i + per_line]) for s in runs for i in range(0, max(1, len(runs[s])), per_line)]
     width = max([1, *(len(chunk) for _, chunk in lines)]) * (size + 1)  # character columns used
-    inches = min(12.8, max(6.4, 1.5 + 0.3 * width))  # ~0.3 inch per character, readable at 14 pt
+    inches = min(9.4, max(6.4, 1.5 + 0.3 * width))  # ~0.3 inch per character, readable at 14 pt
     fig = Figure(figsize=(inches, 0.9 + 0.75 * max(1, len(lines))), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
