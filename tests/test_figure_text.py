@@ -29,6 +29,7 @@ from pagedkv.viz import (
     plot_chunked_kernel,
     plot_lifecycle,
     plot_lru,
+    plot_page_states,
     plot_paged_vs_contiguous,
     plot_pool,
     plot_query_outputs,
@@ -90,6 +91,7 @@ def _figures() -> dict[str, object]:
         "lifecycle": plot_lifecycle(["allocate"]),
         "chunked kernel": plot_chunked_kernel([5, 2, 9], chunk=3, page_size=4),
         "series": plot_series({"naive": [3, 2, 1], "pagedkv": [3, 3, 3]}, "request", "pages free"),
+        "page states": plot_page_states({"FREE": [3, 2, 1], "CACHED": [0, 1, 2]}, "request", "a run"),
         "query outputs": plot_query_outputs(
             {"naive k·v": [[2.0] * 16, [2.0] * 16], "dense": [[0.1 * i for i in range(16)], [0.0] * 16]},
             "two queries",

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 
 from pagedkv import dense_attention
-from pagedkv.labs.naive import MISTAKES, NaiveKVCache, naive_attention, pagedkv_cache, serve_one_at_a_time
+from pagedkv.labs.naive import (
+    MISTAKES,
+    NaiveKVCache,
+    lru_steps,
+    naive_attention,
+    pagedkv_cache,
+    serve_one_at_a_time,
+)
 
 SYSTEM = list(b"System: answer in one sentence. ")
 
@@ -30,6 +37,17 @@ def test_a_pool_that_never_reclaims_refuses_requests(mistake):
     assert sum(broken["refused"]) > 20
 
 
+def test_empty_only_eviction_keeps_every_page_cached_while_the_leak_loses_them():
+    # Worked by hand: the first request takes 10 pages (8 of the system prompt, 2 of its own),
+    # each later one 2 more; after 12 requests 10 + 11 * 2 = 32 pages are used up.
+    expected_free = [max(32 - 10 - 2 * i, 0) for i in range(40)]
+    stuck = serve_one_at_a_time(NaiveKVCache(32, 4, mistakes={"empty_only_eviction"}), _requests())
+    leaky = serve_one_at_a_time(NaiveKVCache(32, 4, mistakes={"leak"}), _requests())
+    assert stuck["free"] == leaky["free"] == leaky["available"] == expected_free
+    assert stuck["cached"] == [32 - f for f in expected_free] and set(stuck["available"]) == {32}
+    assert leaky["cached"] == [0] * 40
+
+
 def test_a_page_per_token_uses_a_page_for_every_token():
     cache = NaiveKVCache(64, 4, mistakes={"page_per_token"})
     cache.add("a", list(range(10)))
@@ -47,6 +65,19 @@ def test_one_wall_clock_reading_per_release_evicts_the_head_page_first():
     real.free("A")
     assert logical.lru_order() == real.pool.eviction.order() == [3, 2, 1, 0]
     assert wall.lru_order() == [0, 1, 2, 3]
+
+
+def test_lru_steps_counts_each_step_of_notebook_08s_test():
+    # 18 tokens: pages 0-3 full, page 4 partial (FREE once released): 12 - 4 = 8 FREE. The
+    # other request's 40 tokens need 10 pages: 8 FREE + 2 evicted, the first 2 of the order.
+    first, other = list(range(18)), list(range(100, 140))
+    wall = lru_steps(
+        NaiveKVCache(12, 4, mistakes={"wall_clock"}, clock=lambda: 5.0), first, other, first + [7]
+    )
+    real = lru_steps(pagedkv_cache(12, 4), first, other, first + [7])
+    for steps, order, hits in ((wall, [0, 1, 2, 3], 0), (real, [3, 2, 1, 0], 8)):
+        assert steps["pages_a"] == [0, 1, 2, 3, 4] and steps["free"] == 8 and steps["other_pages"] == 10
+        assert steps["lru_order"] == order and steps["evicted"] == order[:2] and steps["hits"] == hits
 
 
 def test_a_heap_that_is_never_compacted_grows_with_every_release():

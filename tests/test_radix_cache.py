@@ -85,6 +85,24 @@ def test_eviction_takes_unlocked_leaves_least_recently_used_first():
     cache.check()
 
 
+def test_notebook_09_tree_gives_up_b_leaf_then_the_shared_nodes_once_b_unlocks():
+    # Notebook 09, sections 1 and 2: A and B share 4 pages, a lookup of 2 pages splits the
+    # shared node again, B runs (its path locked) and evict(3) frees only A's leaf. Once B
+    # unlocks, leaf first and tail page first: B's leaf, then 'be brief', then 'System: '.
+    cache = RadixCache(page_size=4)
+    a, b = list(b"System: be brief. Hi you"), list(b"System: be brief! Why so")
+    cache.insert(a, [0, 1, 2, 3, 4, 5])
+    cache.insert(b, cache.match_prefix(b).page_ids + [6, 7])
+    cache.match_prefix(list(b"System: be"))
+    running = cache.match_prefix(b).last_node
+    cache.inc_lock_ref(running)
+    assert cache.evict(3) == [5, 4]
+    cache.dec_lock_ref(running)
+    assert cache.evict(10) == [7, 6, 3, 2, 1, 0]
+    assert cache.total_size() == 0
+    cache.check()
+
+
 def test_extra_keys_isolate_trees():
     cache = RadixCache(page_size=1)
     cache.insert([1, 2, 3], [10, 20, 30], extra_key="key1")

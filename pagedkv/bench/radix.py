@@ -3,8 +3,8 @@
 One `pagedkv.labs.lab_workloads` stream is replayed one request at a time through three caches
 of the same size (`pagedkv.labs.radix_vs_hash`): the pool with the hash-chain index, the pool with
 the radix tree as its index, and a `RadixCache` driven as SGLang drives it (whole-leaf
-eviction, insert at finish). The table gives, for each: prompt tokens served from the
-cache, pages evicted, and the size of the index at the end (block hashes for the chain,
+eviction, insert at finish). The table gives, for each: hit tokens (prompt tokens served
+from the cache), pages evicted, and the size of the index at the end (block hashes for the chain,
 nodes for a tree) beside the pages it holds. Bookkeeping only; seeded; the same numbers on
 every machine.
 """
@@ -98,19 +98,21 @@ def figure(report: Report):
     fig = Figure(figsize=(12, 4))
     FigureCanvasAgg(fig)
     panels = [
-        ("hit_tokens", "prompt tokens served from cache"),
+        ("hit_tokens", "hit tokens"),
         ("evictions", "pages evicted"),
-        ("entries", "index entries (hashes or nodes)"),
+        ("entries", "index entries (hashes or nodes)\nbeside the pages they hold (grey)"),
     ]
     for ax, (key, label) in zip(fig.subplots(1, 3), panels):
         values = [results[n][key] for n in names]
-        bars = ax.bar(names, values, color=[COLORS[n] for n in names])
+        if key == "entries":  # two bars per index, both numbered: entries, then pages held
+            xs = range(len(names))
+            bars = ax.bar([x - 0.2 for x in xs], values, 0.4, color=[COLORS[n] for n in names])
+            held = [results[n]["cached_pages"] for n in names]
+            ax.bar_label(ax.bar([x + 0.2 for x in xs], held, 0.4, color="#BBBBBB"), fontsize=12)
+            ax.set_xticks(list(xs), names)
+        else:
+            bars = ax.bar(names, values, color=[COLORS[n] for n in names])
         ax.bar_label(bars, fontsize=12)
-        if key == "entries":
-            ax.plot(
-                names, [results[n]["cached_pages"] for n in names], "k_", ms=40, mew=2, label="pages held"
-            )
-            ax.legend(fontsize=12, loc="center right")
         ax.set_title(label, fontsize=13)
         ax.tick_params(labelsize=12)
         ax.margins(y=0.15)

@@ -182,9 +182,11 @@ def pagedkv_cache(num_pages: int, page_size: int):
 
 def serve_one_at_a_time(cache, prompts: Iterable[list[int]]) -> dict[str, list[int]]:
     """Admit and finish each prompt in turn on a `NaiveKVCache` or a pagedkv `SequenceManager`;
-    per request: `available` pages (FREE + CACHED), `refused` (0/1), prefix-hit `hits`
-    tokens and `eviction_entries` (entries the eviction structure holds)."""
-    out: dict[str, list[int]] = {"available": [], "refused": [], "hits": [], "eviction_entries": []}
+    per request: `available` pages (FREE + CACHED), of them `free` and `cached`, `refused`
+    (0/1), prefix-hit `hits` tokens and `eviction_entries` (entries the eviction structure
+    holds)."""
+    keys = ("available", "free", "cached", "refused", "hits", "eviction_entries")
+    out: dict[str, list[int]] = {key: [] for key in keys}
     for i, tokens in enumerate(prompts):
         try:
             out["hits"].append(cache.add(f"r{i}", tokens))
@@ -193,11 +195,39 @@ def serve_one_at_a_time(cache, prompts: Iterable[list[int]]) -> dict[str, list[i
         except OutOfPagesError:
             out["hits"].append(0)
             out["refused"].append(1)
-        if isinstance(cache, NaiveKVCache):
-            out["available"].append(cache.num_free_pages + cache.num_cached_pages)
-            out["eviction_entries"].append(len(cache.lru))
-        else:
-            pool = cache.pool
-            out["available"].append(pool.num_free_pages + pool.num_cached_pages)
-            out["eviction_entries"].append(len(pool.eviction))
+        counts = cache if isinstance(cache, NaiveKVCache) else cache.pool
+        out["free"].append(counts.num_free_pages)
+        out["cached"].append(counts.num_cached_pages)
+        out["available"].append(counts.num_free_pages + counts.num_cached_pages)
+        out["eviction_entries"].append(
+            len(cache.lru if isinstance(cache, NaiveKVCache) else cache.pool.eviction)
+        )
     return out
+
+
+def lru_steps(cache, first: list[int], other: list[int], again: list[int]) -> dict[str, object]:
+    """Notebook 08's LRU test, step by step, on a `NaiveKVCache` or a pagedkv `SequenceManager`:
+    `request_A` (`first`) runs and finishes; `other` runs and finishes, taking every FREE page
+    and evicting the rest it needs; `request_B` (`again`, starting with `first`) arrives.
+
+    Returns `pages_a` (request_A's block table), `free` and `lru_order` (FREE pages and the
+    CACHED ones, next victim first, once request_A finished), `other_pages` (pages `other`
+    needed), `evicted` (those of them that were CACHED, in the order taken) and `hits`
+    (request_B's prefix-hit tokens)."""
+    naive = isinstance(cache, NaiveKVCache)
+    counts = cache if naive else cache.pool
+
+    def table(seq_id: str) -> list[int]:
+        return list(cache.tables[seq_id] if naive else cache.block_table(seq_id))
+
+    cache.add("request_A", first)
+    steps: dict[str, object] = {"pages_a": table("request_A")}
+    cache.free("request_A")
+    order = cache.lru_order() if naive else cache.pool.eviction.order()
+    steps.update(free=counts.num_free_pages, lru_order=order)
+    cache.add("other", other)
+    taken = table("other")
+    steps.update(other_pages=len(taken), evicted=[p for p in taken if p in order])
+    cache.free("other")
+    steps["hits"] = cache.add("request_B", again)
+    return steps

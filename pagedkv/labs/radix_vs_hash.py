@@ -51,14 +51,22 @@ class IndexResult:
         return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0
 
 
+def replayed_pool(
+    requests: Sequence[LabRequest], cache_tokens: int, index: str, page_size: int = 16
+) -> KVCachePool:
+    """The `KVCachePool` (prefix index "hash" or "radix") after the stream, one request at a
+    time: with "radix", `pool.prefix_index.tree` is the tree the stream left behind."""
+    num_pages = num_pages_for(requests, cache_tokens, page_size)
+    pool = KVCachePool(CacheConfig.bookkeeping(num_pages, page_size, prefix_index=index))
+    serve_one_at_a_time(SequenceManager(pool), requests)
+    return pool
+
+
 def pool_replay(
     requests: Sequence[LabRequest], cache_tokens: int, index: str, page_size: int = 16
 ) -> IndexResult:
     """The stream through a `KVCachePool` whose prefix index is "hash" or "radix"."""
-    num_pages = num_pages_for(requests, cache_tokens, page_size)
-    config = CacheConfig.bookkeeping(num_pages, page_size, prefix_index=index)
-    pool = KVCachePool(config)
-    serve_one_at_a_time(SequenceManager(pool), requests)
+    pool = replayed_pool(requests, cache_tokens, index, page_size)
     stats = pool.stats
     tree_index = pool.prefix_index
     entries = tree_index.tree.num_nodes if isinstance(tree_index, RadixPrefixIndex) else len(tree_index)

@@ -19,7 +19,14 @@ from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.projector import projector
 from pagedkv.viz.refusal import plot_refusal
 from pagedkv.viz.tokens import plot_token_pages, token_pages_html
-from pagedkv.viz.usage import plot_series, plot_slots, plot_usage, sharing_savings, slot_usage
+from pagedkv.viz.usage import (
+    plot_page_states,
+    plot_series,
+    plot_slots,
+    plot_usage,
+    sharing_savings,
+    slot_usage,
+)
 
 if TYPE_CHECKING:
     from pagedkv.viz.dashboard import Dashboard
@@ -58,6 +65,7 @@ __all__ = [
     "plot_series",
     "plot_slots",
     "plot_token_pages",
+    "plot_page_states",
     "plot_usage",
     "projector",
     "sharing_savings",

@@ -217,3 +217,27 @@ def plot_series(series: dict[str, Sequence[float]], xlabel: str, ylabel: str, ti
     ax.legend(loc="best")
     ax.grid(alpha=0.3)
     return projector(fig)
+
+
+def plot_page_states(states: dict[str, Sequence[int]], xlabel: str, title: str = "") -> Figure:
+    """Pages in each state after each request, stacked in the order given (e.g. FREE under
+    CACHED), in the pool heatmap's state colours: where a pool's pages go over a run. The top
+    edge is the pages counted; the picture pairs with `plot_series` (same size, x from 1)."""
+    if not states:
+        raise ValueError("states must name at least one page state")
+    unknown = set(states) - {s.name for s in PageState}
+    if unknown:
+        raise ValueError(f"states must be page state names, got {sorted(unknown)}")
+    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    xs = range(1, len(next(iter(states.values()))) + 1)
+    colors = [STATE_COLORS[PageState[name]] for name in states]
+    ax.stackplot(xs, *states.values(), labels=list(states), colors=colors, edgecolor="#333333", lw=1)
+    ax.set_xlim(xs.start, xs.stop - 1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("pages")
+    ax.set_title(title, loc="left")
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return projector(fig)
