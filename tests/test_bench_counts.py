@@ -29,3 +29,21 @@ def test_smooth_is_a_running_mean():
     values = np.array([0.0, 2.0, 4.0, 6.0])
     want = [np.mean(values[max(0, i - 1) : i + 1]) for i in range(4)]  # window 2, by hand
     assert np.allclose(smooth(values, 2), want)
+
+
+def test_projector_relayout_keeps_grown_labels_inside_the_figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from pagedkv.viz import projector
+
+    fig = Figure(figsize=(10, 3))  # widened little, so the grown text needs new margins
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], label="a long legend entry, written small")
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)  # outside, right
+    fig.tight_layout()  # laid out once, for the small fonts
+    projector(fig, min_pt=16, relayout=True)
+    fig.canvas.draw()
+    box = legend.get_window_extent()
+    assert box.x1 <= fig.bbox.width  # oracle: the figure's own pixel width
