@@ -341,10 +341,10 @@ def figure(report: Report):
     labels = [f"B={p['batch']}\nL={p['context']}" for p in points]
     ax.bar(labels, [p["ratio"] for p in points], color="#0072B2")
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.axhline(TARGET, color="#D55E00", ls="--", label=f"reference: mean <= {TARGET}x")
-    ax.axhline(WORST, color="#D55E00", ls=":", label=f"reference: none above {WORST}x")
-    ax.set_ylabel("paged / dense time")
-    ax.set_title("Decode attention through block tables vs contiguous K/V")
-    ax.legend()
+    ax.axhline(TARGET, color="#D55E00", ls="--", label=f"{TARGET}x: vLLM-like mean of all bars")
+    ax.axhline(WORST, color="#D55E00", ls=":", label=f"{WORST}x: vLLM-like highest single bar")
+    ax.set_ylabel("paged / dense time\n(wall clock)")
+    ax.set_title("Paged over dense decode time (vLLM's GPU kernel: 1.20-1.26x)")
+    ax.legend(loc="upper right")
     fig.tight_layout()
     return fig

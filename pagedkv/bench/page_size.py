@@ -69,7 +69,7 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
     manager = SplitLookups(pool)
     sched = Scheduler(manager, max_num_seqs=max_num_seqs, max_num_batched_tokens=4096)
     sched.add_requests(requests)
-    seconds, steps, used, held, batch = 0.0, 0, 0, 0, 0
+    seconds, steps, used, held, batch = 0.0, 0, 0, 0, 0  # used, held, batch: summed over samples
     while sched.has_unfinished:
         start = time.perf_counter()
         sched.step()
@@ -92,6 +92,10 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
         "steps": steps,
         "tokens_per_s": tokens / seconds,
         "evictions": pool.stats.evictions,
+        "tokens": tokens,  # prefill + decode tokens scheduled (recomputed ones again)
+        "allocations": pool.stats.allocations,  # pages handed out: the per-page work
+        "active_slots_per_running": held / max(1, batch),  # slots of ACTIVE pages per running request
+        "empty_slots_per_running": (held - used) / max(1, batch),  # of those, holding no token
         "first_lookups": manager.lookups["first"],  # [tokens looked up, tokens hit]
         "readmission_lookups": manager.lookups["again"],
     }
@@ -187,6 +191,9 @@ def figure(report: Report, timing: bool = True):
                 label=f"{capacity:,} slots",
             )
         ax.set_xscale("log", base=2)
+        sizes = sorted({p["page_size"] for p in points})
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+        ax.minorticks_off()
         if key == "prefix_hit_rate_pct":  # from 0: a drop reads as large as it is
             ax.set_ylim(0, 100)
         ax.set_xlabel("page size (tokens)")

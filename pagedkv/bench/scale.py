@@ -243,6 +243,18 @@ def _metadata_notes(m: dict) -> list[str]:
     ]
 
 
+SMOOTH_STEPS = 25  # the usage line is a running mean over this many steps
+
+
+def smooth(values: np.ndarray, window: int) -> np.ndarray:
+    """Running mean of `values` over the last `window` steps (fewer at the start).
+    Example: smooth([0, 2, 4], 2) -> [0, 1, 3]."""
+    sums = np.cumsum(np.asarray(values, dtype=float))
+    out = sums.copy()
+    out[window:] = sums[window:] - sums[:-window]
+    return out / np.minimum(np.arange(1, len(sums) + 1), window)
+
+
 def figure(report: Report):
     """Running sequences and pool usage over the steps of the largest simulation."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -252,15 +264,21 @@ def figure(report: Report):
     fig = Figure(figsize=(8, 3))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    ax.plot(data["running"], color="#0072B2", lw=0.8, label="running sequences")
+    running = data["running"]
+    ax.plot(running, color="#0072B2", lw=1.2)
     ax.set_xlabel("step")
     ax.set_ylabel("running sequences", color="#0072B2")
+    ax.set_ylim(0, 1.05 * max(running, default=1))  # both axes start at 0 on the same line
     usage = fig.add_subplot(sharex=ax, frameon=False)
-    usage.plot([100 * a / data["num_pages"] for a in data["active_pages"]], color="#E69F00", lw=0.8)
+    pct = np.array(data["active_pages"], dtype=float) * 100 / data["num_pages"]
+    usage.plot(pct, color="#E69F00", lw=0.5, alpha=0.35)  # every step, faint
+    usage.plot(smooth(pct, SMOOTH_STEPS), color="#E69F00", lw=2.2)
     usage.yaxis.tick_right()
     usage.yaxis.set_label_position("right")
     usage.set_ylabel("ACTIVE pages (%)", color="#E69F00")
     usage.set_ylim(0, 105)
-    ax.set_title(f"bench scale: {data['requests']:,} ShareGPT-like requests")
+    ax.set_title(
+        f"{data['requests']:,} ShareGPT-like requests (ACTIVE %: faint per step, bold mean of {SMOOTH_STEPS})"
+    )
     fig.tight_layout()
     return fig

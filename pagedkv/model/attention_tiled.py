@@ -68,6 +68,8 @@ class TiledAttentionEngine(AttentionEngine):
     def __init__(self, pool: KVCachePool) -> None:
         super().__init__(pool)
         self._workspace: dict[str, np.ndarray] = {}  # scratch arrays reused across calls
+        # K or V pages read since creation, and bytes copied to a buffer before a matmul
+        self.traffic = {"page_reads": 0, "bytes_copied": 0}
 
     def _scratch(self, name: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         """A work array kept between calls: fresh large arrays cost a page fault per 4 KiB
@@ -95,11 +97,13 @@ class TiledAttentionEngine(AttentionEngine):
         view [R, Hkv, P * page_size, D]: with `in_place`, a view of the pool when one
         sequence's pages are a run of consecutive ids; else a copy into a reused buffer."""
         rows, width = ids.shape
+        self.traffic["page_reads"] += ids.size
         if in_place and is_run(ids):
             pages = cache[int(ids[0, 0]) : int(ids[0, 0]) + width][None]
         else:  # take(mode="clip"): no bounds-check copy (_batch_table checked the ids)
             buffer = self._scratch("pages", (rows, width, *cache.shape[1:]), cache.dtype)
             pages = cache.take(ids, axis=0, mode="clip", out=buffer)
+            self.traffic["bytes_copied"] += buffer.nbytes
         tokens = pages.reshape(rows, width * self.page_size, self.num_kv_heads, self.head_dim)
         return tokens.astype(dtype, copy=False).transpose(0, 2, 1, 3)  # matmul reads rows strided
 

@@ -24,9 +24,11 @@ MIN_PT = 13.0  # points at the figure's own size (>= 12 px once shrunk to an 848
 MAX_HEIGHT_IN = 7.0  # a widened figure grows taller, but stays on one projector screen
 
 
-def projector(fig: Figure, width: float = WIDTH_IN, min_pt: float = MIN_PT) -> Figure:
+def projector(fig: Figure, width: float = WIDTH_IN, min_pt: float = MIN_PT, relayout: bool = False) -> Figure:
     """`fig`, resized to `width` inches at `DPI` with no text below `min_pt` (in place;
-    returned for chaining). Example: projector(Figure(figsize=(5, 3))) -> 11 x 4.8 in."""
+    returned for chaining). With `relayout`, the axes are laid out again around the grown
+    text (a figure laid out once by `tight_layout` keeps its old margins otherwise).
+    Example: projector(Figure(figsize=(5, 3))) -> 11 x 4.8 in."""
     check_instance("fig", fig, Figure)
     w, h = fig.get_size_inches()
     grow = width / w
@@ -43,6 +45,8 @@ def projector(fig: Figure, width: float = WIDTH_IN, min_pt: float = MIN_PT) -> F
             text.set_fontsize(max(text.get_fontsize(), min_pt))
     if fig.get_layout_engine() is None:
         fig.set_layout_engine("constrained")
+    elif relayout:
+        fig.tight_layout()
     return fig
 
 

@@ -1,0 +1,49 @@
+"""Exact counts the benchmarks notebook prints: pages read and bytes copied by a paged decode
+step, page allocations per page size, and the scale figure's running mean."""
+
+import numpy as np
+
+from pagedkv.bench import page_size
+from pagedkv.bench.scale import smooth
+from pagedkv.labs import attention_traffic
+
+
+def test_traffic_counts_every_page_once_and_copies_every_byte():
+    t = attention_traffic.count(3, 40)  # 3 pages of 16 per sequence, the last one partly full
+    # oracle: K and V pages of each context, and the K/V bytes of the whole pages copied
+    assert t["page_reads"] == 2 * 3 * 3
+    assert t["kv_bytes"] == 2 * 3 * 40 * 4 * 64 * 4
+    assert t["bytes_copied"] == 2 * 3 * 3 * 16 * 4 * 64 * 4
+
+
+def test_allocations_shrink_with_the_page_size():
+    report = page_size.run(requests=8, page_sizes="4,16", capacities="8192")
+    small, large = report.data["points"]
+    assert small["allocations"] > large["allocations"] > 0
+    for p in report.data["points"]:
+        assert 0 <= p["empty_slots_per_running"] < p["page_size"]
+        assert p["active_slots_per_running"] > p["empty_slots_per_running"]
+
+
+def test_smooth_is_a_running_mean():
+    values = np.array([0.0, 2.0, 4.0, 6.0])
+    want = [np.mean(values[max(0, i - 1) : i + 1]) for i in range(4)]  # window 2, by hand
+    assert np.allclose(smooth(values, 2), want)
+
+
+def test_projector_relayout_keeps_grown_labels_inside_the_figure():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from pagedkv.viz import projector
+
+    fig = Figure(figsize=(10, 3))  # widened little, so the grown text needs new margins
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], label="a long legend entry, written small")
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)  # outside, right
+    fig.tight_layout()  # laid out once, for the small fonts
+    projector(fig, min_pt=16, relayout=True)
+    fig.canvas.draw()
+    box = legend.get_window_extent()
+    assert box.x1 <= fig.bbox.width  # oracle: the figure's own pixel width
