@@ -70,6 +70,34 @@ def test_s3fifo_one_off_content_leaves_first_and_returning_content_enters_main()
     assert [policy.pop_victim() for _ in range(3)] == [3, 1, 2]
 
 
+def test_s3fifo_ghosts_are_as_many_as_main_holds_when_a_page_leaves_small():
+    """Notebook 10's worked example, worked by hand: 1 and 2 are revived in S and go to M;
+    3, 4 and 5 leave S while M holds 2 pages, so G keeps the last two; 6 leaves S with M
+    empty, so G keeps one hash."""
+    policy = keyed(S3FIFOEvictionPolicy(), num_pages=20)  # S's share: 2 pages
+    policy.add_all([1, 2])
+    for page_id in (1, 2):
+        policy.remove(page_id)
+        policy.add(page_id)
+    policy.add_all([3, 4, 5, 6])
+    seen = []
+    while len(policy):
+        victim = policy.pop_victim()
+        seen.append((victim, policy.queues()))
+    g = [[int(key.rsplit(" ", 1)[1]) for key in queues["G"]] for _, queues in seen]
+    assert [victim for victim, _ in seen] == [3, 4, 5, 1, 2, 6]
+    assert g == [[3], [3, 4], [4, 5], [4, 5], [4, 5], [6]]
+    assert seen[0][1]["M"] == [1, 2] and seen[0][1]["S"] == [4, 5, 6]
+
+
+def test_lfu_breaks_ties_by_release_order():
+    policy = LFUEvictionPolicy()
+    policy.add_all([5, 2, 9])
+    policy.remove(2)
+    policy.add(2)
+    assert policy.order() == [5, 9, 2]  # 5 and 9 were revived equally often: 5 was released first
+
+
 def test_arc_moves_its_target_on_ghost_hits():
     policy = keyed(ARCEvictionPolicy(), num_pages=4)
     policy.add_all([1, 2])

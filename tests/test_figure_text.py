@@ -333,13 +333,26 @@ BARS_PX = 160  # of which the browser's and JupyterLab's bars take about this mu
 
 
 def _benchmark_figures() -> dict[str, object]:
-    """The benchmark figures of notebooks 06, 07, 10 and 11 (its host tier), drawn as those
-    notebooks show them (06 through `projector`), from small runs; the eviction curves and the
-    tiers' hit rates are made up: a figure's layout depends on the number of streams, policies
-    and tiers, not on the rates."""
+    """The benchmark figures of notebooks 06, 07, 10 and 11 (its host tier, routing and serving
+    run), drawn as those notebooks show them (06 through `projector`), from small runs or
+    records; the eviction curves, the tiers' hit rates and the routing results are made up: a
+    figure's layout depends on the number of streams, policies, tiers and routers, not on the
+    rates."""
     import numpy as np
 
-    from pagedkv.bench import Report, attention, eviction, memory, page_size, scale, sharing, threads, tiers
+    from pagedkv.bench import (
+        Report,
+        attention,
+        eviction,
+        memory,
+        page_size,
+        recorded,
+        routing,
+        scale,
+        sharing,
+        threads,
+        tiers,
+    )
     from pagedkv.viz import projector
 
     policies = eviction.POLICIES.split(",")
@@ -349,6 +362,7 @@ def _benchmark_figures() -> dict[str, object]:
     }
     eviction_data = {"curves": curves, "sizes": [1024, 2048, 4096], "cache_tokens": 2048}
     tier_runs = {k: {"gpu_hit_rate": 0.44, "host_hit_rate": h} for k, h in (("0", 0), ("64", 0.14))}
+    routes = {r: {n: {"hit_rate": 0.5, "imbalance": 1.4} for n in (2, 4, 8)} for r in routing.ROUTERS}
     rates = {f"{d}/{m}/{n}": 1000.0 * n for d in threads.DESIGNS for m in threads.MIXES for n in (1, 2, 4, 8)}
     return {
         "06 memory": projector(memory.figure(memory.run(workloads="sharegpt", requests=30))),
@@ -361,6 +375,8 @@ def _benchmark_figures() -> dict[str, object]:
         "07 threads": threads.figure(Report("threads", [], [], data=rates)),
         "10 eviction": eviction.figure(Report("eviction", [], [], data=eviction_data)),
         "11 tiers": tiers.figure(Report("tiers", [], [], data={"runs": tier_runs})),
+        "11 routing": routing.figure(Report("routing", [], [], data=routes)),
+        "11 serving": recorded("serving").figure(),
     }
 
 

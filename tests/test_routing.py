@@ -39,6 +39,34 @@ def test_prefix_aware_without_a_match_picks_the_replica_with_most_free_pages():
     assert routing.choose(replicas, request, routing.RouterConfig("prefix_aware"), 0) == 1
 
 
+def test_by_valve_counts_the_requests_routed_while_the_loads_differ_by_more_than_the_threshold(monkeypatch):
+    """The count is checked against the loads each routing decision saw, recorded apart."""
+    from pagedkv.labs.experiments import popular_system_prompts
+
+    seen: list[list[int]] = []
+    real_choose = routing.choose
+
+    def recording(replicas, request, config, counter):
+        seen.append([len(r.scheduler.running) + len(r.scheduler.waiting) for r in replicas])
+        return real_choose(replicas, request, config, counter)
+
+    monkeypatch.setattr(routing, "choose", recording)
+    workload = popular_system_prompts(60, 8, 64, 0)
+    options = dict(num_pages=32, page_size=16, max_num_seqs=4, arrival_rate=1.0)
+    for threshold in (2, 1000):
+        seen.clear()
+        out = routing.simulate(
+            workload, 3, routing.RouterConfig("prefix_aware", balance_abs_threshold=threshold), **options
+        )
+        expected = sum(
+            max(loads) - min(loads) > threshold and max(loads) > 1.0001 * min(loads) for loads in seen
+        )
+        assert len(seen) == 60 and out["by_valve"] == expected
+        assert (expected > 0) == (threshold == 2)  # the small threshold opens the valve, the large never
+    plain = routing.simulate(workload, 3, routing.RouterConfig("least_loaded"), **options)
+    assert plain["by_valve"] == 0  # only prefix-aware routing has a valve
+
+
 @pytest.mark.slow
 def test_quick_bench_prefix_aware_raises_hits_and_least_loaded_balances():
     report = bench_routing.run(quick=True, replicas="4")

@@ -26,7 +26,7 @@ POLICIES = "lru,leaf-lru,fifo,lfu,arc,s3fifo,lru+pin"
 WORKLOADS = "chat,zipf,rag,scan"
 COLORS = {
     "lru": "#000000",
-    "leaf-lru": "#C4C4C4",  # a wide grey band under LRU's black line: the two are equal
+    "leaf-lru": "#BDBDBD",  # a wide grey band under LRU's black line: the two are equal
     "fifo": "#E69F00",
     "lfu": "#56B4E9",
     "arc": "#009E73",
@@ -96,41 +96,64 @@ def run(
     )
 
 
+# Each policy's marker and dash, beside its colour: FIFO (amber) and S3-FIFO (vermillion)
+# differ in hue only a little, so their lines differ in shape too.
+STYLES = {
+    "lru": ("o", "-"),
+    "fifo": ("s", (0, (5, 2))),
+    "lfu": ("v", (0, (1, 1.5))),
+    "arc": ("D", "-"),
+    "s3fifo": ("^", "-"),
+    "lru+pin": ("P", (0, (6, 2, 1, 2))),
+    "mru": ("x", ":"),
+}
+
+
 def _line_style(policy: str) -> dict:
     """LRU a thick black line drawn over every other; SGLang's leaf-first LRU, which lies on
-    it exactly, a wide grey band beneath it, so both show."""
+    it exactly, a wide grey band beneath it, so both show. Every other policy has its own
+    colour, marker and dash."""
     if policy == "lru":
-        return dict(color=COLORS["lru"], lw=2.5, marker="o", zorder=4)
+        return dict(color=COLORS["lru"], lw=2.5, marker="o", ms=6, zorder=4)
     if policy == "leaf-lru":
-        return dict(color=COLORS["leaf-lru"], lw=9, solid_capstyle="round", zorder=1)
-    return dict(color=COLORS.get(policy), lw=1.8, marker="o", zorder=2)
+        return dict(color=COLORS["leaf-lru"], lw=16, solid_capstyle="round", zorder=1)
+    marker, dash = STYLES.get(policy, ("o", "-"))
+    return dict(color=COLORS.get(policy), lw=2, marker=marker, ms=7, ls=dash, zorder=2)
 
 
 def figure(report: Report):
-    """One panel per workload, side by side: hit rate against cache size, one line per
-    policy. Wider than tall, so the whole figure and its title fit on a laptop screen."""
+    """One panel per workload, two by two: hit rate against cache size, one line per
+    policy, the legend under the panels. Sized to be shown whole at a notebook's width on a
+    1280x720 screen, its text at least 12 px."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     curves, sizes = report.data["curves"], report.data["sizes"]
-    fig = Figure(figsize=(14, 4.6))
+    columns = min(2, len(curves))
+    rows = -(-len(curves) // columns)
+    fig = Figure(figsize=(8.4, 1.2 + 2.1 * rows), dpi=100)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(curves), sharey=True, squeeze=False)[0]
-    for ax, (workload, by_policy) in zip(axes, curves.items()):
+    axes = fig.subplots(rows, columns, sharex=True, sharey=True, squeeze=False)
+    for ax, (workload, by_policy) in zip(axes.flat, curves.items()):
         for policy, rates in by_policy.items():
             ax.plot(sizes, 100 * np.asarray(rates), label=policy, **_line_style(policy))
-        ax.axvline(report.data["cache_tokens"], color="#bbbbbb", ls=":", zorder=0)
-        ax.set_title(workload, fontsize=15)
+        ax.axvline(report.data["cache_tokens"], color="#999999", ls=":", zorder=0)
+        ax.set_title(workload, fontsize=13, pad=3)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(c) for c in sizes])
         ax.minorticks_off()
         ax.grid(alpha=0.3)
-        ax.tick_params(labelsize=13)
-        ax.set_xlabel("cache size (tokens)", fontsize=14)
-    axes[0].set_ylabel("prefix hit rate (%)", fontsize=14)
-    # One legend under the panels, in one row: inside a panel it covered lines.
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=14, frameon=False)
-    fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=16)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+        ax.tick_params(labelsize=11)
+    for ax in axes.flat[len(curves) :]:
+        ax.set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("cache size (tokens)", fontsize=12)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("hit rate (%)", fontsize=12)
+    # One legend under the panels: inside a panel it covered lines.
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    ncol = -(-len(labels) // 2) if len(labels) > 4 else len(labels)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=12, frameon=False, handlelength=3)
+    fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14)
+    fig.tight_layout(rect=(0, 0.13 if len(labels) > 4 else 0.08, 1, 1), h_pad=0.6)
     return fig

@@ -7,7 +7,8 @@ served by N = 2, 4, 8 replicas of `--num-pages` pages each, routed round-robin, 
 least loaded replica, or prefix-aware (SGLang router's `cache_aware`; `pagedkv.labs.routing`).
 Reported: the share of prompt tokens served from a replica's prefix cache (all replicas
 together), the load imbalance (the busiest replica's requests in flight over the mean,
-while requests arrive; 1.0 = even), requests per replica and recompute preemptions.
+while requests arrive; 1.0 = even), requests per replica, recompute preemptions and how
+many requests prefix-aware routing's safety valve sent to the least loaded replica.
 """
 
 from __future__ import annotations
@@ -80,11 +81,20 @@ def run(
             f"of {prompt_length} tokens; {num_pages} pages x {page_size} per replica; "
             f"{arrival_rate} requests/tick/replica"
         ),
-        columns=["replicas", "router", "prefix hit %", "imbalance", "requests per replica", "preemptions"],
+        columns=[
+            "replicas",
+            "router",
+            "prefix hit %",
+            "imbalance",
+            "requests per replica",
+            "preemptions",
+            "by valve",
+        ],
         rows=rows,
         notes=[
             "prefix hit %: prompt tokens served from a replica's cache, all replicas together",
             "imbalance: busiest replica's requests in flight / mean, while requests arrive (1 = even)",
+            "by valve: requests prefix-aware routing sent to the least loaded replica, not by cache",
         ],
         data=data,
         plotter=figure,
@@ -98,7 +108,16 @@ def _simulate_job(job: tuple, workload: list, options: dict) -> dict:
 
 def _row(replicas: int, router: str, out: dict) -> list[object]:
     hit_percent, imbalance = round(100 * out["hit_rate"], 1), round(out["imbalance"], 2)
-    return [replicas, router, hit_percent, imbalance, " ".join(map(str, out["routed"])), out["preemptions"]]
+    valve = out["by_valve"] if router == "prefix_aware" else "-"
+    return [
+        replicas,
+        router,
+        hit_percent,
+        imbalance,
+        " ".join(map(str, out["routed"])),
+        out["preemptions"],
+        valve,
+    ]
 
 
 def figure(report: Report):

@@ -337,12 +337,12 @@ def figure(report: Report):
         )
     bars.set_ylim(0, 100)
     bars.set_ylabel(f"% of KV memory, under load ({report.data['top_rate']:g}/s)", fontsize=12)
-    states = bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=11)
+    states = bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=12)
     bars.add_artist(states).set_clip_on(False)  # kept (and not clipped) beside the next legend
     lines, labels = lat.get_legend_handles_labels()  # the latency legend, under the bars' one
-    bars.legend(lines, labels, loc="lower left", bbox_to_anchor=(1.0, 0.0), fontsize=11)
+    bars.legend(lines, labels, loc="lower left", bbox_to_anchor=(1.0, 0.0), fontsize=12)
     for ax in (lat, bars):
-        ax.tick_params(labelsize=11)
-    fig.suptitle("Serving run: latency vs request rate, and where KV memory goes", fontsize=13)
+        ax.tick_params(labelsize=12)
+    fig.suptitle("Serving run: latency vs request rate, and where KV memory goes", fontsize=14)
     fig.tight_layout()
     return fig

@@ -18,7 +18,8 @@ forgotten when the page is evicted.
 - `S3FIFOEvictionPolicy` (Yang et al., SOSP'23): a small FIFO S (10 % of the pool), a
   main FIFO M and a ghost FIFO G. New content enters S; at the head of S, content revived
   while in S moves to M, the rest is evicted and remembered in G; content that returns
-  while in G enters M. M is a FIFO with second chances (up to 3).
+  while in G enters M. M is a FIFO with second chances (up to 3). G keeps as many hashes
+  as M holds pages when a page is evicted from S (at least one), dropping its oldest.
 
 Adapted to a page pool, and said so: the policies order *pages*; content is named by its
 block hash (`attach` gives the policy a way to read it), which is what ghosts remember.
@@ -282,6 +283,10 @@ class S3FIFOEvictionPolicy(_QueuedGhostPolicy):
         page_id = self._evict(self._small, self._main, self._freq, forget=True)
         del self._pages[page_id], self._freq[page_id]
         return page_id
+
+    def queues(self) -> dict[str, list]:
+        """S and M (page ids, head first) and G (block hashes, oldest first), as they are."""
+        return {"S": list(self._small), "M": list(self._main), "G": list(self._ghosts.keys)}
 
     def order(self) -> list[int]:
         small, main, freq = OrderedDict(self._small), OrderedDict(self._main), dict(self._freq)

@@ -81,16 +81,22 @@ class Replica:
         return n * self.pool.page_size
 
 
+def valve_open(replicas: list[Replica], config: RouterConfig) -> bool:
+    """True if prefix-aware routing's safety valve decides: the loads (requests in flight)
+    differ by more than both thresholds, so the request goes to the least loaded replica."""
+    if config.router != "prefix_aware":
+        return False
+    loads = [r.load for r in replicas]
+    high, low = max(loads), min(loads)
+    return high - low > config.balance_abs_threshold and high > config.balance_rel_threshold * low
+
+
 def choose(replicas: list[Replica], request: Request, config: RouterConfig, counter: int) -> int:
     """The replica index the router sends `request` to (`counter`: requests routed so far)."""
-    loads = [r.load for r in replicas]
-    least = int(np.argmin(loads))  # ties: the lowest index
+    least = int(np.argmin([r.load for r in replicas]))  # ties: the lowest index
     if config.router == "round_robin":
         return counter % len(replicas)
-    if config.router == "least_loaded":
-        return least
-    high, low = max(loads), min(loads)
-    if high - low > config.balance_abs_threshold and high > config.balance_rel_threshold * low:
+    if config.router == "least_loaded" or valve_open(replicas, config):
         return least
     pool = replicas[0].pool
     hashes = block_hashes(request.prompt_token_ids, pool.page_size, algo=pool.config.prefix_caching_hash_algo)
@@ -113,18 +119,21 @@ def simulate(
     seed: int = 0,
 ) -> dict:
     """Route the requests, arriving `arrival_rate` per tick (Poisson), over `num_replicas`
-    replicas; return the prefix hit rate in tokens, load imbalance and per-replica counts."""
+    replicas; return the prefix hit rate in tokens, load imbalance, per-replica counts and
+    how many requests the safety valve sent (`by_valve`, 0 but for prefix-aware routing)."""
     check_int("num_replicas", num_replicas, 1, 1024)
     if not requests:
         raise ValueError("requests must not be empty")
     arrivals = poisson_arrivals(len(requests), arrival_rate, seed)
     replicas = [Replica(num_pages, page_size, max_num_seqs) for _ in range(num_replicas)]
     routed = [0] * num_replicas
+    by_valve = 0  # requests prefix-aware routing sent by its safety valve, not by the cache
     peak = mean = 0.0  # sums over the ticks while requests still arrive
     tick = nxt = 0
     while nxt < len(requests) or any(r.scheduler.has_unfinished for r in replicas):
         while nxt < len(requests) and arrivals[nxt] <= tick:
             r = requests[nxt]
+            by_valve += valve_open(replicas, config)
             k = choose(replicas, r, config, nxt)
             replicas[k].scheduler.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
             routed[k] += 1
@@ -145,5 +154,6 @@ def simulate(
         "imbalance": peak / mean if mean else 1.0,  # busiest replica's load / the mean load
         "routed": routed,
         "preemptions": sum(r.scheduler.stats.preemptions for r in replicas),
+        "by_valve": by_valve,
         "ticks": tick,
     }

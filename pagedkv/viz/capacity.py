@@ -197,7 +197,8 @@ def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Fi
 
 
 def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assumptions = DEFAULT) -> Figure:
-    """Milliseconds to bring back a request of each length: recompute, swap, second-tier reload."""
+    """Milliseconds to bring back a request of each length: recompute, swap, second-tier reload.
+    The lengths on a log scale (base 2), each one a tick, so short requests do not bunch up."""
     ways = [costs.preemption_costs(model, gpu, n, assume) for n in lengths]
     fig = Figure(figsize=(11, 3.8), layout="constrained")
     FigureCanvasAgg(fig)
@@ -208,7 +209,10 @@ def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assum
         ("reload_s", "second-tier reload", "#009E73"),
     ):
         ax.plot(lengths, [w[key] * 1e3 for w in ways], marker="o", lw=2.5, label=label, color=colour)
-    ax.set_xlabel("tokens of the request whose K/V left the GPU")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [f"{n:,}" for n in lengths])
+    ax.minorticks_off()
+    ax.set_xlabel("tokens of the request whose K/V left the GPU (log scale)")
     ax.set_ylabel("ms to bring it back")
     ax.set_title(f"{model} on {gpu}, blocks of {assume.page_size}", loc="left")
     ax.legend(loc="upper left")
