@@ -38,6 +38,7 @@ from pagedkv.core.slot_mapping import slot_mapping
 from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
+from pagedkv.viz.share_bars import draw_shares
 from pagedkv.viz.usage import slot_usage
 
 CATEGORIES = (  # slot categories of both layouts, in drawing order
@@ -270,7 +271,7 @@ def plot_paged_vs_contiguous(
         title,
     )
     shown = [c for c in CATEGORIES if counts["paged"][c] or counts["contiguous"][c]]
-    _draw_shares(fig.add_subplot(grid[:, 1]), counts, shown, num_slots)
+    draw_shares(fig.add_subplot(grid[:, 1]), counts, shown, num_slots, STYLES)
     # One key for the strips and the bars: one swatch per sequence (so a refused id can be
     # found in the paged picture), then the slot categories shown (tokens: the bars' grey).
     seq_ids = list(dict.fromkeys([*snap.seq_ids, *(r.req_id for r in reservations), *refused]))
@@ -329,21 +330,3 @@ def _contiguous_slots(
         external += range(start, start + length)
     marks = {".": np.array(reserved, int), "x": np.array(internal, int), "$/$": np.array(external, int)}
     return slots, marks
-
-
-def _draw_shares(ax: Axes, counts: dict[str, dict[str, int]], shown: list[str], num_slots: int) -> None:
-    """One stacked bar per memory: the share of its slots in each category shown."""
-    left = np.zeros(2)
-    for category in shown:
-        values = np.array([counts["paged"][category], counts["contiguous"][category]]) / num_slots
-        face, hatch, label = STYLES[category]
-        ax.barh([1, 0], values, left=left, color=face, hatch=hatch, lw=0.6, ec="#555555", label=label)
-        for y, share, start in zip([1, 0], values, left):  # the slot count, where there is room
-            if share >= 0.06:
-                ax.text(start + share / 2, y, f"{round(share * num_slots)}", ha="center", va="center",
-                        fontsize=8, bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})  # fmt: skip
-        left += values
-    ax.set_yticks([1, 0], ["paged", "contiguous"])
-    ax.set_xlim(0, 1)
-    ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
-    ax.set_title("share of slots (slot counts)", fontsize=10, loc="left")  # the key names the hatches

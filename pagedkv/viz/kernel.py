@@ -31,17 +31,19 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from pagedkv.core.plumbing.validation import check_int
-from pagedkv.viz.palette import SEQUENCE_COLORS
 from pagedkv.viz.projector import projector
 
 ROWS = {"K": 3.3, "scores": 2.2, "V": 0.0, "out": -1.1}  # y of each band (data units)
+# Chunks alternate two neutral shades: request colours (palette.py) mean requests everywhere.
+CHUNK_SHADES = ("#F0F0F0", "#BDBDBD")
 
 
 def plot_chunked_kernel(
     block_table: Sequence[int], chunk: int = 2, page_size: int = 4, num_tokens: int | None = None
 ) -> Figure:
-    """The two passes over `block_table`, `chunk` pages at a time (one colour per chunk);
-    each page gives one score per token it holds, labelled by the tokens' positions (from 0).
+    """The two passes over `block_table`, `chunk` pages at a time (chunks in alternating grey
+    shades, bracketed and numbered above; one arrow per page); each page gives one score per
+    token it holds, labelled by the tokens' positions (from 0).
     `num_tokens` (default: every page full) ends the last page's label at the last token.
     Example: plot_chunked_kernel([0, 1, 2, 7], chunk=2, num_tokens=14) -> scores s0-3 ... s12-13."""
     table = [int(p) for p in block_table]
@@ -51,11 +53,11 @@ def plot_chunked_kernel(
     check_int("page_size", page_size, 1)
     n = len(table)
     scores = _score_labels(n, page_size, n * page_size if num_tokens is None else num_tokens)
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    fig = Figure(figsize=(11, 5.0), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.set_xlim(-2.6, n + 0.3)
-    ax.set_ylim(-1.8, 4.4)
+    ax.set_ylim(-1.8, 4.75)
     ax.axis("off")
 
     def cell(x: float, y: float, text: str, color: str, w: float = 0.9) -> None:
@@ -65,16 +67,20 @@ def plot_chunked_kernel(
         ax.text(x + w / 2, y + 0.35, text, ha="center", va="center", fontsize=13, color=ink)
 
     for i, page in enumerate(table):
-        color = SEQUENCE_COLORS[(i // chunk) % len(SEQUENCE_COLORS)]
+        color = CHUNK_SHADES[(i // chunk) % len(CHUNK_SHADES)]
         cell(i, ROWS["K"], f"K {page}", color)
         cell(i, ROWS["scores"], scores[i], color)
         cell(i, ROWS["V"], f"V {page}", color)
-    for first in range(0, n, chunk):
-        mid = first + min(chunk, n - first) / 2 - 0.05
-        ax.add_patch(FancyArrowPatch((mid, ROWS["K"]), (mid, ROWS["scores"] + 0.7),
-                                     arrowstyle="-|>", mutation_scale=18, color="#333333"))  # fmt: skip
-        ax.add_patch(FancyArrowPatch((mid, ROWS["V"]), (n / 2, ROWS["out"] + 0.7),
-                                     arrowstyle="-|>", mutation_scale=18, color="#888888"))  # fmt: skip
+        ax.add_patch(FancyArrowPatch((i + 0.45, ROWS["K"]), (i + 0.45, ROWS["scores"] + 0.7),
+                                     arrowstyle="-|>", mutation_scale=14, color="#333333"))  # fmt: skip
+        end = n / 2 - 2.0 + 4.0 * (i + 0.5) / n  # each V page feeds the one output row
+        ax.add_patch(FancyArrowPatch((i + 0.45, ROWS["V"]), (end, ROWS["out"] + 0.7),
+                                     arrowstyle="-|>", mutation_scale=14, color="#888888"))  # fmt: skip
+    for k, first in enumerate(range(0, n, chunk)):
+        width = min(chunk, n - first)
+        ax.plot([first, first, first + width - 0.1, first + width - 0.1], [4.05, 4.15, 4.15, 4.05],
+                color="#333333", lw=1.5)  # fmt: skip
+        ax.text(first + (width - 0.1) / 2, 4.25, f"chunk {k + 1}", ha="center", va="bottom", fontsize=13)
     ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
     ax.text(n / 2, ROWS["scores"] - 0.45, "one softmax over the whole row: max, exp(s − max), their sum",
             ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
@@ -93,7 +99,7 @@ def plot_chunked_kernel(
     for band, y in ROWS.items():
         ax.text(-2.5, y + 0.35, labels[band], ha="left", va="center", fontsize=13)
     ax.set_title(
-        f"block table {table}: {n} pages in chunks of {chunk} (one colour per chunk)",
+        f"block table {table}: {n} pages in chunks of {chunk} (grey shades: chunks, not requests)",
         fontsize=14, loc="left",
     )  # fmt: skip
     return projector(fig)

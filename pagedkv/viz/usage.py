@@ -8,7 +8,8 @@ tokens: each sequence's last page is partly empty (internal fragmentation, at mo
   slots holding a token in the colour of the sequence that owns the page, empty slots of
   ACTIVE pages marked as internal fragmentation, CACHED and FREE pages in their state colours;
 - `plot_usage(snapshots)`: page usage (`usage`, vLLM's `kv_cache_usage_perc`) and token usage
-  over the steps of a run, with CACHED pages stacked on top (reusable, but counted as free).
+  over the steps of a run, with CACHED pages stacked on top (reusable, but counted as free),
+  and the steps the pool refused marked.
 
 `sharing_savings(snapshot)` counts what sharing saves: block-table entries against the
 distinct pages they point to (a forked or prefix-hit page is stored once, held many times).
@@ -29,10 +30,11 @@ from matplotlib.patches import Patch
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
-from pagedkv.core.plumbing.validation import check_instance, check_items
+from pagedkv.core.plumbing.validation import check_instance, check_int, check_items
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
 
+REFUSED_COLOR = "#D55E00"  # a refused step (vermilion: no request colour)
 EMPTY_SLOT_COLOR = "#8C8C8C"  # an empty slot of an ACTIVE page, grey and crossed as in fragmentation.py
 
 
@@ -149,9 +151,12 @@ def _slots_legend(
     )
 
 
-def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
-    """Page usage vs token usage over a run's steps (`ScenarioRun.snapshots`)."""
+def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "", refused: Sequence[int] = ()) -> Figure:
+    """Page usage vs token usage over a run's steps (`ScenarioRun.snapshots`); each step in
+    `refused` (e.g. a decode step the pool could not serve) is marked by a red dashed line
+    and named, since its snapshot equals the one before and the curves show nothing there."""
     check_items("snapshots", snapshots, PoolSnapshot)
+    marked = sorted({check_int("refused step", k, 1, len(snapshots) - 1) for k in refused})
     steps = np.arange(len(snapshots))
     pages = np.array([s.usage for s in snapshots])
     tokens = np.array([s.token_usage for s in snapshots])
@@ -187,7 +192,12 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "") -> Figure:
         label="token usage: slots holding tokens / slots",
     )
     ax.set_ylim(0, 1.02)
-    ax.set_xlim(0, max(1, len(snapshots) - 1))
+    ax.set_xlim(0, max(1, len(snapshots) - 1) + (0.4 if marked else 0))
+    for k in marked:
+        ax.axvline(k, color=REFUSED_COLOR, linestyle="--", linewidth=2)
+        note = f"step {k}: refused,\nnothing changed"
+        ax.text(k - 0.15, 0.5, note, ha="right", va="center", fontsize=13, color=REFUSED_COLOR,
+                bbox={"facecolor": "white", "edgecolor": "none"})  # fmt: skip
     ax.yaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
     ax.set_xlabel("step")
     ax.set_ylabel("share of the pool")

@@ -1,0 +1,57 @@
+"""Marks that carry a number or an event in the pictures of notebook 01: every slot count of
+the share bars is written and readable, and the usage picture marks the refused step."""
+
+from __future__ import annotations
+
+import pytest
+from matplotlib.text import Text
+
+from pagedkv.scenarios import ScenarioRun
+from pagedkv.viz import compare_layouts, plot_paged_vs_contiguous, plot_usage
+
+
+@pytest.fixture(scope="module")
+def fill() -> ScenarioRun:
+    run = ScenarioRun("fill")
+    while not run.done:
+        run.step()
+    return run
+
+
+def _texts(fig) -> list[Text]:
+    fig.canvas.draw()
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+@pytest.mark.parametrize(("policy", "max_seq_len", "step"), [("oracle", 64, 9), ("max", None, 10)])
+def test_every_slot_count_of_the_share_bars_is_written_once_and_no_two_overlap(
+    fill, policy, max_seq_len, step
+):
+    fig = plot_paged_vs_contiguous(fill.snapshots, policy, max_seq_len=max_seq_len, step=step)
+    bars = fig.axes[-1]
+    numbers = [t for t in _texts(fig) if t.axes is bars and t.get_text().isdigit()]
+    layouts = compare_layouts(fill.snapshots, policy, max_seq_len=max_seq_len, step=step)
+    expected = sorted(n for memory in ("paged", "contiguous") for n in layouts[memory].values() if n)
+    assert sorted(int(t.get_text()) for t in numbers) == expected  # thin segments included
+    boxes = [t.get_window_extent() for t in numbers]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    assert all(t.get_fontsize() >= 13 for t in numbers)
+
+
+def test_the_usage_picture_marks_the_step_the_pool_refused(fill):
+    refused = [r.index for r in fill.records if r.note.startswith("refused")]
+    assert refused == [len(fill.snapshots) - 1]  # the fill scenario's last step
+    assert fill.snapshots[-1] == fill.snapshots[-2]  # so the curves alone show nothing there
+    fig = plot_usage(fill.snapshots, refused=refused)
+    ax = fig.axes[0]
+    vertical = [line.get_xdata()[0] for line in ax.lines if len(set(line.get_xdata())) == 1]
+    assert vertical == refused
+    assert any(f"step {refused[0]}: refused" in t.get_text() for t in _texts(fig))
+    assert ax.get_xlim()[1] > refused[0]  # the mark is inside the axes, not on its edge
+    unmarked = plot_usage(fill.snapshots)
+    assert not any("refused" in t.get_text() for t in _texts(unmarked))
+
+
+def test_a_refused_step_must_be_a_step_of_the_run(fill):
+    with pytest.raises(ValueError, match="refused step"):
+        plot_usage(fill.snapshots, refused=[len(fill.snapshots)])
