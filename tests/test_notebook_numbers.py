@@ -63,6 +63,9 @@ EXACT_KINDS = {
     "counts",
     # A tolerance or other constant of the package, printed in a message.
     "constants",
+    # One numpy float32 scalar + on constants: a single correctly rounded IEEE-754 single
+    # precision addition (no array reduction, so no SIMD order; no fused multiply-add).
+    "scalar float32 sums",
 }
 # Source text that makes a float depend on the machine; a declared cell may contain none.
 FLOAT_NOISE = (

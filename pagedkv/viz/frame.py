@@ -338,7 +338,7 @@ def _make_key(view: str, key_ax, page_size: int) -> None:
         handles = [
             Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim"),
             Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE: used first"),
-            Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE: never evicted"),
+            Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE (held, kept)"),
         ]
         key_ax.legend(
             handles=handles,

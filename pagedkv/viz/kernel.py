@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
@@ -76,11 +77,7 @@ def plot_chunked_kernel(
         end = n / 2 - 2.0 + 4.0 * (i + 0.5) / n  # each V page feeds the one output row
         ax.add_patch(FancyArrowPatch((i + 0.45, ROWS["V"]), (end, ROWS["out"] + 0.7),
                                      arrowstyle="-|>", mutation_scale=14, color="#888888"))  # fmt: skip
-    for k, first in enumerate(range(0, n, chunk)):
-        width = min(chunk, n - first)
-        ax.plot([first, first, first + width - 0.1, first + width - 0.1], [4.05, 4.15, 4.15, 4.05],
-                color="#333333", lw=1.5)  # fmt: skip
-        ax.text(first + (width - 0.1) / 2, 4.25, f"chunk {k + 1}", ha="center", va="bottom", fontsize=13)
+    _brackets(ax, n, chunk)
     ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
     ax.text(n / 2, ROWS["scores"] - 0.45, "one softmax over the whole row: max, exp(s − max), their sum",
             ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
@@ -90,19 +87,30 @@ def plot_chunked_kernel(
                                  linestyle="--"))  # fmt: skip
     ax.text(n - 0.2, (ROWS["scores"] + ROWS["V"] + 0.7) / 2 - 0.1, "exp(s − max)", ha="right",
             va="center", fontsize=13, color="#D55E00")  # fmt: skip
-    labels = {
-        "K": "pass 1: gather K,\na chunk at a time,\nscores q · Kᵀ",
-        "scores": "scores of the\nwhole context,\none per token",
-        "V": "pass 2: gather V,\na chunk at a time,\nexp(s − max) · V",
-        "out": "output row:\nnormalised last",
-    }
     for band, y in ROWS.items():
-        ax.text(-2.5, y + 0.35, labels[band], ha="left", va="center", fontsize=13)
+        ax.text(-2.5, y + 0.35, BAND_LABELS[band], ha="left", va="center", fontsize=13)
     ax.set_title(
         f"block table {table}: {n} pages in chunks of {chunk} (grey shades: chunks, not requests)",
         fontsize=14, loc="left",
     )  # fmt: skip
     return projector(fig)
+
+
+BAND_LABELS = {  # the left-hand label of each row of the picture
+    "K": "pass 1: gather K,\na chunk at a time,\nscores q · Kᵀ",
+    "scores": "scores of the\nwhole context,\none per token",
+    "V": "pass 2: gather V,\na chunk at a time,\nexp(s − max) · V",
+    "out": "output row:\nnormalised last",
+}
+
+
+def _brackets(ax: Axes, n: int, chunk: int) -> None:
+    """A bracket over each chunk of `chunk` pages (of `n`), numbered from 1."""
+    for k, first in enumerate(range(0, n, chunk)):
+        width = min(chunk, n - first)
+        ax.plot([first, first, first + width - 0.1, first + width - 0.1], [4.05, 4.15, 4.15, 4.05],
+                color="#333333", lw=1.5)  # fmt: skip
+        ax.text(first + (width - 0.1) / 2, 4.25, f"chunk {k + 1}", ha="center", va="bottom", fontsize=13)
 
 
 def _score_labels(num_pages: int, page_size: int, num_tokens: int) -> list[str]:
