@@ -424,3 +424,21 @@ def test_a_wide_report_prints_in_lines_of_95_characters_broken_between_words():
     assert "external+unused %" in " ".join(header)
     first = lines[lines.index(head) + 1].split()
     assert first == ["first", "12.5%", "3.250", "x" * 20, "7"]
+
+
+def test_preempt_figure_draws_swap_out_and_in_side_by_side_each_labelled():
+    from pagedkv.bench import preempt
+
+    runs = {"no pressure": (0, 0), "recompute": (0, 0), "swap": (28_672, 20_480)}
+    data = {
+        name: {"prefill_tokens": 50, "decode_tokens": 50, "recomputed_tokens": 0}
+        | {"swap_out_bytes": out, "swap_in_bytes": back}
+        for name, (out, back) in runs.items()
+    }
+    fig = preempt.figure(Report("preempt", [], [], data=data))
+    right = fig.axes[1]
+    bars = [(p.get_y(), p.get_height()) for p in right.patches if p.get_height() > 0]
+    # both start at 0 (not stacked on each other) and are as tall as their own bytes
+    assert sorted(bars) == [(0, 20_480), (0, 28_672)]
+    labels = {t.get_text() for t in right.texts}
+    assert {"28,672", "20,480"} <= labels and "0" not in labels

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
 from tqdm import tqdm
 
 from pagedkv.bench import Report
@@ -188,7 +189,7 @@ def run(
 
 
 def figure(report: Report):
-    """Tokens computed (recomputed ones on top) and K/V bytes copied, per run."""
+    """Tokens computed (recomputed ones on top) and K/V bytes copied out and back, per run."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import StrMethodFormatter
@@ -207,11 +208,18 @@ def figure(report: Report):
     left.legend(fontsize=8, loc="upper left", ncols=2)
     out = [report.data[r]["swap_out_bytes"] for r in runs]
     back = [report.data[r]["swap_in_bytes"] for r in runs]
-    right.bar(runs, out, color="#E69F00", label="swap-out (pool to swap space)")
-    right.bar(runs, back, bottom=out, color="#56B4E9", label="swap-in (back to the pool)")
+    # side by side, each bar labelled with its value: stacked, the top would read as a total
+    x, w = np.arange(len(runs)), 0.38
+    for shift, values, color, label in (
+        (-w / 2, out, "#E69F00", "swap-out (pool to swap space)"),
+        (w / 2, back, "#56B4E9", "swap-in (back to the pool)"),
+    ):
+        bars = right.bar(x + shift, values, w, color=color, label=label)
+        right.bar_label(bars, labels=[f"{v:,}" if v else "" for v in values], fontsize=8)
+    right.set_xticks(x, runs)
     right.set_title("K/V copied (bytes)", fontsize=10)
     right.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
-    right.set_ylim(0, 1.4 * max(max(o + b for o, b in zip(out, back, strict=True)), 1))
+    right.set_ylim(0, 1.6 * max(*out, *back, 1))  # headroom: the legend sits above the bars
     right.legend(fontsize=8, loc="upper left")
     fig.suptitle("Preemption: recompute vs swap")
     fig.tight_layout()
