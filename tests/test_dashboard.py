@@ -355,7 +355,7 @@ def test_bench_ui_quick_reports_step_times(tmp_path):
     data = json.loads(path.read_text())["data"]
     assert set(data) == {"64", "256"}
     for tabs in data.values():  # each pool timed with the default tab, More views and LRU open
-        assert set(tabs) == {"Your actions", "More views", "LRU order"}
+        assert set(tabs) == {"Pool and log", "More views", "LRU order"}
         for row in tabs.values():
             assert 0 < row["render_ms"] < row["step_ms"] and row["live_sequences"] > 0
 
@@ -399,12 +399,18 @@ def test_a_step_is_drawn_in_a_visible_busy_state_that_refuses_clicks(dash):
     assert step_number(dash) == 0 and not dash.reset_button.disabled and dash.back_button.disabled
 
 
-def test_the_compact_layout_puts_the_main_heatmap_beside_the_log_and_the_rest_in_tabs(dash):
+def test_the_compact_layout_shows_one_view_under_the_step_button_and_the_actions_under_it(dash):
     main = next(c for c in dash.children if isinstance(c, widgets.HBox) and dash.heatmap in c.children)
     assert list(main.children) == [dash.heatmap, dash.event_log]
-    tabs = dash.children[-1]
-    assert isinstance(tabs, widgets.Tab) and dash.lru in tabs.children and dash.lifecycle in tabs.children
-    assert "Your actions" in tabs.titles
+    kids = list(dash.children)
+    picker = kids.index(dash.view_picker)
+    assert kids.index(dash.caption) < picker  # the tabs come right under Step and the caption ...
+    assert kids[picker + 1 : picker + 1 + len(dash.panes)] == list(dash.panes.values())  # ... then the views
+    assert dash.lru in kids and dash.lifecycle in kids and dash.fork_button in kids[-1].children[-1].children
+    for title in dash.view_picker.options:  # one view shown at a time, in the same place
+        dash.open_tab(title)
+        shown = [name for name, pane in dash.panes.items() if pane.layout.display != "none"]
+        assert shown == [title]
 
 
 def test_hidden_tabs_are_drawn_when_opened_to_the_same_pictures(dash):
@@ -421,10 +427,11 @@ def test_hidden_tabs_are_drawn_when_opened_to_the_same_pictures(dash):
     assert bytes(dash.lru.value) == bytes(eager.lru.value)
     dash.open_tab("More views")
     more = bytes(dash.more_views.value)
-    dash.open_tab("Your actions")
+    dash.open_tab("Pool and log")
+    assert dash.more_views.layout.display == "none" and dash.panes["Pool and log"].layout.display == ""
     dash.step_button.click()
     assert bytes(dash.more_views.value) == more  # hidden: left as it was
-    dash.tabs.selected_index = dash.tabs.titles.index("More views")  # a click on the tab
+    dash.view_picker.value = "More views"  # a click on the tab
     assert bytes(dash.more_views.value) != more
     with pytest.raises(ValueError, match="title must be one of"):
         dash.open_tab("no such tab")

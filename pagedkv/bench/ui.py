@@ -5,7 +5,7 @@ request per 8 pages (40-token prompts, every other one finished so the LRU pictu
 CACHED pages), then Step is pressed repeatedly: every live sequence generates one token
 through TinyLM, the pool is snapshotted, the main heatmap is recomputed and encoded as PNG,
 and the block tables, status line and event log are re-rendered. The dashboard opens on its
-"Your actions" tab; the pictures of the other tabs are drawn when a tab is opened, so a
+"Pool and log" tab; the pictures of the other tabs are drawn when a tab is opened, so a
 second run times the same steps with the "More views" tab open (a second heatmap encoded
 every step) and a third with "LRU order" open (the largest picture). The medians of the
 whole step and of the redraw alone are reported (and the fastest step, the one least
@@ -46,7 +46,7 @@ def _filled_dashboard(num_pages: int, page_size: int) -> Dashboard:
     return dashboard
 
 
-TABS = ("Your actions", "More views", "LRU order")  # the default tab, then the two costliest
+TABS = ("Pool and log", "More views", "LRU order")  # the default tab, then the two costliest
 
 
 def _time_steps(dashboard: Dashboard, repeat: int) -> tuple[list[float], list[float]]:

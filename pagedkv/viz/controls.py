@@ -2,11 +2,16 @@
 
 `DashboardControls` is the widget half of `pagedkv.viz.dashboard.Dashboard`: it creates the
 buttons, sliders, pickers and output widgets for a `ScenarioRun` and lays them out to fit a
-1280x720 screen: the scenario and step counter, Step / Back / Reset / Jump to / Play, then the
-main heatmap beside the event log; everything else in tabs (your own actions, block tables,
-more pool views, the LRU order, the page lifecycle, the pool's size). Each widget carries a
-`pagedkv-*` CSS class so browser tests click it like a person. `busy()` marks a step being
-drawn. It wires no callbacks and draws nothing: `Dashboard` does both.
+1280x720 screen: the scenario and step counter, Step / Back / Reset / Jump to / Play, a row of
+view tabs, then the one view picked, in one place (the main heatmap beside the event log, more
+pool views, the LRU order, the page lifecycle, the block tables, the pool's size), so Step and
+whichever view is open are on the screen together; your own actions sit under the view. Each
+widget carries a `pagedkv-*` CSS class so browser tests click it like a person. `busy()` marks
+a step being drawn. It wires no callbacks and draws nothing: `Dashboard` does both.
+
+NOTE: the view tabs are ToggleButtons that show one pane and hide the others, not an
+ipywidgets `Tab`: a `Tab` restored after a page reload could stop switching (its tab bar kept
+the tab of before the reload), and panes in one place keep every view under the Step button.
 
 vLLM and SGLang ship no such controls (their engines are driven by requests, not buttons).
 Leaves out: the callbacks, rendering and keyboard shortcuts.
@@ -22,12 +27,16 @@ import ipywidgets as widgets
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
 from pagedkv.viz.palette import SequencePalette
 
-__all__ = ["MAIN_SHARE", "picker_px", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "DashboardControls"]
+__all__ = [
+    "MAIN_SHARE", "picker_px", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "VIEWS", "DashboardControls",
+]  # fmt: skip
 
 PAGES_RANGE = (4, 256)  # pool-size slider
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
+VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
+VIEW_HEIGHT_PX = 414  # a view's picture is shown at most this tall: it stays on screen under Step
 
 
 def picker_px(options: list[tuple[str, str]]) -> int:
@@ -133,12 +142,16 @@ class DashboardControls(widgets.VBox):
         self.heatmap = widgets.Image(
             format="png", layout=width(max_width=f"{MAIN_SHARE:.0%}", flex="0 1 auto")
         ).add_class("pagedkv-heatmap")
-        self.more_views = widgets.Image(format="png", layout=width(**full)).add_class("pagedkv-more-views")
+        # A view's picture: the cell's width at most and VIEW_HEIGHT_PX tall at most, its shape kept.
+        view = {"width": "auto", "max_width": "100%", "max_height": f"{VIEW_HEIGHT_PX}px", "margin": "0"}
+        self.more_views = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-more-views")
         self.busy_note = widgets.HTML().add_class("pagedkv-busy-note")
-        self.lru = widgets.Image(format="png", layout=width(**full)).add_class("pagedkv-lru")
-        self.lifecycle = widgets.Image(format="png", layout=width(**full)).add_class("pagedkv-lifecycle")
+        self.lru = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-lru")
+        self.lifecycle = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-lifecycle")
         self.status = widgets.HTML().add_class("pagedkv-status")
-        self.block_tables = widgets.HTML().add_class("pagedkv-block-tables")
+        self.block_tables = widgets.HTML(
+            layout=width(**full, max_height=f"{VIEW_HEIGHT_PX}px", overflow="auto")
+        ).add_class("pagedkv-block-tables")
         self.event_log = widgets.HTML(
             layout=width(flex="1 1 0", min_width=f"{0.98 - MAIN_SHARE:.0%}", margin="0 0 0 8px")
         ).add_class("pagedkv-event-log")
@@ -147,21 +160,22 @@ class DashboardControls(widgets.VBox):
         def row(children: list) -> widgets.HBox:  # wraps onto the next line in narrow windows
             return widgets.HBox(children, layout=widgets.Layout(flex_flow="row wrap", align_items="center"))
 
-        pages = {
-            "Your actions": widgets.VBox([
-                row([self.prompt, self.prefix_picker, self.add_button]),
-                row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
-            ]),
-            "Block tables": widgets.VBox([self.status, self.block_tables]),
-            "More views": self.more_views,
-            "LRU order": self.lru,
-            "Page life": self.lifecycle,
-            "Pool size": row([self.pages_slider, self.page_size_slider, self.speed]),
-        }  # fmt: skip
-        self.tabs = tabs = widgets.Tab(children=list(pages.values()), titles=list(pages)).add_class(
-            "pagedkv-tabs"
-        )
         main = widgets.HBox([self.heatmap, self.event_log], layout=widgets.Layout(align_items="flex-start"))
+        panes = (
+            main, self.more_views, self.lru, self.lifecycle,
+            widgets.VBox([self.status, self.block_tables]),
+            row([self.pages_slider, self.page_size_slider, self.speed]),
+        )  # fmt: skip
+        self.panes = dict(zip(VIEWS, panes))
+        self.view_picker = widgets.ToggleButtons(
+            options=VIEWS, value=VIEWS[0], style={"button_width": "auto"}
+        ).add_class("pagedkv-tabs")
+        self.show_view(VIEWS[0])
+        actions = widgets.VBox([
+            widgets.HTML("<b>Your actions</b> (they move no scenario step)"),
+            row([self.prompt, self.prefix_picker, self.add_button]),
+            row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
+        ]).add_class("pagedkv-actions")  # fmt: skip
         return [
             # one line: in a narrow notebook the picker narrows, the counter never wraps under it
             widgets.HBox(
@@ -171,9 +185,15 @@ class DashboardControls(widgets.VBox):
             self.confirm,
             row([self.step_button, self.back_button, self.reset_button, self.play, self.step_slider]),
             self.caption,
-            main,
-            tabs,
+            self.view_picker,
+            *panes,
+            actions,
         ]
+
+    def show_view(self, title: str) -> None:
+        """Show the pane of view `title` in the views' place and hide the others."""
+        for name, pane in self.panes.items():
+            pane.layout.display = "" if name == title else "none"
 
     @contextmanager
     def busy(self) -> Iterator[None]:

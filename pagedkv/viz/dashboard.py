@@ -33,7 +33,7 @@ from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios import Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
-from pagedkv.viz.controls import PAGE_SIZE_RANGE, PAGES_RANGE, PLAY_SPEEDS, DashboardControls
+from pagedkv.viz.controls import PAGE_SIZE_RANGE, PAGES_RANGE, PLAY_SPEEDS, VIEWS, DashboardControls
 from pagedkv.viz.dashboard_text import end_message, log_html, status_html
 from pagedkv.viz.frame import cell_inches
 from pagedkv.viz.heatmap import PoolHeatmap
@@ -98,7 +98,7 @@ class Dashboard(DashboardControls):
         self.pages_slider.observe(self._on_geometry, names="value")
         self.page_size_slider.observe(self._on_geometry, names="value")
         self.children = self._layout()
-        self.tabs.observe(self._on_tab, names="selected_index")
+        self.view_picker.observe(self._on_tab, names="value")
 
     # ---- actions (the buttons call these; tests may too) --------------------------------------
 
@@ -254,7 +254,7 @@ class Dashboard(DashboardControls):
         pool_map.update(snap)
         self.heatmap.value = pool_map.png()
         self._stale = set(PICTURE_TABS)
-        self._draw_tab(self.tabs.selected_index)
+        self._draw_tab(self.view_picker.value)
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
         self.status.value = status_html(run, snap, self.message)
@@ -290,18 +290,17 @@ class Dashboard(DashboardControls):
 
     def open_tab(self, title: str) -> None:
         """Open a tab by its title (as a click on it does); its picture is drawn now."""
-        titles = list(self.tabs.titles)
-        if title not in titles:
-            raise ValueError(f"title must be one of {titles}, got {title!r}")
-        self.tabs.selected_index = titles.index(title)
-        self._draw_tab(self.tabs.selected_index)
+        if title not in VIEWS:
+            raise ValueError(f"title must be one of {list(VIEWS)}, got {title!r}")
+        self.view_picker.value = title  # shows and draws it (`_on_tab`)
+        self._draw_tab(title)
 
     def _on_tab(self, change: dict) -> None:
+        self.show_view(change["new"])
         self._draw_tab(change["new"])
 
-    def _draw_tab(self, index: int | None) -> None:
-        """Draw the picture of tab `index` if it is out of date (nothing for the other tabs)."""
-        title = None if index is None else self.tabs.titles[index]
+    def _draw_tab(self, title: str | None) -> None:
+        """Draw the picture of tab `title` if it is out of date (nothing for the other tabs)."""
         if title not in self._stale:
             return
         self._stale.discard(title)

@@ -73,7 +73,7 @@ class Dashboard:
 
     def open_tab(self, title: str) -> None:
         """Click a tab of the dashboard, as a learner does, and wait for its picture."""
-        self.nb.page.locator(".pagedkv-tabs .lm-TabBar-tab", has_text=title).click()
+        self.nb.page.locator(".pagedkv-tabs button", has_text=title).click()
         self.nb.wait_idle()
 
     def wait_not_busy(self, timeout_ms: int = 60_000) -> None:
@@ -198,3 +198,23 @@ def test_play_then_stop_stays_at_the_step_reached(dashboard):
     dash.nb.page.wait_for_timeout(2_000)  # two Play ticks at the normal speed: none comes
     dash.nb.wait_idle()
     assert dash.step_number() == reached, "Play went on after ■"
+
+
+def test_the_view_tabs_still_switch_after_the_page_is_reloaded(dashboard):
+    """A learner saves, reloads the page (the kernel and its widgets live on) and clicks the
+    view tabs: each click shows that view. (An ipywidgets Tab restored after a reload kept
+    the tab it had before the reload, whatever was clicked.)"""
+    dash = dashboard
+    nb, page = dash.nb, dash.nb.page
+    page.locator(".pagedkv-tabs button", has_text="Pool size").click()
+    nb.wait_idle()
+    nb.save()
+    page.reload()
+    page.locator(".pagedkv-tabs").first.wait_for(state="attached", timeout=120_000)
+    nb.wait_idle()
+    for title, shown in (("LRU order", "img.pagedkv-lru"), ("Pool and log", "img.pagedkv-heatmap")):
+        tab = page.locator(".pagedkv-tabs button", has_text=title)
+        tab.scroll_into_view_if_needed()
+        tab.click()
+        page.locator(shown).first.wait_for(state="visible", timeout=30_000)
+        assert "mod-active" in (tab.get_attribute("class") or ""), title

@@ -158,7 +158,6 @@ def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot
     two presses of Back then undo both, and the counter reads as before."""
     page = nb.page
     counter = page.locator(".pagedkv-step-counter").first
-    page.locator(".pagedkv-tabs .lm-TabBar-tab", has_text="Your actions").first.click()
     for button in ("button.pagedkv-fork", "button.pagedkv-decode"):
         page.locator(button).first.click()
         nb.wait_idle()
@@ -201,12 +200,12 @@ def no_horizontal_scrollbar_in_any_tab(nb: NotebookPage) -> None:
     sidebar = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first
     sidebar.click()
     page.wait_for_timeout(800)
-    tabs = page.locator(".pagedkv-tabs .lm-TabBar-tab")
+    tabs = page.locator(".pagedkv-tabs button")
     for i in range(tabs.count()):
         tabs.nth(i).click()
         page.wait_for_timeout(500)
         assert page.evaluate(_SCROLLERS_JS) == [], tabs.nth(i).text_content()
-    tabs.filter(has_text="Your actions").first.click()
+    tabs.filter(has_text="Pool and log").first.click()
     sidebar.click()
     page.wait_for_timeout(800)
 
@@ -243,7 +242,7 @@ def dashboard_fits_the_screen(nb: NotebookPage, shot) -> None:
             ("Step", step),
             ("heatmap", page.locator("img.pagedkv-heatmap").first),
             ("event log", page.locator(".pagedkv-event-log").first),
-            ("tab bar", page.locator(".pagedkv-tabs .lm-TabBar-tab").first),
+            ("tab bar", page.locator(".pagedkv-tabs button").first),
         )
     }
     width = page.viewport_size["width"]
@@ -257,3 +256,33 @@ def dashboard_fits_the_screen(nb: NotebookPage, shot) -> None:
         boxes
     )  # its first lines
     page.screenshot(path=str(shot))
+    every_view_shows_under_the_step_button(nb)
+
+
+# Each view tab and the element that shows it (the Pool and log view is checked above).
+VIEW_ELEMENTS = {
+    "More views": "img.pagedkv-more-views",
+    "LRU order": "img.pagedkv-lru",
+    "Page life": "img.pagedkv-lifecycle",
+    "Block tables": ".pagedkv-block-tables",
+}
+
+
+def every_view_shows_under_the_step_button(nb: NotebookPage) -> None:
+    """Each view tab opens its view in the main picture's place: with the dashboard scrolled
+    to its top, the Step button and the whole view are inside the 1280x720 window together
+    (the learner steps and watches the view without scrolling). Ends on "Pool and log"."""
+    page = nb.page
+    height = page.viewport_size["height"]
+    for title, selector in VIEW_ELEMENTS.items():
+        page.locator(".pagedkv-tabs button", has_text=title).first.click()
+        nb.wait_idle()
+        page.wait_for_timeout(500)
+        page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+        page.wait_for_timeout(300)
+        step = page.locator("button.pagedkv-step").first.evaluate(_BOX_JS)
+        view = page.locator(selector).first.evaluate(_BOX_JS)
+        assert view["height"] > 50, (title, view)  # drawn, not an empty box
+        assert 0 <= step["top"] and view["bottom"] <= height, (title, step, view)
+    page.locator(".pagedkv-tabs button", has_text="Pool and log").first.click()
+    nb.wait_idle()
