@@ -37,9 +37,9 @@ PICTURES = [
     ("02_paged_attention.ipynb", "plot_chunked_kernel(table, chunk=3, page_size=pool.page_size, num_", None),
     ("03_prefix_caching_and_lru.ipynb", "plot_lru(evict.seqs.snapshot(), evict.events)", None),
     ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
-    ("06_benchmarks.ipynb", "projector(memory.figure(report))", None),
-    ("06_benchmarks.ipynb", "projector(attention.figure(report))", "06_attention_figure.png"),
-    ("06_benchmarks.ipynb", "projector(scale.figure(report))", "06_scale_figure.png"),
+    ("06_benchmarks.ipynb", "projector(memory.figure(report), min_pt=16", None),
+    ("06_benchmarks.ipynb", "projector(attention.figure(report), min_pt=16", "06_attention_figure.png"),
+    ("06_benchmarks.ipynb", "projector(scale.figure(report), min_pt=16", "06_scale_figure.png"),
     ("08_common_mistakes.ipynb", 'plot_series({"naive (leaks)"', None),
 ]
 
