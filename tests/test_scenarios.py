@@ -455,3 +455,21 @@ def test_chunked_scenario_prefills_in_chunks_and_abort_leaves_pages_for_a_hit():
     assert again.finish_reason == "length" and run.pool.stats.prefix_hits == 16
     model = default_model()
     assert again.output == model.generate_reference(again.prompt_token_ids, 4)
+
+
+def test_decode_all_samples_as_the_scenario_does_and_back_replays_it_exactly():
+    """In the parallel-sampling scenario the learner's Decode all draws a token per sample
+    (greedy decoding would give every sample of one context the same token), and a replay
+    after Back draws the same tokens again."""
+    run = ScenarioRun("parallel")
+    run.goto(5)  # the four samples share one context
+
+    def last_tokens() -> list[int]:
+        return [run.seqs.get(s).token_ids[-1] for s in run.seqs.snapshot().seq_ids]
+
+    run.decode_all()
+    drawn = last_tokens()
+    assert len(drawn) == 4 and len(set(drawn)) > 1  # one context, different tokens
+    run.back()
+    run.decode_all()
+    assert last_tokens() == drawn

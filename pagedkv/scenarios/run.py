@@ -171,7 +171,11 @@ class ScenarioRun(ScenarioOperations):
         token for every live sequence this run decodes."""
         if self.scheduler is not None and self.scheduler.has_unfinished:
             return self.apply(Action("schedule", caption="you ran the scheduler one more step"))
-        return self.apply(Action("decode", caption="you decoded one token for everyone"))
+        # Sampled as the scenario samples (parallel sampling draws a token per sample), else greedy.
+        temperature = next((a.temperature for a in reversed(self.steps) if a.op == "decode"), 0.0)
+        return self.apply(
+            Action("decode", temperature=temperature, caption="you decoded one token for everyone")
+        )
 
     def goto(self, step: int) -> None:
         """Jump to just after scenario step `step` (0 = before the first), keeping your own
