@@ -36,6 +36,7 @@ PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
 VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
+ACTIONS_NOTE = "<b>Your actions</b> (not scenario steps; the scenario's later steps run on the pool they leave)"
 VIEW_HEIGHT_PX = 414  # a view's picture is shown at most this tall: it stays on screen under Step
 
 
@@ -79,7 +80,7 @@ class DashboardControls(widgets.VBox):
             description="Back", icon="step-backward", tooltip="undo the last step exactly"
         ).add_class("pagedkv-back")
         self.reset_button = widgets.Button(
-            description="Reset", icon="undo", tooltip="back to step 0"
+            description="Reset", icon="undo", tooltip="back to step 0, on this pool size"
         ).add_class("pagedkv-reset")
         self.play = widgets.Play(
             interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False
@@ -166,13 +167,15 @@ class DashboardControls(widgets.VBox):
             widgets.VBox([self.status, self.block_tables]),
             row([self.pages_slider, self.page_size_slider, self.speed]),
         )  # fmt: skip
+        for pane in panes:  # all as tall as the tallest: the actions below stay where they are
+            pane.layout.min_height = f"{VIEW_HEIGHT_PX}px"
         self.panes = dict(zip(VIEWS, panes))
         self.view_picker = widgets.ToggleButtons(
             options=VIEWS, value=VIEWS[0], style={"button_width": "auto"}
         ).add_class("pagedkv-tabs")
         self.show_view(VIEWS[0])
         actions = widgets.VBox([
-            widgets.HTML("<b>Your actions</b> (they move no scenario step)"),
+            widgets.HTML(ACTIONS_NOTE),
             row([self.prompt, self.prefix_picker, self.add_button]),
             row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
         ]).add_class("pagedkv-actions")  # fmt: skip

@@ -274,6 +274,7 @@ def every_view_shows_under_the_step_button(nb: NotebookPage) -> None:
     (the learner steps and watches the view without scrolling). Ends on "Pool and log"."""
     page = nb.page
     height = page.viewport_size["height"]
+    actions_at = set()  # where "Your actions" starts, below the view: the same for every view
     for title, selector in VIEW_ELEMENTS.items():
         page.locator(".pagedkv-tabs button", has_text=title).first.click()
         nb.wait_idle()
@@ -284,5 +285,7 @@ def every_view_shows_under_the_step_button(nb: NotebookPage) -> None:
         view = page.locator(selector).first.evaluate(_BOX_JS)
         assert view["height"] > 50, (title, view)  # drawn, not an empty box
         assert 0 <= step["top"] and view["bottom"] <= height, (title, step, view)
+        actions_at.add(round(page.locator(".pagedkv-actions").first.evaluate(_BOX_JS)["top"] - step["top"]))
+    assert len(actions_at) == 1, actions_at  # switching views does not move the actions
     page.locator(".pagedkv-tabs button", has_text="Pool and log").first.click()
     nb.wait_idle()
