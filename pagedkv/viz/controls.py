@@ -36,7 +36,7 @@ PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
 VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
-ACTIONS_NOTE = "<b>Your actions</b> (not scenario steps; the scenario's later steps run on the pool they leave)"
+ACTIONS_NOTE = "<b>Your actions</b> (not scenario steps; later scenario steps run on the pool they leave)"
 VIEW_HEIGHT_PX = 414  # a view's picture is shown at most this tall: it stays on screen under Step
 
 
