@@ -66,3 +66,16 @@ def test_bench_eviction_with_lru_alone_says_there_is_nothing_to_compare(tmp_path
     assert [row["policy"] for row in report["rows"]] == ["lru"]
     rate = report["data"]["table"]["zipf"]["lru"]
     assert report["notes"][-1] == f"zipf: LRU {100 * rate:.1f}%; no other policy ran to compare it with"
+
+
+def test_bench_eviction_compares_lru_with_policies_that_are_not_lru():
+    """leaf-lru is LRU number for number on chat, so the chat line names lru+pin, the best
+    policy that is not LRU, and the notes say leaf-lru is left out."""
+    report = eviction.run(sizes="2048", workloads="chat", policies="lru,leaf-lru,lru+pin")
+    table = report.data["table"]["chat"]
+    assert table["leaf-lru"] == table["lru"] > table["lru+pin"]
+    assert any("leaf-lru (LRU over the radix tree) is left out" in note for note in report.notes)
+    assert report.notes[-1] == (
+        f"chat: LRU {table['lru']:.1%}, better than every other policy "
+        f"(the next best: lru+pin {table['lru+pin']:.1%})"
+    )

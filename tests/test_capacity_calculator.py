@@ -48,7 +48,7 @@ def test_the_widget_reproduces_the_log_when_its_fields_are_typed_in():
     top[0].value, top[2].value = "Llama-3-8B", 8192
     fields = {w.description: w for row in box.children[1:-1] for w in row.children}
     fields["GPU GiB"].value = 39.50
-    fields["act. GiB"].value = 9.37
+    fields["act. GiB (0: estimate)"].value = 9.37
     fields["non-torch GiB"].value = 0.10
     fields["graphs GiB"].value = 0.0
     assert pages_in(out.value) == blocks_by_hand()

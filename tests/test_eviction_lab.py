@@ -218,7 +218,7 @@ class NotEvictable(LRUEvictionPolicy):
 def test_bad_policies_are_refused_and_the_pool_is_unchanged():
     pool = KVCachePool(CacheConfig(num_pages=4, page_size=2))
     before = pool.eviction
-    with pytest.raises(TypeError, match=r"WrongType.pop_victim\(\) must return an int page id, got '0'"):
+    with pytest.raises(TypeError, match=r"WrongType.pop_victim\(\) must return an int page id, got '1'"):
         install_policy(pool, WrongType())
     with pytest.raises(ValueError, match=r"returned page 99, which is not evictable"):
         install_policy(pool, NotEvictable())
@@ -247,17 +247,19 @@ def test_bad_names_and_sizes():
 def test_lru_verdict_says_plainly_how_lru_compares_when_it_is_not_beaten():
     rates = {
         "ahead": {"lru": 0.60, "fifo": 0.50, "lfu": 0.55},
-        "tied": {"lru": 0.585, "leaf-lru": 0.585, "fifo": 0.54},
+        "tied": {"lru": 0.585, "leaf-lru": 0.585, "arc": 0.585, "fifo": 0.54},
+        "chat": {"lru": 0.585, "leaf-lru": 0.585, "lru+pin": 0.574},  # leaf-lru is LRU: left out
         "close": {"lru": 0.50, "arc": 0.505},
         "behind": {"lru": 0.50, "arc": 0.52, "lfu": 0.515},
     }
     assert lru_verdict(rates) == [
         "ahead: LRU 60.0%, better than every other policy (the next best: lfu 55.0%)",
-        "tied: LRU 58.5%, as good as the best other policy (leaf-lru 58.5%)",
+        "tied: LRU 58.5%, as good as the best other policy (arc 58.5%)",
+        "chat: LRU 58.5%, better than every other policy (the next best: lru+pin 57.4%)",
         "close: LRU 50.0%, within 1 point of the best other policy (arc 50.5%)",
         "behind: LRU loses (50.0%) to arc, lfu (best arc 52.0%)",
     ]
-    assert lru_verdict(rates, margin=0.03)[3].startswith("behind: LRU 50.0%, within 3 points of")
+    assert lru_verdict(rates, margin=0.03)[4].startswith("behind: LRU 50.0%, within 3 points of")
 
 
 def test_lru_verdict_without_another_policy():

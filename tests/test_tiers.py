@@ -140,3 +140,26 @@ def test_the_tier_names_blocks_with_the_pools_hash(algo):
     tier.load_prefix(prompt)
     seqs.check_invariants()
     assert seqs.add("c", prompt) == 4  # both full pages of the prefix, reloaded
+
+
+def test_bench_columns_are_per_request_or_per_reload_as_the_note_says():
+    """Hand computation from the run's counts: /req divides by all requests, /reload by the
+    requests that reloaded pages, and each reload is costed on its own (a copy of its bytes
+    over a 25 GB/s link plus 10 us per page, layer, K or V) before averaging."""
+    from pagedkv.bench import tiers as bench_tiers
+
+    report = bench_tiers.run(quick=True)
+    page_bytes = 16 * 128 * 1024  # 16 tokens of Llama-3-8B: 32 layers x 8 K/V heads x 128 x 2 x 2 bytes
+    assert any("/req: over all 300 requests" in note for note in report.notes)
+    for row, run in zip(report.rows[1:], list(report.data["runs"].values())[1:]):
+        by_pages = {int(k): n for k, n in run["reloads"].items()}
+        reloads = sum(by_pages.values())
+        assert sum(p * n for p, n in by_pages.items()) == run["reload_pages"]
+        assert 0 < reloads < 300
+        reload_ms = sum(n * 1e3 * (p * page_bytes / 25e9 + 2 * 32 * p * 10e-6) for p, n in by_pages.items())
+        offload, count, mib, reload, recompute = row[3:]
+        assert offload == round(run["offload_pages"] * page_bytes / 300 / 2**20, 2)
+        assert count == reloads
+        assert mib == round(run["reload_pages"] * 2 / reloads, 2)  # a page is 2 MiB
+        assert reload == pytest.approx(reload_ms / reloads, abs=0.006)
+        assert 17.5 < recompute < 18  # a prefill of up to 4 pages: one read of the weights + 3 ms

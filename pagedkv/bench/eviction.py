@@ -78,6 +78,11 @@ def run(
         f"{cache_tokens} tokens ({cache_tokens // page_size} pages of {page_size})"
     ]
     if "lru" in policy_names:
+        if "leaf-lru" in policy_names:
+            notes.append(
+                "below, LRU against the policies that are not LRU: leaf-lru (LRU over the radix "
+                "tree) is left out"
+            )
         notes += lru_verdict(table)
     return Report(
         title=f"bench eviction: prefix hit rate (%) by policy and workload, seed {seed}",

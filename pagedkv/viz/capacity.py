@@ -45,6 +45,8 @@ FIELDS = {  # calculator_answer's keyword -> the widget's label
     "non_torch_gib": "non-torch GiB",
     "cuda_graph_gib": "graphs GiB",
 }
+# What a box's label adds: act. GiB's 0 means pagedkv's formula; every other box means its value
+ZERO_MEANS = {"activation_gib": " (0: estimate)"}
 
 
 def _number(name: str, value: object, low: float, high: float = math.inf, *, open_low: bool = False) -> float:
@@ -145,9 +147,11 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
         "cuda_graph_gib": widgets.BoundedFloatText(0.5, **gib),
     }
     for box in (length, *boxes.values()):  # labels shown whole, boxes in even columns
-        box.style.description_width, box.layout.width = "100px", "250px"
+        box.style.description_width, box.layout.width = "100px", "240px"
     for name, box in boxes.items():
-        box.description = FIELDS[name]
+        box.description = FIELDS[name] + ZERO_MEANS.get(name, "")
+    for box in (boxes["memory_gib"], boxes["activation_gib"]):  # the first column: a longer label
+        box.style.description_width, box.layout.width = "150px", "290px"
     out = widgets.HTML()
 
     def update(_=None) -> None:
