@@ -26,7 +26,7 @@ from pagedkv import (
 from pagedkv import bench as bench_package
 from pagedkv.bench import BENCHMARKS, Report, memory, page_size
 from pagedkv.exercises.reference_pool import ReferencePool
-from pagedkv.labs.workloads import ops_trace, sharegpt_like
+from pagedkv.labs.workloads import ops_trace, sharegpt_like, with_system_prompt
 from pagedkv.model import attention_tiled as attention
 from pagedkv.model.attention_tiled import TiledAttentionEngine
 
@@ -249,6 +249,21 @@ def test_page_size_splits_lookups_into_first_admissions_and_readmissions():
         assert point["preemptions"] > 0 and again > 0
         rate = 100 * (first_hits + again_hits) / (first + again)
         assert rate == pytest.approx(point["prefix_hit_rate_pct"])
+
+
+def test_page_size_splits_computed_tokens_into_prefill_and_decode():
+    report = page_size.run(requests=20, page_sizes="16,256", capacities="4096")
+    trace = with_system_prompt(sharegpt_like(20, 0), 200)
+    outputs = sum(r.max_new_tokens for r in trace)
+    for point in report.data["points"]:
+        assert point["prefill_tokens"] + point["decode_tokens"] == point["tokens"]
+        # each request samples its first token at the end of a prefill, and again after every
+        # recompute preemption: every other output token is one decode token
+        assert point["decode_tokens"] == outputs - len(trace) - point["preemptions"]
+        (_, first_hits), (again, again_hits) = point["first_lookups"], point["readmission_lookups"]
+        # prefill: every prompt once, every re-admission's tokens again, less the prefix hits
+        assert point["prompt_tokens"] == sum(r.prompt_len for r in trace)
+        assert point["prefill_tokens"] == point["prompt_tokens"] + again - first_hits - again_hits
 
 
 @pytest.mark.slow

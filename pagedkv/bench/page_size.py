@@ -93,6 +93,9 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
         "tokens_per_s": tokens / seconds,
         "evictions": pool.stats.evictions,
         "tokens": tokens,  # prefill + decode tokens scheduled (recomputed ones again)
+        "prefill_tokens": sched.stats.prefill_tokens,  # computed: prefix hits excluded
+        "decode_tokens": sched.stats.decode_tokens,
+        "prompt_tokens": sum(r.prompt_len for r in requests),  # of the trace, each once
         "allocations": pool.stats.allocations,  # pages handed out: the per-page work
         "active_slots_per_running": held / max(1, batch),  # slots of ACTIVE pages per running request
         "empty_slots_per_running": (held - used) / max(1, batch),  # of those, holding no token

@@ -271,14 +271,13 @@ def figure(report: Report):
     ax.set_ylim(0, 1.05 * max(running, default=1))  # both axes start at 0 on the same line
     usage = fig.add_subplot(sharex=ax, frameon=False)
     pct = np.array(data["active_pages"], dtype=float) * 100 / data["num_pages"]
-    usage.plot(pct, color="#E69F00", lw=0.5, alpha=0.35)  # every step, faint
-    usage.plot(smooth(pct, SMOOTH_STEPS), color="#E69F00", lw=2.2)
+    usage.plot(smooth(pct, SMOOTH_STEPS), color="#E69F00", lw=2.2)  # a running mean: no step flicker
     usage.yaxis.tick_right()
     usage.yaxis.set_label_position("right")
     usage.set_ylabel("ACTIVE pages (%)", color="#E69F00")
     usage.set_ylim(0, 105)
     ax.set_title(
-        f"{data['requests']:,} ShareGPT-like requests (ACTIVE %: faint per step, bold mean of {SMOOTH_STEPS})"
+        f"{data['requests']:,} ShareGPT-like requests (ACTIVE %: mean of the last {SMOOTH_STEPS} steps)"
     )
     fig.tight_layout()
     return fig
