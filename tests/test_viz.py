@@ -327,7 +327,8 @@ def test_plot_usage_draws_page_and_token_usage_per_step():
 def test_plot_slots_keys_only_what_it_shows(known):
     pool, seqs, _, snap = known
     labels = [t.get_text() for t in plot_slots(snap).legends[0].get_texts()]
-    assert labels[-3:] == ["× empty slot of an ACTIVE page", "CACHED page", "FREE page"]
+    internal = "× internal fragmentation: empty slot of an ACTIVE page"
+    assert labels[-3:] == [internal, "CACHED page", "FREE page"]
     seqs.free("A")
     seqs.free("B")
     assert pool.reset_prefix_cache()  # every page FREE now

@@ -18,8 +18,8 @@ allocator over one arena of `num_slots` token slots:
 
 `accounting()` sorts every slot into the categories of the vLLM paper (Kwon et al., SOSP
 2023, Fig. 2): token states (slots holding K/V), reserved (slots the request will fill with
-tokens it has not generated yet), internal fragmentation (reserved slots beyond the final
-length: never used), external fragmentation (free slots in holes too small for the next
+tokens it has not generated yet: up to its final length), internal fragmentation (reserved
+slots beyond the final length: never used), external fragmentation (free slots in holes too small for the next
 request) and free slots. They sum to `num_slots`.
 
 Leaves out: K/V storage itself (this is bookkeeping only; the categories are the point),

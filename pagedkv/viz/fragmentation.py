@@ -8,9 +8,12 @@ gains fills one reserved slot, and a sequence that disappears frees its range. A
 new request there: contiguous memory cannot share.
 
 `compare_layouts` counts slots in the same categories for both memories (the vLLM paper's,
-Kwon et al., SOSP 2023, Fig. 2): `tokens` (slots holding K/V), `reserved` (held for tokens
-not generated yet), `internal_fragmentation` (allocated and never to be filled: beyond a
-reservation's final length, or the empty tail of a sequence's last page), `external_fragmentation`
+Kwon et al., SOSP 2023, Fig. 2), by what a slot was set aside for: `tokens` (slots holding
+K/V), `reserved` (set aside ahead for a token the request will write: a reservation's slots up
+to its final length; a paged pool has none), `internal_fragmentation` (set aside beyond what
+was needed when it was set aside: a reservation's slots beyond its final length, never filled,
+or the empty tail of a sequence's last page, taken whole for one token, which the sequence's
+next tokens may still fill), `external_fragmentation`
 (free slots in holes too small for the next request, which `ContiguousKVCache.accounting`
 takes to be the longest, `max_seq_len`), `cached` (CACHED pages) and `free`.
 `plot_paged_vs_contiguous` draws both memories slot by slot (flat slot order, wrapped into
@@ -53,8 +56,8 @@ CATEGORIES = (  # slot categories of both layouts, in drawing order
 # strips (dots: reserved, crosses: internal, slashes: external), so bars and strips read alike.
 STYLES = {
     "tokens": ("#333333", "", "tokens: its request's colour in the strips, dark grey in the bars"),
-    "reserved": ("#FFFFFF", "..", "· reserved for a future token"),
-    "internal_fragmentation": ("#8C8C8C", "xx", "× internal fragmentation: allocated, no token"),
+    "reserved": ("#FFFFFF", "..", "· reserved: a token will be written here"),
+    "internal_fragmentation": ("#8C8C8C", "xx", "× internal fragmentation: beyond what was needed"),
     "external_fragmentation": ("#F3C6B3", "//", "/ external fragmentation: hole too small"),
     "cached": (STATE_COLORS[PageState.CACHED], "", "CACHED page"),
     "free": (STATE_COLORS[PageState.FREE], "", "free"),

@@ -58,7 +58,7 @@ def plot_chunked_kernel(
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.set_xlim(-2.6, n + 0.3)
-    ax.set_ylim(-1.8, 4.75)
+    ax.set_ylim(-2.1, 4.75)
     ax.axis("off")
 
     def cell(x: float, y: float, text: str, color: str, w: float = 0.9) -> None:
@@ -69,26 +69,22 @@ def plot_chunked_kernel(
 
     for i, page in enumerate(table):
         color = CHUNK_SHADES[(i // chunk) % len(CHUNK_SHADES)]
-        cell(i, ROWS["K"], f"K {page}", color)
+        cell(i, ROWS["K"], f"K p{page}", color)
         cell(i, ROWS["scores"], scores[i], color)
-        cell(i, ROWS["V"], f"V {page}", color)
+        cell(i, ROWS["V"], f"V p{page}", color)
         ax.add_patch(FancyArrowPatch((i + 0.45, ROWS["K"]), (i + 0.45, ROWS["scores"] + 0.7),
                                      arrowstyle="-|>", mutation_scale=14, color="#333333"))  # fmt: skip
         end = n / 2 - 2.0 + 4.0 * (i + 0.5) / n  # each V page feeds the one output row
         ax.add_patch(FancyArrowPatch((i + 0.45, ROWS["V"]), (end, ROWS["out"] + 0.7),
                                      arrowstyle="-|>", mutation_scale=14, color="#888888"))  # fmt: skip
     _brackets(ax, n, chunk)
-    ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
-    ax.text(n / 2, ROWS["scores"] - 0.45, "one softmax over the whole row: max, exp(s − max), their sum",
-            ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
+    _softmax_marks(ax, n)
     cell(n / 2 - 2.25, ROWS["out"], "Σ exp(s − max) · V, then ÷ sum", "#555555", w=4.5)
-    ax.add_patch(FancyArrowPatch((n - 0.05, ROWS["scores"]), (n - 0.05, ROWS["V"] + 0.7),
-                                 arrowstyle="-|>", mutation_scale=18, color="#D55E00",
-                                 linestyle="--"))  # fmt: skip
-    ax.text(n - 0.2, (ROWS["scores"] + ROWS["V"] + 0.7) / 2 - 0.1, "exp(s − max)", ha="right",
-            va="center", fontsize=13, color="#D55E00")  # fmt: skip
     for band, y in ROWS.items():
         ax.text(-2.5, y + 0.35, BAND_LABELS[band], ha="left", va="center", fontsize=13)
+    ax.text(-2.5, -1.75, f"K p{table[-1]}, V p{table[-1]}: the keys and values stored in page {table[-1]};"
+            f" {scores[0]}: the scores of the tokens at positions {scores[0][1:].replace('-', ' to ')}",
+            ha="left", va="center", fontsize=13)  # fmt: skip
     ax.set_title(
         f"block table {table}: {n} pages in chunks of {chunk} (grey shades: chunks, not requests)",
         fontsize=14, loc="left",
@@ -102,6 +98,21 @@ BAND_LABELS = {  # the left-hand label of each row of the picture
     "V": "pass 2: gather V,\na chunk at a time,\nexp(s − max) · V",
     "out": "output row:\nnormalised last",
 }
+
+
+def _softmax_marks(ax: Axes, n: int) -> None:
+    """The softmax over the whole score row (`n` pages wide), and its weights going to every
+    V page at once: a dashed arrow onto a bracket that spans the whole V row."""
+    ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
+    ax.text(n / 2, ROWS["scores"] - 0.4, "one softmax over the whole row: max, exp(s − max), their sum",
+            ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
+    top = ROWS["V"] + 0.85
+    ax.plot([0, 0, n - 0.1, n - 0.1], [top - 0.1, top, top, top - 0.1], color="#D55E00", lw=2)
+    ax.add_patch(FancyArrowPatch((n / 2, ROWS["scores"] - 0.6), (n / 2, top),
+                                 arrowstyle="-|>", mutation_scale=18, color="#D55E00",
+                                 linestyle="--"))  # fmt: skip
+    ax.text(n / 2 + 0.15, (ROWS["scores"] - 0.6 + top) / 2, "exp(s − max): weights for every V page",
+            ha="left", va="center", fontsize=13, color="#D55E00")  # fmt: skip
 
 
 def _brackets(ax: Axes, n: int, chunk: int) -> None:

@@ -134,8 +134,9 @@ def _slots_legend(
     """A swatch per page owner (the first 8), then only the kinds of slot the picture shows."""
     owners = [snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))]
     handles = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:8]]
+    internal = "× internal fragmentation: empty slot of an ACTIVE page"
     present = [
-        (counts["internal_fragmentation"], EMPTY_SLOT_COLOR, "× empty slot of an ACTIVE page"),
+        (counts["internal_fragmentation"], EMPTY_SLOT_COLOR, internal),
         (counts["cached"], STATE_COLORS[PageState.CACHED], "CACHED page"),
         (counts["free"], STATE_COLORS[PageState.FREE], "FREE page"),
     ]
