@@ -324,9 +324,8 @@ class Dashboard(DashboardControls):
         if not run.records:
             return run.scenario.summary
         last = run.records[-1]
-        said = last.action.caption or last.action.op
-        if last.action.op == "schedule" and last.note:  # what this step did, not the rule
-            said = last.note  # e.g. "scheduler: decode req1; preempt req2 (recompute)"
+        scheduled = last.action.op == "schedule" and last.note  # say what the step did, not the rule
+        said = last.note if scheduled else last.action.caption or last.action.op  # "scheduler: ..."
         if last.note.startswith("refused"):  # then the picture shows no change: say why
             said += f" — {last.note}"
         elif run.done and not last.own:
