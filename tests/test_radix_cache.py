@@ -178,8 +178,8 @@ def test_the_tree_colours_a_state_as_the_pool_heatmap_does():
     ax = fig.axes[0]
     boxes = {t.get_text(): (to_hex(t.get_bbox_patch().get_facecolor()), t.get_color()) for t in ax.texts}
     active, cached = to_hex(STATE_COLORS[PageState.ACTIVE]), to_hex(STATE_COLORS[PageState.CACHED])
-    assert boxes["1 2\npages 0"] == (active, "white") and boxes["5 6\npages 2"] == (active, "white")
-    assert boxes["3 4\npages 1"] == (cached, "black")
+    assert boxes["1 2\npage 0"] == (active, "white") and boxes["5 6\npage 2"] == (active, "white")
+    assert boxes["3 4\npage 1"] == (cached, "black")
     key = ax.get_legend()
     legend = {t.get_text(): to_hex(h.get_facecolor()) for t, h in zip(key.get_texts(), key.legend_handles)}
     assert legend == {"ACTIVE": active, "CACHED": cached}

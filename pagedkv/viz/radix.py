@@ -80,7 +80,8 @@ def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: in
     if len(lines) > MAX_TEXT_LINES:
         lines = lines[: MAX_TEXT_LINES - 1] + [lines[MAX_TEXT_LINES - 1][: width - 1] + "…"]
     locked = " · locked" if node.lock_ref else ""  # a running request's path: not evictable
-    pages = textwrap.wrap("pages " + ", ".join(map(str, node.value)) + locked, width + 12)
+    word = "page " if len(node.value) == 1 else "pages "
+    pages = textwrap.wrap(word + ", ".join(map(str, node.value)) + locked, width + 12)
     return "\n".join(lines + pages)
 
 
