@@ -160,7 +160,7 @@ def test_the_growth_picture_shows_each_step():
     fig = plot_radix_growth([("before", before), ("after the split", cache)])
     texts = [sorted(t.get_text() for t in ax.texts) for ax in fig.axes]
     assert [ax.get_title() for ax in fig.axes] == ["before", "after the split"]
-    assert texts == [["1 2 3 4\npages 0, 1", "root"], ["1 2\npages 0", "3 4\npages 1", "root"]]
+    assert texts == [["1 2 3 4\npages 0, 1", "root"], ["1 2\npage 0", "3 4\npage 1", "root"]]
 
 
 def test_the_tree_colours_a_state_as_the_pool_heatmap_does():
