@@ -107,7 +107,7 @@ def test_reset_goes_back_to_step_zero(dash):
     assert step_number(dash) == 0 and dash.run.history == []
     assert dash.run.pool.num_active_pages == 0 and bytes(dash.heatmap.value) == start
     dash.back_button.click()  # nothing to undo: says so, changes nothing
-    assert "nothing to undo" in dash.status.value and step_number(dash) == 0
+    assert "nothing to undo" in dash.caption.value and step_number(dash) == 0
     assert "nothing to undo" in dash.caption.value  # visible under the buttons, whatever tab is open
 
 
@@ -137,7 +137,7 @@ def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     steps = step_number(dash)
     dash.step_button.click()
     assert step_number(dash) == steps
-    assert "The scenario has ended. Press Reset to start again." in dash.status.value
+    assert "The scenario has ended. Press Reset to start again." in dash.caption.value
     assert "step 18 of 18" in dash.step_counter.value and "done" in dash.step_counter.value
     assert dash.decode_button.disabled  # nothing live to decode either
     dash.prompt.value = "more"
@@ -172,7 +172,7 @@ def test_add_request_refuses_an_empty_prompt(dash):
     dash.prompt.value = ""
     dash.prefix_picker.value = None
     dash.add_button.click()
-    assert dash.run.history == [] and "needs a text" in dash.status.value
+    assert dash.run.history == [] and "needs a text" in dash.caption.value
 
 
 def test_fork_and_finish(dash):
@@ -202,7 +202,7 @@ def test_sliders_rebuild_the_pool_and_replay_what_was_done(dash):
     dash.add_button.click()  # an action of the learner's own
     dash.pages_slider.value = 32
     assert dash.run.pool.num_pages == 32 and step_number(dash) == 1
-    assert "yours1" in dash.run.seqs and "your 1 action" in dash.status.value  # replayed
+    assert "yours1" in dash.run.seqs and "your 1 action" in dash.caption.value  # replayed
     dash.page_size_slider.value = 8
     assert dash.run.pool.page_size == 8 and dash.run.scenario.name == "walkthrough"
     assert dash.run.seqs.block_table("request_A") == [0, 1, 2]  # 18 tokens / 8 per page
@@ -221,7 +221,7 @@ def test_scenario_done_then_decode_all_decodes_every_live_sequence(dash):
     before = {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences}
     dash.step_button.click()  # refused: the scenario is over
     assert {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences} == before
-    assert "or Decode all to give every live sequence one more token" in dash.status.value
+    assert "or Decode all to give every live sequence one more token" in dash.caption.value
     dash.decode_button.click()
     after = {s: dash.run.seqs.get(s).num_tokens for s in dash.run.seqs.sequences}
     assert after == {s: n + 1 for s, n in before.items()}
@@ -373,11 +373,11 @@ def test_the_counter_counts_the_learners_own_actions_and_back_says_what_it_undid
     counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
     assert counter.startswith(f"step 5 of {len(dash.run.steps)} · +1 yours")
     assert "1 action of your own" in dash.step_counter.value
-    assert "Back undid your own action" in dash.status.value and dash.run.cursor == 5
+    assert "Back undid your own action" in dash.caption.value and dash.run.cursor == 5
     dash.back_button.click()
     dash.back_button.click()  # now a scenario step: no message, the step moves
     assert re.sub(r"<[^>]+>", "", dash.step_counter.value).startswith("step 4 of")
-    assert "Back undid" not in dash.status.value
+    assert "Back undid" not in dash.caption.value
 
 
 def test_a_step_is_drawn_in_a_visible_busy_state_that_refuses_clicks(dash):

@@ -111,11 +111,11 @@ class ActionRecord:
                 nth = f"its token {n}, " if n else ""  # counted from 1, as "room for its tokens 21-24"
                 out.append(("append", f"{seq_id} appends {nth}id {t} {_show(t)}, in slot {slot}"))
             else:
-                out.append(("append", f"{seq_id} samples token {t} {_show(t)}"))
+                out.append(("append", f"{seq_id} samples its next token, id {t} {_show(t)}"))
             start = end
         out += self._event_entries(events[start:])
         out += [
-            ("append", f"{s} samples token {t} {_show(t)}")
+            ("append", f"{s} samples its next token, id {t} {_show(t)}")
             for s, t in self.tokens.items()
             if s not in self.slots and s not in {a for _, a in self.appends}
         ]

@@ -257,7 +257,7 @@ class Dashboard(DashboardControls):
         self._draw_tab(self.view_picker.value)
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
-        self.status.value = status_html(run, snap, self.message)
+        self.status.value = status_html(run, snap)  # the message is in the caption, under Step
         self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX)
         done = " · <b>done</b>" if run.done else ""
         own = run.own_actions  # Fork, Decode all, ...: they move no scenario step, so count them

@@ -65,7 +65,7 @@ def token_pages_html(
             f"<div><b style='display:inline-block;min-width:6em'>{html.escape(str(seq_id))}</b>"
             f"{''.join(boxes)}</div>"
         )
-    body = "".join(lines) or "<i>no live sequence</i>"
+    body = "".join(lines) or "<div><i>no live sequence</i></div>"
     return (
         "<div class='pagedkv-token-pages'><b>tokens by page</b> (each box: the tokens whose K/V "
         f"one page holds; colour = the sequence that owns the page){body}</div>"
