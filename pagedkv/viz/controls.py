@@ -144,7 +144,14 @@ class DashboardControls(widgets.VBox):
             format="png", layout=width(max_width=f"{MAIN_SHARE:.0%}", flex="0 1 auto")
         ).add_class("pagedkv-heatmap")
         # A view's picture: the cell's width at most and VIEW_HEIGHT_PX tall at most, its shape kept.
-        view = {"width": "auto", "max_width": "100%", "max_height": f"{VIEW_HEIGHT_PX}px", "margin": "0"}
+        view = {
+            "width": "auto",
+            "max_width": "100%",
+            "max_height": f"{VIEW_HEIGHT_PX}px",
+            "margin": "0",
+            "object_fit": "contain",
+            "object_position": "left top",
+        }  # a pane is as tall as the tallest
         self.more_views = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-more-views")
         self.busy_note = widgets.HTML().add_class("pagedkv-busy-note")
         self.lru = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-lru")

@@ -268,6 +268,11 @@ VIEW_ELEMENTS = {
 }
 
 
+_FIT_JS = """el => { const r = el.getBoundingClientRect();
+  return {fit: getComputedStyle(el).objectFit, box: r.width / r.height,
+          natural: el.naturalWidth / el.naturalHeight}; }"""
+
+
 def every_view_shows_under_the_step_button(nb: NotebookPage) -> None:
     """Each view tab opens its view in the main picture's place: with the dashboard scrolled
     to its top, the Step button and the whole view are inside the 1280x720 window together
@@ -284,6 +289,9 @@ def every_view_shows_under_the_step_button(nb: NotebookPage) -> None:
         step = page.locator("button.pagedkv-step").first.evaluate(_BOX_JS)
         view = page.locator(selector).first.evaluate(_BOX_JS)
         assert view["height"] > 50, (title, view)  # drawn, not an empty box
+        if selector.startswith("img"):  # a picture keeps its shape in its box (not stretched)
+            fit = page.locator(selector).first.evaluate(_FIT_JS)
+            assert fit["fit"] == "contain" or abs(fit["box"] / fit["natural"] - 1) < 0.02, (title, fit)
         assert 0 <= step["top"] and view["bottom"] <= height, (title, step, view)
         actions_at.add(round(page.locator(".pagedkv-actions").first.evaluate(_BOX_JS)["top"] - step["top"]))
     assert len(actions_at) == 1, actions_at  # switching views does not move the actions
