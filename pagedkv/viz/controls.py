@@ -151,7 +151,7 @@ class DashboardControls(widgets.VBox):
             "margin": "0",
             "object_fit": "contain",
             "object_position": "left top",
-        }  # a pane is as tall as the tallest
+        }  # contain: in a pane taller than the picture, the picture keeps its shape
         self.more_views = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-more-views")
         self.busy_note = widgets.HTML().add_class("pagedkv-busy-note")
         self.lru = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-lru")
