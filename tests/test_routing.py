@@ -44,13 +44,13 @@ def test_by_valve_counts_the_requests_routed_while_the_loads_differ_by_more_than
     from pagedkv.labs.experiments import popular_system_prompts
 
     seen: list[list[int]] = []
-    real_choose = routing.choose
+    real_route = routing.route
 
     def recording(replicas, request, config, counter):
         seen.append([len(r.scheduler.running) + len(r.scheduler.waiting) for r in replicas])
-        return real_choose(replicas, request, config, counter)
+        return real_route(replicas, request, config, counter)
 
-    monkeypatch.setattr(routing, "choose", recording)
+    monkeypatch.setattr(routing, "route", recording)
     workload = popular_system_prompts(60, 8, 64, 0)
     options = dict(num_pages=32, page_size=16, max_num_seqs=4, arrival_rate=1.0)
     for threshold in (2, 1000):

@@ -91,20 +91,28 @@ def valve_open(replicas: list[Replica], config: RouterConfig) -> bool:
     return high - low > config.balance_abs_threshold and high > config.balance_rel_threshold * low
 
 
-def choose(replicas: list[Replica], request: Request, config: RouterConfig, counter: int) -> int:
-    """The replica index the router sends `request` to (`counter`: requests routed so far)."""
-    least = int(np.argmin([r.load for r in replicas]))  # ties: the lowest index
+def route(replicas: list[Replica], request: Request, config: RouterConfig, counter: int) -> tuple[int, bool]:
+    """(the replica index the router sends `request` to, whether prefix-aware routing's safety
+    valve chose it); `counter`: requests routed so far."""
     if config.router == "round_robin":
-        return counter % len(replicas)
-    if config.router == "least_loaded" or valve_open(replicas, config):
-        return least
+        return counter % len(replicas), False
+    least = int(np.argmin([r.load for r in replicas]))  # ties: the lowest index
+    if config.router == "least_loaded":
+        return least, False
+    if valve_open(replicas, config):
+        return least, True
     pool = replicas[0].pool
     hashes = block_hashes(request.prompt_token_ids, pool.page_size, algo=pool.config.prefix_caching_hash_algo)
     matched = [r.cached_prefix_tokens(hashes) for r in replicas]
     best = int(np.argmax(matched))
     if matched[best] > config.cache_threshold * request.prompt_len:
-        return best
-    return int(np.argmax([r.pool.num_free_pages for r in replicas]))
+        return best, False
+    return int(np.argmax([r.pool.num_free_pages for r in replicas])), False
+
+
+def choose(replicas: list[Replica], request: Request, config: RouterConfig, counter: int) -> int:
+    """The replica index the router sends `request` to (`counter`: requests routed so far)."""
+    return route(replicas, request, config, counter)[0]
 
 
 def simulate(
@@ -133,8 +141,8 @@ def simulate(
     while nxt < len(requests) or any(r.scheduler.has_unfinished for r in replicas):
         while nxt < len(requests) and arrivals[nxt] <= tick:
             r = requests[nxt]
-            by_valve += valve_open(replicas, config)
-            k = choose(replicas, r, config, nxt)
+            k, valve = route(replicas, r, config, nxt)
+            by_valve += valve
             replicas[k].scheduler.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
             routed[k] += 1
             nxt += 1
