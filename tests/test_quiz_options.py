@@ -272,8 +272,34 @@ def test_a_first_wrong_pick_shows_that_picks_hint_and_a_second_shows_the_answer(
     assert escape(q.hints[wrong[0]]) in first and escape(q.hints[wrong[1]]) not in first
     assert escape(q.why) not in first and "the answer is" not in first
     quiz.check(0, wrong[1])
-    assert f"the answer is “{q.answer}”" in quiz.feedback[0].value
-    assert escape(q.hints[wrong[1]]) not in quiz.feedback[0].value  # settled: the reason, not a hint
+    second = quiz.feedback[0].value
+    assert f"the answer is “{q.answer}”" in second and escape(q.why) in second
+    # settled: the answer and its reason first, then what this second pick overlooked
+    assert second.index(escape(q.why)) < second.index(escape(q.hints[wrong[1]]))
+    assert escape(q.hints[wrong[0]]) not in second
+
+
+def test_a_prediction_quiz_keeps_the_cells_below_off_the_screen_until_answered():
+    """After Run All the cells under a "Predict" quiz hold its answer: the quiz keeps an empty
+    box of 60 % of the screen's height under its question until every question is settled
+    (right, or wrong twice); a check quiz at a notebook's end keeps none."""
+    from pagedkv.viz import Quiz
+
+    for qid in QUIZ_IDS:
+        quiz = Quiz(qid)
+        predict = BANK["quiz"][qid].title == "Predict"
+        assert (quiz.room.layout.display != "none") == predict, qid
+        assert quiz.children[-1] is quiz.room and "height:60vh" in quiz.room.value
+    quiz = Quiz("11-predict-routing")
+    q = quiz.questions[0]
+    wrong = [o for o in q.options if o != q.answer]
+    quiz.check(0, wrong[0])
+    assert quiz.room.layout.display != "none"  # a second try is left: still closed
+    quiz.check(0, wrong[1])
+    assert quiz.room.layout.display == "none"
+    right = Quiz("11-predict-routing")
+    right.check(0, q.answer)
+    assert right.room.layout.display == "none"
 
 
 def test_the_answer_key_gives_every_hint():

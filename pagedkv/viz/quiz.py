@@ -10,8 +10,10 @@ questions at the end of a notebook, and open questions with an answer to reveal.
 
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
 quite. Think it over" and a second try, with nothing given away; a right pick, or a second
-wrong one, shows the answer and why (a prediction adds its longer `after` text, if it has
-one, and the pool heatmap after the step).
+wrong one, shows the answer and why, and what the wrong pick overlooked (a prediction adds
+its longer `after` text, if it has one, and the pool heatmap after the step). A quiz titled
+"Predict" asks about the cells below it: it keeps an empty box under its question, so that
+after Run All those cells start below the screen, and closes the box once answered.
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
@@ -78,13 +80,24 @@ def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tu
 
     A first wrong pick (`misses` 0) is not settled: its `hint` (what that pick overlooks) and
     one more try, the answer not given away. A right pick or a second wrong one settles the
-    question: the answer and `why` are shown."""
+    question: the answer and `why` are shown, and for a wrong pick its own hint after them."""
     right = picked == answer
     if not right and misses == 0:
         hint = f"{html.escape(hint)} " if hint else ""
         return _box(f"<b>Not quite.</b> {hint}{TRY_AGAIN}", WRONG), False
-    said = "Right." if right else f"Not quite: the answer is “{html.escape(answer)}”."
-    return _box(f"<b>{said}</b> {html.escape(why)}", RIGHT if right else WRONG), True
+    if right:
+        return _box(f"<b>Right.</b> {html.escape(why)}", RIGHT), True
+    yours = f" About “{html.escape(picked)}”: {html.escape(hint)}" if hint else ""
+    said = f"<b>Not quite: the answer is “{html.escape(answer)}”.</b>"
+    return _box(f"{said} {html.escape(why)}{yours}", WRONG), True
+
+
+PREDICT_ROOM = (
+    "<div style='height:60vh;box-sizing:border-box;border:2px dashed #C8C8C8;border-radius:6px;"
+    "display:flex;align-items:center;justify-content:center;text-align:center;padding:1em;"
+    "color:#555555;font-size:15px'>The cells below show what happens. Answer first:"
+    " this box closes once you have.</div>"
+)
 
 
 def _room(png: bytes) -> str:
@@ -203,7 +216,8 @@ class PredictStep(widgets.VBox):
 
 class Quiz(widgets.VBox):
     """Check questions: pick an answer, press Check, read why. A first wrong pick gets a
-    second try; the answer and its reason show after a right pick or a second wrong one."""
+    second try; the answer and its reason show after a right pick or a second wrong one.
+    A quiz titled "Predict" keeps `room` open under its questions until each is settled."""
 
     def __init__(self, question_id: str) -> None:
         data = quiz(question_id)
@@ -213,6 +227,7 @@ class Quiz(widgets.VBox):
         self.buttons: list[widgets.Button] = []
         self.feedback: list[widgets.HTML] = []
         self.misses = [0] * len(self.questions)  # wrong picks so far: the answer shows after two
+        self.settled = [False] * len(self.questions)  # right, or wrong twice
         rows: list[widgets.Widget] = [widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))]
         for k, q in enumerate(self.questions):
             picker = widgets.RadioButtons(
@@ -226,7 +241,11 @@ class Quiz(widgets.VBox):
             self.feedback.append(feedback)
             number = f"{k + 1}. " if len(self.questions) > 1 else ""
             rows += [widgets.HTML(_box(number + html.escape(q.text))), picker, button, feedback]
-        self.children = rows
+        # a prediction about the cells below: they start under this room until it is answered
+        shown = "" if title == "Predict" else "none"
+        self.room = widgets.HTML(PREDICT_ROOM, layout=widgets.Layout(width="100%", margin="0", display=shown))
+        self.room.add_class("pagedkv-quiz-room")
+        self.children = [*rows, self.room]
         self.add_class("pagedkv-quiz")
 
     def check(self, k: int, choice: str | None = None) -> bool:
@@ -241,6 +260,9 @@ class Quiz(widgets.VBox):
         self.feedback[k].value, settled = grade(picker.value, q.answer, q.why, self.misses[k], hint)
         if not settled:
             self.misses[k] = 1
+        self.settled[k] = self.settled[k] or settled
+        if all(self.settled):
+            self.room.layout.display = "none"
         return picker.value == q.answer
 
 
