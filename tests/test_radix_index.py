@@ -209,3 +209,25 @@ def test_restore_refuses_a_radix_pool():
     pool, _ = make_pool(4, 2)
     with pytest.raises(ValueError, match="prefix_index='hash'"):
         restore_pool(pool, [], [], {}, 0)
+
+
+def test_generate_one_at_a_time_rows_match_fresh_runs() -> None:
+    """Each row of `generate_one_at_a_time` equals the counts of a fresh pool that ran only
+    the prompts up to that request, by hand; the tokens equal recomputation."""
+    from pagedkv.labs.radix_vs_hash import generate_one_at_a_time
+
+    model = TinyLM(seed=0)
+    prompts = ["You are terse. Hi.", "You are terse. Yo.", "You are terse. Hi.", "Other text, long."]
+    for index in ("hash", "radix"):
+        _, outputs, rows = generate_one_at_a_time(model, prompts, index, num_pages=10, max_new_tokens=6)
+        assert outputs == [model.generate_reference(p, 6) for p in prompts]
+        hits_so_far = 0
+        for k, row in enumerate(rows):
+            seqs = SequenceManager(KVCachePool(model.cache_config(10, 4, prefix_index=index)))
+            for i, p in enumerate(prompts[: k + 1]):
+                model.generate(seqs, [p], 6, seq_ids=[i])
+            stats = seqs.pool.stats
+            assert row["hits"] == stats.prefix_hits - hits_so_far
+            hits_so_far = stats.prefix_hits
+            assert (row["evictions"], row["free"]) == (stats.evictions, seqs.pool.num_free_pages)
+            assert row["indexed"] == len(seqs.pool.prefix_index)

@@ -17,6 +17,9 @@ pages hit, so at most floor((prompt_len - 1) / page_size) pages. (SGLang caps th
 prompt_len - 1 *tokens* and then matches whole pages: the same formula. What differs is
 its default page size, 1, where the cap costs one token, against vLLM's 16.)
 
+`generate_one_at_a_time` runs a few prompts through the real model in each pool and reads
+the counts after every request (notebook 09, section 3).
+
 Leaves out: overlapping requests (where SGLang's insert-at-finish and the pool's
 insert-at-fill part ways), and SGLang's host tier.
 """
@@ -31,6 +34,7 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.hit_rate_lab import num_pages_for, serve_one_at_a_time
 from pagedkv.labs.lab_workloads import LabRequest
+from pagedkv.model.tinylm import TinyLM
 from pagedkv.radix.radix_cache import RadixCache
 from pagedkv.radix.radix_index import RadixPrefixIndex
 
@@ -109,3 +113,34 @@ def compare_indexes(
         pool_replay(requests, cache_tokens, "radix", page_size),
         sglang_replay(requests, cache_tokens, page_size),
     ]
+
+
+def generate_one_at_a_time(
+    model: TinyLM,
+    prompts: Sequence[str],
+    index: str,
+    num_pages: int = 12,
+    page_size: int = 4,
+    max_new_tokens: int = 10,
+) -> tuple[SequenceManager, list[list[int]], list[dict[str, int]]]:
+    """Notebook 09's section 3: each prompt generates `max_new_tokens` tokens and finishes
+    before the next starts, in a pool whose prefix index is "hash" or "radix".
+
+    Returns the `SequenceManager`, each request's generated token ids, and one row per
+    request, read once it finished: `hits` (its prefix-hit tokens), `evictions` (pages
+    evicted so far), `indexed` (pages the prefix index holds) and `free` (FREE pages)."""
+    config = model.cache_config(num_pages=num_pages, page_size=page_size, prefix_index=index)
+    seqs = SequenceManager(KVCachePool(config))
+    pool, outputs, rows = seqs.pool, [], []
+    for i, prompt in enumerate(prompts):
+        hits_before = pool.stats.prefix_hits
+        outputs.append(model.generate(seqs, [prompt], max_new_tokens, seq_ids=[f"r{i}"])[f"r{i}"])
+        rows.append(
+            {
+                "hits": pool.stats.prefix_hits - hits_before,
+                "evictions": pool.stats.evictions,
+                "indexed": len(pool.prefix_index),
+                "free": pool.num_free_pages,
+            }
+        )
+    return seqs, outputs, rows
