@@ -268,11 +268,11 @@ class Dashboard(DashboardControls):
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
         self.caption.value = f"<div style='font-size:14px'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
-        own = set(run.own_sequences)  # Fork and Finish: never a request the scheduler runs
-        self.sync_stepping(run.cursor, len(run.steps), live, [(t, s) for t, s in live if s in own])
+        owned = set(run.own_sequences)  # Fork and Finish: never a request the scheduler runs
+        self.sync_stepping(run.cursor, len(run.steps), live, [(t, s) for t, s in live if s in owned])
         self.back_button.disabled = not run.history
         self.step_button.disabled = run.done  # a scenario ends at its last step
-        self.fork_button.disabled = self.finish_button.disabled = not own
+        self.fork_button.disabled = self.finish_button.disabled = not owned
         self.decode_button.disabled = not run.can_decode_all
 
     def _maps(self) -> tuple[PoolHeatmap, ...]:
