@@ -37,7 +37,7 @@ from pagedkv.viz import (
     slot_usage,
 )
 from pagedkv.viz.fragmentation import _external_holes
-from pagedkv.viz.frame import grid_shape
+from pagedkv.viz.frame import SUPTITLE_PT, grid_shape
 from pagedkv.viz.glyphs import _font, fit_text
 from pagedkv.viz.palette import (
     HIT_COLOR,
@@ -225,6 +225,23 @@ def test_heatmap_bad_arguments(known):
         PoolHeatmap(16, 4).update({})
     with pytest.raises(ValueError, match="page_id must be in"):
         PoolHeatmap(16, 4).cell_box("state", 16)
+
+
+def test_a_label_titles_the_pool_in_place_of_its_clock(known):
+    *_, snap = known
+    heatmap = plot_pool(snap, ("state", "owner"), label="after scheduler step 8")
+    # the counts from the hand-derived STATES: 6 ACTIVE, 5 CACHED, 5 FREE of 16
+    assert heatmap.suptitle == "pool after scheduler step 8: 6 ACTIVE, 5 CACHED, 5 FREE of 16 pages"
+    assert "clock" not in heatmap.suptitle and "label='after scheduler step 8'" in repr(heatmap)
+    assert plot_pool(snap, ("state", "owner")).suptitle.startswith(f"pool at clock {snap.clock}: ")
+    longest = plot_pool(snap, ("state", "owner"), label="x" * 40)  # the longest label fits whole
+    size, width = round(SUPTITLE_PT * longest._frame.px), Image.open(io.BytesIO(longest.png())).width
+    assert fit_text(longest.suptitle, size, width) == longest.suptitle
+    for bad in ("", "two\nlines", "x" * 41):
+        with pytest.raises(ValueError, match="label must be one line of 1 to 40 characters"):
+            plot_pool(snap, label=bad)
+    with pytest.raises(TypeError, match="label must be a str"):
+        PoolHeatmap(16, 4, label=8)
 
 
 def test_block_table_figure_marks_shared_copied_and_hit_pages(known):

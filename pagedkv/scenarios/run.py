@@ -16,7 +16,8 @@ actions. A scenario has a fixed number of steps, known before the first one: a s
 with a scheduler ends with one "schedule" step, which a dry run at construction repeats
 until the scheduler has finished every request, so its total never grows while a learner
 steps. After the last step `step()` refuses; `decode_all()` (an action of your own) goes on
-generating for every live sequence, or runs the scheduler while it has work.
+generating for every live sequence the run decodes itself (with a scheduler: the ones you
+added), or runs the scheduler once more if your actions left it work.
 
 vLLM's engine loop is the production relative (requests in, one scheduler step at a time);
 this one exists to be stepped by hand and rewound. Leaves out: persistence of a run.
@@ -140,12 +141,17 @@ class ScenarioRun(ScenarioOperations):
         return not self.done
 
     @property
+    def own_sequences(self) -> list[Hashable]:
+        """The live sequences this run decodes itself: every one without a scheduler; with one,
+        those you added or forked (the scheduler decodes its own requests, on Step)."""
+        return [s for s in self.seqs.sequences if s in self.logits]
+
+    @property
     def can_decode_all(self) -> bool:
-        """Whether `decode_all()` has anything to do: a live sequence this run decodes, or
-        a request the scheduler has not finished."""
-        if self.scheduler is not None and self.scheduler.has_unfinished:
-            return True
-        return any(s in self.logits for s in self.seqs.sequences)
+        """Whether `decode_all()` has anything to do: a live sequence this run decodes, or,
+        once the scenario is done, a request the scheduler has not finished."""
+        unfinished = self.scheduler is not None and self.scheduler.has_unfinished
+        return bool(self.own_sequences) or (self.done and unfinished)
 
     @property
     def next_action(self) -> Action | None:
@@ -167,15 +173,24 @@ class ScenarioRun(ScenarioOperations):
         return self._apply(self.steps[self.cursor], True)
 
     def decode_all(self) -> ActionRecord:
-        """An action of your own: one scheduler step when the scheduler has work, else one
-        token for every live sequence this run decodes."""
-        if self.scheduler is not None and self.scheduler.has_unfinished:
-            return self.apply(Action("schedule", caption="you ran the scheduler one more step"))
+        """An action of your own: one token for every live sequence this run decodes (with a
+        scheduler, the ones you added: Step moves its requests). Once the scenario is done,
+        with none of those left and a request unfinished, one more scheduler step instead."""
+        if (
+            not self.own_sequences
+            and self.done
+            and self.scheduler is not None
+            and self.scheduler.has_unfinished
+        ):
+            return self.apply(Action("schedule", caption="the scenario is done: one more scheduler step"))
         # Sampled as the scenario samples (parallel sampling draws a token per sample), else greedy.
         temperature = next((a.temperature for a in reversed(self.steps) if a.op == "decode"), 0.0)
-        return self.apply(
-            Action("decode", temperature=temperature, caption="you decoded one token for everyone")
+        caption = (
+            "you decoded one token for everyone"
+            if self.scheduler is None
+            else "you decoded one token for each sequence you added (Step moves the scheduler's requests)"
         )
+        return self.apply(Action("decode", temperature=temperature, caption=caption))
 
     def goto(self, step: int) -> None:
         """Jump to just after scenario step `step` (0 = before the first), keeping your own

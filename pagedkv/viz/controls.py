@@ -37,6 +37,14 @@ PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per 
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
 VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
 ACTIONS_NOTE = "<b>Your actions</b> (not scenario steps; later scenario steps run on the pool they leave)"
+SCHEDULER_NOTE = (  # under ACTIONS_NOTE when a scheduler runs the scenario's requests
+    "Here the scheduler owns its requests: only Step runs them. Fork, Finish and Decode all act "
+    "on requests you add, which the scheduler never runs or preempts."
+)
+DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler
+    "your own action: one more token for every live sequence",
+    "your own action: one more token for each sequence you added (Step runs the scheduler)",
+)
 VIEW_HEIGHT_PX = 414  # a view's picture is shown at most this tall: it stays on screen under Step
 
 
@@ -120,9 +128,9 @@ class DashboardControls(widgets.VBox):
         self.fork_button = widgets.Button(description="Fork", icon="code-branch").add_class("pagedkv-fork")
         self.finish_button = widgets.Button(description="Finish", icon="check").add_class("pagedkv-finish")
         self.decode_button = widgets.Button(
-            description="Decode all", icon="forward",
-            tooltip="your own action: one more token for every live sequence",
-        ).add_class("pagedkv-decode")  # fmt: skip
+            description="Decode all", icon="forward", tooltip=DECODE_TIPS[0]
+        ).add_class("pagedkv-decode")
+        self.actions_note = widgets.HTML(ACTIONS_NOTE).add_class("pagedkv-actions-note")
         self.confirm_text = widgets.HTML()
         self.discard_button = widgets.Button(
             description="Discard and switch", button_style="danger"
@@ -182,7 +190,7 @@ class DashboardControls(widgets.VBox):
         ).add_class("pagedkv-tabs")
         self.show_view(VIEWS[0])
         actions = widgets.VBox([
-            widgets.HTML(ACTIONS_NOTE),
+            self.actions_note,
             row([self.prompt, self.prefix_picker, self.add_button]),
             row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
         ]).add_class("pagedkv-actions")  # fmt: skip
@@ -199,6 +207,12 @@ class DashboardControls(widgets.VBox):
             *panes,
             actions,
         ]
+
+    def yours(self) -> str:
+        """What Fork, Finish and Decode all act on, for a message saying there is none."""
+        return (
+            "live sequence" if self.run.scheduler is None else "sequence you added (Step runs the scheduler)"
+        )
 
     def show_view(self, title: str) -> None:
         """Show the pane of view `title` in the views' place and hide the others."""
@@ -241,8 +255,11 @@ class DashboardControls(widgets.VBox):
 
         return callback
 
-    def sync_stepping(self, cursor: int, steps: int, live: list[tuple[str, Hashable]]) -> None:
-        """Point Jump to, Play and the sequence pickers at the run without triggering them.
+    def sync_stepping(
+        self, cursor: int, steps: int, live: list[tuple[str, Hashable]], own: list[tuple[str, Hashable]]
+    ) -> None:
+        """Point Jump to, Play and the sequence pickers at the run without triggering them:
+        "Prefix of" offers every `live` sequence, "Sequence" (Fork, Finish) only your `own`.
         Play's ■ sets its value to its `min`: `min` follows the current step, so ■ stops
         where the dashboard is (a learner uses it as pause) instead of going back to 0."""
         self._syncing = True
@@ -255,7 +272,7 @@ class DashboardControls(widgets.VBox):
             for picker, options in (
                 # "" stands for no prefix: a Dropdown takes the value None as "nothing selected"
                 (self.prefix_picker, [("(none)", ""), *live]),
-                (self.seq_picker, live),
+                (self.seq_picker, own),
             ):
                 if list(picker.options) != options:
                     keep = picker.value
@@ -276,5 +293,8 @@ class DashboardControls(widgets.VBox):
             self.page_size_slider.value = self.run.page_size
             self.play.min = 0  # before a max below the old step
             self.play.max = self.step_slider.max = len(self.run.steps)
+            scheduled = self.run.scheduler is not None
+            self.actions_note.value = ACTIONS_NOTE + (f"<br>{SCHEDULER_NOTE}" if scheduled else "")
+            self.decode_button.tooltip = DECODE_TIPS[scheduled]
         finally:
             self._syncing = False

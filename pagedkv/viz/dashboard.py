@@ -4,9 +4,9 @@ Step / Back / Reset buttons, a step slider and a Play widget (with its speed) dr
 `ScenarioRun`; the header has one counter, "step k of N" (· +n yours: your own actions), and a
 scenario ends at its last step ("done", Step disabled). A picker switches scenario (asking
 first when that would discard actions of your own); controls add a request (optionally
-sharing an existing sequence's prefix), fork a sequence, finish one or decode one more token
-for everyone; sliders rebuild the pool with another geometry and replay everything on it.
-Every change re-renders, in place:
+sharing an existing sequence's prefix), fork, finish or decode live sequences (with a
+scheduler, only those you added: Step alone runs its requests); sliders rebuild the pool with
+another geometry and replay everything on it. Every change re-renders, in place:
 
 - the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
@@ -136,12 +136,10 @@ class Dashboard(DashboardControls):
         self.render()
 
     def decode_all(self) -> None:
-        """Your own action: one more token for every live sequence (or a scheduler step)."""
-        if not self.run.can_decode_all:
-            self.message = "no live sequence to decode: add a request"
-            return self.render()
-        self.message = ""
-        self.run.decode_all()
+        """Your own action, `ScenarioRun.decode_all` (or a message saying why it has nothing to do)."""
+        self.message = "" if self.run.can_decode_all else f"no {self.yours()} to decode: add a request"
+        if not self.message:
+            self.run.decode_all()
         self.render()
 
     def add_request(self) -> None:
@@ -156,7 +154,7 @@ class Dashboard(DashboardControls):
         """Fork the picked sequence: the child shares all of its pages."""
         parent = self.seq_picker.value
         if parent is None:
-            self.message = "no live sequence to fork"
+            self.message = f"no {self.yours()} to fork"
             return self.render()
         self._apply(
             lambda: Action(
@@ -168,7 +166,7 @@ class Dashboard(DashboardControls):
         """Free the picked sequence."""
         seq_id = self.seq_picker.value
         if seq_id is None:
-            self.message = "no live sequence to finish"
+            self.message = f"no {self.yours()} to finish"
             return self.render()
         self._apply(lambda: Action("free", seq_id, caption=f"you finished {seq_id}"))
 
@@ -270,10 +268,11 @@ class Dashboard(DashboardControls):
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
         self.caption.value = f"<div style='font-size:14px'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
-        self.sync_stepping(run.cursor, len(run.steps), live)
+        owned = set(run.own_sequences)  # Fork and Finish: never a request the scheduler runs
+        self.sync_stepping(run.cursor, len(run.steps), live, [(t, s) for t, s in live if s in owned])
         self.back_button.disabled = not run.history
         self.step_button.disabled = run.done  # a scenario ends at its last step
-        self.fork_button.disabled = self.finish_button.disabled = not live
+        self.fork_button.disabled = self.finish_button.disabled = not owned
         self.decode_button.disabled = not run.can_decode_all
 
     def _maps(self) -> tuple[PoolHeatmap, ...]:
@@ -325,7 +324,8 @@ class Dashboard(DashboardControls):
             return run.scenario.summary
         last = run.records[-1]
         scheduled = last.action.op == "schedule" and last.note  # say what the step did, not the rule
-        said = last.note if scheduled else last.action.caption or last.action.op  # "scheduler: ..."
+        said = last.action.caption or last.action.op  # a scheduler step adds "scheduler: ..."
+        said = (f"{said} — " * last.own + last.note) if scheduled else said
         if last.note.startswith("refused"):  # then the picture shows no change: say why
             said += f" — {last.note}"
         elif run.done and not last.own:

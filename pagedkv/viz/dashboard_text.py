@@ -27,9 +27,9 @@ LOG_KINDS = ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt
 def end_message(run: ScenarioRun) -> str:
     """What the dashboard says once every step of the scenario has run."""
     text = "The scenario has ended. Press Reset to start again"
-    if run.can_decode_all:  # a live sequence (or the scheduler's unfinished work) can go on
-        has_work = run.scheduler is not None and run.scheduler.has_unfinished
-        more = "run the scheduler one more step" if has_work else "give every live sequence one more token"
+    if run.can_decode_all:  # a sequence of the run's own (or the scheduler's unfinished work) can go on
+        whose = "every live sequence" if run.scheduler is None else "each sequence you added"
+        more = f"give {whose} one more token" if run.own_sequences else "run the scheduler one more step"
         text += f", or Decode all to {more}"
     return text + "."
 

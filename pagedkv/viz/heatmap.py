@@ -72,10 +72,11 @@ class PoolHeatmap:
     picture of one run so each sequence keeps its colour. Jupyter displays the object as
     its PNG (`_repr_png_`). The static frame is built once per geometry and shared.
     `show_clock=False` leaves the logical clock out of the title (the dashboard shows its
-    own step counter instead). `panel_width` is in inches (default 5.5, or 11 for a single
-    view): with the default dpi the picture fills a JupyterLab cell and its text stays
-    >= 12 pt on a projector. `columns` (1 or 2) stacks the panels or sets them side by side;
-    `max_height` (inches) caps the picture's height: cells shrink to fit it.
+    own step counter instead); a `label` (one line of at most 40 characters) takes the
+    clock's place: "pool after scheduler step 8: ...". `panel_width` is in inches (default
+    5.5, or 11 for a single view): with the default dpi the picture fills a JupyterLab cell
+    and its text stays >= 12 pt on a projector. `columns` (1 or 2) stacks the panels or sets
+    them side by side; `max_height` (inches) caps the picture's height: cells shrink to fit.
     """
 
     def __init__(
@@ -89,6 +90,7 @@ class PoolHeatmap:
         show_clock: bool = True,
         columns: int | None = None,
         max_height: float | None = None,
+        label: str | None = None,
     ) -> None:
         self.num_pages, self.page_size = (
             check_int("num_pages", num_pages, 1),
@@ -114,6 +116,11 @@ class PoolHeatmap:
             max_height = check_number("max_height", max_height, 2.0)
         self.views = views
         self.show_clock = bool(show_clock)
+        if label is not None and not (
+            0 < len(check_instance("label", label, str)) <= 40 and label.isprintable()
+        ):
+            raise ValueError(f"label must be one line of 1 to 40 characters, got {label!r}")
+        self.label = label
         self.palette = palette if palette is not None else DEFAULT_PALETTE
         self.rows, self.cols = grid_shape(self.num_pages)
         self.labelled = self.num_pages <= MAX_LABELLED_PAGES
@@ -145,6 +152,7 @@ class PoolHeatmap:
         # A lone panel leaves the clock out, so its picture changes only when its cells do.
         clocked = len(self.views) > 1 and self.show_clock
         when = f"pool at clock {snapshot.clock}: " if clocked else "pool: "
+        when = f"pool {self.label}: " if self.label else when
         self.suptitle = (
             f"{when}{counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
             f"{counts[PageState.FREE]} FREE of {self.num_pages} pages"
@@ -302,9 +310,9 @@ class PoolHeatmap:
 
     def __repr__(self) -> str:
         clock = None if self.snapshot is None else self.snapshot.clock
+        when = f"label={self.label!r}" if self.label else f"clock={clock}"  # the title's counter
         return (
-            f"PoolHeatmap(num_pages={self.num_pages}, page_size={self.page_size}, "
-            f"views={self.views}, clock={clock})"
+            f"PoolHeatmap(num_pages={self.num_pages}, page_size={self.page_size}, views={self.views}, {when})"
         )
 
 
@@ -323,11 +331,13 @@ def plot_pool(
     views: Sequence[str] = ("state", "occupancy", "owner", "ref_count"),
     palette: SequencePalette | None = None,
     events: Iterable[Event] | None = None,
+    label: str | None = None,
 ) -> PoolHeatmap:
     """Heatmaps of one snapshot (Jupyter shows the returned heatmap as a PNG). Pass the pool's
-    `events` to name the last holder of CACHED pages in the LRU view."""
+    `events` to name the last holder of CACHED pages in the LRU view, and a `label` such as
+    "after scheduler step 8" to title the picture by it instead of the pool's clock."""
     check_instance("snapshot", snapshot, PoolSnapshot)
-    heatmap = PoolHeatmap(snapshot.num_pages, snapshot.page_size, views, palette)
+    heatmap = PoolHeatmap(snapshot.num_pages, snapshot.page_size, views, palette, label=label)
     heatmap.update(snapshot, events)
     return heatmap
 

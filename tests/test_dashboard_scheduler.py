@@ -1,0 +1,82 @@
+"""Your own actions on the dashboard when a scheduler runs the scenario (`preempt`, `chunked`).
+
+The scheduler owns its requests: Fork and Finish never offer one, Decode all never runs a
+scheduler step while the scenario has steps left (Step does that), and the caption says what a
+press did. Oracles: the pool and scheduler state of the run before the press, read directly.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pagedkv.viz import Dashboard
+from pagedkv.viz.controls import SCHEDULER_NOTE
+
+
+@pytest.fixture
+def chunked():
+    dash = Dashboard("chunked")
+    dash.goto(4)  # long is running: two chunks of its prompt computed
+    return dash
+
+
+def test_the_schedulers_requests_are_not_yours_to_fork_finish_or_decode(chunked):
+    dash = chunked
+    assert "long" in dash.run.seqs and dash.run.scheduler.request("long").status == "running"
+    assert list(dash.seq_picker.options) == [] and dash.seq_picker.value is None
+    assert dash.fork_button.disabled and dash.finish_button.disabled and dash.decode_button.disabled
+    assert SCHEDULER_NOTE in dash.actions_note.value and "only Step runs them" in SCHEDULER_NOTE
+    tokens, history = dash.run.seqs.get("long").num_tokens, list(dash.run.history)
+    dash.decode_button.click()  # pressed anyway (a click a browser would not deliver)
+    assert dash.run.history == history and dash.run.seqs.get("long").num_tokens == tokens
+    assert "no sequence you added (Step runs the scheduler) to decode" in dash.caption.value
+    dash.fork()
+    assert "no sequence you added (Step runs the scheduler) to fork" in dash.caption.value
+    assert dash.run.history == history
+
+
+def test_decode_all_decodes_only_what_you_added_and_the_caption_says_so(chunked):
+    dash = chunked
+    dash.prompt.value = "mine"
+    dash.add_button.click()
+    assert [value for _, value in dash.seq_picker.options] == ["yours1"]
+    assert [value for _, value in dash.prefix_picker.options] == ["", "long", "yours1"]
+    assert not dash.decode_button.disabled and not dash.fork_button.disabled
+    mine, long = dash.run.seqs.get("yours1").num_tokens, dash.run.seqs.get("long").num_tokens
+    scheduler_steps, cursor = dash.run.scheduler.stats.steps, dash.run.cursor
+    dash.decode_button.click()
+    assert dash.run.seqs.get("yours1").num_tokens == mine + 1
+    assert dash.run.seqs.get("long").num_tokens == long  # the scheduler's request did not move
+    assert dash.run.scheduler.stats.steps == scheduler_steps and dash.run.cursor == cursor
+    said = "your action: you decoded one token for each sequence you added (Step moves the scheduler"
+    assert said in dash.caption.value
+    dash.fork_button.click()  # forks yours1, the one picked
+    assert dash.run.seqs.block_table("yours1.f1") == dash.run.seqs.block_table("yours1")
+    assert "your action: you forked yours1" in dash.caption.value
+
+
+def test_once_done_decode_all_runs_the_scheduler_work_your_actions_left():
+    dash = Dashboard("chunked")
+    dash.prompt.value = "x" * 90  # 23 of the 24 pages: long's first chunk finds no room
+    dash.add_button.click()
+    while not dash.run.done:
+        dash.step_button.click()
+    assert dash.run.scheduler.has_unfinished and "long" not in dash.run.seqs
+    assert "or Decode all to give each sequence you added one more token" in dash.caption.value
+    dash.finish_button.click()  # your request goes: the pool is free for the scheduler
+    dash.step_button.click()  # refused: the caption says what is left to press
+    assert "or Decode all to run the scheduler one more step" in dash.caption.value
+    steps = dash.run.scheduler.stats.steps
+    dash.decode_button.click()
+    assert dash.run.scheduler.stats.steps == steps + 1 and "long" in dash.run.seqs
+    said = "your action: the scenario is done: one more scheduler step — scheduler: prefill long"
+    assert said in dash.caption.value
+
+
+def test_without_a_scheduler_every_live_sequence_is_yours():
+    dash = Dashboard("walkthrough")
+    dash.step_button.click()
+    assert [value for _, value in dash.seq_picker.options] == ["request_A"]
+    assert SCHEDULER_NOTE not in dash.actions_note.value
+    dash.decode_button.click()
+    assert "your action: you decoded one token for everyone" in dash.caption.value
