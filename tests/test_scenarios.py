@@ -135,7 +135,11 @@ def test_fill_stops_when_a_sequence_needs_a_page_and_none_is_left():
     run = run_to_end("fill")
     assert run.pool.num_active_pages == run.num_pages
     # the last step is refused whole: no sequence got a token, nothing changed
-    assert run.records[-1].note.startswith("refused: out of pages: this step needs 1 new page")
+    # the refusal names the sequence whose last page is full (its length a multiple of 4)
+    full = [s for s in run.seqs.sequences if run.seqs.get(s).num_tokens % 4 == 0]
+    assert full == ["charlie"]
+    note = "refused: out of pages: charlie needs a new page for the next token, 1 in all, and 0"
+    assert run.records[-1].note.startswith(note)
     assert not run.records[-1].tokens and run.snapshots[-1] == run.snapshots[-2]
     # every step before the last had room: pages needed by hand, per sequence
     decodes = len(run.steps) - len(FILL_PROMPTS)

@@ -344,7 +344,7 @@ def test_plot_usage_draws_page_and_token_usage_per_step():
 def test_plot_slots_keys_only_what_it_shows(known):
     pool, seqs, _, snap = known
     labels = [t.get_text() for t in plot_slots(snap).legends[0].get_texts()]
-    internal = "× internal fragmentation: empty slot of an ACTIVE page"
+    internal = "× internal fragmentation: empty slot of a last page"
     assert labels[-3:] == [internal, "CACHED page", "FREE page"]
     seqs.free("A")
     seqs.free("B")

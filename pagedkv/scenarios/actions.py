@@ -150,7 +150,11 @@ def _causes_first(events: list[Event]) -> list[Event]:
 
 
 def _show(token: int) -> str:
-    return repr(chr(token)) if 32 <= token < 127 else f"(byte 0x{token:02x})"
+    """A token id's character as the log shows it: quoted, a space said in words (a quoted
+    space could wrap across two lines), a byte outside printable ASCII in hex."""
+    if token == 32:
+        return "(a space)"
+    return repr(chr(token)) if 32 < token < 127 else f"(byte 0x{token:02x})"
 
 
 _WORDS = {  # event kind -> how the log says it (other kinds are said as they are)

@@ -92,9 +92,11 @@ class ScenarioOperations:
                 raise ValueError(f"{seq_id!r} is decoded by the scheduler, not by this step")
         needed = self.seqs.pages_needed_for_decode(live)  # also refuses a repeated id
         if needed > self.pool.num_available_pages:
+            full = [str(s) for s in live if self.seqs.pages_needed_to_append(s)]  # last page full
             raise OutOfPagesError(
-                f"out of pages: this step needs {needed} new page{'s' * (needed != 1)} and "
-                f"{self.pool.num_available_pages} can be had (a scheduler would preempt)"
+                f"out of pages: {', '.join(full)} need{'s' * (len(full) == 1)} a new page for the next "
+                f"token, {needed} in all, and {self.pool.num_available_pages} can be had "
+                "(a scheduler would preempt)"
             )
         for seq_id in live:
             token = self._sample(seq_id, action.temperature)

@@ -8,12 +8,12 @@ gains fills one reserved slot, and a sequence that disappears frees its range. A
 new request there: contiguous memory cannot share.
 
 `compare_layouts` counts slots in the same categories for both memories (the vLLM paper's,
-Kwon et al., SOSP 2023, Fig. 2), by what a slot was set aside for: `tokens` (slots holding
-K/V), `reserved` (set aside ahead for a token the request will write: a reservation's slots up
-to its final length; a paged pool has none), `internal_fragmentation` (set aside beyond what
-was needed when it was set aside: a reservation's slots beyond its final length, never filled,
-or the empty tail of a sequence's last page, taken whole for one token, which the sequence's
-next tokens may still fill), `external_fragmentation`
+Kwon et al., SOSP 2023, Fig. 2): `tokens` (slots holding K/V), `reserved` (empty slots of a
+reservation that its request fills later: up to its final length, which the replay knows; a
+paged pool has none), `internal_fragmentation` (a reservation's slots beyond its final length,
+never filled, and, as the paper counts a paged pool, the empty rest of each sequence's last
+page, handed out whole for one token, even though the sequence's next tokens may fill it),
+`external_fragmentation`
 (free slots in holes too small for the next request, which `ContiguousKVCache.accounting`
 takes to be the longest, `max_seq_len`), `cached` (CACHED pages) and `free`.
 `plot_paged_vs_contiguous` draws both memories slot by slot (flat slot order, wrapped into
@@ -56,8 +56,12 @@ CATEGORIES = (  # slot categories of both layouts, in drawing order
 # strips (dots: reserved, crosses: internal, slashes: external), so bars and strips read alike.
 STYLES = {
     "tokens": ("#333333", "", "tokens: its request's colour in the strips, dark grey in the bars"),
-    "reserved": ("#FFFFFF", "..", "· reserved: a token will be written here"),
-    "internal_fragmentation": ("#8C8C8C", "xx", "× internal fragmentation: beyond what was needed"),
+    "reserved": ("#FFFFFF", "..", "· reserved: its request writes a token here later"),
+    "internal_fragmentation": (
+        "#8C8C8C",
+        "xx",
+        "× internal fragmentation: a range's unused end, a last page's rest",
+    ),
     "external_fragmentation": ("#F3C6B3", "//", "/ external fragmentation: hole too small"),
     "cached": (STATE_COLORS[PageState.CACHED], "", "CACHED page"),
     "free": (STATE_COLORS[PageState.FREE], "", "free"),

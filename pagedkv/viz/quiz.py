@@ -72,7 +72,7 @@ def markdown_html(text: str) -> str:
     return "".join(blocks)
 
 
-TRY_AGAIN = "Think it over and pick another answer."
+TRY_AGAIN = "Think it over and pick another answer; your next pick shows the answer."
 
 
 def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tuple[str, bool]:
@@ -95,8 +95,8 @@ def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tu
 PREDICT_ROOM = (
     "<div style='height:60vh;box-sizing:border-box;border:2px dashed #C8C8C8;border-radius:6px;"
     "display:flex;align-items:center;justify-content:center;text-align:center;padding:1em;"
-    "color:#555555;font-size:15px'>The cells below show what happens. Answer first:"
-    " this box closes once you have.</div>"
+    "color:#555555;font-size:15px'>The cells below show what happens. Pick an answer first:"
+    " this box closes when the answer is shown.</div>"
 )
 
 
@@ -108,7 +108,7 @@ def _room(png: bytes) -> str:
         f"<div style='width:100%;aspect-ratio:{width}/{height};box-sizing:border-box;"
         "border:2px dashed #C8C8C8;border-radius:6px;display:flex;align-items:center;"
         "justify-content:center;color:#555555;font-size:15px'>"
-        "The pool after the step appears here once you have answered.</div>"
+        "The pool after the step appears here with the answer.</div>"
     )
 
 

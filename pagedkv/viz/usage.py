@@ -134,7 +134,7 @@ def _slots_legend(
     """A swatch per page owner (the first 8), then only the kinds of slot the picture shows."""
     owners = [snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))]
     handles = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:8]]
-    internal = "× internal fragmentation: empty slot of an ACTIVE page"
+    internal = "× internal fragmentation: empty slot of a last page"
     present = [
         (counts["internal_fragmentation"], EMPTY_SLOT_COLOR, internal),
         (counts["cached"], STATE_COLORS[PageState.CACHED], "CACHED page"),
