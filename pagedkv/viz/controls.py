@@ -48,6 +48,16 @@ DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler
 VIEW_HEIGHT_PX = 414  # a view's picture is shown at most this tall: it stays on screen under Step
 
 
+def geometry_html(run: ScenarioRun) -> str:
+    """The Pool size tab's note: the pool the pictures show, and what a slider does."""
+    return (
+        f"<div style='font-size:14px;line-height:1.5'>The pool now: <b>{run.num_pages} pages × "
+        f"{run.page_size} slots</b>. Moving a slider rebuilds the pool at once and replays "
+        "everything done so far on it (the line under the buttons says so); the other tabs "
+        "show the new pool.</div>"
+    )
+
+
 def picker_px(options: list[tuple[str, str]]) -> int:
     """A Dropdown width (CSS px) that shows its longest option whole: ~8 px a character at
     JupyterLab's 13 px font, plus its description and arrow."""
@@ -91,8 +101,9 @@ class DashboardControls(widgets.VBox):
             description="Reset", icon="undo", tooltip="back to step 0, on this pool size"
         ).add_class("pagedkv-reset")
         self.play = widgets.Play(
-            interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False
-        ).add_class("pagedkv-play")
+            interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False,
+            tooltip="Play: step on by itself; Stop (■): stay at the step shown",  # icons only
+        ).add_class("pagedkv-play")  # fmt: skip
         self.speed = widgets.ToggleButtons(
             options=PLAY_SPEEDS, value=800, description="Speed", style={"button_width": "84px"}
         ).add_class("pagedkv-speed")
@@ -110,6 +121,7 @@ class DashboardControls(widgets.VBox):
             value=run.page_size, min=PAGE_SIZE_RANGE[0], max=max(PAGE_SIZE_RANGE[1], run.page_size),
             description="Page size", continuous_update=False,
         ).add_class("pagedkv-page-size")  # fmt: skip
+        self.geometry_note = widgets.HTML().add_class("pagedkv-geometry-note")  # under the sliders
 
     def _build_own_requests(self) -> None:
         """A person's own actions: add a request (with a prefix), fork, finish, decode all,
@@ -180,7 +192,7 @@ class DashboardControls(widgets.VBox):
         panes = (
             main, self.more_views, self.lru, self.lifecycle,
             widgets.VBox([self.status, self.block_tables]),
-            row([self.pages_slider, self.page_size_slider, self.speed]),
+            widgets.VBox([row([self.pages_slider, self.page_size_slider, self.speed]), self.geometry_note]),
         )  # fmt: skip
         for pane in panes:  # all as tall as the tallest: the actions below stay where they are
             pane.layout.min_height = f"{VIEW_HEIGHT_PX}px"
@@ -298,3 +310,4 @@ class DashboardControls(widgets.VBox):
             self.decode_button.tooltip = DECODE_TIPS[scheduled]
         finally:
             self._syncing = False
+        self.geometry_note.value = geometry_html(self.run)
