@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from pagedkv.exercises.reference_pool import ReferencePool
-from pagedkv.labs.experiments import popular_system_prompts, prefix_hit_rates
+from pagedkv.labs.experiments import popular_system_prompts, prefix_hit_rates, prefix_pool_stats
 
 
 def test_the_workload_follows_its_description():
@@ -31,6 +31,8 @@ def test_hit_rates_equal_the_reference_pool(page_size, pool_sizes):
             reference.free_seq(r.req_id)
         stats = reference.stats
         assert rate == stats["prefix_hits"] / stats["prefix_queries"], (num_pages, policy)
+        counted = prefix_pool_stats(requests, [num_pages], [policy], page_size)[num_pages, policy]
+        assert counted.evictions == stats["evictions"], (num_pages, policy)
     system_share = 40 * len(requests) / sum(len(r.prompt_token_ids) for r in requests)
     assert all(rate <= system_share for rate in rates.values())  # only system prompts repeat
 

@@ -6,11 +6,12 @@ the prompt lengths of the Alpaca dataset the vLLM paper uses, mean about 19 toke
 Zipf law, as request popularity usually does: the k-th prompt is picked with probability
 proportional to 1/k, so a few prompts make up most of the traffic.
 
-`prefix_hit_rates` admits the requests one at a time into pools of several sizes, each
+`prefix_pool_stats` admits the requests one at a time into pools of several sizes, each
 request finishing before the next arrives, and reports the share of prompt tokens served
-from the prefix cache (`PoolStats.hit_rate`, vLLM's prefix-cache hit rate) for each
-eviction policy. It is bookkeeping only: no model runs, so the pages hold no real K/V, which
-is fine because nothing reads them. vLLM measures the same rate on real traffic
+from the prefix cache (`PoolStats.hit_rate`, vLLM's prefix-cache hit rate) and the
+evictions for each eviction policy; `prefix_hit_rates` keeps the hit rates alone. It is
+bookkeeping only: no model runs, so the pages hold no real K/V, which is fine because
+nothing reads them. vLLM measures the same rate on real traffic
 (`vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`).
 
 Leaves out: requests that overlap in time (each is freed before the next), and output tokens.
@@ -24,7 +25,7 @@ import numpy as np
 
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.plumbing.validation import check_int
-from pagedkv.core.pool import KVCachePool
+from pagedkv.core.pool import KVCachePool, PoolStats
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.workloads import Request, alpaca_like, with_system_prompt
 
@@ -47,14 +48,14 @@ def popular_system_prompts(
     ]
 
 
-def prefix_hit_rates(
+def prefix_pool_stats(
     requests: Sequence[Request],
     pool_sizes: Sequence[int] = (16, 32, 64, 128),
     policies: Sequence[str] = ("lru", "mru"),
     page_size: int = 16,
-) -> dict[tuple[int, str], float]:
-    """(num_pages, eviction policy) -> share of prompt tokens that were prefix hits, with
-    the requests admitted and freed one after another."""
+) -> dict[tuple[int, str], PoolStats]:
+    """(num_pages, eviction policy) -> the pool's counters (`PoolStats`: prefix hits and
+    queries, evictions, ...) after the requests were admitted and freed one after another."""
     if not requests:
         raise ValueError("requests must not be empty")
     longest = max(len(r.prompt_token_ids) for r in requests)
@@ -64,7 +65,7 @@ def prefix_hit_rates(
                 f"pool_sizes: {num_pages} pages of {page_size} slots cannot hold the longest "
                 f"prompt ({longest} tokens)"
             )
-    rates = {}
+    stats = {}
     for num_pages in pool_sizes:
         for policy in policies:
             config = CacheConfig(num_pages=num_pages, page_size=page_size, eviction_policy=policy)
@@ -73,5 +74,17 @@ def prefix_hit_rates(
             for r in requests:
                 seqs.add(r.req_id, r.prompt_token_ids)
                 seqs.free(r.req_id)
-            rates[num_pages, policy] = pool.stats.hit_rate
-    return rates
+            stats[num_pages, policy] = pool.stats
+    return stats
+
+
+def prefix_hit_rates(
+    requests: Sequence[Request],
+    pool_sizes: Sequence[int] = (16, 32, 64, 128),
+    policies: Sequence[str] = ("lru", "mru"),
+    page_size: int = 16,
+) -> dict[tuple[int, str], float]:
+    """(num_pages, eviction policy) -> share of prompt tokens that were prefix hits, with
+    the requests admitted and freed one after another (`prefix_pool_stats`'s hit rates)."""
+    stats = prefix_pool_stats(requests, pool_sizes, policies, page_size)
+    return {key: s.hit_rate for key, s in stats.items()}

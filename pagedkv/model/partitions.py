@@ -1,0 +1,79 @@
+"""The reduce step of a partitioned decode kernel, on one score row in exact fractions.
+
+vLLM's PagedAttention v2 (`paged_attention_v2_kernel` and `paged_attention_v2_reduce_kernel`
+in `csrc/attention/attention_kernels.cuh`) and flash-decoding cut a long context into
+partitions and run them in parallel. Each partition runs its own softmax: it subtracts its
+own max m_i from its scores, sums the exponentials into s_i, and returns its own weighted
+average o_i of the values. The reduce step takes the row's max M = max m_i, rescales each sum
+by exp(m_i - M), and returns sum_i w_i o_i / sum_i w_i with w_i = s_i exp(m_i - M): exactly
+the one-softmax average over the whole row.
+
+Here scores are integers and the exponential's base is 2, so every exponential is a power of
+2 and every number an exact `Fraction`: the combine equals the one-softmax average exactly,
+with no rounding to hide a mistake (with base e the algebra is the same).
+`TiledAttentionEngine` needs no reduce: its pass 1 keeps a query's whole score row.
+
+Leaves out: heads, several queries, floats.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import NamedTuple
+
+
+class Partition(NamedTuple):
+    """One partition's own softmax: its tokens [start, stop), its max score, the sum of
+    2 ** (score - max) over its tokens, and its weighted average of the values."""
+
+    start: int
+    stop: int
+    max: int
+    exp_sum: Fraction
+    out: Fraction
+
+
+def _check(scores: Sequence[int], values: Sequence[int]) -> None:
+    if not scores or len(scores) != len(values):
+        raise ValueError(f"need as many scores as values, at least one; got {len(scores)} and {len(values)}")
+    if not all(isinstance(x, int) for x in (*scores, *values)):
+        raise TypeError("scores and values must be ints")
+
+
+def softmax_average(scores: Sequence[int], values: Sequence[int]) -> Fraction:
+    """The one-softmax output over the whole row: sum 2**(s - max) * v / sum 2**(s - max).
+    Example: softmax_average([0, 1], [3, 6]) -> Fraction(5) (weights 1/3 and 2/3)."""
+    _check(scores, values)
+    top = max(scores)
+    weights = [Fraction(2) ** (s - top) for s in scores]
+    return sum((w * v for w, v in zip(weights, values)), Fraction(0)) / sum(weights)
+
+
+def split_partitions(scores: Sequence[int], values: Sequence[int], size: int) -> list[Partition]:
+    """Each partition of `size` tokens with its own softmax (its own max, exp-sum, output).
+    Example: split_partitions([0, 1], [3, 6], 1) -> [Partition(0, 1, 0, 1, 3), Partition(1, 2, 1, 1, 6)]."""
+    _check(scores, values)
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"size must be an int >= 1, got {size!r}")
+    parts = []
+    for start in range(0, len(scores), size):
+        stop = min(start + size, len(scores))
+        part_scores, part_values = scores[start:stop], values[start:stop]
+        top = max(part_scores)
+        exp_sum = sum((Fraction(2) ** (s - top) for s in part_scores), Fraction(0))
+        parts.append(Partition(start, stop, top, exp_sum, softmax_average(part_scores, part_values)))
+    return parts
+
+
+def reduce_partitions(parts: Sequence[Partition]) -> tuple[int, list[Fraction], Fraction]:
+    """The reduce step: (the row's max M, each partition's rescale factor 2**(m_i - M), the
+    combined output sum w_i o_i / sum w_i with w_i = exp_sum_i * factor_i).
+    Example: for the partitions above -> (1, [1/2, 1], 5)."""
+    if not parts:
+        raise ValueError("need at least one partition")
+    top = max(p.max for p in parts)
+    factors = [Fraction(2) ** (p.max - top) for p in parts]
+    weights = [p.exp_sum * f for p, f in zip(parts, factors)]
+    out = sum((w * p.out for w, p in zip(weights, parts)), Fraction(0)) / sum(weights)
+    return top, factors, out
