@@ -136,7 +136,7 @@ def figure(report: Report):
     curves, sizes = report.data["curves"], report.data["sizes"]
     columns = min(2, len(curves))
     rows = -(-len(curves) // columns)
-    fig = Figure(figsize=(8.4, 1.2 + 2.6 * rows), dpi=100)
+    fig = Figure(figsize=(8.4, 1.15 + 2.2 * rows), dpi=100)  # 555 px: fits a 720 px screen
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
     axes = fig.subplots(rows, columns, sharex=True, squeeze=False)
@@ -161,5 +161,5 @@ def figure(report: Report):
     ncol = -(-len(labels) // 2) if len(labels) > 4 else len(labels)
     fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=12, frameon=False, handlelength=3)
     fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14)
-    fig.tight_layout(rect=(0, 0.1 if len(labels) > 4 else 0.06, 1, 1), h_pad=0.6)
+    fig.tight_layout(rect=(0, 0.125 if len(labels) > 4 else 0.07, 1, 1), h_pad=0.6)
     return fig
