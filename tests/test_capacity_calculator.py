@@ -37,7 +37,7 @@ def test_the_documented_log_gives_5694_blocks():
     assert blocks_by_hand() == 5694  # the log itself printed 5,691
     text = calculator_answer("Llama-3-8B", "A100-40GB", 8192, **LOG)
     assert pages_in(text) == blocks_by_hand()
-    assert "(given)" in text
+    assert "(your value)" in text
 
 
 def test_the_widget_reproduces_the_log_when_its_fields_are_typed_in():
@@ -97,7 +97,7 @@ def test_no_box_goes_negative_and_the_answer_follows_every_keystroke():
     assert len(inputs) == 7 and all(w.continuous_update for w in inputs)
     fields = {w.description: w for w in inputs}
     fields["graphs GiB"].value = -1.0
-    assert fields["graphs GiB"].value == 0.0 and "CUDA-graph pool                      0.00 GiB" in out.value
+    assert fields["graphs GiB"].value == 0.0 and "CUDA-graph pool                    0.00 GiB" in out.value
     fields["request tok"].value = 1024
     answer = calculator_answer("Mistral-7B", "A100-40GB", 1024, cuda_graph_gib=0.0)
     assert html.unescape(out.value) == f"<pre style='{ANSWER_STYLE}'>{wrapped(answer, 80)}</pre>"
@@ -107,13 +107,15 @@ def test_no_box_goes_negative_and_the_answer_follows_every_keystroke():
     assert "requests of 1,024 tokens that fit: 166" in out.value  # 2,048 tokens: 83
 
 
-def test_budget_text_keeps_every_word_in_lines_of_95_characters():
+def test_budget_text_fits_80_characters_and_wraps_between_words():
     from pagedkv.labs import costs
 
     whole = costs.calculator_text("Mistral-7B", "A100-40GB", 2048)
-    assert max(len(line) for line in whole.splitlines()) > 95  # so there is something to break
-    text = budget_text("Mistral-7B", "A100-40GB", 2048)
-    assert max(len(line) for line in text.splitlines()) <= 95
+    assert max(len(line) for line in whole.splitlines()) <= 80  # the calculator's width: no wrap
+    assert budget_text("Mistral-7B", "A100-40GB", 2048) == whole
+    text = budget_text("Mistral-7B", "A100-40GB", 2048, width=60)
+    assert max(len(line) for line in whole.splitlines()) > 60  # so there is something to break
+    assert max(len(line) for line in text.splitlines()) <= 60
     assert text.split() == whole.split()  # the same words, none cut
 
 

@@ -55,7 +55,7 @@ def test_an_activation_peak_read_from_a_log_replaces_the_formula():
         name: (value, source)
         for name, value, source in costs.capacity_terms("Llama-3-8B", "A100-40GB", given)
     }
-    assert terms["activation peak at 8,192 tokens"] == (9.37 * GIB, "given")
+    assert terms["activation peak at 8,192 tokens"] == (9.37 * GIB, "your value")
     default = costs.capacity("Llama-3-8B", "A100-40GB", 2048)["kv_budget_bytes"]
     budget = costs.capacity("Llama-3-8B", "A100-40GB", 2048, given)["kv_budget_bytes"]
     assert default - budget == pytest.approx(9.37 * GIB - costs.activation_bytes("Llama-3-8B"))
@@ -145,3 +145,21 @@ def test_step_seconds_is_the_sum_of_its_terms(tokens, context, prompts, seqs):
         terms = costs.step_terms(model, gpu, tokens, context, prefill_lens=prompts, num_seqs=seqs)
         got = costs.step_seconds(model, gpu, tokens, context, prefill_lens=prompts, num_seqs=seqs)
         assert got == sum(terms.values())  # the same float: the serving run's clock is this sum
+
+
+def test_calculator_sources_say_your_value_for_typed_numbers_and_nest_no_parentheses():
+    from pagedkv.viz.capacity import calculator_answer
+
+    usual = costs.calculator_text("Mistral-7B", "A100-40GB", 1024)
+    typed = calculator_answer("Mistral-7B", "A100-40GB", 1024, memory_gib=39.5, activation_gib=1.0)
+    assert "39.39 GiB reported x 0.9" in usual and "CUDA's usual total" in usual
+    first = typed.splitlines()[1]
+    assert "39.5 GiB reported x 0.9" in first and first.endswith("(your value)")
+    assert "activation peak at 8,192 tokens    1.00 GiB  (your value)" in typed
+    assert "CUDA's usual total" not in typed and "pagedkv's estimate" in typed  # the untouched terms
+    for text in (usual, typed):
+        for line in text.splitlines():
+            depth = 0
+            for char in line:
+                depth += {"(": 1, ")": -1}.get(char, 0)
+                assert depth <= 1, line

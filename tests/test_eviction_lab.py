@@ -349,3 +349,23 @@ def test_the_third_step_check_catches_a_policy_that_never_forgets_a_victim():
     assert with_discard == without
     with_discard, without = rates("rag")
     assert without < with_discard - 0.04
+
+
+class ForgotTake(EvictionPolicy):
+    """A usual mistake: pop_victim returns its choice without taking it out."""
+
+    def pop_victim(self):
+        victim = self.release_order()[0]
+        return victim
+
+    def order(self):
+        return self.release_order()
+
+
+def test_a_victim_not_taken_out_is_refused_with_the_fix():
+    with pytest.raises(ValueError) as refused:
+        check_policy(ForgotTake())
+    message = str(refused.value)
+    assert message.startswith("policy ForgotTake.pop_victim() returned page 1 but left it evictable")
+    assert "did you call self.take_victim(1)?" in message
+    assert "pop_victims" not in message

@@ -144,6 +144,18 @@ def figure(report: Report):
         ax.grid(alpha=0.3)
     hit.set_ylim(0, 100)
     imb.axhline(1, color="grey", lw=0.8)
+    imb.set_ylim(bottom=0.85)  # room under the line at 1 for its label
+    imb.annotate(
+        "1 = perfectly even",
+        (0.98, 1),
+        xycoords=("axes fraction", "data"),
+        xytext=(0, -4),
+        textcoords="offset points",
+        ha="right",
+        va="top",
+        color="#555555",
+        fontsize=12,
+    )
     hit.legend(fontsize=12)
     fig.suptitle("Routing across replicas: cache affinity vs load balance", fontsize=13)
     fig.tight_layout()

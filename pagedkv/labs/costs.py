@@ -127,19 +127,23 @@ def capacity_terms(
     model: str | ModelSpec, gpu: str | GPUSpec, assume: Assumptions = Assumptions()
 ) -> list[tuple[str, float, str]]:
     """The KV budget term by term, in bytes, each with its source: (name, bytes, source).
-    The first term is what vLLM may use; the others are subtracted from it."""
+    The first term is what vLLM may use; the others are subtracted from it. A source says
+    "your value" where the number differs from pagedkv's default (typed into the calculator,
+    or passed in code), so it never claims a typed number came from a data sheet."""
     m, g = _specs(model, gpu)
+    table = GPUS.get(g.name)
+    usual = table is not None and table.reported_gib == g.reported_gib
     return [
         (
-            f"reported memory x {assume.gpu_memory_utilization:g}",
+            f"{g.reported_gib:g} GiB reported x {assume.gpu_memory_utilization:g}",
             g.reported_gib * GIB * assume.gpu_memory_utilization,
-            f"{g.reported_gib:g} GiB as CUDA reports it (data sheet: {g.memory_gib:g})",
+            "CUDA's usual total" if usual else "your value",
         ),
-        ("weights", weight_bytes(m), "parameters x dtype bytes (model card)"),
+        ("weights", weight_bytes(m), f"model card: params x {DTYPE_BYTES[m.dtype]} bytes"),
         (
             f"activation peak at {assume.max_num_batched_tokens:,} tokens",
             activation_bytes(m, assume) if assume.activation_gib is None else assume.activation_gib * GIB,
-            "pagedkv's estimate (costs.activation_bytes)" if assume.activation_gib is None else "given",
+            "pagedkv's estimate" if assume.activation_gib is None else "your value",
         ),
         ("non-torch memory", assume.non_torch_gib * GIB, _source(assume, "non_torch_gib")),
         ("CUDA-graph pool", assume.cuda_graph_gib * GIB, _source(assume, "cuda_graph_gib")),
@@ -148,7 +152,7 @@ def capacity_terms(
 
 def _source(assume: Assumptions, field: str) -> str:
     default = Assumptions.__dataclass_fields__[field].default
-    return "pagedkv's estimate" if getattr(assume, field) == default else "given"
+    return "pagedkv's estimate" if getattr(assume, field) == default else "your value"
 
 
 def capacity(
@@ -319,17 +323,17 @@ def calculator_text(
     terms = capacity_terms(m, g, assume)
     lines = [f"{m.name} on {g.name}: {cap['bytes_per_token'] / 1024:.0f} KiB per token"]
     for i, (name, value, source) in enumerate(terms):
-        lines.append(f"  {'  ' if i == 0 else '- '}{name:<34} {value / GIB:6.2f} GiB  ({source})")
-    lines.append(
+        lines.append(f"  {'  ' if i == 0 else '- '}{name:<32} {value / GIB:6.2f} GiB  ({source})")
+    lines += [
         f"  = KV budget {cap['kv_budget_bytes'] / GIB:.2f} GiB = {cap['num_pages']:,} pages of "
-        f"{assume.page_size} = {cap['token_slots']:,} token slots (compare vLLM's start-up line "
-        "'GPU KV cache size: N tokens', or '# GPU blocks: N')"
-    )
+        f"{assume.page_size} = {cap['token_slots']:,} token slots",
+        "    in vLLM's start-up log: 'GPU KV cache size: N tokens' or '# GPU blocks: N'",
+    ]
     cost = preemption_costs(m, g, tokens, assume)
     lines += [
         f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",
-        f"bring one back ({cost['kv_bytes'] / 2**20:,.0f} MiB of K/V): recompute "
-        f"{cost['recompute_s'] * 1e3:.1f} ms, swap out+in {cost['swap_s'] * 1e3:.1f} ms, "
+        f"bring one back, {cost['kv_bytes'] / 2**20:,.0f} MiB of K/V:",
+        f"  recompute {cost['recompute_s'] * 1e3:.1f} ms, swap out+in {cost['swap_s'] * 1e3:.1f} ms, "
         f"second-tier reload {cost['reload_s'] * 1e3:.1f} ms",
     ]
     return "\n".join(lines)

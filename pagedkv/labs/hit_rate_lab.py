@@ -49,7 +49,8 @@ class LabResult:
 def check_policy(policy: object) -> EvictionPolicy:
     """`policy` if it behaves as an `EvictionPolicy` on a scratch copy, else TypeError or
     ValueError naming what it did. Checked: order() and pop_victim() answer with page ids
-    (ints) that are evictable, and pop_victims(n) with a list of n of them."""
+    (ints) that are evictable, pop_victim() takes its victim out (with take_victim), and
+    pop_victims(n) gives a list of n of them."""
     if not isinstance(policy, EvictionPolicy):
         raise TypeError(f"policy must be a policy name or an EvictionPolicy, got {type(policy).__name__}")
     probe = copy.deepcopy(policy)
@@ -69,9 +70,21 @@ def check_policy(policy: object) -> EvictionPolicy:
         raise ValueError(
             f"policy {name}.pop_victim() returned page {victim}, which is not evictable (evictable: [1, 3])"
         )
+    if victim in probe:
+        raise ValueError(
+            f"policy {name}.pop_victim() returned page {victim} but left it evictable: "
+            f"did you call self.take_victim({victim})? End pop_victim with "
+            "`return self.take_victim(page_id)`"
+        )
+    other = ({1, 3} - {victim}).pop()
     rest = probe.pop_victims(1)
-    if not isinstance(rest, list) or len(rest) != 1 or rest[0] not in ({1, 3} - {victim}):
-        raise ValueError(f"policy {name}.pop_victims(1) must return [the other page], got {rest!r}")
+    if rest != [other]:
+        what = (
+            "pop_victims(1)" if type(probe).pop_victims is not EvictionPolicy.pop_victims else "pop_victim()"
+        )
+        raise ValueError(
+            f"policy {name}.{what}, asked for a second victim, must give page {other}, got {rest!r}"
+        )
     return policy
 
 

@@ -1,0 +1,62 @@
+"""Notebook 11's summary: the numbers of its runs, one fact per line.
+
+`summary_text(tier_runs, routing, serving)` reads the data of three reports (`bench tiers`,
+`bench routing`, `bench serving`) and the cost model's Mistral-7B on an A100-40GB, and prints
+each number on a line of its own under a heading per question.
+"""
+
+from __future__ import annotations
+
+from pagedkv.bench.serving import sustainable_rate
+from pagedkv.labs import costs
+
+SYSTEMS = ("max", "pow2", "oracle", "paged")
+PAPER_TOKEN_SHARES = "20.4 / 26.8 / 38.2 / 96.3 %"  # vLLM paper, Fig. 2
+
+
+def _joined(values: list[float], digits: int) -> str:
+    """[54.31, 68.9] -> '54.3 / 68.9' (with digits=1)."""
+    return " / ".join(f"{value:.{digits}f}" for value in values)
+
+
+def summary_text(tier_runs: dict, routing: dict, serving: dict, tokens: int = 2048) -> str:
+    """The summary as lines of text. `tier_runs` is `bench tiers`' data["runs"] (keys "0",
+    "64", "256": host pages), `routing` `bench routing`'s data ({router: {N: run}}, N = 2, 4,
+    8) and `serving` `bench serving`'s data (systems, rates, top_rate)."""
+    cap = costs.capacity("Mistral-7B", "A100-40GB", tokens)
+    way = costs.preemption_costs("Mistral-7B", "A100-40GB", tokens)
+    ms = {k: f"{way[f'{k}_s'] * 1e3:.0f} ms" for k in ("recompute", "swap", "reload")}
+    ns = sorted(routing["prefix_aware"])
+    imbalance = _joined([routing["prefix_aware"][n]["imbalance"] for n in ns], 2)
+    hits = {r: _joined([100 * routing[r][n]["hit_rate"] for n in ns], 1) for r in routing}
+    systems, top = serving["systems"], str(serving["top_rate"])
+    shares = _joined([systems[s][top]["token_states"] for s in SYSTEMS], 1)
+    rate = {
+        s: sustainable_rate(
+            serving["rates"], [systems[s][str(r)]["normalized_latency"] for r in serving["rates"]]
+        )
+        for s in SYSTEMS
+    }
+    host = {k: f"{100 * tier_runs[k]['host_hit_rate']:.1f} %" for k in ("64", "256")}
+    return "\n".join(
+        [
+            "7B on an A100-40GB (Mistral-7B)",
+            f"  K/V per token:              {costs.bytes_per_token('Mistral-7B') // 1024} KiB",
+            f"  token slots:                {cap['token_slots']:,}",
+            f"  requests of {tokens:,} that fit: {cap['requests']}",
+            "  one such request back:      "
+            f"recompute {ms['recompute']}, swap {ms['swap']}, reload {ms['reload']}",
+            "second tier",
+            f"  pool hits, tier or not:     {100 * tier_runs['0']['gpu_hit_rate']:.1f} % of prompt tokens",
+            f"  a host tier adds:           {host['64']} with 64 pages, {host['256']} with 256",
+            f"routing, N = {' / '.join(map(str, ns))} replicas",
+            f"  prefix-aware hit rate:      {hits['prefix_aware']} %",
+            f"  round-robin hit rate:       {hits['round_robin']} %",
+            f"  prefix-aware imbalance:     {imbalance}",
+            f"serving, {' / '.join(SYSTEMS)}",
+            f"  slots holding tokens:       {shares} % (paper {PAPER_TOKEN_SHARES})",
+            f"  paged sustains:             {rate['paged']:.2f} requests/s",
+            f"  paged's rate over oracle's: {rate['paged'] / rate['oracle']:.2f}x (paper 1.7-2.7x)",
+            f"  paged's rate over max's:    {rate['paged'] / rate['max']:.2f}x (paper 2.7-8x)",
+        ]
+    )

@@ -1,0 +1,48 @@
+"""pagedkv.labs.summary: notebook 11's summary, one fact per line, from made-up runs."""
+
+from __future__ import annotations
+
+from pagedkv.labs import costs
+from pagedkv.labs.summary import summary_text
+
+
+def run(hit: float, imbalance: float) -> dict:
+    return {"hit_rate": hit, "imbalance": imbalance}
+
+
+def serving_run(share: float, latencies: list[float]) -> dict:
+    return {
+        str(r): {"token_states": share, "normalized_latency": lat} for r, lat in zip((1.0, 2.0), latencies)
+    }
+
+
+def test_summary_prints_one_fact_per_line_from_the_runs():
+    tiers = {"0": {"gpu_hit_rate": 0.25}, "64": {"host_hit_rate": 0.1}, "256": {"host_hit_rate": 0.125}}
+    routing = {
+        "round_robin": {2: run(0.4, 1.2), 4: run(0.3, 1.3)},
+        "prefix_aware": {2: run(0.5, 1.5), 4: run(0.75, 2.0)},
+    }
+    # latency reaches 0.5 s/token at: max 1.0 (starts above), oracle 1.5, paged never (2.0)
+    systems = {
+        "max": serving_run(10.0, [0.6, 0.9]),
+        "pow2": serving_run(20.0, [0.6, 0.9]),
+        "oracle": serving_run(30.0, [0.3, 0.7]),
+        "paged": serving_run(90.0, [0.1, 0.2]),
+    }
+    text = summary_text(tiers, routing, {"systems": systems, "rates": [1.0, 2.0], "top_rate": 2.0})
+    lines = text.splitlines()
+    slots = costs.capacity("Mistral-7B", "A100-40GB", 2048)["token_slots"]
+    assert f"  token slots:                {slots:,}" in lines
+    assert "  K/V per token:              128 KiB" in lines
+    assert "  pool hits, tier or not:     25.0 % of prompt tokens" in lines
+    assert "  a host tier adds:           10.0 % with 64 pages, 12.5 % with 256" in lines
+    assert "routing, N = 2 / 4 replicas" in lines
+    assert "  prefix-aware hit rate:      50.0 / 75.0 %" in lines
+    assert "  round-robin hit rate:       40.0 / 30.0 %" in lines
+    assert "  prefix-aware imbalance:     1.50 / 2.00" in lines
+    paper = "(paper 20.4 / 26.8 / 38.2 / 96.3 %)"
+    assert f"  slots holding tokens:       10.0 / 20.0 / 30.0 / 90.0 % {paper}" in lines
+    assert "  paged sustains:             2.00 requests/s" in lines
+    assert "  paged's rate over oracle's: 1.33x (paper 1.7-2.7x)" in lines
+    assert "  paged's rate over max's:    2.00x (paper 2.7-8x)" in lines
+    assert max(len(line) for line in lines) <= 95
