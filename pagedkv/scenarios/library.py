@@ -251,8 +251,9 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "preempt",
             "Preemption: three requests outgrow a small pool",
-            "Three requests outgrow a small pool; the scheduler preempts the most recently "
-            "admitted one (recompute) and resumes it, re-hitting its own CACHED prefix.",
+            "Three requests outgrow a small pool; each time a page is missing the scheduler "
+            "preempts the most recently admitted one (recompute, twice in this run) and "
+            "resumes it later, re-hitting its own CACHED prefix.",
             12,
             4,
             _preemption,

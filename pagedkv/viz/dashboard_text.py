@@ -46,7 +46,7 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
         f"{run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
         f"({counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
         f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> · "
-        f"prefix hits {stats['prefix_hits']}/{queries} tokens ({rate}) · evictions "
+        f"prefix hits {stats['prefix_hits']} of {queries} tokens looked up ({rate}) · evictions "
         f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
         + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
     )
