@@ -138,7 +138,7 @@ def test_fill_stops_when_a_sequence_needs_a_page_and_none_is_left():
     # the refusal names the sequence whose last page is full (its length a multiple of 4)
     full = [s for s in run.seqs.sequences if run.seqs.get(s).num_tokens % 4 == 0]
     assert full == ["charlie"]
-    note = "refused: out of pages: charlie needs a new page for the next token, 1 in all, and 0"
+    note = "refused: out of pages: the last page of charlie is full, so the step needs 1 new page, and 0 are"
     assert run.records[-1].note.startswith(note)
     assert not run.records[-1].tokens and run.snapshots[-1] == run.snapshots[-2]
     # every step before the last had room: pages needed by hand, per sequence

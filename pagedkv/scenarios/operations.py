@@ -93,10 +93,11 @@ class ScenarioOperations:
         needed = self.seqs.pages_needed_for_decode(live)  # also refuses a repeated id
         if needed > self.pool.num_available_pages:
             full = [str(s) for s in live if self.seqs.pages_needed_to_append(s)]  # last page full
+            have = self.pool.num_available_pages  # FREE, or CACHED and evictable
             raise OutOfPagesError(
-                f"out of pages: {', '.join(full)} need{'s' * (len(full) == 1)} a new page for the next "
-                f"token, {needed} in all, and {self.pool.num_available_pages} can be had "
-                "(a scheduler would preempt)"
+                f"out of pages: the last page of {', '.join(full)} is full, so the step needs "
+                f"{needed} new page{'s' * (needed != 1)}, and {have} {'is' if have == 1 else 'are'} "
+                "FREE or CACHED (a scheduler would preempt)"
             )
         for seq_id in live:
             token = self._sample(seq_id, action.temperature)

@@ -56,11 +56,11 @@ CATEGORIES = (  # slot categories of both layouts, in drawing order
 # strips (dots: reserved, crosses: internal, slashes: external), so bars and strips read alike.
 STYLES = {
     "tokens": ("#333333", "", "tokens: its request's colour in the strips, dark grey in the bars"),
-    "reserved": ("#FFFFFF", "..", "· reserved: its request writes a token here later"),
+    "reserved": ("#FFFFFF", "..", "· reserved: written by\n  its request later"),
     "internal_fragmentation": (
         "#8C8C8C",
         "xx",
-        "× internal fragmentation: a range's unused end, a last page's rest",
+        "× internal fragmentation: a range's\n  unused end, a last page's rest",
     ),
     "external_fragmentation": ("#F3C6B3", "//", "/ external fragmentation: hole too small"),
     "cached": (STATE_COLORS[PageState.CACHED], "", "CACHED page"),

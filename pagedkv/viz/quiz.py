@@ -95,8 +95,9 @@ def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tu
 PREDICT_ROOM = (
     "<div style='height:60vh;box-sizing:border-box;border:2px dashed #C8C8C8;border-radius:6px;"
     "display:flex;align-items:center;justify-content:center;text-align:center;padding:1em;"
-    "color:#555555;font-size:15px'>The cells below show what happens. Pick an answer first:"
-    " this box closes when the answer is shown.</div>"
+    "color:#555555;font-size:15px'>Left blank on purpose: the cells below show the answer,"
+    " so they start off your screen while you think. This box closes when the answer is"
+    " shown.</div>"
 )
 
 
