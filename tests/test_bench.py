@@ -457,3 +457,43 @@ def test_preempt_figure_draws_swap_out_and_in_side_by_side_each_labelled():
     assert sorted(bars) == [(0, 20_480), (0, 28_672)]
     labels = {t.get_text() for t in right.texts}
     assert {"28,672", "20,480"} <= labels and "0" not in labels
+
+
+def test_page_size_one_run_shares_only_whole_pages_of_the_system_prompt():
+    # a pool large enough that nothing is preempted: every request after the first finds the
+    # system prompt's full pages CACHED or ACTIVE, and nothing else of its own prompt
+    for size, shared in [(16, 192), (64, 192), (256, 0)]:  # 200 tokens, in whole pages
+        point = page_size.one_run(size, slots=32768, requests=12)
+        assert point["preemptions"] == 0
+        assert point["first_lookups"][1] == 11 * shared
+        assert f"system prompt shared: {shared} tokens" in page_size.describe(point)
+
+
+def test_page_size_one_run_repeats_the_sweeps_point():
+    point = page_size.one_run(64, slots=8192, requests=20)
+    (swept,) = page_size.run(requests=20, page_sizes="64", capacities="8192").data["points"]
+    timing = {"tokens_per_s"}
+    assert {k: v for k, v in point.items() if k not in timing | {"requests", "system_prompt"}} == {
+        k: v for k, v in swept.items() if k not in timing
+    }
+    with pytest.raises(ValueError):
+        page_size.one_run(16, slots=8)  # a pool smaller than a page
+
+
+def test_page_size_figure_has_one_legend_for_every_panel():
+    report = page_size.run(requests=10, page_sizes="4,16", capacities="4096,8192")
+    fig = page_size.figure(report, timing=False)
+    assert [ax.get_legend() for ax in fig.axes] == [None, None]
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["pool of 4,096 slots", "pool of 8,192 slots"]
+    assert [ax.get_ylim() for ax in fig.axes] == [(0.0, 100.0), (0.0, 100.0)]
+
+
+def test_scale_prefill_is_the_prompts_plus_what_readmissions_compute_again():
+    from pagedkv.bench import scale
+
+    run = scale.simulate(100, 0, 256, 16, 256, 4096)
+    prompts = sum(r.prompt_len for r in sharegpt_like(100, 0))  # the trace, generated again
+    assert run["prompt_tokens"] == prompts and run["preemptions"] > 0
+    # a re-admission computes again what it had computed, plus its newest sampled token
+    assert run["prefill_tokens"] == prompts + run["recomputed_tokens"] + run["preemptions"]

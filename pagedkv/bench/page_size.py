@@ -27,6 +27,7 @@ from tqdm import tqdm
 
 from pagedkv.bench import Report
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
@@ -104,6 +105,44 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
     }
 
 
+def one_run(
+    page_size: int = 16, slots: int = 8192, requests: int = 40, system_prompt: int = 200, seed: int = 0
+) -> dict:
+    """One point of the sweep: `requests` ShareGPT-like requests after a shared
+    `system_prompt`-token prompt, in a pool of `slots` token slots (whole pages of
+    `page_size`), max_num_seqs 128, as `run` simulates it. Every value but `tokens_per_s`
+    is deterministic. Small enough to run in about a second for pages of 4 to 256.
+    Example: one_run(256)["first_lookups"][1] -> 0 (no 256-token page of the prompt is full)."""
+    check_int("page_size", page_size, 1, 1024)
+    check_int("slots", slots, page_size, 1 << 20)
+    check_int("requests", requests, 1, 1000)
+    check_int("system_prompt", system_prompt, 0, 4096)
+    trace = with_system_prompt(sharegpt_like(requests, seed), system_prompt)
+    point = simulate(trace, slots, page_size, 128)
+    point.update(requests=requests, system_prompt=system_prompt)
+    return point
+
+
+def describe(point: dict) -> str:
+    """The deterministic numbers of a `one_run` point as a few lines of text."""
+    first, first_hit = point["first_lookups"]
+    page, pages = point["page_size"], point["num_pages"]
+    shared = point["system_prompt"] // page * page  # whole pages of the shared prompt
+    return "\n".join(
+        [
+            f"pages of {page} tokens, {pages:,} pages = {pages * page:,} token slots; "
+            f"{point['requests']} requests after a {point['system_prompt']}-token system prompt",
+            f"slot util {point['slot_utilisation_pct']:.1f}% "
+            f"(empty slots per running request: {point['empty_slots_per_running']:.0f})",
+            f"system prompt shared: {shared} tokens; "
+            f"prefix hits, first admissions: {first_hit / max(1, first):.1%}",
+            f"mean batch {point['mean_batch']:.1f}, preemptions {point['preemptions']}, "
+            f"page allocations {point['allocations']:,} "
+            f"({1000 * point['allocations'] / point['tokens']:.1f} per 1,000 tokens computed)",
+        ]
+    )
+
+
 def run(
     *,
     quick: bool = False,
@@ -177,30 +216,32 @@ def figure(report: Report, timing: bool = True):
     ]
     if timing:
         panels.append(("tokens_per_s", "bookkeeping tokens / s"))
-    fig = Figure(figsize=(3.4 * len(panels), 3.2))
+    fig = Figure(figsize=(3.4 * len(panels), 3.4), layout="constrained")
     FigureCanvasAgg(fig)
     points = report.data["points"]
+    capacities = sorted({p["capacity"] for p in points})
+    colors = dict(zip(capacities, ["#0072B2", "#E69F00", "#009E73"], strict=False))
     for i, (key, label) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
-        for capacity, color in zip(
-            sorted({p["capacity"] for p in points}), ["#0072B2", "#E69F00", "#009E73"], strict=False
-        ):
+        for capacity, color in colors.items():
             sel = [p for p in points if p["capacity"] == capacity]
             ax.plot(
                 [p["page_size"] for p in sel],
                 [p[key] for p in sel],
                 "o-",
                 color=color,
-                label=f"{capacity:,} slots",
+                label=f"pool of {capacity:,} slots",
             )
         ax.set_xscale("log", base=2)
         sizes = sorted({p["page_size"] for p in points})
         ax.set_xticks(sizes, [str(s) for s in sizes])
         ax.minorticks_off()
-        if key == "prefix_hit_rate_pct":  # from 0: a drop reads as large as it is
+        if key != "tokens_per_s":  # percentages from 0: a drop reads as large as it is
             ax.set_ylim(0, 100)
         ax.set_xlabel("page size (tokens)")
         ax.set_title(label, fontsize=10)
-    fig.axes[0].legend(fontsize=8)
-    fig.tight_layout()
+    # one legend above the panels: every panel draws the same pools
+    fig.legend(
+        *fig.axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=len(colors), fontsize=8
+    )
     return fig

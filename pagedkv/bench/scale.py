@@ -164,6 +164,7 @@ def simulate(
         "seconds": seconds,
         "cpu_seconds": cpu,
         "tokens": tokens,
+        "prompt_tokens": sum(r.prompt_len for r in trace),  # of the trace, each once
         "seconds_per_request": cpu / requests,
         "seconds_per_token": cpu / tokens,
         **st.as_dict(),
