@@ -225,9 +225,37 @@ def test_generate_one_at_a_time_rows_match_fresh_runs() -> None:
         for k, row in enumerate(rows):
             seqs = SequenceManager(KVCachePool(model.cache_config(10, 4, prefix_index=index)))
             for i, p in enumerate(prompts[: k + 1]):
-                model.generate(seqs, [p], 6, seq_ids=[i])
+                model.generate(seqs, [p], 6, seq_ids=[i], free=i < k)
+            assert row["pages"] == seqs.block_table(k)
+            seqs.free(k)
             stats = seqs.pool.stats
+            assert len(row["evicted"]) == stats.evictions - (rows[k - 1]["evictions"] if k else 0)
             assert row["hits"] == stats.prefix_hits - hits_so_far
             hits_so_far = stats.prefix_hits
             assert (row["evictions"], row["free"]) == (stats.evictions, seqs.pool.num_free_pages)
             assert row["indexed"] == len(seqs.pool.prefix_index)
+
+
+def test_orphan_pages_of_a_fresh_pool() -> None:
+    """Notebook 09, section 5's corner, then its original page evicted: the hash chain keeps
+    an indexed page that no prompt's lookup reaches (by hand: page 2) until a request writes
+    the original again; the tree never indexes it. Checked against lookups through `plan_add`."""
+    from pagedkv.labs.radix_vs_hash import orphan_pages
+
+    for index in ("hash", "radix"):
+        seqs = SequenceManager(KVCachePool(CacheConfig.bookkeeping(4, 2, prefix_index=index)))
+        seqs.add("first", [1, 2])
+        seqs.free("first")  # page 0 = [1, 2], CACHED
+        seqs.add("second", [1, 2])  # the last-token rule: a copy in page 1
+        seqs.append_slot("second", 3)
+        seqs.append_slot("second", 4)  # page 2 = [3, 4]: the hash chain indexes it
+        assert orphan_pages(seqs.pool) == []
+        assert seqs.pool.prefix_index.holds_page(2) == (index == "hash")
+        seqs.add("other", [7, 8, 9])  # FREE page 3 and page 0, evicted
+        assert seqs.pool.stats.evictions == 1 and seqs.block_table("other") == [3, 0]
+        assert seqs.plan_add("probe", [1, 2, 3, 4, 5]).num_cached_tokens == 0  # no lookup reaches 2
+        assert orphan_pages(seqs.pool) == ([2] if index == "hash" else [])
+        seqs.free("other")  # page 3 = [7, 8] CACHED, page 0 FREE
+        seqs.add("again", [1, 2, 5])  # writes [1, 2] again, into page 0: indexed now
+        assert seqs.plan_add("probe", [1, 2, 3, 4, 5]).num_cached_tokens == (4 if index == "hash" else 2)
+        assert orphan_pages(seqs.pool) == []

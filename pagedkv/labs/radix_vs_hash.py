@@ -18,7 +18,8 @@ prompt_len - 1 *tokens* and then matches whole pages: the same formula. What dif
 its default page size, 1, where the cap costs one token, against vLLM's 16.)
 
 `generate_one_at_a_time` runs a few prompts through the real model in each pool and reads
-the counts after every request (notebook 09, section 3).
+the counts after every request, and `orphan_pages` names the indexed pages no lookup can
+reach (notebook 09, section 3).
 
 Leaves out: overlapping requests (where SGLang's insert-at-finish and the pool's
 insert-at-fill part ways), and SGLang's host tier.
@@ -28,8 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.hashing import block_hashes
+from pagedkv.core.plumbing.events import Event
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.hit_rate_lab import num_pages_for, serve_one_at_a_time
@@ -115,6 +119,17 @@ def compare_indexes(
     ]
 
 
+class RequestRow(TypedDict):
+    """One row of `generate_one_at_a_time`, read once the request finished."""
+
+    hits: int  # its prefix-hit tokens
+    evictions: int  # pages evicted so far
+    indexed: int  # pages the prefix index holds
+    free: int  # FREE pages
+    pages: list[int]  # its block table, block order
+    evicted: list[int]  # pages evicted while it ran, in eviction order
+
+
 def generate_one_at_a_time(
     model: TinyLM,
     prompts: Sequence[str],
@@ -122,25 +137,60 @@ def generate_one_at_a_time(
     num_pages: int = 12,
     page_size: int = 4,
     max_new_tokens: int = 10,
-) -> tuple[SequenceManager, list[list[int]], list[dict[str, int]]]:
+) -> tuple[SequenceManager, list[list[int]], list[RequestRow]]:
     """Notebook 09's section 3: each prompt generates `max_new_tokens` tokens and finishes
     before the next starts, in a pool whose prefix index is "hash" or "radix".
 
-    Returns the `SequenceManager`, each request's generated token ids, and one row per
-    request, read once it finished: `hits` (its prefix-hit tokens), `evictions` (pages
-    evicted so far), `indexed` (pages the prefix index holds) and `free` (FREE pages)."""
+    Returns the `SequenceManager`, each request's generated token ids, and one `RequestRow`
+    per request."""
     config = model.cache_config(num_pages=num_pages, page_size=page_size, prefix_index=index)
     seqs = SequenceManager(KVCachePool(config))
-    pool, outputs, rows = seqs.pool, [], []
+    pool = seqs.pool
+    outputs: list[list[int]] = []
+    rows: list[RequestRow] = []
+    evicted: list[int] = []
+
+    def on_event(event: Event) -> None:
+        if event.kind == "evict":
+            evicted.append(event.page_id)
+
+    pool.add_listener(on_event)
     for i, prompt in enumerate(prompts):
-        hits_before = pool.stats.prefix_hits
-        outputs.append(model.generate(seqs, [prompt], max_new_tokens, seq_ids=[f"r{i}"])[f"r{i}"])
-        rows.append(
-            {
-                "hits": pool.stats.prefix_hits - hits_before,
-                "evictions": pool.stats.evictions,
-                "indexed": len(pool.prefix_index),
-                "free": pool.num_free_pages,
-            }
-        )
+        hits_before, seq_id = pool.stats.prefix_hits, f"r{i}"
+        evicted.clear()
+        outputs.append(model.generate(seqs, [prompt], max_new_tokens, seq_ids=[seq_id], free=False)[seq_id])
+        pages = seqs.block_table(seq_id)
+        seqs.free(seq_id)
+        hits, free = pool.stats.prefix_hits - hits_before, pool.num_free_pages
+        row = RequestRow(
+            hits=hits, evictions=pool.stats.evictions, indexed=len(pool.prefix_index), free=free,
+            pages=pages, evicted=list(evicted),
+        )  # fmt: skip
+        rows.append(row)
+    pool.remove_listener(on_event)
     return seqs, outputs, rows
+
+
+def orphan_pages(pool: KVCachePool) -> list[int]:
+    """Pages the prefix index holds that no prompt's lookup can reach, lowest id first.
+
+    A lookup walks a prompt's pages from the first and stops at the first miss, so an indexed
+    page is reachable only through indexed pages holding every block before it. This tries,
+    with the pool's own lookup, every indexed page after every prefix found reachable so far
+    (prompts without an extra key). A tree never holds an orphan; a hash chain does once the
+    page before an indexed page is evicted (notebook 09, sections 3 and 5)."""
+    algo, size = pool.config.prefix_caching_hash_algo, pool.page_size
+    indexed = [page for _, page in pool.prefix_index.items()]
+    reached: set[int] = set()
+    prefixes: list[list[int]] = [[]]  # token runs whose pages are all reachable
+    while prefixes:
+        prefix = prefixes.pop()
+        for page in indexed:
+            tokens = prefix + pool.table.token_ids(page)
+            if page in reached or len(tokens) % size:
+                continue
+            found = pool.find_longest_cache_hit(block_hashes(tokens, size, algo=algo), tokens)
+            if len(found) == len(tokens) // size and found[-1] == page:
+                reached.add(page)
+                prefixes.append(tokens)
+    return sorted(set(indexed) - reached)
