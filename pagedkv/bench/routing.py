@@ -6,9 +6,10 @@ arriving by a Poisson process of `--arrival-rate` requests per tick per replica 
 served by N = 2, 4, 8 replicas of `--num-pages` pages each, routed round-robin, to the
 least loaded replica, or prefix-aware (SGLang router's `cache_aware`; `pagedkv.labs.routing`).
 Reported: the share of prompt tokens served from a replica's prefix cache (all replicas
-together), the load imbalance (the busiest replica's requests in flight over the mean,
-while requests arrive; 1.0 = even), requests per replica, recompute preemptions and how
-many requests prefix-aware routing's safety valve sent to the least loaded replica.
+together), the load imbalance (the busiest replica's requests in flight, summed over the
+ticks while requests arrive, over the same sum of the mean; 1.0 = even), requests per
+replica, recompute preemptions and how many requests prefix-aware routing's safety valve
+sent to the least loaded replica.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def run(
         rows=rows,
         notes=[
             "prefix hit %: prompt tokens served from a replica's cache, all replicas together",
-            "imbalance: busiest replica's requests in flight / mean, while requests arrive (1 = even)",
+            "imbalance: at each tick while requests arrive, the busiest replica's requests in flight;",
+            "  summed over those ticks, over the same sum of the mean over replicas (1 = even)",
             "by valve: requests prefix-aware routing sent to the least loaded replica, not by cache",
         ],
         data=data,

@@ -9,7 +9,7 @@ the paper's Fig. 2 categories two ways:
 
 - **under load**: averaged over the time requests wait (memory is the bottleneck), at the
   highest rate: the terms of `bench memory` and of the paper's bars;
-- **whole run** at `--arrival-rate`: averaged over the whole run, unused memory included
+- **all arrivals** at `--arrival-rate`: averaged over the whole run, unused memory included
   (the paper's "external fragmentation & others").
 
 Each system's sustainable rate (normalized latency below 0.5 s/token) is found by `crossing`:
@@ -146,10 +146,10 @@ def run(
         columns=[
             "system",
             f"under load ({top:g}/s) token %",
-            f"whole run ({arrival_rate:g}/s) token %",
+            f"all arrivals ({arrival_rate:g}/s) token %",
             "paper token %",
             "under load external %",
-            "whole run external+unused %",
+            "all arrivals external+unused %",
             "mean batch",
         ],
         rows=[_row(system, data[system][top], data[system][arrival_rate]) for system in SYSTEMS],
@@ -274,7 +274,7 @@ def _sustained_line(data: dict, grid: list[float], sustained: dict[str, float], 
 def _account(data: dict, top: float, rate: float) -> list[str]:
     """Which systems land within 5 points of the paper, and where the rest of the gap is."""
     lines = []
-    for label, key, at in (("under load", "token_states", top), ("whole run", "run_token_states", rate)):
+    for label, key, at in (("under load", "token_states", top), ("all arrivals", "run_token_states", rate)):
         near = [s for s in SYSTEMS if abs(data[s][at][key] - PAPER[s]) <= 5]
         lines.append(f"within 5 points of the paper, {label} ({at:g}/s): {', '.join(near) or 'none'}")
     paged, oracle = data["paged"][rate]["run_token_states"], data["oracle"][rate]["run_token_states"]
@@ -297,8 +297,8 @@ def _latency_table(rows: list[list]) -> str:
 
 def figure(report: Report):
     """Left: normalized latency vs request rate per system, on a log axis with plainly
-    labelled ticks, its legend under it. Right: KV memory by category under load (the
-    paper's Fig. 2 bars), its legend beside it."""
+    labelled ticks, its legend above it (on screen with the panel's top). Right: KV memory
+    by category under load (the paper's Fig. 2 bars), its legend beside it."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -322,7 +322,7 @@ def figure(report: Report):
     lat.set_yticks(ticks, [f"{t:g}" for t in ticks])
     lat.minorticks_off()
     lat.grid(alpha=0.3)
-    lat.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, fontsize=12, frameon=False)
+    lat.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=12, frameon=False)
     colors = [STATE_COLORS[PageState.ACTIVE], SEQUENCE_COLORS[4], STATE_COLORS[PageState.CACHED]]
     colors += [VICTIM_COLOR, STATE_COLORS[PageState.FREE]]
     top, bottom = str(report.data["top_rate"]), np.zeros(len(SYSTEMS))
@@ -345,6 +345,5 @@ def figure(report: Report):
     bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=12)
     for ax in (lat, bars):
         ax.tick_params(labelsize=12)
-    fig.suptitle("Serving run: latency vs request rate, and where KV memory goes", fontsize=14)
     fig.tight_layout()
     return fig

@@ -37,6 +37,7 @@ from pagedkv.labs.specs import GPUS, MODELS
 from pagedkv.viz.projector import projector
 
 DEFAULT = costs.Assumptions()  # vLLM's defaults and pagedkv's estimates
+NARROW_IN = 9.0  # inches: 990 px at 110 dpi, shrunk less in an 848 px cell (text >= 15 px)
 FIELDS = {  # calculator_answer's keyword -> the widget's label
     "memory_gib": "GPU GiB",
     "utilization": "mem util",
@@ -197,7 +198,7 @@ def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Fi
     ax.set_xlabel("GiB of device memory")
     ax.set_title(f"{model} on {gpu}: where the memory goes", loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
-    return projector(fig)
+    return projector(fig, width=NARROW_IN)
 
 
 def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assumptions = DEFAULT) -> Figure:
@@ -221,4 +222,4 @@ def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assum
     ax.set_title(f"{model} on {gpu}, blocks of {assume.page_size}", loc="left")
     ax.legend(loc="upper left")
     ax.grid(alpha=0.3)
-    return projector(fig)
+    return projector(fig, width=NARROW_IN)
