@@ -11,6 +11,7 @@ import io
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -155,6 +156,31 @@ def test_wal_quick_logs_one_record_per_operation_and_fsyncs_by_policy(tmp_path):
     assert data["always"]["fsyncs"] == ops and data["never"]["fsyncs"] <= 1
     assert data["batch 8"]["fsyncs"] == -(-ops // 8) and data["batch 64"]["fsyncs"] == -(-ops // 64)
     assert data["recovery"]["records"] == ops  # recovery replays every record
+
+
+def test_wal_counts_the_calls_its_trace_makes():
+    from pagedkv.bench import wal
+
+    calls = Counter()
+
+    class Counting(SequenceManager):  # the oracle: every call the trace makes, counted here
+        def add(self, *args, **kwargs):
+            calls["add"] += 1
+            return super().add(*args, **kwargs)
+
+        def append_slot(self, *args, **kwargs):
+            calls["append"] += 1
+            return super().append_slot(*args, **kwargs)
+
+        def free(self, *args, **kwargs):
+            calls["free"] += 1
+            return super().free(*args, **kwargs)
+
+    assert wal._trace(Counting(KVCachePool(wal.CONFIG)), 300, 0) == sum(calls.values())  # noqa: SLF001
+    assert calls == {"add": 300, "append": 300 * 8, "free": 300 - 16}  # the last 16 stay live
+    assert wal.count_operations() == sum(calls.values()) == 2984  # notebook 07's closing note
+    with pytest.raises(ValueError, match="sequences"):
+        wal.count_operations(0)
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from pagedkv import TinyLM
 from pagedkv.radix.radix_cache import RadixCache
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
+from pagedkv.service.wal import Record
 from pagedkv.viz import (
     Dashboard,
     PredictStep,
@@ -41,6 +42,7 @@ from pagedkv.viz import (
 from pagedkv.viz.capacity import plot_budget, plot_ways_back
 from pagedkv.viz.controls import MAIN_SHARE as DASHBOARD_SHARE  # the main heatmap's share
 from pagedkv.viz.radix import plot_radix_growth, plot_radix_tree
+from pagedkv.viz.wal_strip import plot_wal_strip
 
 CELL_PX = 848  # a notebook's output width in JupyterLab at 1280 px, the file browser open
 MIN_PX = 12.0
@@ -101,6 +103,10 @@ def _figures() -> dict[str, object]:
         "radix tree across": radix_across,
         "memory budget": plot_budget("Mistral-7B", "A100-40GB"),
         "ways back": plot_ways_back("Llama-3-8B", "A100-40GB", [16, 256, 1024]),
+        "wal strip": plot_wal_strip(  # notebook 07's log: records 96..149 after a checkpoint
+            [Record(0, seq, {}, 0) for seq in range(96, 150)],
+            {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "rolled_back_records": 0},
+        ),
     }
 
 
