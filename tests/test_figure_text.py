@@ -23,6 +23,7 @@ from pagedkv.radix.radix_cache import RadixCache
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.service.wal import Record
+from pagedkv.service.wal_strip import plot_wal_strip
 from pagedkv.viz import (
     Dashboard,
     PredictStep,
@@ -42,7 +43,6 @@ from pagedkv.viz import (
 from pagedkv.viz.capacity import plot_budget, plot_ways_back
 from pagedkv.viz.controls import MAIN_SHARE as DASHBOARD_SHARE  # the main heatmap's share
 from pagedkv.viz.radix import plot_radix_growth, plot_radix_tree
-from pagedkv.viz.wal_strip import plot_wal_strip
 
 CELL_PX = 848  # a notebook's output width in JupyterLab at 1280 px, the file browser open
 MIN_PX = 12.0

@@ -13,7 +13,7 @@ from matplotlib.patches import Rectangle
 from pagedkv import CacheConfig
 from pagedkv.service import DurableSequenceManager, read_log, recover
 from pagedkv.service.wal import Record, encode_record
-from pagedkv.viz.wal_strip import plot_wal_strip, wal_strip_parts
+from pagedkv.service.wal_strip import plot_wal_strip, wal_strip_parts
 
 CONFIG = CacheConfig(num_pages=8, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2)
 

@@ -33,7 +33,15 @@ from pagedkv.bench import Report
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.validation import check_number
 from pagedkv.labs.parallel import QUICK_WORKERS
-from pagedkv.labs.serving import CATEGORIES, PAPER_SLOTS, SYSTEMS, serve, serve_grid
+from pagedkv.labs.serving import (  # sustainable_rate: notebook 11 reads it from here too
+    CATEGORIES,
+    LATENCY_BOUND,
+    PAPER_SLOTS,
+    SYSTEMS,
+    serve,
+    serve_grid,
+    sustainable_rate,
+)
 from pagedkv.labs.workloads import generate
 from pagedkv.viz.palette import SEQUENCE_COLORS, STATE_COLORS, VICTIM_COLOR
 
@@ -48,21 +56,6 @@ PAPER_RATE_RATIOS = {"oracle": (1.7, 2.7), "max": (2.7, 8.0)}
 RATES = "0.25,0.5,0.75,1,1.25,1.5,2,2.5,3,3.5,4"  # requests/s: below Orca (Max)'s limit to above vLLM's
 QUICK_REQUESTS, QUICK_RATES = 1000, "0.5,1,2,3,4"  # `--quick`: a crossing for each system
 REQUESTS = 8000  # trace length: docs/calibration.md's trace-length study ("How long the trace is")
-LATENCY_BOUND = 0.5  # s / token: "sustained" means below this (pagedkv's choice; the paper's
-# Fig. 12 curves turn up steeply, so the ratios move little with the bound)
-
-
-def sustainable_rate(rates: list[float], latencies: list[float], bound: float = LATENCY_BOUND) -> float:
-    """The request rate at which the normalized latency first reaches `bound`, interpolated
-    linearly between the measured rates; the top rate if it never does (a lower bound), the
-    first if it starts above. Example: rates [1, 2, 3], latencies [0.1, 0.3, 0.9] -> 2.333."""
-    for i, (rate, latency) in enumerate(zip(rates, latencies, strict=True)):
-        if latency >= bound:
-            if i == 0:
-                return rate
-            r0, l0 = rates[i - 1], latencies[i - 1]
-            return r0 + (rate - r0) * (bound - l0) / (latency - l0)
-    return rates[-1]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -263,3 +263,20 @@ def _serve_paged(requests, arrivals, sizes, step_clock, memory) -> dict:
     out = meter.result(clock)
     out["preemptions"] = sched.stats.preemptions
     return out
+
+
+LATENCY_BOUND = 0.5  # s / token: "sustained" means below this (pagedkv's choice; the paper's
+# Fig. 12 curves turn up steeply, so the ratios move little with the bound)
+
+
+def sustainable_rate(rates: list[float], latencies: list[float], bound: float = LATENCY_BOUND) -> float:
+    """The request rate at which the normalized latency first reaches `bound`, interpolated
+    linearly between the measured rates; the top rate if it never does (a lower bound), the
+    first if it starts above. Example: rates [1, 2, 3], latencies [0.1, 0.3, 0.9] -> 2.333."""
+    for i, (rate, latency) in enumerate(zip(rates, latencies, strict=True)):
+        if latency >= bound:
+            if i == 0:
+                return rate
+            r0, l0 = rates[i - 1], latencies[i - 1]
+            return r0 + (rate - r0) * (bound - l0) / (latency - l0)
+    return rates[-1]

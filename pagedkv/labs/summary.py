@@ -7,8 +7,8 @@ each number on a line of its own under a heading per question.
 
 from __future__ import annotations
 
-from pagedkv.bench.serving import sustainable_rate
 from pagedkv.labs import costs
+from pagedkv.labs.serving import sustainable_rate
 
 SYSTEMS = ("max", "pow2", "oracle", "paged")
 PAPER_TOKEN_SHARES = "20.4 / 26.8 / 38.2 / 96.3 %"  # vLLM paper, Fig. 2
