@@ -279,27 +279,27 @@ def test_a_first_wrong_pick_shows_that_picks_hint_and_a_second_shows_the_answer(
     assert escape(q.hints[wrong[0]]) not in second
 
 
-def test_a_prediction_quiz_keeps_the_cells_below_off_the_screen_until_answered():
-    """After Run All the cells under a "Predict" quiz hold its answer: the quiz keeps an empty
-    box of 60 % of the screen's height under its question until every question is settled
-    (right, or wrong twice); a check quiz at a notebook's end keeps none."""
+def test_a_prediction_quiz_says_the_cells_below_hold_its_answer_until_answered():
+    """After Run All the cells under a "Predict" quiz hold its answer: the quiz says so under
+    its question until every question is settled (right, or wrong twice); a check quiz at a
+    notebook's end says nothing of the kind."""
     from pagedkv.viz import Quiz
 
     for qid in QUIZ_IDS:
         quiz = Quiz(qid)
         predict = BANK["quiz"][qid].title == "Predict"
-        assert (quiz.room.layout.display != "none") == predict, qid
-        assert quiz.children[-1] is quiz.room and "height:60vh" in quiz.room.value
+        assert (quiz.note.layout.display != "none") == predict, qid
+        assert quiz.children[-1] is quiz.note and "The cells below show the answer" in quiz.note.value
     quiz = Quiz("11-predict-routing")
     q = quiz.questions[0]
     wrong = [o for o in q.options if o != q.answer]
     quiz.check(0, wrong[0])
-    assert quiz.room.layout.display != "none"  # a second try is left: still closed
+    assert quiz.note.layout.display != "none"  # a second try is left: still closed
     quiz.check(0, wrong[1])
-    assert quiz.room.layout.display == "none"
+    assert quiz.note.layout.display == "none"
     right = Quiz("11-predict-routing")
     right.check(0, q.answer)
-    assert right.room.layout.display == "none"
+    assert right.note.layout.display == "none"
 
 
 def test_the_answer_key_gives_every_hint():

@@ -12,8 +12,8 @@ questions at the end of a notebook, and open questions with an answer to reveal.
 quite. Think it over" and a second try, with nothing given away; a right pick, or a second
 wrong one, shows the answer and why, and what the wrong pick overlooked (a prediction adds
 its longer `after` text, if it has one, and the pool heatmap after the step). A quiz titled
-"Predict" asks about the cells below it: it keeps an empty box under its question, so that
-after Run All those cells start below the screen, and closes the box once answered.
+"Predict" asks about the cells below it: a line under its question says they show the
+answer, and goes once the answer is shown.
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
@@ -92,12 +92,9 @@ def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tu
     return _box(f"{said} {html.escape(why)}{yours}", WRONG), True
 
 
-PREDICT_ROOM = (
-    "<div style='height:60vh;box-sizing:border-box;border:2px dashed #C8C8C8;border-radius:6px;"
-    "display:flex;align-items:center;justify-content:center;text-align:center;padding:1em;"
-    "color:#555555;font-size:15px'>Left blank on purpose: the cells below show the answer,"
-    " so they start off your screen while you think. This box closes when the answer is"
-    " shown.</div>"
+PREDICT_NOTE = (
+    "<div style='color:#555555;font-size:14px;font-style:italic'>The cells below show the"
+    " answer: pick yours before you scroll on.</div>"
 )
 
 
@@ -218,7 +215,8 @@ class PredictStep(widgets.VBox):
 class Quiz(widgets.VBox):
     """Check questions: pick an answer, press Check, read why. A first wrong pick gets a
     second try; the answer and its reason show after a right pick or a second wrong one.
-    A quiz titled "Predict" keeps `room` open under its questions until each is settled."""
+    A quiz titled "Predict" shows `note`, one line, under its questions until each is
+    settled."""
 
     def __init__(self, question_id: str) -> None:
         data = quiz(question_id)
@@ -242,11 +240,11 @@ class Quiz(widgets.VBox):
             self.feedback.append(feedback)
             number = f"{k + 1}. " if len(self.questions) > 1 else ""
             rows += [widgets.HTML(_box(number + html.escape(q.text))), picker, button, feedback]
-        # a prediction about the cells below: they start under this room until it is answered
+        # a prediction about the cells below: a note that they hold the answer, until answered
         shown = "" if title == "Predict" else "none"
-        self.room = widgets.HTML(PREDICT_ROOM, layout=widgets.Layout(width="100%", margin="0", display=shown))
-        self.room.add_class("pagedkv-quiz-room")
-        self.children = [*rows, self.room]
+        self.note = widgets.HTML(PREDICT_NOTE, layout=widgets.Layout(width="100%", margin="0", display=shown))
+        self.note.add_class("pagedkv-quiz-note")
+        self.children = [*rows, self.note]
         self.add_class("pagedkv-quiz")
 
     def check(self, k: int, choice: str | None = None) -> bool:
@@ -263,7 +261,7 @@ class Quiz(widgets.VBox):
             self.misses[k] = 1
         self.settled[k] = self.settled[k] or settled
         if all(self.settled):
-            self.room.layout.display = "none"
+            self.note.layout.display = "none"
         return picker.value == q.answer
 
 

@@ -89,7 +89,7 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
     ax.set_title(
         f"{counts['tokens']} of {total} slots hold tokens ({counts['tokens'] / total:.0%}); "
         f"pages in use: {snapshot.usage:.0%}\n{counts['internal_fragmentation']} empty slots in "
-        f"ACTIVE pages, {counts['cached']} in CACHED pages, {counts['free']} in FREE pages",
+        f"ACTIVE pages, {counts['cached']} in CACHED pages, {counts['free']} slots of FREE pages",
         fontsize=10,
         loc="left",
     )
