@@ -152,11 +152,12 @@ def test_calculator_sources_say_your_value_for_typed_numbers_and_nest_no_parenth
 
     usual = costs.calculator_text("Mistral-7B", "A100-40GB", 1024)
     typed = calculator_answer("Mistral-7B", "A100-40GB", 1024, memory_gib=39.5, activation_gib=1.0)
-    assert "39.39 GiB reported x 0.9" in usual and "CUDA's usual total" in usual
+    assert "39.39 GiB reported x 0.9" in usual and "CUDA's figure for this GPU" in usual
     first = typed.splitlines()[1]
     assert "39.5 GiB reported x 0.9" in first and first.endswith("(your value)")
     assert "activation peak at 8,192 tokens    1.00 GiB  (your value)" in typed
-    assert "CUDA's usual total" not in typed and "pagedkv's estimate" in typed  # the untouched terms
+    # the untouched terms keep their sources
+    assert "CUDA's figure for this GPU" not in typed and "pagedkv's estimate" in typed
     for text in (usual, typed):
         for line in text.splitlines():
             depth = 0

@@ -137,7 +137,7 @@ def capacity_terms(
         (
             f"{g.reported_gib:g} GiB reported x {assume.gpu_memory_utilization:g}",
             g.reported_gib * GIB * assume.gpu_memory_utilization,
-            "CUDA's usual total" if usual else "your value",
+            "CUDA's figure for this GPU" if usual else "your value",
         ),
         ("weights", weight_bytes(m), f"model card: params x {DTYPE_BYTES[m.dtype]} bytes"),
         (
