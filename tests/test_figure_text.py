@@ -98,6 +98,9 @@ def _figures() -> dict[str, object]:
             {"naive k·v": [[2.0] * 16, [2.0] * 16], "dense": [[0.1 * i for i in range(16)], [0.0] * 16]},
             "two queries",
         ),
+        "query outputs by head": plot_query_outputs(  # notebook 08: 2 heads of 8, a label over each
+            {"naive k·v": [[[[2.0] * 8] * 2]] * 2, "dense": [[[[0.1] * 8] * 2]] * 2}, "two queries"
+        ),
         "radix growth": growth,
         "radix tree": radix_tree,
         "radix tree across": radix_across,

@@ -631,3 +631,33 @@ def test_plot_query_outputs_draws_one_line_per_query_and_refuses_uneven_panels()
         plot_query_outputs({"a": [same], "b": [same, other]})
     with pytest.raises(ValueError, match="at least one program"):
         plot_query_outputs({})
+
+
+def test_plot_query_outputs_marks_each_head_and_shares_one_legend():
+    import numpy as np
+
+    from pagedkv.viz import plot_query_outputs
+
+    out = np.arange(16.0).reshape(1, 2, 8)  # one query row, 2 heads of 8 dims
+    fig = plot_query_outputs({"a": [out, out], "b": [out, -out]})
+    for ax in fig.axes[:2]:
+        dividers = [
+            line.get_xdata()[0]
+            for line in ax.get_lines()
+            if line.get_linestyle() == "--" and not line.get_label().startswith("query")
+        ]
+        assert dividers == [7.5]  # head 0 holds elements 0-7, head 1 holds 8-15
+        assert ax.get_xlabel() == "output element (head 0: 0-7, head 1: 8-15)"
+        assert ax.get_legend() is None
+    fig.canvas.draw()
+    heads = [[t.get_text() for t in ax.child_axes[0].get_xticklabels()] for ax in fig.axes]
+    assert heads == [["head 0", "head 1"]] * 2
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["query 1", "query 2"]
+
+
+def test_plot_page_states_lists_the_top_band_first():
+    from pagedkv.viz import plot_page_states
+
+    fig = plot_page_states({"FREE": [3, 2, 1], "CACHED": [0, 1, 2]}, "request")
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["CACHED", "FREE"]

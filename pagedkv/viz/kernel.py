@@ -135,15 +135,16 @@ def _score_labels(num_pages: int, page_size: int, num_tokens: int) -> list[str]:
 def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: bool = False) -> Figure:
     """One panel per attention program (e.g. `{"naive k·v": [out1, out2], "dense": [...]}`):
     each query's output vector (flattened heads × dims) as a line of markers over the output
-    index, each panel on its own y scale unless `sharey`. A program that ignores the query
-    draws one line for every query; real attention draws a different line per query
-    (notebook 08, section 6)."""
+    index, each panel on its own y scale unless `sharey`. Outputs shaped (..., heads, dims)
+    get a dashed divider where one head ends and a "head h" label over each; one legend above
+    the panels serves them all. A program that ignores the query draws one line for every
+    query; real attention draws a different line per query (notebook 08, section 6)."""
     if not panels:
         raise ValueError("panels must name at least one program, got none")
     counts = {name: len(outputs) for name, outputs in panels.items()}
     if min(counts.values()) < 1 or len(set(counts.values())) != 1:
         raise ValueError(f"every panel needs the same number (>= 1) of outputs, got {counts}")
-    fig = Figure(figsize=(11, 3.6), layout="constrained")
+    fig = Figure(figsize=(11, 3.8), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), sharey=sharey, squeeze=False)[0]
     styles = (("o", "-", "#0072B2"), ("x", "--", "#D55E00"), ("s", ":", "#009E73"))
@@ -162,13 +163,31 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: boo
                 label=f"query {k + 1}",
             )
         ax.set_title(name, loc="left")
-        ax.set_xlabel("output element (heads × dims)")
         ax.axhline(0, color="#888888", linewidth=0.8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
+        _mark_heads(ax, np.shape(outputs[0]))
     for ax in axes if not sharey else axes[:1]:
         ax.set_ylabel("output value")
-    axes[0].legend(loc="best")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper right", ncols=len(labels))
     if title:
         fig.suptitle(title, x=0.01, ha="left")
     return projector(fig)
+
+
+def _mark_heads(ax: Axes, shape: tuple[int, ...]) -> None:
+    """Label the x axis of a flattened output. For a (..., heads, dims) shape with several
+    heads: a dashed line between heads, "head h" over each head's run of elements (an axis
+    along the top), and the runs in the x label, e.g. "head 0: 0-7, head 1: 8-15"."""
+    heads, dims = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1] if shape else 1)
+    if heads < 2:
+        ax.set_xlabel("output element")
+        return
+    runs = ", ".join(f"head {h}: {h * dims}-{(h + 1) * dims - 1}" for h in range(heads))
+    ax.set_xlabel(f"output element ({runs})")
+    for h in range(1, heads):
+        ax.axvline(h * dims - 0.5, color="#333333", linestyle="--", linewidth=1.5)
+    top = ax.secondary_xaxis("top")
+    top.set_xticks([(h + 0.5) * dims - 0.5 for h in range(heads)], [f"head {h}" for h in range(heads)])
+    top.tick_params(length=0)

@@ -233,8 +233,8 @@ def plot_series(series: dict[str, Sequence[float]], xlabel: str, ylabel: str, ti
 def plot_page_states(states: dict[str, Sequence[int]], xlabel: str, title: str = "") -> Figure:
     """Pages in each state after each request, stacked in the order given (e.g. FREE under
     CACHED), in the pool heatmap's state colours: where a pool's pages go over a run. The top
-    edge is the pages counted; the legend sits above the axes, so the plot keeps the full width
-    and pairs with `plot_series` (same size, x from 1)."""
+    edge is the pages counted; the legend, right of the axes, lists the states top band first,
+    as they stack. Same size as `plot_series`, x from 1."""
     if not states:
         raise ValueError("states must name at least one page state")
     unknown = set(states) - {s.name for s in PageState}
@@ -251,9 +251,7 @@ def plot_page_states(states: dict[str, Sequence[int]], xlabel: str, title: str =
     ax.set_ylabel("pages")
     ax.set_title(title, loc="left")
     handles, labels = ax.get_legend_handles_labels()
-    # Above the axes' right end, in one row (top state first): the plot keeps the full width.
-    legend = ax.legend(
-        handles[::-1], labels[::-1], loc="lower right", bbox_to_anchor=(1, 1), ncols=len(states)
-    )
+    # Right of the axes, one state per row, top state first: the legend stacks as the bands do.
+    legend = ax.legend(handles[::-1], labels[::-1], loc="upper left", bbox_to_anchor=(1.01, 1))
     legend.set_in_layout(True)
     return projector(fig)
