@@ -62,15 +62,68 @@ def test_once_done_decode_all_runs_the_scheduler_work_your_actions_left():
     while not dash.run.done:
         dash.step_button.click()
     assert dash.run.scheduler.has_unfinished and "long" not in dash.run.seqs
-    assert "or Decode all to give each sequence you added one more token" in dash.caption.value
+    left = [r for r, state in dash.run.scheduler.requests.items() if state.status != "finished"]
+    assert left == ["long", "chat_again"]  # the short chat turn queued later waits too
+    said = "done, but long, chat_again are unfinished: Finish your sequence yours1, then press Decode all"
+    assert said in dash.caption.value
     dash.finish_button.click()  # your request goes: the pool is free for the scheduler
+    said = "done, but long, chat_again are unfinished: press Decode all to run the scheduler on"
+    assert said in dash.caption.value
     dash.step_button.click()  # refused: the caption says what is left to press
-    assert "or Decode all to run the scheduler one more step" in dash.caption.value
+    assert said in dash.caption.value
     steps = dash.run.scheduler.stats.steps
     dash.decode_button.click()
     assert dash.run.scheduler.stats.steps == steps + 1 and "long" in dash.run.seqs
     said = "your action: the scenario is done: one more scheduler step — scheduler: prefill long"
     assert said in dash.caption.value
+
+
+def test_requests_starved_by_your_sequence_say_so_and_finish_after_it_goes():
+    """A learner's request takes the pages the scheduler's requests need: the scheduler cannot
+    preempt it, so its steps run nothing. Each such step names the waiting requests and what
+    holds their pages; the end says how to go on; Finish, then Decode all, finishes them."""
+    dash = Dashboard("preempt")
+    dash.reset()
+    dash.goto(12)
+    dash.add_button.click()  # "Hello, pages!": 13 tokens, 4 pages
+    assert dash.run.own_sequences == ["yours1"] and len(dash.run.seqs.block_table("yours1")) == 4
+    while not dash.run.done:
+        dash.step_button.click()
+    stalled = [r for r in dash.run.records if r.action.op == "schedule" and not r.tokens and not r.events]
+    assert stalled and "idle" not in " ".join(r.note for r in dash.run.records)
+    waiting = [r for r, state in dash.run.scheduler.requests.items() if state.status != "finished"]
+    assert waiting and all(dash.run.scheduler.request(r).status != "running" for r in waiting)
+    names = ", ".join(waiting)
+    said = f"scheduler: {names} wait for pages your sequence yours1 holds (Finish it)"
+    assert all(r.note == said for r in stalled) and said in dash.caption.value
+    assert f"done, but {names} are unfinished: Finish your sequence yours1, then" in dash.caption.value
+    assert dash.step_button.disabled and not dash.decode_button.disabled
+    dash.finish_button.click()
+    assert f"done, but {names} are unfinished: press Decode all" in dash.caption.value
+    for _ in range(100):
+        if dash.decode_button.disabled:
+            break
+        dash.decode_button.click()
+    assert not dash.run.unfinished_requests and not dash.run.scheduler.has_unfinished
+    statuses = {r: dash.run.scheduler.request(r).status for r in ("req1", "req2", "req3")}
+    assert set(statuses.values()) == {"finished"}
+    assert "The scenario has ended. Press Reset to start again." in dash.caption.value
+    history = list(dash.run.history)  # replayable: Back undoes the last press exactly
+    dash.back_button.click()
+    assert dash.run.history == history[:-1] and dash.run.unfinished_requests
+
+
+def test_reselecting_the_scenario_shown_asks_nothing_and_keeps_your_actions():
+    dash = Dashboard("preempt")
+    dash.goto(3)
+    dash.add_button.click()
+    history = list(dash.run.history)
+    dash.scenario_picker.value = "chunked"  # another scenario: asked first
+    assert dash.confirm.layout.display == "flex" and "discards your 1 action" in dash.confirm_text.value
+    dash.scenario_picker.value = "preempt"  # back to the one shown: the question goes
+    assert dash.confirm.layout.display == "none" and dash.run.history == history
+    dash.scenario_picker.value = "preempt"  # unchanged: no event, nothing asked
+    assert dash.confirm.layout.display == "none" and dash.run.scenario.name == "preempt"
 
 
 def test_without_a_scheduler_every_live_sequence_is_yours():

@@ -39,6 +39,13 @@ class ScenarioOperations:
     steps: list[Action]  # the scenario's own steps, in order
     _progressed: bool  # the last "schedule" computed a token or preempted
 
+    @property
+    def unfinished_requests(self) -> list[Hashable]:
+        """The scheduler's requests not finished yet (waiting, running or preempted)."""
+        if self.scheduler is None:
+            return []
+        return [r for r, state in self.scheduler.requests.items() if state.status != "finished"]
+
     def new_id(self, prefix: str) -> str:
         """The first of prefix1, prefix2, ... that no sequence of this run has used, nor any
         of the scenario's own steps names (a learner's request must not take the id of one
@@ -228,7 +235,22 @@ class ScenarioOperations:
             record.appends.append((end, seq_id))
         record.appends.sort(key=lambda mark: mark[0])
         # Without the scheduler's own step number: the run's step is the one counter shown.
-        record.note = "scheduler: " + step.summary().split(": ", 1)[1]
+        said = step.summary().split(": ", 1)[1]
+        if said == "idle" and self.scheduler.has_unfinished:
+            said = self._stalled()  # not idle: requests wait, and the note says for what
+        record.note = "scheduler: " + said
+
+    def _stalled(self) -> str:
+        """Why a scheduler step with unfinished requests ran nothing: they wait for pages,
+        held by the sequences you added (which the scheduler never preempts) if any hold some."""
+        names = ", ".join(map(str, self.unfinished_requests))
+        held = [s for s in self.seqs.sequences if s in self.logits and self.seqs.block_table(s)]
+        if not held:
+            return f"{names} wait for free pages"
+        yours = ", ".join(map(str, held))
+        if len(held) == 1:
+            return f"{names} wait for pages your sequence {yours} holds (Finish it)"
+        return f"{names} wait for pages your sequences {yours} hold (Finish one of yours)"
 
     def _abort(self, action: Action, record: ActionRecord) -> None:
         """End a request of the scheduler: its pages go as a finish releases them."""

@@ -1,12 +1,13 @@
 """Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
 
 Step / Back / Reset buttons, a step slider and a Play widget (with its speed) drive a
-`ScenarioRun`; the header has one counter, "step k of N" (· +n yours: your own actions), and a
-scenario ends at its last step ("done", Step disabled). A picker switches scenario (asking
-first when that would discard actions of your own); controls add a request (optionally
-sharing an existing sequence's prefix), fork, finish or decode live sequences (with a
-scheduler, only those you added: Step alone runs its requests); sliders rebuild the pool with
-another geometry and replay everything on it. Every change re-renders, in place:
+`ScenarioRun`; the header has one counter, "step k of N" (· +n yours: your own actions). A
+scenario ends at its last step ("done", Step disabled; requests a scheduler has not finished
+go on with Decode all, once none of yours is left). A picker switches scenario (asking first
+when that would discard your own actions); controls add a request (optionally sharing a
+sequence's prefix), fork, finish or decode live sequences (with a scheduler, only those you
+added: Step alone runs its requests); sliders rebuild the pool with another geometry and
+replay everything on it. Every change re-renders, in place:
 
 - the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
@@ -44,11 +45,10 @@ __all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_S
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width (tabs)
-# The main picture beside the log: at most 720 x 414 px, its size on a 1280x720 screen, so it,
-# the controls and the tab bar fit together; views stacked at 90 dpi (text 16 px) for a pool of
-# a few rows of pages, side by side at 82 dpi (15 px) for a square one.
-MAIN_PX, MAIN_HEIGHT_PX = 720, 414
-STACKED_DPI, BESIDE_DPI = 90, 82
+# The main picture beside the log: at most 720 x 414 px on a 1280x720 screen (it, the controls
+# and the tab bar fit together); views stacked at 90 dpi (text 16 px) for a few rows of pages,
+# side by side at 82 dpi (15 px) for a square pool.
+MAIN_PX, MAIN_HEIGHT_PX, STACKED_DPI, BESIDE_DPI = 720, 414, 90, 82
 MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
 PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
 COMPACT_WIDTH = 4.6  # inches per panel of the More views tab
@@ -77,8 +77,6 @@ class Dashboard(DashboardControls):
         self._build_widgets()
         self._sync_controls()
         self.render()
-
-    # ---- layout -------------------------------------------------------------------------------
 
     def _build_widgets(self) -> None:
         self.build_controls(self.run)
@@ -217,6 +215,8 @@ class Dashboard(DashboardControls):
     def _on_scenario(self, change: dict) -> None:
         if self._syncing:
             return
+        if change["new"] == self.run.scenario.name:  # the scenario shown: nothing to switch
+            return self._confirm_switch(False)  # (a question asked before goes)
         if self.run.own_actions:  # ask first: a switch would throw the learner's work away
             self._pending_scenario = change["new"]
             n = self.run.own_actions
@@ -328,7 +328,7 @@ class Dashboard(DashboardControls):
         said = (f"{said} — " * last.own + last.note) if scheduled else said
         if last.note.startswith("refused"):  # then the picture shows no change: say why
             said += f" — {last.note}"
-        elif run.done and not last.own:
+        elif run.done and (not last.own or last.action.op == "schedule" or run.unfinished_requests):
             said += " — " + end_message(run)
         return f"{'your action: ' if last.own else ''}{said}"
 

@@ -25,12 +25,21 @@ LOG_KINDS = ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt
 
 
 def end_message(run: ScenarioRun) -> str:
-    """What the dashboard says once every step of the scenario has run."""
+    """What the dashboard says once every step of the scenario has run. With a scheduler and
+    requests left unfinished (your own sequences held their pages), it says how to go on:
+    Decode all runs one more scheduler step a press once no sequence of yours is left."""
+    waiting = run.unfinished_requests
+    if waiting:
+        names = ", ".join(map(str, waiting))
+        text = f"The scenario is done, but {names} {'is' if len(waiting) == 1 else 'are'} unfinished: "
+        mine = ", ".join(map(str, run.own_sequences))
+        if mine:
+            text += f"Finish your {'sequence' if len(run.own_sequences) == 1 else 'sequences'} {mine}, then "
+        return text + "press Decode all to run the scheduler on (one step a press), or Reset to start again."
     text = "The scenario has ended. Press Reset to start again"
-    if run.can_decode_all:  # a sequence of the run's own (or the scheduler's unfinished work) can go on
+    if run.can_decode_all:  # a sequence of the run's own can go on
         whose = "every live sequence" if run.scheduler is None else "each sequence you added"
-        more = f"give {whose} one more token" if run.own_sequences else "run the scheduler one more step"
-        text += f", or Decode all to {more}"
+        text += f", or Decode all to give {whose} one more token"
     return text + "."
 
 
