@@ -437,3 +437,24 @@ def test_an_lru_panel_with_another_panel_is_stacked_full_width_with_no_text_over
     heatmap = PoolHeatmap(num_pages, 4, views=("state", "lru"))
     assert heatmap._frame.cut_texts == ()  # noqa: SLF001
     assert heatmap.cell_box("lru", 0)[1] > heatmap.cell_box("state", num_pages - 1)[3]  # below
+
+
+NOTEBOOK_FIGURE_PX = 480  # a figure this tall, shown in a 600 px notebook view, fits with its title
+
+
+def test_notebook_03_section_4_figures_fit_a_notebook_view_with_their_titles():
+    """Notebook 03's pool after doc_D's step, drawn as the notebook draws it: the owner
+    figure and the LRU figure, one after the other, each at most `NOTEBOOK_FIGURE_PX` tall
+    as shown at `CELL_PX`, with text of at least 12 px (the two stacked in one picture were
+    about 570 px: title and legend could not be seen together)."""
+    run = ScenarioRun("eviction")
+    while run.next_action.seq_id != "doc_C":
+        run.step()
+    run.step()
+    run.step()
+    snap = run.seqs.snapshot()
+    for heatmap in (plot_pool(snap, views=("owner",)), plot_lru(snap, run.events)):
+        width, height = heatmap.size
+        scale = min(1.0, CELL_PX / width)
+        assert height * scale <= NOTEBOOK_FIGURE_PX, (heatmap.views, height * scale)
+        assert heatmap.min_font_px * scale >= MIN_PX

@@ -477,3 +477,32 @@ def test_decode_all_samples_as_the_scenario_does_and_back_replays_it_exactly():
     run.back()
     run.decode_all()
     assert last_tokens() == drawn
+
+
+def test_a_finish_note_counts_own_pages_and_shared_pages_from_the_ref_counts_before_it():
+    """The prefix scenario's finishes, checked against the snapshot before each one: a page
+    another block table also holds (ref count above 1) only loses a reference and stays
+    ACTIVE; the others are released. user1 and user2 share the 7 pages of the common
+    28-token prefix with requests still running; user3 and user4 finish alone."""
+    run = ScenarioRun("prefix")
+    run.goto(len(run.steps))
+    notes = {}
+    for i, record in enumerate(run.records):
+        if record.action.op != "free":
+            continue
+        seq_id, before, after = record.action.seq_id, run.snapshots[i], run.snapshots[i + 1]
+        table = before.block_tables[seq_id]
+        shared = [p for p in table if before.ref_count[p] > 1]
+        assert all(after.ref_count[p] == before.ref_count[p] - 1 for p in table)
+        assert all(PageState(after.state[p]) == PageState.ACTIVE for p in shared)
+        notes[seq_id] = (record.note, len(table) - len(shared), len(shared))
+    assert notes["user2"] == (
+        "user2 finished: its 4 own pages were released, tail first; "
+        "7 shared pages stay with the others (ref count down by one)",
+        4,
+        7,
+    )
+    assert notes["user4"][0] == "user4 finished: its 11 pages were released, tail first"
+    for note, own, shared in notes.values():
+        assert (f"{shared} shared pages stay" in note) == (shared > 1)
+        assert f"its {own} " in note

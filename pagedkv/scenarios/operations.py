@@ -136,12 +136,13 @@ class ScenarioOperations:
 
     def _free(self, action: Action, record: ActionRecord) -> None:
         self._check_unscheduled(action.seq_id)
-        pages = len(self.seqs.block_table(action.seq_id))
+        table = self.seqs.block_table(action.seq_id)
+        shared = sum(1 for page in table if self.pool.ref_count(page) > 1)
         self.seqs.free(action.seq_id)
         del self.logits[action.seq_id]
         self.scores.pop(action.seq_id, None)
         if record.action.op == "free":  # not a beam dropped inside a beam step
-            record.note = f"{action.seq_id} finished: its {pages} pages were released, tail first"
+            record.note = _finish_note(action.seq_id, len(table), shared)
 
     def _beam(self, action: Action, record: ActionRecord) -> None:
         """One beam-search step: every beam proposes its best tokens, the `width` best
@@ -261,3 +262,18 @@ class ScenarioOperations:
         if not self.scheduler.abort(action.seq_id):
             raise ValueError(f"{action.seq_id!r} already finished")
         record.note = f"{action.seq_id} aborted ({was}): full pages stay CACHED, like a finish"
+
+
+def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:
+    """The log's words for a finished request holding `pages` pages, `shared` of them also
+    held by other block tables: only its own pages are released (a shared page's ref count
+    just drops by one), so the note says how many of each."""
+    if not shared:
+        return f"{seq_id} finished: its {pages} pages were released, tail first"
+    own = pages - shared
+    released = "1 own page was" if own == 1 else f"{own} own pages were"
+    stay = "1 shared page stays" if shared == 1 else f"{shared} shared pages stay"
+    return (
+        f"{seq_id} finished: its {released} released, tail first; "
+        f"{stay} with the others (ref count down by one)"
+    )
