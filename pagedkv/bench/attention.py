@@ -340,7 +340,7 @@ def figure(report: Report):
     ax = fig.add_subplot()
     labels = [f"B={p['batch']}\nL={p['context']}" for p in points]
     ax.bar(labels, [p["ratio"] for p in points], color="#0072B2")
-    ax.axhline(1.0, color="black", lw=0.8)
+    ax.axhline(1.0, color="black", lw=0.8, label="1.0: same time as dense")
     low, high = PAPER_RATIOS
     ax.axhspan(low, high, color="#E8A070", label=f"vLLM's GPU kernel (paper): {low:.2f}-{high:.2f}x")
     ax.set_ylabel("paged / dense time\n(numpy, wall clock)")

@@ -62,10 +62,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def simulate_contiguous(
-    requests: list[Request], num_slots: int, policy: str, max_seq_len: int, max_num_seqs: int
+    requests: list[Request],
+    num_slots: int,
+    policy: str,
+    max_seq_len: int,
+    max_num_seqs: int,
+    allocator: str = "first_fit",
+    pow2_of: str = "sequence",
 ) -> dict:
-    """Serve the requests from one ContiguousKVCache; average the categories under load."""
-    arena = ContiguousKVCache(num_slots, policy, max_seq_len)
+    """Serve the requests from one ContiguousKVCache; average the categories under load.
+    `allocator` and `pow2_of` go to ContiguousKVCache: the defaults are this benchmark's,
+    ("buddy", "output") are the paper's Orca baselines."""
+    arena = ContiguousKVCache(num_slots, policy, max_seq_len, allocator=allocator, pow2_of=pow2_of)
     waiting = deque(requests)
     running: list[tuple[Request, int]] = []  # (request, tokens held)
     totals, batches, steps = dict.fromkeys(CATEGORIES, 0), [], 0

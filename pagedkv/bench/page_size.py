@@ -118,9 +118,32 @@ def one_run(
     check_int("requests", requests, 1, 1000)
     check_int("system_prompt", system_prompt, 0, 4096)
     trace = with_system_prompt(sharegpt_like(requests, seed), system_prompt)
+    check_fits(trace, slots, page_size)
     point = simulate(trace, slots, page_size, 128)
     point.update(requests=requests, system_prompt=system_prompt)
     return point
+
+
+def check_fits(requests, slots: int, page_size: int) -> None:
+    """Raise ValueError, naming the first request (in queue order) that cannot fit, if the
+    pool of `slots` token slots, rounded down to whole pages of `page_size`, is too small to
+    hold a request at its longest: prompt + max_new_tokens - 1 tokens (the scheduler's
+    rule: the last sampled token never gets a slot). The message also gives the longest
+    request of all and the pool it needs."""
+    pages = slots // page_size
+    longest = [r.prompt_len + r.max_new_tokens - 1 for r in requests]
+    first = next((i for i, n in enumerate(longest) if -(-n // page_size) > pages), None)
+    if first is None:
+        return
+    top = max(longest)
+    need = -(-top // page_size)
+    raise ValueError(
+        f"request {requests[first].req_id!r}, the first that cannot fit, grows to "
+        f"{longest[first]:,} tokens: more than the pool's {pages:,} pages x {page_size} = "
+        f"{pages * page_size:,} slots ({slots:,} slots rounded down to whole pages). The "
+        f"longest request grows to {top:,} tokens = {need:,} pages of {page_size}: "
+        f"slots must be at least {need * page_size:,}"
+    )
 
 
 def describe(point: dict) -> str:
@@ -134,8 +157,8 @@ def describe(point: dict) -> str:
             f"{point['requests']} requests after a {point['system_prompt']}-token system prompt",
             f"slot util {point['slot_utilisation_pct']:.1f}% "
             f"(empty slots per running request: {point['empty_slots_per_running']:.0f})",
-            f"system prompt shared: {shared} tokens; "
-            f"prefix hits, first admissions: {first_hit / max(1, first):.1%}",
+            f"system prompt shared: {shared} tokens; prefix hits, first admissions: "
+            f"{first_hit:,} of {first:,} tokens looked up = {first_hit / max(1, first):.1%}",
             f"mean batch {point['mean_batch']:.1f}, preemptions {point['preemptions']}, "
             f"page allocations {point['allocations']:,} "
             f"({1000 * point['allocations'] / point['tokens']:.1f} per 1,000 tokens computed)",

@@ -23,6 +23,7 @@ the workload it ran.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -184,7 +185,8 @@ def _notes(
 
 
 def figure(report: Report):
-    """Saving per width, one bar group per mode."""
+    """Saving per width, one bar group per mode; behind the bars, a band in the mode's colour
+    spans the paper's range for the workload the report's title names."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -193,15 +195,24 @@ def figure(report: Report):
     ax = fig.add_subplot()
     modes = list(report.data)
     widths = list(report.data[modes[0]])
+    paper = next((v for w, v in PAPER.items() if f"{w}-like" in report.title), None)
+    top, handles = 0.0, list[Any]()  # bars and bands, in legend order
     for i, (mode, color) in enumerate(zip(modes, ["#0072B2", "#E69F00"], strict=True)):
         x = np.arange(len(widths)) + (i - 0.5) * 0.38
         values = [report.data[mode][w]["saving_pct"] for w in widths]
-        ax.bar(x, values, width=0.36, color=color, label=mode)
+        handles.append(ax.bar(x, values, width=0.36, color=color, label=f"{mode}, here"))
         for xi, v in zip(x, values, strict=True):
             ax.text(xi, v + 1, f"{v:.1f}", ha="center", fontsize=8)
+        top = max(top, *values)
+        if paper is not None and mode in paper:
+            low, high = paper[mode]
+            label = f"{mode}, the paper: {_range((low, high))}"
+            handles.append(ax.axhspan(low, high, color=color, alpha=0.25, zorder=0, label=label))
+            top = max(top, high)
     ax.set_xticks(np.arange(len(widths)), [f"n = k = {w}" for w in widths])
+    ax.set_ylim(0, top * 1.25)  # room above the tallest bar's label
     ax.set_ylabel("KV memory saved (%)")
     ax.set_title("Memory saved by sharing pages between forked sequences")
-    ax.legend()
+    ax.legend(handles=handles, loc="upper left", fontsize=8)
     fig.tight_layout()
     return fig

@@ -1,0 +1,75 @@
+"""What notebook 06 reads from the benchmarks: page_size.check_fits, the describe line,
+memory's buddy-allocator variant, and the paper's bands in the sharing figure."""
+
+import pytest
+
+from pagedkv.bench import Report, attention, memory, page_size, sharing
+from pagedkv.labs.contiguous import ContiguousKVCache
+from pagedkv.labs.workloads import Request, generate
+
+
+def _request(i: int, prompt: int, output: int) -> Request:
+    return Request(f"r{i}", list(range(prompt)), output)
+
+
+def test_check_fits_names_the_first_request_that_cannot_fit():
+    # longest: 10 + 7 - 1 = 16 tokens, 40 + 9 - 1 = 48, 30 + 1 - 1 = 30 (counted by hand)
+    trace = [_request(0, 10, 7), _request(1, 40, 9), _request(2, 30, 1)]
+    page_size.check_fits(trace, 48, 16)  # 3 pages of 16 hold 48 tokens
+    page_size.check_fits(trace, 63, 16)  # rounded down to the same 3 pages
+    with pytest.raises(ValueError) as err:
+        page_size.check_fits(trace, 47, 16)  # 2 pages = 32 slots: r1 (48) and r2 (30 fits)
+    message = str(err.value)
+    assert "request 'r1', the first that cannot fit, grows to 48 tokens" in message
+    assert "2 pages x 16 = 32 slots (47 slots rounded down" in message
+    assert "slots must be at least 48" in message
+    with pytest.raises(ValueError, match="request 'r0'"):
+        page_size.check_fits(trace, 15, 4)  # 3 pages of 4: r0's 16 tokens need 4
+
+
+def test_one_run_refuses_a_pool_smaller_than_the_longest_request_before_running():
+    # the notebook's 40 requests: the longest grows to 1,673 tokens = 105 pages of 16
+    with pytest.raises(ValueError, match="'sharegpt-39', the first that cannot fit"):
+        page_size.one_run(16, slots=1679)
+    with pytest.raises(ValueError, match="'sharegpt-1', the first"):
+        page_size.one_run(16, slots=1000)
+
+
+def test_describe_gives_the_tokens_looked_up_next_to_the_share():
+    point = page_size.one_run(16, slots=32768, requests=12)
+    first, hit = point["first_lookups"]
+    assert f"{hit:,} of {first:,} tokens looked up = {hit / first:.1%}" in page_size.describe(point)
+
+
+def test_simulate_contiguous_passes_the_allocator_to_the_arena():
+    trace = generate("sharegpt", 40)
+    slots = 8192
+    first_fit = memory.simulate_contiguous(trace, slots, "oracle", 2048, 256)
+    buddy = memory.simulate_contiguous(trace, slots, "oracle", 2048, 256, allocator="buddy")
+    # an oracle range is its final length; the buddy allocator rounds it to a power of two,
+    # so fewer requests fit and no more slots hold tokens
+    assert buddy["mean_batch"] <= first_fit["mean_batch"]
+    assert buddy["token_states"] < first_fit["token_states"]
+    assert ContiguousKVCache(slots, "oracle", allocator="buddy").allocator == "buddy"
+
+
+def test_sharing_figure_draws_the_papers_range_per_mode_as_a_band():
+    data = {
+        "parallel sampling": {2: {"saving_pct": 6.0}, 4: {"saving_pct": 9.0}},
+        "beam search": {2: {"saving_pct": 40.0}, 4: {"saving_pct": 60.0}},
+    }
+    fig = sharing.figure(Report("bench sharing: 2 alpaca-like requests", [], [], data=data))
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "parallel sampling, the paper: 6.1-9.8 %" in labels
+    assert "beam search, the paper: 37.6-55.2 %" in labels
+    assert ax.get_ylim()[1] >= 60.0 * 1.2  # room above the tallest bar's label
+    no_workload = sharing.figure(Report("some title", [], [], data=data))
+    assert not any("paper" in t.get_text() for t in no_workload.axes[0].get_legend().get_texts())
+
+
+def test_attention_figure_labels_the_line_at_one():
+    points = [{"batch": 2, "context": 16, "ratio": 2.0}]
+    fig = attention.figure(Report("attention", [], [], data={"points": points}))
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[0] == "1.0: same time as dense"
