@@ -508,3 +508,16 @@ def test_the_caption_says_when_an_action_of_your_own_was_refused(dash):
     dash.back_button.click()  # back at step 44: the scenario's caption, then what Back did
     assert dash.caption.value.startswith(scenario_caption[: -len("</div>")])
     assert "refused" not in dash.caption.value
+
+
+def test_a_pool_too_small_for_any_prompt_is_not_called_full():
+    """Sliders at 4 pages of 1 slot: every prompt of `fill` is refused, so the last step has
+    nothing to decode. The caption must say that, not the scenario's "the pool is full"
+    narration: the picture shows every page FREE."""
+    board = Dashboard("fill")
+    board.pages_slider.value, board.page_size_slider.value = 4, 1
+    board.goto(len(board.run.steps))
+    last = board.run.records[-1]
+    assert last.note.startswith("nothing to decode") and board.run.pool.num_free_pages == 4
+    assert "the pool is full" not in board.caption.value
+    assert html.escape(last.note) in board.caption.value

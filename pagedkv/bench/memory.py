@@ -141,9 +141,9 @@ def _notes(data: dict) -> list[str]:
     notes = [
         "paper (Kwon et al. 2023, Fig. 2): 20.4 / 26.8 / 38.2 / 96.3 % of KV memory holds "
         "token states for max / pow2 / oracle / vLLM",
-        "differences: here every request is queued at once, so the arena is always full; the "
-        "paper averaged a serving run with requests arriving over time and counted allocator "
-        "overhead with external fragmentation, which lowers its pow2 and oracle shares",
+        "differences: here every request is queued at once and ranges are placed first fit; "
+        "the paper placed them with a buddy allocator, whose rounding lowers its pow2 and "
+        "oracle shares (notebook 06 shows the buddy run), and averaged a serving run",
     ]
     for workload, d in data.items():
         notes.append(

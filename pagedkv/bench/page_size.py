@@ -153,7 +153,7 @@ def describe(point: dict) -> str:
     shared = point["system_prompt"] // page * page  # whole pages of the shared prompt
     return "\n".join(
         [
-            f"pages of {page} tokens, {pages:,} pages = {pages * page:,} token slots; "
+            f"pages of {page} token{'s' * (page != 1)}, {pages:,} pages = {pages * page:,} token slots; "
             f"{point['requests']} requests after a {point['system_prompt']}-token system prompt",
             f"slot util {point['slot_utilisation_pct']:.1f}% "
             f"(empty slots per running request: {point['empty_slots_per_running']:.0f})",

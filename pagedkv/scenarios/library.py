@@ -185,7 +185,7 @@ def _chunked(num_pages: int, page_size: int) -> list[Action]:
             "chat_again",
             text=CHAT_PROMPT,
             width=4,
-            caption="chat_again sends the same prompt: it hits chat's CACHED pages",
+            caption="chat_again sends the same prompt: it waits, then hits chat's CACHED pages",
         ),
         Action("schedule", caption=step),
     ]
