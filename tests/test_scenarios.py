@@ -506,3 +506,15 @@ def test_a_finish_note_counts_own_pages_and_shared_pages_from_the_ref_counts_bef
     for note, own, shared in notes.values():
         assert (f"{shared} shared pages stay" in note) == (shared > 1)
         assert f"its {own} " in note
+
+
+def test_a_refused_sequence_is_said_never_admitted_not_finished():
+    """In a pool of 4 pages every prompt of `prefix` is refused at admission: the decode steps
+    after it must not say those sequences finished (they never started)."""
+    run = ScenarioRun("prefix", num_pages=4, page_size=4)
+    run.goto(len(run.steps))
+    refused = [r for r in run.records if r.note.startswith("refused")]
+    idle = [r.note for r in run.records if r.note.startswith("nothing to decode")]
+    assert refused and idle and not run.seqs.sequences
+    assert all("finished" not in note for note in idle), idle
+    assert "nothing to decode: user1 never admitted" in idle

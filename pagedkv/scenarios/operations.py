@@ -86,11 +86,11 @@ class ScenarioOperations:
         wanted = action.seq_ids or tuple(s for s in self.seqs.sequences if s in self.logits)
         live = [s for s in wanted if s in self.seqs]
         if not live:
-            record.note = (
-                "nothing to decode: no live sequence"
-                if not wanted
-                else (f"nothing to decode: {', '.join(map(str, wanted))} finished")
-            )
+            done = [str(s) for s in wanted if s in self.seen_ids]  # admitted once: finished since
+            never = [str(s) for s in wanted if s not in self.seen_ids]  # refused at admission
+            said = [f"{', '.join(done)} finished"] * bool(done)
+            said += [f"{', '.join(never)} never admitted"] * bool(never)
+            record.note = f"nothing to decode: {'; '.join(said) or 'no live sequence'}"
             return
         # Everything is checked before the first token is sampled or appended, so a refused
         # step leaves no uncomputed token in an indexed page and no draw taken from the rng.
