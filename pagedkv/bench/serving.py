@@ -36,6 +36,8 @@ from pagedkv.labs.parallel import QUICK_WORKERS
 from pagedkv.labs.serving import (  # sustainable_rate: notebook 11 reads it from here too
     CATEGORIES,
     LATENCY_BOUND,
+    PAPER,
+    PAPER_RATE_RATIOS,
     PAPER_SLOTS,
     SYSTEMS,
     serve,
@@ -48,11 +50,6 @@ from pagedkv.viz.palette import SEQUENCE_COLORS, STATE_COLORS, VICTIM_COLOR
 # one colour per system, from the shared palette
 SYSTEM_COLORS = dict(zip(SYSTEMS, (SEQUENCE_COLORS[i] for i in (0, 7, 1, 3)), strict=True))
 HELP = "serving run with Poisson arrivals: Fig. 2 memory shares and normalized latency vs rate"
-PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states
-PAPER_EXTERNAL = {"max": 8.9, "pow2": 41.6, "oracle": 36.6}  # % "external fragmentation & others"
-# The paper's Sec. 6.2 on its Fig. 12: vLLM sustains 1.7-2.7x the request rate of Orca (Oracle)
-# and 2.7-8x that of Orca (Max) "while maintaining similar latencies".
-PAPER_RATE_RATIOS = {"oracle": (1.7, 2.7), "max": (2.7, 8.0)}
 RATES = "0.25,0.5,0.75,1,1.25,1.5,2,2.5,3,3.5,4"  # requests/s: below Orca (Max)'s limit to above vLLM's
 QUICK_REQUESTS, QUICK_RATES = 1000, "0.5,1,2,3,4"  # `--quick`: a crossing for each system
 REQUESTS = 8000  # trace length: docs/calibration.md's trace-length study ("How long the trace is")

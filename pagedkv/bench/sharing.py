@@ -196,7 +196,8 @@ def figure(report: Report):
     modes = list(report.data)
     widths = list(report.data[modes[0]])
     paper = next((v for w, v in PAPER.items() if f"{w}-like" in report.title), None)
-    top, handles = 0.0, list[Any]()  # bars and bands, in legend order
+    top = 0.0
+    handles: list[Any] = []  # bars and bands, in legend order
     for i, (mode, color) in enumerate(zip(modes, ["#0072B2", "#E69F00"], strict=True)):
         x = np.arange(len(widths)) + (i - 0.5) * 0.38
         values = [report.data[mode][w]["saving_pct"] for w in widths]

@@ -44,6 +44,11 @@ from pagedkv.labs.workloads import Request
 CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
 SYSTEMS = (*POLICIES, "paged")
 PAPER_SLOTS = costs.paper_slots()  # 15,728: OPT-13B's 12 GB of KV on an A100-40GB (paper, Table 1)
+PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states
+PAPER_EXTERNAL = {"max": 8.9, "pow2": 41.6, "oracle": 36.6}  # % "external fragmentation & others"
+# The paper's Sec. 6.2 on its Fig. 12: vLLM sustains 1.7-2.7x the request rate of Orca (Oracle)
+# and 2.7-8x that of Orca (Max) "while maintaining similar latencies".
+PAPER_RATE_RATIOS = {"oracle": (1.7, 2.7), "max": (2.7, 8.0)}
 
 
 def poisson_arrivals(num_requests: int, arrival_rate: float, seed: int = 0) -> np.ndarray:

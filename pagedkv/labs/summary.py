@@ -8,10 +8,7 @@ each number on a line of its own under a heading per question.
 from __future__ import annotations
 
 from pagedkv.labs import costs
-from pagedkv.labs.serving import sustainable_rate
-
-SYSTEMS = ("max", "pow2", "oracle", "paged")
-PAPER_TOKEN_SHARES = "20.4 / 26.8 / 38.2 / 96.3 %"  # vLLM paper, Fig. 2
+from pagedkv.labs.serving import PAPER, PAPER_RATE_RATIOS, SYSTEMS, sustainable_rate
 
 
 def _joined(values: list[float], digits: int) -> str:
@@ -38,6 +35,7 @@ def summary_text(tier_runs: dict, routing: dict, serving: dict, tokens: int = 20
         for s in SYSTEMS
     }
     host = {k: f"{100 * tier_runs[k]['host_hit_rate']:.1f} %" for k in ("64", "256")}
+    paper = {s: f"{low:g}-{high:g}x" for s, (low, high) in PAPER_RATE_RATIOS.items()}
     return "\n".join(
         [
             "7B on an A100-40GB (Mistral-7B)",
@@ -54,9 +52,9 @@ def summary_text(tier_runs: dict, routing: dict, serving: dict, tokens: int = 20
             f"  round-robin hit rate:       {hits['round_robin']} %",
             f"  prefix-aware imbalance:     {imbalance}",
             f"serving, {' / '.join(SYSTEMS)}",
-            f"  slots holding tokens:       {shares} % (paper {PAPER_TOKEN_SHARES})",
+            f"  slots holding tokens:       {shares} % (paper {_joined([PAPER[s] for s in SYSTEMS], 1)} %)",
             f"  paged sustains:             {rate['paged']:.2f} requests/s",
-            f"  paged's rate over oracle's: {rate['paged'] / rate['oracle']:.2f}x (paper 1.7-2.7x)",
-            f"  paged's rate over max's:    {rate['paged'] / rate['max']:.2f}x (paper 2.7-8x)",
+            f"  paged's rate over oracle's: {rate['paged'] / rate['oracle']:.2f}x (paper {paper['oracle']})",
+            f"  paged's rate over max's:    {rate['paged'] / rate['max']:.2f}x (paper {paper['max']})",
         ]
     )

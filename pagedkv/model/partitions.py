@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
+from pagedkv.core.plumbing.validation import check_int, check_items
+
 
 class Partition(NamedTuple):
     """One partition's own softmax: its tokens [start, stop), its max score, the sum of
@@ -35,10 +37,10 @@ class Partition(NamedTuple):
 
 
 def _check(scores: Sequence[int], values: Sequence[int]) -> None:
-    if not scores or len(scores) != len(values):
-        raise ValueError(f"need as many scores as values, at least one; got {len(scores)} and {len(values)}")
-    if not all(isinstance(x, int) for x in (*scores, *values)):
-        raise TypeError("scores and values must be ints")
+    check_items("scores", scores, int)
+    check_items("values", values, int)
+    if len(scores) != len(values):
+        raise ValueError(f"need as many scores as values; got {len(scores)} and {len(values)}")
 
 
 def softmax_average(scores: Sequence[int], values: Sequence[int]) -> Fraction:
@@ -54,8 +56,7 @@ def split_partitions(scores: Sequence[int], values: Sequence[int], size: int) ->
     """Each partition of `size` tokens with its own softmax (its own max, exp-sum, output).
     Example: split_partitions([0, 1], [3, 6], 1) -> [Partition(0, 1, 0, 1, 3), Partition(1, 2, 1, 1, 6)]."""
     _check(scores, values)
-    if not isinstance(size, int) or size < 1:
-        raise ValueError(f"size must be an int >= 1, got {size!r}")
+    check_int("size", size, 1)
     parts = []
     for start in range(0, len(scores), size):
         stop = min(start + size, len(scores))

@@ -40,6 +40,12 @@ class ScenarioOperations:
     _progressed: bool  # the last "schedule" computed a token or preempted
 
     @property
+    def own_sequences(self) -> list[Hashable]:
+        """The live sequences this run decodes itself: every one without a scheduler; with one,
+        those you added or forked (the scheduler decodes its own requests, on Step)."""
+        return [s for s in self.seqs.sequences if s in self.logits]
+
+    @property
     def unfinished_requests(self) -> list[Hashable]:
         """The scheduler's requests not finished yet (waiting, running or preempted)."""
         if self.scheduler is None:
@@ -83,7 +89,7 @@ class ScenarioOperations:
 
     def _decode(self, action: Action, record: ActionRecord) -> None:
         # The scheduler decodes its own sequences: "everyone" means the ones this run drives.
-        wanted = action.seq_ids or tuple(s for s in self.seqs.sequences if s in self.logits)
+        wanted = action.seq_ids or tuple(self.own_sequences)
         live = [s for s in wanted if s in self.seqs]
         if not live:
             done = [str(s) for s in wanted if s in self.seen_ids]  # admitted once: finished since
@@ -245,7 +251,7 @@ class ScenarioOperations:
         """Why a scheduler step with unfinished requests ran nothing: they wait for pages,
         held by the sequences you added (which the scheduler never preempts) if any hold some."""
         names = ", ".join(map(str, self.unfinished_requests))
-        held = [s for s in self.seqs.sequences if s in self.logits and self.seqs.block_table(s)]
+        held = [s for s in self.own_sequences if self.seqs.block_table(s)]
         if not held:
             return f"{names} wait for free pages"
         yours = ", ".join(map(str, held))

@@ -141,17 +141,17 @@ class ScenarioRun(ScenarioOperations):
         return not self.done
 
     @property
-    def own_sequences(self) -> list[Hashable]:
-        """The live sequences this run decodes itself: every one without a scheduler; with one,
-        those you added or forked (the scheduler decodes its own requests, on Step)."""
-        return [s for s in self.seqs.sequences if s in self.logits]
-
-    @property
     def can_decode_all(self) -> bool:
         """Whether `decode_all()` has anything to do: a live sequence this run decodes, or,
         once the scenario is done, a request the scheduler has not finished."""
-        unfinished = self.scheduler is not None and self.scheduler.has_unfinished
-        return bool(self.own_sequences) or (self.done and unfinished)
+        return bool(self.own_sequences) or self._scheduler_goes_on
+
+    @property
+    def _scheduler_goes_on(self) -> bool:
+        """Decode all runs one more scheduler step: the scenario is done, no sequence of
+        yours is left, and the scheduler has a request unfinished."""
+        scheduling = self.scheduler is not None and self.scheduler.has_unfinished
+        return scheduling and self.done and not self.own_sequences
 
     @property
     def next_action(self) -> Action | None:
@@ -176,12 +176,7 @@ class ScenarioRun(ScenarioOperations):
         """An action of your own: one token for every live sequence this run decodes (with a
         scheduler, the ones you added: Step moves its requests). Once the scenario is done,
         with none of those left and a request unfinished, one more scheduler step instead."""
-        if (
-            not self.own_sequences
-            and self.done
-            and self.scheduler is not None
-            and self.scheduler.has_unfinished
-        ):
+        if self._scheduler_goes_on:
             return self.apply(Action("schedule", caption="the scenario is done: one more scheduler step"))
         # Sampled as the scenario samples (parallel sampling draws a token per sample), else greedy.
         temperature = next((a.temperature for a in reversed(self.steps) if a.op == "decode"), 0.0)
