@@ -28,7 +28,8 @@ from pagedkv.scenarios import SCENARIOS, ScenarioRun
 from pagedkv.viz.palette import SequencePalette
 
 __all__ = [
-    "MAIN_SHARE", "picker_px", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "VIEWS", "DashboardControls",
+    "MAIN_SHARE", "picker_px", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "VIEWS", "VIEW_HEIGHT_PX",
+    "DashboardControls",
 ]  # fmt: skip
 
 PAGES_RANGE = (4, 256)  # pool-size slider
@@ -36,16 +37,19 @@ PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
 VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
-ACTIONS_NOTE = "<b>Your actions</b> (not scenario steps; later scenario steps run on the pool they leave)"
-SCHEDULER_NOTE = (  # under ACTIONS_NOTE when a scheduler runs the scenario's requests
-    "Here the scheduler owns its requests: only Step runs them. Fork, Finish and Decode all act "
-    "on requests you add, which the scheduler never runs or preempts."
+ACTIONS_LABEL = "<b>Your actions</b>"  # first on the actions' first row
+ACTIONS_NOTE = "Not scenario steps: later scenario steps run on the pool your actions leave."
+SCHEDULER_NOTE = (  # instead of ACTIONS_NOTE when a scheduler runs the scenario's requests
+    "The scheduler owns its requests: only Step runs them. These buttons act on requests you "
+    "add, which it never runs or preempts."
 )
+NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
+BUTTON_PX = 96  # Step, Back, Reset, Fork, Finish: narrow, so Jump to fits on the Step row
 DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler
     "your own action: one more token for every live sequence",
     "your own action: one more token for each sequence you added (Step runs the scheduler)",
 )
-VIEW_HEIGHT_PX = 414  # a view's picture is shown at most this tall: it stays on screen under Step
+VIEW_HEIGHT_PX = 390  # a view's picture is shown at most this tall: with Step and your actions on screen
 
 
 def geometry_html(run: ScenarioRun) -> str:
@@ -91,14 +95,15 @@ class DashboardControls(widgets.VBox):
                 width=f"{picker_px(titles)}px", max_width="100%", min_width="300px", flex="0 1 auto"
             ),
         ).add_class("pagedkv-scenario")
+        narrow = {"layout": width(width=f"{BUTTON_PX}px")}
         self.step_button = widgets.Button(
-            description="Step", icon="step-forward", tooltip="apply the next step"
+            description="Step", icon="step-forward", tooltip="apply the next step", **narrow
         ).add_class("pagedkv-step")
         self.back_button = widgets.Button(
-            description="Back", icon="step-backward", tooltip="undo the last step exactly"
+            description="Back", icon="step-backward", tooltip="undo the last step exactly", **narrow
         ).add_class("pagedkv-back")
         self.reset_button = widgets.Button(
-            description="Reset", icon="undo", tooltip="back to step 0, on this pool size"
+            description="Reset", icon="undo", tooltip="back to step 0, on this pool size", **narrow
         ).add_class("pagedkv-reset")
         self.play = widgets.Play(
             interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False,
@@ -109,7 +114,7 @@ class DashboardControls(widgets.VBox):
         ).add_class("pagedkv-speed")
         self.step_slider = widgets.IntSlider(
             value=0, min=0, max=len(run.steps), description="Jump to",
-            continuous_update=False, layout=width(width="360px"),
+            continuous_update=False, layout=width(width="320px"),
         ).add_class("pagedkv-step-slider")  # fmt: skip
         self.step_counter = widgets.HTML().add_class("pagedkv-step-counter")
         self.caption = widgets.HTML().add_class("pagedkv-caption")
@@ -137,12 +142,20 @@ class DashboardControls(widgets.VBox):
         self.seq_picker = widgets.Dropdown(description="Sequence", layout=width(width="220px")).add_class(
             "pagedkv-seq"
         )
-        self.fork_button = widgets.Button(description="Fork", icon="code-branch").add_class("pagedkv-fork")
-        self.finish_button = widgets.Button(description="Finish", icon="check").add_class("pagedkv-finish")
+        narrow = {"layout": width(width=f"{BUTTON_PX}px")}
+        self.fork_button = widgets.Button(description="Fork", icon="code-branch", **narrow)
+        self.fork_button.add_class("pagedkv-fork")
+        self.finish_button = widgets.Button(description="Finish", icon="check", **narrow).add_class(
+            "pagedkv-finish"
+        )
         self.decode_button = widgets.Button(
             description="Decode all", icon="forward", tooltip=DECODE_TIPS[0]
         ).add_class("pagedkv-decode")
-        self.actions_note = widgets.HTML(ACTIONS_NOTE).add_class("pagedkv-actions-note")
+        self.actions_label = widgets.HTML(ACTIONS_LABEL, layout=width(width="110px"))
+        # beside the buttons, in the room they leave (it wraps under them in a narrow notebook)
+        self.actions_note = widgets.HTML(layout=width(flex="1 1 240px", min_width="240px")).add_class(
+            "pagedkv-actions-note"
+        )
         self.confirm_text = widgets.HTML()
         self.discard_button = widgets.Button(
             description="Discard and switch", button_style="danger"
@@ -202,9 +215,9 @@ class DashboardControls(widgets.VBox):
         ).add_class("pagedkv-tabs")
         self.show_view(VIEWS[0])
         actions = widgets.VBox([
-            self.actions_note,
-            row([self.prompt, self.prefix_picker, self.add_button]),
-            row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button]),
+            row([self.actions_label, self.prompt, self.prefix_picker, self.add_button]),
+            row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button,
+                 self.actions_note]),
         ]).add_class("pagedkv-actions")  # fmt: skip
         return [
             # one line: in a narrow notebook the picker narrows, the counter never wraps under it
@@ -306,7 +319,8 @@ class DashboardControls(widgets.VBox):
             self.play.min = 0  # before a max below the old step
             self.play.max = self.step_slider.max = len(self.run.steps)
             scheduled = self.run.scheduler is not None
-            self.actions_note.value = ACTIONS_NOTE + (f"<br>{SCHEDULER_NOTE}" if scheduled else "")
+            note = SCHEDULER_NOTE if scheduled else ACTIONS_NOTE
+            self.actions_note.value = f"<div style='{NOTE_STYLE}'>{note}</div>"
             self.decode_button.tooltip = DECODE_TIPS[scheduled]
         finally:
             self._syncing = False

@@ -34,21 +34,21 @@ from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios import Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
-from pagedkv.viz.controls import PAGE_SIZE_RANGE, PAGES_RANGE, PLAY_SPEEDS, VIEWS, DashboardControls
+from pagedkv.viz.controls import VIEW_HEIGHT_PX, VIEWS, DashboardControls
 from pagedkv.viz.dashboard_text import end_message, log_html, status_html
 from pagedkv.viz.frame import cell_inches
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
 from pagedkv.viz.palette import SequencePalette
 
-__all__ = ["HEATMAP_DPI", "LOG_STEPS", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "Dashboard"]
+__all__ = ["HEATMAP_DPI", "LOG_STEPS", "Dashboard"]
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width (tabs)
-# The main picture beside the log: at most 720 x 414 px on a 1280x720 screen (it, the controls
-# and the tab bar fit together); views stacked at 90 dpi (text 16 px) for a few rows of pages,
-# side by side at 82 dpi (15 px) for a square pool.
-MAIN_PX, MAIN_HEIGHT_PX, STACKED_DPI, BESIDE_DPI = 720, 414, 90, 82
+# The main picture beside the log, 390 px tall at most (with the controls and your actions on a
+# 1280x720 screen): stacked views at 90 dpi (text 16 px) for a few rows of pages; side by side at
+# 82 dpi (15 px) for a square pool, as wide as it is shown with the file browser open (BESIDE_PX).
+MAIN_PX, BESIDE_PX, MAIN_HEIGHT_PX, STACKED_DPI, BESIDE_DPI = 720, 560, VIEW_HEIGHT_PX, 90, 82
 MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
 PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
 COMPACT_WIDTH = 4.6  # inches per panel of the More views tab
@@ -337,14 +337,14 @@ class Dashboard(DashboardControls):
 
 
 def _main_heatmap(num_pages: int, page_size: int, palette: SequencePalette) -> PoolHeatmap:
-    """The main picture: its two views stacked or side by side, whichever draws larger cells
-    in MAIN_PX x MAIN_HEIGHT_PX (the cells' size in pixels decides)."""
+    """The main picture: its two views stacked (in MAIN_PX) or side by side (in BESIDE_PX),
+    MAIN_HEIGHT_PX tall at most, whichever draws larger cells (their size in pixels decides)."""
     cells = {
-        (cols, dpi): dpi * cell_inches(num_pages, 2, cols, MAIN_PX / dpi / cols, MAIN_HEIGHT_PX / dpi)
-        for cols, dpi in ((1, STACKED_DPI), (2, BESIDE_DPI))
+        (cols, dpi, px): dpi * cell_inches(num_pages, 2, cols, px / dpi / cols, MAIN_HEIGHT_PX / dpi)
+        for cols, dpi, px in ((1, STACKED_DPI, MAIN_PX), (2, BESIDE_DPI, BESIDE_PX))
     }
-    columns, dpi = max(cells, key=lambda k: cells[k])
+    columns, dpi, px = max(cells, key=lambda k: cells[k])
     return PoolHeatmap(
-        num_pages, page_size, MAIN_VIEWS, palette, dpi, MAIN_PX / dpi / columns, show_clock=False,
+        num_pages, page_size, MAIN_VIEWS, palette, dpi, px / dpi / columns, show_clock=False,
         columns=columns, max_height=MAIN_HEIGHT_PX / dpi,
     )  # fmt: skip

@@ -278,7 +278,7 @@ class PoolHeatmap:
         ) else 1  # fmt: skip
         room = half if columns == 2 else room
         *named, last = [(color, _legend_lines(label, size, room)) for color, label in panel.legend]
-        hidden = sum(int(lines[0][1:].split()[0]) for color, lines in named if not color)
+        hidden = sum(int(label[1:].split()[0]) for color, label in panel.legend[:-1] if not color)
         named = [row for row in named if row[0]]
         keep, fits = len(named), per_column * columns
         while (

@@ -229,8 +229,9 @@ def _jump_to(nb: NotebookPage, step: int) -> None:
 
 def dashboard_fits_the_screen(nb: NotebookPage, shot) -> None:
     """At 1280x720, with the dashboard scrolled to its top, the Step button, the event log's
-    first lines, the main heatmap and the tab bar (the other views) are all inside the
-    window: no scrolling between them; and the heatmap takes a fair share of the window."""
+    first lines, the main heatmap, the tab bar (the other views) and "Your actions" are all
+    inside the window: no scrolling between them; and the heatmap takes a fair share of the
+    window."""
     page = nb.page
     step = page.locator("button.pagedkv-step").first
     page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
@@ -243,12 +244,14 @@ def dashboard_fits_the_screen(nb: NotebookPage, shot) -> None:
             ("heatmap", page.locator("img.pagedkv-heatmap").first),
             ("event log", page.locator(".pagedkv-event-log").first),
             ("tab bar", page.locator(".pagedkv-tabs button").first),
+            ("your actions", page.locator(".pagedkv-actions").first),
         )
     }
     width = page.viewport_size["width"]
     assert 0 <= boxes["Step"]["top"] and boxes["Step"]["bottom"] <= height, boxes
     assert 0 <= boxes["heatmap"]["top"] and boxes["heatmap"]["bottom"] <= height, boxes
     assert 0 <= boxes["tab bar"]["top"] and boxes["tab bar"]["bottom"] <= height, boxes
+    assert boxes["your actions"]["bottom"] <= height, boxes  # the whole dashboard, actions included
     shown = boxes["heatmap"]
     assert shown["width"] >= MIN_PICTURE_WIDTH * width, f"main picture {shown} in {width}x{height}"
     assert shown["height"] >= MIN_PICTURE_HEIGHT * height, f"main picture {shown} in {width}x{height}"
