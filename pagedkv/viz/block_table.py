@@ -6,8 +6,9 @@ physical page id that holds it and filled with the sequence's colour. Marks, all
 
 - **shared** pages (ref count > 1: the same page id in several rows) are hatched and carry
   "×n", the number of block tables holding them;
-- **prefix hits** (the first `num_cached_tokens / page_size` blocks, reused at admission)
-  have a green frame;
+- **prefix hits** (the first `num_cached_tokens / page_size` blocks, found in the prefix
+  index at admission) have a green frame; a fork child's pages, shared by reference from its
+  parent, do not (given the pool's events): they are hatched like any shared page;
 - **copy-on-write** pages (destinations in the COW log still in the table) have a
   vermillion frame and say which page they were copied from.
 
@@ -47,11 +48,17 @@ def _marks(
     The COW log names (source, destination) pairs but a destination page can later be freed
     and handed to another sequence; with the pool's events (all of them, from its creation)
     a page counts as a copy only if no allocation came after its copy. Without events every
-    destination in the log still held by a block table is marked."""
+    destination in the log still held by a block table is marked.
+
+    A fork child inherits its parent's `num_cached_tokens`, but it got those pages by
+    reference from its parent, not from the prefix index: with events, a sequence whose
+    latest start was a fork (a `fork` event, no `prefix_hit` after it) has no hit blocks.
+    Its shared pages still show their ×ref count."""
     hits = {s: n // snapshot.page_size for s, n in snapshot.num_cached_tokens.items()}
     if events is None:
         return hits, {dst: src for src, dst in snapshot.cow_log}
     cow: dict[int, int] = {}
+    forked: set[Hashable] = set()
     copies = iter(snapshot.cow_log)  # the k-th "cow" event is the k-th pair of the log
     for event in events:
         if event.kind == "allocate":
@@ -59,7 +66,11 @@ def _marks(
         elif event.kind == "cow":
             src, dst = next(copies)
             cow[dst] = src
-    return hits, cow
+        elif event.kind == "fork":
+            forked.add(event.seq_id)
+        elif event.kind == "prefix_hit":
+            forked.discard(event.seq_id)
+    return {s: 0 if s in forked else n for s, n in hits.items()}, cow
 
 
 def _check(snapshot: object, palette: object) -> SequencePalette:

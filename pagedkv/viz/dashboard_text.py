@@ -71,11 +71,12 @@ ENTRY_STYLE = "padding-left:1.6em;text-indent:-0.8em"
 
 def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
     """The last `steps` records of a run as the event log (newest step first), at most
-    `height_px` tall (it scrolls): a heading per step ("step 4", or "after step 4: yours" for
-    an action of your own), then its entries, each wrapped between words under its first line."""
+    `height_px` tall (it scrolls): a heading per step ("step 4", or "your action (after
+    scenario step 4)" for an action of your own), then its entries, each wrapped between
+    words under its first line."""
     lines = []
     for record in reversed(records[-steps:]):  # newest step first
-        label = f"after step {record.step}: yours" if record.own else f"step {record.step}"
+        label = f"your action (after scenario step {record.step})" if record.own else f"step {record.step}"
         lines.append(f"<div class='pagedkv-log-step' style='margin-top:4px'><b>{label}</b></div>")
         for kind, text in record.entries():  # inside a step: cause before effect
             color = EVENT_COLORS.get(kind, "#111111")

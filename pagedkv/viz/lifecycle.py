@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 from collections.abc import Iterable
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -26,21 +27,20 @@ from pagedkv.viz.palette import STATE_COLORS, VICTIM_COLOR
 
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
 NODES = {ACTIVE: (0.5, 0.64), FREE: (0.13, 0.16), CACHED: (0.87, 0.16)}  # axes coordinates
-EDGES = {  # (source, target) -> (arc curvature, first label's position, text alignment)
-    (FREE, ACTIVE): (-0.25, (0.35, 0.68), "right"),  # outside the arc, each row a step left
-    (ACTIVE, FREE): (-0.1, (0.41, 0.3), "right"),  # each beside its own arrow, rows slanted
-    (ACTIVE, CACHED): (0.1, (0.52, 0.3), "left"),
-    (CACHED, ACTIVE): (0.25, (0.65, 0.68), "left"),  # outside the arc, each row a step right
-    (CACHED, FREE): (-0.12, (0.5, 0.02), "center"),
-    (ACTIVE, ACTIVE): (0.0, (0.5, 0.86), "center"),  # labels beside the loop, left and right
+# (source, target) -> (arc curvature, where its labels go). A label place is one of
+# ("outside", (x, y), step, align): rows from (x, y) down, each `step` further out, beside an
+# outer arc; ("along", None, curvature, ""): rotated along the arrow, the first row above its
+# middle, the next below, so the arrow runs between its own labels; ("loop", (x, y), 0, ""):
+# rows left and right of the self-loop.
+EDGES = {
+    (FREE, ACTIVE): (-0.25, ("outside", (0.38, 0.72), -0.05, "right")),
+    (ACTIVE, FREE): (-0.1, ("along", None, -0.1, "")),
+    (ACTIVE, CACHED): (0.1, ("along", None, 0.1, "")),
+    (CACHED, ACTIVE): (0.25, ("outside", (0.62, 0.72), 0.05, "left")),
+    (CACHED, FREE): (-0.12, ("outside", (0.5, 0.06), 0.0, "center")),
+    (ACTIVE, ACTIVE): (0.0, ("loop", (0.5, 0.87), 0.0, "")),
 }
-ROW_STEP = {
-    (FREE, ACTIVE): -0.045,
-    (CACHED, ACTIVE): 0.045,
-    (ACTIVE, FREE): -0.03,
-    (ACTIVE, CACHED): 0.03,
-}  # rows follow a slanted arc
-NOTES = {"evict": "(to its new owner)"}  # said under a transition's name, on its arrow
+NOTES = {"evict": "(to its new owner)"}  # said on the row under a transition's name
 SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0, full, hashed"}
 IDLE_COLOR = "#666666"
 FONT_PT = 13  # every text of the diagram is at least this size at the figure's own size
@@ -70,7 +70,7 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
             bbox={"boxstyle": "round,pad=0.6", "fc": STATE_COLORS[state], "ec": "#333333"},
         ).get_bbox_patch()  # fmt: skip
     fig.canvas.draw()  # lays the boxes out: the arrows are clipped to them
-    for (source, target), (rad, (lx, ly), align) in EDGES.items():
+    for (source, target), (rad, place) in EDGES.items():
         rows = [t for t in TRANSITIONS if (t.source, t.target) == (source, target)]
         if not rows:
             continue
@@ -89,30 +89,59 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
                 patchA=boxes[source], patchB=boxes[target], shrinkA=4, shrinkB=4,
             )  # fmt: skip
         ax.add_patch(arrow)
-        _label(ax, rows, lit, source is target, (lx, ly, ROW_STEP.get((source, target), 0.0)), align)
+        _label(ax, _lines(rows), lit, place, (source, target))
     return fig
 
 
-def _label(ax, rows, lit: set[str], loop: bool, at: tuple[float, float, float], align: str) -> None:
-    """The names of one arrow's transitions, one per row; a loop's alternate left and right
-    of it, a slanted arc's a step (`at`'s third number) further out per row. A transition
-    with a note (NOTES) gets it on the row below its name."""
-    lines = []  # (text, transition name, is a note)
+def _lines(rows) -> list[tuple[str, str, bool]]:
+    """(text, transition name, is a note) of one arrow's label rows: each transition's name,
+    and its note (NOTES) on the row below it."""
+    lines = []
     for t in rows:
         lines.append((t.name, t.name, False))
         if t.name in NOTES:
             lines.append((NOTES[t.name], t.name, True))
+    return lines
+
+
+def _label(ax, lines, lit: set[str], place: tuple, edge: tuple[PageState, PageState]) -> None:
+    """One arrow's label rows, placed as `place` says (EDGES): beside an outer arc, each row a
+    step further out; left and right of the loop; or rotated along a straight arrow, the
+    first row above it and the next below it, each at the middle of the arrow."""
+    how, at, step, align = place
     for k, (text, name, note) in enumerate(lines):
-        hit = name in lit
-        if loop:  # first row left of the loop, the next right of it
-            x, y = at[0] + (0.09 if k % 2 else -0.09), at[1] - 0.075 * (k // 2)
-            ha = "left" if k % 2 else "right"
+        style = {
+            "fontsize": FONT_PT,
+            "style": "italic" if note else "normal",
+            "color": VICTIM_COLOR if name in lit else "#222222",
+            "weight": "bold" if name in lit else "normal",
+        }
+        if how == "loop":  # first row left of the loop, the next right of it
+            x, y = at[0] + (0.065 if k % 2 else -0.065), at[1] - 0.075 * (k // 2)
+            ax.text(x, y, text, ha="left" if k % 2 else "right", va="top", **style)
+        elif how == "outside":
+            ax.text(at[0] + step * k, at[1] - 0.075 * k, text, ha=align, va="top", **style)
         else:
-            x, y, ha = at[0] + at[2] * k, at[1] - 0.075 * k, align
-        ax.text(
-            x, y, text, ha=ha, va="top", fontsize=FONT_PT, style="italic" if note else "normal",
-            color=VICTIM_COLOR if hit else "#222222", weight="bold" if hit else "normal",
-        )  # fmt: skip
+            _along(ax, edge, step, text, k, style)
+
+
+def _along(ax, edge: tuple[PageState, PageState], rad: float, text: str, k: int, style: dict) -> None:
+    """Row `k` of a straight arrow's labels, rotated to read along it (left to right): row 0
+    just above the middle of the arc, row 1 just below it."""
+    to_display = ax.transData.transform
+    (sx, sy), (tx, ty) = to_display([NODES[edge[0]], NODES[edge[1]]])
+    # an arc3 curve is a quadratic Bezier: its middle is the chord's middle plus half the
+    # control point's offset, rad * (dy, -dx)
+    mid = ((sx + tx) / 2 + rad * (ty - sy) / 2, (sy + ty) / 2 - rad * (tx - sx) / 2)
+    angle = math.degrees(math.atan2(abs(ty - sy), abs(tx - sx)))
+    angle = angle if (tx - sx) * (ty - sy) > 0 else -angle  # reads left to right
+    gap = (1 if k == 0 else -1) * 0.4 * FONT_PT * ax.figure.dpi / 72  # off the line, in px
+    normal = (-math.sin(math.radians(angle)), math.cos(math.radians(angle)))  # up, unit length
+    x, y = ax.transData.inverted().transform((mid[0] + gap * normal[0], mid[1] + gap * normal[1]))
+    ax.text(
+        x, y, text, ha="center", va="bottom" if k == 0 else "top", rotation=angle,
+        rotation_mode="anchor", **style,
+    )  # fmt: skip
 
 
 def lifecycle_png(highlight: Iterable[str] = (), width: float = WIDTH_IN, dpi: int = 110) -> bytes:
