@@ -16,6 +16,18 @@ def test_traffic_counts_every_page_once_and_copies_every_byte():
     assert t["bytes_copied"] == 2 * 3 * 3 * 16 * 4 * 64 * 4
 
 
+def test_token_bytes_multiplies_out_and_matches_the_count():
+    assert attention_traffic.token_bytes(4, 64, 4, 1) == (
+        2048,  # 2 * 4 * 64 * 4, by hand
+        "2 (K and V) × 4 K/V heads × 64 numbers × 4 bytes × 1 layer = 2,048 B",
+    )
+    t = attention_traffic.count(2, 32)
+    assert t["layers"] == 1 and t["kv_bytes_per_token"] == 2048
+    # OPT-13B: 40 layers of 40 heads of 128 float16 numbers, 800 KiB (the vLLM paper's figure)
+    total, text = attention_traffic.token_bytes(40, 128, 2, 40)
+    assert total == 800 * 1024 and text.endswith("× 40 layers = 819,200 B")
+
+
 def test_allocations_shrink_with_the_page_size():
     report = page_size.run(requests=8, page_sizes="4,16", capacities="8192")
     small, large = report.data["points"]

@@ -17,8 +17,9 @@ def test_check_fits_names_the_first_request_that_cannot_fit():
     trace = [_request(0, 10, 7), _request(1, 40, 9), _request(2, 30, 1)]
     page_size.check_fits(trace, 48, 16)  # 3 pages of 16 hold 48 tokens
     page_size.check_fits(trace, 63, 16)  # rounded down to the same 3 pages
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(page_size.PoolTooSmallError) as err:
         page_size.check_fits(trace, 47, 16)  # 2 pages = 32 slots: r1 (48) and r2 (30 fits)
+    assert isinstance(err.value, ValueError) and err.value.need_slots == 48  # 3 pages of 16
     message = str(err.value)
     assert "request 'r1', the first that cannot fit, grows to 48 tokens" in message
     assert "2 pages x 16 = 32 slots (47 slots rounded down" in message
@@ -33,6 +34,33 @@ def test_one_run_refuses_a_pool_smaller_than_the_longest_request_before_running(
         page_size.one_run(16, slots=1679)
     with pytest.raises(ValueError, match="'sharegpt-1', the first"):
         page_size.one_run(16, slots=1000)
+
+
+def test_try_page_size_prints_one_message_instead_of_raising(capsys):
+    # the notebook's 40 requests: the longest, sharegpt-39, grows to 650 + 1024 - 1 = 1,673 tokens (read
+    # off the trace by hand): 105 pages of 16 = 1,680 slots, 7 pages of 256 = 1,792
+    for page, slots, need in [(16, 1000, "1,680"), (256, 1700, "1,792")]:
+        assert page_size.try_page_size(page, slots) is None
+        out = capsys.readouterr().out
+        assert out.startswith(f"cannot run: page = {page}, slots = {slots}.\n")
+        assert f"slots must be at least {need}." in out
+        assert out.endswith(f"Try slots = {need} or more, then run the cell again.\n")
+        assert "Traceback" not in out
+    for page, slots, why in [(0, 8192, "page_size must be in [1, 1024], got 0"), (16.0, 8192, "an int")]:
+        assert page_size.try_page_size(page, slots) is None  # type: ignore[arg-type]
+        out = capsys.readouterr().out
+        assert why in out and "Try a whole number of tokens per page from 1 to 1,024" in out
+    with pytest.raises(page_size.PoolTooSmallError):  # the raising function, for code
+        page_size.one_run(16, 1000)
+
+
+def test_try_page_size_runs_what_one_run_runs(capsys):
+    point = page_size.try_page_size(64, 4096)
+    assert point is not None
+    expected = page_size.one_run(64, 4096)
+    for key in ("allocations", "preemptions", "first_lookups", "steps", "tokens"):
+        assert point[key] == expected[key]
+    assert capsys.readouterr().out == page_size.describe(expected) + "\n"
 
 
 def test_describe_gives_the_tokens_looked_up_next_to_the_share():
@@ -60,12 +88,17 @@ def test_sharing_figure_draws_the_papers_range_per_mode_as_a_band():
     }
     fig = sharing.figure(Report("bench sharing: 2 alpaca-like requests", [], [], data=data))
     (ax,) = fig.axes
-    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ax.get_legend() is None  # the legend is the figure's, below the axes
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "parallel sampling, the paper: 6.1-9.8 %" in labels
     assert "beam search, the paper: 37.6-55.2 %" in labels
     assert ax.get_ylim()[1] >= 60.0 * 1.2  # room above the tallest bar's label
     no_workload = sharing.figure(Report("some title", [], [], data=data))
-    assert not any("paper" in t.get_text() for t in no_workload.axes[0].get_legend().get_texts())
+    assert not any("paper" in t.get_text() for t in no_workload.legends[0].get_texts())
+    # below the axes: the legend's top is under the axes' bottom, so it covers no band
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    assert fig.legends[0].get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0
 
 
 def test_attention_figure_labels_the_line_at_one():

@@ -21,6 +21,7 @@ ShareGPT, and smaller blocks hurt its GPU kernel's parallelism, which numpy does
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
 
 from tqdm import tqdm
@@ -124,12 +125,46 @@ def one_run(
     return point
 
 
+class PoolTooSmallError(ValueError):
+    """`check_fits`'s refusal: the pool cannot hold some request; `need_slots` is the
+    smallest pool, in slots of whole pages, that holds the longest request."""
+
+    def __init__(self, message: str, need_slots: int) -> None:
+        super().__init__(message)
+        self.need_slots = need_slots
+
+
+def try_page_size(page_size: int = 16, slots: int = 8192) -> dict | None:
+    """`one_run(page_size, slots)` for a try-it cell: print `describe` of the point and
+    return it; or, when the values are refused (a pool too small for the longest request,
+    a value out of range or not an int), print what was asked, why it cannot run and what
+    to try, and return None: one message, no traceback. Code that wants the error calls
+    `one_run`, which raises it (PoolTooSmallError is a ValueError).
+    Example: try_page_size(16, 1000) prints "cannot run: page = 16, slots = 1000 ..." -> None."""
+    try:
+        point = one_run(page_size, slots)
+    except PoolTooSmallError as err:
+        why, hint = str(err), f"slots = {err.need_slots:,} or more"
+    except (ValueError, TypeError) as err:
+        why, hint = (
+            str(err),
+            "a whole number of tokens per page from 1 to 1,024, and slots of at least a page",
+        )
+    else:
+        print(describe(point))
+        return point
+    print(f"cannot run: page = {page_size!r}, slots = {slots!r}.")
+    print(textwrap.fill(f"{why}.", 90))
+    print(f"Try {hint}, then run the cell again.")
+    return None
+
+
 def check_fits(requests, slots: int, page_size: int) -> None:
-    """Raise ValueError, naming the first request (in queue order) that cannot fit, if the
-    pool of `slots` token slots, rounded down to whole pages of `page_size`, is too small to
-    hold a request at its longest: prompt + max_new_tokens - 1 tokens (the scheduler's
-    rule: the last sampled token never gets a slot). The message also gives the longest
-    request of all and the pool it needs."""
+    """Raise PoolTooSmallError (a ValueError), naming the first request (in queue order)
+    that cannot fit, if the pool of `slots` token slots, rounded down to whole pages of
+    `page_size`, is too small to hold a request at its longest: prompt + max_new_tokens - 1
+    tokens (the scheduler's rule: the last sampled token never gets a slot). The message
+    also gives the longest request of all and the pool it needs (`need_slots`)."""
     pages = slots // page_size
     longest = [r.prompt_len + r.max_new_tokens - 1 for r in requests]
     first = next((i for i, n in enumerate(longest) if -(-n // page_size) > pages), None)
@@ -137,12 +172,13 @@ def check_fits(requests, slots: int, page_size: int) -> None:
         return
     top = max(longest)
     need = -(-top // page_size)
-    raise ValueError(
+    raise PoolTooSmallError(
         f"request {requests[first].req_id!r}, the first that cannot fit, grows to "
         f"{longest[first]:,} tokens: more than the pool's {pages:,} pages x {page_size} = "
         f"{pages * page_size:,} slots ({slots:,} slots rounded down to whole pages). The "
         f"longest request grows to {top:,} tokens = {need:,} pages of {page_size}: "
-        f"slots must be at least {need * page_size:,}"
+        f"slots must be at least {need * page_size:,}",
+        need * page_size,
     )
 
 

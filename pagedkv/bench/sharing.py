@@ -186,11 +186,12 @@ def _notes(
 
 def figure(report: Report):
     """Saving per width, one bar group per mode; behind the bars, a band in the mode's colour
-    spans the paper's range for the workload the report's title names."""
+    spans the paper's range for the workload the report's title names. The legend sits below
+    the axes (`fig.legends[0]`), where it covers no bar and no band."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6, 3.2))
+    fig = Figure(figsize=(6, 3.6), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     modes = list(report.data)
@@ -214,6 +215,6 @@ def figure(report: Report):
     ax.set_ylim(0, top * 1.25)  # room above the tallest bar's label
     ax.set_ylabel("KV memory saved (%)")
     ax.set_title("Memory saved by sharing pages between forked sequences")
-    ax.legend(handles=handles, loc="upper left", fontsize=8)
-    fig.tight_layout()
+    # below the axes, two columns (one per mode): inside, it would cover the bands
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
     return fig

@@ -19,6 +19,19 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.model.attention_tiled import TiledAttentionEngine
 
 
+def token_bytes(kv_heads: int, head_dim: int, dtype_bytes: int, layers: int) -> tuple[int, str]:
+    """K/V bytes one token holds, and the product that gives them, as text: K and V, each
+    `kv_heads` heads of `head_dim` numbers of `dtype_bytes` bytes, in each of `layers`
+    layers. Example: token_bytes(4, 64, 4, 1) -> (2048, "2 (K and V) × 4 K/V heads × 64
+    numbers × 4 bytes × 1 layer = 2,048 B"): the benchmark's one layer."""
+    total = 2 * kv_heads * head_dim * dtype_bytes * layers
+    text = (
+        f"2 (K and V) × {kv_heads} K/V heads × {head_dim} numbers × {dtype_bytes} bytes × "
+        f"{layers} layer{'s' * (layers != 1)} = {total:,} B"
+    )
+    return total, text
+
+
 def count(
     batch: int, context: int, heads: int = 16, kv_heads: int = 4, head_dim: int = 64, page_size: int = 16
 ) -> dict:
@@ -46,5 +59,6 @@ def count(
         "kv_bytes": kv_bytes,  # K and V of every context: what any attention must read
         "page_reads": engine.traffic["page_reads"],
         "bytes_copied": engine.traffic["bytes_copied"],
-        "kv_bytes_per_token": kv_bytes // (batch * context),
+        "kv_bytes_per_token": kv_bytes // (batch * context),  # one layer: the step runs one
+        "layers": config.num_layers,
     }
