@@ -68,8 +68,10 @@ class StepRecord(NamedTuple):
     swap_in_bytes: int  # K/V copied swap space -> pool (pages the prefix cache did not cover)
     prompt_left: dict[Hashable, int]  # req id -> prompt tokens still to prefill (chunked)
 
-    def summary(self) -> str:
-        """One line: what ran, what was preempted and what finished."""
+    @property
+    def decision(self) -> str:
+        """What ran, what was preempted and what finished, without a step number: the
+        words after `summary()`'s "step N: " (e.g. "decode A; preempt B (recompute)")."""
         parts = []
         if self.prefill:
             parts.append("prefill " + ", ".join(self._chunk(r, n) for r, n in self.prefill))
@@ -79,7 +81,11 @@ class StepRecord(NamedTuple):
             parts.append("preempt " + ", ".join(f"{r} ({m})" for r, m in self.preempted))
         if self.finished:
             parts.append("finished " + " ".join(map(str, self.finished)))
-        return f"step {self.step}: " + ("; ".join(parts) or "idle")
+        return "; ".join(parts) or "idle"
+
+    def summary(self) -> str:
+        """One line: the step's 0-based index, then its `decision`."""
+        return f"step {self.step}: {self.decision}"
 
     def _chunk(self, req_id: Hashable, n: int) -> str:
         left = self.prompt_left.get(req_id, 0)

@@ -242,7 +242,7 @@ class ScenarioOperations:
             record.appends.append((end, seq_id))
         record.appends.sort(key=lambda mark: mark[0])
         # Without the scheduler's own step number: the run's step is the one counter shown.
-        said = step.summary().split(": ", 1)[1]
+        said = step.decision
         if said == "idle" and self.scheduler.has_unfinished:
             said = self._stalled()  # not idle: requests wait, and the note says for what
         record.note = "scheduler: " + said
