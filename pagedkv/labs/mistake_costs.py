@@ -1,0 +1,80 @@
+"""What two of notebook 08's mistakes cost, measured on pagedkv's own code.
+
+- `bookkeeping_counts`: the per-token bookkeeping of a pool with 1-token pages against one
+  with larger pages, on the same requests (block-table entries, page allocations, block-hash
+  lookups in the prefix index).
+- `repeated_context`: the naive "attention" (a sum of k * v) against dense softmax attention
+  when the same context is repeated: the first grows with the context, the second does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from pagedkv.labs.naive import naive_attention, pagedkv_cache
+from pagedkv.model.attention import dense_attention
+
+
+class _CountingDict(dict):
+    """A block-hash -> page dict that counts its lookups (`get` and `setdefault` calls)."""
+
+    lookups = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.lookups += 1
+        return super().get(key, default)
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        self.lookups += 1
+        return super().setdefault(key, default)
+
+
+def bookkeeping_counts(prompts: Iterable[Sequence[int]], page_size: int, num_tokens: int) -> dict[str, int]:
+    """Serve `prompts` one at a time (admit, then free) on a pagedkv pool of `num_tokens`
+    slots in pages of `page_size`, and count its bookkeeping: `tokens` (prompt tokens),
+    `table_entries` (block-table entries written at admission, one per page a prompt holds),
+    `allocations` (pages handed out, from the pool's counter) and `hash_lookups` (lookups of a
+    block hash in the prefix index: at admission, when a full page is indexed, and at release)."""
+    seqs = pagedkv_cache(num_tokens // page_size, page_size)
+    index = _CountingDict()
+    seqs.pool.prefix_index.hash_to_page = index  # empty so far: nothing is lost
+    tokens = entries = 0
+    for i, prompt in enumerate(prompts):
+        seqs.add(f"r{i}", list(prompt))
+        tokens += len(prompt)
+        entries += len(seqs.block_table(f"r{i}"))
+        seqs.free(f"r{i}")
+    return {
+        "tokens": tokens,
+        "table_entries": entries,
+        "allocations": seqs.pool.stats.allocations,
+        "hash_lookups": index.lookups,
+    }
+
+
+def repeated_context(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, repeats: Sequence[int]
+) -> list[dict[str, Any]]:
+    """For each n in `repeats`: the context (k, v) repeated n times, attended by `q` (one query,
+    [1, H, D]) with the naive sum of k * v and with dense softmax attention. Per n: `length`
+    (positions), `naive` and `dense` (the outputs, [H, D], float64) and `max_error`
+    (max |naive - dense|). Repeating the context leaves softmax attention's weighted mean
+    unchanged, while the sum grows n times."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    rows = []
+    for n in repeats:
+        kn, vn = np.tile(k, (n, 1, 1)), np.tile(v, (n, 1, 1))
+        naive = naive_attention(q, kn, vn)[0]
+        dense = dense_attention(q, kn, vn, causal=True)[0]
+        rows.append(
+            {
+                "length": len(kn),
+                "naive": naive,
+                "dense": dense,
+                "max_error": float(np.abs(naive - dense).max()),
+            }
+        )
+    return rows

@@ -1,0 +1,56 @@
+"""What notebook 08's page-per-token and k·v-sum mistakes cost: checked against counts worked
+out by hand and against attention written out with softmax."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pagedkv.labs.mistake_costs import bookkeeping_counts, repeated_context
+
+
+def test_block_table_entries_and_allocations_follow_the_page_count():
+    # Two prompts, no shared prefix, served one at a time in a roomy pool: each holds
+    # ceil(n / page_size) pages, all of them new.
+    prompts = [list(range(1, 11)), list(range(100, 108))]  # 10 and 8 tokens
+    for size in (1, 4, 16):
+        counts = bookkeeping_counts(prompts, size, num_tokens=64)
+        pages = sum(math.ceil(len(p) / size) for p in prompts)
+        assert counts["tokens"] == 18
+        assert counts["table_entries"] == counts["allocations"] == pages
+
+
+def test_a_shared_prefix_is_not_allocated_again():
+    shared = list(range(1, 9))  # 8 tokens: 2 full pages of 4, or 8 pages of 1
+    prompts = [shared + [50, 51], shared + [60, 61]]
+    # pages of 4: first 3 pages (2 full + 1 partial); second hits 2 and takes 1
+    assert bookkeeping_counts(prompts, 4, 64)["allocations"] == 3 + 1
+    # pages of 1: first 10; second hits the 8 shared tokens and takes 2
+    assert bookkeeping_counts(prompts, 1, 64)["allocations"] == 10 + 2
+
+
+def test_hash_lookups_count_every_full_page_at_least_once():
+    prompt = list(range(1, 17))  # 16 tokens
+    one, four = bookkeeping_counts([prompt], 1, 64), bookkeeping_counts([prompt], 4, 64)
+    assert one["hash_lookups"] >= 16 > four["hash_lookups"] >= 4
+
+
+def _softmax_attention(q, k, v):
+    scores = [float(np.dot(q, key)) / math.sqrt(len(q)) for key in k]
+    top = max(scores)
+    weights = [math.exp(s - top) for s in scores]
+    return np.sum([w * val for w, val in zip(weights, v, strict=True)], axis=0) / sum(weights)
+
+
+def test_repeating_the_context_scales_the_sum_and_leaves_attention_alone():
+    q = np.array([[[4.0, 0.0]]])
+    k = np.array([[[1.0, 0.0]], [[0.0, 2.0]]])
+    v = np.array([[[3.0, 1.0]], [[1.0, 3.0]]])
+    rows = repeated_context(q, k, v, repeats=(1, 3))
+    expected = _softmax_attention(q[0, 0], k[:, 0], v[:, 0])
+    for row, n in zip(rows, (1, 3), strict=True):
+        assert row["length"] == 2 * n
+        assert row["naive"].tolist() == [[3.0 * n, 6.0 * n]]  # 1*3 + 0*1, 0*1 + 2*3, n times
+        np.testing.assert_allclose(row["dense"][0], expected, rtol=1e-12)
+        assert np.isclose(row["max_error"], np.abs(row["naive"][0] - expected).max())
