@@ -468,10 +468,10 @@ def test_the_scenario_picker_is_wide_enough_for_the_longest_title(dash):
 
 @pytest.mark.parametrize("num_pages", [4, 12, 16, 20, 24, 40, 64, 100, 256])
 def test_the_main_picture_fits_its_place_and_its_ids_read_at_14_px(num_pages):
-    """Beside the log on a 1280x720 screen the main picture has about 560 x 390 px (the file
+    """Beside the log on a 1280x720 screen the main picture has about 560 x 380 px (the file
     browser open): it never takes more height (the tab bar and your actions stay on screen),
     its text is >= 14 px when shown 560 px wide at most, a page id is never shortened with
-    "…", and a pool of a few rows of pages gets large cells (>= 40 px for two rows, 28 for
+    "…", and a pool of a few rows of pages gets large cells (>= 40 px for two rows, 26 for
     three), not a strip of small ones with empty room under it."""
     from pagedkv.viz.dashboard import BESIDE_PX, MAIN_HEIGHT_PX, MAIN_PX, _main_heatmap
     from pagedkv.viz.frame import grid_shape
@@ -491,7 +491,7 @@ def test_the_main_picture_fits_its_place_and_its_ids_read_at_14_px(num_pages):
             assert not [label for label in panel.labels if "…" in label], panel.view
     rows, cols = grid_shape(run.num_pages)
     if rows <= 3:
-        assert heatmap._frame.cell_px >= 28 + 12 * (rows < 3), heatmap._frame.cell_px  # noqa: SLF001
+        assert heatmap._frame.cell_px >= 26 + 14 * (rows < 3), heatmap._frame.cell_px  # noqa: SLF001
         assert height >= 0.9 * MAIN_HEIGHT_PX  # the picture uses the height it has
 
 

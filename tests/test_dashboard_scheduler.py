@@ -25,7 +25,7 @@ def test_the_schedulers_requests_are_not_yours_to_fork_finish_or_decode(chunked)
     assert "long" in dash.run.seqs and dash.run.scheduler.request("long").status == "running"
     assert list(dash.seq_picker.options) == [] and dash.seq_picker.value is None
     assert dash.fork_button.disabled and dash.finish_button.disabled and dash.decode_button.disabled
-    assert SCHEDULER_NOTE in dash.actions_note.value and "only Step runs them" in SCHEDULER_NOTE
+    assert SCHEDULER_NOTE in dash.actions_note.value and "Only Step runs the scheduler" in SCHEDULER_NOTE
     tokens, history = dash.run.seqs.get("long").num_tokens, list(dash.run.history)
     dash.decode_button.click()  # pressed anyway (a click a browser would not deliver)
     assert dash.run.history == history and dash.run.seqs.get("long").num_tokens == tokens

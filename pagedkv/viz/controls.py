@@ -40,8 +40,7 @@ VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables",
 ACTIONS_LABEL = "<b>Your actions</b>"  # first on the actions' first row
 ACTIONS_NOTE = "Not scenario steps: later scenario steps run on the pool your actions leave."
 SCHEDULER_NOTE = (  # instead of ACTIONS_NOTE when a scheduler runs the scenario's requests
-    "The scheduler owns its requests: only Step runs them. These buttons act on requests you "
-    "add, which it never runs or preempts."
+    "Only Step runs the scheduler's requests; these buttons act on yours."
 )
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 BUTTON_PX = 96  # Step, Back, Reset, Fork, Finish: narrow, so Jump to fits on the Step row
@@ -49,7 +48,7 @@ DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler
     "your own action: one more token for every live sequence",
     "your own action: one more token for each sequence you added (Step runs the scheduler)",
 )
-VIEW_HEIGHT_PX = 390  # a view's picture is shown at most this tall: with Step and your actions on screen
+VIEW_HEIGHT_PX = 380  # a view's picture is shown at most this tall: with Step and your actions on screen
 
 
 def geometry_html(run: ScenarioRun) -> str:
@@ -117,7 +116,7 @@ class DashboardControls(widgets.VBox):
             continuous_update=False, layout=width(width="320px"),
         ).add_class("pagedkv-step-slider")  # fmt: skip
         self.step_counter = widgets.HTML().add_class("pagedkv-step-counter")
-        self.caption = widgets.HTML().add_class("pagedkv-caption")
+        self.caption = widgets.HTML(layout=width(min_height="0")).add_class("pagedkv-caption")
         self.pages_slider = widgets.IntSlider(
             value=run.num_pages, min=PAGES_RANGE[0], max=max(PAGES_RANGE[1], run.num_pages),
             description="Pages", continuous_update=False,

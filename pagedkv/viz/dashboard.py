@@ -45,7 +45,7 @@ __all__ = ["HEATMAP_DPI", "LOG_STEPS", "Dashboard"]
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width (tabs)
-# The main picture beside the log, 390 px tall at most (with the controls and your actions on a
+# The main picture beside the log, 380 px tall at most (with the controls and your actions on a
 # 1280x720 screen): stacked views at 90 dpi (text 16 px) for a few rows of pages; side by side at
 # 82 dpi (15 px) for a square pool, as wide as it is shown with the file browser open (BESIDE_PX).
 MAIN_PX, BESIDE_PX, MAIN_HEIGHT_PX, STACKED_DPI, BESIDE_DPI = 720, 560, VIEW_HEIGHT_PX, 90, 82
@@ -266,7 +266,7 @@ class Dashboard(DashboardControls):
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
-        self.caption.value = f"<div style='font-size:14px'>{said}</div>"
+        self.caption.value = f"<div style='font-size:14px;line-height:1.35'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
         owned = set(run.own_sequences)  # Fork and Finish: never a request the scheduler runs
         self.sync_stepping(run.cursor, len(run.steps), live, [(t, s) for t, s in live if s in owned])
