@@ -14,7 +14,8 @@ import re
 
 import pytest
 
-from pagedkv.viz.capacity import ANSWER_STYLE, budget_text, calculator, calculator_answer, wrapped
+from pagedkv.labs.specs import size_text
+from pagedkv.viz.capacity import ANSWER_STYLE, RESET_NOTE, budget_text, calculator, calculator_answer, wrapped
 
 GIB = 2**30
 LOG = {"memory_gib": 39.50, "activation_gib": 9.37, "non_torch_gib": 0.10, "cuda_graph_gib": 0.0}
@@ -46,7 +47,7 @@ def test_the_widget_reproduces_the_log_when_its_fields_are_typed_in():
     assert "Mistral-7B on A100-40GB" in out.value  # the model and GPU the notebook discusses
     top = box.children[0].children
     top[0].value, top[2].value = "Llama-3-8B", 8192
-    fields = {w.description: w for row in box.children[1:-1] for w in row.children}
+    fields = {w.description: w for row in box.children[1:3] for w in row.children}
     fields["GPU GiB"].value = 39.50
     fields["act. GiB (0: estimate)"].value = 9.37
     fields["non-torch GiB"].value = 0.10
@@ -93,7 +94,7 @@ def test_no_box_goes_negative_and_the_answer_follows_every_keystroke():
     # least allowed value, and the answer is redone at each change, not when focus leaves.
     box = calculator()
     out = box.children[-1]
-    inputs = [w for row in box.children[:-1] for w in row.children if hasattr(w, "continuous_update")]
+    inputs = [w for row in box.children[:3] for w in row.children if hasattr(w, "continuous_update")]
     assert len(inputs) == 7 and all(w.continuous_update for w in inputs)
     fields = {w.description: w for w in inputs}
     fields["graphs GiB"].value = -1.0
@@ -122,3 +123,41 @@ def test_budget_text_fits_80_characters_and_wraps_between_words():
 def test_weights_that_do_not_fit_are_said_so():
     text = calculator_answer("Llama-3-70B", "A100-40GB", 2048)
     assert "do not fit" in text
+
+
+def test_a_new_model_or_gpu_resets_the_numbers_read_from_a_log():
+    box = calculator()
+    out = box.children[-1]
+    assert RESET_NOTE in box.children[3].value
+    top = box.children[0].children
+    fields = {w.description: w for row in box.children[1:3] for w in row.children}
+    fields["act. GiB (0: estimate)"].value, fields["non-torch GiB"].value = 9.37, 0.1
+    fields["GPU GiB"].value, fields["mem util"].value = 39.5, 0.8
+    assert "(your value)" in out.value
+    top[0].value = "Llama-3-8B"  # another model: the log's numbers are gone, settings stay
+    answer = calculator_answer("Llama-3-8B", "A100-40GB", 2048, utilization=0.8)
+    assert html.unescape(out.value) == f"<pre style='{ANSWER_STYLE}'>{wrapped(answer, 80)}</pre>"
+    assert fields["GPU GiB"].value == 39.39 and fields["act. GiB (0: estimate)"].value == 0.0
+    fields["graphs GiB"].value = 0.0
+    top[1].value = "H100-80GB"
+    assert fields["GPU GiB"].value == 79.2 and fields["graphs GiB"].value == 0.5
+
+
+def test_zero_request_tokens_is_an_error_and_small_sizes_keep_their_unit():
+    with pytest.raises(
+        ValueError, match=re.escape("tokens (request tok) must be a whole number >= 1, got 0")
+    ):
+        calculator_answer("Mistral-7B", "A100-40GB", 0)
+    box = calculator()
+    box.children[0].children[2].value = 0
+    assert (
+        "not computed: tokens (request tok) must be a whole number &gt;= 1, got 0" in box.children[-1].value
+    )
+    box.children[0].children[2].value = 1  # one token of Mistral-7B: 128 KiB, not "0 MiB"
+    assert "bring one back, 128 KiB of K/V" in box.children[-1].value
+    assert [size_text(n) for n in (512, 1536, 2**27, 3 * 2**29)] == [
+        "512 bytes",
+        "1.5 KiB",
+        "128 MiB",
+        "1.5 GiB",
+    ]

@@ -10,7 +10,7 @@ import pytest
 
 from pagedkv import CacheConfig, EvictionPolicy, KVCachePool, LRUEvictionPolicy, SequenceManager
 from pagedkv.core.config import ConfigError
-from pagedkv.core.eviction import make_eviction_policy
+from pagedkv.core.eviction import NotEvictableError, make_eviction_policy
 from pagedkv.core.hashing import block_hashes
 from pagedkv.exercises.reference_pool import ReferencePool
 from pagedkv.labs.eviction_policies import (
@@ -27,7 +27,7 @@ from pagedkv.labs.hit_rate_lab import (
     reuse_probe,
     serve_one_at_a_time,
 )
-from pagedkv.labs.lab_workloads import LabRequest, lab_workload, multi_turn_chat, scan_mix
+from pagedkv.labs.lab_workloads import LabRequest, lab_workload, mixed_traffic, multi_turn_chat, scan_mix
 
 POLICIES = ["lru", "mru", "fifo", "lfu", "arc", "s3fifo"]
 
@@ -301,7 +301,9 @@ def test_a_policy_of_ones_own_needs_only_the_public_interface():
     policy.add(2)
     assert policy.order() == [3, 1, 2] and policy.pop_victims(2) == [3, 1]
     assert len(policy) == 1 and 2 in policy and 1 not in policy
-    with pytest.raises(ValueError, match=r"page_id 7 is not evictable \(1 pages are\)"):
+    with pytest.raises(
+        NotEvictableError, match=r"take_victim\(7\): page 7 is not evictable: it is not CACHED"
+    ):
         policy.take_victim(7)
     assert policy.release_order() == [2]  # the refused call changed nothing
     check_policy(RevivedLast())
@@ -369,3 +371,50 @@ def test_a_victim_not_taken_out_is_refused_with_the_fix():
     assert message.startswith("policy ForgotTake.pop_victim() returned page 1 but left it evictable")
     assert "did you call self.take_victim(1)?" in message
     assert "pop_victims" not in message
+
+
+class Contrary(LRUEvictionPolicy):
+    """order() says newest release first, pop_victim() still evicts the oldest."""
+
+    def order(self):
+        return self.release_order()[::-1]
+
+
+class TakesTheRevived(EvictionPolicy):
+    """Takes page 2, which check_policy's scratch run revived (ACTIVE), with take_victim."""
+
+    def pop_victim(self):
+        return self.take_victim(2 if 1 in self and 3 in self else self.release_order()[0])
+
+    def order(self):
+        return self.release_order()
+
+
+def test_a_policy_whose_order_and_victim_disagree_is_refused_naming_both_pages():
+    with pytest.raises(ValueError) as refused:
+        check_policy(Contrary())
+    assert str(refused.value).startswith(
+        "policy Contrary: order() puts page 3 first, but pop_victim() evicted page 1."
+    )
+    for name in POLICIES:  # the lab's own policies agree with themselves
+        check_policy(make_eviction_policy(name))
+
+
+def test_a_victim_that_is_active_or_never_cached_is_explained():
+    with pytest.raises(ValueError) as refused:
+        check_policy(TakesTheRevived())
+    message = str(refused.value)
+    assert message.startswith("policy TakesTheRevived.pop_victim() returned page 2, which is not evictable")
+    assert "page 2 is ACTIVE (a prefix hit revived it and a request holds it)" in message
+    assert "Only CACHED pages can be evicted: here pages 1 and 3" in message
+    with pytest.raises(ValueError, match=r"the scratch run never cached page 99"):
+        check_policy(NotEvictable())
+
+
+def test_the_mix_holds_both_streams_each_in_its_own_order():
+    mix = mixed_traffic()
+    chat, scan = multi_turn_chat(), scan_mix()
+    assert [r for r in mix if r.req_id.startswith("chat")] == chat
+    assert [r for r in mix if not r.req_id.startswith("chat")] == scan
+    assert len(mix) == len(chat) + len(scan) and lab_workload("mix") == mix
+    assert [r.req_id for r in mix[:40]] != [r.req_id for r in (chat + scan)[:40]]  # interleaved

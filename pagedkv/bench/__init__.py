@@ -56,6 +56,8 @@ class Report:
     notes: list[str] = field(default_factory=list)  # lines printed under the table
     data: dict = field(default_factory=dict)  # extra machine-readable results
     plotter: Callable[[Report], object] | None = field(default=None, repr=False)  # module.figure
+    # decimals of a column of floats, by the start of its name (format_table); else 3
+    digits: dict[str, int] = field(default_factory=dict, repr=False)
 
     def as_dict(self) -> dict:
         return {
@@ -68,7 +70,9 @@ class Report:
     def table(self) -> str:
         """Title, table and notes as the command line prints them, in lines of at most
         WIDTH characters where words allow (a narrow notebook shows them unbroken)."""
-        return "\n".join([*_wrap(self.title), format_table(self.columns, self.rows), *_wrap(*self.notes)])
+        return "\n".join(
+            [*_wrap(self.title), format_table(self.columns, self.rows, self.digits), *_wrap(*self.notes)]
+        )
 
     def to_json(self) -> str:
         return json.dumps(self.as_dict(), indent=2, default=float)
@@ -99,7 +103,8 @@ def recorded(name: str) -> Report:
     its figure: the same table and picture without the wait (tests check the record against
     a fresh run)."""
     fields = json.loads(_record_path(name).read_text(encoding="utf-8"))
-    return Report(**fields, plotter=getattr(importlib.import_module(BENCHMARKS[name]), "figure", None))
+    module = importlib.import_module(BENCHMARKS[name])
+    return Report(**fields, plotter=getattr(module, "figure", None), digits=getattr(module, "DIGITS", {}))
 
 
 WIDTH = 95  # characters a printed report's lines keep to, where words allow
@@ -118,9 +123,11 @@ def _wrap(*texts: str) -> list[str]:
     return lines
 
 
-def _cell(value: object, is_percent: bool) -> str:
+def _cell(value: object, is_percent: bool, digits: int | None = None) -> str:
     if is_percent and isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value:.1f}%"
+    if isinstance(value, float) and digits is not None:
+        return f"{value:,.{digits}f}"
     if isinstance(value, float):
         return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -148,15 +155,17 @@ def _fits(lines: list[str]) -> bool:
     return max(len(line) for line in lines) <= WIDTH
 
 
-def format_table(columns: list[str], rows: list[list[object]]) -> str:
+def format_table(columns: list[str], rows: list[list[object]], digits: dict[str, int] | None = None) -> str:
     """A plain-text table with right-aligned numbers. A column whose name ends in "%" holds
-    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%").
+    percentages: its numbers print with one decimal and a % sign (58.5 -> "58.5%"). Other
+    floats print with 3 decimals, or with digits[key] for a column whose name starts with key.
 
     A table wider than WIDTH characters prints its column names over several lines, between
     words; if it is still too wide, it prints as several tables, each repeating the leading
     columns of text or whole numbers (the rows' labels)."""
     percent = [c.endswith("%") for c in columns]
-    cells = [[_cell(v, p) for v, p in zip(row, percent)] for row in rows]
+    places = [next((n for key, n in (digits or {}).items() if c.startswith(key)), None) for c in columns]
+    cells = [[_cell(v, p, d) for v, p, d in zip(row, percent, places)] for row in rows]
     numeric = [all(isinstance(r[i], (int, float)) for r in rows) for i in range(len(columns))]
     lines = _lines([[c] for c in columns], cells, numeric)
     if _fits(lines):

@@ -21,6 +21,7 @@ from pagedkv.labs.experiments import popular_system_prompts
 from pagedkv.labs.parallel import QUICK_WORKERS, run_all
 from pagedkv.labs.routing import ROUTERS, RouterConfig, simulate
 
+DIGITS = {"imbalance": 2}  # the table's floats: the imbalance with two decimals
 HELP = "prefix hit rate and load imbalance over N replicas: round-robin, least-loaded, prefix-aware"
 
 
@@ -100,6 +101,7 @@ def run(
         ],
         data=data,
         plotter=figure,
+        digits=DIGITS,
     )
 
 

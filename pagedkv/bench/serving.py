@@ -49,6 +49,8 @@ from pagedkv.viz.palette import SEQUENCE_COLORS, STATE_COLORS, VICTIM_COLOR
 
 # one colour per system, from the shared palette
 SYSTEM_COLORS = dict(zip(SYSTEMS, (SEQUENCE_COLORS[i] for i in (0, 7, 1, 3)), strict=True))
+# the table's floats: shares of KV slots (%) and the mean batch with one decimal
+DIGITS = {"token %": 1, "paper token %": 1, "external": 1, "mean batch": 1}
 HELP = "serving run with Poisson arrivals: Fig. 2 memory shares and normalized latency vs rate"
 RATES = "0.25,0.5,0.75,1,1.25,1.5,2,2.5,3,3.5,4"  # requests/s: below Orca (Max)'s limit to above vLLM's
 QUICK_REQUESTS, QUICK_RATES = 1000, "0.5,1,2,3,4"  # `--quick`: a crossing for each system
@@ -152,6 +154,7 @@ def run(
             "systems": {s: {str(r): v for r, v in d.items()} for s, d in data.items()},
         },
         plotter=figure,
+        digits=DIGITS,
     )
 
 
@@ -282,7 +285,7 @@ def _account(data: dict, top: float, rate: float) -> list[str]:
 def _latency_table(rows: list[list]) -> str:
     from pagedkv.bench import format_table
 
-    return format_table(["rate", *SYSTEMS], rows)
+    return format_table(["rate", *SYSTEMS], rows, {"rate": 1})
 
 
 def figure(report: Report):

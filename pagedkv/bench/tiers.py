@@ -30,6 +30,8 @@ from pagedkv.labs.experiments import popular_system_prompts
 from pagedkv.labs.tiers import HostTier
 from pagedkv.model.tinylm import TinyLM
 
+# the table's floats: MiB with two decimals, milliseconds with one
+DIGITS = {"offload MiB": 2, "MiB/reload": 2, "reload ms": 1, "recompute ms": 1}
 HELP = "a host-memory second tier: prefix hit rate per tier and bytes moved per request"
 
 
@@ -169,6 +171,7 @@ def run(
             "requests": requests,
         },
         plotter=figure,
+        digits=DIGITS,
     )
 
 

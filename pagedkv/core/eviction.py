@@ -25,6 +25,19 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
 
+class NotEvictableError(ValueError):
+    """`take_victim(page_id)` was given a page that is not CACHED in this policy: a request
+    holds it (ACTIVE) or it holds no released content. `page_id` names it."""
+
+    def __init__(self, page_id: object, num_evictable: int) -> None:
+        super().__init__(
+            f"take_victim({page_id!r}): page {page_id!r} is not evictable: it is not CACHED (a "
+            "request holds it, or it was never released); only the pages in release_order() can "
+            f"be evicted ({num_evictable} now)"
+        )
+        self.page_id = page_id
+
+
 class EvictionPolicy(ABC):
     """An ordered set of evictable page ids."""
 
@@ -72,7 +85,7 @@ class EvictionPolicy(ABC):
         """Take the evictable page `page_id` out of the set and return it: how a policy of
         one's own ends `pop_victim` once it has chosen (`return self.take_victim(chosen)`)."""
         if page_id not in self._pages:
-            raise ValueError(f"page_id {page_id!r} is not evictable ({len(self._pages)} pages are)")
+            raise NotEvictableError(page_id, len(self._pages))
         del self._pages[page_id]
         return page_id
 

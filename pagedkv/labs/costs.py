@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pagedkv.core.plumbing.validation import check_int, check_number
-from pagedkv.labs.specs import DTYPE_BYTES, GPUS, MODELS, GPUSpec, ModelSpec, gpu_spec, model_spec
+from pagedkv.labs.specs import DTYPE_BYTES, GPUS, MODELS, GPUSpec, ModelSpec, gpu_spec, model_spec, size_text
 
 GIB = 1 << 30
 PAPER_KV_GIB = 12  # the vLLM paper's Table 1: KV memory of OPT-13B on one A100-40GB ("12 GB")
@@ -332,7 +332,7 @@ def calculator_text(
     cost = preemption_costs(m, g, tokens, assume)
     lines += [
         f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",
-        f"bring one back, {cost['kv_bytes'] / 2**20:,.0f} MiB of K/V:",
+        f"bring one back, {size_text(cost['kv_bytes'])} of K/V:",
         f"  recompute {cost['recompute_s'] * 1e3:.1f} ms, swap out+in {cost['swap_s'] * 1e3:.1f} ms, "
         f"second-tier reload {cost['reload_s'] * 1e3:.1f} ms",
     ]

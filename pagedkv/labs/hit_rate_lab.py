@@ -9,8 +9,9 @@ is vLLM's: prompt tokens served from the prefix cache / prompt tokens looked up
 `hit_rate_curves` sweeps policies x workloads x cache sizes; `lru_verdict` says, from a
 table of rates, where LRU loses and to what. Any `EvictionPolicy` can be tried, by name or
 as an object: `check_policy` exercises an object on a scratch set before it goes near a
-pool, so a policy that answers with the wrong type or an unevictable victim is refused
-with an error naming it, and the pool it was meant for is untouched.
+pool, so a policy that answers with the wrong type, an unevictable victim or a victim its
+own order() does not list first is refused with an error naming it, and the pool it was
+meant for is untouched.
 
 `make_policy("lru+pin", ...)` pins the most reused pages (a quarter of the cache) under LRU.
 
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pagedkv.core.config import CacheConfig
-from pagedkv.core.eviction import EvictionPolicy
+from pagedkv.core.eviction import EvictionPolicy, NotEvictableError
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.pool import KVCachePool
@@ -49,8 +50,8 @@ class LabResult:
 def check_policy(policy: object) -> EvictionPolicy:
     """`policy` if it behaves as an `EvictionPolicy` on a scratch copy, else TypeError or
     ValueError naming what it did. Checked: order() and pop_victim() answer with page ids
-    (ints) that are evictable, pop_victim() takes its victim out (with take_victim), and
-    pop_victims(n) gives a list of n of them."""
+    (ints) that are evictable, pop_victim() takes its victim out (with take_victim) and
+    evicts the page order() lists first, and pop_victims(n) gives a list of n of them."""
     if not isinstance(policy, EvictionPolicy):
         raise TypeError(f"policy must be a policy name or an EvictionPolicy, got {type(policy).__name__}")
     probe = copy.deepcopy(policy)
@@ -63,18 +64,11 @@ def check_policy(policy: object) -> EvictionPolicy:
     order = probe.order()
     if not isinstance(order, list) or sorted(order) != [1, 3]:
         raise ValueError(f"policy {name}.order() must list the evictable pages [1, 3], got {order!r}")
-    victim = probe.pop_victim()
-    if isinstance(victim, bool) or not isinstance(victim, int):
-        raise TypeError(f"policy {name}.pop_victim() must return an int page id, got {victim!r}")
-    if victim not in (1, 3):
+    victim = _first_victim(probe, name)
+    if victim != order[0]:
         raise ValueError(
-            f"policy {name}.pop_victim() returned page {victim}, which is not evictable (evictable: [1, 3])"
-        )
-    if victim in probe:
-        raise ValueError(
-            f"policy {name}.pop_victim() returned page {victim} but left it evictable: "
-            f"did you call self.take_victim({victim})? End pop_victim with "
-            "`return self.take_victim(page_id)`"
+            f"policy {name}: order() puts page {order[0]} first, but pop_victim() evicted page "
+            f"{victim}. order() must list first the page pop_victim() takes next"
         )
     other = ({1, 3} - {victim}).pop()
     rest = probe.pop_victims(1)
@@ -86,6 +80,39 @@ def check_policy(policy: object) -> EvictionPolicy:
             f"policy {name}.{what}, asked for a second victim, must give page {other}, got {rest!r}"
         )
     return policy
+
+
+def _not_evictable(name: str, victim: object) -> ValueError:
+    """The error for a pop_victim() on check_policy's scratch run that chose `victim`, not
+    one of the CACHED pages 1 and 3."""
+    if victim == 2:
+        why = "page 2 is ACTIVE (a prefix hit revived it and a request holds it)"
+    else:
+        why = f"the scratch run never cached page {victim} (it uses pages 1, 2 and 3)"
+    return ValueError(
+        f"policy {name}.pop_victim() returned page {victim}, which is not evictable: {why}. "
+        "Only CACHED pages can be evicted: here pages 1 and 3, the ones self.release_order() lists"
+    )
+
+
+def _first_victim(probe: EvictionPolicy, name: str) -> int:
+    """probe.pop_victim() on check_policy's scratch run (CACHED: 1 and 3; ACTIVE: 2), refused
+    with what it did if the answer is not an int page id, not evictable, or not taken out."""
+    try:
+        victim = probe.pop_victim()
+    except NotEvictableError as error:  # take_victim(page) on a page that is not CACHED
+        raise _not_evictable(name, error.page_id) from None
+    if isinstance(victim, bool) or not isinstance(victim, int):
+        raise TypeError(f"policy {name}.pop_victim() must return an int page id, got {victim!r}")
+    if victim not in (1, 3):
+        raise _not_evictable(name, victim)
+    if victim in probe:
+        raise ValueError(
+            f"policy {name}.pop_victim() returned page {victim} but left it evictable: "
+            f"did you call self.take_victim({victim})? End pop_victim with "
+            "`return self.take_victim(page_id)`"
+        )
+    return victim
 
 
 def reuse_probe(policy: EvictionPolicy) -> tuple[list[int], list[int]]:

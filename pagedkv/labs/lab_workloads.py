@@ -1,4 +1,5 @@
-"""Four request streams that serving engines see, for the eviction lab (seeded).
+"""Four request streams that serving engines see, and a mix of two, for the eviction lab
+(seeded).
 
 Each request carries its prompt *and* its output tokens, because in a chat the next turn's
 prompt is the conversation so far, outputs included: a prefix cache that keeps the pages a
@@ -15,6 +16,8 @@ a prefix only where the stream says they do.
   instruction can be a prefix hit; its length makes each miss expensive.
 - `scan_mix`: the Zipf stream with bursts of one-off long prompts (a batch job, a long
   paste) that are never seen again. The scan pollutes recency-based caches.
+- `mixed_traffic`: the chat stream and the scan stream interleaved at random, each in its
+  own order: one server's chats, popular system prompts and batch jobs together.
 
 Leaves out: arrival times and overlap (the lab runs each request to completion before the
 next, as `pagedkv.labs.experiments` does), real text, and output lengths tied to the prompt.
@@ -144,11 +147,24 @@ def scan_mix(
     return out
 
 
+def mixed_traffic(seed: int = 0) -> list[LabRequest]:
+    """`multi_turn_chat` and `scan_mix` (with their default sizes) interleaved at random:
+    every request of both, each stream's requests in their own order. The two share no
+    prefix (their random tokens differ), so every hit in the mix reuses its own stream's pages."""
+    streams = [multi_turn_chat(seed=seed), scan_mix(seed=seed)]
+    rng = np.random.default_rng([seed, 14])
+    picks = np.repeat(np.arange(len(streams)), [len(s) for s in streams])
+    rng.shuffle(picks)
+    nexts = [iter(s) for s in streams]
+    return [next(nexts[k]) for k in picks.tolist()]
+
+
 LAB_WORKLOADS: dict[str, Callable[..., list[LabRequest]]] = {  # name -> generator(seed=...)
     "chat": multi_turn_chat,
     "zipf": zipf_system_prompts,
     "rag": rag_documents,
     "scan": scan_mix,
+    "mix": mixed_traffic,
 }
 
 

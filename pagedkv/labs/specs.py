@@ -111,3 +111,16 @@ def gpu_spec(name: str) -> GPUSpec:
     if name not in GPUS:
         raise ValueError(f"gpu must be one of {list(GPUS)}, got {name!r}")
     return GPUS[name]
+
+
+def size_text(num_bytes: float) -> str:
+    """A size in the largest binary unit in which it is at least 1, so a small size never
+    reads "0 MiB": size_text(128 * 1024) -> "128 KiB", size_text(2**27) -> "128 MiB"."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= scale:
+            return (
+                f"{num_bytes / scale:,.0f} {unit}"
+                if num_bytes % scale == 0
+                else f"{num_bytes / scale:,.1f} {unit}"
+            )
+    return f"{num_bytes:,.0f} bytes"

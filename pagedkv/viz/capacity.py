@@ -12,7 +12,10 @@ typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) repr
 - `request tok`, the length of the requests counted in "requests of N tokens that fit" and
   brought back in the three ways back (the budget itself does not depend on it).
 
-No box goes below its least allowed value, and the answer follows every keystroke.
+No GiB box goes below 0; a token count below 1 shows an error instead of an answer. The answer
+follows every keystroke. Choosing a model or a GPU resets the four boxes read from a log
+(GPU GiB, act. GiB, non-torch GiB, graphs GiB), so an answer never mixes a log of one model
+with another model.
 
 `budget_text(...)` is `costs.calculator_text` in lines of at most 95 characters.
 `calculator_answer(...)` is the calculator's answer without widgets; a bad field is a ValueError
@@ -46,6 +49,14 @@ FIELDS = {  # calculator_answer's keyword -> the widget's label
     "non_torch_gib": "non-torch GiB",
     "cuda_graph_gib": "graphs GiB",
 }
+# The boxes a model or GPU change resets (read from one engine's log), and their defaults
+# (memory_gib's is the GPU's reported memory)
+LOG_FIELDS = ("memory_gib", "activation_gib", "non_torch_gib", "cuda_graph_gib")
+LOG_DEFAULTS = {"activation_gib": 0.0, "non_torch_gib": 0.3, "cuda_graph_gib": 0.5}
+RESET_NOTE = (
+    "Choosing a model or a GPU resets GPU GiB, act. GiB, non-torch GiB and graphs GiB: "
+    "choose them first, then type your log's numbers."
+)
 # What a box's label adds: act. GiB's 0 means pagedkv's formula; every other box means its value
 ZERO_MEANS = {"activation_gib": " (0: estimate)"}
 
@@ -94,6 +105,8 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     Example: calculator_answer("Llama-3-8B", "A100-40GB", 8192, memory_gib=39.5,
     activation_gib=9.37, non_torch_gib=0.1, cuda_graph_gib=0.0) -> "... 5,694 pages of 16 ...".
     """
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+        raise ValueError(f"tokens (request tok) must be a whole number >= 1, got {tokens!r}")
     spec = costs.gpu_spec(gpu)
     if memory_gib is not None:
         spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
@@ -136,16 +149,14 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
     pick_gpu = widgets.Dropdown(options=list(GPUS), value=gpu, description="GPU")
     # Boxes that cannot go below their least allowed value (a scrolled number box stops
     # there) and answer at every keystroke, not only when the box loses focus.
-    whole = dict(min=1, max=10**7, continuous_update=True)
+    # Token counts are not clamped: 0 shows an error that says the least allowed value.
     gib = dict(min=0.0, max=10**4, continuous_update=True)
-    length = widgets.BoundedIntText(tokens, description="request tok", **whole)
+    length = widgets.IntText(tokens, description="request tok", continuous_update=True)
     boxes = {
         "memory_gib": widgets.BoundedFloatText(GPUS[gpu].reported_gib, **gib),
         "utilization": widgets.BoundedFloatText(0.9, **gib),  # above 1: an error, not clamped
-        "batched_tokens": widgets.BoundedIntText(8192, **whole),
-        "activation_gib": widgets.BoundedFloatText(0.0, **gib),
-        "non_torch_gib": widgets.BoundedFloatText(0.3, **gib),
-        "cuda_graph_gib": widgets.BoundedFloatText(0.5, **gib),
+        "batched_tokens": widgets.IntText(8192, continuous_update=True),
+        **{name: widgets.BoundedFloatText(LOG_DEFAULTS[name], **gib) for name in LOG_FIELDS[1:]},
     }
     for box in (length, *boxes.values()):  # labels shown whole, boxes in even columns
         box.style.description_width, box.layout.width = "100px", "240px"
@@ -163,17 +174,23 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
             text = f"not computed: {error}"
         out.value = f"<pre style='{ANSWER_STYLE}'>{html.escape(wrapped(text, ANSWER_WIDTH))}</pre>"
 
-    def new_gpu(change) -> None:
-        boxes["memory_gib"].value = GPUS[change["new"]].reported_gib  # triggers update
+    def new_model_or_gpu(_=None) -> None:
+        """The numbers read from one engine's log belong to its model and GPU: back to the
+        GPU's reported memory and pagedkv's defaults, so no answer mixes old and new inputs."""
+        for name in LOG_FIELDS:
+            default = GPUS[pick_gpu.value].reported_gib if name == "memory_gib" else LOG_DEFAULTS[name]
+            boxes[name].value = default  # each change redoes the answer
         update()
 
-    pick_gpu.observe(new_gpu, names="value")
-    for w in (pick_model, length, *boxes.values()):
+    for w in (pick_model, pick_gpu):
+        w.observe(new_model_or_gpu, names="value")
+    for w in (length, *boxes.values()):
         w.observe(update, names="value")
     update()
+    note = widgets.HTML(f"<i>{RESET_NOTE}</i>")
     rows = [widgets.HBox([pick_model, pick_gpu, length])]
     rows += [widgets.HBox([boxes[a], boxes[b], boxes[c]]) for a, b, c in (list(FIELDS)[:3], list(FIELDS)[3:])]
-    return widgets.VBox([*rows, out])
+    return widgets.VBox([*rows, note, out])
 
 
 def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Figure:
