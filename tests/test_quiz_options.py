@@ -199,7 +199,8 @@ def test_a_first_wrong_prediction_reveals_nothing_and_the_second_pick_reveals_it
         assert escape(data.why) not in ask.result.value and not ask.settled
         assert not ask.choices.disabled and not ask.button.disabled
         ask.answer(second)
-        assert ask.settled and ask.choices.disabled and ask.button.disabled
+        # a right pick locks the question; after a second wrong one the right answer may be picked
+        assert ask.settled and ask.choices.disabled == ask.button.disabled == (second == data.answer)
         assert escape(data.why) in ask.result.value
         assert ("Right." in ask.result.value) == (second == data.answer)
         assert second == data.answer or f"the answer is “{data.answer}”" in ask.result.value
@@ -207,6 +208,11 @@ def test_a_first_wrong_prediction_reveals_nothing_and_the_second_pick_reveals_it
         assert ask.picture.layout.display != "none" and ask.placeholder.layout.display == "none"
         assert bytes(ask.picture.value).startswith(b"\x89PNG")
         assert ask.run.cursor == 11  # the step ran once, for both picks
+        if second != data.answer:  # then picking the answer says Right, locks, and steps no more
+            after = ask.after.value
+            ask.answer(data.answer)
+            assert "Right." in ask.result.value and ask.choices.disabled and ask.button.disabled
+            assert ask.run.cursor == 11 and ask.after.value == after
 
 
 def test_the_answer_key_lists_the_options_as_shown_and_names_each_answer():

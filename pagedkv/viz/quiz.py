@@ -175,7 +175,7 @@ class PredictStep(widgets.VBox):
         if self.choices.value is None:
             self.result.value = _box("Pick an answer first, then press Step.", WRONG)
             return
-        if self.settled:
+        if self.button.disabled:  # locked: the right answer was picked
             return
         if self.actual is None:  # the step runs once; a second try is graded on the same step
             if self.run.done:
@@ -185,26 +185,35 @@ class PredictStep(widgets.VBox):
             self.actual = self.data.read(self._record, self.run)
         picked = self.choices.value
         hint = self.data.hints.get(picked, "")
+        was_settled = self.settled  # after a reveal, picking the right answer only grades it
         self.result.value, self.settled = grade(picked, self.actual, self.data.why, self.misses, hint)
-        if self.settled:
+        if self.settled and not was_settled:
             self._reveal(self._record)
+        elif was_settled:
+            self._lock_if_right()
         else:
             self.misses += 1
             self.button.description, self.button.icon = "Check again", "check"  # the step has run
 
     def _reveal(self, record: ActionRecord | None) -> None:
-        """Show the pool after the step, its caption and the `after` text; lock the buttons."""
+        """Show the pool after the step, its caption and the `after` text. A right pick locks
+        the buttons; after a second wrong one the learner may still pick the right answer."""
         self._heatmap.update(self.run.snapshots[-1], self.run.events)  # lru: "last held by"
         self.picture.value = self._heatmap.png()
         self.picture.layout.display = ""
         step = "" if record is None else f" {record.step}"
         self.caption.value = _box(f"<b>The pool after step{step}</b>, the step you predicted:")
         self.placeholder.layout.display = "none"
-        self.choices.disabled = self.button.disabled = True
-        self.button.button_style = ""  # grey: the settled button looks as locked as it is
-        self.button.description = "Answered"  # not "Check again": nothing is left to check
+        self.button.description, self.button.icon = "Check again", "check"
+        self._lock_if_right()
         if self.data.after:
             self.after.value = _box(markdown_html(self.data.after))
+
+    def _lock_if_right(self) -> None:
+        if self.correct:
+            self.choices.disabled = self.button.disabled = True
+            self.button.button_style = ""  # grey: the settled button looks as locked as it is
+            self.button.description = "Answered"  # not "Check again": nothing is left to check
 
     @property
     def correct(self) -> bool | None:
