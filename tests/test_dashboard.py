@@ -466,15 +466,16 @@ def test_the_scenario_picker_is_wide_enough_for_the_longest_title(dash):
     assert int(dash.scenario_picker.layout.width.removesuffix("px")) >= 8 * longest + 120
 
 
-@pytest.mark.parametrize("num_pages", [4, 12, 16, 20, 24, 40, 64, 100, 256])
-def test_the_main_picture_fits_its_place_and_its_ids_read_at_14_px(num_pages):
+@pytest.mark.parametrize("num_pages", [4, 12, 16, 20, 24, 31, 40, 64, 100, 256])
+def test_the_main_picture_fits_its_place_its_text_reads_at_14_px_and_its_ids_fit(num_pages):
     """Beside the log on a 1280x720 screen the main picture has about 560 x 380 px (the file
     browser open): it never takes more height (the tab bar and your actions stay on screen),
     its text is >= 14 px when shown 560 px wide at most, a page id is never shortened with
     "…", and a pool of a few rows of pages gets large cells (>= 40 px for two rows, 26 for
     three), not a strip of small ones with empty room under it."""
     from pagedkv.viz.dashboard import BESIDE_PX, MAIN_HEIGHT_PX, MAIN_PX, _main_heatmap
-    from pagedkv.viz.frame import grid_shape
+    from pagedkv.viz.glyphs import fit_text
+    from pagedkv.viz.grid import grid_shape
     from pagedkv.viz.palette import SequencePalette
 
     run = ScenarioRun("walkthrough", num_pages=max(num_pages, 12), page_size=4)
@@ -484,11 +485,17 @@ def test_the_main_picture_fits_its_place_and_its_ids_read_at_14_px(num_pages):
     heatmap.update(run.snapshots[-1])
     width, height = heatmap.size
     assert width <= MAIN_PX and height <= MAIN_HEIGHT_PX, heatmap.size
-    assert heatmap.min_font_px * min(1, BESIDE_PX / width) >= 14, heatmap.size  # as shown
+    shown = min(1, BESIDE_PX / width)  # BESIDE_PX: its width beside the log, the file browser open
+    assert heatmap.min_font_px * shown >= 14, heatmap.size
+    if heatmap.labelled:  # page ids in the cells: whole, and >= 12 px as shown
+        assert heatmap._frame.label_px * shown >= 12, heatmap._frame.label_px  # noqa: SLF001
     assert heatmap._frame.cut_texts == ()  # noqa: SLF001
+    frame = heatmap._frame  # noqa: SLF001
     for panel in heatmap.panels.values():
-        if heatmap.labelled:
+        if heatmap.labelled:  # each page id stamped whole inside its cell
             assert not [label for label in panel.labels if "…" in label], panel.view
+            cut = [x for x in panel.labels if fit_text(x, frame.label_px, frame.label_room) != x]
+            assert not cut, (panel.view, cut)
     rows, cols = grid_shape(run.num_pages)
     if rows <= 3:
         assert heatmap._frame.cell_px >= 26 + 14 * (rows < 3), heatmap._frame.cell_px  # noqa: SLF001

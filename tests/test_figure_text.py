@@ -295,6 +295,7 @@ def test_legend_rows_wrap_a_long_name_rather_than_cut_it():
 
     assert _legend_lines("request_A.f1", 20, 110) == ["request_A.", "f1"]
     assert _legend_lines("request_A", 20, 400) == ["request_A"]
+    assert _legend_lines("no holder", 20, 70) == ["no", "holder"]  # not "no …der"
 
 
 def _legends(fig) -> list:

@@ -37,8 +37,9 @@ from pagedkv.viz import (
     slot_usage,
 )
 from pagedkv.viz.fragmentation import _external_holes
-from pagedkv.viz.frame import SUPTITLE_PT, grid_shape
+from pagedkv.viz.frame import SUPTITLE_PT
 from pagedkv.viz.glyphs import _font, fit_text
+from pagedkv.viz.grid import grid_shape
 from pagedkv.viz.palette import (
     HIT_COLOR,
     NO_OWNER_COLOR,
@@ -543,8 +544,10 @@ def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
     assert ask.button.button_style == "primary"  # still looks pressable
     ask.answer("18")  # a second wrong pick: the answer, and the step's picture
     assert run.cursor == 1 and "the answer is “5”" in ask.result.value
-    assert ask.button.disabled and bytes(ask.picture.value).startswith(b"\x89PNG")
-    assert ask.button.button_style == "" and ask.button.description == "Answered"  # settled: grey
+    assert not ask.button.disabled and bytes(ask.picture.value).startswith(b"\x89PNG")
+    ask.answer("5")  # the learner may still pick the answer: then it locks, grey
+    assert run.cursor == 1 and "Right." in ask.result.value and ask.button.disabled
+    assert ask.button.button_style == "" and ask.button.description == "Answered"
     assert run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]  # what the step really did
 
 

@@ -36,7 +36,7 @@ from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
 from pagedkv.viz.controls import VIEW_HEIGHT_PX, VIEWS, DashboardControls
 from pagedkv.viz.dashboard_text import end_message, log_html, status_html
-from pagedkv.viz.frame import cell_inches
+from pagedkv.viz.grid import cell_inches
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
 from pagedkv.viz.palette import SequencePalette

@@ -28,6 +28,7 @@ from matplotlib.text import Text
 
 from pagedkv.core.page import PageState
 from pagedkv.viz.glyphs import wrap_text
+from pagedkv.viz.grid import figure_inches, grid_shape
 from pagedkv.viz.palette import LRU_CMAP, OCCUPANCY_CMAP, REF_COUNT_CMAP, STATE_COLORS, VICTIM_COLOR
 
 TITLES = {
@@ -58,13 +59,6 @@ def lru_title(victim: int, free: int) -> str:
     )
 
 
-def grid_shape(num_pages: int) -> tuple[int, int]:
-    """(rows, cols) of the page grid: 8 columns for small pools, wider for large ones."""
-    cols = 8 if num_pages <= 64 else 16 if num_pages <= 256 else 32 if num_pages <= 1024 else 64
-    cols = min(cols, num_pages)
-    return math.ceil(num_pages / cols), cols
-
-
 @dataclass(frozen=True, eq=False)
 class PanelFrame:
     """Where one view's cells, title and key sit in the rendered frame (image pixels)."""
@@ -92,44 +86,20 @@ class Frame:
     @property
     def label_px(self) -> int:
         """Size of a one-line cell label (a page id, a count): FONT_PT, larger in large cells
-        (a third of the cell, up to 1.5 x), so a big picture is not mostly empty cells."""
+        (a third of the cell, up to 1.5 x), so a big picture is not mostly empty cells, and
+        smaller in small ones, down to MIN_LABEL_PX, so a two-digit page id fits whole."""
         base = round(FONT_PT * self.px)
+        if self.cell_px < 1.3 * base + 4 * self.px:  # "31" would not fit at FONT_PT
+            return max(MIN_LABEL_PX, int(self.label_room / 1.3))
         return max(base, min(round(1.5 * base), round(0.34 * self.cell_px)))
 
-
-PANEL_TEXT_IN, FIGURE_TEXT_IN = 0.95, 0.45  # a panel's title and labels; the picture's title
-
-
-def _legend_inches(panel_width: float) -> float:
-    return min(1.6, 0.4 * panel_width)  # 0.29 of 5.5 inches, kept when narrower
+    @property
+    def label_room(self) -> float:
+        """The widest label line that stays inside its cell (a thinner margin in small cells)."""
+        return self.cell_px - (4 if self.cell_px >= 24 * self.px else 2) * self.px
 
 
-def cell_inches(num_pages: int, nviews: int, columns: int, panel_width: float, height: float | None) -> float:
-    """Side of a grid cell in inches: as wide as the panel allows beside its legend and,
-    given the picture's `height` in inches, as tall as `nviews` panels in `columns` allow."""
-    rows, cols = grid_shape(num_pages)
-    cell = (panel_width - _legend_inches(panel_width)) * 0.95 / cols
-    if height is not None:
-        cell = min(cell, ((height - FIGURE_TEXT_IN) / math.ceil(nviews / columns) - PANEL_TEXT_IN) / rows)
-    return cell
-
-
-def _figure_inches(
-    num_pages: int, nviews: int, columns: int, panel_width: float, max_height: float | None
-) -> tuple[float, float, float]:
-    """(panel width, picture height, grid width) in inches. Cells as large as the panel's
-    width allows, or, when `max_height` stops them first, a picture `max_height` tall whose
-    panels are only as wide as their grid and legend (and 3/4 of `panel_width` at least, for
-    the picture's title): no empty band at the right."""
-    rows, cols = grid_shape(num_pages)
-    nrows, legend_in = math.ceil(nviews / columns), _legend_inches(panel_width)
-    cell = cell_inches(num_pages, nviews, columns, panel_width, None)
-    height = (rows * cell + 1.2) * nrows + 0.5  # little white above and below
-    if max_height is None or height <= max_height:
-        return panel_width, height, panel_width - legend_in
-    grid_in = cell_inches(num_pages, nviews, columns, panel_width, max_height) * cols
-    width = min(panel_width, max(0.75 * panel_width, grid_in + legend_in + 0.45))  # 0.45: row ids
-    return width, max_height, grid_in
+MIN_LABEL_PX = 12  # a cell label is never smaller (readable at the back of a room)
 
 
 @lru_cache(maxsize=32)
@@ -148,7 +118,7 @@ def build_frame(
     rows, cols = grid_shape(num_pages)
     ncols = columns or (2 if len(views) >= 2 else 1)  # two views side by side fill a cell's width
     nrows = math.ceil(len(views) / ncols)
-    panel_width, height, grid_in = _figure_inches(num_pages, len(views), ncols, panel_width, max_height)
+    panel_width, height, grid_in = figure_inches(num_pages, len(views), ncols, panel_width, max_height)
     figure = Figure(figsize=(panel_width * ncols, height), dpi=dpi, layout="constrained")
     canvas = FigureCanvasAgg(figure)
     figure.suptitle(" ", fontsize=SUPTITLE_PT + 1)  # reserves the room the stamped title takes

@@ -36,8 +36,9 @@ from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.events import Event
 from pagedkv.core.plumbing.validation import check_choice, check_instance, check_int, check_number
-from pagedkv.viz.frame import FONT_PT, SUPTITLE_PT, TITLE_PT, build_frame, grid_shape
+from pagedkv.viz.frame import FONT_PT, SUPTITLE_PT, TITLE_PT, build_frame
 from pagedkv.viz.glyphs import fit_text, pack_rgba, stamp_text
+from pagedkv.viz.grid import grid_shape
 from pagedkv.viz.heatmap_views import (
     MAX_LEGEND_SEQUENCES,
     VIEWS,
@@ -50,16 +51,10 @@ from pagedkv.viz.heatmap_views import (
 from pagedkv.viz.palette import DEFAULT_PALETTE, VICTIM_COLOR, SequencePalette
 
 __all__ = [
-    "DPI",
-    "MAX_LABELLED_PAGES",
-    "MAX_LEGEND_SEQUENCES",
-    "VIEWS",
-    "PoolHeatmap",
-    "plot_lru",
-    "plot_pool",
-]
+    "DPI", "MAX_LABELLED_PAGES", "MAX_LEGEND_SEQUENCES", "VIEWS", "PoolHeatmap", "plot_lru", "plot_pool",
+]  # fmt: skip
 
-MAX_LABELLED_PAGES = 64  # above this a cell is too small for a label; the axes carry the ids
+MAX_LABELLED_PAGES = 64  # above this (or when the largest id does not fit a cell) the axes carry the ids
 DPI = 110  # with the default panel widths a picture is ~1200 px wide: it fills a cell
 
 _LUMA = np.array([0.299, 0.587, 0.114])
@@ -123,7 +118,6 @@ class PoolHeatmap:
         self.label = label
         self.palette = palette if palette is not None else DEFAULT_PALETTE
         self.rows, self.cols = grid_shape(self.num_pages)
-        self.labelled = self.num_pages <= MAX_LABELLED_PAGES
         self.snapshot: PoolSnapshot | None = None
         self._holders: dict[int, Hashable] = {}  # CACHED page id -> sequence that last held it
         self.suptitle = ""
@@ -133,6 +127,10 @@ class PoolHeatmap:
             self.num_pages, self.page_size, views, dpi, float(panel_width), columns, max_height
         )
         self.panels = {p.view: Panel(p) for p in self._frame.panels}
+        # page ids in the cells only while the largest fits whole (else the axes carry them)
+        widest, frame = str(self.num_pages - 1), self._frame
+        fits = fit_text(widest, frame.label_px, frame.label_room) == widest
+        self.labelled = self.num_pages <= MAX_LABELLED_PAGES and fits
 
     # ---- updates -------------------------------------------------------------------------------
 
@@ -224,7 +222,7 @@ class PoolHeatmap:
         px, cell, draw = self._frame.px, self._frame.cell_px, ImageDraw.Draw(image)
         stamp_text(image, (image.width / 2, 3 * px), self.suptitle, round(SUPTITLE_PT * px), "black", "ma")
         size = round(FONT_PT * px)
-        room = cell - 4 * px  # widest label line that stays inside its cell
+        room = self._frame.label_room  # widest label line that stays inside its cell
         for panel in self.panels.values():
             boxes = panel.frame.boxes
             for line, x, y in self.title_rows(panel):
@@ -317,12 +315,12 @@ class PoolHeatmap:
 
 
 def _legend_lines(label: str, size_px: int, room: float) -> list[str]:
-    """`label` on one line if it fits `room` px, else split after its last "_" or "." (each
-    part shortened in the middle with "…" only if it still does not fit)."""
+    """`label` on one line if it fits `room` px, else split after its last "_", "." or space
+    (each part shortened in the middle with "…" only if it still does not fit)."""
     if fit_text(label, size_px, room) == label:
         return [label]
-    cut = max(label.rfind("_"), label.rfind("."))
-    parts = [label[: cut + 1], label[cut + 1 :]] if cut > 0 else [label]
+    cut = max(label.rfind("_"), label.rfind("."), label.rfind(" "))
+    parts = [label[: cut + 1].rstrip(), label[cut + 1 :]] if cut > 0 else [label]
     return [fit_text(part, size_px, room) for part in parts]
 
 

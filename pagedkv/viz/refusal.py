@@ -26,7 +26,7 @@ from matplotlib.patches import Patch, Rectangle
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.validation import check_instance
-from pagedkv.viz.frame import grid_shape
+from pagedkv.viz.grid import grid_shape
 from pagedkv.viz.palette import STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
 
