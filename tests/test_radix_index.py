@@ -259,3 +259,38 @@ def test_orphan_pages_of_a_fresh_pool() -> None:
         seqs.add("again", [1, 2, 5])  # writes [1, 2] again, into page 0: indexed now
         assert seqs.plan_add("probe", [1, 2, 3, 4, 5]).num_cached_tokens == (4 if index == "hash" else 2)
         assert orphan_pages(seqs.pool) == []
+
+
+def test_request_account_sums_hold_and_match_a_hand_count() -> None:
+    """Every sum `account_lines` prints evaluates to the pool's own count; request 1 of a
+    fresh 10-page pool is counted by hand (18 + 6 - 1 = 23 tokens: 5 full pages and a
+    partial one); a row whose counts are changed fails `account_sums_hold`."""
+    import re
+
+    from pagedkv.labs.radix_vs_hash import (
+        account_lines,
+        account_sums_hold,
+        generate_one_at_a_time,
+        request_account,
+    )
+
+    model = TinyLM(seed=0)
+    prompts = ["You are terse. Hi.", "You are terse. Yo.", "You are terse. Hi.", "Other text, long."]
+    rows = {}
+    for index in ("hash", "radix"):
+        rows[index] = generate_one_at_a_time(model, prompts, index, num_pages=10, max_new_tokens=6)[2]
+        first = rows[index][0]
+        assert first["new_pages"] == list(range(6)) and first["new_indexed"] == list(range(5))
+        assert first["released_free"] == [5] and first["free"] == 10 - 6 + 1
+        assert account_sums_hold(rows[index], num_pages=10)
+        for i, row in enumerate(rows[index]):
+            lines = account_lines(rows[index], i, num_pages=10)
+            for line, key in zip(lines[1:], ("evictions", "indexed", "free"), strict=True):
+                sum_text = re.sub(r"\[[^]]*\]|[a-zA-Z]+", "", line.rsplit(":", 1)[1])
+                terms, total = sum_text.split("=")[-2:]
+                assert eval(terms) == int(total) == row[key], (index, i, line)  # noqa: S307
+        broken = [dict(row) for row in rows[index]]
+        broken[1]["free"] += 1
+        assert not account_sums_hold(broken, num_pages=10)  # type: ignore[arg-type]
+    text = request_account(rows, 0, num_pages=10)
+    assert text.splitlines()[1].lstrip().startswith("hash = radix:")  # request 1: the same in both

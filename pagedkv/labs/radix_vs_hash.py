@@ -128,6 +128,9 @@ class RequestRow(TypedDict):
     free: int  # FREE pages
     pages: list[int]  # its block table, block order
     evicted: list[int]  # pages evicted while it ran, in eviction order
+    new_pages: list[int]  # its pages that were not prefix hits, block order
+    new_indexed: list[int]  # those of its new pages the index holds once it finished
+    released_free: list[int]  # its pages that went FREE when it finished, block order
 
 
 def generate_one_at_a_time(
@@ -162,13 +165,74 @@ def generate_one_at_a_time(
         pages = seqs.block_table(seq_id)
         seqs.free(seq_id)
         hits, free = pool.stats.prefix_hits - hits_before, pool.num_free_pages
+        new_pages = pages[hits // page_size :]
         row = RequestRow(
             hits=hits, evictions=pool.stats.evictions, indexed=len(pool.prefix_index), free=free,
-            pages=pages, evicted=list(evicted),
+            pages=pages, evicted=list(evicted), new_pages=new_pages,
+            new_indexed=[p for p in new_pages if pool.prefix_index.holds_page(p)],
+            released_free=[p for p in pages if pool.page(p).state.name == "FREE"],
         )  # fmt: skip
         rows.append(row)
     pool.remove_listener(on_event)
     return seqs, outputs, rows
+
+
+def _ids(pages: list[int]) -> str:
+    return f" {pages}" if pages else ""
+
+
+def account_lines(rows: Sequence[RequestRow], i: int, page_size: int = 4, num_pages: int = 12) -> list[str]:
+    """Request `i` (from 0) of `generate_one_at_a_time` in one pool, each count with its
+    arithmetic from the row before: hits, new pages (FREE ones taken, then evicted ones),
+    evictions so far, pages indexed, FREE pages (notebook 09, section 3).
+
+    The totals are the pool's own counts; the terms come from the request's pages, so a
+    caller can check that each sum holds (see `account_sums_hold`)."""
+    row = rows[i]
+    before = rows[i - 1] if i else RequestRow(
+        hits=0, evictions=0, indexed=0, free=num_pages, pages=[], evicted=[], new_pages=[],
+        new_indexed=[], released_free=[],
+    )  # fmt: skip
+    new, evicted = row["new_pages"], row["evicted"]
+    taken = len(new) - len(evicted)
+    return [
+        f"hit {row['hits']} tokens ({row['hits'] // page_size} pages); {len(new)} new pages{_ids(new)}",
+        f"new pages: {taken} FREE + {len(evicted)} evicted{_ids(evicted)}; "
+        f"evictions so far: {before['evictions']} + {len(evicted)} = {row['evictions']}",
+        f"indexed: {before['indexed']} - {len(evicted)} evicted + {len(row['new_indexed'])} new"
+        f"{_ids(row['new_indexed'])} = {row['indexed']}",
+        f"FREE: {before['free']} - {taken} taken + {len(row['released_free'])} released"
+        f"{_ids(row['released_free'])} = {row['free']}",
+    ]
+
+
+def request_account(
+    rows_by_index: dict[str, list[RequestRow]], i: int, page_size: int = 4, num_pages: int = 12
+) -> str:
+    """`account_lines` of request `i` for each pool ("hash", "radix"), one block per pool,
+    or one block for all when every pool counts the same."""
+    accounts = {name: account_lines(rows, i, page_size, num_pages) for name, rows in rows_by_index.items()}
+    if len({tuple(lines) for lines in accounts.values()}) == 1:
+        accounts = {" = ".join(accounts): next(iter(accounts.values()))}
+    width = max(map(len, accounts)) + 2
+    out = [f"request {i + 1}:"]
+    for name, lines in accounts.items():
+        out += [f"  {name + ':':{width}}{lines[0]}"] + [" " * (width + 2) + line for line in lines[1:]]
+    return "\n".join(out)
+
+
+def account_sums_hold(rows: Sequence[RequestRow], num_pages: int = 12) -> bool:
+    """Whether every sum `account_lines` prints holds: the pool's counts after each request
+    equal the counts before it, less what it evicted or took, plus what it added."""
+    evictions, indexed, free = 0, 0, num_pages
+    for row in rows:
+        taken = len(row["new_pages"]) - len(row["evicted"])
+        evictions += len(row["evicted"])
+        indexed += len(row["new_indexed"]) - len(row["evicted"])
+        free += len(row["released_free"]) - taken
+        if (evictions, indexed, free) != (row["evictions"], row["indexed"], row["free"]):
+            return False
+    return True
 
 
 def orphan_pages(pool: KVCachePool) -> list[int]:
