@@ -473,15 +473,15 @@ def test_the_main_picture_fits_its_place_its_text_reads_at_14_px_and_its_ids_fit
     its text is >= 14 px when shown 560 px wide at most, a page id is never shortened with
     "…", and a pool of a few rows of pages gets large cells (>= 40 px for two rows, 26 for
     three), not a strip of small ones with empty room under it."""
-    from pagedkv.viz.dashboard import BESIDE_PX, MAIN_HEIGHT_PX, MAIN_PX, _main_heatmap
     from pagedkv.viz.glyphs import fit_text
     from pagedkv.viz.grid import grid_shape
+    from pagedkv.viz.main_picture import BESIDE_PX, MAIN_HEIGHT_PX, MAIN_PX, main_heatmap
     from pagedkv.viz.palette import SequencePalette
 
     run = ScenarioRun("walkthrough", num_pages=max(num_pages, 12), page_size=4)
     while run.can_step and run.cursor < 8:
         run.step()
-    heatmap = _main_heatmap(run.num_pages, run.page_size, SequencePalette())
+    heatmap = main_heatmap(run.num_pages, run.page_size, SequencePalette())
     heatmap.update(run.snapshots[-1])
     width, height = heatmap.size
     assert width <= MAIN_PX and height <= MAIN_HEIGHT_PX, heatmap.size

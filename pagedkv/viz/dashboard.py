@@ -34,22 +34,18 @@ from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios import Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
-from pagedkv.viz.controls import VIEW_HEIGHT_PX, VIEWS, DashboardControls
+from pagedkv.viz.controls import VIEWS, DashboardControls
 from pagedkv.viz.dashboard_text import end_message, log_html, status_html
-from pagedkv.viz.grid import cell_inches
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
+from pagedkv.viz.main_picture import MAIN_HEIGHT_PX, main_heatmap
 from pagedkv.viz.palette import SequencePalette
 
 __all__ = ["HEATMAP_DPI", "LOG_STEPS", "Dashboard"]
 
 LOG_STEPS = 40  # steps shown in the event log (newest first)
 HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's width (tabs)
-# The main picture beside the log, 380 px tall at most (with the controls and your actions on a
-# 1280x720 screen): stacked views at 90 dpi (text 16 px) for a few rows of pages; side by side at
-# 82 dpi (15 px) for a square pool, as wide as it is shown with the file browser open (BESIDE_PX).
-MAIN_PX, BESIDE_PX, MAIN_HEIGHT_PX, STACKED_DPI, BESIDE_DPI = 720, 560, VIEW_HEIGHT_PX, 90, 82
-MAIN_VIEWS, MORE_VIEWS = ("state", "owner"), ("occupancy", "ref_count")  # beside the log; in a tab
+MORE_VIEWS = ("occupancy", "ref_count")  # in the More views tab (the main picture: state, owner)
 PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
 COMPACT_WIDTH = 4.6  # inches per panel of the More views tab
 
@@ -281,7 +277,7 @@ class Dashboard(DashboardControls):
         if key not in self._heatmaps:
             # No clock in the titles: the header's step counter is the one counter shown.
             self._heatmaps[key] = (
-                _main_heatmap(*key, self.palette),
+                main_heatmap(*key, self.palette),
                 PoolHeatmap(*key, MORE_VIEWS, self.palette, HEATMAP_DPI, COMPACT_WIDTH, show_clock=False),
                 PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
             )
@@ -334,17 +330,3 @@ class Dashboard(DashboardControls):
 
     def __repr__(self) -> str:
         return f"Dashboard({self.run!r})"
-
-
-def _main_heatmap(num_pages: int, page_size: int, palette: SequencePalette) -> PoolHeatmap:
-    """The main picture: its two views stacked (in MAIN_PX) or side by side (in BESIDE_PX),
-    MAIN_HEIGHT_PX tall at most, whichever draws larger cells (their size in pixels decides)."""
-    cells = {
-        (cols, dpi, px): dpi * cell_inches(num_pages, 2, cols, px / dpi / cols, MAIN_HEIGHT_PX / dpi)
-        for cols, dpi, px in ((1, STACKED_DPI, MAIN_PX), (2, BESIDE_DPI, BESIDE_PX))
-    }
-    columns, dpi, px = max(cells, key=lambda k: cells[k])
-    return PoolHeatmap(
-        num_pages, page_size, MAIN_VIEWS, palette, dpi, px / dpi / columns, show_clock=False,
-        columns=columns, max_height=MAIN_HEIGHT_PX / dpi,
-    )  # fmt: skip

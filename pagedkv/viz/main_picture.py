@@ -1,0 +1,37 @@
+"""The dashboard's main picture: the pool's state and owner views beside the event log.
+
+On a 1280x720 screen the dashboard (controls, tab bar, this picture and your actions) fits in
+JupyterLab's notebook view, so the picture is 380 px tall at most (`VIEW_HEIGHT_PX`). Its two
+views are stacked at 90 dpi (text 16 px) for a few rows of pages, or side by side at 82 dpi
+(15 px) for a square pool, drawn as wide as they are shown with the file browser open
+(`BESIDE_PX`), so their text is never scaled below what was drawn; whichever gives larger
+cells is used.
+
+Leaves out: the other views (the dashboard's tabs draw them at the cell's width).
+"""
+
+from __future__ import annotations
+
+from pagedkv.viz.controls import VIEW_HEIGHT_PX
+from pagedkv.viz.grid import cell_inches
+from pagedkv.viz.heatmap import PoolHeatmap
+from pagedkv.viz.palette import SequencePalette
+
+__all__ = ["BESIDE_PX", "MAIN_HEIGHT_PX", "MAIN_PX", "MAIN_VIEWS", "main_heatmap"]
+
+MAIN_PX, BESIDE_PX, MAIN_HEIGHT_PX, STACKED_DPI, BESIDE_DPI = 720, 560, VIEW_HEIGHT_PX, 90, 82
+MAIN_VIEWS = ("state", "owner")
+
+
+def main_heatmap(num_pages: int, page_size: int, palette: SequencePalette) -> PoolHeatmap:
+    """The main picture: its two views stacked (in MAIN_PX) or side by side (in BESIDE_PX),
+    MAIN_HEIGHT_PX tall at most, whichever draws larger cells (their size in pixels decides)."""
+    cells = {
+        (cols, dpi, px): dpi * cell_inches(num_pages, 2, cols, px / dpi / cols, MAIN_HEIGHT_PX / dpi)
+        for cols, dpi, px in ((1, STACKED_DPI, MAIN_PX), (2, BESIDE_DPI, BESIDE_PX))
+    }
+    columns, dpi, px = max(cells, key=lambda k: cells[k])
+    return PoolHeatmap(
+        num_pages, page_size, MAIN_VIEWS, palette, dpi, px / dpi / columns, show_clock=False,
+        columns=columns, max_height=MAIN_HEIGHT_PX / dpi,
+    )  # fmt: skip
