@@ -317,8 +317,13 @@ def test_switching_scenario_asks_before_discarding_the_learners_actions(dash):
     dash.add_button.click()
     dash.scenario_picker.value = "fill"
     assert dash.run.scenario.name == "walkthrough" and dash.confirm.layout.display == "flex"
+    # the question names the scenario asked for; the picker still names the one running, and
+    # the question takes the stepping row's place (the dashboard does not grow)
+    assert "Switch to “Sequences grow" in dash.confirm_text.value
+    assert dash.scenario_picker.value == "walkthrough" and dash.stepping_row.layout.display == "none"
     dash.stay_button.click()
     assert dash.scenario_picker.value == "walkthrough" and "yours1" in dash.run.seqs
+    assert dash.stepping_row.layout.display == "" and dash.confirm.layout.display == "none"
     dash.scenario_picker.value = "fill"
     dash.discard_button.click()
     assert dash.run.scenario.name == "fill" and dash.run.history == []
@@ -358,6 +363,26 @@ def test_bench_ui_quick_reports_step_times(tmp_path):
         assert set(tabs) == {"Pool and log", "More views", "LRU order"}
         for row in tabs.values():
             assert 0 < row["render_ms"] < row["step_ms"] and row["live_sequences"] > 0
+
+
+def test_a_refused_action_of_yours_is_not_counted_and_a_bare_fork_releases_nothing(dash):
+    """The header's "+N yours" counts what changed the pool: a refused Add request is in the
+    log, not in the count. A fork finished before it wrote holds no page of its own: the log
+    says so instead of "its 0 own pages were released"."""
+    for _ in range(5):
+        dash.step_button.click()
+    dash.seq_picker.value = "request_A"
+    dash.fork_button.click()
+    dash.prompt.value = "x" * 400  # more than the pool holds: refused
+    dash.add_button.click()
+    assert dash.run.records[-1].note.startswith("refused")
+    assert "+1 yours" in re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    dash.seq_picker.value = "request_A.f1"
+    dash.finish_button.click()
+    note = dash.run.records[-1].note
+    shared = len(dash.run.snapshots[-2].block_tables["request_A.f1"])  # all its parent's
+    assert shared > 1 and "no page of its own" in note and "0 own pages" not in note, note
+    assert f"{shared} shared pages stay" in note, (note, shared)
 
 
 def test_the_counter_counts_the_learners_own_actions_and_back_says_what_it_undid(dash):

@@ -120,7 +120,8 @@ def test_reselecting_the_scenario_shown_asks_nothing_and_keeps_your_actions():
     history = list(dash.run.history)
     dash.scenario_picker.value = "chunked"  # another scenario: asked first
     assert dash.confirm.layout.display == "flex" and "discards your 1 action" in dash.confirm_text.value
-    dash.scenario_picker.value = "preempt"  # back to the one shown: the question goes
+    assert dash.scenario_picker.value == "preempt"  # the picker names the one still running
+    dash.stay_button.click()  # stay: the question goes
     assert dash.confirm.layout.display == "none" and dash.run.history == history
     dash.scenario_picker.value = "preempt"  # unchanged: no event, nothing asked
     assert dash.confirm.layout.display == "none" and dash.run.scenario.name == "preempt"

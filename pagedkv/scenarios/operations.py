@@ -279,6 +279,8 @@ def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:
     own = pages - shared
     released = "1 own page was" if own == 1 else f"{own} own pages were"
     stay = "1 shared page stays" if shared == 1 else f"{shared} shared pages stay"
+    if not own:  # a fork that never wrote: nothing of its own to release
+        return f"{seq_id} finished: it had no page of its own; {stay} with the others (ref count down by one)"
     return (
         f"{seq_id} finished: its {released} released, tail first; "
         f"{stay} with the others (ref count down by one)"

@@ -189,9 +189,9 @@ class DashboardControls(widgets.VBox):
         self.lru = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-lru")
         self.lifecycle = widgets.Image(format="png", layout=width(**view)).add_class("pagedkv-lifecycle")
         self.status = widgets.HTML().add_class("pagedkv-status")
-        self.block_tables = widgets.HTML(
-            layout=width(**full, max_height=f"{VIEW_HEIGHT_PX}px", overflow="auto")
-        ).add_class("pagedkv-block-tables")
+        self.block_tables = widgets.HTML(layout=width(**full, overflow="auto")).add_class(
+            "pagedkv-block-tables"
+        )
         self.event_log = widgets.HTML(
             layout=width(flex="1 1 0", min_width=f"{0.98 - MAIN_SHARE:.0%}", margin="0 0 0 8px")
         ).add_class("pagedkv-event-log")
@@ -203,7 +203,9 @@ class DashboardControls(widgets.VBox):
         main = widgets.HBox([self.heatmap, self.event_log], layout=widgets.Layout(align_items="flex-start"))
         panes = (
             main, self.more_views, self.lru, self.lifecycle,
-            widgets.VBox([self.status, self.block_tables]),
+            # status and tables scroll together inside the view's height (the actions stay put)
+            widgets.VBox([self.status, self.block_tables], layout=widgets.Layout(
+                max_height=f"{VIEW_HEIGHT_PX}px", overflow_y="auto", overflow_x="hidden")),
             widgets.VBox([row([self.pages_slider, self.page_size_slider, self.speed]), self.geometry_note]),
         )  # fmt: skip
         for pane in panes:  # all as tall as the tallest: the actions below stay where they are
@@ -213,6 +215,8 @@ class DashboardControls(widgets.VBox):
             options=VIEWS, value=VIEWS[0], style={"button_width": "auto"}
         ).add_class("pagedkv-tabs")
         self.show_view(VIEWS[0])
+        stepping = [self.step_button, self.back_button, self.reset_button, self.play, self.step_slider]
+        self.stepping_row = row(stepping)
         actions = widgets.VBox([
             row([self.actions_label, self.prompt, self.prefix_picker, self.add_button]),
             row([self.seq_picker, self.fork_button, self.finish_button, self.decode_button,
@@ -224,8 +228,8 @@ class DashboardControls(widgets.VBox):
                 [self.scenario_picker, self.step_counter, self.busy_note],
                 layout=widgets.Layout(flex_flow="row nowrap", align_items="center"),
             ),
-            self.confirm,
-            row([self.step_button, self.back_button, self.reset_button, self.play, self.step_slider]),
+            self.confirm,  # in the stepping row's place while it asks (the dashboard keeps its height)
+            self.stepping_row,
             self.caption,
             self.view_picker,
             *panes,

@@ -31,7 +31,7 @@ from collections.abc import Hashable
 
 from pagedkv.core.observe.lifecycle import step_transitions
 from pagedkv.model.tinylm import TinyLM
-from pagedkv.scenarios import Action, ScenarioRun
+from pagedkv.scenarios import SCENARIOS, Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
 from pagedkv.viz.controls import VIEWS, DashboardControls
@@ -214,18 +214,19 @@ class Dashboard(DashboardControls):
         if change["new"] == self.run.scenario.name:  # the scenario shown: nothing to switch
             return self._confirm_switch(False)  # (a question asked before goes)
         if self.run.own_actions:  # ask first: a switch would throw the learner's work away
-            self._pending_scenario = change["new"]
-            n = self.run.own_actions
+            self._pending_scenario, n = change["new"], self.run.own_actions
+            title = html.escape(SCENARIOS[change["new"]].title)
             self.confirm_text.value = (
-                f"<b>Switching scenario discards your {n} action{'s' * (n != 1)}.</b>&nbsp;"
+                f"<b>Switch to “{title}”? It discards your {n} action{'s' * (n != 1)}.</b>&nbsp;"
             )
-            self.confirm.layout.display = "flex"
+            self._sync_controls()  # the picker shows the scenario still running until the answer
+            self.confirm.layout.display, self.stepping_row.layout.display = "flex", "none"
             return
         self.load(change["new"])
 
     def _confirm_switch(self, discard: bool) -> None:
         name, self._pending_scenario = self._pending_scenario, None
-        self.confirm.layout.display = "none"
+        self.confirm.layout.display, self.stepping_row.layout.display = "none", ""
         if discard and name is not None:
             self.load(name)
         else:
@@ -254,7 +255,8 @@ class Dashboard(DashboardControls):
         self.status.value = status_html(run, snap)  # the message is in the caption, under Step
         self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX)
         done = " · <b>done</b>" if run.done else ""
-        own = run.own_actions  # Fork, Decode all, ...: they move no scenario step, so count them
+        # Fork, Decode all, ...: they move no scenario step, so count those that did something
+        own = sum(1 for r in run.records if r.own and not r.note.startswith("refused"))
         mine = f" · +{own} yours" if own else ""  # short: the header stays on one line; in full:
         tip = f"{own} action{'s' * (own != 1)} of your own; they move no scenario step" * bool(own)
         span = f"<span style='font-size:16px;white-space:nowrap' title='{tip}'>"

@@ -98,12 +98,16 @@ PREDICT_NOTE = (
 )
 
 
+PICTURE_PX = 340  # a prediction's pool picture is shown at most this tall
+
+
 def _room(png: bytes) -> str:
     """An empty dashed box shaped like the picture `png` (its width and height are bytes 16-24
     of a PNG), saying where the pool will appear."""
     width, height = struct.unpack(">II", png[16:24])
     return (
-        f"<div style='width:100%;aspect-ratio:{width}/{height};box-sizing:border-box;"
+        f"<div style='width:100%;max-height:{PICTURE_PX}px;aspect-ratio:{width}/{height};"
+        "box-sizing:border-box;"
         "border:2px dashed #C8C8C8;border-radius:6px;display:flex;align-items:center;"
         "justify-content:center;color:#555555;font-size:15px'>"
         "The pool after the step appears here with the answer.</div>"
@@ -137,8 +141,14 @@ class PredictStep(widgets.VBox):
         self.caption = widgets.HTML().add_class("pagedkv-predict-caption")  # names the picture's step
         # Hidden until the step has run: an Image with no picture shows a broken-image icon.
         # margin 0: ipywidgets' 2 px margins beside a width of 100% would scroll sideways by 4 px
-        full_width = {"width": "100%", "margin": "0"}
-        self.picture = widgets.Image(format="png", layout=widgets.Layout(**full_width, display="none"))
+        # at most PICTURE_PX tall (its shape kept): the reason above it stays on the same screen
+        full_width = {"width": "100%", "margin": "0", "max_height": f"{PICTURE_PX}px"}
+        self.picture = widgets.Image(
+            format="png",
+            layout=widgets.Layout(
+                **full_width, display="none", object_fit="contain", object_position="left top"
+            ),
+        )
         self.palette = SequencePalette().restart(self.run.steps)  # the dashboard's colours for this scenario
         self._heatmap = PoolHeatmap(
             self.run.num_pages,
@@ -157,10 +167,10 @@ class PredictStep(widgets.VBox):
             self.choices,
             self.button,
             self.result,
-            self.after,
             self.placeholder,
             self.caption,
             self.picture,
+            self.after,  # under the picture: the answer's reason and the pool fit one screen
         ]
         self.add_class("pagedkv-predict")
 
