@@ -288,6 +288,10 @@ def test_owner_legends_show_every_name_whole_inside_the_picture_below_the_title(
                 assert x + 22 * heatmap._frame.px + _font(size).getlength(line) <= right, (name, line)  # noqa: SLF001
         spots = [(x, y) for _, _, x, y in rows]
         assert len(set(spots)) == len(spots), (name, spots)  # no two rows on top of each other
+        line = 1.45 * FONT_PT * heatmap._frame.px  # noqa: SLF001
+        grid_bottom = panel.frame.boxes[:, 3].max()
+        for _, lines, _, y in rows:  # never down over the axis label under the grid's column ids
+            assert y + len(lines) * line <= grid_bottom + line + 0.5, (name, lines, y, grid_bottom)
 
 
 def test_legend_rows_wrap_a_long_name_rather_than_cut_it():
