@@ -250,6 +250,28 @@ def test_memory_figure_outlines_the_free_share():
     assert free.get_linewidth() > 0 and edge[3] > 0 and edge[:3] != free.get_facecolor()[:3]
 
 
+def test_memory_figure_writes_the_thin_shares_above_their_bar():
+    paged = {
+        "token_states": 96.6,
+        "reserved": 0.0,
+        "internal_fragmentation": 2.0,
+        "external_fragmentation": 0.0,
+        "free": 1.4,
+    }
+    oracle = {  # every share 0 or wide enough to read off the bar: no label
+        "token_states": 48.6,
+        "reserved": 35.3,
+        "internal_fragmentation": 0.0,
+        "external_fragmentation": 16.1,
+        "free": 0.0,
+    }
+    fig = memory.figure(Report("memory", [], [], data={"sharegpt": {"oracle": oracle, "paged": paged}}))
+    (ax,) = fig.axes
+    notes = [(t.get_position()[0], t.get_text()) for t in ax.texts if t.get_gid() == "sliver"]
+    assert notes == [(1, "internal 2.0%\nfree 1.4%")]  # over the paged bar (x = 1), two lines
+    assert ax.get_ylim()[1] > 100 and max(ax.get_yticks()) == 100
+
+
 def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
     points = [
         {

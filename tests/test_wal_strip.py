@@ -13,7 +13,7 @@ from matplotlib.patches import Rectangle
 from pagedkv import CacheConfig
 from pagedkv.service import DurableSequenceManager, read_log, recover
 from pagedkv.service.wal import Record, encode_record
-from pagedkv.service.wal_strip import plot_wal_strip, wal_strip_parts
+from pagedkv.service.wal_strip import TORN_MIN_SHARE, plot_wal_strip, wal_strip_parts
 
 CONFIG = CacheConfig(num_pages=8, page_size=2, num_layers=1, num_kv_heads=1, head_dim=2)
 
@@ -52,7 +52,14 @@ def test_the_strip_draws_the_checkpoint_each_whole_record_and_the_torn_one(tmp_p
     assert len(_cells(fig, "replayed")) == 5 and not _cells(fig, "rolled back")
     assert [c.get_x() + 0.5 for c in _cells(fig, "record")] == [7, 8, 9, 10, 11]
     assert [(c.get_x() + 0.5, c.get_width()) for c in _cells(fig, "checkpoint")] == [(1, 6), (1, 6)]
-    assert [c.get_x() + 0.5 for c in _cells(fig, "torn")] == [12]
+    # the torn 12th record: right after record 11's cell, widened so that it shows, and numbered
+    (torn,) = _cells(fig, "torn")
+    assert torn.get_x() == 11.5 and torn.get_width() == pytest.approx(max(1.0, TORN_MIN_SHARE * 12))
+    assert torn.get_width() >= 1 and [(c.get_x(), c.get_width()) for c in _cells(fig, "dropped")] == [
+        (torn.get_x(), torn.get_width())
+    ]
+    numbers = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == "torn number"]
+    assert numbers == ["12"]
     texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
     assert "records 1–6" in texts and "records 7–11" in texts and "only 9 bytes" in texts
     assert "5 replayed" in texts
@@ -62,6 +69,7 @@ def test_without_torn_bytes_there_is_no_torn_cell(tmp_path):
     records, report = _store(tmp_path, torn=0)
     fig = plot_wal_strip(records, report)
     assert not _cells(fig, "torn") and not _cells(fig, "dropped")
+    assert not [t for ax in fig.axes for t in ax.texts if t.get_gid() == "torn number"]
     assert len(_cells(fig, "record")) == 5
 
 
@@ -89,3 +97,13 @@ def test_a_report_that_does_not_fit_the_records_is_refused():
         plot_wal_strip(["not a record"], good)
     with pytest.raises(ValueError, match="at least one"):
         plot_wal_strip([], good)
+
+
+def test_in_a_long_log_the_torn_cell_is_drawn_wider_than_one_record():
+    records = [Record(0, seq, {"op": "append"}, 0) for seq in range(96, 150)]  # 54 after 95
+    report = {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "rolled_back_records": 0}
+    fig = plot_wal_strip(records, report)
+    (torn,) = _cells(fig, "torn")
+    assert torn.get_x() == 149.5 and torn.get_width() == pytest.approx(0.06 * 150)  # 9 records wide
+    (ax,) = fig.axes
+    assert ax.get_xlim()[1] == pytest.approx(149.5 + 9)  # the cell ends at the axis' end, not cut

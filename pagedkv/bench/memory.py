@@ -285,9 +285,39 @@ def figure(report: Report):
                 fontsize=9,
             )
         ax.set_title(f"{workload}-like requests")
-        ax.set_ylim(0, 100)
+        headroom = _label_slivers(ax, systems)
+        ax.set_ylim(0, 100 + headroom)
+        ax.set_yticks(range(0, 101, 20))
         ax.set_ylabel("% of KV memory" if i == 0 else "")
     fig.axes[-1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.suptitle("Where KV memory goes: contiguous reservations vs pages")
     fig.tight_layout()
     return fig
+
+
+SLIVER_PCT = 5.0  # a share below this is too thin to read off its bar: its value is written above
+SHORT_NAMES = {"reserved": "reserved", "internal_fragmentation": "internal",
+               "external_fragmentation": "external", "free": "free"}  # fmt: skip
+
+
+def slivers(shares: dict) -> list[str]:
+    """The thin non-token shares of one bar (0 < share < SLIVER_PCT, as printed to one
+    decimal), as labels: {"internal_fragmentation": 2.0, "free": 1.4, ...} ->
+    ["internal 2.0%", "free 1.4%"]."""
+    return [
+        f"{short} {shares[category]:.1f}%"
+        for category, short in SHORT_NAMES.items()
+        if 0.05 <= shares[category] < SLIVER_PCT
+    ]
+
+
+def _label_slivers(ax, systems: dict) -> float:
+    """Write each bar's thin shares above it, one per line; return the headroom (in % of the
+    y axis) the labels need above 100, 0 when no bar has one."""
+    lines = 0
+    for x, system in enumerate(systems):
+        labels = slivers(systems[system])
+        if labels:
+            ax.text(x, 101, "\n".join(labels), ha="center", va="bottom", fontsize=9, gid="sliver")
+            lines = max(lines, len(labels))
+    return 15.0 * lines + 2.0 if lines else 0.0

@@ -4,7 +4,9 @@
 The top row is what is on disk when the process dies: the checkpoint, one block holding the
 effect of records 1..checkpoint_seq (the records themselves are gone from the file), then
 each whole record the log file (wal.log) still holds, one cell per record, then the torn
-bytes of the record that was being written, if any. The bottom row is what `recover` does with each part:
+bytes of the record that was being written, if any: one hatched cell, drawn at least
+`TORN_MIN_SHARE` of the axis wide (a single record's width can be 2 px) and labelled with its
+record number under the axis. The bottom row is what `recover` does with each part:
 loads the checkpoint, replays each whole record in order (or rolls back the records of a
 request cut off half-way), drops the torn bytes.
 
@@ -34,6 +36,7 @@ ROLLED_BACK_COLOR = "#999999"  # records of a request cut off half-way, undone
 TORN_COLOR = "#D55E00"  # Okabe–Ito vermilion: the torn bytes at the end of the file
 REPORT_KEYS = ("checkpoint_seq", "records_replayed", "torn_bytes", "rolled_back_records")
 DISK, RECOVERY = 1.0, 0.0  # the rows' y
+TORN_MIN_SHARE = 0.06  # the torn cell's least drawn width, as a share of the records drawn
 
 
 def wal_strip_parts(records: Sequence[Record], recovery: Mapping[str, object]) -> dict[str, int]:
@@ -79,6 +82,8 @@ def plot_wal_strip(records: Sequence[Record], recovery: Mapping[str, object]) ->
     p = wal_strip_parts(records, recovery)
     checkpoint, first, last = p["checkpoint_seq"], p["first"], p["last"]
     end = last + (1 if p["torn_bytes"] else 0)
+    torn_width = max(1.0, TORN_MIN_SHARE * end) if p["torn_bytes"] else 0.0
+    torn_x = last + 0.5 + torn_width / 2  # the torn cell's centre
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
@@ -93,15 +98,19 @@ def plot_wal_strip(records: Sequence[Record], recovery: Mapping[str, object]) ->
     _label(ax, first, last, DISK, f"wal.log: records {first}–{last}")
     _label(ax, first, last, RECOVERY, _recovery_label(p))
     if p["torn_bytes"]:
-        _cell(ax, end, DISK, TORN_COLOR, "torn", hatch="///")
-        _note(ax, end, DISK + 0.45, f"record {end}: only {p['torn_bytes']} bytes reached the file (torn)")
-        _cell(ax, end, RECOVERY, "white", "dropped", edge=TORN_COLOR)
-        _note(ax, end, RECOVERY - 0.45, "torn bytes dropped", below=True)
-    ax.set_xlim(0.5, end + 0.5)
+        _cell(ax, torn_x, DISK, TORN_COLOR, "torn", hatch="///", width=torn_width)
+        _note(ax, torn_x, DISK + 0.45, f"record {end}: only {p['torn_bytes']} bytes reached the file (torn)")
+        _cell(ax, torn_x, RECOVERY, "white", "dropped", edge=TORN_COLOR, width=torn_width)
+        _note(ax, torn_x, RECOVERY - 0.45, "torn bytes dropped", below=True)
+    ax.set_xlim(0.5, last + 0.5 + torn_width)
     ax.set_ylim(-1.05, 2.05)
     ax.set_yticks([DISK, RECOVERY], ["on disk\nat the crash", "what recovery\ndoes"], fontsize=13)
     ticks = sorted({1, checkpoint, last} - {0}) if last - checkpoint > 8 else sorted({1, last})
     ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=13)
+    if p["torn_bytes"]:  # the torn record's number, under its (widened) cell, in its colour
+        ax.get_xticklabels()[-1].set_horizontalalignment("right")  # `last` ends where its cell does
+        ax.text(torn_x, -0.02, str(end), transform=ax.get_xaxis_transform(), ha="center", va="top",
+                fontsize=13, color=TORN_COLOR, gid="torn number")  # fmt: skip
     ax.set_xlabel("record number (records are numbered 1, 2, 3, ... across checkpoints)", fontsize=13)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
@@ -125,10 +134,18 @@ def _block(ax: Axes, lo: int, hi: int, y: float, color: str, text: str) -> None:
 
 
 def _cell(
-    ax: Axes, seq: int, y: float, color: str, gid: str, hatch: str | None = None, edge: str = "white"
+    ax: Axes,
+    seq: float,
+    y: float,
+    color: str,
+    gid: str,
+    hatch: str | None = None,
+    edge: str = "white",
+    width: float = 1.0,
 ) -> None:
-    """One record's cell, tagged `gid` (what it is, or what recovery does with it)."""
-    ax.add_patch(Rectangle((seq - 0.5, y - 0.35), 1, 0.7, facecolor=color, edgecolor=edge,
+    """One record's cell centred on `seq`, `width` records wide, tagged `gid` (what it is, or
+    what recovery does with it)."""
+    ax.add_patch(Rectangle((seq - width / 2, y - 0.35), width, 0.7, facecolor=color, edgecolor=edge,
                            linewidth=0.8, hatch=hatch, gid=gid))  # fmt: skip
 
 
