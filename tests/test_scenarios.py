@@ -131,6 +131,15 @@ def test_walkthrough_pages_follow_the_pool_rules():
     assert run.seqs.block_table("request_B")[:4] == [0, 1, 2, 3]
 
 
+def test_a_refusal_names_every_sequence_whose_last_page_is_full_in_plain_words():
+    run = ScenarioRun("fill", num_pages=20, page_size=2)  # pages of 2: two last pages fill at once
+    while run.can_step and not run.step().note.startswith("refused"):
+        pass
+    note = run.records[-1].note
+    full = [str(s) for s in run.seqs.sequences if run.seqs.get(s).num_tokens % 2 == 0]  # by hand
+    assert len(full) >= 2 and f"the last pages of {', '.join(full[:-1])} and {full[-1]} are full" in note
+
+
 def test_fill_stops_when_a_sequence_needs_a_page_and_none_is_left():
     run = run_to_end("fill")
     assert run.pool.num_active_pages == run.num_pages

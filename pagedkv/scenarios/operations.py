@@ -108,7 +108,7 @@ class ScenarioOperations:
             full = [str(s) for s in live if self.seqs.pages_needed_to_append(s)]  # last page full
             have = self.pool.num_available_pages  # FREE, or CACHED and evictable
             raise OutOfPagesError(
-                f"out of pages: the last page of {', '.join(full)} is full, so the step needs "
+                f"out of pages: {_last_pages_full(full)}, so the step needs "
                 f"{needed} new page{'s' * (needed != 1)}, and {have} {'is' if have == 1 else 'are'} "
                 "FREE or CACHED (a scheduler would preempt)"
             )
@@ -262,12 +262,19 @@ class ScenarioOperations:
     def _abort(self, action: Action, record: ActionRecord) -> None:
         """End a request of the scheduler: its pages go as a finish releases them."""
         if self.scheduler is None or action.seq_id not in self.scheduler.requests:
-            raise ValueError(f"{action.seq_id!r} is not a request of this run's scheduler")
+            raise ValueError(f"{action.seq_id!r} never reached the scheduler on this pool: nothing to abort")
         state = self.scheduler.request(action.seq_id)
         was = state.status
         if not self.scheduler.abort(action.seq_id):
             raise ValueError(f"{action.seq_id!r} already finished")
         record.note = f"{action.seq_id} aborted ({was}): full pages stay CACHED, like a finish"
+
+
+def _last_pages_full(names: list[str]) -> str:
+    """'the last page of a is full' / 'the last pages of a and b are full' / 'of a, b and c'."""
+    if len(names) == 1:
+        return f"the last page of {names[0]} is full"
+    return f"the last pages of {', '.join(names[:-1])} and {names[-1]} are full"
 
 
 def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:

@@ -21,7 +21,8 @@ from pagedkv.viz.palette import EVENT_COLORS
 
 __all__ = ["end_message", "log_html", "status_html"]
 
-LOG_KINDS = ("allocate", "prefix_hit", "evict", "cow", "cache", "free", "preempt", "append")
+LOG_KINDS = ("allocate", "prefix_hit", "fork", "evict", "cow", "cache", "free", "preempt", "append")
+KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says them as the log does
 
 
 def end_message(run: ScenarioRun) -> str:
@@ -83,7 +84,7 @@ def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
             style = f"color:{color};{ENTRY_STYLE}"
             lines.append(f"<div class='pagedkv-log-{kind}' style='{style}'>{html.escape(text)}</div>")
     body = "\n".join(lines) or "<i>no step yet: press Step</i>"  # as plain text: one entry a line
-    key = " ".join(f"<span style='color:{EVENT_COLORS[k]}'>{k.replace('_', ' ')}</span>" for k in LOG_KINDS)
+    key = " ".join(f"<span style='color:{EVENT_COLORS[k]}'>{KEY_WORDS.get(k, k)}</span>" for k in LOG_KINDS)
     return (
         f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;"
         "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:break-word'>"
