@@ -205,7 +205,7 @@ class DashboardControls(widgets.VBox):
             main, self.more_views, self.lru, self.lifecycle,
             # status and tables scroll together inside the view's height (the actions stay put)
             widgets.VBox([self.status, self.block_tables], layout=widgets.Layout(
-                max_height=f"{VIEW_HEIGHT_PX}px", overflow_y="auto", overflow_x="hidden")),
+                max_height=f"{VIEW_HEIGHT_PX}px", overflow="hidden auto")),  # x hidden, y scrolls
             widgets.VBox([row([self.pages_slider, self.page_size_slider, self.speed]), self.geometry_note]),
         )  # fmt: skip
         for pane in panes:  # all as tall as the tallest: the actions below stay where they are
