@@ -289,9 +289,27 @@ def test_owner_legends_show_every_name_whole_inside_the_picture_below_the_title(
         spots = [(x, y) for _, _, x, y in rows]
         assert len(set(spots)) == len(spots), (name, spots)  # no two rows on top of each other
         line = 1.45 * FONT_PT * heatmap._frame.px  # noqa: SLF001
-        grid_bottom = panel.frame.boxes[:, 3].max()
-        for _, lines, _, y in rows:  # never down over the axis label under the grid's column ids
-            assert y + len(lines) * line <= grid_bottom + line + 0.5, (name, lines, y, grid_bottom)
+        floor = panel.frame.key_box[3]  # above the axis label where it runs under the key
+        for _, lines, _, y in rows:
+            assert y + len(lines) * line <= floor + 0.5, (name, lines, y, floor)
+
+
+def test_a_long_owner_legend_stays_above_a_wide_axis_label():
+    """Five samples in a pool of 20 pages: its axis label ("…; hatched: no page") runs under
+    the key, one line of column ids below the grid, so no legend row may reach lower (the
+    fifth row was drawn over that label)."""
+    from pagedkv.viz.frame import FONT_PT
+
+    dash = Dashboard("parallel")
+    for _ in range(5):
+        dash.step()
+    heatmap = dash._maps()[0]  # noqa: SLF001
+    panel = heatmap.panels["owner"]
+    line = 1.45 * FONT_PT * heatmap._frame.px  # noqa: SLF001
+    label_top = panel.frame.boxes[:, 3].max() + 1.2 * line  # under the column ids
+    rows = heatmap.legend_rows(panel)
+    assert len(rows) == len(panel.legend)  # every name shown (in two columns)
+    assert all(y + len(lines) * line <= label_top for _, lines, _, y in rows), rows
 
 
 def test_legend_rows_wrap_a_long_name_rather_than_cut_it():

@@ -155,12 +155,19 @@ def build_frame(
                 np.concatenate(owners),
                 np.array(boxes, dtype=float),
                 (bbox.x0, height - bbox.y1 - 9 * px),
-                (key.x0, height - key.y1, key.x1, height - key.y0),
+                (key.x0, height - key.y1, key.x1, height - _key_floor(ax, key)),
                 _title_room(ax, key_ax),
             )
         )
     min_font_px = _smallest_pt(figure) * px
     return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px, _cut_texts(figure))
+
+
+def _key_floor(ax, key) -> float:
+    """The key's lowest edge (matplotlib's y, from the bottom): its axes' bottom, or the top of
+    the axis label under the grid where that label runs across the key's column."""
+    label = ax.xaxis.label.get_window_extent()
+    return max(key.y0, label.y1 + 2) if label.x1 > key.x0 else key.y0
 
 
 def _title_room(ax, key_ax) -> float:

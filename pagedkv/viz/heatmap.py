@@ -269,8 +269,6 @@ class PoolHeatmap:
         )
         room = right - (x0 + 22 * px) - 4 * px
         top = max(y0, float(panel.frame.boxes[:, 1].min()))
-        # down to one line under the grid (beside its column ids): the axis label below runs across
-        y1 = min(y1, float(panel.frame.boxes[:, 3].max()) + line)
         per_column = max(2, int((max(y1, top) - top) // line))  # lines
         half = (right - x0) / 2 - 26 * px
         columns = 2 if len(panel.legend) > per_column and all(
