@@ -37,6 +37,31 @@ def test_hit_rates_equal_the_reference_pool(page_size, pool_sizes):
     assert all(rate <= system_share for rate in rates.values())  # only system prompts repeat
 
 
+class HeadFirstReferencePool(ReferencePool):
+    """The reference pool, releasing a sequence's pages head first (its free_seq goes tail first)."""
+
+    def free_seq(self, seq) -> None:
+        self.tables[seq] = self.tables[seq][::-1]
+        super().free_seq(seq)
+
+
+@pytest.mark.parametrize("policy", ["lru", "mru"])
+def test_head_first_release_equals_the_reference_pool_and_costs_lru_hits(policy):
+    requests = popular_system_prompts(num_requests=150, num_prompts=6, length=40, seed=1)
+    head = prefix_pool_stats(requests, (10, 24), [policy], tail_first=False)
+    tail = prefix_pool_stats(requests, (10, 24), [policy])
+    for num_pages in (10, 24):
+        reference = HeadFirstReferencePool(num_pages, 16, policy=policy)
+        for r in requests:
+            reference.add(r.req_id, list(r.prompt_token_ids))
+            reference.free_seq(r.req_id)
+        counted = head[num_pages, policy]
+        assert counted.prefix_hits == reference.stats["prefix_hits"], num_pages
+        assert counted.evictions == reference.stats["evictions"], num_pages
+        if policy == "lru":  # head first, a system prompt's first page goes before its own pages
+            assert counted.prefix_hits < tail[num_pages, policy].prefix_hits, num_pages
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="requests must not be empty"):
         prefix_hit_rates([])

@@ -9,7 +9,8 @@ proportional to 1/k, so a few prompts make up most of the traffic.
 `prefix_pool_stats` admits the requests one at a time into pools of several sizes, each
 request finishing before the next arrives, and reports the share of prompt tokens served
 from the prefix cache (`PoolStats.hit_rate`, vLLM's prefix-cache hit rate) and the
-evictions for each eviction policy; `prefix_hit_rates` keeps the hit rates alone. It is
+evictions for each eviction policy (and, for contrast, with each request's pages released
+head first instead of tail first: `release`); `prefix_hit_rates` keeps the hit rates alone. It is
 bookkeeping only: no model runs, so the pages hold no real K/V, which is fine because
 nothing reads them. vLLM measures the same rate on real traffic
 (`vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`).
@@ -19,7 +20,7 @@ Leaves out: requests that overlap in time (each is freed before the next), and o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -53,9 +54,11 @@ def prefix_pool_stats(
     pool_sizes: Sequence[int] = (16, 32, 64, 128),
     policies: Sequence[str] = ("lru", "mru"),
     page_size: int = 16,
+    tail_first: bool = True,
 ) -> dict[tuple[int, str], PoolStats]:
     """(num_pages, eviction policy) -> the pool's counters (`PoolStats`: prefix hits and
-    queries, evictions, ...) after the requests were admitted and freed one after another."""
+    queries, evictions, ...) after the requests were admitted and freed one after another,
+    each releasing its pages tail first (`tail_first=False`: head first, for contrast)."""
     if not requests:
         raise ValueError("requests must not be empty")
     longest = max(len(r.prompt_token_ids) for r in requests)
@@ -73,9 +76,22 @@ def prefix_pool_stats(
             seqs = SequenceManager(pool)
             for r in requests:
                 seqs.add(r.req_id, r.prompt_token_ids)
-                seqs.free(r.req_id)
+                release(seqs, r.req_id, tail_first)
             stats[num_pages, policy] = pool.stats
     return stats
+
+
+def release(seqs: SequenceManager, seq_id: Hashable, tail_first: bool = True) -> None:
+    """Finish `seq_id`: `SequenceManager.free` (tail first, docs/design.md rule 6), or with
+    `tail_first=False` the same release head first, its first page first in the LRU order."""
+    if tail_first:
+        seqs.free(seq_id)
+        return
+    seq = seqs.get(seq_id)
+    del seqs.sequences[seq_id]
+    seqs.pool.tick()
+    seqs.pool.free_blocks(seq.block_table, seq_id)  # head first: the first page is evicted first
+    seqs.pool.publish()
 
 
 def prefix_hit_rates(
