@@ -1,13 +1,17 @@
 """Marks that carry a number or an event in the pictures of notebook 01: every slot count of
-the share bars is written and readable, and the usage picture marks the refused step."""
+the share bars is written and readable, the key draws reserved slots as the strips do, and the
+usage picture marks the refused step."""
 
 from __future__ import annotations
 
 import pytest
+from matplotlib.colors import to_hex
+from matplotlib.patches import Patch
 from matplotlib.text import Text
 
 from pagedkv.scenarios import ScenarioRun
-from pagedkv.viz import compare_layouts, plot_paged_vs_contiguous, plot_usage
+from pagedkv.viz import compare_layouts, contiguous_replay, plot_paged_vs_contiguous, plot_usage
+from pagedkv.viz.palette import SEQUENCE_COLORS
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +59,22 @@ def test_the_usage_picture_marks_the_step_the_pool_refused(fill):
 def test_a_refused_step_must_be_a_step_of_the_run(fill):
     with pytest.raises(ValueError, match="refused step"):
         plot_usage(fill.snapshots, refused=[len(fill.snapshots)])
+
+
+@pytest.mark.parametrize(("policy", "max_seq_len", "step"), [("oracle", 64, 9), ("max", None, 10)])
+def test_the_key_draws_reserved_slots_as_the_strips_do(fill, policy, max_seq_len, step):
+    """Reserved slots are a light tint of their request's colour, dotted: the key shows each
+    tint the contiguous strip paints on a reserved slot, with the dots, not a white swatch."""
+    fig = plot_paged_vs_contiguous(fill.snapshots, policy, max_seq_len=max_seq_len, step=step)
+    cache, _ = contiguous_replay(fill.snapshots, policy, max_seq_len=max_seq_len, step=step)
+    strip = fig.axes[1].get_images()[0].get_array()
+    width = strip.shape[1]
+    reserved = [
+        s for r in cache.accounting().reservations for s in range(r.start + r.used, r.start + r.final_len)
+    ]
+    assert reserved  # both moments have reserved slots
+    painted = {to_hex(tuple(strip[s // width, s % width])) for s in reserved}
+    fig.canvas.draw()
+    dotted = {to_hex(p.get_facecolor()) for p in fig.legends[0].findobj(Patch) if p.get_hatch() == ".."}
+    assert painted <= dotted and "#ffffff" in dotted  # the strips' tints, and the bars' white
+    assert all(c not in {to_hex(k) for k in SEQUENCE_COLORS} for c in painted)  # a tint, not the colour

@@ -7,18 +7,14 @@ its final length, which the replay knows because it has seen the whole run), eve
 gains fills one reserved slot, and a sequence that disappears frees its range. A fork is a
 new request there: contiguous memory cannot share.
 
-`compare_layouts` counts slots in the same categories for both memories (the vLLM paper's,
-Kwon et al., SOSP 2023, Fig. 2): `tokens` (slots holding K/V), `reserved` (empty slots of a
-reservation that its request fills later: up to its final length, which the replay knows; a
-paged pool has none), `internal_fragmentation` (a reservation's slots beyond its final length,
-never filled, and, as the paper counts a paged pool, the empty rest of each sequence's last
-page, handed out whole for one token, even though the sequence's next tokens may fill it),
-`external_fragmentation`
-(free slots in holes too small for the next request, which `ContiguousKVCache.accounting`
-takes to be the longest, `max_seq_len`), `cached` (CACHED pages) and `free`.
-`plot_paged_vs_contiguous` draws both memories slot by slot (flat slot order, wrapped into
-rows) in those categories. In the paged pool the only waste is the empty tail of each
-sequence's last page.
+`compare_layouts` counts slots in the vLLM paper's categories (Kwon et al., SOSP 2023, Fig. 2)
+for both memories: `tokens`, `reserved` (a reservation's empty slots its request fills later,
+up to the final length the replay knows), `internal_fragmentation` (a reservation's slots past
+its final length, and, as the paper counts a paged pool, the empty rest of each last page),
+`external_fragmentation` (free slots in holes shorter than `max_seq_len`, as
+`ContiguousKVCache.accounting` counts), `cached` (CACHED pages) and `free`.
+`plot_paged_vs_contiguous` draws both memories slot by slot in those categories, reserved
+slots in a light tint of their request's colour, dotted (the key shows each tint).
 
 Leaves out: the time dimension (see `plot_usage`) and allocators other than first fit.
 """
@@ -26,19 +22,21 @@ Leaves out: the time dimension (see `plot_usage`) and allocators other than firs
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
+from matplotlib.legend_handler import HandlerTuple
 from matplotlib.patches import Patch, Rectangle
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.validation import check_int, check_items
 from pagedkv.core.slot_mapping import slot_mapping
-from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError
+from pagedkv.labs.contiguous import ContiguousKVCache, NoContiguousHoleError, Reservation
 from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
 from pagedkv.viz.share_bars import draw_shares
@@ -56,7 +54,7 @@ CATEGORIES = (  # slot categories of both layouts, in drawing order
 # strips (dots: reserved, crosses: internal, slashes: external), so bars and strips read alike.
 STYLES = {
     "tokens": ("#333333", "", "tokens: its request's colour in the strips, dark grey in the bars"),
-    "reserved": ("#FFFFFF", "..", "· reserved: written by\n  its request later"),
+    "reserved": ("#FFFFFF", "..", "reserved, in the share bars"),
     "internal_fragmentation": (
         "#8C8C8C",
         "xx",
@@ -269,26 +267,36 @@ def plot_paged_vs_contiguous(
         title += f"; refused (no hole fits): {', '.join(map(str, refused))}"
     reservations = cache.accounting().reservations
     contiguous, marks = _contiguous_slots(cache, palette, num_slots)
-    _draw_strip(
-        fig.add_subplot(grid[1, 0]),
-        contiguous,
-        marks,
-        [(r.start, r.length) for r in reservations],
-        width,
-        title,
-    )
+    ranges = [(r.start, r.length) for r in reservations]
+    _draw_strip(fig.add_subplot(grid[1, 0]), contiguous, marks, ranges, width, title)
     shown = [c for c in CATEGORIES if counts["paged"][c] or counts["contiguous"][c]]
     draw_shares(fig.add_subplot(grid[:, 1]), counts, shown, num_slots, STYLES)
-    # One key for the strips and the bars: one swatch per sequence (so a refused id can be
-    # found in the paged picture), then the slot categories shown (tokens: the bars' grey).
+    # One key for strips and bars: a swatch per sequence (a refused one too), then the categories.
     seq_ids = list(dict.fromkeys([*snap.seq_ids, *(r.req_id for r in reservations), *refused]))
-    handles = [Patch(facecolor=palette.color(s), label=f"token of {s}") for s in seq_ids]
+    key: list[tuple[Any, str]] = [(Patch(facecolor=palette.color(s)), f"token of {s}") for s in seq_ids]
+    key += _reserved_key(reservations, palette)
     for category in shown:
         face, hatch, label = STYLES[category]
         label = "tokens, in the share bars" if category == "tokens" else label
-        handles.append(Patch(facecolor=face, hatch=hatch, edgecolor="#555555", label=label))
-    fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+        key.append((Patch(facecolor=face, hatch=hatch, edgecolor="#555555"), label))
+    fig.legend([h for h, _ in key], [label for _, label in key], loc="outside lower center", ncols=3,
+               fontsize=8, frameon=False, handlelength=3, handleheight=1.2,
+               handler_map={tuple: HandlerTuple(ndivide=None, pad=0)})  # fmt: skip
     return projector(fig)
+
+
+def _reserved_key(reservations: Sequence[Reservation], palette: SequencePalette) -> list[tuple[Any, str]]:
+    """The key of reserved slots as the strips draw them: each request's tint, dotted."""
+    tints = [_tint(palette.rgba(r.req_id)) for r in reservations if r.final_len > r.used]
+    swatch = tuple(Patch(facecolor=t, hatch="..", edgecolor="#555555", lw=0) for t in tints)
+    label = "· reserved: written by its request later\n  (its request's colour, light)"
+    return [(swatch, label)] * bool(tints)
+
+
+def _tint(rgba: Sequence[float] | np.ndarray) -> tuple[float, float, float, float]:
+    """A light tint of a request's colour, opaque: the colour of its reserved slots."""
+    r, g, b = (0.45 * np.asarray(rgba, dtype=float)[:3] + 0.55).tolist()
+    return (r, g, b, 1.0)
 
 
 def _rgba(category: str) -> tuple[float, float, float, float]:
@@ -328,7 +336,7 @@ def _contiguous_slots(
     for r in cache.accounting().reservations:
         tint = np.array(palette.rgba(r.req_id))
         slots[r.start : r.start + r.used] = tint
-        slots[r.start + r.used : r.start + r.final_len] = 0.45 * tint + 0.55  # a light tint
+        slots[r.start + r.used : r.start + r.final_len] = _tint(tint)
         slots[r.start + r.final_len : r.start + r.length] = _rgba("internal_fragmentation")
         reserved += range(r.start + r.used, r.start + r.final_len)
         internal += range(r.start + r.final_len, r.start + r.length)
