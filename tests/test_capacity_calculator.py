@@ -15,7 +15,15 @@ import re
 import pytest
 
 from pagedkv.labs.specs import size_text
-from pagedkv.viz.capacity import ANSWER_STYLE, RESET_NOTE, budget_text, calculator, calculator_answer, wrapped
+from pagedkv.viz.capacity import (
+    ANSWER_STYLE,
+    RESET_NOTE,
+    RESET_NOTE_LINES,
+    budget_text,
+    calculator,
+    calculator_answer,
+    wrapped,
+)
 
 GIB = 2**30
 LOG = {"memory_gib": 39.50, "activation_gib": 9.37, "non_torch_gib": 0.10, "cuda_graph_gib": 0.0}
@@ -89,16 +97,22 @@ def test_the_widget_shows_a_bad_field_instead_of_an_answer_and_recovers():
     assert "token slots" in out.value
 
 
-def test_no_box_goes_negative_and_the_answer_follows_every_keystroke():
-    # A browser's number box steps down when the page is scrolled over it: a box stops at its
-    # least allowed value, and the answer is redone at each change, not when focus leaves.
+def test_a_box_keeps_what_was_typed_and_the_answer_follows_every_keystroke():
+    # A box is not clamped: -5 typed stays -5 and the error names it (a clamped box would show
+    # 0 and an error about 0). The answer is redone at each change, not when focus leaves.
     box = calculator()
     out = box.children[-1]
     inputs = [w for row in box.children[:3] for w in row.children if hasattr(w, "continuous_update")]
     assert len(inputs) == 7 and all(w.continuous_update for w in inputs)
     fields = {w.description: w for w in inputs}
+    fields["GPU GiB"].value = -5.0
+    assert fields["GPU GiB"].value == -5.0
+    assert "not computed: memory_gib (GPU GiB) must be a number &gt; 0, got -5.0" in out.value
+    fields["GPU GiB"].value = 39.39
     fields["graphs GiB"].value = -1.0
-    assert fields["graphs GiB"].value == 0.0 and "CUDA-graph pool                    0.00 GiB" in out.value
+    assert fields["graphs GiB"].value == -1.0 and "got -1.0" in out.value
+    fields["graphs GiB"].value = 0.0
+    assert "CUDA-graph pool                    0.00 GiB" in out.value
     fields["request tok"].value = 1024
     answer = calculator_answer("Mistral-7B", "A100-40GB", 1024, cuda_graph_gib=0.0)
     assert html.unescape(out.value) == f"<pre style='{ANSWER_STYLE}'>{wrapped(answer, 80)}</pre>"
@@ -122,13 +136,19 @@ def test_budget_text_fits_80_characters_and_wraps_between_words():
 
 def test_weights_that_do_not_fit_are_said_so():
     text = calculator_answer("Llama-3-70B", "A100-40GB", 2048)
-    assert "do not fit" in text
+    assert "does not fit" in text
+    text = calculator_answer("Llama-3-70B", "L4", 2048)
+    assert text.startswith("Llama-3-70B does not fit on one L4:")
+    assert "more than 90% of the 22.00 GiB reported (19.80 GiB)" in text  # 0.9 x 22 GiB
+    assert max(len(line) for line in text.splitlines()) <= 80  # one line each in the calculator
 
 
 def test_a_new_model_or_gpu_resets_the_numbers_read_from_a_log():
     box = calculator()
     out = box.children[-1]
-    assert RESET_NOTE in box.children[3].value
+    note = box.children[3].value
+    assert "<br>".join(RESET_NOTE_LINES) in note and RESET_NOTE == " ".join(RESET_NOTE_LINES)
+    assert "line-height:1.4" in note  # not the widget's 28 px lines
     top = box.children[0].children
     fields = {w.description: w for row in box.children[1:3] for w in row.children}
     fields["act. GiB (0: estimate)"].value, fields["non-torch GiB"].value = 9.37, 0.1

@@ -326,3 +326,22 @@ def test_pow2_of_the_output_over_reserves_the_output_at_most_twice(prompt_len, f
 def test_allocator_and_pow2_choices_are_validated(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ContiguousKVCache(64, "pow2", 8, **kwargs)
+
+
+def test_free_blocks_are_the_buddy_blocks_not_the_merged_holes():
+    # 2,048 slots: 600 -> [0, 1024), 300 -> [1024, 1536), 100 -> [1536, 1664); B freed.
+    # By hand: B's 512 cannot merge (its buddy [1536, 2048) is split); C's split left the
+    # blocks [1664, 1792) and [1792, 2048), next to each other but not buddies.
+    arena = ContiguousKVCache(2048, "oracle", allocator="buddy")
+    for req, final_len in (("A", 600), ("B", 300), ("C", 100)):
+        arena.add(req, final_len // 2, final_len)
+    arena.free("B")
+    assert arena.free_blocks() == [(1024, 512), (1664, 128), (1792, 256)]
+    assert arena.holes() == [(1024, 512), (1664, 384)]
+    with pytest.raises(NoContiguousHoleError):
+        arena.add("D", 350, 700)  # needs a block of 1,024: 896 slots free, none that large
+    shares = arena.accounting(700, 350).as_dict()
+    assert shares["external_fragmentation"] == 896 + (1024 - 600) + (128 - 100)
+    first_fit = ContiguousKVCache(2048, "oracle")
+    first_fit.add("A", 300, 600)
+    assert first_fit.free_blocks() == first_fit.holes() == [(600, 1448)]

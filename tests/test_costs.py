@@ -114,7 +114,7 @@ def test_table_skips_models_whose_weights_do_not_fit():
         (lambda: costs.Assumptions(gpu_memory_utilization=0), "gpu_memory_utilization"),
         (lambda: costs.Assumptions(max_num_batched_tokens=0), "max_num_batched_tokens"),
         (lambda: costs.Assumptions(activation_gib=-1.0), "activation_gib"),
-        (lambda: costs.capacity("Llama-3-70B", "A100-40GB", 10), "do not fit"),
+        (lambda: costs.capacity("Llama-3-70B", "A100-40GB", 10), "does not fit"),
     ],
 )
 def test_bad_input_names_the_argument(call, word):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -179,3 +180,29 @@ def test_the_recorded_quick_run_is_what_the_quick_run_computes(quick_report):
         _same(getattr(saved, name), getattr(quick_report, name), name)
     assert saved.table() == quick_report.table()
     assert saved.figure() is not None
+
+
+def test_the_printed_ratios_follow_from_the_printed_rates():
+    # A reader divides the rates the line prints: the ratios beside them must be those quotients.
+    notes = bench.recorded("serving").notes
+    [at] = [i for i, n in enumerate(notes) if n.startswith("sustainable rate")]
+    line = notes[at] + notes[at + 1]  # the rates, then the ratios
+    rates = {s: float(r) for s, r in re.findall(r"(\w+) (\d+\.\d{3})/s", line)}
+    assert set(rates) == set(serving.SYSTEMS)
+    ratios = re.findall(r"paged / (\w+) ([\d.]+)x", line)
+    assert [other for other, _ in ratios] == ["oracle", "max"]
+    for other, ratio in ratios:
+        assert ratio == f"{rates['paged'] / rates[other]:.2f}"
+
+
+def test_the_latency_axis_labels_stand_apart_at_notebook_width():
+    # Shown 848 px wide (78 % of its 1,100 px), each tick label keeps a clear gap to the next.
+    fig = bench.recorded("serving").figure()
+    renderer = fig.canvas.get_renderer()
+    lat = fig.axes[0]
+    boxes = sorted(
+        (t.get_window_extent(renderer) for t in lat.get_yticklabels() if t.get_text()), key=lambda b: b.y0
+    )
+    scale = 848 / (fig.get_figwidth() * fig.dpi)
+    assert len(boxes) == 8
+    assert all((upper.y0 - lower.y1) * scale >= 6 for lower, upper in zip(boxes, boxes[1:]))

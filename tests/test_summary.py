@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pagedkv.labs import costs
+from pagedkv.labs.serving import rate_ratio
 from pagedkv.labs.summary import summary_text
 
 
@@ -42,7 +43,15 @@ def test_summary_prints_one_fact_per_line_from_the_runs():
     assert "  prefix-aware imbalance:     1.50 / 2.00" in lines
     paper = "(paper 20.4 / 26.8 / 38.2 / 96.3 %)"
     assert f"  slots holding tokens:       10.0 / 20.0 / 30.0 / 90.0 % {paper}" in lines
-    assert "  paged sustains:             2.00 requests/s" in lines
+    assert "  sustains (requests/s):      1.000 / 1.000 / 1.500 / 2.000" in lines
     assert "  paged's rate over oracle's: 1.33x (paper 1.7-2.7x)" in lines
     assert "  paged's rate over max's:    2.00x (paper 2.7-8x)" in lines
     assert max(len(line) for line in lines) <= 95
+
+
+def test_each_printed_ratio_is_the_quotient_of_the_printed_rates():
+    # rates that round differently at 2 and 3 decimals: 3.53108 / 1.37485 is 2.5683, but
+    # 3.53 / 1.37 would print 2.58
+    assert rate_ratio(3.53108, 1.37485) == 3.531 / 1.375
+    assert f"{rate_ratio(3.53108, 1.37485):.2f}" == "2.57"
+    assert f"{rate_ratio(3.53108, 0.64701):.2f}" == f"{3.531 / 0.647:.2f}" == "5.46"

@@ -189,6 +189,11 @@ class ContiguousKVCache:
             out.append((cursor, self.num_slots - cursor))
         return out
 
+    def free_blocks(self) -> list[tuple[int, int]]:
+        """Free ranges a reservation can take, as (start, length) by address: the buddy
+        allocator's free blocks (neighbours that are not buddies stay apart), else `holes()`."""
+        return self._buddy.blocks() if self._buddy is not None else self.holes()
+
     def accounting(self, next_final_len: int | None = None, next_prompt_len: int = 0) -> ContiguousAccounting:
         """Every slot in one category. A hole counts as external fragmentation when it cannot
         hold the reservation of a request with `next_final_len` tokens, `next_prompt_len` of

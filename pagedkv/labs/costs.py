@@ -164,9 +164,11 @@ def capacity(
     usable, *spent = (value for _, value, _ in capacity_terms(m, g, assume))
     budget = usable - sum(spent)
     if budget <= 0:
-        raise ValueError(
-            f"model {m.name}'s weights and profile run ({sum(spent) / GIB:.1f} GiB) do not fit in "
-            f"{assume.gpu_memory_utilization:.0%} of gpu {g.name}'s {g.reported_gib} GiB"
+        raise ValueError(  # lines under 80 characters (the calculator's width)
+            f"{m.name} does not fit on one {g.name}: no memory is left for K/V.\n"
+            f"Weights, activation peak, non-torch memory and CUDA graphs take {sum(spent) / GIB:.2f} GiB,\n"
+            f"more than {assume.gpu_memory_utilization:.0%} of the {g.reported_gib:.2f} GiB reported "
+            f"({usable / GIB:.2f} GiB)."
         )
     pages = int(budget // (bytes_per_token(m) * assume.page_size))
     slots = pages * assume.page_size

@@ -285,3 +285,12 @@ def sustainable_rate(rates: list[float], latencies: list[float], bound: float = 
             r0, l0 = rates[i - 1], latencies[i - 1]
             return r0 + (rate - r0) * (bound - l0) / (latency - l0)
     return rates[-1]
+
+
+RATE_DIGITS = 3  # decimals of a printed sustainable rate: enough that the printed ratios follow
+
+
+def rate_ratio(rate: float, other: float) -> float:
+    """`rate / other` of the two rates as printed (rounded to RATE_DIGITS decimals), so a ratio
+    printed beside them is their quotient. Example: 3.53108, 1.37485 -> 3.531 / 1.375 = 2.568."""
+    return round(rate, RATE_DIGITS) / round(other, RATE_DIGITS)

@@ -8,7 +8,7 @@ each number on a line of its own under a heading per question.
 from __future__ import annotations
 
 from pagedkv.labs import costs
-from pagedkv.labs.serving import PAPER, PAPER_RATE_RATIOS, SYSTEMS, sustainable_rate
+from pagedkv.labs.serving import PAPER, PAPER_RATE_RATIOS, RATE_DIGITS, SYSTEMS, rate_ratio, sustainable_rate
 
 
 def _joined(values: list[float], digits: int) -> str:
@@ -36,6 +36,7 @@ def summary_text(tier_runs: dict, routing: dict, serving: dict, tokens: int = 20
     }
     host = {k: f"{100 * tier_runs[k]['host_hit_rate']:.1f} %" for k in ("64", "256")}
     paper = {s: f"{low:g}-{high:g}x" for s, (low, high) in PAPER_RATE_RATIOS.items()}
+    over = {s: f"{rate_ratio(rate['paged'], rate[s]):.2f}x (paper {paper[s]})" for s in paper}
     return "\n".join(
         [
             "7B on an A100-40GB (Mistral-7B)",
@@ -53,8 +54,8 @@ def summary_text(tier_runs: dict, routing: dict, serving: dict, tokens: int = 20
             f"  prefix-aware imbalance:     {imbalance}",
             f"serving, {' / '.join(SYSTEMS)}",
             f"  slots holding tokens:       {shares} % (paper {_joined([PAPER[s] for s in SYSTEMS], 1)} %)",
-            f"  paged sustains:             {rate['paged']:.2f} requests/s",
-            f"  paged's rate over oracle's: {rate['paged'] / rate['oracle']:.2f}x (paper {paper['oracle']})",
-            f"  paged's rate over max's:    {rate['paged'] / rate['max']:.2f}x (paper {paper['max']})",
+            f"  sustains (requests/s):      {_joined([rate[s] for s in SYSTEMS], RATE_DIGITS)}",
+            f"  paged's rate over oracle's: {over['oracle']}",
+            f"  paged's rate over max's:    {over['max']}",
         ]
     )

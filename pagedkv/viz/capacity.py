@@ -12,8 +12,9 @@ typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) repr
 - `request tok`, the length of the requests counted in "requests of N tokens that fit" and
   brought back in the three ways back (the budget itself does not depend on it).
 
-No GiB box goes below 0; a token count below 1 shows an error instead of an answer. The answer
-follows every keystroke. Choosing a model or a GPU resets the four boxes read from a log
+A box keeps what was typed: a value out of range (a GiB below 0, a token count below 1, a
+`mem util` above 1) shows an error naming it instead of an answer. The answer follows every
+keystroke. Choosing a model or a GPU resets the four boxes read from a log
 (GPU GiB, act. GiB, non-torch GiB, graphs GiB), so an answer never mixes a log of one model
 with another model.
 
@@ -53,10 +54,12 @@ FIELDS = {  # calculator_answer's keyword -> the widget's label
 # (memory_gib's is the GPU's reported memory)
 LOG_FIELDS = ("memory_gib", "activation_gib", "non_torch_gib", "cuda_graph_gib")
 LOG_DEFAULTS = {"activation_gib": 0.0, "non_torch_gib": 0.3, "cuda_graph_gib": 0.5}
-RESET_NOTE = (
-    "Choosing a model or a GPU resets GPU GiB, act. GiB, non-torch GiB and graphs GiB: "
-    "choose them first, then type your log's numbers."
+RESET_NOTE_LINES = (  # shown as two lines, each one line in the calculator's width
+    "Choosing a model or a GPU resets GPU GiB, act. GiB, non-torch GiB and graphs GiB:",
+    "choose them first, then type your log's numbers.",
 )
+RESET_NOTE = " ".join(RESET_NOTE_LINES)
+NOTE_STYLE = "font-size:14px;line-height:1.4;margin:4px 0"  # the widget's own line height is 28 px
 # What a box's label adds: act. GiB's 0 means pagedkv's formula; every other box means its value
 ZERO_MEANS = {"activation_gib": " (0: estimate)"}
 
@@ -147,16 +150,15 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
     costs.model_spec(model), costs.gpu_spec(gpu)  # ValueError naming the choices
     pick_model = widgets.Dropdown(options=list(MODELS), value=model, description="model")
     pick_gpu = widgets.Dropdown(options=list(GPUS), value=gpu, description="GPU")
-    # Boxes that cannot go below their least allowed value (a scrolled number box stops
-    # there) and answer at every keystroke, not only when the box loses focus.
-    # Token counts are not clamped: 0 shows an error that says the least allowed value.
-    gib = dict(min=0.0, max=10**4, continuous_update=True)
+    # Boxes that keep what was typed (no clamping: -5 stays -5 and the error names it) and
+    # answer at every keystroke, not only when the box loses focus.
+    gib = dict(continuous_update=True)
     length = widgets.IntText(tokens, description="request tok", continuous_update=True)
     boxes = {
-        "memory_gib": widgets.BoundedFloatText(GPUS[gpu].reported_gib, **gib),
-        "utilization": widgets.BoundedFloatText(0.9, **gib),  # above 1: an error, not clamped
+        "memory_gib": widgets.FloatText(GPUS[gpu].reported_gib, **gib),
+        "utilization": widgets.FloatText(0.9, **gib),
         "batched_tokens": widgets.IntText(8192, continuous_update=True),
-        **{name: widgets.BoundedFloatText(LOG_DEFAULTS[name], **gib) for name in LOG_FIELDS[1:]},
+        **{name: widgets.FloatText(LOG_DEFAULTS[name], **gib) for name in LOG_FIELDS[1:]},
     }
     for box in (length, *boxes.values()):  # labels shown whole, boxes in even columns
         box.style.description_width, box.layout.width = "100px", "240px"
@@ -187,7 +189,7 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
     for w in (length, *boxes.values()):
         w.observe(update, names="value")
     update()
-    note = widgets.HTML(f"<i>{RESET_NOTE}</i>")
+    note = widgets.HTML(f"<div style='{NOTE_STYLE}'><i>{'<br>'.join(RESET_NOTE_LINES)}</i></div>")
     rows = [widgets.HBox([pick_model, pick_gpu, length])]
     rows += [widgets.HBox([boxes[a], boxes[b], boxes[c]]) for a, b, c in (list(FIELDS)[:3], list(FIELDS)[3:])]
     return widgets.VBox([*rows, note, out])
