@@ -664,3 +664,22 @@ def test_plot_page_states_lists_the_top_band_first():
 
     fig = plot_page_states({"FREE": [3, 2, 1], "CACHED": [0, 1, 2]}, "request")
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["CACHED", "FREE"]
+
+
+def test_the_owner_key_names_only_sequences_that_own_a_page():
+    """A fork that has not written holds only its parent's pages: the owner view colours none of
+    them with its colour, so its key has no row for it; once it writes (copy-on-write) it owns
+    a page and gets its row."""
+    from pagedkv.scenarios import Action, ScenarioRun
+    from pagedkv.viz import plot_pool
+
+    run = ScenarioRun("walkthrough")
+    for _ in range(5):
+        run.step()
+    child = "request_A.f1"
+    run.apply(Action("fork", child, parent="request_A"))
+    names = [label for _, label in plot_pool(run.snapshots[-1]).panels["owner"].legend]
+    assert "request_A" in names and str(child) not in names
+    run.apply(Action("decode"))  # both write: the child copies the shared last page
+    names = [label for _, label in plot_pool(run.snapshots[-1]).panels["owner"].legend]
+    assert str(child) in names

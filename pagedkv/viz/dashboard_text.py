@@ -84,11 +84,11 @@ def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
             style = f"color:{color};{ENTRY_STYLE}"
             lines.append(f"<div class='pagedkv-log-{kind}' style='{style}'>{html.escape(text)}</div>")
     body = "\n".join(lines) or "<i>no step yet: press Step</i>"  # as plain text: one entry a line
-    key = " ".join(f"<span style='color:{EVENT_COLORS[k]}'>{KEY_WORDS.get(k, k)}</span>" for k in LOG_KINDS)
+    key = " · ".join(f"<span style='color:{EVENT_COLORS[k]}'>{KEY_WORDS.get(k, k)}</span>" for k in LOG_KINDS)
     return (
         f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;"
         "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:break-word'>"
-        f"<div><b>event log</b>, newest step first · {key}</div>\n"
+        f"<div><b>event log</b>, newest step first<br>{key}</div>\n"
         "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
         "cause before effect: a scheduler's decision first, then each eviction, the allocation "
         "it made room for and the token; a finish or a refusal last. Tokens count from 1 in each "

@@ -99,10 +99,13 @@ def _occupancy(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.n
 def _owner(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:
     colors = [ctx.palette.color(s) for s in snap.seq_ids]
     rgba = to_rgba_array([*colors, NO_OWNER_COLOR])[snap.owner]  # owner -1: last row
-    shown = snap.seq_ids[:MAX_LEGEND_SEQUENCES]
-    panel.legend = [(c, str(s)) for c, s in zip(colors, shown, strict=False)]
-    if len(snap.seq_ids) > len(shown):
-        panel.legend.append(("", f"+{len(snap.seq_ids) - len(shown)} more"))
+    # the key names the sequences the picture colours: a fork that has not written yet holds
+    # only pages an older sequence owns, so it has no cell of its own colour and no key row
+    owning = set(snap.owner.tolist())
+    owners = [(c, str(s)) for k, (c, s) in enumerate(zip(colors, snap.seq_ids, strict=True)) if k in owning]
+    panel.legend = owners[:MAX_LEGEND_SEQUENCES]
+    if len(owners) > len(panel.legend):
+        panel.legend.append(("", f"+{len(owners) - len(panel.legend)} more"))
     panel.legend.append((NO_OWNER_COLOR, "no holder"))
     return rgba, _ids(snap)
 

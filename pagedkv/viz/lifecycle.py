@@ -109,6 +109,9 @@ def _label(ax, lines, lit: set[str], place: tuple, edge: tuple[PageState, PageSt
     step further out; left and right of the loop; or rotated along a straight arrow, the
     first row above it and the next below it, each at the middle of the arrow."""
     how, at, step, align = place
+    if how == "outside" and len(lines) > 1:  # a stack of rows: say which arrow it labels
+        head = f"{edge[0].name} → {edge[1].name}:"
+        ax.text(at[0] - step, at[1] + 0.075, head, ha=align, va="top", fontsize=FONT_PT, color=IDLE_COLOR)
     for k, (text, name, note) in enumerate(lines):
         style = {
             "fontsize": FONT_PT,
