@@ -293,4 +293,28 @@ def test_request_account_sums_hold_and_match_a_hand_count() -> None:
         broken[1]["free"] += 1
         assert not account_sums_hold(broken, num_pages=10)  # type: ignore[arg-type]
     text = request_account(rows, 0, num_pages=10)
-    assert text.splitlines()[1].lstrip().startswith("hash = radix:")  # request 1: the same in both
+    assert all(line.lstrip().startswith("both:") for line in text.splitlines()[1:])  # request 1
+    for i in range(len(prompts)):  # a line differs between the pools <=> it is printed per pool
+        text = request_account(rows, i, num_pages=10)
+        lines = {name: account_lines(rows[name], i, num_pages=10) for name in rows}
+        for hash_line, radix_line in zip(lines["hash"], lines["radix"], strict=True):
+            if hash_line == radix_line:
+                assert f"both:  {hash_line}" in text and f"hash:  {hash_line}" not in text
+            else:
+                assert f"hash:  {hash_line}" in text and f"radix: {radix_line}" in text
+
+
+def test_corner_pages_by_hand() -> None:
+    """Pages of 2 tokens, no eviction. B repeats A's prompt [1, 2, 3, 4]: it hits [1, 2] only
+    (last-token rule), recomputes [3, 4] into a copy, then writes [5, 6] and [7, 8]. By hand:
+    the hash chain counts [5, 6] (its page before is the copy) but not [7, 8] (its page before,
+    [5, 6], is indexed); the tree leaves [5, 6] out, so it counts [7, 8] too. A stream whose
+    prompts end in new tokens never makes a copy: 0 in both."""
+    from pagedkv.labs.lab_workloads import LabRequest
+    from pagedkv.labs.radix_vs_hash import corner_pages
+
+    a = LabRequest("a", [1, 2, 3, 4], [9])
+    corner = [a, LabRequest("b", [1, 2, 3, 4], [5, 6, 7, 8])]
+    fresh = [a, LabRequest("b", [1, 2, 3, 4, 10], [11, 12])]
+    assert [corner_pages(corner, 40, index, page_size=2) for index in ("hash", "radix")] == [1, 2]
+    assert [corner_pages(fresh, 40, index, page_size=2) for index in ("hash", "radix")] == [0, 0]

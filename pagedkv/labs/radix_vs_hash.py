@@ -2,7 +2,8 @@
 
 Three caches replay the same `pagedkv.labs.lab_workloads` stream, one request at a time:
 
-- **hash**: `KVCachePool` with vLLM's chained block hashes and LRU (`prefix_index="hash"`);
+- **hash**: `KVCachePool` with chained block hashes as vLLM computes them, one page per
+  hash, and LRU (`prefix_index="hash"`);
 - **radix**: the same pool with SGLang's tree as its index and leaf-first LRU
   (`prefix_index="radix"`); pages enter the index when they fill, and leaves give up one
   page at a time, because the pool asks for exactly the pages it needs;
@@ -18,8 +19,13 @@ prompt_len - 1 *tokens* and then matches whole pages: the same formula. What dif
 its default page size, 1, where the cap costs one token, against vLLM's 16.)
 
 `generate_one_at_a_time` runs a few prompts through the real model in each pool and reads
-the counts after every request, and `orphan_pages` names the indexed pages no lookup can
-reach (notebook 09, section 3).
+the counts after every request, `orphan_pages` names the indexed pages no lookup can
+reach (notebook 09, section 3), and `corner_pages` counts the pages a stream writes right
+after a recomputed copy (section 5's corner).
+
+The hash pool is pagedkv's: one page per hash, so a recomputed copy is not indexed and
+the pages after it can become orphans. vLLM v1 maps a hash to every block holding it, so
+there the copy is indexed too and the chain stays whole (docs/vllm_map.md, `PrefixIndex`).
 
 Leaves out: overlapping requests (where SGLang's insert-at-finish and the pool's
 insert-at-fill part ways), and SGLang's host tier.
@@ -209,15 +215,15 @@ def account_lines(rows: Sequence[RequestRow], i: int, page_size: int = 4, num_pa
 def request_account(
     rows_by_index: dict[str, list[RequestRow]], i: int, page_size: int = 4, num_pages: int = 12
 ) -> str:
-    """`account_lines` of request `i` for each pool ("hash", "radix"), one block per pool,
-    or one block for all when every pool counts the same."""
+    """`account_lines` of request `i` for each pool ("hash", "radix"), line by line: a line
+    every pool counts the same is printed once, labelled "both"; a line that differs is
+    printed once per pool, labelled with the pool's name."""
     accounts = {name: account_lines(rows, i, page_size, num_pages) for name, rows in rows_by_index.items()}
-    if len({tuple(lines) for lines in accounts.values()}) == 1:
-        accounts = {" = ".join(accounts): next(iter(accounts.values()))}
-    width = max(map(len, accounts)) + 2
+    width = max(map(len, [*accounts, "both"])) + 2
     out = [f"request {i + 1}:"]
-    for name, lines in accounts.items():
-        out += [f"  {name + ':':{width}}{lines[0]}"] + [" " * (width + 2) + line for line in lines[1:]]
+    for lines in zip(*accounts.values(), strict=True):
+        labelled = [("both", lines[0])] if len(set(lines)) == 1 else list(zip(accounts, lines))
+        out += [f"  {name + ':':{width}}{line}" for name, line in labelled]
     return "\n".join(out)
 
 
@@ -233,6 +239,29 @@ def account_sums_hold(rows: Sequence[RequestRow], num_pages: int = 12) -> bool:
         if (evictions, indexed, free) != (row["evictions"], row["indexed"], row["free"]):
             return False
     return True
+
+
+def corner_pages(requests: Sequence[LabRequest], cache_tokens: int, index: str, page_size: int = 16) -> int:
+    """Full pages written right after a page the prefix index does not hold (a recomputed
+    copy): notebook 09, section 5's corner, counted while the stream runs one request at a
+    time through the pool with prefix index "hash" or "radix" (as `replayed_pool`).
+
+    A page is indexed when it fills; the count is of pages that filled while the page before
+    them was not the one indexed under its hash. 0 means the two indexes never part."""
+    num_pages = num_pages_for(requests, cache_tokens, page_size)
+    pool = KVCachePool(CacheConfig.bookkeeping(num_pages, page_size, prefix_index=index))
+    prefix_index, insert_all = pool.prefix_index, pool.prefix_index.insert_all
+    count = 0
+
+    def counting(page_ids: Sequence[int], block_hashes: Sequence[bytes], parent: int | None = None) -> None:
+        nonlocal count
+        if parent is not None and not prefix_index.holds_page(parent):
+            count += len(page_ids)
+        insert_all(page_ids, block_hashes, parent)
+
+    setattr(prefix_index, "insert_all", counting)  # noqa: B010  # count, then index as before
+    serve_one_at_a_time(SequenceManager(pool), requests)
+    return count
 
 
 def orphan_pages(pool: KVCachePool) -> list[int]:
