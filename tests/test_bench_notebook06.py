@@ -64,9 +64,13 @@ def test_try_page_size_runs_what_one_run_runs(capsys):
 
 
 def test_describe_gives_the_tokens_looked_up_next_to_the_share():
-    point = page_size.one_run(16, slots=32768, requests=12)
-    first, hit = point["first_lookups"]
-    assert f"{hit:,} of {first:,} tokens looked up = {hit / first:.1%}" in page_size.describe(point)
+    # first admissions and re-admissions together: the sweep's prefix hit rate
+    point = page_size.one_run(256, slots=4096, requests=40)
+    (first, first_hit), (again, again_hit) = point["first_lookups"], point["readmission_lookups"]
+    assert first_hit == 0 < again_hit  # pages of 256 share no part of the 200-token system prompt
+    line = f"{again_hit:,} of {first + again:,} prompt tokens looked up = {again_hit / (first + again):.1%}"
+    assert line in page_size.describe(point)
+    assert f"= {point['prefix_hit_rate_pct']:.1f}%" in page_size.describe(point)
 
 
 def test_simulate_contiguous_passes_the_allocator_to_the_arena():
@@ -81,7 +85,7 @@ def test_simulate_contiguous_passes_the_allocator_to_the_arena():
     assert ContiguousKVCache(slots, "oracle", allocator="buddy").allocator == "buddy"
 
 
-def test_sharing_figure_draws_the_papers_range_per_mode_as_a_band():
+def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     data = {
         "parallel sampling": {2: {"saving_pct": 6.0}, 4: {"saving_pct": 9.0}},
         "beam search": {2: {"saving_pct": 40.0}, 4: {"saving_pct": 60.0}},
@@ -90,8 +94,14 @@ def test_sharing_figure_draws_the_papers_range_per_mode_as_a_band():
     (ax,) = fig.axes
     assert ax.get_legend() is None  # the legend is the figure's, below the axes
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "parallel sampling, the paper: 6.1-9.8 %" in labels
-    assert "beam search, the paper: 37.6-55.2 %" in labels
+    assert "parallel sampling, the paper: 6.1 % (n = 2), 9.8 % (n = 6)" in labels
+    assert "beam search, the paper: 37.6 % (k = 2), 55.2 % (k = 6)" in labels
+    # one black dash per mode at width 2 (the data has no width 6), at the paper's low end,
+    # across its own bar; none at width 4, where the paper gives no number
+    dashes = sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in ax.get_lines())
+    bars = sorted(patch.get_x() for patch in ax.patches)
+    assert [y for _, y in dashes] == [6.1, 37.6]
+    assert [round(x, 6) for x, _ in dashes] == [round(bars[0], 6), round(bars[1], 6)]
     assert ax.get_ylim()[1] >= 60.0 * 1.2  # room above the tallest bar's label
     no_workload = sharing.figure(Report("some title", [], [], data=data))
     assert not any("paper" in t.get_text() for t in no_workload.legends[0].get_texts())
@@ -101,8 +111,20 @@ def test_sharing_figure_draws_the_papers_range_per_mode_as_a_band():
     assert fig.legends[0].get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0
 
 
-def test_attention_figure_labels_the_line_at_one():
+def test_attention_figure_names_the_quick_run_and_keys_the_paper_as_a_line():
+    from matplotlib.lines import Line2D
+
     points = [{"batch": 2, "context": 16, "ratio": 2.0}]
-    fig = attention.figure(Report("attention", [], [], data={"points": points}))
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert labels[0] == "1.0: same time as dense"
+    fig = attention.figure(Report("attention", [], [], data={"points": points, "quick": True}))
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == [
+        "yours (quick, noisy)",
+        "one full run (section 6): 1.32-3.07x",
+        "vLLM's GPU kernel (paper): 1.20-1.26x",
+        "1.0: same time as dense",
+    ]
+    assert isinstance(legend.legend_handles[2], Line2D)  # the text calls it a line
+    assert "quick run" in fig.axes[0].get_title()
+    full = attention.figure(Report("attention", [], [], data={"points": points}))
+    assert full.legends[0].get_texts()[0].get_text() == "yours (this machine)"

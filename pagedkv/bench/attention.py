@@ -45,6 +45,7 @@ from pagedkv.core.config import CacheConfig
 from pagedkv.core.plumbing.validation import check_choice
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.slot_mapping import slot_mapping
+from pagedkv.labs.attention_figure import PAPER_RATIOS, figure
 from pagedkv.model.attention_tiled import CHUNK_BYTES, IN_PLACE_BYTES, TiledAttentionEngine, is_run
 from pagedkv.model.dense_decode import (
     dense_decode,
@@ -55,7 +56,6 @@ from pagedkv.model.dense_decode import (
 
 HELP = "paged vs dense decode attention (numpy): time ratio per batch and context size"
 TARGET, WORST = 1.3, 1.6  # this project's targets: geometric mean, and any one point
-PAPER_RATIOS = (1.20, 1.26)  # vLLM paper, Sec. 7.1: its paged kernel's time / a contiguous kernel's
 BANDWIDTH_MIB = 256  # size of the array np.copyto copies to measure memory bandwidth
 FLUSH_MIB = 256  # --cache cold: bytes rewritten before each timed run (more than the caches hold)
 FLUSH_BYTES = FLUSH_MIB << 20
@@ -280,6 +280,7 @@ def run(
             "worst_allowed": WORST,
             "layout": layout,
             "cache": cache,
+            "quick": quick,
         },
     )
 
@@ -327,23 +328,3 @@ def notes(points: list[dict], bandwidth: float, mib: int) -> list[str]:
         f"mean {geomean(p['ratio_vs_q_kt'] for p in points):.2f}x",
         "vLLM paper: its paged kernel is {:.2f}-{:.2f}x the contiguous one".format(*PAPER_RATIOS),
     ]
-
-
-def figure(report: Report):
-    """Paged / dense time per (batch, context) point, with the vLLM paper's range as a band."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    points = report.data["points"]
-    fig = Figure(figsize=(max(5, 0.7 * len(points)), 3.2))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    labels = [f"B={p['batch']}\nL={p['context']}" for p in points]
-    ax.bar(labels, [p["ratio"] for p in points], color="#0072B2")
-    ax.axhline(1.0, color="black", lw=0.8, label="1.0: same time as dense")
-    low, high = PAPER_RATIOS
-    ax.axhspan(low, high, color="#E8A070", label=f"vLLM's GPU kernel (paper): {low:.2f}-{high:.2f}x")
-    ax.set_ylabel("paged / dense time\n(numpy, wall clock)")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)  # above: covers no bar
-    fig.tight_layout()
-    return fig

@@ -184,7 +184,8 @@ def check_fits(requests, slots: int, page_size: int) -> None:
 
 def describe(point: dict) -> str:
     """The deterministic numbers of a `one_run` point as a few lines of text."""
-    first, first_hit = point["first_lookups"]
+    lookups = zip(point["first_lookups"], point["readmission_lookups"], strict=True)
+    looked_up, hit = (first + again for first, again in lookups)  # tokens, and tokens hit
     page, pages = point["page_size"], point["num_pages"]
     shared = point["system_prompt"] // page * page  # whole pages of the shared prompt
     return "\n".join(
@@ -193,8 +194,8 @@ def describe(point: dict) -> str:
             f"{point['requests']} requests after a {point['system_prompt']}-token system prompt",
             f"slot util {point['slot_utilisation_pct']:.1f}% "
             f"(empty slots per running request: {point['empty_slots_per_running']:.0f})",
-            f"system prompt shared: {shared} tokens; prefix hits, first admissions: "
-            f"{first_hit:,} of {first:,} tokens looked up = {first_hit / max(1, first):.1%}",
+            f"system prompt shared: {shared} tokens; prefix hits: "
+            f"{hit:,} of {looked_up:,} prompt tokens looked up = {hit / max(1, looked_up):.1%}",
             f"mean batch {point['mean_batch']:.1f}, preemptions {point['preemptions']}, "
             f"page allocations {point['allocations']:,} "
             f"({1000 * point['allocations'] / point['tokens']:.1f} per 1,000 tokens computed)",

@@ -36,6 +36,8 @@ from pagedkv.labs.workloads import Request, beam_parents, generate
 
 HELP = "memory saved by fork sharing: parallel sampling (n = 2, 4, 6) and beam search (k)"
 # The vLLM paper, Sec. 6.3 (Kwon et al., SOSP 2023): saving ranges over n, k = 2 to 6, by dataset.
+# The saving grows with the width: each range's low end is the paper's width 2, its high end width 6.
+PAPER_WIDTHS = (2, 6)
 PAPER = {
     "alpaca": {"parallel sampling": (6.1, 9.8), "beam search": (37.6, 55.2)},
     "sharegpt": {"parallel sampling": (16.2, 30.5), "beam search": (44.3, 66.3)},
@@ -185,11 +187,13 @@ def _notes(
 
 
 def figure(report: Report):
-    """Saving per width, one bar group per mode; behind the bars, a band in the mode's colour
-    spans the paper's range for the workload the report's title names. The legend sits below
-    the axes (`fig.legends[0]`), where it covers no bar and no band."""
+    """Saving per width, one bar group per mode. Where the report's title names a workload the
+    paper measured, a black dash across a bar marks the paper's saving at that width: its low
+    end at width 2 and its high end at width 6 (`PAPER_WIDTHS`; it gives no number for 4). The
+    legend sits below the axes (`fig.legends[0]`), where it covers no bar and no dash."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
     fig = Figure(figsize=(6, 3.6), layout="constrained")
     FigureCanvasAgg(fig)
@@ -198,23 +202,26 @@ def figure(report: Report):
     widths = list(report.data[modes[0]])
     paper = next((v for w, v in PAPER.items() if f"{w}-like" in report.title), None)
     top = 0.0
-    handles: list[Any] = []  # bars and bands, in legend order
+    handles: list[Any] = []  # bars and the paper's dashes, in legend order
     for i, (mode, color) in enumerate(zip(modes, ["#0072B2", "#E69F00"], strict=True)):
         x = np.arange(len(widths)) + (i - 0.5) * 0.38
         values = [report.data[mode][w]["saving_pct"] for w in widths]
         handles.append(ax.bar(x, values, width=0.36, color=color, label=f"{mode}, here"))
-        for xi, v in zip(x, values, strict=True):
-            ax.text(xi, v + 1, f"{v:.1f}", ha="center", fontsize=8)
-        top = max(top, *values)
-        if paper is not None and mode in paper:
-            low, high = paper[mode]
-            label = f"{mode}, the paper: {_range((low, high))}"
-            handles.append(ax.axhspan(low, high, color=color, alpha=0.25, zorder=0, label=label))
-            top = max(top, high)
+        marks = dict(zip(PAPER_WIDTHS, paper[mode])) if paper is not None and mode in paper else {}
+        for xi, w, v in zip(x, widths, values, strict=True):
+            if w in marks:
+                ax.plot([xi - 0.18, xi + 0.18], [marks[w]] * 2, color="black", lw=2.5, zorder=3)
+            ax.text(xi, max(v, marks.get(w, 0.0)) + 1, f"{v:.1f}", ha="center", fontsize=8)
+        top = max(top, *values, *marks.values())
+        if marks:
+            low, high = paper[mode]  # type: ignore[index]
+            letter = "n" if mode == "parallel sampling" else "k"
+            label = f"{mode}, the paper: {low:.1f} % ({letter} = 2), {high:.1f} % ({letter} = 6)"
+            handles.append(Line2D([], [], color="black", lw=2.5, label=label))
     ax.set_xticks(np.arange(len(widths)), [f"n = k = {w}" for w in widths])
     ax.set_ylim(0, top * 1.25)  # room above the tallest bar's label
     ax.set_ylabel("KV memory saved (%)")
     ax.set_title("Memory saved by sharing pages between forked sequences")
-    # below the axes, two columns (one per mode): inside, it would cover the bands
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8)
+    # below the axes, one row per entry: two columns would not fit the paper's labels
+    fig.legend(handles=handles, loc="outside lower center", ncols=1, fontsize=8)
     return fig

@@ -1,0 +1,55 @@
+"""The figure of `bench attention` (`pagedkv.bench.attention.figure`): paged / dense time per
+point, against the vLLM paper's kernel and against one recorded full run of this benchmark.
+
+Numpy timings sit well above the paper's GPU kernel: numpy must copy each page's K/V into a
+buffer before a matmul can read it, while a GPU kernel reads the pages in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PAPER_RATIOS = (1.20, 1.26)  # vLLM paper, Sec. 7.1: its paged kernel's time / a contiguous kernel's
+# One full run (`python -m pagedkv bench attention`: B = 1 to 32, L = 512 to 4,096, best of 15,
+# one BLAS thread), on the machine that ran it: the range notebook 06, section 6 quotes.
+FULL_RUN_RATIOS = (1.32, 3.07)
+BARS, PAPER_COLOR, FULL_RUN_COLOR = "#0072B2", "#E8A070", "#BBBBBB"
+
+
+def figure(report: Any):
+    """Paged / dense time per (batch, context) point as bars, named by the run that made them
+    (a quick run's are labelled noisy); behind them a grey band spans `FULL_RUN_RATIOS`, and over
+    them an orange one spans the paper's `PAPER_RATIOS`, keyed in the legend as a thick line. The
+    legend sits below the axes (`fig.legends[0]`), where it covers no bar."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    points = report.data["points"]
+    quick = report.data.get("quick", False)
+    fig = Figure(figsize=(max(6, 0.8 * len(points)), 3.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    labels = [f"B={p['batch']}\nL={p['context']}" for p in points]
+    yours = "yours (quick, noisy)" if quick else "yours (this machine)"
+    ax.bar(labels, [p["ratio"] for p in points], color=BARS, width=0.5, zorder=2)
+    low, high = FULL_RUN_RATIOS
+    ax.axhspan(low, high, color=FULL_RUN_COLOR, alpha=0.45, zorder=0)
+    paper_low, paper_high = (f"{r:.2f}" for r in PAPER_RATIOS)
+    ax.axhspan(*PAPER_RATIOS, color=PAPER_COLOR, zorder=3)  # over the bars
+    ax.axhline(1.0, color="black", lw=0.8, zorder=4)
+    ax.set_ylim(0, max(high, *(p["ratio"] for p in points)) * 1.1)
+    ax.set_ylabel("paged / dense time")
+    run = "quick run (best of 3)" if quick else "full run"
+    ax.set_title(f"This machine, {run}: numpy, wall clock", fontsize=10)
+    handles = [
+        Patch(color=BARS, label=yours),
+        Patch(color=FULL_RUN_COLOR, alpha=0.45, label=f"one full run (section 6): {low:.2f}-{high:.2f}x"),
+        Line2D(
+            [], [], color=PAPER_COLOR, lw=6, label=f"vLLM's GPU kernel (paper): {paper_low}-{paper_high}x"
+        ),
+        Line2D([], [], color="black", lw=0.8, label="1.0: same time as dense"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    return fig
