@@ -22,6 +22,7 @@ from pagedkv.viz.capacity import (
     budget_text,
     calculator,
     calculator_answer,
+    plot_budget,
     wrapped,
 )
 
@@ -181,3 +182,10 @@ def test_zero_request_tokens_is_an_error_and_small_sizes_keep_their_unit():
         "128 MiB",
         "1.5 GiB",
     ]
+
+
+def test_the_budget_picture_names_the_share_gpu_memory_utilization_leaves_free():
+    """The white bar is what the setting leaves: 39.39 GiB x (1 - 0.9), named by the setting."""
+    fig = plot_budget("Mistral-7B", "A100-40GB")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels[-1] == f"left free (gpu_memory_utilization 0.9): {39.39 * 0.1:.2f} GiB"

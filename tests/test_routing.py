@@ -110,3 +110,20 @@ def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
     assert cli.main(["bench", "routing", "--quick", "--replicas", "2", "--json", str(path)]) == 0
     assert "prefix_aware" in capsys.readouterr().out
     assert {row["router"] for row in json.loads(path.read_text())["rows"]} == set(routing.ROUTERS)
+
+
+def test_each_panel_of_the_figure_keys_its_own_lines_by_router():
+    """The imbalance panel names its routers itself, in the colours of its own lines."""
+    from pagedkv.bench import Report
+
+    data = {
+        r: {n: {"hit_rate": 0.5, "imbalance": 1.0 + i / 10} for n in (2, 4)}
+        for i, r in enumerate(routing.ROUTERS)
+    }
+    fig = bench_routing.figure(Report("routing", [], [], data=data))
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        assert legend is not None
+        assert [t.get_text() for t in legend.get_texts()] == list(routing.ROUTERS)
+        keyed = [h.get_color() for h in legend.legend_handles]
+        assert keyed == [line.get_color() for line in ax.get_lines()[: len(routing.ROUTERS)]]

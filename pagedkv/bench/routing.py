@@ -161,6 +161,7 @@ def figure(report: Report):
         fontsize=12,
     )
     hit.legend(fontsize=12)
+    imb.legend(fontsize=12, loc="upper left")  # each panel keys its own lines
     fig.suptitle("Routing across replicas: cache affinity vs load balance", fontsize=13)
     fig.tight_layout()
     return fig

@@ -203,7 +203,8 @@ def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Fi
     parts = [(name.split(" at ")[0], value) for name, value, _ in terms[1:]]
     parts.append(("KV cache", usable - sum(v for _, v in parts)))
     free = usable / assume.gpu_memory_utilization - usable
-    parts.append((f"left free ({1 - assume.gpu_memory_utilization:.0%})", free))
+    util = assume.gpu_memory_utilization
+    parts.append((f"left free (gpu_memory_utilization {util:g})", free))
     fig = Figure(figsize=(11, 2.6), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
