@@ -527,3 +527,22 @@ def test_a_refused_sequence_is_said_never_admitted_not_finished():
     assert refused and idle and not run.seqs.sequences
     assert all("finished" not in note for note in idle), idle
     assert "nothing to decode: user1 never admitted" in idle
+
+
+def test_a_refusal_for_a_shared_last_page_says_copy_on_write_not_full():
+    """A fork and its parent share a partial last page: decoding both needs a copy, not a new
+    page for a full one, and the refusal says so (the page is not full: 1 token of 4)."""
+    from pagedkv.scenarios import Action
+
+    run = ScenarioRun("prefix")
+    for _ in range(6):
+        run.step()
+    run.apply(Action("add", "yours1", parent="user1", text=" why is the sky blue?"))
+    run.apply(Action("fork", "yours1.f1", parent="yours1"))
+    last = run.seqs.block_table("yours1")[-1]
+    assert run.seqs.get("yours1").num_tokens % run.page_size != 0  # partial, shared by two
+    assert run.snapshots[-1].ref_count[last] == 2
+    assert run.pool.num_available_pages == 0  # no page to copy into
+    note = run.apply(Action("decode", seq_ids=("yours1", "yours1.f1"))).note
+    assert note.startswith("refused") and "shared last page (copy-on-write)" in note, note
+    assert "is full" not in note and "are full" not in note

@@ -92,10 +92,9 @@ def _prefix(num_pages: int, page_size: int) -> list[Action]:
         _add("user2", SYSTEM_PROMPT + q["user2"], f"user2 {hits}"),
         _add("user3", SYSTEM_PROMPT + q["user3"], f"user3 {hits}"),
         *[_decode("every request generates") for _ in range(4)],
-        *[
-            _free(s, f"{s} finishes: shared pages stay ACTIVE while others hold them")
-            for s in ("user1", "user2", "user3")
-        ],
+        _free("user1", "user1 finishes: the shared pages stay ACTIVE (user2 and user3 hold them)"),
+        _free("user2", "user2 finishes: the shared pages stay ACTIVE (user3 still holds them)"),
+        _free("user3", "user3 finishes, the last holder: its full pages go CACHED, its partial page FREE"),
         _add(
             "user4",
             SYSTEM_PROMPT + q["user4"],

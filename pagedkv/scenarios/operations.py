@@ -105,10 +105,12 @@ class ScenarioOperations:
                 raise ValueError(f"{seq_id!r} is decoded by the scheduler, not by this step")
         needed = self.seqs.pages_needed_for_decode(live)  # also refuses a repeated id
         if needed > self.pool.num_available_pages:
-            full = [str(s) for s in live if self.seqs.pages_needed_to_append(s)]  # last page full
+            page_size = self.seqs.page_size
+            full = [str(s) for s in live if self.seqs.get(s).num_tokens % page_size == 0]
+            shared = [str(s) for s in live if str(s) not in full and self.seqs.pages_needed_to_append(s)]
             have = self.pool.num_available_pages  # FREE, or CACHED and evictable
             raise OutOfPagesError(
-                f"out of pages: {_last_pages_full(full)}, so the step needs "
+                f"out of pages: {_why_pages(full, shared)}, so the step needs "
                 f"{needed} new page{'s' * (needed != 1)}, and {have} {'is' if have == 1 else 'are'} "
                 "FREE or CACHED (a scheduler would preempt)"
             )
@@ -270,11 +272,24 @@ class ScenarioOperations:
         record.note = f"{action.seq_id} aborted ({was}): full pages stay CACHED, like a finish"
 
 
-def _last_pages_full(names: list[str]) -> str:
-    """'the last page of a is full' / 'the last pages of a and b are full' / 'of a, b and c'."""
-    if len(names) == 1:
-        return f"the last page of {names[0]} is full"
-    return f"the last pages of {', '.join(names[:-1])} and {names[-1]} are full"
+def _why_pages(full: list[str], shared: list[str]) -> str:
+    """Why a decode step needs pages, in words: 'the last page of a is full', 'the last pages
+    of a and b are full', 'b writes into a shared last page (copy-on-write)', or both."""
+
+    def names(seqs: list[str]) -> str:
+        return seqs[0] if len(seqs) == 1 else f"{', '.join(seqs[:-1])} and {seqs[-1]}"
+
+    said = []
+    if full:
+        said.append(
+            f"the last page{'s' * (len(full) > 1)} of {names(full)} {'are' if len(full) > 1 else 'is'} full"
+        )
+    if shared:
+        said.append(
+            f"{names(shared)} {'write' if len(shared) > 1 else 'writes'} into a shared last page"
+            " (copy-on-write)"
+        )
+    return "; ".join(said)
 
 
 def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:

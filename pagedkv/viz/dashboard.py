@@ -325,7 +325,8 @@ class Dashboard(DashboardControls):
         said = last.action.caption or last.action.op  # a scheduler step adds "scheduler: ..."
         said = (f"{said} — " * last.own + last.note) if scheduled else said
         if last.note.startswith(("refused", "nothing to")):  # the picture shows no change: say why
-            said = last.note if last.note.startswith("nothing to") else f"{said} — {last.note}"
+            tried = said.split(":")[0]  # a caption's head says what was tried, its tail what it does
+            said = last.note if last.note.startswith("nothing to") else f"{tried} — {last.note}"
         elif run.done and (not last.own or last.action.op == "schedule" or run.unfinished_requests):
             said += " — " + end_message(run)
         return f"{'your action: ' if last.own else ''}{said}"

@@ -54,7 +54,7 @@ def lru_title(victim: int, free: int) -> str:
         return "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
     when = f"after the {free} FREE page{'s' * (free != 1)}" if free else "at the next allocation"
     return (
-        f"LRU: page {victim} (#1) is evicted next, {when}:\n"
+        f"LRU: page {victim} (#1) is evicted next, {when}, unless a prefix hit revives it:\n"
         f"of the pages still CACHED it was released longest ago (pages are freed tail first)"
     )
 

@@ -183,7 +183,7 @@ class PredictStep(widgets.VBox):
         """Run the step (on the first press only) and grade the pick against what it did; the
         step's picture, caption and `after` text show once the question is settled."""
         if self.choices.value is None:
-            self.result.value = _box("Pick an answer first, then press Step.", WRONG)
+            self.result.value = _box("Pick an answer first, then press Step and check.", WRONG)
             return
         if self.button.disabled:  # locked: the right answer was picked
             return
