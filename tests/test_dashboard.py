@@ -554,3 +554,17 @@ def test_a_pool_too_small_for_any_prompt_is_not_called_full():
     assert last.note.startswith("nothing to decode") and board.run.pool.num_free_pages == 4
     assert "the pool is full" not in board.caption.value
     assert html.escape(last.note) in board.caption.value
+
+
+def test_on_a_resized_pool_the_caption_says_whose_story_it_tells():
+    """A scenario's captions were written for its own pool: on another size (the sliders, and
+    after Reset, which keeps the size) the caption says so; back on its own size it does not."""
+    dash = Dashboard("eviction")
+    dash.resize(13, 8)
+    dash.step()
+    assert "the story of the scenario" in dash.caption.value and "12 × 4 pool" in dash.caption.value
+    dash.reset()
+    assert "13 pages × 8 slots" in dash.caption.value  # Reset keeps the size, and says so
+    dash.resize(12, 4)
+    dash.step()
+    assert "the story of the scenario" not in dash.caption.value

@@ -118,7 +118,7 @@ class Dashboard(DashboardControls):
         self.render()
 
     def reset(self) -> None:
-        self.message = ""
+        self.message = self._geometry_note()  # Reset keeps the pool size: say so if it is not the story's
         self.run.reset()
         self.palette.restart(self.run.steps)
         self.render()
@@ -329,7 +329,17 @@ class Dashboard(DashboardControls):
             said = last.note if last.note.startswith("nothing to") else f"{tried} — {last.note}"
         elif run.done and (not last.own or last.action.op == "schedule" or run.unfinished_requests):
             said += " — " + end_message(run)
-        return f"{'your action: ' if last.own else ''}{said}"
+        return f"{'your action: ' if last.own else ''}{said}{self._geometry_note(' · ')}"
+
+    def _geometry_note(self, before: str = "") -> str:
+        """On a pool resized with the sliders: the captions tell the scenario's own pool's story."""
+        own, run = self.run.scenario, self.run
+        if (run.num_pages, run.page_size) == (own.num_pages, own.page_size):
+            return ""
+        return (
+            f"{before}on {run.num_pages} pages × {run.page_size} slots; the captions tell the story of "
+            f"the scenario's own {own.num_pages} × {own.page_size} pool"
+        )
 
     def __repr__(self) -> str:
         return f"Dashboard({self.run!r})"
