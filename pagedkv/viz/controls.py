@@ -38,7 +38,7 @@ PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per 
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
 VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
 ACTIONS_LABEL = "<b>Your actions</b>"  # first on the actions' first row
-ACTIONS_NOTE = "Not scenario steps: later scenario steps run on the pool your actions leave."
+ACTIONS_NOTE = "Not scenario steps: later steps run on the pool these leave."
 SCHEDULER_NOTE = (  # instead of ACTIONS_NOTE when a scheduler runs the scenario's requests
     "Only Step runs the scheduler's requests; these buttons act on yours."
 )

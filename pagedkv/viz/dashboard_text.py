@@ -55,7 +55,8 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
         f"<b>{run.scenario.title}</b> — {run.num_pages} pages × "
         f"{run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
         f"({counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
-        f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> · "
+        f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> (of the slots, "
+        "those holding a running sequence's tokens; CACHED pages count as free) · "
         f"prefix hits {stats['prefix_hits']} of {queries} tokens looked up ({rate}) · evictions "
         f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
         + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")

@@ -72,7 +72,7 @@ def markdown_html(text: str) -> str:
     return "".join(blocks)
 
 
-TRY_AGAIN = "Think it over and pick another answer; your next pick shows the answer."
+TRY_AGAIN = "Think it over, pick another answer and check it: that check shows the answer."
 
 
 def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tuple[str, bool]:
