@@ -318,3 +318,39 @@ def test_corner_pages_by_hand() -> None:
     fresh = [a, LabRequest("b", [1, 2, 3, 4, 10], [11, 12])]
     assert [corner_pages(corner, 40, index, page_size=2) for index in ("hash", "radix")] == [1, 2]
     assert [corner_pages(fresh, 40, index, page_size=2) for index in ("hash", "radix")] == [0, 0]
+
+
+def test_evict_pages_frees_exactly_the_pages_asked_leaf_first() -> None:
+    from pagedkv.labs.radix_vs_hash import evict_pages
+    from pagedkv.radix.radix_cache import RadixCache
+
+    cache = RadixCache(page_size=1)
+    cache.insert([1, 2], [10, 20])
+    cache.insert([3, 4], [30, 40])
+    cache.insert([1, 2, 5], [10, 20, 50])  # [5] is a leaf under [1, 2]
+    cache.match_prefix([3, 4])  # [3, 4] is the most recently used now
+    assert evict_pages(cache, 2) == [50, 20]  # by hand: leaf [5], then its parent's tail
+    assert cache.total_size() == 3 and evict_pages(cache, 9) == [10, 40, 30]
+    cache.check()
+
+
+def test_page_roles_of_notebook_09_request_3_by_hand() -> None:
+    from pagedkv.labs.radix_roles import page_roles
+
+    def row(pages, hits, evicted, new_indexed, released_free):
+        return {"pages": pages, "hits": hits, "evicted": evicted, "new_indexed": new_indexed,
+                "released_free": released_free}  # fmt: skip
+
+    r1 = row(list(range(10)), 0, [], list(range(9)), [9])
+    r2 = row([0, 1, 2, 3, 4, 9, 10, 11, 8], 20, [8], [9, 10, 11, 8], [])
+    rows = {
+        "hash": [r1, r2, row([0, 1, 2, 3, 4, 5, 7, 6, 8, 11], 24, [7, 6, 8, 11], [6, 8], [7, 11])],
+        "radix": [r1, r2, row([0, 1, 2, 3, 4, 5, 7, 6, 8, 11], 24, [7, 6, 8, 11], [], [7, 6, 8, 11])],
+    }
+    roles = page_roles(rows, 2, 7, {"hash": [6, 8], "radix": []})  # type: ignore[arg-type]
+    assert roles == [
+        (7, "request 1's 8th page", "evicted -> request 3's copy of its 7th page", "FREE (never indexed)"),
+        (6, "request 1's 7th page", "evicted -> request 3's 8th page", "orphan (hash) / FREE (radix)"),
+        (8, "request 2's 9th page", "evicted -> request 3's 9th page", "orphan (hash) / FREE (radix)"),
+        (11, "request 2's 8th page", "evicted -> request 3's 10th page (partial)", "FREE (never indexed)"),
+    ]

@@ -89,8 +89,13 @@ def pool_replay(
     )
 
 
-def sglang_replay(requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16) -> IndexResult:
-    """The stream through a `RadixCache` managed as SGLang's scheduler manages it."""
+def sglang_replay(
+    requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16, whole_leaves: bool = True
+) -> IndexResult:
+    """The stream through a `RadixCache` managed as SGLang's scheduler manages it.
+
+    With `whole_leaves=False` eviction gives up one page at a time (`evict_pages`), as the
+    pool's tree does, so only SGLang's other difference is left: pages inserted at finish."""
     num_pages = num_pages_for(requests, cache_tokens, page_size)
     tree, free = RadixCache(page_size), list(range(num_pages))
     hits = queries = evictions = 0
@@ -100,7 +105,8 @@ def sglang_replay(requests: Sequence[LabRequest], cache_tokens: int, page_size: 
         tree.inc_lock_ref(match.last_node)
         need = -(-len(tokens) // page_size) - match.num_pages
         if need > len(free):
-            freed = tree.evict(need - len(free))  # whole leaves: may free more than asked
+            short = need - len(free)  # whole leaves may free more than asked
+            freed = tree.evict(short) if whole_leaves else evict_pages(tree, short)
             evictions += len(freed)
             free += freed
         pages, free = match.page_ids + free[:need], free[need:]
@@ -112,6 +118,21 @@ def sglang_replay(requests: Sequence[LabRequest], cache_tokens: int, page_size: 
         free += pages[match.num_pages : known] + pages[full:]
         tree.dec_lock_ref(match.last_node)
     return IndexResult("sglang", hits, queries, evictions, tree.num_nodes, tree.total_size())
+
+
+def evict_pages(tree: RadixCache, num_pages: int) -> list[int]:
+    """Free exactly `num_pages` pages (fewer if nothing more is evictable), one at a time: the
+    last page of the least recently accessed unlocked leaf; an emptied leaf goes, and its
+    parent may become a leaf. Returns the freed page ids in eviction order."""
+    freed: list[int] = []
+    while len(freed) < num_pages:
+        leaves = [n for n in tree.nodes() if n.is_leaf and n.value and not n.lock_ref]
+        if not leaves:
+            break
+        leaf = min(leaves, key=lambda n: (n.last_access, n.node_id))
+        freed.append(leaf.value[-1])
+        tree.remove_leaf_page(leaf.value[-1])
+    return freed
 
 
 def compare_indexes(
