@@ -157,9 +157,10 @@ class DashboardControls(widgets.VBox):
         )
         self.confirm_text = widgets.HTML()
         self.discard_button = widgets.Button(
-            description="Discard and switch", button_style="danger"
+            description="Switch", button_style="danger", layout=width(width=f"{BUTTON_PX}px")
         ).add_class("pagedkv-discard")
-        self.stay_button = widgets.Button(description="Stay").add_class("pagedkv-stay")
+        self.stay_button = widgets.Button(description="Stay", layout=width(width=f"{BUTTON_PX}px"))
+        self.stay_button.add_class("pagedkv-stay")
         self.confirm = widgets.HBox(
             [self.confirm_text, self.discard_button, self.stay_button],
             layout=width(display="none"),

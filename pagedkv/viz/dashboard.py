@@ -217,7 +217,7 @@ class Dashboard(DashboardControls):
             self._pending_scenario, n = change["new"], self.run.own_actions
             title = html.escape(SCENARIOS[change["new"]].title)
             self.confirm_text.value = (
-                f"<b>Switch to “{title}”? It discards your {n} action{'s' * (n != 1)}.</b>&nbsp;"
+                f"<b>Switch to “{title}”?</b> Your {n} action{'s' * (n != 1)} would go.&nbsp;"
             )
             self._sync_controls()  # the picker shows the scenario still running until the answer
             self.confirm.layout.display, self.stepping_row.layout.display = "flex", "none"
