@@ -189,3 +189,25 @@ def test_the_budget_picture_names_the_share_gpu_memory_utilization_leaves_free()
     fig = plot_budget("Mistral-7B", "A100-40GB")
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels[-1] == f"left free (gpu_memory_utilization 0.9): {39.39 * 0.1:.2f} GiB"
+
+
+def test_the_budget_line_agrees_with_the_terms_printed_above_it_or_says_why_not():
+    """A learner adds the printed terms by hand: the budget equals their sum, or a line says
+    the budget sums the unrounded terms and what the rounded ones give."""
+    import re
+
+    from pagedkv.labs import costs
+
+    for model, gpu in (
+        ("Mistral-7B", "A100-40GB"),
+        ("Llama-3-8B", "A100-40GB"),
+        ("Qwen2.5-7B", "L4"),
+        ("OPT-13B", "A100-40GB"),
+    ):
+        text = costs.calculator_text(model, gpu, 1024)
+        if "does not fit" in text:
+            continue
+        terms = [float(v) for v in re.findall(r"^\s+(?:-\s+)?.*?\s(\d+\.\d\d) GiB  \(", text, re.M)]
+        budget = re.search(r"= KV budget (\d+\.\d\d) GiB", text).group(1)
+        by_hand = f"{terms[0] - sum(terms[1:]):.2f}"
+        assert by_hand == budget or f"rounded they give {by_hand}" in text, (model, gpu, text)

@@ -326,6 +326,10 @@ def calculator_text(
     lines = [f"{m.name} on {g.name}: {cap['bytes_per_token'] / 1024:.0f} KiB per token"]
     for i, (name, value, source) in enumerate(terms):
         lines.append(f"  {'  ' if i == 0 else '- '}{name:<32} {value / GIB:6.2f} GiB  ({source})")
+    shown = [round(value / GIB, 2) for _, value, _ in terms]  # the terms as printed above
+    rounded = f"{shown[0] - sum(shown[1:]):.2f}"
+    if rounded != f"{cap['kv_budget_bytes'] / GIB:.2f}":
+        lines.append(f"    (the budget below sums the unrounded terms; rounded they give {rounded})")
     lines += [
         f"  = KV budget {cap['kv_budget_bytes'] / GIB:.2f} GiB = {cap['num_pages']:,} pages of "
         f"{assume.page_size} = {cap['token_slots']:,} token slots",
