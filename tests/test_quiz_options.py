@@ -314,3 +314,37 @@ def test_the_answer_key_gives_every_hint():
     for *_, hints, _ in _all_questions():
         for option, hint in hints.items():
             assert f"Hint for “{option}”: {hint}" in key
+
+
+def test_a_quiz_shows_one_question_at_a_time_and_keeps_every_pick():
+    """A quiz of several questions is as tall as one: Previous / Next move between them,
+    a pick and its feedback survive the move, and the position line counts answered ones."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("05-check")
+    n = len(quiz.questions)
+    assert n > 1
+    shown = [p for p in quiz.pages if p.layout.display != "none"]
+    assert shown == [quiz.pages[0]] and quiz.previous.disabled and not quiz.next.disabled
+    assert f"question 1 of {n} (0 answered)" in quiz.position.value
+    quiz.check(0, quiz.questions[0].answer)
+    assert "(1 answered)" in quiz.position.value and quiz.next.button_style == "primary"
+    quiz.next.click()
+    assert [p for p in quiz.pages if p.layout.display != "none"] == [quiz.pages[1]]
+    quiz.previous.click()
+    assert quiz.pickers[0].value == quiz.questions[0].answer and "Right." in quiz.feedback[0].value
+    for _ in range(n):
+        quiz.next.click()
+    assert quiz.current == n - 1 and quiz.next.disabled
+    with pytest.raises(ValueError, match="k must be a question index"):
+        quiz.show(n)
+    assert quiz.current == n - 1
+
+
+def test_a_discussion_button_says_the_answer_is_shown_once_pressed():
+    from pagedkv.viz import Discuss
+
+    d = Discuss("05-reserve")
+    assert d.button.description == "Show an answer" and d.shown.value == ""
+    d.button.click()
+    assert d.button.disabled and d.button.description != "Show an answer" and d.shown.value

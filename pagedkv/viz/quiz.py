@@ -5,7 +5,8 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   allocated, how many pages a prompt needs, which page is evicted, which page a forked
   append copies, which request is preempted). The learner picks an answer and presses
   "Step and check": the step runs, and the widget grades the pick against what the step did.
-- `Quiz("05-check")`: multiple-choice check questions, each explained once answered.
+- `Quiz("05-check")`: multiple-choice check questions, one at a time, each explained once
+  answered.
 - `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
 
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
@@ -234,8 +235,9 @@ class PredictStep(widgets.VBox):
 class Quiz(widgets.VBox):
     """Check questions: pick an answer, press Check, read why. A first wrong pick gets a
     second try; the answer and its reason show after a right pick or a second wrong one.
-    A quiz titled "Predict" shows `note`, one line, under its questions until each is
-    settled."""
+    Several questions show one at a time, with Previous / Next and "question k of n" above
+    them, so the quiz stays as tall as its tallest question. A quiz titled "Predict" shows
+    `note`, one line, under its questions until each is settled."""
 
     def __init__(self, question_id: str) -> None:
         data = quiz(question_id)
@@ -244,9 +246,9 @@ class Quiz(widgets.VBox):
         self.pickers: list[widgets.RadioButtons] = []
         self.buttons: list[widgets.Button] = []
         self.feedback: list[widgets.HTML] = []
+        self.pages: list[widgets.VBox] = []  # one box per question; only `current` is displayed
         self.misses = [0] * len(self.questions)  # wrong picks so far: the answer shows after two
         self.settled = [False] * len(self.questions)  # right, or wrong twice
-        rows: list[widgets.Widget] = [widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))]
         for k, q in enumerate(self.questions):
             picker = widgets.RadioButtons(
                 options=list(q.shown_options), value=None, layout=widgets.Layout(width="auto")
@@ -258,13 +260,37 @@ class Quiz(widgets.VBox):
             self.buttons.append(button)
             self.feedback.append(feedback)
             number = f"{k + 1}. " if len(self.questions) > 1 else ""
-            rows += [widgets.HTML(_box(number + html.escape(q.text))), picker, button, feedback]
+            page = widgets.VBox([widgets.HTML(_box(number + html.escape(q.text))), picker, button, feedback])
+            self.pages.append(page.add_class("pagedkv-quiz-question"))
+        self.current = 0
+        self.previous = widgets.Button(description="Previous", icon="arrow-left")
+        self.next = widgets.Button(description="Next", icon="arrow-right")
+        self.previous.add_class("pagedkv-quiz-previous")
+        self.next.add_class("pagedkv-quiz-next")
+        self.position = widgets.HTML().add_class("pagedkv-quiz-position")
+        self.previous.on_click(lambda _: self.show(self.current - 1))
+        self.next.on_click(lambda _: self.show(self.current + 1))
+        nav = widgets.HBox([self.previous, self.position, self.next])
+        nav.layout.display = "" if len(self.questions) > 1 else "none"
         # a prediction about the cells below: a note that they hold the answer, until answered
         shown = "" if title == "Predict" else "none"
         self.note = widgets.HTML(PREDICT_NOTE, layout=widgets.Layout(width="100%", margin="0", display=shown))
         self.note.add_class("pagedkv-quiz-note")
-        self.children = [*rows, self.note]
+        self.children = [widgets.HTML(_box(f"<b>{html.escape(title)}</b>")), nav, *self.pages, self.note]
         self.add_class("pagedkv-quiz")
+        self.show(0)
+
+    def show(self, k: int) -> None:
+        """Show question k alone (what Previous and Next do); others keep their picks."""
+        if not 0 <= k < len(self.questions):
+            raise ValueError(f"k must be a question index from 0 to {len(self.questions) - 1}, got {k!r}")
+        self.current = k
+        for j, page in enumerate(self.pages):
+            page.layout.display = "" if j == k else "none"
+        done = sum(self.settled)
+        self.position.value = _box(f"question {k + 1} of {len(self.questions)} ({done} answered)")
+        self.previous.disabled, self.next.disabled = k == 0, k == len(self.questions) - 1
+        self.next.button_style = "primary" if self.settled[k] and not self.next.disabled else ""
 
     def check(self, k: int, choice: str | None = None) -> bool:
         """Check question k (with `choice` picked first, if given); True when right."""
@@ -281,6 +307,8 @@ class Quiz(widgets.VBox):
         self.settled[k] = self.settled[k] or settled
         if all(self.settled):
             self.note.layout.display = "none"
+        if k == self.current:
+            self.show(k)  # the answered count
         return picker.value == q.answer
 
 
@@ -304,3 +332,4 @@ class Discuss(widgets.VBox):
         """Show the answer (what the button does), its markdown (`code`, **bold**) rendered."""
         self.shown.value = _box(markdown_html(self.data.answer))
         self.button.disabled = True
+        self.button.description = "The answer is below"  # not "Show an answer": it is shown
