@@ -7,6 +7,8 @@ press did. Oracles: the pool and scheduler state of the run before the press, re
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pagedkv.viz import Dashboard
@@ -74,8 +76,40 @@ def test_once_done_decode_all_runs_the_scheduler_work_your_actions_left():
     steps = dash.run.scheduler.stats.steps
     dash.decode_button.click()
     assert dash.run.scheduler.stats.steps == steps + 1 and "long" in dash.run.seqs
-    said = "your action: the scenario is done: one more scheduler step — scheduler: prefill long"
-    assert said in dash.caption.value
+    said = "the scenario is done: one more scheduler step — scheduler: prefill long"
+    assert said in dash.caption.value and "your action:" not in dash.caption.value
+
+
+def test_scheduler_steps_past_the_end_are_not_counted_as_yours():
+    """Decode all, once the scenario is done and none of yours is left, runs a scheduler step:
+    the scheduler chose it, so the header's "+n yours" counts only the presses that acted on
+    your sequences. Oracle: the learner's presses, counted here as they are made."""
+    dash = Dashboard("preempt")
+    dash.goto(3)
+    presses = 0
+    dash.prompt.value = "Hi there"  # 2 pages: the scheduler's requests still run, later
+    dash.add_button.click()
+    presses += 1
+    dash.goto(40)
+    dash.decode_button.click()  # one token for yours1: an action of yours
+    presses += 1
+    dash.seq_picker.value = "yours1"
+    dash.finish_button.click()
+    presses += 1
+    extra = 0
+    while dash.run.can_decode_all:  # now each press is one more scheduler step
+        dash.decode_button.click()
+        extra += 1
+    assert extra > 0 and not dash.run.scheduler.has_unfinished
+    assert dash.run.own_actions == presses and dash.run.steps_past_end == extra
+    counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    assert counter == f"step 40 of 40 · +{presses} yours · +{extra} past the end · done"
+    assert f"{presses} actions of your own" in dash.status.value
+    log = dash.event_log.value
+    assert "scheduler step past the end (after scenario step 40)" in log
+    dash.back_button.click()
+    assert "Back undid a scheduler step past the end" in dash.caption.value
+    assert dash.run.own_actions == presses and dash.run.steps_past_end == extra - 1
 
 
 def test_requests_starved_by_your_sequence_say_so_and_finish_after_it_goes():

@@ -52,7 +52,7 @@ def test_quiet_steps_are_left_out_and_the_range_is_kept():
     assert [line.split(":")[0].split(". ")[1] for line in first_ten] == [
         "step 1", "step 2", "step 3", "step 4", "step 4", "step 5", "step 7", "step 9",
     ]  # fmt: skip
-    assert first_ten[3] == "4. step 4: req1 admitted: pages [0, 1, 2, 3], for its tokens 1-16"
+    assert first_ten[3] == "4. step 4: req1 admitted: pages [0, 1, 2, 3], room for its tokens 1-16"
     assert event_list(run, 11, 11) == [
         "1. step 11: req2 preempted (recompute): pages [10, 8, 7, 6, 5, 4] turn CACHED"
     ]

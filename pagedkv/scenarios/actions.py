@@ -76,6 +76,12 @@ class ActionRecord:
         default_factory=dict
     )  # new page -> (first, last) token it holds
 
+    @property
+    def yours(self) -> bool:
+        """An action you chose: not a scenario step, and not the scheduler step Decode all
+        runs once the scenario is done (the scheduler picks what that step does)."""
+        return self.own and self.action.op != "schedule"
+
     def event_lines(self) -> list[str]:
         """The action's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
         return [text for kind, text in self._event_entries(self.events)]

@@ -130,7 +130,10 @@ def _eviction(num_pages: int, page_size: int) -> list[Action]:
 
 
 def _parallel(num_pages: int, page_size: int) -> list[Action]:
-    first = "each sample draws its own token and writes it into the cache, while all four share every page"
+    first = (
+        "each sample draws its own token and writes it into the cache; "
+        "a sample whose last page is shared copies it first (copy-on-write)"
+    )
     shares = "fork: the new sample shares every page, no page is copied"
     return [
         _add("sample.0", "Once upon a time, ", "the prompt is admitted once, as sample.0"),

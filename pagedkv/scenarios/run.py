@@ -160,8 +160,18 @@ class ScenarioRun(ScenarioOperations):
 
     @property
     def own_actions(self) -> int:
-        """How many actions of your own (not scenario steps) the history holds."""
-        return sum(1 for _, scenario_step in self.history if not scenario_step)
+        """How many actions of your own the history holds: not scenario steps, nor the
+        scheduler steps Decode all runs once the scenario is done (`ActionRecord.yours`)."""
+        return sum(
+            1 for action, scenario_step in self.history if not scenario_step and action.op != "schedule"
+        )
+
+    @property
+    def steps_past_end(self) -> int:
+        """How many scheduler steps Decode all ran once the scenario was done."""
+        return sum(
+            1 for action, scenario_step in self.history if not scenario_step and action.op == "schedule"
+        )
 
     def step(self) -> ActionRecord:
         """Apply the next scenario step; ValueError once the scenario is done."""
@@ -262,7 +272,8 @@ class ScenarioRun(ScenarioOperations):
         return True
 
     def reset(self) -> None:
-        """Back to step 0 (same scenario and geometry)."""
+        """Back to step 0 (same scenario and geometry: the pool keeps its size), with none of
+        your own actions."""
         self._replay([])
 
     def _replay(self, history: list[tuple[Action, bool]]) -> None:

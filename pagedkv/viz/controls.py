@@ -43,6 +43,10 @@ SCHEDULER_NOTE = (  # instead of ACTIONS_NOTE when a scheduler runs the scenario
     "Only Step runs the scheduler's requests; these buttons act on yours."
 )
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
+PREFIX_TIP = (
+    "your request starts with this sequence's tokens, then your prompt: "
+    "the full pages those tokens fill are prefix hits"
+)
 BUTTON_PX = 96  # Step, Back, Reset, Fork, Finish: narrow, so Jump to fits on the Step row
 DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler
     "your own action: one more token for every live sequence",
@@ -102,7 +106,10 @@ class DashboardControls(widgets.VBox):
             description="Back", icon="step-backward", tooltip="undo the last step exactly", **narrow
         ).add_class("pagedkv-back")
         self.reset_button = widgets.Button(
-            description="Reset", icon="undo", tooltip="back to step 0, on this pool size", **narrow
+            description="Reset",
+            icon="undo",
+            tooltip="back to step 0, without your own actions; the pool keeps the size the sliders set",
+            **narrow,
         ).add_class("pagedkv-reset")
         self.play = widgets.Play(
             interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False,
@@ -134,9 +141,9 @@ class DashboardControls(widgets.VBox):
         self.prompt = widgets.Text(
             value="Hello, pages!", description="Prompt", layout=width(width="300px")
         ).add_class("pagedkv-prompt")
-        self.prefix_picker = widgets.Dropdown(description="Prefix of", layout=width(width="220px")).add_class(
-            "pagedkv-prefix"
-        )
+        self.prefix_picker = widgets.Dropdown(
+            description="Prefix of", layout=width(width="220px"), tooltip=PREFIX_TIP
+        ).add_class("pagedkv-prefix")
         self.add_button = widgets.Button(description="Add request", icon="plus").add_class("pagedkv-add")
         self.seq_picker = widgets.Dropdown(description="Sequence", layout=width(width="220px")).add_class(
             "pagedkv-seq"

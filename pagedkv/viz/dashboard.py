@@ -1,7 +1,8 @@
 """Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
 
 Step / Back / Reset buttons, a step slider and a Play widget (with its speed) drive a
-`ScenarioRun`; the header has one counter, "step k of N" (· +n yours: your own actions). A
+`ScenarioRun`; the header has one counter, "step k of N" (· +n yours: your own actions;
+· +m past the end: scheduler steps Decode all ran once the scenario was done). A
 scenario ends at its last step ("done", Step disabled; requests a scheduler has not finished
 go on with Decode all, once none of yours is left). A picker switches scenario (asking first
 when that would discard your own actions); controls add a request (optionally sharing a
@@ -35,7 +36,7 @@ from pagedkv.scenarios import SCENARIOS, Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
 from pagedkv.viz.controls import VIEWS, DashboardControls
-from pagedkv.viz.dashboard_text import end_message, log_html, status_html
+from pagedkv.viz.dashboard_text import counter_html, end_message, log_html, status_html
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
 from pagedkv.viz.main_picture import MAIN_HEIGHT_PX, main_heatmap
@@ -112,14 +113,17 @@ class Dashboard(DashboardControls):
         if not self.run.back():
             self.message = "nothing to undo"
         elif last is not None and not last[1]:
-            self.message = f"Back undid your own action: {last[0].caption or last[0].op}"
+            whose = "a scheduler step past the end" if last[0].op == "schedule" else "your own action"
+            self.message = f"Back undid {whose}: {last[0].caption or last[0].op}"
         else:
             self.message = ""
         self.render()
 
     def reset(self) -> None:
-        self.message = self._geometry_note()  # Reset keeps the pool size: say so if it is not the story's
-        self.run.reset()
+        run = self.run  # Reset keeps the pool size (and says so) and drops your own actions
+        self.message = f"back to step 0, on the same {run.num_pages} pages × {run.page_size} slots"
+        self.message += self._geometry_note("; ") or ""
+        run.reset()
         self.palette.restart(self.run.steps)
         self.render()
 
@@ -254,13 +258,7 @@ class Dashboard(DashboardControls):
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
         self.status.value = status_html(run, snap)  # the message is in the caption, under Step
         self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX)
-        done = " · <b>done</b>" if run.done else ""
-        # Fork, Decode all, ...: they move no scenario step, so count those that did something
-        own = sum(1 for r in run.records if r.own and not r.note.startswith("refused"))
-        mine = f" · +{own} yours" if own else ""  # short: the header stays on one line; in full:
-        tip = f"{own} action{'s' * (own != 1)} of your own; they move no scenario step" * bool(own)
-        span = f"<span style='font-size:16px;white-space:nowrap' title='{tip}'>"
-        self.step_counter.value = f"{span}<b>step {run.cursor} of {len(run.steps)}{mine}</b>{done}</span>"
+        self.step_counter.value = counter_html(run)  # step k of N · +n yours · +m past the end
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
@@ -329,7 +327,7 @@ class Dashboard(DashboardControls):
             said = last.note if last.note.startswith("nothing to") else f"{tried} — {last.note}"
         elif run.done and (not last.own or last.action.op == "schedule" or run.unfinished_requests):
             said += " — " + end_message(run)
-        return f"{'your action: ' if last.own else ''}{said}{self._geometry_note(' · ')}"
+        return f"{'your action: ' if last.yours else ''}{said}{self._geometry_note(' · ')}"
 
     def _geometry_note(self, before: str = "") -> str:
         """On a pool resized with the sliders: the captions tell the scenario's own pool's story."""

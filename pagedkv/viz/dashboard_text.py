@@ -19,7 +19,7 @@ from pagedkv.core.page import PageState
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz.palette import EVENT_COLORS
 
-__all__ = ["end_message", "log_html", "status_html"]
+__all__ = ["counter_html", "end_message", "log_html", "status_html"]
 
 LOG_KINDS = ("allocate", "prefix_hit", "fork", "evict", "cow", "cache", "free", "preempt", "append")
 KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says them as the log does
@@ -66,6 +66,23 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
 
 
+def counter_html(run: ScenarioRun) -> str:
+    """The header's one counter: "step k of N", then "+n yours" (your own actions that did
+    something) and "+m past the end" (scheduler steps Decode all ran once the scenario was
+    done), then "done". Short, so the header stays on one line; the tooltip says it in full."""
+    own = sum(1 for r in run.records if r.yours and not r.note.startswith("refused"))
+    extra = run.steps_past_end
+    text = f"step {run.cursor} of {len(run.steps)}" + f" · +{own} yours" * bool(own)
+    text += f" · +{extra} past the end" * bool(extra)
+    tips = [f"{own} action{'s' * (own != 1)} of your own; they move no scenario step"] * bool(own)
+    tips += [
+        f"{extra} scheduler step{'s' * (extra != 1)} that Decode all ran after the scenario's last step"
+    ] * bool(extra)
+    done = " · <b>done</b>" if run.done else ""
+    span = f"<span style='font-size:16px;white-space:nowrap' title='{html.escape('; '.join(tips))}'>"
+    return f"{span}<b>{text}</b>{done}</span>"
+
+
 # An entry's wrapped lines start further in than its first line (a hanging indent), so a
 # narrow log still reads one entry from the next.
 ENTRY_STYLE = "padding-left:1.6em;text-indent:-0.8em"
@@ -78,7 +95,9 @@ def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
     words under its first line."""
     lines = []
     for record in reversed(records[-steps:]):  # newest step first
-        label = f"your action (after scenario step {record.step})" if record.own else f"step {record.step}"
+        label = f"your action (after scenario step {record.step})" if record.yours else f"step {record.step}"
+        if record.own and not record.yours:  # run by Decode all once the scenario is done
+            label = f"scheduler step past the end (after scenario step {record.step})"
         lines.append(f"<div class='pagedkv-log-step' style='margin-top:4px'><b>{label}</b></div>")
         for kind, text in record.entries():  # inside a step: cause before effect
             color = EVENT_COLORS.get(kind, "#111111")

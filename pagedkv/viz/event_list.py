@@ -6,9 +6,9 @@ is preempted, resumes, finishes or is aborted. "(evicted)" marks a page taken fr
 (the LRU victim). Steps that only decode into pages with room are left out. Example lines
 (the `preempt` scenario):
 
-    4. step 4: req1 admitted: pages [0, 1, 2, 3], for its tokens 1-16
+    4. step 4: req1 admitted: pages [0, 1, 2, 3], room for its tokens 1-16
     9. step 11: req2 preempted (recompute): pages [10, 8, 7, 6, 5, 4] turn CACHED
-    10. step 13: req1 takes page 10 (evicted), for its tokens 25-28
+    10. step 13: req1 takes page 10 (evicted), room for its tokens 25-28
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def _takes(record: Any, seq_id: Hashable, kinds: dict, pages: dict, new: bool) -
             text += f" ({', '.join(map(str, evicted))} evicted)"
         spans = [record.spans[p] for p in taken if p in record.spans]
         if len(spans) == len(taken):  # a page released in the same step has no span
-            text += f", for its tokens {spans[0][0]}-{spans[-1][1]}"
+            text += f", room for its tokens {spans[0][0]}-{spans[-1][1]}"
         out.append(f"{seq_id} {'admitted: ' if new and not out else 'takes '}{text}")
     return out
 
