@@ -30,6 +30,17 @@ def test_a_shared_prefix_is_not_allocated_again():
     assert bookkeeping_counts(prompts, 1, 64)["allocations"] == 10 + 2
 
 
+def test_hit_tokens_and_full_pages_match_a_count_by_hand():
+    shared = list(range(1, 9))  # 8 tokens: 2 full pages of 4, or 8 pages of 1
+    prompts = [shared + [50, 51], shared + [60, 61]]  # 10 tokens each
+    four, one = bookkeeping_counts(prompts, 4, 64), bookkeeping_counts(prompts, 1, 64)
+    assert (four["hit_tokens"], four["full_pages"]) == (0 + 8, 2 + 2)  # 2 full pages of 4 each
+    assert (one["hit_tokens"], one["full_pages"]) == (0 + 8, 10 + 10)  # every 1-token page is full
+    # pages of 1: each full page is looked up at release and once before (a hit or a new
+    # page indexed), plus one missed lookup per admission that stops at a miss (both here)
+    assert one["hash_lookups"] == 2 * 20 + 2
+
+
 def test_hash_lookups_count_every_full_page_at_least_once():
     prompt = list(range(1, 17))  # 16 tokens
     one, four = bookkeeping_counts([prompt], 1, 64), bookkeeping_counts([prompt], 4, 64)

@@ -36,15 +36,18 @@ def bookkeeping_counts(prompts: Iterable[Sequence[int]], page_size: int, num_tok
     """Serve `prompts` one at a time (admit, then free) on a pagedkv pool of `num_tokens`
     slots in pages of `page_size`, and count its bookkeeping: `tokens` (prompt tokens),
     `table_entries` (block-table entries written at admission, one per page a prompt holds),
-    `allocations` (pages handed out, from the pool's counter) and `hash_lookups` (lookups of a
-    block hash in the prefix index: at admission, when a full page is indexed, and at release)."""
+    `allocations` (pages handed out, from the pool's counter), `hash_lookups` (lookups of a
+    block hash in the prefix index: at admission, when a full page is indexed, and at release),
+    `hit_tokens` (prompt tokens served by prefix hits) and `full_pages` (full pages the prompts
+    hold, each with a block hash)."""
     seqs = pagedkv_cache(num_tokens // page_size, page_size)
     index = _CountingDict()
     seqs.pool.prefix_index.hash_to_page = index  # empty so far: nothing is lost
-    tokens = entries = 0
+    tokens = entries = hits = full = 0
     for i, prompt in enumerate(prompts):
-        seqs.add(f"r{i}", list(prompt))
+        hits += seqs.add(f"r{i}", list(prompt))
         tokens += len(prompt)
+        full += len(prompt) // page_size
         entries += len(seqs.block_table(f"r{i}"))
         seqs.free(f"r{i}")
     return {
@@ -52,6 +55,8 @@ def bookkeeping_counts(prompts: Iterable[Sequence[int]], page_size: int, num_tok
         "table_entries": entries,
         "allocations": seqs.pool.stats.allocations,
         "hash_lookups": index.lookups,
+        "hit_tokens": hits,
+        "full_pages": full,
     }
 
 
