@@ -6,8 +6,14 @@ from collections import Counter
 
 import pytest
 
+from pagedkv.engine.request import Request
 from pagedkv.exercises.reference_pool import ReferencePool
-from pagedkv.labs.experiments import popular_system_prompts, prefix_hit_rates, prefix_pool_stats
+from pagedkv.labs.experiments import (
+    first_eviction,
+    popular_system_prompts,
+    prefix_hit_rates,
+    prefix_pool_stats,
+)
 
 
 def test_the_workload_follows_its_description():
@@ -70,3 +76,15 @@ def test_bad_arguments():
     requests = popular_system_prompts(num_requests=20)
     with pytest.raises(ValueError, match=r"pool_sizes: 4 pages of 16 slots cannot hold"):
         prefix_hit_rates(requests, pool_sizes=(64, 4))
+
+
+@pytest.mark.parametrize("policy", ["lru", "mru"])
+def test_first_eviction_counted_by_hand(policy):
+    # Each prompt: a common 16-token page, an own 16-token page, 1 more token (a partial page).
+    # Request 0 takes 3 pages and leaves 2 CACHED; each later one hits the common page, takes
+    # 2 and leaves 1 more CACHED. In 6 pages, FREE pages run 4, 3, 2, 1 before requests 1-4:
+    # request 4 needs 2 and is the first to evict, after 3 hits of 16 tokens.
+    common = list(range(16))
+    requests = [Request(f"r{i}", common + [100 + 17 * i + k for k in range(17)], 1) for i in range(6)]
+    assert first_eviction(requests, 6, policy) == (4, 3 * 16)
+    assert first_eviction(requests[:4], 6, policy) == (4, 3 * 16)  # never evicts: all hits

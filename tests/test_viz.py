@@ -37,8 +37,8 @@ from pagedkv.viz import (
     slot_usage,
 )
 from pagedkv.viz.fragmentation import _external_holes
-from pagedkv.viz.frame import SUPTITLE_PT
-from pagedkv.viz.glyphs import _font, fit_text
+from pagedkv.viz.frame import SUPTITLE_PT, TITLE_PT, lru_title
+from pagedkv.viz.glyphs import _font, fit_text, wrap_text
 from pagedkv.viz.grid import grid_shape
 from pagedkv.viz.palette import (
     HIT_COLOR,
@@ -139,6 +139,17 @@ def test_lru_view_marks_the_next_victim(known):
     panel = heatmap.panels["lru"]
     assert panel.victim == 10 and "page 10 (#1) is evicted next" in panel.title
     assert "5 FREE pages" in panel.title and "freed tail first" in panel.title
+
+
+@pytest.mark.parametrize("num_pages", [4, 12, 24, 64, 154, 256])
+def test_lru_title_keeps_its_two_lines_whole(num_pages):
+    # wrapped to its panel, the title is its own two lines: no word is left alone on a line
+    heatmap = PoolHeatmap(num_pages, 4, views=("lru",))
+    frame = heatmap.panels["lru"].frame
+    size = round(TITLE_PT * heatmap._frame.px)
+    for victim, free in ((num_pages - 1, 0), (num_pages - 1, num_pages - 1), (1, 1), (-1, 0)):
+        title = lru_title(victim, free)
+        assert wrap_text(title, size, frame.title_room) == title, (num_pages, victim, free)
 
 
 def test_lru_view_names_the_last_holder_of_cached_pages_from_events(known):

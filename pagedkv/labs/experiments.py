@@ -10,7 +10,8 @@ proportional to 1/k, so a few prompts make up most of the traffic.
 request finishing before the next arrives, and reports the share of prompt tokens served
 from the prefix cache (`PoolStats.hit_rate`, vLLM's prefix-cache hit rate) and the
 evictions for each eviction policy (and, for contrast, with each request's pages released
-head first instead of tail first: `release`); `prefix_hit_rates` keeps the hit rates alone. It is
+head first instead of tail first: `release`); `prefix_hit_rates` keeps the hit rates alone;
+`first_eviction` says how many requests one pool serves before it first evicts. It is
 bookkeeping only: no model runs, so the pages hold no real K/V, which is fine because
 nothing reads them. vLLM measures the same rate on real traffic
 (`vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`).
@@ -92,6 +93,25 @@ def release(seqs: SequenceManager, seq_id: Hashable, tail_first: bool = True) ->
     seqs.pool.tick()
     seqs.pool.free_blocks(seq.block_table, seq_id)  # head first: the first page is evicted first
     seqs.pool.publish()
+
+
+def first_eviction(
+    requests: Sequence[Request], num_pages: int, policy: str = "lru", page_size: int = 16
+) -> tuple[int, int]:
+    """(requests served before the pool's first eviction, their prefix hits in tokens), with
+    the requests admitted and freed one after another as in `prefix_pool_stats`.
+
+    Until a pool first evicts, every policy has kept every page, so these hits do not depend
+    on the policy. (len(requests), all hits) if the pool never evicts."""
+    pool = KVCachePool(CacheConfig(num_pages=num_pages, page_size=page_size, eviction_policy=policy))
+    seqs = SequenceManager(pool)
+    for i, r in enumerate(requests):
+        hits_before = pool.stats.prefix_hits
+        seqs.add(r.req_id, r.prompt_token_ids)
+        if pool.stats.evictions:
+            return i, hits_before
+        seqs.free(r.req_id)
+    return len(requests), pool.stats.prefix_hits
 
 
 def prefix_hit_rates(

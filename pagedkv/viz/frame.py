@@ -49,13 +49,15 @@ SUPTITLE_PT = 15  # the title over all panels
 
 
 def lru_title(victim: int, free: int) -> str:
-    """The LRU panel's title (unwrapped): the next victim, or that there is none (-1)."""
+    """The LRU panel's title (unwrapped): the next victim, or that there is none (-1).
+
+    Two short lines, so that wrapping to a narrow panel never leaves a word alone on a line."""
     if victim < 0:
         return "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
     when = f"after the {free} FREE page{'s' * (free != 1)}" if free else "at the next allocation"
     return (
-        f"LRU: page {victim} (#1) is evicted next, {when}, unless a prefix hit revives it:\n"
-        f"of the pages still CACHED it was released longest ago (pages are freed tail first)"
+        f"LRU: page {victim} (#1) is evicted next, {when},\n"
+        "unless a prefix hit revives it: released longest ago (pages are freed tail first)"
     )
 
 
