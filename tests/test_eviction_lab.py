@@ -418,3 +418,23 @@ def test_the_mix_holds_both_streams_each_in_its_own_order():
     assert [r for r in mix if not r.req_id.startswith("chat")] == scan
     assert len(mix) == len(chat) + len(scan) and lab_workload("mix") == mix
     assert [r.req_id for r in mix[:40]] != [r.req_id for r in (chat + scan)[:40]]  # interleaved
+
+
+def test_hit_rates_by_source_splits_the_replay_and_matches_each_stream_alone():
+    """Oracle: chat and the scan share no prefix, so with a cache too big to evict, each
+    source's rate in the mix is its own stream's rate replayed alone; at 2,048 tokens the
+    groups' hits, weighted by their prompt tokens, add up to `replay`'s total."""
+    from pagedkv.labs.hit_rate_lab import hit_rates_by, replay, source
+    from pagedkv.labs.lab_workloads import lab_workload
+
+    mix = lab_workload("mix")
+    assert {source(r) for r in mix} == {"chat", "zipf", "scan"}
+    unbounded = hit_rates_by(mix, 1 << 16)
+    assert unbounded["chat"] == replay(lab_workload("chat"), 1 << 16).hit_rate
+    assert unbounded["scan"] == 0.0  # one-off prompts never hit
+    rates = hit_rates_by(mix, 2048)
+    tokens = {g: sum(len(r.prompt_token_ids) for r in mix if source(r) == g) for g in rates}
+    total = replay(mix, 2048)
+    assert round(sum(rates[g] * tokens[g] for g in rates)) == total.hit_tokens
+    halves = hit_rates_by(mix, 2048, key=lambda r: "all")
+    assert halves == {"all": total.hit_rate}

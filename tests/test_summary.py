@@ -35,6 +35,9 @@ def test_summary_prints_one_fact_per_line_from_the_runs():
     slots = costs.capacity("Mistral-7B", "A100-40GB", 2048)["token_slots"]
     assert f"  token slots:                {slots:,}" in lines
     assert "  K/V per token:              128 KiB" in lines
+    back = costs.preemption_costs("Mistral-7B", "A100-40GB", 1024)  # section 1.5's request
+    ms = [f"{back[k] * 1e3:.0f} ms" for k in ("recompute_s", "swap_s", "reload_s")]
+    assert f"  a request of 1,024 back:    recompute {ms[0]}, swap {ms[1]}, reload {ms[2]}" in lines
     assert "  pool hits, tier or not:     25.0 % of prompt tokens" in lines
     assert "  a host tier adds:           10.0 % with 64 pages, 12.5 % with 256" in lines
     assert "routing, N = 2 / 4 replicas" in lines

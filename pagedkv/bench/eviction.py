@@ -80,8 +80,8 @@ def run(
     if "lru" in policy_names:
         if "leaf-lru" in policy_names:
             notes.append(
-                "below, LRU against the policies that are not LRU: leaf-lru (LRU over the radix "
-                "tree) is left out"
+                "each line below compares LRU with every other policy but leaf-lru, which is "
+                "LRU itself, kept over the radix tree"
             )
         notes += lru_verdict(table)
     return Report(

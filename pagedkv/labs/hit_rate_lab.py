@@ -13,7 +13,9 @@ pool, so a policy that answers with the wrong type, an unevictable victim or a v
 own order() does not list first is refused with an error naming it, and the pool it was
 meant for is untouched.
 
-`make_policy("lru+pin", ...)` pins the most reused pages (a quarter of the cache) under LRU.
+`hit_rates_by` splits one replay's hit rate by group (by default the source stream of each
+request in a mix). `make_policy("lru+pin", ...)` pins the most reused pages (a quarter of
+the cache) under LRU.
 
 Leaves out: overlapping requests (each finishes before the next), hence ACTIVE-page hits.
 """
@@ -21,8 +23,9 @@ Leaves out: overlapping requests (each finishes before the next), hence ACTIVE-p
 from __future__ import annotations
 
 import copy
+import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pagedkv.core.config import CacheConfig
@@ -173,6 +176,21 @@ def replay(
     prefix_index: str = "hash",
 ) -> LabResult:
     """Run the stream one request at a time through a pool of `cache_tokens` slots."""
+    pool = _lab_pool(requests, cache_tokens, policy, page_size, prefix_index)
+    serve_one_at_a_time(SequenceManager(pool), requests)
+    stats = pool.stats
+    return LabResult(stats.prefix_hits, stats.prefix_queries, stats.evictions, pool.config.num_pages)
+
+
+def _lab_pool(
+    requests: Sequence[LabRequest],
+    cache_tokens: int,
+    policy: str | EvictionPolicy,
+    page_size: int,
+    prefix_index: str = "hash",
+) -> KVCachePool:
+    """A fresh bookkeeping pool of `cache_tokens` slots for `requests`, with `policy` (a name,
+    or an object checked by `check_policy` and copied) installed."""
     if not requests:
         raise ValueError("requests must not be empty")
     num_pages = num_pages_for(requests, cache_tokens, page_size)
@@ -184,9 +202,36 @@ def replay(
     pool = KVCachePool(config)
     if isinstance(policy, EvictionPolicy):
         install_policy(pool, policy)
-    serve_one_at_a_time(SequenceManager(pool), requests)
-    stats = pool.stats
-    return LabResult(stats.prefix_hits, stats.prefix_queries, stats.evictions, num_pages)
+    return pool
+
+
+def source(request: LabRequest) -> str:
+    """The stream a request comes from: the letters its id starts with ("chat9-t0" -> "chat",
+    "zipf3-p2" -> "zipf", "scan11-0" -> "scan")."""
+    letters = re.match(r"[a-z]*", request.req_id)
+    return letters.group() if letters else ""
+
+
+def hit_rates_by(
+    requests: Sequence[LabRequest],
+    cache_tokens: int,
+    key: Callable[[LabRequest], str] = source,
+    policy: str | EvictionPolicy = "lru",
+    page_size: int = 16,
+) -> dict[str, float]:
+    """`replay`'s run, its hit rate split by group: {key(request): prompt tokens of that
+    group's requests served from the prefix cache / their prompt tokens}. With the default
+    key, each source stream's share of a mix (how chat fares among the scan's bursts)."""
+    pool = _lab_pool(requests, cache_tokens, policy, page_size)
+    seqs = SequenceManager(pool)
+    hits: Counter[str] = Counter()
+    looked_up: Counter[str] = Counter()
+    for request in requests:
+        hits_before, queries_before = pool.stats.prefix_hits, pool.stats.prefix_queries
+        serve_one_at_a_time(seqs, [request])
+        hits[key(request)] += pool.stats.prefix_hits - hits_before
+        looked_up[key(request)] += pool.stats.prefix_queries - queries_before
+    return {group: hits[group] / n for group, n in looked_up.items()}
 
 
 def most_reused_pages(requests: Sequence[LabRequest], budget: int, page_size: int = 16) -> set[bytes]:

@@ -16,12 +16,16 @@ def _joined(values: list[float], digits: int) -> str:
     return " / ".join(f"{value:.{digits}f}" for value in values)
 
 
-def summary_text(tier_runs: dict, routing: dict, serving: dict, tokens: int = 2048) -> str:
+def summary_text(
+    tier_runs: dict, routing: dict, serving: dict, tokens: int = 2048, back_tokens: int = 1024
+) -> str:
     """The summary as lines of text. `tier_runs` is `bench tiers`' data["runs"] (keys "0",
     "64", "256": host pages), `routing` `bench routing`'s data ({router: {N: run}}, N = 2, 4,
-    8) and `serving` `bench serving`'s data (systems, rates, top_rate)."""
+    8) and `serving` `bench serving`'s data (systems, rates, top_rate). `tokens` is the
+    request length of the requests that fit (section 1.1's table), `back_tokens` that of the
+    request brought back (section 1.5's)."""
     cap = costs.capacity("Mistral-7B", "A100-40GB", tokens)
-    way = costs.preemption_costs("Mistral-7B", "A100-40GB", tokens)
+    way = costs.preemption_costs("Mistral-7B", "A100-40GB", back_tokens)
     ms = {k: f"{way[f'{k}_s'] * 1e3:.0f} ms" for k in ("recompute", "swap", "reload")}
     ns = sorted(routing["prefix_aware"])
     imbalance = _joined([routing["prefix_aware"][n]["imbalance"] for n in ns], 2)
@@ -43,7 +47,7 @@ def summary_text(tier_runs: dict, routing: dict, serving: dict, tokens: int = 20
             f"  K/V per token:              {costs.bytes_per_token('Mistral-7B') // 1024} KiB",
             f"  token slots:                {cap['token_slots']:,}",
             f"  requests of {tokens:,} that fit: {cap['requests']}",
-            "  one such request back:      "
+            f"  {f'a request of {back_tokens:,} back:':28}"
             f"recompute {ms['recompute']}, swap {ms['swap']}, reload {ms['reload']}",
             "second tier",
             f"  pool hits, tier or not:     {100 * tier_runs['0']['gpu_hit_rate']:.1f} % of prompt tokens",
