@@ -272,6 +272,14 @@ def test_memory_figure_writes_the_thin_shares_above_their_bar():
     assert ax.get_ylim()[1] > 100 and max(ax.get_yticks()) == 100
 
 
+def test_memory_figure_labels_token_states_to_one_decimal_as_printed():
+    shares = {"token_states": 96.6, "reserved": 0.0, "internal_fragmentation": 2.0,
+              "external_fragmentation": 0.0, "free": 1.4}  # fmt: skip
+    fig = memory.figure(Report("memory", [], [], data={"sharegpt": {"paged": shares}}))
+    labels = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "token_states"]
+    assert labels == ["96.6%"]  # the printed table's 96.6 %, not a rounded 97 %
+
+
 def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
     points = [
         {

@@ -9,9 +9,11 @@ from pagedkv.labs import workloads
 from pagedkv.labs.workloads import (
     MAX_LEN,
     WORKLOADS,
+    Request,
     alpaca_like,
     beam_parents,
     lengths,
+    mean_lengths,
     parallel_sampling,
     sharegpt_like,
     with_system_prompt,
@@ -94,3 +96,13 @@ def test_ops_trace_shares_prefix_on_even_requests():
     trace = workloads.ops_trace(6, 32, 16, seed=0)
     assert all((trace[i][:16] == trace[0][:16]).all() for i in (2, 4))
     assert not (trace[1][:16] == trace[0][:16]).all()
+
+
+def test_mean_lengths_are_the_draws_own_means():
+    requests = [
+        Request("a", [1, 2, 3], 10),
+        Request("b", [4], 5),
+    ]
+    assert mean_lengths(requests) == (2.0, 7.5)  # (3 + 1) / 2 and (10 + 5) / 2, by hand
+    with pytest.raises(ValueError):
+        mean_lengths([])

@@ -278,11 +278,12 @@ def figure(report: Report):
             ax.text(
                 x,
                 systems[s]["token_states"] / 2,
-                f"{systems[s]['token_states']:.0f}%",
+                f"{systems[s]['token_states']:.1f}%",  # as the table prints it
                 ha="center",
                 va="center",
                 color="white",
                 fontsize=9,
+                gid="token_states",
             )
         ax.set_title(f"{workload}-like requests")
         headroom = _label_slivers(ax, systems)

@@ -66,6 +66,19 @@ def generate(workload: str, num_requests: int, seed: int = 0, vocab_size: int = 
     ]
 
 
+def mean_lengths(requests: list[Request]) -> tuple[float, float]:
+    """The mean prompt length and mean output length (`max_new_tokens`) of `requests`: a
+    draw's own means, which differ from the workload's target means (`WORKLOADS`).
+    Example: mean_lengths(generate("sharegpt", 150)) -> (163.27..., 306.92)."""
+    if not requests:
+        raise ValueError("mean_lengths needs at least one request")
+    count = len(requests)
+    return (
+        sum(r.prompt_len for r in requests) / count,
+        sum(r.max_new_tokens for r in requests) / count,
+    )
+
+
 def sharegpt_like(num_requests: int, seed: int = 0, vocab_size: int = 32_000) -> list[Request]:
     """Long chats: mean prompt about 161 tokens, mean output about 338."""
     return generate("sharegpt", num_requests, seed, vocab_size)
