@@ -100,6 +100,37 @@ def test_the_diagram_and_glossary_name_every_transition():
         plot_lifecycle(["teleport"])
 
 
+@pytest.mark.parametrize("highlight", [(), ("allocate", "share", "evict", "reset")])
+def test_no_text_of_the_diagram_overlaps_another_or_leaves_the_picture(highlight):
+    """Every label, box and key line of the diagram, as drawn: their rectangles do not meet,
+    and each lies inside the figure (a label on a header or on the key would read as one).
+    Two labels of one straight arrow, rotated along it either side of the line, have
+    rectangles that meet at the line's slope: such a pair is not compared."""
+    fig = plot_lifecycle(highlight)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.canvas.get_width_height()
+    boxes = []
+    for text in fig.axes[0].texts:
+        box = (text.get_bbox_patch() or text).get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= width and 0 <= box.y0 and box.y1 <= height, text.get_text()
+        boxes.append((text.get_text(), box, text.get_rotation()))
+    for i, (a, box_a, turn_a) in enumerate(boxes):
+        for b, box_b, turn_b in boxes[i + 1 :]:
+            if turn_a == turn_b != 0:  # the two rows of one rotated label
+                continue
+            side = box_a.x1 <= box_b.x0 or box_b.x1 <= box_a.x0
+            assert side or box_a.y1 <= box_b.y0 or box_b.y1 <= box_a.y0, (a, b)
+
+
+def test_the_key_says_what_orange_and_reset_mean():
+    plain = [t.get_text() for t in plot_lifecycle().axes[0].texts]
+    lit = [t.get_text() for t in plot_lifecycle(["evict"]).axes[0].texts]
+    assert any("grey" in t for t in plain) and not any("orange" in t for t in plain)
+    assert any("orange" in t for t in lit)
+    assert any("reset_prefix_cache" in t for t in plain)
+
+
 def test_a_prompt_prefilled_in_chunks_allocates_its_first_chunk_and_appends_the_next():
     """The Page life diagram names the log's `allocate` lines of a chunked prefill: the first
     chunk is a new prompt's allocation, each later chunk finds the last page full, and the

@@ -57,7 +57,7 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
         f"({counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
         f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> (of the slots, "
         "those holding a running sequence's tokens; CACHED pages count as free) · "
-        f"prefix hits {stats['prefix_hits']} of {queries} tokens looked up ({rate}) · evictions "
+        f"prefix hits {stats['prefix_hits']} of {queries} prompt tokens looked up ({rate}) · evictions "
         f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
         + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
     )

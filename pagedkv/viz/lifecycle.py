@@ -2,10 +2,11 @@
 
 Three boxes (FREE, ACTIVE, CACHED) in the state colours of every other picture, one arrow per
 (source, target) pair of the table, labelled with the names of its transitions; ACTIVE's
-self-loop carries the ref-count changes. Transitions named in `highlight` (the dashboard
-passes the ones the last step took) are drawn bold in vermillion, the others grey. Only the
-arrows' positions are laid out here: what they say comes from the table, so a new row in
-the table appears in the picture.
+self-loop carries the ref-count changes, its labels above it. Transitions named in `highlight`
+(the dashboard passes the ones the last step took) are drawn bold in vermillion, the others
+grey; a key in the top corners says so, and what *reset* is. Only the arrows' positions are
+laid out here: what they say comes from the table, so a new row in the table appears in the
+picture.
 
 Leaves out: per-page animation (the heatmaps show which pages moved).
 """
@@ -31,15 +32,19 @@ NODES = {ACTIVE: (0.5, 0.64), FREE: (0.13, 0.16), CACHED: (0.87, 0.16)}  # axes 
 # ("outside", (x, y), step, align): rows from (x, y) down, each `step` further out, beside an
 # outer arc; ("along", None, curvature, ""): rotated along the arrow, the first row above its
 # middle, the next below, so the arrow runs between its own labels; ("loop", (x, y), 0, ""):
-# rows left and right of the self-loop.
+# rows centred above the self-loop, the first on top, clear of the other arrows' stacks.
 EDGES = {
     (FREE, ACTIVE): (-0.25, ("outside", (0.38, 0.72), -0.05, "right")),
     (ACTIVE, FREE): (-0.1, ("along", None, -0.1, "")),
     (ACTIVE, CACHED): (0.1, ("along", None, 0.1, "")),
     (CACHED, ACTIVE): (0.25, ("outside", (0.62, 0.72), 0.05, "left")),
     (CACHED, FREE): (-0.12, ("outside", (0.5, 0.06), 0.0, "center")),
-    (ACTIVE, ACTIVE): (0.0, ("loop", (0.5, 0.87), 0.0, "")),
+    (ACTIVE, ACTIVE): (0.0, ("loop", (0.5, 1.035), 0.0, "")),
 }
+# The key, in the top corners: what the arrows' colours mean (left; the orange line only when
+# an arrow is orange) and what the reset arrow is (right).
+KEY_LEFT = ("grey arrow: a move a page can make", "bold orange: a move the last step made")
+KEY_RIGHT = ("reset: reset_prefix_cache() empties", "every CACHED page at once")
 NOTES = {"evict": "(to its new owner)"}  # said on the row under a transition's name
 SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0, full, hashed"}
 IDLE_COLOR = "#666666"
@@ -79,7 +84,7 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
         if source is target:
             x, y = NODES[source]
             arrow = FancyArrowPatch(
-                (x - 0.05, y + 0.11), (x + 0.05, y + 0.11), connectionstyle="arc3,rad=-1.4",
+                (x - 0.05, y + 0.11), (x + 0.05, y + 0.11), connectionstyle="arc3,rad=-1.0",
                 arrowstyle="-|>", mutation_scale=22, lw=3 if on else 1.6, color=color,
             )  # fmt: skip
         else:
@@ -90,7 +95,18 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
             )  # fmt: skip
         ax.add_patch(arrow)
         _label(ax, _lines(rows), lit, place, (source, target))
+    _key(ax, bool(lit))
     return fig
+
+
+def _key(ax, lit: bool) -> None:
+    """The key: the arrows' colours in the top-left corner (the orange line, in orange, only
+    when `lit`: some arrow is orange), what reset does in the top-right one."""
+    for k, text in enumerate(KEY_LEFT[: 1 + lit]):
+        color = VICTIM_COLOR if k else IDLE_COLOR
+        ax.text(0.01, 1.03 - 0.07 * k, text, ha="left", va="top", fontsize=FONT_PT, color=color)
+    for k, text in enumerate(KEY_RIGHT):
+        ax.text(0.99, 1.03 - 0.07 * k, text, ha="right", va="top", fontsize=FONT_PT, color="#222222")
 
 
 def _lines(rows) -> list[tuple[str, str, bool]]:
@@ -106,7 +122,7 @@ def _lines(rows) -> list[tuple[str, str, bool]]:
 
 def _label(ax, lines, lit: set[str], place: tuple, edge: tuple[PageState, PageState]) -> None:
     """One arrow's label rows, placed as `place` says (EDGES): beside an outer arc, each row a
-    step further out; left and right of the loop; or rotated along a straight arrow, the
+    step further out; centred above the loop; or rotated along a straight arrow, the
     first row above it and the next below it, each at the middle of the arrow."""
     how, at, step, align = place
     if how == "outside" and len(lines) > 1:  # a stack of rows: say which arrow it labels
@@ -119,9 +135,8 @@ def _label(ax, lines, lit: set[str], place: tuple, edge: tuple[PageState, PageSt
             "color": VICTIM_COLOR if name in lit else "#222222",
             "weight": "bold" if name in lit else "normal",
         }
-        if how == "loop":  # first row left of the loop, the next right of it
-            x, y = at[0] + (0.065 if k % 2 else -0.065), at[1] - 0.075 * (k // 2)
-            ax.text(x, y, text, ha="left" if k % 2 else "right", va="top", **style)
+        if how == "loop":  # rows centred above the loop, the first on top
+            ax.text(at[0], at[1] - 0.07 * k, text, ha="center", va="top", **style)
         elif how == "outside":
             ax.text(at[0] + step * k, at[1] - 0.075 * k, text, ha=align, va="top", **style)
         else:
