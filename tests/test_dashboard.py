@@ -562,9 +562,9 @@ def test_on_a_resized_pool_the_caption_says_whose_story_it_tells():
     dash = Dashboard("eviction")
     dash.resize(13, 8)
     dash.step()
-    assert "the story of the scenario" in dash.caption.value and "12 × 4 pool" in dash.caption.value
+    assert "captions are about the scenario" in dash.caption.value and "12 × 4 pool" in dash.caption.value
     dash.reset()
     assert "13 pages × 8 slots" in dash.caption.value  # Reset keeps the size, and says so
     dash.resize(12, 4)
     dash.step()
-    assert "the story of the scenario" not in dash.caption.value
+    assert "captions are about the scenario" not in dash.caption.value
