@@ -135,3 +135,27 @@ def test_some_kills_landed_inside_a_transaction():
         f"{sum(n > 0 for n in ROLLED_BACK)}; 0 operations half-applied"
     )
     assert sum(n > 0 for n in ROLLED_BACK) >= 2, ROLLED_BACK
+
+
+def test_the_crash_drill_kills_the_server_right_after_the_record_it_names(tmp_path):
+    """`crash_during` (notebook 07) restarts the server with the log's crash drill 20 records
+    ahead: the generate is cut off with exactly 20 of its records on disk (its `begin` and
+    19 operations, no `commit`), on any machine however busy. Oracle: the log file itself
+    (`read_log`) and the state before the request."""
+    from pagedkv.service.wal import read_log
+    from pagedkv.service.workload import crash_during
+
+    store = tmp_path / "store"
+    args = ("--num-pages", "128", "--page-size", "4", "--wal", str(store), "--fsync", "never")
+    server = ServerProcess(*args)
+    httpx.post(f"{server.url}/sequences", json={"seq_id": "story", "text": "Once upon a time"})
+    before = httpx.get(f"{server.url}/sequences/story").json()
+    assert crash_during(server, "/sequences/story/generate", {"max_new_tokens": 80}, key="k", records=20)
+    records, _ = read_log(store / "wal.log")
+    tail = [r.payload for r in records][-20:]
+    assert tail[0].get("op") == "begin" and all(p.get("op") != "commit" for p in tail)
+    with ServerProcess(*args) as again, httpx.Client(base_url=again.url) as client:
+        assert _metric(client, "pagedkv_recovery_discarded_records", reason="uncommitted") == 20
+        assert client.get("/sequences/story").json() == before
+    with pytest.raises(ValueError, match="die_after_record"):
+        ServerProcess(*args, die_after_record=0)

@@ -54,7 +54,8 @@ def check_policy(policy: object) -> EvictionPolicy:
     """`policy` if it behaves as an `EvictionPolicy` on a scratch copy, else TypeError or
     ValueError naming what it did. Checked: order() and pop_victim() answer with page ids
     (ints) that are evictable, pop_victim() takes its victim out (with take_victim) and
-    evicts the page order() lists first, and pop_victims(n) gives a list of n of them."""
+    evicts the page order() lists first, pop_victims(n) gives a list of n of them, and a
+    page revived by a hit and released again is listed and evicted like any other."""
     if not isinstance(policy, EvictionPolicy):
         raise TypeError(f"policy must be a policy name or an EvictionPolicy, got {type(policy).__name__}")
     probe = copy.deepcopy(policy)
@@ -82,7 +83,33 @@ def check_policy(policy: object) -> EvictionPolicy:
         raise ValueError(
             f"policy {name}.{what}, asked for a second victim, must give page {other}, got {rest!r}"
         )
+    _check_revived_listed(policy, name)
     return policy
+
+
+def _check_revived_listed(policy: EvictionPolicy, name: str) -> None:
+    """check_policy's second scratch run: page 2 is revived by a prefix hit, then released
+    again, so pages 1, 2 and 3 are all CACHED; order() must list all three (a revived page
+    is evictable again once released) and pop_victims(3) must evict all three."""
+    probe = copy.deepcopy(policy)
+    probe.clear()
+    probe.attach(4, lambda page_id: ("block", page_id))
+    probe.add_all([1, 2, 3])
+    probe.remove(2)  # a prefix hit revives page 2 ...
+    probe.add(2)  # ... and its request releases it: CACHED again
+    order = probe.order()
+    if not isinstance(order, list) or sorted(order) != [1, 2, 3]:
+        raise ValueError(
+            f"policy {name}.order() must list every evictable page, revived ones too: pages 1, "
+            f"2 and 3 in some order (page 2 was revived by a prefix hit, then released again), "
+            f"got {order!r}"
+        )
+    victims = probe.pop_victims(3)
+    if sorted(victims) != [1, 2, 3]:
+        raise ValueError(
+            f"policy {name}.pop_victims(3), with pages 1, 2 and 3 evictable, must evict all "
+            f"three, got {victims!r}"
+        )
 
 
 def _not_evictable(name: str, victim: object) -> ValueError:

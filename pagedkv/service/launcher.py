@@ -16,7 +16,9 @@ import sys
 import tempfile
 import time
 
+from pagedkv.core.plumbing.validation import check_int
 from pagedkv.service.limits import TOKEN_ENV
+from pagedkv.service.wal import DIE_AFTER_ENV
 
 
 def _die_with_parent() -> None:
@@ -34,7 +36,8 @@ class ServerProcess:
     Runs `python -m pagedkv.service.serve` (this module: the same arguments and `run`,
     without importing every benchmark the full command line lists); with `via_cli`,
     `python -m pagedkv serve` itself. Ready when constructed, or — with `wait=False`, to
-    overlap its start-up with other work — once `wait()` returns."""
+    overlap its start-up with other work — once `wait()` returns. With `die_after_record`
+    N, the server SIGKILLs itself right after writing log record N (a crash drill, wal.py)."""
 
     def __init__(
         self,
@@ -44,12 +47,17 @@ class ServerProcess:
         wait: bool = True,
         timeout: float = 30.0,
         poll: float = 0.02,
+        die_after_record: int | None = None,
     ) -> None:
         entry = ["pagedkv", "serve"] if via_cli else ["pagedkv.service.serve"]
         cmd = [sys.executable, "-m", *entry, "--port", "0", *args]
         env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
         if token is not None:
             env[TOKEN_ENV] = token  # not on the command line, where ps would show it
+        env.pop(DIE_AFTER_ENV, None)
+        if die_after_record is not None:
+            env[DIE_AFTER_ENV] = str(check_int("die_after_record", die_after_record, 1))
+        self.args = args  # to start it again on the same store (`crash_during`)
         self.stderr = tempfile.TemporaryFile()
         self.process = subprocess.Popen(
             cmd,

@@ -20,6 +20,11 @@ machine (power loss, kernel panic):
   the flush is paid once per N operations.
 - `never`:   the kernel writes back when it chooses (about 30 s on Linux by default).
 
+A crash drill: with `PAGEDKV_DIE_AFTER_RECORD=N` in its environment, a process SIGKILLs
+itself right after writing record N whole (`ServerProcess(..., die_after_record=N)` sets it
+for a server), so a test or notebook kills a server at an exact record, not at a moment a
+busy machine decides.
+
 Reading: a record that fails its checks (short, bad CRC, wrong sequence number) and has no
 valid record after it is a torn write — the crash hit while it was being written — and is
 dropped. One that has a valid record after it is corruption, and reading stops with
@@ -35,6 +40,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import struct
 import zlib
 from dataclasses import dataclass
@@ -45,6 +51,7 @@ from pagedkv.core.plumbing.validation import check_instance, check_int
 
 MAGIC = b"PKVWAL1\n"
 _HEADER = struct.Struct("<IIQ")  # crc32, payload length, sequence number
+DIE_AFTER_ENV = "PAGEDKV_DIE_AFTER_RECORD"  # the crash drill (see above)
 MAX_PAYLOAD = 64 << 20  # a record longer than this is treated as damage, not data
 
 
@@ -238,6 +245,7 @@ class WriteAheadLog:
         self.fsyncs = 0  # calls to fsync since opening (for benchmarks and metrics)
         self._unsynced = 0
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        self.die_after = int(os.environ.get(DIE_AFTER_ENV, "0"))  # 0: no crash drill
 
     @classmethod
     def create(
@@ -259,6 +267,8 @@ class WriteAheadLog:
         seq = self.next_seq
         data = encode_record(seq, payload)
         self._write(data)
+        if seq == self.die_after:  # the crash drill: killed with record `seq` whole on disk
+            os.kill(os.getpid(), signal.SIGKILL)
         self.next_seq += 1
         self._unsynced += 1
         if (self.policy.mode == "always" and sync) or (

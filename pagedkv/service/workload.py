@@ -7,10 +7,10 @@ write), frees and, optionally, checkpoints. Everything follows from the seed, so
 workload on a plain in-memory manager is the oracle a recovered state must equal:
 `reference(seed, n)` is that manager after exactly the n operations a log would hold.
 
-`crash_during(server, path, body, key)` does the same to a running HTTP server: it sends
-one request and SIGKILLs the server once the request is half-way through its records
-(`pagedkv_wal_records_total`, read from `/metrics` without the engine lock, grows while a
-generate decodes), so the crash lands inside the request, not before or after it.
+`crash_during(server, path, body, key)` does the same to an HTTP server: it restarts it with
+the log's crash drill (wal.py) set a given number of records ahead, sends one request, and
+the server kills itself (SIGKILL) right after that record: always inside the request, at
+the same record on every machine, however busy.
 
 `python -m pagedkv.service.workload DIR --seed S` runs it on a new store in DIR; with
 `--die-at SEQ --torn-bytes B` the process writes the first B bytes of record SEQ and then
@@ -194,43 +194,35 @@ def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: 
 def crash_during(
     server: ServerProcess, path: str, body: dict, key: str, records: int = 20, timeout: float = 30
 ) -> bool:
-    """POST `body` to `path` of a `ServerProcess` with an Idempotency-Key and kill -9 the
-    server after the log has grown by `records` records; True if the request got no answer
-    (the crash cut it off)."""
-    import threading
-    import time
-
+    """Crash `server` inside one request: stop it (SIGTERM, graceful), start it again on the
+    same store with the crash drill set `records` records past its last one, POST `body` to
+    `path` with Idempotency-Key `key`, and wait until the drill kills it (kill -9 right after
+    the request's `records`-th log record, so exactly that many of its records are on disk
+    and no `commit`). True if the request got no answer (the crash cut it off); False if it
+    wrote fewer records than that and was answered."""
     import httpx
 
-    def wal_records() -> float:
-        text = httpx.get(f"{server.url}/metrics", headers=server.headers).text
-        return next(
-            float(line.split()[1])
-            for line in text.splitlines()
-            if line.startswith("pagedkv_wal_records_total ")
+    from pagedkv.service.launcher import ServerProcess
+
+    text = httpx.get(f"{server.url}/metrics", headers=server.headers, timeout=timeout).text
+    last = next(
+        int(float(line.split()[1]))
+        for line in text.splitlines()
+        if line.startswith("pagedkv_wal_records_total ")
+    )
+    server.stop()
+    drill = ServerProcess(*server.args, token=server.token, die_after_record=last + records)
+    try:
+        httpx.post(
+            f"{drill.url}{path}",
+            json=body,
+            timeout=timeout,
+            headers={**drill.headers, "Idempotency-Key": key},
         )
-
-    start, answered = wal_records(), []
-
-    def send() -> None:
-        try:
-            r = httpx.post(
-                f"{server.url}{path}",
-                json=body,
-                timeout=timeout,
-                headers={**server.headers, "Idempotency-Key": key},
-            )
-            answered.append(r.status_code)
-        except httpx.HTTPError:
-            pass
-
-    thread = threading.Thread(target=send)
-    thread.start()
-    deadline = time.monotonic() + timeout
-    while wal_records() < start + records and time.monotonic() < deadline:  # bounded
-        time.sleep(0.005)
-    server.stop(signal.SIGKILL)
-    thread.join(timeout)
+        answered = True
+    except httpx.HTTPError:  # the connection died with the server
+        answered = False
+    drill.stop(signal.SIGKILL)  # reaps it (already dead unless the request committed first)
     return not answered
 
 
