@@ -270,7 +270,9 @@ class Quiz(widgets.VBox):
         self.position = widgets.HTML().add_class("pagedkv-quiz-position")
         self.previous.on_click(lambda _: self.show(self.current - 1))
         self.next.on_click(lambda _: self.show(self.current + 1))
-        nav = widgets.HBox([self.previous, self.position, self.next])
+        nav = widgets.HBox(
+            [self.previous, self.position, self.next], layout=widgets.Layout(align_items="center")
+        )
         nav.layout.display = "" if len(self.questions) > 1 else "none"
         # a prediction about the cells below: a note that they hold the answer, until answered
         shown = "" if title == "Predict" else "none"
@@ -332,4 +334,4 @@ class Discuss(widgets.VBox):
         """Show the answer (what the button does), its markdown (`code`, **bold**) rendered."""
         self.shown.value = _box(markdown_html(self.data.answer))
         self.button.disabled = True
-        self.button.description = "The answer is below"  # not "Show an answer": it is shown
+        self.button.description = "Answer shown"  # not "Show an answer"; short: the button keeps its width
