@@ -96,6 +96,9 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "parallel sampling, the paper: 6.1 % (n = 2), 9.8 % (n = 6)" in labels
     assert "beam search, the paper: 37.6 % (k = 2), 55.2 % (k = 6)" in labels
+    # the two modes' dashes differ in style, so each legend entry names its own
+    styles = [h.get_linestyle() for h in fig.legends[0].legend_handles if h.get_label().find("paper") > 0]
+    assert len(styles) == 2 and styles[0] != styles[1]
     # one black dash per mode at width 2 (the data has no width 6), at the paper's low end,
     # across its own bar; none at width 4, where the paper gives no number
     dashes = sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in ax.get_lines())
@@ -128,3 +131,15 @@ def test_attention_figure_names_the_quick_run_and_keys_the_paper_as_a_line():
     assert "quick run" in fig.axes[0].get_title()
     full = attention.figure(Report("attention", [], [], data={"points": points}))
     assert full.legends[0].get_texts()[0].get_text() == "yours (this machine)"
+
+
+def test_page_size_point_records_the_most_requests_running_at_once():
+    # with room for every request (32,768 slots) all 40 run at once: the peak is the whole
+    # queue, and no request is preempted; the mean is far lower because they finish one by one
+    point = page_size.one_run(16, 32768)
+    assert point["preemptions"] == 0
+    assert point["max_batch"] == 40 and 1 <= point["max_batch_step"] <= point["steps"]
+    assert point["mean_batch"] < point["max_batch"]
+    # in a tiny pool (one request at a time fits) the peak can never exceed the pool's pages
+    tiny = page_size.one_run(256, 2048, requests=5)
+    assert 1 <= tiny["max_batch"] <= 2048 // 256

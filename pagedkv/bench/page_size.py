@@ -72,11 +72,13 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
     sched = Scheduler(manager, max_num_seqs=max_num_seqs, max_num_batched_tokens=4096)
     sched.add_requests(requests)
     seconds, steps, used, held, batch = 0.0, 0, 0, 0, 0  # used, held, batch: summed over samples
+    peak = (0, 0)  # (most requests running at once, the first step with that many)
     while sched.has_unfinished:
         start = time.perf_counter()
         sched.step()
         seconds += time.perf_counter() - start
         steps += 1
+        peak = max(peak, (len(sched.running), -steps))
         if steps % SAMPLE_EVERY == 0 and pool.num_active_pages:
             used += round(pool.token_usage * config.num_slots)
             held += pool.num_active_pages * page_size
@@ -90,6 +92,8 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
         "slot_utilisation_pct": 100.0 * used / max(1, held),
         "prefix_hit_rate_pct": 100.0 * pool.stats.hit_rate,
         "mean_batch": batch / samples,
+        "max_batch": peak[0],  # most requests running at once
+        "max_batch_step": -peak[1],  # the first step that ran that many
         "preemptions": sched.stats.preemptions,
         "steps": steps,
         "tokens_per_s": tokens / seconds,

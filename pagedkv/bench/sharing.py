@@ -38,6 +38,11 @@ HELP = "memory saved by fork sharing: parallel sampling (n = 2, 4, 6) and beam s
 # The vLLM paper, Sec. 6.3 (Kwon et al., SOSP 2023): saving ranges over n, k = 2 to 6, by dataset.
 # The saving grows with the width: each range's low end is the paper's width 2, its high end width 6.
 PAPER_WIDTHS = (2, 6)
+# The paper's dash, per mode: a solid and a dotted black line, told apart in the legend.
+PAPER_DASHES: dict[str, dict[str, Any]] = {
+    "parallel sampling": {"color": "black", "lw": 2.5, "linestyle": "solid"},
+    "beam search": {"color": "black", "lw": 3, "linestyle": (0, (1, 0.8))},
+}
 PAPER = {
     "alpaca": {"parallel sampling": (6.1, 9.8), "beam search": (37.6, 55.2)},
     "sharegpt": {"parallel sampling": (16.2, 30.5), "beam search": (44.3, 66.3)},
@@ -189,8 +194,10 @@ def _notes(
 def figure(report: Report):
     """Saving per width, one bar group per mode. Where the report's title names a workload the
     paper measured, a black dash across a bar marks the paper's saving at that width: its low
-    end at width 2 and its high end at width 6 (`PAPER_WIDTHS`; it gives no number for 4). The
-    legend sits below the axes (`fig.legends[0]`), where it covers no bar and no dash."""
+    end at width 2 and its high end at width 6 (`PAPER_WIDTHS`; it gives no number for 4). Each
+    mode's dash has its own style (`PAPER_DASHES`: solid, dotted), so its legend entry names it
+    without looking at the bar. The legend sits below the axes (`fig.legends[0]`), where it
+    covers no bar and no dash."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -210,18 +217,18 @@ def figure(report: Report):
         marks = dict(zip(PAPER_WIDTHS, paper[mode])) if paper is not None and mode in paper else {}
         for xi, w, v in zip(x, widths, values, strict=True):
             if w in marks:
-                ax.plot([xi - 0.18, xi + 0.18], [marks[w]] * 2, color="black", lw=2.5, zorder=3)
+                ax.plot([xi - 0.18, xi + 0.18], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
             ax.text(xi, max(v, marks.get(w, 0.0)) + 1, f"{v:.1f}", ha="center", fontsize=8)
         top = max(top, *values, *marks.values())
         if marks:
             low, high = paper[mode]  # type: ignore[index]
             letter = "n" if mode == "parallel sampling" else "k"
             label = f"{mode}, the paper: {low:.1f} % ({letter} = 2), {high:.1f} % ({letter} = 6)"
-            handles.append(Line2D([], [], color="black", lw=2.5, label=label))
+            handles.append(Line2D([], [], label=label, **PAPER_DASHES[mode]))
     ax.set_xticks(np.arange(len(widths)), [f"n = k = {w}" for w in widths])
     ax.set_ylim(0, top * 1.25)  # room above the tallest bar's label
     ax.set_ylabel("KV memory saved (%)")
     ax.set_title("Memory saved by sharing pages between forked sequences")
     # below the axes, one row per entry: two columns would not fit the paper's labels
-    fig.legend(handles=handles, loc="outside lower center", ncols=1, fontsize=8)
+    fig.legend(handles=handles, loc="outside lower center", ncols=1, fontsize=8, handlelength=3)
     return fig
