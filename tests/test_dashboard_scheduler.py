@@ -168,3 +168,46 @@ def test_without_a_scheduler_every_live_sequence_is_yours():
     assert SCHEDULER_NOTE not in dash.actions_note.value
     dash.decode_button.click()
     assert "your action: you decoded one token for everyone" in dash.caption.value
+
+
+def test_the_header_says_done_only_once_every_request_has_finished():
+    """At the scenario's last step with a request unfinished, the header says "steps done" and
+    names it; "done" alone only once the scheduler has nothing left. Oracle: the scheduler's
+    own requests, read here one by one."""
+    dash = Dashboard("preempt")
+    dash.goto(3)
+    dash.prompt.value = "Hi there"
+    dash.add_button.click()
+    dash.goto(40)
+    left = [r for r, s in dash.run.scheduler.requests.items() if s.status != "finished"]
+    counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    assert left == ["req3"] and counter.endswith(" · steps done, req3 unfinished")
+    assert not counter.endswith(" · done")
+    alone = Dashboard("preempt")
+    alone.goto(40)
+    assert re.sub(r"<[^>]+>", "", alone.step_counter.value) == "step 40 of 40 · done"
+
+
+def test_the_log_key_names_resume_and_abort_only_with_a_scheduler():
+    def key(dash):
+        return dash.event_log.value.split("<details")[0]
+
+    assert all(f">{k}</span>" in key(Dashboard("preempt")) for k in ("preempt", "resume", "abort"))
+    assert not any(f">{k}</span>" in key(Dashboard("parallel")) for k in ("preempt", "resume", "abort"))
+
+
+def test_reset_says_so_in_a_few_words_and_keeps_the_pool_size():
+    dash = Dashboard("preempt")
+    dash.goto(5)
+    dash.reset()
+    assert "Reset: step 0, same pool size" in dash.caption.value and dash.run.cursor == 0
+
+
+def test_a_long_log_says_it_scrolls_and_where_it_ends():
+    """Oracle: the number of log entries, counted here; a short log has no scroll line."""
+    dash = Dashboard("parallel")
+    assert "scroll for older steps" not in dash.event_log.value  # no step yet
+    dash.goto(5)
+    entries = sum(len(r.entries()) for r in dash.run.records)
+    assert entries > 15 and "scroll for older steps" in dash.event_log.value
+    assert "end of the log" in dash.event_log.value

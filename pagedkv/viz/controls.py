@@ -32,7 +32,7 @@ __all__ = [
     "DashboardControls",
 ]  # fmt: skip
 
-PAGES_RANGE = (4, 256)  # pool-size slider
+PAGES_RANGE = (4, 64)  # pool-size slider: a short range, so a drag moves a few pages, not dozens
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
@@ -44,7 +44,8 @@ SCHEDULER_NOTE = (  # instead of ACTIONS_NOTE when a scheduler runs the scenario
 )
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 PREFIX_TIP = (
-    "your request starts with this sequence's tokens, then your prompt: "
+    "your request starts with the tokens this sequence holds so far (a request still "
+    "prefilling: only its prompt tokens computed so far), then your prompt: "
     "the full pages those tokens fill are prefix hits"
 )
 BUTTON_PX = 96  # Step, Back, Reset, Fork, Finish: narrow, so Jump to fits on the Step row
@@ -126,8 +127,8 @@ class DashboardControls(widgets.VBox):
         self.caption = widgets.HTML(layout=width(min_height="0")).add_class("pagedkv-caption")
         self.pages_slider = widgets.IntSlider(
             value=run.num_pages, min=PAGES_RANGE[0], max=max(PAGES_RANGE[1], run.num_pages),
-            description="Pages", continuous_update=False,
-        ).add_class("pagedkv-pages")  # fmt: skip
+            description="Pages", continuous_update=False, layout=width(width="420px"),
+        ).add_class("pagedkv-pages")  # fmt: skip  # wide: ~5 px a page
         self.page_size_slider = widgets.IntSlider(
             value=run.page_size, min=PAGE_SIZE_RANGE[0], max=max(PAGE_SIZE_RANGE[1], run.page_size),
             description="Page size", continuous_update=False,
@@ -325,6 +326,9 @@ class DashboardControls(widgets.VBox):
         self._syncing = True
         try:
             self.scenario_picker.value = self.run.scenario.name
+            # the maximum first: a pool built larger (resize) than the range shows its size
+            self.pages_slider.max = max(PAGES_RANGE[1], self.run.num_pages)
+            self.page_size_slider.max = max(PAGE_SIZE_RANGE[1], self.run.page_size)
             self.pages_slider.value = self.run.num_pages
             self.page_size_slider.value = self.run.page_size
             self.play.min = 0  # before a max below the old step

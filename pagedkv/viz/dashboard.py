@@ -120,10 +120,11 @@ class Dashboard(DashboardControls):
         self.render()
 
     def reset(self) -> None:
-        run = self.run  # Reset keeps the pool size (and says so) and drops your own actions
-        self.message = f"back to step 0, on the same {run.num_pages} pages × {run.page_size} slots"
-        self.message += self._geometry_note("; ") or ""
-        run.reset()
+        """Back to step 0 without your own actions, on the same pool size. The message is
+        short, so the caption stays within 2 lines (on a resized pool, the note says whose
+        pool the captions are about)."""
+        self.message = "Reset: step 0, same pool size" + self._geometry_note(" · ")
+        self.run.reset()
         self.palette.restart(self.run.steps)
         self.render()
 
@@ -240,6 +241,7 @@ class Dashboard(DashboardControls):
         if not self._syncing:  # busy: the sliders are disabled until the pool is rebuilt
             with self.busy():
                 self.resize(self.pages_slider.value, self.page_size_slider.value)
+            change["owner"].focus()  # disabling took the keyboard focus away: give it back
 
     # ---- rendering ----------------------------------------------------------------------------
 
@@ -257,7 +259,7 @@ class Dashboard(DashboardControls):
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
         self.status.value = status_html(run, snap)  # the message is in the caption, under Step
-        self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX)
+        self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None)
         self.step_counter.value = counter_html(run)  # step k of N · +n yours · +m past the end
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab

@@ -11,6 +11,7 @@ Leaves out: filtering the log by kind or by request.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,9 +20,10 @@ from pagedkv.core.page import PageState
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz.palette import EVENT_COLORS
 
-__all__ = ["counter_html", "end_message", "log_html", "status_html"]
+__all__ = ["counter_html", "counter_text", "end_message", "log_html", "status_html"]
 
-LOG_KINDS = ("allocate", "prefix_hit", "fork", "evict", "cow", "cache", "free", "preempt", "append")
+LOG_KINDS = ("allocate", "prefix_hit", "fork", "evict", "cow", "cache", "free", "append")
+SCHEDULER_KINDS = ("preempt", "resume", "abort")  # in the key only when a scheduler runs
 KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says them as the log does
 
 
@@ -66,10 +68,18 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
 
 
+def counter_text(run: ScenarioRun) -> str:
+    """The header's counter as plain text (see `counter_html`), e.g.
+    "step 40 of 40 · +1 yours · steps done, req3 unfinished"."""
+    return re.sub(r"<[^>]+>", "", counter_html(run))
+
+
 def counter_html(run: ScenarioRun) -> str:
     """The header's one counter: "step k of N", then "+n yours" (your own actions that did
     something) and "+m past the end" (scheduler steps Decode all ran once the scenario was
-    done), then "done". Short, so the header stays on one line; the tooltip says it in full."""
+    done), then, at the scenario's last step, "done" when every request has finished, or
+    "steps done" and the requests still unfinished. Short, so the header stays on one line;
+    the tooltip says it in full."""
     own = sum(1 for r in run.records if r.yours and not r.note.startswith("refused"))
     extra = run.steps_past_end
     text = f"step {run.cursor} of {len(run.steps)}" + f" · +{own} yours" * bool(own)
@@ -78,7 +88,11 @@ def counter_html(run: ScenarioRun) -> str:
     tips += [
         f"{extra} scheduler step{'s' * (extra != 1)} that Decode all ran after the scenario's last step"
     ] * bool(extra)
-    done = " · <b>done</b>" if run.done else ""
+    waiting = run.unfinished_requests if run.done else []
+    done = " · <b>done</b>" * (run.done and not waiting)
+    if waiting:  # the steps are used up, not the requests: say which are left
+        done = f" · <b>steps done</b>, {', '.join(map(str, waiting))} unfinished"
+        tips.append("the scenario's steps are used up; Decode all runs the scheduler on")
     span = f"<span style='font-size:16px;white-space:nowrap' title='{html.escape('; '.join(tips))}'>"
     return f"{span}<b>{text}</b>{done}</span>"
 
@@ -88,12 +102,14 @@ def counter_html(run: ScenarioRun) -> str:
 ENTRY_STYLE = "padding-left:1.6em;text-indent:-0.8em"
 
 
-def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
+def log_html(records: Sequence, steps: int, height_px: int = 420, scheduled: bool = False) -> str:
     """The last `steps` records of a run as the event log (newest step first), at most
     `height_px` tall (it scrolls): a heading per step ("step 4", or "your action (after
     scenario step 4)" for an action of your own), then its entries, each wrapped between
-    words under its first line."""
-    lines = []
+    words under its first line. The key names the entries' kinds by colour (with a scheduler,
+    `scheduled`, also preempt, resume and abort). When the entries are longer than the box, a
+    line fixed at its bottom, over a fade, says older steps are further down (until the end)."""
+    lines, chars = [], 0
     for record in reversed(records[-steps:]):  # newest step first
         label = f"your action (after scenario step {record.step})" if record.yours else f"step {record.step}"
         if record.own and not record.yours:  # run by Decode all once the scenario is done
@@ -103,11 +119,25 @@ def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
             color = EVENT_COLORS.get(kind, "#111111")
             style = f"color:{color};{ENTRY_STYLE}"
             lines.append(f"<div class='pagedkv-log-{kind}' style='{style}'>{html.escape(text)}</div>")
+            chars += len(text)
     body = "\n".join(lines) or "<i>no step yet: press Step</i>"  # as plain text: one entry a line
-    key = " · ".join(f"<span style='color:{EVENT_COLORS[k]}'>{KEY_WORDS.get(k, k)}</span>" for k in LOG_KINDS)
+    kinds = LOG_KINDS + SCHEDULER_KINDS * scheduled
+    key = " · ".join(f"<span style='color:{EVENT_COLORS[k]}'>{KEY_WORDS.get(k, k)}</span>" for k in kinds)
+    # ~34 characters a line in the log's third of an 850 px cell, a line 19 px tall
+    rows = 3 + len(lines) + chars // 34
+    # Fixed at the box's bottom over a fade while older steps are below; at the log's end an
+    # opaque line (after it, so drawn on top) covers it and says the end is reached.
+    more = (
+        "<div class='pagedkv-log-more' style='position:sticky;bottom:-4px;height:34px;"
+        "box-sizing:border-box;margin:0 -6px;padding:14px 6px 0;text-align:right;font-size:13px;"
+        "color:#444;background:linear-gradient(rgba(255,255,255,0),#fff 55%)'>"
+        "▼ scroll for older steps</div><div style='position:relative;height:34px;box-sizing:"
+        "border-box;margin:-34px -6px 0;padding:14px 6px 0;text-align:right;font-size:13px;"
+        "color:#444;background:#fff'>end of the log</div>"
+    ) * (rows * 19 > height_px)
     return (
-        f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;"
-        "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:break-word'>"
+        f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;overflow-x:hidden;"
+        "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:anywhere'>"
         f"<div><b>event log</b>, newest step first<br>{key}</div>\n"
         "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
         "cause before effect: a scheduler's decision first, then each eviction, the allocation "
@@ -118,7 +148,12 @@ def log_html(records: Sequence, steps: int, height_px: int = 420) -> str:
         "cached pages reused; <b>fork shares</b>: a new sequence holds its parent's pages "
         "(notebook 04); <b>evict</b>: a CACHED page taken back; <b>cow</b>: a shared page "
         "copied before a write (notebook 04); <b>cache</b>: a released full page kept, CACHED; "
-        "<b>free</b>: a released page emptied, FREE; <b>preempt</b>: a request sent back to "
-        "wait (notebook 05)</details>\n"
-        f"{body}</div>"
+        "<b>free</b>: a released page emptied, FREE"
+        + (
+            "; <b>preempt</b>: a request sent back to wait (notebook 05); <b>resume</b>: a "
+            "preempted request admitted again; <b>abort</b>: a request dropped before it "
+            "finished, its pages released as by a finish"
+        )
+        * scheduled
+        + f"</details>\n{body}{more}</div>"
     )

@@ -1,12 +1,12 @@
 """The page-lifecycle diagram, drawn from `pagedkv.core.observe.lifecycle.TRANSITIONS`.
 
 Three boxes (FREE, ACTIVE, CACHED) in the state colours of every other picture, one arrow per
-(source, target) pair of the table, labelled with the names of its transitions; ACTIVE's
-self-loop carries the ref-count changes, its labels above it. Transitions named in `highlight`
-(the dashboard passes the ones the last step took) are drawn bold in vermillion, the others
-grey; a key in the top corners says so, and what *reset* is. Only the arrows' positions are
-laid out here: what they say comes from the table, so a new row in the table appears in the
-picture.
+(source, target) pair of the table, labelled with the names of its transitions, each label
+next to its arrow; ACTIVE's self-loop carries the ref-count changes, its labels right of it.
+Transitions named in `highlight` (the dashboard passes the ones the last step took) are
+drawn bold in vermillion, the others grey; a key in the top-left corner says so, and one in
+the bottom-right what *reset* is. Only the arrows' positions are laid out here: what they
+say comes from the table, so a new row in the table appears in the picture.
 
 Leaves out: per-page animation (the heatmaps show which pages moved).
 """
@@ -27,33 +27,42 @@ from pagedkv.core.page import PageState
 from pagedkv.viz.palette import STATE_COLORS, VICTIM_COLOR
 
 FREE, ACTIVE, CACHED = PageState.FREE, PageState.ACTIVE, PageState.CACHED
-NODES = {ACTIVE: (0.5, 0.64), FREE: (0.13, 0.16), CACHED: (0.87, 0.16)}  # axes coordinates
+NODES = {ACTIVE: (0.5, 0.78), FREE: (0.17, 0.28), CACHED: (0.86, 0.28)}  # axes coordinates
 # (source, target) -> (arc curvature, where its labels go). A label place is one of
-# ("outside", (x, y), step, align): rows from (x, y) down, each `step` further out, beside an
-# outer arc; ("along", None, curvature, ""): rotated along the arrow, the first row above its
-# middle, the next below, so the arrow runs between its own labels; ("loop", (x, y), 0, ""):
-# rows centred above the self-loop, the first on top, clear of the other arrows' stacks.
+# ("beside", r, 0, align): rows stacked around the middle of an outer arc (raised by r rows), just outside
+# it and each shifted along it (align "right": the rows end left of the arc; "left": they
+# start right of it);
+# ("along", t, curvature, ""): rotated along the arrow, the first row above the point a
+# fraction t of the way along it, the next below, so the arrow runs between its own labels
+# (t < 0.5 keeps them clear of a wide box at the arrow's end); ("loop", (x, y), 0, ""): rows
+# from (x, y) down, right of the self-loop; ("over", (x, y), 0, ""): one row, centred, above y.
 EDGES = {
-    (FREE, ACTIVE): (-0.25, ("outside", (0.38, 0.72), -0.05, "right")),
-    (ACTIVE, FREE): (-0.1, ("along", None, -0.1, "")),
-    (ACTIVE, CACHED): (0.1, ("along", None, 0.1, "")),
-    (CACHED, ACTIVE): (0.25, ("outside", (0.62, 0.72), 0.05, "left")),
-    (CACHED, FREE): (-0.12, ("outside", (0.5, 0.06), 0.0, "center")),
-    (ACTIVE, ACTIVE): (0.0, ("loop", (0.5, 1.035), 0.0, "")),
+    (FREE, ACTIVE): (-0.35, ("beside", 0.5, 0.0, "right")),
+    (ACTIVE, FREE): (-0.1, ("along", 0.55, -0.1, "")),
+    (ACTIVE, CACHED): (0.1, ("along", 0.5, 0.1, "")),
+    (CACHED, ACTIVE): (0.4, ("beside", 0.5, 0.0, "left")),
+    (CACHED, FREE): (-0.1, ("over", (0.49, 0.235), 0.0, "")),
+    (ACTIVE, ACTIVE): (0.0, ("loop", (0.57, 0.95), 0.0, "")),
 }
-# The key, in the top corners: what the arrows' colours mean (left; the orange line only when
-# an arrow is orange) and what the reset arrow is (right).
-KEY_LEFT = ("grey arrow: a move a page can make", "bold orange: a move the last step made")
-KEY_RIGHT = ("reset: reset_prefix_cache() empties", "every CACHED page at once")
+# The key: what the arrows' colours mean in the top-left corner (the orange line only when
+# an arrow is orange), what the reset arrow is in the bottom-right one, under CACHED.
+KEY_LEFT = ("grey: a move a page can make", "bold orange: moved in the last step")
+KEY_RIGHT = ("reset: reset_prefix_cache()", "empties every CACHED page")
 NOTES = {"evict": "(to its new owner)"}  # said on the row under a transition's name
-SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0, full, hashed"}
+SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0,\nfull, hashed"}
 IDLE_COLOR = "#666666"
-FONT_PT = 13  # every text of the diagram is at least this size at the figure's own size
-WIDTH_IN = 11.0
+# The dashboard's Page life tab shows the picture at its own size, 760 x 380 px (WIDTH_IN at
+# DASHBOARD_DPI): its text is 12 pt there, 16.7 px, so ≥ 12 px even in a 560 px wide cell.
+# Every size (text, lines, gaps) scales with the width: a wider figure is the same picture.
+WIDTH_IN = 11.0  # plot_lifecycle's default: notebook 00 draws it at 110 dpi
+DASHBOARD_WIDTH_IN, DASHBOARD_DPI = 7.6, 100
+FONT_PT_PER_IN = 12 / 7.6  # text size (pt) per inch of the figure's width
+ROW = 0.058  # one row of labels, in axes fractions of the height
 
 
 def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Figure:
-    """The lifecycle diagram; transitions named in `highlight` are drawn bold in vermillion.
+    """The lifecycle diagram, `width` inches wide and half as tall; transitions named in
+    `highlight` are drawn bold in vermillion.
     Example: plot_lifecycle(["evict"]) -> the CACHED -> ACTIVE arrow and "evict" stand out."""
     lit = set(highlight)
     unknown = lit - {t.name for t in TRANSITIONS}
@@ -63,16 +72,17 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 1)
-    ax.set_ylim(-0.04, 1.04)
+    ax.set_ylim(0, 1)
     ax.axis("off")
+    pt = FONT_PT_PER_IN * width  # the text size; lines and arrow heads scale with it
     boxes = {}  # state -> its box patch, so arrows end at the box edge
     for state, (x, y) in NODES.items():
         dark = state is ACTIVE
         boxes[state] = ax.text(
             x, y, f"{state.name}\n{SUBTITLES[state]}", ha="center", va="center",
-            fontsize=FONT_PT + 1, linespacing=1.5,
+            fontsize=pt, linespacing=1.3,
             color="white" if dark else "black",
-            bbox={"boxstyle": "round,pad=0.6", "fc": STATE_COLORS[state], "ec": "#333333"},
+            bbox={"boxstyle": "round,pad=0.4", "fc": STATE_COLORS[state], "ec": "#333333"},
         ).get_bbox_patch()  # fmt: skip
     fig.canvas.draw()  # lays the boxes out: the arrows are clipped to them
     for (source, target), (rad, place) in EDGES.items():
@@ -80,33 +90,33 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
         if not rows:
             continue
         on = any(t.name in lit for t in rows)
-        color = VICTIM_COLOR if on else IDLE_COLOR
+        color, lw = (VICTIM_COLOR, 3 * pt / 12) if on else (IDLE_COLOR, 1.6 * pt / 12)
         if source is target:
             x, y = NODES[source]
             arrow = FancyArrowPatch(
-                (x - 0.05, y + 0.11), (x + 0.05, y + 0.11), connectionstyle="arc3,rad=-1.0",
-                arrowstyle="-|>", mutation_scale=22, lw=3 if on else 1.6, color=color,
+                (x - 0.04, y + 0.1), (x + 0.04, y + 0.1), connectionstyle="arc3,rad=-1.0",
+                arrowstyle="-|>", mutation_scale=1.6 * pt, lw=lw, color=color,
             )  # fmt: skip
         else:
             arrow = FancyArrowPatch(
-                NODES[source], NODES[target], connectionstyle=f"arc3,rad={rad}",
-                arrowstyle="-|>", mutation_scale=24, lw=3 if on else 1.6, color=color,
-                patchA=boxes[source], patchB=boxes[target], shrinkA=4, shrinkB=4,
+                *_ends((source, target)), connectionstyle=f"arc3,rad={rad}",
+                mutation_scale=1.8 * pt, patchA=boxes[source], patchB=boxes[target],
+                shrinkA=4, shrinkB=4, arrowstyle="-|>", lw=lw, color=color,
             )  # fmt: skip
         ax.add_patch(arrow)
-        _label(ax, _lines(rows), lit, place, (source, target))
-    _key(ax, bool(lit))
+        _label(ax, _lines(rows), lit, place, (source, target), rad, pt)
+    _key(ax, bool(lit), pt)
     return fig
 
 
-def _key(ax, lit: bool) -> None:
+def _key(ax, lit: bool, pt: float) -> None:
     """The key: the arrows' colours in the top-left corner (the orange line, in orange, only
-    when `lit`: some arrow is orange), what reset does in the top-right one."""
+    when `lit`: some arrow is orange), what reset does in the bottom-right one."""
     for k, text in enumerate(KEY_LEFT[: 1 + lit]):
         color = VICTIM_COLOR if k else IDLE_COLOR
-        ax.text(0.01, 1.03 - 0.07 * k, text, ha="left", va="top", fontsize=FONT_PT, color=color)
+        ax.text(0.01, 0.99 - ROW * k, text, ha="left", va="top", fontsize=pt, color=color)
     for k, text in enumerate(KEY_RIGHT):
-        ax.text(0.99, 1.03 - 0.07 * k, text, ha="right", va="top", fontsize=FONT_PT, color="#222222")
+        ax.text(0.99, 0.01 + ROW * (1 - k), text, ha="right", va="bottom", fontsize=pt, color="#222222")
 
 
 def _lines(rows) -> list[tuple[str, str, bool]]:
@@ -120,40 +130,61 @@ def _lines(rows) -> list[tuple[str, str, bool]]:
     return lines
 
 
-def _label(ax, lines, lit: set[str], place: tuple, edge: tuple[PageState, PageState]) -> None:
-    """One arrow's label rows, placed as `place` says (EDGES): beside an outer arc, each row a
-    step further out; centred above the loop; or rotated along a straight arrow, the
-    first row above it and the next below it, each at the middle of the arrow."""
+def _label(ax, lines, lit: set[str], place: tuple, edge: tuple, rad: float, pt: float) -> None:
+    """One arrow's label rows, placed as `place` says (EDGES): stacked just outside the
+    middle of an outer arc; centred above the loop; one row over an arc; or rotated along a
+    straight arrow, the first row above it and the next below it, at the arrow's middle."""
     how, at, step, align = place
-    if how == "outside" and len(lines) > 1:  # a stack of rows: say which arrow it labels
-        head = f"{edge[0].name} → {edge[1].name}:"
-        ax.text(at[0] - step, at[1] + 0.075, head, ha=align, va="top", fontsize=FONT_PT, color=IDLE_COLOR)
+    if how == "beside":  # the rows' middle at the arc's middle, a gap off the arc
+        (mx, my), gap = _arc_middle(ax, edge, rad), 1.5 * pt * ax.figure.dpi / 72
+        (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge))
+        row_px = ROW * ax.bbox.height  # a row's height in display px
+        # the tangent at the arc's middle is parallel to the chord: each row slides along it
+        slide = (tx - sx) / (ty - sy) * row_px
+        first = (len(lines) - 1) / 2 + at  # rows above the middle (`at`: raised by rows)
+        mx += -gap if align == "right" else gap
     for k, (text, name, note) in enumerate(lines):
         style = {
-            "fontsize": FONT_PT,
+            "fontsize": pt,
             "style": "italic" if note else "normal",
             "color": VICTIM_COLOR if name in lit else "#222222",
             "weight": "bold" if name in lit else "normal",
         }
-        if how == "loop":  # rows centred above the loop, the first on top
-            ax.text(at[0], at[1] - 0.07 * k, text, ha="center", va="top", **style)
-        elif how == "outside":
-            ax.text(at[0] + step * k, at[1] - 0.075 * k, text, ha=align, va="top", **style)
+        if how == "over":
+            ax.text(at[0], at[1], text, ha="center", va="bottom", **style)
+        elif how == "loop":  # rows right of the loop, the first on top
+            ax.text(at[0], at[1] - ROW * k, text, ha="left", va="center", **style)
+        elif how == "beside":
+            up = first - k  # rows above the middle: > 0
+            x, y = ax.transData.inverted().transform((mx + up * slide, my + up * row_px))
+            ax.text(x, y, text, ha=align, va="center", **style)
         else:
-            _along(ax, edge, step, text, k, style)
+            _along(ax, edge, (step, at), text, k, style)
 
 
-def _along(ax, edge: tuple[PageState, PageState], rad: float, text: str, k: int, style: dict) -> None:
+def _ends(edge: tuple) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The points arrow `edge` aims from and at (axes coordinates): its boxes' centres."""
+    return NODES[edge[0]], NODES[edge[1]]
+
+
+def _arc_middle(ax, edge: tuple, rad: float, t: float = 0.5) -> tuple[float, float]:
+    """The point a fraction `t` along the arc3 arrow `edge` with curvature `rad`, in display
+    px. An arc3 curve is a quadratic Bezier whose control point is the chord's middle plus
+    rad * (dy, -dx): at t, the chord's point plus 2t(1 - t) times that offset."""
+    (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge))
+    bend = 2 * t * (1 - t) * rad
+    return sx + t * (tx - sx) + bend * (ty - sy), sy + t * (ty - sy) - bend * (tx - sx)
+
+
+def _along(ax, edge: tuple, where: tuple[float, float], text: str, k: int, style: dict) -> None:
     """Row `k` of a straight arrow's labels, rotated to read along it (left to right): row 0
-    just above the middle of the arc, row 1 just below it."""
-    to_display = ax.transData.transform
-    (sx, sy), (tx, ty) = to_display([NODES[edge[0]], NODES[edge[1]]])
-    # an arc3 curve is a quadratic Bezier: its middle is the chord's middle plus half the
-    # control point's offset, rad * (dy, -dx)
-    mid = ((sx + tx) / 2 + rad * (ty - sy) / 2, (sy + ty) / 2 - rad * (tx - sx) / 2)
+    just above the point a fraction t along the arc, row 1 just below it; `where` is (the
+    arc's curvature, t)."""
+    (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge))
+    mid = _arc_middle(ax, edge, *where)
     angle = math.degrees(math.atan2(abs(ty - sy), abs(tx - sx)))
     angle = angle if (tx - sx) * (ty - sy) > 0 else -angle  # reads left to right
-    gap = (1 if k == 0 else -1) * 0.4 * FONT_PT * ax.figure.dpi / 72  # off the line, in px
+    gap = (1 if k == 0 else -1) * 0.4 * style["fontsize"] * ax.figure.dpi / 72  # off the line, in px
     normal = (-math.sin(math.radians(angle)), math.cos(math.radians(angle)))  # up, unit length
     x, y = ax.transData.inverted().transform((mid[0] + gap * normal[0], mid[1] + gap * normal[1]))
     ax.text(
@@ -162,8 +193,11 @@ def _along(ax, edge: tuple[PageState, PageState], rad: float, text: str, k: int,
     )  # fmt: skip
 
 
-def lifecycle_png(highlight: Iterable[str] = (), width: float = WIDTH_IN, dpi: int = 110) -> bytes:
-    """The diagram as PNG bytes (for `ipywidgets.Image`). A few transitions make few
+def lifecycle_png(
+    highlight: Iterable[str] = (), width: float = DASHBOARD_WIDTH_IN, dpi: int = DASHBOARD_DPI
+) -> bytes:
+    """The diagram as PNG bytes (for `ipywidgets.Image`), by default at the size the
+    dashboard's Page life tab shows it (760 x 380 px). A few transitions make few
     pictures: each is drawn once (~0.3 s of arrow clipping) and then kept."""
     return _png(frozenset(highlight), float(width), int(dpi))
 

@@ -165,6 +165,7 @@ EVENT_COLORS = {  # event-log entry kind -> text colour (Okabe–Ito, dark enoug
     "reset": "#555555",
     "preempt": "#B91C1C",
     "resume": "#1D4ED8",
+    "abort": "#7E22CE",
     "append": "#111111",
     "note": "#444444",
     "refused": "#B91C1C",
