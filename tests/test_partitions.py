@@ -49,3 +49,25 @@ def test_bad_input():
         softmax_average([1.5], [1])
     with pytest.raises(ValueError):
         reduce_partitions([])
+
+
+def test_float32_paths_round_near_the_exact_fraction():
+    from pagedkv.model.partitions import float32_average, float32_reduce
+
+    eps = Fraction(2) ** -23
+    # hand example: every sum is exact in float32, so the one softmax rounds once (its division)
+    scores, values = [1, 3, 0, 2, 5, 4, 2, 5], [2, 0, 4, 1, 3, 6, 2, 1]
+    assert float32_average(scores, values)[2] == np.float32(244 / 99)
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        n = int(rng.integers(1, 20))
+        row_scores, row_values = rng.integers(0, 8, n).tolist(), rng.integers(0, 10, n).tolist()
+        exact = _oracle(row_scores, row_values)
+        results = [float32_average(row_scores, row_values)[2], float32_reduce(row_scores, row_values, 4)]
+        for got in results:
+            assert isinstance(got, np.float32)
+            assert exact == 0 or abs(Fraction(float(got)) - exact) <= 2 * eps * exact
+    # the notebook's second row: the two float32 paths end one float32 step apart
+    row = ([4, 1, 6, 0, 1, 1, 4, 2], [1, 0, 5, 1, 2, 9, 5, 7])
+    one, reduced = float32_average(*row)[2], float32_reduce(*row, 4)
+    assert one == np.nextafter(reduced, np.float32(np.inf))

@@ -41,6 +41,7 @@ from pagedkv.viz.frame import SUPTITLE_PT, TITLE_PT, lru_title
 from pagedkv.viz.glyphs import _font, fit_text, wrap_text
 from pagedkv.viz.grid import grid_shape
 from pagedkv.viz.palette import (
+    CACHED_NO_OWNER_COLOR,
     HIT_COLOR,
     NO_OWNER_COLOR,
     SEQUENCE_COLORS,
@@ -115,6 +116,7 @@ def test_state_occupancy_owner_and_ref_count_colours(known):
         occupancy = colormaps["cividis"](FILL[page] / 4)
         assert close(pixel(png, heatmap, "occupancy", page), rgb(occupancy)), page
         owner = palette.color("A") if page < 5 else palette.color("B") if page == 5 else NO_OWNER_COLOR
+        owner = CACHED_NO_OWNER_COLOR if STATES[page] == PageState.CACHED else owner
         assert close(pixel(png, heatmap, "owner", page), rgb(owner)), page
         level = colormaps["viridis"](min(REFS[page], 4) / 4)
         assert close(pixel(png, heatmap, "ref_count", page), rgb(level)), page
@@ -127,7 +129,7 @@ def test_lru_view_marks_the_next_victim(known):
     png = heatmap.png()
     order = [10, 9, 8, 7, 6]  # tail first
     for rank, page in enumerate(order):
-        expected = colormaps["viridis"](1 - rank / (len(order) - 1))
+        expected = colormaps["plasma"](1 - rank / (len(order) - 1))
         assert close(pixel(png, heatmap, "lru", page), rgb(expected)), page
     assert close(pixel(png, heatmap, "lru", 0), rgb("#A6A6A6"))  # ACTIVE: never evicted
     assert close(pixel(png, heatmap, "lru", 15), rgb("#FFFFFF"))  # FREE: used first

@@ -13,7 +13,10 @@ Here scores are integers and the exponential's base is 2, so every exponential i
 with no rounding to hide a mistake (with base e the algebra is the same).
 `TiledAttentionEngine` needs no reduce: its pass 1 keeps a query's whole score row.
 
-Leaves out: heads, several queries, floats.
+`float32_average` and `float32_reduce` run the same two paths in float32, one scalar operation
+at a time, so their last bits are the same on every CPU.
+
+Leaves out: heads, several queries, float16 and bfloat16.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import NamedTuple
+
+import numpy as np
 
 from pagedkv.core.plumbing.validation import check_int, check_items
 
@@ -78,3 +83,33 @@ def reduce_partitions(parts: Sequence[Partition]) -> tuple[int, list[Fraction], 
     weights = [p.exp_sum * f for p, f in zip(parts, factors)]
     out = sum((w * p.out for w, p in zip(weights, parts)), Fraction(0)) / sum(weights)
     return top, factors, out
+
+
+def float32_average(scores: Sequence[int], values: Sequence[int]) -> tuple[int, np.float32, np.float32]:
+    """The same softmax in float32, one scalar operation at a time, tokens in order:
+    (max, its sum of 2 ** (s - max), its output). Each operation rounds to the nearest
+    float32, the same on every CPU (no BLAS, no vector unit picks an order).
+    Example: float32_average([0, 1], [3, 6]) -> (1, 1.5, 5.0)."""
+    _check(scores, values)
+    top, num, den = max(scores), np.float32(0), np.float32(0)
+    for s, v in zip(scores, values):
+        weight = np.float32(2.0 ** (s - top))  # a power of 2: exact
+        num = np.float32(num + np.float32(weight * np.float32(v)))
+        den = np.float32(den + weight)
+    return top, den, np.float32(num / den)
+
+
+def float32_reduce(scores: Sequence[int], values: Sequence[int], size: int) -> np.float32:
+    """The partitioned path in float32: each partition of `size` tokens runs
+    `float32_average`, then the reduce step rescales and combines them, one scalar
+    operation at a time. Its roundings fall in other places than the one softmax's, so the
+    two float32 results may differ in their last bits.
+    Example: float32_reduce([0, 1], [3, 6], 1) -> 5.0."""
+    check_int("size", size, 1)
+    parts = [float32_average(scores[i : i + size], values[i : i + size]) for i in range(0, len(scores), size)]
+    top, num, den = max(p[0] for p in parts), np.float32(0), np.float32(0)
+    for part_max, exp_sum, out in parts:
+        weight = np.float32(exp_sum * np.float32(2.0 ** (part_max - top)))
+        num = np.float32(num + np.float32(weight * out))
+        den = np.float32(den + weight)
+    return np.float32(num / den)

@@ -48,6 +48,9 @@ from pagedkv.viz.heatmap_views import (
     view_cells,
     wrap_seq_id,
 )
+from pagedkv.viz.heatmap_views import (
+    legend_lines as _legend_lines,
+)
 from pagedkv.viz.palette import DEFAULT_PALETTE, VICTIM_COLOR, SequencePalette
 
 __all__ = [
@@ -275,19 +278,24 @@ class PoolHeatmap:
             fit_text(label, size, half) == label for _, label in panel.legend
         ) else 1  # fmt: skip
         room = half if columns == 2 else room
-        *named, last = [(color, _legend_lines(label, size, room)) for color, label in panel.legend]
-        hidden = sum(int(label[1:].split()[0]) for color, label in panel.legend[:-1] if not color)
+        every = [(color, _legend_lines(label, size, room)) for color, label in panel.legend]
+        named, fixed = every[: -panel.fixed_rows], every[-panel.fixed_rows :]
+        hidden = sum(
+            int(label[1:].split()[0]) for color, label in panel.legend[: -panel.fixed_rows] if not color
+        )
         named = [row for row in named if row[0]]
-        keep, fits = len(named), per_column * columns
+        keep, fits, tail = len(named), per_column * columns, sum(len(lines) for _, lines in fixed)
         while (
-            keep and sum(len(lines) for _, lines in named[:keep]) + 1 + (keep < len(named) or hidden) > fits
+            keep
+            and sum(len(lines) for _, lines in named[:keep]) + tail + (keep < len(named) or hidden) > fits
         ):
             keep -= 1
         rows = named[:keep]
         if hidden + len(named) - keep:
-            rows.append(("", [f"+{hidden + len(named) - keep} more"]))
+            more = f"+{hidden + len(named) - keep} more"
+            rows.append(("", [more if fit_text(more, size, room) == more else more.split()[0]]))
         out, used = [], 0  # lines so far
-        for color, lines in [*rows, last]:
+        for color, lines in [*rows, *fixed]:
             column, k = divmod(used, per_column) if columns == 2 else (0, used)
             out.append((color, lines, x0 + column * (right - x0) / 2, top + k * line))
             used += len(lines)
@@ -312,16 +320,6 @@ class PoolHeatmap:
         return (
             f"PoolHeatmap(num_pages={self.num_pages}, page_size={self.page_size}, views={self.views}, {when})"
         )
-
-
-def _legend_lines(label: str, size_px: int, room: float) -> list[str]:
-    """`label` on one line if it fits `room` px, else split after its last "_", "." or space
-    (each part shortened in the middle with "…" only if it still does not fit)."""
-    if fit_text(label, size_px, room) == label:
-        return [label]
-    cut = max(label.rfind("_"), label.rfind("."), label.rfind(" "))
-    parts = [label[: cut + 1].rstrip(), label[cut + 1 :]] if cut > 0 else [label]
-    return [fit_text(part, size_px, room) for part in parts]
 
 
 def plot_pool(

@@ -6,7 +6,8 @@ text, and fills the panel's changing title, next-victim outline and owner legend
 
 - `state`: FREE / ACTIVE / CACHED colours, the page id as label;
 - `occupancy`: filled slots / `page_size`, the filled count as label;
-- `owner`: the oldest holder's palette colour, with a legend of sequences;
+- `owner`: the oldest holder's palette colour, with a legend of sequences; pages no one
+  holds are pale grey (FREE) or mid grey (CACHED: full, hashed, reusable);
 - `ref_count`: how many block tables hold the page, capped at `REF_COUNT_MAX`;
 - `lru`: eviction order among CACHED pages (#1 = next victim), and, given the pool's
   events, the sequence that last held each CACHED page (`last_holders`).
@@ -38,6 +39,7 @@ from pagedkv.viz.frame import (
 )
 from pagedkv.viz.glyphs import fit_text, wrap_text
 from pagedkv.viz.palette import (
+    CACHED_NO_OWNER_COLOR,
     LRU_CMAP,
     NO_OWNER_COLOR,
     OCCUPANCY_CMAP,
@@ -64,6 +66,7 @@ class Panel:
         self.title = ""  # a title that changes with the snapshot ("" keeps the static one)
         self.victim = -1  # page outlined as next victim (lru view), -1 for none
         self.legend: list[tuple[str, str]] = []  # (colour, label) rows of the owner legend
+        self.fixed_rows = 1  # the legend's last rows, never folded into "+k more"
 
 
 class ViewContext:
@@ -99,6 +102,8 @@ def _occupancy(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.n
 def _owner(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:
     colors = [ctx.palette.color(s) for s in snap.seq_ids]
     rgba = to_rgba_array([*colors, NO_OWNER_COLOR])[snap.owner]  # owner -1: last row
+    # no holder either way, but a CACHED page keeps its tokens and hash: its own colour
+    rgba[(snap.owner < 0) & (snap.state == PageState.CACHED)] = to_rgba_array(CACHED_NO_OWNER_COLOR)[0]
     # the key names the sequences the picture colours: a fork that has not written yet holds
     # only pages an older sequence owns, so it has no cell of its own colour and no key row
     owning = set(snap.owner.tolist())
@@ -106,7 +111,8 @@ def _owner(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarr
     panel.legend = owners[:MAX_LEGEND_SEQUENCES]
     if len(owners) > len(panel.legend):
         panel.legend.append(("", f"+{len(owners) - len(panel.legend)} more"))
-    panel.legend.append((NO_OWNER_COLOR, "no holder"))
+    panel.legend += [(NO_OWNER_COLOR, "FREE"), (CACHED_NO_OWNER_COLOR, "CACHED")]  # no holder: the state
+    panel.fixed_rows = 2  # always shown, after the sequences
     return rgba, _ids(snap)
 
 
@@ -167,3 +173,13 @@ def last_holders(snapshot: PoolSnapshot, events: Iterable[Event] | None) -> dict
         if event.kind == "cache" and event.page_id in cached:
             holders[event.page_id] = event.seq_id
     return holders
+
+
+def legend_lines(label: str, size_px: int, room: float) -> list[str]:
+    """`label` on one line if it fits `room` px, else split after its last "_", "." or space
+    (each part shortened in the middle with "…" only if it still does not fit)."""
+    if fit_text(label, size_px, room) == label:
+        return [label]
+    cut = max(label.rfind("_"), label.rfind("."), label.rfind(" "))
+    parts = [label[: cut + 1].rstrip(), label[cut + 1 :]] if cut > 0 else [label]
+    return [fit_text(part, size_px, room) for part in parts]

@@ -40,12 +40,18 @@ CHUNK_SHADES = ("#F0F0F0", "#BDBDBD")
 
 
 def plot_chunked_kernel(
-    block_table: Sequence[int], chunk: int = 2, page_size: int = 4, num_tokens: int | None = None
+    block_table: Sequence[int],
+    chunk: int = 2,
+    page_size: int = 4,
+    num_tokens: int | None = None,
+    title: str | None = None,
 ) -> Figure:
     """The two passes over `block_table`, `chunk` pages at a time (chunks in alternating grey
     shades, bracketed and numbered above; one arrow per page); each page gives one score per
     token it holds, labelled by the tokens' positions (from 0).
     `num_tokens` (default: every page full) ends the last page's label at the last token.
+    `title` replaces the default one (the block table and the chunk size), e.g. to say that
+    the chunks drawn are smaller than the ones a real run uses.
     Example: plot_chunked_kernel([0, 1, 2, 7], chunk=2, num_tokens=14) -> scores s0-3 ... s12-13."""
     table = [int(p) for p in block_table]
     if not table:
@@ -85,10 +91,9 @@ def plot_chunked_kernel(
     ax.text(-2.5, -1.75, f"K p{table[-1]}, V p{table[-1]}: the keys and values stored in page {table[-1]};"
             f" {scores[0]}: the scores of the tokens at positions {scores[0][1:].replace('-', ' to ')}",
             ha="left", va="center", fontsize=13)  # fmt: skip
-    ax.set_title(
-        f"block table {table}: {n} pages in chunks of {chunk} (grey shades: chunks, not requests)",
-        fontsize=14, loc="left",
-    )  # fmt: skip
+    if title is None:
+        title = f"block table {table}: {n} pages in chunks of {chunk} (grey shades: chunks, not requests)"
+    ax.set_title(title, fontsize=14, loc="left")
     return projector(fig)
 
 

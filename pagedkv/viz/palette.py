@@ -8,7 +8,7 @@
   `SequencePalette`: pass the same palette to every plot and a sequence keeps its colour
   in the heatmaps, the block-table view and the dashboard. A sequence forked at run time,
   `stem.k` (a beam search's `beam.3`), takes the colour k places after `stem.0`'s.
-- Continuous quantities (occupancy, ref count, LRU order) use cividis / viridis, which
+- Continuous quantities (occupancy, ref count, LRU order) use cividis / viridis / plasma, which
   are perceptually uniform and remain ordered in greyscale.
 
 Matplotlib's own colour maps are used as they are; nothing here draws. Leaves out: choosing
@@ -33,6 +33,9 @@ STATE_COLORS = {  # page state -> Okabe–Ito colour
 VICTIM_COLOR = "#D55E00"  # Okabe–Ito vermillion: the next page to be evicted, COW copies
 HIT_COLOR = "#009E73"  # Okabe–Ito bluish green: pages reused by a prefix hit
 NO_OWNER_COLOR = "#F2F2F2"  # pages no block table holds (FREE or CACHED)
+# the owner view's CACHED pages: no holder either, but full and hashed (darker than FREE;
+# sand, a sequence colour, rules out a pale orange)
+CACHED_NO_OWNER_COLOR = "#A0A0A0"
 SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#CC6677",  # muted: rose
     "#332288",  # muted: indigo
@@ -49,7 +52,7 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
 )
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"
-LRU_CMAP = "viridis"
+LRU_CMAP = "plasma"  # wider hue steps than viridis: neighbouring ranks of 8 look different
 
 
 class SequencePalette:
