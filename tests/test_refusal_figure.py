@@ -43,7 +43,7 @@ def test_a_refused_call_is_drawn_once_with_the_writers_last_page_outlined():
     after = seqs.snapshot()
     assert after == before
     fig = plot_refusal(before, after, caught.value, "b")
-    assert len(fig.axes) == 1 and "before and after" in fig.axes[0].get_title("left")
+    assert len(fig.axes) == 1 and "unchanged by the refused call" in fig.axes[0].get_title("left")
     assert "snapshot after == snapshot before: True" in fig._suptitle.get_text()  # noqa: SLF001
     last = seqs.block_table("b")[-1]  # page 3: column 3 of a 1 x 4 grid
     assert last == 3 and _outlined(fig) == [(3 - 0.45, 0 - 0.45)]

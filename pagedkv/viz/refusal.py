@@ -52,7 +52,7 @@ def plot_refusal(
     palette = palette if palette is not None else SequencePalette()
     same = before == after
     rows, cols = grid_shape(before.num_pages)
-    panels = [(after, "the pool, before and after the refused call")] if same else [
+    panels = [(after, "the pool, unchanged by the refused call")] if same else [
         (before, "before the call"), (after, "after the refused call: it changed!")
     ]  # fmt: skip
     fig = Figure(figsize=(11, 1.9 + 1.1 * rows * len(panels)), layout="constrained")
