@@ -41,6 +41,7 @@ from pagedkv.viz import (
     plot_usage,
 )
 from pagedkv.viz.capacity import plot_budget, plot_ways_back
+from pagedkv.viz.chains import plot_page_chains
 from pagedkv.viz.controls import MAIN_SHARE as DASHBOARD_SHARE  # the main heatmap's share
 from pagedkv.viz.radix import plot_radix_growth, plot_radix_tree
 
@@ -74,8 +75,9 @@ def _radix_figures():
     tree.insert(a, [0, 1, 2, 3, 4, 5])
     first = copy.deepcopy(tree)
     match = tree.match_prefix(b)
+    split = copy.deepcopy(tree)
     tree.insert(b, match.page_ids + [6, 7])
-    steps = [("1. insert A", first), ("3. insert B", tree)]
+    steps = [("1. insert A", first), ("2. match B: split", split), ("3. insert B", tree)]  # notebook 09
     across = plot_radix_tree(tree, decode=model.decode, across=True)
     return plot_radix_growth(steps, decode=model.decode), plot_radix_tree(tree, decode=model.decode), across
 
@@ -104,6 +106,14 @@ def _figures() -> dict[str, object]:
         "radix growth": growth,
         "radix tree": radix_tree,
         "radix tree across": radix_across,
+        "page chains": plot_page_chains(  # notebook 09, section 3: five boxes a row
+            {
+                "hash chain (pagedkv)": [("pages 0-5", "reached", "hits")]
+                + [(f"page {p}", "orphan", "10th: partial") for p in (7, 6, 8, 11)],
+                "radix tree": [("no page", "evicted", "")] * 5,
+            },
+            "Request 3's pages after its release, in block order",
+        ),
         "memory budget": plot_budget("Mistral-7B", "A100-40GB"),
         "ways back": plot_ways_back("Llama-3-8B", "A100-40GB", [16, 256, 1024]),
         "wal strip": plot_wal_strip(  # notebook 07's log: records 96..149 after a checkpoint

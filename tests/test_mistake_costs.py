@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from pagedkv.labs.mistake_costs import bookkeeping_counts, repeated_context
+from pagedkv.labs.mistake_costs import bookkeeping_counts, longest_earlier_prefix, repeated_context
 
 
 def test_block_table_entries_and_allocations_follow_the_page_count():
@@ -39,6 +39,18 @@ def test_hit_tokens_and_full_pages_match_a_count_by_hand():
     # pages of 1: each full page is looked up at release and once before (a hit or a new
     # page indexed), plus one missed lookup per admission that stops at a miss (both here)
     assert one["hash_lookups"] == 2 * 20 + 2
+    assert one["missed_lookups"] == 2  # token 1 for the first prompt, token 60 for the second
+    # pages of 4: the first misses its first page; the second hits 2 pages, then stops at
+    # the last-token cap, (10 - 1) // 4 = 2 pages, before any lookup can miss
+    assert four["missed_lookups"] == 1
+
+
+def test_longest_earlier_prefix_by_hand():
+    prompts = [[1, 2, 3], [1, 2, 4], [5], [1, 2, 3], [1, 9, 9, 9]]
+    # none before; [1, 2]; nothing; [1, 2, 3] capped at len - 1 = 2; [1]; then the
+    # hits with 1-token pages in a roomy pool are the same numbers
+    assert longest_earlier_prefix(prompts) == [0, 2, 0, 2, 1]
+    assert bookkeeping_counts(prompts, 1, 64)["hit_tokens"] == 0 + 2 + 0 + 2 + 1
 
 
 def test_hash_lookups_count_every_full_page_at_least_once():

@@ -89,7 +89,8 @@ def run(
 
 
 def figure(report: Report):
-    """Three panels: hit tokens, evictions, index entries against pages held."""
+    """Three panels: hit tokens, evictions (each bar labelled with its value and, when it
+    differs, its difference from the first index's), index entries against pages held."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -110,12 +111,14 @@ def figure(report: Report):
             held = [results[n]["cached_pages"] for n in names]
             ax.bar_label(ax.bar([x + 0.2 for x in xs], held, 0.4, color="#BBBBBB"), fontsize=12)
             ax.set_xticks(list(xs), names)
-        else:
+            ax.bar_label(bars, fontsize=12)
+        else:  # bars from 0 hide a small gap: each label says how far it is from the first bar
             bars = ax.bar(names, values, color=[COLORS[n] for n in names])
-        ax.bar_label(bars, fontsize=12)
+            gaps = [f"{v:,}" + (f"\n({v - values[0]:+,})" if v != values[0] else "") for v in values]
+            ax.bar_label(bars, gaps, fontsize=12)
         ax.set_title(label, fontsize=13)
         ax.tick_params(labelsize=12)
-        ax.margins(y=0.15)
+        ax.margins(y=0.25)
     fig.suptitle(
         f"Radix tree vs hash chain: {report.data['workload']} stream, "
         f"{report.data['cache_tokens']} tokens of cache",

@@ -19,12 +19,15 @@ from pagedkv.model.attention import dense_attention
 
 
 class _CountingDict(dict):
-    """A block-hash -> page dict that counts its lookups (`get` and `setdefault` calls)."""
+    """A block-hash -> page dict that counts its lookups (`get` and `setdefault` calls) and,
+    of them, the `get` calls that miss."""
 
     lookups = 0
+    misses = 0
 
     def get(self, key: Any, default: Any = None) -> Any:
         self.lookups += 1
+        self.misses += key not in self
         return super().get(key, default)
 
     def setdefault(self, key: Any, default: Any = None) -> Any:
@@ -38,8 +41,8 @@ def bookkeeping_counts(prompts: Iterable[Sequence[int]], page_size: int, num_tok
     `table_entries` (block-table entries written at admission, one per page a prompt holds),
     `allocations` (pages handed out, from the pool's counter), `hash_lookups` (lookups of a
     block hash in the prefix index: at admission, when a full page is indexed, and at release),
-    `hit_tokens` (prompt tokens served by prefix hits) and `full_pages` (full pages the prompts
-    hold, each with a block hash)."""
+    `missed_lookups` (those of them that found nothing), `hit_tokens` (prompt tokens served
+    by prefix hits) and `full_pages` (full pages the prompts hold, each with a block hash)."""
     seqs = pagedkv_cache(num_tokens // page_size, page_size)
     index = _CountingDict()
     seqs.pool.prefix_index.hash_to_page = index  # empty so far: nothing is lost
@@ -55,9 +58,26 @@ def bookkeeping_counts(prompts: Iterable[Sequence[int]], page_size: int, num_tok
         "table_entries": entries,
         "allocations": seqs.pool.stats.allocations,
         "hash_lookups": index.lookups,
+        "missed_lookups": index.misses,
         "hit_tokens": hits,
         "full_pages": full,
     }
+
+
+def longest_earlier_prefix(prompts: Sequence[Sequence[int]]) -> list[int]:
+    """For each prompt, the most tokens it shares from its start with any prompt before it
+    (0 for the first), at most its length - 1: the last token is always computed. With pages
+    of 1 token these are the prompt's prefix-hit tokens when nothing is evicted."""
+    out = []
+    for i, prompt in enumerate(prompts):
+        best = 0
+        for earlier in prompts[:i]:
+            n = 0
+            while n < min(len(prompt), len(earlier)) and prompt[n] == earlier[n]:
+                n += 1
+            best = max(best, n)
+        out.append(min(best, len(prompt) - 1))
+    return out
 
 
 def repeated_context(

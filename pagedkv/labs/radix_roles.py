@@ -1,11 +1,13 @@
 """Notebook 09, section 3: what each page evicted for a request was before it, during it and
-after it, read from `pagedkv.labs.radix_vs_hash.generate_one_at_a_time`'s rows."""
+after it, read from `pagedkv.labs.radix_vs_hash.generate_one_at_a_time`'s rows; and what a
+pool's prefix index does with each page of a block table (`page_kinds`, sections 3 and 5)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pagedkv.labs.radix_vs_hash import RequestRow
+from pagedkv.core.pool import KVCachePool
+from pagedkv.labs.radix_vs_hash import RequestRow, orphan_pages
 
 
 def _nth(n: int) -> str:
@@ -58,3 +60,14 @@ def role_table(roles: Sequence[tuple[int, str, str, str]], i: int) -> str:
         " | ".join(f"{cell:{w}}" for cell, w in zip(line, widths, strict=True)).rstrip()
         for line in [head, *lines]
     )
+
+
+def page_kinds(pool: KVCachePool, pages: Sequence[int]) -> list[str]:
+    """For each page, what the pool's prefix index does with it, as `plot_page_chains` draws
+    it: "orphan" (indexed, no lookup reaches it: `orphan_pages`), "reached" (indexed, and a
+    lookup from the first page reaches it) or "not indexed"."""
+    orphans = set(orphan_pages(pool))
+    return [
+        "orphan" if p in orphans else "reached" if pool.prefix_index.holds_page(p) else "not indexed"
+        for p in pages
+    ]

@@ -139,13 +139,14 @@ class _Geometry:
             return (min(xs) - left, max(xs) + 0.5), (min(ys) - below, max(ys) + below)
         return (min(xs) - 0.5, max(xs) + 0.5), (-bottom - below, (ROOT_IN / 2 + 0.1) / self.level_in)
 
-    def size(self, title: str) -> tuple[float, float]:
-        """(width, height) of a figure holding the tree and its title."""
+    def size(self, title: str, least_in: float = 3.0) -> tuple[float, float]:
+        """(width, height) of a figure holding the tree and its title, at least `least_in`
+        wide."""
         title_in = len(title) * 13 * 0.6 / 72 + 0.4
         if self.across:
             (x0, x1), (y0, y1) = self.limits(self.bottom)
-            return max((x1 - x0) * self.column_in, title_in, 3.0), (y1 - y0) * self.level_in + TITLE_IN
-        width = max(self.columns * self.column_in, title_in, 3.0)
+            return max((x1 - x0) * self.column_in, title_in, least_in), (y1 - y0) * self.level_in + TITLE_IN
+        width = max(self.columns * self.column_in, title_in, least_in)
         above, below = ROOT_IN / 2 + 0.1, self.box_in / 2 + 0.1  # as `_plot` frames it
         tree_in = above + self.bottom * self.level_in + below
         return width, tree_in + TITLE_IN
@@ -243,15 +244,16 @@ def plot_radix_growth(
     steps: Sequence[tuple[str, RadixCache]],
     *,
     decode: Callable[[list[int]], str] | None = None,
-    width: int = 26,
+    width: int = 16,
 ):
-    """One panel per (title, tree) step, left to right, each as wide as its tree needs and
-    all as tall as the tallest; returns the Figure."""
+    """One panel per (title, tree) step, left to right, each as wide as its tree (or its
+    title) needs and all as tall as the tallest; returns the Figure. Labels wrap at `width`
+    characters, so three small trees fit a notebook's 848 px unshrunk."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     shapes = [_geometry(tree, decode, width) for _, tree in steps]
-    sizes = [shape.size(title) for shape, (title, _) in zip(shapes, steps)]
+    sizes = [shape.size(title, least_in=2.0) for shape, (title, _) in zip(shapes, steps)]
     bottom = max(shape.bottom for shape in shapes)
     widths = [w for w, _ in sizes]  # each panel as wide as its own tree: no empty margins
     fig = Figure(figsize=(sum(widths), max(h for _, h in sizes)))

@@ -1,0 +1,104 @@
+"""Which page hangs under which: a request's pages in block order, one row per prefix index.
+
+Notebook 09 draws with it what each index keeps of a request (section 3) and of the corner
+where the two indexes part (section 5). A row is a list of boxes, left to right in block
+order; an arrow from a box to the next means the next page's block hash chains through this
+one's (hash chain) or the next page hangs under this one (tree). A box's fill says what the
+index does with the page (`KINDS`):
+
+- "reached": the index holds it and a lookup from the first page reaches it (a prefix hit);
+- "orphan": the index holds it, but a lookup stops before it (a page before it is missing);
+- "not indexed": the index does not hold it (a copy, a partial page, or one the tree left out);
+- "evicted": no page holds this block's content any more.
+
+The figure is 8.2 inches wide at 100 dpi, so a notebook shows it at its own size (the
+output area is about 848 px wide) and its 12-point text at 16 px.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import FancyBboxPatch, Patch
+
+# kind -> (fill, border line style, text colour, legend text)
+KINDS = {
+    "reached": ("#A6DBC4", "solid", "black", "indexed, a lookup reaches it"),
+    "orphan": ("#F5A38A", "solid", "black", "indexed, no lookup reaches it (orphan)"),
+    "not indexed": ("#FFFFFF", "dashed", "black", "not indexed"),
+    "evicted": ("#FFFFFF", "dotted", "#555555", "evicted: no page holds it"),
+}
+FONT_PT = 12
+WIDTH_IN = 8.2
+ROW_IN = 1.3  # a row: its name, the boxes, a note of up to 2 lines under them
+LEGEND_IN = 0.75
+
+Box = tuple[str, str, str]  # (text in the box, kind, note under it)
+
+
+def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
+    """One row per (name, boxes): each box (text, kind, note) in block order, arrows from each
+    box to the next, a legend of the kinds present under the rows; returns the Figure."""
+    if not rows or any(not boxes for boxes in rows.values()):
+        raise ValueError("rows must name at least one row, each with at least one box")
+    unknown = {kind for boxes in rows.values() for _, kind, _ in boxes} - set(KINDS)
+    if unknown:
+        raise ValueError(f"kinds must be among {sorted(KINDS)}, got {sorted(unknown)}")
+    title_in = 0.4 if title else 0.1
+    height = len(rows) * ROW_IN + LEGEND_IN + title_in
+    fig = Figure(figsize=(WIDTH_IN, height), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, WIDTH_IN)
+    ax.set_ylim(0, height)
+    ax.axis("off")
+    if title:
+        ax.text(0.1, height - 0.22, title, fontsize=13, va="center", weight="bold")
+    columns = max(len(boxes) for boxes in rows.values())
+    step = (WIDTH_IN - 0.2) / columns
+    box_w, box_h = min(1.5, step - 0.45), 0.42
+    for r, (name, boxes) in enumerate(rows.items()):
+        top = height - title_in - r * ROW_IN
+        ax.text(0.1, top - 0.15, name, fontsize=FONT_PT, va="center", style="italic")
+        y = top - 0.62
+        for c, (text, kind, note) in enumerate(boxes):
+            fill, line, color, _ = KINDS[kind]
+            x = 0.1 + c * step + (step - box_w) / 2
+            ax.add_patch(
+                FancyBboxPatch(
+                    (x, y - box_h / 2),
+                    box_w,
+                    box_h,
+                    boxstyle="round,pad=0.03",
+                    fc=fill,
+                    ec="#333333",
+                    ls=line,
+                    lw=1.5,
+                )
+            )
+            ax.text(x + box_w / 2, y, text, fontsize=FONT_PT, ha="center", va="center", color=color)
+            if note:
+                ax.text(x + box_w / 2, y - box_h / 2 - 0.06, note, fontsize=FONT_PT, ha="center", va="top")
+            if c + 1 < len(boxes):
+                ax.annotate(
+                    "",
+                    xy=(x + step - 0.03, y),
+                    xytext=(x + box_w + 0.06, y),
+                    arrowprops=dict(arrowstyle="->", lw=1.5, color="#333333"),
+                )
+    present = [k for k in KINDS if any(kind == k for boxes in rows.values() for _, kind, _ in boxes)]
+    handles = [
+        Patch(fc=KINDS[k][0], ec="#333333", ls=KINDS[k][1], lw=1.5, label=KINDS[k][3]) for k in present
+    ]
+    ax.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0.0, 0.0),
+        ncol=2,
+        fontsize=FONT_PT,
+        frameon=False,
+        handlelength=1.6,
+    )
+    return fig

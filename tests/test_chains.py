@@ -1,0 +1,52 @@
+"""Notebook 09's page-chain picture and the kinds it draws, on a pool built by hand."""
+
+from __future__ import annotations
+
+import pytest
+from matplotlib.patches import FancyBboxPatch
+
+from pagedkv import CacheConfig, KVCachePool, SequenceManager
+from pagedkv.labs.radix_roles import page_kinds
+from pagedkv.viz.chains import KINDS, plot_page_chains
+
+
+def _corner(prefix_index: str, evict_original: bool = False) -> KVCachePool:
+    """Notebook 09, section 5: page 0 = [1, 2] CACHED; `second` holds its copy, page 1, and
+    page 2 = [3, 4]; with `evict_original`, a request of 6 new pages takes page 0."""
+    sizes = dict(num_pages=8, page_size=2, num_layers=1, num_kv_heads=1, head_dim=1)
+    config = CacheConfig(**sizes, prefix_index=prefix_index)
+    pool = KVCachePool(config)
+    seqs = SequenceManager(pool)
+    seqs.add("first", [1, 2])
+    seqs.free("first")
+    seqs.add("second", [1, 2])
+    seqs.append_slot("second", 3)
+    seqs.append_slot("second", 4)
+    assert seqs.block_table("second") == [1, 2]
+    if evict_original:
+        seqs.add("other", list(range(10, 22)))  # 6 pages: the 5 FREE ones, then page 0
+        assert 0 in seqs.block_table("other")
+    return pool
+
+
+def test_page_kinds_of_the_corner():
+    # the hash chain indexes page 2 through [1, 2]'s hash; the tree leaves it out; the copy,
+    # page 1, is in neither; once page 0 is evicted nothing leads to page 2
+    assert page_kinds(_corner("hash"), [0, 1, 2]) == ["reached", "not indexed", "reached"]
+    assert page_kinds(_corner("radix"), [0, 1, 2]) == ["reached", "not indexed", "not indexed"]
+    assert page_kinds(_corner("hash", evict_original=True), [1, 2]) == ["not indexed", "orphan"]
+
+
+def test_one_box_per_entry_and_a_legend_of_the_kinds_drawn():
+    rows = {"a": [("page 0", "reached", "x"), ("page 2", "orphan", "")], "b": [("no page", "evicted", "")]}
+    fig = plot_page_chains(rows, "t")
+    (ax,) = fig.axes
+    assert len([p for p in ax.patches if isinstance(p, FancyBboxPatch)]) == 3
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == [KINDS[k][3] for k in ("reached", "orphan", "evicted")]
+    assert fig.get_size_inches()[0] * fig.dpi <= 848  # shown unshrunk
+
+
+def test_an_unknown_kind_is_refused():
+    with pytest.raises(ValueError):
+        plot_page_chains({"a": [("page 0", "cached", "")]})
