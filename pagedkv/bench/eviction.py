@@ -163,3 +163,38 @@ def figure(report: Report):
     fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14)
     fig.tight_layout(rect=(0, 0.125 if len(labels) > 4 else 0.07, 1, 1), h_pad=0.6)
     return fig
+
+
+def _percent(report: Report) -> dict[str, dict[str, list[float]]]:
+    """Each workload's curves in percent with one decimal, as the table prints them;
+    leaf-lru left out (it is LRU, number for number)."""
+    return {
+        w: {p: [round(100 * r, 1) for r in rates] for p, rates in by_policy.items() if p != "leaf-lru"}
+        for w, by_policy in report.data["curves"].items()
+    }
+
+
+def close_pairs(report: Report, points: float = 0.5) -> list[tuple[str, int, str, str, float, float]]:
+    """Pairs of policies whose hit rates (percent, one decimal) lie within `points` of each
+    other at one cache size, so their markers in `figure` hide each other: (workload, cache
+    size, higher policy, lower policy, higher rate, lower rate), by workload, size, rate."""
+    pairs = []
+    for workload, by_policy in _percent(report).items():
+        for i, size in enumerate(report.data["sizes"]):
+            ranked = sorted(by_policy, key=lambda p: -by_policy[p][i])  # stable: ties keep order
+            for k, high in enumerate(ranked):
+                for low in ranked[k + 1 :]:
+                    a, b = by_policy[high][i], by_policy[low][i]
+                    if round(a - b, 1) <= points:
+                        pairs.append((workload, size, high, low, a, b))
+    return pairs
+
+
+def best_by_size(report: Report) -> dict[str, list[str]]:
+    """For each workload, the policy with the highest hit rate at each of the report's cache
+    sizes (on a tie, the one listed first); leaf-lru left out."""
+    best = {}
+    for w, by_policy in report.data["curves"].items():
+        policies = [p for p in by_policy if p != "leaf-lru"]
+        best[w] = [max(policies, key=lambda p: by_policy[p][i]) for i in range(len(report.data["sizes"]))]
+    return best

@@ -210,6 +210,11 @@ class ARCEvictionPolicy(_QueuedGhostPolicy):
         self._frequent.discard(page_id)
         return page_id
 
+    def queues(self) -> dict[str, object]:
+        """T1 and T2 (page ids, oldest first), B1 and B2 (block hashes, oldest first), and p."""
+        b1, b2 = list(self._b1.keys), list(self._b2.keys)
+        return {"T1": list(self._t1), "T2": list(self._t2), "B1": b1, "B2": b2, "p": self.p}
+
     def order(self) -> list[int]:
         t1, t2, out = list(self._t1), list(self._t2), []
         i = j = 0

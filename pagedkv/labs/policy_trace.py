@@ -1,0 +1,61 @@
+"""A policy traced step by step, for the eviction lab's worked examples.
+
+A few pool events are played on a policy outside any pool: pages cached with some content,
+a prefix hit that revives a page (its request then releases it again), an eviction. After
+each step the policy's `queues()` are recorded, so a notebook can print how its lists move.
+Content is named by a short string (A, B, ...), standing for a block hash: that is what a
+ghost remembers once its page is gone.
+
+Leaves out: ACTIVE pages that stay ACTIVE (every revived page is released in the same step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pagedkv.core.eviction import EvictionPolicy
+
+
+def trace_policy(policy: EvictionPolicy, num_pages: int, steps: Sequence[str]) -> list[dict[str, Any]]:
+    """Play `steps` on `policy` (a new one, with a `queues()` method) for a pool of
+    `num_pages` pages; one row per step: its text, the page evicted ("page:content", or
+    "") and `policy.queues()` after it. A step is "cache 1:A 2:B" (pages 1 and 2 turn
+    CACHED holding content A and B), "hit 1" (a prefix hit revives page 1, its request
+    releases it again) or "evict" (the pool needs a page: `pop_victim()`). Each row also
+    keeps "content", every page's content at that step."""
+    content: dict[int, str] = {}
+    policy.attach(num_pages, content.__getitem__)
+    rows = []
+    for step in steps:
+        verb, *args = step.split()
+        victim = ""
+        if verb == "cache":
+            pages = []
+            for arg in args:
+                page, name = arg.split(":")
+                content[int(page)] = name
+                pages.append(int(page))
+            policy.add_all(pages)
+        elif verb == "hit":
+            policy.remove(int(args[0]))
+            policy.add(int(args[0]))
+        elif verb == "evict":
+            page_id = policy.pop_victim()
+            victim = f"{page_id}:{content[page_id]}"
+        else:
+            raise ValueError(f"a step is 'cache PAGE:CONTENT ...', 'hit PAGE' or 'evict', got {step!r}")
+        queues = policy.queues()  # type: ignore[attr-defined]
+        rows.append({"step": step, "victim": victim, "content": dict(content), **queues})
+    return rows
+
+
+def arc_table(rows: list[dict[str, Any]]) -> str:
+    """`trace_policy`'s rows for ARC as a table: the step, the victim, T1 and T2 (pages as
+    page:content, oldest first), B1 and B2 (content, oldest first) and p."""
+    lines = [f"{'':3s}{'step':18s}{'evicts':8s}{'T1':13s}{'T2':13s}{'B1':7s}{'B2':7s}p"]
+    for i, row in enumerate(rows, 1):
+        t1, t2 = (" ".join(f"{p}:{row['content'][p]}" for p in row[q]) for q in ("T1", "T2"))
+        b1, b2 = (" ".join(str(k) for k in row[q]) for q in ("B1", "B2"))
+        lines.append(f"{i:<3d}{row['step']:18s}{row['victim']:8s}{t1:13s}{t2:13s}{b1:7s}{b2:7s}{row['p']:g}")
+    return "\n".join(lines)
