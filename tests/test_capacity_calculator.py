@@ -74,13 +74,13 @@ def test_choosing_a_gpu_fills_in_the_memory_it_reports():
 @pytest.mark.parametrize(
     "field, value, words",
     [
-        ("memory_gib", -1.0, "memory_gib (GPU GiB) must be a number > 0, got -1.0"),
-        ("utilization", 1.2, "utilization (mem util) must be a number in (0, 1], got 1.2"),
-        ("utilization", 0.0, "utilization (mem util) must be a number in (0, 1], got 0.0"),
-        ("batched_tokens", 0, "batched_tokens (batched tok) must be a whole number >= 1, got 0"),
-        ("non_torch_gib", float("nan"), "non_torch_gib (non-torch GiB) must be a number >= 0"),
-        ("activation_gib", -2.0, "activation_gib (act. GiB) must be a number >= 0"),
-        ("cuda_graph_gib", -0.5, "cuda_graph_gib (graphs GiB) must be a number >= 0"),
+        ("memory_gib", -1.0, "GPU GiB must be a number > 0, got -1.0"),
+        ("utilization", 1.2, "mem util must be a number in (0, 1], got 1.2"),
+        ("utilization", 0.0, "mem util must be a number in (0, 1], got 0.0"),
+        ("batched_tokens", 0, "batched tok must be a whole number >= 1, got 0"),
+        ("non_torch_gib", float("nan"), "non-torch GiB must be a number >= 0"),
+        ("activation_gib", -2.0, "act. GiB must be a number >= 0"),
+        ("cuda_graph_gib", -0.5, "graphs GiB must be a number >= 0"),
     ],
 )
 def test_a_bad_field_is_named_with_its_value_and_what_is_allowed(field, value, words):
@@ -93,7 +93,7 @@ def test_the_widget_shows_a_bad_field_instead_of_an_answer_and_recovers():
     out = box.children[-1]
     util = box.children[1].children[1]
     util.value = 1.5
-    assert "not computed: utilization (mem util) must be a number in (0, 1], got 1.5" in out.value
+    assert "not computed: mem util must be a number in (0, 1], got 1.5" in out.value
     util.value = 0.9
     assert "token slots" in out.value
 
@@ -108,7 +108,7 @@ def test_a_box_keeps_what_was_typed_and_the_answer_follows_every_keystroke():
     fields = {w.description: w for w in inputs}
     fields["GPU GiB"].value = -5.0
     assert fields["GPU GiB"].value == -5.0
-    assert "not computed: memory_gib (GPU GiB) must be a number &gt; 0, got -5.0" in out.value
+    assert "not computed: GPU GiB must be a number &gt; 0, got -5.0" in out.value
     fields["GPU GiB"].value = 39.39
     fields["graphs GiB"].value = -1.0
     assert fields["graphs GiB"].value == -1.0 and "got -1.0" in out.value
@@ -165,15 +165,11 @@ def test_a_new_model_or_gpu_resets_the_numbers_read_from_a_log():
 
 
 def test_zero_request_tokens_is_an_error_and_small_sizes_keep_their_unit():
-    with pytest.raises(
-        ValueError, match=re.escape("tokens (request tok) must be a whole number >= 1, got 0")
-    ):
+    with pytest.raises(ValueError, match=re.escape("request tok must be a whole number >= 1, got 0")):
         calculator_answer("Mistral-7B", "A100-40GB", 0)
     box = calculator()
     box.children[0].children[2].value = 0
-    assert (
-        "not computed: tokens (request tok) must be a whole number &gt;= 1, got 0" in box.children[-1].value
-    )
+    assert "not computed: request tok must be a whole number &gt;= 1, got 0" in box.children[-1].value
     box.children[0].children[2].value = 1  # one token of Mistral-7B: 128 KiB, not "0 MiB"
     assert "bring one back, 128 KiB of K/V" in box.children[-1].value
     assert [size_text(n) for n in (512, 1536, 2**27, 3 * 2**29)] == [
@@ -187,8 +183,22 @@ def test_zero_request_tokens_is_an_error_and_small_sizes_keep_their_unit():
 def test_the_budget_picture_names_the_share_gpu_memory_utilization_leaves_free():
     """The white bar is what the setting leaves: 39.39 GiB x (1 - 0.9), named by the setting."""
     fig = plot_budget("Mistral-7B", "A100-40GB")
-    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert labels[-1] == f"left free (gpu_memory_utilization 0.9): {39.39 * 0.1:.2f} GiB"
+
+
+def test_the_thin_slices_of_the_budget_are_named_on_the_picture():
+    """Slices of 0.3-0.9 GiB are a few px wide: each has a callout with its name and size."""
+    fig = plot_budget("Mistral-7B", "A100-40GB")
+    callouts = [t.get_text() for t in fig.axes[0].texts]
+    names = ["activation peak: 0.86 GiB", "non-torch memory: 0.30 GiB", "CUDA-graph pool: 0.50 GiB"]
+    assert callouts == names
+
+
+def test_the_note_says_an_emptied_box_keeps_its_last_number():
+    from pagedkv.viz.capacity import EMPTY_NOTE
+
+    assert EMPTY_NOTE in calculator().children[3].value
 
 
 def test_the_budget_line_agrees_with_the_terms_printed_above_it_or_says_why_not():

@@ -13,14 +13,16 @@ typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) repr
   brought back in the three ways back (the budget itself does not depend on it).
 
 A box keeps what was typed: a value out of range (a GiB below 0, a token count below 1, a
-`mem util` above 1) shows an error naming it instead of an answer. The answer follows every
+`mem util` above 1) shows an error that starts with the box's label instead of an answer.
+A box emptied and left keeps its last number (ipywidgets' number boxes never send an empty
+value); the note under the boxes says so. The answer follows every
 keystroke. Choosing a model or a GPU resets the four boxes read from a log
 (GPU GiB, act. GiB, non-torch GiB, graphs GiB), so an answer never mixes a log of one model
 with another model.
 
 `budget_text(...)` is `costs.calculator_text` in lines of at most 95 characters.
 `calculator_answer(...)` is the calculator's answer without widgets; a bad field is a ValueError
-naming the field, the value and what is allowed, which the widget shows instead of an answer.
+that starts with the box's label (`FIELDS`), which the widget shows instead of an answer.
 
 `plot_budget` draws the budget as one bar split into its terms; `plot_ways_back` draws the
 three ways to bring back a request whose K/V left the GPU, against its length.
@@ -59,6 +61,8 @@ RESET_NOTE_LINES = (  # shown as two lines, each one line in the calculator's wi
     "choose them first, then type your log's numbers.",
 )
 RESET_NOTE = " ".join(RESET_NOTE_LINES)
+# An emptied number box sends nothing to Python and shows its last number again when left
+EMPTY_NOTE = "A box you empty goes back to its last number when you leave it: type a number."
 NOTE_STYLE = "font-size:14px;line-height:1.4;margin:4px 0"  # the widget's own line height is 28 px
 # What a box's label adds: act. GiB's 0 means pagedkv's formula; every other box means its value
 ZERO_MEANS = {"activation_gib": " (0: estimate)"}
@@ -72,7 +76,7 @@ def _number(name: str, value: object, low: float, high: float = math.inf, *, ope
         allowed = f"in {'(' if open_low else '['}{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
         if open_low and high == math.inf:
             allowed = f"> {low:g}"
-        raise ValueError(f"{name} ({FIELDS.get(name, name)}) must be a number {allowed}, got {value!r}")
+        raise ValueError(f"{FIELDS.get(name, name)} must be a number {allowed}, got {value!r}")
     return number
 
 
@@ -87,7 +91,7 @@ def calculator_assumptions(
     """The calculator's fields as `costs.Assumptions` (activation_gib 0: pagedkv's formula)."""
     _number("utilization", utilization, 0.0, 1.0, open_low=True)
     if isinstance(batched_tokens, bool) or not isinstance(batched_tokens, int) or batched_tokens < 1:
-        raise ValueError(f"batched_tokens (batched tok) must be a whole number >= 1, got {batched_tokens!r}")
+        raise ValueError(f"batched tok must be a whole number >= 1, got {batched_tokens!r}")
     for name, value in (("activation_gib", activation_gib), ("non_torch_gib", non_torch_gib)):
         _number(name, value, 0.0)
     _number("cuda_graph_gib", cuda_graph_gib, 0.0)
@@ -109,7 +113,7 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     activation_gib=9.37, non_torch_gib=0.1, cuda_graph_gib=0.0) -> "... 5,694 pages of 16 ...".
     """
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise ValueError(f"tokens (request tok) must be a whole number >= 1, got {tokens!r}")
+        raise ValueError(f"request tok must be a whole number >= 1, got {tokens!r}")
     spec = costs.gpu_spec(gpu)
     if memory_gib is not None:
         spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
@@ -189,7 +193,8 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
     for w in (length, *boxes.values()):
         w.observe(update, names="value")
     update()
-    note = widgets.HTML(f"<div style='{NOTE_STYLE}'><i>{'<br>'.join(RESET_NOTE_LINES)}</i></div>")
+    lines = "<br>".join((*RESET_NOTE_LINES, EMPTY_NOTE))
+    note = widgets.HTML(f"<div style='{NOTE_STYLE}'><i>{lines}</i></div>")
     rows = [widgets.HBox([pick_model, pick_gpu, length])]
     rows += [widgets.HBox([boxes[a], boxes[b], boxes[c]]) for a, b, c in (list(FIELDS)[:3], list(FIELDS)[3:])]
     return widgets.VBox([*rows, note, out])
@@ -205,7 +210,7 @@ def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Fi
     free = usable / assume.gpu_memory_utilization - usable
     util = assume.gpu_memory_utilization
     parts.append((f"left free (gpu_memory_utilization {util:g})", free))
-    fig = Figure(figsize=(11, 2.6), layout="constrained")
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     colours = ("#999999", "#E69F00", "#56B4E9", "#CC79A7", "#009E73", "#FFFFFF")
@@ -214,11 +219,37 @@ def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Fi
         gib = value / costs.GIB
         ax.barh(0, gib, left=left, color=colour, edgecolor="black", label=f"{name}: {gib:.2f} GiB")
         left += gib
+    _name_thin_slices(ax, parts, left)
     ax.set_yticks([])
     ax.set_xlabel("GiB of device memory")
     ax.set_title(f"{model} on {gpu}: where the memory goes", loc="left")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.set_xlim(0, left)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.legend(loc="outside lower center", ncol=2, frameon=False)
     return projector(fig, width=NARROW_IN)
+
+
+def _name_thin_slices(ax, parts: list[tuple[str, float]], total_gib: float) -> None:
+    """A callout above the bar for each slice narrower than 5 % of it, so a 0.3 GiB slice can
+    be found without the legend: its name and size, a line to its middle; the callouts stand
+    side by side, a quarter of the bar apart, starting just right of the first thin slice."""
+    left, thin = 0.0, []
+    for name, value in parts:
+        gib = value / costs.GIB
+        if 0 < gib < 0.05 * total_gib:
+            thin.append((name, gib, left + gib / 2))
+        left += gib
+    top = 0.7 + 0.45 * (len(thin) - 1)
+    for i, (name, gib, middle) in enumerate(thin):  # the leftmost slice's callout the highest
+        ax.annotate(
+            f"{name}: {gib:.2f} GiB",
+            xy=(middle, 0.4),
+            xytext=(thin[-1][2] + 0.04 * total_gib, top - 0.45 * i),
+            ha="left",
+            va="center",
+            arrowprops=dict(arrowstyle="-", color="black", lw=1.2, shrinkA=2, shrinkB=0, relpos=(0, 0.5)),
+        )
+    ax.set_ylim(-0.5, top + 0.35 if thin else 0.5)
 
 
 def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assumptions = DEFAULT) -> Figure:
