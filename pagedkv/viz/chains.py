@@ -38,6 +38,28 @@ LEGEND_IN = 0.75
 Box = tuple[str, str, str]  # (text in the box, kind, note under it)
 
 
+def _draw_box(ax, box: Box, x: float, y: float, w: float, h: float, arrow_to: float | None) -> None:
+    """One box of `plot_page_chains` (text, kind, note under it), left edge x, centre height
+    y; an arrow from its right edge to `arrow_to` when a next box follows."""
+    text, kind, note = box
+    fill, line, color, _ = KINDS[kind]
+    ax.add_patch(
+        FancyBboxPatch(
+            (x, y - h / 2), w, h, boxstyle="round,pad=0.03", fc=fill, ec="#333333", ls=line, lw=1.5
+        )
+    )
+    ax.text(x + w / 2, y, text, fontsize=FONT_PT, ha="center", va="center", color=color)
+    if note:
+        ax.text(x + w / 2, y - h / 2 - 0.06, note, fontsize=FONT_PT, ha="center", va="top")
+    if arrow_to is not None:
+        ax.annotate(
+            "",
+            xy=(arrow_to, y),
+            xytext=(x + w + 0.06, y),
+            arrowprops=dict(arrowstyle="->", lw=1.5, color="#333333"),
+        )
+
+
 def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
     """One row per (name, boxes): each box (text, kind, note) in block order, arrows from each
     box to the next, a legend of the kinds present under the rows; returns the Figure."""
@@ -63,31 +85,9 @@ def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
         top = height - title_in - r * ROW_IN
         ax.text(0.1, top - 0.15, name, fontsize=FONT_PT, va="center", style="italic")
         y = top - 0.62
-        for c, (text, kind, note) in enumerate(boxes):
-            fill, line, color, _ = KINDS[kind]
+        for c, box in enumerate(boxes):
             x = 0.1 + c * step + (step - box_w) / 2
-            ax.add_patch(
-                FancyBboxPatch(
-                    (x, y - box_h / 2),
-                    box_w,
-                    box_h,
-                    boxstyle="round,pad=0.03",
-                    fc=fill,
-                    ec="#333333",
-                    ls=line,
-                    lw=1.5,
-                )
-            )
-            ax.text(x + box_w / 2, y, text, fontsize=FONT_PT, ha="center", va="center", color=color)
-            if note:
-                ax.text(x + box_w / 2, y - box_h / 2 - 0.06, note, fontsize=FONT_PT, ha="center", va="top")
-            if c + 1 < len(boxes):
-                ax.annotate(
-                    "",
-                    xy=(x + step - 0.03, y),
-                    xytext=(x + box_w + 0.06, y),
-                    arrowprops=dict(arrowstyle="->", lw=1.5, color="#333333"),
-                )
+            _draw_box(ax, box, x, y, box_w, box_h, arrow_to=x + step - 0.03 if c + 1 < len(boxes) else None)
     present = [k for k in KINDS if any(kind == k for boxes in rows.values() for _, kind, _ in boxes)]
     handles = [
         Patch(fc=KINDS[k][0], ec="#333333", ls=KINDS[k][1], lw=1.5, label=KINDS[k][3]) for k in present

@@ -36,7 +36,7 @@ from pagedkv.scenarios import SCENARIOS, Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
 from pagedkv.viz.controls import VIEWS, DashboardControls
-from pagedkv.viz.dashboard_text import counter_html, end_message, log_html, status_html
+from pagedkv.viz.dashboard_text import counter_html, end_message, log_html, own_done, status_html
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
 from pagedkv.viz.main_picture import MAIN_HEIGHT_PX, main_heatmap
@@ -219,11 +219,10 @@ class Dashboard(DashboardControls):
         if change["new"] == self.run.scenario.name:  # the scenario shown: nothing to switch
             return self._confirm_switch(False)  # (a question asked before goes)
         if self.run.own_actions:  # ask first: a switch would throw the learner's work away
-            self._pending_scenario, n = change["new"], self.run.own_actions
-            title = html.escape(SCENARIOS[change["new"]].title)
-            self.confirm_text.value = (
-                f"<b>Switch to “{title}”?</b> Your {n} action{'s' * (n != 1)} would go.&nbsp;"
-            )
+            self._pending_scenario, n = change["new"], own_done(self.run)  # as the header counts
+            title, what = html.escape(SCENARIOS[change["new"]].title), f"{n} action{'s' * (n != 1)}"
+            what = what if n else "refused tries"  # only refused ones: nothing else would go
+            self.confirm_text.value = f"<b>Switch to “{title}”?</b> Your {what} would go.&nbsp;"
             self._sync_controls()  # the picker shows the scenario still running until the answer
             self.confirm.layout.display, self.stepping_row.layout.display = "flex", "none"
             return

@@ -52,7 +52,7 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     stats = snap.stats
     queries = stats["prefix_queries"]
     rate = f"{stats['prefix_hits'] / queries:.0%}" if queries else "n/a"
-    own = run.own_actions
+    own = own_done(run)
     text = (
         f"<b>{run.scenario.title}</b> — {run.num_pages} pages × "
         f"{run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
@@ -68,6 +68,12 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
 
 
+def own_done(run: ScenarioRun) -> int:
+    """Your own actions that did something (not refused): the header's "+n yours", the
+    status line's and the scenario switch's count."""
+    return sum(1 for r in run.records if r.yours and not r.note.startswith("refused"))
+
+
 def counter_text(run: ScenarioRun) -> str:
     """The header's counter as plain text (see `counter_html`), e.g.
     "step 40 of 40 · +1 yours · steps done, req3 unfinished"."""
@@ -80,7 +86,7 @@ def counter_html(run: ScenarioRun) -> str:
     done), then, at the scenario's last step, "done" when every request has finished, or
     "steps done" and the requests still unfinished. Short, so the header stays on one line;
     the tooltip says it in full."""
-    own = sum(1 for r in run.records if r.yours and not r.note.startswith("refused"))
+    own = own_done(run)
     extra = run.steps_past_end
     text = f"step {run.cursor} of {len(run.steps)}" + f" · +{own} yours" * bool(own)
     text += f" · +{extra} past the end" * bool(extra)
