@@ -440,23 +440,12 @@ def test_hit_rates_by_source_splits_the_replay_and_matches_each_stream_alone():
     assert halves == {"all": total.hit_rate}
 
 
-class ForgetsTheRevived(EvictionPolicy):
-    """order() lists only the pages no hit has revived: a revived page released again is
-    CACHED, but never listed (pop_victim then finds no victim once the others are gone)."""
-
-    def __init__(self):
-        super().__init__()
-        self.revived = set()
-
-    def remove(self, page_id):
-        super().remove(page_id)
-        self.revived.add(page_id)
+class ForgetsTheRevived(RevivedLast):
+    """RevivedLast with a learner's slip: order() lists only the pages no hit has revived, so
+    a revived page released again is CACHED but never listed."""
 
     def order(self):
         return [p for p in self.release_order() if p not in self.revived]
-
-    def pop_victim(self):
-        return self.take_victim(self.order()[0])
 
 
 def test_an_order_that_leaves_out_a_revived_page_is_refused_before_any_replay():
