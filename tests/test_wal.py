@@ -557,3 +557,13 @@ def test_a_checkpoint_holds_the_release_order_and_recovery_restores_it(tmp_path,
     assert state["release_order"] == list(released)
     with recover(tmp_path / "s") as recovered:
         assert recovered.pool.eviction.order() == order
+
+
+def test_a_malformed_crash_drill_setting_is_refused_by_name(tmp_path, monkeypatch):
+    from pagedkv.service.wal import DIE_AFTER_ENV, WriteAheadLog
+
+    monkeypatch.setenv(DIE_AFTER_ENV, "twenty")
+    with pytest.raises(
+        ValueError, match=r"\$PAGEDKV_DIE_AFTER_RECORD must be a record number \(digits\), got 'twenty'"
+    ):
+        WriteAheadLog.create(tmp_path / "wal.log")

@@ -245,7 +245,10 @@ class WriteAheadLog:
         self.fsyncs = 0  # calls to fsync since opening (for benchmarks and metrics)
         self._unsynced = 0
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-        self.die_after = int(os.environ.get(DIE_AFTER_ENV, "0"))  # 0: no crash drill
+        drill = os.environ.get(DIE_AFTER_ENV, "0")  # "0": no crash drill
+        if not drill.isdigit():
+            raise ValueError(f"${DIE_AFTER_ENV} must be a record number (digits), got {drill!r}")
+        self.die_after = int(drill)
 
     @classmethod
     def create(
