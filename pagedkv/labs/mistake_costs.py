@@ -46,9 +46,9 @@ def bookkeeping_counts(prompts: Iterable[Sequence[int]], page_size: int, num_tok
     seqs = pagedkv_cache(num_tokens // page_size, page_size)
     index = _CountingDict()
     seqs.pool.prefix_index.hash_to_page = index  # empty so far: nothing is lost
-    tokens = entries = hits = full = 0
+    tokens = entries = full = 0
     for i, prompt in enumerate(prompts):
-        hits += seqs.add(f"r{i}", list(prompt))
+        seqs.add(f"r{i}", list(prompt))
         tokens += len(prompt)
         full += len(prompt) // page_size
         entries += len(seqs.block_table(f"r{i}"))
@@ -59,7 +59,7 @@ def bookkeeping_counts(prompts: Iterable[Sequence[int]], page_size: int, num_tok
         "allocations": seqs.pool.stats.allocations,
         "hash_lookups": index.lookups,
         "missed_lookups": index.misses,
-        "hit_tokens": hits,
+        "hit_tokens": seqs.pool.stats.prefix_hits,  # the pool counts them itself
         "full_pages": full,
     }
 
