@@ -201,14 +201,16 @@ def crash_during(
     and no `commit`). True if the request got no answer (the crash cut it off); False if it
     wrote fewer records than that and was answered."""
     import httpx
+    from prometheus_client.parser import text_string_to_metric_families
 
     from pagedkv.service.launcher import ServerProcess
 
     text = httpx.get(f"{server.url}/metrics", headers=server.headers, timeout=timeout).text
     last = next(
-        int(float(line.split()[1]))
-        for line in text.splitlines()
-        if line.startswith("pagedkv_wal_records_total ")
+        int(sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "pagedkv_wal_records_total"
     )
     server.stop()
     drill = ServerProcess(*server.args, token=server.token, die_after_record=last + records)
