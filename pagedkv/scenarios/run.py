@@ -160,18 +160,15 @@ class ScenarioRun(ScenarioOperations):
 
     @property
     def own_actions(self) -> int:
-        """How many actions of your own the history holds: not scenario steps, nor the
-        scheduler steps Decode all runs once the scenario is done (`ActionRecord.yours`)."""
-        return sum(
-            1 for action, scenario_step in self.history if not scenario_step and action.op != "schedule"
-        )
+        """How many actions of your own the run holds, refused ones included
+        (`ActionRecord.yours`)."""
+        return sum(record.yours for record in self.records)
 
     @property
     def steps_past_end(self) -> int:
-        """How many scheduler steps Decode all ran once the scenario was done."""
-        return sum(
-            1 for action, scenario_step in self.history if not scenario_step and action.op == "schedule"
-        )
+        """How many scheduler steps Decode all ran once the scenario was done: records of
+        your own that are not `yours` (the scheduler chose what they did)."""
+        return sum(record.own and not record.yours for record in self.records)
 
     def step(self) -> ActionRecord:
         """Apply the next scenario step; ValueError once the scenario is done."""
