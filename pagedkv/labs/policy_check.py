@@ -24,7 +24,7 @@ def check_policy(policy: object) -> EvictionPolicy:
     are evictable, pop_victim() takes its victim out (with take_victim) and evicts the page
     order() lists first, pop_victims(n) gives a list of n of them, and a page revived by a
     hit and released again is listed and evicted like any other."""
-    __tracebackhide__ = True  # noqa: F841  (IPython and pytest hide this frame)
+    __tracebackhide__ = True  # noqa: F841  (pytest hides this frame)
     try:
         return _check(policy)
     except PolicyRejected as error:  # raised again here: the traceback stops at this call
