@@ -136,7 +136,7 @@ def figure(report: Report):
     curves, sizes = report.data["curves"], report.data["sizes"]
     columns = min(2, len(curves))
     rows = -(-len(curves) // columns)
-    fig = Figure(figsize=(8.4, 1.15 + 2.2 * rows), dpi=100)  # 555 px: fits a 720 px screen
+    fig = Figure(figsize=(8.4, 0.9 + 2.35 * rows), dpi=100)  # 560 px: fits a 720 px screen
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
     axes = fig.subplots(rows, columns, sharex=True, squeeze=False)
@@ -158,10 +158,13 @@ def figure(report: Report):
         ax.set_ylabel("hit rate (%)", fontsize=12)
     # One legend under the panels: inside a panel it covered lines.
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    ncol = -(-len(labels) // 2) if len(labels) > 4 else len(labels)
-    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=12, frameon=False, handlelength=3)
+    # All in one row: two rows of key took the panels' height.
+    fig.legend(
+        handles, labels, loc="lower center", ncol=len(labels), fontsize=12, frameon=False,
+        handlelength=2.2, columnspacing=1.0, handletextpad=0.8, borderaxespad=0.2,
+    )  # fmt: skip
     fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14)
-    fig.tight_layout(rect=(0, 0.125 if len(labels) > 4 else 0.07, 1, 1), h_pad=0.6)
+    fig.tight_layout(rect=(0, 0.065, 1, 1), h_pad=0.5)
     return fig
 
 

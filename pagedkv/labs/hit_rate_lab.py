@@ -29,13 +29,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pagedkv.core.config import CacheConfig
-from pagedkv.core.eviction import EvictionPolicy, NotEvictableError
+from pagedkv.core.eviction import EvictionPolicy
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.plumbing.validation import check_int
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import PinnedLRUEvictionPolicy
 from pagedkv.labs.lab_workloads import LabRequest
+from pagedkv.labs.policy_check import PolicyRejected, check_policy, reuse_probe
+
+__all__ = ["PolicyRejected", "check_policy", "reuse_probe"]  # re-exported: notebooks import them from here
 
 
 @dataclass(frozen=True)
@@ -48,116 +51,6 @@ class LabResult:
     @property
     def hit_rate(self) -> float:
         return self.hit_tokens / self.query_tokens if self.query_tokens else 0.0
-
-
-def check_policy(policy: object) -> EvictionPolicy:
-    """`policy` if it behaves as an `EvictionPolicy` on a scratch copy, else TypeError or
-    ValueError naming what it did. Checked: order() and pop_victim() answer with page ids
-    (ints) that are evictable, pop_victim() takes its victim out (with take_victim) and
-    evicts the page order() lists first, pop_victims(n) gives a list of n of them, and a
-    page revived by a hit and released again is listed and evicted like any other."""
-    if not isinstance(policy, EvictionPolicy):
-        raise TypeError(f"policy must be a policy name or an EvictionPolicy, got {type(policy).__name__}")
-    probe = copy.deepcopy(policy)
-    probe.clear()
-    probe.attach(4, lambda page_id: ("block", page_id))
-    probe.add_all([1, 2])  # pages 1, 2, 3 turn CACHED; a prefix hit revives page 2
-    probe.add(3)
-    probe.remove(2)
-    name = type(policy).__name__
-    order = probe.order()
-    if not isinstance(order, list) or sorted(order) != [1, 3]:
-        raise ValueError(f"policy {name}.order() must list the evictable pages [1, 3], got {order!r}")
-    victim = _first_victim(probe, name)
-    if victim != order[0]:
-        raise ValueError(
-            f"policy {name}: order() puts page {order[0]} first, but pop_victim() evicted page "
-            f"{victim}. order() must list first the page pop_victim() takes next"
-        )
-    other = ({1, 3} - {victim}).pop()
-    rest = probe.pop_victims(1)
-    if rest != [other]:
-        what = (
-            "pop_victims(1)" if type(probe).pop_victims is not EvictionPolicy.pop_victims else "pop_victim()"
-        )
-        raise ValueError(
-            f"policy {name}.{what}, asked for a second victim, must give page {other}, got {rest!r}"
-        )
-    _check_revived_listed(policy, name)
-    return policy
-
-
-def _check_revived_listed(policy: EvictionPolicy, name: str) -> None:
-    """check_policy's second scratch run: page 2 is revived by a prefix hit, then released
-    again, so pages 1, 2 and 3 are all CACHED; order() must list all three (a revived page
-    is evictable again once released) and pop_victims(3) must evict all three."""
-    probe = copy.deepcopy(policy)
-    probe.clear()
-    probe.attach(4, lambda page_id: ("block", page_id))
-    probe.add_all([1, 2, 3])
-    probe.remove(2)  # a prefix hit revives page 2 ...
-    probe.add(2)  # ... and its request releases it: CACHED again
-    order = probe.order()
-    if not isinstance(order, list) or sorted(order) != [1, 2, 3]:
-        raise ValueError(
-            f"policy {name}.order() must list every evictable page, revived ones too: pages 1, "
-            f"2 and 3 in some order (page 2 was revived by a prefix hit, then released again), "
-            f"got {order!r}"
-        )
-    victims = probe.pop_victims(3)
-    if sorted(victims) != [1, 2, 3]:
-        raise ValueError(
-            f"policy {name}.pop_victims(3), with pages 1, 2 and 3 evictable, must evict all "
-            f"three, got {victims!r}"
-        )
-
-
-def _not_evictable(name: str, victim: object) -> ValueError:
-    """The error for a pop_victim() on check_policy's scratch run that chose `victim`, not
-    one of the CACHED pages 1 and 3."""
-    if victim == 2:
-        why = "page 2 is ACTIVE (a prefix hit revived it and a request holds it)"
-    else:
-        why = f"the scratch run never cached page {victim} (it uses pages 1, 2 and 3)"
-    return ValueError(
-        f"policy {name}.pop_victim() returned page {victim}, which is not evictable: {why}. "
-        "Only CACHED pages can be evicted: here pages 1 and 3, the ones self.release_order() lists"
-    )
-
-
-def _first_victim(probe: EvictionPolicy, name: str) -> int:
-    """probe.pop_victim() on check_policy's scratch run (CACHED: 1 and 3; ACTIVE: 2), refused
-    with what it did if the answer is not an int page id, not evictable, or not taken out."""
-    try:
-        victim = probe.pop_victim()
-    except NotEvictableError as error:  # take_victim(page) on a page that is not CACHED
-        raise _not_evictable(name, error.page_id) from None
-    if isinstance(victim, bool) or not isinstance(victim, int):
-        raise TypeError(f"policy {name}.pop_victim() must return an int page id, got {victim!r}")
-    if victim not in (1, 3):
-        raise _not_evictable(name, victim)
-    if victim in probe:
-        raise ValueError(
-            f"policy {name}.pop_victim() returned page {victim} but left it evictable: "
-            f"did you call self.take_victim({victim})? End pop_victim with "
-            "`return self.take_victim(page_id)`"
-        )
-    return victim
-
-
-def reuse_probe(policy: EvictionPolicy) -> tuple[list[int], list[int]]:
-    """A page id evicted and cached again holds new content, so a policy must not carry its
-    old marks over. On `policy` (a new one, outside any pool): page 1 is revived by a hit and
-    released again, both pages are evicted, then pages 1 and 3 are cached anew. Returns (the
-    two victims, the order after). Example: LRU -> ([2, 1], [1, 3]); a policy that keeps
-    page 1 marked as revived after evicting it -> ([2, 1], [3, 1])."""
-    check_policy(policy)
-    policy.add_all([1, 2])
-    policy.remove(1)  # a prefix hit revives page 1 ...
-    policy.add(1)  # ... and its request releases it again
-    evicted = [policy.pop_victim(), policy.pop_victim()]
-    policy.add_all([1, 3])  # page 1 holds new content now, cached before page 3's
-    return evicted, policy.order()
 
 
 def install_policy(pool: KVCachePool, policy: EvictionPolicy) -> None:

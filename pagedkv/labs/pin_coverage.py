@@ -1,0 +1,52 @@
+"""Which system prompts a pin list covers, on the zipf stream of `pagedkv.labs.lab_workloads`.
+
+Each zipf request starts with one of its system prompts (its id ends in "-p<k>": prompt k),
+`prompt_tokens` long. `pin_coverage` says which prompts have all their pages on a pin list,
+which have only some of them, and how many requests use a wholly pinned prompt.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pagedkv.core.hashing import block_hashes
+from pagedkv.labs.lab_workloads import LabRequest
+
+
+@dataclass(frozen=True)
+class PinCoverage:
+    rank: list[str]  # the prompts, most used first
+    whole: list[str]  # prompts with every page pinned, most used first
+    partly: dict[str, list[int]]  # prompt -> its pinned pages (1 = its first), if not all
+    whole_users: int  # requests whose prompt is wholly pinned
+    pages_per_prompt: int
+
+    def place(self, prompt: str) -> int:
+        """The prompt's place by use: 1 for the most used."""
+        return self.rank.index(prompt) + 1
+
+
+def prompt_of(request: LabRequest) -> str:
+    """The system prompt a zipf request starts with: "zipf3-p2" -> "2"."""
+    return request.req_id.split("-p")[1]
+
+
+def pin_coverage(
+    requests: Sequence[LabRequest], pins: set[bytes], prompt_tokens: int = 96, page_size: int = 16
+) -> PinCoverage:
+    """How the pin list `pins` (block hashes) covers the system prompts of a zipf stream:
+    each prompt's first `prompt_tokens // page_size` pages are its own. Example: with the 32
+    pages `lru+pin` pins at 2,048 tokens, the 5 most used prompts whole and the first 2
+    pages of the 6th."""
+    per_prompt = prompt_tokens // page_size
+    pages: dict[str, list[bytes]] = {}
+    for r in requests:
+        pages.setdefault(prompt_of(r), block_hashes(r.prompt_token_ids, page_size)[:per_prompt])
+    uses = Counter(prompt_of(r) for r in requests)
+    rank = sorted(pages, key=lambda k: -uses[k])  # stable: ties keep first-seen order
+    on_list = {k: [i + 1 for i, h in enumerate(pages[k]) if h in pins] for k in rank}
+    whole = [k for k in rank if len(on_list[k]) == per_prompt]
+    partly = {k: on_list[k] for k in rank if 0 < len(on_list[k]) < per_prompt}
+    return PinCoverage(rank, whole, partly, sum(uses[k] for k in whole), per_prompt)
