@@ -170,7 +170,8 @@ def test_a_new_model_or_gpu_resets_the_numbers_read_from_a_log():
 
 
 def test_zero_request_tokens_is_an_error_and_small_sizes_keep_their_unit():
-    with pytest.raises(ValueError, match=re.escape("request tok 0 is out of range: type a whole number >= 1")):
+    words = "request tok 0 is out of range: type a whole number >= 1"
+    with pytest.raises(ValueError, match=re.escape(words)):
         calculator_answer("Mistral-7B", "A100-40GB", 0)
     box = calculator()
     box.children[0].children[2].value = 0

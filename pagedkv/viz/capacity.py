@@ -186,10 +186,11 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
     def update(_=None) -> None:
         values = {name: box.value for name, box in boxes.items()}
         try:
-            text = wrapped(calculator_answer(pick_model.value, pick_gpu.value, length.value, **values), ANSWER_WIDTH)
+            answer = calculator_answer(pick_model.value, pick_gpu.value, length.value, **values)
         except ValueError as error:
             out.value = error_html(str(error), height[0])
             return
+        text = wrapped(answer, ANSWER_WIDTH)
         height[0] = text.count("\n") + 1
         out.value = f"<pre style='{ANSWER_STYLE}'>{html.escape(text)}</pre>"
 
