@@ -17,6 +17,8 @@ import pytest
 from pagedkv.labs.specs import size_text
 from pagedkv.viz.capacity import (
     ANSWER_STYLE,
+    ERROR_HINT,
+    ERROR_STYLE,
     RESET_NOTE,
     RESET_NOTE_LINES,
     budget_text,
@@ -74,13 +76,13 @@ def test_choosing_a_gpu_fills_in_the_memory_it_reports():
 @pytest.mark.parametrize(
     "field, value, words",
     [
-        ("memory_gib", -1.0, "GPU GiB must be a number > 0, got -1.0"),
-        ("utilization", 1.2, "mem util must be a number in (0, 1], got 1.2"),
-        ("utilization", 0.0, "mem util must be a number in (0, 1], got 0.0"),
-        ("batched_tokens", 0, "batched tok must be a whole number >= 1, got 0"),
-        ("non_torch_gib", float("nan"), "non-torch GiB must be a number >= 0"),
-        ("activation_gib", -2.0, "act. GiB must be a number >= 0"),
-        ("cuda_graph_gib", -0.5, "graphs GiB must be a number >= 0"),
+        ("memory_gib", -1.0, "GPU GiB -1.0 is out of range: type a number > 0"),
+        ("utilization", 1.2, "mem util 1.2 is out of range: type a number in (0, 1]"),
+        ("utilization", 0.0, "mem util 0.0 is out of range: type a number in (0, 1]"),
+        ("batched_tokens", 0, "batched tok 0 is out of range: type a whole number >= 1"),
+        ("non_torch_gib", float("nan"), "non-torch GiB nan is out of range: type a number >= 0"),
+        ("activation_gib", -2.0, "act. GiB -2.0 is out of range: type a number >= 0"),
+        ("cuda_graph_gib", -0.5, "graphs GiB -0.5 is out of range: type a number >= 0"),
     ],
 )
 def test_a_bad_field_is_named_with_its_value_and_what_is_allowed(field, value, words):
@@ -93,7 +95,10 @@ def test_the_widget_shows_a_bad_field_instead_of_an_answer_and_recovers():
     out = box.children[-1]
     util = box.children[1].children[1]
     util.value = 1.5
-    assert "not computed: mem util must be a number in (0, 1], got 1.5" in out.value
+    assert "mem util 1.5 is out of range: type a number in (0, 1]" in out.value
+    assert ERROR_STYLE in out.value and ERROR_HINT in out.value  # red, and what to do
+    lines = wrapped(calculator_answer("Mistral-7B", "A100-40GB", 2048), 80).count("\n") + 1
+    assert f"min-height:{lines * 1.3:g}em" in out.value  # as tall as the answer it replaces
     util.value = 0.9
     assert "token slots" in out.value
 
@@ -108,10 +113,10 @@ def test_a_box_keeps_what_was_typed_and_the_answer_follows_every_keystroke():
     fields = {w.description: w for w in inputs}
     fields["GPU GiB"].value = -5.0
     assert fields["GPU GiB"].value == -5.0
-    assert "not computed: GPU GiB must be a number &gt; 0, got -5.0" in out.value
+    assert "GPU GiB -5.0 is out of range: type a number &gt; 0" in out.value
     fields["GPU GiB"].value = 39.39
     fields["graphs GiB"].value = -1.0
-    assert fields["graphs GiB"].value == -1.0 and "got -1.0" in out.value
+    assert fields["graphs GiB"].value == -1.0 and "graphs GiB -1.0 is out of range" in out.value
     fields["graphs GiB"].value = 0.0
     assert "CUDA-graph pool                    0.00 GiB" in out.value
     fields["request tok"].value = 1024
@@ -165,11 +170,12 @@ def test_a_new_model_or_gpu_resets_the_numbers_read_from_a_log():
 
 
 def test_zero_request_tokens_is_an_error_and_small_sizes_keep_their_unit():
-    with pytest.raises(ValueError, match=re.escape("request tok must be a whole number >= 1, got 0")):
+    words = "request tok 0 is out of range: type a whole number >= 1"
+    with pytest.raises(ValueError, match=re.escape(words)):
         calculator_answer("Mistral-7B", "A100-40GB", 0)
     box = calculator()
     box.children[0].children[2].value = 0
-    assert "not computed: request tok must be a whole number &gt;= 1, got 0" in box.children[-1].value
+    assert "request tok 0 is out of range: type a whole number &gt;= 1" in box.children[-1].value
     box.children[0].children[2].value = 1  # one token of Mistral-7B: 128 KiB, not "0 MiB"
     assert "bring one back, 128 KiB of K/V" in box.children[-1].value
     assert [size_text(n) for n in (512, 1536, 2**27, 3 * 2**29)] == [

@@ -206,3 +206,19 @@ def test_the_latency_axis_labels_stand_apart_at_notebook_width():
     scale = 848 / (fig.get_figwidth() * fig.dpi)
     assert len(boxes) == 8
     assert all((upper.y0 - lower.y1) * scale >= 6 for lower, upper in zip(boxes, boxes[1:]))
+
+
+def test_every_rate_is_a_tick_and_paged_thin_slices_are_named_with_their_shares():
+    # 0.5 requests/s has its own tick; the thin top of paged's bar (a few % each) gets a
+    # callout whose numbers are the record's shares, computed here from the record itself.
+    report = bench.recorded("serving")
+    fig = report.figure()
+    fig.canvas.draw()
+    lat, bars = fig.axes
+    rates = report.data["rates"]
+    assert [float(t.get_text()) for t in lat.get_xticklabels()] == [float(r) for r in rates]
+    top = report.data["systems"]["paged"][str(report.data["top_rate"])]
+    (callout,) = [t for t in bars.texts if "thin top" in t.get_text()]
+    for key in ("internal_fragmentation", "free"):
+        assert f"{top[key]:.1f}%" in callout.get_text()
+    assert callout.get_window_extent().x0 >= lat.get_window_extent().x1  # clear of the left panel

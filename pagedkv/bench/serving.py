@@ -48,6 +48,7 @@ from pagedkv.labs.serving import (  # sustainable_rate: notebook 11 reads it fro
 )
 from pagedkv.labs.workloads import generate
 from pagedkv.viz.palette import SEQUENCE_COLORS, STATE_COLORS, VICTIM_COLOR
+from pagedkv.viz.share_bars import name_thin_top
 
 # one colour per system, from the shared palette
 SYSTEM_COLORS = dict(zip(SYSTEMS, (SEQUENCE_COLORS[i] for i in (0, 7, 1, 3)), strict=True))
@@ -315,6 +316,7 @@ def figure(report: Report):
     lat.set_yscale("log")
     ticks = [0.03, 0.05, 0.1, 0.2, 0.5, 1, 2, 4]  # labelled plainly, far enough apart to read
     lat.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    lat.set_xticks(rates, [f"{r:g}" for r in rates])  # every rate run, 0.5 included
     lat.minorticks_off()
     lat.grid(alpha=0.3)
     lat.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=12, frameon=False)
@@ -336,6 +338,7 @@ def figure(report: Report):
             fontsize=12,
         )
     bars.set_ylim(0, 100)
+    name_thin_top(bars, len(SYSTEMS) - 1, data["paged"][top])
     bars.set_ylabel(f"% of KV memory, under load ({report.data['top_rate']:g}/s)", fontsize=12)
     bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=12)
     for ax in (lat, bars):

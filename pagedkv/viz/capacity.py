@@ -76,7 +76,7 @@ def _number(name: str, value: object, low: float, high: float = math.inf, *, ope
         allowed = f"in {'(' if open_low else '['}{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
         if open_low and high == math.inf:
             allowed = f"> {low:g}"
-        raise ValueError(f"{FIELDS.get(name, name)} must be a number {allowed}, got {value!r}")
+        raise ValueError(f"{FIELDS.get(name, name)} {value!r} is out of range: type a number {allowed}")
     return number
 
 
@@ -91,7 +91,7 @@ def calculator_assumptions(
     """The calculator's fields as `costs.Assumptions` (activation_gib 0: pagedkv's formula)."""
     _number("utilization", utilization, 0.0, 1.0, open_low=True)
     if isinstance(batched_tokens, bool) or not isinstance(batched_tokens, int) or batched_tokens < 1:
-        raise ValueError(f"batched tok must be a whole number >= 1, got {batched_tokens!r}")
+        raise ValueError(f"batched tok {batched_tokens!r} is out of range: type a whole number >= 1")
     for name, value in (("activation_gib", activation_gib), ("non_torch_gib", non_torch_gib)):
         _number(name, value, 0.0)
     _number("cuda_graph_gib", cuda_graph_gib, 0.0)
@@ -113,7 +113,7 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     activation_gib=9.37, non_torch_gib=0.1, cuda_graph_gib=0.0) -> "... 5,694 pages of 16 ...".
     """
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise ValueError(f"request tok must be a whole number >= 1, got {tokens!r}")
+        raise ValueError(f"request tok {tokens!r} is out of range: type a whole number >= 1")
     spec = costs.gpu_spec(gpu)
     if memory_gib is not None:
         spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
@@ -141,7 +141,18 @@ def budget_text(model: str, gpu: str, tokens: int, width: int = 95) -> str:
 # boxes; a narrower window wraps it again, still between words (JupyterLab's own style for
 # <pre> breaks anywhere, hence word-break and overflow-wrap set back to normal).
 ANSWER_WIDTH = 80
-ANSWER_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal"
+ANSWER_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal;line-height:1.3"
+# An error in red, bold, in a box as tall as the last answer, so the page does not jump
+ERROR_STYLE = "color:#B00020;font-weight:bold;margin:0"
+ERROR_HINT = "(no answer until the box holds a number in range)"
+
+
+def error_html(error: str, lines: int) -> str:
+    """The calculator's output for a bad box: `error` in red and bold, then ERROR_HINT, in a
+    <pre> at least `lines` lines tall (the last answer's height)."""
+    style = f"{ANSWER_STYLE};min-height:{lines * 1.3:g}em"
+    text = html.escape(wrapped(error, ANSWER_WIDTH))
+    return f"<pre style='{style}'><span style='{ERROR_STYLE}'>{text}</span>\n{ERROR_HINT}</pre>"
 
 
 def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 2048):
@@ -170,15 +181,18 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
         box.description = FIELDS[name] + ZERO_MEANS.get(name, "")
     for box in (boxes["memory_gib"], boxes["activation_gib"]):  # the first column: a longer label
         box.style.description_width, box.layout.width = "150px", "290px"
-    out = widgets.HTML()
+    out, height = widgets.HTML(), [0]  # the last answer's number of lines
 
     def update(_=None) -> None:
         values = {name: box.value for name, box in boxes.items()}
         try:
-            text = calculator_answer(pick_model.value, pick_gpu.value, length.value, **values)
+            answer = calculator_answer(pick_model.value, pick_gpu.value, length.value, **values)
         except ValueError as error:
-            text = f"not computed: {error}"
-        out.value = f"<pre style='{ANSWER_STYLE}'>{html.escape(wrapped(text, ANSWER_WIDTH))}</pre>"
+            out.value = error_html(str(error), height[0])
+            return
+        text = wrapped(answer, ANSWER_WIDTH)
+        height[0] = text.count("\n") + 1
+        out.value = f"<pre style='{ANSWER_STYLE}'>{html.escape(text)}</pre>"
 
     def new_model_or_gpu(_=None) -> None:
         """The numbers read from one engine's log belong to its model and GPU: back to the

@@ -5,7 +5,8 @@ A segment wide enough for its number carries it inside; a thin one (a few slots,
 paged pool's internal fragmentation) gets its number outside the bar, above the paged bar or
 below the contiguous one, joined to the segment by a leader line, and thin labels of the same
 bar are pushed apart so they never overlap. Leaves out: the legend (the figure's key names
-the hatches).
+the hatches). `name_thin_top` names the thin top slices of a 0-100 % stack (the serving
+run's `paged` bar) in a callout above it.
 """
 
 from __future__ import annotations
@@ -63,3 +64,22 @@ def _label_outside(ax: Axes, labels: list[tuple[float, int]], bar_y: float, y: f
         placed = at
         ax.annotate(f"{slots}", xy=(x, edge), xytext=(at, y), ha="center", va="center", fontsize=13,
                     bbox=BOX, arrowprops={"arrowstyle": "-", "color": "#333333", "lw": 1})  # fmt: skip
+
+
+def name_thin_top(ax: Axes, x: int, shares: dict) -> None:
+    """A callout above bar `x` of a 0-100 % stack naming its two thin top slices, too thin to
+    see at screen size: `shares`' internal fragmentation (amber) and free slots (grey), in %."""
+    text = (
+        f"paged's thin top slices:\n{shares['internal_fragmentation']:.1f}% internal\n"
+        f"fragmentation (amber),\n{shares['free']:.1f}% free (grey)"
+    )
+    ax.annotate(
+        text,
+        xy=(x, 100 - shares["free"] / 2),
+        xytext=(x - 0.3, 106),
+        ha="right",
+        va="bottom",
+        fontsize=12,
+        annotation_clip=False,
+        arrowprops=dict(arrowstyle="-", color="black", lw=1.2, relpos=(1, 0.2)),
+    )

@@ -1,0 +1,42 @@
+"""The buddy arena picture of notebook 11: every block part where the allocator put it, its
+labels the slot counts worked out here by hand, and text of at least 12 px in a notebook."""
+
+from __future__ import annotations
+
+from matplotlib.patches import Rectangle
+
+from pagedkv.labs.contiguous import ContiguousKVCache
+from pagedkv.viz.buddy import plot_buddy_arena
+from tests.test_figure_text import MIN_PX, shown_px
+
+
+def _moments():
+    arena = ContiguousKVCache(2048, "oracle", allocator="buddy")
+    for req, final_len in (("A", 600), ("B", 300), ("C", 100)):
+        arena.add(req, prompt_len=final_len // 2, final_len=final_len)
+    before = ("before", arena.accounting().reservations, arena.free_blocks())
+    arena.free("B")
+    return [before, ("after", arena.accounting().reservations, arena.free_blocks())]
+
+
+def test_the_bars_cover_the_arena_and_label_what_was_asked_rounded_and_free():
+    fig = plot_buddy_arena(_moments(), 2048)
+    first, second = fig.axes
+    # by hand: A 600 in 1,024, B 300 in 512, C 100 in 128, the rest free in blocks of 128 and 256
+    spans = [(p.get_x(), p.get_width()) for p in first.patches if isinstance(p, Rectangle)]
+    assert sorted(spans) == [
+        (0, 600),
+        (600, 424),
+        (1024, 300),
+        (1324, 212),
+        (1536, 100),
+        (1636, 28),
+        (1664, 128),
+        (1792, 256),
+    ]
+    assert sum(width for _, width in spans) == 2048
+    labels = [t.get_text() for t in first.texts]
+    assert labels == ["A 600", "424", "B 300", "212", "C", "128", "free 256"]
+    assert [t.get_text() for t in second.texts] == ["A 600", "424", "C", "free 512", "128", "free 256"]
+    sizes = [px for px, _ in shown_px(fig)]
+    assert min(sizes) >= MIN_PX, sizes
