@@ -322,6 +322,28 @@ def test_a_long_owner_legend_stays_above_a_wide_axis_label():
     assert all(y + len(lines) * line <= label_top for _, lines, _, y in rows), rows
 
 
+def test_the_main_picture_names_every_owner_when_two_columns_hold_them():
+    """Notebook 01's dashboard after a fork and a request of your own: four sequences own
+    pages beside a two-row grid. One column holds five rows, so the names flow into two
+    columns instead of folding two of them into "+2 more"; the oracle is the snapshot's own
+    owner array, not the panel's legend."""
+    from pagedkv.scenarios.actions import Action
+    from pagedkv.viz.main_picture import main_heatmap
+    from pagedkv.viz.palette import SequencePalette
+
+    run = _run("fill", 6)
+    run.apply(Action("fork", seq_id="alpha.f1", parent="alpha"))
+    run.apply(Action("add", seq_id="yours1", text="hello there friend"))
+    run.decode_all()
+    snap = run.seqs.snapshot()
+    heatmap = main_heatmap(snap.num_pages, snap.page_size, SequencePalette().restart(run.steps))
+    heatmap.update(snap, run.events)
+    owners = {str(snap.seq_ids[k]) for k in set(snap.owner.tolist()) if k >= 0}
+    shown = {"".join(lines) for _, lines, _, _ in heatmap.legend_rows(heatmap.panels["owner"])}
+    assert len(owners) >= 4 and "yours1" in owners
+    assert owners | {"FREE", "CACHED"} == shown  # every owner named, nothing folded
+
+
 def test_legend_rows_wrap_a_long_name_rather_than_cut_it():
     from pagedkv.viz.heatmap import _legend_lines
 

@@ -273,7 +273,7 @@ class PoolHeatmap:
         room = right - (x0 + 22 * px) - 4 * px
         top = max(y0, float(panel.frame.boxes[:, 1].min()))
         per_column = max(2, int((max(y1, top) - top) // line))  # lines
-        half = (right - x0) / 2 - 26 * px
+        half = (right - x0) / 2 - 23 * px  # a column's width less its swatch (22 px) and 1 px
         columns = 2 if len(panel.legend) > per_column and all(
             fit_text(label, size, half) == label for _, label in panel.legend
         ) else 1  # fmt: skip

@@ -7,7 +7,7 @@ text, and fills the panel's changing title, next-victim outline and owner legend
 - `state`: FREE / ACTIVE / CACHED colours, the page id as label;
 - `occupancy`: filled slots / `page_size`, the filled count as label;
 - `owner`: the oldest holder's palette colour, with a legend of sequences; pages no one
-  holds are pale grey (FREE) or mid grey (CACHED: full, hashed, reusable);
+  holds are pale grey (FREE) or orange (CACHED: full, hashed, reusable, as in `state`);
 - `ref_count`: how many block tables hold the page, capped at `REF_COUNT_MAX`;
 - `lru`: eviction order among CACHED pages (#1 = next victim), and, given the pool's
   events, the sequence that last held each CACHED page (`last_holders`).

@@ -33,9 +33,9 @@ STATE_COLORS = {  # page state -> Okabe–Ito colour
 VICTIM_COLOR = "#D55E00"  # Okabe–Ito vermillion: the next page to be evicted, COW copies
 HIT_COLOR = "#009E73"  # Okabe–Ito bluish green: pages reused by a prefix hit
 NO_OWNER_COLOR = "#F2F2F2"  # pages no block table holds (FREE or CACHED)
-# the owner view's CACHED pages: no holder either, but full and hashed (darker than FREE;
-# sand, a sequence colour, rules out a pale orange)
-CACHED_NO_OWNER_COLOR = "#A0A0A0"
+# the owner view's CACHED pages: no holder either, but full and hashed. Orange, as in the
+# state view: grey means ACTIVE in the LRU view, so no colour names two states across views
+CACHED_NO_OWNER_COLOR = STATE_COLORS[PageState.CACHED]
 SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#CC6677",  # muted: rose
     "#332288",  # muted: indigo
