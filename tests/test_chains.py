@@ -50,3 +50,22 @@ def test_one_box_per_entry_and_a_legend_of_the_kinds_drawn():
 def test_an_unknown_kind_is_refused():
     with pytest.raises(ValueError):
         plot_page_chains({"a": [("page 0", "cached", "")]})
+
+
+def test_an_arrow_goes_only_into_a_page_the_index_holds():
+    # notebook 09, section 3: the tree holds none of request 3's last 4 pages, so its row has
+    # no arrow; the hash chain's orphans (pages 6 and 8) each get one, from the page before
+    from matplotlib.text import Annotation
+
+    tail = [("page 7", "not indexed", ""), ("page 6", "orphan", ""), ("page 8", "orphan", "")]
+    rows = {
+        "hash": [("pages 0-5", "reached", ""), *tail, ("page 11", "not indexed", "")],
+        "tree": [("pages 0-5", "reached", "")] + [(t, "not indexed", "") for t, _, _ in tail],
+    }
+    (ax,) = plot_page_chains(rows).axes
+    arrows = [t for t in ax.texts if isinstance(t, Annotation)]
+    assert len(arrows) == 2  # 7 -> 6 and 6 -> 8 in the hash row, none in the tree's
+    assert all(abs(a.xy[1] - arrows[0].xy[1]) < 1e-9 for a in arrows)  # both in one row
+    (ax,) = plot_page_chains({"tree": rows["tree"]}).axes
+    assert not [t for t in ax.texts if isinstance(t, Annotation)]
+    assert not any("\u2192" in t.get_text() for t in ax.texts)  # no arrow, no arrow key

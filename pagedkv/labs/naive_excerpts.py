@@ -19,7 +19,7 @@ EXCERPTS: dict[str, tuple[tuple[str, int], ...]] = {
     "leak": (("table = self.tables.pop(seq_id)", 3),),
     "empty_only_eviction": (("unheld = [p for p in range", 4),),
     "wall_clock": (
-        ('now = self.clock() if "wall_clock"', 1),
+        ('now = self.clock() if "wall_clock"', 2),
         ('self.stamp[page] = now if "wall_clock"', 1),
     ),
     "stale_heap": (

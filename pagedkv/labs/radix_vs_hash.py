@@ -209,9 +209,10 @@ def _ids(pages: list[int]) -> str:
 
 
 def account_lines(rows: Sequence[RequestRow], i: int, page_size: int = 4, num_pages: int = 12) -> list[str]:
-    """Request `i` (from 0) of `generate_one_at_a_time` in one pool, each count with its
-    arithmetic from the row before: hits, new pages (FREE ones taken, then evicted ones),
-    evictions so far, pages indexed, FREE pages (notebook 09, section 3).
+    """Request `i` (from 0) of `generate_one_at_a_time` in one pool, one count a line: hits,
+    where the new pages came from (FREE ones taken, then evicted ones), then evictions so
+    far, pages indexed and FREE pages, each as `total = count before - out + in` from the
+    row before (notebook 09, section 3).
 
     The totals are the pool's own counts; the terms come from the request's pages, so a
     caller can check that each sum holds (see `account_sums_hold`)."""
@@ -223,13 +224,13 @@ def account_lines(rows: Sequence[RequestRow], i: int, page_size: int = 4, num_pa
     new, evicted = row["new_pages"], row["evicted"]
     taken = len(new) - len(evicted)
     return [
-        f"hit {row['hits']} tokens ({row['hits'] // page_size} pages); {len(new)} new pages{_ids(new)}",
-        f"new pages: {taken} FREE + {len(evicted)} evicted{_ids(evicted)}; "
-        f"evictions so far: {before['evictions']} + {len(evicted)} = {row['evictions']}",
-        f"indexed: {before['indexed']} - {len(evicted)} evicted + {len(row['new_indexed'])} new"
-        f"{_ids(row['new_indexed'])} = {row['indexed']}",
-        f"FREE: {before['free']} - {taken} taken + {len(row['released_free'])} released"
-        f"{_ids(row['released_free'])} = {row['free']}",
+        f"hit: {row['hits']} tokens ({row['hits'] // page_size} pages)",
+        f"new pages{_ids(new)}: {taken} FREE, {len(evicted)} evicted",
+        f"evictions so far: {row['evictions']} = {before['evictions']} + {len(evicted)}",
+        f"indexed: {row['indexed']} = {before['indexed']} - {len(evicted)} evicted"
+        f" + {len(row['new_indexed'])} new{_ids(row['new_indexed'])}",
+        f"FREE: {row['free']} = {before['free']} - {taken} taken"
+        f" + {len(row['released_free'])} released{_ids(row['released_free'])}",
     ]
 
 

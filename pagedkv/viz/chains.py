@@ -2,9 +2,10 @@
 
 Notebook 09 draws with it what each index keeps of a request (section 3) and of the corner
 where the two indexes part (section 5). A row is a list of boxes, left to right in block
-order; an arrow from a box to the next means the next page's block hash chains through this
-one's (hash chain) or the next page hangs under this one (tree). A box's fill says what the
-index does with the page (`KINDS`):
+order. An arrow goes into a box only when the index holds that page (`LINKED`): its block
+hash chains through the hash of the block before it (hash chain), or it hangs under the page
+before it (tree). A page the index does not hold gets no arrow in, so it stands apart. A
+box's fill says what the index does with the page (`KINDS`):
 
 - "reached": the index holds it and a lookup from the first page reaches it (a prefix hit);
 - "orphan": the index holds it, but a lookup stops before it (a page before it is missing);
@@ -30,10 +31,12 @@ KINDS = {
     "not indexed": ("#FFFFFF", "dashed", "black", "not indexed"),
     "evicted": ("#FFFFFF", "dotted", "#555555", "evicted: no page holds it"),
 }
+LINKED = ("reached", "orphan")  # the kinds an arrow goes into: the pages the index holds
+ARROW_KEY = "\u2192  into a page: the index holds it, linked to the block before it"
 FONT_PT = 12
 WIDTH_IN = 8.2
 ROW_IN = 1.3  # a row: its name, the boxes, a note of up to 2 lines under them
-LEGEND_IN = 0.75
+LEGEND_IN = 1.0  # two lines of kinds, then the arrow's line
 
 Box = tuple[str, str, str]  # (text in the box, kind, note under it)
 
@@ -61,8 +64,9 @@ def _draw_box(ax, box: Box, x: float, y: float, w: float, h: float, arrow_to: fl
 
 
 def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
-    """One row per (name, boxes): each box (text, kind, note) in block order, arrows from each
-    box to the next, a legend of the kinds present under the rows; returns the Figure."""
+    """One row per (name, boxes): each box (text, kind, note) in block order, an arrow into
+    each box the index holds (kind in `LINKED`) from the box before it, and under the rows a
+    legend of the kinds present and of the arrow (when one is drawn); returns the Figure."""
     if not rows or any(not boxes for boxes in rows.values()):
         raise ValueError("rows must name at least one row, each with at least one box")
     unknown = {kind for boxes in rows.values() for _, kind, _ in boxes} - set(KINDS)
@@ -87,15 +91,18 @@ def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
         y = top - 0.62
         for c, box in enumerate(boxes):
             x = 0.1 + c * step + (step - box_w) / 2
-            _draw_box(ax, box, x, y, box_w, box_h, arrow_to=x + step - 0.03 if c + 1 < len(boxes) else None)
+            linked = c + 1 < len(boxes) and boxes[c + 1][1] in LINKED
+            _draw_box(ax, box, x, y, box_w, box_h, arrow_to=x + step - 0.03 if linked else None)
     present = [k for k in KINDS if any(kind == k for boxes in rows.values() for _, kind, _ in boxes)]
     handles = [
         Patch(fc=KINDS[k][0], ec="#333333", ls=KINDS[k][1], lw=1.5, label=KINDS[k][3]) for k in present
     ]
+    if any(kind in LINKED for boxes in rows.values() for _, kind, _ in boxes[1:]):
+        ax.text(0.1, 0.17, ARROW_KEY, fontsize=FONT_PT, va="center")
     ax.legend(
         handles=handles,
         loc="lower left",
-        bbox_to_anchor=(0.0, 0.0),
+        bbox_to_anchor=(0.0, 0.3 / height),
         ncol=2,
         fontsize=FONT_PT,
         frameon=False,
