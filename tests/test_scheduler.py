@@ -42,9 +42,12 @@ def check_consistent(sched: Scheduler) -> None:
     for state in sched.running:
         assert state.status == "running"
         held = sched.manager.get(state.req_id).token_ids
-        # mid-prompt it holds a prefix of its prompt; else the last sampled token is pending
+        # mid-prefill it holds a prefix of its tokens; else the last sampled token is pending.
+        # A prefill runs over the prompt, or, after a preemption, over prompt and output
+        # again (recompute), in chunks when the budget or the pool is short.
         assert held == state.token_ids[: len(held)]
-        assert len(held) == len(state.token_ids) - 1 or len(held) < len(state.prompt_token_ids)
+        mid_prefill = len(held) < len(state.prompt_token_ids) or state.num_preemptions > 0
+        assert len(held) == len(state.token_ids) - 1 or mid_prefill
     for state in sched.waiting:
         assert state.status == ("preempted" if state.num_preemptions else "waiting")
     for req_id in finished:
