@@ -25,6 +25,7 @@ from contextlib import contextmanager
 import ipywidgets as widgets
 
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
+from pagedkv.viz.dashboard_text import SCROLL_NOTE, SCROLL_NOTE_PX, geometry_html
 from pagedkv.viz.palette import SequencePalette
 
 __all__ = [
@@ -54,16 +55,6 @@ DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler
     "your own action: one more token for each sequence you added (Step runs the scheduler)",
 )
 VIEW_HEIGHT_PX = 380  # a view's picture is shown at most this tall: with Step and your actions on screen
-
-
-def geometry_html(run: ScenarioRun) -> str:
-    """The Pool size tab's note: the pool the pictures show, and what a slider does."""
-    return (
-        f"<div style='font-size:14px;line-height:1.5'>The pool now: <b>{run.num_pages} pages × "
-        f"{run.page_size} slots</b>. Moving a slider rebuilds the pool at once and replays "
-        "everything done so far on it (the line under the buttons says so); the other tabs "
-        "show the new pool.</div>"
-    )
 
 
 def picker_px(options: list[tuple[str, str]]) -> int:
@@ -116,12 +107,17 @@ class DashboardControls(widgets.VBox):
             interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False,
             tooltip="Play: step on by itself; Stop (■): stay at the step shown",  # icons only
         ).add_class("pagedkv-play")  # fmt: skip
+        # Play shows two icons only: a label beside them (with the same tooltip) names them
+        self.play_label = widgets.HTML(
+            "<span style='font-size:13px;color:#444;white-space:nowrap'>▶ play · ■ stop</span>",
+            tooltip=self.play.tooltip, layout=width(width="100px"),
+        ).add_class("pagedkv-play-label")  # fmt: skip
         self.speed = widgets.ToggleButtons(
             options=PLAY_SPEEDS, value=800, description="Speed", style={"button_width": "84px"}
         ).add_class("pagedkv-speed")
         self.step_slider = widgets.IntSlider(
             value=0, min=0, max=len(run.steps), description="Jump to",
-            continuous_update=False, layout=width(width="320px"),
+            continuous_update=False, layout=width(width="290px"),
         ).add_class("pagedkv-step-slider")  # fmt: skip
         self.step_counter = widgets.HTML().add_class("pagedkv-step-counter")
         self.caption = widgets.HTML(layout=width(min_height="0")).add_class("pagedkv-caption")
@@ -212,19 +208,24 @@ class DashboardControls(widgets.VBox):
         main = widgets.HBox([self.heatmap, self.event_log], layout=widgets.Layout(align_items="flex-start"))
         panes = (
             main, self.more_views, self.lru, self.lifecycle,
-            # status and tables scroll together inside the view's height (the actions stay put)
-            widgets.VBox([self.status, self.block_tables], layout=widgets.Layout(
-                max_height=f"{VIEW_HEIGHT_PX}px", overflow="hidden auto")),  # x hidden, y scrolls
+            # status and tables scroll together inside the view's height (the actions stay put);
+            # a line under the box says it scrolls (its last rows may be below its edge)
+            widgets.VBox([
+                widgets.VBox([self.status, self.block_tables], layout=widgets.Layout(
+                    max_height=f"{VIEW_HEIGHT_PX - SCROLL_NOTE_PX}px", overflow="hidden auto")),
+                widgets.HTML(SCROLL_NOTE, layout=widgets.Layout(height=f"{SCROLL_NOTE_PX}px")),
+            ]),  # x hidden, y scrolls
             widgets.VBox([row([self.pages_slider, self.page_size_slider, self.speed]), self.geometry_note]),
         )  # fmt: skip
-        for pane in panes:  # all as tall as the tallest: the actions below stay where they are
-            pane.layout.min_height = f"{VIEW_HEIGHT_PX}px"
+        # Each pane is as tall as its content (≤ VIEW_HEIGHT_PX): your actions follow the view,
+        # with no blank space under a short one.
         self.panes = dict(zip(VIEWS, panes))
         self.view_picker = widgets.ToggleButtons(
             options=VIEWS, value=VIEWS[0], style={"button_width": "auto"}
         ).add_class("pagedkv-tabs")
         self.show_view(VIEWS[0])
-        stepping = [self.step_button, self.back_button, self.reset_button, self.play, self.step_slider]
+        stepping = [self.step_button, self.back_button, self.reset_button, self.play, self.play_label]
+        stepping.append(self.step_slider)
         self.stepping_row = row(stepping)
         actions = widgets.VBox([
             row([self.actions_label, self.prompt, self.prefix_picker, self.add_button]),

@@ -49,6 +49,12 @@ HEATMAP_DPI = 110  # projector size: ~1200 px wide pictures, shown at the cell's
 MORE_VIEWS = ("occupancy", "ref_count")  # in the More views tab (the main picture: state, owner)
 PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
 COMPACT_WIDTH = 4.6  # inches per panel of the More views tab
+CAPTION_CHARS = 200  # a refused step's caption longer than this says only why (the log has the rest)
+# At most 2 lines, so the dashboard fits a 1280x720 screen: a longer caption ends in "…".
+CAPTION_STYLE = (
+    "font-size:14px;line-height:1.35;display:-webkit-box;-webkit-line-clamp:2;"
+    "-webkit-box-orient:vertical;overflow:hidden"
+)
 
 
 class Dashboard(DashboardControls):
@@ -263,7 +269,7 @@ class Dashboard(DashboardControls):
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
-        self.caption.value = f"<div style='font-size:14px;line-height:1.35'>{said}</div>"
+        self.caption.value = f"<div style='{CAPTION_STYLE}'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
         owned = set(run.own_sequences)  # Fork and Finish: never a request the scheduler runs
         self.sync_stepping(run.cursor, len(run.steps), live, [(t, s) for t, s in live if s in owned])
@@ -326,6 +332,7 @@ class Dashboard(DashboardControls):
         if last.note.startswith(("refused", "nothing to")):  # the picture shows no change: say why
             tried = said.split(":")[0]  # a caption's head says what was tried, its tail what it does
             said = last.note if last.note.startswith("nothing to") else f"{tried} — {last.note}"
+            said = last.note if len(said) > CAPTION_CHARS else said  # ≤ 2 lines: the log says what
         elif run.done and (not last.own or last.action.op == "schedule" or run.unfinished_requests):
             said += " — " + end_message(run)
         return f"{'your action: ' if last.yours else ''}{said}{self._geometry_note(' · ')}"

@@ -27,6 +27,23 @@ SCHEDULER_KINDS = ("preempt", "resume", "abort")  # in the key only when a sched
 KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says them as the log does
 
 
+SCROLL_NOTE_PX = 24  # the Block tables tab's line under its scrolling box
+SCROLL_NOTE = (
+    "<div style='font-size:13px;color:#444'>↕ The box above scrolls: every sequence has a "
+    "block-table row and a tokens-by-page row.</div>"
+)
+
+
+def geometry_html(run: ScenarioRun) -> str:
+    """The Pool size tab's note: the pool the pictures show, and what a slider does."""
+    return (
+        f"<div style='font-size:14px;line-height:1.5'>The pool now: <b>{run.num_pages} pages × "
+        f"{run.page_size} slots</b>. Moving a slider rebuilds the pool at once and replays "
+        "everything done so far on it (the line under the buttons says so); the other tabs "
+        "show the new pool.</div>"
+    )
+
+
 def end_message(run: ScenarioRun) -> str:
     """What the dashboard says once every step of the scenario has run. With a scheduler and
     requests left unfinished (your own sequences held their pages), it says how to go on:

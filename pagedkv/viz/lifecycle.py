@@ -106,7 +106,24 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
         ax.add_patch(arrow)
         _label(ax, _lines(rows), lit, place, (source, target), rad, pt)
     _key(ax, bool(lit), pt)
+    _keep_inside(ax)
     return fig
+
+
+def _keep_inside(ax, pad: float = 0.015) -> None:
+    """Slide every text that sticks out of the figure's left or right edge back inside it
+    (a bold label is wider than the plain one the layout was made for). The margin, `pad` of
+    the width, covers text drawn a few % wider when the figure is saved at another dpi."""
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer, width = fig.canvas.get_renderer(), fig.bbox.width
+    pad_px = pad * width
+    for text in ax.texts:
+        box = text.get_window_extent(renderer)
+        shift = max(pad_px - box.x0, 0.0) + min(width - pad_px - box.x1, 0.0)
+        if shift:
+            x, y = ax.transData.transform(text.get_position())
+            text.set_position(ax.transData.inverted().transform((x + shift, y)))
 
 
 def _key(ax, lit: bool, pt: float) -> None:

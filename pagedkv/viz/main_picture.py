@@ -21,17 +21,26 @@ __all__ = ["BESIDE_PX", "MAIN_HEIGHT_PX", "MAIN_PX", "MAIN_VIEWS", "main_heatmap
 
 MAIN_PX, BESIDE_PX, MAIN_HEIGHT_PX, STACKED_DPI, BESIDE_DPI = 720, 560, VIEW_HEIGHT_PX, 90, 82
 MAIN_VIEWS = ("state", "owner")
+KEY_MIN_PX = 88  # a key this wide shows "CACHED" whole beside its swatch
 
 
 def main_heatmap(num_pages: int, page_size: int, palette: SequencePalette) -> PoolHeatmap:
     """The main picture: its two views stacked (in MAIN_PX) or side by side (in BESIDE_PX),
-    MAIN_HEIGHT_PX tall at most, whichever draws larger cells (their size in pixels decides)."""
+    MAIN_HEIGHT_PX tall at most, whichever draws larger cells (their size in pixels decides),
+    unless that leaves a key narrower than KEY_MIN_PX (its labels would be cut) or cuts an
+    axis label and the other layout does neither."""
     cells = {
         (cols, dpi, px): dpi * cell_inches(num_pages, 2, cols, px / dpi / cols, MAIN_HEIGHT_PX / dpi)
         for cols, dpi, px in ((1, STACKED_DPI, MAIN_PX), (2, BESIDE_DPI, BESIDE_PX))
     }
-    columns, dpi, px = max(cells, key=lambda k: cells[k])
-    return PoolHeatmap(
-        num_pages, page_size, MAIN_VIEWS, palette, dpi, px / dpi / columns, show_clock=False,
-        columns=columns, max_height=MAIN_HEIGHT_PX / dpi,
-    )  # fmt: skip
+    made = []
+    for columns, dpi, px in sorted(cells, key=lambda k: -cells[k]):  # larger cells first
+        heatmap = PoolHeatmap(
+            num_pages, page_size, MAIN_VIEWS, palette, dpi, px / dpi / columns, show_clock=False,
+            columns=columns, max_height=MAIN_HEIGHT_PX / dpi,
+        )  # fmt: skip
+        x0, _, x1, _ = heatmap.panels["state"].frame.key_box
+        if x1 - x0 >= KEY_MIN_PX and not heatmap._frame.cut_texts:  # noqa: SLF001
+            return heatmap
+        made.append(heatmap)
+    return made[0]  # neither keeps its key and axes whole: the larger cells
