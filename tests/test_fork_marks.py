@@ -86,3 +86,17 @@ def test_the_event_log_heads_an_action_of_your_own_in_words():
     table = block_table_html(run.seqs.snapshot(), events=run.events).split("</table>")[0]
     rows = {row.split("</th>")[0].rsplit(">", 1)[1]: row for row in table.split("<tr>")[1:]}
     assert rows["user2"].count(HIT_BORDER) == 7 and rows["user2.f"].count(HIT_BORDER) == 0
+
+
+def test_a_copy_on_write_cell_names_the_page_it_was_copied_from():
+    seqs = SequenceManager(KVCachePool(MODEL.cache_config(num_pages=8, page_size=4)))
+    seqs.add("a", [1, 2, 3, 4, 5, 6])  # page 1 half full: a fork shares it
+    seqs.fork("a", "a.f")
+    source = seqs.block_table("a")[1]
+    seqs.append_slot("a.f", 7)  # the child writes into the shared page: copy-on-write
+    copy = seqs.block_table("a.f")[1]
+    assert copy != source
+    table = block_table_html(seqs.snapshot()).split("</table>")[0]
+    rows = {row.split("</th>")[0].rsplit(">", 1)[1]: row for row in table.split("<tr>")[1:]}
+    assert f">{copy}←{source}</td>" in rows["a.f"]
+    assert "←" not in rows["a"]

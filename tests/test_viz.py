@@ -296,7 +296,7 @@ def test_block_table_html_uses_the_same_colours_and_marks(known):
     assert f"background:{palette.color('A')}" in text and f"background:{palette.color('B')}" in text
     assert text.count("×2") == 8  # pages 0..3 in two tables
     assert f"3px solid {VICTIM_COLOR}" in text and "copy-on-write from page 4" in text
-    assert "<td" in text and ">5</td>" in text
+    assert "<td" in text and ">5←4</td>" in text  # the copy names its source
 
 
 def test_cow_mark_disappears_when_the_copy_is_reused(known):

@@ -297,6 +297,8 @@ def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:
     held by other block tables: only its own pages are released (a shared page's ref count
     just drops by one), so the note says how many of each."""
     if not shared:
+        if pages == 1:
+            return f"{seq_id} finished: its 1 page was released"
         return f"{seq_id} finished: its {pages} pages were released, tail first"
     own = pages - shared
     released = "1 own page was" if own == 1 else f"{own} own pages were"

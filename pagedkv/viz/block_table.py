@@ -219,7 +219,7 @@ def block_table_html(
                 if refs > 1
                 else ""
             )
-            label = f"{page}" + (f"×{refs}" if refs > 1 else "")
+            label = f"{page}" + (f"×{refs}" if refs > 1 else "") + (f"←{cow[page]}" if page in cow else "")
             cells.append(
                 f'<td title="{html.escape(title)}" style="background:{color};color:{text_color};'
                 f'border:{border};{shared}padding:1px 4px;text-align:center;min-width:2.2em">'
@@ -235,7 +235,7 @@ def block_table_html(
         f"<div style='font-size:14px;margin-top:3px'>cell = physical page of each logical block; "
         f"hatched ×n = shared by n block tables; <span style='border:3px solid {HIT_COLOR};padding:0 3px'>"
         f"prefix hit</span> <span style='border:3px solid {COW_COLOR};padding:0 3px'>copy-on-write"
-        f"</span></div>"
+        f" (page←its source)</span></div>"
     )
     tokens = "" if token_ids is None else token_pages_html(snapshot, token_ids, palette)
     return (
