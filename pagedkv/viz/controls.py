@@ -217,8 +217,8 @@ class DashboardControls(widgets.VBox):
             ]),  # x hidden, y scrolls
             widgets.VBox([row([self.pages_slider, self.page_size_slider, self.speed]), self.geometry_note]),
         )  # fmt: skip
-        # Each pane is as tall as its content (≤ VIEW_HEIGHT_PX): your actions follow the view,
-        # with no blank space under a short one.
+        for pane in panes:  # all as tall as the tallest: the actions below stay where they are
+            pane.layout.min_height = f"{VIEW_HEIGHT_PX}px"
         self.panes = dict(zip(VIEWS, panes))
         self.view_picker = widgets.ToggleButtons(
             options=VIEWS, value=VIEWS[0], style={"button_width": "auto"}
