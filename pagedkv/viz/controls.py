@@ -107,17 +107,12 @@ class DashboardControls(widgets.VBox):
             interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False,
             tooltip="Play: step on by itself; Stop (■): stay at the step shown",  # icons only
         ).add_class("pagedkv-play")  # fmt: skip
-        # Play shows two icons only: a label beside them (with the same tooltip) names them
-        self.play_label = widgets.HTML(
-            "<span style='font-size:13px;color:#444;white-space:nowrap'>▶ play · ■ stop</span>",
-            tooltip=self.play.tooltip, layout=width(width="100px"),
-        ).add_class("pagedkv-play-label")  # fmt: skip
         self.speed = widgets.ToggleButtons(
             options=PLAY_SPEEDS, value=800, description="Speed", style={"button_width": "84px"}
         ).add_class("pagedkv-speed")
         self.step_slider = widgets.IntSlider(
             value=0, min=0, max=len(run.steps), description="Jump to",
-            continuous_update=False, layout=width(width="290px"),
+            continuous_update=False, layout=width(width="320px"),
         ).add_class("pagedkv-step-slider")  # fmt: skip
         self.step_counter = widgets.HTML().add_class("pagedkv-step-counter")
         self.caption = widgets.HTML(layout=width(min_height="0")).add_class("pagedkv-caption")
@@ -224,8 +219,7 @@ class DashboardControls(widgets.VBox):
             options=VIEWS, value=VIEWS[0], style={"button_width": "auto"}
         ).add_class("pagedkv-tabs")
         self.show_view(VIEWS[0])
-        stepping = [self.step_button, self.back_button, self.reset_button, self.play, self.play_label]
-        stepping.append(self.step_slider)
+        stepping = [self.step_button, self.back_button, self.reset_button, self.play, self.step_slider]
         self.stepping_row = row(stepping)
         actions = widgets.VBox([
             row([self.actions_label, self.prompt, self.prefix_picker, self.add_button]),
