@@ -154,6 +154,13 @@ def test_lru_title_keeps_its_two_lines_whole(num_pages):
         assert wrap_text(title, size, frame.title_room) == title, (num_pages, victim, free)
 
 
+def test_lru_view_titles_the_moment_it_is_given(known):
+    *_, snap = known  # the pool of STATES: 6 ACTIVE, 5 CACHED, 5 FREE of 16 pages
+    titled = plot_lru(snap, label="before doc_C's step")
+    assert titled.suptitle == "pool before doc_C's step: 6 ACTIVE, 5 CACHED, 5 FREE of 16 pages"
+    assert plot_lru(snap).suptitle.startswith("pool: ")  # no label: no moment named
+
+
 def test_lru_view_names_the_last_holder_of_cached_pages_from_events(known):
     pool, seqs, events, snap = known
     # without events the cells carry id and rank only; with them, C (which freed 6..10)

@@ -338,8 +338,11 @@ def plot_pool(
     return heatmap
 
 
-def plot_lru(snapshot: PoolSnapshot, events: Iterable[Event] | None = None) -> PoolHeatmap:
+def plot_lru(
+    snapshot: PoolSnapshot, events: Iterable[Event] | None = None, label: str | None = None
+) -> PoolHeatmap:
     """The LRU-order heatmap alone: which CACHED page is evicted next (outlined), in what
     order the others follow, and (given the pool's `events`, e.g. `ScenarioRun.events`)
-    which sequence last held each CACHED page."""
-    return plot_pool(snapshot, ("lru",), events=events)
+    which sequence last held each CACHED page. `label` (e.g. "before doc_C's step") names
+    the moment in the title: "pool before doc_C's step: 0 ACTIVE, ..."."""
+    return plot_pool(snapshot, ("lru",), events=events, label=label)

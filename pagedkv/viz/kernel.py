@@ -34,7 +34,8 @@ from matplotlib.ticker import MaxNLocator
 from pagedkv.core.plumbing.validation import check_int
 from pagedkv.viz.projector import projector
 
-ROWS = {"K": 3.3, "scores": 2.2, "V": 0.0, "out": -1.1}  # y of each band (data units)
+ROWS = {"K": 3.0, "scores": 1.9, "V": -0.2, "out": -1.2}  # y of each band (data units)
+FOOT_Y = -1.7  # y of the footnote that explains the cell labels
 # Chunks alternate two neutral shades: request colours (palette.py) mean requests everywhere.
 CHUNK_SHADES = ("#F0F0F0", "#BDBDBD")
 
@@ -60,11 +61,11 @@ def plot_chunked_kernel(
     check_int("page_size", page_size, 1)
     n = len(table)
     scores = _score_labels(n, page_size, n * page_size if num_tokens is None else num_tokens)
-    fig = Figure(figsize=(11, 5.0), layout="constrained")
+    fig = Figure(figsize=(11, 4.0), layout="constrained")  # 440 px: the whole picture on one screen
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ax.set_xlim(-2.6, n + 0.3)
-    ax.set_ylim(-2.1, 4.75)
+    ax.set_ylim(FOOT_Y - 0.25, ROWS["K"] + 1.4)
     ax.axis("off")
 
     def cell(x: float, y: float, text: str, color: str, w: float = 0.9) -> None:
@@ -88,7 +89,7 @@ def plot_chunked_kernel(
     cell(n / 2 - 2.25, ROWS["out"], "Σ exp(s − max) · V, then ÷ sum", "#555555", w=4.5)
     for band, y in ROWS.items():
         ax.text(-2.5, y + 0.35, BAND_LABELS[band], ha="left", va="center", fontsize=13)
-    ax.text(-2.5, -1.75, f"K p{table[-1]}, V p{table[-1]}: the keys and values stored in page {table[-1]};"
+    ax.text(-2.5, FOOT_Y, f"K p{table[-1]}, V p{table[-1]}: the keys and values stored in page {table[-1]};"
             f" {scores[0]}: the scores of the tokens at positions {scores[0][1:].replace('-', ' to ')}",
             ha="left", va="center", fontsize=13)  # fmt: skip
     if title is None:
@@ -97,10 +98,10 @@ def plot_chunked_kernel(
     return projector(fig)
 
 
-BAND_LABELS = {  # the left-hand label of each row of the picture
-    "K": "pass 1: gather K,\na chunk at a time,\nscores q · Kᵀ",
-    "scores": "scores of the\nwhole context,\none per token",
-    "V": "pass 2: gather V,\na chunk at a time,\nexp(s − max) · V",
+BAND_LABELS = {  # the left-hand label of each row of the picture (two lines each)
+    "K": "pass 1: K, a chunk at\na time; scores q · Kᵀ",
+    "scores": "scores: the whole\nrow, one per token",
+    "V": "pass 2: V, a chunk at\na time; exp(s − max) · V",
     "out": "output row:\nnormalised last",
 }
 
@@ -109,14 +110,14 @@ def _softmax_marks(ax: Axes, n: int) -> None:
     """The softmax over the whole score row (`n` pages wide), and its weights going to every
     V page at once: a dashed arrow onto a bracket that spans the whole V row."""
     ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
-    ax.text(n / 2, ROWS["scores"] - 0.4, "one softmax over the whole row: max, exp(s − max), their sum",
+    ax.text(n / 2, ROWS["scores"] - 0.35, "one softmax over the whole row: max, exp(s − max), their sum",
             ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
     top = ROWS["V"] + 0.85
     ax.plot([0, 0, n - 0.1, n - 0.1], [top - 0.1, top, top, top - 0.1], color="#D55E00", lw=2)
-    ax.add_patch(FancyArrowPatch((n / 2, ROWS["scores"] - 0.6), (n / 2, top),
+    ax.add_patch(FancyArrowPatch((n / 2, ROWS["scores"] - 0.55), (n / 2, top),
                                  arrowstyle="-|>", mutation_scale=18, color="#D55E00",
                                  linestyle="--"))  # fmt: skip
-    ax.text(n / 2 + 0.15, (ROWS["scores"] - 0.6 + top) / 2, "exp(s − max): weights for every V page",
+    ax.text(n / 2 + 0.15, (ROWS["scores"] - 0.55 + top) / 2, "exp(s − max): weights for every V page",
             ha="left", va="center", fontsize=13, color="#D55E00")  # fmt: skip
 
 
@@ -124,9 +125,12 @@ def _brackets(ax: Axes, n: int, chunk: int) -> None:
     """A bracket over each chunk of `chunk` pages (of `n`), numbered from 1."""
     for k, first in enumerate(range(0, n, chunk)):
         width = min(chunk, n - first)
-        ax.plot([first, first, first + width - 0.1, first + width - 0.1], [4.05, 4.15, 4.15, 4.05],
+        low, high = ROWS["K"] + 0.75, ROWS["K"] + 0.85  # just above the K row
+        ax.plot([first, first, first + width - 0.1, first + width - 0.1], [low, high, high, low],
                 color="#333333", lw=1.5)  # fmt: skip
-        ax.text(first + (width - 0.1) / 2, 4.25, f"chunk {k + 1}", ha="center", va="bottom", fontsize=13)
+        ax.text(
+            first + (width - 0.1) / 2, high + 0.1, f"chunk {k + 1}", ha="center", va="bottom", fontsize=13
+        )
 
 
 def _score_labels(num_pages: int, page_size: int, num_tokens: int) -> list[str]:
