@@ -349,8 +349,8 @@ def test_page_roles_of_notebook_09_request_3_by_hand() -> None:
     }
     roles = page_roles(rows, 2, 7, {"hash": [6, 8], "radix": []})  # type: ignore[arg-type]
     assert roles == [
-        (7, "request 1's 8th page", "evicted -> request 3's copy of its 7th page", "FREE (never indexed)"),
-        (6, "request 1's 7th page", "evicted -> request 3's 8th page", "orphan (hash) / FREE (radix)"),
-        (8, "request 2's 9th page", "evicted -> request 3's 9th page", "orphan (hash) / FREE (radix)"),
-        (11, "request 2's 8th page", "evicted -> request 3's 10th page (partial)", "FREE (never indexed)"),
+        (7, "request 1's block 7", "evicted -> request 3's block 6 (copy)", "FREE (never indexed)"),
+        (6, "request 1's block 6", "evicted -> request 3's block 7", "orphan (hash) / FREE (radix)"),
+        (8, "request 2's block 8", "evicted -> request 3's block 8", "orphan (hash) / FREE (radix)"),
+        (11, "request 2's block 7", "evicted -> request 3's block 9 (partial)", "FREE (never indexed)"),
     ]

@@ -10,10 +10,6 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.labs.radix_vs_hash import RequestRow, orphan_pages
 
 
-def _nth(n: int) -> str:
-    return f"{n}{ {1: 'st', 2: 'nd', 3: 'rd'}.get(n if n < 20 else n % 10, 'th') }"
-
-
 def page_roles(
     rows_by_index: dict[str, list[RequestRow]],
     i: int,
@@ -23,6 +19,7 @@ def page_roles(
 ) -> list[tuple[int, str, str, str]]:
     """One row per page request `i` (from 0) evicted and reused, in its block order:
     (page id, its role before the request, its role during it, its state after release).
+    A role names a block by its position in the block table, from 0 ("request 1's block 7").
 
     `prompt_pages` is the request's number of full prompt pages: a new page among them is a
     recomputed copy (the last-token rule). `orphans` names each pool's orphan pages after the
@@ -34,10 +31,10 @@ def page_roles(
         if page not in row["evicted"]:
             continue
         j = max(j for j in range(i) if page in rows[j]["pages"])
-        before = f"request {j + 1}'s {_nth(rows[j]['pages'].index(page) + 1)} page"
-        role = "copy of its" if row["hits"] // page_size <= k < prompt_pages else ""
+        before = f"request {j + 1}'s block {rows[j]['pages'].index(page)}"
+        copy = row["hits"] // page_size <= k < prompt_pages
         partial = k == len(row["pages"]) - 1 and k >= prompt_pages
-        during = f"request {i + 1}'s {role + ' ' if role else ''}{_nth(k + 1)} page{' (partial)' * partial}"
+        during = f"request {i + 1}'s block {k}{' (copy)' * copy}{' (partial)' * partial}"
         after = {}
         for name, pool_rows in rows_by_index.items():
             state = "FREE" if page in pool_rows[i]["released_free"] else "indexed"

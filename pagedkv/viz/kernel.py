@@ -147,7 +147,8 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: boo
     index, each panel on its own y scale unless `sharey`. Outputs shaped (..., heads, dims)
     get a dashed divider where one head ends and a "head h" label over each; one legend above
     the panels serves them all. A program that ignores the query draws one line for every
-    query; real attention draws a different line per query (notebook 08, section 6)."""
+    query (query 2's crosses inside query 1's hollow circles); real attention draws a
+    different line per query (notebook 08, section 6)."""
     if not panels:
         raise ValueError("panels must name at least one program, got none")
     counts = {name: len(outputs) for name, outputs in panels.items()}
@@ -156,10 +157,12 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: boo
     fig = Figure(figsize=(11, 3.8), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), sharey=sharey, squeeze=False)[0]
-    styles = (("o", "-", "#0072B2"), ("x", "--", "#D55E00"), ("s", ":", "#009E73"))
+    # Query 1: large hollow circles; query 2: smaller crosses, which show inside the circles
+    # when both queries get the same output.
+    styles = (("o", "-", "#0072B2", 13), ("x", "--", "#D55E00", 9), ("s", ":", "#009E73", 7))
     for ax, (name, outputs) in zip(axes, panels.items(), strict=True):
         for k, out in enumerate(outputs):
-            marker, line, color = styles[k % len(styles)]
+            marker, line, color, size = styles[k % len(styles)]
             values = [float(x) for x in np.ravel(out)]
             ax.plot(
                 range(len(values)),
@@ -167,7 +170,9 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: boo
                 marker=marker,
                 linestyle=line,
                 color=color,
-                markersize=9,
+                markersize=size,
+                markerfacecolor="none" if marker == "o" else color,
+                markeredgewidth=2,
                 linewidth=1.5,
                 label=f"query {k + 1}",
             )
