@@ -53,7 +53,7 @@ from pagedkv.viz.share_bars import name_thin_top
 # one colour per system, from the shared palette
 SYSTEM_COLORS = dict(zip(SYSTEMS, (SEQUENCE_COLORS[i] for i in (0, 7, 1, 3)), strict=True))
 # the table's floats: shares of KV slots (%) and the mean batch with one decimal
-DIGITS = {"token %": 1, "paper token %": 1, "external": 1, "mean batch": 1}
+DIGITS = {"token %": 1, "external": 1, "mean batch": 1}
 HELP = "serving run with Poisson arrivals: Fig. 2 memory shares and normalized latency vs rate"
 RATES = "0.25,0.5,0.75,1,1.25,1.5,2,2.5,3,3.5,4"  # requests/s: below Orca (Max)'s limit to above vLLM's
 QUICK_REQUESTS, QUICK_RATES = 1000, "0.5,1,2,3,4"  # `--quick`: a crossing for each system
@@ -142,7 +142,7 @@ def run(
             "system",
             f"token % at {top:g}/s",
             f"token % at {arrival_rate:g}/s",
-            "paper token %",
+            "token % in paper",  # no % sign: like the other columns (names ending in "%" get one)
             f"external % at {top:g}/s",
             f"external+unused % at {arrival_rate:g}/s",
             f"mean batch at {top:g}/s",

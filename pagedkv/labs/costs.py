@@ -328,13 +328,13 @@ def calculator_text(
         lines.append(f"  {'  ' if i == 0 else '- '}{name:<32} {value / GIB:6.2f} GiB  ({source})")
     shown = [round(value / GIB, 2) for _, value, _ in terms]  # the terms as printed above
     rounded = f"{shown[0] - sum(shown[1:]):.2f}"
-    if rounded != f"{cap['kv_budget_bytes'] / GIB:.2f}":
-        lines.append(f"    (the budget below sums the unrounded terms; rounded they give {rounded})")
-    lines += [
+    lines.append(
         f"  = KV budget {cap['kv_budget_bytes'] / GIB:.2f} GiB = {cap['num_pages']:,} pages of "
-        f"{assume.page_size} = {cap['token_slots']:,} token slots",
-        "    in vLLM's start-up log: 'GPU KV cache size: N tokens' or '# GPU blocks: N'",
-    ]
+        f"{assume.page_size} = {cap['token_slots']:,} token slots"
+    )
+    if rounded != f"{cap['kv_budget_bytes'] / GIB:.2f}":  # only where rounding shows
+        lines.append(f"    (from the exact terms; the rounded ones above add up to {rounded})")
+    lines.append("    in vLLM's start-up log: 'GPU KV cache size: N tokens' or '# GPU blocks: N'")
     cost = preemption_costs(m, g, tokens, assume)
     lines += [
         f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",

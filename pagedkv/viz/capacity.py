@@ -12,8 +12,9 @@ typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) repr
 - `request tok`, the length of the requests counted in "requests of N tokens that fit" and
   brought back in the three ways back (the budget itself does not depend on it).
 
-A box keeps what was typed: a value out of range (a GiB below 0, a token count below 1, a
-`mem util` above 1) shows an error that starts with the box's label instead of an answer.
+A box keeps what was typed: a value out of range (a `GPU GiB` of 0 or below, another GiB
+below 0, a token count below 1, a `mem util` of 0 or above 1) shows an error that starts
+with the box's label instead of an answer.
 A box emptied and left keeps its last number (ipywidgets' number boxes never send an empty
 value); the note under the boxes says so. The answer follows every
 keystroke. Choosing a model or a GPU resets the four boxes read from a log
@@ -155,11 +156,12 @@ def error_html(error: str, lines: int) -> str:
     return f"<pre style='{style}'><span style='{ERROR_STYLE}'>{text}</span>\n{ERROR_HINT}</pre>"
 
 
-def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 2048):
+def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 1024):
     """An ipywidgets form: pick a model and a GPU, type what your engine's start-up log says,
     read every term of the KV budget, what fits and the three ways back. `request tok`
     (`tokens`) is the request length of "requests of N tokens that fit" and of the ways back;
-    the budget does not depend on it. Returns the box."""
+    the budget does not depend on it. It opens at 1,024 tokens, the request notebook 11's
+    section 1.5 brings back. Returns the box."""
     import ipywidgets as widgets
 
     costs.model_spec(model), costs.gpu_spec(gpu)  # ValueError naming the choices
