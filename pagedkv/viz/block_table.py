@@ -233,7 +233,8 @@ def block_table_html(
     body = "".join(rows) or "<tr><td><i>no live sequence</i></td></tr>"
     key = (
         f"<div style='font-size:14px;margin-top:3px'>cell = physical page of each logical block; "
-        f"hatched ×n = shared by n block tables; <span style='border:3px solid {HIT_COLOR};padding:0 3px;white-space:nowrap'>"
+        f"hatched ×n = shared by n block tables; "
+        f"<span style='border:3px solid {HIT_COLOR};padding:0 3px;white-space:nowrap'>"
         f"prefix hit</span> <span style='border:3px solid {COW_COLOR};padding:0 3px;white-space:nowrap'>"
         f"copy-on-write (copy←source)</span></div>"
     )
