@@ -457,3 +457,13 @@ def test_an_order_that_leaves_out_a_revived_page_is_refused_before_any_replay():
     )
     assert "got [1, 3]" in message
     check_policy(RevivedLast())  # the right version passes
+
+
+def test_reuse_feedback_says_right_or_what_to_fix_in_one_line():
+    from pagedkv.labs.hit_rate_lab import reuse_feedback
+
+    assert reuse_feedback(RevivedLast()).endswith("goes first")
+    assert "| right:" in reuse_feedback(LRUEvictionPolicy())
+    wrong = reuse_feedback(RevivedLastWithoutDiscard())
+    assert wrong.startswith("evicted [2, 1] | next victims now: [3, 1] | wrong:")
+    assert "forget the victim in pop_victim" in wrong and "\n" not in wrong

@@ -128,8 +128,9 @@ def _line_style(policy: str) -> dict:
 
 def figure(report: Report):
     """One panel per workload, two by two: hit rate against cache size, one line per
-    policy, each panel with its own y range, the legend under the panels. Sized to be shown
-    whole at a notebook's width on a 1280x720 screen, its text at least 12 px."""
+    policy, each panel with its own y range, the key above the panels, so that it shows on
+    the same screen as the top panels. Sized to be shown whole at a notebook's width on a
+    1280x720 screen, its text at least 12 px."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -156,15 +157,15 @@ def figure(report: Report):
         ax.set_xlabel("cache size (tokens)", fontsize=12)
     for ax in axes[:, 0]:
         ax.set_ylabel("hit rate (%)", fontsize=12)
-    # One legend under the panels: inside a panel it covered lines.
+    # One key above the panels (inside a panel it covered lines; under them it fell off the
+    # screen that shows the top panels), in one row: two rows took the panels' height.
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    # All in one row: two rows of key took the panels' height.
+    fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14, y=0.995)
     fig.legend(
-        handles, labels, loc="lower center", ncol=len(labels), fontsize=12, frameon=False,
-        handlelength=2.2, columnspacing=1.0, handletextpad=0.8, borderaxespad=0.2,
+        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.945), ncol=len(labels),
+        fontsize=12, frameon=False, handlelength=2.2, columnspacing=1.0, handletextpad=0.8,
     )  # fmt: skip
-    fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14)
-    fig.tight_layout(rect=(0, 0.065, 1, 1), h_pad=0.5)
+    fig.tight_layout(rect=(0, 0, 1, 0.925), h_pad=0.5)
     return fig
 
 

@@ -142,3 +142,16 @@ def reuse_probe(policy: EvictionPolicy) -> tuple[list[int], list[int]]:
     evicted = [policy.pop_victim(), policy.pop_victim()]
     policy.add_all([1, 3])  # page 1 holds new content now, cached before page 3's
     return evicted, policy.order()
+
+
+def reuse_feedback(policy: EvictionPolicy) -> str:
+    """`reuse_probe` on `policy`, said in one line: what it evicted, the order after, and
+    whether page 1's new content goes first, as no hit has revived it. Example: LRU ->
+    "evicted [2, 1] | next victims now: [1, 3] | right: ..."."""
+    evicted, after = reuse_probe(policy)
+    said = f"evicted {evicted} | next victims now: {after}"
+    if evicted != [2, 1]:
+        return f"{said} | wrong: the victims must be 2, then 1: page 1 was revived, page 2 never"
+    if after != [1, 3]:
+        return f"{said} | wrong: page 1 still counts as revived: forget the victim in pop_victim"
+    return f"{said} | right: page 1's new content, cached first and never revived, goes first"

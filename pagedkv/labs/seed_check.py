@@ -1,0 +1,77 @@
+"""Is a policy's lead real, or noise of one seed? The eviction lab's winner rule.
+
+The lab's streams are random, drawn from a seed. One policy may lead another on one seed
+and trail it on the next. `seed_rates` replays each stream on several seeds at several cache
+sizes; `call_winner` names a winner only when the lead holds on every seed and is larger
+than `points` on average, and otherwise names the policies that tie.
+
+Leaves out: confidence intervals; three seeds are a quick check, not a statistical test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pagedkv.labs.hit_rate_lab import make_policy, replay
+from pagedkv.labs.lab_workloads import lab_workload
+
+RIVALS = ("lru", "fifo", "lfu", "arc", "s3fifo", "lru+pin")
+
+
+def seed_rates(
+    streams: Sequence[str],
+    sizes: Sequence[int],
+    seeds: Sequence[int],
+    policies: Sequence[str] = RIVALS,
+    page_size: int = 16,
+) -> dict[tuple[str, int], list[dict[str, float]]]:
+    """For each (stream, cache size in tokens), one dict per seed: policy -> hit rate in
+    percent, rounded to 0.1 as printed. Example: seed_rates(["rag"], [1024], [1, 2]) ->
+    {("rag", 1024): [{"lru": 40.2, ...}, {"lru": 35.8, ...}]}."""
+    rates: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for w in streams:
+        for seed in seeds:
+            requests = lab_workload(w, seed=seed)
+            for size in sizes:
+                run = {}
+                for p in policies:
+                    policy = make_policy(p, requests, size, page_size)
+                    run[p] = round(100 * replay(requests, size, policy).hit_rate, 1)
+                rates.setdefault((w, size), []).append(run)
+    return rates
+
+
+def firsts(runs: Sequence[dict[str, float]]) -> set[str]:
+    """The policies with the highest rate on at least one run (all of them on a level)."""
+    return {p for run in runs for p in run if run[p] == max(run.values())}
+
+
+def call_winner(runs: Sequence[dict[str, float]], points: float = 1.0) -> list[str]:
+    """The rule: a policy wins when it is first on every run and its mean rate is more
+    than `points` above every other policy's mean. Returns [winner], or, on a tie, every
+    policy first on some run or within `points` of the best mean, best mean first.
+    Examples: [{"a": 60, "b": 58}, {"a": 61, "b": 59}] -> ["a"] (mean lead 2);
+    [{"a": 60, "b": 59.5}, {"a": 61, "b": 60}] -> ["a", "b"] (mean lead 0.75);
+    [{"a": 60, "b": 61}, {"a": 63, "b": 59}] -> ["a", "b"] (b is first on one run)."""
+    mean = {p: sum(run[p] for run in runs) / len(runs) for p in runs[0]}
+    top = max(mean.values())
+    close = {p for p in mean if top - mean[p] <= points + 1e-9} | firsts(runs)
+    return sorted(close, key=lambda p: (-mean[p], p))
+
+
+def verdict(names: Sequence[str]) -> str:
+    """ "arc" for a win, "tie: arc ~ s3fifo" for a tie."""
+    return names[0] if len(names) == 1 else "tie: " + " ~ ".join(names)
+
+
+def largest_reversed_lead(runs_by_case: dict[tuple[str, int], list[dict[str, float]]]) -> float:
+    """The largest lead of a run's first policy over its second that another run of the same
+    case reverses (its first is not first there): how big a one-seed lead noise can make."""
+    largest = 0.0
+    for runs in runs_by_case.values():
+        if len(firsts(runs)) < 2:
+            continue
+        for run in runs:
+            one, two = sorted(run.values(), reverse=True)[:2]
+            largest = max(largest, round(one - two, 1))
+    return largest

@@ -1,0 +1,29 @@
+"""The eviction lab's winner rule, against runs written out by hand."""
+
+from pagedkv.labs.seed_check import call_winner, firsts, largest_reversed_lead, seed_rates, verdict
+
+
+def test_a_lead_on_every_run_larger_than_a_point_wins():
+    assert call_winner([{"a": 60, "b": 58, "c": 50}, {"a": 61, "b": 59, "c": 50}]) == ["a"]
+
+
+def test_a_mean_lead_of_a_point_or_less_is_a_tie():
+    runs = [{"a": 60, "b": 59.5, "c": 50}, {"a": 61, "b": 60, "c": 50}]
+    assert call_winner(runs) == ["a", "b"]
+    assert verdict(call_winner(runs)) == "tie: a ~ b"
+    assert call_winner([{"a": 60, "b": 59}, {"a": 60, "b": 59}]) == ["a", "b"]  # exactly 1
+
+
+def test_a_policy_first_on_one_run_ties_however_far_behind_on_average():
+    runs = [{"a": 60, "b": 61}, {"a": 66, "b": 59}]
+    assert firsts(runs) == {"a", "b"}
+    assert call_winner(runs) == ["a", "b"]
+    assert largest_reversed_lead({("s", 1): runs, ("t", 1): [{"a": 9, "b": 1}]}) == 7
+
+
+def test_seed_rates_has_one_run_per_seed_in_percent():
+    rates = seed_rates(["zipf"], [1024], [0, 1], policies=("lru", "lfu"))
+    assert list(rates) == [("zipf", 1024)]
+    assert len(rates["zipf", 1024]) == 2
+    assert all(0 <= r <= 100 for run in rates["zipf", 1024] for r in run.values())
+    assert verdict(["lfu"]) == "lfu"
