@@ -35,7 +35,7 @@ PICTURES = [
     ("00_start_here.ipynb", "plot_pool(story.seqs.snapshot())", "heatmap_projector_1280.png"),
     ("01_pages_and_block_tables.ipynb", "plot_block_tables(run.seqs.snapshot(), step=run.cursor)", None),
     ("02_paged_attention.ipynb", "table, chunk=3, page_size=pool.page_size, num_tokens=n,", None),
-    ("03_prefix_caching_and_lru.ipynb", "plot_lru(evict.seqs.snapshot(), evict.events)", None),
+    ("03_prefix_caching_and_lru.ipynb", 'evict.events, label="after doc_D arrives")', None),
     ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
     ("06_benchmarks.ipynb", "projector(memory.figure(report), min_pt=16", None),
     ("06_benchmarks.ipynb", "projector(attention.figure(report), min_pt=16", "06_attention_figure.png"),
