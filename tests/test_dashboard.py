@@ -119,6 +119,13 @@ def test_play_steps_until_its_value(dash):
     assert dash.play.value == 3  # Play follows time travel
 
 
+def test_play_is_disabled_with_step_once_the_scenario_is_done(dash):
+    dash.play.value = len(dash.run.steps)
+    assert dash.run.done and dash.step_button.disabled and dash.play.disabled
+    dash.back_button.click()
+    assert not dash.run.done and not dash.play.disabled
+
+
 @pytest.mark.slow
 def test_eviction_scenario_shows_evictions_and_changes_the_lru_picture(dash):
     dash.scenario_picker.value = "eviction"

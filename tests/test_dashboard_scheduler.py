@@ -153,7 +153,7 @@ def test_reselecting_the_scenario_shown_asks_nothing_and_keeps_your_actions():
     dash.add_button.click()
     history = list(dash.run.history)
     dash.scenario_picker.value = "chunked"  # another scenario: asked first
-    assert dash.confirm.layout.display == "flex" and "Your 1 action would go" in dash.confirm_text.value
+    assert dash.confirm.layout.display == "flex" and "lose your 1 action" in dash.confirm_text.value
     assert dash.scenario_picker.value == "preempt"  # the picker names the one still running
     dash.stay_button.click()  # stay: the question goes
     assert dash.confirm.layout.display == "none" and dash.run.history == history

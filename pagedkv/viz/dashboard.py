@@ -227,8 +227,8 @@ class Dashboard(DashboardControls):
         if self.run.own_actions:  # ask first: a switch would throw the learner's work away
             self._pending_scenario, n = change["new"], own_done(self.run)  # as the header counts
             title, what = html.escape(SCENARIOS[change["new"]].title), f"{n} action{'s' * (n != 1)}"
-            what = what if n else "refused tries"  # only refused ones: nothing else would go
-            self.confirm_text.value = f"<b>Switch to “{title}”?</b> Your {what} would go.&nbsp;"
+            what = f"your {what if n else 'refused tries'} and this scenario's step {self.run.cursor}"
+            self.confirm_text.value = f"<b>Switch to “{title}”?</b> You would lose {what}.&nbsp;"
             self._sync_controls()  # the picker shows the scenario still running until the answer
             self.confirm.layout.display, self.stepping_row.layout.display = "flex", "none"
             return
@@ -274,7 +274,7 @@ class Dashboard(DashboardControls):
         owned = set(run.own_sequences)  # Fork and Finish: never a request the scheduler runs
         self.sync_stepping(run.cursor, len(run.steps), live, [(t, s) for t, s in live if s in owned])
         self.back_button.disabled = not run.history
-        self.step_button.disabled = run.done  # a scenario ends at its last step
+        self.step_button.disabled = self.play.disabled = run.done  # a scenario ends at its last step
         self.fork_button.disabled = self.finish_button.disabled = not owned
         self.decode_button.disabled = not run.can_decode_all
 
