@@ -32,8 +32,10 @@ _TRACEBACK = re.compile(
 # The notebook open in the page: the one visible notebook panel (hidden tabs stay in the DOM).
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
 
+# A cell whose source is hidden (JupyterLab's collapsed input, e.g. 06's check cells) shows
+# an empty prompt whatever its state: it is left out.
 _PROMPTS_JS = f"""() => [...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')]
-    .map(p => p.textContent.trim())"""
+    .map(p => p.textContent.trim()).filter(t => t !== '')"""
 
 _STATUS_JS = """() => (document.querySelector('#jp-main-statusbar') || {}).textContent || ''"""
 
@@ -136,7 +138,7 @@ class NotebookPage:
 
     # -- what the page shows -------------------------------------------------------------
     def prompts(self) -> list[str]:
-        """The input prompt of every code cell, e.g. "[3]:" ("[ ]:" if it never ran)."""
+        """The input prompt of every code cell shown, e.g. "[3]:" ("[ ]:" if it never ran)."""
         return self.page.evaluate(_PROMPTS_JS)
 
     def error_outputs(self) -> list[str]:
