@@ -656,6 +656,21 @@ def test_plot_query_outputs_draws_one_line_per_query_and_refuses_uneven_panels()
         plot_query_outputs({})
 
 
+def test_plot_query_outputs_puts_a_tick_past_each_end_of_the_data():
+    from pagedkv.viz import plot_query_outputs
+
+    naive, dense = [3.0, 9.1, -6.1, 0.5], [0.2, -0.89, 0.3, 0.0]
+    fig = plot_query_outputs({"naive": [naive], "dense": [dense]})
+    # steps of 2 and of 0.2, each ending at the first multiple of the step past the data
+    assert [float(t) for t in fig.axes[0].get_yticks()] == [-8.0 + 2 * i for i in range(10)]
+    assert fig.axes[0].get_ylim() == (-8.0, 10.0)
+    ticks = [round(float(t), 6) for t in fig.axes[1].get_yticks()]
+    assert ticks == [round(-1.0 + 0.2 * i, 6) for i in range(8)]
+    assert min(ticks) < min(dense) and max(ticks) > max(dense)
+    shared = plot_query_outputs({"naive": [naive], "dense": [dense]}, sharey=True)
+    assert [a.get_ylim() for a in shared.axes[:2]] == [(-8.0, 10.0)] * 2
+
+
 def test_plot_query_outputs_marks_each_head_and_shares_one_legend():
     import numpy as np
 

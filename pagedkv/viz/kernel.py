@@ -181,6 +181,10 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: boo
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         _mark_heads(ax, np.shape(outputs[0]))
+    per_panel = {name: np.ravel(np.asarray(outputs, dtype=float)) for name, outputs in panels.items()}
+    everything = np.concatenate(list(per_panel.values()))
+    for ax, name in zip(axes, panels, strict=True):
+        _ticks_past_the_data(ax, everything if sharey else per_panel[name])
     for ax in axes if not sharey else axes[:1]:
         ax.set_ylabel("output value")
     handles, labels = axes[0].get_legend_handles_labels()
@@ -188,6 +192,22 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: boo
     if title:
         fig.suptitle(title, x=0.01, ha="left")
     return projector(fig)
+
+
+def _ticks_past_the_data(ax: Axes, values: np.ndarray) -> None:
+    """Y ticks at round steps (1, 2, 2.5 or 5 times a power of 10, about 8 of them) and y
+    limits at the first tick past each end of `values`, so the largest and smallest values
+    can be read off ticks on both sides of them. Example: values from -6.1 to 9.1 ->
+    ticks -8, -6, ..., 10 and limits (-8, 10)."""
+    lo, hi = float(values.min()), float(values.max())
+    if hi == lo:
+        lo, hi = lo - 1, hi + 1
+    ticks = MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+    step = float(ticks[1] - ticks[0])
+    pad = 0.02 * (hi - lo)  # a marker on a tick would sit on the frame: go one step further
+    bottom, top = step * np.floor((lo - pad) / step), step * np.ceil((hi + pad) / step)
+    ax.set_yticks(np.round(np.arange(bottom, top + step / 2, step), 10))
+    ax.set_ylim(bottom, top)
 
 
 def _mark_heads(ax: Axes, shape: tuple[int, ...]) -> None:
