@@ -211,3 +211,15 @@ def test_a_long_log_says_it_scrolls_and_where_it_ends():
     entries = sum(len(r.entries()) for r in dash.run.records)
     assert entries > 15 and "scroll for older steps" in dash.event_log.value
     assert "end of the log" in dash.event_log.value
+
+
+def test_the_block_tables_tab_shows_the_waiting_queue_front_first():
+    dash = Dashboard("preempt")
+    for _ in range(11):
+        dash.step_button.click()
+    events = dash.run.events
+    preempted = [e.seq_id for e in events if e.kind == "preempt"]
+    admitted = {e.seq_id for e in events if e.kind == "allocate"}
+    assert preempted == ["req2"] and "req3" not in admitted  # req2 sent back; req3 never ran
+    assert "waiting queue</b>, front first: req2 (preempted), req3" in dash.status.value
+    assert "waiting queue" not in Dashboard("walkthrough").status.value  # no scheduler, no queue

@@ -204,8 +204,8 @@ class Dashboard(DashboardControls):
         self.message = (
             f"rebuilt on {num_pages} pages × {page_size} slots and replayed step "
             f"{self.run.cursor} of {len(self.run.steps)}"
-            + (f" and your {old.own_actions} action(s)" if old.own_actions else "")
-            + (f" ({refused} refused on this pool: see the log)" if refused else "")
+            + (f" and your {old.own_actions} action{'s' * (old.own_actions != 1)}" if old.own_actions else "")
+            + (f"; {refused} of them refused on this pool (see the log)" if refused else "")
         )
         self._sync_controls()
         self.render()

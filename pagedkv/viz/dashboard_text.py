@@ -80,6 +80,9 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
         f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
         + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
     )
+    if run.scheduler is not None:  # the queue the scheduler admits from, front first
+        queue = [f"{s.req_id}{' (preempted)' * (s.status == 'preempted')}" for s in run.scheduler.waiting]
+        text += f" · <b>waiting queue</b>, front first: {html.escape(', '.join(queue) or 'empty')}"
     if message:
         text += f"<br><span style='color:#B91C1C'>{html.escape(message)}</span>"
     return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
