@@ -52,9 +52,10 @@ def test_an_unknown_kind_is_refused():
         plot_page_chains({"a": [("page 0", "cached", "")]})
 
 
-def test_an_arrow_goes_only_into_a_page_the_index_holds():
+def test_an_arrow_joins_only_two_pages_the_index_holds():
     # notebook 09, section 3: the tree holds none of request 3's last 4 pages, so its row has
-    # no arrow; the hash chain's orphans (pages 6 and 8) each get one, from the page before
+    # no arrow; in the hash row the copy (page 7) is not indexed, so it has no arrow in or
+    # out, and only the orphans 6 -> 8 are joined
     from matplotlib.text import Annotation
 
     tail = [("page 7", "not indexed", ""), ("page 6", "orphan", ""), ("page 8", "orphan", "")]
@@ -64,8 +65,19 @@ def test_an_arrow_goes_only_into_a_page_the_index_holds():
     }
     (ax,) = plot_page_chains(rows).axes
     arrows = [t for t in ax.texts if isinstance(t, Annotation)]
-    assert len(arrows) == 2  # 7 -> 6 and 6 -> 8 in the hash row, none in the tree's
-    assert all(abs(a.xy[1] - arrows[0].xy[1]) < 1e-9 for a in arrows)  # both in one row
+    assert len(arrows) == 1  # 6 -> 8 in the hash row, none in the tree's
+    starts = sorted({round(p.get_x(), 6) for p in ax.patches if isinstance(p, FancyBboxPatch)})
+    assert starts[2] < arrows[0].xyann[0] < arrows[0].xy[0] < starts[4]  # page 6 -> page 8
     (ax,) = plot_page_chains({"tree": rows["tree"]}).axes
     assert not [t for t in ax.texts if isinstance(t, Annotation)]
     assert not any("\u2192" in t.get_text() for t in ax.texts)  # no arrow, no arrow key
+
+
+def test_an_evicted_page_has_no_arrow_out():
+    # notebook 09, section 5: once page 0 is evicted, page 2 is an orphan with nothing before it
+    from matplotlib.text import Annotation
+
+    (ax,) = plot_page_chains({"hash": [("no page", "evicted", ""), ("page 2", "orphan", "")]}).axes
+    assert not [t for t in ax.texts if isinstance(t, Annotation)]
+    (ax,) = plot_page_chains({"hash": [("page 0", "reached", ""), ("page 2", "reached", "")]}).axes
+    assert len([t for t in ax.texts if isinstance(t, Annotation)]) == 1

@@ -2,10 +2,11 @@
 
 Notebook 09 draws with it what each index keeps of a request (section 3) and of the corner
 where the two indexes part (section 5). A row is a list of boxes, left to right in block
-order. An arrow goes into a box only when the index holds that page (`LINKED`): its block
-hash chains through the hash of the block before it (hash chain), or it hangs under the page
-before it (tree). A page the index does not hold gets no arrow in, so it stands apart. A
-box's fill says what the index does with the page (`KINDS`):
+order. An arrow joins two neighbouring boxes only when the index holds both pages
+(`LINKED`): the right one's block hash chains through the left one's (hash chain), or it
+hangs under the left one (tree), so a lookup that reaches the left page goes on to the right
+one. A page the index does not hold has no arrow in or out, so it stands apart. A box's fill
+says what the index does with the page (`KINDS`):
 
 - "reached": the index holds it and a lookup from the first page reaches it (a prefix hit);
 - "orphan": the index holds it, but a lookup stops before it (a page before it is missing);
@@ -31,8 +32,8 @@ KINDS = {
     "not indexed": ("#FFFFFF", "dashed", "black", "not indexed"),
     "evicted": ("#FFFFFF", "dotted", "#555555", "evicted: no page holds it"),
 }
-LINKED = ("reached", "orphan")  # the kinds an arrow goes into: the pages the index holds
-ARROW_KEY = "\u2192  into a page: the index holds it, linked to the block before it"
+LINKED = ("reached", "orphan")  # the kinds an arrow joins: the pages the index holds
+ARROW_KEY = "\u2192  the index holds both: a lookup that reaches the left page goes on to the right one"
 FONT_PT = 12
 WIDTH_IN = 8.2
 ROW_IN = 1.3  # a row: its name, the boxes, a note of up to 2 lines under them
@@ -63,10 +64,15 @@ def _draw_box(ax, box: Box, x: float, y: float, w: float, h: float, arrow_to: fl
         )
 
 
+def _joined(boxes: Sequence[Box]) -> bool:
+    """Whether a row draws an arrow: two neighbouring boxes the index both holds."""
+    return any(a[1] in LINKED and b[1] in LINKED for a, b in zip(boxes, boxes[1:]))
+
+
 def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
-    """One row per (name, boxes): each box (text, kind, note) in block order, an arrow into
-    each box the index holds (kind in `LINKED`) from the box before it, and under the rows a
-    legend of the kinds present and of the arrow (when one is drawn); returns the Figure."""
+    """One row per (name, boxes): each box (text, kind, note) in block order, an arrow
+    between two neighbouring boxes the index both holds (kinds in `LINKED`), and under the rows
+    a legend of the kinds present and of the arrow (when one is drawn); returns the Figure."""
     if not rows or any(not boxes for boxes in rows.values()):
         raise ValueError("rows must name at least one row, each with at least one box")
     unknown = {kind for boxes in rows.values() for _, kind, _ in boxes} - set(KINDS)
@@ -91,13 +97,13 @@ def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
         y = top - 0.62
         for c, box in enumerate(boxes):
             x = 0.1 + c * step + (step - box_w) / 2
-            linked = c + 1 < len(boxes) and boxes[c + 1][1] in LINKED
+            linked = c + 1 < len(boxes) and box[1] in LINKED and boxes[c + 1][1] in LINKED
             _draw_box(ax, box, x, y, box_w, box_h, arrow_to=x + step - 0.03 if linked else None)
     present = [k for k in KINDS if any(kind == k for boxes in rows.values() for _, kind, _ in boxes)]
     handles = [
         Patch(fc=KINDS[k][0], ec="#333333", ls=KINDS[k][1], lw=1.5, label=KINDS[k][3]) for k in present
     ]
-    if any(kind in LINKED for boxes in rows.values() for _, kind, _ in boxes[1:]):
+    if any(_joined(boxes) for boxes in rows.values()):
         ax.text(0.1, 0.17, ARROW_KEY, fontsize=FONT_PT, va="center")
     ax.legend(
         handles=handles,
