@@ -140,12 +140,12 @@ def run(
         ),
         columns=[
             "system",
-            f"token % at {top:g}/s",
-            f"token % at {arrival_rate:g}/s",
+            f"token % at {top:g}/s, under load",
+            f"token % at {arrival_rate:g}/s, whole run",
             "token % in paper",  # no % sign: like the other columns (names ending in "%" get one)
-            f"external % at {top:g}/s",
-            f"external+unused % at {arrival_rate:g}/s",
-            f"mean batch at {top:g}/s",
+            f"external % at {top:g}/s, under load",
+            f"external+unused % at {arrival_rate:g}/s, whole run",
+            f"mean batch at {top:g}/s, under load",
         ],
         rows=[_row(system, data[system][top], data[system][arrival_rate]) for system in SYSTEMS],
         notes=_notes(data, grid, top, arrival_rate, walked),
