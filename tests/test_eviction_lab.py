@@ -467,3 +467,32 @@ def test_reuse_feedback_says_right_or_what_to_fix_in_one_line():
     wrong = reuse_feedback(RevivedLastWithoutDiscard())
     assert wrong.startswith("evicted [2, 1] | next victims now: [3, 1] | wrong:")
     assert "forget the victim in pop_victim" in wrong and "\n" not in wrong
+
+
+class LeavesOutRevived(LRUEvictionPolicy):
+    """order() forgets a page a hit revived and its request released again."""
+
+    def __init__(self):
+        super().__init__()
+        self.revived = set()
+
+    def remove(self, page_id):
+        super().remove(page_id)
+        self.revived.add(page_id)
+
+    def order(self):
+        return [p for p in self.release_order() if p not in self.revived]
+
+
+def test_try_policy_prints_one_wrapped_refusal_and_returns_none(capsys):
+    from pagedkv.labs.hit_rate_lab import reuse_feedback, try_policy
+
+    assert try_policy(LeavesOutRevived(), width=60) is None
+    printed = capsys.readouterr().out
+    assert printed.startswith("refused: policy LeavesOutRevived.order() must list every")
+    assert "Traceback" not in printed and all(len(line) <= 60 for line in printed.splitlines())
+    words = " ".join(line.strip() for line in printed.splitlines())  # wrapped between words
+    assert "pages 1, 2 and 3 in some order" in words and words.endswith("got [1, 3]")
+    policy = LRUEvictionPolicy()
+    assert try_policy(policy) is policy and capsys.readouterr().out == ""
+    assert reuse_feedback(LeavesOutRevived()).startswith("refused: policy LeavesOutRevived")

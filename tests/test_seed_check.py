@@ -27,3 +27,10 @@ def test_seed_rates_has_one_run_per_seed_in_percent():
     assert len(rates["zipf", 1024]) == 2
     assert all(0 <= r <= 100 for run in rates["zipf", 1024] for r in run.values())
     assert verdict(["lfu"]) == "lfu"
+
+
+def test_a_tie_lists_the_best_mean_first_whatever_the_runs_order():
+    # means: b 60.5, a 60.0; the order of the policies in each run does not matter
+    runs = [{"a": 61, "b": 60}, {"a": 59, "b": 61}]
+    assert verdict(call_winner(runs)) == "tie: b ~ a"
+    assert verdict(call_winner([{"b": 60, "a": 61}, {"b": 61, "a": 59}])) == "tie: b ~ a"

@@ -36,10 +36,16 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import PinnedLRUEvictionPolicy
 from pagedkv.labs.lab_workloads import LabRequest
-from pagedkv.labs.policy_check import PolicyRejected, check_policy, reuse_feedback, reuse_probe
+from pagedkv.labs.policy_check import (
+    PolicyRejected,
+    check_policy,
+    reuse_feedback,
+    reuse_probe,
+    try_policy,
+)
 
 # re-exported: notebooks import them from here
-__all__ = ["PolicyRejected", "check_policy", "reuse_feedback", "reuse_probe"]
+__all__ = ["PolicyRejected", "check_policy", "reuse_feedback", "reuse_probe", "try_policy"]
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ so a notebook shows one short traceback, not the checks' inner calls.
 from __future__ import annotations
 
 import copy
+import textwrap
 
 from pagedkv.core.eviction import EvictionPolicy, NotEvictableError
 
@@ -30,6 +31,18 @@ def check_policy(policy: object) -> EvictionPolicy:
     except PolicyRejected as error:  # raised again here: the traceback stops at this call
         refusal = PolicyRejected(str(error))
     raise refusal from None
+
+
+def try_policy(policy: object, width: int = 88) -> EvictionPolicy | None:
+    """`check_policy(policy)` for a notebook cell: the policy if it passes, else None after
+    printing one short refusal, "refused: <what it did and what to fix>", wrapped at `width`
+    columns between words, with no traceback. Example: a policy whose order() leaves out a
+    revived page -> prints "refused: policy Mine.order() must list every evictable page..."."""
+    try:
+        return check_policy(policy)
+    except PolicyRejected as error:
+        print(textwrap.fill(f"refused: {error}", width, subsequent_indent="  "))
+        return None
 
 
 def _check(policy: object) -> EvictionPolicy:
@@ -146,9 +159,13 @@ def reuse_probe(policy: EvictionPolicy) -> tuple[list[int], list[int]]:
 
 def reuse_feedback(policy: EvictionPolicy) -> str:
     """`reuse_probe` on `policy`, said in one line: what it evicted, the order after, and
-    whether page 1's new content goes first, as no hit has revived it. Example: LRU ->
-    "evicted [2, 1] | next victims now: [1, 3] | right: ..."."""
-    evicted, after = reuse_probe(policy)
+    whether page 1's new content goes first, as no hit has revived it; "refused: <why>" if
+    check_policy refuses the policy. Example: LRU -> "evicted [2, 1] | next victims now:
+    [1, 3] | right: ..."."""
+    try:
+        evicted, after = reuse_probe(policy)
+    except PolicyRejected as error:  # check_policy refused it: say so instead of a traceback
+        return f"refused: {error}"
     said = f"evicted {evicted} | next victims now: {after}"
     if evicted != [2, 1]:
         return f"{said} | wrong: the victims must be 2, then 1: page 1 was revived, page 2 never"

@@ -60,7 +60,8 @@ def call_winner(runs: Sequence[dict[str, float]], points: float = 1.0) -> list[s
 
 
 def verdict(names: Sequence[str]) -> str:
-    """ "arc" for a win, "tie: arc ~ s3fifo" for a tie."""
+    """ "arc" for a win, "tie: arc ~ s3fifo" for a tie, names in `call_winner`'s order: the
+    best mean first (ties of the mean by name), so the order says which mean is higher."""
     return names[0] if len(names) == 1 else "tie: " + " ~ ".join(names)
 
 
