@@ -23,6 +23,7 @@ the workload it ran.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -107,17 +108,43 @@ def _measure(
     data: dict[str, dict[int, dict[str, float]]] = {}
     jobs = [(m, w) for m in ("parallel sampling", "beam search") for w in widths]
     for mode, width in tqdm(jobs, desc="sharing", disable=None):
-        shared = unshared = cows = 0
-        for request in trace:
-            s, u, c = simulate(request, mode, width, seqs, rng, decay)
-            shared, unshared, cows = shared + s, unshared + u, cows + c
-        data.setdefault(mode, {})[width] = {
-            "saving_pct": 100.0 * (1 - shared / unshared),
-            "shared_pages": shared,
-            "unshared_pages": unshared,
-            "cow_copies": cows,
-        }
+        data.setdefault(mode, {})[width] = _measure_mode(trace, mode, width, seqs, rng, decay)
     return data
+
+
+def _measure_mode(
+    trace: list[Request], mode: str, width: int, seqs: SequenceManager, rng: np.random.Generator, decay: float
+) -> dict[str, float]:
+    """One mode and width over every request: the sums and 1 - sum(shared) / sum(unshared)."""
+    shared = unshared = cows = 0
+    for request in trace:
+        s, u, c = simulate(request, mode, width, seqs, rng, decay)
+        shared, unshared, cows = shared + s, unshared + u, cows + c
+    return {
+        "saving_pct": 100.0 * (1 - shared / unshared),
+        "shared_pages": shared,
+        "unshared_pages": unshared,
+        "cow_copies": cows,
+    }
+
+
+def parallel_saving(
+    trace: list[Request], width: int, page_size: int, appended: int | None = None, seed: int = 0
+) -> dict[str, float]:
+    """Parallel sampling of every request of `trace` into `width` samples in pages of
+    `page_size`, as `run` measures it (pages summed over every decode step): `_measure`'s
+    entry, with "saving_pct". With `appended`, every sample appends exactly that many tokens
+    (notebook 04's `parallel` scenario: 8), whatever the request's own output length."""
+    if appended is not None:  # the last output token never gets a slot: one more than appended
+        trace = [dataclasses.replace(r, max_new_tokens=appended + 1) for r in trace]
+    longest = max(r.final_len for r in trace)
+    config = CacheConfig.bookkeeping(
+        width * (_pages(longest, page_size) + 2), page_size, enable_prefix_caching=False
+    )
+    seqs = SequenceManager(KVCachePool(config))
+    entry = _measure_mode(trace, "parallel sampling", width, seqs, np.random.default_rng(seed), 0.5)
+    seqs.check_invariants()
+    return entry
 
 
 def run(
