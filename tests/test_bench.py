@@ -513,6 +513,15 @@ def test_preempt_figure_draws_swap_out_and_in_side_by_side_each_labelled():
     assert sorted(bars) == [(0, 20_480), (0, 28_672)]
     labels = {t.get_text() for t in right.texts}
     assert {"28,672", "20,480"} <= labels and "0" not in labels
+    # every value label sits inside the axes, at the size the notebook shows it (projector)
+    from pagedkv.viz import projector
+
+    projector(fig)
+    fig.canvas.draw()
+    box = right.get_window_extent()
+    for text in right.texts:
+        inner = text.get_window_extent()
+        assert box.x0 <= inner.x0 and inner.x1 <= box.x1, text.get_text()
 
 
 def test_page_size_one_run_shares_only_whole_pages_of_the_system_prompt():

@@ -233,6 +233,8 @@ def figure(report: Report):
                 edge = xi + side * (w + 0.03)
                 right.text(edge, v, f"{v:,}", ha="right" if side < 0 else "left", va="top", fontsize=8)
     right.set_xticks(x, runs)
+    # room past the outer bars for their labels: each label stays inside the axes
+    right.set_xlim(x[0] - 0.9, x[-1] + 0.9)
     right.set_title("K/V copied (bytes)", fontsize=10)
     right.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     right.set_ylim(0, 1.6 * max(*out, *back, 1))  # headroom: the legend sits above the bars
