@@ -469,16 +469,8 @@ def test_reuse_feedback_says_right_or_what_to_fix_in_one_line():
     assert "forget the victim in pop_victim" in wrong and "\n" not in wrong
 
 
-class LeavesOutRevived(LRUEvictionPolicy):
+class LeavesOutRevived(RevivedLast):
     """order() forgets a page a hit revived and its request released again."""
-
-    def __init__(self):
-        super().__init__()
-        self.revived = set()
-
-    def remove(self, page_id):
-        super().remove(page_id)
-        self.revived.add(page_id)
 
     def order(self):
         return [p for p in self.release_order() if p not in self.revived]
