@@ -77,6 +77,11 @@ class ActionRecord:
     )  # new page -> (first, last) token it holds
 
     @property
+    def refused(self) -> bool:
+        """The action was refused and changed nothing (its note says why)."""
+        return self.note.startswith("refused")
+
+    @property
     def yours(self) -> bool:
         """An action you chose: not a scenario step, and not the scheduler step Decode all
         runs once the scenario is done (the scheduler picks what that step does)."""
@@ -106,7 +111,7 @@ class ActionRecord:
         step's decision comes first, each append follows the events it caused (an eviction,
         then the allocation, then the token in its slot), and any other action's outcome
         comes last. Kinds are event kinds, "append", "decision" or "note"."""
-        decides = self.action.op == "schedule" and not self.note.startswith("refused")
+        decides = self.action.op == "schedule" and not self.refused
         out: list[tuple[str, str]] = [("decision", self.note)] if decides and self.note else []
         start, events = 0, _causes_first(self.events)
         for end, seq_id in self.appends:
@@ -126,7 +131,7 @@ class ActionRecord:
             if s not in self.slots and s not in {a for _, a in self.appends}
         ]
         if self.note and not decides:
-            out.append(("refused" if self.note.startswith("refused") else "note", self.note))
+            out.append(("refused" if self.refused else "note", self.note))
         return out
 
     def lines(self) -> list[str]:

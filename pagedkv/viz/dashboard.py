@@ -200,7 +200,7 @@ class Dashboard(DashboardControls):
         old = self.run
         self.run = old.rebuilt(num_pages, page_size)
         self.palette.restart(self.run.steps)
-        refused = sum(1 for r in self.run.records if r.own and r.note.startswith("refused"))
+        refused = sum(1 for r in self.run.records if r.own and r.refused)
         self.message = (
             f"rebuilt on {num_pages} pages × {page_size} slots and replayed step "
             f"{self.run.cursor} of {len(self.run.steps)}"

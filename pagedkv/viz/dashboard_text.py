@@ -91,7 +91,7 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
 def own_done(run: ScenarioRun) -> int:
     """Your own actions that did something (not refused): the header's "+n yours", the
     status line's and the scenario switch's count."""
-    return sum(1 for r in run.records if r.yours and not r.note.startswith("refused"))
+    return sum(1 for r in run.records if r.yours and not r.refused)
 
 
 def counter_text(run: ScenarioRun) -> str:
