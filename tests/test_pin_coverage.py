@@ -7,10 +7,13 @@ import traceback
 import pytest
 
 from pagedkv import LRUEvictionPolicy
+from pagedkv.core.eviction import make_eviction_policy
 from pagedkv.core.hashing import block_hashes
-from pagedkv.labs.hit_rate_lab import PolicyRejected, check_policy, most_reused_pages
+from pagedkv.labs.eviction_policies import ARCEvictionPolicy
+from pagedkv.labs.hit_rate_lab import PolicyRejected, check_policy, most_reused_pages, replay
 from pagedkv.labs.lab_workloads import LabRequest, lab_workload
-from pagedkv.labs.pin_coverage import pin_coverage, prompt_of
+from pagedkv.labs.pin_coverage import arc_tally_by, pin_coverage, pinned_or_others, prompt_of
+from pagedkv.labs.policy_trace import trace_policy
 
 
 def _stream() -> tuple[list[LabRequest], dict[str, list[int]]]:
@@ -68,3 +71,62 @@ def test_an_error_in_the_policy_itself_is_not_hidden():
 
     with pytest.raises(KeyError, match="my own bug"):
         check_policy(Buggy())
+
+
+def test_pinned_or_others_splits_by_a_hand_made_list():
+    requests, _ = _stream()
+    key = pinned_or_others(["a", "c"])
+    assert [key(r) for r in requests] == [
+        "pinned",
+        "others",
+        "pinned",
+        "pinned",
+        "pinned",
+        "others",
+        "pinned",
+    ]
+
+
+def test_arc_tally_counts_victims_and_revivals_by_list_as_traced_by_hand():
+    # the ARC trace of notebook 10: victims B and C leave T1, A leaves T2, D leaves T1;
+    # the one hit revives page 1 from T1
+    rows = trace_policy(
+        make_eviction_policy("arc"),
+        4,
+        [
+            "cache 1:A 2:B 3:C",
+            "hit 1",
+            "evict",
+            "evict",
+            "cache 2:B",
+            "cache 3:D",
+            "evict",
+            "cache 4:A",
+            "evict",
+        ],
+    )
+    assert [row["victim"] for row in rows if row["victim"]] == ["2:B", "3:C", "1:A", "3:D"]
+    arc = ARCEvictionPolicy()
+    arc.attach(4, lambda page_id: page_id)
+    arc.add_all([1, 2, 3])
+    arc.remove(1)  # revived from T1
+    arc.add(1)  # now in T2
+    arc.remove(1)  # revived from T2
+    arc.add(1)
+    assert [arc.pop_victim() for _ in range(3)] == [2, 3, 1]
+    assert arc.tally == {
+        "revived from T1": 1,
+        "revived from T2": 1,
+        "evicted from T1": 2,
+        "evicted from T2": 1,
+    }
+
+
+def test_arc_tally_by_adds_up_to_the_pages_the_replay_serves_from_the_cache():
+    zipf = lab_workload("zipf")
+    key = pinned_or_others(pin_coverage(zipf, most_reused_pages(zipf, 32)).whole)
+    by_group, whole = arc_tally_by(zipf, 2048, key)
+    revived = sum(n for counts in by_group.values() for n in counts.values())
+    result = replay(zipf, 2048, "arc")
+    assert revived * 16 == result.hit_tokens  # every hit is a full page revived
+    assert whole["evicted from T1"] + whole["evicted from T2"] == result.evictions

@@ -32,5 +32,12 @@ def test_seed_rates_has_one_run_per_seed_in_percent():
 def test_a_tie_lists_the_best_mean_first_whatever_the_runs_order():
     # means: b 60.5, a 60.0; the order of the policies in each run does not matter
     runs = [{"a": 61, "b": 60}, {"a": 59, "b": 61}]
-    assert verdict(call_winner(runs)) == "tie: b ~ a"
-    assert verdict(call_winner([{"b": 60, "a": 61}, {"b": 61, "a": 59}])) == "tie: b ~ a"
+    assert call_winner(runs) == ["b", "a"]
+    assert call_winner([{"b": 60, "a": 61}, {"b": 61, "a": 59}]) == ["b", "a"]
+
+
+def test_a_tie_prints_its_names_alphabetically_whichever_mean_is_best():
+    # the same two policies, b ahead on the mean in one case and a in the other
+    assert verdict(call_winner([{"a": 61, "b": 60}, {"a": 59, "b": 61}])) == "tie: a ~ b"
+    assert verdict(call_winner([{"a": 61, "b": 60}, {"a": 60, "b": 60.5}])) == "tie: a ~ b"
+    assert verdict(["lru+pin", "lru"]) == verdict(["lru", "lru+pin"]) == "tie: lru ~ lru+pin"

@@ -37,7 +37,7 @@ and ageing of LFU counts.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 
 from pagedkv.core.eviction import EvictionPolicy, register_eviction_policy
@@ -170,7 +170,8 @@ class _QueuedGhostPolicy(_GhostPolicy):
 
 
 class ARCEvictionPolicy(_QueuedGhostPolicy):
-    """Adaptive replacement: balance recency (T1) against frequency (T2) by ghost hits."""
+    """Adaptive replacement: balance recency (T1) against frequency (T2) by ghost hits.
+    `tally` counts victims and prefix-hit revivals by the list the page sat in."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -179,6 +180,7 @@ class ARCEvictionPolicy(_QueuedGhostPolicy):
         self._t2: OrderedDict[int, None] = OrderedDict()  # evictable, revived, LRU first
         self._b1, self._b2 = _Ghosts(), _Ghosts()
         self.p = 0.0  # target number of T1 pages
+        self.tally: Counter[str] = Counter()  # "evicted from T1", "revived from T2", ...
 
     def _enter(self, page_id: int) -> None:
         if page_id not in self._frequent:
@@ -193,8 +195,8 @@ class ARCEvictionPolicy(_QueuedGhostPolicy):
 
     def remove(self, page_id: int) -> None:
         super().remove(page_id)
+        self.tally["revived from T2" if self._t2.pop(page_id, 0) is None else "revived from T1"] += 1
         self._t1.pop(page_id, None)
-        self._t2.pop(page_id, None)
         self._frequent.add(page_id)
 
     def _from_t1(self, t1: int, t2: int) -> bool:
@@ -206,6 +208,7 @@ class ARCEvictionPolicy(_QueuedGhostPolicy):
         recent = self._from_t1(len(self._t1), len(self._t2))
         page_id = (self._t1 if recent else self._t2).popitem(last=False)[0]
         (self._b1 if recent else self._b2).remember(self._key(page_id), self._capacity)
+        self.tally["evicted from T1" if recent else "evicted from T2"] += 1
         del self._pages[page_id]
         self._frequent.discard(page_id)
         return page_id
@@ -233,6 +236,7 @@ class ARCEvictionPolicy(_QueuedGhostPolicy):
         self._t1.clear()
         self._t2.clear()
         self._b1, self._b2, self.p = _Ghosts(), _Ghosts(), 0.0
+        self.tally.clear()
 
 
 class S3FIFOEvictionPolicy(_QueuedGhostPolicy):

@@ -3,15 +3,20 @@
 Each zipf request starts with one of its system prompts (its id ends in "-p<k>": prompt k),
 `prompt_tokens` long. `pin_coverage` says which prompts have all their pages on a pin list,
 which have only some of them, and how many requests use a wholly pinned prompt.
+`pinned_or_others` splits the requests by that; `arc_tally_by` shows, per group, where ARC
+kept the pages that prefix hits revived (T1 or T2).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from pagedkv.core.hashing import block_hashes
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs.eviction_policies import ARCEvictionPolicy
+from pagedkv.labs.hit_rate_lab import _lab_pool, serve_one_at_a_time
 from pagedkv.labs.lab_workloads import LabRequest
 
 
@@ -50,3 +55,33 @@ def pin_coverage(
     whole = [k for k in rank if len(on_list[k]) == per_prompt]
     partly = {k: on_list[k] for k in rank if 0 < len(on_list[k]) < per_prompt}
     return PinCoverage(rank, whole, partly, sum(uses[k] for k in whole), per_prompt)
+
+
+def pinned_or_others(whole: Iterable[str]) -> Callable[[LabRequest], str]:
+    """A key for `hit_rates_by`: "pinned" for a request whose system prompt is in `whole`
+    (the prompts a pin list holds whole, `PinCoverage.whole`), "others" for the rest, a
+    partly pinned prompt among them."""
+    held = set(whole)
+    return lambda request: "pinned" if prompt_of(request) in held else "others"
+
+
+def arc_tally_by(
+    requests: Sequence[LabRequest],
+    cache_tokens: int,
+    key: Callable[[LabRequest], str],
+    page_size: int = 16,
+) -> tuple[dict[str, Counter[str]], Counter[str]]:
+    """Replay `requests` with ARC and split its `tally` by group: ({key(request): the
+    revivals during that request's run, by list ("revived from T2": n, ...)}, the whole
+    run's tally, victims by list included)."""
+    pool = _lab_pool(requests, cache_tokens, "arc", page_size)
+    arc = pool.eviction
+    assert isinstance(arc, ARCEvictionPolicy)
+    seqs = SequenceManager(pool)
+    by_group: dict[str, Counter[str]] = {}
+    for request in requests:
+        before = Counter(arc.tally)
+        serve_one_at_a_time(seqs, [request])
+        grown = Counter({k: n - before[k] for k, n in arc.tally.items() if k.startswith("revived")})
+        by_group.setdefault(key(request), Counter()).update(+grown)
+    return by_group, Counter(arc.tally)
