@@ -101,7 +101,8 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     assert len(styles) == 2 and styles[0] != styles[1]
     # one black mark per mode at width 2 (the data has no width 6), at the paper's low end,
     # beside its own bar on the group's outside; none at width 4, where the paper gives no number
-    marks = sorted((min(line.get_xdata()), max(line.get_xdata()), line.get_ydata()[0]) for line in ax.get_lines())
+    lines = ax.get_lines()
+    marks = sorted((min(ln.get_xdata()), max(ln.get_xdata()), ln.get_ydata()[0]) for ln in lines)
     bars = sorted((patch.get_x(), patch.get_x() + patch.get_width()) for patch in ax.patches)
     assert [y for *_, y in marks] == [6.1, 37.6]
     (p_lo, p_hi, _), (b_lo, b_hi, _) = marks

@@ -250,8 +250,15 @@ def figure(report: Report):
             if w in marks:  # outside the group: from the bar's outer edge, then its number
                 edge = xi + side * (half + 0.01)
                 ax.plot([edge, edge + side * 0.1], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
-                ax.text(edge + side * 0.12, marks[w], f"{marks[w]:.1f}", fontsize=8, va="center",
-                        ha="left" if side > 0 else "right", style="italic")
+                ax.text(
+                    edge + side * 0.12,
+                    marks[w],
+                    f"{marks[w]:.1f}",
+                    fontsize=8,
+                    va="center",
+                    ha="left" if side > 0 else "right",
+                    style="italic",
+                )
         top = max(top, *values, *marks.values())
         if marks:
             low, high = paper[mode]  # type: ignore[index]

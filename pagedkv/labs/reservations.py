@@ -8,8 +8,8 @@ once more, to a power-of-two block (`next_pow2`).
 
 from __future__ import annotations
 
-from pagedkv.labs.contiguous import ContiguousKVCache, next_pow2
 from pagedkv.engine.request import Request
+from pagedkv.labs.contiguous import ContiguousKVCache, next_pow2
 
 __all__ = ["buddy_block", "reserved_slots"]
 

@@ -29,7 +29,6 @@ import numpy as np
 
 from pagedkv.core.plumbing.validation import check_int, check_items
 
-
 # vLLM's partition size for PagedAttention v2 (`_PARTITION_SIZE` in vllm/attention/ops/paged_attn.py)
 PARTITION_SIZE = 512
 
