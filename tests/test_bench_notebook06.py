@@ -99,12 +99,19 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     # the two modes' dashes differ in style, so each legend entry names its own
     styles = [h.get_linestyle() for h in fig.legends[0].legend_handles if h.get_label().find("paper") > 0]
     assert len(styles) == 2 and styles[0] != styles[1]
-    # one black dash per mode at width 2 (the data has no width 6), at the paper's low end,
-    # across its own bar; none at width 4, where the paper gives no number
-    dashes = sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in ax.get_lines())
-    bars = sorted(patch.get_x() for patch in ax.patches)
-    assert [y for _, y in dashes] == [6.1, 37.6]
-    assert [round(x, 6) for x, _ in dashes] == [round(bars[0], 6), round(bars[1], 6)]
+    # one black mark per mode at width 2 (the data has no width 6), at the paper's low end,
+    # beside its own bar on the group's outside; none at width 4, where the paper gives no number
+    lines = ax.get_lines()
+    marks = sorted((min(ln.get_xdata()), max(ln.get_xdata()), ln.get_ydata()[0]) for ln in lines)
+    bars = sorted((patch.get_x(), patch.get_x() + patch.get_width()) for patch in ax.patches)
+    assert [y for *_, y in marks] == [6.1, 37.6]
+    (p_lo, p_hi, _), (b_lo, b_hi, _) = marks
+    assert p_hi < bars[0][0] and b_lo > bars[1][1]  # left of parallel's bar, right of beam's
+    assert bars[0][0] - p_hi < 0.05 and b_lo - bars[1][1] < 0.05  # touching its own bar
+    # each mark has its own number, apart from the bars' values
+    texts = {t.get_text(): t for t in ax.texts}
+    assert {"6.1", "37.6", "6.0", "40.0"} <= set(texts)
+    assert texts["6.1"].get_position()[0] < p_lo and texts["37.6"].get_position()[0] > b_hi
     assert ax.get_ylim()[1] >= 60.0 * 1.2  # room above the tallest bar's label
     no_workload = sharing.figure(Report("some title", [], [], data=data))
     assert not any("paper" in t.get_text() for t in no_workload.legends[0].get_texts())

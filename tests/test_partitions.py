@@ -71,3 +71,33 @@ def test_float32_paths_round_near_the_exact_fraction():
     row = ([4, 1, 6, 0, 1, 1, 4, 2], [1, 0, 5, 1, 2, 9, 5, 7])
     one, reduced = float32_average(*row)[2], float32_reduce(*row, 4)
     assert one == np.nextafter(reduced, np.float32(np.inf))
+
+
+def _vllm_rule(max_seq_len, num_seqs, num_heads):
+    # vLLM's dispatch as written in vllm/attention/ops/paged_attn.py, partitions of 512 tokens
+    max_num_partitions = (max_seq_len + 512 - 1) // 512
+    use_v1 = max_seq_len <= 8192 and (max_num_partitions == 1 or num_seqs * num_heads > 512)
+    return "v1" if use_v1 else "v2"
+
+
+def test_vllm_kernel_version_hand_cases():
+    from pagedkv.model.partitions import PARTITION_SIZE, vllm_kernel_version
+
+    assert PARTITION_SIZE == 512
+    assert vllm_kernel_version(512, 1, 1) == "v1"  # one partition: no reduce needed
+    assert vllm_kernel_version(513, 1, 32) == "v2"  # two partitions, 32 groups
+    assert vllm_kernel_version(8192, 1, 32) == "v2"  # notebook 02: 32 groups
+    assert vllm_kernel_version(8192, 20, 32) == "v1"  # notebook 02: 640 groups
+    assert vllm_kernel_version(8192, 16, 32) == "v2"  # exactly 512 groups: not more than 512
+    assert vllm_kernel_version(8193, 100, 32) == "v2"  # too long for v1's shared memory
+
+
+def test_vllm_kernel_version_matches_the_rule():
+    from pagedkv.model.partitions import vllm_kernel_version
+
+    for max_seq_len in (1, 511, 512, 513, 1024, 4096, 8192, 8193, 20_000):
+        for num_seqs in (1, 2, 16, 17, 64):
+            for num_heads in (1, 8, 32, 40):
+                assert vllm_kernel_version(max_seq_len, num_seqs, num_heads) == _vllm_rule(
+                    max_seq_len, num_seqs, num_heads
+                )

@@ -219,12 +219,13 @@ def _notes(
 
 
 def figure(report: Report):
-    """Saving per width, one bar group per mode. Where the report's title names a workload the
-    paper measured, a black dash across a bar marks the paper's saving at that width: its low
-    end at width 2 and its high end at width 6 (`PAPER_WIDTHS`; it gives no number for 4). Each
-    mode's dash has its own style (`PAPER_DASHES`: solid, dotted), so its legend entry names it
-    without looking at the bar. The legend sits below the axes (`fig.legends[0]`), where it
-    covers no bar and no dash."""
+    """Saving per width, one bar group per mode, each bar's value above it. Where the report's
+    title names a workload the paper measured, a short black mark beside a bar, with its own
+    number, gives the paper's saving at that width: its low end at width 2 and its high end at
+    width 6 (`PAPER_WIDTHS`; it gives no number for 4). The mark sits outside its group (left
+    of the parallel-sampling bar, right of the beam-search bar), so it never meets a bar's
+    value. Each mode's mark has its own style (`PAPER_DASHES`: solid, dotted), named in the
+    legend below the axes (`fig.legends[0]`), where it covers no bar and no mark."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -236,16 +237,28 @@ def figure(report: Report):
     widths = list(report.data[modes[0]])
     paper = next((v for w, v in PAPER.items() if f"{w}-like" in report.title), None)
     top = 0.0
-    handles: list[Any] = []  # bars and the paper's dashes, in legend order
+    handles: list[Any] = []  # bars and the paper's marks, in legend order
+    half = 0.15  # half a bar's width; the two bars of a group touch the group's centre
     for i, (mode, color) in enumerate(zip(modes, ["#0072B2", "#E69F00"], strict=True)):
-        x = np.arange(len(widths)) + (i - 0.5) * 0.38
+        side = -1 if i == 0 else 1  # the first mode's bar left of the centre, the second right
+        x = np.arange(len(widths)) + side * (half + 0.02)
         values = [report.data[mode][w]["saving_pct"] for w in widths]
-        handles.append(ax.bar(x, values, width=0.36, color=color, label=f"{mode}, here"))
+        handles.append(ax.bar(x, values, width=2 * half, color=color, label=f"{mode}, here"))
         marks = dict(zip(PAPER_WIDTHS, paper[mode])) if paper is not None and mode in paper else {}
         for xi, w, v in zip(x, widths, values, strict=True):
-            if w in marks:
-                ax.plot([xi - 0.18, xi + 0.18], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
-            ax.text(xi, max(v, marks.get(w, 0.0)) + 1, f"{v:.1f}", ha="center", fontsize=8)
+            ax.text(xi, v + 1, f"{v:.1f}", ha="center", fontsize=8)
+            if w in marks:  # outside the group: from the bar's outer edge, then its number
+                edge = xi + side * (half + 0.01)
+                ax.plot([edge, edge + side * 0.1], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
+                ax.text(
+                    edge + side * 0.12,
+                    marks[w],
+                    f"{marks[w]:.1f}",
+                    fontsize=8,
+                    va="center",
+                    ha="left" if side > 0 else "right",
+                    style="italic",
+                )
         top = max(top, *values, *marks.values())
         if marks:
             low, high = paper[mode]  # type: ignore[index]
@@ -253,6 +266,7 @@ def figure(report: Report):
             label = f"{mode}, the paper: {low:.1f} % ({letter} = 2), {high:.1f} % ({letter} = 6)"
             handles.append(Line2D([], [], label=label, **PAPER_DASHES[mode]))
     ax.set_xticks(np.arange(len(widths)), [f"n = k = {w}" for w in widths])
+    ax.set_xlim(-0.75, len(widths) - 0.25)  # room for the outer marks and their numbers
     ax.set_ylim(0, top * 1.25)  # room above the tallest bar's label
     ax.set_ylabel("KV memory saved (%)")
     ax.set_title("Memory saved by sharing pages between forked sequences")

@@ -29,6 +29,22 @@ import numpy as np
 
 from pagedkv.core.plumbing.validation import check_int, check_items
 
+# vLLM's partition size for PagedAttention v2 (`_PARTITION_SIZE` in vllm/attention/ops/paged_attn.py)
+PARTITION_SIZE = 512
+
+
+def vllm_kernel_version(max_seq_len: int, num_seqs: int, num_heads: int) -> str:
+    """The PagedAttention kernel vLLM's decode picks: "v1" when max_seq_len <= 8192 and either
+    the context fits one partition of `PARTITION_SIZE` tokens or num_seqs * num_heads > 512
+    (enough (sequence, head) groups to fill the GPU without partitions), else "v2".
+    Example: vllm_kernel_version(8192, 1, 32) -> "v2"; vllm_kernel_version(8192, 20, 32) -> "v1"."""
+    check_int("max_seq_len", max_seq_len, 1)
+    check_int("num_seqs", num_seqs, 1)
+    check_int("num_heads", num_heads, 1)
+    partitions = -(-max_seq_len // PARTITION_SIZE)
+    fits = max_seq_len <= 8192
+    return "v1" if fits and (partitions == 1 or num_seqs * num_heads > 512) else "v2"
+
 
 class Partition(NamedTuple):
     """One partition's own softmax: its tokens [start, stop), its max score, the sum of
