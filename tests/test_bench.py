@@ -479,7 +479,7 @@ def test_a_wide_report_prints_in_lines_of_95_characters_broken_between_words():
     from pagedkv.bench import Report
 
     columns = ["name", "a long column name of many words %", "another long name, in words", "third name", "n"]
-    columns[-1] = "external+unused % n"  # a long word stays whole
+    columns[-1] = "external+free % n"  # a long word stays whole
     rows = [["first", 12.5, 3.25, "x" * 20, 7], ["second", 100.0, 0.5, "y", 1200]]
     note = "word " * 40 + "fragmentation"
     text = Report("title " * 30, columns, rows, notes=[note, "  rate  max\n  0.500  0.038"]).table()
@@ -492,7 +492,7 @@ def test_a_wide_report_prints_in_lines_of_95_characters_broken_between_words():
     header = lines[2 : lines.index(head)]  # after the title's two lines
     assert len(header) > 1 and header[-1].split()[:2] == ["name", "words"]
     assert " ".join(" ".join(line.split()) for line in header).count("long") == 2
-    assert "external+unused %" in " ".join(header)
+    assert "external+free %" in " ".join(header)
     first = lines[lines.index(head) + 1].split()
     assert first == ["first", "12.5%", "3.250", "x" * 20, "7"]
 

@@ -77,18 +77,32 @@ def test_choosing_a_gpu_fills_in_the_memory_it_reports():
 @pytest.mark.parametrize(
     "field, value, words",
     [
-        ("memory_gib", -1.0, "GPU GiB -1.0 is out of range: type a number > 0"),
+        ("memory_gib", -1.0, "GPU GiB -1 is out of range: type a number > 0"),
         ("utilization", 1.2, "mem util 1.2 is out of range: type a number in (0, 1]"),
-        ("utilization", 0.0, "mem util 0.0 is out of range: type a number in (0, 1]"),
+        ("utilization", 0.0, "mem util 0 is out of range: type a number in (0, 1]"),
         ("batched_tokens", 0, "batched tok 0 is out of range: type a whole number >= 1"),
         ("non_torch_gib", float("nan"), "non-torch GiB nan is out of range: type a number >= 0"),
-        ("activation_gib", -2.0, "act. GiB -2.0 is out of range: type a number >= 0"),
+        ("activation_gib", -2.0, "act. GiB -2 is out of range: type a number >= 0"),
         ("cuda_graph_gib", -0.5, "graphs GiB -0.5 is out of range: type a number >= 0"),
     ],
 )
 def test_a_bad_field_is_named_with_its_value_and_what_is_allowed(field, value, words):
     with pytest.raises(ValueError, match=re.escape(words)):
         calculator_answer("Mistral-7B", "A100-40GB", 2048, **{field: value})
+
+
+def test_an_error_writes_the_number_short_as_a_learner_would_type_it():
+    # A number box holds a float, not the typed text: 0 arrives as 0.0 and 39.50 as 39.5.
+    box = calculator()
+    memory = box.children[1].children[0]
+    memory.value = 0.0
+    assert "GPU GiB 0 is out of range: type a number &gt; 0" in box.children[-1].value
+    memory.value = -0.25
+    assert "GPU GiB -0.25 is out of range" in box.children[-1].value
+    with pytest.raises(ValueError, match=re.escape("non-torch GiB -1 is out of range")):
+        calculator_answer("Mistral-7B", "A100-40GB", 2048, non_torch_gib=-1.0)
+    with pytest.raises(ValueError, match=re.escape("mem util 1.05 is out of range")):
+        calculator_answer("Mistral-7B", "A100-40GB", 2048, utilization=1.05)
 
 
 def test_the_widget_shows_a_bad_field_instead_of_an_answer_and_recovers():
@@ -114,10 +128,10 @@ def test_a_box_keeps_what_was_typed_and_the_answer_follows_every_keystroke():
     fields = {w.description: w for w in inputs}
     fields["GPU GiB"].value = -5.0
     assert fields["GPU GiB"].value == -5.0
-    assert "GPU GiB -5.0 is out of range: type a number &gt; 0" in out.value
+    assert "GPU GiB -5 is out of range: type a number &gt; 0" in out.value
     fields["GPU GiB"].value = 39.39
     fields["graphs GiB"].value = -1.0
-    assert fields["graphs GiB"].value == -1.0 and "graphs GiB -1.0 is out of range" in out.value
+    assert fields["graphs GiB"].value == -1.0 and "graphs GiB -1 is out of range" in out.value
     fields["graphs GiB"].value = 0.0
     assert "CUDA-graph pool                    0.00 GiB" in out.value
     fields["request tok"].value = 1024

@@ -9,7 +9,7 @@ the paper's Fig. 2 categories two ways:
 
 - **under load**: averaged over the time requests wait (memory is the bottleneck), at the
   highest rate: the terms of `bench memory` and of the paper's bars;
-- **all arrivals** at `--arrival-rate`: averaged over the whole run, unused memory included
+- **all arrivals** at `--arrival-rate`: averaged over the whole run, free memory included
   (the paper's "external fragmentation & others").
 
 Each system's sustainable rate (normalized latency below 0.5 s/token) is found by `crossing`:
@@ -144,7 +144,7 @@ def run(
             f"token % at {arrival_rate:g}/s, whole run",
             "token % in paper",  # no % sign: like the other columns (names ending in "%" get one)
             f"external % at {top:g}/s, under load",
-            f"external+unused % at {arrival_rate:g}/s, whole run",
+            f"external+free % at {arrival_rate:g}/s, whole run",
             f"mean batch at {top:g}/s, under load",
         ],
         rows=[_row(system, data[system][top], data[system][arrival_rate]) for system in SYSTEMS],

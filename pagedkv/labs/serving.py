@@ -12,7 +12,7 @@ time, on a named model and GPU (default: the paper's OPT-13B on an A100-40GB, in
 Per step every slot of the KV memory is counted in the paper's Fig. 2 categories, and the
 counts are averaged weighted by the step's duration two ways: over the steps during which
 requests wait (the system under load, the terms of `bench memory`) and, as `run_*`, over
-the whole run (unused memory included). Per request, the normalized latency is
+the whole run (free memory included). Per request, the normalized latency is
 (finish - arrival) / output tokens, the paper's latency metric (Sec. 6.1). The same
 requests are served by `ContiguousKVCache` as the paper's Orca baselines (Sec. 6.1: a buddy
 allocator; `max` reserves the model's 2,048 tokens, `pow2` the prompt plus the next power of

@@ -14,7 +14,8 @@ typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) repr
 
 A box keeps what was typed: a value out of range (a `GPU GiB` of 0 or below, another GiB
 below 0, a token count below 1, a `mem util` of 0 or above 1) shows an error that starts
-with the box's label instead of an answer.
+with the box's label and the number the box holds, written short (`shown`: 0.0 as 0, 39.50
+as 39.5; a number box keeps the number, not the text typed), instead of an answer.
 A box emptied and left keeps its last number (ipywidgets' number boxes never send an empty
 value); the note under the boxes says so. The answer follows every
 keystroke. Choosing a model or a GPU resets the four boxes read from a log
@@ -69,6 +70,14 @@ NOTE_STYLE = "font-size:14px;line-height:1.4;margin:4px 0"  # the widget's own l
 ZERO_MEANS = {"activation_gib": " (0: estimate)"}
 
 
+def shown(value: object) -> str:
+    """A box's number as the error names it: a whole float without ".0" (-1.0 -> "-1"), any
+    other float in its shortest exact form (39.50 -> "39.5"), anything else as repr."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+
+
 def _number(name: str, value: object, low: float, high: float = math.inf, *, open_low: bool = False) -> float:
     """A finite number in [low, high] ((low, high] if open_low), else ValueError naming it."""
     number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
@@ -77,7 +86,7 @@ def _number(name: str, value: object, low: float, high: float = math.inf, *, ope
         allowed = f"in {'(' if open_low else '['}{low:g}, {high:g}]" if high < math.inf else f">= {low:g}"
         if open_low and high == math.inf:
             allowed = f"> {low:g}"
-        raise ValueError(f"{FIELDS.get(name, name)} {value!r} is out of range: type a number {allowed}")
+        raise ValueError(f"{FIELDS.get(name, name)} {shown(value)} is out of range: type a number {allowed}")
     return number
 
 
@@ -92,7 +101,7 @@ def calculator_assumptions(
     """The calculator's fields as `costs.Assumptions` (activation_gib 0: pagedkv's formula)."""
     _number("utilization", utilization, 0.0, 1.0, open_low=True)
     if isinstance(batched_tokens, bool) or not isinstance(batched_tokens, int) or batched_tokens < 1:
-        raise ValueError(f"batched tok {batched_tokens!r} is out of range: type a whole number >= 1")
+        raise ValueError(f"batched tok {shown(batched_tokens)} is out of range: type a whole number >= 1")
     for name, value in (("activation_gib", activation_gib), ("non_torch_gib", non_torch_gib)):
         _number(name, value, 0.0)
     _number("cuda_graph_gib", cuda_graph_gib, 0.0)
@@ -114,7 +123,7 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     activation_gib=9.37, non_torch_gib=0.1, cuda_graph_gib=0.0) -> "... 5,694 pages of 16 ...".
     """
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
-        raise ValueError(f"request tok {tokens!r} is out of range: type a whole number >= 1")
+        raise ValueError(f"request tok {shown(tokens)} is out of range: type a whole number >= 1")
     spec = costs.gpu_spec(gpu)
     if memory_gib is not None:
         spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
