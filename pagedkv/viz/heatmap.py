@@ -344,7 +344,7 @@ def plot_lru(snapshot: PoolSnapshot, events: Iterable[Event] | None = None, labe
     """The LRU-order heatmap alone: CACHED pages in eviction order (#1 outlined), the sequence
     that last held each (given the pool's `events`) and, with `owners`, each ACTIVE page's
     owner. `label` ("before doc_C's step") names the moment in the title."""
-    heatmap = PoolHeatmap(snapshot.num_pages, snapshot.page_size, ("lru",), label=label)
+    heatmap = plot_pool(snapshot, ("lru",), label=label)  # checks the snapshot
     heatmap.active_owners = bool(owners)
     heatmap.update(snapshot, events)
     return heatmap

@@ -131,7 +131,8 @@ def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray
     labels = [
         f"{p}\n#{r + 1}" + (f"\n{wrap_seq_id(holders[p], ctx.frame)}" if p in holders else "")
         if r >= 0
-        else f"{p}\n{wrap_seq_id(holders[p], ctx.frame)}" if p in holders  # ACTIVE: its owner
+        else f"{p}\n{wrap_seq_id(holders[p], ctx.frame)}"
+        if p in holders  # ACTIVE: its owner
         else str(p)
         for p, r in enumerate(rank.tolist())
     ]
