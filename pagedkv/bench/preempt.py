@@ -203,20 +203,14 @@ def figure(report: Report):
     once = [c - a for c, a in zip(computed, again, strict=True)]
     left.bar(runs, once, color="#0072B2", label="computed once")
     left.bar(runs, again, bottom=once, color="#D55E00", label="recomputed")
-    for i, (top, extra) in enumerate(zip(computed, again, strict=True)):
-        if extra:  # the recomputed strip is thin: its count sits right above it
-            left.annotate(
-                f"{extra} recomputed",
-                (i, top),
-                xytext=(0, 3),
-                textcoords="offset points",
-                ha="center",
-                va="bottom",
-                fontsize=8,
-                color="#A04000",
-            )
+    for i, (top, extra, base) in enumerate(zip(computed, again, once, strict=True)):
+        left.text(i, base / 2, f"{base:,}", ha="center", va="center", fontsize=9, color="white")
+        if extra:  # the recomputed strip is thin: its count and the bar's total sit above it
+            left.annotate(f"+{extra} recomputed\n= {top:,} in all", (i, top), xytext=(0, 3),
+                          textcoords="offset points", ha="center", va="bottom", fontsize=9,
+                          color="#A04000")  # fmt: skip
     left.set_title("tokens computed", fontsize=10)
-    left.set_ylim(0, 1.7 * max(computed))  # headroom: the legend sits above the bars
+    left.set_ylim(0, 2.0 * max(computed))  # headroom: the legend sits above the bars
     left.legend(fontsize=8, loc="upper left", ncols=1)
     out = [report.data[r]["swap_out_bytes"] for r in runs]
     back = [report.data[r]["swap_in_bytes"] for r in runs]

@@ -66,9 +66,9 @@ def _takes(record: Any, seq_id: Hashable, kinds: dict, pages: dict, new: bool) -
         out.append(f"{seq_id} {verb}: prefix hits on {_ids(hits)}" if hits else f"{seq_id} {verb}")
     if taken:
         text = _ids(taken)
-        if evicted == taken:
+        if evicted == taken and len(taken) == 1:
             text += " (evicted)"
-        elif evicted:
+        elif evicted:  # several pages: name the evicted ones, all or some
             text += f" ({', '.join(map(str, evicted))} evicted)"
         spans = [record.spans[p] for p in taken if p in record.spans]
         if len(spans) == len(taken):  # a page released in the same step has no span

@@ -316,7 +316,7 @@ def _make_key(view: str, key_ax, page_size: int) -> None:
         bar.ax.tick_params(labelsize=FONT_PT)
         handles = [
             Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim"),
-            Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE: used first"),
+            Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE (if any): used first"),
             Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE (held, kept)"),
         ]
         key_ax.legend(

@@ -123,6 +123,7 @@ class PoolHeatmap:
         self.rows, self.cols = grid_shape(self.num_pages)
         self.snapshot: PoolSnapshot | None = None
         self._holders: dict[int, Hashable] = {}  # CACHED page id -> sequence that last held it
+        self.active_owners = False  # the LRU view also names each ACTIVE page's owner
         self.suptitle = ""
         self._png: bytes | None = None  # the current picture, encoded once
         self._key: tuple = ()  # everything the current picture shows
@@ -148,7 +149,7 @@ class PoolHeatmap:
                 f"heatmap draws {self.num_pages} pages of {self.page_size}"
             )
         self.snapshot = snapshot
-        self._holders = last_holders(snapshot, events) if "lru" in self.panels else {}
+        self._holders = last_holders(snapshot, events, self.active_owners) if "lru" in self.panels else {}
         counts = np.bincount(snapshot.state, minlength=3)
         # A lone panel leaves the clock out, so its picture changes only when its cells do.
         clocked = len(self.views) > 1 and self.show_clock
@@ -338,11 +339,12 @@ def plot_pool(
     return heatmap
 
 
-def plot_lru(
-    snapshot: PoolSnapshot, events: Iterable[Event] | None = None, label: str | None = None
-) -> PoolHeatmap:
-    """The LRU-order heatmap alone: which CACHED page is evicted next (outlined), in what
-    order the others follow, and (given the pool's `events`, e.g. `ScenarioRun.events`)
-    which sequence last held each CACHED page. `label` (e.g. "before doc_C's step") names
-    the moment in the title: "pool before doc_C's step: 0 ACTIVE, ..."."""
-    return plot_pool(snapshot, ("lru",), events=events, label=label)
+def plot_lru(snapshot: PoolSnapshot, events: Iterable[Event] | None = None, label: str | None = None,
+             owners: bool = False) -> PoolHeatmap:  # fmt: skip
+    """The LRU-order heatmap alone: CACHED pages in eviction order (#1 outlined), the sequence
+    that last held each (given the pool's `events`) and, with `owners`, each ACTIVE page's
+    owner. `label` ("before doc_C's step") names the moment in the title."""
+    heatmap = plot_pool(snapshot, ("lru",), label=label)  # checks the snapshot
+    heatmap.active_owners = bool(owners)
+    heatmap.update(snapshot, events)
+    return heatmap

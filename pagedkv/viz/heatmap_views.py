@@ -131,6 +131,8 @@ def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray
     labels = [
         f"{p}\n#{r + 1}" + (f"\n{wrap_seq_id(holders[p], ctx.frame)}" if p in holders else "")
         if r >= 0
+        else f"{p}\n{wrap_seq_id(holders[p], ctx.frame)}"
+        if p in holders  # ACTIVE: its owner
         else str(p)
         for p, r in enumerate(rank.tolist())
     ]
@@ -161,14 +163,21 @@ def wrap_seq_id(seq_id: Hashable, frame: Frame) -> str:
     return text if cut <= 0 else f"{text[: cut + 1]}\n{text[cut + 1 :]}"
 
 
-def last_holders(snapshot: PoolSnapshot, events: Iterable[Event] | None) -> dict[int, Hashable]:
+def last_holders(
+    snapshot: PoolSnapshot, events: Iterable[Event] | None, active: bool = False
+) -> dict[int, Hashable]:
     """CACHED page id -> the sequence whose release made it CACHED (its latest `cache`
     event); empty without events. The snapshot does not keep this: a CACHED page has no
-    block table, so its history is the only place that names it."""
-    if events is None:
-        return {}
-    cached = set(np.flatnonzero(snapshot.state == PageState.CACHED).tolist())
+    block table, so its history is the only place that names it. With `active`, each ACTIVE
+    page also maps to the first sequence whose block table holds it (its owner)."""
     holders: dict[int, Hashable] = {}
+    if active:
+        for seq_id, table in snapshot.block_tables.items():
+            for page in table:
+                holders.setdefault(int(page), seq_id)
+    if events is None:
+        return holders
+    cached = set(np.flatnonzero(snapshot.state == PageState.CACHED).tolist())
     for event in events:
         if event.kind == "cache" and event.page_id in cached:
             holders[event.page_id] = event.seq_id
