@@ -93,11 +93,12 @@ class Dashboard(DashboardControls):
         self.discard_button.on_click(lambda _: self._confirm_switch(True))
         self.stay_button.on_click(lambda _: self._confirm_switch(False))
         self.play.observe(self._on_jump, names="value")
-        self.step_slider.observe(self._on_jump, names="value")
+        jump, resize = self.debounced(self._on_jump), self.debounced(self._on_geometry)
+        self.step_slider.observe(lambda change: self._syncing or jump(change), names="value")
         self.speed.observe(self._on_speed, names="value")
         self.scenario_picker.observe(self._on_scenario, names="value")
-        self.pages_slider.observe(self._on_geometry, names="value")
-        self.page_size_slider.observe(self._on_geometry, names="value")
+        for slider in (self.pages_slider, self.page_size_slider):  # arrow keys: one replay, after the last
+            slider.observe(lambda change: self._syncing or resize(change), names="value")
         self.children = self._layout()
         self.view_picker.observe(self._on_tab, names="value")
 
@@ -243,10 +244,8 @@ class Dashboard(DashboardControls):
             self._sync_controls()  # the picker goes back to the scenario being played
 
     def _on_geometry(self, change: dict) -> None:
-        if not self._syncing:  # busy: the sliders are disabled until the pool is rebuilt
-            with self.busy():
-                self.resize(self.pages_slider.value, self.page_size_slider.value)
-            change["owner"].focus()  # disabling took the keyboard focus away: give it back
+        if not self._syncing:  # busy (`debounced`): the sliders are disabled until the pool is rebuilt
+            self.resize(self.pages_slider.value, self.page_size_slider.value)
 
     # ---- rendering ----------------------------------------------------------------------------
 

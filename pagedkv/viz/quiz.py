@@ -265,8 +265,9 @@ class Quiz(widgets.VBox):
             page = widgets.VBox([widgets.HTML(_box(number + html.escape(q.text))), picker, button, feedback])
             self.pages.append(page.add_class("pagedkv-quiz-question"))
         self.current = 0
-        self.previous = widgets.Button(description="Previous", icon="arrow-left").add_class("pagedkv-quiz-previous")
-        self.next = widgets.Button(description="Next", icon="arrow-right").add_class("pagedkv-quiz-next")
+        make = widgets.Button
+        self.previous = make(description="Previous", icon="arrow-left").add_class("pagedkv-quiz-previous")
+        self.next = make(description="Next", icon="arrow-right").add_class("pagedkv-quiz-next")
         self.position = widgets.HTML().add_class("pagedkv-quiz-position")
         self.previous.on_click(lambda _: self.show(self.current - 1))
         self.next.on_click(lambda _: self.show(self.current + 1))
