@@ -263,7 +263,9 @@ class Dashboard(DashboardControls):
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
         self.status.value = status_html(run, snap)  # the message is in the caption, under Step
-        self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None)
+        self.event_log.value = log_html(
+            run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None, run.page_size
+        )
         self.step_counter.value = counter_html(run)  # step k of N · +n yours · +m past the end
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab
