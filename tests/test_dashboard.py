@@ -374,8 +374,8 @@ def test_bench_ui_quick_reports_step_times(tmp_path):
 
 def test_a_refused_action_of_yours_is_not_counted_and_a_bare_fork_releases_nothing(dash):
     """The header's "+N yours" counts what changed the pool; a refused Add request is counted
-    apart (", 1 refused") and its log heading says "refused". A fork finished before it wrote holds no page of its own: the log
-    says so instead of "its 0 own pages were released"."""
+    apart (", 1 refused") and its log heading says "refused". A fork finished before it wrote
+    holds no page of its own: the log says so instead of "its 0 own pages were released"."""
     for _ in range(5):
         dash.step_button.click()
     dash.seq_picker.value = "request_A"

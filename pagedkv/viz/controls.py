@@ -275,19 +275,19 @@ class DashboardControls(widgets.VBox):
         finally:
             self.busy_note.value = ""
 
-    def show_busy(self) -> None:
-        """The header says "drawing…" (also while a slider waits for its arrow keys to stop)."""
+    def show_busy(self) -> None:  # also while a slider waits for its arrow keys to stop
         self.busy_note.value = "<span style='color:#B45309;font-size:14px'>drawing…</span>"
 
-    def debounced(self, action: Callable[[dict], None]) -> Debounced:
-        """A slider's callback: `action` once its arrow keys stop, busy from the first key on."""
+    def debounced(self, action: Callable[[dict], None]) -> Callable[[dict], None]:
+        """A slider's callback: `action` once its keys stop (busy from the first), not on `_syncing`."""
 
         def run(change: dict) -> None:
             with self.busy():
                 action(change)
             change["owner"].focus()  # disabling took the keyboard focus away: give it back
 
-        return Debounced(run, self.show_busy)
+        later = Debounced(run, self.show_busy)
+        return lambda change: None if self._syncing else later(change)  # type: ignore[func-returns-value]
 
     def pressed(self, action: Callable[[], object]) -> Callable[[object], None]:
         """A button callback that runs `action` in the busy state."""

@@ -94,11 +94,11 @@ class Dashboard(DashboardControls):
         self.stay_button.on_click(lambda _: self._confirm_switch(False))
         self.play.observe(self._on_jump, names="value")
         jump, resize = self.debounced(self._on_jump), self.debounced(self._on_geometry)
-        self.step_slider.observe(lambda change: self._syncing or jump(change), names="value")
+        self.step_slider.observe(jump, names="value")
         self.speed.observe(self._on_speed, names="value")
         self.scenario_picker.observe(self._on_scenario, names="value")
         for slider in (self.pages_slider, self.page_size_slider):  # arrow keys: one replay, after the last
-            slider.observe(lambda change: self._syncing or resize(change), names="value")
+            slider.observe(resize, names="value")
         self.children = self._layout()
         self.view_picker.observe(self._on_tab, names="value")
 
