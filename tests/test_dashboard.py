@@ -373,9 +373,9 @@ def test_bench_ui_quick_reports_step_times(tmp_path):
 
 
 def test_a_refused_action_of_yours_is_not_counted_and_a_bare_fork_releases_nothing(dash):
-    """The header's "+N yours" counts what changed the pool: a refused Add request is in the
-    log, not in the count. A fork finished before it wrote holds no page of its own: the log
-    says so instead of "its 0 own pages were released"."""
+    """The header's "+N yours" counts what changed the pool; a refused Add request is counted
+    apart (", 1 refused") and its log heading says "refused". A fork finished before it wrote
+    holds no page of its own: the log says so instead of "its 0 own pages were released"."""
     for _ in range(5):
         dash.step_button.click()
     dash.seq_picker.value = "request_A"
@@ -383,7 +383,10 @@ def test_a_refused_action_of_yours_is_not_counted_and_a_bare_fork_releases_nothi
     dash.prompt.value = "x" * 400  # more than the pool holds: refused
     dash.add_button.click()
     assert dash.run.records[-1].note.startswith("refused")
-    assert "+1 yours" in re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    assert "+1 yours, 1 refused" in re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    log = re.sub(r"<[^>]+>", "", dash.event_log.value)
+    assert log.count("your action, refused, (after scenario step 5)") == 1  # the log says which
+    assert log.count("your action (after scenario step 5)") == 1  # the fork
     dash.seq_picker.value = "request_A.f1"
     dash.finish_button.click()
     note = dash.run.records[-1].note
@@ -576,3 +579,13 @@ def test_on_a_resized_pool_the_caption_says_whose_story_it_tells():
     dash.resize(12, 4)
     dash.step()
     assert "captions are about the scenario" not in dash.caption.value
+
+
+def test_the_log_names_each_slot_with_its_page_and_place(dash):
+    """A slot number is pool-wide (page × page size + place): the log says the page and place."""
+    for _ in range(4):  # step 4: request_A's token 21, the first in page 5
+        dash.step_button.click()
+    log = re.sub(r"<[^>]+>", "", dash.event_log.value)
+    slot = dash.run.records[-1].slots["request_A"]
+    assert slot == 5 * 4 + 0
+    assert "appends its token 21, " in log and f"in slot {slot} (page 5, place 0)" in log

@@ -318,7 +318,7 @@ def test_the_answer_key_gives_every_hint():
 
 def test_a_quiz_shows_one_question_at_a_time_and_keeps_every_pick():
     """A quiz of several questions is as tall as one: Previous / Next move between them,
-    a pick and its feedback survive the move, and the position line counts answered ones."""
+    a pick and its feedback survive the move, and the position line counts done ones."""
     from pagedkv.viz import Quiz
 
     quiz = Quiz("05-check")
@@ -326,9 +326,9 @@ def test_a_quiz_shows_one_question_at_a_time_and_keeps_every_pick():
     assert n > 1
     shown = [p for p in quiz.pages if p.layout.display != "none"]
     assert shown == [quiz.pages[0]] and quiz.previous.disabled and not quiz.next.disabled
-    assert f"question 1 of {n} (0 answered)" in quiz.position.value
+    assert f"question 1 of {n} (0 of {n} done)" in quiz.position.value
     quiz.check(0, quiz.questions[0].answer)
-    assert "(1 answered)" in quiz.position.value and quiz.next.button_style == "primary"
+    assert f"(1 of {n} done)" in quiz.position.value and quiz.next.button_style == "primary"
     quiz.next.click()
     assert [p for p in quiz.pages if p.layout.display != "none"] == [quiz.pages[1]]
     quiz.previous.click()
@@ -348,3 +348,44 @@ def test_a_discussion_button_says_the_answer_is_shown_once_pressed():
     assert d.button.description == "Show an answer" and d.shown.value == ""
     d.button.click()
     assert d.button.disabled and d.button.description != "Show an answer" and d.shown.value
+
+
+def test_a_right_pick_locks_the_question_so_a_later_wrong_click_reveals_nothing():
+    """A learner who had answered a question right clicked a wrong option again and read
+    "Not quite: the answer is ..." as if it were a first try: a right pick now locks the
+    question, as it locks a PredictStep."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("00-check")
+    q = quiz.questions[0]
+    wrong = [o for o in q.options if o != q.answer]
+    quiz.check(0, wrong[0])
+    assert "Not quite.</b>" in quiz.feedback[0].value and "the answer is" not in quiz.feedback[0].value
+    assert "A second wrong pick shows the answer." in quiz.feedback[0].value
+    assert quiz.check(0, q.answer) and "Right." in quiz.feedback[0].value
+    assert quiz.pickers[0].disabled and quiz.buttons[0].disabled
+    assert quiz.buttons[0].description == "Answered"
+    quiz.pickers[0].value = wrong[1]  # a click after the lock is not graded
+    quiz.buttons[0].click()
+    assert "Right." in quiz.feedback[0].value and "the answer is" not in quiz.feedback[0].value
+
+
+def test_the_quiz_counts_done_questions_and_sums_up_first_try_rights_at_the_end():
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("00-check")
+    n = len(quiz.questions)
+    assert quiz.summary.layout.display == "none"
+    # question 0 wrong twice (done, not right at first), 1 wrong then right, the rest right
+    plan = [[0, 1], [0, None], *[[None]] * (n - 2)]
+    for k, picks in enumerate(plan):
+        q = quiz.questions[k]
+        wrong = [o for o in q.options if o != q.answer]
+        for pick in picks:
+            quiz.check(k, q.answer if pick is None else wrong[pick])
+        if k < n - 1:
+            assert quiz.summary.layout.display == "none"
+        quiz.show(k)
+        assert f"({k + 1} of {n} done)" in quiz.position.value
+    assert quiz.summary.layout.display != "none"
+    assert f"All {n} done</b>, {n - 2} right at the first try." in quiz.summary.value

@@ -107,7 +107,8 @@ def simulate_paged(
 ) -> dict:
     """Serve the requests from a paged pool via the Scheduler (bookkeeping only). The token
     budget is the whole memory, so, like the contiguous arenas, a step admits every request
-    that fits; ramp-up takes one step."""
+    that fits; ramp-up takes one step. `steps` includes the steps that recompute preempted
+    requests' K/V (`recomputed_tokens` counts those tokens)."""
     sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
     sched.add_requests(requests)
     totals, batches, steps = dict.fromkeys(CATEGORIES, 0), [], 0
@@ -120,6 +121,7 @@ def simulate_paged(
             batches.append(len(sched.running))
     summary = _summary(totals, batches, steps, sched.pool.config.num_slots)
     summary["preemptions"] = sched.stats.preemptions
+    summary["recomputed_tokens"] = sched.stats.recomputed_tokens  # K/V computed again on resume
     return summary
 
 

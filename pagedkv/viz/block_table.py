@@ -232,11 +232,11 @@ def block_table_html(
         )
     body = "".join(rows) or "<tr><td><i>no live sequence</i></td></tr>"
     key = (
-        f"<div style='font-size:14px;margin-top:3px'>cell = physical page of each logical block; "
-        f"hatched ×n = shared by n block tables; "
-        f"<span style='border:3px solid {HIT_COLOR};padding:0 3px;white-space:nowrap'>"
-        f"prefix hit</span> <span style='border:3px solid {COW_COLOR};padding:0 3px;white-space:nowrap'>"
-        f"copy-on-write (copy←source)</span></div>"
+        f"<div style='font-size:14px;margin-top:3px'>cell: the page of a logical block · "
+        f"hatched ×n: shared by n tables · <span style='white-space:nowrap'>"  # the boxes wrap together
+        f"<span style='border:3px solid {HIT_COLOR};padding:0 3px'>prefix hit</span> "
+        f"<span style='border:3px solid {COW_COLOR};padding:0 3px'>copy-on-write (copy←source)</span>"
+        "</span></div>"
     )
     tokens = "" if token_ids is None else token_pages_html(snapshot, token_ids, palette)
     return (

@@ -7,15 +7,15 @@ view tabs, then the one view picked, in one place (the main heatmap beside the e
 pool views, the LRU order, the page lifecycle, the block tables, the pool's size), so Step and
 whichever view is open are on the screen together; your own actions sit under the view. Each
 widget carries a `pagedkv-*` CSS class so browser tests click it like a person. `busy()` marks
-a step being drawn. It wires no callbacks and draws nothing: `Dashboard` does both.
+a step being drawn; `debounced` makes a slider replay once its arrow keys stop. It wires no
+callbacks and draws nothing: `Dashboard` does both.
 
 NOTE: the view tabs are ToggleButtons that show one pane and hide the others, not an
 ipywidgets `Tab`: a `Tab` restored after a page reload could stop switching (its tab bar kept
 the tab of before the reload), and panes in one place keep every view under the Step button.
 
 vLLM and SGLang ship no such controls (their engines are driven by requests, not buttons).
-Leaves out: the callbacks, rendering and keyboard shortcuts.
-"""
+Leaves out: the callbacks, rendering and keyboard shortcuts."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import ipywidgets as widgets
 
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
 from pagedkv.viz.dashboard_text import SCROLL_NOTE, SCROLL_NOTE_PX, geometry_html
+from pagedkv.viz.debounce import Debounced
 from pagedkv.viz.palette import SequencePalette
 
 __all__ = [
@@ -158,8 +159,7 @@ class DashboardControls(widgets.VBox):
         self.discard_button = widgets.Button(
             description="Switch", button_style="danger", layout=width(width=f"{BUTTON_PX}px")
         ).add_class("pagedkv-discard")
-        self.stay_button = widgets.Button(description="Stay", layout=width(width=f"{BUTTON_PX}px"))
-        self.stay_button.add_class("pagedkv-stay")
+        self.stay_button = widgets.Button(description="Stay", **narrow).add_class("pagedkv-stay")
         self.confirm = widgets.HBox(
             [self.confirm_text, self.discard_button, self.stay_button],
             layout=width(display="none"),
@@ -253,15 +253,14 @@ class DashboardControls(widgets.VBox):
 
     @contextmanager
     def busy(self) -> Iterator[None]:
-        """While a step is drawn or the pool rebuilt: the stepping buttons and the pool-size
-        sliders are disabled and the header says "drawing…", so a click or a slider notch in
-        that time is refused visibly, not queued to show stale states one after another.
-        The body's `render()` sets Step, Back and Decode all again (Reset and the sliders,
-        which it leaves alone, are put back as they were); if the body fails, all are."""
+        """While a step is drawn or the pool rebuilt: the stepping buttons and pool-size sliders
+        are disabled and the header says "drawing…", so a click then is refused visibly, not queued.
+        The body's `render()` sets Step, Back and Decode all again (Reset and the sliders, which
+        it leaves alone, are put back as they were); if the body fails, all are."""
         keep = (self.reset_button, self.pages_slider, self.page_size_slider)
         widgets_ = (self.step_button, self.back_button, self.decode_button, *keep)
         was = [w.disabled for w in widgets_]
-        self.busy_note.value = "<span style='color:#B45309;font-size:14px'>drawing…</span>"
+        self.show_busy()
         for widget in widgets_:
             widget.disabled = True
         try:
@@ -275,6 +274,20 @@ class DashboardControls(widgets.VBox):
                 widget.disabled = disabled
         finally:
             self.busy_note.value = ""
+
+    def show_busy(self) -> None:  # also while a slider waits for its arrow keys to stop
+        self.busy_note.value = "<span style='color:#B45309;font-size:14px'>drawing…</span>"
+
+    def debounced(self, action: Callable[[dict], None]) -> Callable[[dict], None]:
+        """A slider's callback: `action` once its keys stop (busy from the first), not on `_syncing`."""
+
+        def run(change: dict) -> None:
+            with self.busy():
+                action(change)
+            change["owner"].focus()  # disabling took the keyboard focus away: give it back
+
+        later = Debounced(run, self.show_busy)
+        return lambda change: None if self._syncing else later(change)  # type: ignore[func-returns-value]
 
     def pressed(self, action: Callable[[], object]) -> Callable[[object], None]:
         """A button callback that runs `action` in the busy state."""

@@ -93,11 +93,12 @@ class Dashboard(DashboardControls):
         self.discard_button.on_click(lambda _: self._confirm_switch(True))
         self.stay_button.on_click(lambda _: self._confirm_switch(False))
         self.play.observe(self._on_jump, names="value")
-        self.step_slider.observe(self._on_jump, names="value")
+        jump, resize = self.debounced(self._on_jump), self.debounced(self._on_geometry)
+        self.step_slider.observe(jump, names="value")
         self.speed.observe(self._on_speed, names="value")
         self.scenario_picker.observe(self._on_scenario, names="value")
-        self.pages_slider.observe(self._on_geometry, names="value")
-        self.page_size_slider.observe(self._on_geometry, names="value")
+        for slider in (self.pages_slider, self.page_size_slider):  # arrow keys: one replay, after the last
+            slider.observe(resize, names="value")
         self.children = self._layout()
         self.view_picker.observe(self._on_tab, names="value")
 
@@ -243,10 +244,8 @@ class Dashboard(DashboardControls):
             self._sync_controls()  # the picker goes back to the scenario being played
 
     def _on_geometry(self, change: dict) -> None:
-        if not self._syncing:  # busy: the sliders are disabled until the pool is rebuilt
-            with self.busy():
-                self.resize(self.pages_slider.value, self.page_size_slider.value)
-            change["owner"].focus()  # disabling took the keyboard focus away: give it back
+        if not self._syncing:  # busy (`debounced`): the sliders are disabled until the pool is rebuilt
+            self.resize(self.pages_slider.value, self.page_size_slider.value)
 
     # ---- rendering ----------------------------------------------------------------------------
 
@@ -264,7 +263,9 @@ class Dashboard(DashboardControls):
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
         self.status.value = status_html(run, snap)  # the message is in the caption, under Step
-        self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None)
+        self.event_log.value = log_html(
+            run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None, run.page_size
+        )
         self.step_counter.value = counter_html(run)  # step k of N · +n yours · +m past the end
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab

@@ -74,8 +74,8 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
         f"<b>{run.scenario.title}</b> — {run.num_pages} pages × "
         f"{run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
         f"({counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
-        f"{counts[PageState.FREE]} FREE) · token usage <b>{snap.token_usage:.0%}</b> (of the slots, "
-        "those holding a running sequence's tokens; CACHED pages count as free) · "
+        f"{counts[PageState.FREE]} FREE; CACHED pages count as free) · slots holding running "
+        f"sequences' tokens: <b>{snap.token_usage:.0%}</b> · "
         f"prefix hits {stats['prefix_hits']} of {queries} prompt tokens looked up ({rate}) · evictions "
         f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
         + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
@@ -102,15 +102,16 @@ def counter_text(run: ScenarioRun) -> str:
 
 def counter_html(run: ScenarioRun) -> str:
     """The header's one counter: "step k of N", then "+n yours" (your own actions that did
-    something) and "+m past the end" (scheduler steps Decode all ran once the scenario was
-    done), then, at the scenario's last step, "done" when every request has finished, or
-    "steps done" and the requests still unfinished. Short, so the header stays on one line;
-    the tooltip says it in full."""
-    own = own_done(run)
+    something), ", r refused" (yours that were refused) and "+m past the end" (scheduler
+    steps Decode all ran once the scenario was done), then, at the scenario's last step,
+    "done" when every request has finished, or "steps done" and the requests still
+    unfinished. Short, so the header stays on one line; the tooltip says it in full."""
+    own, refused = own_done(run), sum(1 for r in run.records if r.yours and r.refused)
     extra = run.steps_past_end
     text = f"step {run.cursor} of {len(run.steps)}" + f" · +{own} yours" * bool(own)
-    text += f" · +{extra} past the end" * bool(extra)
+    text += f", {refused} refused" * bool(refused) + f" · +{extra} past the end" * bool(extra)
     tips = [f"{own} action{'s' * (own != 1)} of your own; they move no scenario step"] * bool(own)
+    tips += [f"{refused} of your actions refused (the log says why); they changed nothing"] * bool(refused)
     tips += [
         f"{extra} scheduler step{'s' * (extra != 1)} that Decode all ran after the scenario's last step"
     ] * bool(extra)
@@ -128,22 +129,35 @@ def counter_html(run: ScenarioRun) -> str:
 ENTRY_STYLE = "padding-left:1.6em;text-indent:-0.8em"
 
 
-def log_html(records: Sequence, steps: int, height_px: int = 420, scheduled: bool = False) -> str:
+def _slot_words(text: str, page_size: int | None) -> str:
+    """ "in slot 17" as "in slot 17 (page 4, place 1)": the page and the place in it (from 0)."""
+    if page_size is None:
+        return text
+    where = lambda m: f"in slot {m[1]} (page {int(m[1]) // page_size}, place {int(m[1]) % page_size})"  # noqa: E731
+    return re.sub(r"in slot (\d+)", where, text)
+
+
+def log_html(
+    records: Sequence, steps: int, height_px: int = 420, scheduled: bool = False, page_size: int | None = None
+) -> str:
     """The last `steps` records of a run as the event log (newest step first), at most
     `height_px` tall (it scrolls): a heading per step ("step 4", or "your action (after
     scenario step 4)" for an action of your own), then its entries, each wrapped between
     words under its first line. The key names the entries' kinds by colour (with a scheduler,
     `scheduled`, also preempt, resume and abort). When the entries are longer than the box, a
-    line fixed at its bottom, over a fade, says older steps are further down (until the end)."""
+    line fixed at its bottom, over a fade, says older steps are further down (until the end).
+    Given `page_size`, a token's slot also names its page and place: "in slot 17 (page 4, place 1)"."""
     lines, chars = [], 0
     for record in reversed(records[-steps:]):  # newest step first
-        label = f"your action (after scenario step {record.step})" if record.yours else f"step {record.step}"
+        mine = f"your action{', refused,' * record.refused} (after scenario step {record.step})"
+        label = mine if record.yours else f"step {record.step}"
         if record.own and not record.yours:  # run by Decode all once the scenario is done
             label = f"scheduler step past the end (after scenario step {record.step})"
         lines.append(f"<div class='pagedkv-log-step' style='margin-top:4px'><b>{label}</b></div>")
         for kind, text in record.entries():  # inside a step: cause before effect
             color = EVENT_COLORS.get(kind, "#111111")
             style = f"color:{color};{ENTRY_STYLE}"
+            text = _slot_words(text, page_size)
             lines.append(f"<div class='pagedkv-log-{kind}' style='{style}'>{html.escape(text)}</div>")
             chars += len(text)
     body = "\n".join(lines) or "<i>no step yet: press Step</i>"  # as plain text: one entry a line
@@ -169,9 +183,9 @@ def log_html(records: Sequence, steps: int, height_px: int = 420, scheduled: boo
         "cause before effect: a scheduler's decision first, then each eviction, the allocation "
         "it made room for and the token; a finish or a refusal last. Tokens count from 1 in each "
         "sequence; a slot is a token's place in the pool: page × page size + its place in the "
-        "page (from 0). <b>append</b>: a token written into its slot; <b>allocate</b>: FREE (or "
-        "evicted) pages taken; <b>prefix hit</b>: "
-        "cached pages reused; <b>fork shares</b>: a new sequence holds its parent's pages "
+        "page (from 0), both given after it. <b>append</b>: a token written into its slot; "
+        "<b>allocate</b>: FREE (or evicted) pages taken; <b>prefix hit</b>: cached pages reused; "
+        "<b>fork shares</b>: a new sequence holds its parent's pages "
         "(notebook 04); <b>evict</b>: a CACHED page taken back; <b>cow</b>: a shared page "
         "copied before a write (notebook 04); <b>cache</b>: a released full page kept, CACHED; "
         "<b>free</b>: a released page emptied, FREE"

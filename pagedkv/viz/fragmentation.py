@@ -207,6 +207,7 @@ def _draw_strip(
     boxes: list[tuple[int, int]],
     width: int,
     title: str,
+    ylabel: str = "first slot of row",
 ) -> None:
     """Slots in flat order wrapped into rows of `width`; boxes outline (start, length) runs."""
     n = len(colors)
@@ -226,7 +227,7 @@ def _draw_strip(
             slot += span
     ax.set_xticks([])
     ax.set_yticks(range(rows), [str(r * width) for r in range(rows)], fontsize=7)
-    ax.set_ylabel("first slot of row", fontsize=8)
+    ax.set_ylabel(ylabel, fontsize=8)
     ax.set_title(title, fontsize=10, loc="left")
 
 
@@ -237,7 +238,8 @@ def plot_paged_vs_contiguous(
     step: int | None = None,
     palette: SequencePalette | None = None,
 ) -> Figure:
-    """Side by side at `step` (default: the last): the paged pool and the contiguous replay.
+    """Side by side at `step` (default: the last): the paged pool, the contiguous replay and
+    the share bars.
     The legend names every sequence's colour and only the categories the picture shows."""
     palette = palette if palette is not None else DEFAULT_PALETTE
     step = _check_step(snapshots, step)
@@ -246,9 +248,10 @@ def plot_paged_vs_contiguous(
     size, num_slots = snap.page_size, snap.num_pages * snap.page_size
     width = _row_width(num_slots, size)
     counts = {"paged": _paged_counts(snap), "contiguous": _contiguous_counts(cache)}
-    fig = Figure(figsize=(11, 2.1 + 0.36 * (num_slots // width) * 2), dpi=90, layout="constrained")
+    # Strips and bars side by side: with the text about it on one 1280x720 screen (~310 px at 850 wide).
+    fig = Figure(figsize=(11, 2.4 + 0.42 * -(-num_slots // width)), dpi=90, layout="constrained")
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(2, 2, width_ratios=[3.2, 1])
+    grid = fig.add_gridspec(1, 3, width_ratios=[1, 1, 0.8])
     paged, empty = _paged_slots(snap, palette)
     _draw_strip(
         fig.add_subplot(grid[0, 0]),
@@ -256,21 +259,21 @@ def plot_paged_vs_contiguous(
         {"x": empty},
         [(pid * size, size) for pid in range(snap.num_pages)],
         width,
-        f"paged: {snap.num_pages} pages of {size} slots, {len(snap.seq_ids)} sequences, "
-        f"{counts['paged']['tokens'] / num_slots:.0%} of slots hold tokens",
+        f"paged: {snap.num_pages} pages of {size} slots,\n{len(snap.seq_ids)} sequences, "
+        f"{counts['paged']['tokens'] / num_slots:.0%} hold tokens",
     )
     title = (
-        f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}): {len(cache)} sequences,\n"
-        f"{counts['contiguous']['tokens'] / num_slots:.0%} of slots hold tokens"
+        f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}):\n{len(cache)} sequences, "
+        f"{counts['contiguous']['tokens'] / num_slots:.0%} hold tokens"
     )
     if refused:
-        title += f"; refused (no hole fits): {', '.join(map(str, refused))}"
+        title += f";\nrefused (no hole fits): {', '.join(map(str, refused))}"
     reservations = cache.accounting().reservations
     contiguous, marks = _contiguous_slots(cache, palette, num_slots)
     ranges = [(r.start, r.length) for r in reservations]
-    _draw_strip(fig.add_subplot(grid[1, 0]), contiguous, marks, ranges, width, title)
+    _draw_strip(fig.add_subplot(grid[0, 1]), contiguous, marks, ranges, width, title, ylabel="")
     shown = [c for c in CATEGORIES if counts["paged"][c] or counts["contiguous"][c]]
-    draw_shares(fig.add_subplot(grid[:, 1]), counts, shown, num_slots, STYLES)
+    draw_shares(fig.add_subplot(grid[0, 2]), counts, shown, num_slots, STYLES)
     # One key for strips and bars: a swatch per sequence (a refused one too), then the categories.
     seq_ids = list(dict.fromkeys([*snap.seq_ids, *(r.req_id for r in reservations), *refused]))
     key: list[tuple[Any, str]] = [(Patch(facecolor=palette.color(s)), f"token of {s}") for s in seq_ids]

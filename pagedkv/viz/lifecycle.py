@@ -58,6 +58,9 @@ WIDTH_IN = 11.0  # plot_lifecycle's default: notebook 00 draws it at 110 dpi
 DASHBOARD_WIDTH_IN, DASHBOARD_DPI = 7.6, 100
 FONT_PT_PER_IN = 12 / 7.6  # text size (pt) per inch of the figure's width
 ROW = 0.058  # one row of labels, in axes fractions of the height
+# The key's first line starts ~10 px under the picture's top (on the dashboard, 380 px tall):
+# right under the Page life tab's buttons, a line touching the edge looked cut off.
+KEY_TOP = 0.97
 
 
 def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Figure:
@@ -131,7 +134,7 @@ def _key(ax, lit: bool, pt: float) -> None:
     when `lit`: some arrow is orange), what reset does in the bottom-right one."""
     for k, text in enumerate(KEY_LEFT[: 1 + lit]):
         color = VICTIM_COLOR if k else IDLE_COLOR
-        ax.text(0.01, 0.99 - ROW * k, text, ha="left", va="top", fontsize=pt, color=color)
+        ax.text(0.01, KEY_TOP - ROW * k, text, ha="left", va="top", fontsize=pt, color=color)
     for k, text in enumerate(KEY_RIGHT):
         ax.text(0.99, 0.01 + ROW * (1 - k), text, ha="right", va="bottom", fontsize=pt, color="#222222")
 

@@ -6,13 +6,14 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   append copies, which request is preempted). The learner picks an answer and presses
   "Step and check": the step runs, and the widget grades the pick against what the step did.
 - `Quiz("05-check")`: multiple-choice check questions, one at a time, each explained once
-  answered.
+  answered; "k of n done" above them, and a one-line summary once all are done.
 - `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
 
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
 quite. Think it over" and a second try, with nothing given away; a right pick, or a second
 wrong one, shows the answer and why, and what the wrong pick overlooked (a prediction adds
-its longer `after` text, if it has one, and the pool heatmap after the step). A quiz titled
+its longer `after` text, if it has one, and the pool heatmap after the step). A right pick
+locks the question in both, so a later click cannot count as a wrong try. A quiz titled
 "Predict" asks about the cells below it: a line under its question says they show the
 answer, and goes once the answer is shown.
 
@@ -73,7 +74,7 @@ def markdown_html(text: str) -> str:
     return "".join(blocks)
 
 
-TRY_AGAIN = "Think it over, pick another answer and check it: that check shows the answer."
+TRY_AGAIN = "Think it over and pick another answer. A second wrong pick shows the answer."
 
 
 def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tuple[str, bool]:
@@ -234,10 +235,10 @@ class PredictStep(widgets.VBox):
 
 class Quiz(widgets.VBox):
     """Check questions: pick an answer, press Check, read why. A first wrong pick gets a
-    second try; the answer and its reason show after a right pick or a second wrong one.
-    Several questions show one at a time, with Previous / Next and "question k of n" above
-    them, so the quiz stays as tall as its tallest question. A quiz titled "Predict" shows
-    `note`, one line, under its questions until each is settled."""
+    second try; the answer and its reason show after a right pick (which locks the question)
+    or a second wrong one. Several questions show one at a time, with Previous / Next and
+    "question k of n (d of n done)" above them; `summary` counts first-try rights once all
+    are done. A quiz titled "Predict" shows `note` under its questions until all are done."""
 
     def __init__(self, question_id: str) -> None:
         data = quiz(question_id)
@@ -249,6 +250,7 @@ class Quiz(widgets.VBox):
         self.pages: list[widgets.VBox] = []  # one box per question; only `current` is displayed
         self.misses = [0] * len(self.questions)  # wrong picks so far: the answer shows after two
         self.settled = [False] * len(self.questions)  # right, or wrong twice
+        self.first_try: list[bool | None] = [None] * len(self.questions)  # right at the first pick?
         for k, q in enumerate(self.questions):
             picker = widgets.RadioButtons(
                 options=list(q.shown_options), value=None, layout=widgets.Layout(width="auto")
@@ -263,10 +265,9 @@ class Quiz(widgets.VBox):
             page = widgets.VBox([widgets.HTML(_box(number + html.escape(q.text))), picker, button, feedback])
             self.pages.append(page.add_class("pagedkv-quiz-question"))
         self.current = 0
-        self.previous = widgets.Button(description="Previous", icon="arrow-left")
-        self.next = widgets.Button(description="Next", icon="arrow-right")
-        self.previous.add_class("pagedkv-quiz-previous")
-        self.next.add_class("pagedkv-quiz-next")
+        make = widgets.Button
+        self.previous = make(description="Previous", icon="arrow-left").add_class("pagedkv-quiz-previous")
+        self.next = make(description="Next", icon="arrow-right").add_class("pagedkv-quiz-next")
         self.position = widgets.HTML().add_class("pagedkv-quiz-position")
         self.previous.on_click(lambda _: self.show(self.current - 1))
         self.next.on_click(lambda _: self.show(self.current + 1))
@@ -278,7 +279,9 @@ class Quiz(widgets.VBox):
         shown = "" if title == "Predict" else "none"
         self.note = widgets.HTML(PREDICT_NOTE, layout=widgets.Layout(width="100%", margin="0", display=shown))
         self.note.add_class("pagedkv-quiz-note")
-        self.children = [widgets.HTML(_box(f"<b>{html.escape(title)}</b>")), nav, *self.pages, self.note]
+        self.summary = widgets.HTML(layout=widgets.Layout(display="none")).add_class("pagedkv-quiz-summary")
+        head = widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))
+        self.children = [head, nav, *self.pages, self.summary, self.note]
         self.add_class("pagedkv-quiz")
         self.show(0)
 
@@ -289,8 +292,8 @@ class Quiz(widgets.VBox):
         self.current = k
         for j, page in enumerate(self.pages):
             page.layout.display = "" if j == k else "none"
-        done = sum(self.settled)
-        self.position.value = _box(f"question {k + 1} of {len(self.questions)} ({done} answered)")
+        n, done = len(self.questions), sum(self.settled)
+        self.position.value = _box(f"question {k + 1} of {n} ({done} of {n} done)")
         self.previous.disabled, self.next.disabled = k == 0, k == len(self.questions) - 1
         self.next.button_style = "primary" if self.settled[k] and not self.next.disabled else ""
 
@@ -302,16 +305,26 @@ class Quiz(widgets.VBox):
         if picker.value is None:
             self.feedback[k].value = _box("Pick an answer first.", WRONG)
             return False
-        hint = q.hints.get(picker.value, "")
+        if self.buttons[k].disabled:  # locked: the right answer was picked
+            return True
+        right, hint = picker.value == q.answer, q.hints.get(picker.value, "")
         self.feedback[k].value, settled = grade(picker.value, q.answer, q.why, self.misses[k], hint)
+        if self.first_try[k] is None:
+            self.first_try[k] = right
         if not settled:
             self.misses[k] = 1
         self.settled[k] = self.settled[k] or settled
+        if right:  # as PredictStep does: a right pick locks the question
+            picker.disabled = self.buttons[k].disabled = True
+            self.buttons[k].description = "Answered"
         if all(self.settled):
             self.note.layout.display = "none"
+            n, first = len(self.questions), sum(bool(r) for r in self.first_try)
+            self.summary.value = _box(f"<b>All {n} done</b>, {first} right at the first try.")
+            self.summary.layout.display = ""
         if k == self.current:
-            self.show(k)  # the answered count
-        return picker.value == q.answer
+            self.show(k)  # the done count
+        return right
 
 
 class Discuss(widgets.VBox):

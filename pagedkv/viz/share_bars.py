@@ -18,6 +18,7 @@ INSIDE = 0.1  # a segment at least this share of the bar (6 of 64 slots) carries
 GAP = 0.07  # the least distance, in bar shares, between two outside labels of one bar
 BARS = {"paged": 1.0, "contiguous": 0.0}  # y of each bar
 OUTSIDE = {"paged": 1.62, "contiguous": -0.62}  # y of its outside labels
+LABEL_PT = 15  # the slot counts: ≥ 14 px on screen with the figure shown 850 px wide
 BOX = {"facecolor": "white", "edgecolor": "none", "pad": 1}
 
 
@@ -41,7 +42,8 @@ def draw_shares(
         for (memory, y), share, start in zip(BARS.items(), values, left, strict=True):
             slots = counts[memory][category]
             if share >= INSIDE:
-                ax.text(start + share / 2, y, f"{slots}", ha="center", va="center", fontsize=13, bbox=BOX)
+                at = (start + share / 2, y)
+                ax.text(*at, f"{slots}", ha="center", va="center", fontsize=LABEL_PT, bbox=BOX)
             elif slots:
                 thin[memory].append((start + share / 2, slots))
         left += values
@@ -62,7 +64,7 @@ def _label_outside(ax: Axes, labels: list[tuple[float, int]], bar_y: float, y: f
     for x, slots in sorted(labels):
         at = min(max(x, placed + GAP, 0.04), 0.96)
         placed = at
-        ax.annotate(f"{slots}", xy=(x, edge), xytext=(at, y), ha="center", va="center", fontsize=13,
+        ax.annotate(f"{slots}", xy=(x, edge), xytext=(at, y), ha="center", va="center", fontsize=LABEL_PT,
                     bbox=BOX, arrowprops={"arrowstyle": "-", "color": "#333333", "lw": 1})  # fmt: skip
 
 
