@@ -3,7 +3,7 @@ byte counters and against notebook 05's four requests worked out by hand."""
 
 from pagedkv import TinyLM
 from pagedkv.bench import preempt
-from pagedkv.labs.swap_log import swap_log
+from pagedkv.labs.swap_log import swap_log, swap_totals
 from pagedkv.labs.workloads import Request, generate
 
 
@@ -35,3 +35,18 @@ def test_totals_match_the_benchmark_bytes():
         assert e.step < e.resume_step and e.pages_back >= e.partial_out
         assert e.prefix_hits + e.pages_back == e.pages_out
         assert e.row()[3] == e.pages_out
+
+
+def test_swap_totals_add_up_to_the_scheduler_byte_counters():
+    trace = generate("alpaca", 10, 0, vocab_size=256)
+    swap = preempt.run(quick=True).data["swap"]
+    page_bytes = 16 * swap["bytes_per_token"]
+    rows = dict(swap_totals(swap_log(TinyLM(seed=0), trace, num_pages=12), page_bytes))
+    assert rows["bytes out"] == swap["swap_out_bytes"] and rows["bytes back"] == swap["swap_in_bytes"]
+    keys = (
+        "pages out (every page a victim held)",
+        "prefix hits at the resume (not copied)",
+        "pages back (copied)",
+    )
+    out, hits, back = (rows[k] for k in keys)
+    assert out == hits + back and back == rows["  of them partial"] + rows["  of them evicted"]

@@ -123,3 +123,18 @@ def swap_log(
         resumed.clear()
         sched.update_from_output(output, sched.runner.execute(output))
     return log
+
+
+def swap_totals(log: list[SwapPreemption], page_bytes: int) -> list[list[object]]:
+    """A swap run's accounting, one quantity a row with one number: pages out = prefix hits
+    + pages back, pages back = partial + evicted, and the bytes each way (`page_bytes` a page)."""
+    out, hits, back = (sum(getattr(e, a) for e in log) for a in ("pages_out", "prefix_hits", "pages_back"))
+    return [
+        ["pages out (every page a victim held)", out],
+        ["bytes out", out * page_bytes],
+        ["prefix hits at the resume (not copied)", hits],
+        ["pages back (copied)", back],
+        ["  of them partial", sum(e.partial_out for e in log)],
+        ["  of them evicted", sum(e.evicted for e in log)],
+        ["bytes back", back * page_bytes],
+    ]
