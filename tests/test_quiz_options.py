@@ -161,8 +161,8 @@ def test_the_after_text_is_rendered_as_html_and_only_once_answered():
     ask.answer("req2")
     assert "The pool after step 11</b>" in ask.caption.value  # the step the question asks about
     shown = ask.after.value
-    assert "<ul><li><b>Step 11</b> (the picture)" in shown and "<code>req2</code>" in shown
-    assert "**" not in shown
+    assert "<ul><li><code>req1</code> keeps its 6 ACTIVE pages" in shown and "<code>req2</code>" in shown
+    assert "**" not in shown and "`" not in shown
     assert markdown_html("a `x<y` and **b**\n\n- *c*\n  d") == (
         "<p>a <code>x&lt;y</code> and <b>b</b></p><ul><li><i>c</i> d</li></ul>"
     )
