@@ -150,3 +150,38 @@ def test_page_size_point_records_the_most_requests_running_at_once():
     # in a tiny pool (one request at a time fits) the peak can never exceed the pool's pages
     tiny = page_size.one_run(256, 2048, requests=5)
     assert 1 <= tiny["max_batch"] <= 2048 // 256
+
+
+def test_queue_empty_step_and_last_few_against_a_hand_made_run():
+    from pagedkv.bench import scale
+
+    assert scale.queue_empty_step([3, 0, 1, 0, 0]) == 3  # waits again at step 2, then never
+    assert scale.queue_empty_step([0, 0]) == 0 and scale.queue_empty_step([2, 1]) == 2
+    data = {
+        "waiting": [2, 1, 0, 0, 0, 0],
+        "running": [5, 6, 6, 5, 3, 1],
+        "active_pages": [9, 9, 60, 50, 30, 10],
+    }
+    few = scale.last_few(data, 3, 5)  # steps 3 and 4 (counted by hand): 5 and 3 running
+    assert (few["first"], few["last"], few["running"], few["active_pages"]) == (3, 4, 4.0, 40.0)
+    with pytest.raises(ValueError):
+        scale.last_few(data, 7, 9)
+
+
+def test_chain_speed_is_the_batch_ratio_times_the_inverse_bytes_ratio():
+    from pagedkv.labs import costs, step_bytes
+    from pagedkv.viz.throughput_chain import chain_figure
+
+    weights, per_token = costs.weight_bytes("OPT-13B"), costs.bytes_per_token("OPT-13B")
+    rows = {
+        "oracle": {"token_states": 50.0, "mean_batch": 10.0},
+        "paged": {"token_states": 100.0, "mean_batch": 30.0},
+    }
+    chain = step_bytes.chain(rows, 1000)
+    oracle_bytes, paged_bytes = weights + 500 * per_token, weights + 1000 * per_token  # by hand
+    assert chain["paged"]["step_bytes"] == paged_bytes and chain["oracle"]["speed"] == 1.0
+    assert chain["paged"]["per_token"] == pytest.approx(paged_bytes / 30)
+    assert chain["paged"]["speed"] == pytest.approx(3 * oracle_bytes / paged_bytes)
+    fig = chain_figure(chain)
+    texts = {t.get_text() for ax in fig.axes for t in ax.texts}
+    assert {"50.0%", "100.0%", "10.0", "30.0", "1.0×"} <= texts

@@ -146,7 +146,7 @@ def simulate(
     sched = Scheduler(
         SequenceManager(pool), max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
     )
-    running, active = [], []  # per step: running sequences, ACTIVE pages
+    running, active, waiting = [], [], []  # per step: running sequences, ACTIVE pages, queue
     gc.collect()  # garbage of an earlier run is not this run's cost
     start, cpu = time.perf_counter(), time.process_time()
     sched.add_requests(trace)
@@ -155,6 +155,7 @@ def simulate(
             bar.update(len(sched.step().finished))
             running.append(len(sched.running))
             active.append(pool.num_active_pages)
+            waiting.append(len(sched.waiting))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     sched.manager.check_invariants()
     st = sched.stats
@@ -171,6 +172,31 @@ def simulate(
         "pool": pool.stats.as_dict(),
         "running": running,
         "active_pages": active,
+        "waiting": waiting,
+    }
+
+
+def queue_empty_step(waiting: list[int]) -> int:
+    """The first step from which no request waits any more (the queue stays empty to the end).
+    Example: queue_empty_step([3, 0, 1, 0, 0]) -> 3."""
+    step = len(waiting)
+    while step > 0 and waiting[step - 1] == 0:
+        step -= 1
+    return step
+
+
+def last_few(data: dict, low: int, high: int) -> dict:
+    """The steps after the queue empties in which `low` to `high` sequences run: the first and
+    last such step, and the mean running sequences and ACTIVE pages over those steps."""
+    start = queue_empty_step(data["waiting"])
+    steps = [i for i in range(start, len(data["running"])) if low <= data["running"][i] <= high]
+    if not steps:
+        raise ValueError(f"no step after the queue empties runs {low} to {high} sequences")
+    return {
+        "first": steps[0],
+        "last": steps[-1],
+        "running": float(np.mean([data["running"][i] for i in steps])),
+        "active_pages": float(np.mean([data["active_pages"][i] for i in steps])),
     }
 
 
@@ -277,6 +303,19 @@ def figure(report: Report):
     usage.yaxis.set_label_position("right")
     usage.set_ylabel("ACTIVE pages (%)", color="#E69F00")
     usage.set_ylim(0, 105)
+    empty = queue_empty_step(data.get("waiting", []))
+    if data.get("waiting") and empty < len(running):
+        ax.axvline(empty, color="#333333", ls="--", lw=1.2)
+        ax.annotate(
+            f"queue empty (step {empty:,})",
+            xy=(empty, 0.08),
+            xycoords=("data", "axes fraction"),
+            xytext=(-6, 0),
+            textcoords="offset points",
+            ha="right",
+            va="center",
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+        )
     ax.set_title(
         f"{data['requests']:,} ShareGPT-like requests (ACTIVE %: mean of the last {SMOOTH_STEPS} steps)"
     )

@@ -36,3 +36,23 @@ def memory_run(row: dict, num_slots: int, model: str = "OPT-13B") -> dict[str, f
     return {"batch": row["mean_batch"], "kv_tokens": kv_tokens} | decode_step(
         row["mean_batch"], kv_tokens, model
     )
+
+
+def chain(rows: dict[str, dict], num_slots: int, model: str = "OPT-13B", base: str = "oracle") -> dict:
+    """Section 1's chain for each system of `bench memory` (`rows` = `report.data[workload]`),
+    all over the same steps, those in which a request waits: its share of slots holding token
+    states (%), its mean batch (= output tokens per decode step), the bytes one step reads, the
+    bytes per output token, and its tokens per second relative to `base`'s if reading memory
+    sets the pace: (batch / base's batch) × (base's step bytes / its step bytes)."""
+    read = {system: memory_run(row, num_slots, model) for system, row in rows.items()}
+    ref = read[base]
+    return {
+        system: {
+            "token_states": rows[system]["token_states"],
+            "batch": r["batch"],
+            "step_bytes": r["total"],
+            "per_token": r["per_token"],
+            "speed": (r["batch"] / ref["batch"]) * (ref["total"] / r["total"]),
+        }
+        for system, r in read.items()
+    }
