@@ -10,6 +10,7 @@ from pagedkv import dense_attention
 from pagedkv.labs.naive import (
     MISTAKES,
     NaiveKVCache,
+    lost_pages,
     lru_steps,
     naive_attention,
     pagedkv_cache,
@@ -31,17 +32,17 @@ def test_without_mistakes_it_serves_like_pagedkv():
     assert fixed["hits"] == real["hits"] and fixed["available"] == real["available"]
 
 
-@pytest.mark.parametrize("mistake", ["leak", "empty_only_eviction"])
+@pytest.mark.parametrize("mistake", ["leak", "no_cached_eviction"])
 def test_a_pool_that_never_reclaims_refuses_requests(mistake):
     broken = serve_one_at_a_time(NaiveKVCache(32, 4, mistakes={mistake}), _requests())
     assert sum(broken["refused"]) > 20
 
 
-def test_empty_only_eviction_keeps_every_page_cached_while_the_leak_loses_them():
+def test_no_cached_eviction_keeps_every_page_cached_while_the_leak_loses_them():
     # Worked by hand: the first request takes 10 pages (8 of the system prompt, 2 of its own),
     # each later one 2 more; after 12 requests 10 + 11 * 2 = 32 pages are used up.
     expected_free = [max(32 - 10 - 2 * i, 0) for i in range(40)]
-    stuck = serve_one_at_a_time(NaiveKVCache(32, 4, mistakes={"empty_only_eviction"}), _requests())
+    stuck = serve_one_at_a_time(NaiveKVCache(32, 4, mistakes={"no_cached_eviction"}), _requests())
     leaky = serve_one_at_a_time(NaiveKVCache(32, 4, mistakes={"leak"}), _requests())
     assert stuck["free"] == leaky["free"] == leaky["available"] == expected_free
     assert stuck["cached"] == [32 - f for f in expected_free] and set(stuck["available"]) == {32}
@@ -54,8 +55,8 @@ def test_a_page_per_token_uses_a_page_for_every_token():
     assert 64 - cache.num_free_pages == 10
 
 
-def test_one_wall_clock_reading_per_release_evicts_the_head_page_first():
-    wall = NaiveKVCache(12, 4, mistakes={"wall_clock"}, clock=lambda: 5.0)
+def test_one_stamp_per_release_evicts_the_head_page_first():
+    wall = NaiveKVCache(12, 4, mistakes={"one_stamp_per_release"}, clock=lambda: 5.0)
     logical = NaiveKVCache(12, 4, mistakes=())
     for cache in (wall, logical):
         cache.add("A", list(range(18)))
@@ -72,7 +73,7 @@ def test_lru_steps_counts_each_step_of_notebook_08s_test():
     # other request's 40 tokens need 10 pages: 8 FREE + 2 evicted, the first 2 of the order.
     first, other = list(range(18)), list(range(100, 140))
     wall = lru_steps(
-        NaiveKVCache(12, 4, mistakes={"wall_clock"}, clock=lambda: 5.0), first, other, first + [7]
+        NaiveKVCache(12, 4, mistakes={"one_stamp_per_release"}, clock=lambda: 5.0), first, other, first + [7]
     )
     real = lru_steps(pagedkv_cache(12, 4), first, other, first + [7])
     for steps, order, hits in ((wall, [0, 1, 2, 3], 0), (real, [3, 2, 1, 0], 8)):
@@ -100,3 +101,15 @@ def test_unknown_mistakes_are_refused():
     with pytest.raises(ValueError, match="mistakes must be among"):
         NaiveKVCache(4, 4, mistakes={"typo"})
     assert "leak" in MISTAKES
+
+
+@pytest.mark.parametrize(
+    ("mistakes", "lost"),
+    [({"leak"}, list(range(10))), ({"no_cached_eviction"}, []), ((), [])],
+)
+def test_the_recount_finds_the_leaked_pages_after_one_request(mistakes, lost):
+    # Worked by hand: one 40-token request fills pages 0 to 9 of 4; the leak keeps all 10.
+    cache = NaiveKVCache(32, 4, mistakes=mistakes)
+    cache.add("r1", _requests(1)[0])
+    cache.free("r1")
+    assert lost_pages(cache) == lost

@@ -6,12 +6,12 @@ can be switched on alone (`NaiveKVCache(..., mistakes={"leak"})`), so one sympto
 at a time; the default is all of them:
 
 - `page_per_token`: a page per token instead of one per `page_size` tokens;
-- `empty_only_eviction`: eviction looks only for *empty* unheld pages, but a CACHED page
-  always holds tokens, so nothing is ever reclaimed and the pool "runs out" while full of
-  reusable pages;
-- `wall_clock`: LRU stamps pages with the wall clock, read once per `free()`: all pages of a
-  request tie, the tie is broken by page id, so the *first* (most shareable) page is evicted
-  first, and the order depends on timing, not on the operations;
+- `no_cached_eviction`: new pages come only from the free list; a released full page goes
+  CACHED, not back to the free list, and is never evicted, so the pool "runs out" while full
+  of reusable pages;
+- `one_stamp_per_release`: LRU stamps pages with one clock reading per `free()`: all pages of
+  a request tie, the tie is broken by page id, so the *first* (most shareable) page is
+  evicted first; the fix is the tail-first order within a release;
 - `stale_heap`: the eviction heap is never cleaned: a page revived by a prefix hit keeps its
   old entry and gets another at its next release, so the heap grows without bound;
 - `leak`: `free()` forgets the block table but never returns its pages;
@@ -34,7 +34,7 @@ import numpy as np
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.pool import OutOfPagesError
 
-MISTAKES = frozenset({"page_per_token", "empty_only_eviction", "wall_clock", "stale_heap", "leak"})
+MISTAKES = frozenset({"page_per_token", "no_cached_eviction", "one_stamp_per_release", "stale_heap", "leak"})
 
 
 class NaiveKVCache:
@@ -60,7 +60,7 @@ class NaiveKVCache:
         self.stamp = [0.0] * num_pages  # page id -> when it was last released
         self.lru: list[tuple[float, int]] = []  # heap of (stamp, page id): eviction candidates
         self.tables: dict[Hashable, list[int]] = {}  # seq id -> block table
-        self.ticks = 0  # logical clock, used when the wall-clock mistake is off
+        self.ticks = 0  # logical clock, used when one_stamp_per_release is off
 
     # ---- what callers see --------------------------------------------------------------------
 
@@ -103,14 +103,15 @@ class NaiveKVCache:
         if "leak" in self.mistakes:
             return  # the block table is gone, the ref counts stay: these pages are lost
         self.ticks += 1
-        now = self.clock() if "wall_clock" in self.mistakes else float(self.ticks)
+        one_stamp = "one_stamp_per_release" in self.mistakes
+        now = self.clock() if one_stamp else float(self.ticks)
         for k, page in enumerate(reversed(table)):  # tail first
             self.ref[page] -= 1
             if self.ref[page]:
                 continue
-            # The logical clock orders the pages of one release tail first; one wall-clock
-            # reading for the whole call gives them all the same stamp.
-            self.stamp[page] = now if "wall_clock" in self.mistakes else now + k / (len(table) + 1)
+            # Tail first: the k-th page from the tail gets a stamp k / (len + 1) later. With
+            # one_stamp, every page of the release gets the same stamp: they tie.
+            self.stamp[page] = now if one_stamp else now + k / (len(table) + 1)
             if self.block_hash[page] is not None:
                 heapq.heappush(self.lru, (self.stamp[page], page))
             else:
@@ -123,20 +124,16 @@ class NaiveKVCache:
 
     def _take(self, n: int) -> list[int]:
         free = len(self.free_list)
-        if n > free + self._evictable():
-            raise OutOfPagesError(
-                f"need {n} pages, {free} FREE and {self._evictable()} evictable of {self.num_pages}"
-            )
+        if "no_cached_eviction" in self.mistakes:
+            reusable = free  # only the free list counts: a CACHED page is never taken
+        else:
+            reusable = free + self.num_cached_pages
+        if n > reusable:
+            raise OutOfPagesError(f"need {n} pages, {reusable} reusable of {self.num_pages}")
         pages = [heapq.heappop(self.free_list) for _ in range(min(n, free))]
         while len(pages) < n:
             pages.append(self._evict())
         return pages
-
-    def _evictable(self) -> int:
-        unheld = [p for p in range(self.num_pages) if self.ref[p] == 0 and self.block_hash[p]]
-        if "empty_only_eviction" in self.mistakes:
-            return sum(1 for p in unheld if not self.tokens[p])  # always 0: CACHED pages are full
-        return len(unheld)
 
     def _evict(self) -> int:
         while True:  # stale entries (revived or re-released pages) are skipped
@@ -159,6 +156,13 @@ class NaiveKVCache:
         """CACHED pages, next victim first."""
         live = {(s, p) for s, p in self.lru if self.ref[p] == 0 and self.block_hash[p] and s == self.stamp[p]}
         return [p for _, p in sorted(live)]
+
+
+def lost_pages(cache: NaiveKVCache) -> list[int]:
+    """A recount of ref counts: the pages whose ref count differs from the number of block
+    tables holding them (a leaked page keeps ref count 1 with no block table holding it)."""
+    held = [page for table in cache.tables.values() for page in table]
+    return [page for page in range(cache.num_pages) if cache.ref[page] != held.count(page)]
 
 
 def naive_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -17,10 +17,10 @@ import pagedkv.labs.naive
 EXCERPTS: dict[str, tuple[tuple[str, int], ...]] = {
     "page_per_token": (('per_page = 1 if "page_per_token"', 2),),
     "leak": (("table = self.tables.pop(seq_id)", 3),),
-    "empty_only_eviction": (("unheld = [p for p in range", 4),),
-    "wall_clock": (
-        ('now = self.clock() if "wall_clock"', 2),
-        ('self.stamp[page] = now if "wall_clock"', 1),
+    "no_cached_eviction": (("free = len(self.free_list)", 7),),
+    "one_stamp_per_release": (
+        ('one_stamp = "one_stamp_per_release"', 3),
+        ("self.stamp[page] = now if one_stamp", 1),
     ),
     "stale_heap": (
         ("self.ref[page] += 1  # revived", 1),
