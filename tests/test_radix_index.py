@@ -334,23 +334,40 @@ def test_evict_pages_frees_exactly_the_pages_asked_leaf_first() -> None:
     cache.check()
 
 
-def test_page_roles_of_notebook_09_request_3_by_hand() -> None:
-    from pagedkv.labs.radix_roles import page_roles
+def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
+    from pagedkv.labs.radix_roles import block_rows, block_table_text
 
-    def row(pages, hits, evicted, new_indexed, released_free):
-        return {"pages": pages, "hits": hits, "evicted": evicted, "new_indexed": new_indexed,
-                "released_free": released_free}  # fmt: skip
+    def row(pages, hits, evicted, released_free, orphans):
+        return {"pages": pages, "hits": hits, "evicted": evicted, "released_free": released_free,
+                "orphans": orphans}  # fmt: skip
 
-    r1 = row(list(range(10)), 0, [], list(range(9)), [9])
-    r2 = row([0, 1, 2, 3, 4, 9, 10, 11, 8], 20, [8], [9, 10, 11, 8], [])
+    r1 = row(list(range(10)), 0, [], [9], [])
+    r2 = row([0, 1, 2, 3, 4, 9, 10, 11, 8], 20, [8], [], [])
+    r3 = [0, 1, 2, 3, 4, 5, 7, 6, 8, 11]
     rows = {
-        "hash": [r1, r2, row([0, 1, 2, 3, 4, 5, 7, 6, 8, 11], 24, [7, 6, 8, 11], [6, 8], [7, 11])],
-        "radix": [r1, r2, row([0, 1, 2, 3, 4, 5, 7, 6, 8, 11], 24, [7, 6, 8, 11], [], [7, 6, 8, 11])],
+        "hash": [r1, r2, row(r3, 24, [7, 6, 8, 11], [7, 11], [6, 8])],
+        "radix": [r1, r2, row(r3, 24, [7, 6, 8, 11], [7, 6, 8, 11], [])],
     }
-    roles = page_roles(rows, 2, 7, {"hash": [6, 8], "radix": []})  # type: ignore[arg-type]
-    assert roles == [
-        (7, "request 1's block 7", "evicted -> request 3's block 6 (copy)", "FREE (never indexed)"),
-        (6, "request 1's block 6", "evicted -> request 3's block 7", "orphan (hash) / FREE (radix)"),
-        (8, "request 2's block 8", "evicted -> request 3's block 8", "orphan (hash) / FREE (radix)"),
-        (11, "request 2's block 7", "evicted -> request 3's block 9 (partial)", "FREE (never indexed)"),
+    a = list(range(100, 137))  # 28 prompt tokens, 9 answer tokens
+    b = a[:20] + list(range(200, 216))  # differs from block 5 on
+    tokens, prompt_lens = [a, b, a], [28, 27, 28]
+    assert block_rows(rows["hash"], 2, tokens, prompt_lens) == [  # type: ignore[arg-type]
+        *[(k, k, "prefix hit", "", "indexed") for k in range(6)],
+        (6, 7, "evicted: request 1's block 7", "copy of page 6", "FREE"),
+        (7, 6, "evicted: request 1's block 6", "original of block 6", "orphan"),
+        (8, 8, "evicted: request 2's block 8", "", "orphan"),
+        (9, 11, "evicted: request 2's block 7", "partial", "FREE"),
     ]
+    assert [r[4] for r in block_rows(rows["radix"], 2, tokens, prompt_lens)][6:] == ["FREE"] * 4  # type: ignore[arg-type]
+    # request 2 shares blocks 0-4 only: its block 5 is no copy
+    assert block_rows(rows["hash"], 1, tokens, prompt_lens)[5] == (5, 9, "FREE", "", "indexed")  # type: ignore[arg-type]
+    text = block_table_text(rows, 2, tokens, prompt_lens).splitlines()  # type: ignore[arg-type]
+    assert text[0] == "request 3: block table [0, 1, 2, 3, 4, 5, 7, 6, 8, 11]"
+    assert [line.split(" | ")[:2] for line in text[2:]] == [
+        ["0-5  ", "0-5 "],
+        ["6    ", "7   "],
+        ["7    ", "6   "],
+        ["8    ", "8   "],
+        ["9    ", "11  "],
+    ]
+    assert text[1].split(" | ")[-2:] == ["after: hash", "after: radix"]

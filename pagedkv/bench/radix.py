@@ -96,33 +96,39 @@ def figure(report: Report):
 
     results = report.data["results"]
     names = list(results)
-    fig = Figure(figsize=(12, 4))
+    fig = Figure(figsize=(8.5, 4.6))  # 850 px at 100 dpi: shown at natural size in a cell
     FigureCanvasAgg(fig)
     panels = [
         ("hit_tokens", "hit tokens"),
         ("evictions", "pages evicted"),
-        ("entries", "index entries (hashes or nodes)\nbeside the pages they hold (grey)"),
+        ("entries", "index entries\nand pages they hold"),
     ]
     for ax, (key, label) in zip(fig.subplots(1, 3), panels):
         values = [results[n][key] for n in names]
         if key == "entries":  # two bars per index, both numbered: entries, then pages held
             xs = range(len(names))
-            bars = ax.bar([x - 0.2 for x in xs], values, 0.4, color=[COLORS[n] for n in names])
+            bars = ax.bar([x - 0.21 for x in xs], values, 0.38, color=[COLORS[n] for n in names])
             held = [results[n]["cached_pages"] for n in names]
-            ax.bar_label(ax.bar([x + 0.2 for x in xs], held, 0.4, color="#BBBBBB"), fontsize=12)
+            grey = ax.bar([x + 0.21 for x in xs], held, 0.38, color="#BBBBBB")
+            ax.bar_label(grey, fontsize=10)
             ax.set_xticks(list(xs), names)
-            ax.bar_label(bars, fontsize=12)
+            ax.bar_label(bars, fontsize=10)
+            ax.legend(
+                [bars[0], grey[0]], ["entries (coloured)", "pages (grey)"], fontsize=10, loc="upper left"
+            )
+            ax.set_ylim(0, 1.6 * max(held))  # room for the legend above the bars
         else:  # bars from 0 hide a small gap: each label says how far it is from the first bar
             bars = ax.bar(names, values, color=[COLORS[n] for n in names])
             gaps = [f"{v:,}" + (f"\n({v - values[0]:+,})" if v != values[0] else "") for v in values]
-            ax.bar_label(bars, gaps, fontsize=12)
-        ax.set_title(label, fontsize=13)
-        ax.tick_params(labelsize=12)
-        ax.margins(y=0.25)
+            ax.bar_label(bars, gaps, fontsize=11)
+        ax.set_title(label, fontsize=12)
+        ax.tick_params(labelsize=11)
+        if key != "entries":
+            ax.margins(y=0.25)
     fig.suptitle(
         f"Radix tree vs hash chain: {report.data['workload']} stream, "
         f"{report.data['cache_tokens']} tokens of cache",
-        fontsize=14,
+        fontsize=12,
     )
     fig.tight_layout()
     return fig

@@ -1,6 +1,7 @@
-"""Notebook 09, section 3: what each page evicted for a request was before it, during it and
-after it, read from `pagedkv.labs.radix_vs_hash.generate_one_at_a_time`'s rows; and what a
-pool's prefix index does with each page of a block table (`page_kinds`, sections 3 and 5)."""
+"""Notebook 09, section 3: each request's block table, block by block, with where each page
+came from and what became of it (`block_rows`, `block_table_text`), read from
+`pagedkv.labs.radix_vs_hash.generate_one_at_a_time`'s rows; and what a pool's prefix index
+does with each page of a block table (`page_kinds`, sections 3 and 5)."""
 
 from __future__ import annotations
 
@@ -10,53 +11,100 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.labs.radix_vs_hash import RequestRow, orphan_pages
 
 
-def page_roles(
-    rows_by_index: dict[str, list[RequestRow]],
+def block_rows(
+    rows: Sequence[RequestRow],
     i: int,
-    prompt_pages: int,
-    orphans: dict[str, list[int]],
+    tokens: Sequence[Sequence[int]],
+    prompt_lens: Sequence[int],
     page_size: int = 4,
-) -> list[tuple[int, str, str, str]]:
-    """One row per page request `i` (from 0) evicted and reused, in its block order:
-    (page id, its role before the request, its role during it, its state after release).
-    A role names a block by its position in the block table, from 0 ("request 1's block 7").
+) -> list[tuple[int, int, str, str, str]]:
+    """One row per block of request `i` (from 0) in one pool: (block k, page id, where the
+    page came from, a note, its state once the request finished), read from the pool's block
+    tables (`generate_one_at_a_time`'s rows). `tokens[j]` are the tokens request j stored,
+    the first `prompt_lens[j]` of them its prompt.
 
-    `prompt_pages` is the request's number of full prompt pages: a new page among them is a
-    recomputed copy (the last-token rule). `orphans` names each pool's orphan pages after the
-    request (`orphan_pages`). The after column is "FREE", "indexed" or "orphan", with the
-    pool's name when the pools differ (notebook 09, section 3)."""
-    rows = next(iter(rows_by_index.values()))
-    row, out = rows[i], []
+    Where from: "prefix hit", "FREE", or "evicted: request j's block m" (its last holder).
+    The note: "copy of page p" for a full prompt block recomputed although an earlier
+    request's page p holds the same prefix (the last-token rule); "original of block m" for
+    an evicted page that held the tokens such a copy repeats; "was an orphan" for an evicted
+    page that was one; "partial" for a last page not full. The state: "indexed", "orphan"
+    (`orphan_pages`) or "FREE"."""
+    row, out = rows[i], list[tuple[int, int, str, str, str]]()
+    hit_blocks, full_prompt = row["hits"] // page_size, prompt_lens[i] // page_size
+    copies: dict[int, int] = {}  # copy block -> the page of the earlier request's same block
+    for k in range(hit_blocks, full_prompt):
+        prefix = list(tokens[i][: (k + 1) * page_size])
+        same = [j for j in range(i) if list(tokens[j][: len(prefix)]) == prefix]
+        if same:
+            copies[k] = rows[same[-1]]["pages"][k]
     for k, page in enumerate(row["pages"]):
-        if page not in row["evicted"]:
-            continue
-        j = max(j for j in range(i) if page in rows[j]["pages"])
-        before = f"request {j + 1}'s block {rows[j]['pages'].index(page)}"
-        copy = row["hits"] // page_size <= k < prompt_pages
-        partial = k == len(row["pages"]) - 1 and k >= prompt_pages
-        during = f"request {i + 1}'s block {k}{' (copy)' * copy}{' (partial)' * partial}"
-        after = {}
-        for name, pool_rows in rows_by_index.items():
-            state = "FREE" if page in pool_rows[i]["released_free"] else "indexed"
-            after[name] = "orphan" if page in orphans[name] else state
-        if len(set(after.values())) == 1:
-            indexed = any(page in r[i]["new_indexed"] for r in rows_by_index.values())
-            text = after[next(iter(after))] + ("" if indexed else " (never indexed)")
+        note = f"copy of page {copies[k]}" if k in copies else ""
+        if k < hit_blocks:
+            source = "prefix hit"
+        elif page in row["evicted"]:
+            j = max(j for j in range(i) if page in rows[j]["pages"])
+            m = rows[j]["pages"].index(page)
+            source = f"evicted: request {j + 1}'s block {m}"
+            if copies.get(m) == page:
+                note = f"original of block {m}"
+            elif page in rows[i - 1]["orphans"]:
+                note = "was an orphan"
         else:
-            text = " / ".join(f"{state} ({name})" for name, state in after.items())
-        out.append((page, before, f"evicted -> {during}", text))
+            source = "FREE"
+        if (k + 1) * page_size > len(tokens[i]):
+            note = "partial"
+        state = "orphan" if page in row["orphans"] else "FREE" if page in row["released_free"] else "indexed"
+        out.append((k, page, source, note, state))
     return out
 
 
-def role_table(roles: Sequence[tuple[int, str, str, str]], i: int) -> str:
-    """`page_roles` as a text table, one line a page."""
-    head = ("page", f"before request {i + 1}", f"during request {i + 1}", "after release")
-    lines = [(str(p), b, d, a) for p, b, d, a in roles]
-    widths = [max(len(line[c]) for line in [head, *lines]) for c in range(4)]
-    return "\n".join(
-        " | ".join(f"{cell:{w}}" for cell, w in zip(line, widths, strict=True)).rstrip()
-        for line in [head, *lines]
-    )
+def _span(values: Sequence[int]) -> str:
+    if len(values) > 1 and list(values) == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}-{values[-1]}"
+    return ", ".join(map(str, values))
+
+
+def block_table_text(
+    rows_by_index: dict[str, list[RequestRow]],
+    i: int,
+    tokens: Sequence[Sequence[int]],
+    prompt_lens: Sequence[int],
+    page_size: int = 4,
+) -> str:
+    """Request `i`'s `block_rows` as a text table: one table when every pool gave it the same
+    block table (a state column per pool when the states differ), else one table per pool.
+    Blocks in a row on pages in a row, with the same source, note and state, share a line."""
+    per_pool = {n: block_rows(r, i, tokens, prompt_lens, page_size) for n, r in rows_by_index.items()}
+    tables = [(list(per_pool), list(per_pool.values()))]
+    if len({tuple(r[i]["pages"]) for r in rows_by_index.values()}) > 1:
+        tables = [([name], [blocks]) for name, blocks in per_pool.items()]
+    out: list[str] = []
+    for names, pools in tables:
+        states = [tuple(p[k][4] for p in pools) for k in range(len(pools[0]))]
+        split = any(len(set(s)) > 1 for s in states)
+        after = [f"after: {n}" for n in names] if split else ["after release"]
+        lines: list[list] = []  # [blocks, pages, source, note, states]
+        for (k, page, source, note, _), state in zip(pools[0], states, strict=True):
+            last = lines[-1] if lines else None
+            if (
+                last
+                and last[2:] == [source, note, state]
+                and last[1][-1] + 1 == page
+                and (source in ("prefix hit", "FREE"))
+            ):
+                last[0].append(k)
+                last[1].append(page)
+            else:
+                lines.append([[k], [page], source, note, state])
+        cells = [["block", "page", "came from", "note", *after]] + [
+            [_span(b), _span(p), src, note, *(st if split else st[:1])] for b, p, src, note, st in lines
+        ]
+        widths = [max(len(c[n]) for c in cells) for n in range(len(cells[0]))]
+        name = "" if len(names) > 1 else f", {names[0]} pool"
+        out += [""] if out else []
+        out.append(f"request {i + 1}{name}: block table {[b[1] for b in pools[0]]}")
+        out += [" | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells]
+    return "\n".join(out)
 
 
 def page_kinds(pool: KVCachePool, pages: Sequence[int]) -> list[str]:

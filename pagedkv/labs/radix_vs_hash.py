@@ -158,6 +158,7 @@ class RequestRow(TypedDict):
     new_pages: list[int]  # its pages that were not prefix hits, block order
     new_indexed: list[int]  # those of its new pages the index holds once it finished
     released_free: list[int]  # its pages that went FREE when it finished, block order
+    orphans: list[int]  # the pool's orphan pages once it finished (`orphan_pages`)
 
 
 def generate_one_at_a_time(
@@ -198,6 +199,7 @@ def generate_one_at_a_time(
             pages=pages, evicted=list(evicted), new_pages=new_pages,
             new_indexed=[p for p in new_pages if pool.prefix_index.holds_page(p)],
             released_free=[p for p in pages if pool.page(p).state.name == "FREE"],
+            orphans=orphan_pages(pool),
         )  # fmt: skip
         rows.append(row)
     pool.remove_listener(on_event)
@@ -219,7 +221,7 @@ def account_lines(rows: Sequence[RequestRow], i: int, page_size: int = 4, num_pa
     row = rows[i]
     before = rows[i - 1] if i else RequestRow(
         hits=0, evictions=0, indexed=0, free=num_pages, pages=[], evicted=[], new_pages=[],
-        new_indexed=[], released_free=[],
+        new_indexed=[], released_free=[], orphans=[],
     )  # fmt: skip
     new, evicted = row["new_pages"], row["evicted"]
     taken = len(new) - len(evicted)
