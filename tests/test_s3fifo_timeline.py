@@ -1,0 +1,43 @@
+"""`s3fifo_timeline` against the pool's own counts (evictions, CACHED pages) and a stream
+worked by hand; `plot_timeline` fits 850 px with text of at least 12 px."""
+
+from __future__ import annotations
+
+from matplotlib.text import Text
+
+from pagedkv.labs.hit_rate_lab import replay
+from pagedkv.labs.lab_workloads import LabRequest, lab_workload
+from pagedkv.labs.s3fifo_timeline import plot_timeline, s3fifo_timeline
+
+
+def test_victims_add_up_to_the_pools_evictions():
+    scan = lab_workload("scan")[:80]
+    rows = s3fifo_timeline(scan, 2048)
+    assert len(rows) == len(scan)
+    assert sum(r["from S"] + r["from M"] for r in rows) == replay(scan, 2048, "s3fifo").evictions
+    assert all(r["S"] + r["M"] == r["cached"] for r in rows)
+    assert all(r["from S"] == 24 and r["from M"] == 0 for r in rows[44:48])  # a burst leaves S
+
+
+def test_a_stream_worked_by_hand():
+    # A pool of 4 pages of 2 tokens. "a" caches 2 prompt pages and 1 full output page, all
+    # in S. "b" revives a's first page (a prefix hit), then needs 2 pages of its own: the
+    # FREE one and one victim, S's head [3, 4] (count 0). b's last page holds 1 token: FREE.
+    a = LabRequest("zipf0-p0", [1, 2, 3, 4], [5, 6])
+    b = LabRequest("zipf1-p0", [1, 2, 9, 9], [7])
+    rows = s3fifo_timeline([a, b], 8, page_size=2)
+    assert rows[0] == {"source": "zipf", "S": 3, "M": 0, "G": 0, "from S": 0, "from M": 0, "cached": 3}
+    assert (rows[1]["from S"], rows[1]["from M"]) == (1, 0)
+    assert rows[1]["from S"] == replay([a, b], 8, "s3fifo", page_size=2).evictions
+
+
+def test_figure_fits_and_its_text_is_readable():
+    rows = s3fifo_timeline(lab_workload("scan")[:80], 2048)
+    fig = plot_timeline(rows, 44, 79, 12.8)
+    width, height = fig.get_size_inches() * fig.dpi
+    scale = min(1.0, 850 / width)
+    assert height * scale <= 420
+    fig.canvas.draw()
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+    sizes = [t.get_fontsize() * fig.dpi / 72 * scale for t in texts]
+    assert sizes and min(sizes) >= 12
