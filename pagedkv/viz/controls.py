@@ -46,6 +46,7 @@ SCHEDULER_NOTE = (  # instead of ACTIONS_NOTE when a scheduler runs the scenario
 )
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 PREFIX_TIP = (
+    "lists running sequences only (a waiting or preempted request holds no pages); "
     "your request starts with the tokens this sequence holds so far (a request still "
     "prefilling: only its prompt tokens computed so far), then your prompt: "
     "the full pages those tokens fill are prefix hits"
