@@ -28,15 +28,29 @@ KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says 
 
 
 HITS_TIP = (
-    "Counted once per request, when it is admitted: the prompt tokens it is admitted with "
-    "(with chunked prefill, its first chunk plus what the cache already held) are looked up; "
-    "the hits are those found in full cached pages. The log's allocate and prefix hit lines "
-    "at each admission add up to it."
+    "Counted once per request, when it is admitted: the prompt tokens it is admitted with are "
+    "looked up (its whole prompt; with a scheduler, the tokens its first prefill step computes "
+    "plus its prefix hits). Hits: the tokens found in full pages already in the pool."
 )
 SCROLL_NOTE_PX = 24  # the Block tables tab's line under its scrolling box
 SCROLL_NOTE = (
     "<div style='font-size:13px;color:#444'>↕ The box above scrolls: every running sequence "
     "has a block-table row and a tokens-by-page row.</div>"
+)
+
+
+HOW_TO_READ = (  # the log's folded note: its order, its counting and its kinds
+    "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
+    "cause before effect: a scheduler's decision first, then each eviction, the allocation "
+    "it made room for and the token; a finish or a refusal last. Tokens count from 1 in each "
+    "sequence; slots and places count from 0. A slot is a token's place in the pool, page × page "
+    "size + its place in the page: “in slot 13 (page 3, place 1)” is the second place of page 3. "
+    "<b>append</b>: a token written into its slot; "
+    "<b>allocate</b>: FREE (or evicted) pages taken; <b>prefix hit</b>: cached pages reused; "
+    "<b>fork shares</b>: a new sequence holds its parent's pages "
+    "(notebook 04); <b>evict</b>: a CACHED page taken back; <b>cow</b>: a shared page "
+    "copied before a write (notebook 04); <b>cache</b>: a released full page kept, CACHED; "
+    "<b>free</b>: a released page emptied, FREE"
 )
 
 
@@ -186,17 +200,7 @@ def log_html(
         f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;overflow-x:hidden;"
         "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:anywhere'>"
         f"<div><b>event log</b>, newest step first; tokens count from 1, slots from 0<br>{key}</div>\n"
-        "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
-        "cause before effect: a scheduler's decision first, then each eviction, the allocation "
-        "it made room for and the token; a finish or a refusal last. Tokens count from 1 in each "
-        "sequence; slots and places count from 0. A slot is a token's place in the pool, page × page "
-        "size + its place in the page: “in slot 13 (page 3, place 1)” is the second place of page 3. "
-        "<b>append</b>: a token written into its slot; "
-        "<b>allocate</b>: FREE (or evicted) pages taken; <b>prefix hit</b>: cached pages reused; "
-        "<b>fork shares</b>: a new sequence holds its parent's pages "
-        "(notebook 04); <b>evict</b>: a CACHED page taken back; <b>cow</b>: a shared page "
-        "copied before a write (notebook 04); <b>cache</b>: a released full page kept, CACHED; "
-        "<b>free</b>: a released page emptied, FREE"
+        + HOW_TO_READ
         + (
             "; <b>preempt</b>: a request sent back to wait (notebook 05); <b>resume</b>: a "
             "preempted request admitted again; <b>abort</b>: a request dropped before it "

@@ -52,7 +52,7 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
 )
 # Your own requests (ids "yours1", ...): colours far from CACHED orange (no sand, pear or rose),
 # the first one no other sequence of the picture has yet
-YOURS_COLORS = ("#EE3377", "#88CCEE", "#AA4499", "#117733", "#225555", "#004488", "#332288")
+YOURS_COLORS = ("#88CCEE", "#117733", "#AA4499", "#EE3377", "#225555", "#004488", "#332288")
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"
 LRU_CMAP = "plasma"  # wider hue steps than viridis: neighbouring ranks of 8 look different
@@ -136,7 +136,7 @@ def yours_color(seq_id: Hashable, known: dict[Hashable, str]) -> str | None:
     """The colour of one of your own requests (an id "yours<n>"), or None for any other id:
     the first of YOURS_COLORS that `known` does not use yet (cycling once all are used), so
     it is never the sand or pear that reads like CACHED orange.
-    Example: yours_color("yours1", {"request_A": "#CC6677"}) -> "#EE3377"."""
+    Example: yours_color("yours1", {"request_A": "#CC6677"}) -> "#88CCEE"."""
     if not str(seq_id).startswith("yours"):
         return None
     used = set(known.values())
