@@ -589,3 +589,51 @@ def test_the_log_names_each_slot_with_its_page_and_place(dash):
     slot = dash.run.records[-1].slots["request_A"]
     assert slot == 5 * 4 + 0
     assert "appends its token 21, " in log and f"in slot {slot} (page 5, place 0)" in log
+
+
+def test_switching_with_only_scenario_steps_asks_nothing_and_says_step_0(dash):
+    """Scenario steps replay with Step, so losing them needs no question; the caption then
+    says the new scenario starts at step 0. With an action of your own it asks, and the
+    question names only your actions."""
+    dash.step_button.click()
+    dash.scenario_picker.value = "fill"
+    assert dash.run.scenario.name == "fill" and dash.confirm.layout.display == "none"
+    assert "new scenario, at step 0: " in dash.caption.value and dash.run.cursor == 0
+    dash.step_button.click()
+    assert "new scenario" not in dash.caption.value
+    dash.prompt.value = "mine"
+    dash.add_button.click()
+    dash.scenario_picker.value = "walkthrough"
+    assert "You would lose your 1 action (a scenario's steps replay with Step)." in dash.confirm_text.value
+    assert "step 1" not in dash.confirm_text.value
+    dash.reset_button.click()
+    assert "new scenario" not in dash.caption.value
+
+
+def test_status_line_counts_active_of_all_pages_and_names_cached_apart(dash):
+    """ "ACTIVE k of N pages (u%)": CACHED and FREE are counted apart, never called free."""
+    dash.goto(23)
+    snap = dash.run.snapshots[-1]
+    counts = [int((snap.state == s).sum()) for s in (PageState.ACTIVE, PageState.CACHED, PageState.FREE)]
+    text = re.sub(r"<[^>]+>", "", dash.status.value)
+    assert f"ACTIVE {counts[0]} of 16 pages ({counts[0] / 16:.0%})" in text
+    assert f"CACHED {counts[1]} (reusable or evictable) · FREE {counts[2]}" in text
+    assert "count as free" not in text and "prefix hits 16 of 43 prompt tokens looked up" in text
+    assert "when it is admitted" in html.unescape(dash.status.value)  # the tooltip says what is counted
+
+
+def test_the_log_says_tokens_count_from_1_and_slots_from_0(dash):
+    dash.step_button.click()
+    assert "tokens count from 1, slots from 0" in dash.event_log.value
+    assert "slots and places count from 0" in dash.event_log.value
+
+
+def test_your_request_is_never_coloured_like_cached_orange(dash):
+    from pagedkv.viz.palette import YOURS_COLORS
+
+    dash.prompt.value = "mine"
+    dash.add_button.click()
+    color = dash.palette.color("yours1")
+    assert color == YOURS_COLORS[0] and color not in {"#DDCC77", "#BBCC33"}
+    used = {dash.palette.color(s) for s in ("request_A", "request_B")}
+    assert color not in used

@@ -389,3 +389,26 @@ def test_the_quiz_counts_done_questions_and_sums_up_first_try_rights_at_the_end(
         assert f"({k + 1} of {n} done)" in quiz.position.value
     assert quiz.summary.layout.display != "none"
     assert f"All {n} done</b>, {n - 2} right at the first try." in quiz.summary.value
+
+
+def test_a_second_wrong_pick_shows_the_answer_selected_and_locks_the_question():
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("00-check")
+    q = quiz.questions[2]
+    wrong = [o for o in q.options if o != q.answer]
+    quiz.check(2, wrong[0])
+    quiz.check(2, wrong[1])
+    assert f"the answer is “{q.answer}”" in quiz.feedback[2].value
+    assert quiz.pickers[2].value == q.answer and quiz.pickers[2].disabled
+    assert quiz.buttons[2].disabled and quiz.buttons[2].description == "Answer shown"
+    assert "emptied" not in q.why and "FREE" in q.why  # the notebook's words
+
+
+def test_a_one_question_quiz_shows_no_all_done_summary():
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("09-predict-lock")
+    assert len(quiz.questions) == 1
+    quiz.check(0, quiz.questions[0].answer)
+    assert quiz.settled == [True] and quiz.summary.layout.display == "none"

@@ -46,9 +46,9 @@ SCHEDULER_NOTE = (  # instead of ACTIONS_NOTE when a scheduler runs the scenario
 )
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 PREFIX_TIP = (
-    "your request starts with the tokens this sequence holds so far (a request still "
-    "prefilling: only its prompt tokens computed so far), then your prompt: "
-    "the full pages those tokens fill are prefix hits"
+    "running sequences only (a waiting or preempted one holds no pages); your request starts "
+    "with the tokens this sequence holds so far (a request still prefilling: only its prompt "
+    "tokens computed so far), then your prompt: the full pages those tokens fill are prefix hits"
 )
 BUTTON_PX = 96  # Step, Back, Reset, Fork, Finish: narrow, so Jump to fits on the Step row
 DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler

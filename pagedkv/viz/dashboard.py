@@ -5,10 +5,10 @@ Step / Back / Reset buttons, a step slider and a Play widget (with its speed) dr
 · +m past the end: scheduler steps Decode all ran once the scenario was done). A
 scenario ends at its last step ("done", Step disabled; requests a scheduler has not finished
 go on with Decode all, once none of yours is left). A picker switches scenario (asking first
-when that would discard your own actions); controls add a request (optionally sharing a
+when that would discard your own actions: scenario steps replay); controls add a request (optionally sharing a
 sequence's prefix), fork, finish or decode live sequences (with a scheduler, only those you
-added: Step alone runs its requests); sliders rebuild the pool with another geometry and
-replay everything on it. Every change re-renders, in place:
+added: Step alone runs its requests); sliders rebuild the pool and replay everything on it.
+Every change re-renders, in place:
 
 - the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
@@ -22,8 +22,7 @@ did, and why it was refused if it was. Widgets carry CSS classes (`pagedkv-step`
 `pagedkv-reset`, `pagedkv-play`, `pagedkv-scenario`, `pagedkv-step-counter`, `pagedkv-heatmap`,
 `pagedkv-lru`, ...) so browser tests click them like a person; the pool is read via snapshots and events.
 
-Production engines report these as metrics (vLLM: `kv_cache_usage_perc`, prefix hits,
-preemptions) but show no pages. Leaves out: editing scenarios, saving a session."""
+Engines report these only as metrics (vLLM: `kv_cache_usage_perc`). Leaves out: editing scenarios."""
 
 from __future__ import annotations
 
@@ -75,7 +74,7 @@ class Dashboard(DashboardControls):
         self._taken: list[str] = []  # lifecycle transitions of the last step (highlighted)
         self._stale: set[str] = set()  # tabs whose picture is older than the last render
         self._pending_scenario: str | None = None  # a switch waiting for "discard" or "stay"
-        self.message = ""
+        self.message, self._switched = "", False  # _switched: a picked scenario, not yet stepped
         self.run = ScenarioRun(scenario, num_pages, page_size, model)  # validates the arguments
         self._build_widgets()
         self._sync_controls()
@@ -130,7 +129,7 @@ class Dashboard(DashboardControls):
         """Back to step 0 without your own actions, on the same pool size. The message is
         short, so the caption stays within 2 lines (on a resized pool, the note says whose
         pool the captions are about)."""
-        self.message = "Reset: step 0, same pool size" + self._geometry_note(" · ")
+        self.message, self._switched = "Reset: step 0, same pool size" + self._geometry_note(" · "), False
         self.run.reset()
         self.palette.restart(self.run.steps)
         self.render()
@@ -188,9 +187,11 @@ class Dashboard(DashboardControls):
 
     def load(self, scenario: str, num_pages: int | None = None, page_size: int | None = None) -> None:
         """Start another scenario (or the same one on another pool geometry) at step 0."""
+        switched = scenario != self.run.scenario.name  # the caption says the new one starts at 0
         self.run = ScenarioRun(scenario, num_pages, page_size, self.model)
         self.palette.restart(self.run.steps)
         self.message = ""
+        self._switched = switched
         self._sync_controls()
         self.render()
 
@@ -225,10 +226,10 @@ class Dashboard(DashboardControls):
             return
         if change["new"] == self.run.scenario.name:  # the scenario shown: nothing to switch
             return self._confirm_switch(False)  # (a question asked before goes)
-        if self.run.own_actions:  # ask first: a switch would throw the learner's work away
+        if self.run.own_actions:  # ask only for your own actions: scenario steps replay with Step
             self._pending_scenario, n = change["new"], own_done(self.run)  # as the header counts
             title, what = html.escape(SCENARIOS[change["new"]].title), f"{n} action{'s' * (n != 1)}"
-            what = f"your {what if n else 'refused tries'} and this scenario's step {self.run.cursor}"
+            what = f"your {what if n else 'refused tries'} (a scenario's steps replay with Step)"
             self.confirm_text.value = f"<b>Switch to “{title}”?</b> You would lose {what}.&nbsp;"
             self._sync_controls()  # the picker shows the scenario still running until the answer
             self.confirm.layout.display, self.stepping_row.layout.display = "flex", "none"
@@ -324,8 +325,8 @@ class Dashboard(DashboardControls):
 
     def _caption(self) -> str:
         run = self.run
-        if not run.records:
-            return run.scenario.summary
+        if not run.records:  # after a switch: say the new scenario starts at step 0
+            return "new scenario, at step 0: " * self._switched + run.scenario.summary
         last = run.records[-1]
         scheduled = last.action.op == "schedule" and last.note  # say what the step did, not the rule
         said = last.action.caption or last.action.op  # a scheduler step adds "scheduler: ..."

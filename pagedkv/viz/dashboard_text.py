@@ -27,10 +27,30 @@ SCHEDULER_KINDS = ("preempt", "resume", "abort")  # in the key only when a sched
 KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says them as the log does
 
 
+HITS_TIP = (
+    "Counted once per request, when it is admitted: the prompt tokens it is admitted with are "
+    "looked up (its whole prompt; with a scheduler, the tokens its first prefill step computes "
+    "plus its prefix hits). Hits: the tokens found in full pages already in the pool."
+)
 SCROLL_NOTE_PX = 24  # the Block tables tab's line under its scrolling box
 SCROLL_NOTE = (
-    "<div style='font-size:13px;color:#444'>↕ The box above scrolls: every sequence has a "
-    "block-table row and a tokens-by-page row.</div>"
+    "<div style='font-size:13px;color:#444'>↕ The box above scrolls: every running sequence "
+    "has a block-table row and a tokens-by-page row.</div>"
+)
+
+
+HOW_TO_READ = (  # the log's folded note: its order, its counting and its kinds
+    "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
+    "cause before effect: a scheduler's decision first, then each eviction, the allocation "
+    "it made room for and the token; a finish or a refusal last. Tokens count from 1 in each "
+    "sequence; slots and places count from 0. A slot is a token's place in the pool, page × page "
+    "size + its place in the page: “in slot 13 (page 3, place 1)” is the second place of page 3. "
+    "<b>append</b>: a token written into its slot; "
+    "<b>allocate</b>: FREE (or evicted) pages taken; <b>prefix hit</b>: cached pages reused; "
+    "<b>fork shares</b>: a new sequence holds its parent's pages "
+    "(notebook 04); <b>evict</b>: a CACHED page taken back; <b>cow</b>: a shared page "
+    "copied before a write (notebook 04); <b>cache</b>: a released full page kept, CACHED; "
+    "<b>free</b>: a released page emptied, FREE"
 )
 
 
@@ -72,11 +92,12 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     own = own_done(run)
     text = (
         f"<b>{run.scenario.title}</b> — {run.num_pages} pages × "
-        f"{run.page_size} slots · page usage <b>{snap.usage:.0%}</b> "
-        f"({counts[PageState.ACTIVE]} ACTIVE, {counts[PageState.CACHED]} CACHED, "
-        f"{counts[PageState.FREE]} FREE; CACHED pages count as free) · slots holding running "
+        f"{run.page_size} slots · ACTIVE <b>{counts[PageState.ACTIVE]}</b> of {run.num_pages} pages "
+        f"(<b>{snap.usage:.0%}</b>) · CACHED {counts[PageState.CACHED]} (reusable or evictable) · "
+        f"FREE {counts[PageState.FREE]} · slots holding running "
         f"sequences' tokens: <b>{snap.token_usage:.0%}</b> · "
-        f"prefix hits {stats['prefix_hits']} of {queries} prompt tokens looked up ({rate}) · evictions "
+        f"<span title='{html.escape(HITS_TIP)}' style='text-decoration:underline dotted'>prefix hits "
+        f"{stats['prefix_hits']} of {queries} prompt tokens looked up</span> ({rate}) · evictions "
         f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
         + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
     )
@@ -178,17 +199,8 @@ def log_html(
     return (
         f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;overflow-x:hidden;"
         "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:anywhere'>"
-        f"<div><b>event log</b>, newest step first<br>{key}</div>\n"
-        "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
-        "cause before effect: a scheduler's decision first, then each eviction, the allocation "
-        "it made room for and the token; a finish or a refusal last. Tokens count from 1 in each "
-        "sequence; a slot is a token's place in the pool: page × page size + its place in the "
-        "page (from 0), both given after it. <b>append</b>: a token written into its slot; "
-        "<b>allocate</b>: FREE (or evicted) pages taken; <b>prefix hit</b>: cached pages reused; "
-        "<b>fork shares</b>: a new sequence holds its parent's pages "
-        "(notebook 04); <b>evict</b>: a CACHED page taken back; <b>cow</b>: a shared page "
-        "copied before a write (notebook 04); <b>cache</b>: a released full page kept, CACHED; "
-        "<b>free</b>: a released page emptied, FREE"
+        f"<div><b>event log</b>, newest step first; tokens count from 1, slots from 0<br>{key}</div>\n"
+        + HOW_TO_READ
         + (
             "; <b>preempt</b>: a request sent back to wait (notebook 05); <b>resume</b>: a "
             "preempted request admitted again; <b>abort</b>: a request dropped before it "

@@ -50,6 +50,9 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#004488",  # high-contrast: blue
     "#EE3377",  # vibrant: magenta
 )
+# Your own requests (ids "yours1", ...): colours far from CACHED orange (no sand, pear or rose),
+# the first one no other sequence of the picture has yet
+YOURS_COLORS = ("#88CCEE", "#117733", "#AA4499", "#EE3377", "#225555", "#004488", "#332288")
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"
 LRU_CMAP = "plasma"  # wider hue steps than viridis: neighbouring ranks of 8 look different
@@ -63,7 +66,7 @@ class SequencePalette:
 
     def color(self, seq_id: Hashable) -> str:
         if seq_id not in self._colors:
-            known = fork_color(seq_id, self._colors)
+            known = fork_color(seq_id, self._colors) or yours_color(seq_id, self._colors)
             self._colors[seq_id] = known or SEQUENCE_COLORS[len(self._colors) % len(SEQUENCE_COLORS)]
         return self._colors[seq_id]
 
@@ -127,6 +130,19 @@ class SharedPalette(SequencePalette):
     def restart(self, steps: Iterable[Any] = ()) -> SequencePalette:
         self._others = 0
         return super().restart(steps)
+
+
+def yours_color(seq_id: Hashable, known: dict[Hashable, str]) -> str | None:
+    """The colour of one of your own requests (an id "yours<n>"), or None for any other id:
+    the first of YOURS_COLORS that `known` does not use yet (cycling once all are used), so
+    it is never the sand or pear that reads like CACHED orange.
+    Example: yours_color("yours1", {"request_A": "#CC6677"}) -> "#88CCEE"."""
+    if not str(seq_id).startswith("yours"):
+        return None
+    used = set(known.values())
+    free = [color for color in YOURS_COLORS if color not in used]
+    mine = sum(str(other).startswith("yours") for other in known)
+    return free[0] if free else YOURS_COLORS[mine % len(YOURS_COLORS)]
 
 
 def fork_color(seq_id: Hashable, known: dict[Hashable, str]) -> str | None:

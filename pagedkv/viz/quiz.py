@@ -235,9 +235,9 @@ class PredictStep(widgets.VBox):
 
 class Quiz(widgets.VBox):
     """Check questions: pick an answer, press Check, read why. A first wrong pick gets a
-    second try; the answer and its reason show after a right pick (which locks the question)
-    or a second wrong one. Several questions show one at a time, with Previous / Next and
-    "question k of n (d of n done)" above them; `summary` counts first-try rights once all
+    second try; the answer and its reason show after a right pick or a second wrong one (both
+    lock the question, the answer selected). Several questions show one at a time, with Previous / Next and
+    "question k of n (d of n done)" above them; `summary` counts first-try rights once all (2+)
     are done. A quiz titled "Predict" shows `note` under its questions until all are done."""
 
     def __init__(self, question_id: str) -> None:
@@ -314,14 +314,14 @@ class Quiz(widgets.VBox):
         if not settled:
             self.misses[k] = 1
         self.settled[k] = self.settled[k] or settled
-        if right:  # as PredictStep does: a right pick locks the question
-            picker.disabled = self.buttons[k].disabled = True
-            self.buttons[k].description = "Answered"
+        if settled:  # a right pick, or a second wrong one (the answer shown, and selected), locks it
+            picker.value, picker.disabled = q.answer, True
+            self.buttons[k].disabled, self.buttons[k].description = True, ("Answer shown", "Answered")[right]
         if all(self.settled):
             self.note.layout.display = "none"
             n, first = len(self.questions), sum(bool(r) for r in self.first_try)
             self.summary.value = _box(f"<b>All {n} done</b>, {first} right at the first try.")
-            self.summary.layout.display = ""
+            self.summary.layout.display = "" if n > 1 else "none"  # one question: its feedback says it
         if k == self.current:
             self.show(k)  # the done count
         return right
