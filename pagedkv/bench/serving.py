@@ -36,6 +36,7 @@ from pagedkv.labs.parallel import QUICK_WORKERS
 from pagedkv.labs.serving import (  # sustainable_rate: notebook 11 reads it from here too
     CATEGORIES,
     LATENCY_BOUND,
+    LEGEND_LABELS,
     PAPER,
     PAPER_RATE_RATIOS,
     PAPER_SLOTS,
@@ -325,7 +326,8 @@ def figure(report: Report):
     top, bottom = str(report.data["top_rate"]), np.zeros(len(SYSTEMS))
     for category, color in zip(CATEGORIES, colors, strict=True):
         values = np.array([data[s][top][category] for s in SYSTEMS])
-        bars.bar(SYSTEMS, values, bottom=bottom, color=color, label=category.replace("_", " "))
+        label = LEGEND_LABELS.get(category, category.replace("_", " "))
+        bars.bar(SYSTEMS, values, bottom=bottom, color=color, label=label)
         bottom += values
     for x, s in enumerate(SYSTEMS):
         bars.text(
