@@ -17,6 +17,7 @@ import pytest
 from pagedkv.labs.specs import size_text
 from pagedkv.viz.capacity import (
     ANSWER_STYLE,
+    BOX_CLASS,
     ERROR_HINT,
     ERROR_STYLE,
     RESET_NOTE,
@@ -244,3 +245,15 @@ def test_the_budget_line_agrees_with_the_terms_printed_above_it_or_says_why_not(
         assert (
             by_hand == budget or f"(from the exact terms; the rounded ones above add up to {by_hand})" in text
         ), (model, gpu, text)
+
+
+def test_every_box_is_the_same_kind_of_box_with_no_spinner_arrows():
+    # act. GiB was the one box drawn with spinner arrows: all seven now share one class, and
+    # the style shipped with the widget hides the arrows of every number box of that class
+    box = calculator()
+    inputs = [w for row in box.children[:3] for w in row.children if hasattr(w, "continuous_update")]
+    assert len(inputs) == 7 and len({type(w).__name__ for w in inputs} - {"FloatText", "IntText"}) == 0
+    assert all(BOX_CLASS in w.get_state()["_dom_classes"] for w in inputs)
+    note = box.children[3].value
+    assert f".{BOX_CLASS} input[type=number]" in note and "-webkit-inner-spin-button" in note
+    assert "appearance:textfield" in note

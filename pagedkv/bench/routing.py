@@ -144,7 +144,7 @@ def figure(report: Report):
             sorted({n for d in report.data.values() for n in d}),
             labels=[str(n) for n in sorted({n for d in report.data.values() for n in d})],
         )
-        ax.tick_params(labelsize=12)
+        ax.tick_params(labelsize=14)  # >= 12 px at 850 px
         ax.grid(alpha=0.3)
     hit.set_ylim(0, 100)
     imb.axhline(1, color="grey", lw=0.8)

@@ -36,6 +36,7 @@ from pagedkv.labs.parallel import QUICK_WORKERS
 from pagedkv.labs.serving import (  # sustainable_rate: notebook 11 reads it from here too
     CATEGORIES,
     LATENCY_BOUND,
+    LEGEND_LABELS,
     PAPER,
     PAPER_RATE_RATIOS,
     PAPER_SLOTS,
@@ -325,7 +326,8 @@ def figure(report: Report):
     top, bottom = str(report.data["top_rate"]), np.zeros(len(SYSTEMS))
     for category, color in zip(CATEGORIES, colors, strict=True):
         values = np.array([data[s][top][category] for s in SYSTEMS])
-        bars.bar(SYSTEMS, values, bottom=bottom, color=color, label=category.replace("_", " "))
+        label = LEGEND_LABELS.get(category, category.replace("_", " "))
+        bars.bar(SYSTEMS, values, bottom=bottom, color=color, label=label)
         bottom += values
     for x, s in enumerate(SYSTEMS):
         bars.text(
@@ -342,6 +344,6 @@ def figure(report: Report):
     bars.set_ylabel(f"% of KV memory, under load ({report.data['top_rate']:g}/s)", fontsize=12)
     bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=12)
     for ax in (lat, bars):
-        ax.tick_params(labelsize=12)
+        ax.tick_params(labelsize=14)  # >= 12 px at 850 px
     fig.tight_layout()
     return fig

@@ -18,9 +18,9 @@ N tokens" (older versions: "# GPU blocks: N"); that line is what to compare agai
 
 Step times are roofline terms scaled by efficiencies from published profiles (`specs`), plus
 a fixed CPU/scheduler time per step. docs/calibration.md compares every number that has a
-published counterpart. Leaves out: tensor parallelism, overlap of transfers with compute,
-kernel-by-kernel variation (a profiled simulator such as Vidur measures each operator at each
-shape instead of scaling a roofline) and the sampler's cost beyond the LM head.
+published counterpart. Tensor parallelism is in `tensor_parallel`. Leaves out: overlap of
+transfers with compute, kernel-by-kernel variation (a profiled simulator such as Vidur
+measures each operator at each shape instead of scaling a roofline) and the sampler's cost beyond the LM head.
 """
 
 from __future__ import annotations

@@ -43,6 +43,12 @@ from pagedkv.labs.workloads import Request
 
 CATEGORIES = ("token_states", "reserved", "internal_fragmentation", "external_fragmentation", "free")
 SYSTEMS = (*POLICIES, "paged")
+# The two roundings land in different buckets: a policy's rounding stays inside the request's
+# reservation (internal); the buddy allocator's rounding lies beyond it (external, the paper's)
+LEGEND_LABELS = {
+    "internal_fragmentation": "internal fragmentation:\ninside the request's\nreservation, unused",
+    "external_fragmentation": "external fragmentation:\nallocator's rounding\nbeyond it, and holes",
+}
 PAPER_SLOTS = costs.paper_slots()  # 15,728: OPT-13B's 12 GB of KV on an A100-40GB (paper, Table 1)
 PAPER = {"max": 20.4, "pow2": 26.8, "oracle": 38.2, "paged": 96.3}  # % holding token states
 PAPER_EXTERNAL = {"max": 8.9, "pow2": 41.6, "oracle": 36.6}  # % "external fragmentation & others"

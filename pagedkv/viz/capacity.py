@@ -68,6 +68,14 @@ EMPTY_NOTE = "A box you empty goes back to its last number when you leave it: ty
 NOTE_STYLE = "font-size:14px;line-height:1.4;margin:4px 0"  # the widget's own line height is 28 px
 # What a box's label adds: act. GiB's 0 means pagedkv's formula; every other box means its value
 ZERO_MEANS = {"activation_gib": " (0: estimate)"}
+# Every box is the same kind: a number box drawn as a plain text box, with no spinner arrows
+# (browsers draw them on some number boxes only, on hover or by width)
+BOX_CLASS = "pagedkv-number"
+BOX_STYLE = (
+    f"<style>.{BOX_CLASS} input[type=number]{{-moz-appearance:textfield;appearance:textfield}}"
+    f" .{BOX_CLASS} input[type=number]::-webkit-inner-spin-button,"
+    f" .{BOX_CLASS} input[type=number]::-webkit-outer-spin-button{{-webkit-appearance:none;margin:0}}</style>"
+)
 
 
 def shown(value: object) -> str:
@@ -188,6 +196,7 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
     }
     for box in (length, *boxes.values()):  # labels shown whole, boxes in even columns
         box.style.description_width, box.layout.width = "100px", "240px"
+        box.add_class(BOX_CLASS)  # no spinner arrows on any box
     for name, box in boxes.items():
         box.description = FIELDS[name] + ZERO_MEANS.get(name, "")
     for box in (boxes["memory_gib"], boxes["activation_gib"]):  # the first column: a longer label
@@ -219,7 +228,7 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
         w.observe(update, names="value")
     update()
     lines = "<br>".join((*RESET_NOTE_LINES, EMPTY_NOTE))
-    note = widgets.HTML(f"<div style='{NOTE_STYLE}'><i>{lines}</i></div>")
+    note = widgets.HTML(f"{BOX_STYLE}<div style='{NOTE_STYLE}'><i>{lines}</i></div>")
     rows = [widgets.HBox([pick_model, pick_gpu, length])]
     rows += [widgets.HBox([boxes[a], boxes[b], boxes[c]]) for a, b, c in (list(FIELDS)[:3], list(FIELDS)[3:])]
     return widgets.VBox([*rows, note, out])

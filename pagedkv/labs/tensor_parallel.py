@@ -1,0 +1,61 @@
+"""What fits per GPU when one model is split over several GPUs by tensor parallelism (TP).
+
+A model too large for one GPU (Llama-3-70B's 131.5 GiB of weights) is served by a group of
+TP GPUs that run every layer together. Each GPU holds 1/TP of every weight matrix and 1/TP of
+the K/V heads (vLLM: `--tensor-parallel-size`). So, per GPU:
+
+- weights = the model's weights / TP;
+- K/V bytes per token = 2 x layers x (K/V heads / TP) x head size x bytes per number;
+- KV budget = the same start-up budget as one GPU (`costs.capacity`), with those weights.
+
+Every token's K/V is spread over all TP GPUs, each GPU holding its share of the heads. So the
+group holds as many tokens as one GPU has token slots; the K/V memory of the group is TP times
+one GPU's. The activation peak is left unsplit: each GPU keeps the one-GPU estimate (an upper
+bound, since the MLP's tensors are split too). Leaves out: the all-reduce buffers and their
+communication time, and K/V heads replicated when TP exceeds their number (TP must divide it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pagedkv.core.plumbing.validation import check_int
+from pagedkv.labs import costs
+from pagedkv.labs.specs import GPUSpec, ModelSpec, model_spec
+
+DEFAULT = costs.Assumptions()  # vLLM's defaults and pagedkv's estimates
+
+
+def tp_capacity(
+    model: str | ModelSpec,
+    gpu: str | GPUSpec,
+    tp: int,
+    seq_len: int = 2048,
+    assume: costs.Assumptions = DEFAULT,
+) -> dict[str, float]:
+    """Per-GPU weights, K/V bytes per token and KV budget of `model` split over `tp` GPUs of
+    type `gpu`, and the token slots and requests of `seq_len` tokens the group holds.
+
+    Returns weight_bytes (per GPU), bytes_per_token (per GPU), kv_budget_bytes (per GPU),
+    group_kv_bytes (all TP GPUs), token_slots and requests (the whole group: a token's K/V is
+    split over the GPUs). ValueError if `tp` does not divide the K/V heads, or if the weights
+    left on each GPU still do not fit. Example: Llama-3-70B, H100-80GB, tp=4 -> 80 KiB per
+    token per GPU, 468,384 token slots.
+    """
+    m = model if isinstance(model, ModelSpec) else model_spec(model)
+    check_int("tp", tp, 1)
+    if m.num_kv_heads % tp:
+        raise ValueError(f"tp must divide {m.name}'s {m.num_kv_heads} K/V heads, got {tp}")
+    peak = assume.activation_gib  # the one-GPU peak, unsplit
+    if peak is None:
+        peak = costs.activation_bytes(m, assume) / costs.GIB
+    shard = dataclasses.replace(m, num_params=m.num_params / tp, num_kv_heads=m.num_kv_heads // tp)
+    cap = costs.capacity(shard, gpu, seq_len, dataclasses.replace(assume, activation_gib=peak))
+    return {
+        "weight_bytes": costs.weight_bytes(shard),
+        "bytes_per_token": cap["bytes_per_token"],
+        "kv_budget_bytes": cap["kv_budget_bytes"],
+        "group_kv_bytes": tp * cap["kv_budget_bytes"],
+        "token_slots": cap["token_slots"],
+        "requests": cap["requests"],
+    }
