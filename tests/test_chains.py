@@ -10,7 +10,7 @@ from pagedkv.labs.radix_roles import page_kinds
 from pagedkv.viz.chains import KINDS, plot_page_chains
 
 
-def _corner(prefix_index: str, evict_original: bool = False) -> KVCachePool:
+def corner_pool(prefix_index: str, evict_original: bool = False) -> KVCachePool:
     """Notebook 09, section 5: page 0 = [1, 2] CACHED; `second` holds its copy, page 1, and
     page 2 = [3, 4]; with `evict_original`, a request of 6 new pages takes page 0."""
     sizes = dict(num_pages=8, page_size=2, num_layers=1, num_kv_heads=1, head_dim=1)
@@ -32,9 +32,9 @@ def _corner(prefix_index: str, evict_original: bool = False) -> KVCachePool:
 def test_page_kinds_of_the_corner():
     # the hash chain indexes page 2 through [1, 2]'s hash; the tree leaves it out; the copy,
     # page 1, is in neither; once page 0 is evicted nothing leads to page 2
-    assert page_kinds(_corner("hash"), [0, 1, 2]) == ["reached", "not indexed", "reached"]
-    assert page_kinds(_corner("radix"), [0, 1, 2]) == ["reached", "not indexed", "not indexed"]
-    assert page_kinds(_corner("hash", evict_original=True), [1, 2]) == ["not indexed", "orphan"]
+    assert page_kinds(corner_pool("hash"), [0, 1, 2]) == ["reached", "not indexed", "reached"]
+    assert page_kinds(corner_pool("radix"), [0, 1, 2]) == ["reached", "not indexed", "not indexed"]
+    assert page_kinds(corner_pool("hash", evict_original=True), [1, 2]) == ["not indexed", "orphan"]
 
 
 def test_one_box_per_entry_and_a_legend_of_the_kinds_drawn():

@@ -1,10 +1,10 @@
 """The model of vLLM v1's hash map (notebook 09, section 5) against the pool it models."""
 
-from pagedkv.core.config import CacheConfig
-from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.radix_vs_hash import orphan_pages
 from pagedkv.labs.vllm_hash_map import HashToPages, replay_corner
+
+from .test_chains import corner_pool
 
 
 def test_every_page_per_hash_keeps_the_chain_whole() -> None:
@@ -16,15 +16,8 @@ def test_one_page_per_hash_matches_the_pools_hash_chain() -> None:
     model = replay_corner(every_page=False)
     assert model == {"index": {(1, 2, 3, 4): [2]}, "orphans": [2], "third_finds": []}
     # the oracle: pagedkv's own pool, the same corner, page 0 evicted by a request of 6 pages
-    pool = KVCachePool(CacheConfig.bookkeeping(8, 2, prefix_index="hash"))
+    pool = corner_pool("hash", evict_original=True)
     seqs = SequenceManager(pool)
-    seqs.add("first", [1, 2])
-    seqs.free("first")
-    seqs.add("second", [1, 2])
-    seqs.append_slot("second", 3)
-    seqs.append_slot("second", 4)
-    seqs.add("other", list(range(10, 22)))  # 5 FREE pages, then page 0
-    assert 0 in seqs.block_table("other") and seqs.block_table("second") == [1, 2]
     assert orphan_pages(pool) == model["orphans"]
     assert seqs.plan_add("third", [1, 2, 3, 4, 5]).num_cached_tokens == 2 * len(model["third_finds"])
 
