@@ -171,8 +171,25 @@ def test_add_request_sharing_a_prefix(dash):
     assert "yours1" in seqs and seqs.get("yours1").num_cached_tokens == 16  # A's 4 full pages
     assert seqs.block_table("yours1")[:4] == [0, 1, 2, 3]
     assert all(dash.run.pool.ref_count(p) == 2 for p in range(4))
-    assert "prefix hit pages 0, 1, 2, 3 for yours1" in dash.event_log.value
+    # request_A still holds pages 0-3 (ACTIVE): the log says the hit shares them, with whom
+    shares = "prefix hit shares pages 0, 1, 2, 3 for yours1 (ACTIVE, held by request_A too)"
+    assert shares in dash.event_log.value
     assert ("yours1", "yours1") in [(label, value) for label, value in dash.seq_picker.options]
+
+
+def test_log_groups_a_copy_on_write_and_tells_revived_hits(dash):
+    dash.goto(23)  # request_B holds 7 pages, its last one (page 11) partial
+    dash.seq_picker.value = "request_B"
+    dash.fork()
+    dash.decode_all()  # the first to write into the shared last page copies it
+    words = [text for _, text in dash.run.records[-1].entries(grouped=True)]
+    table = dash.run.seqs.block_table("request_B")
+    assert words[0] == "copy-on-write for request_B: its last page 11 is shared, so it writes into a copy"
+    assert words[1] == f"– allocate page {table[-1]} for its copy of the shared last page (tokens 25-28)"
+    assert words[2] == f"– copy the K/V of page 11 into page {table[-1]}" and table[-1] != 11
+    hits = [text for _, text in dash.run.records[22].entries(grouped=True) if "prefix hit" in text]
+    assert hits == ["prefix hit pages 0, 1, 2, 3 for request_B (revived from CACHED)"]  # A had finished
+    assert dash.run.records[22].lines()[0] == "prefix hit pages 0, 1, 2, 3 for request_B"  # printed cells
 
 
 def test_add_request_refuses_an_empty_prompt(dash):

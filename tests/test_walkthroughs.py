@@ -392,7 +392,8 @@ def test_00_says_what_its_7b_keeps_per_token_and_points_to_notebook_11():
     )
     text = " ".join(_texts(NOTEBOOKS[0]).split())
     assert f"{config.bytes_per_token // 1024} KiB per token" in text
-    assert f"{config.bytes_per_token:,} bytes per token," in text  # the printed line
+    kib = config.bytes_per_token // 1024
+    assert f"{config.bytes_per_token:,} B = {kib} KiB per token," in text  # the printed line
     assert f"{config.bytes_per_token * 2048 // 2**30} GiB for one 2,048-token sequence" in text
     assert "grouped-query attention" in text and "notebook 11 counts" in text
 

@@ -75,6 +75,9 @@ class ActionRecord:
     spans: dict[int, tuple[int, int]] = field(
         default_factory=dict
     )  # new page -> (first, last) token it holds
+    shared: dict[int, tuple[Hashable, ...]] = field(
+        default_factory=dict
+    )  # page a prefix hit found ACTIVE -> the other sequences holding it
 
     @property
     def refused(self) -> bool:
@@ -91,31 +94,36 @@ class ActionRecord:
         """The action's events in words (allocate, prefix hit, evict, copy-on-write, ...)."""
         return [text for kind, text in self._event_entries(self.events)]
 
-    def _event_entries(self, events: list[Event]) -> list[tuple[str, str]]:
+    def _event_entries(self, events: list[Event], grouped: bool = False) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         run: list[Event] = []  # consecutive events of one kind for one sequence
+        copies = {e.page_id: e for e in events if e.kind == "cow"} if grouped else {}
+        headed: set[int] = set()  # copies whose heading the log has given
+        key = lambda e: (e.kind, e.seq_id, e.page_id in copies, e.page_id in self.shared)  # noqa: E731
         for event in [*events, None]:
-            if run and (
-                event is None
-                or (event.kind, event.seq_id) != (run[0].kind, run[0].seq_id)
-                or event.kind == "cow"
-            ):
-                out.append((run[0].kind, _describe(run, self.spans)))
+            if run and (event is None or key(event) != key(run[0]) or event.kind == "cow"):
+                if grouped:
+                    out += _grouped(run, self.spans, self.shared, copies, headed)
+                else:
+                    out.append((run[0].kind, _describe(run, self.spans)))
                 run = []
             if event is not None:
                 run.append(event)
         return out
 
-    def entries(self) -> list[tuple[str, str]]:
+    def entries(self, grouped: bool = False) -> list[tuple[str, str]]:
         """Everything the action did as (kind, words), cause before effect: a scheduler
         step's decision comes first, each append follows the events it caused (an eviction,
         then the allocation, then the token in its slot), and any other action's outcome
-        comes last. Kinds are event kinds, "append", "decision" or "note"."""
+        comes last. Kinds are event kinds, "append", "decision" or "note". `grouped` (the
+        dashboard's log) puts a copy-on-write's eviction, allocation and copy under one
+        heading, and tells a prefix hit that shares an ACTIVE page from one that revives a
+        CACHED page."""
         decides = self.action.op == "schedule" and not self.refused
         out: list[tuple[str, str]] = [("decision", self.note)] if decides and self.note else []
         start, events = 0, _causes_first(self.events)
         for end, seq_id in self.appends:
-            out += self._event_entries(events[start:end])
+            out += self._event_entries(events[start:end], grouped)
             t = self.tokens[seq_id]
             if seq_id in self.slots:
                 n, slot = self.numbers.get(seq_id), self.slots[seq_id]
@@ -124,7 +132,7 @@ class ActionRecord:
             else:
                 out.append(("append", f"{seq_id} samples its next token, id {t} {_show(t)}"))
             start = end
-        out += self._event_entries(events[start:])
+        out += self._event_entries(events[start:], grouped)
         out += [
             ("append", f"{s} samples its next token, id {t} {_show(t)}")
             for s, t in self.tokens.items()
@@ -191,6 +199,41 @@ def _describe(run: list[Event], spans: dict[int, tuple[int, int]]) -> str:
     if first.kind == "allocate" and held:
         line += f": room for its tokens {min(a for a, _ in held)}-{max(b for _, b in held)}"
     return line
+
+
+def _grouped(
+    run: list[Event], spans: dict[int, tuple[int, int]], shared: dict, copies: dict, headed: set[int]
+) -> list[tuple[str, str]]:
+    """The dashboard log's entries for a run of events of one kind and sequence: a
+    copy-on-write's heading (before the first of its eviction, allocation and copy), then
+    "– " lines for them; a prefix hit says whether it shares ACTIVE pages (and with whom)
+    or revives CACHED ones."""
+    first, pages = run[0], ", ".join(str(e.page_id) for e in run)
+    if first.kind == "prefix_hit" and first.page_id in shared:
+        others = ", ".join(str(s) for s in shared[first.page_id]) or "another sequence"
+        held = f"(ACTIVE, held by {others} too)"
+        return [(first.kind, f"prefix hit shares pages {pages} for {first.seq_id} {held}")]
+    if first.kind == "prefix_hit":
+        return [(first.kind, f"{_describe(run, spans)} (revived from CACHED)")]
+    if first.page_id not in copies:
+        return [(first.kind, _describe(run, spans))]
+    source = copies[first.page_id].detail.removeprefix("copied from page ")
+    out = []
+    if first.page_id not in headed:
+        headed.add(first.page_id)
+        heading = (
+            f"copy-on-write for {first.seq_id}: its last page {source} is shared, so it writes into a copy"
+        )
+        out.append(("cow", heading))
+    if first.kind == "allocate":
+        a, b = spans.get(first.page_id, (0, 0))
+        tokens = f" (tokens {a}-{b})" if a else ""
+        out.append(("allocate", f"– allocate page {pages} for its copy of the shared last page{tokens}"))
+    elif first.kind == "cow":
+        out.append(("cow", f"– copy the K/V of page {source} into page {pages}"))
+    else:
+        out.append((first.kind, f"– {_describe(run, spans)}"))
+    return out
 
 
 @dataclass(frozen=True)

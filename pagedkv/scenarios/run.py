@@ -230,6 +230,7 @@ class ScenarioRun(ScenarioOperations):
         # operation below checks everything it can fail on before its first change (the
         # core's calls refuse without changing anything too), and says why in the note.
         record = self._record = ActionRecord(len(self.records) + 1, action)
+        held = self.pool.table.ref_count.copy()  # a hit on a page held already shares it
         try:
             getattr(self, f"_{action.op}")(action, record)
         except (OutOfPagesError, UnknownSequenceError, ValueError) as error:
@@ -237,6 +238,7 @@ class ScenarioRun(ScenarioOperations):
         finally:
             self._record = None
         self._note_spans(record)
+        self._note_shared(record, held)
         self.cursor += scenario_step
         record.step, record.own = self.cursor, not scenario_step
         self.history.append((action, scenario_step))
@@ -254,6 +256,17 @@ class ScenarioRun(ScenarioOperations):
                 if event.page_id in table:
                     k = table.index(event.page_id)
                     record.spans[event.page_id] = (k * self.page_size + 1, (k + 1) * self.page_size)
+
+    def _note_shared(self, record: ActionRecord, held) -> None:
+        """The pages a prefix hit of this step found ACTIVE (`held`: ref counts before the
+        step), each with the other sequences that hold it now: a share, not a revival."""
+        for event in record.events:
+            if event.kind == "prefix_hit" and event.page_id >= 0 and held[event.page_id] > 0:
+                others = [
+                    s for s in self.seqs.sequences
+                    if s != event.seq_id and event.page_id in self.seqs.block_table(s)
+                ]  # fmt: skip
+                record.shared[event.page_id] = tuple(others)
 
     def back(self) -> bool:
         """Undo the last step exactly; False when there is none.

@@ -36,7 +36,8 @@ __all__ = [
 
 PAGES_RANGE = (4, 64)  # pool-size slider: a short range, so a drag moves a few pages, not dozens
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
-PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms per step
+PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms a step
+ST = {"button_width": "84px", "description_width": "initial"}  # "Play speed" whole
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
 VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
 ACTIONS_LABEL = "<b>Your actions</b>"  # first on the actions' first row
@@ -108,9 +109,8 @@ class DashboardControls(widgets.VBox):
             interval=800, min=0, max=len(run.steps), description="Play", show_repeat=False,
             tooltip="Play: step on by itself; Stop (■): stay at the step shown",  # icons only
         ).add_class("pagedkv-play")  # fmt: skip
-        self.speed = widgets.ToggleButtons(
-            options=PLAY_SPEEDS, value=800, description="Speed", style={"button_width": "84px"}
-        ).add_class("pagedkv-speed")
+        self.speed = widgets.ToggleButtons(options=PLAY_SPEEDS, value=800, description="Play speed", style=ST)
+        self.speed.add_class("pagedkv-speed")
         self.step_slider = widgets.IntSlider(
             value=0, min=0, max=len(run.steps), description="Jump to",
             continuous_update=False, layout=width(width="320px"),
@@ -210,7 +210,7 @@ class DashboardControls(widgets.VBox):
                     max_height=f"{VIEW_HEIGHT_PX - SCROLL_NOTE_PX}px", overflow="hidden auto")),
                 widgets.HTML(SCROLL_NOTE, layout=widgets.Layout(height=f"{SCROLL_NOTE_PX}px")),
             ]),  # x hidden, y scrolls
-            widgets.VBox([row([self.pages_slider, self.page_size_slider, self.speed]), self.geometry_note]),
+            widgets.VBox([row([self.pages_slider, self.page_size_slider]), self.geometry_note, self.speed]),
         )  # fmt: skip
         for pane in panes:  # all as tall as the tallest: the actions below stay where they are
             pane.layout.min_height = f"{VIEW_HEIGHT_PX}px"

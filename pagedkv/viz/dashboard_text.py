@@ -60,7 +60,10 @@ def geometry_html(run: ScenarioRun) -> str:
         f"<div style='font-size:14px;line-height:1.5'>The pool now: <b>{run.num_pages} pages × "
         f"{run.page_size} slots</b>. Moving a slider rebuilds the pool at once and replays "
         "everything done so far on it (the line under the buttons says so); the other tabs "
-        "show the new pool.</div>"
+        "show the new pool. Rebuilding runs the same steps with another number or size of pages: "
+        "a smaller pool runs out of FREE pages sooner, and larger pages leave more empty slots.<br>"
+        "<b>Play speed</b>, below, sets how fast ▶ steps the story (slow: 1.5 s a step, "
+        "normal: 0.8 s, fast: 0.3 s).</div>"
     )
 
 
@@ -175,7 +178,7 @@ def log_html(
         if record.own and not record.yours:  # run by Decode all once the scenario is done
             label = f"scheduler step past the end (after scenario step {record.step})"
         lines.append(f"<div class='pagedkv-log-step' style='margin-top:4px'><b>{label}</b></div>")
-        for kind, text in record.entries():  # inside a step: cause before effect
+        for kind, text in record.entries(grouped=True):  # inside a step: cause before effect
             color = EVENT_COLORS.get(kind, "#111111")
             style = f"color:{color};{ENTRY_STYLE}"
             text = _slot_words(text, page_size)

@@ -280,10 +280,9 @@ class PoolHeatmap:
         ) else 1  # fmt: skip
         room = half if columns == 2 else room
         every = [(color, _legend_lines(label, size, room)) for color, label in panel.legend]
-        named, fixed = every[: -panel.fixed_rows], every[-panel.fixed_rows :]
-        hidden = sum(
-            int(label[1:].split()[0]) for color, label in panel.legend[: -panel.fixed_rows] if not color
-        )
+        cut = len(every) - panel.fixed_rows  # the fixed rows (the states) come last, whole
+        named, fixed = every[:cut], every[cut:]
+        hidden = sum(int(label[1:].split()[0]) for color, label in panel.legend[:cut] if not color)
         named = [row for row in named if row[0]]
         keep, fits, tail = len(named), per_column * columns, sum(len(lines) for _, lines in fixed)
         while (

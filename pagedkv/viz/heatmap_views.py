@@ -18,6 +18,7 @@ them. Leaves out: pixels and text placement (`pagedkv.viz.heatmap`, `pagedkv.viz
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Iterable
 
 import numpy as np
@@ -108,12 +109,24 @@ def _owner(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarr
     # only pages an older sequence owns, so it has no cell of its own colour and no key row
     owning = set(snap.owner.tolist())
     owners = [(c, str(s)) for k, (c, s) in enumerate(zip(colors, snap.seq_ids, strict=True)) if k in owning]
+    owners.sort(key=lambda row: _fold_rank(row[1]))  # when the key is short, forks fold first
     panel.legend = owners[:MAX_LEGEND_SEQUENCES]
     if len(owners) > len(panel.legend):
         panel.legend.append(("", f"+{len(owners) - len(panel.legend)} more"))
-    panel.legend += [(NO_OWNER_COLOR, "FREE"), (CACHED_NO_OWNER_COLOR, "CACHED")]  # no holder: the state
-    panel.fixed_rows = 2  # always shown, after the sequences
+    # no holder: the state, named only when the picture has such a cell
+    free = snap.state == PageState.FREE
+    fixed = [(NO_OWNER_COLOR, "FREE")] * bool(free.any())
+    fixed += [(CACHED_NO_OWNER_COLOR, "CACHED")] * bool((snap.state == PageState.CACHED).any())
+    panel.legend += fixed
+    panel.fixed_rows = len(fixed)  # after the sequences, never folded
     return rgba, _ids(snap)
+
+
+def _fold_rank(seq_id: str) -> int:
+    """Where a sequence's row goes in the owner key, so that what folds into "+k more" is
+    the least telling: the scenario's own sequences (0), then requests you added ("yours1",
+    1), then forks you made ("req1.f1", 2). A stable sort keeps age order within each."""
+    return 2 if re.search(r"\.f\d+$", seq_id) else int(seq_id.startswith("yours"))
 
 
 def _ref_count(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray, list[str]]:

@@ -22,9 +22,7 @@ notebook's code never shows them; nothing is sent to the browser before the lear
 Options appear in the question's shuffled order (`shown_options`), the same on every run.
 Widgets only (no cell output on a click), so notebooks pass strict nbval; `answer()` /
 `check()` press the buttons from code, for tests. Each `PredictStep` owns its run: the
-dashboards and cells around it are not moved. Leaves out: scoring and storing answers
-(nbgrader does that for graded work).
-"""
+dashboards and cells around it are not moved. Leaves out: scoring and storing answers."""
 
 from __future__ import annotations
 
@@ -159,6 +157,7 @@ class PredictStep(widgets.VBox):
             palette=self.palette,
             show_clock=False,  # no pool clock beside the notebook's steps: one counter, as on the dashboard
         )
+        self._lru = self._heatmap.active_owners = "lru" in views  # it names ACTIVE pages' holders too
         # The picture's room, kept until the step has run: the widget does not grow when the
         # picture comes, and the cells below it (which may show the answer) stay further down.
         self.placeholder = widgets.HTML(_room(self._heatmap.png()), layout=widgets.Layout(**full_width))
@@ -214,7 +213,8 @@ class PredictStep(widgets.VBox):
         self.picture.value = self._heatmap.png()
         self.picture.layout.display = ""
         step = "" if record is None else f" {record.step}"
-        self.caption.value = _box(f"<b>The pool after step{step}</b>, the step you predicted:")
+        lru = " #1 (outlined) is evicted next; grey pages are ACTIVE, named by their holder." * self._lru
+        self.caption.value = _box(f"<b>The pool after step{step}</b>, the step you predicted.{lru}")
         self.placeholder.layout.display = "none"
         self.button.description, self.button.icon = "Check again", "check"
         self._lock_if_right()
