@@ -81,3 +81,12 @@ def test_an_evicted_page_has_no_arrow_out():
     assert not [t for t in ax.texts if isinstance(t, Annotation)]
     (ax,) = plot_page_chains({"hash": [("page 0", "reached", ""), ("page 2", "reached", "")]}).axes
     assert len([t for t in ax.texts if isinstance(t, Annotation)]) == 1
+
+
+def test_rows_are_shorter_when_every_note_is_one_line():
+    # notebook 09, section 5: three rows of one-line notes fit a 1280x720 screen (<= 480 px)
+    one = {name: [("page 0", "reached", "[1, 2]"), ("page 2", "orphan", "[3, 4]")] for name in "abc"}
+    two = {**one, "c": [("page 0", "reached", "[1, 2],\nthe original")]}
+    one_px, two_px = (plot_page_chains(rows, "t").get_size_inches()[1] * 100 for rows in (one, two))
+    assert one_px <= 480
+    assert round(two_px - one_px) == 3 * 20  # a second note line: 20 px more for each row

@@ -354,7 +354,7 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
     assert block_rows(rows["hash"], 2, tokens, prompt_lens) == [  # type: ignore[arg-type]
         *[(k, k, "prefix hit", "", "indexed") for k in range(6)],
         (6, 7, "evicted: request 1's block 7", "copy of page 6", "FREE"),
-        (7, 6, "evicted: request 1's block 6", "original of block 6", "orphan"),
+        (7, 6, "evicted: request 1's block 6", "original of page 7", "orphan"),
         (8, 8, "evicted: request 2's block 8", "", "orphan"),
         (9, 11, "evicted: request 2's block 7", "partial", "FREE"),
     ]

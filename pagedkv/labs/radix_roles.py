@@ -25,8 +25,9 @@ def block_rows(
 
     Where from: "prefix hit", "FREE", or "evicted: request j's block m" (its last holder).
     The note: "copy of page p" for a full prompt block recomputed although an earlier
-    request's page p holds the same prefix (the last-token rule); "original of block m" for
-    an evicted page that held the tokens such a copy repeats; "was an orphan" for an evicted
+    request's page p holds the same prefix (the last-token rule); "original of page c" for
+    an evicted page that held the tokens such a copy, on page c, repeats (the note names
+    pages only, so it reads as a fact about the page in its row); "was an orphan" for an evicted
     page that was one; "partial" for a last page not full. The state: "indexed", "orphan"
     (`orphan_pages`) or "FREE"."""
     row, out = rows[i], list[tuple[int, int, str, str, str]]()
@@ -46,7 +47,7 @@ def block_rows(
             m = rows[j]["pages"].index(page)
             source = f"evicted: request {j + 1}'s block {m}"
             if copies.get(m) == page:
-                note = f"original of block {m}"
+                note = f"original of page {row['pages'][m]}"
             elif page in rows[i - 1]["orphans"]:
                 note = "was an orphan"
         else:

@@ -37,6 +37,7 @@ ARROW_KEY = "\u2192  the index holds both: a lookup that reaches the left page g
 FONT_PT = 12
 WIDTH_IN = 8.2
 ROW_IN = 1.3  # a row: its name, the boxes, a note of up to 2 lines under them
+NOTE_LINE_IN = 0.2  # one line of a note: a row whose notes are one line each is this much shorter
 LEGEND_IN = 1.0  # two lines of kinds, then the arrow's line
 
 Box = tuple[str, str, str]  # (text in the box, kind, note under it)
@@ -72,14 +73,17 @@ def _joined(boxes: Sequence[Box]) -> bool:
 def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
     """One row per (name, boxes): each box (text, kind, note) in block order, an arrow
     between two neighbouring boxes the index both holds (kinds in `LINKED`), and under the rows
-    a legend of the kinds present and of the arrow (when one is drawn); returns the Figure."""
+    a legend of the kinds present and of the arrow (when one is drawn); returns the Figure.
+    A row is ROW_IN tall when some note has two lines, one note line less when none has."""
     if not rows or any(not boxes for boxes in rows.values()):
         raise ValueError("rows must name at least one row, each with at least one box")
     unknown = {kind for boxes in rows.values() for _, kind, _ in boxes} - set(KINDS)
     if unknown:
         raise ValueError(f"kinds must be among {sorted(KINDS)}, got {sorted(unknown)}")
     title_in = 0.4 if title else 0.1
-    height = len(rows) * ROW_IN + LEGEND_IN + title_in
+    two_lines = any("\n" in note for boxes in rows.values() for _, _, note in boxes)
+    row_in = ROW_IN if two_lines else ROW_IN - NOTE_LINE_IN
+    height = len(rows) * row_in + LEGEND_IN + title_in
     fig = Figure(figsize=(WIDTH_IN, height), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0, 0, 1, 1))
@@ -92,7 +96,7 @@ def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
     step = (WIDTH_IN - 0.2) / columns
     box_w, box_h = min(1.5, step - 0.45), 0.42
     for r, (name, boxes) in enumerate(rows.items()):
-        top = height - title_in - r * ROW_IN
+        top = height - title_in - r * row_in
         ax.text(0.1, top - 0.15, name, fontsize=FONT_PT, va="center", style="italic")
         y = top - 0.62
         for c, box in enumerate(boxes):
