@@ -58,10 +58,13 @@ def s3fifo_timeline(
     return rows
 
 
-def plot_timeline(rows: list[dict[str, Any]], first: int, last: int, share: float) -> Figure:
+def plot_timeline(
+    rows: list[dict[str, Any]], first: int, last: int, share: float, share_label: str | None = None
+) -> Figure:
     """Rows `first` to `last` (inclusive) of `s3fifo_timeline`: victims from S and from M
     as bars per request, S, M and G's sizes as lines, scan requests shaded, and S's target
-    share (`share` pages) as a dotted line. 8.4 x 4.0 inches at 100 dpi."""
+    share (`share` pages) as a dotted line, keyed `share_label` (by default "S's share
+    (`share`)"). 8.4 x 4.0 inches at 100 dpi."""
     fig = Figure(figsize=(8.4, 4.0), dpi=100, layout="constrained")
     ax = fig.add_subplot()
     xs = list(range(first, last + 1))
@@ -77,7 +80,7 @@ def plot_timeline(rows: list[dict[str, Any]], first: int, last: int, share: floa
     for q, (colour, dash, marker) in styles.items():
         sizes = [r[q] for r in window]
         ax.plot(xs, sizes, color=colour, ls=dash, marker=marker, ms=4, lw=2, label=f"pages in {q}")
-    ax.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.2, label=f"S's share ({share:g})")
+    ax.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.2, label=share_label or f"S's share ({share:g})")
     ax.set_xlim(first - 0.5, last + 0.5)
     ax.set_xlabel("request (shaded: a one-off scan prompt)", fontsize=12)
     ax.set_ylabel("pages", fontsize=12)
