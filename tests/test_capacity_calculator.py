@@ -193,7 +193,7 @@ def test_zero_request_tokens_is_an_error_and_small_sizes_keep_their_unit():
     box.children[0].children[2].value = 0
     assert "request tok 0 is out of range: type a whole number &gt;= 1" in box.children[-1].value
     box.children[0].children[2].value = 1  # one token of Mistral-7B: 128 KiB, not "0 MiB"
-    assert "bring one back, 128 KiB of K/V" in box.children[-1].value
+    assert "bring one back on Mistral-7B, 128 KiB of K/V" in box.children[-1].value
     assert [size_text(n) for n in (512, 1536, 2**27, 3 * 2**29)] == [
         "512 bytes",
         "1.5 KiB",

@@ -95,8 +95,8 @@ def run(
         rows=rows,
         notes=[
             "prefix hit %: prompt tokens served from a replica's cache, all replicas together",
-            "imbalance: at each tick while requests arrive, the busiest replica's requests in flight;",
-            "  summed over those ticks, over the same sum of the mean over replicas (1 = even)",
+            "imbalance = Σ busiest replica's load ÷ Σ mean load, over the ticks while requests arrive.",
+            "  A replica's load is its requests in flight; 1.0 means even.",
             "by valve: requests prefix-aware routing sent to the least loaded replica, not by cache",
         ],
         data=data,

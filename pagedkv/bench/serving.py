@@ -300,7 +300,7 @@ def figure(report: Report):
     from matplotlib.figure import Figure
 
     data, rates = report.data["systems"], report.data["rates"]
-    fig = Figure(figsize=(11, 5.0))
+    fig = Figure(figsize=(11, 5.4))
     FigureCanvasAgg(fig)
     lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
     for system, marker in zip(SYSTEMS, "osD^", strict=True):
@@ -342,7 +342,7 @@ def figure(report: Report):
     bars.set_ylim(0, 100)
     name_thin_top(bars, len(SYSTEMS) - 1, data["paged"][top])
     bars.set_ylabel(f"% of KV memory, under load ({report.data['top_rate']:g}/s)", fontsize=12)
-    bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=12)
+    bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=14)  # >= 14 px at 850 px
     for ax in (lat, bars):
         ax.tick_params(labelsize=14)  # >= 12 px at 850 px
     fig.tight_layout()

@@ -338,7 +338,7 @@ def calculator_text(
     cost = preemption_costs(m, g, tokens, assume)
     lines += [
         f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",
-        f"bring one back, {size_text(cost['kv_bytes'])} of K/V:",
+        f"bring one back on {m.name}, {size_text(cost['kv_bytes'])} of K/V:",
         f"  recompute {cost['recompute_s'] * 1e3:.1f} ms, swap out+in {cost['swap_s'] * 1e3:.1f} ms, "
         f"second-tier reload {cost['reload_s'] * 1e3:.1f} ms",
     ]

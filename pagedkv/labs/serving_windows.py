@@ -1,0 +1,80 @@
+"""The serving run's memory shares in two windows, one small table each, and a run at one rate.
+
+`bench serving` averages the K/V memory two ways (`pagedkv.labs.serving`): **under load**,
+over the steps during which an arrived request waits to start (the paper's Fig. 2 bars), and
+over the **whole run**, free memory included. Notebook 11 prints one table per window, with
+plain column names, from a report's `data["systems"]` ({system: {str(rate): result}}), and
+lets the reader serve the quick run's requests at a rate of their own (`shares_at`).
+
+Leaves out: the latency columns (the report's notes print them) and the sustainable rates.
+"""
+
+from __future__ import annotations
+
+from pagedkv.core.plumbing.validation import check_number
+from pagedkv.labs.parallel import QUICK_WORKERS
+from pagedkv.labs.serving import PAPER, PAPER_SLOTS, SYSTEMS, serve_grid
+from pagedkv.labs.workloads import generate
+
+QUICK_REQUESTS = 1000  # the requests of `bench serving --quick` (its QUICK_REQUESTS)
+# requests/s `shares_at` accepts: below 0.5 every request runs alone for most of the run, and
+# one system's run takes many seconds (one step per token of each request)
+MIN_RATE, MAX_RATE = 0.5, 20.0
+
+UNDER_LOAD_COLUMNS = ["system", "token %", "paper's token %", "external %", "requests running"]
+WHOLE_RUN_COLUMNS = ["system", "token %", "external %", "free %", "time requests wait %"]
+
+
+def under_load_rows(systems: dict, rate: float) -> list[list[object]]:
+    """One row per system at `rate`, averaged over the steps while requests wait: % of slots
+    holding tokens, the paper's Fig. 2 figure for it, % external fragmentation, and the mean
+    number of requests running."""
+    rows: list[list[object]] = []
+    for system in SYSTEMS:
+        at = systems[system][_key(rate)]
+        rows.append(
+            [
+                system,
+                round(at["token_states"], 1),
+                PAPER[system],
+                round(at["external_fragmentation"], 1),
+                round(at["mean_batch"], 1),
+            ]
+        )
+    return rows
+
+
+def whole_run_rows(systems: dict, rate: float) -> list[list[object]]:
+    """One row per system at `rate`, averaged over the whole run: % of slots holding tokens,
+    % external fragmentation, % free, and the % of the run's time during which requests wait."""
+    rows: list[list[object]] = []
+    for system in SYSTEMS:
+        at = systems[system][_key(rate)]
+        rows.append(
+            [
+                system,
+                round(at["run_token_states"], 1),
+                round(at["run_external_fragmentation"], 1),
+                round(at["run_free"], 1),
+                round(100 * at["loaded_share"], 1),
+            ]
+        )
+    return rows
+
+
+def shares_at(rate: float, seed: int = 0, requests: int = QUICK_REQUESTS) -> dict:
+    """Serve the quick run's ShareGPT-like requests (`requests` of them, drawn with `seed`)
+    arriving at `rate` per second (from MIN_RATE to MAX_RATE) with every system, in the
+    paper's 15,728 slots (OPT-13B on an A100-40GB, cost model): {system: {str(rate): result}},
+    the shape of a report's `data["systems"]`. The same seed gives the same numbers on every
+    machine; the four systems run in QUICK_WORKERS processes, as `bench serving --quick` does."""
+    if not MIN_RATE <= check_number("rate", rate, 0.0) <= MAX_RATE:
+        raise ValueError(f"rate must be from {MIN_RATE:g} to {MAX_RATE:g} requests/s, got {rate!r}")
+    options = {"num_slots": PAPER_SLOTS, "seed": seed}
+    grid = serve_grid(generate("sharegpt", requests, seed), [float(rate)], options, QUICK_WORKERS)
+    return {s: {_key(rate): grid[s][float(rate)]} for s in SYSTEMS}
+
+
+def _key(rate: float) -> str:
+    """The key of `rate` in a report's data: str of the float (2 -> "2.0")."""
+    return str(float(rate))
