@@ -7,7 +7,12 @@ import math
 
 import numpy as np
 
-from pagedkv.labs.mistake_costs import bookkeeping_counts, longest_earlier_prefix, repeated_context
+from pagedkv.labs.mistake_costs import (
+    block_table_reads,
+    bookkeeping_counts,
+    longest_earlier_prefix,
+    repeated_context,
+)
 
 
 def test_block_table_entries_and_allocations_follow_the_page_count():
@@ -57,6 +62,19 @@ def test_hash_lookups_count_every_full_page_at_least_once():
     prompt = list(range(1, 17))  # 16 tokens
     one, four = bookkeeping_counts([prompt], 1, 64), bookkeeping_counts([prompt], 4, 64)
     assert one["hash_lookups"] >= 16 > four["hash_lookups"] >= 4
+
+
+def test_block_table_reads_by_hand():
+    # Qwen2.5-7B's published config: 28 layers, 4 K/V heads of 128 numbers in bfloat16, so
+    # one token's K and V take 2 x 4 x 128 x 2 = 2,048 bytes in each layer.
+    reads = block_table_reads(2, 33, "Qwen2.5-7B", page_sizes=(1, 16))
+    assert reads["layers"] == 28 and reads["kv_bytes"] == 2 * 33 * 28 * 2048
+    one, sixteen = reads[1], reads[16]
+    assert (one["entries"], sixteen["entries"]) == (2 * 33, 2 * 3)  # ceil(33 / 16) = 3
+    assert (one["table_bytes"], sixteen["table_bytes"]) == (66 * 4, 6 * 4)
+    assert one["step_table_bytes"] == 28 * 264
+    assert math.isclose(one["share"], 28 * 264 / (2 * 33 * 28 * 2048))
+    assert (one["kv_per_entry"], sixteen["kv_per_entry"]) == (2048, 16 * 2048)
 
 
 def _softmax_attention(q, k, v):

@@ -3,6 +3,8 @@
 - `bookkeeping_counts`: the per-token bookkeeping of a pool with 1-token pages against one
   with larger pages, on the same requests (block-table entries, page allocations, block-hash
   lookups in the prefix index).
+- `block_table_reads`: the block-table bytes one decode step reads, next to the K/V bytes it
+  reads, for a real model's batch (counts, no clock).
 - `repeated_context`: the naive "attention" (a sum of k * v) against dense softmax attention
   when the same context is repeated: the first grows with the context, the second does not.
 """
@@ -14,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from pagedkv.labs.costs import bytes_per_token
 from pagedkv.labs.naive import naive_attention, pagedkv_cache
+from pagedkv.labs.specs import model_spec
 from pagedkv.model.attention import dense_attention
 
 
@@ -77,6 +81,32 @@ def longest_earlier_prefix(prompts: Sequence[Sequence[int]]) -> list[int]:
                 n += 1
             best = max(best, n)
         out.append(min(best, len(prompt) - 1))
+    return out
+
+
+def block_table_reads(
+    batch: int, context: int, model: str, page_sizes: Sequence[int] = (1, 16), entry_bytes: int = 4
+) -> dict[Any, Any]:
+    """What one decode step of `batch` requests of `context` tokens reads on `model`: `layers`,
+    `kv_bytes` (K and V of every token in every layer) and, per page size in `page_sizes`,
+    `entries` (block-table entries per layer: one per page), `table_bytes` (those entries
+    read by one layer's attention, `entry_bytes` each: int32 in vLLM), `step_table_bytes`
+    (every layer reads them again), `share` (step_table_bytes / kv_bytes) and `kv_per_entry`
+    (bytes of one layer's K/V that one entry points to). Example: Qwen2.5-7B, 256 x 2,048,
+    pages of 1 -> 2 MiB of block table per layer, 28 GiB of K/V per step."""
+    layers = model_spec(model).num_layers
+    kv_bytes = batch * context * bytes_per_token(model)
+    out: dict[Any, Any] = {"layers": layers, "kv_bytes": kv_bytes}
+    for size in page_sizes:
+        entries = batch * -(-context // size)
+        table = entries * entry_bytes
+        out[size] = {
+            "entries": entries,
+            "table_bytes": table,
+            "step_table_bytes": layers * table,
+            "share": layers * table / kv_bytes,
+            "kv_per_entry": size * bytes_per_token(model) // layers,
+        }
     return out
 
 
