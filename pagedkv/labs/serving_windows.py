@@ -25,41 +25,40 @@ UNDER_LOAD_COLUMNS = ["system", "token %", "paper's token %", "external %", "req
 WHOLE_RUN_COLUMNS = ["system", "token %", "external %", "free %", "time requests wait %"]
 
 
+def _rows(systems: dict, rate: float, values) -> list[list[object]]:
+    """One row per system: its name, then `values(at, system)`, `at` being its entry at `rate`."""
+    return [[system, *values(systems[system][_key(rate)], system)] for system in SYSTEMS]
+
+
 def under_load_rows(systems: dict, rate: float) -> list[list[object]]:
     """One row per system at `rate`, averaged over the steps while requests wait: % of slots
     holding tokens, the paper's Fig. 2 figure for it, % external fragmentation, and the mean
     number of requests running."""
-    rows: list[list[object]] = []
-    for system in SYSTEMS:
-        at = systems[system][_key(rate)]
-        rows.append(
-            [
-                system,
-                round(at["token_states"], 1),
-                PAPER[system],
-                round(at["external_fragmentation"], 1),
-                round(at["mean_batch"], 1),
-            ]
-        )
-    return rows
+    return _rows(
+        systems,
+        rate,
+        lambda at, system: [
+            round(at["token_states"], 1),
+            PAPER[system],
+            round(at["external_fragmentation"], 1),
+            round(at["mean_batch"], 1),
+        ],
+    )
 
 
 def whole_run_rows(systems: dict, rate: float) -> list[list[object]]:
     """One row per system at `rate`, averaged over the whole run: % of slots holding tokens,
     % external fragmentation, % free, and the % of the run's time during which requests wait."""
-    rows: list[list[object]] = []
-    for system in SYSTEMS:
-        at = systems[system][_key(rate)]
-        rows.append(
-            [
-                system,
-                round(at["run_token_states"], 1),
-                round(at["run_external_fragmentation"], 1),
-                round(at["run_free"], 1),
-                round(100 * at["loaded_share"], 1),
-            ]
-        )
-    return rows
+    return _rows(
+        systems,
+        rate,
+        lambda at, system: [
+            round(at["run_token_states"], 1),
+            round(at["run_external_fragmentation"], 1),
+            round(at["run_free"], 1),
+            round(100 * at["loaded_share"], 1),
+        ],
+    )
 
 
 def shares_at(rate: float, seed: int = 0, requests: int = QUICK_REQUESTS) -> dict:
