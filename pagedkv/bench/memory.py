@@ -258,7 +258,8 @@ def figure(report: Report):
     from matplotlib.figure import Figure
 
     # Okabe-Ito; free is the pools' FREE grey, outlined so that a thin share still shows
-    colors = ["#0072B2", "#56B4E9", "#E69F00", "#D55E00", "#DDDDDD"]
+    # external is reddish purple, far from internal's orange
+    colors = ["#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#DDDDDD"]
     fig = Figure(figsize=(9, 3.6))
     FigureCanvasAgg(fig)
     for i, (workload, systems) in enumerate(report.data.items()):
