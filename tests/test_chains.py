@@ -90,3 +90,14 @@ def test_rows_are_shorter_when_every_note_is_one_line():
     one_px, two_px = (plot_page_chains(rows, "t").get_size_inches()[1] * 100 for rows in (one, two))
     assert one_px <= 480
     assert round(two_px - one_px) == 3 * 20  # a second note line: 20 px more for each row
+
+
+def test_evicted_and_not_indexed_boxes_differ_in_fill_border_and_hatch():
+    # an evicted box is grey and crossed; a not-indexed box white and dashed (notebook 09, section 5)
+    (ax,) = plot_page_chains({"hash": [("no page", "evicted", ""), ("page 1", "not indexed", "")]}).axes
+    from matplotlib.patches import FancyBboxPatch
+
+    evicted, not_indexed = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
+    assert evicted.get_hatch() and not not_indexed.get_hatch()
+    assert evicted.get_facecolor() != not_indexed.get_facecolor()
+    assert evicted.get_linestyle() != not_indexed.get_linestyle()

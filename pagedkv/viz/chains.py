@@ -11,7 +11,8 @@ says what the index does with the page (`KINDS`):
 - "reached": the index holds it and a lookup from the first page reaches it (a prefix hit);
 - "orphan": the index holds it, but a lookup stops before it (a page before it is missing);
 - "not indexed": the index does not hold it (a copy, a partial page, or one the tree left out);
-- "evicted": no page holds this block's content any more.
+- "evicted": no page holds this block's content any more (grey, crossed: unlike the white,
+  dashed "not indexed" box).
 
 The figure is 8.2 inches wide at 100 dpi, so a notebook shows it at its own size (the
 output area is about 848 px wide) and its 12-point text at 16 px.
@@ -25,13 +26,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Patch
 
-# kind -> (fill, border line style, text colour, legend text)
+# kind -> (fill, border line style, text colour, legend text); "evicted" is also crossed
+# (`CROSSED`), so it never looks like the dashed white "not indexed" box
 KINDS = {
     "reached": ("#A6DBC4", "solid", "black", "indexed, a lookup reaches it"),
     "orphan": ("#F5A38A", "solid", "black", "indexed, no lookup reaches it (orphan)"),
     "not indexed": ("#FFFFFF", "dashed", "black", "not indexed"),
-    "evicted": ("#FFFFFF", "dotted", "#555555", "evicted: no page holds it"),
+    "evicted": ("#C8C8C8", "solid", "black", "evicted: no page holds it"),
 }
+CROSSED = {"evicted": "xx"}  # kind -> hatch drawn over the fill
 LINKED = ("reached", "orphan")  # the kinds an arrow joins: the pages the index holds
 ARROW_KEY = "\u2192  the index holds both: a lookup that reaches the left page goes on to the right one"
 FONT_PT = 12
@@ -50,10 +53,27 @@ def _draw_box(ax, box: Box, x: float, y: float, w: float, h: float, arrow_to: fl
     fill, line, color, _ = KINDS[kind]
     ax.add_patch(
         FancyBboxPatch(
-            (x, y - h / 2), w, h, boxstyle="round,pad=0.03", fc=fill, ec="#333333", ls=line, lw=1.5
+            (x, y - h / 2),
+            w,
+            h,
+            boxstyle="round,pad=0.03",
+            fc=fill,
+            ec="#333333",
+            ls=line,
+            lw=1.5,
+            hatch=CROSSED.get(kind),
         )
     )
-    ax.text(x + w / 2, y, text, fontsize=FONT_PT, ha="center", va="center", color=color)
+    ax.text(
+        x + w / 2,
+        y,
+        text,
+        fontsize=FONT_PT,
+        ha="center",
+        va="center",
+        color=color,
+        bbox=dict(fc=fill, ec="none", pad=1) if kind in CROSSED else None,
+    )
     if note:
         ax.text(x + w / 2, y - h / 2 - 0.06, note, fontsize=FONT_PT, ha="center", va="top")
     if arrow_to is not None:
@@ -105,7 +125,8 @@ def plot_page_chains(rows: dict[str, Sequence[Box]], title: str = "") -> Figure:
             _draw_box(ax, box, x, y, box_w, box_h, arrow_to=x + step - 0.03 if linked else None)
     present = [k for k in KINDS if any(kind == k for boxes in rows.values() for _, kind, _ in boxes)]
     handles = [
-        Patch(fc=KINDS[k][0], ec="#333333", ls=KINDS[k][1], lw=1.5, label=KINDS[k][3]) for k in present
+        Patch(fc=KINDS[k][0], ec="#333333", ls=KINDS[k][1], lw=1.5, hatch=CROSSED.get(k), label=KINDS[k][3])
+        for k in present
     ]
     if any(_joined(boxes) for boxes in rows.values()):
         ax.text(0.1, 0.17, ARROW_KEY, fontsize=FONT_PT, va="center")
