@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pagedkv.labs import costs
-from pagedkv.labs.tensor_parallel import tp_capacity
+from pagedkv.labs.tensor_parallel import tp_capacity, tp_exchange
 
 GIB = 2**30
 
@@ -55,3 +55,15 @@ def test_too_few_gpus_or_a_tp_that_splits_no_head_evenly():
     with pytest.raises(ValueError):
         tp_capacity("Llama-3-70B", "H100-80GB", 0)
     assert costs.bytes_per_token("Llama-3-70B") == 320 * 1024
+
+
+def test_tp_exchange_against_hand_values():
+    # Llama-3-70B: hidden 8,192, 80 layers; 2 all-reduces x 8,192 x 2 bytes x 80 = 2,621,440
+    ex = tp_exchange("Llama-3-70B", "H100-80GB", 4, 1024)
+    assert ex["bytes_per_token"] == 2 * 8192 * 2 * 80 == 2_621_440
+    # ring all-reduce: 2 x (4 - 1) / 4 of 1,024 tokens' bytes over 450 GB/s
+    assert ex["exchange_s"] == pytest.approx(2_621_440 * 1024 * 1.5 / 450e9)
+    # twice as many GPUs: half the compute per GPU
+    assert tp_exchange("Llama-3-70B", "H100-80GB", 8, 1024)["compute_s"] == pytest.approx(ex["compute_s"] / 2)
+    with pytest.raises(ValueError):
+        tp_exchange("Llama-3-70B", "H100-80GB", 1, 1024)

@@ -11,8 +11,9 @@ the K/V heads (vLLM: `--tensor-parallel-size`). So, per GPU:
 Every token's K/V is spread over all TP GPUs, each GPU holding its share of the heads. So the
 group holds as many tokens as one GPU has token slots; the K/V memory of the group is TP times
 one GPU's. The activation peak is left unsplit: each GPU keeps the one-GPU estimate (an upper
-bound, since the MLP's tensors are split too). Leaves out: the all-reduce buffers and their
-communication time, and K/V heads replicated when TP exceeds their number (TP must divide it).
+bound, since the MLP's tensors are split too). `tp_exchange` prices the time the GPUs spend
+exchanging results. Leaves out: the all-reduce buffers, and K/V heads replicated when TP
+exceeds their number (TP must divide it).
 """
 
 from __future__ import annotations
@@ -58,4 +59,31 @@ def tp_capacity(
         "group_kv_bytes": tp * cap["kv_budget_bytes"],
         "token_slots": cap["token_slots"],
         "requests": cap["requests"],
+    }
+
+
+# GPU-to-GPU link (NVLink), GB/s each way per GPU: half the data sheets' bidirectional totals
+# (A100 SXM 600 GB/s, H100 SXM 900 GB/s). pagedkv's estimate: a real all-reduce reaches less.
+GPU_LINK_GB_S = {"A100-80GB": 300.0, "H100-80GB": 450.0}
+
+
+def tp_exchange(model: str | ModelSpec, gpu: str, tp: int, tokens: int) -> dict[str, float]:
+    """The time TP GPUs spend exchanging partial results for a step of `tokens` tokens, against
+    the time each GPU computes its linear layers (the cost model's roofline).
+
+    Every layer ends its attention and its MLP with an all-reduce of the hidden state: 2 x
+    hidden size x 2 bytes per token per layer. A ring all-reduce sends 2 x (TP - 1) / TP of
+    those bytes from each GPU over its link (GPU_LINK_GB_S). Returns bytes_per_token (all
+    layers), exchange_s and compute_s. Example: Llama-3-70B, 2,621,440 bytes per token.
+    """
+    m = model if isinstance(model, ModelSpec) else model_spec(model)
+    check_int("tp", tp, 2)
+    g = costs.gpu_spec(gpu)
+    per_token = 2 * m.hidden_size * 2 * m.num_layers
+    sent = per_token * tokens * 2 * (tp - 1) / tp
+    compute = 2 * costs.linear_params(m) * tokens / tp / (g.tflops * 1e12 * g.linear_efficiency)
+    return {
+        "bytes_per_token": per_token,
+        "exchange_s": sent / (GPU_LINK_GB_S[gpu] * 1e9),
+        "compute_s": compute,
     }

@@ -135,7 +135,8 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     spec = costs.gpu_spec(gpu)
     if memory_gib is not None:
         spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
-    return costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields))
+    text = costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields))
+    return f"{text}\n{TP_POINTER}" if " does not fit on one " in text else text
 
 
 def wrapped(text: str, width: int) -> str:
@@ -160,17 +161,18 @@ def budget_text(model: str, gpu: str, tokens: int, width: int = 95) -> str:
 # <pre> breaks anywhere, hence word-break and overflow-wrap set back to normal).
 ANSWER_WIDTH = 80
 ANSWER_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal;line-height:1.3"
-# An error in red, bold, in a box as tall as the last answer, so the page does not jump
+# An error in red, bold, with no blank space under it: the output shrinks to the error's lines
 ERROR_STYLE = "color:#B00020;font-weight:bold;margin:0"
 ERROR_HINT = "(no answer until the box holds a number in range)"
+# Said under "does not fit": where the notebook splits such a model over several GPUs
+TP_POINTER = "Split it over several GPUs: section 1.7 of notebook 11, tensor parallelism."
 
 
-def error_html(error: str, lines: int) -> str:
+def error_html(error: str) -> str:
     """The calculator's output for a bad box: `error` in red and bold, then ERROR_HINT, in a
-    <pre> at least `lines` lines tall (the last answer's height)."""
-    style = f"{ANSWER_STYLE};min-height:{lines * 1.3:g}em"
+    <pre> only as tall as those lines."""
     text = html.escape(wrapped(error, ANSWER_WIDTH))
-    return f"<pre style='{style}'><span style='{ERROR_STYLE}'>{text}</span>\n{ERROR_HINT}</pre>"
+    return f"<pre style='{ANSWER_STYLE}'><span style='{ERROR_STYLE}'>{text}</span>\n{ERROR_HINT}</pre>"
 
 
 def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 1024):
@@ -201,17 +203,16 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
         box.description = FIELDS[name] + ZERO_MEANS.get(name, "")
     for box in (boxes["memory_gib"], boxes["activation_gib"]):  # the first column: a longer label
         box.style.description_width, box.layout.width = "150px", "290px"
-    out, height = widgets.HTML(), [0]  # the last answer's number of lines
+    out = widgets.HTML()
 
     def update(_=None) -> None:
         values = {name: box.value for name, box in boxes.items()}
         try:
             answer = calculator_answer(pick_model.value, pick_gpu.value, length.value, **values)
         except ValueError as error:
-            out.value = error_html(str(error), height[0])
+            out.value = error_html(str(error))
             return
         text = wrapped(answer, ANSWER_WIDTH)
-        height[0] = text.count("\n") + 1
         out.value = f"<pre style='{ANSWER_STYLE}'>{html.escape(text)}</pre>"
 
     def new_model_or_gpu(_=None) -> None:

@@ -1,0 +1,78 @@
+"""Recompute against swap as vLLM's block (page) size grows: the numbers of notebook 11's
+section 1.5 for the vLLM paper's OPT-13B, and what the paper's ratio of 1.2 would need.
+
+A swap makes one copy call per block, layer, K and V, each way, so small blocks pay many
+calls; recompute does not depend on the block size. At large blocks the copy calls hardly
+count, and the swap is the K/V bytes over the host link, out and back in.
+"""
+
+from __future__ import annotations
+
+from pagedkv.labs import costs
+
+
+def ways_back_by_block(
+    model: str = "OPT-13B",
+    gpu: str = "A100-40GB",
+    tokens: int = 1024,
+    blocks: tuple[int, ...] = (1, 4, 16, 64, 256),
+    paper_ratio: float = 1.2,
+) -> dict:
+    """Milliseconds to recompute and to swap (out and in) a request of `tokens` tokens for each
+    block size of `blocks` (vLLM 0.1's settings, `Assumptions.vllm_2023`), and, at the largest
+    block: the link's and copy calls' shares of the swap, the linear layers' share of the
+    recompute, and the link speed (GB/s) or prefill speed-up that `paper_ratio` would need.
+
+    Returns blocks, ms (list of (recompute, swap) rounded ms), mib (K/V MiB each way),
+    link_ms, copy_ms, linear_ms, link_gb_s, swap_for_paper, link_needed, faster.
+    """
+    ways = [
+        costs.preemption_costs(model, gpu, tokens, costs.Assumptions.vllm_2023(page_size=b)) for b in blocks
+    ]
+    ms = [(round(w["recompute_s"] * 1e3), round(w["swap_s"] * 1e3)) for w in ways]
+    g = costs.gpu_spec(gpu)
+    kv = tokens * costs.bytes_per_token(model)
+    link_ms = 2 * kv / (g.host_to_gpu_gb_s * 1e9) * 1e3  # out and back in
+    copy_ms = ways[-1]["swap_s"] * 1e3 - link_ms
+    recompute, swap = ms[-1]
+    swap_for_paper = recompute / paper_ratio
+    return {
+        "blocks": blocks,
+        "ms": ms,
+        "mib": kv / 2**20,
+        "link_ms": link_ms,
+        "copy_ms": copy_ms,
+        "linear_ms": costs.step_terms(model, g, tokens, 0, prefill_lens=(tokens,))["linear"] * 1e3,
+        "link_gb_s": g.host_to_gpu_gb_s,
+        "swap_for_paper": swap_for_paper,
+        "link_needed": g.host_to_gpu_gb_s * link_ms / (swap_for_paper - copy_ms),
+        "faster": recompute / (paper_ratio * swap),
+        "paper_ratio": paper_ratio,
+    }
+
+
+def ways_back_text(r: dict, model: str = "OPT-13B", tokens: int = 1024, gpu: str = "A100-40GB") -> str:
+    """The lines notebook 11 prints for `ways_back_by_block`'s result `r`: the table of times
+    per block size, then what the swap at the largest block is made of, then what the paper's
+    ratio would need."""
+    (rec, swap), big, p = r["ms"][-1], r["blocks"][-1], r["paper_ratio"]
+    s4p, link = r["swap_for_paper"], f"{r['link_gb_s']:g} GB/s"
+    lines = [
+        f"{model}, {tokens:,} tokens, {gpu}: ms to bring the request back",
+        f"{'tokens per block':18}" + "".join(f"{b:>7,}" for b in r["blocks"]),
+        f"{'recompute':18}" + "".join(f"{m[0]:7,}" for m in r["ms"]),
+        f"{'swap out+in':18}" + "".join(f"{m[1]:7,}" for m in r["ms"]),
+        f"{model} at {big} tokens per block:",
+        f"  recompute {rec} ms (linear layers {r['linear_ms']:.0f} ms); swap {swap} ms;"
+        f" ratio {rec / swap:.1f}",
+        f"  swap = link {r['link_ms']:.1f} ms, out and back in ({r['mib']:.0f} MiB at {link}:"
+        f" {r['link_ms'] / 2:.1f} ms each way) + copy calls {r['copy_ms']:.1f} ms",
+        f"for the paper's ratio of {p:g} on {model}, one of:",
+        f"  a swap of {rec} / {p:g} = {s4p:.1f} ms: link part {s4p:.1f} - {r['copy_ms']:.1f}"
+        f" = {s4p - r['copy_ms']:.1f} ms,",
+        f"    so a link of {r['link_gb_s']:g} x {r['link_ms']:.1f} / {s4p - r['copy_ms']:.1f}"
+        f" = {r['link_needed']:.0f} GB/s",
+        f"  a recompute of {p:g} x {swap} = {p * swap:.0f} ms: a prefill {rec} / {p * swap:.0f}"
+        f" = {r['faster']:.1f} times faster",
+    ]
+    return "\n".join(lines)

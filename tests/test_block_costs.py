@@ -1,0 +1,30 @@
+"""ways_back_by_block against hand arithmetic for OPT-13B on an A100-40GB (800 KiB per token,
+40 layers, a 25 GB/s host link each way, 10 µs per copy call)."""
+
+import pytest
+
+from pagedkv.labs.block_costs import ways_back_by_block, ways_back_text
+
+
+def test_swap_times_by_hand():
+    r = ways_back_by_block("OPT-13B", "A100-40GB", 1024, blocks=(1, 256))
+    kv = 1024 * 800 * 1024  # bytes each way
+    link_ms = 2 * kv / 25e9 * 1e3  # out and back in
+    assert r["link_ms"] == pytest.approx(link_ms) and round(link_ms, 1) == 67.1
+    assert r["mib"] == 800
+    # 256-token blocks: 4 blocks x 40 layers x K and V = 320 calls each way, 640 in all
+    assert r["copy_ms"] == pytest.approx(640 * 10e-3)
+    # 1-token blocks: 1,024 x 40 x 2 = 81,920 calls each way
+    assert r["ms"][0][1] == round(link_ms + 2 * 81_920 * 10e-3)
+    assert r["ms"][0][0] == r["ms"][1][0]  # recompute does not depend on the block size
+
+
+def test_what_the_paper_ratio_needs():
+    r = ways_back_by_block(paper_ratio=1.2)
+    rec, swap = r["ms"][-1]
+    assert r["swap_for_paper"] == pytest.approx(rec / 1.2)
+    assert r["faster"] == pytest.approx(rec / (1.2 * swap))
+    # the link part of the paper's swap moves the same bytes: speed scales inversely with time
+    assert r["link_needed"] == pytest.approx(25 * r["link_ms"] / (rec / 1.2 - r["copy_ms"]))
+    text = ways_back_text(r)
+    assert "tokens per block" in text and f"ratio {rec / swap:.1f}" in text
