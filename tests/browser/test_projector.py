@@ -148,7 +148,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     assert not page.locator("button.pagedkv-step").is_enabled()
     page.wait_for_timeout(1000)
     nb.screenshot_whole(
-        _cell_of(nb, 'dash = Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png"
+        _cell_of(nb, 'Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png"
     )
 
 
