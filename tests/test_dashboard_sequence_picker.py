@@ -18,10 +18,10 @@ def dash():
     return dashboard
 
 
-def record(widget) -> list[dict]:
+def record(widget, monkeypatch) -> list[dict]:
     """The states `widget` sends to the page from now on (its labels and index)."""
     sent: list[dict] = []
-    widget._send = lambda msg, buffers=None: sent.append(msg["state"])
+    monkeypatch.setattr(widget, "_send", lambda msg, buffers=None: sent.append(msg["state"]))
     return sent
 
 
@@ -34,12 +34,12 @@ def shown(widget, sent: list[dict]) -> str:
     return labels[index] if index is not None else ""
 
 
-def test_fork_then_decode_all_keeps_the_picked_sequence_shown_and_acted_on(dash):
+def test_fork_then_decode_all_keeps_the_picked_sequence_shown_and_acted_on(dash, monkeypatch):
     dash.prefix_picker.value = "request_B"
     dash.add_button.click()
     picker = dash.seq_picker
     picker.value = "yours1"  # as a person picks it
-    sent = record(picker)
+    sent = record(picker, monkeypatch)
     dash.fork_button.click()
     dash.decode_button.click()
     indexes = [state["index"] for state in sent if "index" in state]
@@ -51,12 +51,12 @@ def test_fork_then_decode_all_keeps_the_picked_sequence_shown_and_acted_on(dash)
     assert "you finished yours1" in dash.caption.value
 
 
-def test_the_page_is_told_the_sequence_the_kernel_keeps(dash):
+def test_the_page_is_told_the_sequence_the_kernel_keeps(dash, monkeypatch):
     dash.prefix_picker.value = "request_B"
     dash.add_button.click()
     picker = dash.seq_picker
     picker.value = "request_B"
-    sent = record(picker)
+    sent = record(picker, monkeypatch)
     dash.fork_button.click()  # the options grow: request_B, request_B.f1, yours1
     assert picker.value == "request_B"
     assert all(state.get("index", 0) == 0 for state in sent)
