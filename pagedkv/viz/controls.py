@@ -29,6 +29,8 @@ from pagedkv.viz.dashboard_text import SCROLL_NOTE, SCROLL_NOTE_PX, geometry_htm
 from pagedkv.viz.debounce import Debounced
 from pagedkv.viz.palette import SequencePalette
 
+Options = list[tuple[str, Hashable]]  # (label, value) of a Dropdown
+
 __all__ = [
     "MAIN_SHARE", "picker_px", "PAGES_RANGE", "PAGE_SIZE_RANGE", "PLAY_SPEEDS", "VIEWS", "VIEW_HEIGHT_PX",
     "DashboardControls",
@@ -42,9 +44,7 @@ MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the eve
 VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
 ACTIONS_LABEL = "<b>Your actions</b>"  # first on the actions' first row
 ACTIONS_NOTE = "Not scenario steps: later steps run on the pool these leave."
-SCHEDULER_NOTE = (  # instead of ACTIONS_NOTE when a scheduler runs the scenario's requests
-    "Only Step runs the scheduler's requests; these buttons act on yours."
-)
+SCHEDULER_NOTE = "Only Step runs the scheduler's requests; these buttons act on yours."  # or ACTIONS_NOTE
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 PREFIX_TIP = (
     "running sequences only (a waiting or preempted one holds no pages); your request starts "
@@ -301,12 +301,12 @@ class DashboardControls(widgets.VBox):
         return callback
 
     def sync_stepping(
-        self, cursor: int, steps: int, live: list[tuple[str, Hashable]], own: list[tuple[str, Hashable]]
+        self, cursor: int, steps: int, live: Options, own: Options, pick: Hashable = None
     ) -> None:
-        """Point Jump to, Play and the sequence pickers at the run without triggering them:
-        "Prefix of" offers every `live` sequence, "Sequence" (Fork, Finish) only your `own`.
-        Play's ■ sets its value to its `min`: `min` follows the current step, so ■ stops
-        where the dashboard is (a learner uses it as pause) instead of going back to 0."""
+        """Point Jump to, Play and the pickers at the run without triggering them. "Prefix of"
+        offers every `live` sequence; "Sequence" (Fork, Finish) your `own`, showing `pick` (a
+        request you added), else what it showed, else the first, sent in one message. Play's ■
+        sets its value to its `min`, which follows the step: ■ stops (pauses) where it is."""
         self._syncing = True
         try:
             self.step_slider.max, self.step_slider.value = steps, cursor
@@ -314,17 +314,15 @@ class DashboardControls(widgets.VBox):
                 self.play.min = 0
                 self.play.max, self.play.value = steps, cursor
                 self.play.min = cursor
-            for picker, options in (
-                # "" stands for no prefix: a Dropdown takes the value None as "nothing selected"
-                (self.prefix_picker, [("(none)", ""), *live]),
-                (self.seq_picker, own),
-            ):
-                if list(picker.options) != options:
-                    keep = picker.value
-                    picker.options = options
-                    picker.value = (
-                        keep if keep in [v for _, v in options] else (options[0][1] if options else None)
-                    )
+            # ("(none)", ""): no prefix (a Dropdown takes the value None as "nothing selected")
+            pickers = ((self.prefix_picker, [("(none)", ""), *live], None), (self.seq_picker, own, pick))
+            for picker, options, first in pickers:
+                values = [v for _, v in options]
+                chosen = next((v for v in (first, picker.value) if v is not None and v in values), None)
+                if list(picker.options) != options or chosen != picker.value:
+                    with picker.hold_sync():  # no passing index 0 (another sequence) on the page
+                        picker.options = options
+                        picker.value = chosen if chosen is not None else (values[0] if values else None)
         finally:
             self._syncing = False
 

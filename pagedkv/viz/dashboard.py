@@ -50,10 +50,8 @@ PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, no
 COMPACT_WIDTH = 4.6  # inches per panel of the More views tab
 CAPTION_CHARS = 200  # a refused step's caption longer than this says only why (the log has the rest)
 # At most 2 lines, so the dashboard fits a 1280x720 screen: a longer caption ends in "…".
-CAPTION_STYLE = (
-    "font-size:14px;line-height:1.35;display:-webkit-box;-webkit-line-clamp:2;"
-    "-webkit-box-orient:vertical;overflow:hidden"
-)
+CAPTION_STYLE = "font-size:14px;line-height:1.35;display:-webkit-box;-webkit-line-clamp:2;" + (
+    "-webkit-box-orient:vertical;overflow:hidden")  # fmt: skip
 
 
 class Dashboard(DashboardControls):
@@ -75,6 +73,7 @@ class Dashboard(DashboardControls):
         self._stale: set[str] = set()  # tabs whose picture is older than the last render
         self._pending_scenario: str | None = None  # a switch waiting for "discard" or "stay"
         self.message, self._switched = "", False  # _switched: a picked scenario, not yet stepped
+        self._pick: Hashable | None = None  # a request you just added: Sequence shows it
         self.run = ScenarioRun(scenario, num_pages, page_size, model)  # validates the arguments
         self._build_widgets()
         self._sync_controls()
@@ -150,7 +149,7 @@ class Dashboard(DashboardControls):
     def add_request(self) -> None:
         """Admit the prompt text as a new request, after the tokens of the picked sequence."""
         parent = self.prefix_picker.value or None  # "" is the "(none)" entry
-        new = self.run.new_id("yours")
+        new = self._pick = self.run.new_id("yours")  # Fork and Finish keep what Sequence shows
         self._apply(
             lambda: Action("add", new, parent=parent, text=self.prompt.value, caption="a request you added")
         )
@@ -273,11 +272,12 @@ class Dashboard(DashboardControls):
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
         self.caption.value = f"<div style='{CAPTION_STYLE}'>{said}</div>"
         live: list[tuple[str, Hashable]] = [(str(s), s) for s in snap.seq_ids]
-        owned = set(run.own_sequences)  # Fork and Finish: never a request the scheduler runs
-        self.sync_stepping(run.cursor, len(run.steps), live, [(t, s) for t, s in live if s in owned])
+        own = [(t, s) for t, s in live if s in run.own_sequences]  # never a request the scheduler runs
+        pick, self._pick = self._pick, None
+        self.sync_stepping(run.cursor, len(run.steps), live, own, pick)
         self.back_button.disabled = not run.history
         self.step_button.disabled = self.play.disabled = run.done  # a scenario ends at its last step
-        self.fork_button.disabled = self.finish_button.disabled = not owned
+        self.fork_button.disabled = self.finish_button.disabled = not own
         self.decode_button.disabled = not run.can_decode_all
 
     def _maps(self) -> tuple[PoolHeatmap, ...]:

@@ -59,7 +59,7 @@ def geometry_html(run: ScenarioRun) -> str:
     return (
         f"<div style='font-size:14px;line-height:1.5'>The pool now: <b>{run.num_pages} pages × "
         f"{run.page_size} slots</b>. Moving a slider rebuilds the pool at once and replays "
-        "everything done so far on it (the line under the buttons says so); the other tabs "
+        "everything done so far on it (after a move, the line under the buttons says so); the other tabs "
         "show the new pool. Rebuilding runs the same steps with another number or size of pages: "
         "a smaller pool runs out of FREE pages sooner, and larger pages leave more empty slots.<br>"
         "<b>Play speed</b>, below, sets how fast ▶ steps the story (slow: 1.5 s a step, "

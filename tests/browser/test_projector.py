@@ -147,9 +147,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
     assert "done" in counter.text_content()
     assert not page.locator("button.pagedkv-step").is_enabled()
     page.wait_for_timeout(1000)
-    nb.screenshot_whole(
-        _cell_of(nb, 'dash = Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png"
-    )
+    nb.screenshot_whole(_cell_of(nb, 'Dashboard("walkthrough")'), screenshot_dir / "dashboard_last_step.png")
 
 
 def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot_dir) -> None:
