@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pagedkv.labs import costs
-from pagedkv.labs.tensor_parallel import tp_capacity, tp_exchange
+from pagedkv.labs.tensor_parallel import GPU_LINK_GB_S, tp_capacity, tp_exchange
 
 GIB = 2**30
 
@@ -67,3 +67,13 @@ def test_tp_exchange_against_hand_values():
     assert tp_exchange("Llama-3-70B", "H100-80GB", 8, 1024)["compute_s"] == pytest.approx(ex["compute_s"] / 2)
     with pytest.raises(ValueError):
         tp_exchange("Llama-3-70B", "H100-80GB", 1, 1024)
+    with pytest.raises(ValueError, match="tokens"):
+        tp_exchange("Llama-3-70B", "H100-80GB", 2, 0)
+
+
+def test_every_gpu_has_a_link_speed():
+    # tp_exchange prices the exchange of any GPU the cost model knows: A100 SXM's NVLink is
+    # 600 GB/s both ways (either memory size), H100 SXM's 900 GB/s; half of that each way
+    assert GPU_LINK_GB_S == {"A100-40GB": 300.0, "A100-80GB": 300.0, "H100-80GB": 450.0}
+    with pytest.raises(ValueError, match="NVLink.*'L4'"):
+        tp_exchange("Llama-3-70B", "L4", 2, 1024)

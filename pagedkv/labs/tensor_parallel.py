@@ -63,8 +63,9 @@ def tp_capacity(
 
 
 # GPU-to-GPU link (NVLink), GB/s each way per GPU: half the data sheets' bidirectional totals
-# (A100 SXM 600 GB/s, H100 SXM 900 GB/s). pagedkv's estimate: a real all-reduce reaches less.
-GPU_LINK_GB_S = {"A100-80GB": 300.0, "H100-80GB": 450.0}
+# (A100 SXM 600 GB/s, either memory size; H100 SXM 900 GB/s; the L4 has no NVLink, only PCIe).
+# pagedkv's estimate: a real all-reduce reaches less.
+GPU_LINK_GB_S = {"A100-40GB": 300.0, "A100-80GB": 300.0, "H100-80GB": 450.0}
 
 
 def tp_exchange(model: str | ModelSpec, gpu: str, tp: int, tokens: int) -> dict[str, float]:
@@ -78,12 +79,15 @@ def tp_exchange(model: str | ModelSpec, gpu: str, tp: int, tokens: int) -> dict[
     """
     m = model if isinstance(model, ModelSpec) else model_spec(model)
     check_int("tp", tp, 2)
+    check_int("tokens", tokens, 1)
     g = costs.gpu_spec(gpu)
+    if g.name not in GPU_LINK_GB_S:
+        raise ValueError(f"gpu must be one with an NVLink link, {sorted(GPU_LINK_GB_S)}, got {gpu!r}")
     per_token = 2 * m.hidden_size * 2 * m.num_layers
     sent = per_token * tokens * 2 * (tp - 1) / tp
     compute = 2 * costs.linear_params(m) * tokens / tp / (g.tflops * 1e12 * g.linear_efficiency)
     return {
         "bytes_per_token": per_token,
-        "exchange_s": sent / (GPU_LINK_GB_S[gpu] * 1e9),
+        "exchange_s": sent / (GPU_LINK_GB_S[g.name] * 1e9),
         "compute_s": compute,
     }
