@@ -2,7 +2,7 @@
 
 from pagedkv import LRUEvictionPolicy
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.labs.hit_rate_lab import _lab_pool, make_policy, most_reused_pages, replay, serve_one_at_a_time
+from pagedkv.labs.hit_rate_lab import lab_pool, make_policy, most_reused_pages, replay, serve_one_at_a_time
 from pagedkv.labs.lab_workloads import lab_workload
 from pagedkv.labs.policy_costs import bookkeeping
 
@@ -41,7 +41,7 @@ class _CallCountingLRU(LRUEvictionPolicy):
 def test_lru_writes_are_one_per_page_added_revived_or_evicted():
     """Each LRU call moves one page in or out of its one list: writes = pages handled."""
     stream = lab_workload("zipf")
-    pool = _lab_pool(stream, 2048, _CallCountingLRU(), 16)  # installs a copy, then attaches it
+    pool = lab_pool(stream, 2048, _CallCountingLRU(), 16)  # installs a copy, then attaches it
     serve_one_at_a_time(SequenceManager(pool), stream)
     assert pool.eviction.calls is not None
     cost = bookkeeping(stream, 2048, "lru")

@@ -103,13 +103,13 @@ def replay(
     prefix_index: str = "hash",
 ) -> LabResult:
     """Run the stream one request at a time through a pool of `cache_tokens` slots."""
-    pool = _lab_pool(requests, cache_tokens, policy, page_size, prefix_index)
+    pool = lab_pool(requests, cache_tokens, policy, page_size, prefix_index)
     serve_one_at_a_time(SequenceManager(pool), requests)
     stats = pool.stats
     return LabResult(stats.prefix_hits, stats.prefix_queries, stats.evictions, pool.config.num_pages)
 
 
-def _lab_pool(
+def lab_pool(
     requests: Sequence[LabRequest],
     cache_tokens: int,
     policy: str | EvictionPolicy,
@@ -149,7 +149,7 @@ def hit_rates_by(
     """`replay`'s run, its hit rate split by group: {key(request): prompt tokens of that
     group's requests served from the prefix cache / their prompt tokens}. With the default
     key, each source stream's share of a mix (how chat fares among the scan's bursts)."""
-    pool = _lab_pool(requests, cache_tokens, policy, page_size)
+    pool = lab_pool(requests, cache_tokens, policy, page_size)
     seqs = SequenceManager(pool)
     hits: Counter[str] = Counter()
     looked_up: Counter[str] = Counter()

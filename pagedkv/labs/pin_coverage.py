@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import ARCEvictionPolicy
-from pagedkv.labs.hit_rate_lab import _lab_pool, serve_one_at_a_time
+from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time
 from pagedkv.labs.lab_workloads import LabRequest
 
 
@@ -74,7 +74,7 @@ def arc_tally_by(
     """Replay `requests` with ARC and split its `tally` by group: ({key(request): the
     revivals during that request's run, by list ("revived from T2": n, ...)}, the whole
     run's tally, victims by list included)."""
-    pool = _lab_pool(requests, cache_tokens, "arc", page_size)
+    pool = lab_pool(requests, cache_tokens, "arc", page_size)
     arc = pool.eviction
     assert isinstance(arc, ARCEvictionPolicy)
     seqs = SequenceManager(pool)

@@ -22,7 +22,7 @@ from typing import Any
 
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import PinnedLRUEvictionPolicy
-from pagedkv.labs.hit_rate_lab import _lab_pool, make_policy, serve_one_at_a_time
+from pagedkv.labs.hit_rate_lab import lab_pool, make_policy, serve_one_at_a_time
 from pagedkv.labs.lab_workloads import LabRequest
 
 
@@ -76,7 +76,7 @@ def bookkeeping(
     """Replay `requests` with the lab policy `name` ("lru", "arc", "s3fifo", "lru+pin", ...)
     and count its bookkeeping: {"requests", "victims", "hashes held" (most at once),
     "list writes", "pages skipped"} (see the module's docstring)."""
-    pool = _lab_pool(requests, cache_tokens, make_policy(name, requests, cache_tokens, page_size), page_size)
+    pool = lab_pool(requests, cache_tokens, make_policy(name, requests, cache_tokens, page_size), page_size)
     policy = pool.eviction
     writes, skipped = [0], [0]
     _count_writes(policy, writes)

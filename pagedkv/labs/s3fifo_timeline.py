@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import S3FIFOEvictionPolicy
-from pagedkv.labs.hit_rate_lab import _lab_pool, serve_one_at_a_time, source
+from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time, source
 from pagedkv.labs.lab_workloads import LabRequest
 
 
@@ -28,7 +28,7 @@ def s3fifo_timeline(
     """Replay `requests` with S3-FIFO; one row per request: its `source` ("zipf", "scan",
     ...), the sizes `S`, `M`, `G` after it, its victims `from S` and `from M`, and
     `cached`, the evictable pages the policy holds after it (S and M together)."""
-    pool = _lab_pool(requests, cache_tokens, "s3fifo", page_size)
+    pool = lab_pool(requests, cache_tokens, "s3fifo", page_size)
     policy = pool.eviction
     assert isinstance(policy, S3FIFOEvictionPolicy)
     taken = {"S": 0, "M": 0}
