@@ -30,7 +30,14 @@ LAB_ARGS := --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks/00_s
 # Jupyter refuses to start as root (containers, Binder-like machines) without --allow-root.
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-lab: $(STAMP)
+# No "Jupyter news?" toast and no update check over a learner's notebook: JupyterLab reads
+# these defaults from the environment's settings folder (its overrides.json).
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+$(LAB_OVERRIDES): classroom/lab_overrides.json $(STAMP)
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+lab: $(STAMP) $(LAB_OVERRIDES)
 	$(BIN)/jupyter lab $(LAB_ARGS) $(ROOT_ARG)
 
 # Both cores (pytest-xdist): a worker takes a whole file at a time (--dist loadfile), so a
@@ -40,7 +47,7 @@ lab: $(STAMP)
 # them (tests/hypothesis_profiles.py).
 XDIST := -n auto --dist loadfile
 
-test: $(STAMP) $(if $(NPM),$(HUB_PROXY))
+test: $(STAMP) $(LAB_OVERRIDES) $(if $(NPM),$(HUB_PROXY))
 	$(BIN)/python -m pytest tests notebooks -m 'not browser' $(PYTEST_NB) $(XDIST)
 	$(BIN)/python -m pytest tests -m browser -p no:nbval
 
@@ -108,7 +115,7 @@ $(HUB_PROXY): classroom/package.json classroom/package-lock.json
 hub-proxy: $(HUB_PROXY)
 
 HUB_ARGS ?=
-hub: $(STAMP) $(HUB_PROXY)
+hub: $(STAMP) $(HUB_PROXY) $(LAB_OVERRIDES)
 	$(BIN)/python classroom/hub.py $(HUB_ARGS)
 
 demo: $(STAMP)
