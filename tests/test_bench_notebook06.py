@@ -39,11 +39,17 @@ def test_one_run_refuses_a_pool_smaller_than_the_longest_request_before_running(
 def test_try_page_size_prints_one_message_instead_of_raising(capsys):
     # the notebook's 40 requests: the longest, sharegpt-39, grows to 650 + 1024 - 1 = 1,673 tokens (read
     # off the trace by hand): 105 pages of 16 = 1,680 slots, 7 pages of 256 = 1,792
-    for page, slots, need in [(16, 1000, "1,680"), (256, 1700, "1,792")]:
+    for page, slots, pool, need in [
+        (16, 1000, "62 pages of 16 = 992", "1,680"),
+        (256, 1700, "6 pages of 256 = 1,536", "1,792"),
+    ]:
         assert page_size.try_page_size(page, slots) is None
         out = capsys.readouterr().out
         assert out.startswith(f"cannot run: page = {page}, slots = {slots}.\n")
-        assert f"slots must be at least {need}." in out
+        # one plain reason: the pool's whole pages against the longest request; no request named
+        said = " ".join(out.split())
+        assert f"The pool holds {pool} token slots, but the longest request grows to 1,673 tokens" in said
+        assert "sharegpt-" not in out
         assert out.endswith(f"Try slots = {need} or more, then run the cell again.\n")
         assert "Traceback" not in out
     for page, slots, why in [(0, 8192, "page_size must be in [1, 1024], got 0"), (16.0, 8192, "an int")]:
@@ -94,8 +100,8 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     (ax,) = fig.axes
     assert ax.get_legend() is None  # the legend is the figure's, below the axes
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "parallel sampling, the paper: 6.1 % (n = 2), 9.8 % (n = 6)" in labels
-    assert "beam search, the paper: 37.6 % (k = 2), 55.2 % (k = 6)" in labels
+    assert "parallel sampling, the paper (n = 2 and 6)" in labels
+    assert "beam search, the paper (k = 2 and 6)" in labels
     # the two modes' dashes differ in style, so each legend entry names its own
     styles = [h.get_linestyle() for h in fig.legends[0].legend_handles if h.get_label().find("paper") > 0]
     assert len(styles) == 2 and styles[0] != styles[1]
@@ -185,3 +191,36 @@ def test_chain_speed_is_the_batch_ratio_times_the_inverse_bytes_ratio():
     fig = chain_figure(chain)
     texts = {t.get_text() for ax in fig.axes for t in ax.texts}
     assert {"50.0%", "100.0%", "10.0", "30.0", "1.0×"} <= texts
+
+
+def test_sharing_and_attention_figures_fit_one_projector_screen():
+    # notebook 06 shows both through projector(min_pt=16): 1,210 px wide, and the sharing
+    # figure at most 550 px tall, the attention figure at most 600, legends included
+    from pagedkv.viz import projector
+
+    data = {
+        "parallel sampling": {w: {"saving_pct": 5.0 + w} for w in (2, 4, 6)},
+        "beam search": {w: {"saving_pct": 30.0 + 5 * w} for w in (2, 4, 6)},
+    }
+    points = [{"batch": b, "context": c, "ratio": 2.0} for b in (2, 8) for c in (256, 1024)]
+    figures = [
+        (projector(sharing.figure(Report("bench sharing: alpaca-like", [], [], data=data)), min_pt=16), 550),
+        (
+            projector(
+                attention.figure(Report("attention", [], [], data={"points": points, "quick": True})),
+                min_pt=16,
+            ),
+            600,
+        ),
+    ]
+    for fig, most in figures:
+        width, height = fig.get_size_inches() * fig.dpi
+        assert round(width) == 1210 and height <= most
+        fig.canvas.draw()
+        box = fig.bbox
+        (ax,) = fig.axes
+        texts = [*ax.texts, ax.title, ax.xaxis.label, ax.yaxis.label, *fig.legends[0].get_texts()]
+        for text in texts:  # every label and number drawn, each inside the figure
+            if text.get_text().strip():
+                ext = text.get_window_extent()
+                assert box.x0 <= ext.x0 and ext.x1 <= box.x1 and box.y0 <= ext.y0 and ext.y1 <= box.y1

@@ -131,11 +131,12 @@ def one_run(
 
 class PoolTooSmallError(ValueError):
     """`check_fits`'s refusal: the pool cannot hold some request; `need_slots` is the
-    smallest pool, in slots of whole pages, that holds the longest request."""
+    smallest pool, in slots of whole pages, that holds the longest request, `longest` that
+    request's tokens at its longest, and `pool_slots` the slots of the pool's whole pages."""
 
-    def __init__(self, message: str, need_slots: int) -> None:
+    def __init__(self, message: str, need_slots: int, longest: int = 0, pool_slots: int = 0) -> None:
         super().__init__(message)
-        self.need_slots = need_slots
+        self.need_slots, self.longest, self.pool_slots = need_slots, longest, pool_slots
 
 
 def try_page_size(page_size: int = 16, slots: int = 8192) -> dict | None:
@@ -148,7 +149,12 @@ def try_page_size(page_size: int = 16, slots: int = 8192) -> dict | None:
     try:
         point = one_run(page_size, slots)
     except PoolTooSmallError as err:
-        why, hint = str(err), f"slots = {err.need_slots:,} or more"
+        why = (
+            f"The pool holds {err.pool_slots // page_size:,} pages of {page_size} = "
+            f"{err.pool_slots:,} token slots, but the longest request grows to {err.longest:,} "
+            f"tokens ({err.need_slots // page_size:,} pages of {page_size})"
+        )
+        hint = f"slots = {err.need_slots:,} or more"
     except (ValueError, TypeError) as err:
         why, hint = (
             str(err),
@@ -183,6 +189,8 @@ def check_fits(requests, slots: int, page_size: int) -> None:
         f"longest request grows to {top:,} tokens = {need:,} pages of {page_size}: "
         f"slots must be at least {need * page_size:,}",
         need * page_size,
+        top,
+        pages * page_size,
     )
 
 

@@ -28,7 +28,8 @@ def figure(report: Any):
 
     points = report.data["points"]
     quick = report.data.get("quick", False)
-    fig = Figure(figsize=(max(6, 0.8 * len(points)), 3.8), layout="constrained")
+    # 3.2 in tall: at projector size (`pagedkv.viz.projector`) at most 600 px, one screen
+    fig = Figure(figsize=(max(6, 0.8 * len(points)), 3.2), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     labels = [f"B={p['batch']}\nL={p['context']}" for p in points]
@@ -40,7 +41,8 @@ def figure(report: Any):
     ax.axhspan(*PAPER_RATIOS, color=PAPER_COLOR, zorder=3)  # over the bars
     ax.axhline(1.0, color="black", lw=0.8, zorder=4)
     ax.set_ylim(0, max(high, *(p["ratio"] for p in points)) * 1.1)
-    ax.set_ylabel("paged / dense time")
+    ax.set_ylabel("paged time ÷ dense time (×)")
+    ax.set_xlabel("B sequences of L tokens each, one decode step")
     run = "quick run (best of 3)" if quick else "full run"
     ax.set_title(f"This machine, {run}: numpy, wall clock", fontsize=10)
     handles = [
