@@ -353,10 +353,10 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
     tokens, prompt_lens = [a, b, a], [28, 27, 28]
     assert block_rows(rows["hash"], 2, tokens, prompt_lens) == [  # type: ignore[arg-type]
         *[(k, k, "prefix hit", "", "indexed") for k in range(6)],
-        (6, 7, "evicted: request 1's block 7", "copy of page 6", "FREE"),
-        (7, 6, "evicted: request 1's block 6", "original of page 7", "orphan"),
-        (8, 8, "evicted: request 2's block 8", "", "orphan"),
-        (9, 11, "evicted: request 2's block 7", "partial", "FREE"),
+        (6, 7, "evicted from request 1", "copy of request 1's block 6", "FREE"),
+        (7, 6, "evicted from request 1", "request 1's block 6, the original", "orphan"),
+        (8, 8, "evicted from request 2", "", "orphan"),
+        (9, 11, "evicted from request 2", "partial: not full", "FREE"),
     ]
     assert [r[4] for r in block_rows(rows["radix"], 2, tokens, prompt_lens)][6:] == ["FREE"] * 4  # type: ignore[arg-type]
     # request 2 shares blocks 0-4 only: its block 5 is no copy
@@ -370,4 +370,21 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
         ["8    ", "8   "],
         ["9    ", "11  "],
     ]
-    assert text[1].split(" | ")[-2:] == ["after: hash", "after: radix"]
+    assert [c.strip() for c in text[1].split(" | ")] == ["block", "page", "came from", "after release"]
+    assert text[4].split(" | ")[-1] == "hash: orphan, radix: FREE"  # block 7, page 6
+
+
+def test_sglang_replay_node_changes_by_hand() -> None:
+    """Pages of 2 tokens, no eviction. A stores [1, 2, 3, 4, 5]: its lookup of [1, 2, 3] finds
+    nothing (no change), its insert adds one node of 2 pages. B's prompt [1, 2, 9, 9] looks up
+    [1, 2, 9]: the match, 1 page, ends inside A's node and splits it (+1); B's insert hangs its
+    own pages under the shared one as a new leaf (+1). 3 nodes at the end."""
+    from pagedkv.labs.lab_workloads import LabRequest
+    from pagedkv.labs.radix_vs_hash import sglang_replay
+
+    stream = [LabRequest("a", [1, 2, 3, 4], [5]), LabRequest("b", [1, 2, 9, 9], [7])]
+    changes: list[tuple[str, int]] = []
+    result = sglang_replay(stream, 40, page_size=2, node_changes=changes)
+    assert changes == [("lookup", 0), ("insert", 1), ("lookup", 1), ("insert", 1)]
+    assert result.entries == 3 == sum(change for _, change in changes)
+    assert result == sglang_replay(stream, 40, page_size=2)  # recording changes nothing

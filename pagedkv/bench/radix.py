@@ -101,7 +101,7 @@ def figure(report: Report):
     panels = [
         ("hit_tokens", "hit tokens"),
         ("evictions", "pages evicted"),
-        ("entries", "index entries\nand pages they hold"),
+        ("entries", "index entries (left, coloured)\nbeside pages held (right, grey)"),
     ]
     for ax, (key, label) in zip(fig.subplots(1, 3), panels):
         values = [results[n][key] for n in names]
@@ -110,19 +110,16 @@ def figure(report: Report):
             bars = ax.bar([x - 0.21 for x in xs], values, 0.38, color=[COLORS[n] for n in names])
             held = [results[n]["cached_pages"] for n in names]
             grey = ax.bar([x + 0.21 for x in xs], held, 0.38, color="#BBBBBB")
-            ax.bar_label(grey, fontsize=10)
+            ax.bar_label(grey, fontsize=12)
             ax.set_xticks(list(xs), names)
-            ax.bar_label(bars, fontsize=10)
-            ax.legend(
-                [bars[0], grey[0]], ["entries (coloured)", "pages (grey)"], fontsize=10, loc="upper left"
-            )
-            ax.set_ylim(0, 1.6 * max(held))  # room for the legend above the bars
+            ax.bar_label(bars, fontsize=12)
+            ax.set_ylim(0, 1.25 * max(held))  # room for the labels above the bars
         else:  # bars from 0 hide a small gap: each label says how far it is from the first bar
             bars = ax.bar(names, values, color=[COLORS[n] for n in names])
             gaps = [f"{v:,}" + (f"\n({v - values[0]:+,})" if v != values[0] else "") for v in values]
-            ax.bar_label(bars, gaps, fontsize=11)
+            ax.bar_label(bars, gaps, fontsize=12)
         ax.set_title(label, fontsize=12)
-        ax.tick_params(labelsize=11)
+        ax.tick_params(labelsize=12)
         if key != "entries":
             ax.margins(y=0.25)
     fig.suptitle(

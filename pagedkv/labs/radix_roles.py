@@ -23,37 +23,37 @@ def block_rows(
     tables (`generate_one_at_a_time`'s rows). `tokens[j]` are the tokens request j stored,
     the first `prompt_lens[j]` of them its prompt.
 
-    Where from: "prefix hit", "FREE", or "evicted: request j's block m" (its last holder).
-    The note: "copy of page p" for a full prompt block recomputed although an earlier
-    request's page p holds the same prefix (the last-token rule); "original of page c" for
-    an evicted page that held the tokens such a copy, on page c, repeats (the note names
-    pages only, so it reads as a fact about the page in its row); "was an orphan" for an evicted
-    page that was one; "partial" for a last page not full. The state: "indexed", "orphan"
+    Where from: "prefix hit", "FREE", or "evicted from request j" (its last holder). The
+    note reads on its own, naming requests' blocks, never another row's page: "copy of request
+    j's block k" for a full prompt block recomputed although an earlier request j holds the
+    same prefix (the last-token rule); "request j's block m, the original" for an evicted
+    page that held the tokens such a copy repeats; "was an orphan" for an evicted page that
+    was one; "partial: not full" for a last page not full. The state: "indexed", "orphan"
     (`orphan_pages`) or "FREE"."""
     row, out = rows[i], list[tuple[int, int, str, str, str]]()
     hit_blocks, full_prompt = row["hits"] // page_size, prompt_lens[i] // page_size
-    copies: dict[int, int] = {}  # copy block -> the page of the earlier request's same block
+    copies: dict[int, int] = {}  # copy block -> the earlier request (from 0) with the same block
     for k in range(hit_blocks, full_prompt):
         prefix = list(tokens[i][: (k + 1) * page_size])
         same = [j for j in range(i) if list(tokens[j][: len(prefix)]) == prefix]
         if same:
-            copies[k] = rows[same[-1]]["pages"][k]
+            copies[k] = same[-1]
     for k, page in enumerate(row["pages"]):
-        note = f"copy of page {copies[k]}" if k in copies else ""
+        note = f"copy of request {copies[k] + 1}'s block {k}" if k in copies else ""
         if k < hit_blocks:
             source = "prefix hit"
         elif page in row["evicted"]:
             j = max(j for j in range(i) if page in rows[j]["pages"])
             m = rows[j]["pages"].index(page)
-            source = f"evicted: request {j + 1}'s block {m}"
-            if copies.get(m) == page:
-                note = f"original of page {row['pages'][m]}"
+            source = f"evicted from request {j + 1}"
+            if copies.get(m) == j:
+                note = f"request {j + 1}'s block {m}, the original"
             elif page in rows[i - 1]["orphans"]:
                 note = "was an orphan"
         else:
             source = "FREE"
         if (k + 1) * page_size > len(tokens[i]):
-            note = "partial"
+            note = "partial: not full"
         state = "orphan" if page in row["orphans"] else "FREE" if page in row["released_free"] else "indexed"
         out.append((k, page, source, note, state))
     return out
@@ -72,8 +72,9 @@ def block_table_text(
     prompt_lens: Sequence[int],
     page_size: int = 4,
 ) -> str:
-    """Request `i`'s `block_rows` as a text table: one table when every pool gave it the same
-    block table (a state column per pool when the states differ), else one table per pool.
+    """Request `i`'s `block_rows` as a text table of four columns: block, page, came from
+    (with the note after a semicolon), after release (each pool's state when they differ).
+    One table when every pool gave the request the same block table, else one per pool.
     Blocks in a row on pages in a row, with the same source, note and state, share a line."""
     per_pool = {n: block_rows(r, i, tokens, prompt_lens, page_size) for n, r in rows_by_index.items()}
     tables = [(list(per_pool), list(per_pool.values()))]
@@ -81,26 +82,27 @@ def block_table_text(
         tables = [([name], [blocks]) for name, blocks in per_pool.items()]
     out: list[str] = []
     for names, pools in tables:
-        states = [tuple(p[k][4] for p in pools) for k in range(len(pools[0]))]
-        split = any(len(set(s)) > 1 for s in states)
-        after = [f"after: {n}" for n in names] if split else ["after release"]
-        lines: list[list] = []  # [blocks, pages, source, note, states]
-        for (k, page, source, note, _), state in zip(pools[0], states, strict=True):
+        lines: list[list] = []  # [blocks, pages, came from, after release]
+        for k, page, source, note, _ in pools[0]:
+            states = [p[k][4] for p in pools]
+            after = (
+                states[0] if len(set(states)) == 1 else ", ".join(f"{n}: {s}" for n, s in zip(names, states))
+            )
+            came = f"{source}; {note}" if note else source
             last = lines[-1] if lines else None
             if (
                 last
-                and last[2:] == [source, note, state]
+                and last[2:] == [came, after]
                 and last[1][-1] + 1 == page
-                and (source in ("prefix hit", "FREE"))
+                and source in ("prefix hit", "FREE")
             ):
                 last[0].append(k)
                 last[1].append(page)
             else:
-                lines.append([[k], [page], source, note, state])
-        cells = [["block", "page", "came from", "note", *after]] + [
-            [_span(b), _span(p), src, note, *(st if split else st[:1])] for b, p, src, note, st in lines
-        ]
-        widths = [max(len(c[n]) for c in cells) for n in range(len(cells[0]))]
+                lines.append([[k], [page], came, after])
+        cells = [["block", "page", "came from", "after release"]]
+        cells += [[_span(b), _span(p), came, after] for b, p, came, after in lines]
+        widths = [max(len(c[n]) for c in cells) for n in range(4)]
         name = "" if len(names) > 1 else f", {names[0]} pool"
         out += [""] if out else []
         out.append(f"request {i + 1}{name}: block table {[b[1] for b in pools[0]]}")

@@ -90,30 +90,44 @@ def pool_replay(
 
 
 def sglang_replay(
-    requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16, whole_leaves: bool = True
+    requests: Sequence[LabRequest],
+    cache_tokens: int,
+    page_size: int = 16,
+    whole_leaves: bool = True,
+    node_changes: list[tuple[str, int]] | None = None,
 ) -> IndexResult:
     """The stream through a `RadixCache` managed as SGLang's scheduler manages it.
 
     With `whole_leaves=False` eviction gives up one page at a time (`evict_pages`), as the
-    pool's tree does, so only SGLang's other difference is left: pages inserted at finish."""
+    pool's tree does, so only SGLang's other difference is left: pages inserted at finish.
+    `node_changes`, when given, receives ("lookup" | "evict" | "insert", change in the
+    tree's node count) for each of those steps, in order."""
     num_pages = num_pages_for(requests, cache_tokens, page_size)
     tree, free = RadixCache(page_size), list(range(num_pages))
     hits = queries = evictions = 0
     for r in requests:
         prompt, tokens = r.prompt_token_ids, r.prompt_token_ids + r.output_token_ids
+        nodes = tree.num_nodes
         match = tree.match_prefix(prompt[: len(prompt) - 1])  # the last prompt token runs
+        changes = [("lookup", tree.num_nodes - nodes)]
         tree.inc_lock_ref(match.last_node)
         need = -(-len(tokens) // page_size) - match.num_pages
         if need > len(free):
             short = need - len(free)  # whole leaves may free more than asked
+            nodes = tree.num_nodes
             freed = tree.evict(short) if whole_leaves else evict_pages(tree, short)
+            changes.append(("evict", tree.num_nodes - nodes))
             evictions += len(freed)
             free += freed
         pages, free = match.page_ids + free[:need], free[need:]
         hits, queries = hits + match.num_pages * page_size, queries + len(prompt)
         # The request finishes: its whole pages go into the tree; its copies of pages the
         # tree had already, and its partial last page, go back to the free list.
+        nodes = tree.num_nodes
         known = tree.insert(tokens, pages) // page_size
+        changes.append(("insert", tree.num_nodes - nodes))
+        if node_changes is not None:
+            node_changes += changes
         full = len(tokens) // page_size
         free += pages[match.num_pages : known] + pages[full:]
         tree.dec_lock_ref(match.last_node)

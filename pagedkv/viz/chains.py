@@ -72,7 +72,9 @@ def _draw_box(ax, box: Box, x: float, y: float, w: float, h: float, arrow_to: fl
         ha="center",
         va="center",
         color=color,
-        bbox=dict(fc=fill, ec="none", pad=1) if kind in CROSSED else None,
+        weight="bold" if kind in CROSSED else "normal",
+        # a white label with a border over the cross-hatching, so it reads from the back of a room
+        bbox=dict(fc="white", ec="#333333", lw=1, pad=3) if kind in CROSSED else None,
     )
     if note:
         ax.text(x + w / 2, y - h / 2 - 0.06, note, fontsize=FONT_PT, ha="center", va="top")
