@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.colors import to_hex
 from matplotlib.patches import Patch
-from matplotlib.text import Text
+from matplotlib.text import Annotation, Text
 
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz import compare_layouts, contiguous_replay, plot_paged_vs_contiguous, plot_usage
@@ -78,3 +78,35 @@ def test_the_key_draws_reserved_slots_as_the_strips_do(fill, policy, max_seq_len
     dotted = {to_hex(p.get_facecolor()) for p in fig.legends[0].findobj(Patch) if p.get_hatch() == ".."}
     assert painted <= dotted and "#ffffff" in dotted  # the strips' tints, and the bars' white
     assert all(c not in {to_hex(k) for k in SEQUENCE_COLORS} for c in painted)  # a tint, not the colour
+
+
+def test_a_thin_segments_number_is_joined_to_its_segment_by_a_visible_line(fill):
+    """A number too wide for its segment sits outside the bar: the line from it must end on
+    that segment's edge and show at least 10 px between the number's box and the bar."""
+    fig = plot_paged_vs_contiguous(fill.snapshots, "max", step=10)
+    bars = fig.axes[-1]
+    fig.canvas.draw()
+    outside = [t for t in bars.texts if isinstance(t, Annotation)]
+    assert [t.get_text() for t in outside] == ["4"]  # the paged pool's internal fragmentation
+    for note in outside:
+        x, y = note.xy
+        segment = next(
+            p for p in bars.patches if p.get_x() <= x <= p.get_x() + p.get_width() and p.get_y() <= y
+        )
+        assert segment.get_width() * 64 == int(note.get_text())  # the segment it names
+        assert y == pytest.approx(segment.get_y() + segment.get_height())  # the line ends on its top edge
+        edge_px = bars.transData.transform((x, y))[1]
+        assert Text.get_window_extent(note).y0 - edge_px >= 10  # the number alone, not its line
+
+
+def test_the_key_names_the_thick_outline_of_both_memories(fill):
+    """The strips outline each page (paged) and each request's range, row by row
+    (contiguous) with unfilled black rectangles: the key shows that outline and names both."""
+    fig = plot_paged_vs_contiguous(fill.snapshots, "max", step=10)
+    fig.canvas.draw()
+    drawn = {(p.get_fill(), to_hex(p.get_edgecolor())) for ax in fig.axes[:2] for p in ax.patches}
+    legend = fig.legends[0]
+    keys = [(h, t.get_text()) for h, t in zip(legend.legend_handles, legend.get_texts(), strict=True)]
+    outline = [text for h, text in keys if isinstance(h, Patch) and not h.get_fill()]
+    assert drawn == {(False, "#000000")} and len(outline) == 1
+    assert "paged" in outline[0] and "contiguous" in outline[0]

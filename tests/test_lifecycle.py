@@ -100,13 +100,14 @@ def test_the_diagram_and_glossary_name_every_transition():
         plot_lifecycle(["teleport"])
 
 
+@pytest.mark.parametrize("aspect", [0.5, 0.4])  # the dashboard's layout, notebook 00's wide one
 @pytest.mark.parametrize("highlight", [(), ("allocate", "share", "evict", "reset")])
-def test_no_text_of_the_diagram_overlaps_another_or_leaves_the_picture(highlight):
+def test_no_text_of_the_diagram_overlaps_another_or_leaves_the_picture(highlight, aspect):
     """Every label, box and key line of the diagram, as drawn: their rectangles do not meet,
     and each lies inside the figure (a label on a header or on the key would read as one).
     Two labels of one straight arrow, rotated along it either side of the line, have
     rectangles that meet at the line's slope: such a pair is not compared."""
-    fig = plot_lifecycle(highlight)
+    fig = plot_lifecycle(highlight, aspect=aspect)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     width, height = fig.canvas.get_width_height()

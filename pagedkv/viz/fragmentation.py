@@ -241,8 +241,7 @@ def plot_paged_vs_contiguous(
     """Side by side at `step` (default: the last): the paged pool, the contiguous replay and
     the share bars.
     The legend names every sequence's colour and only the categories the picture shows."""
-    palette = palette if palette is not None else DEFAULT_PALETTE
-    step = _check_step(snapshots, step)
+    palette, step = palette if palette is not None else DEFAULT_PALETTE, _check_step(snapshots, step)
     cache, refused = contiguous_replay(snapshots, policy, max_seq_len, step)
     snap = snapshots[step]
     size, num_slots = snap.page_size, snap.num_pages * snap.page_size
@@ -282,6 +281,7 @@ def plot_paged_vs_contiguous(
         face, hatch, label = STYLES[category]
         label = "tokens, in the share bars" if category == "tokens" else label
         key.append((Patch(facecolor=face, hatch=hatch, edgecolor="#555555"), label))
+    key.append((Patch(fill=False, lw=2.5), "outline: a page (paged),\n  a request's range (contiguous)"))
     fig.legend([h for h, _ in key], [label for _, label in key], loc="outside lower center", ncols=3,
                fontsize=8, frameon=False, handlelength=3, handleheight=1.2,
                handler_map={tuple: HandlerTuple(ndivide=None, pad=0)})  # fmt: skip

@@ -44,6 +44,17 @@ EDGES = {
     (CACHED, FREE): (-0.1, ("over", (0.49, 0.235), 0.0, "")),
     (ACTIVE, ACTIVE): (0.0, ("loop", (0.57, 0.95), 0.0, "")),
 }
+# The wide layout notebook 00 draws (`aspect` WIDE: ~450 px tall in a 1,180 px cell): text
+# keeps its size, so the boxes sit nearer the edges and the reset arrow's label follows its arc.
+WIDE = 0.4
+WIDE_NODES = {ACTIVE: (0.5, 0.74), FREE: (0.13, 0.29), CACHED: (0.89, 0.29)}
+WIDE_PLACES = {
+    (CACHED, FREE): ("over", (0.49, 0.205), 0.0, ""),
+    (ACTIVE, CACHED): ("along", 0.5, 0.1, ""),
+    (FREE, ACTIVE): ("beside", 0.8, 0.0, "right"),
+    (ACTIVE, ACTIVE): ("loop", (0.6, 0.95), 0.0, ""),
+    (CACHED, ACTIVE): ("beside", -0.2, 0.0, "left"),
+}
 # The key: what the arrows' colours mean in the top-left corner (the orange line only when
 # an arrow is orange), what the reset arrow is in the bottom-right one, under CACHED.
 KEY_LEFT = ("grey: a move a page can make", "bold orange: moved in the last step")
@@ -63,23 +74,26 @@ ROW = 0.058  # one row of labels, in axes fractions of the height
 KEY_TOP = 0.97
 
 
-def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Figure:
-    """The lifecycle diagram, `width` inches wide and half as tall; transitions named in
-    `highlight` are drawn bold in vermillion.
+def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN, aspect: float = WIDE) -> Figure:
+    """The lifecycle diagram, `width` inches wide and `aspect` times as tall (0.5: the
+    dashboard's layout; WIDE: a wide one); transitions named in `highlight` are drawn bold in
+    vermillion.
     Example: plot_lifecycle(["evict"]) -> the CACHED -> ACTIVE arrow and "evict" stand out."""
     lit = set(highlight)
     unknown = lit - {t.name for t in TRANSITIONS}
     if unknown:
         raise ValueError(f"highlight must name transitions of TRANSITIONS, got unknown {sorted(unknown)}")
-    fig = Figure(figsize=(width, width * 0.5), dpi=110, layout=None)
+    fig = Figure(figsize=(width, width * aspect), dpi=110, layout=None)
     FigureCanvasAgg(fig)
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.axis("off")
     pt = FONT_PT_PER_IN * width  # the text size; lines and arrow heads scale with it
+    row = ROW * 0.5 / aspect  # a row of text keeps its height in inches
+    nodes, places = (NODES, {}) if aspect >= 0.5 else (WIDE_NODES, WIDE_PLACES)
     boxes = {}  # state -> its box patch, so arrows end at the box edge
-    for state, (x, y) in NODES.items():
+    for state, (x, y) in nodes.items():
         dark = state is ACTIVE
         boxes[state] = ax.text(
             x, y, f"{state.name}\n{SUBTITLES[state]}", ha="center", va="center",
@@ -89,26 +103,27 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN) -> Fi
         ).get_bbox_patch()  # fmt: skip
     fig.canvas.draw()  # lays the boxes out: the arrows are clipped to them
     for (source, target), (rad, place) in EDGES.items():
+        place = places.get((source, target), place)
         rows = [t for t in TRANSITIONS if (t.source, t.target) == (source, target)]
         if not rows:
             continue
         on = any(t.name in lit for t in rows)
         color, lw = (VICTIM_COLOR, 3 * pt / 12) if on else (IDLE_COLOR, 1.6 * pt / 12)
         if source is target:
-            x, y = NODES[source]
+            x, y = nodes[source]
             arrow = FancyArrowPatch(
-                (x - 0.04, y + 0.1), (x + 0.04, y + 0.1), connectionstyle="arc3,rad=-1.0",
+                (x - 0.04, y + 1.724 * row), (x + 0.04, y + 1.724 * row), connectionstyle="arc3,rad=-1.0",
                 arrowstyle="-|>", mutation_scale=1.6 * pt, lw=lw, color=color,
             )  # fmt: skip
         else:
             arrow = FancyArrowPatch(
-                *_ends((source, target)), connectionstyle=f"arc3,rad={rad}",
+                *_ends((source, target), nodes), connectionstyle=f"arc3,rad={rad}",
                 mutation_scale=1.8 * pt, patchA=boxes[source], patchB=boxes[target],
                 shrinkA=4, shrinkB=4, arrowstyle="-|>", lw=lw, color=color,
             )  # fmt: skip
         ax.add_patch(arrow)
-        _label(ax, _lines(rows), lit, place, (source, target), rad, pt)
-    _key(ax, bool(lit), pt)
+        _label(ax, _lines(rows), lit, place, ((source, target), nodes), rad, (pt, row))
+    _key(ax, bool(lit), pt, row)
     _keep_inside(ax)
     return fig
 
@@ -129,14 +144,14 @@ def _keep_inside(ax, pad: float = 0.015) -> None:
             text.set_position(ax.transData.inverted().transform((x + shift, y)))
 
 
-def _key(ax, lit: bool, pt: float) -> None:
+def _key(ax, lit: bool, pt: float, row: float = ROW) -> None:
     """The key: the arrows' colours in the top-left corner (the orange line, in orange, only
     when `lit`: some arrow is orange), what reset does in the bottom-right one."""
     for k, text in enumerate(KEY_LEFT[: 1 + lit]):
         color = VICTIM_COLOR if k else IDLE_COLOR
-        ax.text(0.01, KEY_TOP - ROW * k, text, ha="left", va="top", fontsize=pt, color=color)
+        ax.text(0.01, KEY_TOP - row * k, text, ha="left", va="top", fontsize=pt, color=color)
     for k, text in enumerate(KEY_RIGHT):
-        ax.text(0.99, 0.01 + ROW * (1 - k), text, ha="right", va="bottom", fontsize=pt, color="#222222")
+        ax.text(0.99, 0.01 + row * (1 - k), text, ha="right", va="bottom", fontsize=pt, color="#222222")
 
 
 def _lines(rows) -> list[tuple[str, str, bool]]:
@@ -150,15 +165,16 @@ def _lines(rows) -> list[tuple[str, str, bool]]:
     return lines
 
 
-def _label(ax, lines, lit: set[str], place: tuple, edge: tuple, rad: float, pt: float) -> None:
+def _label(ax, lines, lit: set[str], place: tuple, arrow: tuple, rad: float, size: tuple) -> None:
     """One arrow's label rows, placed as `place` says (EDGES): stacked just outside the
     middle of an outer arc; centred above the loop; one row over an arc; or rotated along a
     straight arrow, the first row above it and the next below it, at the arrow's middle."""
     how, at, step, align = place
+    (edge, nodes), (pt, row) = arrow, size  # the arrow and its boxes' centres; text size, row height
     if how == "beside":  # the rows' middle at the arc's middle, a gap off the arc
-        (mx, my), gap = _arc_middle(ax, edge, rad), 1.5 * pt * ax.figure.dpi / 72
-        (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge))
-        row_px = ROW * ax.bbox.height  # a row's height in display px
+        (mx, my), gap = _arc_middle(ax, edge, nodes, rad), 1.5 * pt * ax.figure.dpi / 72
+        (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge, nodes))
+        row_px = row * ax.bbox.height  # a row's height in display px
         # the tangent at the arc's middle is parallel to the chord: each row slides along it
         slide = (tx - sx) / (ty - sy) * row_px
         first = (len(lines) - 1) / 2 + at  # rows above the middle (`at`: raised by rows)
@@ -173,35 +189,36 @@ def _label(ax, lines, lit: set[str], place: tuple, edge: tuple, rad: float, pt: 
         if how == "over":
             ax.text(at[0], at[1], text, ha="center", va="bottom", **style)
         elif how == "loop":  # rows right of the loop, the first on top
-            ax.text(at[0], at[1] - ROW * k, text, ha="left", va="center", **style)
+            ax.text(at[0], at[1] - row * k, text, ha="left", va="center", **style)
         elif how == "beside":
             up = first - k  # rows above the middle: > 0
             x, y = ax.transData.inverted().transform((mx + up * slide, my + up * row_px))
             ax.text(x, y, text, ha=align, va="center", **style)
         else:
-            _along(ax, edge, (step, at), text, k, style)
+            _along(ax, (edge, nodes), (step, at), text, k, style)
 
 
-def _ends(edge: tuple) -> tuple[tuple[float, float], tuple[float, float]]:
+def _ends(edge: tuple, nodes: dict = NODES) -> tuple[tuple[float, float], tuple[float, float]]:
     """The points arrow `edge` aims from and at (axes coordinates): its boxes' centres."""
-    return NODES[edge[0]], NODES[edge[1]]
+    return nodes[edge[0]], nodes[edge[1]]
 
 
-def _arc_middle(ax, edge: tuple, rad: float, t: float = 0.5) -> tuple[float, float]:
+def _arc_middle(ax, edge: tuple, nodes: dict, rad: float, t: float = 0.5) -> tuple[float, float]:
     """The point a fraction `t` along the arc3 arrow `edge` with curvature `rad`, in display
     px. An arc3 curve is a quadratic Bezier whose control point is the chord's middle plus
     rad * (dy, -dx): at t, the chord's point plus 2t(1 - t) times that offset."""
-    (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge))
+    (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge, nodes))
     bend = 2 * t * (1 - t) * rad
     return sx + t * (tx - sx) + bend * (ty - sy), sy + t * (ty - sy) - bend * (tx - sx)
 
 
-def _along(ax, edge: tuple, where: tuple[float, float], text: str, k: int, style: dict) -> None:
+def _along(ax, arrow: tuple, where: tuple[float, float], text: str, k: int, style: dict) -> None:
     """Row `k` of a straight arrow's labels, rotated to read along it (left to right): row 0
     just above the point a fraction t along the arc, row 1 just below it; `where` is (the
-    arc's curvature, t)."""
-    (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge))
-    mid = _arc_middle(ax, edge, *where)
+    arc's curvature, t); `arrow` is (edge, its boxes' centres)."""
+    edge, nodes = arrow
+    (sx, sy), (tx, ty) = ax.transData.transform(_ends(edge, nodes))
+    mid = _arc_middle(ax, edge, nodes, *where)
     angle = math.degrees(math.atan2(abs(ty - sy), abs(tx - sx)))
     angle = angle if (tx - sx) * (ty - sy) > 0 else -angle  # reads left to right
     gap = (1 if k == 0 else -1) * 0.4 * style["fontsize"] * ax.figure.dpi / 72  # off the line, in px
@@ -225,7 +242,7 @@ def lifecycle_png(
 @functools.lru_cache(maxsize=64)
 def _png(highlight: frozenset[str], width: float, dpi: int) -> bytes:
     out = io.BytesIO()
-    plot_lifecycle(highlight, width).savefig(out, format="png", dpi=dpi)
+    plot_lifecycle(highlight, width, aspect=0.5).savefig(out, format="png", dpi=dpi)
     return out.getvalue()
 
 

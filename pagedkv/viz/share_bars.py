@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 INSIDE = 0.1  # a segment at least this share of the bar (6 of 64 slots) carries its number inside
 GAP = 0.07  # the least distance, in bar shares, between two outside labels of one bar
 BARS = {"paged": 1.0, "contiguous": 0.0}  # y of each bar
-OUTSIDE = {"paged": 1.62, "contiguous": -0.62}  # y of its outside labels
+OUTSIDE = {"paged": 1.85, "contiguous": -0.85}  # y of its outside labels: a visible leader line
 LABEL_PT = 15  # the slot counts: ≥ 14 px on screen with the figure shown 850 px wide
 BOX = {"facecolor": "white", "edgecolor": "none", "pad": 1}
 
@@ -50,7 +50,7 @@ def draw_shares(
     for memory, labels in thin.items():
         _label_outside(ax, labels, BARS[memory], OUTSIDE[memory])
     ax.set_yticks(list(BARS.values()), list(BARS))
-    ax.set_ylim(-1.0, 2.0)
+    ax.set_ylim(-1.2, 2.2)
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(lambda v, _: f"{v:.0%}")
     ax.set_title("share of slots (slot counts)", fontsize=10, loc="left")
@@ -65,7 +65,7 @@ def _label_outside(ax: Axes, labels: list[tuple[float, int]], bar_y: float, y: f
         at = min(max(x, placed + GAP, 0.04), 0.96)
         placed = at
         ax.annotate(f"{slots}", xy=(x, edge), xytext=(at, y), ha="center", va="center", fontsize=LABEL_PT,
-                    bbox=BOX, arrowprops={"arrowstyle": "-", "color": "#333333", "lw": 1})  # fmt: skip
+                    bbox=BOX, arrowprops={"arrowstyle": "-", "color": "#333333", "lw": 1.5})  # fmt: skip
 
 
 def name_thin_top(ax: Axes, x: int, shares: dict) -> None:
