@@ -78,6 +78,7 @@ class ActionRecord:
     shared: dict[int, tuple[Hashable, ...]] = field(
         default_factory=dict
     )  # page a prefix hit found ACTIVE -> the other sequences holding it
+    lengths: dict[Hashable, int] = field(default_factory=dict)  # seq id -> its tokens after the step
 
     @property
     def refused(self) -> bool:
@@ -103,9 +104,9 @@ class ActionRecord:
         for event in [*events, None]:
             if run and (event is None or key(event) != key(run[0]) or event.kind == "cow"):
                 if grouped:
-                    out += _grouped(run, self.spans, self.shared, copies, headed)
+                    out += _grouped(run, self, copies, headed)
                 else:
-                    out.append((run[0].kind, _describe(run, self.spans)))
+                    out.append((run[0].kind, _describe(run, self.spans)))  # "(it has n…)": the log only
                 run = []
             if event is not None:
                 run.append(event)
@@ -184,9 +185,11 @@ _WORDS = {  # event kind -> how the log says it (other kinds are said as they ar
 }
 
 
-def _describe(run: list[Event], spans: dict[int, tuple[int, int]]) -> str:
+def _describe(run: list[Event], spans: dict[int, tuple[int, int]], lengths: dict | None = None) -> str:
     """One log line for a run of events of one kind and sequence. An allocation says which
-    tokens the pages have room for: "allocate page 10 for req1: room for its tokens 25-28"."""
+    tokens the pages have room for: "allocate page 10 for req1: room for its tokens 25-28";
+    when the sequence has fewer tokens (`lengths`), it says so: "(it has 35: 36 waits for its
+    next token)" (a page is taken whole: its free slots wait for the tokens it generates)."""
     first = run[0]
     who = f" for {first.seq_id}" if first.seq_id is not None else ""
     if first.page_id < 0:  # a scheduler event about a request: preempt, resume, abort
@@ -197,26 +200,33 @@ def _describe(run: list[Event], spans: dict[int, tuple[int, int]]) -> str:
     line = f"{_WORDS.get(first.kind, first.kind)} page{'s' if len(run) > 1 else ''} {pages}{who}"
     held = [spans[e.page_id] for e in run if e.page_id in spans]
     if first.kind == "allocate" and held:
-        line += f": room for its tokens {min(a for a, _ in held)}-{max(b for _, b in held)}"
+        first_token, last = min(a for a, _ in held), max(b for _, b in held)
+        has = (lengths or {}).get(first.seq_id, 0)  # a decode's new page: its one token, said next
+        line += f": room for its tokens {first_token}-{last}"
+        rest = (
+            f"{last} waits for its next token"
+            if has + 1 == last
+            else f"{has + 1}-{last} wait for its next ones"
+        )
+        line += f" (it has {has}: {rest})" * (first_token < has < last)
     return line
 
 
-def _grouped(
-    run: list[Event], spans: dict[int, tuple[int, int]], shared: dict, copies: dict, headed: set[int]
-) -> list[tuple[str, str]]:
+def _grouped(run: list[Event], record: ActionRecord, copies: dict, headed: set[int]) -> list[tuple[str, str]]:
     """The dashboard log's entries for a run of events of one kind and sequence: a
     copy-on-write's heading (before the first of its eviction, allocation and copy), then
     "– " lines for them; a prefix hit says whether it shares ACTIVE pages (and with whom)
     or revives CACHED ones."""
+    spans, shared = record.spans, record.shared
     first, pages = run[0], ", ".join(str(e.page_id) for e in run)
     if first.kind == "prefix_hit" and first.page_id in shared:
         others = ", ".join(str(s) for s in shared[first.page_id]) or "another sequence"
         held = f"(ACTIVE, held by {others} too)"
         return [(first.kind, f"prefix hit shares pages {pages} for {first.seq_id} {held}")]
     if first.kind == "prefix_hit":
-        return [(first.kind, f"{_describe(run, spans)} (revived from CACHED)")]
+        return [(first.kind, f"{_describe(run, spans, record.lengths)} (revived from CACHED)")]
     if first.page_id not in copies:
-        return [(first.kind, _describe(run, spans))]
+        return [(first.kind, _describe(run, spans, record.lengths))]
     source = copies[first.page_id].detail.removeprefix("copied from page ")
     out = []
     if first.page_id not in headed:
@@ -232,7 +242,7 @@ def _grouped(
     elif first.kind == "cow":
         out.append(("cow", f"– copy the K/V of page {source} into page {pages}"))
     else:
-        out.append((first.kind, f"– {_describe(run, spans)}"))
+        out.append((first.kind, f"– {_describe(run, spans, record.lengths)}"))
     return out
 
 

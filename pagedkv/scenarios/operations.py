@@ -37,6 +37,9 @@ class ScenarioOperations:
     scores: dict[Hashable, float]  # beam id -> cumulative log-probability
     seen_ids: set[Hashable]  # every sequence id this run admitted or forked
     steps: list[Action]  # the scenario's own steps, in order
+    records: list[ActionRecord]  # what each applied action did
+    num_pages: int
+    page_size: int
     _progressed: bool  # the last "schedule" computed a token or preempted
 
     @property
@@ -74,8 +77,11 @@ class ScenarioOperations:
 
     def _add(self, action: Action, record: ActionRecord) -> None:
         self._check_new_id(action.seq_id)
-        prefix = self.seqs.get(action.parent).token_ids if action.parent is not None else []
-        record.cached_tokens = self.seqs.add(action.seq_id, prefix + self.model.encode(action.text))
+        tokens = (self.seqs.get(action.parent).token_ids if action.parent is not None else []) + (
+            self.model.encode(action.text)
+        )
+        record.lengths[action.seq_id] = len(tokens)  # kept if refused: `_never_admitted` says why
+        record.cached_tokens = self.seqs.add(action.seq_id, tokens)
         self.seen_ids.add(action.seq_id)
         self.logits[action.seq_id] = self.model.forward(self.seqs, [action.seq_id])[0]
         n = self.seqs.get(action.seq_id).num_tokens
@@ -83,6 +89,16 @@ class ScenarioOperations:
             f"{action.seq_id}: {record.cached_tokens} of {n} prompt tokens from the "
             f"prefix cache, block table {self.seqs.block_table(action.seq_id)}"
         )
+
+    def _never_admitted(self, seq_id: str) -> str:
+        """Why a request refused at admission never ran: its prompt needs more pages than the
+        pool has, or there was no room for them when it arrived."""
+        n = next((r.lengths[seq_id] for r in self.records if r.refused and seq_id in r.lengths), 0)
+        pages = -(-n // self.page_size)
+        said = f"{seq_id} never admitted: its {n}-token prompt needs {pages} pages"
+        if pages > self.num_pages:
+            return f"{said}; the pool has {self.num_pages}"
+        return f"{said}, and too few were FREE or CACHED when it came"
 
     def _sample(self, seq_id: Hashable, temperature: float) -> int:
         return self.model.sample(self.logits[seq_id][None], temperature, self.rng)[0]
@@ -95,7 +111,7 @@ class ScenarioOperations:
             done = [str(s) for s in wanted if s in self.seen_ids]  # admitted once: finished since
             never = [str(s) for s in wanted if s not in self.seen_ids]  # refused at admission
             said = [f"{', '.join(done)} finished"] * bool(done)
-            said += [f"{', '.join(never)} never admitted"] * bool(never)
+            said += [self._never_admitted(s) for s in never]
             record.note = f"nothing to decode: {'; '.join(said) or 'no live sequence'}"
             return
         # Everything is checked before the first token is sampled or appended, so a refused
@@ -146,11 +162,27 @@ class ScenarioOperations:
         self._check_unscheduled(action.seq_id)
         table = self.seqs.block_table(action.seq_id)
         shared = sum(1 for page in table if self.pool.ref_count(page) > 1)
+        fates = self._fates([page for page in table if self.pool.ref_count(page) == 1])
         self.seqs.free(action.seq_id)
         del self.logits[action.seq_id]
         self.scores.pop(action.seq_id, None)
         if record.action.op == "free":  # not a beam dropped inside a beam step
-            record.note = _finish_note(action.seq_id, len(table), shared)
+            record.note = _finish_note(action.seq_id, len(table), shared) + fates
+
+    def _fates(self, pages: list[int]) -> str:
+        """Why each page a finish releases turns CACHED or FREE (the pool's rule, `free_blocks`):
+        a full page indexed under its hash stays CACHED for reuse; a partial page has no hash,
+        and a full copy whose hash indexes another page is not the one a hit would find: FREE."""
+        table, index = self.pool.table, self.pool.prefix_index
+        kept = [p for p in pages if index.holds_page(p)]
+        partial = [p for p in pages if p not in kept and table.num_tokens(p) < self.seqs.page_size]
+        copies = [p for p in pages if p not in kept and p not in partial]
+        said = [
+            f"{_pages(kept)} CACHED (full and hashed: kept for reuse)" * bool(kept),
+            f"{_pages(partial)} FREE (partial: no hash)" * bool(partial),
+            f"{_pages(copies)} FREE (full, but another page holds its hash)" * bool(copies),
+        ]
+        return "; " + ", ".join(w for w in said if w) if pages else ""
 
     def _beam(self, action: Action, record: ActionRecord) -> None:
         """One beam-search step: every beam proposes its best tokens, the `width` best
@@ -290,6 +322,10 @@ def _why_pages(full: list[str], shared: list[str]) -> str:
             " (copy-on-write)"
         )
     return "; ".join(said)
+
+
+def _pages(pages: list[int]) -> str:
+    return f"page{'s' * (len(pages) > 1)} {', '.join(map(str, pages))} {'go' if len(pages) > 1 else 'goes'}"
 
 
 def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:

@@ -256,6 +256,7 @@ class ScenarioRun(ScenarioOperations):
                 if event.page_id in table:
                     k = table.index(event.page_id)
                     record.spans[event.page_id] = (k * self.page_size + 1, (k + 1) * self.page_size)
+                    record.lengths[event.seq_id] = self.seqs.get(event.seq_id).num_tokens
 
     def _note_shared(self, record: ActionRecord, held) -> None:
         """The pages a prefix hit of this step found ACTIVE (`held`: ref counts before the

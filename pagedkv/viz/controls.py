@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import ipywidgets as widgets
 
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
-from pagedkv.viz.dashboard_text import SCROLL_NOTE, SCROLL_NOTE_PX, geometry_html
+from pagedkv.viz.dashboard_text import SCROLL_NOTE, SCROLL_NOTE_PX, VIEW_HEIGHT_PX, geometry_html
 from pagedkv.viz.debounce import Debounced
 from pagedkv.viz.palette import SequencePalette
 
@@ -36,7 +36,7 @@ __all__ = [
     "DashboardControls",
 ]  # fmt: skip
 
-PAGES_RANGE = (4, 64)  # pool-size slider: a short range, so a drag moves a few pages, not dozens
+PAGES_RANGE = (4, 32)  # pool-size slider: ~15 px a page over its 420 px, so a drag moves a page or two
 PAGE_SIZE_RANGE = (1, 16)  # page-size slider
 PLAY_SPEEDS = (("slow", 1500), ("normal", 800), ("fast", 300))  # label, ms a step
 ST = {"button_width": "84px", "description_width": "initial"}  # "Play speed" whole
@@ -51,12 +51,12 @@ PREFIX_TIP = (
     "with the tokens this sequence holds so far (a request still prefilling: only its prompt "
     "tokens computed so far), then your prompt: the full pages those tokens fill are prefix hits"
 )
+PROMPT_TEXT = "Hello, pages!"  # the Prompt box's text at the start and after Reset
 BUTTON_PX = 96  # Step, Back, Reset, Fork, Finish: narrow, so Jump to fits on the Step row
 DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler
     "your own action: one more token for every live sequence",
     "your own action: one more token for each sequence you added (Step runs the scheduler)",
 )
-VIEW_HEIGHT_PX = 380  # a view's picture is shown at most this tall: with Step and your actions on screen
 
 
 def picker_px(options: list[tuple[str, str]]) -> int:
@@ -120,7 +120,7 @@ class DashboardControls(widgets.VBox):
         self.pages_slider = widgets.IntSlider(
             value=run.num_pages, min=PAGES_RANGE[0], max=max(PAGES_RANGE[1], run.num_pages),
             description="Pages", continuous_update=False, layout=width(width="420px"),
-        ).add_class("pagedkv-pages")  # fmt: skip  # wide: ~5 px a page
+        ).add_class("pagedkv-pages")  # fmt: skip  # wide: ~15 px a page
         self.page_size_slider = widgets.IntSlider(
             value=run.page_size, min=PAGE_SIZE_RANGE[0], max=max(PAGE_SIZE_RANGE[1], run.page_size),
             description="Page size", continuous_update=False,
@@ -132,7 +132,7 @@ class DashboardControls(widgets.VBox):
         and the confirmation that switching scenarios discards them."""
         width = widgets.Layout
         self.prompt = widgets.Text(
-            value="Hello, pages!", description="Prompt", layout=width(width="300px")
+            value=PROMPT_TEXT, description="Prompt", layout=width(width="300px")
         ).add_class("pagedkv-prompt")
         self.prefix_picker = widgets.Dropdown(
             description="Prefix of", layout=width(width="220px"), tooltip=PREFIX_TIP
@@ -155,14 +155,15 @@ class DashboardControls(widgets.VBox):
         self.actions_note = widgets.HTML(layout=width(flex="1 1 240px", min_width="240px")).add_class(
             "pagedkv-actions-note"
         )
-        self.confirm_text = widgets.HTML()
+        # its own height, not one line's: a question wrapped onto 2 lines is not cut
+        self.confirm_text = widgets.HTML(layout=width(height="auto", flex="1 1 300px", min_width="0"))
         self.discard_button = widgets.Button(
             description="Switch", button_style="danger", layout=width(width=f"{BUTTON_PX}px")
         ).add_class("pagedkv-discard")
         self.stay_button = widgets.Button(description="Stay", **narrow).add_class("pagedkv-stay")
         self.confirm = widgets.HBox(
             [self.confirm_text, self.discard_button, self.stay_button],
-            layout=width(display="none"),
+            layout=width(display="none", flex_flow="row wrap", align_items="center", height="auto"),
         ).add_class("pagedkv-confirm")
 
     def _build_views(self) -> None:

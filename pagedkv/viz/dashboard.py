@@ -1,7 +1,7 @@
 """Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
 
 Step / Back / Reset buttons, a step slider and a Play widget (with its speed) drive a
-`ScenarioRun`; the header has one counter, "step k of N" (· +n yours: your own actions;
+`ScenarioRun`; the header has one counter, "step k of N" (· +n your actions: actions, not sequences;
 · +m past the end: scheduler steps Decode all ran once the scenario was done). A
 scenario ends at its last step ("done", Step disabled; requests a scheduler has not finished
 go on with Decode all, once none of yours is left). A picker switches scenario (asking first
@@ -34,8 +34,8 @@ from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios import SCENARIOS, Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html
-from pagedkv.viz.controls import VIEWS, DashboardControls
-from pagedkv.viz.dashboard_text import counter_html, end_message, log_html, own_done, status_html
+from pagedkv.viz.controls import PROMPT_TEXT, VIEWS, DashboardControls
+from pagedkv.viz.dashboard_text import counter_html, end_message, log_html, own_done, scrolls, status_html
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.lifecycle import lifecycle_png
 from pagedkv.viz.main_picture import MAIN_HEIGHT_PX, main_heatmap
@@ -125,10 +125,10 @@ class Dashboard(DashboardControls):
         self.render()
 
     def reset(self) -> None:
-        """Back to step 0 without your own actions, on the same pool size. The message is
-        short, so the caption stays within 2 lines (on a resized pool, the note says whose
-        pool the captions are about)."""
+        """Back to step 0, without your own actions or Prompt text, on the same pool size; a short
+        message (≤ 2 caption lines; on a resized pool it says whose pool the captions are about)."""
         self.message, self._switched = "Reset: step 0, same pool size" + self._geometry_note(" · "), False
+        self.prompt.value = PROMPT_TEXT
         self.run.reset()
         self.palette.restart(self.run.steps)
         self.render()
@@ -262,11 +262,12 @@ class Dashboard(DashboardControls):
         self._draw_tab(self.view_picker.value)
         tokens = token_ids_of(run.seqs)  # each sequence's text, boxed by page under the tables
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
+        self.panes["Block tables"].children[1].layout.display = "" if scrolls(snap, tokens) else "none"
         self.status.value = status_html(run, snap)  # the message is in the caption, under Step
         self.event_log.value = log_html(
             run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None, run.page_size
         )
-        self.step_counter.value = counter_html(run)  # step k of N · +n yours · +m past the end
+        self.step_counter.value = counter_html(run)  # step k of N · +n your actions · +m past the end
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
@@ -275,10 +276,9 @@ class Dashboard(DashboardControls):
         own = [(t, s) for t, s in live if s in run.own_sequences]  # never a request the scheduler runs
         pick, self._pick = self._pick, None
         self.sync_stepping(run.cursor, len(run.steps), live, own, pick)
-        self.back_button.disabled = not run.history
         self.step_button.disabled = self.play.disabled = run.done  # a scenario ends at its last step
         self.fork_button.disabled = self.finish_button.disabled = not own
-        self.decode_button.disabled = not run.can_decode_all
+        self.back_button.disabled, self.decode_button.disabled = not run.history, not run.can_decode_all
 
     def _maps(self) -> tuple[PoolHeatmap, ...]:
         """The heatmaps of the current geometry: main views, more views, LRU order."""

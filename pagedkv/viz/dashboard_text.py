@@ -20,7 +20,7 @@ from pagedkv.core.page import PageState
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz.palette import EVENT_COLORS
 
-__all__ = ["counter_html", "counter_text", "end_message", "log_html", "status_html"]
+__all__ = ["counter_html", "counter_text", "end_message", "log_html", "scrolls", "status_html"]
 
 LOG_KINDS = ("allocate", "prefix_hit", "fork", "evict", "cow", "cache", "free", "append")
 SCHEDULER_KINDS = ("preempt", "resume", "abort")  # in the key only when a scheduler runs
@@ -32,11 +32,22 @@ HITS_TIP = (
     "looked up (its whole prompt; with a scheduler, the tokens its first prefill step computes "
     "plus its prefix hits). Hits: the tokens found in full pages already in the pool."
 )
-SCROLL_NOTE_PX = 24  # the Block tables tab's line under its scrolling box
+SCROLL_NOTE_PX = 24  # the Block tables tab's line under its scrolling box (shown when it may scroll)
+VIEW_HEIGHT_PX = 380  # a view's picture is shown at most this tall: with Step and your actions on screen
+VIEW_BOX_PX = VIEW_HEIGHT_PX - SCROLL_NOTE_PX  # the Block tables' scrolling box
 SCROLL_NOTE = (
     "<div style='font-size:13px;color:#444'>↕ The box above scrolls: every running sequence "
     "has a block-table row and a tokens-by-page row.</div>"
 )
+
+
+def scrolls(snap, token_ids: dict) -> bool:
+    """Whether the Block tables tab's content (status, a table row and a tokens-by-page line
+    per sequence) may be taller than its box, so its note says it scrolls. An estimate that
+    errs towards saying so: 3 lines of status, a 26 px row per sequence, keys and headings
+    120 px, and a 40 px line for every 640 px of token boxes (9 px a character, 8 a page)."""
+    lines = sum(-(-(9 * len(t) + 8 * len(snap.block_tables[s])) // 640) for s, t in token_ids.items())
+    return 60 + 120 + 26 * len(snap.seq_ids) + 40 * lines > VIEW_BOX_PX
 
 
 HOW_TO_READ = (  # the log's folded note: its order, its counting and its kinds
@@ -87,52 +98,53 @@ def end_message(run: ScenarioRun) -> str:
 
 
 def status_html(run: ScenarioRun, snap, message: str = "") -> str:
-    """One line about the pool of `run` at `snap`, then `message` (if any) in red."""
+    """The pool of `run` at `snap` in 2 lines (pages; tokens), then your actions and the waiting
+    queue (if any), then `message` (if any) in red."""
     counts = np.bincount(snap.state, minlength=3)
     stats = snap.stats
     queries = stats["prefix_queries"]
     rate = f"{stats['prefix_hits'] / queries:.0%}" if queries else "n/a"
     own = own_done(run)
-    text = (
-        f"<b>{run.scenario.title}</b> — {run.num_pages} pages × "
-        f"{run.page_size} slots · ACTIVE <b>{counts[PageState.ACTIVE]}</b> of {run.num_pages} pages "
-        f"(<b>{snap.usage:.0%}</b>) · CACHED {counts[PageState.CACHED]} (reusable or evictable) · "
-        f"FREE {counts[PageState.FREE]} · slots holding running "
-        f"sequences' tokens: <b>{snap.token_usage:.0%}</b> · "
+    text = (  # one line per subject: the pages, the tokens, then yours and the queue
+        f"<b>{run.scenario.title}</b> — {run.num_pages} pages × {run.page_size} slots · ACTIVE "
+        f"<b>{counts[PageState.ACTIVE]}</b> of {run.num_pages} pages (<b>{snap.usage:.0%}</b>) · "
+        f"CACHED {counts[PageState.CACHED]} (reusable or evictable) · FREE {counts[PageState.FREE]}<br>"
+        f"slots holding running sequences' tokens: <b>{snap.token_usage:.0%}</b> · "
         f"<span title='{html.escape(HITS_TIP)}' style='text-decoration:underline dotted'>prefix hits "
         f"{stats['prefix_hits']} of {queries} prompt tokens looked up</span> ({rate}) · evictions "
         f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
-        + (f" · {own} action{'s' * (own != 1)} of your own" if own else "")
     )
+    more = [f"{own} action{'s' * (own != 1)} of your own"] * bool(own)
     if run.scheduler is not None:  # the queue the scheduler admits from, front first
         queue = [f"{s.req_id}{' (preempted)' * (s.status == 'preempted')}" for s in run.scheduler.waiting]
-        text += f" · <b>waiting queue</b>, front first: {html.escape(', '.join(queue) or 'empty')}"
+        more.append(f"<b>waiting queue</b>, front first: {html.escape(', '.join(queue) or 'empty')}")
+    text += "<br>" * bool(more) + " · ".join(more)
     if message:
         text += f"<br><span style='color:#B91C1C'>{html.escape(message)}</span>"
     return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
 
 
 def own_done(run: ScenarioRun) -> int:
-    """Your own actions that did something (not refused): the header's "+n yours", the
+    """Your own actions that did something (not refused): the header's "+n your actions", the
     status line's and the scenario switch's count."""
     return sum(1 for r in run.records if r.yours and not r.refused)
 
 
 def counter_text(run: ScenarioRun) -> str:
     """The header's counter as plain text (see `counter_html`), e.g.
-    "step 40 of 40 · +1 yours · steps done, req3 unfinished"."""
+    "step 40 of 40 · +1 your action · steps done, req3 unfinished"."""
     return re.sub(r"<[^>]+>", "", counter_html(run))
 
 
 def counter_html(run: ScenarioRun) -> str:
-    """The header's one counter: "step k of N", then "+n yours" (your own actions that did
+    """The header's one counter: "step k of N", then "+n your actions" (your own actions that did
     something), ", r refused" (yours that were refused) and "+m past the end" (scheduler
     steps Decode all ran once the scenario was done), then, at the scenario's last step,
     "done" when every request has finished, or "steps done" and the requests still
     unfinished. Short, so the header stays on one line; the tooltip says it in full."""
     own, refused = own_done(run), sum(1 for r in run.records if r.yours and r.refused)
     extra = run.steps_past_end
-    text = f"step {run.cursor} of {len(run.steps)}" + f" · +{own} yours" * bool(own)
+    text = f"step {run.cursor} of {len(run.steps)}" + f" · +{own} your action{'s' * (own != 1)}" * bool(own)
     text += f", {refused} refused" * bool(refused) + f" · +{extra} past the end" * bool(extra)
     tips = [f"{own} action{'s' * (own != 1)} of your own; they move no scenario step"] * bool(own)
     tips += [f"{refused} of your actions refused (the log says why); they changed nothing"] * bool(refused)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import html
 import re
-import struct
 
 import ipywidgets as widgets
 
@@ -101,17 +100,12 @@ PREDICT_NOTE = (
 PICTURE_PX = 340  # a prediction's pool picture is shown at most this tall
 
 
-def _room(png: bytes) -> str:
-    """An empty dashed box shaped like the picture `png` (its width and height are bytes 16-24
-    of a PNG), saying where the pool will appear."""
-    width, height = struct.unpack(">II", png[16:24])
-    return (
-        f"<div style='width:100%;max-height:{PICTURE_PX}px;aspect-ratio:{width}/{height};"
-        "box-sizing:border-box;"
-        "border:2px dashed #C8C8C8;border-radius:6px;display:flex;align-items:center;"
-        "justify-content:center;color:#555555;font-size:15px'>"
-        "The pool after the step appears here with the answer.</div>"
-    )
+# Where the pool picture will appear: one line (its own room would be an empty box half a screen tall).
+ROOM = (
+    "<div style='box-sizing:border-box;border:2px dashed #C8C8C8;border-radius:6px;"
+    "padding:4px 10px;color:#555555;font-size:15px'>"
+    "The pool after the step appears here with the answer.</div>"
+)
 
 
 class PredictStep(widgets.VBox):
@@ -158,9 +152,8 @@ class PredictStep(widgets.VBox):
             show_clock=False,  # no pool clock beside the notebook's steps: one counter, as on the dashboard
         )
         self._lru = self._heatmap.active_owners = "lru" in views  # it names ACTIVE pages' holders too
-        # The picture's room, kept until the step has run: the widget does not grow when the
-        # picture comes, and the cells below it (which may show the answer) stay further down.
-        self.placeholder = widgets.HTML(_room(self._heatmap.png()), layout=widgets.Layout(**full_width))
+        # One line saying where the picture will appear, until the step has run.
+        self.placeholder = widgets.HTML(ROOM, layout=widgets.Layout(width="100%", margin="0"))
         self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
         self.children = [
@@ -292,8 +285,10 @@ class Quiz(widgets.VBox):
         self.current = k
         for j, page in enumerate(self.pages):
             page.layout.display = "" if j == k else "none"
-        n, done = len(self.questions), sum(self.settled)
-        self.position.value = _box(f"question {k + 1} of {n} ({done} of {n} done)")
+        n, done, first = len(self.questions), sum(self.settled), sum(bool(r) for r in self.first_try)
+        self.position.value = _box(
+            f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
+        )
         self.previous.disabled, self.next.disabled = k == 0, k == len(self.questions) - 1
         self.next.button_style = "primary" if self.settled[k] and not self.next.disabled else ""
 

@@ -151,7 +151,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
 
 
 def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot_dir) -> None:
-    """After a Fork and a Decode all the counter says so ("· +2 yours") and stays one line
+    """After a Fork and a Decode all the counter says so ("· +2 your actions") and stays one line
     beside the scenario picker, with the file browser closed (cell ~1100 px) and open (~850);
     two presses of Back then undo both, and the counter reads as before."""
     page = nb.page
@@ -159,7 +159,7 @@ def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot
     for button in ("button.pagedkv-fork", "button.pagedkv-decode"):
         page.locator(button).first.click()
         nb.wait_idle()
-    counter.filter(has_text="+2 yours").wait_for(timeout=60_000)
+    counter.filter(has_text="+2 your actions").wait_for(timeout=60_000)
     sidebar = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first
     for browser in ("closed", "open"):
         if browser == "open":
