@@ -22,15 +22,26 @@ def test_the_two_tables_hold_the_bench_tables_numbers(report):
     run = serving_windows.whole_run_rows(data, whole)
     for bench_row, load_row, run_row in zip(report.rows, loaded, run, strict=True):
         system, token4, token2, paper, ext4, ext_free2, batch4 = bench_row
-        assert load_row == [system, token4, paper, ext4, batch4]
+        reserved = load_row[3]  # the rest of the 100 %: not in the bench's table
+        at = data[system][str(top)]
+        rest = (
+            100
+            - at["token_states"]
+            - at["internal_fragmentation"]
+            - at["external_fragmentation"]
+            - at["free"]
+        )
+        assert reserved == pytest.approx(rest, abs=0.051)
+        assert load_row == [system, token4, paper, reserved, ext4, batch4]
         assert run_row[:2] == [system, token2]
         assert run_row[2] + run_row[3] == pytest.approx(ext_free2, abs=0.11)  # each rounded apart
     assert [row[3] for row in run] == [0.6, 1.6, 2.5, 29.9]  # free % at 2/s, as printed
     assert [row[4] for row in run] == [98.3, 96.5, 94.8, 16.7]  # % of the run requests waited
+    assert [row[3] for row in loaded] == [12.6, 17.7, 22.7, 0.0]  # reserved % under load, as printed
 
 
 def test_columns_name_their_rows():
-    assert len(serving_windows.UNDER_LOAD_COLUMNS) == 5 and len(serving_windows.WHOLE_RUN_COLUMNS) == 5
+    assert len(serving_windows.UNDER_LOAD_COLUMNS) == 6 and len(serving_windows.WHOLE_RUN_COLUMNS) == 5
     assert serving_windows.QUICK_REQUESTS == bench_serving.QUICK_REQUESTS
 
 

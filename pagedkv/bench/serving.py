@@ -300,7 +300,7 @@ def figure(report: Report):
     from matplotlib.figure import Figure
 
     data, rates = report.data["systems"], report.data["rates"]
-    fig = Figure(figsize=(11, 5.4))
+    fig = Figure(figsize=(8.5, 5.5), dpi=100, layout="constrained")  # 850 px: no shrinking in a cell
     FigureCanvasAgg(fig)
     lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
     for system, marker in zip(SYSTEMS, "osD^", strict=True):
@@ -320,7 +320,7 @@ def figure(report: Report):
     lat.set_xticks(rates, [f"{r:g}" for r in rates])  # every rate run, 0.5 included
     lat.minorticks_off()
     lat.grid(alpha=0.3)
-    lat.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=12, frameon=False)
+    lat.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=13, frameon=False)
     colors = [STATE_COLORS[PageState.ACTIVE], SEQUENCE_COLORS[4], STATE_COLORS[PageState.CACHED]]
     colors += [VICTIM_COLOR, STATE_COLORS[PageState.FREE]]
     top, bottom = str(report.data["top_rate"]), np.zeros(len(SYSTEMS))
@@ -342,8 +342,14 @@ def figure(report: Report):
     bars.set_ylim(0, 100)
     name_thin_top(bars, len(SYSTEMS) - 1, data["paged"][top])
     bars.set_ylabel(f"% of KV memory, under load ({report.data['top_rate']:g}/s)", fontsize=12)
-    bars.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=14)  # >= 14 px at 850 px
+    handles, labels = bars.get_legend_handles_labels()  # below both panels, clear of the bars
+    fig.legend(
+        handles,
+        [t.replace("\n", " ").replace(": ", ":\n", 1) for t in labels],
+        loc="outside lower center",
+        ncol=3,
+        fontsize=13,
+    )
     for ax in (lat, bars):
-        ax.tick_params(labelsize=14)  # >= 12 px at 850 px
-    fig.tight_layout()
+        ax.tick_params(labelsize=14)  # 14 px at 850 px
     return fig

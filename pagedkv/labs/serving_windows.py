@@ -21,7 +21,7 @@ QUICK_REQUESTS = 1000  # the requests of `bench serving --quick` (its QUICK_REQU
 # one system's run takes many seconds (one step per token of each request)
 MIN_RATE, MAX_RATE = 0.5, 20.0
 
-UNDER_LOAD_COLUMNS = ["system", "token %", "paper's token %", "external %", "requests running"]
+UNDER_LOAD_COLUMNS = ["system", "token %", "paper's token %", "reserved %", "external %", "requests running"]
 WHOLE_RUN_COLUMNS = ["system", "token %", "external %", "free %", "time requests wait %"]
 
 
@@ -32,7 +32,8 @@ def _rows(systems: dict, rate: float, values) -> list[list[object]]:
 
 def under_load_rows(systems: dict, rate: float) -> list[list[object]]:
     """One row per system at `rate`, averaged over the steps while requests wait: % of slots
-    holding tokens, the paper's Fig. 2 figure for it, % external fragmentation, and the mean
+    holding tokens, the paper's Fig. 2 figure for it, % reserved for outputs not yet generated,
+    % external fragmentation, and the mean
     number of requests running."""
     return _rows(
         systems,
@@ -40,6 +41,7 @@ def under_load_rows(systems: dict, rate: float) -> list[list[object]]:
         lambda at, system: [
             round(at["token_states"], 1),
             PAPER[system],
+            round(at["reserved"], 1),
             round(at["external_fragmentation"], 1),
             round(at["mean_batch"], 1),
         ],
