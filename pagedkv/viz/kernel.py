@@ -176,7 +176,7 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: boo
                 linewidth=1.5,
                 label=f"query {k + 1}",
             )
-        ax.set_title(name, loc="left")
+        ax.set_title(name, loc="left", pad=10)  # clear of the "head h" labels
         ax.axhline(0, color="#888888", linewidth=0.8)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)

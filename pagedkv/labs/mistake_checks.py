@@ -1,0 +1,78 @@
+"""Notebook 08's "Try it": four checks run against one of `NaiveKVCache`'s mistake flags,
+each next to what pagedkv gives on the same check.
+
+- recount: `lost_pages` after one request is admitted and freed (section 2);
+- long run: refusals over the given requests on a 32-page pool (sections 2 and 3);
+- forced eviction: section 4's `lru_steps` test on a 12-page pool, request_B's prefix hits;
+- heap bound: the eviction structure's largest size over 20 requests of one prompt,
+  against twice the pool (section 5).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from pagedkv.core.pool import OutOfPagesError
+from pagedkv.labs.naive import NaiveKVCache, lost_pages, lru_steps, pagedkv_cache, serve_one_at_a_time
+
+PROMPT_A = list(b"The KV cache holds")
+OTHER = list(b"an unrelated request of forty tokens....")
+POPULAR = list(b"System: answer in one sentence. Hi!")
+
+
+def _forced_eviction_hits(cache: object) -> int | None:
+    """request_B's prefix-hit tokens in section 4's test, or None if the test's requests are
+    refused."""
+    try:
+        hits = lru_steps(cache, PROMPT_A, OTHER, PROMPT_A + list(b" pages."))["hits"]
+    except OutOfPagesError:
+        return None
+    assert isinstance(hits, int)
+    return hits
+
+
+def check_results(mistake: str | None, requests: Sequence[list[int]]) -> dict[str, int | None]:
+    """The four checks' numbers for the naive cache with `mistake` on (None: pagedkv)."""
+
+    def cache(num_pages: int) -> object:
+        if mistake is None:
+            return pagedkv_cache(num_pages, 4)
+        ticks = itertools.count(1000.0)  # a clock that moves 1 s per read, the same on every machine
+        return NaiveKVCache(num_pages, 4, mistakes={mistake}, clock=lambda: next(ticks))
+
+    probe = cache(32)
+    lost = 0
+    if isinstance(probe, NaiveKVCache):
+        try:
+            probe.add("r1", list(requests[0]))
+            probe.free("r1")
+            lost = len(lost_pages(probe))
+        except OutOfPagesError:
+            lost = 0
+    run = serve_one_at_a_time(cache(32), requests)
+    heap = serve_one_at_a_time(cache(32), [POPULAR] * 20)
+    return {
+        "lost": lost,
+        "refused": sum(run["refused"]),
+        "hits": _forced_eviction_hits(cache(12)),
+        "largest_heap": max(heap["eviction_entries"]),
+    }
+
+
+def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
+    """The four checks for `mistake`, one line each, with pagedkv's number beside it."""
+    naive, good = check_results(mistake, requests), check_results(None, requests)
+
+    def hits(n: int | None) -> str:
+        return "refused" if n is None else f"{n} tokens"
+
+    rows = (
+        ("recount after one request: lost pages", naive["lost"], good["lost"]),
+        (f"run of {len(requests)} requests, 32-page pool: refused", naive["refused"], good["refused"]),
+        ("forced eviction (section 4): request_B's hits", hits(naive["hits"]), hits(good["hits"])),
+        ("20 requests of one prompt: largest heap (bound 64)", naive["largest_heap"], good["largest_heap"]),
+    )
+    lines = [f"{mistake + ':':52} {'naive':>9}  {'pagedkv':>9}"]
+    lines += [f"  {name:50} {str(a):>9}  {str(b):>9}" for name, a, b in rows]
+    return "\n".join(lines)
