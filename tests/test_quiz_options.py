@@ -63,7 +63,7 @@ def test_predictions_do_not_keep_their_answer_in_the_middle():
     positions = []
     for qid in PREDICTION_IDS:
         ask = PredictStep(qid)
-        positions.append(list(ask.choices._options_labels).index(ask.data.answer))  # noqa: SLF001
+        positions.append([value for _, value in ask.choices.options].index(ask.data.answer))
     assert max(Counter(positions).values()) <= math.ceil(len(positions) / 2), positions
 
 
@@ -138,16 +138,16 @@ def test_pressing_the_button_of_what_the_step_does_is_graded_right(qid):
     run = questions.prediction(qid).start_run()
     done = questions.prediction(qid).read(run.step(), run)  # what the step does, on its own run
     right, wrong = PredictStep(qid), PredictStep(qid)
-    labels = list(right.choices._options_labels)  # noqa: SLF001
-    right.choices.index = labels.index(done)
+    shown = dict((value, label) for label, value in right.choices.options)
+    assert shown[done] == right.data.label(done)  # the button names its unit: "5 pages", "page 8"
+    right.choices.value = done
     right.button.click()
     assert right.correct is True and "Right" in right.result.value
-    wrong.choices.index = next(i for i, label in enumerate(labels) if label != done)
+    wrong.choices.value = picked = next(value for value in shown if value != done)
     wrong.button.click()
     assert wrong.correct is False and "Not quite.</b>" in wrong.result.value
-    picked = labels[wrong.choices.index]
     assert f"{escape(wrong.data.hints[picked])} Think it over" in wrong.result.value
-    wrong.choices.index = labels.index(done)  # the second try, on the same step
+    wrong.choices.value = done  # the second try, on the same step
     wrong.button.click()
     assert wrong.correct is True and "Right." in wrong.result.value
 
@@ -222,7 +222,8 @@ def test_the_answer_key_lists_the_options_as_shown_and_names_each_answer():
         for q in quiz.questions:
             assert f"{q.text} ({' / '.join(q.shown_options)})\n   Answer: **{q.answer}**." in key
     for p in BANK["predict"].values():
-        assert f"- Options: {' / '.join(p.shown_options)}\n- Answer: **{p.answer}**" in key
+        options = " / ".join(map(p.label, p.shown_options))
+        assert f"- Options: {options}\n- Answer: **{p.label(p.answer)}**" in key
 
 
 def test_the_note_kept_for_the_picture_is_one_line():
@@ -307,9 +308,10 @@ def test_a_prediction_quiz_says_the_cells_below_hold_its_answer_until_answered()
 
 def test_the_answer_key_gives_every_hint():
     key = (ROOT / "docs" / "answer_key.md").read_text()
-    for *_, hints, _ in _all_questions():
+    for key_id, *_, hints, _ in _all_questions():
+        label = BANK["predict"][key_id].label if key_id in BANK["predict"] else str
         for option, hint in hints.items():
-            assert f"Hint for “{option}”: {hint}" in key
+            assert f"Hint for “{label(option)}”: {hint}" in key
 
 
 def test_a_quiz_shows_one_question_at_a_time_and_keeps_every_pick():

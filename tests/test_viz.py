@@ -563,7 +563,7 @@ def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
     assert not ask.button.disabled and not ask.picture.value  # a second try, nothing shown yet
     assert ask.button.button_style == "primary"  # still looks pressable
     ask.answer("18")  # a second wrong pick: the answer, and the step's picture
-    assert run.cursor == 1 and "the answer is “5”" in ask.result.value
+    assert run.cursor == 1 and "the answer is “5 pages”" in ask.result.value
     assert not ask.button.disabled and bytes(ask.picture.value).startswith(b"\x89PNG")
     ask.answer("5")  # the learner may still pick the answer: then it locks, grey
     assert run.cursor == 1 and "Right." in ask.result.value and ask.button.disabled

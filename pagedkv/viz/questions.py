@@ -125,6 +125,15 @@ class Prediction:
         """The options in the order a learner sees them."""
         return shown_order(self.options, self.qid)
 
+    def label(self, option: str) -> str:
+        """`option` as a learner reads it, with its unit: a count of pages "5" -> "5 pages",
+        a page "5" -> "page 5", "0, 1" -> "pages 0, 1"; "none" and request names as they are."""
+        if option == "none" or self.outcome == "request_preempted":
+            return option
+        if self.outcome == "num_pages_allocated":
+            return f"{option} page{'' if option == '1' else 's'}"
+        return f"page{'s' if ',' in option else ''} {option}"
+
     def read(self, record: ActionRecord, run: ScenarioRun) -> str:
         """What the step did, in the words of an option."""
         return str(OUTCOMES[self.outcome](record, run))
@@ -263,9 +272,9 @@ def answer_key_markdown() -> str:
         out += ["", f"## Notebook {nb}"]
         for p in (p for p in bank["predict"].values() if p.notebook == nb):
             out += ["", f"**Prediction `{p.qid}`** ({p.scenario}): {p.question}", ""]
-            options = " / ".join(p.shown_options)
-            out += [f"- Options: {options}", f"- Answer: **{p.answer}**", f"- Why: {p.why}"]
-            out += _hint_lines(p.hints, p.shown_options, "- ")
+            options = " / ".join(map(p.label, p.shown_options))
+            out += [f"- Options: {options}", f"- Answer: **{p.label(p.answer)}**", f"- Why: {p.why}"]
+            out += _hint_lines(p.hints, p.shown_options, "- ", p.label)
             if p.after:  # quoted, so its own list items stay inside this one
                 out += ["- Shown after answering:", ""]
                 out += [f"  > {line}".rstrip() for line in p.after.splitlines()]
@@ -280,9 +289,12 @@ def answer_key_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
-def _hint_lines(hints: Mapping[str, str], shown: tuple[str, ...], bullet: str) -> list[str]:
-    """The answer key's lines for a question's hints, in the order its options are shown."""
-    return [f"{bullet}Hint for “{o}”: {hints[o]}" for o in shown if o in hints]
+def _hint_lines(
+    hints: Mapping[str, str], shown: tuple[str, ...], bullet: str, label: Callable[[str], str] = str
+) -> list[str]:
+    """The answer key's lines for a question's hints, in the order its options are shown (each
+    option written by `label`)."""
+    return [f"{bullet}Hint for “{label(o)}”: {hints[o]}" for o in shown if o in hints]
 
 
 if __name__ == "__main__":

@@ -126,7 +126,8 @@ class PredictStep(widgets.VBox):
         self._record: ActionRecord | None = None  # the step's record, once it has run
         self.misses = 0  # wrong picks so far: one more try after the first
         self.settled = False  # True after a right pick or a second wrong one
-        self.choices = widgets.ToggleButtons(options=options, value=None).add_class("pagedkv-predict-choices")
+        self.choices = widgets.ToggleButtons(options=[(self.data.label(o), o) for o in options], value=None)
+        self.choices.add_class("pagedkv-predict-choices")
         self.button = widgets.Button(
             description="Step and check", icon="step-forward", button_style="primary"
         ).add_class("pagedkv-predict-step")
@@ -190,7 +191,8 @@ class PredictStep(widgets.VBox):
         picked = self.choices.value
         hint = self.data.hints.get(picked, "")
         was_settled = self.settled  # after a reveal, picking the right answer only grades it
-        self.result.value, self.settled = grade(picked, self.actual, self.data.why, self.misses, hint)
+        label = self.data.label
+        self.result.value, self.settled = grade(label(picked), label(self.actual), self.data.why, self.misses, hint)
         if self.settled and not was_settled:
             self._reveal(self._record)
         elif was_settled:

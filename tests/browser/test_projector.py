@@ -120,7 +120,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
 
     predict = page.locator(".pagedkv-predict").first
     predict.scroll_into_view_if_needed()
-    predict.locator(".pagedkv-predict-choices button", has_text=re.compile(r"^5$")).click()
+    predict.locator(".pagedkv-predict-choices button", has_text=re.compile(r"^5 pages$")).click()
     predict.locator("button.pagedkv-predict-step").click()
     predict.locator(".pagedkv-predict-result", has_text="Right").wait_for(timeout=30_000)
     nb.wait_idle()
