@@ -191,8 +191,8 @@ class PredictStep(widgets.VBox):
         picked = self.choices.value
         hint = self.data.hints.get(picked, "")
         was_settled = self.settled  # after a reveal, picking the right answer only grades it
-        label = self.data.label
-        self.result.value, self.settled = grade(label(picked), label(self.actual), self.data.why, self.misses, hint)
+        shown, actual = self.data.label(picked), self.data.label(self.actual)
+        self.result.value, self.settled = grade(shown, actual, self.data.why, self.misses, hint)
         if self.settled and not was_settled:
             self._reveal(self._record)
         elif was_settled:
