@@ -82,7 +82,7 @@ def test_best_by_size_follows_the_highest_rate_at_each_size():
     assert best_by_size(made_up_report()) == {"a": ["lfu", "arc"], "b": ["lru", "lru"]}
 
 
-def test_s3fifo_drain_labels_each_victim_with_its_step():
+def test_s3fifo_drain_labels_each_victim_with_its_phase():
     from pagedkv.core.eviction import make_eviction_policy
     from pagedkv.labs.policy_trace import s3fifo_drain
 
@@ -94,9 +94,9 @@ def test_s3fifo_drain_labels_each_victim_with_its_step():
         s3.add(page_id)
     s3.add_all([3, 4, 5, 6])
     lines = s3fifo_drain(s3)
-    assert lines[0] == "step 1, no victim yet: pages [1, 2] move from S to M, count 0"
+    assert lines[0] == "phase 1, no victim yet: pages [1, 2] move from S to M, count 0"
     assert [line.split(":")[0] for line in lines[1:]] == [
-        "step 2, evict 3 from S", "step 2, evict 4 from S", "step 2, evict 5 from S",
-        "step 3, evict 1 from M", "step 3, evict 2 from M", "step 4, evict 6 from S",
+        "phase 2, evict 3 from S", "phase 2, evict 4 from S", "phase 2, evict 5 from S",
+        "phase 3, evict 1 from M", "phase 3, evict 2 from M", "phase 4, evict 6 from S",
     ]  # fmt: skip
     assert lines[-1].endswith("G ['h6']")

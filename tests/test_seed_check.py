@@ -41,3 +41,14 @@ def test_a_tie_prints_its_names_alphabetically_whichever_mean_is_best():
     assert verdict(call_winner([{"a": 61, "b": 60}, {"a": 59, "b": 61}])) == "tie: a ~ b"
     assert verdict(call_winner([{"a": 61, "b": 60}, {"a": 60, "b": 60.5}])) == "tie: a ~ b"
     assert verdict(["lru+pin", "lru"]) == verdict(["lru", "lru+pin"]) == "tie: lru ~ lru+pin"
+
+
+def test_seed_table_prints_each_policy_s_rate_on_each_seed_at_one_size():
+    from pagedkv.labs.seed_check import seed_table
+
+    runs = {("a", 8): [{"x": 1.0, "y": 20.5}, {"x": 3.0, "y": 4.0}], ("a", 16): [{"x": 9.0, "y": 9.0}] * 2}
+    assert seed_table(runs, {"a": ("x", "y")}, 8).splitlines() == [
+        "                   s0    s1",
+        "a      x          1.0   3.0",
+        "       y         20.5   4.0",
+    ]

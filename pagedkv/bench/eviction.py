@@ -150,6 +150,7 @@ def figure(report: Report):
         ax.set_title(workload, fontsize=13, pad=3)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [str(c) for c in sizes])
+        ax.set_xlim(sizes[0] / 1.2, sizes[-1] * 1.2)  # the nudged markers stay inside
         ax.minorticks_off()
         ax.grid(alpha=0.3)
         ax.margins(y=0.12)  # markers at the lowest rate stay inside the panel
@@ -168,7 +169,7 @@ def figure(report: Report):
         handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.945), ncol=len(labels),
         fontsize=12, frameon=False, handlelength=2.2, columnspacing=1.0, handletextpad=0.8,
     )  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 1, 0.925), h_pad=0.5)
+    fig.tight_layout(rect=(0, 0, 1, 0.925), h_pad=1.6)  # a panel's title clear of the one above
     return fig
 
 

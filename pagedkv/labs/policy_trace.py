@@ -63,23 +63,23 @@ def arc_table(rows: list[dict[str, Any]]) -> str:
 
 def s3fifo_drain(policy: EvictionPolicy) -> list[str]:
     """Evict every page of an S3-FIFO `policy` with `pop_victim()`, one line per victim:
-    "step 2, evict 3 from S:  S [4, 5, 6]  M [1, 2]  G ['block 3']" (queues after it). A
-    step is a run of victims from the same queue; if the first search moves pages from S to
-    M before it finds a victim, that move is step 1 and gets a line of its own."""
+    "phase 2, evict 3 from S:  S [4, 5, 6]  M [1, 2]  G ['block 3']" (queues after it). A
+    phase of the victim search is a run of victims from the same queue; if the first search
+    moves pages from S to M before it finds a victim, that move is phase 1, a line of its own."""
     lines: list[str] = []
-    step, source = 0, ""
+    phase, source = 0, ""
     while len(policy):
         before = policy.queues()  # type: ignore[attr-defined]
         victim = policy.pop_victim()
         after = policy.queues()  # type: ignore[attr-defined]
         moved = [p for p in after["M"] if p not in before["M"]]
         if moved and not lines:
-            step += 1
-            lines.append(f"step {step}, no victim yet: pages {moved} move from S to M, count 0")
+            phase += 1
+            lines.append(f"phase {phase}, no victim yet: pages {moved} move from S to M, count 0")
         came_from = "S" if victim in before["S"] else "M"
         if came_from != source:
-            step, source = step + 1, came_from
+            phase, source = phase + 1, came_from
         lines.append(
-            f"step {step}, evict {victim} from {came_from}:  S {after['S']}  M {after['M']}  G {after['G']}"
+            f"phase {phase}, evict {victim} from {came_from}:  S {after['S']}  M {after['M']}  G {after['G']}"
         )
     return lines

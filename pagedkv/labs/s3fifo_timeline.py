@@ -75,7 +75,7 @@ def plot_timeline(
     from_s = [r["from S"] for r in window]
     ax.bar(xs, from_s, width=0.7, color="#e69f00", label="victims from S")
     from_m = [r["from M"] for r in window]
-    ax.bar(xs, from_m, width=0.7, bottom=from_s, color="#cc3311", label="victims from M")
+    ax.bar(xs, from_m, width=0.7, bottom=from_s, color="#000000", label="victims from M")
     styles = {"S": ("#0072b2", "-", "o"), "M": ("#009e73", "--", "s"), "G": ("#6a3d9a", ":", "^")}
     for q, (colour, dash, marker) in styles.items():
         sizes = [r[q] for r in window]

@@ -77,3 +77,17 @@ def largest_reversed_lead(runs_by_case: dict[tuple[str, int], list[dict[str, flo
             one, two = sorted(run.values(), reverse=True)[:2]
             largest = max(largest, round(one - two, 1))
     return largest
+
+
+def seed_table(
+    runs: dict[tuple[str, int], list[dict[str, float]]], rivals: dict[str, Sequence[str]], size: int
+) -> str:
+    """`runs` at one cache `size` as text: one line per (stream, policy), its rate on each
+    seed (s0, s1, ...), the stream named on its first line only."""
+    seeds = len(next(iter(runs.values())))
+    lines = [f"{'':15s}" + "".join(f"{f's{i}':>6s}" for i in range(seeds))]
+    for w, policies in rivals.items():
+        for k, p in enumerate(policies):
+            name = w if k == 0 else ""
+            lines.append(f"{name:6s} {p:8s}" + "".join(f"{run[p]:6.1f}" for run in runs[w, size]))
+    return "\n".join(lines)
