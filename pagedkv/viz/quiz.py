@@ -86,9 +86,11 @@ def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tu
         return _box(f"<b>Not quite.</b> {hint}{TRY_AGAIN}", WRONG), False
     if right:
         return _box(f"<b>Right.</b> {html.escape(why)}", RIGHT), True
-    yours = f" About “{html.escape(picked)}”: {html.escape(hint)}" if hint else ""
-    said = f"<b>Not quite: the answer is “{html.escape(answer)}”.</b>"
-    return _box(f"{said} {html.escape(why)}{yours}", WRONG), True
+    # three short parts on their own lines, not one red paragraph; the learner's pick is named,
+    # since the widget then selects the answer
+    yours = f"<br><i>About your pick:</i> {html.escape(hint)}" if hint else ""
+    said = f"<b>Not quite: you picked “{html.escape(picked)}”; the answer is “{html.escape(answer)}”.</b>"
+    return _box(f"{said}<br>{html.escape(why)}{yours}", WRONG), True
 
 
 PREDICT_NOTE = (
