@@ -292,25 +292,13 @@ def _latency_table(rows: list[list]) -> str:
     return format_table(["rate", *SYSTEMS], rows, {"rate": 1})
 
 
-def figure(report: Report):
-    """Left: normalized latency vs request rate per system, on a log axis with plainly
-    labelled ticks, its legend above it (on screen with the panel's top). Right: KV memory
-    by category under load (the paper's Fig. 2 bars), its legend beside it."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    data, rates = report.data["systems"], report.data["rates"]
-    fig = Figure(figsize=(8.5, 5.5), dpi=100, layout="constrained")  # 850 px: no shrinking in a cell
-    FigureCanvasAgg(fig)
-    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+def _latency_panel(lat, data: dict, rates: list[float]) -> None:
+    """Normalized latency vs request rate per system, on a log axis with plainly labelled ticks,
+    its legend above the panel."""
     for system, marker in zip(SYSTEMS, "osD^", strict=True):
-        lat.plot(
-            rates,
-            [data[system][str(r)]["normalized_latency"] for r in rates],
-            marker=marker,
-            color=SYSTEM_COLORS[system],
-            label="paged" if system == "paged" else f"contiguous {system}",
-        )
+        latency = [data[system][str(r)]["normalized_latency"] for r in rates]
+        name = "paged" if system == "paged" else f"contiguous {system}"
+        lat.plot(rates, latency, marker=marker, color=SYSTEM_COLORS[system], label=name)
     lat.axhline(LATENCY_BOUND, color="#555555", linestyle="--", linewidth=1, label="bound: 0.5 s/token")
     lat.set_xlabel("request rate (requests/s)", fontsize=12)
     lat.set_ylabel("normalized latency (s/token)", fontsize=12)
@@ -321,6 +309,19 @@ def figure(report: Report):
     lat.minorticks_off()
     lat.grid(alpha=0.3)
     lat.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=13, frameon=False)
+
+
+def figure(report: Report):
+    """Left: normalized latency vs request rate per system (`_latency_panel`). Right: KV memory
+    by category under load (the paper's Fig. 2 bars); their legend below both panels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    data, rates = report.data["systems"], report.data["rates"]
+    fig = Figure(figsize=(8.5, 5.5), dpi=100, layout="constrained")  # 850 px: no shrinking in a cell
+    FigureCanvasAgg(fig)
+    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    _latency_panel(lat, data, rates)
     colors = [STATE_COLORS[PageState.ACTIVE], SEQUENCE_COLORS[4], STATE_COLORS[PageState.CACHED]]
     colors += [VICTIM_COLOR, STATE_COLORS[PageState.FREE]]
     top, bottom = str(report.data["top_rate"]), np.zeros(len(SYSTEMS))
@@ -330,26 +331,14 @@ def figure(report: Report):
         bars.bar(SYSTEMS, values, bottom=bottom, color=color, label=label)
         bottom += values
     for x, s in enumerate(SYSTEMS):
-        bars.text(
-            x,
-            data[s][top]["token_states"] / 2,
-            f"{data[s][top]['token_states']:.0f}%",
-            ha="center",
-            va="center",
-            color="white",
-            fontsize=12,
-        )
+        share = data[s][top]["token_states"]
+        bars.text(x, share / 2, f"{share:.0f}%", ha="center", va="center", color="white", fontsize=12)
     bars.set_ylim(0, 100)
     name_thin_top(bars, len(SYSTEMS) - 1, data["paged"][top])
     bars.set_ylabel(f"% of KV memory, under load ({report.data['top_rate']:g}/s)", fontsize=12)
     handles, labels = bars.get_legend_handles_labels()  # below both panels, clear of the bars
-    fig.legend(
-        handles,
-        [t.replace("\n", " ").replace(": ", ":\n", 1) for t in labels],
-        loc="outside lower center",
-        ncol=3,
-        fontsize=13,
-    )
+    labels = [t.replace("\n", " ").replace(": ", ":\n", 1) for t in labels]
+    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=13)
     for ax in (lat, bars):
         ax.tick_params(labelsize=14)  # 14 px at 850 px
     return fig
