@@ -79,3 +79,21 @@ def test_bench_eviction_compares_lru_with_policies_that_are_not_lru():
         f"chat: LRU {table['lru']:.1%}, better than every other policy "
         f"(the next best: lru+pin {table['lru+pin']:.1%})"
     )
+
+
+def test_bench_radix_figure_labels_do_not_overlap():
+    """In the index-entries panel, an index with as many entries as pages (the hash chain:
+    127 and 127 on the chat stream) draws its two counts apart, not touching."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from pagedkv.bench import radix as radix_bench
+
+    fig = radix_bench.run(workload="chat", cache_tokens=2048).figure()
+    canvas = FigureCanvasAgg(fig)
+    renderer = canvas.get_renderer()
+    ax = fig.axes[2]
+    boxes = [t.get_window_extent(renderer) for t in ax.texts if t.get_text()]
+    assert len(boxes) == 6  # entries and pages held, for each of the 3 indexes
+    for i, one in enumerate(boxes):
+        for other in boxes[i + 1 :]:
+            assert not one.overlaps(other)

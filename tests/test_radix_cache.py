@@ -263,3 +263,16 @@ def test_a_locked_path_drawn_across_is_one_short_row_of_boxes_side_by_side():
     assert fig.bbox.width >= 5 * fig.bbox.height, (fig.bbox.width, fig.bbox.height)
     with pytest.raises(ValueError, match="page_state needs across=False"):
         plot_radix_tree(tree, page_state=lambda p: "CACHED", across=True)
+
+
+def test_a_newline_in_a_node_key_is_drawn_as_backslash_n_not_a_space():
+    """A node's tokens "a tree.\\n" are drawn as 'a tree.\\n' (the escape shown), so a reader
+    can tell a newline from a trailing space, as in notebook 09."""
+    from pagedkv.viz.radix import plot_radix_tree
+
+    chars = "a tree.\n"
+    cache = RadixCache(page_size=4)
+    cache.insert([ord(c) for c in chars], [0, 1])
+    fig = plot_radix_tree(cache, decode=lambda ids: "".join(map(chr, ids)))
+    (label,) = [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("'a")]
+    assert label.split("\n")[0] == "'a tree.\\n'"

@@ -110,7 +110,7 @@ def figure(report: Report):
             bars = ax.bar([x - 0.21 for x in xs], values, 0.38, color=[COLORS[n] for n in names])
             held = [results[n]["cached_pages"] for n in names]
             grey = ax.bar([x + 0.21 for x in xs], held, 0.38, color="#BBBBBB")
-            ax.bar_label(grey, fontsize=12)
+            ax.bar_label(grey, label_type="center", rotation=90, fontsize=12)  # inside: no clash
             ax.set_xticks(list(xs), names)
             ax.bar_label(bars, fontsize=12)
             ax.set_ylim(0, 1.25 * max(held))  # room for the labels above the bars

@@ -1,4 +1,4 @@
-"""Notebook 09, section 3: each request's block table, block by block, with where each page
+"""Notebook 09, section 5: each request's block table, block by block, with where each page
 came from and what became of it (`block_rows`, `block_table_text`), read from
 `pagedkv.labs.radix_vs_hash.generate_one_at_a_time`'s rows; and what a pool's prefix index
 does with each page of a block table (`page_kinds`, sections 3 and 5)."""

@@ -20,8 +20,8 @@ its default page size, 1, where the cap costs one token, against vLLM's 16.)
 
 `generate_one_at_a_time` runs a few prompts through the real model in each pool and reads
 the counts after every request, `orphan_pages` names the indexed pages no lookup can
-reach (notebook 09, section 3), and `corner_pages` counts the pages a stream writes right
-after a recomputed copy (section 5's corner).
+reach (notebook 09, section 5), and `corner_pages` counts the pages a stream writes right
+after a recomputed copy (section 4's corner).
 
 The hash pool is pagedkv's: one page per hash, so a recomputed copy is not indexed and
 the pages after it can become orphans. vLLM v1 maps a hash to every block holding it, so
@@ -183,7 +183,7 @@ def generate_one_at_a_time(
     page_size: int = 4,
     max_new_tokens: int = 10,
 ) -> tuple[SequenceManager, list[list[int]], list[RequestRow]]:
-    """Notebook 09's section 3: each prompt generates `max_new_tokens` tokens and finishes
+    """Notebook 09's section 5: each prompt generates `max_new_tokens` tokens and finishes
     before the next starts, in a pool whose prefix index is "hash" or "radix".
 
     Returns the `SequenceManager`, each request's generated token ids, and one `RequestRow`
@@ -228,7 +228,7 @@ def account_lines(rows: Sequence[RequestRow], i: int, page_size: int = 4, num_pa
     """Request `i` (from 0) of `generate_one_at_a_time` in one pool, one count a line: hits,
     where the new pages came from (FREE ones taken, then evicted ones), then evictions so
     far, pages indexed and FREE pages, each as `total = count before - out + in` from the
-    row before (notebook 09, section 3).
+    row before (notebook 09, section 5).
 
     The totals are the pool's own counts; the terms come from the request's pages, so a
     caller can check that each sum holds (see `account_sums_hold`)."""
@@ -281,7 +281,7 @@ def account_sums_hold(rows: Sequence[RequestRow], num_pages: int = 12) -> bool:
 
 def corner_pages(requests: Sequence[LabRequest], cache_tokens: int, index: str, page_size: int = 16) -> int:
     """Full pages written right after a page the prefix index does not hold (a recomputed
-    copy): notebook 09, section 5's corner, counted while the stream runs one request at a
+    copy): notebook 09, section 4's corner, counted while the stream runs one request at a
     time through the pool with prefix index "hash" or "radix" (as `replayed_pool`).
 
     A page is indexed when it fills; the count is of pages that filled while the page before
@@ -309,7 +309,7 @@ def orphan_pages(pool: KVCachePool) -> list[int]:
     page is reachable only through indexed pages holding every block before it. This tries,
     with the pool's own lookup, every indexed page after every prefix found reachable so far
     (prompts without an extra key). A tree never holds an orphan; a hash chain does once the
-    page before an indexed page is evicted (notebook 09, sections 3 and 5)."""
+    page before an indexed page is evicted (notebook 09, sections 4 and 5)."""
     algo, size = pool.config.prefix_caching_hash_algo, pool.page_size
     indexed = [page for _, page in pool.prefix_index.items()]
     reached: set[int] = set()

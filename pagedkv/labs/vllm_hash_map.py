@@ -1,4 +1,4 @@
-"""A small model of vLLM v1's prefix index beside pagedkv's, for notebook 09, section 5.
+"""A small model of vLLM v1's prefix index beside pagedkv's, for notebook 09, section 4.
 
 vLLM v1 keeps its cached blocks in a `BlockHashToBlockMap`: a block hash maps to a dict of
 block ids, so two blocks with the same hash (a recomputed copy and its original) are both
@@ -8,7 +8,7 @@ keeps one page per hash: a second page with a known hash stays out of the index.
 `HashToPages` models both (`every_page=True` is vLLM v1's way). It is a model, not vLLM's
 code: it keeps only the map, a block's hash is stood in for by the tuple of every token up
 to the end of that block (equal exactly when two chained hashes are equal), and the caller
-says which pages fill and which are evicted. `replay_corner` feeds it section 5's corner.
+says which pages fill and which are evicted. `replay_corner` feeds it section 4's corner.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class HashToPages:
 
 
 def replay_corner(every_page: bool) -> dict:
-    """Notebook 09, section 5's corner with pages of 2 tokens, in `HashToPages`:
+    """Notebook 09, section 4's corner with pages of 2 tokens, in `HashToPages`:
 
     1. `first` writes [1, 2] into page 0, which fills and is indexed;
     2. `second`, the same prompt, recomputes it into page 1 (the last-token rule), then

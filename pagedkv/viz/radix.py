@@ -75,7 +75,7 @@ def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: in
     MAX_TEXT_LINES lines."""
     text = decode(node.key) if decode else " ".join(map(str, node.key))
     if decode:
-        text = repr(text.replace("\n", " "))
+        text = repr(text)  # a newline shows as \n
     lines = textwrap.wrap(text, width, break_on_hyphens=False) or [text]
     if len(lines) > MAX_TEXT_LINES:
         lines = lines[: MAX_TEXT_LINES - 1] + [lines[MAX_TEXT_LINES - 1][: width - 1] + "…"]
