@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipywidgets as widgets
+import pytest
 
 from pagedkv.viz.reveal import reveal
 
@@ -24,3 +25,25 @@ def test_the_text_is_shown_exactly_with_html_escaped():
         inner = inner.replace(esc, ch)
     assert inner == text
     assert "<b" not in body.value.split(">", 1)[1]
+
+
+@pytest.mark.slow
+def test_in_a_kernel_what_a_revealed_block_prints_stays_inside_the_accordion():
+    """A real kernel runs a cell with `revealed`: the cell's own outputs hold the accordion's
+    view only, no printed line and no picture (those go into the widget's Output)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    code = (
+        "from matplotlib.figure import Figure\n"
+        "from pagedkv.viz.reveal import revealed\n"
+        "with revealed('What step 1 did'):\n"
+        "    print('step 1: allocate page 0')\n"
+        "    display(Figure())"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    NotebookClient(nb, timeout=120).execute()
+    outputs = nb.cells[0].outputs
+    assert [o.output_type for o in outputs] == ["display_data"], outputs
+    assert "application/vnd.jupyter.widget-view+json" in outputs[0].data
+    assert "allocate page 0" not in str(outputs)

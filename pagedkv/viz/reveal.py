@@ -2,13 +2,18 @@
 
 A notebook's try-it cell can compute its answers at once and still show nothing of them
 until the reader opens the accordion (its output is not a printout that Run All expands).
+`revealed(title)` does the same for whatever a block of code prints or displays (lines and
+pictures), e.g. the cells that show what a step did, right under the prediction about it.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import ipywidgets as widgets
+from IPython.display import display
 
 
 def reveal(title: str, text: str) -> widgets.Accordion:
@@ -20,3 +25,16 @@ def reveal(title: str, text: str) -> widgets.Accordion:
     accordion = widgets.Accordion(children=[body], selected_index=None)
     accordion.set_title(0, title)
     return accordion
+
+
+@contextmanager
+def revealed(title: str) -> Iterator[widgets.Accordion]:
+    """Display one collapsed accordion titled `title`; what the `with` block prints or
+    displays goes inside it (an ipywidgets Output) instead of under the cell.
+    Example: `with revealed("What step 1 did"): print(...); display(fig)`."""
+    shown = widgets.Output()
+    accordion = widgets.Accordion(children=[shown], selected_index=None)
+    accordion.set_title(0, title)
+    display(accordion)
+    with shown:
+        yield accordion
