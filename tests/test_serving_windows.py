@@ -32,16 +32,67 @@ def test_the_two_tables_hold_the_bench_tables_numbers(report):
             - at["free"]
         )
         assert reserved == pytest.approx(rest, abs=0.051)
-        assert load_row == [system, token4, paper, reserved, ext4, batch4]
+        assert [load_row[i] for i in (0, 1, 2, 5, 7)] == [system, token4, paper, ext4, batch4]
         assert run_row[:2] == [system, token2]
-        assert run_row[2] + run_row[3] == pytest.approx(ext_free2, abs=0.11)  # each rounded apart
-    assert [row[3] for row in run] == [0.6, 1.6, 2.5, 29.9]  # free % at 2/s, as printed
-    assert [row[4] for row in run] == [98.3, 96.5, 94.8, 16.7]  # % of the run requests waited
+        assert run_row[4] + run_row[5] == pytest.approx(ext_free2, abs=0.11)  # each rounded apart
+    assert [row[5] for row in run] == [0.6, 1.6, 2.5, 29.9]  # free % at 2/s, as printed
+    assert [row[6] for row in run] == [98.3, 96.5, 94.8, 16.7]  # % of the run requests waited
     assert [row[3] for row in loaded] == [12.6, 17.7, 22.7, 0.0]  # reserved % under load, as printed
+    assert [row[4] for row in loaded] == [58.8, 8.9, 0.0, 1.7]  # internal % under load, as printed
+
+
+def _percent_columns(columns):
+    return [i for i, name in enumerate(columns) if name.endswith(" %") and name != "paper's token %"][:5]
+
+
+def _check_rows_add_up(rows, columns, systems, rate, prefix):
+    """Each row's five % columns are the run's five buckets, in CATEGORIES order, and add up to 100."""
+    cols = _percent_columns(columns)
+    assert [columns[i] for i in cols] == ["token %", "reserved %", "internal %", "external %", "free %"]
+    for row in rows:
+        at = systems[row[0]][str(float(rate))]
+        shares = [row[i] for i in cols]
+        assert shares == [round(at[prefix + c], 1) for c in serving.CATEGORIES]
+        assert sum(shares) == pytest.approx(100.0, abs=0.26)  # five values, each rounded to 0.1
+
+
+def test_each_row_of_both_tables_adds_up_to_100(report):
+    # oracle: the run's own slot counts, summed over its five buckets (serving.CATEGORIES)
+    data, top, whole = report.data["systems"], report.data["top_rate"], report.data["arrival_rate"]
+    for system in serving.SYSTEMS:
+        for key, prefix in ((str(top), ""), (str(whole), "run_")):
+            assert sum(data[system][key][prefix + c] for c in serving.CATEGORIES) == pytest.approx(100.0)
+    loaded = serving_windows.under_load_rows(data, top)
+    _check_rows_add_up(loaded, serving_windows.UNDER_LOAD_COLUMNS, data, top, "")
+    run = serving_windows.whole_run_rows(data, whole)
+    _check_rows_add_up(run, serving_windows.WHOLE_RUN_COLUMNS, data, whole, "run_")
+    fresh = serving_windows.shares_at(3.0, seed=1, requests=120)
+    _check_rows_add_up(
+        serving_windows.whole_run_rows(fresh, 3.0), serving_windows.WHOLE_RUN_COLUMNS, fresh, 3.0, "run_"
+    )
+
+
+def test_littles_law_matches_the_run_it_times():
+    got = serving_windows.littles_law(2.0, seed=1, requests=150)
+    alone = serving.serve(generate("sharegpt", 150, 1), "paged", arrival_rate=2.0, seed=1)
+    # the same run as serve's: the share of slots holding tokens, number for number
+    assert got["token_share"] == pytest.approx(alone["run_token_states"], rel=1e-9)
+    assert got["in_flight"] == pytest.approx(2.0 * got["time_in_system"])
+    assert got["slots"] == pytest.approx(got["in_flight"] * got["tokens_each"])
+    # a request holds at most its final length, and at least nothing
+    assert 0 < got["tokens_each"] <= max(r.final_len for r in generate("sharegpt", 150, 1))
+
+
+def test_littles_law_gives_the_share_the_quick_run_measured(report):
+    # a long run (1,000 requests at 2/s, notebook 11's): the start and the drain hardly count
+    got = serving_windows.littles_law(2.0)
+    measured = report.data["systems"]["paged"]["2.0"]["run_token_states"]
+    assert got["token_share"] == pytest.approx(measured, rel=1e-9)
+    assert got["share"] == pytest.approx(measured, rel=0.05)
 
 
 def test_columns_name_their_rows():
-    assert len(serving_windows.UNDER_LOAD_COLUMNS) == 6 and len(serving_windows.WHOLE_RUN_COLUMNS) == 5
+    assert len(serving_windows.UNDER_LOAD_COLUMNS) == 8 and len(serving_windows.WHOLE_RUN_COLUMNS) == 7
     assert serving_windows.QUICK_REQUESTS == bench_serving.QUICK_REQUESTS
 
 

@@ -2,12 +2,12 @@
 
 The same requests — Alpaca-like instructions after one of `--num-prompts` Zipf-popular
 system prompts of `--prompt-length` tokens (`pagedkv.labs.experiments.popular_system_prompts`),
-arriving by a Poisson process of `--arrival-rate` requests per tick per replica — are
+arriving by a Poisson process of `--arrival-rate` requests per step per replica — are
 served by N = 2, 4, 8 replicas of `--num-pages` pages each, routed round-robin, to the
 least loaded replica, or prefix-aware (SGLang router's `cache_aware`; `pagedkv.labs.routing`).
 Reported: the share of prompt tokens served from a replica's prefix cache (all replicas
 together), the load imbalance (the busiest replica's requests in flight, summed over the
-ticks while requests arrive, over the same sum of the mean; 1.0 = even), requests per
+steps while requests arrive, over the same sum of the mean; 1.0 = even), requests per
 replica, recompute preemptions and how many requests prefix-aware routing's safety valve
 sent to the least loaded replica.
 """
@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-pages", type=int, default=128, help="pages per replica")
     parser.add_argument("--page-size", type=int, default=16)
     parser.add_argument("--max-num-seqs", type=int, default=16)
-    parser.add_argument("--arrival-rate", type=float, default=0.15, help="requests per tick per replica")
+    parser.add_argument("--arrival-rate", type=float, default=0.15, help="requests per step per replica")
     parser.add_argument("--num-prompts", type=int, default=32, help="distinct system prompts")
     parser.add_argument("--prompt-length", type=int, default=256, help="tokens per system prompt")
     parser.add_argument("--balance-abs-threshold", type=int, default=32)
@@ -81,7 +81,7 @@ def run(
         title=(
             f"bench routing: {requests} requests after {num_prompts} Zipf-popular system prompts "
             f"of {prompt_length} tokens; {num_pages} pages x {page_size} per replica; "
-            f"{arrival_rate} requests/tick/replica"
+            f"{arrival_rate} requests/step/replica"
         ),
         columns=[
             "replicas",
@@ -95,7 +95,8 @@ def run(
         rows=rows,
         notes=[
             "prefix hit %: prompt tokens served from a replica's cache, all replicas together",
-            "imbalance = Σ busiest replica's load ÷ Σ mean load, over the ticks while requests arrive.",
+            "imbalance = the busiest replica's load ÷ the mean load, each added up over the steps"
+            " while requests arrive.",
             "  A replica's load is its requests in flight; 1.0 means even.",
             "by valve: requests prefix-aware routing sent to the least loaded replica, not by cache",
         ],

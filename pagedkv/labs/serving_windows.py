@@ -4,7 +4,9 @@
 over the steps during which an arrived request waits to start (the paper's Fig. 2 bars), and
 over the **whole run**, free memory included. Notebook 11 prints one table per window, with
 plain column names, from a report's `data["systems"]` ({system: {str(rate): result}}), and
-lets the reader serve the quick run's requests at a rate of their own (`shares_at`).
+lets the reader serve the quick run's requests at a rate of their own (`shares_at`). Each
+table's % columns are the run's five buckets, so a row adds up to 100. `littles_law` times
+each request of `paged`'s run to show Little's law at work.
 
 Leaves out: the latency columns (the report's notes print them) and the sustainable rates.
 """
@@ -12,8 +14,17 @@ Leaves out: the latency columns (the report's notes print them) and the sustaina
 from __future__ import annotations
 
 from pagedkv.core.plumbing.validation import check_number
+from pagedkv.labs import costs
 from pagedkv.labs.parallel import QUICK_WORKERS
-from pagedkv.labs.serving import PAPER, PAPER_SLOTS, SYSTEMS, serve_grid
+from pagedkv.labs.serving import (
+    PAPER,
+    PAPER_SLOTS,
+    SYSTEMS,
+    paged_categories,
+    paged_scheduler,
+    poisson_arrivals,
+    serve_grid,
+)
 from pagedkv.labs.workloads import generate
 
 QUICK_REQUESTS = 1000  # the requests of `bench serving --quick` (its QUICK_REQUESTS)
@@ -21,8 +32,26 @@ QUICK_REQUESTS = 1000  # the requests of `bench serving --quick` (its QUICK_REQU
 # one system's run takes many seconds (one step per token of each request)
 MIN_RATE, MAX_RATE = 0.5, 20.0
 
-UNDER_LOAD_COLUMNS = ["system", "token %", "paper's token %", "reserved %", "external %", "requests running"]
-WHOLE_RUN_COLUMNS = ["system", "token %", "external %", "free %", "time requests wait %"]
+# the % columns of both tables are the run's five buckets (serving.CATEGORIES): each row adds up to 100
+UNDER_LOAD_COLUMNS = [
+    "system",
+    "token %",
+    "paper's token %",
+    "reserved %",
+    "internal %",
+    "external %",
+    "free %",
+    "requests running",
+]
+WHOLE_RUN_COLUMNS = [
+    "system",
+    "token %",
+    "reserved %",
+    "internal %",
+    "external %",
+    "free %",
+    "time requests wait %",
+]
 
 
 def _rows(systems: dict, rate: float, values) -> list[list[object]]:
@@ -33,8 +62,8 @@ def _rows(systems: dict, rate: float, values) -> list[list[object]]:
 def under_load_rows(systems: dict, rate: float) -> list[list[object]]:
     """One row per system at `rate`, averaged over the steps while requests wait: % of slots
     holding tokens, the paper's Fig. 2 figure for it, % reserved for outputs not yet generated,
-    % external fragmentation, and the mean
-    number of requests running."""
+    % internal fragmentation, % external fragmentation, % free, and the mean number of
+    requests running."""
     return _rows(
         systems,
         rate,
@@ -42,7 +71,9 @@ def under_load_rows(systems: dict, rate: float) -> list[list[object]]:
             round(at["token_states"], 1),
             PAPER[system],
             round(at["reserved"], 1),
+            round(at["internal_fragmentation"], 1),
             round(at["external_fragmentation"], 1),
+            round(at["free"], 1),
             round(at["mean_batch"], 1),
         ],
     )
@@ -50,12 +81,15 @@ def under_load_rows(systems: dict, rate: float) -> list[list[object]]:
 
 def whole_run_rows(systems: dict, rate: float) -> list[list[object]]:
     """One row per system at `rate`, averaged over the whole run: % of slots holding tokens,
-    % external fragmentation, % free, and the % of the run's time during which requests wait."""
+    % reserved, % internal and % external fragmentation, % free, and the % of the run's time
+    during which requests wait."""
     return _rows(
         systems,
         rate,
         lambda at, system: [
             round(at["run_token_states"], 1),
+            round(at["run_reserved"], 1),
+            round(at["run_internal_fragmentation"], 1),
             round(at["run_external_fragmentation"], 1),
             round(at["run_free"], 1),
             round(100 * at["loaded_share"], 1),
@@ -79,3 +113,47 @@ def shares_at(rate: float, seed: int = 0, requests: int = QUICK_REQUESTS) -> dic
 def _key(rate: float) -> str:
     """The key of `rate` in a report's data: str of the float (2 -> "2.0")."""
     return str(float(rate))
+
+
+def littles_law(rate: float, seed: int = 0, requests: int = QUICK_REQUESTS) -> dict:
+    """Little's law on `paged`'s run at `rate` (the quick run's requests, as `shares_at`
+    draws them), from the run's own clock: `time_in_system`, the mean seconds from a request's
+    arrival to its finish; `in_flight`, rate x that time (the law); `tokens_each`, the mean
+    tokens a request holds while in flight (its token-seconds / its seconds, over all
+    requests); `slots`, in_flight x tokens_each; `share`, slots in % of the run's slots; and
+    `token_share`, the run's measured % of slots holding tokens (`run_token_states`: over the
+    steps' seconds, idle gaps left out)."""
+    if not MIN_RATE <= check_number("rate", rate, 0.0) <= MAX_RATE:
+        raise ValueError(f"rate must be from {MIN_RATE:g} to {MAX_RATE:g} requests/s, got {rate!r}")
+    reqs = generate("sharegpt", requests, seed)
+    arrivals = poisson_arrivals(len(reqs), rate, seed).tolist()
+    sched = paged_scheduler(PAPER_SLOTS, 16, 256, 2048)
+    step_clock = costs.step_clock("OPT-13B", "A100-40GB")
+    index: dict = {r.req_id: i for i, r in enumerate(reqs)}
+    clock, busy, nxt, token_seconds, finish = 0.0, 0.0, 0, 0.0, [0.0] * len(reqs)
+    while nxt < len(reqs) or sched.has_unfinished:  # serving._serve_paged's loop, timing each request
+        if not sched.has_unfinished:
+            clock = max(clock, arrivals[nxt])
+        while nxt < len(reqs) and arrivals[nxt] <= clock:
+            r = reqs[nxt]
+            sched.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
+            nxt += 1
+        record = sched.step()
+        tokens = paged_categories(sched)["token_states"]
+        read = tokens + sum(reqs[index[r]].final_len for r in record.finished)
+        prompts = [n for _, n in record.prefill]
+        seconds = step_clock(record.num_batched_tokens, read - sum(prompts), prompts, len(record.sampled))
+        token_seconds, clock, busy = token_seconds + tokens * seconds, clock + seconds, busy + seconds
+        for req_id in record.finished:
+            finish[index[req_id]] = clock
+    time_in_system = sum(f - a for f, a in zip(finish, arrivals)) / len(reqs)
+    tokens_each = token_seconds / (time_in_system * len(reqs))
+    in_flight = rate * time_in_system
+    return {
+        "time_in_system": time_in_system,
+        "in_flight": in_flight,
+        "tokens_each": tokens_each,
+        "slots": in_flight * tokens_each,
+        "share": 100 * in_flight * tokens_each / PAPER_SLOTS,
+        "token_share": 100 * token_seconds / (PAPER_SLOTS * busy),
+    }
