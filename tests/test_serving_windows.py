@@ -73,10 +73,15 @@ def test_each_row_of_both_tables_adds_up_to_100(report):
 
 
 def test_littles_law_matches_the_run_it_times():
-    got = serving_windows.littles_law(2.0, seed=1, requests=150)
-    alone = serving.serve(generate("sharegpt", 150, 1), "paged", arrival_rate=2.0, seed=1)
-    # the same run as serve's: the share of slots holding tokens, number for number
-    assert got["token_share"] == pytest.approx(alone["run_token_states"], rel=1e-9)
+    trace = generate("sharegpt", 150, 1)
+    alone = serving.serve(trace, "paged", arrival_rate=2.0, seed=1)
+    got = serving_windows.littles_law(alone, 2.0, requests=150)
+    assert got["token_share"] == alone["run_token_states"]
+    assert alone["busy_seconds"] <= alone["seconds"]  # the clock also counts the idle gaps
+    # one request alone: it is in the system exactly while the steps run, from its arrival
+    (one,) = generate("sharegpt", 1, 3)
+    single = serving.serve([one], "paged", arrival_rate=2.0, seed=3)
+    assert single["time_in_system"] == pytest.approx(single["busy_seconds"], rel=1e-12)
     assert got["in_flight"] == pytest.approx(2.0 * got["time_in_system"])
     assert got["slots"] == pytest.approx(got["in_flight"] * got["tokens_each"])
     # a request holds at most its final length, and at least nothing
@@ -85,7 +90,7 @@ def test_littles_law_matches_the_run_it_times():
 
 def test_littles_law_gives_the_share_the_quick_run_measured(report):
     # a long run (1,000 requests at 2/s, notebook 11's): the start and the drain hardly count
-    got = serving_windows.littles_law(2.0)
+    got = serving_windows.littles_law(report.data["systems"]["paged"]["2.0"], 2.0)
     measured = report.data["systems"]["paged"]["2.0"]["run_token_states"]
     assert got["token_share"] == pytest.approx(measured, rel=1e-9)
     assert got["share"] == pytest.approx(measured, rel=0.05)

@@ -77,6 +77,7 @@ class _Meter:
         self.categories: list[tuple[int, ...]] = []  # slots per category (CATEGORIES order)
         self.batches: list[int] = []  # requests running, loaded steps only
         self.latency: list[float] = []  # normalized: seconds per output token
+        self.in_system: list[float] = []  # seconds from a request's arrival to its finish
         self.memory = True
         self._values = itemgetter(*CATEGORIES)
 
@@ -91,6 +92,11 @@ class _Meter:
         if loaded:
             self.batches.append(batch)
 
+    def finished(self, seconds_in_system: float, output_tokens: int) -> None:
+        """A request finished `seconds_in_system` after it arrived, with `output_tokens` tokens."""
+        self.in_system.append(seconds_in_system)
+        self.latency.append(seconds_in_system / output_tokens)
+
     def result(self, clock: float) -> dict:
         out: dict = {}
         seconds, loaded = np.array(self.seconds), np.array(self.loaded, dtype=bool)
@@ -104,6 +110,8 @@ class _Meter:
             out.update({f"run_{name}": float(run_totals[k] * run_scale) for k, name in enumerate(CATEGORIES)})
         out.update(
             normalized_latency=float(np.mean(self.latency)),  # s / token
+            time_in_system=float(np.mean(self.in_system)),  # s, arrival to finish (Little's law)
+            busy_seconds=float(_step_sum(seconds)),  # the steps' seconds, idle gaps left out
             mean_batch=float(np.mean(self.batches)) if self.batches else 0.0,
             loaded_share=loaded_seconds / clock,
             seconds=clock,
@@ -214,7 +222,7 @@ def _serve_contiguous(
         for i in finishing.pop(step, ()):  # one decode step: finish, or hold one more token
             arena.free(requests[i].req_id)
             blocked = -1
-            meter.latency.append((clock - arrivals[i]) / requests[i].max_new_tokens)
+            meter.finished(clock - arrivals[i], requests[i].max_new_tokens)
             num_running, held = num_running - 1, held - final_len[i]
         held += num_running
         if memory:  # the tokens held count only in the memory shares
@@ -270,7 +278,7 @@ def _serve_paged(requests, arrivals, sizes, step_clock, memory) -> dict:
         clock += seconds
         for req_id in record.finished:
             i = index[req_id]
-            meter.latency.append((clock - arrivals[i]) / requests[i].max_new_tokens)
+            meter.finished(clock - arrivals[i], requests[i].max_new_tokens)
     out = meter.result(clock)
     out["preemptions"] = sched.stats.preemptions
     return out

@@ -14,15 +14,11 @@ Leaves out: the latency columns (the report's notes print them) and the sustaina
 from __future__ import annotations
 
 from pagedkv.core.plumbing.validation import check_number
-from pagedkv.labs import costs
 from pagedkv.labs.parallel import QUICK_WORKERS
 from pagedkv.labs.serving import (
     PAPER,
     PAPER_SLOTS,
     SYSTEMS,
-    paged_categories,
-    paged_scheduler,
-    poisson_arrivals,
     serve_grid,
 )
 from pagedkv.labs.workloads import generate
@@ -115,39 +111,19 @@ def _key(rate: float) -> str:
     return str(float(rate))
 
 
-def littles_law(rate: float, seed: int = 0, requests: int = QUICK_REQUESTS) -> dict:
-    """Little's law on `paged`'s run at `rate` (the quick run's requests, as `shares_at`
-    draws them), from the run's own clock: `time_in_system`, the mean seconds from a request's
-    arrival to its finish; `in_flight`, rate x that time (the law); `tokens_each`, the mean
-    tokens a request holds while in flight (its token-seconds / its seconds, over all
-    requests); `slots`, in_flight x tokens_each; `share`, slots in % of the run's slots; and
-    `token_share`, the run's measured % of slots holding tokens (`run_token_states`: over the
-    steps' seconds, idle gaps left out)."""
+def littles_law(run: dict, rate: float, requests: int = QUICK_REQUESTS) -> dict:
+    """Little's law on a run of `requests` requests arriving at `rate` per second (`run`,
+    `serve`'s result for it, e.g. a report's `data["systems"]["paged"]["2.0"]`), from the run's
+    own clock: `time_in_system`, the mean seconds from a request's arrival to its finish;
+    `in_flight`, rate x that time (the law); `tokens_each`, the mean tokens a request holds
+    while in flight (the run's token-seconds / its requests' seconds); `slots`, in_flight x
+    tokens_each; `share`, slots in % of the run's slots; and `token_share`, the run's measured
+    % of slots holding tokens (`run_token_states`: over the steps' seconds, idle gaps left out)."""
     if not MIN_RATE <= check_number("rate", rate, 0.0) <= MAX_RATE:
         raise ValueError(f"rate must be from {MIN_RATE:g} to {MAX_RATE:g} requests/s, got {rate!r}")
-    reqs = generate("sharegpt", requests, seed)
-    arrivals = poisson_arrivals(len(reqs), rate, seed).tolist()
-    sched = paged_scheduler(PAPER_SLOTS, 16, 256, 2048)
-    step_clock = costs.step_clock("OPT-13B", "A100-40GB")
-    index: dict = {r.req_id: i for i, r in enumerate(reqs)}
-    clock, busy, nxt, token_seconds, finish = 0.0, 0.0, 0, 0.0, [0.0] * len(reqs)
-    while nxt < len(reqs) or sched.has_unfinished:  # serving._serve_paged's loop, timing each request
-        if not sched.has_unfinished:
-            clock = max(clock, arrivals[nxt])
-        while nxt < len(reqs) and arrivals[nxt] <= clock:
-            r = reqs[nxt]
-            sched.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
-            nxt += 1
-        record = sched.step()
-        tokens = paged_categories(sched)["token_states"]
-        read = tokens + sum(reqs[index[r]].final_len for r in record.finished)
-        prompts = [n for _, n in record.prefill]
-        seconds = step_clock(record.num_batched_tokens, read - sum(prompts), prompts, len(record.sampled))
-        token_seconds, clock, busy = token_seconds + tokens * seconds, clock + seconds, busy + seconds
-        for req_id in record.finished:
-            finish[index[req_id]] = clock
-    time_in_system = sum(f - a for f, a in zip(finish, arrivals)) / len(reqs)
-    tokens_each = token_seconds / (time_in_system * len(reqs))
+    time_in_system = run["time_in_system"]
+    token_seconds = run["run_token_states"] / 100 * PAPER_SLOTS * run["busy_seconds"]
+    tokens_each = token_seconds / (time_in_system * check_number("requests", requests, 1))
     in_flight = rate * time_in_system
     return {
         "time_in_system": time_in_system,
@@ -155,5 +131,5 @@ def littles_law(rate: float, seed: int = 0, requests: int = QUICK_REQUESTS) -> d
         "tokens_each": tokens_each,
         "slots": in_flight * tokens_each,
         "share": 100 * in_flight * tokens_each / PAPER_SLOTS,
-        "token_share": 100 * token_seconds / (PAPER_SLOTS * busy),
+        "token_share": run["run_token_states"],
     }
