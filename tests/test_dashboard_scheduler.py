@@ -12,7 +12,7 @@ import re
 import pytest
 
 from pagedkv.viz import Dashboard
-from pagedkv.viz.controls import SCHEDULER_NOTE
+from pagedkv.viz.dashboard_text import SCHEDULER_NOTE
 
 
 @pytest.fixture
@@ -226,3 +226,23 @@ def test_the_block_tables_tab_shows_the_waiting_queue_front_first():
     assert preempted == ["req2"] and "req3" not in admitted  # req2 sent back; req3 never ran
     assert "waiting queue</b>, front first: req2 (preempted), req3" in dash.status.value
     assert "waiting queue" not in Dashboard("walkthrough").status.value  # no scheduler, no queue
+
+
+def test_a_refused_add_request_says_why_beside_the_buttons_and_in_the_log():
+    dash = Dashboard("preempt")
+    dash.goto(4)  # req1 and req2 admitted: the pool has few pages left
+    pool, size = dash.run.pool, dash.run.page_size
+    need = -(-len(dash.run.model.encode(dash.prompt.value)) // size)  # no page CACHED: no hit
+    have = pool.num_free_pages + pool.num_cached_pages
+    assert pool.num_cached_pages == 0 and need > have  # the oracle: the pool's own counts
+    history = list(dash.run.history)
+    dash.add_request()
+    why = f"Add request refused: the prompt needs {need} new pages; {have} are FREE or CACHED"
+    assert why in dash.actions_note.value and "#B91C1C" in dash.actions_note.value
+    assert "refused" in dash.caption.value and f"needs {need} new pages" in dash.caption.value
+    log = re.sub("<[^>]+>", " ", dash.event_log.value)
+    assert "your action, refused," in log and f"needs {need} new pages" in log
+    assert dash.seq_picker.value is None and dash.finish_button.disabled  # nothing was added
+    assert len(dash.run.history) == len(history) + 1 and pool.num_free_pages == have
+    dash.step()  # the next step: the note says again what the buttons act on
+    assert SCHEDULER_NOTE in dash.actions_note.value and "refused" not in dash.actions_note.value

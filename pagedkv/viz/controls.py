@@ -43,9 +43,6 @@ ST = {"button_width": "84px", "description_width": "initial"}  # "Play speed" wh
 MAIN_SHARE = 0.66  # of the dashboard's width: the main heatmap at most; the event log the rest
 VIEWS = ("Pool and log", "More views", "LRU order", "Page life", "Block tables", "Pool size")  # tabs
 ACTIONS_LABEL = "<b>Your actions</b>"  # first on the actions' first row
-ACTIONS_NOTE = "Not scenario steps: later steps run on the pool these leave."
-SCHEDULER_NOTE = "Only Step runs the scheduler's requests; these buttons act on yours."  # or ACTIONS_NOTE
-NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 PREFIX_TIP = (
     "running sequences only (a waiting or preempted one holds no pages); your request starts "
     "with the tokens this sequence holds so far (a request still prefilling: only its prompt "
@@ -340,10 +337,7 @@ class DashboardControls(widgets.VBox):
             self.page_size_slider.value = self.run.page_size
             self.play.min = 0  # before a max below the old step
             self.play.max = self.step_slider.max = len(self.run.steps)
-            scheduled = self.run.scheduler is not None
-            note = SCHEDULER_NOTE if scheduled else ACTIONS_NOTE
-            self.actions_note.value = f"<div style='{NOTE_STYLE}'>{note}</div>"
-            self.decode_button.tooltip = DECODE_TIPS[scheduled]
+            self.decode_button.tooltip = DECODE_TIPS[self.run.scheduler is not None]  # render sets its note
         finally:
             self._syncing = False
         self.geometry_note.value = geometry_html(self.run)

@@ -18,9 +18,9 @@ Every change re-renders, in place:
   newest step first, the scheduler's decision then cause before effect, coloured by kind.
 
 Back is exact time travel (`ScenarioRun.back()`). The caption says what the last step or action
-did, and why it was refused if it was. Widgets carry CSS classes (`pagedkv-step`, `pagedkv-back`,
-`pagedkv-reset`, `pagedkv-play`, `pagedkv-scenario`, `pagedkv-step-counter`, `pagedkv-heatmap`,
-`pagedkv-lru`, ...) so browser tests click them like a person; the pool is read via snapshots and events.
+did, and why it was refused if it was (an Add request: beside the buttons too). Widgets carry CSS
+classes (`pagedkv-step`, `pagedkv-back`, `pagedkv-play`, `pagedkv-heatmap`, `pagedkv-lru`, ...) so
+browser tests click them like a person; the pool is read via snapshots and events.
 
 Engines report these only as metrics (vLLM: `kv_cache_usage_perc`). Leaves out: editing scenarios."""
 
@@ -29,6 +29,7 @@ from __future__ import annotations
 import html
 from collections.abc import Hashable
 
+import pagedkv.viz.dashboard_text as text
 from pagedkv.core.observe.lifecycle import step_transitions
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios import SCENARIOS, Action, ScenarioRun
@@ -253,8 +254,7 @@ class Dashboard(DashboardControls):
         """Redraw what is on screen from the pool's snapshot and the run's records: the main
         heatmap, the log, the header, the block tables and the open tab's picture. The other
         tabs' pictures are drawn when their tab is opened (`open_tab`), to the same bytes."""
-        run = self.run
-        snap = run.snapshots[-1]
+        run, snap = self.run, self.run.snapshots[-1]
         pool_map = self._maps()[0]
         pool_map.update(snap)
         self.heatmap.value = pool_map.png()
@@ -268,6 +268,7 @@ class Dashboard(DashboardControls):
             run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None, run.page_size
         )
         self.step_counter.value = counter_html(run)  # step k of N · +n your actions · +m past the end
+        self.actions_note.value = text.actions_note(run)  # an Add request refused: why, in red
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab
             said += f" · <span style='color:#B91C1C'>{html.escape(self.message)}</span>"
@@ -308,8 +309,7 @@ class Dashboard(DashboardControls):
         if title not in self._stale:
             return
         self._stale.discard(title)
-        run = self.run
-        snap = run.snapshots[-1]
+        run, snap = self.run, self.run.snapshots[-1]
         _, more_map, lru_map = self._maps()
         if title == "More views":
             more_map.update(snap)

@@ -20,13 +20,25 @@ from pagedkv.core.page import PageState
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.viz.palette import EVENT_COLORS
 
-__all__ = ["counter_html", "counter_text", "end_message", "log_html", "scrolls", "status_html"]
+__all__ = [
+    "actions_note",
+    "add_refusal",
+    "counter_html",
+    "counter_text",
+    "end_message",
+    "log_html",
+    "scrolls",
+    "status_html",
+]
 
 LOG_KINDS = ("allocate", "prefix_hit", "fork", "evict", "cow", "cache", "free", "append")
 SCHEDULER_KINDS = ("preempt", "resume", "abort")  # in the key only when a scheduler runs
 KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says them as the log does
 
 
+ACTIONS_NOTE = "Not scenario steps: later steps run on the pool these leave."
+SCHEDULER_NOTE = "Only Step runs the scheduler's requests; these buttons act on yours."  # or ACTIONS_NOTE
+NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 HITS_TIP = (
     "Counted once per request, when it is admitted: the prompt tokens it is admitted with are "
     "looked up (its whole prompt; with a scheduler, the tokens its first prefill step computes "
@@ -76,6 +88,29 @@ def geometry_html(run: ScenarioRun) -> str:
         "<b>Play speed</b>, below, sets how fast ▶ steps the story (slow: 1.5 s a step, "
         "normal: 0.8 s, fast: 0.3 s).</div>"
     )
+
+
+def add_refusal(run: ScenarioRun) -> str:
+    """Why the last action, an Add request, was refused ("" if it was not one): the new
+    pages its prompt needs and the FREE or CACHED pages there were, for the line beside the
+    buttons. Any other refusal of an add (a duplicate id, an empty prompt) is said as is."""
+    last = run.records[-1] if run.records else None
+    if last is None or not (last.yours and last.refused and last.action.op == "add"):
+        return ""
+    short = re.search(r"needs (\d+) new pages; (\d+) FREE \+ (\d+) evictable CACHED", last.note)
+    if short is None:
+        return f"Add request refused: {last.note.removeprefix('refused: ')}"
+    need, have = int(short[1]), int(short[2]) + int(short[3])
+    return f"Add request refused: the prompt needs {need} new pages; {have} are FREE or CACHED"
+
+
+def actions_note(run: ScenarioRun) -> str:
+    """The note beside your actions (HTML): in red, why the last action, an Add request, was
+    refused (`add_refusal`); else what the buttons act on."""
+    refusal = add_refusal(run)
+    note = refusal or (SCHEDULER_NOTE if run.scheduler is not None else ACTIONS_NOTE)
+    red = ";color:#B91C1C" * bool(refusal)
+    return f"<div style='{NOTE_STYLE}{red}'>{html.escape(note, quote=False)}</div>"
 
 
 def end_message(run: ScenarioRun) -> str:
