@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv.labs.mistake_checks import POPULAR, check_report, check_results
+from pagedkv.labs.mistake_checks import POPULAR, check_report, check_results, failing_checks, verdicts
 
 SYSTEM = list(b"System: answer in one sentence. ")  # 32 tokens: 8 full pages of 4
 REQUESTS = [SYSTEM + [97 + i % 26] * 8 for i in range(40)]  # 40 tokens each: 10 pages of 4
@@ -41,9 +41,45 @@ def test_the_stale_heap_grows_by_its_full_pages_per_request():
     assert (numbers["lost"], numbers["refused"], numbers["hits"]) == (0, 0, 8)
 
 
+# Which checks FAIL, worked out by hand from the counts above: a leak loses 10 pages and runs
+# dry; 40 one-token pages never fit 32; CACHED pages never evicted refuse but lose nothing;
+# one stamp per release only evicts the wrong victim; the stale heap only grows (20 x 8 > 64).
+FAILS_BY_HAND = {
+    "page_per_token": ["refused"],
+    "leak": ["lost", "refused"],
+    "no_cached_eviction": ["refused"],
+    "one_stamp_per_release": ["hits"],
+    "stale_heap": ["largest_heap"],
+    None: [],
+}
+
+
+@pytest.mark.parametrize("mistake", list(FAILS_BY_HAND))
+def test_the_checks_that_fail_are_the_ones_worked_out_by_hand(mistake):
+    assert failing_checks(mistake, REQUESTS) == FAILS_BY_HAND[mistake]
+
+
+def test_the_rules_judge_at_their_bounds():
+    at = {"lost": 0, "refused": 0, "hits": 8, "largest_heap": 64}  # every rule holds, just
+    assert set(verdicts(at).values()) == {"PASS"}
+    past = {"lost": 1, "refused": 1, "hits": 7, "largest_heap": 65}
+    assert set(verdicts(past).values()) == {"FAIL"}
+    assert verdicts({**at, "hits": None})["hits"] == "n/a"
+
+
+@pytest.mark.parametrize("mistake", list(FAILS_BY_HAND)[:-1])
+def test_the_report_prints_each_check_s_verdict(mistake):
+    lines = check_report(mistake, REQUESTS).splitlines()
+    assert lines[0].startswith(f"{mistake}:")
+    failed = [line for line in lines[1:5] if line.endswith("FAIL")]
+    assert len(failed) == len(FAILS_BY_HAND[mistake])
+    assert all(line.split()[-1] in ("PASS", "FAIL", "n/a") for line in lines[1:5])
+    assert max(map(len, lines)) <= 90
+
+
 @pytest.mark.parametrize("mistake", ["leak", "stale_heap"])
 def test_the_report_has_a_row_per_check_with_both_numbers(mistake):
     lines = check_report(mistake, REQUESTS).splitlines()
-    assert len(lines) == 5 and lines[0].startswith(f"{mistake}:")
-    assert lines[1].split()[-2:] == [str(check_results(mistake, REQUESTS)["lost"]), "0"]
+    assert len(lines) in (5, 6) and lines[0].startswith(f"{mistake}:")
+    assert lines[1].split()[-6:-4] == [str(check_results(mistake, REQUESTS)["lost"]), "0"]
     assert max(map(len, lines)) <= 90

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pagedkv.labs.mistake_tables import bookkeeping_table, lru_steps_table
+from pagedkv.labs.mistake_tables import bookkeeping_table, lru_steps_table, repeated_context_table
 
 
 def test_bookkeeping_table_prints_each_count_and_its_ratio():
@@ -12,11 +12,16 @@ def test_bookkeeping_table_prints_each_count_and_its_ratio():
         16: {**base, "table_entries": 100, "allocations": 60, "hash_lookups": 150, "missed_lookups": 1},
     }
     lines = bookkeeping_table(costs).splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 8
     assert lines[0].startswith("1,600 prompt tokens")
     assert lines[1].split() == ["block-table", "entries", "1,600", "100", "16.0x"]
     assert lines[2].split() == ["page", "allocations", "300", "60", "5.0x"]
     assert lines[3].split() == ["hash", "lookups", "3,000", "150", "20.0x"]
+    assert lines[5:] == [  # the counts behind them, without a ratio
+        "prefix-hit tokens          1,300             0",
+        "full pages                     0             0",
+        "missed lookups                 0             1",
+    ]
 
 
 def test_lru_steps_table_numbers_the_three_steps():
@@ -30,3 +35,19 @@ def test_lru_steps_table_numbers_the_three_steps():
         "  2. the other request needs 4 pages: 3 FREE and 1 evicted, pages [1]",
         "  3. request_B's prefix hits: 4 tokens",
     ]
+
+
+def test_repeated_context_table_rounds_dense_and_error_to_two_places():
+    import numpy as np
+
+    rows = [
+        {
+            "length": 2,
+            "naive": np.array([[3.0, 6.0]]),
+            "dense": np.array([[2.894, 1.106]]),
+            "max_error": 4.894,
+        }
+    ]
+    assert repeated_context_table(rows).splitlines()[1] == (
+        "        2  [3, 6]                 [2.89, 1.11]      4.89"
+    )

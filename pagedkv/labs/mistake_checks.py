@@ -60,19 +60,52 @@ def check_results(mistake: str | None, requests: Sequence[list[int]]) -> dict[st
     }
 
 
-def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
-    """The four checks for `mistake`, one line each, with pagedkv's number beside it."""
-    naive, good = check_results(mistake, requests), check_results(None, requests)
+# Each check's rule: a number that breaks it FAILs. None (the forced eviction's requests were
+# refused) cannot be judged: the pool could not run the test.
+RULES = {
+    "lost": ("lost > 0", lambda n: n > 0),
+    "refused": ("refused > 0", lambda n: n > 0),
+    "hits": ("hits < 8 tokens", lambda n: n < 8),
+    "largest_heap": ("heap > 64", lambda n: n > 2 * 32),
+}
 
-    def hits(n: int | None) -> str:
+
+def verdicts(numbers: dict[str, int | None]) -> dict[str, str]:
+    """ "PASS", "FAIL" or "n/a" for each check's number, by `RULES`."""
+    return {
+        key: "n/a" if numbers[key] is None else ("FAIL" if fails(numbers[key]) else "PASS")
+        for key, (_, fails) in RULES.items()
+    }
+
+
+def failing_checks(mistake: str | None, requests: Sequence[list[int]]) -> list[str]:
+    """The keys of the checks that FAIL for `mistake` (None: pagedkv)."""
+    return [key for key, verdict in verdicts(check_results(mistake, requests)).items() if verdict == "FAIL"]
+
+
+def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
+    """The four checks for `mistake`, one line each: the naive number, pagedkv's, the check's
+    rule and the naive number's verdict by it."""
+    naive, good = check_results(mistake, requests), check_results(None, requests)
+    verdict = verdicts(naive)
+
+    def shown(key: str, n: int | None) -> str:
+        if key != "hits":
+            return str(n)
         return "refused" if n is None else f"{n} tokens"
 
-    rows = (
-        ("recount after one request: lost pages", naive["lost"], good["lost"]),
-        (f"run of {len(requests)} requests, 32-page pool: refused", naive["refused"], good["refused"]),
-        ("forced eviction (section 4): request_B's hits", hits(naive["hits"]), hits(good["hits"])),
-        ("20 requests of one prompt: largest heap (bound 64)", naive["largest_heap"], good["largest_heap"]),
-    )
-    lines = [f"{mistake + ':':52} {'naive':>9}  {'pagedkv':>9}"]
-    lines += [f"  {name:50} {str(a):>9}  {str(b):>9}" for name, a, b in rows]
+    names = {
+        "lost": "recount after 1 request: lost pages",
+        "refused": f"run of {len(requests)} requests, 32 pages: refused",
+        "hits": "forced eviction (section 4): hits",
+        "largest_heap": "20 requests of one prompt: largest heap",
+    }
+    lines = [f"{mistake + ':':41} {'naive':>9} {'pagedkv':>9}   {'FAIL if':18}verdict"]
+    for key, name in names.items():
+        lines.append(
+            f"  {name:39} {shown(key, naive[key]):>9} {shown(key, good[key]):>9}   "
+            f"{RULES[key][0]:18}{verdict[key]}"
+        )
+    if "n/a" in verdict.values():
+        lines.append("n/a: the pool refused section 4's requests, so it cannot run that test")
     return "\n".join(lines)
