@@ -251,26 +251,21 @@ class DashboardControls(widgets.VBox):
 
     @contextmanager
     def busy(self) -> Iterator[None]:
-        """While a step is drawn or the pool rebuilt: the stepping buttons and pool-size sliders
-        are disabled and the header says "drawing…", so a click then is refused visibly, not queued.
-        The body's `render()` sets Step, Back and Decode all again (Reset and the sliders, which
-        it leaves alone, are put back as they were); if the body fails, all are."""
+        """While a step is drawn or the pool rebuilt, the header says "drawing…" and Reset and
+        the pool-size sliders are disabled (put back as they were after). Step, Back and Decode
+        all stay pressable: a click during a draw waits in the kernel's queue and runs next, so
+        every click is one step and none is lost; `render()` sets their state once a step is
+        drawn (e.g. Step off at the end, where a queued click gets the end message)."""
         keep = (self.reset_button, self.pages_slider, self.page_size_slider)
-        widgets_ = (self.step_button, self.back_button, self.decode_button, *keep)
-        was = [w.disabled for w in widgets_]
+        was = [w.disabled for w in keep]
         self.show_busy()
-        for widget in widgets_:
+        for widget in keep:
             widget.disabled = True
         try:
             yield
-        except BaseException:
-            for widget, disabled in zip(widgets_, was):
-                widget.disabled = disabled
-            raise
-        else:
-            for widget, disabled in zip(widgets_[3:], was[3:]):
-                widget.disabled = disabled
         finally:
+            for widget, disabled in zip(keep, was, strict=True):
+                widget.disabled = disabled
             self.busy_note.value = ""
 
     def show_busy(self) -> None:  # also while a slider waits for its arrow keys to stop
@@ -291,8 +286,8 @@ class DashboardControls(widgets.VBox):
         """A button callback that runs `action` in the busy state."""
 
         def callback(_: object) -> None:
-            if self.busy_note.value:  # a step is being drawn: this click is refused
-                return
+            if self.busy_note.value:  # a slider waits for its keys to stop ("drawing…"): the
+                return  # jump it is about to make would undo this click, so it is refused
             with self.busy():
                 action()
 
