@@ -35,15 +35,36 @@ def test_in_a_kernel_what_a_revealed_block_prints_stays_inside_the_accordion():
     from nbclient import NotebookClient
 
     code = (
+        "%matplotlib inline\n"
         "from matplotlib.figure import Figure\n"
         "from pagedkv.viz.reveal import revealed\n"
         "with revealed('What step 1 did'):\n"
         "    print('step 1: allocate page 0')\n"
-        "    display(Figure())"
+        "    fig = Figure(figsize=(1, 1))\n"
+        "    fig.add_subplot()\n"
+        "    display(fig)"
     )
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
     NotebookClient(nb, timeout=120).execute()
     outputs = nb.cells[0].outputs
-    assert [o.output_type for o in outputs] == ["display_data"], outputs
+    assert [o.output_type for o in outputs] == ["display_data"], outputs  # the accordion only
     assert "application/vnd.jupyter.widget-view+json" in outputs[0].data
     assert "allocate page 0" not in str(outputs)
+    assert outputs[0].data["text/plain"] == "[What step 1 did: open it in Jupyter]"
+    # ... and the accordion's widget (kept in the notebook's widget state) holds both
+    state = str(nb.metadata["widgets"])
+    assert "step 1: allocate page 0" in state and "data:image/png;base64," in state
+
+
+def test_the_accordion_holds_the_printed_lines_then_the_pictures():
+    from IPython.display import display
+    from matplotlib.figure import Figure
+
+    from pagedkv.viz.reveal import revealed
+
+    with revealed("What step 1 did") as accordion:
+        print("step 1: allocate page 0 <for A>")
+        display(Figure(figsize=(1, 1)))
+    assert accordion.selected_index is None and accordion.get_title(0) == "What step 1 did"
+    (holder,) = accordion.children
+    assert "step 1: allocate page 0 &lt;for A&gt;" in holder.value  # escaped, as printed

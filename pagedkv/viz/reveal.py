@@ -14,27 +14,48 @@ from contextlib import contextmanager
 
 import ipywidgets as widgets
 from IPython.display import display
+from IPython.utils.capture import capture_output
+
+_PRE = "<pre style='font-size:14px;line-height:1.4;margin:0;white-space:pre-wrap'>{}</pre>"
+
+
+class ClosedBox(widgets.Accordion):
+    """An accordion whose plain-text form (what a saved notebook shows where no widget is
+    drawn: a page on the web, a stale output) names its title only, never its contents."""
+
+    def __repr__(self) -> str:
+        return f"[{self.get_title(0)}: open it in Jupyter]"
 
 
 def reveal(title: str, text: str) -> widgets.Accordion:
     """One collapsed accordion titled `title`; opening it shows `text` as preformatted lines
     (HTML-escaped, so the text is shown exactly as given)."""
-    body = widgets.HTML(
-        f"<pre style='font-size:14px;line-height:1.4;margin:0;white-space:pre-wrap'>{html.escape(text)}</pre>"
-    )
-    accordion = widgets.Accordion(children=[body], selected_index=None)
+    body = widgets.HTML(_PRE.format(html.escape(text)))
+    accordion = ClosedBox(children=[body], selected_index=None)
     accordion.set_title(0, title)
     return accordion
 
 
 @contextmanager
 def revealed(title: str) -> Iterator[widgets.Accordion]:
-    """Display one collapsed accordion titled `title`; what the `with` block prints or
-    displays goes inside it (an ipywidgets Output) instead of under the cell.
-    Example: `with revealed("What step 1 did"): print(...); display(fig)`."""
-    shown = widgets.Output()
-    accordion = widgets.Accordion(children=[shown], selected_index=None)
+    """Display one collapsed accordion titled `title` holding what the `with` block printed and
+    displayed (its lines first, then its pictures), instead of showing them under the cell.
+    Example: `with revealed("What step 1 did"): print(...); display(fig)`. The block's output
+    is captured with IPython's `capture_output` and put in one HTML widget (PNG pictures
+    inline), so the cell's own output is the accordion alone."""
+    holder = widgets.HTML()
+    accordion = ClosedBox(children=[holder], selected_index=None)
     accordion.set_title(0, title)
-    display(accordion)
-    with shown:
+    with capture_output(stdout=True, stderr=False, display=True) as captured:
         yield accordion
+    parts = [_PRE.format(html.escape(captured.stdout))] if captured.stdout else []
+    for output in captured.outputs:
+        data = output.data
+        if "image/png" in data:
+            parts.append(f"<img src='data:image/png;base64,{data['image/png']}' style='max-width:100%'>")
+        elif "text/html" in data:
+            parts.append(data["text/html"])
+        else:
+            parts.append(_PRE.format(html.escape(data.get("text/plain", ""))))
+    holder.value = "".join(parts)
+    display(accordion)
