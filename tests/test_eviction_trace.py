@@ -100,3 +100,23 @@ def test_s3fifo_drain_labels_each_victim_with_its_phase():
         "phase 3, evict 1 from M", "phase 3, evict 2 from M", "phase 4, evict 6 from S",
     ]  # fmt: skip
     assert lines[-1].endswith("G ['h6']")
+
+
+def test_s3fifo_drain_why_names_the_rule_that_chose_each_victim():
+    from pagedkv.core.eviction import make_eviction_policy
+    from pagedkv.labs.policy_trace import s3fifo_drain
+
+    s3 = make_eviction_policy("s3fifo")
+    s3.attach(20, lambda page_id: f"h{page_id}")  # 20 pages: S's share is 2
+    s3.add_all([1, 2])
+    for page_id in (1, 2):
+        s3.remove(page_id)
+        s3.add(page_id)
+    s3.add_all([3, 4, 5, 6])
+    whys = [line.split("\n  why: ")[1] for line in s3fifo_drain(s3, num_pages=20)]
+    # S's size before each victim, counted by hand from the rules: 6, then 4, 3, 2 after
+    # 1 and 2 moved to M; then S holds 1 (under its share), then M is empty
+    assert whys[0].startswith("S holds 6 >= its share 2") and whys[0].endswith("to M")
+    assert [w.split(":")[0] for w in whys[1:4]] == [f"S holds {n} >= its share 2" for n in (4, 3, 2)]
+    assert whys[4] == whys[5] == "S holds 1 < its share 2: M's head, count 0 -> evicted"
+    assert whys[6].startswith("M is empty")

@@ -123,6 +123,9 @@ def _line_style(policy: str) -> dict:
     if policy == "leaf-lru":
         return dict(color=COLORS["leaf-lru"], lw=9, solid_capstyle="round", zorder=1)
     marker, dash = STYLES.get(policy, ("o", "-"))
+    if policy == "lfu":  # a large hollow marker on top: it rings ARC's and S3-FIFO's when they meet
+        hollow = dict(ms=11, mfc="none", mew=2)
+        return dict(color=COLORS.get(policy), lw=2, marker=marker, ls=dash, zorder=5, **hollow)
     return dict(color=COLORS.get(policy), lw=2, marker=marker, ms=7, ls=dash, zorder=2)
 
 
@@ -137,14 +140,15 @@ def figure(report: Report):
     curves, sizes = report.data["curves"], report.data["sizes"]
     columns = min(2, len(curves))
     rows = -(-len(curves) // columns)
-    fig = Figure(figsize=(8.4, 0.9 + 1.9 * rows), dpi=100)  # 470 px: fits a 720 px screen
+    fig = Figure(figsize=(8.4, 0.9 + 2.3 * rows), dpi=100)  # 550 px: fits a 720 px screen
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
     axes = fig.subplots(rows, columns, sharex=True, squeeze=False)
     for ax, (workload, by_policy) in zip(axes.flat, curves.items()):
         for policy, rates in by_policy.items():
-            # each policy a little sideways (leaf-lru with lru), so that equal rates both show
-            nudge = 2.0 ** (0.045 * (list(by_policy).index(policy.removeprefix("leaf-")) - 3))
+            # LRU (and leaf-lru) at the size itself; each other policy a little to its right,
+            # in the key's order, so that equal rates both show
+            nudge = 2.0 ** (0.015 * list(by_policy).index(policy.removeprefix("leaf-")))
             ax.plot(nudge * np.asarray(sizes), 100 * np.asarray(rates), label=policy, **_line_style(policy))
         ax.axvline(report.data["cache_tokens"], color="#999999", ls=":", zorder=0)
         ax.set_title(workload, fontsize=13, pad=3)

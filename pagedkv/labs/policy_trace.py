@@ -61,13 +61,17 @@ def arc_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def s3fifo_drain(policy: EvictionPolicy) -> list[str]:
+def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[str]:
     """Evict every page of an S3-FIFO `policy` with `pop_victim()`, one line per victim:
     "phase 2, evict 3 from S:  S [4, 5, 6]  M [1, 2]  G ['block 3']" (queues after it). A
     phase of the victim search is a run of victims from the same queue; if the first search
-    moves pages from S to M before it finds a victim, that move is phase 1, a line of its own."""
+    moves pages from S to M before it finds a victim, that move is phase 1, a line of its own.
+    Given the pool's `num_pages`, each line gets a second line, "  why: ...", the rule that
+    chose it."""
     lines: list[str] = []
     phase, source = 0, ""
+    why = num_pages is not None
+    share = policy.SMALL_SHARE * (num_pages or 0)  # type: ignore[attr-defined]
     while len(policy):
         before = policy.queues()  # type: ignore[attr-defined]
         victim = policy.pop_victim()
@@ -75,11 +79,25 @@ def s3fifo_drain(policy: EvictionPolicy) -> list[str]:
         moved = [p for p in after["M"] if p not in before["M"]]
         if moved and not lines:
             phase += 1
+            reason = f"S holds {len(before['S'])} >= its share {share:g}: S's head; count above 0 -> to M"
             lines.append(f"phase {phase}, no victim yet: pages {moved} move from S to M, count 0")
+            lines[-1] += f"\n  why: {reason}" if why else ""
+            before = {**before, "S": [p for p in before["S"] if p not in moved], "M": before["M"] + moved}
         came_from = "S" if victim in before["S"] else "M"
         if came_from != source:
             phase, source = phase + 1, came_from
         lines.append(
             f"phase {phase}, evict {victim} from {came_from}:  S {after['S']}  M {after['M']}  G {after['G']}"
         )
+        if why:
+            lines[-1] += "\n  why: " + _s3_reason(len(before["S"]), len(before["M"]), share, came_from)
     return lines
+
+
+def _s3_reason(small: int, main: int, share: float, came_from: str) -> str:
+    """Why S3-FIFO took its victim from `came_from`, given S's and M's sizes before it."""
+    if came_from == "M":
+        return f"S holds {small} < its share {share:g}: M's head, count 0 -> evicted"
+    if main == 0 and small < share:
+        return "M is empty: S's head, count 0 -> evicted, hash into G"
+    return f"S holds {small} >= its share {share:g}: S's head, count 0 -> evicted, hash into G"

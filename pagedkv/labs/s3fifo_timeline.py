@@ -61,32 +61,40 @@ def s3fifo_timeline(
 def plot_timeline(
     rows: list[dict[str, Any]], first: int, last: int, share: float, share_label: str | None = None
 ) -> Figure:
-    """Rows `first` to `last` (inclusive) of `s3fifo_timeline`: victims from S and from M
-    as bars per request, S, M and G's sizes as lines, scan requests shaded, and S's target
-    share (`share` pages) as a dotted line, keyed `share_label` (by default "S's share
-    (`share`)"). 8.4 x 4.0 inches at 100 dpi."""
-    fig = Figure(figsize=(8.4, 4.0), dpi=100, layout="constrained")
-    ax = fig.add_subplot()
+    """Rows `first` to `last` (inclusive) of `s3fifo_timeline`: on top, S, M and G's sizes as
+    lines (G hollow on M's line when they are equal) and S's target share (`share` pages) as
+    a dotted line labelled `share_label` on the plot; below, on its own axis, the victims
+    from S and from M as bars per request. Scan requests shaded. 8.4 x 5.2 inches at 100 dpi."""
+    fig = Figure(figsize=(8.4, 5.2), dpi=100, layout="constrained")
+    top, low = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     xs = list(range(first, last + 1))
     window = rows[first : last + 1]
-    for x, row in zip(xs, window, strict=True):
-        if row["source"] == "scan":
-            ax.axvspan(x - 0.5, x + 0.5, color="#dddddd", lw=0)
-    from_s = [r["from S"] for r in window]
-    ax.bar(xs, from_s, width=0.7, color="#e69f00", label="victims from S")
-    from_m = [r["from M"] for r in window]
-    ax.bar(xs, from_m, width=0.7, bottom=from_s, color="#000000", label="victims from M")
-    styles = {"S": ("#0072b2", "-", "o"), "M": ("#009e73", "--", "s"), "G": ("#6a3d9a", ":", "^")}
-    for q, (colour, dash, marker) in styles.items():
+    for ax in (top, low):
+        for x, row in zip(xs, window, strict=True):
+            if row["source"] == "scan":
+                ax.axvspan(x - 0.5, x + 0.5, color="#dddddd", lw=0)
+        ax.tick_params(labelsize=12)
+        ax.grid(axis="y", alpha=0.3)
+    styles = {"S": ("#0072b2", "-", "o", 5), "M": ("#009e73", "-", "s", 5), "G": ("#6a3d9a", ":", "o", 10)}
+    for q, (colour, dash, marker, ms) in styles.items():
         sizes = [r[q] for r in window]
-        ax.plot(xs, sizes, color=colour, ls=dash, marker=marker, ms=4, lw=2, label=f"pages in {q}")
-    ax.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.2, label=share_label or f"S's share ({share:g})")
-    ax.set_xlim(first - 0.5, last + 0.5)
-    ax.set_xlabel("request (shaded: a one-off scan prompt)", fontsize=12)
-    ax.set_ylabel("pages", fontsize=12)
-    ax.tick_params(labelsize=11)
-    ax.legend(fontsize=10.5, ncols=3, loc="upper center", bbox_to_anchor=(0.5, 1.0), framealpha=0.95)
-    top = max(max(r["S"], r["M"], r["from S"] + r["from M"]) for r in window)
-    ax.set_ylim(0, top * 1.45)
-    ax.set_title("S3-FIFO's queues after each request of the scan stream", fontsize=12)
+        hollow = {"mfc": "none", "mew": 1.5} if q == "G" else {}
+        on_m = q == "G" and sizes == [r["M"] for r in window]
+        ax_label = f"pages in {q}" + (" (on M's line)" if on_m else "")
+        top.plot(xs, sizes, color=colour, ls=dash, marker=marker, ms=ms, lw=2, label=ax_label, **hollow)
+    top.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.5)
+    top.text(first, share + 2, share_label or f"S's share ({share:g})", fontsize=12, color="#333333")
+    top.set_ylim(0, max(max(r["S"], r["M"], r["G"]) for r in window) + 10)
+    top.set_ylabel("pages", fontsize=12)
+    top.legend(fontsize=12, ncols=3, loc="center right", framealpha=0.95)
+    from_s = [r["from S"] for r in window]
+    low.bar(xs, from_s, width=0.7, color="#e69f00", label="victims from S")
+    from_m = [r["from M"] for r in window]
+    low.bar(xs, from_m, width=0.7, bottom=from_s, color="#000000", label="victims from M")
+    low.set_ylabel("victims", fontsize=12)
+    low.legend(fontsize=12, ncols=2, loc="upper center", framealpha=0.95)
+    low.set_ylim(0, max(r["from S"] + r["from M"] for r in window) * 1.8)
+    low.set_xlim(first - 0.5, last + 0.5)
+    low.set_xlabel("request (shaded: a one-off scan prompt)", fontsize=12)
+    top.set_title("S3-FIFO's queues after each request of the scan stream", fontsize=13)
     return fig

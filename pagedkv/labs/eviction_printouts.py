@@ -1,0 +1,150 @@
+"""The eviction lab's printouts: each takes numbers a notebook cell computed (or computes
+them with the lab's own functions) and returns the lines the cell prints, so that the cell
+stays a few lines long.
+
+Leaves out: any number of its own; every rate comes from `replay` or the bench report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pagedkv.labs.hit_rate_lab import hit_rates_by, make_policy, replay
+from pagedkv.labs.lab_workloads import LabRequest
+from pagedkv.labs.pin_coverage import PinCoverage
+from pagedkv.labs.seed_check import call_winner, seed_rates, verdict
+
+Table = dict[str, dict[str, float]]
+
+
+def gains_over_lru(table: Table) -> tuple[Table, Table]:
+    """Each rate in percent with one decimal (as the table prints it), and each policy's
+    points over LRU, the difference of those printed rates."""
+    pct = {w: {p: round(100 * r, 1) for p, r in rates.items()} for w, rates in table.items()}
+    gain = {w: {p: round(pct[w][p] - pct[w]["lru"], 1) for p in rates} for w, rates in pct.items()}
+    return pct, gain
+
+
+def tokens_saved(requests: Sequence[LabRequest], cache_tokens: int, policy: str) -> int:
+    """Prompt tokens `policy` serves from the cache beyond what LRU serves."""
+    return replay(requests, cache_tokens, policy).hit_tokens - replay(requests, cache_tokens).hit_tokens
+
+
+def gains_text(pct: Table, gain: Table, saved: int, scan_tokens: int) -> str:
+    """Each stream's LRU rate and the points ARC, S3-FIFO and LFU gain over it; then what
+    ARC's points on the scan are in tokens."""
+    lines = [
+        f"{w:5s} LRU {pct[w]['lru']:5.1f}%   points over LRU: arc {gain[w]['arc']:+5.1f}"
+        f"  s3fifo {gain[w]['s3fifo']:+5.1f}  lfu {gain[w]['lfu']:+5.1f}"
+        for w in pct
+    ]
+    lines.append(
+        "a point = 10 of every 1,000 prompt tokens served, not prefilled: on the scan, ARC's"
+        f" {gain['scan']['arc']:+.1f}\n  points are {saved:,} fewer tokens to prefill"
+        f" of its {scan_tokens:,} prompt tokens"
+    )
+    return "\n".join(lines)
+
+
+def mix_rates(mix: Sequence[LabRequest], chat: Sequence[LabRequest], cache_tokens: int) -> dict[str, Any]:
+    """The mix replayed with six policies ("rates"), LRU and ARC on seeds 0, 1 and 2 in
+    percent ("seeds"), chat's share of the mix's prompt tokens ("chat share") and the hit
+    rate of chat's requests in the mix under LRU and ARC ("chat in mix")."""
+    policies = ("lru", "fifo", "lfu", "arc", "s3fifo", "lru+pin")
+    rates = {p: replay(mix, cache_tokens, make_policy(p, mix, cache_tokens, 16)).hit_rate for p in policies}
+    later = seed_rates(["mix"], [cache_tokens], seeds=(1, 2), policies=("lru", "arc"))
+    seeds = [{p: round(100 * rates[p], 1) for p in ("lru", "arc")}, *later["mix", cache_tokens]]
+    tokens = sum(len(r.prompt_token_ids) for r in chat) / sum(len(r.prompt_token_ids) for r in mix)
+    in_mix = {p: hit_rates_by(mix, cache_tokens, policy=p)["chat"] for p in ("lru", "arc")}
+    return {"requests": len(mix), "rates": rates, "seeds": seeds, "chat share": tokens, "chat in mix": in_mix}
+
+
+def mix_text(m: dict[str, Any], chat_alone: float) -> str:
+    """`mix_rates`'s numbers as lines; `chat_alone` is LRU's rate on chat alone."""
+    seeds = ";  ".join(f"lru {r['lru']:.1f}% arc {r['arc']:.1f}%" for r in m["seeds"])
+    in_mix = m["chat in mix"]
+    return "\n".join(
+        [
+            f"mix: {m['requests']} requests, hit rate at 2,048 tokens:",
+            "  " + "  ".join(f"{p} {r:.1%}" for p, r in m["rates"].items()),
+            f"  seeds 0, 1, 2: {seeds}",
+            f"chat's share of the mix's prompt tokens: {m['chat share']:.0%}",
+            f"chat's requests in the mix (seed 0): LRU {in_mix['lru']:.1%}, ARC {in_mix['arc']:.1%}"
+            f" (chat alone: LRU {chat_alone:.1%})",
+        ]
+    )
+
+
+def pin_margins(
+    runs: dict[tuple[str, int], list[dict[str, float]]], sizes: Sequence[int]
+) -> tuple[dict, dict]:
+    """On chat at each size: lru+pin minus LRU (points) on each seed, and their mean."""
+    margins = {s: [round(r["lru+pin"] - r["lru"], 1) for r in runs["chat", s]] for s in sizes}
+    return margins, {s: round(sum(m) / len(m), 1) for s, m in margins.items()}
+
+
+def pins_text(table: Table, pins: dict[str, int], runs: dict, sizes: Sequence[int]) -> str:
+    """Per stream: LRU, lru+pin, S3-FIFO and ARC's rates, the pins and both gains; then chat's
+    pin margins per seed, their mean and the rule's verdict at each size."""
+    lines = ["stream    lru  lru+pin  s3fifo     arc  pinned  pins gain  ARC gain"]
+    for w in table:
+        t = {p: round(100 * table[w][p], 1) for p in ("lru", "lru+pin", "s3fifo", "arc")}
+        lines.append(
+            f"{w:5s} {t['lru']:5.1f}% {t['lru+pin']:7.1f}% {t['s3fifo']:6.1f}% {t['arc']:6.1f}%"
+            f" {pins[w]:7d} {t['lru+pin'] - t['lru']:+10.1f} {t['arc'] - t['lru']:+9.1f}"
+        )
+    lines += [
+        "pinned: pages on the pin list (at most a quarter of 128 pages)",
+        "gains: points over LRU, the difference of the rates printed",
+        "chat, lru+pin minus lru (points) on seeds 0, 1, 2, their mean, and the rule's verdict:",
+    ]
+    margins, means = pin_margins(runs, sizes)
+    for s in sizes:
+        lines.append(
+            f"  {s:5,d} " + " ".join(f"{d:+5.1f}" for d in margins[s])
+            + f"   mean {means[s]:+.1f}   {verdict(call_winner(runs['chat', s]))}"
+        )  # fmt: skip
+    return "\n".join(lines)
+
+
+def pin_split(requests: Sequence[LabRequest], cache_tokens: int, group: Callable) -> tuple[dict, dict]:
+    """Prompt-token hit rate of each `group` under LRU, lru+pin and ARC, and with a cache
+    that never evicts."""
+    split = {
+        p: hit_rates_by(requests, cache_tokens, group, make_policy(p, requests, cache_tokens, 16))
+        for p in ("lru", "lru+pin", "arc")
+    }
+    return split, hit_rates_by(requests, 1 << 16, group)
+
+
+def coverage_text(cover: PinCoverage, pinned: int, requests: int, split: dict, never: dict) -> str:
+    """What `pinned` pins hold of zipf's prompts, and `pin_split`'s rates, as lines."""
+    whole = len(cover.whole)
+    lines = [
+        f"{requests} requests use {len(cover.rank)} of the 24 system prompts; {pinned} pinned"
+        f" pages hold {whole} of them whole ({6 * whole} pages),"
+    ]
+    for k, pages in cover.partly.items():
+        lines.append(
+            f"  and the first {len(pages)} of the 6 pages of the prompt ranked {cover.place(k)} by use"
+        )
+    lines += [
+        f"{cover.whole_users} of the {requests} requests use a wholly pinned prompt;"
+        f" {requests - cover.whole_users} use the other {len(cover.rank) - whole}",
+        "prompt-token hit rate of the requests whose prompt is wholly pinned, and of the others:",
+    ]
+    for name, rates in (*split.items(), ("no eviction", never)):
+        lines.append(f"  {name:11s} pinned prompts {rates['pinned']:6.1%}   others {rates['others']:6.1%}")
+    return "\n".join(lines)
+
+
+def cost_text(costs: dict[str, dict[str, int]], gain: dict[str, float]) -> str:
+    """`bookkeeping`'s counts per policy as a table, with each policy's points over LRU."""
+    lines = ["scan, 2,048  pts over LRU  hashes held  list writes  writes/request  pins passed/victim"]
+    for p, c in costs.items():
+        lines.append(
+            f"  {p:8s} {gain[p]:+15.1f} {c['hashes held']:12d} {c['list writes']:12,d}"
+            f" {c['list writes'] / c['requests']:15.1f} {c['pages skipped'] / c['victims']:19.1f}"
+        )
+    return "\n".join(lines)
