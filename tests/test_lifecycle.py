@@ -145,3 +145,32 @@ def test_a_prompt_prefilled_in_chunks_allocates_its_first_chunk_and_appends_the_
             taken[len(taken)] = step_transitions(run.snapshots[-2], run.snapshots[-1], run.records[-1].events)
     assert taken[0] == ["allocate"] and taken[1] == taken[2] == ["append into a full page"]
     assert "rest of its prompt" in BY_NAME["append into a full page"].says
+
+
+def test_reset_is_drawn_dashed_and_lighter_unless_lit_and_no_notebook_calls_it():
+    """The reset arrow (CACHED -> FREE) is the one dashed arrow, lighter than the others, and
+    the key says no notebook uses it; lit (a step took it), it is solid orange like any other.
+    Oracle for "no notebook uses it": no code cell of any notebook calls reset_prefix_cache."""
+    import json
+    from pathlib import Path
+
+    from matplotlib.colors import to_hex
+    from matplotlib.patches import FancyArrowPatch
+
+    def arrows(highlight=()):
+        fig = plot_lifecycle(highlight)
+        return [p for p in fig.axes[0].patches if isinstance(p, FancyArrowPatch)], fig
+
+    plain, fig = arrows()
+    dashed = [a for a in plain if a.get_linestyle() not in ("-", "solid")]
+    assert len(dashed) == 1 and len(plain) == 6
+    (reset,) = dashed
+    assert to_hex(reset.get_edgecolor()) != to_hex(plain[0].get_edgecolor())
+    assert any("no notebook uses it" in t.get_text() for t in fig.axes[0].texts)
+    lit, _ = arrows(["reset"])
+    assert all(a.get_linestyle() in ("-", "solid") for a in lit)
+    root = Path(__file__).resolve().parents[1] / "notebooks"
+    for path in root.rglob("*.ipynb"):
+        cells = json.loads(path.read_text())["cells"]
+        code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+        assert not any("reset_prefix_cache(" in source for source in code), path.name

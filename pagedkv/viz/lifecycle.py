@@ -4,9 +4,10 @@ Three boxes (FREE, ACTIVE, CACHED) in the state colours of every other picture, 
 (source, target) pair of the table, labelled with the names of its transitions, each label
 next to its arrow; ACTIVE's self-loop carries the ref-count changes, its labels right of it.
 Transitions named in `highlight` (the dashboard passes the ones the last step took) are
-drawn bold in vermillion, the others grey; a key in the top-left corner says so, and one in
-the bottom-right what *reset* is. Only the arrows' positions are laid out here: what they
-say comes from the table, so a new row in the table appears in the picture.
+drawn bold in vermillion, the others grey; *reset*, which no notebook uses, is drawn dashed
+and lighter. A key in the top-left corner says so, and one in the bottom-right what *reset*
+is. Only the arrows' positions are laid out here: what they say comes from the table, so a
+new row in the table appears in the picture.
 
 Leaves out: per-page animation (the heatmaps show which pages moved).
 """
@@ -58,7 +59,9 @@ WIDE_PLACES = {
 # The key: what the arrows' colours mean in the top-left corner (the orange line only when
 # an arrow is orange), what the reset arrow is in the bottom-right one, under CACHED.
 KEY_LEFT = ("grey: a move a page can make", "bold orange: moved in the last step")
-KEY_RIGHT = ("reset: reset_prefix_cache()", "empties every CACHED page")
+KEY_RIGHT = ("dashed reset: reset_prefix_cache() empties", "every CACHED page; no notebook uses it")
+UNUSED = {"reset"}  # transitions no notebook takes: a dashed, lighter arrow unless lit
+UNUSED_COLOR = "#8a8a8a"
 NOTES = {"evict": "(to its new owner)"}  # said on the row under a transition's name
 SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0,\nfull, hashed"}
 IDLE_COLOR = "#666666"
@@ -109,6 +112,8 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN, aspec
             continue
         on = any(t.name in lit for t in rows)
         color, lw = (VICTIM_COLOR, 3 * pt / 12) if on else (IDLE_COLOR, 1.6 * pt / 12)
+        unused = not on and all(t.name in UNUSED for t in rows)
+        color, dash = (UNUSED_COLOR, (0, (4, 3))) if unused else (color, "solid")
         if source is target:
             x, y = nodes[source]
             arrow = FancyArrowPatch(
@@ -119,7 +124,7 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN, aspec
             arrow = FancyArrowPatch(
                 *_ends((source, target), nodes), connectionstyle=f"arc3,rad={rad}",
                 mutation_scale=1.8 * pt, patchA=boxes[source], patchB=boxes[target],
-                shrinkA=4, shrinkB=4, arrowstyle="-|>", lw=lw, color=color,
+                shrinkA=4, shrinkB=4, arrowstyle="-|>", lw=lw, color=color, linestyle=dash,
             )  # fmt: skip
         ax.add_patch(arrow)
         _label(ax, _lines(rows), lit, place, ((source, target), nodes), rad, (pt, row))
