@@ -388,3 +388,23 @@ def test_sglang_replay_node_changes_by_hand() -> None:
     assert changes == [("lookup", 0), ("insert", 1), ("lookup", 1), ("insert", 1)]
     assert result.entries == 3 == sum(change for _, change in changes)
     assert result == sglang_replay(stream, 40, page_size=2)  # recording changes nothing
+
+
+def test_block_table_text_merges_pages_running_down() -> None:
+    """Request 2 evicts request 1's pages 5, 4, 3, 2, 1 for its blocks 0-4, then takes the FREE
+    page 6: by hand, the five evicted pages run down by one and share a line; page 6 has its
+    own (another source)."""
+    from pagedkv.labs.radix_roles import block_table_text
+
+    def row(pages, evicted, released_free):
+        return {"pages": pages, "hits": 0, "evicted": evicted, "released_free": released_free,
+                "orphans": []}  # fmt: skip
+
+    r1 = row([0, 1, 2, 3, 4, 5], [], [])
+    r2 = row([5, 4, 3, 2, 1, 6], [5, 4, 3, 2, 1], [])
+    tokens = [list(range(100, 124)), list(range(200, 224))]  # no shared prefix
+    text = block_table_text({"hash": [r1, r2]}, 1, tokens, [24, 24]).splitlines()
+    assert [[c.strip() for c in line.split(" | ")] for line in text[2:]] == [
+        ["0-4", "5, 4, 3, 2, 1", "evicted from request 1", "indexed"],
+        ["5", "6", "FREE", "indexed"],
+    ]

@@ -75,7 +75,8 @@ def block_table_text(
     """Request `i`'s `block_rows` as a text table of four columns: block, page, came from
     (with the note after a semicolon), after release (each pool's state when they differ).
     One table when every pool gave the request the same block table, else one per pool.
-    Blocks in a row on pages in a row, with the same source, note and state, share a line."""
+    Blocks in a row on pages in a row (up or down), with the same source, note and state, share
+    a line."""
     per_pool = {n: block_rows(r, i, tokens, prompt_lens, page_size) for n, r in rows_by_index.items()}
     tables = [(list(per_pool), list(per_pool.values()))]
     if len({tuple(r[i]["pages"]) for r in rows_by_index.values()}) > 1:
@@ -90,11 +91,12 @@ def block_table_text(
             )
             came = f"{source}; {note}" if note else source
             last = lines[-1] if lines else None
+            step = page - last[1][-1] if last else 0
             if (
                 last
                 and last[2:] == [came, after]
-                and last[1][-1] + 1 == page
-                and source in ("prefix hit", "FREE")
+                and step in (1, -1)
+                and (len(last[1]) == 1 or step == last[1][-1] - last[1][-2])
             ):
                 last[0].append(k)
                 last[1].append(page)
