@@ -106,18 +106,20 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     styles = [h.get_linestyle() for h in fig.legends[0].legend_handles if h.get_label().find("paper") > 0]
     assert len(styles) == 2 and styles[0] != styles[1]
     # one black mark per mode at width 2 (the data has no width 6), at the paper's low end,
-    # beside its own bar on the group's outside; none at width 4, where the paper gives no number
+    # right of its own bar, both modes alike; none at width 4, where the paper gives no number
     lines = ax.get_lines()
     marks = sorted((min(ln.get_xdata()), max(ln.get_xdata()), ln.get_ydata()[0]) for ln in lines)
     bars = sorted((patch.get_x(), patch.get_x() + patch.get_width()) for patch in ax.patches)
     assert [y for *_, y in marks] == [6.1, 37.6]
     (p_lo, p_hi, _), (b_lo, b_hi, _) = marks
-    assert p_hi < bars[0][0] and b_lo > bars[1][1]  # left of parallel's bar, right of beam's
-    assert bars[0][0] - p_hi < 0.05 and b_lo - bars[1][1] < 0.05  # touching its own bar
+    # bars[0..1]: parallel's (widths 2, 4); bars[2..3]: beam's; sorted by x: p2, b2, p4, b4
+    (p2_lo, p2_hi), (b2_lo, b2_hi), (p4_lo, _), _ = bars
+    assert p2_hi < p_lo < p_hi < b2_lo and b2_hi < b_lo < b_hi < p4_lo  # right of its own bar
+    assert p_lo - p2_hi < 0.05 and b_lo - b2_hi < 0.05  # touching its own bar
     # each mark has its own number, apart from the bars' values
     texts = {t.get_text(): t for t in ax.texts}
     assert {"6.1", "37.6", "6.0", "40.0"} <= set(texts)
-    assert texts["6.1"].get_position()[0] < p_lo and texts["37.6"].get_position()[0] > b_hi
+    assert p_hi < texts["6.1"].get_position()[0] < b2_lo and texts["37.6"].get_position()[0] > b_hi
     assert ax.get_ylim()[1] >= 60.0 * 1.2  # room above the tallest bar's label
     no_workload = sharing.figure(Report("some title", [], [], data=data))
     assert not any("paper" in t.get_text() for t in no_workload.legends[0].get_texts())
@@ -224,3 +226,13 @@ def test_sharing_and_attention_figures_fit_one_projector_screen():
             if text.get_text().strip():
                 ext = text.get_window_extent()
                 assert box.x0 <= ext.x0 and ext.x1 <= box.x1 and box.y0 <= ext.y0 and ext.y1 <= box.y1
+
+
+def test_memory_legend_names_the_kinds_as_the_notebook_table_heads_them():
+    # notebook 06's table heads its columns "token states reserved internal external free";
+    # the legend must use the same words, in the same order as the stacked bars
+    shares = {"token_states": 50.0, "reserved": 20.0, "internal_fragmentation": 10.0,
+              "external_fragmentation": 15.0, "free": 5.0, "mean_batch": 3.0}  # fmt: skip
+    fig = memory.figure(Report("memory", [], [], data={"sharegpt": {"paged": shares}}))
+    labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
+    assert labels == ["token states", "reserved", "internal", "external", "free"]

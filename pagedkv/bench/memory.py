@@ -275,7 +275,7 @@ def figure(report: Report):
                 values,
                 bottom=bottom,
                 color=color,
-                label=category.replace("_", " "),
+                label=SHORT_NAMES.get(category, category.replace("_", " ")),  # as the table
                 edgecolor="#555555" if outlined else "none",
                 linewidth=0.8 if outlined else 0.0,
             )

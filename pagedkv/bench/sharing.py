@@ -222,9 +222,9 @@ def figure(report: Report):
     """Saving per width, one bar group per mode, each bar's value above it. Where the report's
     title names a workload the paper measured, a short black mark beside a bar, with its own
     number, gives the paper's saving at that width: its low end at width 2 and its high end at
-    width 6 (`PAPER_WIDTHS`; it gives no number for 4). The mark sits outside its group (left
-    of the parallel-sampling bar, right of the beam-search bar), so it never meets a bar's
-    value. Each mode's mark has its own style (`PAPER_DASHES`: solid, dotted), named in the
+    width 6 (`PAPER_WIDTHS`; it gives no number for 4). Every mark sits right of its own bar,
+    in a gap kept free between the two bars of a group, so it never meets a bar's value.
+    Each mode's mark has its own style (`PAPER_DASHES`: solid, dotted), named in the
     legend below the axes in two columns, one per mode (`fig.legends[0]`), where it covers no
     bar and no mark. At projector size the figure is at most 550 px tall."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -239,25 +239,26 @@ def figure(report: Report):
     paper = next((v for w, v in PAPER.items() if f"{w}-like" in report.title), None)
     top = 0.0
     handles: list[Any] = []  # bars and the paper's marks, in legend order
-    half = 0.15  # half a bar's width; the two bars of a group touch the group's centre
+    half = 0.12  # half a bar's width
     for i, (mode, color) in enumerate(zip(modes, ["#0072B2", "#E69F00"], strict=True)):
-        side = -1 if i == 0 else 1  # the first mode's bar left of the centre, the second right
-        x = np.arange(len(widths)) + side * (half + 0.02)
+        # the first mode's bar left of the group's centre, the second right, with a gap
+        # between them for the first bar's mark and number
+        x = np.arange(len(widths)) + (-0.3 if i == 0 else 0.2)
         values = [report.data[mode][w]["saving_pct"] for w in widths]
         handles.append(ax.bar(x, values, width=2 * half, color=color, label=f"{mode}, here"))
         marks = dict(zip(PAPER_WIDTHS, paper[mode])) if paper is not None and mode in paper else {}
         for xi, w, v in zip(x, widths, values, strict=True):
             ax.text(xi, v + 1, f"{v:.1f}", ha="center", fontsize=8)
-            if w in marks:  # outside the group: from the bar's outer edge, then its number
-                edge = xi + side * (half + 0.01)
-                ax.plot([edge, edge + side * 0.1], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
+            if w in marks:  # right of its bar: from the bar's right edge, then its number
+                edge = xi + half + 0.01
+                ax.plot([edge, edge + 0.07], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
                 ax.text(
-                    edge + side * 0.12,
+                    edge + 0.08,
                     marks[w],
                     f"{marks[w]:.1f}",
                     fontsize=8,
                     va="center",
-                    ha="left" if side > 0 else "right",
+                    ha="left",
                     style="italic",
                 )
         top = max(top, *values, *marks.values())
@@ -266,7 +267,7 @@ def figure(report: Report):
             label = f"{mode}, the paper ({letter} = 2 and 6)"
             handles.append(Line2D([], [], label=label, **PAPER_DASHES[mode]))
     ax.set_xticks(np.arange(len(widths)), [f"n = k = {w}" for w in widths])
-    ax.set_xlim(-0.75, len(widths) - 0.25)  # room for the outer marks and their numbers
+    ax.set_xlim(-0.55, len(widths) - 0.35)  # room for the last marks and their numbers
     ax.set_ylim(0, top * 1.25)  # room above the tallest bar's label
     ax.set_ylabel("KV memory saved (%)")
     ax.set_title("Memory saved by sharing pages between forked sequences")
