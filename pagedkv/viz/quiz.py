@@ -160,7 +160,7 @@ class PredictStep(widgets.VBox):
         self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
         self.children = [
-            widgets.HTML(_box(f"<b>Predict:</b> {html.escape(question)}")),
+            widgets.HTML(_box(f"<b>Predict:</b> {_inline(question)}")),
             self.choices,
             self.button,
             self.result,
@@ -259,7 +259,7 @@ class Quiz(widgets.VBox):
             self.buttons.append(button)
             self.feedback.append(feedback)
             number = f"{k + 1}. " if len(self.questions) > 1 else ""
-            page = widgets.VBox([widgets.HTML(_box(number + html.escape(q.text))), picker, button, feedback])
+            page = widgets.VBox([widgets.HTML(_box(number + _inline(q.text))), picker, button, feedback])
             self.pages.append(page.add_class("pagedkv-quiz-question"))
         self.current = 0
         make = widgets.Button
