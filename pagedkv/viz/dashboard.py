@@ -285,12 +285,12 @@ class Dashboard(DashboardControls):
         """The heatmaps of the current geometry: main views, more views, LRU order."""
         key = (self.run.num_pages, self.run.page_size)
         if key not in self._heatmaps:
-            # No clock in the titles: the header's step counter is the one counter shown.
-            self._heatmaps[key] = (
-                main_heatmap(*key, self.palette),
-                PoolHeatmap(*key, MORE_VIEWS, self.palette, HEATMAP_DPI, COMPACT_WIDTH, show_clock=False),
-                PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI),
-            )
+            # No clock in the titles: the header's step counter is the one counter shown. The LRU
+            # order names each ACTIVE (grey) page's holder, as the predictions' LRU pictures do.
+            lru = PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI)
+            lru.active_owners = True
+            more = PoolHeatmap(*key, MORE_VIEWS, self.palette, HEATMAP_DPI, COMPACT_WIDTH, show_clock=False)
+            self._heatmaps[key] = (main_heatmap(*key, self.palette), more, lru)
         return self._heatmaps[key]
 
     def open_tab(self, title: str) -> None:
