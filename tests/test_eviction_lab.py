@@ -488,3 +488,13 @@ def test_try_policy_prints_one_wrapped_refusal_and_returns_none(capsys):
     policy = LRUEvictionPolicy()
     assert try_policy(policy) is policy and capsys.readouterr().out == ""
     assert reuse_feedback(LeavesOutRevived()).startswith("refused: policy LeavesOutRevived")
+
+
+def test_the_packaged_reference_answer_serves_what_this_files_policy_and_the_notebook_say():
+    from pagedkv.labs.policy_check import RevivedLast as Packaged
+
+    for w, said in (("zipf", 68.9), ("rag", 58.0), ("scan", 28.0), ("chat", 46.1)):
+        stream = lab_workload(w)
+        mine = replay(stream, 2048, RevivedLast()).hit_rate  # written in this file
+        assert replay(stream, 2048, Packaged()).hit_rate == mine, w
+        assert round(100 * mine, 1) == said, w  # notebook 10's answer block

@@ -35,3 +35,22 @@ def test_cost_text_divides_writes_by_requests_and_skips_by_victims():
     }
     line = cost_text(costs, {"lru+pin": 8.5}).splitlines()[1].split()
     assert line == ["lru+pin", "+8.5", "32", "9,321", "23.3", "13.5"]  # 9321/400, 27/2
+
+
+def test_reference_text_says_match_only_for_the_reference_answers_rates():
+    from pagedkv.labs.eviction_printouts import reference_text
+    from pagedkv.labs.hit_rate_lab import replay
+    from pagedkv.labs.lab_workloads import lab_workload
+    from pagedkv.labs.policy_check import RevivedLast
+
+    streams = {w: lab_workload(w)[:60] for w in ("zipf", "chat")}
+    # the rates the text must print: a replay of the reference answer, made here
+    ref = {w: replay(s, 1024, RevivedLast()).hit_rate for w, s in streams.items()}
+    text = reference_text(ref, streams, 1024)
+    assert text == f"matches the reference ({100 * ref['zipf']:.1f} / {100 * ref['chat']:.1f}): zipf / chat"
+    lru = {w: replay(s, 1024).hit_rate for w, s in streams.items()}
+    assert lru != ref
+    differ = [w for w in streams if lru[w] != ref[w]]
+    assert reference_text(lru, streams, 1024) == "differs from the reference answer on: " + ", ".join(
+        w for w in ("zipf", "chat") if w in differ
+    )

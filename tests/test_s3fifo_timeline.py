@@ -41,3 +41,13 @@ def test_figure_fits_and_its_text_is_readable():
     texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
     sizes = [t.get_fontsize() * fig.dpi / 72 * scale for t in texts]
     assert sizes and min(sizes) >= 12
+
+
+def test_the_mark_points_at_that_requests_m_size():
+    from matplotlib.text import Annotation
+
+    rows = s3fifo_timeline(lab_workload("scan")[:80], 2048)
+    fig = plot_timeline(rows, 44, 79, 12.8, mark=(47, "request 47"))
+    notes = [t for t in fig.findobj(Annotation) if t.get_text() == "request 47"]
+    assert len(notes) == 1 and notes[0].xy == (47, rows[47]["M"])
+    assert rows[47]["M"] - rows[46]["M"] == 6  # the 6 pages the notebook's note names

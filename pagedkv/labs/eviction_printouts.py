@@ -13,6 +13,7 @@ from typing import Any
 from pagedkv.labs.hit_rate_lab import hit_rates_by, make_policy, replay
 from pagedkv.labs.lab_workloads import LabRequest
 from pagedkv.labs.pin_coverage import PinCoverage
+from pagedkv.labs.policy_check import RevivedLast
 from pagedkv.labs.seed_check import call_winner, seed_rates, verdict
 
 Table = dict[str, dict[str, float]]
@@ -148,3 +149,18 @@ def cost_text(costs: dict[str, dict[str, int]], gain: dict[str, float]) -> str:
             f" {c['list writes'] / c['requests']:15.1f} {c['pages skipped'] / c['victims']:19.1f}"
         )
     return "\n".join(lines)
+
+
+def reference_text(
+    yours: dict[str, float], streams: dict[str, Sequence[LabRequest]], cache_tokens: int
+) -> str:
+    """Whether `yours` (hit rate per stream) equals, rate for rate, what the reference answer
+    `RevivedLast` serves on `streams` at `cache_tokens`: "matches the reference (68.9 / ...)"
+    in the order zipf, rag, scan, chat, else the streams where it differs."""
+    order = [w for w in ("zipf", "rag", "scan", "chat") if w in streams]
+    ref = {w: replay(streams[w], cache_tokens, RevivedLast()).hit_rate for w in order}
+    differ = [w for w in order if yours.get(w) != ref[w]]
+    if differ:
+        return "differs from the reference answer on: " + ", ".join(differ)
+    rates = " / ".join(f"{100 * ref[w]:.1f}" for w in order)
+    return f"matches the reference ({rates}): {' / '.join(order)}"

@@ -172,3 +172,28 @@ def reuse_feedback(policy: EvictionPolicy) -> str:
     if after != [1, 3]:
         return f"{said} | wrong: page 1 still counts as revived: forget the victim in pop_victim"
     return f"{said} | right: page 1's new content, cached first and never revived, goes first"
+
+
+class RevivedLast(EvictionPolicy):
+    """Notebook 10's reference answer to `Mine`: evict the page released longest ago among
+    those no prefix hit has revived since they were cached, else the oldest of all; an
+    evicted page forgets its mark. Example: pages 1, 2, 3 cached, page 1 revived and released
+    again -> order() [2, 3, 1]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.revived: set[int] = set()
+
+    def remove(self, page_id: int) -> None:
+        super().remove(page_id)
+        self.revived.add(page_id)
+
+    def order(self) -> list[int]:
+        pages = self.release_order()
+        fresh = [p for p in pages if p not in self.revived]
+        return fresh + [p for p in pages if p in self.revived]
+
+    def pop_victim(self) -> int:
+        victim = self.order()[0]
+        self.revived.discard(victim)
+        return self.take_victim(victim)

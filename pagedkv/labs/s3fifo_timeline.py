@@ -59,12 +59,18 @@ def s3fifo_timeline(
 
 
 def plot_timeline(
-    rows: list[dict[str, Any]], first: int, last: int, share: float, share_label: str | None = None
+    rows: list[dict[str, Any]],
+    first: int,
+    last: int,
+    share: float,
+    share_label: str | None = None,
+    mark: tuple[int, str] | None = None,
 ) -> Figure:
     """Rows `first` to `last` (inclusive) of `s3fifo_timeline`: on top, S, M and G's sizes as
     lines (G hollow on M's line when they are equal) and S's target share (`share` pages) as
     a dotted line labelled `share_label` on the plot; below, on its own axis, the victims
-    from S and from M as bars per request. Scan requests shaded. 8.4 x 5.2 inches at 100 dpi."""
+    from S and from M as bars per request. Scan requests shaded. `mark` (request, text)
+    points an arrow at that request's M and labels it. 8.4 x 5.2 inches at 100 dpi."""
     fig = Figure(figsize=(8.4, 5.2), dpi=100, layout="constrained")
     top, low = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     xs = list(range(first, last + 1))
@@ -96,5 +102,9 @@ def plot_timeline(
     low.set_ylim(0, max(r["from S"] + r["from M"] for r in window) * 1.8)
     low.set_xlim(first - 0.5, last + 0.5)
     low.set_xlabel("request (shaded: a one-off scan prompt)", fontsize=12)
+    if mark is not None:
+        x, text = mark
+        arrow = {"arrowstyle": "->", "color": "#333333", "lw": 1.5, "relpos": (0, 0)}
+        top.annotate(text, (x, rows[x]["M"]), (x + 1.5, 72), fontsize=12, arrowprops=arrow)
     top.set_title("S3-FIFO's queues after each request of the scan stream", fontsize=13)
     return fig
