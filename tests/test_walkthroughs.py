@@ -273,6 +273,19 @@ def test_05_names_the_step_where_req1_takes_its_next_page():
     assert re.search(rf"tokens {span[0]}–{span[1]}", questions.prediction("05-preempt").why)
 
 
+def test_05_hints_are_about_the_rule_and_nothing_below_the_discussion_answers_it():
+    """A learner found the 05-preempt hint naming a token of one request, and the 05-reserve
+    answer printed in the markdown cell under its button: hints name no request, and the step
+    order (schedule() takes the pages, via allocate_slots) is told only in the answer."""
+    for hint in questions.prediction("05-preempt").hints.values():
+        assert not re.search(r"req\d|\d+(st|nd|rd|th) token", hint), hint
+    cells = _cells(next(p for p in NOTEBOOKS if p.name.startswith("05")))
+    (k,) = [i for i, c in enumerate(cells) if 'Discuss("05-reserve")' in "".join(c["source"])]
+    below = " ".join("".join(c["source"]) for c in cells[k + 1 :] if c["cell_type"] == "markdown")
+    assert "allocate_slots" in questions.discussion("05-reserve").answer
+    assert "allocate_slots" not in below and "takes the pages for every token" not in below
+
+
 # ---- the map to vLLM and SGLang ---------------------------------------------------------------
 
 
