@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.axes import Axes
 
-INSIDE = 0.1  # a segment at least this share of the bar (6 of 64 slots) carries its number inside
+INSIDE = 0.15  # a segment at least this share of the bar (10 of 64 slots) carries its number inside:
+# a narrower one would crowd its number against its hatch
 GAP = 0.07  # the least distance, in bar shares, between two outside labels of one bar
 BARS = {"paged": 1.0, "contiguous": 0.0}  # y of each bar
 OUTSIDE = {"paged": 1.85, "contiguous": -0.85}  # y of its outside labels: a visible leader line
