@@ -292,7 +292,7 @@ def _reserved_key(reservations: Sequence[Reservation], palette: SequencePalette)
     """The key of reserved slots as the strips draw them: each request's tint, dotted."""
     tints = [_tint(palette.rgba(r.req_id)) for r in reservations if r.final_len > r.used]
     swatch = tuple(Patch(facecolor=t, hatch="..", edgecolor="#555555", lw=0) for t in tints)
-    label = "· reserved: written by its request later\n  (its request's colour, light)"
+    label = "reserved: written by its request later\n(its request's colour, light)"
     return [(swatch, label)] * bool(tints)
 
 
