@@ -236,3 +236,19 @@ def test_memory_legend_names_the_kinds_as_the_notebook_table_heads_them():
     fig = memory.figure(Report("memory", [], [], data={"sharegpt": {"paged": shares}}))
     labels = [t.get_text() for t in fig.axes[-1].get_legend().get_texts()]
     assert labels == ["token states", "reserved", "internal", "external", "free"]
+
+
+def test_the_try_it_reveal_box_sits_in_a_visible_widget_cell_of_its_own():
+    """The box of settings 2 to 5 is not hidden inside a collapsed checks cell."""
+    from pathlib import Path
+
+    import nbformat
+
+    path = Path(__file__).parents[1] / "notebooks" / "06_benchmarks.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "reveal(" in c.source]
+    assert len(cells) == 1
+    cell = cells[0]
+    assert not cell.metadata.get("jupyter", {}).get("source_hidden", False)
+    assert "nbval-ignore-output" in cell.metadata.get("tags", [])
+    assert "assert " not in cell.source
