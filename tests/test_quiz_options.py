@@ -393,7 +393,7 @@ def test_the_quiz_counts_done_questions_and_sums_up_first_try_rights_at_the_end(
     assert f"All {n} done</b>, {n - 2} right at the first try." in quiz.summary.value
 
 
-def test_a_second_wrong_pick_shows_the_answer_selected_and_locks_the_question():
+def test_a_second_wrong_pick_names_the_answer_keeps_the_pick_and_locks_the_question():
     from pagedkv.viz import Quiz
 
     quiz = Quiz("00-check")
@@ -402,7 +402,8 @@ def test_a_second_wrong_pick_shows_the_answer_selected_and_locks_the_question():
     quiz.check(2, wrong[0])
     quiz.check(2, wrong[1])
     assert f"the answer is “{q.answer}”" in quiz.feedback[2].value
-    assert quiz.pickers[2].value == q.answer and quiz.pickers[2].disabled
+    assert f"you picked “{wrong[1]}”" in quiz.feedback[2].value
+    assert quiz.pickers[2].value == wrong[1] and quiz.pickers[2].disabled  # the learner's own pick
     assert quiz.buttons[2].disabled and quiz.buttons[2].description == "Answer shown"
     assert "emptied" not in q.why and "FREE" in q.why  # the notebook's words
 

@@ -313,8 +313,8 @@ class Quiz(widgets.VBox):
         if not settled:
             self.misses[k] = 1
         self.settled[k] = self.settled[k] or settled
-        if settled:  # a right pick, or a second wrong one (the answer shown, and selected), locks it
-            picker.value, picker.disabled = q.answer, True
+        if settled:  # a right pick, or a second wrong one (the answer named in the feedback), locks
+            picker.disabled = True  # it, the learner's own pick still selected
             self.buttons[k].disabled, self.buttons[k].description = True, ("Answer shown", "Answered")[right]
         if all(self.settled):
             self.note.layout.display = "none"
