@@ -32,7 +32,11 @@ MIN_PICTURE_WIDTH, MIN_PICTURE_HEIGHT = 0.4, 0.5
 MIN_FILL = 0.9
 # (notebook, text of the cell whose first picture is measured, screenshot file or None)
 PICTURES = [
-    ("00_start_here.ipynb", "plot_pool(story.seqs.snapshot())", "heatmap_projector_1280.png"),
+    (
+        "00_start_here.ipynb",
+        'plot_pool(story.seqs.snapshot(), ("state", "owner"))',
+        "heatmap_projector_1280.png",
+    ),
     ("01_pages_and_block_tables.ipynb", "plot_block_tables(run.seqs.snapshot(), step=run.cursor)", None),
     ("02_paged_attention.ipynb", "table, chunk=3, page_size=pool.page_size, num_tokens=n,", None),
     ("03_prefix_caching_and_lru.ipynb", 'evict.events, label="after doc_D arrives")', None),
