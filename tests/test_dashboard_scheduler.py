@@ -233,11 +233,13 @@ def test_a_refused_add_request_says_why_beside_the_buttons_and_in_the_log():
     dash.goto(4)  # req1 and req2 admitted: the pool has few pages left
     pool, size = dash.run.pool, dash.run.page_size
     need = -(-len(dash.run.model.encode(dash.prompt.value)) // size)  # no page CACHED: no hit
-    have = pool.num_free_pages + pool.num_cached_pages
-    assert pool.num_cached_pages == 0 and need > have  # the oracle: the pool's own counts
+    free, cached = pool.num_free_pages, pool.num_cached_pages
+    have = free + cached
+    assert cached == 0 and need > have  # the oracle: the pool's own counts
     history = list(dash.run.history)
     dash.add_request()
-    why = f"Add request refused: the prompt needs {need} new pages; {have} are FREE or CACHED"
+    why = f"Add request refused: prompt of {len(dash.run.model.encode(dash.prompt.value))} tokens"
+    why += f" needs {need} new pages; {free} FREE + {cached} evictable CACHED"
     assert why in dash.actions_note.value and "#B91C1C" in dash.actions_note.value
     assert "refused" in dash.caption.value and f"needs {need} new pages" in dash.caption.value
     log = re.sub("<[^>]+>", " ", dash.event_log.value)

@@ -91,17 +91,13 @@ def geometry_html(run: ScenarioRun) -> str:
 
 
 def add_refusal(run: ScenarioRun) -> str:
-    """Why the last action, an Add request, was refused ("" if it was not one): the new
-    pages its prompt needs and the FREE or CACHED pages there were, for the line beside the
-    buttons. Any other refusal of an add (a duplicate id, an empty prompt) is said as is."""
+    """Why the last action, an Add request, was refused ("" if it was not one), for the line
+    beside the buttons: the refusal as the log says it (a prompt too big for the FREE and
+    evictable CACHED pages: the new pages it needs and those there were)."""
     last = run.records[-1] if run.records else None
     if last is None or not (last.yours and last.refused and last.action.op == "add"):
         return ""
-    short = re.search(r"needs (\d+) new pages; (\d+) FREE \+ (\d+) evictable CACHED", last.note)
-    if short is None:
-        return f"Add request refused: {last.note.removeprefix('refused: ')}"
-    need, have = int(short[1]), int(short[2]) + int(short[3])
-    return f"Add request refused: the prompt needs {need} new pages; {have} are FREE or CACHED"
+    return f"Add request refused: {last.note.removeprefix('refused: ')}"
 
 
 def actions_note(run: ScenarioRun) -> str:
