@@ -133,3 +133,11 @@ def repeated_context(
             }
         )
     return rows
+
+
+def system_prompt_requests(count: int = 40, own: int = 8, seed: int = 0) -> tuple[list[int], list[list[int]]]:
+    """Notebook 08's requests: a shared 32-token system prompt, then `own` random lowercase
+    letters each (seeded). Returns (system prompt, requests)."""
+    rng = np.random.default_rng(seed)
+    system = list(b"System: answer in one sentence. ")
+    return system, [system + rng.integers(97, 123, own).tolist() for _ in range(count)]
