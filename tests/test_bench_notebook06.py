@@ -148,6 +148,19 @@ def test_attention_figure_names_the_quick_run_and_keys_the_paper_as_a_line():
     assert full.legends[0].get_texts()[0].get_text() == "yours (this machine)"
 
 
+def test_attention_figure_cuts_a_tall_bar_at_4_and_writes_its_value():
+    # ratios given by hand: 2.0 stays whole, 5.24 is cut at the axis's top (4) and labelled
+    points = [{"batch": 2, "context": 16, "ratio": 2.0}, {"batch": 8, "context": 16, "ratio": 5.24}]
+    fig = attention.figure(Report("attention", [], [], data={"points": points, "quick": True}))
+    ax = fig.axes[0]
+    assert ax.get_ylim()[1] == 4.0
+    assert [round(bar.get_height(), 2) for bar in ax.containers[0]] == [2.0, 4.0]
+    assert [t.get_text() for t in ax.texts] == ["5.2×"]
+    # short bars: the axis ends a tenth above the band's top (3.07), and no bar is labelled
+    short = attention.figure(Report("attention", [], [], data={"points": points[:1]}))
+    assert short.axes[0].get_ylim()[1] == pytest.approx(3.07 * 1.1) and not short.axes[0].texts
+
+
 def test_page_size_point_records_the_most_requests_running_at_once():
     # with room for every request (32,768 slots) all 40 run at once: the peak is the whole
     # queue, and no request is preempted; the mean is far lower because they finish one by one
