@@ -354,7 +354,7 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
     assert block_rows(rows["hash"], 2, tokens, prompt_lens) == [  # type: ignore[arg-type]
         *[(k, k, "prefix hit", "", "indexed") for k in range(6)],
         (6, 7, "evicted from request 1", "copy of request 1's block 6", "FREE"),
-        (7, 6, "evicted from request 1", "request 1's block 6, the original", "orphan"),
+        (7, 6, "evicted from request 1", "the original of block 6", "orphan"),
         (8, 8, "evicted from request 2", "", "orphan"),
         (9, 11, "evicted from request 2", "partial: not full", "FREE"),
     ]
@@ -363,15 +363,19 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
     assert block_rows(rows["hash"], 1, tokens, prompt_lens)[5] == (5, 9, "FREE", "", "indexed")  # type: ignore[arg-type]
     text = block_table_text(rows, 2, tokens, prompt_lens).splitlines()  # type: ignore[arg-type]
     assert text[0] == "request 3: block table [0, 1, 2, 3, 4, 5, 7, 6, 8, 11]"
-    assert [line.split(" | ")[:2] for line in text[2:]] == [
+    assert text[1] == "hash, radix: each pool's page state after release"
+    assert [line.split(" | ")[:2] for line in text[3:]] == [
         ["0-5  ", "0-5 "],
         ["6    ", "7   "],
         ["7    ", "6   "],
         ["8    ", "8   "],
         ["9    ", "11  "],
     ]
-    assert [c.strip() for c in text[1].split(" | ")] == ["block", "page", "came from", "after release"]
-    assert text[4].split(" | ")[-1] == "hash: orphan, radix: FREE"  # block 7, page 6
+    assert [c.strip() for c in text[2].split(" | ")] == ["block", "page", "came from", "hash", "radix"]
+    assert [c.strip() for c in text[4].split(" | ")][-2:] == ["FREE", "FREE"]  # block 6, the copy
+    assert [c.strip() for c in text[5].split(" | ")][-2:] == ["orphan", "FREE"]  # block 7, page 6
+    assert [c.strip() for c in text[6].split(" | ")][-2:] == ["orphan", "FREE"]  # block 8, page 8
+    assert max(map(len, text)) <= 90  # one line per block on a 1280 px screen, no wrap
 
 
 def test_sglang_replay_node_changes_by_hand() -> None:

@@ -26,8 +26,8 @@ def block_rows(
     Where from: "prefix hit", "FREE", or "evicted from request j" (its last holder). The
     note reads on its own, naming requests' blocks, never another row's page: "copy of request
     j's block k" for a full prompt block recomputed although an earlier request j holds the
-    same prefix (the last-token rule); "request j's block m, the original" for an evicted
-    page that held the tokens such a copy repeats; "was an orphan" for an evicted page that
+    same prefix (the last-token rule); "the original of block m" for a page evicted from
+    request j that held its block m, the tokens such a copy repeats; "was an orphan" for an evicted page that
     was one; "partial: not full" for a last page not full. The state: "indexed", "orphan"
     (`orphan_pages`) or "FREE"."""
     row, out = rows[i], list[tuple[int, int, str, str, str]]()
@@ -47,7 +47,7 @@ def block_rows(
             m = rows[j]["pages"].index(page)
             source = f"evicted from request {j + 1}"
             if copies.get(m) == j:
-                note = f"request {j + 1}'s block {m}, the original"
+                note = f"the original of block {m}"
             elif page in rows[i - 1]["orphans"]:
                 note = "was an orphan"
         else:
@@ -72,42 +72,42 @@ def block_table_text(
     prompt_lens: Sequence[int],
     page_size: int = 4,
 ) -> str:
-    """Request `i`'s `block_rows` as a text table of four columns: block, page, came from
-    (with the note after a semicolon), after release (each pool's state when they differ).
-    One table when every pool gave the request the same block table, else one per pool.
-    Blocks in a row on pages in a row (up or down), with the same source, note and state, share
-    a line."""
+    """Request `i`'s `block_rows` as a text table: block, page, came from (with the note after a
+    semicolon), then the page's state after release: one column "after release" for one pool,
+    one column per pool (headed by its name) when several pools share the table, so each line
+    stays short enough for a projector. One table when every pool gave the request the same
+    block table, else one per pool. Blocks in a row on pages in a row (up or down), with the
+    same source, note and states, share a line."""
     per_pool = {n: block_rows(r, i, tokens, prompt_lens, page_size) for n, r in rows_by_index.items()}
     tables = [(list(per_pool), list(per_pool.values()))]
     if len({tuple(r[i]["pages"]) for r in rows_by_index.values()}) > 1:
         tables = [([name], [blocks]) for name, blocks in per_pool.items()]
     out: list[str] = []
     for names, pools in tables:
-        lines: list[list] = []  # [blocks, pages, came from, after release]
+        lines: list[list] = []  # [blocks, pages, came from, state in each pool]
         for k, page, source, note, _ in pools[0]:
             states = [p[k][4] for p in pools]
-            after = (
-                states[0] if len(set(states)) == 1 else ", ".join(f"{n}: {s}" for n, s in zip(names, states))
-            )
             came = f"{source}; {note}" if note else source
             last = lines[-1] if lines else None
             step = page - last[1][-1] if last else 0
             if (
                 last
-                and last[2:] == [came, after]
+                and last[2:] == [came, *states]
                 and step in (1, -1)
                 and (len(last[1]) == 1 or step == last[1][-1] - last[1][-2])
             ):
                 last[0].append(k)
                 last[1].append(page)
             else:
-                lines.append([[k], [page], came, after])
-        cells = [["block", "page", "came from", "after release"]]
-        cells += [[_span(b), _span(p), came, after] for b, p, came, after in lines]
-        widths = [max(len(c[n]) for c in cells) for n in range(4)]
-        name = "" if len(names) > 1 else f", {names[0]} pool"
+                lines.append([[k], [page], came, *states])
+        after = names if len(names) > 1 else ["after release"]
+        cells = [["block", "page", "came from", *after]]
+        cells += [[_span(line[0]), _span(line[1]), *line[2:]] for line in lines]
+        widths = [max(len(c[n]) for c in cells) for n in range(len(cells[0]))]
+        name = f", {names[0]} pool" if len(names) == 1 else ""
         out += [""] if out else []
         out.append(f"request {i + 1}{name}: block table {[b[1] for b in pools[0]]}")
+        out += [f"{', '.join(names)}: each pool's page state after release"] if len(names) > 1 else []
         out += [" | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells]
     return "\n".join(out)
 
