@@ -318,7 +318,7 @@ def figure(report: Report):
     from matplotlib.figure import Figure
 
     data, rates = report.data["systems"], report.data["rates"]
-    fig = Figure(figsize=(8.5, 5.5), dpi=100, layout="constrained")  # 850 px: no shrinking in a cell
+    fig = Figure(figsize=(8.5, 5.0), dpi=100, layout="constrained")  # 850 x 500 px: no shrinking in a cell
     FigureCanvasAgg(fig)
     lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
     _latency_panel(lat, data, rates)
@@ -335,7 +335,7 @@ def figure(report: Report):
         bars.text(x, share / 2, f"{share:.0f}%", ha="center", va="center", color="white", fontsize=12)
     bars.set_ylim(0, 100)
     name_thin_top(bars, len(SYSTEMS) - 1, data["paged"][top])
-    bars.set_ylabel(f"% of KV memory, under load ({report.data['top_rate']:g}/s)", fontsize=12)
+    bars.set_ylabel(f"% of K/V slots ({report.data['top_rate']:g} req/s)", fontsize=12)
     handles, labels = bars.get_legend_handles_labels()  # below both panels, clear of the bars
     labels = [t.replace("\n", " ").replace(": ", ":\n", 1) for t in labels]
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=13)
