@@ -348,11 +348,11 @@ _SMALLEST_TEXT_JS = """el => {
   return Math.min(...sizes); }"""
 
 
-# The widths a row's children need side by side (margins included): the stepping row, then
-# the two rows of "Your actions".
+# The widths a row's children need side by side (margins included; a child that grows into
+# the room left counts its min-width): the stepping row, then the two rows of "Your actions".
 _ROW_WIDTHS_JS = """el => {
   const need = row => [...row.children].reduce((sum, c) => { const s = getComputedStyle(c);
-    return sum + c.getBoundingClientRect().width + parseFloat(s.marginLeft)
-      + parseFloat(s.marginRight); }, 0);
+    const own = parseFloat(s.flexGrow) > 0 ? parseFloat(s.minWidth) || 0 : c.getBoundingClientRect().width;
+    return sum + own + parseFloat(s.marginLeft) + parseFloat(s.marginRight); }, 0);
   const stepping = el.closest('.jp-OutputArea-output').querySelector('.pagedkv-step').parentElement;
   return [need(stepping), ...[...el.children].map(need)]; }"""
