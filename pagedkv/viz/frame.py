@@ -116,9 +116,8 @@ def build_frame(
     lru_key: bool = True,
 ) -> Frame:
     """Lay the panels out with matplotlib, render them once and measure where cells are.
-    `columns`: panels per row (default 2 for two views or more); `max_height`: inches the
-    picture may take at most (cells shrink to fit it, panels narrow to their grid);
-    `lru_key` False: the LRU key without its eviction-order bar and "#1" entry (no CACHED page)."""
+    `columns`: panels per row (default 2 for two views or more); `max_height`: inches the picture
+    may take at most (cells shrink to fit); `lru_key` False: no eviction-order bar or "#1" in the LRU key."""
     rows, cols = grid_shape(num_pages)
     ncols = columns or (2 if len(views) >= 2 else 1)  # two views side by side fill a cell's width
     nrows = math.ceil(len(views) / ncols)
