@@ -390,8 +390,8 @@ def test_bench_ui_quick_reports_step_times(tmp_path):
 
 
 def test_a_refused_action_of_yours_is_not_counted_and_a_bare_fork_releases_nothing(dash):
-    """The header's "+N your actions" counts what changed the pool; a refused Add request is counted
-    apart (", 1 refused") and its log heading says "refused". A fork finished before it wrote
+    """The header's "your actions: N (r refused)" counts every press, a refused Add request among
+    the refused, and its log heading says "refused". A fork finished before it wrote
     holds no page of its own: the log says so instead of "its 0 own pages were released"."""
     for _ in range(5):
         dash.step_button.click()
@@ -400,7 +400,9 @@ def test_a_refused_action_of_yours_is_not_counted_and_a_bare_fork_releases_nothi
     dash.prompt.value = "x" * 400  # more than the pool holds: refused
     dash.add_button.click()
     assert dash.run.records[-1].note.startswith("refused")
-    assert "+1 your action, 1 refused" in re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    header = re.sub(r"<[^>]+>", "", dash.step_counter.value)
+    assert f"step 5 of {len(dash.run.steps)} · your actions: 2 (1 refused)" in header  # fork + refused Add
+    assert "your actions: 2 (1 refused)" in dash.status.value  # the status line says it the same way
     log = re.sub(r"<[^>]+>", "", dash.event_log.value)
     assert log.count("your action, refused, (after scenario step 5)") == 1  # the log says which
     assert log.count("your action (after scenario step 5)") == 1  # the fork
@@ -419,11 +421,11 @@ def test_the_counter_counts_the_learners_own_actions_and_back_says_what_it_undid
     dash.fork_button.click()
     dash.decode_button.click()
     counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
-    assert counter.startswith(f"step 5 of {len(dash.run.steps)} · +2 your actions")
+    assert counter == f"step 5 of {len(dash.run.steps)} · your actions: 2"
     assert "2 actions of your own" in dash.step_counter.value  # its tooltip says it in full
     dash.back_button.click()  # undoes Decode all: the scenario stays at step 5
     counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
-    assert counter.startswith(f"step 5 of {len(dash.run.steps)} · +1 your action")
+    assert counter == f"step 5 of {len(dash.run.steps)} · your actions: 1"
     assert "1 action of your own" in dash.step_counter.value
     assert "Back undid your own action" in dash.caption.value and dash.run.cursor == 5
     dash.back_button.click()

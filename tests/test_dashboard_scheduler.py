@@ -82,7 +82,7 @@ def test_once_done_decode_all_runs_the_scheduler_work_your_actions_left():
 
 def test_scheduler_steps_past_the_end_are_not_counted_as_yours():
     """Decode all, once the scenario is done and none of yours is left, runs a scheduler step:
-    the scheduler chose it, so the header's "+n your actions" counts only the presses that acted on
+    the scheduler chose it, so the header's "your actions: n" counts only the presses that acted on
     your sequences. Oracle: the learner's presses, counted here as they are made."""
     dash = Dashboard("preempt")
     dash.goto(3)
@@ -103,11 +103,8 @@ def test_scheduler_steps_past_the_end_are_not_counted_as_yours():
     assert extra > 0 and not dash.run.scheduler.has_unfinished
     assert dash.run.own_actions == presses and dash.run.steps_past_end == extra
     counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
-    assert (
-        counter
-        == f"step 40 of 40 · +{presses} your action{'s' * (presses != 1)} · +{extra} past the end · done"
-    )
-    assert f"{presses} actions of your own" in dash.status.value
+    assert counter == f"step 40 of 40 · your actions: {presses} · +{extra} past the end · done"
+    assert f"your actions: {presses}" in dash.status.value
     log = dash.event_log.value
     assert "scheduler step past the end (after scenario step 40)" in log
     dash.back_button.click()

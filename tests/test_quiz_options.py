@@ -200,8 +200,9 @@ def test_a_first_wrong_prediction_reveals_nothing_and_the_second_pick_reveals_it
         assert escape(data.why) not in ask.result.value and not ask.settled
         assert not ask.choices.disabled and not ask.button.disabled
         ask.answer(second)
-        # a right pick locks the question; after a second wrong one the right answer may be picked
-        assert ask.settled and ask.choices.disabled == ask.button.disabled == (second == data.answer)
+        # the second pick, right or wrong, settles and locks the question
+        assert ask.settled and ask.choices.disabled and ask.button.disabled
+        assert ask.button.description == ("Answered" if second == data.answer else "Answer shown")
         assert escape(data.why) in ask.result.value
         assert ("Right." in ask.result.value) == (second == data.answer)
         assert second == data.answer or f"the answer is “{data.answer}”" in ask.result.value
@@ -209,10 +210,10 @@ def test_a_first_wrong_prediction_reveals_nothing_and_the_second_pick_reveals_it
         assert ask.picture.layout.display != "none" and ask.placeholder.layout.display == "none"
         assert bytes(ask.picture.value).startswith(b"\x89PNG")
         assert ask.run.cursor == 11  # the step ran once, for both picks
-        if second != data.answer:  # then picking the answer says Right, locks, and steps no more
-            after = ask.after.value
+        if second != data.answer:  # then a later pick of the answer changes nothing
+            after, verdict = ask.after.value, ask.result.value
             ask.answer(data.answer)
-            assert "Right." in ask.result.value and ask.choices.disabled and ask.button.disabled
+            assert ask.result.value == verdict and "Right." not in verdict
             assert ask.run.cursor == 11 and ask.after.value == after
 
 
@@ -415,3 +416,20 @@ def test_a_one_question_quiz_shows_no_all_done_summary():
     assert len(quiz.questions) == 1
     quiz.check(0, quiz.questions[0].answer)
     assert quiz.settled == [True] and quiz.summary.layout.display == "none"
+
+
+@pytest.mark.parametrize("k", [0, 2])
+def test_a_question_counts_as_done_only_once_answered_right_or_its_answer_shown(k):
+    """A first wrong pick leaves a second try open: the position line must not count it done."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("01-check")
+    n, q = len(quiz.questions), quiz.questions[k]
+    wrong = [o for o in q.options if o != q.answer]
+    quiz.show(k)  # as a learner's Next does
+    quiz.pickers[k].value = wrong[0]
+    quiz.buttons[k].click()
+    assert f"(0 of {n} done, 0 right at first try)" in quiz.position.value and not quiz.buttons[k].disabled
+    quiz.pickers[k].value = wrong[1]
+    quiz.buttons[k].click()  # the answer is shown: now it is done
+    assert f"(1 of {n} done, 0 right at first try)" in quiz.position.value and quiz.buttons[k].disabled

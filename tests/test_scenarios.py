@@ -507,7 +507,7 @@ def test_a_finish_note_counts_own_pages_and_shared_pages_from_the_ref_counts_bef
         notes[seq_id] = (record.note, len(table) - len(shared), len(shared))
     assert notes["user2"] == (
         "user2 finished: its 4 own pages were released, tail first; "
-        "7 shared pages stay with the others (ref count down by one); pages 12, 13, 14 go CACHED "
+        "7 shared pages stay with the others (ref count down by one); pages 14, 13, 12 go CACHED "
         "(full and hashed: kept for reuse), page 18 goes FREE (partial: no hash)",
         4,
         7,

@@ -562,12 +562,18 @@ def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
     assert "Think it over" in ask.result.value and "the answer is" not in ask.result.value
     assert not ask.button.disabled and not ask.picture.value  # a second try, nothing shown yet
     assert ask.button.button_style == "primary"  # still looks pressable
-    ask.answer("18")  # a second wrong pick: the answer, and the step's picture
+    ask.answer("18")  # a second wrong pick: the answer, the step's picture, and the question locks
     assert run.cursor == 1 and "the answer is “5 pages”" in ask.result.value
-    assert not ask.button.disabled and bytes(ask.picture.value).startswith(b"\x89PNG")
-    ask.answer("5")  # the learner may still pick the answer: then it locks, grey
-    assert run.cursor == 1 and "Right." in ask.result.value and ask.button.disabled
-    assert ask.button.button_style == "" and ask.button.description == "Answered"
+    assert bytes(ask.picture.value).startswith(b"\x89PNG")
+    assert ask.button.disabled and ask.choices.disabled and ask.button.button_style == ""
+    assert ask.button.description == "Answer shown"  # not "Check again": nothing is left to check
+    ask.answer("5")  # a later pick changes nothing: the verdict stands, nothing steps
+    assert run.cursor == 1 and "the answer is “5 pages”" in ask.result.value
+    right = PredictStep("00-prompt-pages", ScenarioRun("walkthrough"))
+    right.answer("5")  # a right pick locks too, labelled "Answered"
+    assert (
+        right.button.disabled and right.button.button_style == "" and right.button.description == "Answered"
+    )
     assert run.seqs.block_table("request_A") == [0, 1, 2, 3, 4]  # what the step really did
 
 

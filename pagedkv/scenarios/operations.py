@@ -162,7 +162,8 @@ class ScenarioOperations:
         self._check_unscheduled(action.seq_id)
         table = self.seqs.block_table(action.seq_id)
         shared = sum(1 for page in table if self.pool.ref_count(page) > 1)
-        fates = self._fates([page for page in table if self.pool.ref_count(page) == 1])
+        # in release order (tail first), as the log's events list them
+        fates = self._fates([page for page in reversed(table) if self.pool.ref_count(page) == 1])
         self.seqs.free(action.seq_id)
         del self.logits[action.seq_id]
         self.scores.pop(action.seq_id, None)

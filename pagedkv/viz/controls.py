@@ -49,7 +49,7 @@ PREFIX_TIP = (
     "tokens computed so far), then your prompt: the full pages those tokens fill are prefix hits"
 )
 PROMPT_TEXT = "Hello, pages!"  # the Prompt box's text at the start and after Reset
-BUTTON_PX = 96  # Step, Back, Reset, Fork, Finish: narrow, so Jump to fits on the Step row
+BUTTON_PX = 88  # Step, Back, Reset, Fork, Finish: narrow, so Jump to fits on the Step row
 DECODE_TIPS = (  # Decode all's tooltip without and with a scheduler
     "your own action: one more token for every live sequence",
     "your own action: one more token for each sequence you added (Step runs the scheduler)",
@@ -109,9 +109,14 @@ class DashboardControls(widgets.VBox):
         self.speed = widgets.ToggleButtons(options=PLAY_SPEEDS, value=800, description="Play speed", style=ST)
         self.speed.add_class("pagedkv-speed")
         self.step_slider = widgets.IntSlider(
-            value=0, min=0, max=len(run.steps), description="Jump to",
-            continuous_update=False, layout=width(width="320px"),
+            value=0, min=0, max=len(run.steps), description="Jump to", readout=False,
+            continuous_update=False, layout=width(width="160px"),
         ).add_class("pagedkv-step-slider")  # fmt: skip
+        self.step_box = widgets.BoundedIntText(  # a bordered box looks editable (a readout does not)
+            value=0, min=0, max=len(run.steps), description="go to step", layout=width(width="130px"),
+            style={"description_width": "initial"},
+        ).add_class("pagedkv-step-box")  # fmt: skip
+        self._links = [widgets.link((self.step_slider, t), (self.step_box, t)) for t in ("max", "value")]
         self.step_counter = widgets.HTML().add_class("pagedkv-step-counter")
         self.caption = widgets.HTML(layout=width(min_height="0")).add_class("pagedkv-caption")
         self.pages_slider = widgets.IntSlider(
@@ -129,13 +134,13 @@ class DashboardControls(widgets.VBox):
         and the confirmation that switching scenarios discards them."""
         width = widgets.Layout
         self.prompt = widgets.Text(
-            value=PROMPT_TEXT, description="Prompt", layout=width(width="300px")
+            value=PROMPT_TEXT, description="Prompt", layout=width(width="250px")
         ).add_class("pagedkv-prompt")
         self.prefix_picker = widgets.Dropdown(
-            description="Prefix of", layout=width(width="220px"), tooltip=PREFIX_TIP
+            description="Prefix of", layout=width(width="200px"), tooltip=PREFIX_TIP
         ).add_class("pagedkv-prefix")
         self.add_button = widgets.Button(description="Add request", icon="plus").add_class("pagedkv-add")
-        self.seq_picker = widgets.Dropdown(description="Sequence", layout=width(width="220px")).add_class(
+        self.seq_picker = widgets.Dropdown(description="Sequence", layout=width(width="200px")).add_class(
             "pagedkv-seq"
         )
         narrow = {"layout": width(width=f"{BUTTON_PX}px")}
@@ -145,11 +150,11 @@ class DashboardControls(widgets.VBox):
             "pagedkv-finish"
         )
         self.decode_button = widgets.Button(
-            description="Decode all", icon="forward", tooltip=DECODE_TIPS[0]
+            description="Decode all", icon="forward", tooltip=DECODE_TIPS[0], layout=width(width="120px")
         ).add_class("pagedkv-decode")
         self.actions_label = widgets.HTML(ACTIONS_LABEL, layout=width(width="110px"))
         # beside the buttons, in the room they leave (it wraps under them in a narrow notebook)
-        self.actions_note = widgets.HTML(layout=width(flex="1 1 240px", min_width="240px")).add_class(
+        self.actions_note = widgets.HTML(layout=width(flex="1 1 200px", min_width="200px")).add_class(
             "pagedkv-actions-note"
         )
         # its own height, not one line's: a question wrapped onto 2 lines is not cut
@@ -217,7 +222,14 @@ class DashboardControls(widgets.VBox):
             options=VIEWS, value=VIEWS[0], style={"button_width": "auto"}
         ).add_class("pagedkv-tabs")
         self.show_view(VIEWS[0])
-        stepping = [self.step_button, self.back_button, self.reset_button, self.play, self.step_slider]
+        stepping = [
+            self.step_button,
+            self.back_button,
+            self.reset_button,
+            self.play,
+            self.step_slider,
+            self.step_box,
+        ]
         self.stepping_row = row(stepping)
         actions = widgets.VBox([
             row([self.actions_label, self.prompt, self.prefix_picker, self.add_button]),

@@ -1,14 +1,14 @@
 """Dashboard: an ipywidgets layout that steps a scenario and shows the pool as it changes.
 
-Step / Back / Reset buttons, a step slider and a Play widget (with its speed) drive a
-`ScenarioRun`; the header has one counter, "step k of N" (· +n your actions: actions, not sequences;
-· +m past the end: scheduler steps Decode all ran once the scenario was done). A
-scenario ends at its last step ("done", Step disabled; requests a scheduler has not finished
-go on with Decode all, once none of yours is left). A picker switches scenario (asking first
-when that would discard your own actions: scenario steps replay); controls add a request (optionally sharing a
-sequence's prefix), fork, finish or decode live sequences (with a scheduler, only those you
-added: Step alone runs its requests); sliders rebuild the pool and replay everything on it.
-Every change re-renders, in place:
+Step / Back / Reset buttons, a step slider with a step box and a Play widget (with its speed)
+drive a `ScenarioRun`; the header has one counter, "step k of N" (· your actions: n (r refused):
+actions, not sequences; · +m past the end: scheduler steps Decode all ran once the scenario was
+done). A scenario ends at its last step ("done", Step disabled; requests a scheduler has not
+finished go on with Decode all, once none of yours is left). A picker switches scenario (asking
+first when that would discard your own actions: scenario steps replay); controls add a request
+(optionally sharing a sequence's prefix), fork, finish or decode live sequences (with a
+scheduler, only those you added: Step alone runs its requests); sliders rebuild the pool and
+replay everything on it. Every change re-renders, in place:
 
 - the pool heatmaps (state, occupancy, owner, ref count) and the LRU-order heatmap, as PNG
   bytes in `ipywidgets.Image` widgets (a click produces no cell output, so notebooks pass
@@ -93,7 +93,7 @@ class Dashboard(DashboardControls):
         self.stay_button.on_click(lambda _: self._confirm_switch(False))
         self.play.observe(self._on_jump, names="value")
         jump, resize = self.debounced(self._on_jump), self.debounced(self._on_geometry)
-        self.step_slider.observe(jump, names="value")
+        self.step_slider.observe(jump, names="value")  # dragged, or typed into its linked step box
         self.speed.observe(self._on_speed, names="value")
         self.scenario_picker.observe(self._on_scenario, names="value")
         for slider in (self.pages_slider, self.page_size_slider):  # arrow keys: one replay, after the last
@@ -267,7 +267,7 @@ class Dashboard(DashboardControls):
         self.event_log.value = log_html(
             run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None, run.page_size
         )
-        self.step_counter.value = counter_html(run)  # step k of N · +n your actions · +m past the end
+        self.step_counter.value = counter_html(run)  # step k of N · your actions: n · +m past the end
         self.actions_note.value = text.actions_note(run)  # an Add request refused: why, in red
         said = html.escape(self._caption())
         if self.message:  # also under the buttons: the status line sits in the Block tables tab

@@ -135,7 +135,6 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     stats = snap.stats
     queries = stats["prefix_queries"]
     rate = f"{stats['prefix_hits'] / queries:.0%}" if queries else "n/a"
-    own = own_done(run)
     text = (  # one line per subject: the pages, the tokens, then yours and the queue
         f"<b>{run.scenario.title}</b> — {run.num_pages} pages × {run.page_size} slots · ACTIVE "
         f"<b>{counts[PageState.ACTIVE]}</b> of {run.num_pages} pages (<b>{snap.usage:.0%}</b>) · "
@@ -145,7 +144,7 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
         f"{stats['prefix_hits']} of {queries} prompt tokens looked up</span> ({rate}) · evictions "
         f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
     )
-    more = [f"{own} action{'s' * (own != 1)} of your own"] * bool(own)
+    more = [your_actions(run)] * bool(run.own_actions)  # as the header says it
     if run.scheduler is not None:  # the queue the scheduler admits from, front first
         queue = [f"{s.req_id}{' (preempted)' * (s.status == 'preempted')}" for s in run.scheduler.waiting]
         more.append(f"<b>waiting queue</b>, front first: {html.escape(', '.join(queue) or 'empty')}")
@@ -156,29 +155,37 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
 
 
 def own_done(run: ScenarioRun) -> int:
-    """Your own actions that did something (not refused): the header's "+n your actions", the
-    status line's and the scenario switch's count."""
+    """Your own actions that did something (not refused): the scenario switch's count."""
     return sum(1 for r in run.records if r.yours and not r.refused)
+
+
+def your_actions(run: ScenarioRun) -> str:
+    """Your own actions, every press counted, refused ones too: "your actions: 2 (1 refused)"
+    (the header's and the status line's one format)."""
+    refused = sum(1 for r in run.records if r.yours and r.refused)
+    total = own_done(run) + refused
+    return f"your actions: {total}" + f" ({refused} refused)" * bool(refused)
 
 
 def counter_text(run: ScenarioRun) -> str:
     """The header's counter as plain text (see `counter_html`), e.g.
-    "step 40 of 40 · +1 your action · steps done, req3 unfinished"."""
+    "step 40 of 40 · your actions: 1 · steps done, req3 unfinished"."""
     return re.sub(r"<[^>]+>", "", counter_html(run))
 
 
 def counter_html(run: ScenarioRun) -> str:
-    """The header's one counter: "step k of N", then "+n your actions" (your own actions that did
-    something), ", r refused" (yours that were refused) and "+m past the end" (scheduler
+    """The header's one counter: "step k of N", then "your actions: n (r refused)" (once you
+    have pressed one; refused ones changed nothing) and "+m past the end" (scheduler
     steps Decode all ran once the scenario was done), then, at the scenario's last step,
     "done" when every request has finished, or "steps done" and the requests still
     unfinished. Short, so the header stays on one line; the tooltip says it in full."""
     own, refused = own_done(run), sum(1 for r in run.records if r.yours and r.refused)
     extra = run.steps_past_end
-    text = f"step {run.cursor} of {len(run.steps)}" + f" · +{own} your action{'s' * (own != 1)}" * bool(own)
-    text += f", {refused} refused" * bool(refused) + f" · +{extra} past the end" * bool(extra)
-    tips = [f"{own} action{'s' * (own != 1)} of your own; they move no scenario step"] * bool(own)
-    tips += [f"{refused} of your actions refused (the log says why); they changed nothing"] * bool(refused)
+    text = f"step {run.cursor} of {len(run.steps)}" + f" · {your_actions(run)}" * bool(own + refused)
+    text += f" · +{extra} past the end" * bool(extra)
+    tips = [f"{own + refused} action{'s' * (own + refused != 1)} of your own; they move no scenario step"]
+    tips = tips * bool(own + refused)
+    tips += [f"{refused} of them refused (the log says why); they changed nothing"] * bool(refused)
     tips += [
         f"{extra} scheduler step{'s' * (extra != 1)} that Decode all ran after the scenario's last step"
     ] * bool(extra)

@@ -113,10 +113,11 @@ def build_frame(
     panel_width: float,
     columns: int | None = None,
     max_height: float | None = None,
+    lru_key: bool = True,
 ) -> Frame:
     """Lay the panels out with matplotlib, render them once and measure where cells are.
-    `columns`: panels per row (default 2 for two views or more); `max_height`: inches the
-    picture may take at most (cells shrink to fit it, panels narrow to their grid)."""
+    `columns`: panels per row (default 2 for two views or more); `max_height`: inches the picture
+    may take at most (cells shrink to fit); `lru_key` False: no eviction-order bar or "#1" in the LRU key."""
     rows, cols = grid_shape(num_pages)
     ncols = columns or (2 if len(views) >= 2 else 1)  # two views side by side fill a cell's width
     nrows = math.ceil(len(views) / ncols)
@@ -129,7 +130,7 @@ def build_frame(
     for k, view in enumerate(views):
         r, c = divmod(k, ncols)
         ax, key_ax = figure.add_subplot(specs[r, 2 * c]), figure.add_subplot(specs[r, 2 * c + 1])
-        _make_axes(view, ax, key_ax, num_pages, cols, page_size)
+        _make_axes(view, ax, key_ax, num_pages, cols, page_size, lru_key)
         axes.append((view, ax, key_ax))
     _draw_wrapping_cut_texts(figure, canvas)
     _reserve_lru_title(figure, canvas, axes, num_pages, dpi / 72)
@@ -257,7 +258,9 @@ def _inside_box(box, key) -> bool:
     return key.x0 <= box.x0 and box.x1 <= key.x1 and key.y0 <= box.y0 and box.y1 <= key.y1
 
 
-def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int) -> None:
+def _make_axes(
+    view: str, ax, key_ax, num_pages: int, cols: int, page_size: int, lru_key: bool = True
+) -> None:
     """The static parts of one panel: title, page-id ticks, grid, colour bar or legend."""
     rows = math.ceil(num_pages / cols)
     # The LRU title names the next victim: stamped lines, reserved here (`_reserve_lru_title`).
@@ -285,11 +288,12 @@ def _make_axes(view: str, ax, key_ax, num_pages: int, cols: int, page_size: int)
     ax.set_xlabel(f"page id = row + column{filler}", fontsize=FONT_PT, loc="left" if filler else "center")
     for spine in ax.spines.values():
         spine.set_visible(False)
-    _make_key(view, key_ax, page_size)
+    _make_key(view, key_ax, page_size, lru_key)
 
 
-def _make_key(view: str, key_ax, page_size: int) -> None:
-    """The panel's key beside it: the state legend, or the colour bar of its measure."""
+def _make_key(view: str, key_ax, page_size: int, lru_key: bool = True) -> None:
+    """The panel's key beside it: the state legend, or the colour bar of its measure (the LRU
+    order's bar and "#1" entry only with `lru_key`: with no CACHED page there is no order)."""
     key_ax.set_axis_off()
     figure = key_ax.figure
     if view == "state":
@@ -310,15 +314,17 @@ def _make_key(view: str, key_ax, page_size: int) -> None:
         bar.set_label("ref count", fontsize=FONT_PT)
         bar.ax.tick_params(labelsize=FONT_PT)
     elif view == "lru":
-        sm = ScalarMappable(Normalize(0, 1), colormaps[LRU_CMAP])
-        bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.45, 0.15, 0.53]), ticks=[0, 1])
-        bar.ax.set_yticklabels(["evicted last", "evicted next"])
-        bar.ax.tick_params(labelsize=FONT_PT)
         handles = [
-            Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim"),
             Patch(facecolor=LRU_FREE_COLOR, edgecolor="#999999", label="FREE (if any): used first"),
             Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE (held, kept)"),
         ]
+        if lru_key:
+            sm = ScalarMappable(Normalize(0, 1), colormaps[LRU_CMAP])
+            bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.45, 0.15, 0.53]), ticks=[0, 1])
+            bar.ax.set_yticklabels(["evicted last", "evicted next"])
+            bar.ax.tick_params(labelsize=FONT_PT)
+            victim = Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim")
+            handles.insert(0, victim)
         key_ax.legend(
             handles=handles,
             loc="lower left",

@@ -48,9 +48,7 @@ from pagedkv.viz.heatmap_views import (
     view_cells,
     wrap_seq_id,
 )
-from pagedkv.viz.heatmap_views import (
-    legend_lines as _legend_lines,
-)
+from pagedkv.viz.heatmap_views import legend_lines as _legend_lines
 from pagedkv.viz.palette import DEFAULT_PALETTE, VICTIM_COLOR, SequencePalette
 
 __all__ = [
@@ -127,14 +125,20 @@ class PoolHeatmap:
         self.suptitle = ""
         self._png: bytes | None = None  # the current picture, encoded once
         self._key: tuple = ()  # everything the current picture shows
-        self._frame = build_frame(
-            self.num_pages, self.page_size, views, dpi, float(panel_width), columns, max_height
-        )
-        self.panels = {p.view: Panel(p) for p in self._frame.panels}
-        # page ids in the cells only while the largest fits whole (else the axes carry them)
-        widest, frame = str(self.num_pages - 1), self._frame
+        geometry = (views, dpi, float(panel_width), columns, max_height)
+        self._frame_args = (self.num_pages, self.page_size, *geometry)
+        self._use_frame()
+
+    def _use_frame(self, cached: bool = True) -> None:
+        """Draw on the frame of this geometry: an LRU view keys its eviction order only if `cached`."""
+        frame = build_frame(*self._frame_args, lru_key=cached or "lru" not in self.views)
+        if frame is getattr(self, "_frame", None):
+            return
+        self._frame, self._key = frame, ()
+        self.panels = {p.view: Panel(p) for p in frame.panels}
+        widest = str(self.num_pages - 1)
         fits = fit_text(widest, frame.label_px, frame.label_room) == widest
-        self.labelled = self.num_pages <= MAX_LABELLED_PAGES and fits
+        self.labelled = self.num_pages <= MAX_LABELLED_PAGES and fits  # else the axes carry the ids
 
     # ---- updates -------------------------------------------------------------------------------
 
@@ -149,6 +153,7 @@ class PoolHeatmap:
                 f"heatmap draws {self.num_pages} pages of {self.page_size}"
             )
         self.snapshot = snapshot
+        self._use_frame(cached=bool((snapshot.lru_rank >= 0).any()))  # none: no eviction order to key
         self._holders = last_holders(snapshot, events, self.active_owners) if "lru" in self.panels else {}
         counts = np.bincount(snapshot.state, minlength=3)
         # A lone panel leaves the clock out, so its picture changes only when its cells do.
@@ -164,13 +169,9 @@ class PoolHeatmap:
             rgba, panel.labels = view_cells(snapshot, panel, context)
             panel.colors = pack_rgba(rgba)
             panel.dark = rgba[:, :3] @ _LUMA < 0.5
-        key = (
-            self.suptitle,
-            *(
-                (p.colors.tobytes(), tuple(p.labels), p.title, p.victim, tuple(p.legend))
-                for p in self.panels.values()
-            ),
-        )
+        panels = self.panels.values()
+        marks = [(p.colors.tobytes(), tuple(p.labels), p.title, p.victim, tuple(p.legend)) for p in panels]
+        key = (self.suptitle, *marks)
         if key != self._key:  # an unchanged picture keeps its PNG: no encoding at all
             self._key, self._png = key, None
 

@@ -12,8 +12,8 @@ questions at the end of a notebook, and open questions with an answer to reveal.
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
 quite. Think it over" and a second try, with nothing given away; a right pick, or a second
 wrong one, shows the answer and why, and what the wrong pick overlooked (a prediction adds
-its longer `after` text, if it has one, and the pool heatmap after the step). A right pick
-locks the question in both, so a later click cannot count as a wrong try. A quiz titled
+its longer `after` text, if it has one, and the pool heatmap after the step). Either locks
+the question in both ("Answered" or "Answer shown"), so a later click cannot count as a try. A quiz titled
 "Predict" asks about the cells below it: a line under its question says they show the
 answer, and goes once the answer is shown.
 
@@ -182,7 +182,7 @@ class PredictStep(widgets.VBox):
         if self.choices.value is None:
             self.result.value = _box("Pick an answer first, then press Step and check.", WRONG)
             return
-        if self.button.disabled:  # locked: the right answer was picked
+        if self.button.disabled:  # locked: the question is settled
             return
         if self.actual is None:  # the step runs once; a second try is graded on the same step
             if self.run.done:
@@ -192,20 +192,17 @@ class PredictStep(widgets.VBox):
             self.actual = self.data.read(self._record, self.run)
         picked = self.choices.value
         hint = self.data.hints.get(picked, "")
-        was_settled = self.settled  # after a reveal, picking the right answer only grades it
         shown, actual = self.data.label(picked), self.data.label(self.actual)
         self.result.value, self.settled = grade(shown, actual, self.data.why, self.misses, hint)
-        if self.settled and not was_settled:
+        if self.settled:
             self._reveal(self._record)
-        elif was_settled:
-            self._lock_if_right()
         else:
             self.misses += 1
             self.button.description, self.button.icon = "Check again", "check"  # the step has run
 
     def _reveal(self, record: ActionRecord | None) -> None:
-        """Show the pool after the step, its caption and the `after` text. A right pick locks
-        the buttons; after a second wrong one the learner may still pick the right answer."""
+        """Show the pool after the step, its caption and the `after` text, and lock the
+        question (as a quiz does): the learner's pick stays selected, the answer is named."""
         self._heatmap.update(self.run.snapshots[-1], self.run.events)  # lru: "last held by"
         self.picture.value = self._heatmap.png()
         self.picture.layout.display = ""
@@ -213,16 +210,12 @@ class PredictStep(widgets.VBox):
         lru = " #1 (outlined) is evicted next; grey pages are ACTIVE, named by their holder." * self._lru
         self.caption.value = _box(f"<b>The pool after step{step}</b>, the step you predicted.{lru}")
         self.placeholder.layout.display = "none"
-        self.button.description, self.button.icon = "Check again", "check"
-        self._lock_if_right()
+        self.choices.disabled = self.button.disabled = True
+        self.button.button_style = ""  # grey: the settled button looks as locked as it is
+        # not "Check again": nothing is left to check (the quiz's two labels)
+        self.button.description, self.button.icon = ("Answer shown", "Answered")[bool(self.correct)], "check"
         if self.data.after:
             self.after.value = _box(markdown_html(self.data.after))
-
-    def _lock_if_right(self) -> None:
-        if self.correct:
-            self.choices.disabled = self.button.disabled = True
-            self.button.button_style = ""  # grey: the settled button looks as locked as it is
-            self.button.description = "Answered"  # not "Check again": nothing is left to check
 
     @property
     def correct(self) -> bool | None:

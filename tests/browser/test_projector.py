@@ -155,7 +155,7 @@ def test_walkthrough_at_projector_size(projector_notebook, screenshot_dir):
 
 
 def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot_dir) -> None:
-    """After a Fork and a Decode all the counter says so ("· +2 your actions") and stays one line
+    """After a Fork and a Decode all the counter says so ("· your actions: 2") and stays one line
     beside the scenario picker, with the file browser closed (cell ~1100 px) and open (~850);
     two presses of Back then undo both, and the counter reads as before."""
     page = nb.page
@@ -163,7 +163,7 @@ def header_stays_on_one_line_after_actions_of_yours(nb: NotebookPage, screenshot
     for button in ("button.pagedkv-fork", "button.pagedkv-decode"):
         page.locator(button).first.click()
         nb.wait_idle()
-    counter.filter(has_text="+2 your actions").wait_for(timeout=60_000)
+    counter.filter(has_text="your actions: 2").wait_for(timeout=60_000)
     sidebar = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first
     for browser in ("closed", "open"):
         if browser == "open":
@@ -217,9 +217,9 @@ _BOX_JS = """el => { const r = el.getBoundingClientRect();
 
 
 def _jump_to(nb: NotebookPage, step: int) -> None:
-    """Type `step` into the dashboard's Jump to readout and wait until it is drawn."""
+    """Type `step` into the dashboard's "go to step" box and wait until it is drawn."""
     page = nb.page
-    page.locator(".pagedkv-step-slider .widget-readout").click()
+    page.locator(".pagedkv-step-box input").first.click()
     page.keyboard.press("Control+A")
     page.keyboard.type(str(step))
     page.keyboard.press("Enter")
@@ -305,3 +305,54 @@ def every_view_shows_under_the_step_button(nb: NotebookPage) -> None:
     assert len(actions_at) == 1, actions_at  # switching views does not move the actions
     page.locator(".pagedkv-tabs button", has_text="Pool and log").first.click()
     nb.wait_idle()
+
+
+MAX_DASHBOARD_PX = 570  # picker to "Your actions": inside the 600-px notebook area at 1280x720
+
+
+def test_the_dashboard_fits_with_the_file_browser_open(projector_notebook, screenshot_dir):
+    """The layout a learner gets from `make lab`: the file browser open, the notebook column
+    ~850 px wide. The whole dashboard, scenario picker to "Your actions", is at most
+    MAX_DASHBOARD_PX tall, every text in it at least 12 px, and Jump's step box is a box."""
+    nb = projector_notebook("00_start_here.ipynb")
+    page = nb.page
+    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # the file browser
+    page.wait_for_timeout(800)
+    nb.run_all()
+    picker = page.locator(".pagedkv-scenario").first
+    picker.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(500)
+    column = page.locator(".jp-NotebookPanel-notebook").first.evaluate(_BOX_JS)
+    top = picker.evaluate(_BOX_JS)["top"]
+    bottom = page.locator(".pagedkv-actions").first.evaluate(_BOX_JS)["bottom"]
+    page.screenshot(path=str(screenshot_dir / "dashboard_file_browser_open.png"))
+    assert column["width"] < 1000, column  # the file browser takes its room
+    assert bottom - top <= MAX_DASHBOARD_PX, (top, bottom, column)
+    smallest = page.locator(".pagedkv-actions").first.evaluate(_SMALLEST_TEXT_JS)
+    assert smallest >= 12, smallest
+    # each row of controls fits one line of an 850-px column's output area (850 less the prompt)
+    rows = page.locator(".pagedkv-actions").first.evaluate(_ROW_WIDTHS_JS)
+    stepping = page.locator("button.pagedkv-step").first.evaluate("el => el.parentElement.children.length")
+    assert stepping == 6 and all(width <= 850 - 105 for width in rows), rows
+    box = page.locator(".pagedkv-step-box input").first
+    style = box.evaluate("el => [getComputedStyle(el).borderTopStyle, getComputedStyle(el).borderTopWidth]")
+    assert style[0] != "none" and float(style[1].rstrip("px")) >= 1, style  # looks like an input
+
+
+_SMALLEST_TEXT_JS = """el => {
+  const dash = el.closest('.jp-OutputArea-output');
+  const sizes = [...dash.querySelectorAll('*')]
+    .filter(e => e.getClientRects().length
+                 && [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()))
+    .map(e => parseFloat(getComputedStyle(e).fontSize));
+  return Math.min(...sizes); }"""
+
+
+# The widths a row's children need side by side (margins included; a child that grows into
+# the room left counts its min-width): the stepping row, then the two rows of "Your actions".
+_ROW_WIDTHS_JS = """el => {
+  const need = row => [...row.children].reduce((sum, c) => { const s = getComputedStyle(c);
+    const own = parseFloat(s.flexGrow) > 0 ? parseFloat(s.minWidth) || 0 : c.getBoundingClientRect().width;
+    return sum + own + parseFloat(s.marginLeft) + parseFloat(s.marginRight); }, 0);
+  const stepping = el.closest('.jp-OutputArea-output').querySelector('.pagedkv-step').parentElement;
+  return [need(stepping), ...[...el.children].map(need)]; }"""
