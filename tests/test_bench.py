@@ -449,7 +449,7 @@ def test_notebooks_bench_runs_each_notebook_beside_a_bare_kernel(tmp_path):
     write(tmp_path / "exercises" / "ex.ipynb", "y = 2")
     report = notebooks.run(directory=str(tmp_path), timeout=120)
     assert [row[0] for row in report.rows] == ["00_ok.ipynb", "01_fails.ipynb", "exercises/ex.ipynb"]
-    for name, seconds, kernel, ratio, verdict in report.rows:
+    for name, seconds, kernel, ratio, verdict, *_ in report.rows:
         assert seconds > 0 and kernel > 0 and ratio == pytest.approx(seconds / kernel)
         assert verdict in ("met", "NOT met") or name == "01_fails.ipynb"
     assert report.rows[1][4].startswith("error:") and "broken on purpose" in report.rows[1][4]
@@ -459,6 +459,34 @@ def test_notebooks_bench_runs_each_notebook_beside_a_bare_kernel(tmp_path):
         notebooks.run(directory=str(tmp_path), only=["zz"])
     with pytest.raises(ValueError, match="folder of notebooks"):
         notebooks.run(directory=str(tmp_path / "missing"))
+
+
+def test_notebooks_bench_counts_the_core_path_a_reader_meets():
+    """Words and code cells, of the whole notebook and of the cells shown before a folded
+    Optional section is opened, counted by hand on a small notebook."""
+    import nbformat
+
+    from pagedkv.bench.notebooks import FOLDED, reading_size
+
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    cells = [
+        md("## One two"),  # 2 words, core
+        code("x = 1"),  # core
+        md("### Optional: three four five", metadata={FOLDED: True}),  # 4 words, core
+        md("six seven"),  # folded
+        code("y = 2"),  # folded
+        md("#### deeper"),  # folded: a deeper heading does not end the fold
+        md("### Back"),  # ends the fold: 1 word, core
+        code("z = 3"),  # core
+    ]
+    assert reading_size(cells) == {
+        "all_words": 10,
+        "all_code_cells": 3,
+        "all_minutes": 3,  # 10 words / 100 a minute + 3 code cells, rounded
+        "core_words": 7,
+        "core_code_cells": 2,
+        "core_minutes": 2,
+    }
 
 
 def test_format_table_prints_percentage_columns_as_percentages():

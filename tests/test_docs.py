@@ -245,11 +245,12 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 def _notebook_links() -> list[tuple[Path, str]]:
     """(file, link target) of every relative link in the notebooks' markdown cells and in
-    notebooks/README.md (web addresses and in-page anchors left out)."""
+    notebooks/README.md (web addresses and in-page anchors left out; the copies a running
+    JupyterLab keeps in .ipynb_checkpoints/ are not the notebooks)."""
     import nbformat
 
     found = []
-    pages = sorted(ROOT.glob("notebooks/**/*.ipynb"))
+    pages = sorted(p for p in ROOT.glob("notebooks/**/*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     for path in [*pages, ROOT / "notebooks" / "README.md"]:
         if path.suffix == ".ipynb":
             cells = nbformat.read(path, as_version=4).cells

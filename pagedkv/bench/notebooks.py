@@ -7,6 +7,11 @@ from the kernel's start to the last cell's end (shutting the kernel down is not 
 The two are measured one after the other for each notebook, so the machine's load is about
 the same for both; the ratio column says how many kernel starts the notebook costs.
 
+Beside the times, each notebook's size as a reader meets it: words of prose and code cells,
+for the whole notebook and for its core path (the cells JupyterLab shows when it opens the
+notebook, before any folded Optional section is opened), and the minutes docs/teaching.md
+estimates from them (100 words a minute, one minute per code cell).
+
 Target (issue 21): every notebook <= 12 s, kernel start included. On a shared machine every
 number here moves with the load (the notes give it); the test of this benchmark checks the
 table's shape only. Needs `nbclient` and `jupyter_client` (installed with JupyterLab).
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import time
 from pathlib import Path
 
@@ -25,6 +31,10 @@ HELP = "Run All seconds of each notebook in a fresh kernel, beside a bare kernel
 TARGET_S = 12.0
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = "python3"
+FOLDED = "jp-MarkdownHeadingCollapsed"  # a heading cell JupyterLab opens folded
+WORDS_PER_MINUTE, MINUTES_PER_CODE_CELL = 100, 1  # docs/teaching.md's reading estimate
+_HEADING = re.compile(r"(#{1,6})\s")
+_WORD = re.compile(r"\w+")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +56,40 @@ def _notebooks(directory: Path, only: list[str] | None) -> list[Path]:
     if not found:
         raise ValueError(f"no notebook in {directory}" + (f" starting with {only}" if only else ""))
     return found
+
+
+def _heading_level(cell) -> int | None:
+    """The level of the heading a markdown cell starts with (1 for "# ..."), else None."""
+    match = _HEADING.match(cell.source.lstrip()) if cell.cell_type == "markdown" else None
+    return len(match.group(1)) if match else None
+
+
+def folded(cells: list) -> list[bool]:
+    """For each cell, whether JupyterLab hides it when it opens the notebook: a heading cell
+    whose metadata sets FOLDED hides every later cell up to the next heading of the same or a
+    higher level (a deeper heading stays hidden with the rest)."""
+    hidden, fold_level = [], None
+    for cell in cells:
+        level = _heading_level(cell)
+        if fold_level is not None and level is not None and level <= fold_level:
+            fold_level = None
+        hidden.append(fold_level is not None)
+        if fold_level is None and level is not None and cell.metadata.get(FOLDED):
+            fold_level = level
+    return hidden
+
+
+def reading_size(cells: list) -> dict[str, int]:
+    """Words of prose and code cells of the whole notebook and of its core path (the cells
+    shown before any fold is opened), and the minutes docs/teaching.md estimates from them."""
+    size = {}
+    for part, keep in (("all", [True] * len(cells)), ("core", [not h for h in folded(cells)])):
+        shown = [c for c, k in zip(cells, keep) if k]
+        words = sum(len(_WORD.findall(c.source)) for c in shown if c.cell_type == "markdown")
+        code = sum(c.cell_type == "code" for c in shown)
+        size[f"{part}_words"], size[f"{part}_code_cells"] = words, code
+        size[f"{part}_minutes"] = round(words / WORDS_PER_MINUTE + code * MINUTES_PER_CODE_CELL)
+    return size
 
 
 def _bare_kernel_seconds(cwd: Path) -> float:
@@ -93,6 +137,8 @@ def run(
     only: list[str] | None = None,
     timeout: int = 600,
 ) -> Report:
+    import nbformat
+
     folder = Path(directory) if directory is not None else ROOT / "notebooks"
     paths = _notebooks(folder, only)
     if quick:
@@ -104,8 +150,9 @@ def run(
         seconds, status = _run_all_seconds(path, timeout)
         verdict = status if status != "ok" else ("met" if seconds <= TARGET_S else "NOT met")
         name = str(path.relative_to(folder))
-        rows.append([name, seconds, kernel, seconds / kernel, verdict])
-        data[name] = {"seconds": seconds, "kernel_start_seconds": kernel, "status": status}
+        size = reading_size(nbformat.read(path, as_version=4).cells)
+        rows.append([name, seconds, kernel, seconds / kernel, verdict, *size.values()])
+        data[name] = {"seconds": seconds, "kernel_start_seconds": kernel, "status": status, **size}
     slow = [row[0] for row in rows if row[4] != "met"]
     notes = [
         f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
@@ -114,7 +161,19 @@ def run(
     ]
     return Report(
         title=f"bench notebooks: Run All in a fresh '{KERNEL}' kernel, beside a bare kernel's start",
-        columns=["notebook", "Run All s", "bare kernel start s", "ratio", f"<= {TARGET_S:.0f} s"],
+        columns=[
+            "notebook",
+            "Run All s",
+            "bare kernel start s",
+            "ratio",
+            f"<= {TARGET_S:.0f} s",
+            "words",
+            "code cells",
+            "minutes",
+            "core words",
+            "core code cells",
+            "core minutes",
+        ],
         rows=rows,
         notes=notes,
         data=data,

@@ -94,8 +94,8 @@ def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tu
 
 
 PREDICT_NOTE = (
-    "<div style='color:#555555;font-size:14px;font-style:italic'>The cells below show the"
-    " answer: pick yours before you scroll on.</div>"
+    "<div style='color:#555555;font-size:14px;font-style:italic'>Pick yours first: what"
+    " follows shows the answer.</div>"
 )
 
 
