@@ -284,8 +284,9 @@ def test_a_first_wrong_pick_shows_that_picks_hint_and_a_second_shows_the_answer(
     assert escape(q.hints[wrong[0]]) not in second
 
 
-def test_a_prediction_quiz_says_the_cells_below_hold_its_answer_until_answered():
-    """After Run All the cells under a "Predict" quiz hold its answer: the quiz says so under
+def test_a_prediction_quiz_says_what_follows_holds_its_answer_until_answered():
+    """After Run All what follows a "Predict" quiz holds its answer (in the next cells, or in a
+    closed box to open after answering): the quiz says so under
     its question until every question is settled (right, or wrong twice); a check quiz at a
     notebook's end says nothing of the kind."""
     from pagedkv.viz import Quiz
@@ -294,7 +295,7 @@ def test_a_prediction_quiz_says_the_cells_below_hold_its_answer_until_answered()
         quiz = Quiz(qid)
         predict = BANK["quiz"][qid].title == "Predict"
         assert (quiz.note.layout.display != "none") == predict, qid
-        assert quiz.children[-1] is quiz.note and "The cells below show the answer" in quiz.note.value
+        assert quiz.children[-1] is quiz.note and "what follows shows the answer" in quiz.note.value
     quiz = Quiz("11-predict-routing")
     q = quiz.questions[0]
     wrong = [o for o in q.options if o != q.answer]
