@@ -8,6 +8,7 @@ pictures), e.g. the cells that show what a step did, right under the prediction 
 
 from __future__ import annotations
 
+import base64
 import html
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +37,12 @@ def reveal(title: str, text: str) -> widgets.Accordion:
     return accordion
 
 
+def _base64(png: bytes | str) -> str:
+    """A captured PNG as base64 text: IPython's formatter gives the PNG's bytes (a kernel
+    encodes them only when it sends them), an Image made from base64 data gives that text."""
+    return base64.b64encode(png).decode("ascii") if isinstance(png, bytes) else png
+
+
 @contextmanager
 def revealed(title: str) -> Iterator[widgets.Accordion]:
     """Display one collapsed accordion titled `title` holding what the `with` block printed and
@@ -52,7 +59,9 @@ def revealed(title: str) -> Iterator[widgets.Accordion]:
     for output in captured.outputs:
         data = output.data
         if "image/png" in data:
-            parts.append(f"<img src='data:image/png;base64,{data['image/png']}' style='max-width:100%'>")
+            parts.append(
+                f"<img src='data:image/png;base64,{_base64(data['image/png'])}' style='max-width:100%'>"
+            )
         elif "text/html" in data:
             parts.append(data["text/html"])
         else:
