@@ -256,11 +256,11 @@ def test_05_names_the_step_where_req1_takes_its_next_page():
             span = record.spans[page]
             break
     words = f"Step {allocated_at}: the scheduler takes page {page} for req1's tokens {span[0]}–{span[1]}"
-    # said once, in section 8's "Step 11, step by step", below the dashboard; the prediction's
+    # said once, in section 8's Optional "Step 11, step by step", below the dashboard; the prediction's
     # after text points there instead of telling it again
     path = next(p for p in NOTEBOOKS if p.name.startswith("05"))
     cells = json.loads(path.read_text())["cells"]
-    told = [c for c in cells if "".join(c["source"]).startswith("### Step 11, step by step")]
+    told = [c for c in cells if "".join(c["source"]).startswith("#### Step 11, step by step")]
     assert len(told) == 1 and words in " ".join("".join(told[0]["source"]).replace("**", "").split())
     assert words not in " ".join(questions.prediction("05-preempt").after.replace("**", "").split())
     ask = PredictStep("05-preempt")
