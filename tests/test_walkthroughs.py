@@ -470,3 +470,17 @@ def test_the_answer_check_sees_a_printed_answer():
         {"cell_type": "code", "source": ["print(n)"], "outputs": [{"text": ["pages taken: 5"]}]},
     ]
     assert [qid for qid, _ in _answers_in_sight(cells)] == ["00-prompt-pages"]  # once: not after the heading
+
+
+def test_05_gives_the_extra_steps_of_the_quick_bench_to_the_pool_not_to_preemption():
+    """A learner read "preemption made the run 44 % longer" beside a swap run that recomputes
+    nothing yet takes as many steps: section 7 now names the pool, and the bench's own rows
+    show why (same steps with and without recomputation)."""
+    from pagedkv.bench import preempt
+
+    data = preempt.run(quick=True).data
+    assert data["swap"]["recomputed_tokens"] == 0 < data["recompute"]["recomputed_tokens"]
+    assert data["swap"]["steps"] == data["recompute"]["steps"] > data["no pressure"]["steps"]
+    text = " ".join(_texts(next(p for p in NOTEBOOKS if p.name.startswith("05"))).split())
+    assert "preemption made the run" not in text
+    assert "The small pool made the run longer, not preemption itself." in text
