@@ -582,6 +582,13 @@ def test_page_size_figure_has_one_legend_for_every_panel():
     assert [ax.get_ylim() for ax in fig.axes] == [(0.0, 100.0), (0.0, 100.0)]
 
 
+def test_page_size_figure_with_one_pool_names_it_in_a_title_without_a_legend():
+    report = page_size.run(requests=10, page_sizes="4,16", capacities="8192")
+    fig = page_size.figure(report, timing=False)
+    assert fig.legends == [] and [ax.get_legend() for ax in fig.axes] == [None, None]
+    assert fig.get_suptitle() == "pool of 8,192 slots"
+
+
 def test_scale_prefill_is_the_prompts_plus_what_readmissions_compute_again():
     from pagedkv.bench import scale
 

@@ -189,6 +189,21 @@ def test_queue_empty_step_and_last_few_against_a_hand_made_run():
         scale.last_few(data, 7, 9)
 
 
+def test_window_against_a_hand_made_run():
+    """Section 5's lines starting `steps`: means and the peak queue, counted by hand."""
+    from pagedkv.bench import scale
+
+    data = {
+        "waiting": [4, 2, 3, 5, 1, 0],
+        "running": [2, 4, 4, 2, 6, 6],
+        "active_pages": [4, 8, 20, 10, 30, 6],
+    }
+    w = scale.window(data, 1, 4)  # steps 1 to 3: 4, 4, 2 running on 8, 20, 10 pages
+    assert w["running"] == 10 / 3 and w["pages_each"] == (38 / 3) / (10 / 3)
+    assert (w["most_waiting"], w["most_waiting_step"]) == (5, 3)
+    assert scale.window(data, 0, 2)["most_waiting_step"] == 0
+
+
 def test_chain_speed_is_the_batch_ratio_times_the_inverse_bytes_ratio():
     from pagedkv.labs import costs, step_bytes
     from pagedkv.viz.throughput_chain import chain_figure

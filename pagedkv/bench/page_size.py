@@ -312,6 +312,9 @@ def figure(report: Report, timing: bool = True):
             ax.set_ylim(0, 100)
         ax.set_xlabel("page size (tokens)")
         ax.set_title(label, fontsize=10)
+    if len(colors) == 1:  # one pool: named in a title, a legend of one line adds nothing
+        fig.suptitle(f"pool of {capacities[0]:,} slots", fontsize=10)
+        return fig
     # one legend above the panels: every panel draws the same pools
     fig.legend(
         *fig.axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=len(colors), fontsize=8

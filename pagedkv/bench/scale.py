@@ -200,6 +200,20 @@ def last_few(data: dict, low: int, high: int) -> dict:
     }
 
 
+def window(data: dict, first: int, last: int) -> dict:
+    """Over steps `first` to `last` - 1: the mean running sequences, the mean ACTIVE pages per
+    running sequence, and the most requests waiting (a preempted one goes back to the queue)
+    with the first step that many wait."""
+    running = float(np.mean(data["running"][first:last]))
+    waiting = data["waiting"][first:last]
+    return {
+        "running": running,
+        "pages_each": float(np.mean(data["active_pages"][first:last])) / running,
+        "most_waiting": max(waiting),
+        "most_waiting_step": first + waiting.index(max(waiting)),
+    }
+
+
 def metadata_bytes(num_pages: int, page_size: int, seed: int = 0) -> dict:
     """Traced bytes of a bookkeeping pool's metadata per page, and of a live sequence."""
     config = CacheConfig.bookkeeping(num_pages, page_size)
