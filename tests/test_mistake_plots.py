@@ -44,3 +44,22 @@ def test_system_prompt_requests() -> None:
     assert len(system) == 32 and len(requests) == 40
     assert all(r[:32] == system and len(r) == 40 and all(97 <= t < 123 for t in r[32:]) for r in requests)
     assert system_prompt_requests()[1] == requests  # seeded: the same every call
+
+
+def test_room_markers_only_drops_lines_and_keeps_markers() -> None:
+    fig = room(
+        plot_query_outputs({"p": [[1.0, 2.0], [2.0, 1.0]], "q": [[0.0, 1.0], [1.0, 0.0]]}, "t"),
+        markers_only=True,
+        xlabel="element",
+        height_in=4.5,
+    )
+    assert [ax.get_xlabel() for ax in fig.axes] == ["element", "element"]
+    assert fig.get_size_inches()[1] == 4.5
+    drawn = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("query")]
+    assert len(drawn) == 2 and all(line.get_linestyle() == "None" for line in drawn)
+    assert {line.get_marker() for line in drawn} == {"o", "x"}
+    keys = fig.legends[0].get_lines()  # the legend's keys match the picture
+    assert keys and all(key.get_linestyle() == "None" for key in keys)
+    kept = room(plot_query_outputs({"p": [[1.0, 2.0]]}, "t"))  # the default keeps the lines
+    queries = [line for line in kept.axes[0].get_lines() if line.get_label().startswith("query")]
+    assert [line.get_linestyle() for line in queries] == ["-"]
