@@ -112,8 +112,9 @@ def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
     assert {row["router"] for row in json.loads(path.read_text())["rows"]} == set(routing.ROUTERS)
 
 
-def test_each_panel_of_the_figure_keys_its_own_lines_by_router():
-    """The imbalance panel names its routers itself, in the colours of its own lines."""
+def test_the_figure_keys_both_panels_lines_by_router_in_one_legend():
+    """One legend for the figure, none per panel: it names the routers in the colours both
+    panels draw them in."""
     from pagedkv.bench import Report
 
     data = {
@@ -121,9 +122,9 @@ def test_each_panel_of_the_figure_keys_its_own_lines_by_router():
         for i, r in enumerate(routing.ROUTERS)
     }
     fig = bench_routing.figure(Report("routing", [], [], data=data))
+    assert [ax.get_legend() for ax in fig.axes] == [None, None]
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == list(routing.ROUTERS)
+    keyed = [h.get_color() for h in legend.legend_handles]
     for ax in fig.axes:
-        legend = ax.get_legend()
-        assert legend is not None
-        assert [t.get_text() for t in legend.get_texts()] == list(routing.ROUTERS)
-        keyed = [h.get_color() for h in legend.legend_handles]
         assert keyed == [line.get_color() for line in ax.get_lines()[: len(routing.ROUTERS)]]

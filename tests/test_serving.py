@@ -222,3 +222,21 @@ def test_every_rate_is_a_tick_and_paged_thin_slices_are_named_with_their_shares(
     for key in ("internal_fragmentation", "free"):
         assert f"{top[key]:.1f}%" in callout.get_text()
     assert callout.get_window_extent().x0 >= lat.get_window_extent().x1  # clear of the left panel
+
+
+def test_the_latency_legend_names_each_system_as_the_tables_do():
+    # The tables and the text call the systems max, pow2, oracle, paged: the legend too, each
+    # name in the colour of its own line.
+    fig = bench.recorded("serving").figure()
+    lat = fig.axes[0]
+    legend = lat.get_legend()
+    names = [t.get_text() for t in legend.get_texts()]
+    assert (
+        names[: len(bench_serving.SYSTEMS)]
+        == list(bench_serving.SYSTEMS)
+        == ["max", "pow2", "oracle", "paged"]
+    )
+    lines = {line.get_label(): line.get_color() for line in lat.get_lines()}
+    assert [lines[s] for s in bench_serving.SYSTEMS] == [
+        bench_serving.SYSTEM_COLORS[s] for s in bench_serving.SYSTEMS
+    ]

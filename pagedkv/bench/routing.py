@@ -162,7 +162,7 @@ def figure(report: Report):
         color="#555555",
         fontsize=12,
     )
-    hit.legend(fontsize=12)
-    imb.legend(fontsize=12, loc="upper left")  # each panel keys its own lines
     fig.suptitle("Routing across replicas: cache affinity vs load balance", fontsize=13)
+    handles, labels = hit.get_legend_handles_labels()  # both panels draw the routers alike
+    fig.legend(handles, labels, loc="outside lower center", ncol=len(labels), fontsize=12, frameon=False)
     return fig

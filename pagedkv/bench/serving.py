@@ -297,8 +297,7 @@ def _latency_panel(lat, data: dict, rates: list[float]) -> None:
     its legend above the panel."""
     for system, marker in zip(SYSTEMS, "osD^", strict=True):
         latency = [data[system][str(r)]["normalized_latency"] for r in rates]
-        name = "paged" if system == "paged" else f"contiguous {system}"
-        lat.plot(rates, latency, marker=marker, color=SYSTEM_COLORS[system], label=name)
+        lat.plot(rates, latency, marker=marker, color=SYSTEM_COLORS[system], label=system)
     lat.axhline(LATENCY_BOUND, color="#555555", linestyle="--", linewidth=1, label="bound: 0.5 s/token")
     lat.set_xlabel("request rate (requests/s)", fontsize=12)
     lat.set_ylabel("normalized latency (s/token)", fontsize=12)
