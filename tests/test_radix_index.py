@@ -394,6 +394,40 @@ def test_sglang_replay_node_changes_by_hand() -> None:
     assert result == sglang_replay(stream, 40, page_size=2)  # recording changes nothing
 
 
+def test_sglang_replay_after_prefill_by_hand() -> None:
+    """Section 4a's corner, pages of 2 tokens, SGLang's insert after prefill. `second` repeats
+    [1, 2] (recomputed in a new page) and writes [3, 4]. Its insert after prefill finds [1, 2]
+    in the tree (no node), frees the copy and moves `second` onto page 0; its insert at finish
+    hangs [3, 4] under it (+1). `third` hits [1, 2, 3, 4]: 4 tokens, 2 pages in 2 nodes."""
+    from pagedkv.labs.lab_workloads import LabRequest
+    from pagedkv.labs.radix_vs_hash import sglang_replay
+
+    stream = [LabRequest("first", [1, 2], []), LabRequest("second", [1, 2], [3, 4])]
+    stream.append(LabRequest("third", [1, 2, 3, 4, 5], []))
+    changes: list[tuple[str, int]] = []
+    result = sglang_replay(stream, 16, page_size=2, node_changes=changes, after_prefill=True)
+    steps = [("lookup", 0), ("insert", 1), ("insert", 0)]  # first
+    steps += [("lookup", 0), ("insert", 0), ("insert", 1)]  # second
+    steps += [("lookup", 0), ("insert", 0), ("insert", 0)]  # third
+    assert changes == steps
+    assert (result.hit_tokens, result.entries, result.cached_pages) == (4, 2, 2)
+
+
+def test_sglang_replay_after_prefill_page_by_page_matches_the_pool() -> None:
+    """One request at a time with page-by-page eviction, inserting prompt pages after prefill
+    as well as at finish changes no hit and no eviction: the pool with the tree (an
+    independent implementation) gets the same counts. A copy the insert after prefill failed
+    to free would cost evictions."""
+    from pagedkv.labs.radix_vs_hash import pool_replay, sglang_replay
+
+    chat = lab_workload("chat", seed=0)
+    pool = pool_replay(chat, 2048, "radix")
+    for after_prefill in (False, True):
+        model = sglang_replay(chat, 2048, whole_leaves=False, after_prefill=after_prefill)
+        assert (model.hit_tokens, model.evictions) == (pool.hit_tokens, pool.evictions)
+        assert model.cached_pages == pool.cached_pages
+
+
 def test_block_table_text_merges_pages_running_down() -> None:
     """Request 2 evicts request 1's pages 5, 4, 3, 2, 1 for its blocks 0-4, then takes the FREE
     page 6: by hand, the five evicted pages run down by one and share a line; page 6 has its

@@ -11,7 +11,11 @@ Three caches replay the same `pagedkv.labs.lab_workloads` stream, one request at
   (`sglang_replay`): match the prompt minus its last token, lock the matched node, take
   the missing pages from a free list, evicting *whole* unlocked leaves when it runs dry,
   and insert the request's pages when it finishes (freeing its copies of pages the tree
-  already had, and its partial last page).
+  already had, and its partial last page). SGLang itself inserts prompt pages after
+  prefill (after each chunk with chunked prefill) and the rest at finish; this model
+  inserts once, at finish. One request at a time, that gives the same hits with page-by-page
+  eviction; with whole leaves it changes which leaves exist, so the sglang row is this
+  model's, not SGLang's exact number.
 
 The hit rule is the same in all three: at least the last prompt token runs, and only whole
 pages hit, so at most floor((prompt_len - 1) / page_size) pages. (SGLang caps the match at
@@ -27,8 +31,8 @@ The hash pool is pagedkv's: one page per hash, so a recomputed copy is not index
 the pages after it can become orphans. vLLM v1 maps a hash to every block holding it, so
 there the copy is indexed too and the chain stays whole (docs/vllm_map.md, `PrefixIndex`).
 
-Leaves out: overlapping requests (where SGLang's insert-at-finish and the pool's
-insert-at-fill part ways), and SGLang's host tier.
+Leaves out: overlapping requests (where SGLang's inserts after prefill and at finish and
+the pool's insert-at-fill part ways), and SGLang's host tier.
 """
 
 from __future__ import annotations
@@ -95,11 +99,15 @@ def sglang_replay(
     page_size: int = 16,
     whole_leaves: bool = True,
     node_changes: list[tuple[str, int]] | None = None,
+    after_prefill: bool = False,
 ) -> IndexResult:
     """The stream through a `RadixCache` managed as SGLang's scheduler manages it.
 
     With `whole_leaves=False` eviction gives up one page at a time (`evict_pages`), as the
-    pool's tree does, so only SGLang's other difference is left: pages inserted at finish.
+    pool's tree does, so only the insert timing differs from the pool. By default a request's
+    pages go in once, at finish; `after_prefill=True` also inserts its full prompt pages after
+    prefill, as SGLang's `cache_unfinished_req` does: a page the tree already had replaces
+    the request's copy, which goes back to the free list.
     `node_changes`, when given, receives ("lookup" | "evict" | "insert", change in the
     tree's node count) for each of those steps, in order."""
     num_pages = num_pages_for(requests, cache_tokens, page_size)
@@ -121,6 +129,16 @@ def sglang_replay(
             free += freed
         pages, free = match.page_ids + free[:need], free[need:]
         hits, queries = hits + match.num_pages * page_size, queries + len(prompt)
+        locked = match
+        if after_prefill:  # the prompt's full pages go in; the request moves onto the tree's
+            nodes, filled = tree.num_nodes, len(prompt) // page_size * page_size
+            known = tree.insert(prompt[:filled], pages[: filled // page_size]) // page_size
+            changes.append(("insert", tree.num_nodes - nodes))
+            free += pages[match.num_pages : known]
+            locked = tree.match_prefix(prompt[:filled])
+            pages = locked.page_ids + pages[locked.num_pages :]
+            tree.inc_lock_ref(locked.last_node)
+            tree.dec_lock_ref(match.last_node)
         # The request finishes: its whole pages go into the tree; its copies of pages the
         # tree had already, and its partial last page, go back to the free list.
         nodes = tree.num_nodes
@@ -129,8 +147,8 @@ def sglang_replay(
         if node_changes is not None:
             node_changes += changes
         full = len(tokens) // page_size
-        free += pages[match.num_pages : known] + pages[full:]
-        tree.dec_lock_ref(match.last_node)
+        free += pages[locked.num_pages : known] + pages[full:]
+        tree.dec_lock_ref(locked.last_node)
     return IndexResult("sglang", hits, queries, evictions, tree.num_nodes, tree.total_size())
 
 

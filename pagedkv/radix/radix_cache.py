@@ -75,7 +75,7 @@ class RadixCache:
         self.page_size = check_int("page_size", page_size, 1, 1 << 16)
         # With extend_leaves, an insert that continues an unlocked leaf lengthens it instead
         # of hanging a one-run child under it: a run written page by page (the pool indexes
-        # decode pages as they fill) stays one node, as SGLang's insert at finish makes it.
+        # decode pages as they fill) stays one node, as one SGLang insert of the whole run makes it.
         self.extend_leaves = extend_leaves
         self.reset()
 
