@@ -7,7 +7,6 @@ import io
 import re
 
 import numpy as np
-from matplotlib import colormaps
 from matplotlib.colors import to_rgb
 from PIL import Image
 
@@ -38,10 +37,9 @@ def _pixels_near(png: bytes, color: tuple[float, float, float], tolerance: int =
 
 
 def _lru_key_pixels(png: bytes) -> tuple[int, int]:
-    """Pixels of the eviction-order bar's two ends and of the next-victim outline colour."""
-    cmap = colormaps[LRU_CMAP]
-    ends = _pixels_near(png, cmap(1.0)[:3]) + _pixels_near(png, cmap(0.0)[:3])
-    return ends, _pixels_near(png, to_rgb(VICTIM_COLOR))
+    """Pixels of the eviction-order bar's light end (its other end is the CACHED orange, which
+    the state view's legend shows too) and of the next-victim outline colour."""
+    return _pixels_near(png, LRU_CMAP(0.0)[:3]), _pixels_near(png, to_rgb(VICTIM_COLOR))
 
 
 def test_the_lru_picture_keys_an_eviction_order_only_when_a_page_is_cached():

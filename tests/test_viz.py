@@ -43,6 +43,7 @@ from pagedkv.viz.grid import grid_shape
 from pagedkv.viz.palette import (
     CACHED_NO_OWNER_COLOR,
     HIT_COLOR,
+    LRU_CMAP,
     NO_OWNER_COLOR,
     SEQUENCE_COLORS,
     STATE_COLORS,
@@ -129,10 +130,14 @@ def test_lru_view_marks_the_next_victim(known):
     png = heatmap.png()
     order = [10, 9, 8, 7, 6]  # tail first
     for rank, page in enumerate(order):
-        expected = colormaps["plasma"](1 - rank / (len(order) - 1))
+        expected = LRU_CMAP(1 - rank / (len(order) - 1))
         assert close(pixel(png, heatmap, "lru", page), rgb(expected)), page
-    assert close(pixel(png, heatmap, "lru", 0), rgb("#A6A6A6"))  # ACTIVE: never evicted
-    assert close(pixel(png, heatmap, "lru", 15), rgb("#FFFFFF"))  # FREE: used first
+        red, green, blue = pixel(png, heatmap, "lru", page)
+        assert red > green > blue, page  # a shade of the CACHED orange, not another hue
+    # one colour per state in every picture: the next victim is drawn in the CACHED orange
+    assert close(pixel(png, heatmap, "lru", order[0]), rgb(STATE_COLORS[PageState.CACHED]))
+    assert close(pixel(png, heatmap, "lru", 0), rgb(STATE_COLORS[PageState.ACTIVE]))  # ACTIVE: blue
+    assert close(pixel(png, heatmap, "lru", 15), rgb(STATE_COLORS[PageState.FREE]))  # FREE: grey
     image = Image.open(io.BytesIO(png)).convert("RGB")
     x0, y0, x1, y1 = heatmap.cell_box("lru", 10)
     assert close(image.getpixel((x0, (y0 + y1) // 2)), rgb(VICTIM_COLOR))  # the outline
@@ -184,7 +189,7 @@ def test_grid_positions_after_the_last_page_are_hatched_not_painted():
     width = x1 - x0 + 2  # one cell further right: grid position 12, not a page
     filler = {image.getpixel((x, y)) for x in range(x0 + width, x1 + width) for y in range(y0, y1)}
     free = {image.getpixel((x, y)) for x in range(x0 + 2, x1 - 2) for y in range(y0 + 2, y0 + 6)}
-    assert free == {rgb("#FFFFFF")}  # a FREE page is plain white
+    assert free == {rgb(STATE_COLORS[PageState.FREE])}  # a FREE page is plain FREE grey
     assert len(filler) > 1 and rgb("#FFFFFF") in filler  # a filler is hatched: white and lines
 
 

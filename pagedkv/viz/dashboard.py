@@ -286,7 +286,7 @@ class Dashboard(DashboardControls):
         key = (self.run.num_pages, self.run.page_size)
         if key not in self._heatmaps:
             # No clock in the titles: the header's step counter is the one counter shown. The LRU
-            # order names each ACTIVE (grey) page's holder, as the predictions' LRU pictures do.
+            # order names each ACTIVE (blue) page's holder, as the predictions' LRU pictures do.
             lru = PoolHeatmap(*key, views=("lru",), palette=self.palette, dpi=HEATMAP_DPI)
             lru.active_owners = True
             more = PoolHeatmap(*key, MORE_VIEWS, self.palette, HEATMAP_DPI, COMPACT_WIDTH, show_clock=False)

@@ -39,7 +39,8 @@ TITLES = {
     "lru": "LRU order",  # replaced by a stamped title naming the next victim
 }
 REF_COUNT_MAX = 4  # colours saturate at "4+"; the cell label still shows the exact count
-LRU_FREE_COLOR, LRU_ACTIVE_COLOR = "#FFFFFF", "#A6A6A6"
+# the LRU view draws FREE and ACTIVE pages in their state colours, as every picture does
+LRU_FREE_COLOR, LRU_ACTIVE_COLOR = STATE_COLORS[PageState.FREE], STATE_COLORS[PageState.ACTIVE]
 GRID_COLOR = "#BDBDBD"  # the one-pixel lines between cells, so white cells keep an outline
 # Projector sizes: a heatmap is about 11 inches wide at 110 dpi (~1200 px), so it fills a
 # JupyterLab cell on a 1280x720 projector and every text stays >= 12 pt on screen.
@@ -319,9 +320,9 @@ def _make_key(view: str, key_ax, page_size: int, lru_key: bool = True) -> None:
             Patch(facecolor=LRU_ACTIVE_COLOR, label="ACTIVE (held, kept)"),
         ]
         if lru_key:
-            sm = ScalarMappable(Normalize(0, 1), colormaps[LRU_CMAP])
+            sm = ScalarMappable(Normalize(0, 1), LRU_CMAP)
             bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.45, 0.15, 0.53]), ticks=[0, 1])
-            bar.ax.set_yticklabels(["evicted last", "evicted next"])
+            bar.ax.set_yticklabels(["CACHED:\nevicted last", "CACHED:\nevicted next"])
             bar.ax.tick_params(labelsize=FONT_PT)
             victim = Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim")
             handles.insert(0, victim)

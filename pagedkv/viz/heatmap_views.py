@@ -139,8 +139,8 @@ def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray
     cached = rank >= 0
     m = int(cached.sum())
     rgba = _LRU_STATE_RGBA[snap.state].copy()
-    # 1.0 (bright yellow) = next victim, 0.0 (dark) = evicted last.
-    rgba[cached] = colormaps[LRU_CMAP](1.0 - rank[cached] / max(m - 1, 1))
+    # 1.0 (CACHED orange) = next victim, 0.0 (a light tint of it) = evicted last.
+    rgba[cached] = LRU_CMAP(1.0 - rank[cached] / max(m - 1, 1))
     labels = [
         f"{p}\n#{r + 1}" + (f"\n{wrap_seq_id(holders[p], ctx.frame)}" if p in holders else "")
         if r >= 0

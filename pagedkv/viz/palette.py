@@ -8,8 +8,9 @@
   `SequencePalette`: pass the same palette to every plot and a sequence keeps its colour
   in the heatmaps, the block-table view and the dashboard. A sequence forked at run time,
   `stem.k` (a beam search's `beam.3`), takes the colour k places after `stem.0`'s.
-- Continuous quantities (occupancy, ref count, LRU order) use cividis / viridis / plasma, which
-  are perceptually uniform and remain ordered in greyscale.
+- Continuous quantities (occupancy, ref count) use cividis / viridis, which are perceptually
+  uniform and remain ordered in greyscale. The LRU order shades the CACHED orange (light:
+  evicted last, full orange: evicted next), so every picture keeps one colour per state.
 
 Matplotlib's own colour maps are used as they are; nothing here draws. Leaves out: choosing
 another palette (every picture would have to agree on it).
@@ -21,7 +22,7 @@ import functools
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-from matplotlib.colors import to_rgba
+from matplotlib.colors import LinearSegmentedColormap, to_rgba
 
 from pagedkv.core.page import PageState
 
@@ -34,7 +35,7 @@ VICTIM_COLOR = "#D55E00"  # Okabe–Ito vermillion: the next page to be evicted,
 HIT_COLOR = "#009E73"  # Okabe–Ito bluish green: pages reused by a prefix hit
 NO_OWNER_COLOR = "#F2F2F2"  # pages no block table holds (FREE or CACHED)
 # the owner view's CACHED pages: no holder either, but full and hashed. Orange, as in the
-# state view: grey means ACTIVE in the LRU view, so no colour names two states across views
+# state and LRU views, so no colour names two states across views
 CACHED_NO_OWNER_COLOR = STATE_COLORS[PageState.CACHED]
 SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#CC6677",  # muted: rose
@@ -55,7 +56,9 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
 YOURS_COLORS = ("#88CCEE", "#117733", "#AA4499", "#EE3377", "#225555", "#004488", "#332288")
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"
-LRU_CMAP = "plasma"  # wider hue steps than viridis: neighbouring ranks of 8 look different
+# CACHED pages in the LRU view: 0.0 (a light tint of CACHED orange) = evicted last, 1.0 (the
+# CACHED orange itself) = evicted next; each cell also prints its rank (#1, #2, ...)
+LRU_CMAP = LinearSegmentedColormap.from_list("pagedkv_lru", ["#FBE6BC", STATE_COLORS[PageState.CACHED]])
 
 
 class SequencePalette:

@@ -207,7 +207,7 @@ class PredictStep(widgets.VBox):
         self.picture.value = self._heatmap.png()
         self.picture.layout.display = ""
         step = "" if record is None else f" {record.step}"
-        lru = " #1 (outlined) is evicted next; grey pages are ACTIVE, named by their holder." * self._lru
+        lru = " #1 (outlined) is evicted next; blue pages are ACTIVE, named by their holder." * self._lru
         self.caption.value = _box(f"<b>The pool after step{step}</b>, the step you predicted.{lru}")
         self.placeholder.layout.display = "none"
         self.choices.disabled = self.button.disabled = True
