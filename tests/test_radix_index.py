@@ -379,19 +379,45 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
 
 
 def test_sglang_replay_node_changes_by_hand() -> None:
-    """Pages of 2 tokens, no eviction. A stores [1, 2, 3, 4, 5]: its lookup of [1, 2, 3] finds
-    nothing (no change), its insert adds one node of 2 pages. B's prompt [1, 2, 9, 9] looks up
-    [1, 2, 9]: the match, 1 page, ends inside A's node and splits it (+1); B's insert hangs its
-    own pages under the shared one as a new leaf (+1). 3 nodes at the end."""
+    """Pages of 2 tokens, no eviction, inserting only at finish. A stores [1, 2, 3, 4, 5]: its
+    lookup of [1, 2, 3] finds nothing (no change), its insert adds one node of 2 pages. B's
+    prompt [1, 2, 9, 9] looks up [1, 2, 9]: the match, 1 page, ends inside A's node and splits
+    it (+1); B's insert hangs its own pages under the shared one as a new leaf (+1). 3 nodes at
+    the end. By default each prompt also goes in after prefill: A's prompt is its 2 full pages
+    (+1, its finish adds no full page), B's adds [9, 9] (+1, its finish nothing)."""
     from pagedkv.labs.lab_workloads import LabRequest
     from pagedkv.labs.radix_vs_hash import sglang_replay
 
     stream = [LabRequest("a", [1, 2, 3, 4], [5]), LabRequest("b", [1, 2, 9, 9], [7])]
     changes: list[tuple[str, int]] = []
-    result = sglang_replay(stream, 40, page_size=2, node_changes=changes)
+    result = sglang_replay(stream, 40, page_size=2, node_changes=changes, after_prefill=False)
     assert changes == [("lookup", 0), ("insert", 1), ("lookup", 1), ("insert", 1)]
     assert result.entries == 3 == sum(change for _, change in changes)
-    assert result == sglang_replay(stream, 40, page_size=2)  # recording changes nothing
+    assert result == sglang_replay(stream, 40, page_size=2, after_prefill=False)  # recording changes nothing
+    changes.clear()
+    result = sglang_replay(stream, 40, page_size=2, node_changes=changes)
+    steps = [("lookup", 0), ("insert", 1), ("insert", 0)]  # a: after prefill, at finish
+    assert changes == steps + [("lookup", 1), ("insert", 1), ("insert", 0)]  # b
+    assert result.entries == 3 == sum(change for _, change in changes)
+
+
+def test_sglang_row_inserts_prompt_pages_after_prefill() -> None:
+    """Pages of 2 tokens, a cache of 4 pages, whole-leaf eviction. A ([1, 2, 3, 4, 5], answer
+    [6, 7, 8]) fills all 4 pages. SGLang inserts its prompt's 2 full pages after prefill and the
+    answer's at finish: two nodes. B ([9, 9, 9]) needs 2 pages, so evict takes the answer's
+    leaf alone (2 pages), and C ([1, 2, 3, 4, 0]) still hits A's prompt: 4 tokens. Inserting
+    only at finish makes A one node of 4 pages; B's eviction takes all 4 and C hits nothing.
+    The bench's sglang row is SGLang's timing."""
+    from pagedkv.labs.lab_workloads import LabRequest
+    from pagedkv.labs.radix_vs_hash import compare_indexes, sglang_replay
+
+    stream = [LabRequest("a", [1, 2, 3, 4, 5], [6, 7, 8]), LabRequest("b", [9, 9, 9], [])]
+    stream.append(LabRequest("c", [1, 2, 3, 4, 0], []))
+    row = compare_indexes(stream, 8, page_size=2)[2]
+    assert (row.index, row.hit_tokens, row.evictions) == ("sglang", 4, 2)
+    assert row == sglang_replay(stream, 8, page_size=2)  # the default is SGLang's timing
+    at_finish = sglang_replay(stream, 8, page_size=2, after_prefill=False)
+    assert (at_finish.hit_tokens, at_finish.evictions) == (0, 4)
 
 
 def test_sglang_replay_after_prefill_by_hand() -> None:
@@ -405,7 +431,7 @@ def test_sglang_replay_after_prefill_by_hand() -> None:
     stream = [LabRequest("first", [1, 2], []), LabRequest("second", [1, 2], [3, 4])]
     stream.append(LabRequest("third", [1, 2, 3, 4, 5], []))
     changes: list[tuple[str, int]] = []
-    result = sglang_replay(stream, 16, page_size=2, node_changes=changes, after_prefill=True)
+    result = sglang_replay(stream, 16, page_size=2, node_changes=changes)  # the default
     steps = [("lookup", 0), ("insert", 1), ("insert", 0)]  # first
     steps += [("lookup", 0), ("insert", 0), ("insert", 1)]  # second
     steps += [("lookup", 0), ("insert", 0), ("insert", 0)]  # third

@@ -3,10 +3,10 @@
 One `pagedkv.labs.lab_workloads` stream is replayed one request at a time through three caches
 of the same size (`pagedkv.labs.radix_vs_hash`): the pool with the hash-chain index, the pool with
 the radix tree as its index, and a `RadixCache` driven as SGLang drives it (whole-leaf
-eviction, insert at finish). The table gives, for each: hit tokens (prompt tokens served
-from the cache), pages evicted, and the size of the index at the end (block hashes for the chain,
-nodes for a tree) beside the pages it holds. Bookkeeping only; seeded; the same numbers on
-every machine.
+eviction; prompt pages inserted after prefill, the rest at finish). The table gives, for each:
+hit tokens (prompt tokens served from the cache), pages evicted, and the size of the index at
+the end (block hashes for the chain, nodes for a tree) beside the pages it holds. Bookkeeping
+only; seeded; the same numbers on every machine.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ COLORS = {"hash": "#0072B2", "radix": "#009E73", "sglang": "#D55E00"}
 
 
 def _fewer(difference: int) -> str:
-    """A difference of hit tokens in words: '336 fewer', '12 more' or 'as many'."""
+    """A difference of hit tokens in words: '192 fewer', '12 more' or 'as many'."""
     if difference == 0:
         return "as many"
     return f"{abs(difference):,} {'fewer' if difference > 0 else 'more'}"
@@ -59,7 +59,7 @@ def run(
         f"tokens ({hashed.hit_tokens} / {radix.hit_tokens}), {hashed.evictions} / "
         f"{radix.evictions} evictions; the tree holds {radix.cached_pages} pages in "
         f"{radix.entries} nodes where the chain needs {hashed.entries} hashes",
-        f"sglang (whole leaves evicted, pages inserted at finish): {sglang.evictions} "
+        f"sglang (whole leaves evicted, prompt pages inserted after prefill): {sglang.evictions} "
         f"evictions against {hashed.evictions}, {_fewer(hashed.hit_tokens - sglang.hit_tokens)} "
         "hit tokens than the hash chain",
     ]
@@ -101,7 +101,7 @@ def figure(report: Report):
     panels = [
         ("hit_tokens", "hit tokens"),
         ("evictions", "pages evicted"),
-        ("entries", "index entries (left, coloured)\nbeside pages held (right, grey)"),
+        ("entries", "index entries (coloured)\nbeside pages held (grey)"),
     ]
     for ax, (key, label) in zip(fig.subplots(1, 3), panels):
         values = [results[n][key] for n in names]

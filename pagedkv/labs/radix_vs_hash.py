@@ -10,12 +10,12 @@ Three caches replay the same `pagedkv.labs.lab_workloads` stream, one request at
 - **sglang**: `RadixCache` driven the way SGLang's scheduler drives it
   (`sglang_replay`): match the prompt minus its last token, lock the matched node, take
   the missing pages from a free list, evicting *whole* unlocked leaves when it runs dry,
-  and insert the request's pages when it finishes (freeing its copies of pages the tree
-  already had, and its partial last page). SGLang itself inserts prompt pages after
-  prefill (after each chunk with chunked prefill) and the rest at finish; this model
-  inserts once, at finish. One request at a time, that gives the same hits with page-by-page
-  eviction; with whole leaves it changes which leaves exist, so the sglang row is this
-  model's, not SGLang's exact number.
+  and insert pages as SGLang does: the prompt's full pages after prefill (the request then
+  holds the tree's pages, its copies go back to the free list), the rest when it finishes
+  (with its partial last page freed). `after_prefill=False` inserts once, at finish: one
+  request at a time that gives the same hits with page-by-page eviction, but with whole
+  leaves it changes which leaves exist (notebook 09, section 6). SGLang splits a chunked
+  prefill into several inserts; this model inserts the whole prompt at once.
 
 The hit rule is the same in all three: at least the last prompt token runs, and only whole
 pages hit, so at most floor((prompt_len - 1) / page_size) pages. (SGLang caps the match at
@@ -99,15 +99,15 @@ def sglang_replay(
     page_size: int = 16,
     whole_leaves: bool = True,
     node_changes: list[tuple[str, int]] | None = None,
-    after_prefill: bool = False,
+    after_prefill: bool = True,
 ) -> IndexResult:
     """The stream through a `RadixCache` managed as SGLang's scheduler manages it.
 
     With `whole_leaves=False` eviction gives up one page at a time (`evict_pages`), as the
     pool's tree does, so only the insert timing differs from the pool. By default a request's
-    pages go in once, at finish; `after_prefill=True` also inserts its full prompt pages after
-    prefill, as SGLang's `cache_unfinished_req` does: a page the tree already had replaces
-    the request's copy, which goes back to the free list.
+    full prompt pages go in after prefill, as SGLang's `cache_unfinished_req` does (a page the
+    tree already had replaces the request's copy, which goes back to the free list), and the
+    rest at finish (`cache_finished_req`); `after_prefill=False` inserts once, at finish.
     `node_changes`, when given, receives ("lookup" | "evict" | "insert", change in the
     tree's node count) for each of those steps, in order."""
     num_pages = num_pages_for(requests, cache_tokens, page_size)
@@ -174,7 +174,7 @@ def compare_indexes(
     return [
         pool_replay(requests, cache_tokens, "hash", page_size),
         pool_replay(requests, cache_tokens, "radix", page_size),
-        sglang_replay(requests, cache_tokens, page_size),
+        sglang_replay(requests, cache_tokens, page_size, after_prefill=True),
     ]
 
 
