@@ -65,7 +65,7 @@ def test_in_a_kernel_what_a_revealed_block_prints_stays_inside_the_accordion():
     assert [o.output_type for o in outputs] == ["display_data"], outputs  # the accordion only
     assert "application/vnd.jupyter.widget-view+json" in outputs[0].data
     assert "allocate page 0" not in str(outputs)
-    assert outputs[0].data["text/plain"] == "[What step 1 did: open it in Jupyter]"
+    assert outputs[0].data["text/plain"] == "[What step 1 did: a closed box; run this cell to show it]"
     # ... and the accordion's widget (kept in the notebook's widget state) holds both
     state = str(nb.metadata["widgets"])
     assert "step 1: allocate page 0" in state

@@ -25,7 +25,7 @@ class ClosedBox(widgets.Accordion):
     drawn: a page on the web, a stale output) names its title only, never its contents."""
 
     def __repr__(self) -> str:
-        return f"[{self.get_title(0)}: open it in Jupyter]"
+        return f"[{self.get_title(0)}: a closed box; run this cell to show it]"
 
 
 def reveal(title: str, text: str) -> widgets.Accordion:
