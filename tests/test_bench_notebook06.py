@@ -280,3 +280,36 @@ def test_the_try_it_reveal_box_sits_in_a_visible_widget_cell_of_its_own():
     assert not cell.metadata.get("jupyter", {}).get("source_hidden", False)
     assert "nbval-ignore-output" in cell.metadata.get("tags", [])
     assert "assert " not in cell.source
+
+
+def test_the_try_it_reveal_needs_no_name_made_only_in_a_folded_cell():
+    """Run cell by cell with every Optional fold skipped, the reveal box still has its runs."""
+    import ast
+    import builtins
+    from pathlib import Path
+
+    import nbformat
+
+    from pagedkv.bench.notebooks import folded
+
+    path = Path(__file__).parents[1] / "notebooks" / "06_benchmarks.ipynb"
+    cells = nbformat.read(path, as_version=4).cells
+    core = [c for c, hidden in zip(cells, folded(cells)) if not hidden and c.cell_type == "code"]
+    at = next(i for i, c in enumerate(core) if "reveal(" in c.source)
+
+    def made(source: str) -> set[str]:
+        names = set()
+        for node in ast.walk(ast.parse(source.replace("%matplotlib inline", ""))):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        return names
+
+    known = set(dir(builtins)) | {"display"}
+    for cell in core[:at]:
+        known |= made(cell.source)
+    own = made(core[at].source)
+    used = {n.id for n in ast.walk(ast.parse(core[at].source)) if isinstance(n, ast.Name)}
+    assert "lines" in own  # built in the reveal's own cell
+    assert used <= known | own, used - known - own
