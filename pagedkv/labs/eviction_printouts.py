@@ -62,14 +62,19 @@ def mix_rates(mix: Sequence[LabRequest], chat: Sequence[LabRequest], cache_token
 
 
 def mix_text(m: dict[str, Any], chat_alone: float) -> str:
-    """`mix_rates`'s numbers as lines; `chat_alone` is LRU's rate on chat alone."""
-    seeds = ";  ".join(f"lru {r['lru']:.1f}% arc {r['arc']:.1f}%" for r in m["seeds"])
+    """`mix_rates`'s numbers as lines, LRU and ARC on each seed as a table with ARC's gap;
+    `chat_alone` is LRU's rate on chat alone."""
+    seeds = [
+        f"  {seed:4d} {r['lru']:5.1f}% {r['arc']:5.1f}% {r['arc'] - r['lru']:+6.1f}"
+        for seed, r in enumerate(m["seeds"])
+    ]
     in_mix = m["chat in mix"]
     return "\n".join(
         [
             f"mix: {m['requests']} requests, hit rate at 2,048 tokens:",
             "  " + "  ".join(f"{p} {r:.1%}" for p, r in m["rates"].items()),
-            f"  seeds 0, 1, 2: {seeds}",
+            "  seed    lru    arc    gap (points)",
+            *seeds,
             f"chat's share of the mix's prompt tokens: {m['chat share']:.0%}",
             f"chat's requests in the mix (seed 0): LRU {in_mix['lru']:.1%}, ARC {in_mix['arc']:.1%}"
             f" (chat alone: LRU {chat_alone:.1%})",
