@@ -1,0 +1,48 @@
+"""Notebook 11's core path (the cells shown before any fold is opened) stands on its own: the
+serving run's sustainable rates are defined and printed there, and the Summary's count of the
+final quiz's questions is the quiz's real count."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+
+from pagedkv.bench.notebooks import folded
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "11_beyond_one_gpu.ipynb"
+NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def _core() -> list:
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    return [c for c, hidden in zip(cells, folded(cells)) if not hidden]
+
+
+def test_summary_counts_the_final_quiz_questions() -> None:
+    questions = json.loads((ROOT / "pagedkv" / "data" / "questions.json").read_text())
+    check = next(group["11-check"] for group in questions.values() if "11-check" in group)
+    summary = next(c for c in _core() if c.source.startswith("## Summary"))
+    said = re.search(r"answer the (\w+) questions below", summary.source)
+    assert said is not None
+    assert NUMBERS[said.group(1)] == len(check["questions"])
+
+
+def test_sustainable_rate_is_defined_and_printed_on_the_core_path() -> None:
+    core = _core()
+    defined = [i for i, c in enumerate(core) if "*sustainable rate*" in c.source]
+    printed = [i for i, c in enumerate(core) if c.cell_type == "code" and "keeps_up[s]:.3f" in c.source]
+    checked = [i for i, c in enumerate(core) if "[0.647, 1.032, 1.375, 3.531]" in c.source]
+    assert defined and printed and checked
+    # the Summary prints "sustains (requests/s)": the core defines the term before it
+    summary = next(i for i, c in enumerate(core) if "summary_text(" in c.source)
+    assert max(defined + printed + checked) < summary
+
+
+def test_section5_and_summary_quote_no_number_only_a_fold_prints() -> None:
+    core_text = "\n".join(c.source for c in _core() if c.cell_type == "markdown")
+    for folded_only in ("67 %", "1.9 times", "2.07"):
+        assert folded_only not in core_text
