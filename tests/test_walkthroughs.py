@@ -256,18 +256,18 @@ def test_05_names_the_step_where_req1_takes_its_next_page():
             span = record.spans[page]
             break
     words = f"Step {allocated_at}: the scheduler takes page {page} for req1's tokens {span[0]}–{span[1]}"
-    # said once, in section 8's Optional "Step 11, step by step", below the dashboard; the prediction's
-    # after text points there instead of telling it again
+    # said in the prediction's after text, on the core path, shown only once the learner answered
     path = next(p for p in NOTEBOOKS if p.name.startswith("05"))
     cells = json.loads(path.read_text())["cells"]
-    told = [c for c in cells if "".join(c["source"]).startswith("#### Step 11, step by step")]
-    assert len(told) == 1 and words in " ".join("".join(told[0]["source"]).replace("**", "").split())
-    assert words not in " ".join(questions.prediction("05-preempt").after.replace("**", "").split())
+    assert not any(words in " ".join("".join(c["source"]).replace("**", "").split()) for c in cells)
+    after = questions.prediction("05-preempt").after
+    assert words in " ".join(after.replace("**", "").replace("`", "").split())
     ask = PredictStep("05-preempt")
-    assert words not in " ".join(_widget_text(ask).split())  # not shown before an answer
+    assert words not in " ".join(_widget_text(ask).replace("`", "").split())  # not shown before an answer
     ask.answer("req1")
-    ask.answer("none")  # the second wrong pick shows the after text: a pointer to section 8
-    assert "explained below the dashboard" in " ".join(re.sub(r"<[^>]+>", "", ask.after.value).split())
+    ask.answer("none")  # the second wrong pick shows the after text, steps 11 to 13 with it
+    shown = " ".join(re.sub(r"<[^>]+>", "", ask.after.value).replace("**", "").replace("`", "").split())
+    assert words in shown and "Step 11: req2 needs a page" in shown
     assert f"step {allocated_at}" in questions.prediction("05-preempt").why
     assert f"Step {preempted_at}" in questions.prediction("05-preempt").question
     assert re.search(rf"tokens {span[0]}–{span[1]}", questions.prediction("05-preempt").why)

@@ -54,7 +54,8 @@ def serve(
     max_num_batched_tokens: int,
     swap_space_pages: int,
 ) -> dict:
-    """Run `requests` to the end through one Scheduler; its stats, outputs and wall time."""
+    """Run `requests` to the end through one Scheduler; its stats, outputs, wall time and
+    the most and mean requests in one step's batch."""
     pool = KVCachePool(model.cache_config(num_pages, page_size))
     sched = Scheduler(
         SequenceManager(pool),
@@ -65,8 +66,13 @@ def serve(
         swap_space_pages=swap_space_pages if mode == "swap" else 0,
     )
     sched.add_requests(requests)
-    start = time.perf_counter()
-    outputs = sched.run()
+    start, batches = time.perf_counter(), []  # requests in each step's batch
+    while sched.has_unfinished:
+        record = sched.step()
+        if not (record.num_batched_tokens or record.preempted):
+            raise RuntimeError("no progress: nothing is running")
+        batches.append(len({*record.decode, *(r for r, _ in record.prefill)}))
+    outputs = sched.outputs
     seconds = time.perf_counter() - start
     sched.manager.check_invariants()
     return {
@@ -77,6 +83,8 @@ def serve(
         **sched.stats.as_dict(),
         "evictions": pool.stats.evictions,
         "prefix_hits": pool.stats.prefix_hits,
+        "most_running": max(batches, default=0),
+        "mean_running": sum(batches) / max(len(batches), 1),
     }
 
 
