@@ -578,3 +578,26 @@ def test_random_workloads_generate_the_reference_tokens(
     assert pool.num_active_pages == 0
     for i, (text, new) in accepted.items():
         assert sched.outputs[i] == model.generate_reference(text, new)
+
+
+def test_run_hands_each_step_record_to_on_step(model):
+    # The same three-step opening as above, run with `on_step`: the records it receives are
+    # the steps a hand-stepped twin scheduler produces, one per step, in order.
+    def fresh() -> Scheduler:
+        pool = KVCachePool(model.cache_config(num_pages=6, page_size=4))
+        sched = Scheduler(SequenceManager(pool), model, max_num_seqs=8, max_num_batched_tokens=64)
+        for i, text in enumerate(["abcdefg", "hijklmn", "opqrstu", "vw"]):
+            sched.add_request(f"r{i}", model.encode(text), 6)
+        return sched
+
+    seen = []
+    run = fresh()
+    run.run(on_step=seen.append)
+    twin, stepped = fresh(), []
+    while twin.has_unfinished:
+        stepped.append(twin.step())
+    assert len(seen) == run.stats.steps == len(stepped)
+    assert [(r.prefill, r.decode, r.preempted) for r in seen] == [
+        (r.prefill, r.decode, r.preempted) for r in stepped
+    ]
+    assert seen[2].preempted == (("r2", "recompute"),)

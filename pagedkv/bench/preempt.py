@@ -66,13 +66,9 @@ def serve(
         swap_space_pages=swap_space_pages if mode == "swap" else 0,
     )
     sched.add_requests(requests)
-    start, batches = time.perf_counter(), []  # requests in each step's batch
-    while sched.has_unfinished:
-        record = sched.step()
-        if not (record.num_batched_tokens or record.preempted):
-            raise RuntimeError("no progress: nothing is running")
-        batches.append(len({*record.decode, *(r for r, _ in record.prefill)}))
-    outputs = sched.outputs
+    batches: list[int] = []  # requests in each step's batch
+    start = time.perf_counter()
+    outputs = sched.run(on_step=lambda r: batches.append(len({*r.decode, *(i for i, _ in r.prefill)})))
     seconds = time.perf_counter() - start
     sched.manager.check_invariants()
     return {

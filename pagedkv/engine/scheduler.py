@@ -314,10 +314,16 @@ class Scheduler:
         output = self.schedule()
         return self.update_from_output(output, self.runner.execute(output))
 
-    def run(self, max_steps: int | None = None, progress: bool = False) -> dict[Hashable, list]:
+    def run(
+        self,
+        max_steps: int | None = None,
+        progress: bool = False,
+        on_step: Callable[[StepRecord], object] | None = None,
+    ) -> dict[Hashable, list]:
         """Step until every request finished (or max_steps); returns `outputs`. With
-        `progress`, a tqdm bar counts finished requests. Raises RuntimeError when a step
-        can do nothing (pages or an id held outside the scheduler block the next request)."""
+        `progress`, a tqdm bar counts finished requests; `on_step` is called with each step's
+        record. Raises RuntimeError when a step can do nothing (pages or an id held outside
+        the scheduler block the next request)."""
         bar = None
         if progress:
             from tqdm.auto import tqdm  # imported only when asked for: it takes ~0.1 s
@@ -328,6 +334,8 @@ class Scheduler:
             record = self.step()
             if not (record.num_batched_tokens or record.preempted):
                 raise RuntimeError(f"no progress: nothing is running and {self._refused}")
+            if on_step is not None:
+                on_step(record)
             if bar is not None:
                 bar.update(len(record.finished))
             steps += 1

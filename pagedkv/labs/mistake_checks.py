@@ -18,6 +18,8 @@ from pagedkv.labs.naive import NaiveKVCache, lost_pages, lru_steps, pagedkv_cach
 
 PROMPT_A = list(b"The KV cache holds")
 OTHER = list(b"an unrelated request of forty tokens....")
+POOL_PAGES = 32  # the long run's and the heap check's pool
+HEAP_BOUND = 2 * POOL_PAGES  # a lazy heap compacts past this many entries
 POPULAR = list(b"System: answer in one sentence. Hi!")
 
 
@@ -41,7 +43,7 @@ def check_results(mistake: str | None, requests: Sequence[list[int]]) -> dict[st
         ticks = itertools.count(1000.0)  # a clock that moves 1 s per read, the same on every machine
         return NaiveKVCache(num_pages, 4, mistakes={mistake}, clock=lambda: next(ticks))
 
-    probe = cache(32)
+    probe = cache(POOL_PAGES)
     lost = 0
     if isinstance(probe, NaiveKVCache):
         try:
@@ -50,8 +52,8 @@ def check_results(mistake: str | None, requests: Sequence[list[int]]) -> dict[st
             lost = len(lost_pages(probe))
         except OutOfPagesError:
             lost = 0
-    run = serve_one_at_a_time(cache(32), requests)
-    heap = serve_one_at_a_time(cache(32), [POPULAR] * 20)
+    run = serve_one_at_a_time(cache(POOL_PAGES), requests)
+    heap = serve_one_at_a_time(cache(POOL_PAGES), [POPULAR] * 20)
     return {
         "lost": lost,
         "refused": sum(run["refused"]),
@@ -66,7 +68,7 @@ RULES = {
     "lost": ("lost > 0", lambda n: n > 0),
     "refused": ("refused > 0", lambda n: n > 0),
     "hits": ("hits < 8 tokens", lambda n: n < 8),
-    "largest_heap": ("heap > 64", lambda n: n > 2 * 32),
+    "largest_heap": (f"heap > {HEAP_BOUND}", lambda n: n > HEAP_BOUND),
 }
 
 
@@ -96,7 +98,7 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
 
     names = {
         "lost": "recount after 1 request: lost pages",
-        "refused": f"run of {len(requests)} requests, 32 pages: refused",
+        "refused": f"run of {len(requests)} requests, {POOL_PAGES} pages: refused",
         "hits": "forced eviction (section 4): hits",
         "largest_heap": "20 requests of one prompt: largest heap",
     }
@@ -108,9 +110,10 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
         )
     if "n/a" in verdict.values():
         lines.append("n/a: the pool refused section 4's requests, so it cannot run that test")
-    if good["largest_heap"] != naive["largest_heap"] == 2 * 32:
+    if good["largest_heap"] != naive["largest_heap"] == HEAP_BOUND:
         lines.append(
-            "heap 64: without stale_heap the naive heap is a correct lazy heap; it drops its stale\n"
-            "entries once it passes 64, so it PASSes. pagedkv's map holds only its CACHED pages."
+            f"heap {HEAP_BOUND}: without stale_heap the naive heap is a correct lazy heap; it drops"
+            " its stale\n"
+            f"entries once it passes {HEAP_BOUND}, so it PASSes. pagedkv's map holds only its CACHED pages."
         )
     return "\n".join(lines)
