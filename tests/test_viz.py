@@ -567,6 +567,9 @@ def test_predict_step_runs_the_step_once_and_says_whether_the_prediction_held():
     assert "Think it over" in ask.result.value and "the answer is" not in ask.result.value
     assert not ask.button.disabled and not ask.picture.value  # a second try, nothing shown yet
     assert ask.button.button_style == "primary"  # still looks pressable
+    assert "color:#111111" in ask.result.value  # only the verdict is red, not the hint after it
+    ask.choices.value = "18"  # a new pick, not yet graded: the old pick's "Not quite" goes
+    assert "Not quite" not in ask.result.value and "Check again" in ask.result.value
     ask.answer("18")  # a second wrong pick: the answer, the step's picture, and the question locks
     assert run.cursor == 1 and "the answer is “5 pages”" in ask.result.value
     assert bytes(ask.picture.value).startswith(b"\x89PNG")

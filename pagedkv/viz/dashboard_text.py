@@ -45,7 +45,8 @@ HITS_TIP = (
     "plus its prefix hits). Hits: the tokens found in full pages already in the pool."
 )
 SCROLL_NOTE_PX = 24  # the Block tables tab's line under its scrolling box (shown when it may scroll)
-VIEW_HEIGHT_PX = 380  # a view's picture is shown at most this tall: with Step and your actions on screen
+VIEW_HEIGHT_PX = 330  # a view's picture is shown at most this tall: the dashboard's cell, code line
+# to your actions, fits JupyterLab's 600-px notebook view at 1280x720
 VIEW_BOX_PX = VIEW_HEIGHT_PX - SCROLL_NOTE_PX  # the Block tables' scrolling box
 SCROLL_NOTE = (
     "<div style='font-size:13px;color:#444'>↕ The box above scrolls: every running sequence "
@@ -135,14 +136,17 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     stats = snap.stats
     queries = stats["prefix_queries"]
     rate = f"{stats['prefix_hits'] / queries:.0%}" if queries else "n/a"
-    text = (  # one line per subject: the pages, the tokens, then yours and the queue
-        f"<b>{run.scenario.title}</b> — {run.num_pages} pages × {run.page_size} slots · ACTIVE "
-        f"<b>{counts[PageState.ACTIVE]}</b> of {run.num_pages} pages (<b>{snap.usage:.0%}</b>) · "
-        f"CACHED {counts[PageState.CACHED]} (reusable or evictable) · FREE {counts[PageState.FREE]}<br>"
-        f"slots holding running sequences' tokens: <b>{snap.token_usage:.0%}</b> · "
-        f"<span title='{html.escape(HITS_TIP)}' style='text-decoration:underline dotted'>prefix hits "
-        f"{stats['prefix_hits']} of {queries} prompt tokens looked up</span> ({rate}) · evictions "
-        f"{stats['evictions']} · copy-on-write {stats['cow_copies']}"
+    items = (  # one line per subject: the pages, the tokens; an item never breaks inside
+        (f"<b>{run.scenario.title}</b> — {run.num_pages} pages × {run.page_size} slots",
+         f"ACTIVE <b>{counts[PageState.ACTIVE]}</b> of {run.num_pages} pages (<b>{snap.usage:.0%}</b>)",
+         f"CACHED {counts[PageState.CACHED]} (reusable or evictable)", f"FREE {counts[PageState.FREE]}"),
+        (f"slots holding running sequences' tokens: <b>{snap.token_usage:.0%}</b>",
+         f"<span title='{html.escape(HITS_TIP)}' style='text-decoration:underline dotted'>prefix hits "
+         f"{stats['prefix_hits']} of {queries} prompt tokens looked up</span> ({rate})",
+         f"evictions {stats['evictions']}", f"copy-on-write {stats['cow_copies']}"),
+    )  # fmt: skip
+    text = "<br>".join(
+        " · ".join(f"<span style='white-space:nowrap'>{i}</span>" for i in line) for line in items
     )
     more = [your_actions(run)] * bool(run.own_actions)  # as the header says it
     if run.scheduler is not None:  # the queue the scheduler admits from, front first

@@ -65,14 +65,14 @@ UNUSED_COLOR = "#8a8a8a"
 NOTES = {"evict": "(to its new owner)"}  # said on the row under a transition's name
 SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0,\nfull, hashed"}
 IDLE_COLOR = "#666666"
-# The dashboard's Page life tab shows the picture at its own size, 760 x 380 px (WIDTH_IN at
-# DASHBOARD_DPI): its text is 12 pt there, 16.7 px, so ≥ 12 px even in a 560 px wide cell.
+# The dashboard's Page life tab shows the picture at its own size, 660 x 330 px (DASHBOARD_WIDTH_IN
+# at DASHBOARD_DPI): its text is 10.4 pt there, 14.5 px, so ≥ 12 px even in a 560 px wide cell.
 # Every size (text, lines, gaps) scales with the width: a wider figure is the same picture.
 WIDTH_IN = 11.0  # plot_lifecycle's default: notebook 00 draws it at 110 dpi
-DASHBOARD_WIDTH_IN, DASHBOARD_DPI = 7.6, 100
+DASHBOARD_WIDTH_IN, DASHBOARD_DPI = 6.6, 100
 FONT_PT_PER_IN = 12 / 7.6  # text size (pt) per inch of the figure's width
 ROW = 0.058  # one row of labels, in axes fractions of the height
-# The key's first line starts ~10 px under the picture's top (on the dashboard, 380 px tall):
+# The key's first line starts ~10 px under the picture's top (on the dashboard, 330 px tall):
 # right under the Page life tab's buttons, a line touching the edge looked cut off.
 KEY_TOP = 0.97
 
@@ -239,7 +239,7 @@ def lifecycle_png(
     highlight: Iterable[str] = (), width: float = DASHBOARD_WIDTH_IN, dpi: int = DASHBOARD_DPI
 ) -> bytes:
     """The diagram as PNG bytes (for `ipywidgets.Image`), by default at the size the
-    dashboard's Page life tab shows it (760 x 380 px). A few transitions make few
+    dashboard's Page life tab shows it (660 x 330 px). A few transitions make few
     pictures: each is drawn once (~0.3 s of arrow clipping) and then kept."""
     return _png(frozenset(highlight), float(width), int(dpi))
 

@@ -1,7 +1,7 @@
 """The dashboard's main picture: the pool's state and owner views beside the event log.
 
 On a 1280x720 screen the dashboard (controls, tab bar, this picture and your actions) fits in
-JupyterLab's notebook view, so the picture is 380 px tall at most (`VIEW_HEIGHT_PX`). Its two
+JupyterLab's notebook view, so the picture is 330 px tall at most (`VIEW_HEIGHT_PX`). Its two
 views are stacked at 90 dpi (text 16 px) for a few rows of pages, or side by side at 82 dpi
 (15 px) for a square pool, drawn as wide as they are shown with the file browser open
 (`BESIDE_PX`), so their text is never scaled below what was drawn; whichever gives larger

@@ -44,6 +44,10 @@ def _box(text: str, color: str = "#111111") -> str:
     return f"<div style='font-size:15px;line-height:1.45;color:{color}'>{text}</div>"
 
 
+def _verdict(text: str, color: str) -> str:  # coloured; the reason after it is not (red reads as an error)
+    return f"<b style='color:{color}'>{text}</b>"
+
+
 def _inline(text: str) -> str:
     """One line of the markdown the questions use (`code`, **bold**, *italic*) as HTML."""
     text = html.escape(text, quote=False)
@@ -83,14 +87,13 @@ def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tu
     right = picked == answer
     if not right and misses == 0:
         hint = f"{html.escape(hint)} " if hint else ""
-        return _box(f"<b>Not quite.</b> {hint}{TRY_AGAIN}", WRONG), False
+        return _box(f"{_verdict('Not quite.', WRONG)} {hint}{TRY_AGAIN}"), False
     if right:
-        return _box(f"<b>Right.</b> {html.escape(why)}", RIGHT), True
-    # three short parts on their own lines, not one red paragraph; the learner's pick is named,
-    # since the widget then selects the answer
+        return _box(f"{_verdict('Right.', RIGHT)} {html.escape(why)}"), True
+    # three short parts on their own lines, only the verdict red; the pick is named (the answer gets selected)
     yours = f"<br><i>About your pick:</i> {html.escape(hint)}" if hint else ""
-    said = f"<b>Not quite: you picked “{html.escape(picked)}”; the answer is “{html.escape(answer)}”.</b>"
-    return _box(f"{said}<br>{html.escape(why)}{yours}", WRONG), True
+    said = f"Not quite: you picked “{html.escape(picked)}”; the answer is “{html.escape(answer)}”."
+    return _box(f"{_verdict(said, WRONG)}<br>{html.escape(why)}{yours}"), True
 
 
 PREDICT_NOTE = (
@@ -159,6 +162,7 @@ class PredictStep(widgets.VBox):
         self.placeholder = widgets.HTML(ROOM, layout=widgets.Layout(width="100%", margin="0"))
         self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
+        self.choices.observe(self._picked_again, names="value")
         self.children = [
             widgets.HTML(_box(f"<b>Predict:</b> {_inline(question)}")),
             self.choices,
@@ -199,6 +203,10 @@ class PredictStep(widgets.VBox):
         else:
             self.misses += 1
             self.button.description, self.button.icon = "Check again", "check"  # the step has run
+
+    def _picked_again(self, _change=None) -> None:  # after a wrong pick: its "Not quite" goes
+        if self.misses and not self.settled:
+            self.result.value = _box(f"New pick: press {self.button.description} to grade it.")
 
     def _reveal(self, record: ActionRecord | None) -> None:
         """Show the pool after the step, its caption and the `after` text, and lock the

@@ -59,7 +59,8 @@ def token_pages_html(
                 f"border:1px solid #333;background:{color};color:{ink};{hatch}'>"
                 f"<span style='font-family:monospace;font-size:15px;padding:0 2px;"
                 f"white-space:pre'>{html.escape(text)}</span>"
-                f"<span style='display:block;font-size:12px;text-align:center'>{label}</span></span>"
+                f"<span style='display:block;font-size:13px;padding:1px 3px 2px;text-align:center'>"
+                f"{label}</span></span>"
             )
         lines.append(
             f"<div><b style='display:inline-block;min-width:6em'>{html.escape(str(seq_id))}</b>"
