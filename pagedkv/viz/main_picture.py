@@ -22,19 +22,21 @@ __all__ = ["BESIDE_PX", "MAIN_HEIGHT_PX", "MAIN_PX", "MAIN_VIEWS", "main_heatmap
 MAIN_PX, BESIDE_PX, MAIN_HEIGHT_PX, STACKED_DPI, BESIDE_DPI = 720, 560, VIEW_HEIGHT_PX, 90, 82
 MAIN_VIEWS = ("state", "owner")
 KEY_MIN_PX = 88  # a key this wide shows "CACHED" whole beside its swatch
+STACKED_BONUS_PX = 1.0  # cells this much smaller still win stacked: its keys have the width
 
 
 def main_heatmap(num_pages: int, page_size: int, palette: SequencePalette) -> PoolHeatmap:
     """The main picture: its two views stacked (in MAIN_PX) or side by side (in BESIDE_PX),
-    MAIN_HEIGHT_PX tall at most, whichever draws larger cells (their size in pixels decides),
-    unless that leaves a key narrower than KEY_MIN_PX (its labels would be cut) or cuts an
+    MAIN_HEIGHT_PX tall at most, whichever draws larger cells (their size in pixels decides;
+    within STACKED_BONUS_PX, stacked: side by side, an owner legend of four names folds into
+    "+4"), unless that leaves a key narrower than KEY_MIN_PX (its labels would be cut) or cuts an
     axis label and the other layout does neither."""
     cells = {
         (cols, dpi, px): dpi * cell_inches(num_pages, 2, cols, px / dpi / cols, MAIN_HEIGHT_PX / dpi)
         for cols, dpi, px in ((1, STACKED_DPI, MAIN_PX), (2, BESIDE_DPI, BESIDE_PX))
     }
     made = []
-    for columns, dpi, px in sorted(cells, key=lambda k: -cells[k]):  # larger cells first
+    for columns, dpi, px in sorted(cells, key=lambda k: -cells[k] - STACKED_BONUS_PX * (k[0] == 1)):
         heatmap = PoolHeatmap(
             num_pages, page_size, MAIN_VIEWS, palette, dpi, px / dpi / columns, show_clock=False,
             columns=columns, max_height=MAIN_HEIGHT_PX / dpi,
