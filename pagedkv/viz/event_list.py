@@ -1,4 +1,4 @@
-"""A scheduler run's page events as a short numbered list: one event a line.
+"""A scheduler run's page events as a short list: one event a line, led by its step.
 
 The dashboard's log says everything a step did, token by token. `event_list` keeps only what
 moves pages, one line per request and step: a request queues, is admitted, takes a page,
@@ -6,9 +6,9 @@ is preempted, resumes, finishes or is aborted. "(evicted)" marks a page taken fr
 (the LRU victim). Steps that only decode into pages with room are left out. Example lines
 (the `preempt` scenario):
 
-    4. step 4: req1 admitted: pages [0, 1, 2, 3], room for its tokens 1-16
-    9. step 11: req2 preempted (recompute): pages [10, 8, 7, 6, 5, 4] turn CACHED
-    10. step 13: req1 takes page 10 (evicted), room for its tokens 25-28
+    step  4 | req1 admitted: pages [0, 1, 2, 3], room for its tokens 1-16
+    step 11 | req2 preempted (recompute): pages [10, 8, 7, 6, 5, 4] turn CACHED
+    step 13 | req1 takes page 10 (evicted), room for its tokens 25-28
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ QUEUED = "waits in the scheduler's queue"
 
 
 def event_list(run: Any, first: int = 1, last: int | None = None) -> list[str]:
-    """Numbered lines for the scenario steps `first` to `last` (default: to the run's end)
-    of a `ScenarioRun`; numbering starts at 1."""
+    """Lines `step  N | event` for the scenario steps `first` to `last` (default: to the
+    run's end) of a `ScenarioRun`; the step number is right-aligned in two columns."""
     last = run.records[-1].step if last is None else last
     lines: list[str] = []
     for index, record in enumerate(run.records):
@@ -29,8 +29,8 @@ def event_list(run: Any, first: int = 1, last: int | None = None) -> list[str]:
             continue
         before = run.snapshots[index].block_tables
         after = run.snapshots[index + 1].block_tables
-        lines += [f"step {record.step}: {text}" for text in _step_events(record, before, after)]
-    return [f"{n}. {line}" for n, line in enumerate(lines, 1)]
+        lines += [f"step {record.step:2} | {text}" for text in _step_events(record, before, after)]
+    return lines
 
 
 def _step_events(record: Any, before: dict, after: dict) -> list[str]:

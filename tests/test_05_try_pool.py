@@ -1,0 +1,40 @@
+"""05's Try-it question ("05-try"): its answer and explanation against runs stepped by hand
+here, not through the bench helper the notebook's cell calls."""
+
+from __future__ import annotations
+
+from pagedkv import KVCachePool, SequenceManager, TinyLM
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.viz import questions
+
+PROMPTS = ("Pages fill up", "Tokens arrive", "Queues wait", "Batches grow")  # 05's A to D
+
+
+def _run(num_pages: int) -> tuple[int, int, int, int]:
+    """(steps, preemptions, recomputed tokens, most requests in one step) of 05's four
+    requests in a pool of `num_pages` pages of 4, as 05's section 6 serves them."""
+    model = TinyLM.pretrained()
+    pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=4))
+    sched = Scheduler(SequenceManager(pool), model, max_num_seqs=3, max_num_batched_tokens=40)
+    for req_id, text in zip("ABCD", PROMPTS):
+        sched.add_request(req_id, model.encode(text), 12)
+    most = 0
+    while sched.has_unfinished:
+        record = sched.step()
+        most = max(most, len({*record.decode, *(r for r, _ in record.prefill)}))
+    stats = sched.stats
+    return stats.steps, stats.preemptions, stats.recomputed_tokens, most
+
+
+def test_05_try_answer_is_the_12_page_runs_step_count():
+    (question,) = questions.all_questions()["quiz"]["05-try"].questions
+    steps_12, preempted_12, recomputed_12, most_12 = _run(12)
+    steps_10, _, _, most_10 = _run(10)
+    steps_24, preempted_24, _, most_24 = _run(24)
+    assert (steps_10, most_10) == (30, 2) and preempted_24 == 0  # section 6's runs
+    assert question.answer.startswith(f"{steps_12},") and steps_12 == steps_24  # "as with no pressure"
+    assert f"{steps_10}, as with 10 pages" in question.options
+    # the explanation: 3 at once as in 24 pages, one preemption left, paid in tokens
+    assert most_12 == most_24 == 3 and preempted_12 == 1 and recomputed_12 > 0
+    assert "3 of these requests at once" in question.why and "One preemption" in question.why
+    assert len(question.why.split()) <= 50
