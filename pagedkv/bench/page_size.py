@@ -208,7 +208,7 @@ def describe(point: dict) -> str:
             f"(empty slots per running request: {point['empty_slots_per_running']:.0f})",
             f"system prompt shared: {shared} tokens; prefix hits: "
             f"{hit:,} of {looked_up:,} prompt tokens looked up = {hit / max(1, looked_up):.1%}",
-            f"mean batch {point['mean_batch']:.1f}, preemptions {point['preemptions']}, "
+            f"mean running {point['mean_batch']:.1f}, preemptions {point['preemptions']}, "
             f"page allocations {point['allocations']:,} "
             f"({1000 * point['allocations'] / point['tokens']:.1f} per 1,000 tokens computed)",
         ]

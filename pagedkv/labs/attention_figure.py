@@ -49,7 +49,7 @@ def figure(report: Any):
     ax.set_ylim(0, min(Y_CAP, max(high, *ratios) * 1.1))
     ax.set_ylabel("paged time ÷ dense time (×)")
     ax.set_xlabel("B sequences of L tokens each, one decode step")
-    run = "quick run (best of 3)" if quick else "full run"
+    run = "quick run (best of 15)" if quick else "full run"
     ax.set_title(f"This machine, {run}: numpy, wall clock", fontsize=10)
     handles = [
         Patch(color=BARS, label=yours),

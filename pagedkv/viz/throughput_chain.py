@@ -14,7 +14,7 @@ COLOURS = {"max": "#D55E00", "pow2": "#CC79A7", "oracle": "#E69F00", "paged": "#
 PANELS = [  # key, title, how a bar's number is written
     ("token_states", "1. slots holding\ntokens (%)", "{:.1f}%"),
     ("batch", "2. batch = output\ntokens per step", "{:.1f}"),
-    ("per_token", "3. GB read per\noutput token", "{:.2f}"),
+    ("per_token", "3. GB read per\noutput token\n(lower = faster)", "{:.2f}"),
     ("speed", "4. tokens/s\n(× max's)", "{:.1f}×"),
 ]
 

@@ -1,0 +1,63 @@
+"""Notebook 06's answers as text, for its closed boxes: each function writes what a run shows,
+so the sentences stay out of the notebook's visible cells until a reader opens the box."""
+
+from __future__ import annotations
+
+
+def memory_text(shares: dict[str, dict]) -> str:
+    """Section 1's result: how full paging and the oracle keep the slots, and the batch each
+    reaches (`shares`: `memory.run(...).data["sharegpt"]`)."""
+    paged, oracle = shares["paged"], shares["oracle"]
+    return (
+        f"Result: paging fills {paged['token_states']:.1f}% of the slots with K/V, the oracle "
+        f"{oracle['token_states']:.1f}%,\nso paging runs {paged['mean_batch'] / oracle['mean_batch']:.1f}"
+        f" times the oracle's batch ({paged['mean_batch']:.1f} against {oracle['mean_batch']:.1f})."
+    )
+
+
+def sharing_text(data: dict) -> str:
+    """Section 2's result: which mode saves more at width 6, and why (`data`:
+    `sharing.run(...).data`)."""
+    beam6, sample6 = (data[m][6]["saving_pct"] for m in ("beam search", "parallel sampling"))
+    return "\n".join(
+        [
+            f"Result: beam search shares far more pages than parallel sampling ({beam6:.0f}%",
+            f"against {sample6:.0f}% at width 6). Samples share only the prompt's full pages:",
+            "each sample but one copies the partial last page when it first writes to it",
+            "(copy-on-write), and these short prompts fill about one page of 16. Beams also",
+            "share the common beginnings of their outputs.",
+        ]
+    )
+
+
+def settings_text(half: dict, big: dict, roomy: dict, outputs: list[int]) -> str:
+    """The runs of section 3's try-it settings 2 to 5: `half` (pages of 256, 4,096 slots),
+    `big` (256, 32,768), `roomy` (16, 32,768), and the 40 requests' output lengths."""
+    hit, looked = roomy["first_lookups"][1], roomy["first_lookups"][0]
+    total = sum(outputs)
+    return "\n".join(
+        [
+            f"page 256, 4,096 slots: mean running {half['mean_batch']:.1f}, "
+            f"{half['preemptions']} preemptions, prefix hits {half['prefix_hit_rate_pct']:.1f}%",
+            f"page 256, 32,768 slots: all {big['max_batch']} requests running by step "
+            f"{big['max_batch_step']}, {big['preemptions']} preemptions, "
+            f"prefix hits {big['prefix_hit_rate_pct']:.1f}%",
+            f"page 16, 32,768 slots: mean running {roomy['mean_batch']:.1f}, "
+            f"{roomy['preemptions']} preemptions, "
+            f"prefix hits {hit:,} of {looked:,} = {100 * hit / looked:.1f}%",
+            f"outputs: mean {total / len(outputs):.0f} tokens, longest {max(outputs):,}; "
+            f"the run takes {big['steps']:,} steps",
+            f"mean running = {total:,} output tokens / {big['steps']:,} steps = {total / big['steps']:.1f}",
+        ]
+    )
+
+
+def copy_share_text(data: dict) -> str:
+    """Section 4's copy share: the page copies alone (`gather_s`) as a share of the paged
+    step's time, lowest to highest over the points of `data` (`attention.run(...).data`);
+    wall clock, so it differs by machine."""
+    shares = [p["gather_s"] / p["paged_s"] for p in data["points"]]
+    return (
+        f"the page copies alone: {min(shares):.0%} to {max(shares):.0%} of the paged step's time "
+        "(wall clock: this machine, this run)"
+    )

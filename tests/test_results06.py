@@ -1,0 +1,64 @@
+"""Notebook 06's closed-box texts (pagedkv.labs.results06) against hand-made runs, and the
+notebook's visible cells, which must not hold the answers those texts give."""
+
+from pathlib import Path
+
+import nbformat
+
+from pagedkv.bench import page_size
+from pagedkv.labs import results06
+
+NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "06_benchmarks.ipynb"
+
+
+def test_memory_text_gives_the_shares_and_the_batch_ratio():
+    shares = {
+        "oracle": {"token_states": 48.04, "mean_batch": 20.0},
+        "paged": {"token_states": 96.0, "mean_batch": 50.0},
+    }
+    text = results06.memory_text(shares)
+    assert "paging fills 96.0% of the slots with K/V, the oracle 48.0%" in text
+    assert "runs 2.5 times the oracle's batch (50.0 against 20.0)" in text  # 50 / 20
+
+
+def test_sharing_text_quotes_width_6_of_each_mode():
+    data = {
+        "parallel sampling": {2: {"saving_pct": 1.0}, 6: {"saving_pct": 12.4}},
+        "beam search": {2: {"saving_pct": 30.0}, 6: {"saving_pct": 58.6}},
+    }
+    text = results06.sharing_text(data)
+    assert "(59%\nagainst 12% at width 6)" in text
+
+
+def test_settings_text_divides_the_output_tokens_by_the_steps():
+    run = {"mean_batch": 3.25, "preemptions": 2, "prefix_hit_rate_pct": 12.5, "max_batch": 3,
+           "max_batch_step": 1, "steps": 8, "first_lookups": (40, 10)}  # fmt: skip
+    text = results06.settings_text(run, run, run, [4, 6, 10])
+    assert "mean running = 20 output tokens / 8 steps = 2.5" in text  # 4 + 6 + 10 = 20
+    assert "prefix hits 10 of 40 = 25.0%" in text
+    assert "outputs: mean 7 tokens, longest 10" in text  # 20 / 3 = 6.7
+    assert "mean batch" not in text  # section 1's batch is another mean
+
+
+def test_copy_share_text_spans_the_lowest_to_the_highest_share():
+    points = [{"gather_s": 1.0, "paged_s": 4.0}, {"gather_s": 3.0, "paged_s": 5.0}]
+    text = results06.copy_share_text({"points": points})
+    assert text.startswith("the page copies alone: 25% to 60% of the paged step's time")
+    assert "this machine" in text
+
+
+def test_describe_calls_the_whole_run_mean_mean_running():
+    point = page_size.one_run(256, 4096)
+    assert f"mean running {point['mean_batch']:.1f}," in page_size.describe(point)
+
+
+def test_no_visible_cell_of_notebook_06_spells_out_an_answer():
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    visible = "\n".join(
+        c.source
+        for c in cells
+        if c.cell_type == "code" and not c.metadata.get("jupyter", {}).get("source_hidden")
+    )
+    for answer in ("far more pages", "running by step", "Result: beam", "copy-on-write"):
+        assert answer not in visible
+    assert all(len(line) <= 90 for line in visible.splitlines())
