@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pagedkv.labs.mistake_checks import POPULAR, check_report, check_results, failing_checks, verdicts
+from pagedkv.labs.mistake_checks import (
+    POPULAR,
+    check_report,
+    check_results,
+    failing_checks,
+    flags_table,
+    verdicts,
+)
 
 SYSTEM = list(b"System: answer in one sentence. ")  # 32 tokens: 8 full pages of 4
 REQUESTS = [SYSTEM + [97 + i % 26] * 8 for i in range(40)]  # 40 tokens each: 10 pages of 4
@@ -93,3 +100,16 @@ def test_the_report_explains_a_lazy_heap_at_the_bound(mistake):
     # stale_heap never compacts (160). Only the first two get the note.
     noted = any(line.startswith("heap 64:") for line in check_report(mistake, REQUESTS).splitlines())
     assert noted == (mistake in ("no_cached_eviction", "one_stamp_per_release"))
+
+
+def test_the_flags_table_lists_each_flag_s_numbers_and_failing_checks():
+    # numbers from the tests above; the failing checks from FAILS_BY_HAND, in words
+    rows = flags_table(REQUESTS).splitlines()
+    assert rows[1:7] == [
+        "page_per_token            0      40     n/a    0   the run",
+        "leak                     10      28     n/a    0   the recount, the run",
+        "no_cached_eviction        0      28     n/a   64   the run",
+        "one_stamp_per_release     0       0   0 tok   64   the forced eviction",
+        "stale_heap                0       0   8 tok  160   the heap size",
+        "pagedkv                   0       0   8 tok    8   none",
+    ]

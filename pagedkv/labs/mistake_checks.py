@@ -117,3 +117,32 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
             f"entries once it passes {HEAP_BOUND}, so it PASSes. pagedkv's map holds only its CACHED pages."
         )
     return "\n".join(lines)
+
+
+FLAGS = ("page_per_token", "leak", "no_cached_eviction", "one_stamp_per_release", "stale_heap")
+_CHECK_NAMES = {
+    "lost": "the recount",
+    "refused": "the run",
+    "hits": "the forced eviction",
+    "largest_heap": "the heap size",
+}
+
+
+def flags_table(requests: Sequence[list[int]]) -> str:
+    """One row per mistake flag, then pagedkv's: the four checks' numbers and the checks that
+    FAIL by `RULES` ("none" if all pass)."""
+    lines = [f"{'flag':22} {'lost':>4} {'refused':>7} {'hits':>7} {'heap':>4}   checks that FAIL"]
+    for mistake in (*FLAGS, None):
+        numbers = check_results(mistake, requests)
+        hits = "n/a" if numbers["hits"] is None else f"{numbers['hits']} tok"
+        fails = [_CHECK_NAMES[key] for key, v in verdicts(numbers).items() if v == "FAIL"]
+        lines.append(
+            f"{mistake or 'pagedkv':22} {numbers['lost']:4} {numbers['refused']:7} {hits:>7} "
+            f"{numbers['largest_heap']:4}   {', '.join(fails) or 'none'}"
+        )
+    lines += [
+        "n/a: the pool refused the forced eviction's requests, so that test could not run.",
+        f"heap {HEAP_BOUND}: a correct lazy heap compacts once it passes {HEAP_BOUND} (twice the pool),",
+        f"so {HEAP_BOUND} passes and only more FAILs.",
+    ]
+    return "\n".join(lines)
