@@ -276,3 +276,15 @@ def test_a_newline_in_a_node_key_is_drawn_as_backslash_n_not_a_space():
     fig = plot_radix_tree(cache, decode=lambda ids: "".join(map(chr, ids)))
     (label,) = [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("'a")]
     assert label.split("\n")[0] == "'a tree.\\n'"
+
+
+def test_a_box_lists_three_or_more_pages_in_a_row_as_a_range():
+    """By hand: pages 4, 5, 6 in a row read "pages 4-6"; 0, 2, 3 (a gap) and a pair stay listed."""
+    from pagedkv.viz.radix import plot_radix_tree
+
+    cache = RadixCache(page_size=1)
+    cache.insert([1, 2, 3], [4, 5, 6])
+    cache.insert([7, 8, 9], [0, 2, 3])
+    cache.insert([5, 6], [8, 9])
+    texts = sorted(t.get_text() for t in plot_radix_tree(cache).axes[0].texts)
+    assert texts == ["1 2 3\npages 4-6", "5 6\npages 8, 9", "7 8 9\npages 0, 2, 3", "root"]

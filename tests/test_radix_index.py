@@ -472,3 +472,28 @@ def test_block_table_text_merges_pages_running_down() -> None:
         ["0-4", "5, 4, 3, 2, 1", "evicted from request 1", "indexed"],
         ["5", "6", "FREE", "indexed"],
     ]
+
+
+def test_request_table_by_hand() -> None:
+    """Hand-made rows: a line per request where the pools agree, a line per pool where they
+    differ; block -> page pairs share a line only for pages running up (or down by 3 or more),
+    so a swap of two pages (6 -> 7, 7 -> 6) reads as two pairs."""
+    from pagedkv.labs.radix_roles import request_table
+
+    def row(hits, pages, evicted):
+        return {"hits": hits, "pages": pages, "evicted": evicted, "new_indexed": [], "orphans": []}
+
+    shared = [row(0, [0, 1, 2], []), row(8, [0, 1, 4, 3], [4, 3])]
+    rows = {
+        "hash": [*shared, row(0, [9, 8, 7, 2], [2])],
+        "radix": [*shared, row(0, [5, 6, 7, 2], [2])],
+    }
+    rows["radix"][1] = {**rows["radix"][1], "new_indexed": [3]}  # not shown: still one line
+    lines = [[c.strip() for c in line.split(" | ")] for line in request_table(rows).splitlines()]  # type: ignore[arg-type]
+    assert lines == [
+        ["request", "hit blocks", "block -> page", "pages evicted"],
+        ["1", "none", "0-2 -> 0-2", "none"],
+        ["2", "0-1", "0-1 -> 0-1, 2 -> 4, 3 -> 3", "4, 3"],
+        ["3 hash", "none", "0-2 -> 9-7, 3 -> 2", "2"],
+        ["3 radix", "none", "0-2 -> 5-7, 3 -> 2", "2"],
+    ]

@@ -69,7 +69,8 @@ def _layout(tree: RadixCache) -> dict[RadixNode, tuple[float, int]]:
 
 
 def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: int) -> str:
-    """The node's tokens (quoted text with a decoder, else ids), then its page ids, with
+    """The node's tokens (quoted text with a decoder, else ids), then its page ids (3 or
+    more in a row as a range: "pages 0-3"), with
     "· locked" after them if a running request holds it, wrapped at `width` characters (a
     space where a line breaks is the break), whole unless the text needs more than
     MAX_TEXT_LINES lines."""
@@ -81,7 +82,10 @@ def _label(node: RadixNode, decode: Callable[[list[int]], str] | None, width: in
         lines = lines[: MAX_TEXT_LINES - 1] + [lines[MAX_TEXT_LINES - 1][: width - 1] + "…"]
     locked = " · locked" if node.lock_ref else ""  # a running request's path: not evictable
     word = "page " if len(node.value) == 1 else "pages "
-    pages = textwrap.wrap(word + ", ".join(map(str, node.value)) + locked, width + 12)
+    ids = list(node.value)
+    run = len(ids) > 2 and ids == list(range(ids[0], ids[0] + len(ids)))  # "0-5", not "0, 1, ... 5"
+    listed = f"{ids[0]}-{ids[-1]}" if run else ", ".join(map(str, ids))
+    pages = textwrap.wrap(word + listed + locked, width + 12)
     return "\n".join(lines + pages)
 
 
