@@ -54,3 +54,24 @@ def test_reference_text_says_match_only_for_the_reference_answers_rates():
     assert reference_text(lru, streams, 1024) == "differs from the reference answer on: " + ", ".join(
         w for w in ("zipf", "chat") if w in differ
     )
+
+
+def test_chat_share_sweep_shares_and_rates_from_the_two_streams():
+    from pagedkv.labs.eviction_printouts import chat_share_sweep, sweep_text
+    from pagedkv.labs.hit_rate_lab import replay
+    from pagedkv.labs.lab_workloads import mixed_traffic, multi_turn_chat, scan_mix
+
+    assert mixed_traffic(0, scan_requests=300) == mixed_traffic(0)  # the default mix
+    rows = chat_share_sweep(2048, scan_requests=(300, 36), seeds=(0, 1))
+    for (share, runs), n in zip(rows, (300, 36)):
+        chat = sum(len(r.prompt_token_ids) for r in multi_turn_chat(seed=0))
+        scan = sum(len(r.prompt_token_ids) for r in scan_mix(n, seed=0))
+        assert share == chat / (chat + scan)  # the mix holds every request of both
+        mix = mixed_traffic(1, scan_requests=n)
+        assert runs[1]["arc"] == round(100 * replay(mix, 2048, "arc").hit_rate, 1)
+    assert rows[0][0] < rows[1][0]  # a shorter scan part: more chat
+    both = [{"lru": 20.0, "arc": 23.5}, {"lru": 30.0, "arc": 31.0}]  # ARC first on both, +2.25
+    split = [{"lru": 20.0, "arc": 23.5}, {"lru": 30.0, "arc": 29.5}]  # LRU first on seed 1
+    lines = sweep_text([(0.5, both), (0.75, split)]).splitlines()
+    assert lines[1].split() == ["50%", "+3.5", "+1.0", "arc"]
+    assert lines[2].split() == ["75%", "+3.5", "-0.5", "tie:", "arc", "~", "lru"]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pagedkv.labs.hit_rate_lab import hit_rates_by, make_policy, replay
-from pagedkv.labs.lab_workloads import LabRequest
+from pagedkv.labs.lab_workloads import LabRequest, mixed_traffic
 from pagedkv.labs.pin_coverage import PinCoverage
 from pagedkv.labs.policy_check import RevivedLast
 from pagedkv.labs.seed_check import call_winner, seed_rates, verdict
@@ -59,6 +59,33 @@ def mix_rates(mix: Sequence[LabRequest], chat: Sequence[LabRequest], cache_token
     tokens = sum(len(r.prompt_token_ids) for r in chat) / sum(len(r.prompt_token_ids) for r in mix)
     in_mix = {p: hit_rates_by(mix, cache_tokens, policy=p)["chat"] for p in ("lru", "arc")}
     return {"requests": len(mix), "rates": rates, "seeds": seeds, "chat share": tokens, "chat in mix": in_mix}
+
+
+def chat_share_sweep(
+    cache_tokens: int, scan_requests: Sequence[int] = (300, 96, 36), seeds: Sequence[int] = (0, 1, 2)
+) -> list[tuple[float, list[dict[str, float]]]]:
+    """For each length of the mix's scan part (shorter: more chat), chat's share of the mix's
+    prompt tokens on seed 0 and LRU's and ARC's hit rates in percent on each seed."""
+    rows = []
+    for n in scan_requests:
+        mixes = [mixed_traffic(seed, scan_requests=n) for seed in seeds]
+        chat = [r for r in mixes[0] if r.req_id.startswith("chat")]
+        share = sum(len(r.prompt_token_ids) for r in chat) / sum(len(r.prompt_token_ids) for r in mixes[0])
+        rate = {
+            (i, p): replay(m, cache_tokens, p).hit_rate for i, m in enumerate(mixes) for p in ("lru", "arc")
+        }
+        runs = [{p: round(100 * rate[i, p], 1) for p in ("lru", "arc")} for i in range(len(mixes))]
+        rows.append((share, runs))
+    return rows
+
+
+def sweep_text(rows: list[tuple[float, list[dict[str, float]]]]) -> str:
+    """`chat_share_sweep`'s rows: chat's share, ARC minus LRU on each seed, the verdict."""
+    lines = ["chat's share   arc minus lru on seeds 0, 1, 2 (points)   verdict"]
+    for share, runs in rows:
+        gaps = "".join(f"{r['arc'] - r['lru']:+6.1f}" for r in runs)
+        lines.append(f"  {share:10.0%}   {gaps:38s}  {verdict(call_winner(runs))}")
+    return "\n".join(lines)
 
 
 def mix_text(m: dict[str, Any], chat_alone: float) -> str:

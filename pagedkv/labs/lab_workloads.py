@@ -147,11 +147,11 @@ def scan_mix(
     return out
 
 
-def mixed_traffic(seed: int = 0) -> list[LabRequest]:
-    """`multi_turn_chat` and `scan_mix` (with their default sizes) interleaved at random:
-    every request of both, each stream's requests in their own order. The two share no
-    prefix (their random tokens differ), so every hit in the mix reuses its own stream's pages."""
-    streams = [multi_turn_chat(seed=seed), scan_mix(seed=seed)]
+def mixed_traffic(seed: int = 0, scan_requests: int = 300) -> list[LabRequest]:
+    """`multi_turn_chat` and `scan_mix` (its zipf part `scan_requests` long) interleaved at
+    random: every request of both, each stream's requests in their own order. The two share
+    no prefix (their random tokens differ), so every hit in the mix reuses its own stream's pages."""
+    streams = [multi_turn_chat(seed=seed), scan_mix(scan_requests, seed=seed)]
     rng = np.random.default_rng([seed, 14])
     picks = np.repeat(np.arange(len(streams)), [len(s) for s in streams])
     rng.shuffle(picks)
