@@ -28,3 +28,26 @@ def test_what_the_paper_ratio_needs():
     assert r["link_needed"] == pytest.approx(25 * r["link_ms"] / (rec / 1.2 - r["copy_ms"]))
     text = ways_back_text(r)
     assert "tokens per block" in text and f"ratio {rec / swap:.1f}" in text
+
+
+def test_swap_crossover_is_where_swap_stops_beating_recompute():
+    from pagedkv.labs import costs
+    from pagedkv.labs.block_costs import swap_crossover
+
+    # Mistral-7B: 128 KiB per token, 32 layers, 16-token blocks, 25 GB/s, 10 µs per copy call
+    def swap_by_hand(tokens):
+        blocks = -(-tokens // 16)
+        return 2 * (tokens * 128 * 1024 / 25e9 + blocks * 32 * 2 * 10e-6)
+
+    for tokens in (192, 208):
+        got = costs.preemption_costs("Mistral-7B", "A100-40GB", tokens)["swap_s"]
+        assert got == pytest.approx(swap_by_hand(tokens))
+    # every length, one token at a time, with the swap by hand
+    wins = [
+        t
+        for t in range(1, 2049)
+        if swap_by_hand(t) < costs.preemption_costs("Mistral-7B", "A100-40GB", t)["recompute_s"]
+    ]
+    assert swap_crossover("Mistral-7B") == max(wins) == 192
+    assert len(wins) > 170  # most shorter requests swap faster too
+    assert swap_crossover("Mistral-7B", longest=100) == 100  # stops at `longest`

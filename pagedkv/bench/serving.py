@@ -334,7 +334,8 @@ def figure(report: Report):
         bars.text(x, share / 2, f"{share:.0f}%", ha="center", va="center", color="white", fontsize=12)
     bars.set_ylim(0, 100)
     name_thin_top(bars, len(SYSTEMS) - 1, data["paged"][top])
-    bars.set_ylabel(f"% of K/V slots ({report.data['top_rate']:g} req/s)", fontsize=12)
+    bars.set_ylabel("% of K/V slots", fontsize=12)
+    bars.set_xlabel(f"{report.data['top_rate']:g} req/s, under load (requests waiting)", fontsize=12)
     handles, labels = bars.get_legend_handles_labels()  # below both panels, clear of the bars
     labels = [t.replace("\n", " ").replace(": ", ":\n", 1) for t in labels]
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=13)

@@ -76,3 +76,17 @@ def ways_back_text(r: dict, model: str = "OPT-13B", tokens: int = 1024, gpu: str
         f" = {r['faster']:.1f} times faster",
     ]
     return "\n".join(lines)
+
+
+def swap_crossover(model: str, gpu: str = "A100-40GB", longest: int = 8192) -> int:
+    """The longest request (at most `longest` tokens) that swaps out and back in faster than
+    it recomputes, with today's settings (vLLM's 16-token blocks); 0 if none does. No longer
+    request swaps faster: the swap's bytes and copy calls grow with the tokens, while a short
+    prefill costs about one read of the weights whatever its length. (Just below it, a
+    request that starts a new block may lose: each block adds its copy calls at once.)"""
+    best = 0
+    for tokens in range(1, longest + 1):
+        way = costs.preemption_costs(model, gpu, tokens)
+        if way["swap_s"] < way["recompute_s"]:
+            best = tokens
+    return best
