@@ -153,7 +153,7 @@ def figure(report: Report):
         ax.axvline(report.data["cache_tokens"], color="#999999", ls=":", zorder=0)
         ax.set_title(workload, fontsize=13, pad=3)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(sizes, [str(c) for c in sizes])
+        ax.set_xticks(sizes, [f"{c:,}" for c in sizes])
         ax.set_xlim(sizes[0] / 1.2, sizes[-1] * 1.2)  # the nudged markers stay inside
         ax.minorticks_off()
         ax.grid(alpha=0.3)
