@@ -26,3 +26,20 @@ def test_the_apply_question_answers_what_the_pool_does():
     assert q.answer == f"{from_cache}; its new page ends {ends}"
     assert (from_cache, ends) == (16, "FREE")  # the last page is computed again, then not indexed
     assert new_pages == [9] and "page 9" in q.why  # the lowest FREE page, as the why says
+
+
+def test_a_prompt_seen_before_computes_again_the_page_of_its_last_token():
+    """Notebook 00's cost of the last-page rule with 16-token pages, against the count from
+    page arithmetic: the tokens of the page holding the last token, 1 to 16."""
+    from pagedkv import KVCachePool, SequenceManager, TinyLM
+
+    model = TinyLM.pretrained()
+    seqs = SequenceManager(KVCachePool(model.cache_config(num_pages=16, page_size=16)))
+    text = model.encode("The KV cache holds pages, and a page holds the K/V of 16 tokens.")
+    for n in (16, 17, 31, 32, 33, 40, 48):
+        seqs.add("first", text[:n])
+        seqs.free("first")
+        from_cache = seqs.add("again", text[:n])
+        seqs.free("again")
+        last_page_tokens = n - 16 * ((n - 1) // 16)  # tokens in the page holding token n
+        assert n - from_cache == last_page_tokens, n

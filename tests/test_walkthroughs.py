@@ -158,8 +158,8 @@ def test_widgets_hold_back_the_explanation_until_an_answer():
 
 
 def test_a_predictions_lru_picture_names_the_last_holder_as_the_notebook_says():
-    """00 says each CACHED cell of the LRU picture names the sequence that last held it: the
-    picture a prediction shows after its step does too (the pool's events are passed)."""
+    """00-evict's answer says each CACHED cell of the LRU picture names the sequence that last
+    held it: the picture the prediction shows after its step does (the pool's events are passed)."""
     from pagedkv.viz import PredictStep
 
     ask = PredictStep("00-evict")
@@ -167,8 +167,8 @@ def test_a_predictions_lru_picture_names_the_last_holder_as_the_notebook_says():
     labels = ask._heatmap.panels["lru"].labels  # noqa: SLF001 - the picture's cell texts
     cached = [p for p in range(ask.run.num_pages) if ask.run.pool.page(p).state.name == "CACHED"]
     assert cached and all(labels[p].endswith("\nrequest_A") for p in cached)
-    text = " ".join(_texts(ROOT / "notebooks" / "00_start_here.ipynb").split())
-    assert "names the sequence that last held it" in text
+    text = " ".join(questions.all_questions()["predict"]["00-evict"].after.split())
+    assert "naming the sequence that last held it" in text  # under the picture, once answered
 
 
 def test_the_answer_key_in_docs_is_current():
@@ -298,7 +298,7 @@ def test_the_name_map_is_linked_and_notebook_00s_table_agrees_with_it():
         t for t in map("".join, (c["source"] for c in _cells(NOTEBOOKS[0]))) if "| pagedkv | vLLM" in t
     )
     rows = [r for r in cell.splitlines() if r.startswith("| `")]
-    assert len(rows) >= 6
+    assert len(rows) == 4  # pool, page_size, num_pages, page state; the map has the rest
     for row in rows:  # every name of the short table is in the full map
         for name in re.findall(r"`([^`]+)`", row):
             assert name.split("(")[0] in full, name
