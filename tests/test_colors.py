@@ -263,3 +263,21 @@ def test_the_requests_of_every_scenario_get_clearly_different_colours(name):
     if len(colors) > 1:
         gap, pair = _closest_pair(colors)
         assert gap >= MIN_DELTA_E, (gap, pair)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_your_request_and_your_fork_never_share_a_colour(name):
+    """On a dashboard you add a request (yours1, which takes the first of YOURS_COLORS no
+    sequence has) and then fork a scenario's sequence (`<id>.f1`, the next colour in order):
+    the fork took yours1's cyan when the scenario had four sequences before it. Every
+    sequence of the picture against every other, by the colour-distance oracle."""
+    run = ScenarioRun(name)
+    palette = SequencePalette().restart(run.steps)
+    first = next(iter(dict(palette.items())))
+    for seq_id in ("yours1", f"{first}.f1", "yours2", f"{first}.f2"):
+        palette.color(seq_id)
+    colors = dict(palette.items())
+    if len(colors) <= len(SEQUENCE_COLORS):
+        assert len(set(colors.values())) == len(colors), colors
+        gap, pair = _closest_pair(colors)
+        assert gap >= MIN_DELTA_E, (gap, pair)

@@ -70,8 +70,15 @@ class SequencePalette:
     def color(self, seq_id: Hashable) -> str:
         if seq_id not in self._colors:
             known = fork_color(seq_id, self._colors) or yours_color(seq_id, self._colors)
-            self._colors[seq_id] = known or SEQUENCE_COLORS[len(self._colors) % len(SEQUENCE_COLORS)]
+            self._colors[seq_id] = known or self._next_unused()
         return self._colors[seq_id]
+
+    def _next_unused(self) -> str:
+        """The next colour in order that no sequence has (one of yours may have taken it),
+        or, once all twelve are taken, the next in order."""
+        used, start = set(self._colors.values()), len(self._colors)
+        order = [SEQUENCE_COLORS[(start + k) % len(SEQUENCE_COLORS)] for k in range(len(SEQUENCE_COLORS))]
+        return next((color for color in order if color not in used), order[0])
 
     def rgba(self, seq_id: Hashable) -> tuple[float, float, float, float]:
         return to_rgba(self.color(seq_id))
