@@ -306,21 +306,29 @@ def test_owner_legends_show_every_name_whole_inside_the_picture_below_the_title(
 
 
 def test_a_long_owner_legend_stays_above_a_wide_axis_label():
-    """Five samples in a pool of 20 pages: its axis label ("…; hatched: no page") runs under
-    the key, one line of column ids below the grid, so no legend row may reach lower (the
-    fifth row was drawn over that label)."""
+    """Five samples: in parallel's pool of 20 pages (two full rows of 10) every name shows,
+    inside the picture; in a pool of 21 (one hatched position) the axis label ("…; hatched:
+    no page") runs under the key, one line of column ids below the grid, so no legend row may
+    reach lower (the fifth row was drawn over that label)."""
     from pagedkv.viz.frame import FONT_PT
+    from pagedkv.viz.main_picture import main_heatmap
+    from pagedkv.viz.palette import SequencePalette
 
-    dash = Dashboard("parallel")
-    for _ in range(5):
-        dash.step()
-    heatmap = dash._maps()[0]  # noqa: SLF001
-    panel = heatmap.panels["owner"]
-    line = 1.45 * FONT_PT * heatmap._frame.px  # noqa: SLF001
-    label_top = panel.frame.boxes[:, 3].max() + 1.2 * line  # under the column ids
-    rows = heatmap.legend_rows(panel)
-    assert len(rows) == len(panel.legend)  # every name shown (in two columns)
-    assert all(y + len(lines) * line <= label_top for _, lines, _, y in rows), rows
+    for num_pages in (20, 21):
+        run = ScenarioRun("parallel", num_pages=num_pages)
+        for _ in range(5):
+            run.step()
+        heatmap = main_heatmap(num_pages, run.page_size, SequencePalette().restart(run.steps))
+        heatmap.update(run.snapshots[-1])
+        panel = heatmap.panels["owner"]
+        line = 1.45 * FONT_PT * heatmap._frame.px  # noqa: SLF001
+        rows = heatmap.legend_rows(panel)
+        if num_pages == 20:
+            assert len(rows) == len(panel.legend) == 5  # every name shown
+            assert all(y + len(lines) * line <= heatmap.size[1] for _, lines, _, y in rows), rows
+        else:
+            label_top = panel.frame.boxes[:, 3].max() + 1.2 * line  # under the column ids
+            assert all(y + len(lines) * line <= label_top for _, lines, _, y in rows), rows
 
 
 def test_the_main_picture_names_every_owner_when_two_columns_hold_them():

@@ -279,7 +279,7 @@ def _make_axes(
                 linewidth=0,
             )
         )  # fmt: skip
-    step = 1 if cols <= 8 else 4  # wider grids have smaller cells: "10" "11" ... would collide
+    step = 1 if cols <= 12 else 4  # wider grids have smaller cells: "10" "11" ... would collide
     ax.set_xticks(range(0, cols, step))
     ax.set_yticks(range(0, rows, step))
     ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])

@@ -1,8 +1,9 @@
 """The page grid's geometry: rows and columns for a pool, a cell's side and a picture's size.
 
-A pool's pages are drawn as a grid, page id = row + column, 8 columns for small pools and wider
-for large ones; `cell_inches` and `figure_inches` size the cells so each panel keeps room for
-its title, page-id ticks and legend. `pagedkv.viz.frame` lays the panels out with these sizes.
+A pool's pages are drawn as a grid, page id = row + column, 8 columns for small pools (two rows
+for 17 to 24) and wider for large ones; `cell_inches` and `figure_inches` size the cells so
+each panel keeps room for its title, page-id ticks and legend. `pagedkv.viz.frame` lays the
+panels out with these sizes.
 
 Leaves out: drawing (frame.py does it).
 """
@@ -15,8 +16,12 @@ __all__ = ["FIGURE_TEXT_IN", "PANEL_TEXT_IN", "cell_inches", "figure_inches", "g
 
 
 def grid_shape(num_pages: int) -> tuple[int, int]:
-    """(rows, cols) of the page grid: 8 columns for small pools, wider for large ones."""
+    """(rows, cols) of the page grid: 8 columns for small pools, two rows for 17 to 24 pages
+    (9 to 12 columns: a picture only so tall, such as the dashboard's, draws them half again as
+    large as three rows of 8, and the fewer columns the wider the key beside), wider for large ones."""
     cols = 8 if num_pages <= 64 else 16 if num_pages <= 256 else 32 if num_pages <= 1024 else 64
+    if 16 < num_pages <= 24:
+        cols = math.ceil(num_pages / 2)
     cols = min(cols, num_pages)
     return math.ceil(num_pages / cols), cols
 
