@@ -26,8 +26,10 @@ def test_sharing_text_quotes_width_6_of_each_mode():
         "parallel sampling": {2: {"saving_pct": 1.0}, 6: {"saving_pct": 12.4}},
         "beam search": {2: {"saving_pct": 30.0}, 6: {"saving_pct": 58.6}},
     }
-    text = results06.sharing_text(data)
+    text = results06.sharing_text(data, [5, 15, 16, 40])
     assert "(59%\nagainst 12% at width 6)" in text
+    # 5 and 15 fill no page of 16; 40 fills 2 (16 + 16 + 8)
+    assert "2 of these 4 prompts fill no full page of 16 (the longest, 40,\nfills 2)" in text
 
 
 def test_settings_text_divides_the_output_tokens_by_the_steps():
@@ -62,3 +64,26 @@ def test_no_visible_cell_of_notebook_06_spells_out_an_answer():
     for answer in ("far more pages", "running by step", "Result: beam", "copy-on-write"):
         assert answer not in visible
     assert all(len(line) <= 90 for line in visible.splitlines())
+
+
+def test_the_closing_quiz_transfer_question_matches_a_run():
+    """06-check's sharing question: the answer saves the most in a run summed as section 2
+    sums, and in a hand count of the last moment (shared: the prompt's full pages)."""
+    import math
+    import re
+
+    from pagedkv.bench import sharing
+    from pagedkv.engine.request import Request
+    from pagedkv.viz import questions
+
+    (q,) = [x for x in questions.quiz("06-check").questions if "Parallel sampling, n = 4" in x.text]
+    run, hand = {}, {}
+    for option in q.options:
+        prompt, new = map(int, re.findall(r"(\d+)[- ]", option)[:2])
+        one = Request(req_id="q", prompt_token_ids=list(range(prompt)), max_new_tokens=new + 1)
+        run[option] = sharing.parallel_saving([one], 4, page_size=16, appended=new)["saving_pct"]
+        own = math.ceil((prompt + new) / 16)  # a sample's pages without sharing
+        hand[option] = 1 - (prompt // 16 + 4 * (own - prompt // 16)) / (4 * own)
+    assert max(run, key=run.get) == max(hand, key=hand.get) == q.answer
+    assert [round(v) for v in run.values()] == [1, 61, 28]  # the explanation's 61 % and 28 %
+    assert "61 %" in q.why and "28 %" in q.why

@@ -15,17 +15,19 @@ def memory_text(shares: dict[str, dict]) -> str:
     )
 
 
-def sharing_text(data: dict) -> str:
+def sharing_text(data: dict, prompts: list[int], page: int = 16) -> str:
     """Section 2's result: which mode saves more at width 6, and why (`data`:
-    `sharing.run(...).data`)."""
+    `sharing.run(...).data`; `prompts`: the run's prompt lengths, in pages of `page`)."""
     beam6, sample6 = (data[m][6]["saving_pct"] for m in ("beam search", "parallel sampling"))
+    empty = sum(1 for p in prompts if p < page)
     return "\n".join(
         [
             f"Result: beam search shares far more pages than parallel sampling ({beam6:.0f}%",
             f"against {sample6:.0f}% at width 6). Samples share only the prompt's full pages:",
             "each sample but one copies the partial last page when it first writes to it",
-            "(copy-on-write), and these short prompts fill about one page of 16. Beams also",
-            "share the common beginnings of their outputs.",
+            f"(copy-on-write), and {empty} of these {len(prompts)} prompts fill no full page of "
+            f"{page} (the longest, {max(prompts)},",
+            f"fills {max(prompts) // page}). Beams also share the common beginnings of their outputs.",
         ]
     )
 
