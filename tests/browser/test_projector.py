@@ -37,7 +37,7 @@ PICTURES = [
         'plot_pool(story.seqs.snapshot(), ("state", "owner"))',
         "heatmap_projector_1280.png",
     ),
-    ("01_pages_and_block_tables.ipynb", "plot_block_tables(run.seqs.snapshot(), step=run.cursor)", None),
+    ("01_pages_and_block_tables.ipynb", "plot_refusal(before, after, caught, writer)", None),
     ("02_paged_attention.ipynb", "table, chunk=3, page_size=pool.page_size, num_tokens=n,", None),
     ("03_prefix_caching_and_lru.ipynb", 'evict.events, label="after doc_D arrives")', None),
     ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
