@@ -74,4 +74,4 @@ def test_chat_share_sweep_shares_and_rates_from_the_two_streams():
     split = [{"lru": 20.0, "arc": 23.5}, {"lru": 30.0, "arc": 29.5}]  # LRU first on seed 1
     lines = sweep_text([(0.5, both), (0.75, split)]).splitlines()
     assert lines[1].split() == ["50%", "+3.5", "+1.0", "arc"]
-    assert lines[2].split() == ["75%", "+3.5", "-0.5", "tie:", "arc", "~", "lru"]
+    assert lines[2].split() == ["75%", "+3.5", "-0.5", "tie:", "arc", "~", "lru"]  # arc: mean +1.5

@@ -117,9 +117,8 @@ def pin_margins(
     return margins, {s: round(sum(m) / len(m), 1) for s, m in margins.items()}
 
 
-def pins_text(table: Table, pins: dict[str, int], runs: dict, sizes: Sequence[int]) -> str:
-    """Per stream: LRU, lru+pin, S3-FIFO and ARC's rates, the pins and both gains; then chat's
-    pin margins per seed, their mean and the rule's verdict at each size."""
+def pins_text(table: Table, pins: dict[str, int]) -> str:
+    """Per stream: LRU, lru+pin, S3-FIFO and ARC's rates, the pins and both gains."""
     lines = ["stream    lru  lru+pin  s3fifo     arc  pinned  pins gain  ARC gain"]
     for w in table:
         t = {p: round(100 * table[w][p], 1) for p in ("lru", "lru+pin", "s3fifo", "arc")}
@@ -130,8 +129,14 @@ def pins_text(table: Table, pins: dict[str, int], runs: dict, sizes: Sequence[in
     lines += [
         "pinned: pages on the pin list (at most a quarter of 128 pages)",
         "gains: points over LRU, the difference of the rates printed",
-        "chat, lru+pin minus lru (points) on seeds 0, 1, 2, their mean, and the rule's verdict:",
     ]
+    return "\n".join(lines)
+
+
+def pin_seed_text(runs: dict, sizes: Sequence[int]) -> str:
+    """Chat's pin margins (lru+pin minus LRU) per seed, their mean and the rule's verdict at
+    each size, one line per size."""
+    lines = ["chat, lru+pin minus lru (points) on seeds 0, 1, 2, their mean, and the rule's verdict:"]
     margins, means = pin_margins(runs, sizes)
     for s in sizes:
         lines.append(

@@ -60,10 +60,9 @@ def call_winner(runs: Sequence[dict[str, float]], points: float = 1.0) -> list[s
 
 
 def verdict(names: Sequence[str]) -> str:
-    """ "arc" for a win; for a tie, "tie: " and the names in alphabetical order, so that the
-    same tie always prints the same way ("tie: lru ~ lru+pin"). Which of them has the best
-    mean is `call_winner(...)[0]`."""
-    return names[0] if len(names) == 1 else "tie: " + " ~ ".join(sorted(names))
+    """ "arc" for a win; for a tie, "tie: " and the names in the order given, which for
+    `call_winner`'s list is best mean first ("tie: lru+pin ~ lru": lru+pin's mean is higher)."""
+    return names[0] if len(names) == 1 else "tie: " + " ~ ".join(names)
 
 
 def largest_reversed_lead(runs_by_case: dict[tuple[str, int], list[dict[str, float]]]) -> float:
