@@ -101,3 +101,55 @@ def test_evicted_and_not_indexed_boxes_differ_in_fill_border_and_hatch():
     assert evicted.get_hatch() and not not_indexed.get_hatch()
     assert evicted.get_facecolor() != not_indexed.get_facecolor()
     assert evicted.get_linestyle() != not_indexed.get_linestyle()
+
+
+def test_release_chains_by_hand():
+    """A repeated request after release: one box for its hits, the first recomputed block
+    marked as the copy, the last as partial, and a page no index holds drawn as FREE."""
+    from pagedkv.labs.radix_roles import release_chains
+
+    kinds = {"x": ["reached", "reached", "not indexed", "orphan", "not indexed"]}
+    assert release_chains(kinds, [0, 1, 9, 5, 3], hit_blocks=2) == {
+        "x": [
+            ("pages 0-1", "reached", "blocks 0-1"),
+            ("page 9", "free", "block 2: copy"),
+            ("page 5", "orphan", "block 3"),
+            ("page 3", "free", "block 4: partial"),
+        ]
+    }
+    assert KINDS["free"][3] == "not indexed: FREE after release"
+
+
+def test_pair_table_by_hand():
+    """Request 2 repeats request 1's 8-token prompt (pages of 4): the last-token rule hits block
+    0 only, block 1 is recomputed on a FREE page as a copy, block 2 is partial."""
+    from pagedkv.labs.radix_roles import pair_table
+
+    def row(pages, hits, released_free):
+        return {"pages": pages, "hits": hits, "evicted": [], "released_free": released_free, "orphans": []}
+
+    rows = [row([0, 1], 0, []), row([0, 2, 3], 4, [2, 3])]
+    tokens = [list(range(1, 9)), list(range(1, 10))]
+    lines = [
+        [c.strip() for c in line.split(" | ")] for line in pair_table(rows, 0, 1, tokens, [8, 8]).splitlines()
+    ]  # type: ignore[arg-type]
+    assert lines == [
+        ["block", "request 1", "request 2", "request 2's page"],
+        ["0", "0", "0", "prefix hit"],
+        ["1", "1", "2", "FREE; copy of request 1's block 1"],
+        ["2", "", "3", "FREE; partial: not full"],
+    ]
+
+
+def test_insert_rest_adds_only_the_unmatched_pages():
+    """Section 1 by hand: B shares A's first 4 pages of 6, so 2 new pages join as a leaf and
+    the tree holds 8 pages in 3 nodes; B then matches its own pages."""
+    from pagedkv.labs.radix_roles import insert_rest
+    from pagedkv.radix.radix_cache import RadixCache
+
+    tree = RadixCache(page_size=4)
+    a, b = list(range(24)), list(range(16)) + list(range(100, 108))
+    tree.insert(a, [0, 1, 2, 3, 4, 5])
+    assert insert_rest(tree, b, tree.match_prefix(b), next_page=6) == [6, 7]
+    assert (tree.total_size(), tree.num_nodes) == (8, 3)
+    assert tree.match_prefix(b).page_ids == [0, 1, 2, 3, 6, 7]

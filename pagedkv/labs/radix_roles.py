@@ -1,7 +1,8 @@
 """Notebook 09, section 5: each request's block table, block by block, with where each page
 came from and what became of it (`block_rows`, `block_table_text`), read from
 `pagedkv.labs.radix_vs_hash.generate_one_at_a_time`'s rows; and what a pool's prefix index
-does with each page of a block table (`page_kinds`, sections 3 and 5)."""
+does with each page of a block table (`page_kinds`, sections 3 and 5), drawn for a repeated
+request after release (`release_chains`) or listed beside an earlier one (`pair_table`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 
 from pagedkv.core.pool import KVCachePool
 from pagedkv.labs.radix_vs_hash import RequestRow, orphan_pages
+from pagedkv.radix.radix_cache import MatchResult, RadixCache
 
 
 def block_rows(
@@ -169,3 +171,53 @@ def request_table(rows_by_index: dict[str, list[RequestRow]], page_size: int = 4
     return "\n".join(
         " | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells
     )
+
+
+def release_chains(kinds: dict[str, list[str]], pages: Sequence[int], hit_blocks: int) -> dict[str, list]:
+    """`plot_page_chains` rows for a request that repeats an earlier prompt, after its release:
+    one box for its hit pages, then one per later block. Its first recomputed block is the
+    copy; the last block is partial. `kinds` maps a row title to `page_kinds` of `pages`; a
+    page no index holds after release is FREE, so "not indexed" becomes "free"."""
+    last = len(pages) - 1
+    out: dict[str, list] = {}
+    for title, row in kinds.items():
+        shown = ["free" if kind == "not indexed" else kind for kind in row]
+        boxes = [(f"pages 0-{hit_blocks - 1}", shown[0], f"blocks 0-{hit_blocks - 1}")]
+        for k in range(hit_blocks, len(pages)):
+            note = f"block {k}" + (": copy" if k == hit_blocks else ": partial" if k == last else "")
+            boxes.append((f"page {pages[k]}", shown[k], note))
+        out[title] = boxes
+    return out
+
+
+def pair_table(
+    rows: Sequence[RequestRow],
+    first: int,
+    later: int,
+    tokens: Sequence[Sequence[int]],
+    prompt_lens: Sequence[int],
+) -> str:
+    """Two requests' block tables side by side, a line per block: its page in request `first`
+    and in request `later` (from 0), and where the later one's page came from (`block_rows`)."""
+    a, b = rows[first]["pages"], block_rows(rows, later, tokens, prompt_lens)
+    cells = [["block", f"request {first + 1}", f"request {later + 1}", f"request {later + 1}'s page"]]
+    for k, page, source, note, _ in b:
+        cells.append(
+            [str(k), str(a[k]) if k < len(a) else "", str(page), f"{source}; {note}" if note else source]
+        )
+    widths = [max(len(c[n]) for c in cells) for n in range(4)]
+    return "\n".join(
+        " | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells
+    )
+
+
+def insert_rest(tree: RadixCache, tokens: Sequence[int], match: MatchResult, next_page: int) -> list[int]:
+    """Insert `tokens` into a `RadixCache` on the matched pages plus new pages numbered from
+    `next_page` for the rest of its full pages (the page size is the tree's); returns the new
+    pages."""
+    new = list(range(next_page, next_page + len(tokens) // tree.page_size - match.num_pages))
+    tree.insert(tokens, match.page_ids + new)
+    return new
+
+
+RANGES_KEY = "a-b -> c-d: blocks a..b on pages c..d in order (1-4 -> 11-8 is 1 -> 11, 2 -> 10, ...)"

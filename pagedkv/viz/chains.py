@@ -11,6 +11,7 @@ says what the index does with the page (`KINDS`):
 - "reached": the index holds it and a lookup from the first page reaches it (a prefix hit);
 - "orphan": the index holds it, but a lookup stops before it (a page before it is missing);
 - "not indexed": the index does not hold it (a copy, a partial page, or one the tree left out);
+- "free": the same after the request's release, when such a page is FREE;
 - "evicted": no indexed page holds this block's content any more (grey, crossed: unlike the white,
   dashed "not indexed" box).
 
@@ -32,6 +33,7 @@ KINDS = {
     "reached": ("#A6DBC4", "solid", "black", "indexed, a lookup reaches it"),
     "orphan": ("#F5A38A", "solid", "black", "indexed, no lookup reaches it (orphan)"),
     "not indexed": ("#FFFFFF", "dashed", "black", "not indexed"),
+    "free": ("#FFFFFF", "dashed", "black", "not indexed: FREE after release"),
     "evicted": ("#C8C8C8", "solid", "black", "evicted: no indexed page holds it"),
 }
 CROSSED = {"evicted": "xx"}  # kind -> hatch drawn over the fill
