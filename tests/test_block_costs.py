@@ -51,3 +51,18 @@ def test_swap_crossover_is_where_swap_stops_beating_recompute():
     assert swap_crossover("Mistral-7B") == max(wins) == 192
     assert len(wins) > 170  # most shorter requests swap faster too
     assert swap_crossover("Mistral-7B", longest=100) == 100  # stops at `longest`
+
+
+def test_swap_crossover_text_names_the_last_length_where_swap_wins():
+    import re
+
+    from pagedkv.labs import costs
+    from pagedkv.labs.block_costs import swap_crossover_text
+
+    text = swap_crossover_text("Mistral-7B")
+    longest = int(re.search(r"at most (\d+) tokens", text.replace("\n", " ")).group(1))
+    at = {n: costs.preemption_costs("Mistral-7B", "A100-40GB", n) for n in (longest, longest + 16, 1024)}
+    assert at[longest]["swap_s"] < at[longest]["recompute_s"]  # swap still wins there
+    assert at[longest + 16]["swap_s"] > at[longest + 16]["recompute_s"]  # one block more: it loses
+    assert at[1024]["swap_s"] > at[1024]["recompute_s"]
+    assert all(len(line) <= 80 for line in text.splitlines())

@@ -34,7 +34,7 @@ def test_summary_counts_the_final_quiz_questions() -> None:
 def test_sustainable_rate_is_defined_and_printed_on_the_core_path() -> None:
     core = _core()
     defined = [i for i, c in enumerate(core) if "*sustainable rate*" in c.source]
-    printed = [i for i, c in enumerate(core) if c.cell_type == "code" and "keeps_up[s]:.3f" in c.source]
+    printed = [i for i, c in enumerate(core) if c.cell_type == "code" and "serving_result_text(" in c.source]
     checked = [i for i, c in enumerate(core) if "[0.647, 1.032, 1.375, 3.531]" in c.source]
     assert defined and printed and checked
     # the Summary prints "sustains (requests/s)": the core defines the term before it
@@ -46,3 +46,12 @@ def test_section5_and_summary_quote_no_number_only_a_fold_prints() -> None:
     core_text = "\n".join(c.source for c in _core() if c.cell_type == "markdown")
     for folded_only in ("67 %", "1.9 times", "2.07"):
         assert folded_only not in core_text
+
+
+def test_no_prediction_answer_in_visible_code() -> None:
+    """The cells with a prediction quiz print their answer's sentence from the package, inside
+    the Result box: no answer-bearing string shows in the code above the question."""
+    for c in _core():
+        if c.cell_type == "code" and "Quiz(" in c.source:
+            for giveaway in ("beats recompute", "takeaway", "answers the question", "rate over"):
+                assert giveaway not in c.source

@@ -118,3 +118,21 @@ def test_a_run_at_one_rate_is_serve_at_that_rate_and_follows_littles_law():
 def test_a_rate_out_of_range_names_the_range(rate):
     with pytest.raises(ValueError, match="rate must be from 0.5 to 20 requests/s"):
         serving_windows.shares_at(rate, requests=10)
+
+
+def test_serving_result_orders_the_systems_as_their_latencies_do(report):
+    # oracle: the bench's own printed sustainable rates, and the latency table by hand
+    data = report.data
+    r = serving_windows.serving_result(data)
+    line = next(n for n in report.notes if n.startswith("sustainable rate"))
+    for system, rate in r["keeps_up"].items():
+        assert f"{system} {rate:.3f}/s" in line
+    lat = {s: [data["systems"][s][str(x)]["normalized_latency"] for x in data["rates"]] for s in r["order"]}
+    for earlier, later in zip(r["order"], r["order"][1:]):
+        # a system that crosses the bound later is never slower at any measured rate past 0.5/s
+        assert all(b <= a for a, b in zip(lat[earlier][1:], lat[later][1:], strict=True))
+    assert r["best"] == r["order"][-1] == max(r["tokens"], key=r["tokens"].get)
+    rounded = {s: round(rate, 3) for s, rate in r["keeps_up"].items()}
+    assert r["ratios"]["oracle"] == pytest.approx(rounded["paged"] / rounded["oracle"])
+    text = serving_windows.serving_result_text(data)
+    assert f"order: {', '.join(r['order'])}" in text and all(len(line) <= 90 for line in text.splitlines())

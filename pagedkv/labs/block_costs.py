@@ -90,3 +90,16 @@ def swap_crossover(model: str, gpu: str = "A100-40GB", longest: int = 8192) -> i
         if way["swap_s"] < way["recompute_s"]:
             best = tokens
     return best
+
+
+def swap_crossover_text(model: str, gpu: str = "A100-40GB", width: int = 80) -> str:
+    """The sentence notebook 11 prints inside its Result box: up to which request length a swap
+    beats recompute on `model` (`swap_crossover`), and why, wrapped to `width` characters."""
+    import textwrap
+
+    longest = swap_crossover(model, gpu)
+    return textwrap.fill(
+        f"swap beats recompute only for requests of at most {longest} tokens: a short prefill"
+        " costs about one read of the weights, a swap's cost grows with every token",
+        width,
+    )

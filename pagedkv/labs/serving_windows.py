@@ -16,10 +16,14 @@ from __future__ import annotations
 from pagedkv.core.plumbing.validation import check_number
 from pagedkv.labs.parallel import QUICK_WORKERS
 from pagedkv.labs.serving import (
+    LATENCY_BOUND,
     PAPER,
+    PAPER_RATE_RATIOS,
     PAPER_SLOTS,
     SYSTEMS,
+    rate_ratio,
     serve_grid,
+    sustainable_rate,
 )
 from pagedkv.labs.workloads import generate
 
@@ -133,3 +137,52 @@ def littles_law(run: dict, rate: float, requests: int = QUICK_REQUESTS) -> dict:
         "share": 100 * in_flight * tokens_each / PAPER_SLOTS,
         "token_share": run["run_token_states"],
     }
+
+
+def serving_result(data: dict) -> dict:
+    """From a serving report's `data`: `keeps_up` {system: sustainable rate}, `order` (the
+    systems by that rate, lowest first: the order their lines cross the bound), `best` (the
+    last), `ratios` {system: best's rate / its rate, as printed}, and `tokens` {system: % of
+    slots holding tokens under load at the top rate}."""
+    systems, rates = data["systems"], data["rates"]
+    keeps_up = {
+        s: sustainable_rate(rates, [systems[s][_key(r)]["normalized_latency"] for r in rates])
+        for s in systems
+    }
+    order = sorted(systems, key=keeps_up.__getitem__)
+    best = order[-1]
+    return {
+        "keeps_up": keeps_up,
+        "order": order,
+        "best": best,
+        "ratios": {s: rate_ratio(keeps_up[best], keeps_up[s]) for s in systems},
+        "tokens": {s: systems[s][_key(data["top_rate"])]["token_states"] for s in systems},
+    }
+
+
+def serving_result_text(data: dict, width: int = 80) -> str:
+    """The lines notebook 11 prints inside its serving Result box (`serving_result` of `data`):
+    the token shares at the top rate, the order the lines cross the bound, the sustainable
+    rates, the best system's rate over oracle's and max's beside the paper's, and why."""
+    import textwrap
+
+    r = serving_result(data)
+    best, tokens, top = r["best"], r["tokens"], data["top_rate"]
+    others = max(tokens[s] for s in tokens if s != best)
+    lines = [
+        f"at {top:g} requests/s tokens fill {tokens[best]:.0f} % of {best}'s slots,"
+        f" at most {others:.0f} % of the others'",
+        f"the lines cross the {LATENCY_BOUND:g} s/token bound in the order: " + ", ".join(r["order"]),
+        "sustainable rate, requests/s: " + ", ".join(f"{s} {r['keeps_up'][s]:.3f}" for s in r["order"]),
+    ]
+    for s in ("oracle", "max"):
+        low, high = PAPER_RATE_RATIOS[s]
+        lines.append(f"{best}'s rate over {s}'s: {r['ratios'][s]:.2f}x (the paper: {low:g}-{high:g}x)")
+    lines.append(
+        textwrap.fill(
+            f"takeaway: {best} fills the largest share of its slots with tokens, so in the same"
+            " memory it sustains the highest rate",
+            width,
+        )
+    )
+    return "\n".join(lines)
