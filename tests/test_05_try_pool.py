@@ -36,5 +36,5 @@ def test_05_try_answer_is_the_12_page_runs_step_count():
     assert f"{steps_10}, as with 10 pages" in question.options
     # the explanation: 3 at once as in 24 pages, one preemption left, paid in tokens
     assert most_12 == most_24 == 3 and preempted_12 == 1 and recomputed_12 > 0
-    assert "3 of these requests at once" in question.why and "One preemption" in question.why
+    assert "admit 3 of these requests together" in question.why and "one preemption" in question.why
     assert len(question.why.split()) <= 50

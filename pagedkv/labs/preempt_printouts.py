@@ -1,0 +1,108 @@
+"""Printouts for notebook 05's preemption runs: one pool size, and a cap on concurrency.
+
+`pool_run` serves requests in a pool of a given size with recompute preemption and says, for
+each preemption, when the victim came back, how many of its full pages were still CACHED
+then (prefix hits) and so how many tokens it computed again. A victim that waits longer can
+recompute more: while it waits, LRU evicts its CACHED pages for the running requests.
+
+`cap_rows` compares two runs of `bench preempt` with a third that caps `max_num_seqs`
+instead, one table row each: pool pages, the cap, steps, preemptions and requests a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.labs.workloads import Request
+from pagedkv.model.tinylm import TinyLM
+
+CAP_COLUMNS = ["pool pages", "max_num_seqs", "steps", "preemptions", "requests a step"]
+
+
+def _scheduler(model: TinyLM, num_pages: int, page_size: int, max_num_seqs: int, budget: int) -> Scheduler:
+    pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=page_size))
+    return Scheduler(SequenceManager(pool), model, max_num_seqs=max_num_seqs, max_num_batched_tokens=budget)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def pool_run(
+    model: TinyLM,
+    requests: Sequence[Request],
+    num_pages: int,
+    *,
+    page_size: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+) -> list[str]:
+    """Serve `requests` to the end with recompute preemption. The first line: steps,
+    preemptions, tokens recomputed and the most requests in one step; then one line per
+    preemption (two lines): its step, the tokens in the victim's pages then, its resume step,
+    its full pages still CACHED at the resume and the tokens it computed again."""
+    sched = _scheduler(model, num_pages, page_size, max_num_seqs, max_num_batched_tokens)
+    sched.add_requests(requests)
+    hits: list[object] = []  # the seq id of each page hit in the prefix cache
+    sched.pool.add_listener(lambda e: hits.append(e.seq_id) if e.kind == "prefix_hit" else None)
+    out: dict[object, tuple[int, int]] = {}  # victim -> (step, tokens in its pages)
+    lines, most = [], 0
+    while sched.has_unfinished:
+        held = {s.req_id: sched.manager.get(s.req_id).num_tokens for s in sched.running}
+        hits.clear()
+        record = sched.step()
+        most = max(most, len({*record.decode, *(r for r, _ in record.prefill)}))
+        for req_id, _mode in record.preempted:
+            out[req_id] = (sched.stats.steps, held[req_id])
+        for req_id, _ in record.prefill:
+            if req_id not in out:
+                continue
+            step, tokens = out.pop(req_id)
+            full, kept = tokens // page_size, hits.count(req_id)
+            lines += [
+                f"{req_id}: preempted at step {step} with {tokens} tokens in its pages, back at step "
+                f"{sched.stats.steps}:",
+                f"  {kept} of its {full} full pages still CACHED, {full - kept} evicted while it waited: "
+                f"{_plural(tokens - kept * page_size, 'token')} recomputed",
+            ]
+    stats = sched.stats
+    head = (
+        f"{num_pages} pages: {stats.steps} steps, {_plural(stats.preemptions, 'preemption')}, "
+        f"{stats.recomputed_tokens} tokens recomputed, at most {most} requests in one step"
+    )
+    return [head, *lines]
+
+
+def cap_rows(
+    data: dict[str, dict],
+    model: TinyLM,
+    requests: Sequence[Request],
+    *,
+    max_num_seqs: int,
+    cap: int,
+    page_size: int = 16,
+) -> list[list[object]]:
+    """Rows for CAP_COLUMNS: `bench preempt`'s "no pressure" and "recompute" runs (`data`, run
+    with `max_num_seqs`), then a recompute run in the small pool with `max_num_seqs=cap`, the
+    same page size and the bench's token budget. Requests a step: the mean batch size."""
+    num_pages = data["recompute"]["num_pages"]
+    budget = max(4096, max(r.final_len for r in requests))  # as the bench sets it
+    sched = _scheduler(model, num_pages, page_size, cap, budget)
+    sched.add_requests(requests)
+    batches: list[int] = []
+    while sched.has_unfinished:
+        record = sched.step()
+        batches.append(len({*record.decode, *(r for r, _ in record.prefill)}))
+    capped = {
+        "num_pages": num_pages,
+        "steps": sched.stats.steps,
+        "preemptions": sched.stats.preemptions,
+        "mean_running": sum(batches) / len(batches),
+    }
+    runs = ((data["no pressure"], max_num_seqs), (data["recompute"], max_num_seqs), (capped, cap))
+    return [
+        [r["num_pages"], seqs, r["steps"], r["preemptions"], f"{r['mean_running']:.1f}"] for r, seqs in runs
+    ]

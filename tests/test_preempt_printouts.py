@@ -1,0 +1,100 @@
+"""05's preemption printouts against the scheduler's own counters and the bench's own serve."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pagedkv import KVCachePool, SequenceManager, TinyLM
+from pagedkv.bench import preempt
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.labs.preempt_printouts import cap_rows, pool_run
+from pagedkv.labs.workloads import Request, generate
+
+PROMPTS = {"A": "Pages fill up", "B": "Tokens arrive", "C": "Queues wait", "D": "Batches grow"}
+OPTIONS = {"page_size": 4, "max_num_seqs": 3, "max_num_batched_tokens": 40}
+
+
+def _requests(model: TinyLM) -> list[Request]:
+    return [Request(r, model.encode(t), 12) for r, t in PROMPTS.items()]
+
+
+@pytest.mark.parametrize("num_pages", [8, 10, 12, 24])
+def test_pool_run_lines_add_up_to_the_schedulers_counters(num_pages):
+    """Each preemption's recomputed tokens, worked out from its pages, sum to the scheduler's
+    own `recomputed_tokens`; the victims and steps are the scheduler's preempt/resume events."""
+    model = TinyLM.pretrained()
+    lines = pool_run(model, _requests(model), num_pages, **OPTIONS)
+    sched = Scheduler(
+        SequenceManager(KVCachePool(model.cache_config(num_pages=num_pages, page_size=4))),
+        model,
+        max_num_seqs=3,
+        max_num_batched_tokens=40,
+    )
+    steps: list[tuple[str, object, int]] = []
+    sched.add_listener(lambda e: steps.append((e.kind, e.seq_id, sched.stats.steps + 1)))
+    sched.add_requests(_requests(model))
+    sched.run()
+    stats = sched.stats
+    plural = "" if stats.preemptions == 1 else "s"
+    assert lines[0].startswith(
+        f"{num_pages} pages: {stats.steps} steps, {stats.preemptions} preemption{plural}, "
+        f"{stats.recomputed_tokens} tokens recomputed"
+    )
+    pairs = list(zip(lines[1::2], lines[2::2]))
+    assert len(pairs) == stats.preemptions
+    recomputed = [int(re.search(r"(\d+) tokens? recomputed$", second)[1]) for _, second in pairs]
+    assert sum(recomputed) == stats.recomputed_tokens
+    told = [
+        re.match(r"(\w+): preempted at step (\d+) .* back at step (\d+):", first).groups()
+        for first, _ in pairs
+    ]
+    preempts = [(s, r) for k, r, s in steps if k == "preempt"]
+    resumes = [(s, r) for k, r, s in steps if k == "resume"]
+    assert [(int(a), r) for r, a, _ in told] == preempts and [(int(b), r) for r, _, b in told] == resumes
+
+
+def test_pool_run_at_12_pages_explains_the_14_recomputed_tokens():
+    model = TinyLM.pretrained()
+    lines = pool_run(model, _requests(model), 12, **OPTIONS)
+    assert lines == [
+        "12 pages: 24 steps, 1 preemption, 14 tokens recomputed, at most 3 requests in one step",
+        "C: preempted at step 5 with 14 tokens in its pages, back at step 13:",
+        "  0 of its 3 full pages still CACHED, 3 evicted while it waited: 14 tokens recomputed",
+    ]
+
+
+def test_cap_rows_third_row_is_the_bench_serve_with_the_cap():
+    report = preempt.run(quick=True)
+    quick = generate("alpaca", 10, 0, vocab_size=256)
+    rows = cap_rows(report.data, TinyLM(seed=0), quick, max_num_seqs=16, cap=3)
+    capped = preempt.serve(
+        TinyLM(seed=0),
+        quick,
+        12,
+        "recompute",
+        page_size=16,
+        max_num_seqs=3,
+        max_num_batched_tokens=max(4096, max(r.final_len for r in quick)),
+        swap_space_pages=1024,
+    )
+    data = report.data
+    assert rows == [
+        [
+            data["no pressure"]["num_pages"],
+            16,
+            data["no pressure"]["steps"],
+            0,
+            f"{data['no pressure']['mean_running']:.1f}",
+        ],
+        [
+            12,
+            16,
+            data["recompute"]["steps"],
+            data["recompute"]["preemptions"],
+            f"{data['recompute']['mean_running']:.1f}",
+        ],
+        [12, 3, capped["steps"], capped["preemptions"], f"{capped['mean_running']:.1f}"],
+    ]
+    assert rows[2][2] > rows[1][2] > rows[0][2] and rows[2][3] == 0
