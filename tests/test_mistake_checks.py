@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from importlib.resources import files
+
 import pytest
 
 from pagedkv.labs.mistake_checks import (
@@ -113,3 +116,15 @@ def test_the_flags_table_lists_each_flag_s_numbers_and_failing_checks():
         "stale_heap                0       0   8 tok  160   the heap size",
         "pagedkv                   0       0   8 tok    8   none",
     ]
+
+
+def test_the_report_and_the_quiz_name_the_checks_alike():
+    # the names written out by hand, as notebook 08's Try-it list prints them in bold
+    names = ["the recount", "the run", "the forced eviction", "the heap size"]
+    rows = check_report("leak", REQUESTS).splitlines()[1:5]
+    assert [row.strip().split(":")[0] for row in rows] == names
+    quiz = json.loads(files("pagedkv.data").joinpath("questions.json").read_text())
+    for question in quiz["quiz"]["08-predict-checks"]["questions"]:
+        for option in question["options"]:
+            picked = option.removeprefix("only ").split(":")[0].replace(" and ", ", ").split(", ")
+            assert set(picked) <= {*names, "none"}, option

@@ -12,12 +12,14 @@ def test_bookkeeping_table_prints_each_count_and_its_ratio():
         16: {**base, "table_entries": 100, "allocations": 60, "hash_lookups": 150, "missed_lookups": 1},
     }
     lines = bookkeeping_table(costs).splitlines()
-    assert len(lines) == 8
-    assert lines[0].startswith("1,600 prompt tokens")
+    assert len(lines) == 9
+    assert lines[0].split() == ["cost", "(1,600", "tokens)", "pages", "of", "1", "pages", "of", "16", "ratio"]
     assert lines[1].split() == ["block-table", "entries", "1,600", "100", "16.0x"]
     assert lines[2].split() == ["page", "allocations", "300", "60", "5.0x"]
     assert lines[3].split() == ["hash", "lookups", "3,000", "150", "20.0x"]
-    assert lines[5:] == [  # the counts behind them, without a ratio
+    assert lines[4] == ""  # a second small table: the counts behind them, without a ratio
+    assert lines[5].split() == ["counts", "behind", "them", "pages", "of", "1", "pages", "of", "16"]
+    assert lines[6:] == [
         "prefix-hit tokens          1,300             0",
         "full pages                     0             0",
         "missed lookups                 0             1",

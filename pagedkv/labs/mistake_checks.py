@@ -97,10 +97,10 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
         return "refused" if n is None else f"{n} tokens"
 
     names = {
-        "lost": "recount after 1 request: lost pages",
-        "refused": f"run of {len(requests)} requests, {POOL_PAGES} pages: refused",
-        "hits": "forced eviction (section 4): hits",
-        "largest_heap": "20 requests of one prompt: largest heap",
+        "lost": "the recount: pages lost after 1 request",
+        "refused": f"the run: refused of {len(requests)}, {POOL_PAGES} pages",
+        "hits": "the forced eviction: request_B's hits",
+        "largest_heap": "the heap size: largest, 20 requests",
     }
     lines = [f"{mistake + ':':41} {'naive':>9} {'pagedkv':>9}   {'FAIL if':18}verdict"]
     for key, name in names.items():

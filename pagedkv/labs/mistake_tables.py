@@ -24,13 +24,13 @@ _SOURCE_ROWS = (
 
 
 def bookkeeping_table(costs: Mapping[int, Mapping[str, int]]) -> str:
-    """The three costs of pages of 1 against pages of 16 (`costs[1]`, `costs[16]`) and their
-    ratio, one row per cost; then the counts they come from, without a ratio."""
+    """Two small tables for pages of 1 against pages of 16 (`costs[1]`, `costs[16]`): the three
+    costs with their ratio, then, after a blank line, the counts they come from (no ratio)."""
     one, sixteen = costs[1], costs[16]
-    lines = [f"{one['tokens']:,} prompt tokens   pages of 1   pages of 16   ratio"]
+    lines = [f"cost ({one['tokens']:,} tokens)   pages of 1   pages of 16   ratio"]
     for key, name in _BOOKKEEPING_ROWS:
         lines.append(f"{name:19}   {one[key]:10,}   {sixteen[key]:11,}   {one[key] / sixteen[key]:5.1f}x")
-    lines.append("where they come from:")
+    lines += ["", f"{'counts behind them':19}   {'pages of 1':>10}   {'pages of 16':>11}"]
     for key, name in _SOURCE_ROWS:
         lines.append(f"{name:19}   {one[key]:10,}   {sixteen[key]:11,}")
     return "\n".join(lines)
