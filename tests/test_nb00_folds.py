@@ -29,7 +29,7 @@ def test_the_core_path_is_short_and_keeps_what_learners_and_browser_tests_use():
     cells = nbformat.read(NB00, as_version=4).cells
     shown = shown_cells(cells)
     assert any(c.metadata.get(FOLDED) for c in cells)
-    assert len(shown) <= 35 < len(cells)
+    assert len(shown) <= 36 < len(cells)  # 36: the last-page cost has its own cell
     assert sum(len(c.source) for c in shown if c.cell_type == "markdown") <= 12_000
     sources = [c.source for c in shown]
     for text in (
