@@ -49,25 +49,30 @@ def pool_run(
     hits: list[object] = []  # the seq id of each page hit in the prefix cache
     sched.pool.add_listener(lambda e: hits.append(e.seq_id) if e.kind == "prefix_hit" else None)
     out: dict[object, tuple[int, int]] = {}  # victim -> (step, tokens in its pages)
-    lines, most = [], 0
-    while sched.has_unfinished:
-        held = {s.req_id: sched.manager.get(s.req_id).num_tokens for s in sched.running}
-        hits.clear()
-        record = sched.step()
+    lines: list[str] = []
+    held: dict[object, int] = {}  # running request -> tokens in its pages, before the step
+    most = 0
+
+    def read(record) -> None:
+        nonlocal most
         most = max(most, len({*record.decode, *(r for r, _ in record.prefill)}))
         for req_id, _mode in record.preempted:
             out[req_id] = (sched.stats.steps, held[req_id])
         for req_id, _ in record.prefill:
-            if req_id not in out:
-                continue
-            step, tokens = out.pop(req_id)
-            full, kept = tokens // page_size, hits.count(req_id)
-            lines += [
-                f"{req_id}: preempted at step {step} with {tokens} tokens in its pages, back at step "
-                f"{sched.stats.steps}:",
-                f"  {kept} of its {full} full pages still CACHED, {full - kept} evicted while it waited: "
-                f"{_plural(tokens - kept * page_size, 'token')} recomputed",
-            ]
+            if req_id in out:
+                step, tokens = out.pop(req_id)
+                full, kept = tokens // page_size, hits.count(req_id)
+                lines.extend([
+                    f"{req_id}: preempted at step {step} with {tokens} tokens in its pages, back at "
+                    f"step {sched.stats.steps}:",
+                    f"  {kept} of its {full} full pages still CACHED, {full - kept} evicted while it "
+                    f"waited: {_plural(tokens - kept * page_size, 'token')} recomputed",
+                ])  # fmt: skip
+        held.clear()  # for the next step: what each running request holds now
+        held.update({s.req_id: sched.manager.get(s.req_id).num_tokens for s in sched.running})
+        hits.clear()
+
+    sched.run(on_step=read)
     stats = sched.stats
     head = (
         f"{num_pages} pages: {stats.steps} steps, {_plural(stats.preemptions, 'preemption')}, "
@@ -93,9 +98,7 @@ def cap_rows(
     sched = _scheduler(model, num_pages, page_size, cap, budget)
     sched.add_requests(requests)
     batches: list[int] = []
-    while sched.has_unfinished:
-        record = sched.step()
-        batches.append(len({*record.decode, *(r for r, _ in record.prefill)}))
+    sched.run(on_step=lambda record: batches.append(len({*record.decode, *(r for r, _ in record.prefill)})))
     capped = {
         "num_pages": num_pages,
         "steps": sched.stats.steps,
