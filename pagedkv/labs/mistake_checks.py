@@ -14,7 +14,14 @@ import itertools
 from collections.abc import Sequence
 
 from pagedkv.core.pool import OutOfPagesError
-from pagedkv.labs.naive import NaiveKVCache, lost_pages, lru_steps, pagedkv_cache, serve_one_at_a_time
+from pagedkv.labs.naive import (
+    MISTAKE_FLAGS,
+    NaiveKVCache,
+    lost_pages,
+    lru_steps,
+    pagedkv_cache,
+    serve_one_at_a_time,
+)
 
 PROMPT_A = list(b"The KV cache holds")
 OTHER = list(b"an unrelated request of forty tokens....")
@@ -85,6 +92,15 @@ def failing_checks(mistake: str | None, requests: Sequence[list[int]]) -> list[s
     return [key for key, verdict in verdicts(check_results(mistake, requests)).items() if verdict == "FAIL"]
 
 
+FLAGS = MISTAKE_FLAGS
+CHECK_NAMES = {  # each check's name, as the notebook and the quiz say it
+    "lost": "the recount",
+    "refused": "the run",
+    "hits": "the forced eviction",
+    "largest_heap": "the heap size",
+}
+
+
 def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
     """The four checks for `mistake`, one line each: the naive number, pagedkv's, the check's
     rule and the naive number's verdict by it."""
@@ -96,12 +112,13 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
             return str(n)
         return "refused" if n is None else f"{n} tokens"
 
-    names = {
-        "lost": "the recount: pages lost after 1 request",
-        "refused": f"the run: refused of {len(requests)}, {POOL_PAGES} pages",
-        "hits": "the forced eviction: request_B's hits",
-        "largest_heap": "the heap size: largest, 20 requests",
+    what = {
+        "lost": "pages lost after 1 request",
+        "refused": f"refused of {len(requests)}, {POOL_PAGES} pages",
+        "hits": "request_B's hits",
+        "largest_heap": "largest, 20 requests",
     }
+    names = {key: f"{CHECK_NAMES[key]}: {text}" for key, text in what.items()}
     lines = [f"{mistake + ':':41} {'naive':>9} {'pagedkv':>9}   {'FAIL if':18}verdict"]
     for key, name in names.items():
         lines.append(
@@ -119,15 +136,6 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
     return "\n".join(lines)
 
 
-FLAGS = ("page_per_token", "leak", "no_cached_eviction", "one_stamp_per_release", "stale_heap")
-_CHECK_NAMES = {
-    "lost": "the recount",
-    "refused": "the run",
-    "hits": "the forced eviction",
-    "largest_heap": "the heap size",
-}
-
-
 def flags_table(requests: Sequence[list[int]]) -> str:
     """One row per mistake flag, then pagedkv's: the four checks' numbers and the checks that
     FAIL by `RULES` ("none" if all pass)."""
@@ -135,7 +143,7 @@ def flags_table(requests: Sequence[list[int]]) -> str:
     for mistake in (*FLAGS, None):
         numbers = check_results(mistake, requests)
         hits = "n/a" if numbers["hits"] is None else f"{numbers['hits']} tok"
-        fails = [_CHECK_NAMES[key] for key, v in verdicts(numbers).items() if v == "FAIL"]
+        fails = [CHECK_NAMES[key] for key, v in verdicts(numbers).items() if v == "FAIL"]
         lines.append(
             f"{mistake or 'pagedkv':22} {numbers['lost']:4} {numbers['refused']:7} {hits:>7} "
             f"{numbers['largest_heap']:4}   {', '.join(fails) or 'none'}"

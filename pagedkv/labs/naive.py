@@ -34,7 +34,9 @@ import numpy as np
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.pool import OutOfPagesError
 
-MISTAKES = frozenset({"page_per_token", "no_cached_eviction", "one_stamp_per_release", "stale_heap", "leak"})
+# the mistake flags, in the order notebook 08 teaches them
+MISTAKE_FLAGS = ("page_per_token", "leak", "no_cached_eviction", "one_stamp_per_release", "stale_heap")
+MISTAKES = frozenset(MISTAKE_FLAGS)
 
 
 class NaiveKVCache:
