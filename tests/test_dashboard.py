@@ -593,13 +593,14 @@ def test_on_a_resized_pool_the_caption_says_whose_story_it_tells():
     dash = Dashboard("eviction")
     dash.resize(13, 8)
     dash.step()
-    assert "captions are about the scenario" in dash.caption.value and "12 × 4 pool" in dash.caption.value
+    caption = dash.caption.value
+    assert "captions were written for the scenario" in caption and "12 × 4 pool" in caption
     dash.reset()
     assert "same pool size" in dash.caption.value and "12 × 4 pool" in dash.caption.value  # says so
     assert (dash.run.num_pages, dash.run.page_size) == (13, 8)  # Reset keeps the size
     dash.resize(12, 4)
     dash.step()
-    assert "captions are about the scenario" not in dash.caption.value
+    assert "captions were written for the scenario" not in dash.caption.value
 
 
 def test_the_log_names_each_slot_with_its_page_and_place(dash):

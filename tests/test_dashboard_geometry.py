@@ -51,6 +51,24 @@ def test_geometry_note_follows_both_sliders_and_a_scenario_switch():
     assert dash.page_size_slider.value == 4
 
 
+@pytest.mark.parametrize("num_pages", [16, 22])
+def test_pool_size_tab_says_when_the_free_pages_run_out(num_pages):
+    """The Pool size tab names the step where the scenario's own steps take the last FREE page
+    and the first refused step. Oracle: a fresh run stepped one step at a time, its pool's
+    FREE-page counter and each step's record read after every step."""
+    dash = Dashboard("fill")
+    dash.pages_slider.value = num_pages
+    run = ScenarioRun("fill", num_pages, 4)
+    full = refused = None
+    for step in range(1, len(run.steps) + 1):
+        record = run.step()
+        full = full or (step if run.pool.num_free_pages == 0 else None)
+        refused = refused or (step if record.refused else None)
+    assert full is not None and refused is not None and refused > full  # the pool fills first
+    said = f"the last FREE page goes at step {full} of {len(run.steps)}; the first refused step is {refused}."
+    assert said in dash.geometry_note.value
+
+
 def test_icon_only_controls_have_tooltips():
     dash = Dashboard("parallel")
     assert dash.play.tooltip.startswith("Play: step on by itself") and "Stop" in dash.play.tooltip

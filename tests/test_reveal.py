@@ -85,3 +85,39 @@ def test_the_accordion_holds_the_printed_lines_then_the_pictures():
     assert accordion.selected_index is None and accordion.get_title(0) == "What step 1 did"
     (holder,) = accordion.children
     assert "step 1: allocate page 0 &lt;for A&gt;" in holder.value  # escaped, as printed
+
+
+def _answer_right(quiz) -> None:
+    for k, q in enumerate(quiz.questions):
+        quiz.check(k, q.answer)
+
+
+def test_a_predictions_result_box_opens_once_it_is_answered():
+    """The closed box made right after a "Predict" quiz stays closed while a question is
+    open (a first wrong pick leaves a second try) and opens when the last is settled; the
+    line under the quiz then says so."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.reveal import revealed
+
+    quiz = Quiz("11-predict-routing")
+    with revealed("Result (open after answering)") as box:
+        print("the answer")
+    q = quiz.questions[0]
+    quiz.check(0, next(o for o in q.options if o != q.answer))
+    assert box.selected_index is None  # a second try is left: the answer stays closed
+    quiz.check(0, q.answer)
+    assert box.selected_index == 0 and quiz.note.layout.display != "none"
+    assert "Result box below is open" in quiz.note.value
+
+
+def test_only_the_first_box_after_a_prediction_and_never_after_a_check_quiz_opens():
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("11-predict-routing")
+    first, second = reveal("Result", "answer"), reveal("Later box", "other")
+    _answer_right(quiz)
+    assert first.selected_index == 0 and second.selected_index is None
+    check = Quiz("11-check")  # a check quiz at a notebook's end: no box of its own
+    later = reveal("Some later box", "text")
+    _answer_right(check)
+    assert later.selected_index is None

@@ -26,6 +26,8 @@ __all__ = [
     "counter_html",
     "counter_text",
     "end_message",
+    "fills_at",
+    "fills_text",
     "log_html",
     "scrolls",
     "status_html",
@@ -36,7 +38,7 @@ SCHEDULER_KINDS = ("preempt", "resume", "abort")  # in the key only when a sched
 KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says them as the log does
 
 
-ACTIONS_NOTE = "Not scenario steps: later steps run on the pool these leave."
+ACTIONS_NOTE = "These are not scenario steps: Step goes on from the pool they leave."
 SCHEDULER_NOTE = "Only Step runs the scheduler's requests; these buttons act on yours."  # or ACTIONS_NOTE
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 HITS_TIP = (
@@ -78,11 +80,33 @@ HOW_TO_READ = (  # the log's folded note: its order, its counting and its kinds
 )
 
 
+def fills_at(run: ScenarioRun) -> tuple[int | None, int | None]:
+    """On `run`'s pool geometry, the scenario's own steps alone (a dry run, without your
+    actions): the first step after which no page is FREE, and the first refused step (None
+    where it never happens)."""
+    dry = ScenarioRun(run.scenario, run.num_pages, run.page_size, run.model)
+    dry.goto(len(dry.steps))
+    full = (i for i, snap in enumerate(dry.snapshots) if PageState.FREE not in snap.state)
+    refused = (i for i, record in enumerate(dry.records, 1) if record.refused)
+    return next(full, None), next(refused, None)
+
+
+def fills_text(run: ScenarioRun) -> str:
+    """One sentence: when the scenario's own steps use up the FREE pages on this pool."""
+    full, refused = fills_at(run)
+    if full is None:
+        return f"On this pool the scenario's {len(run.steps)} steps never use up the FREE pages."
+    said = f"On this pool the last FREE page goes at step {full} of {len(run.steps)}"
+    return said + (f"; the first refused step is {refused}." if refused else "; no step is refused.")
+
+
 def geometry_html(run: ScenarioRun) -> str:
-    """The Pool size tab's note: the pool the pictures show, and what a slider does."""
+    """The Pool size tab's note: the pool the pictures show, when its FREE pages run out, and
+    what a slider does."""
     return (
         f"<div style='font-size:14px;line-height:1.5'>The pool now: <b>{run.num_pages} pages × "
-        f"{run.page_size} slots</b>. Moving a slider rebuilds the pool at once and replays "
+        f"{run.page_size} slots</b>. <b>{html.escape(fills_text(run))}</b> "
+        "Moving a slider rebuilds the pool at once and replays "
         "everything done so far on it (after a move, the line under the buttons says so); the other tabs "
         "show the new pool. Rebuilding runs the same steps with another number or size of pages: "
         "a smaller pool runs out of FREE pages sooner, and larger pages leave more empty slots.<br>"

@@ -5,8 +5,7 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   allocated, how many pages a prompt needs, which page is evicted, which page a forked
   append copies, which request is preempted). The learner picks an answer and presses
   "Step and check": the step runs, and the widget grades the pick against what the step did.
-- `Quiz("05-check")`: multiple-choice check questions, one at a time, each explained once
-  answered; "k of n done" above them, and a one-line summary once all are done.
+- `Quiz("05-check")`: multiple-choice questions, one at a time, "k of n done" above them.
 - `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
 
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
@@ -14,15 +13,14 @@ quite. Think it over" and a second try, with nothing given away; a right pick, o
 wrong one, shows the answer and why, and what the wrong pick overlooked (a prediction adds
 its longer `after` text, if it has one, and the pool heatmap after the step). Either locks
 the question in both ("Answered" or "Answer shown"), so a later click cannot count as a try. A quiz titled
-"Predict" asks about the cells below it: a line under its question says they show the
-answer, and goes once the answer is shown.
+"Predict" asks about the cells below it: a line under it says they show the answer; once all
+is answered, the closed Result box made right after it (`reveal.await_result`) opens.
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
-Options appear in the question's shuffled order (`shown_options`), the same on every run.
-Widgets only (no cell output on a click), so notebooks pass strict nbval; `answer()` /
-`check()` press the buttons from code, for tests. Each `PredictStep` owns its run: the
-dashboards and cells around it are not moved. Leaves out: scoring and storing answers."""
+Options appear in the question's shuffled order (`shown_options`), the same on every run. No
+cell output on a click (strict nbval); `answer()` / `check()` press the buttons, for tests;
+each `PredictStep` owns its run. Leaves out: scoring and storing answers."""
 
 from __future__ import annotations
 
@@ -36,6 +34,7 @@ from pagedkv.scenarios import ActionRecord, ScenarioRun
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.questions import discussion, prediction, quiz
+from pagedkv.viz.reveal import await_result
 
 RIGHT, WRONG = "#007A5A", "#B91C1C"
 
@@ -139,9 +138,8 @@ class PredictStep(widgets.VBox):
         self.result = widgets.HTML().add_class("pagedkv-predict-result")
         self.after = widgets.HTML().add_class("pagedkv-predict-after")  # filled once answered
         self.caption = widgets.HTML().add_class("pagedkv-predict-caption")  # names the picture's step
-        # Hidden until the step has run: an Image with no picture shows a broken-image icon.
-        # margin 0: ipywidgets' 2 px margins beside a width of 100% would scroll sideways by 4 px
-        # at most PICTURE_PX tall (its shape kept): the reason above it stays on the same screen
+        # Hidden until the step has run (an empty Image shows a broken icon); margin 0: 2-px margins
+        # beside 100% scroll sideways; ≤ PICTURE_PX tall: the reason above stays on the screen
         full_width = {"width": "100%", "margin": "0", "max_height": f"{PICTURE_PX}px"}
         self.picture = widgets.Image(
             format="png",
@@ -163,16 +161,10 @@ class PredictStep(widgets.VBox):
         self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
         self.choices.observe(self._picked_again, names="value")
-        self.children = [
-            widgets.HTML(_box(f"<b>Predict:</b> {_inline(question)}")),
-            self.choices,
-            self.button,
-            self.result,
-            self.placeholder,
-            self.caption,
-            self.picture,
-            self.after,  # under the picture: the answer's reason and the pool fit one screen
-        ]
+        head = widgets.HTML(_box(f"<b>Predict:</b> {_inline(question)}"))
+        # `after` under the picture: the answer's reason and the pool fit one screen
+        above = [head, self.choices, self.button, self.result, self.placeholder, self.caption]
+        self.children = [*above, self.picture, self.after]
         self.add_class("pagedkv-predict")
 
     def answer(self, choice: str) -> None:
@@ -204,7 +196,9 @@ class PredictStep(widgets.VBox):
             self.misses += 1
             self.button.description, self.button.icon = "Check again", "check"  # the step has run
 
-    def _picked_again(self, _change=None) -> None:  # after a wrong pick: its "Not quite" goes
+    def _picked_again(self, _change=None) -> None:  # a check mark on the pick (grey alone is faint
+        # on a projector); after a wrong pick, its "Not quite" goes
+        self.choices.icons = ["check" if o == self.choices.value else "" for o in self.data.shown_options]
         if self.misses and not self.settled:
             self.result.value = _box(f"New pick: press {self.button.description} to grade it.")
 
@@ -275,6 +269,9 @@ class Quiz(widgets.VBox):
         nav.layout.display = "" if len(self.questions) > 1 else "none"
         # a prediction about the cells below: a note that they hold the answer, until answered
         shown = "" if title == "Predict" else "none"
+        self.result_box: widgets.Accordion | None = None  # opened once every question is done
+        if title.startswith("Predict"):
+            await_result(lambda box: setattr(self, "result_box", box))
         self.note = widgets.HTML(PREDICT_NOTE, layout=widgets.Layout(width="100%", margin="0", display=shown))
         self.note.add_class("pagedkv-quiz-note")
         self.summary = widgets.HTML(layout=widgets.Layout(display="none")).add_class("pagedkv-quiz-summary")
@@ -318,7 +315,10 @@ class Quiz(widgets.VBox):
             picker.disabled = True  # it, the learner's own pick still selected
             self.buttons[k].disabled, self.buttons[k].description = True, ("Answer shown", "Answered")[right]
         if all(self.settled):
-            self.note.layout.display = "none"
+            self.note.layout.display = "none" if self.result_box is None else ""
+            self.note.value = _box("<i>The Result box below is open now.</i>", "#555555")
+            if self.result_box is not None:
+                self.result_box.selected_index = 0
             n, first = len(self.questions), sum(bool(r) for r in self.first_try)
             self.summary.value = _box(f"<b>All {n} done</b>, {first} right at the first try.")
             self.summary.layout.display = "" if n > 1 else "none"  # one question: its feedback says it

@@ -10,12 +10,34 @@ from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import ipywidgets as widgets
+from IPython import get_ipython
 from IPython.display import display
 from IPython.utils.capture import capture_output
+
+_waiting: list = []  # [(a prediction's `open_result` callback, its cell's execution count)]
+
+
+def _cell_count() -> int:
+    """The running cell's execution count (0 outside IPython)."""
+    shell = get_ipython()
+    return shell.execution_count if shell is not None else 0
+
+
+def await_result(open_result: Callable[[ClosedBox], None]) -> None:
+    """A prediction asks for its Result box: the next closed box made in the same cell or the
+    next one is handed to `open_result` (which opens it once the prediction is answered)."""
+    _waiting[:] = [(open_result, _cell_count())]
+
+
+def _hand_over(box: ClosedBox) -> None:
+    if _waiting and _cell_count() - _waiting[0][1] <= 1:
+        _waiting.pop()[0](box)
+    _waiting.clear()
+
 
 _PRE = "<pre style='font-size:14px;line-height:1.4;margin:0;white-space:pre-wrap'>{}</pre>"
 
@@ -34,6 +56,7 @@ def reveal(title: str, text: str) -> widgets.Accordion:
     body = widgets.HTML(_PRE.format(html.escape(text)))
     accordion = ClosedBox(children=[body], selected_index=None)
     accordion.set_title(0, title)
+    _hand_over(accordion)
     return accordion
 
 
@@ -67,4 +90,5 @@ def revealed(title: str) -> Iterator[widgets.Accordion]:
         else:
             parts.append(_PRE.format(html.escape(data.get("text/plain", ""))))
     holder.value = "".join(parts)
+    _hand_over(accordion)
     display(accordion)
