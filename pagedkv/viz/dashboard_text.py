@@ -65,8 +65,9 @@ def scrolls(snap, token_ids: dict) -> bool:
     return 60 + 120 + 26 * len(snap.seq_ids) + 40 * lines > VIEW_BOX_PX
 
 
-HOW_TO_READ = (  # the log's folded note: its order, its counting and its kinds
-    "<details style='font-size:13px;color:#444'><summary>how to read it</summary>inside a step, "
+HOW_TO_READ = (  # the log's folded note: its colours, its order, its counting and its kinds
+    "<details style='font-size:13px;color:#444'><summary>colours and how to read it</summary>"
+    "{key}<br>inside a step, "
     "cause before effect: a scheduler's decision first, then each eviction, the allocation "
     "it made room for and the token; a finish or a refusal last. Tokens count from 1 in each "
     "sequence; slots and places count from 0. A slot is a token's place in the pool, page × page "
@@ -280,8 +281,8 @@ def log_html(
     return (
         f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;overflow-x:hidden;"
         "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:anywhere'>"
-        f"<div><b>event log</b>, newest step first; tokens count from 1, slots from 0<br>{key}</div>\n"
-        + HOW_TO_READ
+        "<div><b>event log</b>, newest step first; tokens count from 1, slots from 0</div>\n"
+        + HOW_TO_READ.format(key=key)
         + (
             "; <b>preempt</b>: a request sent back to wait (notebook 05); <b>resume</b>: a "
             "preempted request admitted again; <b>abort</b>: a request dropped before it "
