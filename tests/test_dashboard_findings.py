@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import re
 
+import pytest
+
 from pagedkv import PageState
 from pagedkv.scenarios import ScenarioRun, default_model
 from pagedkv.scenarios.text import token_ids_of
@@ -72,3 +74,24 @@ def test_the_scroll_note_shows_only_when_the_block_tables_may_scroll():
     note = dash.panes["Block tables"].children[1]
     assert len(snap.seq_ids) == 4 and scrolls(snap, token_ids_of(dash.run.seqs))
     assert note.layout.display != "none"
+
+
+@pytest.mark.parametrize("name", ["beam", "parallel", "walkthrough", "prefix", "eviction"])
+def test_a_copy_on_writes_heading_names_the_writer_and_holds_only_its_events(name):
+    """Beam step 8 frees beam.3's page 9 and then copies beam.1's last page into page 9: the
+    free is not part of the copy (the log once put it under "copy-on-write for beam.3").
+    Oracle: the pool's own events — each heading names the sequence of a `cow` event, and
+    every line under a heading ("– ") is an event of that same sequence."""
+    run = ScenarioRun(name)
+    while not run.done:
+        record = run.step()
+        writers = {e.seq_id for e in record.events if e.kind == "cow"}
+        heading = None
+        for kind, text in record.entries(grouped=True):
+            if text.startswith("copy-on-write for "):
+                heading = text.removeprefix("copy-on-write for ").split(":")[0]
+                assert heading in {str(w) for w in writers}, (name, record.step, text)
+            elif text.startswith("– "):
+                assert heading is not None and kind != "free", (name, record.step, text)
+            else:
+                heading = None

@@ -100,7 +100,7 @@ class ActionRecord:
         run: list[Event] = []  # consecutive events of one kind for one sequence
         copies = {e.page_id: e for e in events if e.kind == "cow"} if grouped else {}
         headed: set[int] = set()  # copies whose heading the log has given
-        key = lambda e: (e.kind, e.seq_id, e.page_id in copies, e.page_id in self.shared)  # noqa: E731
+        key = lambda e: (e.kind, e.seq_id, _copying(e, copies), e.page_id in self.shared)  # noqa: E731
         for event in [*events, None]:
             if run and (event is None or key(event) != key(run[0]) or event.kind == "cow"):
                 if grouped:
@@ -212,6 +212,13 @@ def _describe(run: list[Event], spans: dict[int, tuple[int, int]], lengths: dict
     return line
 
 
+def _copying(event: Event, copies: dict) -> bool:
+    """Whether `event` is part of a copy-on-write: its page is the copy and its sequence the
+    writer (the same page freed by another sequence earlier in the step is not)."""
+    cow = copies.get(event.page_id)
+    return cow is not None and cow.seq_id == event.seq_id
+
+
 def _grouped(run: list[Event], record: ActionRecord, copies: dict, headed: set[int]) -> list[tuple[str, str]]:
     """The dashboard log's entries for a run of events of one kind and sequence: a
     copy-on-write's heading (before the first of its eviction, allocation and copy), then
@@ -225,7 +232,7 @@ def _grouped(run: list[Event], record: ActionRecord, copies: dict, headed: set[i
         return [(first.kind, f"prefix hit shares pages {pages} for {first.seq_id} {held}")]
     if first.kind == "prefix_hit":
         return [(first.kind, f"{_describe(run, spans, record.lengths)} (revived from CACHED)")]
-    if first.page_id not in copies:
+    if not _copying(first, copies):
         return [(first.kind, _describe(run, spans, record.lengths))]
     source = copies[first.page_id].detail.removeprefix("copied from page ")
     out = []
