@@ -153,3 +153,15 @@ def test_insert_rest_adds_only_the_unmatched_pages():
     assert insert_rest(tree, b, tree.match_prefix(b), next_page=6) == [6, 7]
     assert (tree.total_size(), tree.num_nodes) == (8, 3)
     assert tree.match_prefix(b).page_ids == [0, 1, 2, 3, 6, 7]
+
+
+def test_corner_figure_names_the_unindexed_copy():
+    """Section 4a's picture: the evicted box's note names the copy's page, which no index
+    holds, and the figure draws 6 page boxes (2 per row, 3 rows) plus the legend."""
+    from pagedkv.viz.radix import corner_figure
+
+    fig = corner_figure("CACHED", ["reached", "reached"], "orphan", ("CACHED", ["reached", "not indexed"]), 5)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "[1, 2]: its copy, page 5, is not indexed" in texts
+    boxes = [p for p in fig.axes[0].patches if isinstance(p, FancyBboxPatch)]
+    assert len(boxes) == 6 and sum(bool(b.get_hatch()) for b in boxes) == 1

@@ -23,9 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from matplotlib.colors import to_rgb
+from matplotlib.figure import Figure
 
 from pagedkv.core.page import PageState
 from pagedkv.radix.radix_cache import RadixCache, RadixNode
+from pagedkv.viz.chains import plot_page_chains
 from pagedkv.viz.palette import STATE_COLORS
 
 COLORS = {  # page state name -> fill: the heatmap's, None = no state given
@@ -267,3 +269,28 @@ def plot_radix_growth(
         _plot(ax, tree, shape, None, title, bottom)
     fig.tight_layout()
     return fig
+
+
+def corner_figure(
+    state_0: str, kinds: Sequence[str], evicted_kind: str, radix: tuple[str, Sequence[str]], copy_page: int
+) -> Figure:
+    """Notebook 09, section 4a: pages 0 and 2 in the hash chain when page 2 filled (page 0 in
+    state `state_0`, `kinds` of pages 0 and 2), the chain once page 0 is evicted (page 2 now
+    `evicted_kind`), and the pool's tree when page 2 filled (`radix`: page 0's state, kinds);
+    `copy_page` is second's copy of [1, 2], which no index holds."""
+    rows: dict[str, Sequence[tuple[str, str, str]]] = {
+        f"hash chain, when page 2 filled (page 0 {state_0})": [
+            ("page 0", kinds[0], "[1, 2], the original"),
+            ("page 2", kinds[1], "[3, 4]"),
+        ],
+        "hash chain, once page 0 is evicted": [
+            ("page 0", "evicted", f"[1, 2]: its copy, page {copy_page}, is not indexed"),
+            ("page 2", evicted_kind, "[3, 4]"),
+        ],
+        f"the pool's radix tree, when page 2 filled (page 0 {radix[0]})": [
+            ("page 0", radix[1][0], "[1, 2], the original"),
+            ("page 2", radix[1][1], "[3, 4]"),
+        ],
+    }
+    title = f"Pages 0 and 2 in each index; second's copy of [1, 2], page {copy_page}, is in neither"
+    return plot_page_chains(rows, title)
