@@ -259,6 +259,8 @@ def test_lru_verdict_says_plainly_how_lru_compares_when_it_is_not_beaten():
         "close: LRU 50.0%, within 1 point of the best other policy (arc 50.5%)",
         "behind: LRU loses (50.0%) to arc, lfu (best arc 52.0%)",
     ]
+    named = lru_verdict(rates, best_label="highest on seed 0:")[4]
+    assert named == "behind: LRU loses (50.0%) to arc, lfu (highest on seed 0: arc 52.0%)"
     assert lru_verdict(rates, margin=0.03)[4].startswith("behind: LRU 50.0%, within 3 points of")
 
 
@@ -462,10 +464,11 @@ def test_an_order_that_leaves_out_a_revived_page_is_refused_before_any_replay():
 def test_reuse_feedback_says_right_or_what_to_fix_in_one_line():
     from pagedkv.labs.hit_rate_lab import reuse_feedback
 
-    assert reuse_feedback(RevivedLast()).endswith("goes first")
-    assert "| right:" in reuse_feedback(LRUEvictionPolicy())
+    right = "your order [1, 3] puts it first, as it should"
+    assert right in reuse_feedback(RevivedLast())
+    assert right in reuse_feedback(LRUEvictionPolicy())
     wrong = reuse_feedback(RevivedLastWithoutDiscard())
-    assert wrong.startswith("evicted [2, 1] | next victims now: [3, 1] | wrong:")
+    assert "your order [3, 1] keeps it last" in wrong
     assert "forget the victim in pop_victim" in wrong and "\n" not in wrong
 
 

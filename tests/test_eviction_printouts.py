@@ -47,7 +47,7 @@ def test_reference_text_says_match_only_for_the_reference_answers_rates():
     # the rates the text must print: a replay of the reference answer, made here
     ref = {w: replay(s, 1024, RevivedLast()).hit_rate for w, s in streams.items()}
     text = reference_text(ref, streams, 1024)
-    assert text == f"matches the reference ({100 * ref['zipf']:.1f} / {100 * ref['chat']:.1f}): zipf / chat"
+    assert text == f"matches the reference (zipf {100 * ref['zipf']:.1f} / chat {100 * ref['chat']:.1f})"
     lru = {w: replay(s, 1024).hit_rate for w, s in streams.items()}
     assert lru != ref
     differ = [w for w in streams if lru[w] != ref[w]]
@@ -74,4 +74,21 @@ def test_chat_share_sweep_shares_and_rates_from_the_two_streams():
     split = [{"lru": 20.0, "arc": 23.5}, {"lru": 30.0, "arc": 29.5}]  # LRU first on seed 1
     lines = sweep_text([(0.5, both), (0.75, split)]).splitlines()
     assert lines[1].split() == ["50%", "+3.5", "+1.0", "arc"]
-    assert lines[2].split() == ["75%", "+3.5", "-0.5", "tie:", "arc", "~", "lru"]  # arc: mean +1.5
+    # arc: mean +1.5, but LRU is first on seed 1
+    assert lines[2].split() == ["75%", "+3.5", "-0.5", "no", "clear", "winner:", "arc", "~", "lru"]
+
+
+def test_arc_tally_text_names_each_group_and_sums_its_counts():
+    from collections import Counter
+
+    from pagedkv.labs.eviction_printouts import arc_tally_text
+
+    by_group = {
+        "pinned": Counter({"revived from T1": 3, "revived from T2": 7}),
+        "others": Counter({"revived from T1": 1, "revived from T2": 4}),
+    }
+    lines = arc_tally_text(by_group, Counter({"evicted from T1": 9, "evicted from T2": 2})).splitlines()
+    assert lines[0] == "ARC's victims: 11, of them 9 from T1 (seen once)"
+    said = "pages revived by a prefix hit for"
+    assert lines[1].split() == f"{said} requests with a pinned prompt 10, of them 7 from T2".split()
+    assert lines[2].split() == f"{said} the other requests 5, of them 4 from T2".split()

@@ -75,7 +75,7 @@ def run(
     rows = [[p, *(round(100 * table[w][p], 1) for w in workload_names)] for p in policy_names]
     notes = [
         f"hit rate = prompt tokens served from the prefix cache / prompt tokens, at "
-        f"{cache_tokens} tokens ({cache_tokens // page_size} pages of {page_size})"
+        f"{cache_tokens:,} tokens ({cache_tokens // page_size} pages of {page_size})"
     ]
     if "lru" in policy_names:
         if "leaf-lru" in policy_names:
@@ -83,7 +83,7 @@ def run(
                 "each line below compares LRU with every other policy but leaf-lru, which is "
                 "LRU itself, kept over the radix tree"
             )
-        notes += lru_verdict(table)
+        notes += lru_verdict(table, best_label=f"highest on seed {seed}:")
     return Report(
         title=f"bench eviction: prefix hit rate (%) by policy and workload, seed {seed}",
         columns=["policy", *(f"{w} %" for w in workload_names)],

@@ -192,12 +192,28 @@ def reference_text(
     yours: dict[str, float], streams: dict[str, Sequence[LabRequest]], cache_tokens: int
 ) -> str:
     """Whether `yours` (hit rate per stream) equals, rate for rate, what the reference answer
-    `RevivedLast` serves on `streams` at `cache_tokens`: "matches the reference (68.9 / ...)"
-    in the order zipf, rag, scan, chat, else the streams where it differs."""
-    order = [w for w in ("zipf", "rag", "scan", "chat") if w in streams]
+    `RevivedLast` serves on `streams` at `cache_tokens`: "matches the reference (chat 46.1 /
+    zipf 68.9 / ...)" in the streams' order, else the streams where it differs."""
+    order = list(streams)
     ref = {w: replay(streams[w], cache_tokens, RevivedLast()).hit_rate for w in order}
     differ = [w for w in order if yours.get(w) != ref[w]]
     if differ:
         return "differs from the reference answer on: " + ", ".join(differ)
-    rates = " / ".join(f"{100 * ref[w]:.1f}" for w in order)
-    return f"matches the reference ({rates}): {' / '.join(order)}"
+    rates = " / ".join(f"{w} {100 * ref[w]:.1f}" for w in order)
+    return f"matches the reference ({rates})"
+
+
+def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
+    """`arc_tally_by`'s counts as lines: ARC's victims and how many left T1; then, for the
+    requests with a wholly pinned prompt and for the others, the pages hits revived and how
+    many of them sat in T2."""
+    victims = tally["evicted from T1"] + tally["evicted from T2"]
+    lines = [f"ARC's victims: {victims}, of them {tally['evicted from T1']} from T1 (seen once)"]
+    label = {"pinned": "requests with a pinned prompt", "others": "the other requests"}
+    for g in ("pinned", "others"):
+        revived = by_group[g]["revived from T1"] + by_group[g]["revived from T2"]
+        lines.append(
+            f"pages revived by a prefix hit for {label[g]:29s} {revived:4d},"
+            f" of them {by_group[g]['revived from T2']:4d} from T2"
+        )
+    return "\n".join(lines)

@@ -201,8 +201,11 @@ def hit_rate_curves(
     }
 
 
-def lru_verdict(rates: dict[str, dict[str, float]], margin: float = 0.01) -> list[str]:
+def lru_verdict(
+    rates: dict[str, dict[str, float]], margin: float = 0.01, best_label: str = "best"
+) -> list[str]:
     """One line per workload: does LRU lose (by more than `margin`), and to which policy?
+    `best_label` names the best other policy's rate ("best arc 31.3%").
 
     rates: workload -> policy -> hit rate at one cache size; needs an "lru" entry. LRU is
     compared with policies other than LRU: "leaf-lru" (LRU over the radix tree, equal to it
@@ -218,7 +221,8 @@ def lru_verdict(rates: dict[str, dict[str, float]], margin: float = 0.01) -> lis
         winners = [p for p, r in others.items() if r - lru > margin]
         if winners:
             lines.append(
-                f"{workload}: LRU loses ({lru:.1%}) to {', '.join(winners)} (best {best} {others[best]:.1%})"
+                f"{workload}: LRU loses ({lru:.1%}) to {', '.join(winners)}"
+                f" ({best_label} {best} {others[best]:.1%})"
             )
         else:
             lines.append(f"{workload}: LRU {lru:.1%}, {_as_good(lru, best, others[best], margin)}")

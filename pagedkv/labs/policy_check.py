@@ -158,20 +158,23 @@ def reuse_probe(policy: EvictionPolicy) -> tuple[list[int], list[int]]:
 
 
 def reuse_feedback(policy: EvictionPolicy) -> str:
-    """`reuse_probe` on `policy`, said in one line: what it evicted, the order after, and
-    whether page 1's new content goes first, as no hit has revived it; "refused: <why>" if
-    check_policy refuses the policy. Example: LRU -> "evicted [2, 1] | next victims now:
-    [1, 3] | right: ..."."""
+    """`reuse_probe` on `policy`, said as one sentence: what it evicted, the order after,
+    and whether page 1's new content goes first, as no hit has revived it; "refused: <why>"
+    if check_policy refuses the policy. Example: LRU -> "Third TODO check: after evicting
+    2, then 1, page 1 gets new content; your order [1, 3] puts it first, as it should."."""
     try:
         evicted, after = reuse_probe(policy)
     except PolicyRejected as error:  # check_policy refused it: say so instead of a traceback
         return f"refused: {error}"
-    said = f"evicted {evicted} | next victims now: {after}"
     if evicted != [2, 1]:
-        return f"{said} | wrong: the victims must be 2, then 1: page 1 was revived, page 2 never"
+        return (
+            f"Third TODO check: your policy evicted {evicted}, but the victims must be 2, then 1:"
+            " a hit revived page 1, never page 2."
+        )
+    said = f"Third TODO check: after evicting 2, then 1, page 1 gets new content; your order {after}"
     if after != [1, 3]:
-        return f"{said} | wrong: page 1 still counts as revived: forget the victim in pop_victim"
-    return f"{said} | right: page 1's new content, cached first and never revived, goes first"
+        return f"{said} keeps it last, as if revived: forget the victim in pop_victim."
+    return f"{said} puts it first, as it should: never revived, and cached before page 3's."
 
 
 class RevivedLast(EvictionPolicy):

@@ -3,7 +3,8 @@
 The lab's streams are random, drawn from a seed. One policy may lead another on one seed
 and trail it on the next. `seed_rates` replays each stream on several seeds at several cache
 sizes; `call_winner` names a winner only when the lead holds on every seed and is larger
-than `points` on average, and otherwise names the policies that tie.
+than `points` on average; otherwise there is no clear winner, and it names the policies
+that could be first.
 
 Leaves out: confidence intervals; three seeds are a quick check, not a statistical test.
 """
@@ -48,7 +49,7 @@ def firsts(runs: Sequence[dict[str, float]]) -> set[str]:
 
 def call_winner(runs: Sequence[dict[str, float]], points: float = 1.0) -> list[str]:
     """The rule: a policy wins when it is first on every run and its mean rate is more
-    than `points` above every other policy's mean. Returns [winner], or, on a tie, every
+    than `points` above every other policy's mean. Returns [winner], or, with no clear winner, every
     policy first on some run or within `points` of the best mean, best mean first.
     Examples: [{"a": 60, "b": 58}, {"a": 61, "b": 59}] -> ["a"] (mean lead 2);
     [{"a": 60, "b": 59.5}, {"a": 61, "b": 60}] -> ["a", "b"] (mean lead 0.75);
@@ -60,9 +61,10 @@ def call_winner(runs: Sequence[dict[str, float]], points: float = 1.0) -> list[s
 
 
 def verdict(names: Sequence[str]) -> str:
-    """ "arc" for a win; for a tie, "tie: " and the names in the order given, which for
-    `call_winner`'s list is best mean first ("tie: lru+pin ~ lru": lru+pin's mean is higher)."""
-    return names[0] if len(names) == 1 else "tie: " + " ~ ".join(names)
+    """ "arc" for a win; else "no clear winner: " and the names in the order given, which
+    for `call_winner`'s list is best mean first ("no clear winner: lru+pin ~ lru": lru+pin's
+    mean is higher)."""
+    return names[0] if len(names) == 1 else "no clear winner: " + " ~ ".join(names)
 
 
 def largest_reversed_lead(runs_by_case: dict[tuple[str, int], list[dict[str, float]]]) -> float:
