@@ -45,6 +45,7 @@ from pagedkv.viz.capacity import plot_budget, plot_ways_back
 from pagedkv.viz.chains import plot_page_chains
 from pagedkv.viz.controls import MAIN_SHARE as DASHBOARD_SHARE  # the main heatmap's share
 from pagedkv.viz.radix import plot_radix_growth, plot_radix_tree
+from pagedkv.viz.two_memories import plot_share_bars, plot_two_memories
 
 CELL_PX = 848  # a notebook's output width in JupyterLab at 1280 px, the file browser open
 MIN_PX = 12.0
@@ -93,6 +94,8 @@ def _figures() -> dict[str, object]:
         "slots": plot_slots(snap),
         "usage": plot_usage(fill.snapshots),
         "paged vs contiguous": plot_paged_vs_contiguous(fill.snapshots, policy="max", step=10),
+        "two memories (notebook 01)": plot_two_memories(fill.snapshots, "oracle", max_seq_len=64, step=9),
+        "share bars (notebook 01)": plot_share_bars(fill.snapshots, "oracle", max_seq_len=64, step=9),
         "lifecycle": plot_lifecycle(["allocate"]),
         "chunked kernel": plot_chunked_kernel([5, 2, 9], chunk=3, page_size=4),
         "series": plot_series({"naive": [3, 2, 1], "pagedkv": [3, 3, 3]}, "request", "pages free"),
