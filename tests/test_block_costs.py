@@ -66,3 +66,19 @@ def test_swap_crossover_text_names_the_last_length_where_swap_wins():
     assert at[longest + 16]["swap_s"] > at[longest + 16]["recompute_s"]  # one block more: it loses
     assert at[1024]["swap_s"] > at[1024]["recompute_s"]
     assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_copy_calls_text_splits_a_reload_into_calls_and_bytes():
+    import re
+
+    from pagedkv.labs import costs
+    from pagedkv.labs.block_costs import copy_calls_text
+
+    text = copy_calls_text("Mistral-7B")
+    PARTS = r"= ([\d,]+) copy calls x 10 µs = ([\d.]+) ms.*its (\d+) MiB.* in ([\d.]+) ms"
+    calls, calls_ms, mib, link_ms = (float(x.replace(",", "")) for x in re.search(PARTS, text, re.S).groups())
+    assert calls == 1024 // 16 * 32 * 2 and calls_ms == 41.0  # 4,096 calls at 10 µs, by hand
+    assert mib == 128 and link_ms == round(128 * 2**20 / 25e9 * 1e3, 1)
+    reload_ms = costs.preemption_costs("Mistral-7B", "A100-40GB", 1024)["reload_s"] * 1e3
+    assert abs(calls_ms + link_ms - reload_ms) < 0.1  # the two parts are the whole reload
+    assert all(len(line) <= 90 for line in text.splitlines())

@@ -55,3 +55,17 @@ def test_no_prediction_answer_in_visible_code() -> None:
         if c.cell_type == "code" and "Quiz(" in c.source:
             for giveaway in ("beats recompute", "takeaway", "answers the question", "rate over"):
                 assert giveaway not in c.source
+
+
+def test_final_check_quotes_no_number_only_a_fold_prints() -> None:
+    """The final check is answerable from the core path: its questions and options quote no
+    number that only an Optional section shows (the 67 % gap, the 32-token reload)."""
+    questions = json.loads((ROOT / "pagedkv" / "data" / "questions.json").read_text())
+    check = next(group["11-check"] for group in questions.values() if "11-check" in group)
+    core_text = "\n".join(c.source for c in _core() if c.cell_type == "markdown")
+    for q in check["questions"]:
+        shown = " ".join([q["text"], *q["options"]])
+        for folded_only in ("67 %", "32 tokens", "under a tenth"):
+            assert folded_only not in shown
+    assert "about a sixth" in core_text  # the reload against recompute the check asks about
+    assert "*internal fragmentation*" in core_text and "*external fragmentation*" in core_text
