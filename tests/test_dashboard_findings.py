@@ -95,3 +95,26 @@ def test_a_copy_on_writes_heading_names_the_writer_and_holds_only_its_events(nam
                 assert heading is not None and kind != "free", (name, record.step, text)
             else:
                 heading = None
+
+
+def test_a_prefix_hit_names_the_holders_of_each_page_it_shares():
+    """A request you add after user1's prompt shares user1's pages 0-10, of which only 0-6
+    are held by user2 and user3 too: the log splits the line by holders (it once said all
+    eleven were "held by user1, user2, user3"). Oracle: the block tables before the step."""
+    from pagedkv.scenarios.actions import Action
+
+    run = ScenarioRun("prefix")
+    run.goto(6)
+    before = run.snapshots[-1].block_tables
+    record = run.apply(Action("add", "yours1", parent="user1", text=" and more", caption="yours"))
+    lines = [t for k, t in record.entries(grouped=True) if k == "prefix_hit"]
+    said = {}
+    for line in lines:
+        pages, holders = re.fullmatch(
+            r"prefix hit shares pages ([\d, ]+) for yours1 \(ACTIVE, held by (.+) too\)", line
+        ).groups()
+        for page in map(int, pages.split(", ")):
+            said[page] = set(holders.split(", "))
+    want = {p: {s for s, table in before.items() if p in table} for p in before["user1"]}
+    assert said == {p: h for p, h in want.items() if p in said} and len(said) >= 8
+    assert len({frozenset(h) for h in said.values()}) == len(lines) > 1  # one line per holder set

@@ -127,7 +127,7 @@ def test_no_text_of_the_diagram_overlaps_another_or_leaves_the_picture(highlight
 def test_the_key_says_what_orange_and_reset_mean():
     plain = [t.get_text() for t in plot_lifecycle().axes[0].texts]
     lit = [t.get_text() for t in plot_lifecycle(["evict"]).axes[0].texts]
-    assert any("grey" in t for t in plain) and not any("orange" in t for t in plain)
+    assert any("arrows" in t for t in plain) and not any("orange" in t for t in plain)
     assert any("orange" in t for t in lit)
     assert any("reset_prefix_cache" in t for t in plain)
 

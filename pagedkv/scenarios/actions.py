@@ -100,7 +100,8 @@ class ActionRecord:
         run: list[Event] = []  # consecutive events of one kind for one sequence
         copies = {e.page_id: e for e in events if e.kind == "cow"} if grouped else {}
         headed: set[int] = set()  # copies whose heading the log has given
-        key = lambda e: (e.kind, e.seq_id, _copying(e, copies), e.page_id in self.shared)  # noqa: E731
+        # a prefix hit's pages grouped by who else holds them (the log names the holders)
+        key = lambda e: (e.kind, e.seq_id, _copying(e, copies), self.shared.get(e.page_id))  # noqa: E731
         for event in [*events, None]:
             if run and (event is None or key(event) != key(run[0]) or event.kind == "cow"):
                 if grouped:

@@ -279,7 +279,7 @@ def _make_axes(
                 linewidth=0,
             )
         )  # fmt: skip
-    step = 1 if cols <= 12 else 4  # wider grids have smaller cells: "10" "11" ... would collide
+    step = 1 if cols <= 9 else 2 if cols <= 12 else 4  # narrower cells: "10" "11" would touch
     ax.set_xticks(range(0, cols, step))
     ax.set_yticks(range(0, rows, step))
     ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
@@ -304,7 +304,6 @@ def _make_key(view: str, key_ax, page_size: int, lru_key: bool = True) -> None:
         sm = ScalarMappable(Normalize(0, page_size), colormaps[OCCUPANCY_CMAP])
         ticks = sorted({0, page_size // 2, page_size})
         bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.1, 0.15, 0.8]), ticks=ticks)
-        bar.set_label("slots holding tokens", fontsize=FONT_PT)
         bar.ax.tick_params(labelsize=FONT_PT)
     elif view == "ref_count":
         cmap = ListedColormap(colormaps[REF_COUNT_CMAP](np.linspace(0, 1, REF_COUNT_MAX + 1)))
@@ -312,7 +311,6 @@ def _make_key(view: str, key_ax, page_size: int, lru_key: bool = True) -> None:
         cax = key_ax.inset_axes([0.05, 0.1, 0.15, 0.8])
         bar = figure.colorbar(sm, cax=cax, ticks=range(REF_COUNT_MAX + 1))
         bar.ax.set_yticklabels([*map(str, range(REF_COUNT_MAX)), f"{REF_COUNT_MAX}+"])
-        bar.set_label("ref count", fontsize=FONT_PT)
         bar.ax.tick_params(labelsize=FONT_PT)
     elif view == "lru":
         handles = [

@@ -33,7 +33,7 @@ STATE_COLORS = {  # page state -> Okabe–Ito colour
 }
 VICTIM_COLOR = "#D55E00"  # Okabe–Ito vermillion: the next page to be evicted, COW copies
 HIT_COLOR = "#009E73"  # Okabe–Ito bluish green: pages reused by a prefix hit
-NO_OWNER_COLOR = "#F2F2F2"  # pages no block table holds (FREE or CACHED)
+NO_OWNER_COLOR = STATE_COLORS[PageState.FREE]  # the owner view's FREE pages: grey, as in the state view
 # the owner view's CACHED pages: no holder either, but full and hashed. Orange, as in the
 # state and LRU views, so no colour names two states across views
 CACHED_NO_OWNER_COLOR = STATE_COLORS[PageState.CACHED]
