@@ -9,11 +9,13 @@ and the predictions and the dashboard a learner steps, must not be hidden.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
 
 from pagedkv.bench.notebooks import FOLDED, folded
+from pagedkv.viz import questions
 
 ROOT = Path(__file__).resolve().parent.parent
 NB00 = ROOT / "notebooks" / "00_start_here.ipynb"
@@ -47,3 +49,30 @@ def test_the_core_path_is_short_and_keeps_what_learners_and_browser_tests_use():
     for cell in cells:  # a fold's heading is one line, so the fold hides all its text
         if cell.metadata.get(FOLDED):
             assert cell.source.startswith("### Optional:") and "\n" not in cell.source.strip()
+
+
+def sections(cells: list) -> dict[int, str]:
+    """Each numbered section ("## N. ...") of the notebook: all the text up to the next one."""
+    found: dict[int, str] = {}
+    number = 0
+    for cell in cells:
+        head = re.match(r"## (\d+)\. ", cell.source)
+        if head:
+            number = int(head.group(1))
+        if number:
+            found[number] = found.get(number, "") + "\n" + cell.source
+    return found
+
+
+def test_the_last_page_rule_is_its_own_section_and_section_references_point_at_it():
+    by_number = sections(nbformat.read(NB00, as_version=4).cells)
+    assert "Dashboard(" in by_number[4] and "PredictStep(" in by_number[4]
+    assert "Quiz(" not in by_number[4] and "computes its last page" not in by_number[4]
+    assert by_number[5].lstrip().startswith("## 5. A fully cached prompt still computes its last page")
+    assert 'Quiz("00-apply")' in by_number[5]
+    # the prose and the hints that send a learner to vLLM's order of FREE and CACHED blocks
+    texts = [by_number[n] for n in by_number] + [
+        hint for q in questions.quiz("00-check").questions for hint in q.hints.values()
+    ]
+    pointers = [int(m) for t in texts for m in re.findall(r"[Ss]ection (\d+) (?:says|compares)", t)]
+    assert pointers and all("one queue, in order of release" in by_number[n] for n in pointers)
