@@ -639,6 +639,15 @@ def test_the_kernel_picture_ends_the_last_pages_label_at_the_last_token():
         plot_chunked_kernel([0, 1, 2, 7, 8, 9, 10, 11], page_size=4, num_tokens=33)
 
 
+def test_the_kernel_picture_numbers_its_chunks_from_0_like_the_pages():
+    """8 pages in chunks of 3 are 3 chunks (3 + 3 + 2 pages): chunk 0, 1 and 2, no chunk 3."""
+    from pagedkv.viz.kernel import plot_chunked_kernel
+
+    fig = plot_chunked_kernel([0, 1, 2, 7, 8, 9, 10, 11], chunk=3, page_size=4)
+    texts = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    assert sorted(t for t in texts if re.fullmatch(r"chunk \d+", t)) == ["chunk 0", "chunk 1", "chunk 2"]
+
+
 def test_the_kernel_picture_refuses_a_chunk_of_the_wrong_kind_or_size():
     from pagedkv.viz.kernel import plot_chunked_kernel
 

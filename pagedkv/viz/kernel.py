@@ -100,7 +100,7 @@ def plot_chunked_kernel(
 
 BAND_LABELS = {  # the left-hand label of each row of the picture (two lines each)
     "K": "pass 1: K, a chunk at\na time; scores q · Kᵀ",
-    "scores": "scores: the whole\nrow, one per token",
+    "scores": "scores: the whole\nrow, a cell per page",
     "V": "pass 2: V, a chunk at\na time; exp(s − max) · V",
     "out": "output row:\nnormalised last",
 }
@@ -122,15 +122,13 @@ def _softmax_marks(ax: Axes, n: int) -> None:
 
 
 def _brackets(ax: Axes, n: int, chunk: int) -> None:
-    """A bracket over each chunk of `chunk` pages (of `n`), numbered from 1."""
+    """A bracket over each chunk of `chunk` pages (of `n`), numbered from 0 like the pages."""
     for k, first in enumerate(range(0, n, chunk)):
         width = min(chunk, n - first)
         low, high = ROWS["K"] + 0.75, ROWS["K"] + 0.85  # just above the K row
         ax.plot([first, first, first + width - 0.1, first + width - 0.1], [low, high, high, low],
                 color="#333333", lw=1.5)  # fmt: skip
-        ax.text(
-            first + (width - 0.1) / 2, high + 0.1, f"chunk {k + 1}", ha="center", va="bottom", fontsize=13
-        )
+        ax.text(first + (width - 0.1) / 2, high + 0.1, f"chunk {k}", ha="center", va="bottom", fontsize=13)
 
 
 def _score_labels(num_pages: int, page_size: int, num_tokens: int) -> list[str]:
