@@ -104,19 +104,19 @@ def plot_wal_strip(records: Sequence[Record], recovery: Mapping[str, object]) ->
         _note(ax, torn_x, RECOVERY - 0.45, "torn bytes dropped", below=True)
     ax.set_xlim(0.5, last + 0.5 + torn_width)
     ax.set_ylim(-1.05, 2.05)
-    ax.set_yticks([DISK, RECOVERY], ["on disk\nat the crash", "what recovery\ndoes"], fontsize=13)
+    ax.set_yticks([DISK, RECOVERY], ["on disk\nat the crash", "what recovery\ndoes"], fontsize=15)
     ticks = sorted({1, checkpoint, last} - {0}) if last - checkpoint > 8 else sorted({1, last})
-    ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=13)
+    ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=15)
     if p["torn_bytes"]:  # the torn record's number, under its (widened) cell, in its colour
         ax.get_xticklabels()[-1].set_horizontalalignment("right")  # `last` ends where its cell does
         ax.text(torn_x, -0.02, str(end), transform=ax.get_xaxis_transform(), ha="center", va="top",
-                fontsize=13, color=TORN_COLOR, gid="torn number")  # fmt: skip
-    ax.set_xlabel("record number (records are numbered 1, 2, 3, ... across checkpoints)", fontsize=13)
+                fontsize=15, color=TORN_COLOR, gid="torn number")  # fmt: skip
+    ax.set_xlabel("record number (records are numbered 1, 2, 3, ... across checkpoints)", fontsize=15)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
     ax.set_title("The write-ahead log when the process dies, and what recovery does with it",
-                 fontsize=14, loc="left")  # fmt: skip
+                 fontsize=16, loc="left")  # fmt: skip
     return projector(fig)
 
 
@@ -150,7 +150,7 @@ def _cell(
 
 
 def _label(ax: Axes, lo: int, hi: int, y: float, text: str) -> None:
-    ax.text((lo + hi) / 2, y, text, ha="center", va="center", fontsize=14, color="black",
+    ax.text((lo + hi) / 2, y, text, ha="center", va="center", fontsize=16, color="black",
             bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "none", "pad": 2})  # fmt: skip
 
 
@@ -159,4 +159,4 @@ def _note(ax: Axes, x: float, y: float, text: str, below: bool = False) -> None:
     arrow = {"arrowstyle": "->", "color": TORN_COLOR}
     tip, away = (0.12, -0.42) if below else (-0.12, 0.42)
     ax.annotate(text, xy=(x, y + tip), xytext=(x + 0.5, y + away), ha="right", va="center",
-                fontsize=13, color=TORN_COLOR, arrowprops=arrow)  # fmt: skip
+                fontsize=15, color=TORN_COLOR, arrowprops=arrow)  # fmt: skip
