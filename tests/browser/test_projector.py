@@ -44,7 +44,7 @@ PICTURES = [
     ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
     ("06_benchmarks.ipynb", "projector(attention.figure(report), min_pt=16", "06_attention_figure.png"),
     ("06_benchmarks.ipynb", "projector(scale.figure(report), min_pt=16", "06_scale_figure.png"),
-    ("08_common_mistakes.ipynb", 'plot_series({"naive (leaks)"', None),
+    ("08_common_mistakes.ipynb", 'plot_available({"naive (leaks)"', None),
 ]
 
 _MEASURE_JS = """img => {
