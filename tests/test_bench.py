@@ -288,12 +288,19 @@ def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
             "slot_utilisation_pct": util,
             "prefix_hit_rate_pct": hits,
             "tokens_per_s": 1.0,
+            "allocations": allocs,
+            "tokens": 2000,
         }
-        for size, util, hits in [(4, 99.0, 55.0), (256, 84.0, 17.0)]
+        for size, util, hits, allocs in [(4, 99.0, 55.0, 500), (256, 84.0, 17.0, 10)]
     ]
     fig = page_size.figure(Report("page size", [], [], data={"points": points}), timing=False)
     hit_axes = next(ax for ax in fig.axes if ax.get_title().startswith("prefix hit rate"))
     assert hit_axes.get_ylim() == (0.0, 100.0)
+    # slot util from 70, the ten below its lowest point (84), so the fall is visible
+    assert fig.axes[0].get_ylim() == (70.0, 100.0)
+    # allocations per 1,000 tokens: 500 and 10 pages for 2,000 tokens, on a log axis
+    (line,) = fig.axes[2].get_lines()
+    assert list(line.get_ydata()) == [250.0, 5.0] and fig.axes[2].get_yscale() == "log"
 
 
 def test_page_size_splits_lookups_into_first_admissions_and_readmissions():
@@ -333,11 +340,11 @@ def test_page_size(tmp_path, capsys):
     assert points[16]["prefix_hit_rate_pct"] > points[256]["prefix_hit_rate_pct"]
     # Without timing the figure does not depend on wall times (notebooks compare it).
     rebuilt = Report(report["title"], [], [], data=copy.deepcopy(report["data"]))
-    assert len(page_size.figure(rebuilt).axes) == 3
+    assert len(page_size.figure(rebuilt).axes) == 4
     deterministic = png(page_size.figure(rebuilt, timing=False))
     for point in rebuilt.data["points"]:
         point["tokens_per_s"] *= 3
-    assert len(page_size.figure(rebuilt, timing=False).axes) == 2
+    assert len(page_size.figure(rebuilt, timing=False).axes) == 3
     assert png(page_size.figure(rebuilt, timing=False)) == deterministic
 
 
@@ -576,16 +583,16 @@ def test_page_size_one_run_repeats_the_sweeps_point():
 def test_page_size_figure_has_one_legend_for_every_panel():
     report = page_size.run(requests=10, page_sizes="4,16", capacities="4096,8192")
     fig = page_size.figure(report, timing=False)
-    assert [ax.get_legend() for ax in fig.axes] == [None, None]
+    assert [ax.get_legend() for ax in fig.axes] == [None, None, None]
     (legend,) = fig.legends
     assert [t.get_text() for t in legend.get_texts()] == ["pool of 4,096 slots", "pool of 8,192 slots"]
-    assert [ax.get_ylim() for ax in fig.axes] == [(0.0, 100.0), (0.0, 100.0)]
+    assert fig.axes[1].get_ylim() == (0.0, 100.0) and fig.axes[0].get_ylim()[1] == 100.0
 
 
 def test_page_size_figure_with_one_pool_names_it_in_a_title_without_a_legend():
     report = page_size.run(requests=10, page_sizes="4,16", capacities="8192")
     fig = page_size.figure(report, timing=False)
-    assert fig.legends == [] and [ax.get_legend() for ax in fig.axes] == [None, None]
+    assert fig.legends == [] and [ax.get_legend() for ax in fig.axes] == [None, None, None]
     assert fig.get_suptitle() == "pool of 8,192 slots"
 
 

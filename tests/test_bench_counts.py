@@ -59,3 +59,17 @@ def test_projector_relayout_keeps_grown_labels_inside_the_figure():
     fig.canvas.draw()
     box = legend.get_window_extent()
     assert box.x1 <= fig.bbox.width  # oracle: the figure's own pixel width
+
+
+def test_scale_figure_draws_the_running_mean_only_over_full_windows():
+    from pagedkv.bench import Report, scale
+
+    active = [10, 20, 30, 40] * 10  # 40 steps of a 100-page pool
+    data = {"running": [1] * 40, "active_pages": active, "num_pages": 100, "requests": 1}
+    fig = scale.figure(Report("scale", [], [], data=data))
+    (line,) = fig.axes[1].get_lines()
+    window = scale.SMOOTH_STEPS
+    assert list(line.get_xdata()) == list(range(window - 1, 40))
+    # each point: the mean of the last `window` steps, by hand
+    want = [sum(active[i - window + 1 : i + 1]) / window for i in range(window - 1, 40)]
+    assert np.allclose(line.get_ydata(), want)

@@ -19,6 +19,7 @@ def test_memory_text_gives_the_shares_and_the_batch_ratio():
     text = results06.memory_text(shares)
     assert "paging fills 96.0% of the slots with K/V, the oracle 48.0%" in text
     assert "runs 2.5 times the oracle's batch (50.0 against 20.0)" in text  # 50 / 20
+    assert "Tokens per second: the next cell's box." in text  # not the batch ratio
 
 
 def test_sharing_text_quotes_width_6_of_each_mode():
@@ -29,7 +30,8 @@ def test_sharing_text_quotes_width_6_of_each_mode():
     text = results06.sharing_text(data, [5, 15, 16, 40])
     assert "(59%\nagainst 12% at width 6)" in text
     # 5 and 15 fill no page of 16; 40 fills 2 (16 + 16 + 8)
-    assert "2 of these 4 prompts fill no full page of 16 (the longest, 40,\nfills 2)" in text
+    assert "2 of these 4 prompts fill no full page of 16 (the longest, 40, fills 2)" in text
+    assert "copy-on-write, notebook 04: a shared page is copied" in " ".join(text.split("\n"))
 
 
 def test_settings_text_divides_the_output_tokens_by_the_steps():

@@ -276,15 +276,24 @@ def run(
     )
 
 
+def _panel_value(point: dict, key: str) -> float:
+    """One point's value in a figure panel: a field, or pages allocated per 1,000 tokens."""
+    if key == "allocs_per_1k":
+        return 1000 * point["allocations"] / point["tokens"]
+    return point[key]
+
+
 def figure(report: Report, timing: bool = True):
-    """Utilisation, hit rate and (with `timing`, wall clock) throughput against page size,
-    one line per capacity. Without `timing` the figure is the same on every run."""
+    """Utilisation, hit rate, allocations per 1,000 tokens and (with `timing`, wall clock)
+    throughput against page size, one line per capacity. Without `timing` the figure is the
+    same on every run."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     panels = [
         ("slot_utilisation_pct", "slot utilisation (%)"),
         ("prefix_hit_rate_pct", "prefix hit rate (%)"),
+        ("allocs_per_1k", "allocs / 1k tokens (log)"),
     ]
     if timing:
         panels.append(("tokens_per_s", "bookkeeping tokens / s"))
@@ -299,7 +308,7 @@ def figure(report: Report, timing: bool = True):
             sel = [p for p in points if p["capacity"] == capacity]
             ax.plot(
                 [p["page_size"] for p in sel],
-                [p[key] for p in sel],
+                [_panel_value(p, key) for p in sel],
                 "o-",
                 color=color,
                 label=f"pool of {capacity:,} slots",
@@ -308,8 +317,13 @@ def figure(report: Report, timing: bool = True):
         sizes = sorted({p["page_size"] for p in points})
         ax.set_xticks(sizes, [str(s) for s in sizes])
         ax.minorticks_off()
-        if key != "tokens_per_s":  # percentages from 0: a drop reads as large as it is
+        if key == "prefix_hit_rate_pct":  # from 0: a drop reads as large as it is
             ax.set_ylim(0, 100)
+        elif key == "slot_utilisation_pct":  # from the ten below the lowest: the fall shows
+            low = min(p[key] for p in points)
+            ax.set_ylim(max(0, 10 * (low // 10) - 10), 100)
+        elif key == "allocs_per_1k":
+            ax.set_yscale("log")
         ax.set_xlabel("page size (tokens)")
         ax.set_title(label, fontsize=10)
     if len(colors) == 1:  # one pool: named in a title, a legend of one line adds nothing

@@ -312,7 +312,9 @@ def figure(report: Report):
     ax.set_ylim(0, 1.05 * max(running, default=1))  # both axes start at 0 on the same line
     usage = fig.add_subplot(sharex=ax, frameon=False)
     pct = np.array(data["active_pages"], dtype=float) * 100 / data["num_pages"]
-    usage.plot(smooth(pct, SMOOTH_STEPS), color="#E69F00", lw=2.2)  # a running mean: no step flicker
+    start = SMOOTH_STEPS - 1 if len(pct) >= SMOOTH_STEPS else 0  # from the first full window
+    mean = smooth(pct, SMOOTH_STEPS)  # a running mean: no step flicker
+    usage.plot(np.arange(start, len(pct)), mean[start:], color="#E69F00", lw=2.2)
     usage.yaxis.tick_right()
     usage.yaxis.set_label_position("right")
     usage.set_ylabel("ACTIVE pages (%)", color="#E69F00")

@@ -12,6 +12,7 @@ def memory_text(shares: dict[str, dict]) -> str:
         f"Result: paging fills {paged['token_states']:.1f}% of the slots with K/V, the oracle "
         f"{oracle['token_states']:.1f}%,\nso paging runs {paged['mean_batch'] / oracle['mean_batch']:.1f}"
         f" times the oracle's batch ({paged['mean_batch']:.1f} against {oracle['mean_batch']:.1f})."
+        "\nTokens per second: the next cell's box."
     )
 
 
@@ -23,11 +24,12 @@ def sharing_text(data: dict, prompts: list[int], page: int = 16) -> str:
     return "\n".join(
         [
             f"Result: beam search shares far more pages than parallel sampling ({beam6:.0f}%",
-            f"against {sample6:.0f}% at width 6). Samples share only the prompt's full pages:",
-            "each sample but one copies the partial last page when it first writes to it",
-            f"(copy-on-write), and {empty} of these {len(prompts)} prompts fill no full page of "
-            f"{page} (the longest, {max(prompts)},",
-            f"fills {max(prompts) // page}). Beams also share the common beginnings of their outputs.",
+            f"against {sample6:.0f}% at width 6). Samples share only the prompt's full pages,",
+            f"and {empty} of these {len(prompts)} prompts fill no full page of {page} "
+            f"(the longest, {max(prompts)}, fills {max(prompts) // page}).",
+            "Each sample but one copies the partial last page (copy-on-write, notebook 04:",
+            "a shared page is copied the first time one sequence writes to it).",
+            "Beams also share the common beginnings of their outputs.",
         ]
     )
 
