@@ -9,7 +9,7 @@ import pytest
 from pagedkv import KVCachePool, SequenceManager, TinyLM
 from pagedkv.bench import preempt
 from pagedkv.engine.scheduler import Scheduler
-from pagedkv.labs.preempt_printouts import cap_rows, pool_run
+from pagedkv.labs.preempt_printouts import cap_rows, pool_run, step_lines
 from pagedkv.labs.workloads import Request, generate
 
 PROMPTS = {"A": "Pages fill up", "B": "Tokens arrive", "C": "Queues wait", "D": "Batches grow"}
@@ -98,3 +98,32 @@ def test_cap_rows_third_row_is_the_bench_serve_with_the_cap():
         [12, 3, capped["steps"], capped["preemptions"], f"{capped['mean_running']:.1f}"],
     ]
     assert rows[2][2] > rows[1][2] > rows[0][2] and rows[2][3] == 0
+
+
+def _sched10(model: TinyLM) -> Scheduler:
+    pool = KVCachePool(model.cache_config(num_pages=10, page_size=4))
+    sched = Scheduler(SequenceManager(pool), model, max_num_seqs=3, max_num_batched_tokens=40)
+    sched.add_requests(_requests(model))
+    return sched
+
+
+def test_step_lines_name_the_schedulers_own_admits_resumes_finishes_and_preemptions():
+    """Each preempt/resume event and each finish, stepped by hand, has its step's line."""
+    model = TinyLM.pretrained()
+    oracle = _sched10(model)
+    seen: list[tuple[int, str, object]] = []
+    oracle.add_listener(lambda e: seen.append((oracle.stats.steps + 1, e.kind, e.seq_id)))
+    finished: list[tuple[int, object]] = []
+    while oracle.has_unfinished:
+        record = oracle.step()
+        finished += [(oracle.stats.steps, r) for r in record.finished]
+    lines = step_lines(_sched10(model))
+    for step, kind, req in seen:
+        word = "preempt" if kind == "preempt" else "prefill"
+        assert any(x.startswith(f"step {step}: ") and f"{word} {req}" in x for x in lines)
+    for step, req in finished:
+        assert any(x.startswith(f"step {step}: ") and f"finished {req}" in x for x in lines)
+    assert ("resume", "D") in {(k, r) for _, k, r in seen}
+    assert "step 25: prefill D (2 tokens)" in lines and "step 24: decode C; finished C" in lines
+    first = step_lines(_sched10(model), until_preempt=True)
+    assert first[-1] == "step 9: decode A; preempt B (recompute); short of a page: ['A', 'B']"

@@ -5,6 +5,9 @@ each preemption, when the victim came back, how many of its full pages were stil
 then (prefix hits) and so how many tokens it computed again. A victim that waits longer can
 recompute more: while it waits, LRU evicts its CACHED pages for the running requests.
 
+`step_lines` steps a scheduler to the end and keeps one line per step that admits, resumes,
+finishes or preempts a request, so a reader can check each step the text names.
+
 `cap_rows` compares two runs of `bench preempt` with a third that caps `max_num_seqs`
 instead, one table row each: pool pages, the cap, steps, preemptions and requests a step.
 """
@@ -79,6 +82,25 @@ def pool_run(
         f"{stats.recomputed_tokens} tokens recomputed, at most {most} requests in one step"
     )
     return [head, *lines]
+
+
+def step_lines(sched: Scheduler, until_preempt: bool = False) -> list[str]:
+    """Step `sched` until every request finished (or, with `until_preempt`, through the next
+    step that preempts) and return one line per step that admits, resumes, finishes or
+    preempts: its number and decision; a preempting step also names the running requests whose
+    next token needed a new page before it."""
+    lines: list[str] = []
+    while sched.has_unfinished:
+        short = [s.req_id for s in sched.running if sched.manager.pages_needed_to_append(s.req_id)]
+        record = sched.step()
+        line = f"step {sched.stats.steps}: {record.decision}"
+        if record.preempted:
+            lines.append(f"{line}; short of a page: {short}")
+            if until_preempt:
+                break
+        elif record.prefill or record.finished:
+            lines.append(line)
+    return lines
 
 
 def cap_rows(
