@@ -283,7 +283,7 @@ def _owner_legends():
 
 
 def test_owner_legends_show_every_name_whole_inside_the_picture_below_the_title():
-    from pagedkv.viz.frame import FONT_PT
+    from pagedkv.viz.frame import FONT_PT, TITLE_PT, TITLES
     from pagedkv.viz.glyphs import _font
 
     for name, heatmap, panel in _owner_legends():
@@ -295,7 +295,10 @@ def test_owner_legends_show_every_name_whole_inside_the_picture_below_the_title(
             assert label in shown, (name, label, shown)  # whole, not cut
         lefts = sorted({x for _, _, x, _ in rows})
         for _, lines, x, y in rows:
-            assert y >= panel.frame.boxes[:, 1].min(), name  # below the title
+            if y < panel.frame.boxes[:, 1].min():  # beside the title: only where the title ends
+                title = TITLES[panel.view]
+                end = panel.frame.title_xy[0] + _font(round(TITLE_PT * heatmap._frame.px)).getlength(title)  # noqa: SLF001
+                assert x > end, (name, title, x, end)
             right = next((left for left in lefts if left > x), heatmap.size[0])  # next column or edge
             for line in lines:
                 assert x + 22 * heatmap._frame.px + _font(size).getlength(line) <= right, (name, line)  # noqa: SLF001

@@ -436,12 +436,13 @@ def test_a_question_counts_as_done_only_once_answered_right_or_its_answer_shown(
     assert f"(1 of {n} done, 0 right at first try)" in quiz.position.value and quiz.buttons[k].disabled
 
 
-def test_a_predictions_pick_carries_a_check_mark_and_only_the_pick():
-    """Selected toggles are only a darker grey, faint on a projector: the pick has an icon."""
+def test_a_predictions_pick_carries_an_arrow_and_only_the_pick():
+    """Selected toggles are only a darker grey, faint on a projector: the pick has an icon, an
+    arrow (a check mark beside "Not quite" read as a right answer)."""
     from pagedkv.viz import PredictStep
 
     predict = PredictStep("05-preempt")
     options = list(predict.data.shown_options)
     for pick in (options[1], options[0]):  # a new pick moves the mark
         predict.choices.value = pick
-        assert [icon == "check" for icon in predict.choices.icons] == [o == pick for o in options]
+        assert [icon == "arrow-right" for icon in predict.choices.icons] == [o == pick for o in options]

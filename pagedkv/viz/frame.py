@@ -34,7 +34,7 @@ from pagedkv.viz.palette import LRU_CMAP, OCCUPANCY_CMAP, REF_COUNT_CMAP, STATE_
 TITLES = {
     "state": "page state",
     "occupancy": "occupancy: slots holding tokens",
-    "owner": "owner: oldest sequence holding the page",
+    "owner": "owner (oldest holder)",  # short: the owner key may start beside it
     "ref_count": "ref count: block tables holding the page",
     "lru": "LRU order",  # replaced by a stamped title naming the next victim
 }
@@ -73,6 +73,7 @@ class PanelFrame:
     title_xy: tuple[float, float]  # baseline-left of a title that changes with the snapshot
     key_box: tuple[float, float, float, float]  # x0, y0, x1, y1 beside the grid (legend room)
     title_room: float = 0.0  # px a changing title's lines may take: up to the key beside the grid
+    key_top: float = 0.0  # a legend's first row: the title's top where the title ends before the key
 
 
 @dataclass(frozen=True, eq=False)
@@ -161,6 +162,7 @@ def build_frame(
                 (bbox.x0, height - bbox.y1 - 9 * px),
                 (key.x0, height - key.y1, key.x1, height - _key_floor(ax, key)),
                 _title_room(ax, key_ax),
+                _key_top(ax, key, height),
             )
         )
     min_font_px = _smallest_pt(figure) * px
@@ -172,6 +174,15 @@ def _key_floor(ax, key) -> float:
     the axis label under the grid where that label runs across the key's column."""
     label = ax.xaxis.label.get_window_extent()
     return max(key.y0, label.y1 + 2) if label.x1 > key.x0 else key.y0
+
+
+def _key_top(ax, key, height: int) -> float:
+    """Where a legend beside the grid may start (image y): level with the panel's static title
+    when that title ends before the key's column, else at the grid's top edge."""
+    title = [t for t in ax.get_children() if isinstance(t, Text) and t.get_text() == ax.get_title(loc="left")]
+    box = title[0].get_window_extent() if title and title[0].get_text().strip() else None
+    top = ax.get_window_extent().y1 if box is None or box.x1 > key.x0 else box.y1
+    return max(height - key.y1, height - top)
 
 
 def _title_room(ax, key_ax) -> float:

@@ -260,9 +260,9 @@ class PoolHeatmap:
 
     def legend_rows(self, panel: Panel) -> list[tuple[str, list[str], float, float]]:
         """(colour, text lines, left x, top y) of each row of `panel`'s legend as stamped:
-        below the grid's top edge (so never over the panel's title), each name whole or
-        wrapped after its last "_" / "." to fit between its swatch and the next panel or the
-        picture's edge (two different names never look the same), as many as fit, then
+        from its title's line where that title ends before the key, else below the grid's top
+        edge (never over a title), each name whole or wrapped after its last "_" / "." to fit
+        before the next panel or the picture's edge (no two names look the same), then
         "+k more". Names that fit whole in half that room flow into two columns when one
         column is too short for them (a short grid with a wide key beside it)."""
         x0, y0, _, y1 = panel.frame.key_box
@@ -273,7 +273,7 @@ class PoolHeatmap:
             default=self.size[0],
         )
         room = right - (x0 + 22 * px) - 4 * px
-        top = max(y0, float(panel.frame.boxes[:, 1].min()))
+        top = max(y0, min(panel.frame.key_top, float(panel.frame.boxes[:, 1].min())))
         per_column = max(2, int((max(y1, top) - top) // line))  # lines
         half = (right - x0) / 2 - 23 * px  # a column's width less its swatch (22 px) and 1 px
         columns = 2 if len(panel.legend) > per_column and all(

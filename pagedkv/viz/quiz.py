@@ -196,9 +196,10 @@ class PredictStep(widgets.VBox):
             self.misses += 1
             self.button.description, self.button.icon = "Check again", "check"  # the step has run
 
-    def _picked_again(self, _change=None) -> None:  # a check mark on the pick (grey alone is faint
-        # on a projector); after a wrong pick, its "Not quite" goes
-        self.choices.icons = ["check" if o == self.choices.value else "" for o in self.data.shown_options]
+    def _picked_again(self, _change=None) -> None:  # an arrow on the pick (grey is faint on a
+        # projector; a check mark read as "right"); after a wrong pick, its "Not quite" goes
+        picked = [o == self.choices.value for o in self.data.shown_options]
+        self.choices.icons = ["arrow-right" if p else "" for p in picked]
         if self.misses and not self.settled:
             self.result.value = _box(f"New pick: press {self.button.description} to grade it.")
 
@@ -226,11 +227,10 @@ class PredictStep(widgets.VBox):
 
 
 class Quiz(widgets.VBox):
-    """Check questions: pick an answer, press Check, read why. A first wrong pick gets a
-    second try; the answer and its reason show after a right pick or a second wrong one (both
-    lock the question, the answer selected). Several questions show one at a time, with Previous / Next and
-    "question k of n (d of n done)" above them; `summary` counts first-try rights once all (2+)
-    are done. A quiz titled "Predict" shows `note` under its questions until all are done."""
+    """Check questions: pick, press Check, read why (graded as `grade` says; a settled question
+    locks). Several show one at a time, Previous / Next and "question k of n (d of n done)"
+    above them; `summary` counts first-try rights once all (2+) are done. A quiz titled
+    "Predict" shows `note` under its questions until all are done."""
 
     def __init__(self, question_id: str) -> None:
         data = quiz(question_id)
