@@ -153,18 +153,10 @@ def build_frame(
             owners.append(np.full(yy.size, pid))
             boxes.append((x0, y0, x1 - 1, y1 - 1))
         bbox, key = ax.get_window_extent(), key_ax.get_window_extent()
-        panels.append(
-            PanelFrame(
-                view,
-                np.concatenate(pixels),
-                np.concatenate(owners),
-                np.array(boxes, dtype=float),
-                (bbox.x0, height - bbox.y1 - 9 * px),
-                (key.x0, height - key.y1, key.x1, height - _key_floor(ax, key)),
-                _title_room(ax, key_ax),
-                _key_top(ax, key, height),
-            )
-        )
+        key_box = (key.x0, height - key.y1, key.x1, height - _key_floor(ax, key))
+        cells = (np.concatenate(pixels), np.concatenate(owners), np.array(boxes, dtype=float))
+        title = ((bbox.x0, height - bbox.y1 - 9 * px), key_box, _title_room(ax, key_ax))
+        panels.append(PanelFrame(view, *cells, *title, _key_top(ax, key, height)))
     min_font_px = _smallest_pt(figure) * px
     return Frame(background, tuple(panels), float(xe[1] - xe[0]), px, min_font_px, _cut_texts(figure))
 
