@@ -174,3 +174,14 @@ def test_reset_is_drawn_dashed_and_lighter_unless_lit_and_no_notebook_calls_it()
         cells = json.loads(path.read_text())["cells"]
         code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
         assert not any("reset_prefix_cache(" in source for source in code), path.name
+
+
+def test_beside_the_lit_label_the_arrows_other_labels_are_greyed():
+    """A copy-on-write lights the FREE -> ACTIVE arrow, which also carries allocate and append
+    into a full page: those two are greyed, so the arrow does not read as theirs (a learner
+    took it for "append into a full page"); labels on other arrows keep their dark grey."""
+    from matplotlib.colors import to_hex
+
+    colors = {t.get_text(): to_hex(t.get_color()) for t in plot_lifecycle(["copy-on-write"]).axes[0].texts}
+    assert colors["allocate"] == colors["append into a full page"] != colors["release → FREE"]
+    assert colors["release → FREE"] == "#222222" and colors["copy-on-write"] != colors["allocate"]

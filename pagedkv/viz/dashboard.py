@@ -344,7 +344,7 @@ class Dashboard(DashboardControls):
         own, run = self.run.scenario, self.run
         if (run.num_pages, run.page_size) == (own.num_pages, own.page_size):
             return ""
-        return f"{before}the captions were written for the scenario's {own.num_pages} × {own.page_size} pool"
+        return f"{before}captions written for the {own.num_pages} × {own.page_size} pool"
 
     def __repr__(self) -> str:
         return f"Dashboard({self.run!r})"

@@ -184,11 +184,13 @@ def _label(ax, lines, lit: set[str], place: tuple, arrow: tuple, rad: float, siz
         slide = (tx - sx) / (ty - sy) * row_px
         first = (len(lines) - 1) / 2 + at  # rows above the middle (`at`: raised by rows)
         mx += -gap if align == "right" else gap
+    # beside a lit label, the arrow's other labels are greyed: the orange one is the move taken
+    others = UNUSED_COLOR if any(name in lit for _, name, _ in lines) else "#222222"
     for k, (text, name, note) in enumerate(lines):
         style = {
             "fontsize": pt,
             "style": "italic" if note else "normal",
-            "color": VICTIM_COLOR if name in lit else "#222222",
+            "color": VICTIM_COLOR if name in lit else others,
             "weight": "bold" if name in lit else "normal",
         }
         if how == "over":
