@@ -107,7 +107,7 @@ def test_a_predictions_result_box_opens_once_it_is_answered():
     assert box.selected_index is None  # a second try is left: the answer stays closed
     quiz.check(0, q.answer)
     assert box.selected_index == 0 and quiz.note.layout.display != "none"
-    assert "Result box below is open" in quiz.note.value
+    assert "box below is open" in quiz.note.value
 
 
 def test_only_the_first_box_after_a_prediction_and_never_after_a_check_quiz_opens():

@@ -316,7 +316,7 @@ class Quiz(widgets.VBox):
             self.buttons[k].disabled, self.buttons[k].description = True, ("Answer shown", "Answered")[right]
         if all(self.settled):
             self.note.layout.display = "none" if self.result_box is None else ""
-            self.note.value = _box("<i>The Result box below is open now.</i>", "#555555")
+            self.note.value = _box("<i>The box below is open now: it shows the answer.</i>", "#555555")
             if self.result_box is not None:
                 self.result_box.selected_index = 0
             n, first = len(self.questions), sum(bool(r) for r in self.first_try)
