@@ -284,7 +284,7 @@ def _make_axes(
         )  # fmt: skip
     step = 1 if cols <= 9 else 2 if cols <= 12 else 4  # narrower cells: "10" "11" would touch
     ax.set_xticks(range(0, cols, step))
-    ax.set_yticks(range(0, rows, 1 if rows <= 12 else 4))  # rows are tall: every one labelled
+    ax.set_yticks(range(0, rows, 1 if cols <= 12 else 4))  # every row, but in small cells
     ax.set_yticklabels([str(r * cols) for r in ax.get_yticks()])
     ax.tick_params(labelsize=FONT_PT, length=0)
     filler = "; hatched: no page" if num_pages < rows * cols else ""
