@@ -81,4 +81,6 @@ def test_copy_calls_text_splits_a_reload_into_calls_and_bytes():
     assert mib == 128 and link_ms == round(128 * 2**20 / 25e9 * 1e3, 1)
     reload_ms = costs.preemption_costs("Mistral-7B", "A100-40GB", 1024)["reload_s"] * 1e3
     assert abs(calls_ms + link_ms - reload_ms) < 0.1  # the two parts are the whole reload
+    call_kib = float(re.search(r"one call moves only ([\d.]+) KiB", text).group(1))
+    assert call_kib == 16 * 128 / (32 * 2)  # 16 tokens x 128 KiB over 32 layers x K and V
     assert all(len(line) <= 90 for line in text.splitlines())

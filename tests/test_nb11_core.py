@@ -69,3 +69,32 @@ def test_final_check_quotes_no_number_only_a_fold_prints() -> None:
             assert folded_only not in shown
     assert "about a sixth" in core_text  # the reload against recompute the check asks about
     assert "*internal fragmentation*" in core_text and "*external fragmentation*" in core_text
+
+
+def test_serving_buckets_are_defined_on_the_core_path_before_the_figure() -> None:
+    """The serving figure and the final check's last question use all five of the paper's
+    buckets: the core path defines each before the cell that draws the figure."""
+    core = _core()
+    figure = next(i for i, c in enumerate(core) if "serving_report.figure()" in c.source)
+    before = "\n".join(c.source for c in core[:figure] if c.cell_type == "markdown")
+    for bucket in ("token states", "reserved", "internal fragmentation", "external fragmentation", "free"):
+        assert f"- *{bucket}*: slots" in before
+
+
+def test_serving_intro_does_not_list_the_systems_in_the_predicted_order() -> None:
+    questions = json.loads((ROOT / "pagedkv" / "data" / "questions.json").read_text())
+    serving = next(g["11-predict-serving"] for g in questions.values() if "11-predict-serving" in g)
+    answer = serving["questions"][0]["answer"]
+    order = re.findall(r"max|pow2|oracle|paged", answer)
+    core = _core()
+    quiz = next(i for i, c in enumerate(core) if '"11-predict-serving"' in c.source)
+    listed = re.findall(r"^- `(\w+)`:", core[quiz - 1].source, re.M)
+    assert sorted(listed) == sorted(order) and listed != order
+
+
+def test_published_numbers_heading_counts_the_table_rows() -> None:
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    i = next(i for i, c in enumerate(cells) if "published numbers against pagedkv" in c.source)
+    said = re.search(r"Optional: (\w+) published numbers", cells[i].source)
+    rows = [line for line in cells[i + 1].source.splitlines() if line.startswith("| ")]
+    assert said is not None and NUMBERS[said.group(1)] == len(rows) - 1  # minus the header row
