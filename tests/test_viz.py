@@ -437,6 +437,11 @@ def test_plot_paged_vs_contiguous_keys_every_sequence_and_only_what_it_shows():
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert any(t.startswith("paged: 16 pages") for t in titles)
     assert any("refused (no hole fits): charlie" in t for t in titles)
+    # 'max' reserves max_seq_len slots each; the title says so in words, as its ranges measure
+    cache, _ = contiguous_replay(run.snapshots, "max", step=10)
+    lengths = {r.length for r in cache.accounting().reservations}
+    assert lengths == {32} and titles[1].startswith("contiguous (32 slots reserved per request):")
+    assert "max_seq_len" not in titles[1]
     key = legend_of(fig)
     for seq_id in ("alpha", "bravo", "charlie"):  # the refused one can be found by colour
         assert key[f"token of {seq_id}"][0] == to_rgba(palette.color(seq_id))

@@ -261,10 +261,10 @@ def plot_paged_vs_contiguous(
         f"paged: {snap.num_pages} pages of {size} slots,\n{len(snap.seq_ids)} sequences, "
         f"{counts['paged']['tokens'] / num_slots:.0%} hold tokens",
     )
-    title = (
-        f"contiguous ({policy!r}, max_seq_len {cache.max_seq_len}):\n{len(cache)} sequences, "
-        f"{counts['contiguous']['tokens'] / num_slots:.0%} hold tokens"
-    )
+    reserve = f"{cache.max_seq_len} slots reserved per request"
+    how = reserve if policy == "max" else f"{policy!r}, max_seq_len {cache.max_seq_len}"
+    title = f"contiguous ({how}):\n{len(cache)} sequences, "
+    title += f"{counts['contiguous']['tokens'] / num_slots:.0%} hold tokens"
     if refused:
         title += f";\nrefused (no hole fits): {', '.join(map(str, refused))}"
     reservations = cache.accounting().reservations
