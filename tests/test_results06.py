@@ -42,6 +42,9 @@ def test_settings_text_divides_the_output_tokens_by_the_steps():
     assert "prefix hits 10 of 40 = 25.0%" in text
     assert "outputs: mean 7 tokens, longest 10" in text  # 20 / 3 = 6.7
     assert "mean batch" not in text  # section 1's batch is another mean
+    # each line names the try-it setting it answers, in the order of the questions
+    labels = [line.split(",")[0].split(":")[0] for line in text.split("\n")]
+    assert labels == ["setting 2", "setting 3", "setting 4", "setting 5", "setting 5"]
 
 
 def test_copy_share_text_spans_the_lowest_to_the_highest_share():

@@ -41,17 +41,18 @@ def settings_text(half: dict, big: dict, roomy: dict, outputs: list[int]) -> str
     total = sum(outputs)
     return "\n".join(
         [
-            f"page 256, 4,096 slots: mean running {half['mean_batch']:.1f}, "
+            f"setting 2, page 256, 4,096 slots: mean running {half['mean_batch']:.1f}, "
             f"{half['preemptions']} preemptions, prefix hits {half['prefix_hit_rate_pct']:.1f}%",
-            f"page 256, 32,768 slots: all {big['max_batch']} requests running by step "
+            f"setting 3, page 256, 32,768 slots: all {big['max_batch']} requests running by step "
             f"{big['max_batch_step']}, {big['preemptions']} preemptions, "
             f"prefix hits {big['prefix_hit_rate_pct']:.1f}%",
-            f"page 16, 32,768 slots: mean running {roomy['mean_batch']:.1f}, "
+            f"setting 4, page 16, 32,768 slots: mean running {roomy['mean_batch']:.1f}, "
             f"{roomy['preemptions']} preemptions, "
             f"prefix hits {hit:,} of {looked:,} = {100 * hit / looked:.1f}%",
-            f"outputs: mean {total / len(outputs):.0f} tokens, longest {max(outputs):,}; "
+            f"setting 5: outputs: mean {total / len(outputs):.0f} tokens, longest {max(outputs):,}; "
             f"the run takes {big['steps']:,} steps",
-            f"mean running = {total:,} output tokens / {big['steps']:,} steps = {total / big['steps']:.1f}",
+            f"setting 5: mean running = {total:,} output tokens / {big['steps']:,} steps "
+            f"= {total / big['steps']:.1f}",
         ]
     )
 
