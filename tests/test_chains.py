@@ -163,5 +163,38 @@ def test_corner_figure_names_the_unindexed_copy():
     fig = corner_figure("CACHED", ["reached", "reached"], "orphan", ("CACHED", ["reached", "not indexed"]), 5)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert "[1, 2]: its copy, page 5, is not indexed" in texts
+    rows = [t for t in texts if t[:1] == "("]  # the row captions, numbered as the prose reads them
+    assert [r[:4] for r in rows] == ["(1) ", "(2) ", "(3) "] and "radix tree" in rows[2]
+    assert "Pages 0 and 2 as each index sees them; the copy (page 5) is in neither" in texts
     boxes = [p for p in fig.axes[0].patches if isinstance(p, FancyBboxPatch)]
     assert len(boxes) == 6 and sum(bool(b.get_hatch()) for b in boxes) == 1
+
+
+def test_lookup_note_names_the_split_node_and_its_two_halves():
+    """Section 1's lookup answer: a lookup ending inside a node splits it, and the note names
+    the old node and the two new ones; a lookup that ends on a node boundary changes nothing."""
+    import copy
+
+    from pagedkv.labs.radix_roles import lookup_note
+    from pagedkv.radix.radix_cache import RadixCache
+
+    decode = lambda ids: "".join(chr(97 + i) for i in ids)  # noqa: E731
+    tree = RadixCache(page_size=2)
+    tree.insert([0, 1, 2, 3, 4, 5], [0, 1, 2])
+    before = copy.deepcopy(tree)
+    tree.match_prefix([0, 1, 9])  # one whole page of the node's three: a split
+    assert (
+        lookup_note(before, tree, decode)
+        == "yes: the lookup split 'abcdef' into 'ab' and 'cdef'; no page moved"
+    )
+    again = copy.deepcopy(tree)
+    tree.match_prefix([0, 1, 9])  # ends where a node ends now
+    assert lookup_note(again, tree, decode) == "no: the lookup left the tree as it was (2 nodes)"
+
+
+def test_swap_note_reads_the_copy_and_the_original_from_the_block_tables():
+    from pagedkv.labs.radix_roles import swap_note
+
+    rows = [{"pages": [0, 1, 2, 6]}, {"pages": [0, 1, 2, 7, 6]}]
+    note = swap_note(rows, 1, 0, 3)  # type: ignore[arg-type]
+    assert note == "request 2: block 3 recomputed on page 7, a copy; LRU gave block 4 page 6, the original"

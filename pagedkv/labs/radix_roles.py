@@ -6,7 +6,7 @@ request after release (`release_chains`) or listed beside an earlier one (`pair_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pagedkv.core.pool import KVCachePool
 from pagedkv.labs.radix_vs_hash import RequestRow, orphan_pages
@@ -221,3 +221,30 @@ def insert_rest(tree: RadixCache, tokens: Sequence[int], match: MatchResult, nex
 
 
 RANGES_KEY = "a-b -> c-d: blocks a..b on pages c..d in order (1-4 -> 11-8 is 1 -> 11, 2 -> 10, ...)"
+
+
+def lookup_note(before: RadixCache, after: RadixCache, decode: Callable[[Sequence[int]], str]) -> str:
+    """Section 1: what a lookup did to the tree, read from copies made before and after it:
+    the node it split and the two nodes it left, or that the tree is unchanged."""
+    old = [decode(n.key) for n in before.nodes() if n.key]
+    new = [decode(n.key) for n in after.nodes() if n.key]
+    gone, came = [k for k in old if k not in new], [k for k in new if k not in old]
+    if not gone and not came:
+        return f"no: the lookup left the tree as it was ({after.num_nodes} nodes)"
+    return (
+        f"yes: the lookup split {', '.join(map(repr, gone))} into "
+        f"{' and '.join(map(repr, came))}; no page moved"
+    )
+
+
+def swap_note(rows: Sequence[RequestRow], i: int, j: int, block: int) -> str:
+    """Section 5: request `i` (from 0) repeats request `j`; its `block` was recomputed, a copy.
+    Says which page the copy went to and which block took the page request `j` held that
+    block in (the original), read from the two block tables."""
+    pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
+    holder = pages_i.index(original) if original in pages_i else None
+    where = f"block {holder}" if holder is not None else "no block"
+    return (
+        f"request {i + 1}: block {block} recomputed on page {pages_i[block]}, a copy; "
+        f"LRU gave {where} page {original}, the original"
+    )

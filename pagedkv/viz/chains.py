@@ -34,7 +34,7 @@ KINDS = {
     "orphan": ("#F5A38A", "solid", "black", "indexed, no lookup reaches it (orphan)"),
     "not indexed": ("#FFFFFF", "dashed", "black", "not indexed"),
     "free": ("#FFFFFF", "dashed", "black", "not indexed: FREE after release"),
-    "evicted": ("#C8C8C8", "solid", "black", "evicted: no indexed page holds it"),
+    "evicted": ("#C8C8C8", "solid", "black", "evicted: no indexed page holds its tokens"),
 }
 CROSSED = {"evicted": "xx"}  # kind -> hatch drawn over the fill
 LINKED = ("reached", "orphan")  # the kinds an arrow joins: the pages the index holds

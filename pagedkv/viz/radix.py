@@ -279,18 +279,18 @@ def corner_figure(
     `evicted_kind`), and the pool's tree when page 2 filled (`radix`: page 0's state, kinds);
     `copy_page` is second's copy of [1, 2], which no index holds."""
     rows: dict[str, Sequence[tuple[str, str, str]]] = {
-        f"hash chain, when page 2 filled (page 0 {state_0})": [
+        f"(1) hash chain, when page 2 filled (page 0 {state_0})": [
             ("page 0", kinds[0], "[1, 2], the original"),
             ("page 2", kinds[1], "[3, 4]"),
         ],
-        "hash chain, once page 0 is evicted": [
+        "(2) hash chain, once page 0 is evicted": [
             ("page 0", "evicted", f"[1, 2]: its copy, page {copy_page}, is not indexed"),
             ("page 2", evicted_kind, "[3, 4]"),
         ],
-        f"the pool's radix tree, when page 2 filled (page 0 {radix[0]})": [
+        f"(3) the pool's radix tree, when page 2 filled (page 0 {radix[0]})": [
             ("page 0", radix[1][0], "[1, 2], the original"),
             ("page 2", radix[1][1], "[3, 4]"),
         ],
     }
-    title = f"Pages 0 and 2 in each index; second's copy of [1, 2], page {copy_page}, is in neither"
+    title = f"Pages 0 and 2 as each index sees them; the copy (page {copy_page}) is in neither"
     return plot_page_chains(rows, title)
