@@ -20,6 +20,7 @@ from pagedkv.labs.eviction_policies import (
     S3FIFOEvictionPolicy,
 )
 from pagedkv.labs.hit_rate_lab import (
+    PolicyRejected,
     check_policy,
     install_policy,
     lru_verdict,
@@ -501,3 +502,60 @@ def test_the_packaged_reference_answer_serves_what_this_files_policy_and_the_not
         mine = replay(stream, 2048, RevivedLast()).hit_rate  # written in this file
         assert replay(stream, 2048, Packaged()).hit_rate == mine, w
         assert round(100 * mine, 1) == said, w  # notebook 10's answer block
+
+
+class _PopsOldestRelease(EvictionPolicy):
+    """A learner's `Mine` from a report: remove and order are right, but pop_victim takes
+    the oldest release, not order()[0]."""
+
+    def __init__(self):
+        super().__init__()
+        self.revived = set()
+
+    def remove(self, page_id):
+        super().remove(page_id)
+        self.revived.add(page_id)
+
+    def order(self):
+        pages = self.release_order()
+        return [p for p in pages if p not in self.revived] + [p for p in pages if p in self.revived]
+
+    def pop_victim(self):
+        victim = self.release_order()[0]
+        self.revived.discard(victim)
+        return self.take_victim(victim)
+
+
+def test_check_policy_refuses_a_pop_victim_that_ignores_order():
+    from pagedkv.labs.policy_check import RevivedLast
+
+    with pytest.raises(PolicyRejected) as caught:
+        check_policy(_PopsOldestRelease())
+    message = str(caught.value)
+    assert "pop_victim must take order()[0]" in message
+    assert "order() puts page 2 first, but pop_victim() evicted page 1" in message
+    assert check_policy(RevivedLast()) is not None  # the reference still passes
+    assert check_policy(LRUEvictionPolicy()) is not None
+
+
+def test_likely_todo_names_the_first_step_still_missing():
+    from pagedkv.labs.policy_check import likely_todo
+
+    class AsWritten(EvictionPolicy):  # Mine as the notebook gives it: LRU
+        def __init__(self):
+            super().__init__()
+            self.revived = set()
+
+        def order(self):
+            return self.release_order()
+
+        def pop_victim(self):
+            return self.take_victim(self.order()[0])
+
+    class MarksOnly(AsWritten):  # the first TODO done, the order still LRU's
+        def remove(self, page_id):
+            super().remove(page_id)
+            self.revived.add(page_id)
+
+    assert "first TODO" in likely_todo(AsWritten())
+    assert "second TODO" in likely_todo(MarksOnly())

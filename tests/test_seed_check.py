@@ -52,6 +52,15 @@ def test_seed_table_prints_each_policy_s_rate_on_each_seed_at_one_size():
         "a      x          1.0   3.0",
         "       y         20.5   4.0",
     ]
+    assert seed_table(runs, {"a": ("x", "y")}, 8, {"a": "y"}).splitlines()[-1] == "       verdict: y"
+
+
+def test_a_tie_for_first_on_a_seed_counts_as_first_for_both():
+    # a ties b on seed 1 (70.4 each) and leads on the others by more than a point on the
+    # mean: the tie makes b first on a seed, so a does not win
+    runs = [{"a": 72.0, "b": 70.0}, {"a": 70.4, "b": 70.4}, {"a": 73.0, "b": 70.0}]
+    assert firsts(runs[1:2]) == {"a", "b"}
+    assert verdict(call_winner(runs)) == "no clear winner: a ~ b"
 
 
 def test_a_policy_first_on_one_seed_denies_a_far_better_mean_the_win():

@@ -198,7 +198,7 @@ def reference_text(
     ref = {w: replay(streams[w], cache_tokens, RevivedLast()).hit_rate for w in order}
     differ = [w for w in order if yours.get(w) != ref[w]]
     if differ:
-        return "differs from the reference answer on: " + ", ".join(differ)
+        return "differs from the reference solution (Optional section below) on: " + ", ".join(differ)
     rates = " / ".join(f"{w} {100 * ref[w]:.1f}" for w in order)
     return f"matches the reference ({rates})"
 
@@ -209,7 +209,7 @@ def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
     many of them sat in T2."""
     victims = tally["evicted from T1"] + tally["evicted from T2"]
     lines = [f"ARC's victims: {victims}, of them {tally['evicted from T1']} from T1 (seen once)"]
-    label = {"pinned": "requests with a pinned prompt", "others": "the other requests"}
+    label = {"pinned": "the prompts lru+pin would pin", "others": "the other prompts"}
     for g in ("pinned", "others"):
         revived = by_group[g]["revived from T1"] + by_group[g]["revived from T2"]
         lines.append(

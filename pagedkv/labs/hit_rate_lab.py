@@ -39,13 +39,21 @@ from pagedkv.labs.lab_workloads import LabRequest
 from pagedkv.labs.policy_check import (
     PolicyRejected,
     check_policy,
+    likely_todo,
     reuse_feedback,
     reuse_probe,
     try_policy,
 )
 
 # re-exported: notebooks import them from here
-__all__ = ["PolicyRejected", "check_policy", "reuse_feedback", "reuse_probe", "try_policy"]
+__all__ = [
+    "PolicyRejected",
+    "check_policy",
+    "likely_todo",
+    "reuse_feedback",
+    "reuse_probe",
+    "try_policy",
+]
 
 
 @dataclass(frozen=True)

@@ -81,14 +81,20 @@ def largest_reversed_lead(runs_by_case: dict[tuple[str, int], list[dict[str, flo
 
 
 def seed_table(
-    runs: dict[tuple[str, int], list[dict[str, float]]], rivals: dict[str, Sequence[str]], size: int
+    runs: dict[tuple[str, int], list[dict[str, float]]],
+    rivals: dict[str, Sequence[str]],
+    size: int,
+    verdicts: dict[str, str] | None = None,
 ) -> str:
     """`runs` at one cache `size` as text: one line per (stream, policy), its rate on each
-    seed (s0, s1, ...), the stream named on its first line only."""
+    seed (s0, s1, ...), the stream named on its first line only; with `verdicts` (stream ->
+    verdict), a line "verdict: ..." under each stream's rows."""
     seeds = len(next(iter(runs.values())))
     lines = [f"{'':15s}" + "".join(f"{f's{i}':>6s}" for i in range(seeds))]
     for w, policies in rivals.items():
         for k, p in enumerate(policies):
             name = w if k == 0 else ""
             lines.append(f"{name:6s} {p:8s}" + "".join(f"{run[p]:6.1f}" for run in runs[w, size]))
+        if verdicts is not None:
+            lines.append(f"{'':6s} verdict: {verdicts[w]}")
     return "\n".join(lines)
