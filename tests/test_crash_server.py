@@ -159,3 +159,21 @@ def test_the_crash_drill_kills_the_server_right_after_the_record_it_names(tmp_pa
         assert client.get("/sequences/story").json() == before
     with pytest.raises(ValueError, match="die_after_record"):
         ServerProcess(*args, die_after_record=0)
+
+
+@pytest.mark.parametrize("records", [1, 10])
+def test_a_cut_off_request_that_evicted_cached_pages_gets_them_dropped(tmp_path, records):
+    """`crash_after_eviction` (notebook 07's optional drill): recovery makes FREE exactly the
+    CACHED pages the cut-off records evicted, so the freed prompt hits only the pages left.
+    Oracle: the log file read before the restart (its `evict` fields) against the restarted
+    server's own metric; with 1 record (the `begin` alone) nothing was evicted or dropped."""
+    from pagedkv.service.workload import crash_after_eviction
+
+    drill = crash_after_eviction(tmp_path / "store", records=records)
+    assert drill["old_pages"] == [0, 1, 2, 3]
+    assert drill["dropped"] == len(drill["evicted"]) == (2 if records == 10 else 0)
+    kept = 0
+    while kept < 4 and drill["old_pages"][kept] not in drill["evicted"]:
+        kept += 1
+    # a prompt's last token is always computed, so its last full page is never a hit
+    assert drill["hit_tokens"] == 4 * min(kept, (16 - 1) // 4)

@@ -228,6 +228,47 @@ def crash_during(
     return not answered
 
 
+def crash_after_eviction(store: Path, records: int = 10) -> dict:
+    """Notebook 07's optional drill: a server on `store` with 8 pages of 4 tokens. `old`
+    (16 tokens, 4 pages) is admitted and freed, so its pages stay CACHED; `story` (16 tokens)
+    takes the other 4. A 12-token generate of `story` is cut off `records` records in
+    (`crash_during`): with no FREE page left, its appends evict `old`'s CACHED pages and
+    overwrite their K/V. The server restarts; `old`'s prompt is sent again.
+    Returns the pages the cut-off records evicted (read from the log before the restart),
+    the recovery's dropped CACHED pages, and the tokens the new prompt found cached."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from pagedkv.service.launcher import ServerProcess
+    from pagedkv.service.wal import read_log
+
+    args = ("--num-pages", "8", "--page-size", "4", "--wal", str(store))
+    prompt = {"seq_id": "old", "text": "A shared prefix!"}
+    server = ServerProcess(*args)
+    old = httpx.post(f"{server.url}/sequences", json=prompt).json()["block_table"]
+    httpx.delete(f"{server.url}/sequences/old")
+    httpx.post(f"{server.url}/sequences", json={"seq_id": "story", "text": "Once upon a time"})
+    body = {"max_new_tokens": 12}
+    crash_during(server, "/sequences/story/generate", body, key="evict", records=records)
+    logged, _ = read_log(store / "wal.log")
+    evicted = [page for r in logged[-records:] for page in r.payload.get("evict") or []]
+    with ServerProcess(*args) as again:
+        scrape = httpx.get(f"{again.url}/metrics").text
+        dropped = next(
+            int(sample.value)
+            for family in text_string_to_metric_families(scrape)
+            for sample in family.samples
+            if sample.name == "pagedkv_recovery_dropped_cached_pages"
+        )
+        readmit = httpx.post(f"{again.url}/sequences", json={**prompt, "seq_id": "again"}).json()
+    return {
+        "old_pages": old,
+        "evicted": evicted,
+        "dropped": dropped,
+        "hit_tokens": readmit["num_cached_tokens"],
+    }
+
+
 def main(argv: SequenceLike[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m pagedkv.service.workload", description=__doc__)
     parser.add_argument("directory")
