@@ -8,6 +8,7 @@ import numpy as np
 from pagedkv.viz.mistake_figures import (
     plot_available,
     plot_heap_entries,
+    plot_lru_strip,
     plot_refusals,
     plot_two_queries,
 )
@@ -39,7 +40,32 @@ def test_heap_entries_log_axis() -> None:
 
 def test_two_queries_markers_only() -> None:
     fig = plot_two_queries({"p": [[[1.0, 2.0]]], "q": [[[2.0, 1.0]]]})
-    assert all(ax.get_xlabel() == "output element" for ax in fig.axes)
     assert fig.get_size_inches()[1] == 4.0 and min_font_pt(fig) >= 18.5
     marked = [line for ax in fig.axes for line in ax.get_lines() if line.get_marker() not in ("None", "")]
     assert marked and all(line.get_linestyle() == "None" for line in marked)
+
+
+def test_lru_strip_ranks_and_marks_the_evicted_pages() -> None:
+    # section 4 by hand: request_A held pages 0-4; 0-3 CACHED, page 4 FREE; two evicted
+    steps = {
+        "one stamp": {"pages_a": [0, 1, 2, 3, 4], "lru_order": [0, 1, 2, 3], "evicted": [0, 1]},
+        "pagedkv": {"pages_a": [0, 1, 2, 3, 4], "lru_order": [3, 2, 1, 0], "evicted": [3, 2]},
+    }
+    fig = plot_lru_strip(steps)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts[0] == "one stamp" and texts.index("pagedkv") == 11  # 1 name + 5 pages x 2
+    assert texts[2:11:2] == ["#1, evicted", "#2, evicted", "#3", "#4", "FREE"]
+    assert texts[13::2] == ["#4", "#3", "#2, evicted", "#1, evicted", "FREE"]
+    boxes = fig.axes[0].patches
+    thick = [i for i, box in enumerate(boxes) if box.get_linewidth() > 2]
+    assert thick == [0, 1, 7, 8]  # the evicted pages' boxes, row by row
+    # at 1280x720 JupyterLab shows it 848 px wide: at most 300 px tall, text at least 13 px
+    width_px, height_px = fig.get_size_inches() * fig.dpi
+    shown = 848 / width_px
+    assert height_px * shown <= 300
+    assert min_font_pt(fig) * fig.dpi / 72 * shown >= 13
+
+
+def test_two_queries_axis_says_how_elements_count() -> None:
+    fig = plot_two_queries({"p": [[[1.0, 2.0]]], "q": [[[2.0, 1.0]]]})
+    assert all(ax.get_xlabel() == "element (head × 8 + index)" for ax in fig.axes)

@@ -21,7 +21,7 @@ def test_bookkeeping_table_prints_each_count_and_its_ratio():
     assert lines[5].split() == ["counts", "behind", "them", "pages", "of", "1", "pages", "of", "16"]
     assert lines[6:] == [
         "prefix-hit tokens          1,300             0",
-        "full pages                     0             0",
+        "full pages taken               0             0",
         "missed lookups                 0             1",
     ]
 

@@ -18,7 +18,7 @@ _BOOKKEEPING_ROWS = (
 # Counts the costs above are made of, printed without a ratio.
 _SOURCE_ROWS = (
     ("hit_tokens", "prefix-hit tokens"),
-    ("full_pages", "full pages"),
+    ("full_pages", "full pages taken"),
     ("missed_lookups", "missed lookups"),
 )
 

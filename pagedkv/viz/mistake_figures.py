@@ -1,4 +1,4 @@
-"""Notebook 08's four pictures, one call each: the series come from the cell, the axis
+"""Notebook 08's five pictures, one call each: the series come from the cell, the axis
 choices (ticks, range, log scale, type size) live here, set by `room`."""
 
 from __future__ import annotations
@@ -6,12 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
+from pagedkv.core.page import PageState
 from pagedkv.labs.mistake_plots import room
 from pagedkv.viz.kernel import plot_query_outputs
+from pagedkv.viz.palette import STATE_COLORS, VICTIM_COLOR
 from pagedkv.viz.usage import plot_series
 
 REQUEST = "request (1 = the first)"
+ELEMENT = "element (head × 8 + index)"  # head 1's element 0 is 8
+STRIP_PT = 14.0  # at 110 dpi, shown 848 px wide: about 15 px
 FORTY_TICKS = [1, *range(4, 41, 4)]  # requests 1 to 40
 
 
@@ -42,4 +47,30 @@ def plot_heap_entries(series: dict[str, Sequence[float]]) -> Figure:
 def plot_two_queries(panels: dict[str, Sequence]) -> Figure:
     """Section 6: each program's output for two queries, as markers, one panel each."""
     figure = plot_query_outputs(panels, "two different queries (same keys and values)")
-    return room(figure, markers_only=True, min_pt=18.5, xlabel="output element", height_in=4.0)
+    return room(figure, markers_only=True, min_pt=18.5, xlabel=ELEMENT, height_in=4.0)
+
+
+def plot_lru_strip(steps: dict[str, dict]) -> Figure:
+    """Section 4: one row per cache, one box per page of `request_A` once it finished. A CACHED
+    page shows its eviction rank (#1 goes first), a FREE page says FREE; the pages the other
+    request evicted have a thick vermillion border and say so. `steps` maps a cache's name to
+    its `lru_steps` result."""
+    fig = Figure(figsize=(11.1, 0.35 + 1.15 * len(steps)), dpi=110)
+    ax = fig.add_axes((0.2, 0.02, 0.79, 0.96))
+    for row, (name, s) in enumerate(steps.items()):
+        y = len(steps) - 1 - row
+        ax.text(-0.15, y + 0.4, name, ha="right", va="center", fontsize=STRIP_PT)
+        for x, page in enumerate(s["pages_a"]):
+            cached = page in s["lru_order"]
+            state = PageState.CACHED if cached else PageState.FREE
+            evicted = page in s["evicted"]
+            edge = {"edgecolor": VICTIM_COLOR, "linewidth": 5} if evicted else {"edgecolor": "black"}
+            ax.add_patch(Rectangle((x, y), 0.92, 0.8, facecolor=STATE_COLORS[state], **edge))
+            label = f"#{s['lru_order'].index(page) + 1}" if cached else "FREE"
+            label += ", evicted" if evicted else ""
+            ax.text(x + 0.46, y + 0.55, f"page {page}", ha="center", va="center", fontsize=STRIP_PT)
+            ax.text(x + 0.46, y + 0.22, label, ha="center", va="center", fontsize=STRIP_PT, weight="bold")
+    ax.set_xlim(-0.05, len(next(iter(steps.values()))["pages_a"]) + 0.05)
+    ax.set_ylim(-0.1, len(steps))
+    ax.axis("off")
+    return fig
