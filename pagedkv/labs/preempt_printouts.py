@@ -9,7 +9,7 @@ recompute more: while it waits, LRU evicts its CACHED pages for the running requ
 finishes or preempts a request, so a reader can check each step the text names.
 
 `cap_rows` compares two runs of `bench preempt` with a third that caps `max_num_seqs`
-instead, one table row each: pool pages, the cap, steps, preemptions and requests a step.
+instead, one table row each: pool pages, the cap, steps, preemptions and mean running requests per step.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pagedkv.engine.scheduler import Scheduler
 from pagedkv.labs.workloads import Request
 from pagedkv.model.tinylm import TinyLM
 
-CAP_COLUMNS = ["pool pages", "max_num_seqs", "steps", "preemptions", "requests a step"]
+CAP_COLUMNS = ["pool pages", "max_num_seqs", "steps", "preemptions", "mean running requests per step"]
 
 
 def _scheduler(model: TinyLM, num_pages: int, page_size: int, max_num_seqs: int, budget: int) -> Scheduler:

@@ -25,8 +25,9 @@ def victim_costs(
 ) -> dict[str, dict[str, object]]:
     """Serve `requests`, (req_id, prompt text, max_new_tokens, priority) in arrival order, once
     per policy ("fcfs", "priority") with recompute preemption, and return for each policy:
-    `victims` (preempted req_ids, in order), `recomputed_tokens`, `steps` and `same` (every
-    output equal to the model's uncached reference)."""
+    `victims` (preempted req_ids, in order), `first_preempt` (the step of the first preemption,
+    counted from 1, and the victim's tokens then against its final length), `recomputed_tokens`,
+    `steps` and `same` (every output equal to the model's uncached reference)."""
     result: dict[str, dict[str, object]] = {}
     for policy in ("fcfs", "priority"):
         pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=page_size))
@@ -35,10 +36,20 @@ def victim_costs(
         sched.add_listener(events.append)
         for req_id, text, new, priority in requests:
             sched.add_request(req_id, model.encode(text), new, priority=priority)
-        outputs = sched.run()
+        first: list[tuple[int, int, int]] = []
+
+        def note(record, sched=sched, first=first) -> None:  # the first preemption, once
+            for req_id, _ in record.preempted[: 1 - len(first)]:
+                req = sched.requests[req_id]
+                done = len(req.prompt_token_ids) + len(req.output) - 1  # the last sampled: unwritten
+                final = len(req.prompt_token_ids) + req.max_new_tokens - 1
+                first.append((record.step + 1, done, final))
+
+        outputs = sched.run(on_step=note)
         same = all(outputs[r] == model.generate_reference(t, n) for r, t, n, _ in requests)
         result[policy] = {
             "victims": [e.seq_id for e in events if e.kind == "preempt"],
+            "first_preempt": first[0] if first else None,
             "recomputed_tokens": sched.stats.recomputed_tokens,
             "steps": sched.stats.steps,
             "same": same,
