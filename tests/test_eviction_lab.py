@@ -504,21 +504,9 @@ def test_the_packaged_reference_answer_serves_what_this_files_policy_and_the_not
         assert round(100 * mine, 1) == said, w  # notebook 10's answer block
 
 
-class _PopsOldestRelease(EvictionPolicy):
+class _PopsOldestRelease(RevivedLast):
     """A learner's `Mine` from a report: remove and order are right, but pop_victim takes
     the oldest release, not order()[0]."""
-
-    def __init__(self):
-        super().__init__()
-        self.revived = set()
-
-    def remove(self, page_id):
-        super().remove(page_id)
-        self.revived.add(page_id)
-
-    def order(self):
-        pages = self.release_order()
-        return [p for p in pages if p not in self.revived] + [p for p in pages if p in self.revived]
 
     def pop_victim(self):
         victim = self.release_order()[0]
