@@ -24,7 +24,7 @@ def describe_steps(run: ScenarioRun) -> str:
                 shared.setdefault(e.seq_id, []).append(e.page_id)
         moves = [f"{s} dropped, holding {list(before[s])}" for s in before if s not in after]
         for child, pages in shared.items():
-            parent = next(s for s, table in before.items() if list(table) == pages)
+            parent = next((s for s, table in before.items() if list(table) == pages), "another sequence")
             moves.append(f"{child} forked from {parent}, sharing {pages}")
         moves += [f"{e.seq_id} {e.detail} to page {e.page_id}" for e in record.events if e.kind == "cow"]
         if moves:
