@@ -552,8 +552,9 @@ def test_heatmaps_are_projector_size_and_never_cut_an_owner_name():
         assert "…" not in label
     from pagedkv.viz.heatmap import PoolHeatmap
 
-    wrapped = PoolHeatmap(16, 4, views=("lru",))._wrap("a_very_long_request_name")
-    assert wrapped == "a_very_long_request_\nname"
+    heatmap = PoolHeatmap(16, 4, views=("lru",))
+    assert heatmap._wrap("request_alpha") == "request_\nalpha"  # split after its last "_"
+    assert heatmap._wrap("a_very_long_request_name") == ""  # no part fits: left out, never cut
 
 
 # ---- predict-then-step and check questions --------------------------------------------------------

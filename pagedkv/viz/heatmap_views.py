@@ -142,12 +142,9 @@ def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray
     rgba = _LRU_STATE_RGBA[snap.state].copy()
     # 1.0 (CACHED orange) = next victim, 0.0 (a light tint of it) = evicted last.
     rgba[cached] = LRU_CMAP(1.0 - rank[cached] / max(m - 1, 1))
+    names = {p: wrap_seq_id(h, ctx.frame) for p, h in holders.items()}  # "" where none fits
     labels = [
-        f"{p}\n#{r + 1}" + (f"\n{wrap_seq_id(holders[p], ctx.frame)}" if p in holders else "")
-        if r >= 0
-        else f"{p}\n{wrap_seq_id(holders[p], ctx.frame)}"
-        if p in holders  # ACTIVE: its owner
-        else str(p)
+        "\n".join(x for x in (str(p), f"#{r + 1}" * (r >= 0), names.get(p, "")) if x)
         for p, r in enumerate(rank.tolist())
     ]
     free = int(np.count_nonzero(snap.state == PageState.FREE))
@@ -168,13 +165,15 @@ _VIEW_CELLS: dict[str, _View] = {
 
 def wrap_seq_id(seq_id: Hashable, frame: Frame) -> str:
     """A sequence id that fits its cell: whole, or split after its last "_" / "." onto
-    two lines (request_A -> "request_" / "A"), never cut in the middle."""
+    two lines (request_A -> "request_" / "A"); "" when even that does not fit (a name cut
+    in the middle, "sa…le.", reads as nothing: the cell then shows its id and rank only)."""
     text, px = str(seq_id), frame.px
     room, size = frame.cell_px - 4 * px, round(FONT_PT * px)
-    if fit_text(text, size, room) == text:
-        return text
     cut = max(text.rfind("_"), text.rfind("."))
-    return text if cut <= 0 else f"{text[: cut + 1]}\n{text[cut + 1 :]}"
+    for parts in ([text], [text[: cut + 1], text[cut + 1 :]] if cut > 0 else []):
+        if all(fit_text(part, size, room) == part for part in parts):
+            return "\n".join(parts)
+    return ""
 
 
 def last_holders(
