@@ -61,11 +61,15 @@ class Dashboard:
 
     def pictures(self) -> tuple[bytes, bytes]:
         """(heatmap, LRU) PNG bytes once two reads 300 ms apart agree (widget updates land
-        asynchronously after the kernel reports idle)."""
+        asynchronously after the kernel reports idle; an <img> between two blob URLs shows
+        no PNG for a moment, so such a read waits too)."""
         last = None
         for _ in range(50):
-            now = (self.nb.image_bytes(self.heatmap), self.nb.image_bytes(self.lru))
-            if now == last:
+            try:
+                now = (self.nb.image_bytes(self.heatmap), self.nb.image_bytes(self.lru))
+            except AssertionError:  # not a PNG yet: the new picture is still landing
+                now = None
+            if now is not None and now == last:
                 return now
             last = now
             self.nb.page.wait_for_timeout(300)
