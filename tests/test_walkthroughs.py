@@ -171,6 +171,21 @@ def test_a_predictions_lru_picture_names_the_last_holder_as_the_notebook_says():
     assert "naming the sequence that last held it" in text  # under the picture, once answered
 
 
+def test_a_predictions_lru_caption_names_the_page_its_step_evicted():
+    """After 00-evict's step the outlined page is the *next* victim; the page the step evicted
+    is ACTIVE for request_B (a learner read the outline as the answer). The caption names it.
+    Oracle: the pool's own state of that page and the step's evict events."""
+    from pagedkv.viz import PredictStep
+
+    ask = PredictStep("00-evict")
+    ask.answer("8")
+    gone = [e.page_id for e in ask._record.events if e.kind == "evict"]  # noqa: SLF001
+    assert gone == [8] and ask.run.pool.page(8).state.name == "ACTIVE"
+    assert (
+        "This step evicted page 8" in ask.caption.value and "#1 (outlined) is the next" in ask.caption.value
+    )
+
+
 def test_the_answer_key_in_docs_is_current():
     assert (ROOT / "docs" / "answer_key.md").read_text() == questions.answer_key_markdown()
 

@@ -180,6 +180,16 @@ def request_preempted(record: ActionRecord, run: ScenarioRun) -> str:
     return names[0] if names else "none"
 
 
+def lru_caption(record: ActionRecord | None) -> str:
+    """What a prediction's LRU picture shows after the step: the pages the step evicted (now
+    ACTIVE for their new holder, so not outlined) and the next victim, outlined."""
+    gone = sorted({e.page_id for e in record.events if e.kind == "evict"}) if record else []
+    said = f" This step evicted page {', '.join(map(str, gone))}: now blue, held by its new owner." * bool(
+        gone
+    )
+    return said + " #1 (outlined) is the next victim; blue pages are ACTIVE, named by their holder."
+
+
 OUTCOMES: dict[str, Callable[[ActionRecord, ScenarioRun], str]] = {
     f.__name__: f
     for f in (pages_allocated, num_pages_allocated, page_evicted, page_copied, request_preempted)

@@ -33,7 +33,7 @@ from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.scenarios import ActionRecord, ScenarioRun
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.palette import SequencePalette
-from pagedkv.viz.questions import discussion, prediction, quiz
+from pagedkv.viz.questions import discussion, lru_caption, prediction, quiz
 from pagedkv.viz.reveal import await_result
 
 RIGHT, WRONG = "#007A5A", "#B91C1C"
@@ -210,7 +210,7 @@ class PredictStep(widgets.VBox):
         self.picture.value = self._heatmap.png()
         self.picture.layout.display = ""
         step = "" if record is None else f" {record.step}"
-        lru = " #1 (outlined) is evicted next; blue pages are ACTIVE, named by their holder." * self._lru
+        lru = lru_caption(record) * self._lru
         self.caption.value = _box(f"<b>The pool after step{step}</b>, the step you predicted.{lru}")
         self.placeholder.layout.display = "none"
         self.choices.disabled = self.button.disabled = True
