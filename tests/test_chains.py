@@ -134,10 +134,10 @@ def test_pair_table_by_hand():
         [c.strip() for c in line.split(" | ")] for line in pair_table(rows, 0, 1, tokens, [8, 8]).splitlines()
     ]  # type: ignore[arg-type]
     assert lines == [
-        ["block", "request 1", "request 2", "request 2's page"],
-        ["0", "0", "0", "prefix hit"],
-        ["1", "1", "2", "FREE; copy of request 1's block 1"],
-        ["2", "", "3", "FREE; partial: not full"],
+        ["block", "request 1", "request 2", "request 2's page came from", "role"],
+        ["0", "0", "0", "prefix hit"],  # no role: the line ends there
+        ["1", "1", "2", "FREE", "copy of request 1's block 1"],
+        ["2", "", "3", "FREE", "partial: not full"],
     ]
 
 
@@ -198,3 +198,34 @@ def test_swap_note_reads_the_copy_and_the_original_from_the_block_tables():
     rows = [{"pages": [0, 1, 2, 6]}, {"pages": [0, 1, 2, 7, 6]}]
     note = swap_note(rows, 1, 0, 3)  # type: ignore[arg-type]
     assert note == "request 2: block 3 recomputed on page 7, a copy; LRU gave block 4 page 6, the original"
+
+
+def test_swap_text_wraps_at_spaces_and_names_the_lru_order():
+    from pagedkv.labs.radix_roles import swap_text
+
+    rows = [{"pages": [0, 1, 2, 6]}, {"pages": [0, 1, 2, 7, 6]}]
+    text = swap_text(rows, 1, 0, 3, [6, 5, 4], width=40)  # type: ignore[arg-type]
+    lines = text.splitlines()
+    assert all(len(line) <= 40 for line in lines) and len(lines) > 3
+    words = " ".join(lines).split()  # wrapping only at spaces: every word whole
+    assert " ".join(words).startswith("LRU order before request 2, first evicted first: [6, 5, 4]")
+    assert " ".join(words).endswith(
+        "both pools: request 2: block 3 recomputed on page 7, a copy; LRU gave block 4 page 6, the original"
+    )
+
+
+def test_evictions_table_by_hand():
+    """Two pools, two requests: the later request's evictions, the summed hits, the running
+    eviction count; a request that evicted nothing reads "none"."""
+    from pagedkv.labs.radix_roles import evictions_table
+
+    rows = {
+        "hash": [{"hits": 0, "evicted": [], "evictions": 0}, {"hits": 8, "evicted": [3, 1], "evictions": 2}],
+        "radix": [{"hits": 0, "evicted": [], "evictions": 0}, {"hits": 4, "evicted": [], "evictions": 0}],
+    }
+    lines = [[c.strip() for c in line.split(" | ")] for line in evictions_table(rows, 1).splitlines()]  # type: ignore[arg-type]
+    assert lines == [
+        ["pool", "request 2 evicts", "hit tokens, requests 1-2", "evictions"],
+        ["hash", "3, 1", "8", "2"],
+        ["radix", "none", "4", "0"],
+    ]

@@ -6,6 +6,7 @@ request after release (`release_chains`) or listed beside an earlier one (`pair_
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 
 from pagedkv.core.pool import KVCachePool
@@ -198,16 +199,23 @@ def pair_table(
     prompt_lens: Sequence[int],
 ) -> str:
     """Two requests' block tables side by side, a line per block: its page in request `first`
-    and in request `later` (from 0), and where the later one's page came from (`block_rows`)."""
+    and in request `later` (from 0), where the later one's page came from, and its role (copy,
+    original, partial: `block_rows`'s note), in separate columns."""
     a, b = rows[first]["pages"], block_rows(rows, later, tokens, prompt_lens)
-    cells = [["block", f"request {first + 1}", f"request {later + 1}", f"request {later + 1}'s page"]]
+    cells = [
+        [
+            "block",
+            f"request {first + 1}",
+            f"request {later + 1}",
+            f"request {later + 1}'s page came from",
+            "role",
+        ]
+    ]
     for k, page, source, note, _ in b:
-        cells.append(
-            [str(k), str(a[k]) if k < len(a) else "", str(page), f"{source}; {note}" if note else source]
-        )
-    widths = [max(len(c[n]) for c in cells) for n in range(4)]
+        cells.append([str(k), str(a[k]) if k < len(a) else "", str(page), source, note])
+    widths = [max(len(c[n]) for c in cells) for n in range(5)]
     return "\n".join(
-        " | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells
+        " | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip(" |") for cell in cells
     )
 
 
@@ -247,4 +255,29 @@ def swap_note(rows: Sequence[RequestRow], i: int, j: int, block: int) -> str:
     return (
         f"request {i + 1}: block {block} recomputed on page {pages_i[block]}, a copy; "
         f"LRU gave {where} page {original}, the original"
+    )
+
+
+def swap_text(
+    rows: Sequence[RequestRow], i: int, j: int, block: int, lru: Sequence[int], width: int = 80
+) -> str:
+    """Section 5's first box: the LRU order before request `i` (first evicted first), then
+    `swap_note`, each wrapped at spaces to `width` characters so no word breaks on a projector."""
+    lines = [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
+    lines.append("both pools: " + swap_note(rows, i, j, block))
+    return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in lines)
+
+
+def evictions_table(rows_by_index: dict[str, list[RequestRow]], i: int) -> str:
+    """Section 5's second box: a line per pool, the pages request `i` (from 0) evicted in
+    eviction order, then the hit tokens and evictions of requests 0 to `i` together."""
+    cells = [["pool", f"request {i + 1} evicts", f"hit tokens, requests 1-{i + 1}", "evictions"]]
+    for name, rows in rows_by_index.items():
+        hits = sum(r["hits"] for r in rows[: i + 1])
+        cells.append(
+            [name, ", ".join(map(str, rows[i]["evicted"])) or "none", str(hits), str(rows[i]["evictions"])]
+        )
+    widths = [max(len(c[n]) for c in cells) for n in range(4)]
+    return "\n".join(
+        " | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells
     )

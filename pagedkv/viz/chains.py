@@ -4,7 +4,7 @@ Notebook 09 draws with it what each index keeps of a request (section 3) and of 
 where the two indexes part (section 5). A row is a list of boxes, left to right in block
 order. An arrow joins two neighbouring boxes only when the index holds both pages
 (`LINKED`): the right one's block hash chains through the left one's (hash chain), or it
-hangs under the left one (tree), so a lookup that reaches the left page goes on to the right
+hangs under the left one (tree): a lookup that reached the left page could go on to the right
 one. A page the index does not hold has no arrow in or out, so it stands apart. A box's fill
 says what the index does with the page (`KINDS`):
 
@@ -38,7 +38,7 @@ KINDS = {
 }
 CROSSED = {"evicted": "xx"}  # kind -> hatch drawn over the fill
 LINKED = ("reached", "orphan")  # the kinds an arrow joins: the pages the index holds
-ARROW_KEY = "\u2192  the index holds both: a lookup that reaches the left page goes on to the right one"
+ARROW_KEY = "\u2192  the index holds both and links the right page after the left one"
 FONT_PT = 12
 WIDTH_IN = 8.2
 ROW_IN = 1.3  # a row: its name, the boxes, a note of up to 2 lines under them
