@@ -14,7 +14,7 @@ wrong one, shows the answer and why, and what the wrong pick overlooked (a predi
 its longer `after` text, if it has one, and the pool heatmap after the step). Either locks
 the question in both ("Answered" or "Answer shown"), so a later click cannot count as a try. A quiz titled
 "Predict" asks about the cells below it: a line under it says they show the answer; once all
-is answered, the closed Result box made right after it (`reveal.await_result`) opens.
+is answered, the closed Result boxes made right after it (`reveal.await_result`) open.
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
@@ -269,9 +269,8 @@ class Quiz(widgets.VBox):
         nav.layout.display = "" if len(self.questions) > 1 else "none"
         # a prediction about the cells below: a note that they hold the answer, until answered
         shown = "" if title == "Predict" else "none"
-        self.result_box: widgets.Accordion | None = None  # opened once every question is done
-        if title.startswith("Predict"):
-            await_result(lambda box: setattr(self, "result_box", box))
+        self.result_boxes: list[widgets.Accordion] = []  # opened once every question is done
+        await_result(self.result_boxes.append if title.startswith("Predict") else None)
         self.note = widgets.HTML(PREDICT_NOTE, layout=widgets.Layout(width="100%", margin="0", display=shown))
         self.note.add_class("pagedkv-quiz-note")
         self.summary = widgets.HTML(layout=widgets.Layout(display="none")).add_class("pagedkv-quiz-summary")
@@ -315,10 +314,11 @@ class Quiz(widgets.VBox):
             picker.disabled = True  # it, the learner's own pick still selected
             self.buttons[k].disabled, self.buttons[k].description = True, ("Answer shown", "Answered")[right]
         if all(self.settled):
-            self.note.layout.display = "none" if self.result_box is None else ""
-            self.note.value = _box("<i>The box below is open now: it shows the answer.</i>", "#555555")
-            if self.result_box is not None:
-                self.result_box.selected_index = 0
+            self.note.layout.display = "" if self.result_boxes else "none"
+            said = "The box below is" if len(self.result_boxes) < 2 else "The boxes below are"
+            self.note.value = _box(f"<i>{said} open now, with the answer.</i>", "#555555")
+            for box in self.result_boxes:
+                box.selected_index = 0
             n, first = len(self.questions), sum(bool(r) for r in self.first_try)
             self.summary.value = _box(f"<b>All {n} done</b>, {first} right at the first try.")
             self.summary.layout.display = "" if n > 1 else "none"  # one question: its feedback says it

@@ -27,16 +27,18 @@ def _cell_count() -> int:
     return shell.execution_count if shell is not None else 0
 
 
-def await_result(open_result: Callable[[ClosedBox], None]) -> None:
-    """A prediction asks for its Result box: the next closed box made in the same cell or the
-    next one is handed to `open_result` (which opens it once the prediction is answered)."""
-    _waiting[:] = [(open_result, _cell_count())]
+def await_result(open_result: Callable[[ClosedBox], None] | None) -> None:
+    """A prediction asks for its Result boxes: each closed box made in the same cell or the
+    next one is handed to `open_result` (which opens them once the prediction is answered).
+    None (a quiz that is no prediction) stops an earlier prediction from taking later boxes."""
+    _waiting[:] = [(open_result, _cell_count())] if open_result is not None else []
 
 
 def _hand_over(box: ClosedBox) -> None:
     if _waiting and _cell_count() - _waiting[0][1] <= 1:
-        _waiting.pop()[0](box)
-    _waiting.clear()
+        _waiting[0][0](box)
+    else:
+        _waiting.clear()
 
 
 _PRE = "<pre style='font-size:14px;line-height:1.4;margin:0;white-space:pre-wrap'>{}</pre>"
