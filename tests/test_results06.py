@@ -43,15 +43,24 @@ def test_settings_text_divides_the_output_tokens_by_the_steps():
     assert "outputs: mean 7 tokens, longest 10" in text  # 20 / 3 = 6.7
     assert "mean batch" not in text  # section 1's batch is another mean
     # each line names the try-it setting it answers, in the order of the questions
-    labels = [line.split(",")[0].split(":")[0] for line in text.split("\n")]
+    facts = [line for line in text.split("\n") if not line.startswith("  ")]
+    labels = [line.split(",")[0].split(":")[0] for line in facts]
     assert labels == ["setting 2", "setting 3", "setting 4", "setting 5", "setting 5"]
+    assert all(len(line) <= 80 for line in text.split("\n"))  # no wrap in a projector's box
+
+
+def test_clauses_breaks_between_parts_only_where_the_next_would_pass_the_width():
+    text = results06.clauses("head:", ["a 1,000", "bb 22", "c 3"], width=16)
+    # "head: a 1,000, bb 22" is 20 > 16; "  bb 22, c 3" is 12 <= 16
+    assert text == "head: a 1,000,\n  bb 22, c 3"
+    assert results06.clauses("h:", ["x", "y"], width=80) == "h: x, y"
 
 
 def test_copy_share_text_spans_the_lowest_to_the_highest_share():
     points = [{"gather_s": 1.0, "paged_s": 4.0}, {"gather_s": 3.0, "paged_s": 5.0}]
     text = results06.copy_share_text({"points": points})
     assert text.startswith("the page copies alone: 25% to 60% of the paged step's time")
-    assert "this machine" in text
+    assert "this machine" in text and all(len(line) <= 80 for line in text.split("\n"))
 
 
 def test_describe_calls_the_whole_run_mean_mean_running():

@@ -3,6 +3,8 @@ so the sentences stay out of the notebook's visible cells until a reader opens t
 
 from __future__ import annotations
 
+WIDTH = 80  # characters per printed line: a closed box at projector width wraps no number
+
 
 def memory_text(shares: dict[str, dict]) -> str:
     """Section 1's result: how full paging and the oracle keep the slots, and the batch each
@@ -34,25 +36,60 @@ def sharing_text(data: dict, prompts: list[int], page: int = 16) -> str:
     )
 
 
+def clauses(head: str, parts: list[str], width: int = WIDTH) -> str:
+    """`head` and its `parts` joined by ", ", a new indented line wherever the next part would
+    pass `width`: lines break between facts, never inside a number."""
+    lines = [f"{head} {parts[0]}"]
+    for part in parts[1:]:
+        if len(lines[-1]) + 1 + len(part) + 1 <= width:  # ", " after the last one: a comma
+            lines[-1] += f", {part}"
+        else:
+            lines[-1] += ","
+            lines.append(f"  {part}")
+    return "\n".join(lines)
+
+
 def settings_text(half: dict, big: dict, roomy: dict, outputs: list[int]) -> str:
     """The runs of section 3's try-it settings 2 to 5: `half` (pages of 256, 4,096 slots),
-    `big` (256, 32,768), `roomy` (16, 32,768), and the 40 requests' output lengths."""
+    `big` (256, 32,768), `roomy` (16, 32,768), and the 40 requests' output lengths; lines of
+    at most WIDTH characters."""
     hit, looked = roomy["first_lookups"][1], roomy["first_lookups"][0]
-    total = sum(outputs)
+    total, steps = sum(outputs), big["steps"]
     return "\n".join(
         [
-            f"setting 2, page 256, 4,096 slots: mean running {half['mean_batch']:.1f}, "
-            f"{half['preemptions']} preemptions, prefix hits {half['prefix_hit_rate_pct']:.1f}%",
-            f"setting 3, page 256, 32,768 slots: all {big['max_batch']} requests running by step "
-            f"{big['max_batch_step']}, {big['preemptions']} preemptions, "
-            f"prefix hits {big['prefix_hit_rate_pct']:.1f}%",
-            f"setting 4, page 16, 32,768 slots: mean running {roomy['mean_batch']:.1f}, "
-            f"{roomy['preemptions']} preemptions, "
-            f"prefix hits {hit:,} of {looked:,} = {100 * hit / looked:.1f}%",
-            f"setting 5: outputs: mean {total / len(outputs):.0f} tokens, longest {max(outputs):,}; "
-            f"the run takes {big['steps']:,} steps",
-            f"setting 5: mean running = {total:,} output tokens / {big['steps']:,} steps "
-            f"= {total / big['steps']:.1f}",
+            clauses(
+                "setting 2, page 256, 4,096 slots:",
+                [
+                    f"mean running {half['mean_batch']:.1f}",
+                    f"{half['preemptions']} preemptions",
+                    f"prefix hits {half['prefix_hit_rate_pct']:.1f}%",
+                ],
+            ),
+            clauses(
+                "setting 3, page 256, 32,768 slots:",
+                [
+                    f"all {big['max_batch']} requests running by step {big['max_batch_step']}",
+                    f"{big['preemptions']} preemptions",
+                    f"prefix hits {big['prefix_hit_rate_pct']:.1f}%",
+                ],
+            ),
+            clauses(
+                "setting 4, page 16, 32,768 slots:",
+                [
+                    f"mean running {roomy['mean_batch']:.1f}",
+                    f"{roomy['preemptions']} preemptions",
+                    f"prefix hits {hit:,} of {looked:,} = {100 * hit / looked:.1f}%",
+                ],
+            ),
+            clauses(
+                "setting 5: outputs:",
+                [
+                    f"mean {total / len(outputs):.0f} tokens",
+                    f"longest {max(outputs):,}",
+                    f"the run takes {steps:,} steps",
+                ],
+            ),
+            f"setting 5: mean running = {total:,} output tokens / {steps:,} steps = {total / steps:.1f}",
         ]
     )
 
@@ -63,6 +100,6 @@ def copy_share_text(data: dict) -> str:
     wall clock, so it differs by machine."""
     shares = [p["gather_s"] / p["paged_s"] for p in data["points"]]
     return (
-        f"the page copies alone: {min(shares):.0%} to {max(shares):.0%} of the paged step's time "
+        f"the page copies alone: {min(shares):.0%} to {max(shares):.0%} of the paged step's time\n"
         "(wall clock: this machine, this run)"
     )
