@@ -107,3 +107,19 @@ def test_in_a_long_log_the_torn_cell_is_drawn_wider_than_one_record():
     assert torn.get_x() == 149.5 and torn.get_width() == pytest.approx(0.06 * 150)  # 9 records wide
     (ax,) = fig.axes
     assert ax.get_xlim()[1] == pytest.approx(149.5 + 9)  # the cell ends at the axis' end, not cut
+
+
+def test_tick_and_row_labels_are_at_least_14_px_in_an_808_px_cell():
+    """808 px: the narrowest cell a learner measured it in; 14 px keeps a margin over 13."""
+    records = [Record(0, seq, {"op": "append"}, 0) for seq in range(96, 150)]
+    report = {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "rolled_back_records": 0}
+    fig = plot_wal_strip(records, report)
+    fig.canvas.draw()
+    # the PNG a notebook shows is cropped to the drawn content, then shrunk to the cell's width
+    png_px = fig.get_tightbbox(fig.canvas.get_renderer()).width * fig.dpi
+    (ax,) = fig.axes
+    torn_number = [t for t in ax.texts if t.get_gid() == "torn number"]
+    labels = ax.get_xticklabels() + ax.get_yticklabels() + torn_number
+    assert len(labels) == 3 + 2 + 1  # 1, 95, 149; the two rows; the torn record's 150
+    shown = [label.get_fontsize() * fig.dpi / 72 * 808 / png_px for label in labels]
+    assert min(shown) >= 14, shown
