@@ -75,6 +75,7 @@ def test_chat_share_sweep_shares_and_rates_from_the_two_streams():
     both = [{"lru": 20.0, "arc": 23.5}, {"lru": 30.0, "arc": 31.0}]  # ARC first on both, +2.25
     split = [{"lru": 20.0, "arc": 23.5}, {"lru": 30.0, "arc": 29.5}]  # LRU first on seed 1
     lines = sweep_text([(0.5, both), (0.75, split)]).splitlines()
+    assert lines[0].endswith("verdict, LRU vs ARC only")  # only the two were replayed
     assert lines[1].split() == ["50%", "+3.5", "+1.0", "arc"]
     # arc: mean +1.5, but LRU is first on seed 1
     assert lines[2].split() == ["75%", "+3.5", "-0.5", "no", "clear", "winner:", "arc", "~", "lru"]

@@ -1,6 +1,13 @@
 """The eviction lab's winner rule, against runs written out by hand."""
 
-from pagedkv.labs.seed_check import call_winner, firsts, largest_reversed_lead, seed_rates, verdict
+from pagedkv.labs.seed_check import (
+    call_winner,
+    firsts,
+    largest_reversed_lead,
+    seed_rates,
+    verdict,
+    verdict_grid,
+)
 
 
 def test_a_lead_on_every_run_larger_than_a_point_wins():
@@ -70,3 +77,14 @@ def test_a_policy_first_on_one_seed_denies_a_far_better_mean_the_win():
     assert firsts(runs) == {"a", "b"}
     assert verdict(call_winner(runs)) == "no clear winner: b ~ a"
     assert verdict(call_winner(runs[1:])) == "b"  # without seed 0, b wins
+
+
+def test_verdict_grid_puts_each_verdict_under_its_size_and_drops_the_prefix():
+    winners = {"chat": ["lru", "no clear winner: arc ~ lru"], "scan": ["no clear winner: a ~ b ~ c", "arc"]}
+    lines = verdict_grid(winners, [1024, 2048]).splitlines()
+    assert lines[0].split() == ["stream", "1,024", "tokens", "2,048", "tokens"]
+    assert lines[1].split() == ["chat", "lru", "arc", "~", "lru"]
+    assert lines[2].split() == ["scan", "a", "~", "b", "~", "c", "arc"]
+    col = lines[0].index("2,048")  # each second verdict starts under its size
+    assert lines[1][col:].startswith("arc ~ lru") and lines[2][col:] == "arc"
+    assert lines[3].startswith("a ~ b: no clear winner")

@@ -81,7 +81,7 @@ def chat_share_sweep(
 
 def sweep_text(rows: list[tuple[float, list[dict[str, float]]]]) -> str:
     """`chat_share_sweep`'s rows: chat's share, ARC minus LRU on each seed, the verdict."""
-    lines = ["chat's share   arc minus lru on seeds 0, 1, 2 (points)   verdict"]
+    lines = ["chat's share   arc minus lru on seeds 0, 1, 2 (points)   verdict, LRU vs ARC only"]
     for share, runs in rows:
         gaps = "".join(f"{r['arc'] - r['lru']:+6.1f}" for r in runs)
         lines.append(f"  {share:10.0%}   {gaps:38s}  {verdict(call_winner(runs))}")

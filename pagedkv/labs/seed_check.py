@@ -98,3 +98,16 @@ def seed_table(
         if verdicts is not None:
             lines.append(f"{'':6s} verdict: {verdicts[w]}")
     return "\n".join(lines)
+
+
+def verdict_grid(winners: dict[str, list[str]], sizes: Sequence[int]) -> str:
+    """`verdict`'s strings (stream -> one per size in `sizes`) as a grid: a line per stream, a
+    column per size; "no clear winner: a ~ b" shows as "a ~ b", and a last line says so."""
+    cells = {w: [v.removeprefix("no clear winner: ") for v in vs] for w, vs in winners.items()}
+    labels = [f"{s:,} tokens" for s in sizes]
+    width = max(len(c) for c in [*labels, *(c for vs in cells.values() for c in vs)]) + 3
+    lines = ["stream  " + "".join(f"{label:{width}s}" for label in labels).rstrip()]
+    for w, vs in cells.items():
+        lines.append(f"{w:8s}" + "".join(f"{c:{width}s}" for c in vs).rstrip())
+    lines.append("a ~ b: no clear winner (best mean first); a name alone: it wins")
+    return "\n".join(lines)
