@@ -71,14 +71,19 @@ def test_final_check_quotes_no_number_only_a_fold_prints() -> None:
     assert "*internal fragmentation*" in core_text and "*external fragmentation*" in core_text
 
 
-def test_serving_buckets_are_defined_on_the_core_path_before_the_figure() -> None:
+def test_serving_buckets_are_defined_on_the_core_path_next_to_the_figure() -> None:
     """The serving figure and the final check's last question use all five of the paper's
-    buckets: the core path defines each before the cell that draws the figure."""
+    buckets: the core path defines each in the prose right after the cell that draws the
+    figure (after its prediction, so the intro stays short), before the next heading."""
     core = _core()
     figure = next(i for i, c in enumerate(core) if "serving_report.figure()" in c.source)
-    before = "\n".join(c.source for c in core[:figure] if c.cell_type == "markdown")
+    after = []
+    for c in core[figure + 1 :]:
+        if c.cell_type == "markdown" and c.source.startswith("#"):
+            break
+        after.append(c.source if c.cell_type == "markdown" else "")
     for bucket in ("token states", "reserved", "internal fragmentation", "external fragmentation", "free"):
-        assert f"- *{bucket}*: slots" in before
+        assert f"- *{bucket}*: slots" in "\n".join(after)
 
 
 def test_serving_intro_does_not_list_the_systems_in_the_predicted_order() -> None:
@@ -88,8 +93,11 @@ def test_serving_intro_does_not_list_the_systems_in_the_predicted_order() -> Non
     order = re.findall(r"max|pow2|oracle|paged", answer)
     core = _core()
     quiz = next(i for i, c in enumerate(core) if '"11-predict-serving"' in c.source)
-    listed = re.findall(r"^- `(\w+)`:", core[quiz - 1].source, re.M)
-    assert sorted(listed) == sorted(order) and listed != order
+    intro = core[quiz - 1].source
+    listed = re.findall(r"^- `(\w+)`:", intro, re.M)  # the contiguous systems; paged apart
+    contiguous = [s for s in order if s != "paged"]
+    assert sorted(listed) == sorted(contiguous) and listed not in (contiguous, contiguous[::-1])
+    assert "`paged` reserves nothing ahead" in intro
 
 
 def test_published_numbers_heading_counts_the_table_rows() -> None:
