@@ -110,7 +110,7 @@ class DashboardControls(widgets.VBox):
         self.speed.add_class("pagedkv-speed")
         self.step_slider = widgets.IntSlider(
             value=0, min=0, max=len(run.steps), description="Jump to", readout=False,
-            continuous_update=False, layout=width(width="260px"),  # ~10 px a step for 16 steps
+            continuous_update=False, layout=width(width="160px"),  # wider wraps the row at 850 px
         ).add_class("pagedkv-step-slider")  # fmt: skip
         self.step_box = widgets.BoundedIntText(  # a bordered box looks editable (a readout does not)
             value=0, min=0, max=len(run.steps), description="go to step", layout=width(width="130px"),
