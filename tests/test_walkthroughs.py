@@ -184,6 +184,11 @@ def test_a_predictions_lru_caption_names_the_page_its_step_evicted():
     assert (
         "This step evicted page 8" in ask.caption.value and "#1 (outlined) is the next" in ask.caption.value
     )
+    several = PredictStep("03-evict")  # evicts three pages: the caption keeps their order
+    several.answer(several.data.answer)
+    order = [e.page_id for e in several._record.events if e.kind == "evict"]  # noqa: SLF001
+    said = f"evicted pages {', '.join(map(str, order))}, in that order"
+    assert len(order) == 3 and said in several.caption.value
 
 
 def test_the_answer_key_in_docs_is_current():

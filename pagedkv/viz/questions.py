@@ -183,10 +183,9 @@ def request_preempted(record: ActionRecord, run: ScenarioRun) -> str:
 def lru_caption(record: ActionRecord | None) -> str:
     """What a prediction's LRU picture shows after the step: the pages the step evicted (now
     ACTIVE for their new holder, so not outlined) and the next victim, outlined."""
-    gone = sorted({e.page_id for e in record.events if e.kind == "evict"}) if record else []
-    said = f" This step evicted page {', '.join(map(str, gone))}: now blue, held by its new owner." * bool(
-        gone
-    )
+    gone = list(dict.fromkeys(e.page_id for e in record.events if e.kind == "evict")) if record else []
+    pages = f"page {gone[0]}" if len(gone) == 1 else f"pages {', '.join(map(str, gone))}, in that order"
+    said = f" This step evicted {pages}: now blue, held by their new owner." * bool(gone)
     return said + " #1 (outlined) is the next victim; blue pages are ACTIVE, named by their holder."
 
 
