@@ -538,6 +538,23 @@ def test_every_matplotlib_picture_is_projector_size():
         assert min_font_pt(fig) >= 13, name  # >= 12 pt once shrunk to the cell
 
 
+def test_projector_never_shrinks_tick_labels_set_larger_nor_those_a_new_limit_makes():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from pagedkv.viz.projector import MIN_PT, projector
+
+    fig = Figure(figsize=(5, 3))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot([0, 1], [0, 1])
+    ax.tick_params(axis="y", labelsize=MIN_PT + 5)  # a figure that wants larger y ticks
+    projector(fig)
+    ax.set_ylim(0, 5)  # new ticks, made after projector() ran
+    fig.canvas.draw()
+    assert {t.get_fontsize() for t in ax.get_yticklabels()} == {MIN_PT + 5}
+    assert {t.get_fontsize() for t in ax.get_xticklabels()} == {MIN_PT}
+
+
 def test_heatmaps_are_projector_size_and_never_cut_an_owner_name():
     from pagedkv.viz import plot_lru, plot_pool
 
