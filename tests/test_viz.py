@@ -36,7 +36,6 @@ from pagedkv.viz import (
     sharing_savings,
     slot_usage,
 )
-from pagedkv.viz.fragmentation import _external_holes
 from pagedkv.viz.frame import SUPTITLE_PT, TITLE_PT, lru_title
 from pagedkv.viz.glyphs import _font, fit_text, wrap_text
 from pagedkv.viz.grid import grid_shape
@@ -49,6 +48,7 @@ from pagedkv.viz.palette import (
     STATE_COLORS,
     VICTIM_COLOR,
 )
+from pagedkv.viz.slot_layout import external_holes
 from pagedkv.viz.usage import EMPTY_SLOT_COLOR
 
 MODEL = TinyLM(seed=0)
@@ -477,7 +477,7 @@ def test_external_fragmentation_holes_are_those_the_accounting_counts():
         cache.add(req_id, 1, final)
     cache.free("b")  # a 5-slot hole
     cache.free("d")  # a 3-slot hole
-    holes = _external_holes(cache)
+    holes = external_holes(cache)
     # by hand: holes at 10 (5 slots), 27 (3 slots) and the tail at 46 (18 slots); a request
     # of max_seq_len = 16 tokens fits only the tail
     assert cache.holes() == [(10, 5), (27, 3), (46, 18)]

@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 
 from pagedkv.scenarios.text import token_ids_of
 from pagedkv.viz.block_table import block_table_html, plot_block_tables
-from pagedkv.viz.fragmentation import compare_layouts, contiguous_replay, plot_paged_vs_contiguous
+from pagedkv.viz.fragmentation import plot_paged_vs_contiguous
 from pagedkv.viz.heatmap import VIEWS, PoolHeatmap, plot_lru, plot_pool
 from pagedkv.viz.kernel import plot_chunked_kernel, plot_query_outputs
 from pagedkv.viz.lifecycle import glossary_markdown, lifecycle_png, plot_lifecycle
 from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.projector import projector
 from pagedkv.viz.refusal import plot_refusal
+from pagedkv.viz.slot_layout import compare_layouts, contiguous_replay
 from pagedkv.viz.tokens import plot_token_pages, token_pages_html
 from pagedkv.viz.usage import (
     plot_page_states,

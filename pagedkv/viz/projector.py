@@ -35,7 +35,7 @@ def projector(fig: Figure, width: float = WIDTH_IN, min_pt: float = MIN_PT, rela
     fig.set_size_inches(width, min(MAX_HEIGHT_IN, max(h, h * min(grow, 1.6))))
     fig.set_dpi(DPI)
     for ax in fig.axes:
-        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        for axis in (ax.xaxis, ax.yaxis):
             labels = [
                 lab
                 for tick in axis.get_major_ticks() + axis.get_minor_ticks()
@@ -44,7 +44,7 @@ def projector(fig: Figure, width: float = WIDTH_IN, min_pt: float = MIN_PT, rela
             sizes = [label.get_fontsize() for label in labels]
             # Ticks made later (a new limit) take the first label's size or min_pt, whichever is
             # larger; every existing label keeps its own size if that is larger still.
-            ax.tick_params(axis=name, which="both", labelsize=max([min_pt, *sizes[:1]]))
+            axis.set_tick_params(which="both", labelsize=max([min_pt, *sizes[:1]]))
             for label, size in zip(labels, sizes):
                 label.set_fontsize(max(size, min_pt))
     for text in fig.findobj(Text):

@@ -7,7 +7,7 @@ small to use, dots on slots a range reserves for its request's later tokens.
 `plot_share_bars` draws the two memories' slot counts as stacked bars, every count inside or
 beside its own segment.
 
-Leaves out: the time dimension (see `plot_usage`); both reuse `pagedkv.viz.fragmentation`'s
+Leaves out: the time dimension (see `plot_usage`); both reuse `pagedkv.viz.slot_layout`'s
 replay, counts and colours, so their numbers are `compare_layouts`'s.
 """
 
@@ -23,19 +23,19 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
-from pagedkv.viz.fragmentation import (
-    CATEGORIES,
-    STYLES,
-    _check_step,
-    _contiguous_counts,
-    _contiguous_slots,
-    _paged_counts,
-    _paged_slots,
-    _tint,
-    contiguous_replay,
-)
 from pagedkv.viz.palette import DEFAULT_PALETTE, SequencePalette
 from pagedkv.viz.projector import projector
+from pagedkv.viz.slot_layout import (
+    CATEGORIES,
+    STYLES,
+    check_step,
+    contiguous_counts,
+    contiguous_replay,
+    contiguous_slots,
+    light_tint,
+    paged_counts,
+    paged_slots,
+)
 
 MARK_S = 260  # scatter size (points²) of × and /: ~16 pt, ≥ 12 px on screen at 848 px
 LABEL_PT = 14  # page ids and row numbers
@@ -84,7 +84,7 @@ def plot_two_memories(
 ) -> Figure:
     """At `step` (default: the last): the paged pool (page ids in its pages) and the contiguous
     replay under `policy`, slot by slot, with one key below."""
-    palette, step = palette if palette is not None else DEFAULT_PALETTE, _check_step(snapshots, step)
+    palette, step = palette if palette is not None else DEFAULT_PALETTE, check_step(snapshots, step)
     cache, refused = contiguous_replay(snapshots, policy, max_seq_len, step)
     snap = snapshots[step]
     size = snap.page_size
@@ -93,12 +93,12 @@ def plot_two_memories(
     fig = Figure(figsize=(11, 1.9 + 0.75 * -(-num_slots // width)), layout="constrained")
     FigureCanvasAgg(fig)
     left, right = fig.subplots(1, 2)
-    colors, empty = _paged_slots(snap, palette)
+    colors, empty = paged_slots(snap, palette)
     _grid(left, colors, {"x": empty}, width)
     for pid in range(snap.num_pages):
         _outline(left, pid * size, size, width, f"page {pid}")
     left.set_title(f"paged: {snap.num_pages} pages of {size} slots", fontsize=LABEL_PT, loc="left")
-    colors, marks = _contiguous_slots(cache, palette, num_slots)
+    colors, marks = contiguous_slots(cache, palette, num_slots)
     _grid(right, colors, marks, width)
     reservations = cache.accounting().reservations
     for r in reservations:
@@ -109,7 +109,7 @@ def plot_two_memories(
     seq_ids = list(dict.fromkeys([*snap.seq_ids, *(r.req_id for r in reservations), *refused]))
     key: list[tuple[Any, str]] = [(Patch(facecolor=palette.color(s)), f"token of {s}") for s in seq_ids]
     if any(r.final_len > r.used for r in reservations):
-        tint = _tint(palette.rgba(reservations[0].req_id))
+        tint = light_tint(palette.rgba(reservations[0].req_id))
         key.append(
             (Patch(facecolor=tint, hatch="..", edgecolor="#555555"), "reserved (light): for a later token")
         )
@@ -143,11 +143,11 @@ def plot_share_bars(
     step: int | None = None,
 ) -> Figure:
     """The slot counts of both memories at `step` as two stacked bars, keyed below."""
-    step = _check_step(snapshots, step)
+    step = check_step(snapshots, step)
     cache, _ = contiguous_replay(snapshots, policy, max_seq_len, step)
     snap = snapshots[step]
     num_slots = snap.num_pages * snap.page_size
-    counts = {"paged": _paged_counts(snap), "contiguous": _contiguous_counts(cache)}
+    counts = {"paged": paged_counts(snap), "contiguous": contiguous_counts(cache)}
     shown = [c for c in CATEGORIES if counts["paged"][c] or counts["contiguous"][c]]
     fig = Figure(figsize=(11, 3.6), layout="constrained")
     FigureCanvasAgg(fig)

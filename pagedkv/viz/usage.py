@@ -35,7 +35,7 @@ from pagedkv.viz.palette import DEFAULT_PALETTE, STATE_COLORS, SequencePalette
 from pagedkv.viz.projector import projector
 
 REFUSED_COLOR = "#D55E00"  # a refused step (vermilion: no request colour)
-EMPTY_SLOT_COLOR = "#8C8C8C"  # an empty slot of an ACTIVE page, grey and crossed as in fragmentation.py
+EMPTY_SLOT_COLOR = "#8C8C8C"  # an empty slot of an ACTIVE page, grey and crossed as in slot_layout.py
 
 
 def slot_usage(snapshot: PoolSnapshot) -> dict[str, int]:
