@@ -19,7 +19,7 @@ def test_memory_text_gives_the_shares_and_the_batch_ratio():
     text = results06.memory_text(shares)
     assert "paging fills 96.0% of the slots with K/V, the oracle 48.0%" in text
     assert "runs 2.5 times the oracle's batch (50.0 against 20.0)" in text  # 50 / 20
-    assert "Tokens per second: the next cell's box." in text  # not the batch ratio
+    assert "Tokens per second: the box after the prediction below." in text  # not the batch ratio
 
 
 def test_sharing_text_quotes_width_6_of_each_mode():
@@ -101,3 +101,22 @@ def test_the_closing_quiz_transfer_question_matches_a_run():
     assert max(run, key=run.get) == max(hand, key=hand.get) == q.answer
     assert [round(v) for v in run.values()] == [1, 61, 28]  # the explanation's 61 % and 28 %
     assert "61 %" in q.why and "28 %" in q.why
+
+
+def test_each_prediction_opens_the_boxes_of_its_own_question():
+    """A "Predict" quiz opens the closed boxes made in its cell and the next one
+    (`reveal.await_result`): in notebooks 06 and 08 that next code cell must make the boxes the
+    question is about (06-predict-batch asks about tokens per second: the bytes box), and no
+    other cell between must make boxes it would take instead."""
+    want = {
+        "06-predict-batch": "Quick run: the bytes each system's step reads",
+        "06-predict-sharing": "Result: what sharing saves",
+        "08-predict-checks": "What the four checks report",
+    }
+    for name in ("06_benchmarks.ipynb", "08_common_mistakes.ipynb"):
+        cells = [c for c in nbformat.read(NOTEBOOK.parent / name, 4).cells if c.cell_type == "code"]
+        for i, cell in enumerate(cells):
+            qid = next((q for q in want if f'Quiz("{q}")' in cell.source), None)
+            if qid is not None:
+                assert "revealed(" not in cell.source, qid
+                assert want[qid] in cells[i + 1].source, qid

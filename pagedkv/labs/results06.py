@@ -14,7 +14,7 @@ def memory_text(shares: dict[str, dict]) -> str:
         f"Result: paging fills {paged['token_states']:.1f}% of the slots with K/V, the oracle "
         f"{oracle['token_states']:.1f}%,\nso paging runs {paged['mean_batch'] / oracle['mean_batch']:.1f}"
         f" times the oracle's batch ({paged['mean_batch']:.1f} against {oracle['mean_batch']:.1f})."
-        "\nTokens per second: the next cell's box."
+        "\nTokens per second: the box after the prediction below."
     )
 
 
