@@ -533,13 +533,13 @@ def test_step_summary_names_what_happened(model):
     sched = Scheduler(SequenceManager(pool), model, max_num_seqs=8, max_num_batched_tokens=64)
     for i, text in enumerate(["abcdefg", "hijklmn", "opqrstu"]):
         sched.add_request(f"r{i}", model.encode(text), 3)
-    assert sched.step().summary() == "step 0: prefill r0 (7 tokens), r1 (7 tokens), r2 (7 tokens)"
-    assert sched.step().summary() == "step 1: decode r0 r1 r2"
+    assert sched.step().summary() == "step 1: prefill r0 (7 tokens), r1 (7 tokens), r2 (7 tokens)"
+    assert sched.step().summary() == "step 2: decode r0 r1 r2"
     third = sched.step()
-    assert third.summary() == "step 2: decode r0 r1; preempt r2 (recompute); finished r0 r1"
-    # the same words without the 0-based step number (notebook 05 numbers steps from 1)
+    assert third.summary() == "step 3: decode r0 r1; preempt r2 (recompute); finished r0 r1"
+    # the same words without the step number
     assert third.decision == "decode r0 r1; preempt r2 (recompute); finished r0 r1"
-    assert sched.stats.steps == third.step + 1 == 3
+    assert sched.stats.steps == third.step == 3
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])

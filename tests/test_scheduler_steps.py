@@ -103,7 +103,7 @@ def test_schedule_and_update_refuse_misuse(model):
     sched = make(model)
     sched.add_request("r", model.encode("hello"), 2)
     output = sched.schedule()
-    with pytest.raises(RuntimeError, match="step 0 was scheduled and not yet updated"):
+    with pytest.raises(RuntimeError, match="step 1 was scheduled and not yet updated"):
         sched.schedule()
     with pytest.raises(RuntimeError, match="abort between steps"):
         sched.abort("r")

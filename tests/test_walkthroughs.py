@@ -293,6 +293,23 @@ def test_05_names_the_step_where_req1_takes_its_next_page():
     assert re.search(rf"tokens {span[0]}–{span[1]}", questions.prediction("05-preempt").why)
 
 
+def test_05_one_step_numbering_scheduler_records_and_the_dashboards_steps():
+    """A learner found "step N" of a printed scheduler record at N+1 elsewhere: a scheduler's
+    record numbers its step from 1 (as stats.steps after it), and on the `preempt` dashboard
+    the scheduler's step k is step k + 3, after the three steps that queue req1 to req3."""
+    run = ScenarioRun("preempt")
+    queued = 0
+    while run.can_step:
+        record = run.step()
+        if record.note.startswith("scheduler: "):
+            assert record.step == run.scheduler.stats.steps + queued == len(run.records)
+        else:
+            queued += 1
+    assert queued == 3
+    preempt = [r.step for r in run.records if any(e.kind == "preempt" for e in r.events)]
+    assert preempt[0] == 11  # the step 05 asks about, by the dashboard's counter
+
+
 def test_05_hints_are_about_the_rule_and_nothing_below_the_discussion_answers_it():
     """A learner found the 05-preempt hint naming a token of one request, and the 05-reserve
     answer printed in the markdown cell under its button: hints name no request, and the step

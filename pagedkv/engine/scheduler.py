@@ -244,7 +244,7 @@ class Scheduler:
             schedule_waiting(self, plan, budget)
             self._refused = plan.refused or self._refused
         output = SchedulerOutput(
-            step=self.stats.steps,
+            step=self.stats.steps + 1,  # steps count from 1: the k-th step is step k
             num_scheduled_tokens=plan.num_scheduled_tokens,
             sampling=tuple(state.req_id for state in plan.sampling),
             scheduled_new_reqs=tuple(plan.new),

@@ -36,7 +36,7 @@ class NewRequestData(NamedTuple):
 class SchedulerOutput(NamedTuple):
     """What one `schedule()` decided; a runner computes it, `update_from_output` applies it."""
 
-    step: int
+    step: int  # from 1: the k-th schedule() plans step k
     num_scheduled_tokens: dict[Hashable, int]  # req id -> tokens to compute, batch order
     sampling: tuple[Hashable, ...]  # of those, the requests whose every token is computed
     # after this step: each samples one token (a request mid-prompt does not)
@@ -55,7 +55,7 @@ class SchedulerOutput(NamedTuple):
 class StepRecord(NamedTuple):
     """What one step did, once its tokens were computed and sampled."""
 
-    step: int
+    step: int  # from 1, as in the SchedulerOutput it ran
     prefill: tuple[tuple[Hashable, int], ...]  # (req id, tokens computed) of prompt chunks
     decode: tuple[Hashable, ...]  # running sequences that got one token
     preempted: tuple[tuple[Hashable, str], ...]  # (req id, "recompute" | "swap")
@@ -84,7 +84,7 @@ class StepRecord(NamedTuple):
         return "; ".join(parts) or "idle"
 
     def summary(self) -> str:
-        """One line: the step's 0-based index, then its `decision`."""
+        """One line: the step's number (from 1, as `stats.steps` after it), then its `decision`."""
         return f"step {self.step}: {self.decision}"
 
     def _chunk(self, req_id: Hashable, n: int) -> str:

@@ -106,7 +106,7 @@ def swap_log(
     while sched.has_unfinished:
         held = {s.req_id: (s.num_computed_tokens, sched.manager.block_table(s.req_id)) for s in sched.running}
         output = sched.schedule()
-        step = output.step + 1
+        step = output.step
         for slot, _ in output.swap_in:
             entry = waiting.pop(slot)
             entry.pages_back += 1

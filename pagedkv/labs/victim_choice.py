@@ -43,7 +43,7 @@ def victim_costs(
                 req = sched.requests[req_id]
                 done = len(req.prompt_token_ids) + len(req.output) - 1  # the last sampled: unwritten
                 final = len(req.prompt_token_ids) + req.max_new_tokens - 1
-                first.append((record.step + 1, done, final))
+                first.append((record.step, done, final))
 
         outputs = sched.run(on_step=note)
         same = all(outputs[r] == model.generate_reference(t, n) for r, t, n, _ in requests)
