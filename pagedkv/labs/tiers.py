@@ -6,7 +6,7 @@ pool's page events (no change to the pool is needed):
 
 - "cache": a page turned CACHED; its block hash and token ids are remembered (the pool
   clears them when it evicts, and the K/V are complete by then: the SequenceManager's contract);
-- "evict": the page's K/V are copied into the tier (write-back, offload bytes counted)
+- "evict": the page's K/V are copied into the tier (`write_back`, offload bytes counted)
   under its block hash, unless the tier already holds that hash. The tier has its own
   capacity and its own eviction policy (`lru` or `mru` over its pages); when full it drops
   its own victim, and that prefix is gone for good;
@@ -14,7 +14,7 @@ pool's page events (no change to the pool is needed):
   the K/V before the event was delivered, so that page's copy is discarded (never served
   wrong; that prefix is lost). `write_policy="write_through"` avoids the loss: it copies a
   page to the tier the moment it turns CACHED, at the price of copying pages that are never
-  evicted (SGLang's `--hicache-write-policy` offers the same two).
+  evicted.
 
 `load_prefix(prompt)` is called before admitting a prompt: past the pool's own prefix hit
 it walks the prompt's block hashes through the tier and copies the pages it finds back into
@@ -22,10 +22,13 @@ fresh pool pages (reload bytes counted), indexed and CACHED, so the admission th
 (`seqs.add`, `TinyLM.generate`, the Scheduler) hits them like any cached prefix. Hits are
 counted per tier in prompt tokens.
 
-SGLang's hierarchical cache (HiRadixCache, `--hicache-write-policy write_back`) and LMCache
-do the same between GPU and CPU memory. Leaves out: asynchronous copies overlapping compute
-(they would make an offload free and a reload partly hidden), a third tier (disk, remote),
-and prefetching ahead of the scheduler.
+SGLang's hierarchical cache (HiRadixCache) and LMCache do the same between GPU and CPU
+memory. SGLang's `--hicache-write-policy` has three values: `write_through` (its default) backs
+a radix node up to host memory once it has been hit a threshold number of times (1),
+`write_through_selective` raises that threshold (3), and `write_back` copies only on eviction,
+as this tier's default does. This tier's `write_through` copies on turning CACHED, not on
+hits. Leaves out: asynchronous copies overlapping compute (they would make an offload free and
+a reload partly hidden), a third tier (disk, remote), and prefetching ahead of the scheduler.
 """
 
 from __future__ import annotations
