@@ -5,10 +5,11 @@ before it evicts any CACHED page (docs/design.md rule 1), and among FREE pages t
 id first, so a heatmap of a fresh pool fills from the left and a run is reproducible.
 
 vLLM v1's `FreeKVCacheBlockQueue` is a doubly linked list that holds free *and* cached
-but unreferenced blocks together, ordered by release; allocation pops its head and evicts
-lazily when the head block still has a hash. pagedkv splits that queue in two: this one
-for empty pages and the eviction policy (eviction.py) for CACHED pages, so a cached
-prefix is never reclaimed while an untouched page is free.
+but unreferenced blocks together; allocation pops its head and evicts lazily when the head
+block still has a hash. Its `BlockPool.free_blocks` puts blocks without a hash at the head
+and cached ones at the tail, so it too takes free blocks first (older vLLM appended every
+freed block at the tail). pagedkv splits that queue in two: this one for empty pages and
+the eviction policy (eviction.py) for CACHED pages. labs/free_queue_contrast.py runs both.
 
 The queue is one flag byte per page (1 = FREE) and the lowest page id that may be FREE.
 Taking n pages finds the runs of set flags with `bytearray.find` (a C scan) and clears
