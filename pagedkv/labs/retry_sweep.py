@@ -1,0 +1,83 @@
+"""Notebook 09's corner on a chat stream with retries: where the hash chain's extra hits appear.
+
+A *retry* ("regenerate") sends a chat turn's prompt a second time; its second answer is the one
+the conversation keeps. When that prompt ends on a page boundary, the retry recomputes its last
+full page (the last-token rule): a copy. The pages it then writes are section 4a's corner:
+pagedkv's hash chain indexes them (their hashes follow the original), the pool's tree leaves
+them out, so the next turn of that conversation hits more pages in the hash pool.
+
+`chat_with_retries` builds the stream (`multi_turn_chat`'s shape, seeded; every `aligned`
+prompt is padded to a whole number of pages, the corner's condition), and `retry_sweep`
+replays it one request at a time through both pools for each retry rate.
+
+Leaves out: overlapping requests, and prompts of random length (about 1 in `page_size` of them
+ends on a page boundary, so the effect there is that much smaller).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pagedkv.labs.lab_workloads import VOCAB, LabRequest
+from pagedkv.labs.radix_vs_hash import pool_replay
+
+
+def chat_with_retries(
+    retry_rate: float, num_conversations: int = 24, turns: int = 5, page_size: int = 16, seed: int = 0
+) -> list[LabRequest]:
+    """Chats of `turns` turns, interleaved at random; each turn is retried with probability
+    `retry_rate` (the same prompt again, a new answer, which the conversation keeps). Every
+    prompt ends on a page boundary. The conversations do not depend on the rate, and a turn
+    retried at one rate is retried at every higher rate."""
+    rng, retry_rng = np.random.default_rng([seed, 20]), np.random.default_rng([seed, 21])
+    history = {c: rng.integers(0, VOCAB, 32).tolist() for c in range(num_conversations)}
+    left = {c: turns for c in range(num_conversations)}
+    out: list[LabRequest] = []
+    while left:
+        c = int(rng.choice(sorted(left)))
+        prompt = history[c] + rng.integers(0, VOCAB, int(rng.integers(16, 48))).tolist()
+        prompt += rng.integers(0, VOCAB, -len(prompt) % page_size).tolist()  # whole pages
+        name = f"chat{c}-t{turns - left[c]}"
+        if retry_rng.random() < retry_rate:  # a higher rate retries the same turns and more
+            out.append(LabRequest(name + "-first", prompt, retry_rng.integers(0, VOCAB, 32).tolist()))
+        else:
+            retry_rng.integers(0, VOCAB, 32)  # the same draws at every rate: streams nest
+        answer = rng.integers(0, VOCAB, int(rng.integers(16, 48))).tolist()
+        out.append(LabRequest(name, prompt, answer))
+        history[c] = prompt + answer
+        left[c] -= 1
+        if not left[c]:
+            del left[c]
+    return out
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    retry_rate: float
+    cache_tokens: int
+    hash_hits: int  # prompt tokens served from the cache, hash pool
+    radix_hits: int  # the same, radix pool
+    hash_evictions: int
+    radix_evictions: int
+
+    @property
+    def extra_hits(self) -> int:
+        """Hit tokens the hash chain serves beyond the tree (negative: fewer)."""
+        return self.hash_hits - self.radix_hits
+
+
+def retry_sweep(
+    rates: Sequence[float], cache_sizes: Sequence[int], page_size: int = 16, seed: int = 0
+) -> list[SweepPoint]:
+    """Both pools on `chat_with_retries(rate)` for every rate and cache size (tokens)."""
+    points = []
+    for cache_tokens in cache_sizes:
+        for rate in rates:
+            stream = chat_with_retries(rate, page_size=page_size, seed=seed)
+            h, r = (pool_replay(stream, cache_tokens, name, page_size) for name in ("hash", "radix"))
+            hits, evictions = (h.hit_tokens, r.hit_tokens), (h.evictions, r.evictions)
+            points.append(SweepPoint(rate, cache_tokens, *hits, *evictions))
+    return points

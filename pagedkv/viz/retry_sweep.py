@@ -1,0 +1,35 @@
+"""Notebook 09's sweep as one projector figure: the hash chain's extra hits over the radix tree
+against the retry rate, one line per cache size (`pagedkv.labs.retry_sweep`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+
+from pagedkv.labs.retry_sweep import SweepPoint
+from pagedkv.viz.projector import projector
+
+
+def plot_retry_sweep(points: Sequence[SweepPoint]) -> Figure:
+    """Left: the hash chain's extra hit tokens, % of the tree's; right: its extra evictions.
+    x: the share of chat turns retried; a line (labelled at its end) per cache size."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = Figure(figsize=(11, 4.6))
+    FigureCanvasAgg(fig)
+    gain, evict = fig.subplots(1, 2)
+    for size in sorted({p.cache_tokens for p in points}):
+        line = [p for p in points if p.cache_tokens == size]
+        x = [100 * p.retry_rate for p in line]
+        label = f"{size // 16} pages"
+        gain.plot(x, [100 * p.extra_hits / p.radix_hits for p in line], marker="o", label=label)
+        evict.plot(x, [p.hash_evictions - p.radix_evictions for p in line], marker="o", label=label)
+    gain.set_title("hash chain's extra hit tokens\n(% of the tree's)")
+    evict.set_title("hash chain's extra evictions\n(pages)")
+    for ax in (gain, evict):
+        ax.set_xlabel("chat turns retried (%)")
+        ax.axhline(0, color="#555555", linewidth=1)
+        ax.grid(alpha=0.3)
+    gain.legend(title="cache", loc="upper left")
+    return projector(fig)
