@@ -1,14 +1,14 @@
 """A picture of the chunked two-pass decode kernel of `TiledAttentionEngine.paged_attention_batch`.
 
 The kernel never builds a sequence's whole K or V: it walks the block table a chunk of pages
-at a time. Pass 1 gathers the keys of one chunk and computes that chunk's scores `q · Kᵀ`
-into one score row; then **one** softmax runs over the whole row: its max, each
-`exp(s - max)` and their sum; pass 2 gathers the values chunk by chunk and accumulates
-`exp(s - max) · V`, and the output row is divided by the sum once, at the end (the softmax's
-normalising step, moved after the sum over V: same weights, one division per output value
-instead of one per score). Chunks are sized to stay in the processor's memory cache (L2),
-the reason the kernel is chunked at all. `plot_chunked_kernel(block_table, chunk)` draws
-those three stages for a block table.
+at a time. Pass 1 gathers the keys of one chunk and computes that chunk's scores `q · K^T`
+into one score row; then **one** softmax runs over the whole row: its max `m`, each
+`exp(s - m)` (`s`: a score, never a sum) and their sum `ℓ`; pass 2 gathers the values chunk
+by chunk and accumulates `exp(s - m) · V`, and the output row is divided by `ℓ` once, at
+the end (the softmax's normalising step, moved after the sum over V: same weights, one
+division per output value instead of one per score). Chunks are sized to stay in the
+processor's memory cache (L2), the reason the kernel is chunked at all.
+`plot_chunked_kernel(block_table, chunk)` draws those three stages for a block table.
 
 vLLM's PagedAttention v2 (and FlashDecoding) also split a long context, but each partition
 runs its own softmax and `weights · V` and keeps its max and exp-sum; a reduce kernel
@@ -86,7 +86,7 @@ def plot_chunked_kernel(
                                      arrowstyle="-|>", mutation_scale=14, color="#888888"))  # fmt: skip
     _brackets(ax, n, chunk)
     _softmax_marks(ax, n)
-    cell(n / 2 - 2.25, ROWS["out"], "Σ exp(s − max) · V, then ÷ sum", "#555555", w=4.5)
+    cell(n / 2 - 2.25, ROWS["out"], "Σ exp(s − m) · V, then ÷ ℓ", "#555555", w=4.5)
     for band, y in ROWS.items():
         ax.text(-2.5, y + 0.35, BAND_LABELS[band], ha="left", va="center", fontsize=13)
     ax.text(-2.5, FOOT_Y, f"K p{table[-1]}, V p{table[-1]}: the keys and values stored in page {table[-1]};"
@@ -101,7 +101,7 @@ def plot_chunked_kernel(
 BAND_LABELS = {  # the left-hand label of each row of the picture (two lines each)
     "K": "pass 1: K, a chunk at\na time; scores q·K^T",
     "scores": "scores: the whole\nrow, a cell per page",
-    "V": "pass 2: V, a chunk at\na time; exp(s − max) · V",
+    "V": "pass 2: V, a chunk at\na time; exp(s − m) · V",
     "out": "output row:\nnormalised last",
 }
 
@@ -110,14 +110,14 @@ def _softmax_marks(ax: Axes, n: int) -> None:
     """The softmax over the whole score row (`n` pages wide), and its weights going to every
     V page at once: a dashed arrow onto a bracket that spans the whole V row."""
     ax.add_patch(Rectangle((-0.05, ROWS["scores"] - 0.1), n, 0.9, fill=False, edgecolor="#D55E00", lw=3))
-    ax.text(n / 2, ROWS["scores"] - 0.35, "one softmax over the whole row: max, exp(s − max), their sum",
+    ax.text(n / 2, ROWS["scores"] - 0.35, "one softmax over the whole row: max m, exp(s − m), their sum ℓ",
             ha="center", va="center", fontsize=13, color="#D55E00")  # fmt: skip
     top = ROWS["V"] + 0.85
     ax.plot([0, 0, n - 0.1, n - 0.1], [top - 0.1, top, top, top - 0.1], color="#D55E00", lw=2)
     ax.add_patch(FancyArrowPatch((n / 2, ROWS["scores"] - 0.55), (n / 2, top),
                                  arrowstyle="-|>", mutation_scale=18, color="#D55E00",
                                  linestyle="--"))  # fmt: skip
-    ax.text(n / 2 + 0.15, (ROWS["scores"] - 0.55 + top) / 2, "exp(s − max): weights for every V page",
+    ax.text(n / 2 + 0.15, (ROWS["scores"] - 0.55 + top) / 2, "exp(s − m): weights for every V page",
             ha="left", va="center", fontsize=13, color="#D55E00")  # fmt: skip
 
 
