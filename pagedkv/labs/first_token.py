@@ -1,0 +1,91 @@
+"""What a prefix hit is worth to a user: the prompt tokens each request still prefills, and
+the time to its first token (TTFT) that prefill costs at a stated price per token.
+
+`prefill_per_request` replays a stream one request at a time (as `replay` does) and keeps,
+for each request, its prompt tokens minus those the prefix cache served: the tokens the
+model must compute before it can emit the first output token. `ttft_rows` turns them into
+a mean and a 90th percentile in milliseconds at `MS_PER_PREFILL_TOKEN`, an assumed price:
+no clock is read, so the numbers are the same on every machine.
+
+Leaves out: queueing, batching with other requests' decode steps, and the decode step that
+samples the first token; prefill time taken as linear in the tokens computed (attention's
+quadratic part is small at these lengths).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time, source
+from pagedkv.labs.lab_workloads import LabRequest
+
+# Assumed: a 7B model (about 14 GFLOP per prompt token, 2 x parameters) prefilling at about
+# 140 TFLOP/s on one GPU computes about 10,000 prompt tokens a second: 0.1 ms per token.
+MS_PER_PREFILL_TOKEN = 0.1
+
+
+def prefill_per_request(requests: Sequence[LabRequest], cache_tokens: int, policy: str = "lru") -> list[int]:
+    """For each request in order: its prompt tokens the prefix cache did not serve."""
+    pool = lab_pool(requests, cache_tokens, policy, 16)
+    seqs = SequenceManager(pool)
+    computed = []
+    for request in requests:
+        hits_before = pool.stats.prefix_hits
+        serve_one_at_a_time(seqs, [request])
+        computed.append(len(request.prompt_token_ids) - (pool.stats.prefix_hits - hits_before))
+    return computed
+
+
+def p90(values: Sequence[int]) -> int:
+    """The 90th percentile, nearest rank: 9 of 10 values are at most this one."""
+    ranked = sorted(values)
+    return ranked[max(0, -(-9 * len(ranked) // 10) - 1)]
+
+
+def ttft_rows(
+    streams: Mapping[str, Sequence[LabRequest]],
+    cache_tokens: int,
+    policies: Sequence[str],
+    ms_per_token: float = MS_PER_PREFILL_TOKEN,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """{stream: {policy: {"prefilled": tokens, "mean ms": ..., "p90 ms": ...}}}: prompt
+    tokens computed over the whole stream, and TTFT's mean and 90th percentile per request."""
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    for name, requests in streams.items():
+        rows[name] = {}
+        for policy in policies:
+            computed = prefill_per_request(requests, cache_tokens, policy)
+            rows[name][policy] = {
+                "prefilled": sum(computed),
+                "mean ms": round(sum(computed) * ms_per_token / len(computed), 1),
+                "p90 ms": round(p90(computed) * ms_per_token, 1),
+            }
+    return rows
+
+
+def source_means(
+    requests: Sequence[LabRequest], cache_tokens: int, policy: str, ms_per_token: float = MS_PER_PREFILL_TOKEN
+) -> dict[str, float]:
+    """TTFT's mean in ms per source stream of `requests` (in the scan: "zipf" and "scan",
+    its one-off prompts)."""
+    computed = prefill_per_request(requests, cache_tokens, policy)
+    by: dict[str, list[int]] = {}
+    for request, n in zip(requests, computed, strict=True):
+        by.setdefault(source(request), []).append(n)
+    return {name: round(sum(ns) * ms_per_token / len(ns), 1) for name, ns in by.items()}
+
+
+def ttft_text(
+    rows: Mapping[str, Mapping[str, Mapping[str, float]]], ms_per_token: float = MS_PER_PREFILL_TOKEN
+) -> str:
+    """One line per stream: each policy's TTFT mean / p90 in ms."""
+    policies = list(next(iter(rows.values())))
+    lines = [
+        f"TTFT of prefill at {ms_per_token} ms per prompt token computed; mean / p90 per request, in ms",
+        "stream " + "".join(f"{p:>14s}" for p in policies),
+    ]
+    for name, by_policy in rows.items():
+        cells = "".join(f"{r['mean ms']:>7.1f} /{r['p90 ms']:>5.1f}" for r in by_policy.values())
+        lines.append(f"{name:6s} {cells}")
+    return "\n".join(lines)
