@@ -75,4 +75,4 @@ def test_the_last_page_rule_is_its_own_section_and_section_references_point_at_i
         hint for q in questions.quiz("00-check").questions for hint in q.hints.values()
     ]
     pointers = [int(m) for t in texts for m in re.findall(r"[Ss]ection (\d+) (?:says|compares)", t)]
-    assert pointers and all("one queue, in order of release" in by_number[n] for n in pointers)
+    assert pointers and all("one queue, FREE ones at its head" in by_number[n] for n in pointers)
