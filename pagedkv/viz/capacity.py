@@ -165,7 +165,7 @@ ANSWER_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal;line
 ERROR_STYLE = "color:#B00020;font-weight:bold;margin:0"
 ERROR_HINT = "(no answer until the box holds a number in range)"
 # Said under "does not fit": where the notebook splits such a model over several GPUs
-TP_POINTER = "Split it over several GPUs: section 1.7 of notebook 11, tensor parallelism."
+TP_POINTER = "Split it over several GPUs: tensor parallelism, section 1.1 of notebook 11."
 
 
 def error_html(error: str) -> str:
