@@ -123,3 +123,13 @@ def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -> s
         f" {link_ms:.1f} ms;\n  one call moves only {call_kib:g} KiB (one block, layer, K or V):"
         " count a way back's copy calls,\n  not only its bytes"
     )
+
+
+def swap_break_even_us(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -> float:
+    """The cost of one copy call (µs, 1 decimal) at which a swap (out and back) of `tokens`
+    tokens costs as much as recomputing them: below it swap wins, above it recompute does."""
+    m, assume = costs.MODELS[model], costs.Assumptions()
+    way = costs.preemption_costs(model, gpu, tokens, assume)
+    calls = 2 * -(-tokens // assume.page_size) * m.num_layers * 2  # out and back
+    bytes_s = way["swap_s"] - calls * assume.copy_overhead_s
+    return round((way["recompute_s"] - bytes_s) / calls * 1e6, 1)

@@ -113,11 +113,12 @@ def _owner(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarr
     panel.legend = owners[:MAX_LEGEND_SEQUENCES]
     if len(owners) > len(panel.legend):
         panel.legend.append(("", f"+{len(owners) - len(panel.legend)} more"))
-    # no holder: the state, named only when the picture has such a cell and no page-state view
-    # keys the same colours (a key with room for four rows then names sequences, not states)
+    # no holder: the state, named when the picture has such a cell. FREE grey only when no
+    # page-state view keys it (a key with room for four rows then names sequences); CACHED
+    # orange always, as no sequence colour is orange and learners look for it in this key
     keyed = any(p.view == "state" for p in ctx.frame.panels)
     fixed = [(NO_OWNER_COLOR, "FREE")] * bool((snap.state == PageState.FREE).any() and not keyed)
-    fixed += [(CACHED_NO_OWNER_COLOR, "CACHED")] * bool((snap.state == PageState.CACHED).any() and not keyed)
+    fixed += [(CACHED_NO_OWNER_COLOR, "CACHED")] * bool((snap.state == PageState.CACHED).any())
     panel.legend += fixed
     panel.fixed_rows = len(fixed)  # after the sequences, never folded
     return rgba, _ids(snap)

@@ -40,7 +40,7 @@ CACHED_NO_OWNER_COLOR = STATE_COLORS[PageState.CACHED]
 SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#CC6677",  # muted: rose
     "#332288",  # muted: indigo
-    "#DDCC77",  # muted: sand
+    "#44AA99",  # muted: teal (not sand: too close to CACHED orange on a projector)
     "#117733",  # muted: green
     "#88CCEE",  # muted: cyan
     "#225555",  # dark: teal
@@ -51,7 +51,7 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#004488",  # high-contrast: blue
     "#EE3377",  # vibrant: magenta
 )
-# Your own requests (ids "yours1", ...): colours far from CACHED orange (no sand, pear or rose),
+# Your own requests (ids "yours1", ...): colours far from CACHED orange (no pear or rose),
 # the first one no other sequence of the picture has yet
 YOURS_COLORS = ("#88CCEE", "#117733", "#AA4499", "#EE3377", "#225555", "#004488", "#332288")
 OCCUPANCY_CMAP = "cividis"
