@@ -764,3 +764,22 @@ def test_the_owner_key_names_only_sequences_that_own_a_page():
     run.apply(Action("decode"))  # both write: the child copies the shared last page
     names = [label for _, label in plot_pool(run.snapshots[-1]).panels["owner"].legend]
     assert str(child) in names
+
+
+def test_a_prefix_hit_on_a_page_that_was_once_a_copy_is_outlined_as_a_hit_in_its_table():
+    """Notebook 04's dashboard: a request added with the prefix of sample.0 finds sample.0's
+    copy-on-write page 5 in the prefix index. Its own table shows a prefix hit there; only
+    sample.0, which made the copy, shows the copy outline and "←4"."""
+    story = ScenarioRun("parallel")
+    for _ in range(12):
+        story.step()
+    tokens = list(story.seqs.get("sample.0").token_ids)
+    assert story.seqs.add("yours1", tokens[:24] + [1, 2]) == 24
+    assert story.seqs.block_table("yours1")[4] == 5
+    page = block_table_html(story.seqs.snapshot(), events=story.events)
+    mine, theirs = page[page.index(">yours1<") :], page[page.index(">sample.0<") : page.index(">sample.1<")]
+    assert "block 4 -&gt; page 5, ref count 2, prefix hit" in mine and "←4" not in mine
+    assert "copy-on-write from page 4" in theirs and "5×2←4" in theirs
+    fig = plot_block_tables(story.seqs.snapshot(), events=story.events)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts.count("5 ×2\n←4") == 1  # sample.0's cell only

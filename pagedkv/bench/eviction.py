@@ -140,7 +140,7 @@ def figure(report: Report):
     curves, sizes = report.data["curves"], report.data["sizes"]
     columns = min(2, len(curves))
     rows = -(-len(curves) // columns)
-    fig = Figure(figsize=(8.4, 0.9 + 2.3 * rows), dpi=100)  # 550 px: fits a 720 px screen
+    fig = Figure(figsize=(8.4, 0.8 + 1.8 * rows), dpi=100)  # 440 px: fits a 720 px screen with text
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
     axes = fig.subplots(rows, columns, sharex=True, squeeze=False)

@@ -73,6 +73,15 @@ def _marks(
     return {s: 0 if s in forked else n for s, n in hits.items()}, cow
 
 
+def _mark(block: int, page: int, hit_blocks: int, cow: dict[int, int]) -> str | None:
+    """How one block table entry is outlined: "hit" if this table found the page in the
+    prefix index (a page that was once a copy, found later by another request, is a hit for
+    that request: the copy mark belongs to the table that made it), else "cow" for a copy."""
+    if block < hit_blocks:
+        return "hit"
+    return "cow" if page in cow else None
+
+
 def _check(snapshot: object, palette: object) -> SequencePalette:
     check_instance("snapshot", snapshot, PoolSnapshot)
     if palette is None:
@@ -106,10 +115,10 @@ def plot_block_tables(
         table = snapshot.block_tables[seq_id]
         for block, page in enumerate(table[:max_blocks]):
             refs = int(snapshot.ref_count[page])
-            mark = "cow" if page in cow else "hit" if block < hits.get(seq_id, 0) else None
+            mark = _mark(block, page, hits.get(seq_id, 0), cow)
             shown |= {m for m in (mark, "shared" if refs > 1 else None) if m}
             label = f"{page}" + (f" ×{refs}" if refs > 1 else "")
-            if page in cow:
+            if mark == "cow":
                 label += f"\n←{cow[page]}"
             _draw_cell(ax, block, row, label, refs, mark, palette.color(seq_id), palette.text_color(seq_id))
         if len(table) > max_blocks:
@@ -206,12 +215,13 @@ def block_table_html(
         for block, page in enumerate(table[:max_blocks]):
             refs = int(snapshot.ref_count[page])
             border, title = "1px solid #444", f"block {block} -> page {page}, ref count {refs}"
-            if page in cow:
+            mark = _mark(block, page, hits.get(seq_id, 0), cow)
+            if mark == "cow":
                 border, title = (
                     f"3px solid {COW_COLOR}",
                     title + f", copy-on-write from page {cow[page]}",
                 )
-            elif block < hits.get(seq_id, 0):
+            elif mark == "hit":
                 border, title = f"3px solid {HIT_COLOR}", title + ", prefix hit"
             shared = (
                 "background-image:repeating-linear-gradient(45deg,transparent 0 4px,"
@@ -219,7 +229,7 @@ def block_table_html(
                 if refs > 1
                 else ""
             )
-            label = f"{page}" + (f"×{refs}" if refs > 1 else "") + (f"←{cow[page]}" if page in cow else "")
+            label = f"{page}" + (f"×{refs}" if refs > 1 else "") + (f"←{cow[page]}" if mark == "cow" else "")
             cells.append(
                 f'<td title="{html.escape(title)}" style="background:{color};color:{text_color};'
                 f'border:{border};{shared}padding:1px 4px;text-align:center;min-width:2.2em">'
