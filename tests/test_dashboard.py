@@ -111,6 +111,13 @@ def test_reset_goes_back_to_step_zero(dash):
     assert "nothing to undo" in dash.caption.value  # visible under the buttons, whatever tab is open
 
 
+def test_reset_stops_play(dash):
+    dash.play.playing = True  # ▶ pressed: the browser steps Play's value on
+    dash.play.value = 2
+    dash.reset_button.click()
+    assert dash.play.playing is False and step_number(dash) == 0 and dash.play.value == 0
+
+
 def test_play_steps_until_its_value(dash):
     dash.play.value = 4
     assert dash.run.cursor == 4 and step_number(dash) == 4

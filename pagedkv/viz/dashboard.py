@@ -50,9 +50,8 @@ MORE_VIEWS = ("occupancy", "ref_count")  # in the More views tab (the main pictu
 PICTURE_TABS = ("More views", "LRU order", "Page life")  # drawn when opened, not on every step
 COMPACT_WIDTH = 4.6  # inches per panel of the More views tab
 CAPTION_CHARS = 200  # a refused step's caption longer than this says only why (the log has the rest)
-# At most 2 lines, so the dashboard fits a 1280x720 screen: a longer caption ends in "…".
 CAPTION_STYLE = "font-size:14px;line-height:1.35;display:-webkit-box;-webkit-line-clamp:2;" + (
-    "-webkit-box-orient:vertical;overflow:hidden")  # fmt: skip
+    "-webkit-box-orient:vertical;overflow:hidden")  # fmt: skip  # ≤ 2 lines (1280x720); longer: "…"
 
 
 class Dashboard(DashboardControls):
@@ -128,6 +127,7 @@ class Dashboard(DashboardControls):
     def reset(self) -> None:
         """Back to step 0, without your own actions or Prompt text, on the same pool size; a short
         message (≤ 2 caption lines; on a resized pool it says whose pool the captions are about)."""
+        self.play.playing = False  # ▶ stops: a Reset while it plays would step on from 0
         self.message, self._switched = "Reset: step 0, same pool size" + self._geometry_note(" · "), False
         self.prompt.value = PROMPT_TEXT
         self.run.reset()

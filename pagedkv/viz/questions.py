@@ -185,7 +185,8 @@ def lru_caption(record: ActionRecord | None) -> str:
     ACTIVE for their new holder, so not outlined) and the next victim, outlined."""
     gone = list(dict.fromkeys(e.page_id for e in record.events if e.kind == "evict")) if record else []
     pages = f"page {gone[0]}" if len(gone) == 1 else f"pages {', '.join(map(str, gone))}, in that order"
-    said = f" This step evicted {pages}: now blue, held by their new owner." * bool(gone)
+    whose = "its" if len(gone) == 1 else "their"
+    said = f" This step evicted {pages}: now blue, held by {whose} new owner." * bool(gone)
     return said + " #1 (outlined) is the next victim; blue pages are ACTIVE, named by their holder."
 
 
