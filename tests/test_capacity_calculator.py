@@ -57,7 +57,7 @@ def test_the_widget_reproduces_the_log_when_its_fields_are_typed_in():
     box = calculator()
     out = box.children[-1]
     assert "Mistral-7B on A100-40GB" in out.value  # the model and GPU the notebook discusses
-    assert "requests of 1,024 tokens" in out.value  # the length section 1.5 brings back
+    assert "requests of 1,024 tokens" in out.value  # the length section 1.2 brings back
     top = box.children[0].children
     top[0].value, top[2].value = "Llama-3-8B", 8192
     fields = {w.description: w for row in box.children[1:3] for w in row.children}

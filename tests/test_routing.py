@@ -128,3 +128,11 @@ def test_the_figure_keys_both_panels_lines_by_router_in_one_legend():
     keyed = [h.get_color() for h in legend.legend_handles]
     for ax in fig.axes:
         assert keyed == [line.get_color() for line in ax.get_lines()[: len(routing.ROUTERS)]]
+
+
+def test_prompts_seen_is_the_quick_runs_routing():
+    """prompts_seen replays run(quick=True) request for request: under prefix-aware routing
+    over 8 replicas, each replica is sent only a few system prompts; round-robin many more."""
+    seen = bench_routing.prompts_seen("prefix_aware", 8)
+    assert len(seen) == 8 and max(seen) <= 5
+    assert min(bench_routing.prompts_seen("round_robin", 8)) >= 12

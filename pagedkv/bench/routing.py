@@ -19,7 +19,7 @@ import argparse
 from pagedkv.bench import Report
 from pagedkv.labs.experiments import popular_system_prompts
 from pagedkv.labs.parallel import QUICK_WORKERS, run_all
-from pagedkv.labs.routing import ROUTERS, RouterConfig, simulate
+from pagedkv.labs.routing import ROUTERS, RouterConfig, prefixes_per_replica, simulate
 
 DIGITS = {"imbalance": 2}  # the table's floats: the imbalance with two decimals
 HELP = "prefix hit rate and load imbalance over N replicas: round-robin, least-loaded, prefix-aware"
@@ -103,6 +103,18 @@ def run(
         data=data,
         plotter=figure,
         digits=DIGITS,
+    )
+
+
+def prompts_seen(router: str, num_replicas: int, *, quick: bool = True) -> list[int]:
+    """How many distinct system prompts each replica was sent in `run(quick=quick)`'s run of
+    `router` over `num_replicas` replicas (run's defaults; the same run, request for request)."""
+    requests, num_prompts, prompt_length, rate = (200 if quick else 600), 32, 256, 0.15
+    workload = popular_system_prompts(requests, num_prompts, prompt_length, 0)
+    options = dict(num_pages=128, page_size=16, max_num_seqs=16, seed=0)
+    config = RouterConfig(router, 0.5, 32)
+    return prefixes_per_replica(
+        workload, num_replicas, prompt_length, config=config, arrival_rate=rate * num_replicas, **options
     )
 
 

@@ -1,5 +1,5 @@
 """Recompute against swap as vLLM's block (page) size grows: the numbers of notebook 11's
-section 1.5 for the vLLM paper's OPT-13B, and what the paper's ratio of 1.2 would need.
+section 1.2's Optional part for the vLLM paper's OPT-13B, and what the paper's ratio of 1.2 would need.
 
 A swap makes one copy call per block, layer, K and V, each way, so small blocks pay many
 calls; recompute does not depend on the block size. At large blocks the copy calls hardly

@@ -126,10 +126,12 @@ def simulate(
     max_num_seqs: int = 32,
     arrival_rate: float = 1.0,
     seed: int = 0,
+    sent: list[int] | None = None,
 ) -> dict:
     """Route the requests, arriving `arrival_rate` per tick (Poisson), over `num_replicas`
     replicas; return the prefix hit rate in tokens, load imbalance, per-replica counts and
-    how many requests the safety valve sent (`by_valve`, 0 but for prefix-aware routing)."""
+    how many requests the safety valve sent (`by_valve`, 0 but for prefix-aware routing).
+    `sent`, if given, receives each request's replica index, in request order."""
     check_int("num_replicas", num_replicas, 1, 1024)
     if not requests:
         raise ValueError("requests must not be empty")
@@ -147,6 +149,8 @@ def simulate(
             replicas[k].scheduler.add_request(r.req_id, r.prompt_token_ids, r.max_new_tokens, seed=r.seed)
             routed[k] += 1
             nxt += 1
+            if sent is not None:
+                sent.append(k)
         if nxt < len(requests):  # the steady state: the drain at the end says nothing
             loads = [r.load for r in replicas]
             peak, mean = peak + max(loads), mean + float(np.mean(loads))
@@ -166,3 +170,16 @@ def simulate(
         "by_valve": by_valve,
         "ticks": tick,
     }
+
+
+def prefixes_per_replica(
+    requests: Sequence[Request], num_replicas: int, prefix_len: int, **options
+) -> list[int]:
+    """How many distinct prompt prefixes of `prefix_len` tokens (e.g. system prompts) each
+    replica was sent, in one `simulate(requests, num_replicas, **options)` run."""
+    sent: list[int] = []
+    simulate(requests, num_replicas, sent=sent, **options)
+    seen: list[set] = [set() for _ in range(num_replicas)]
+    for k, request in zip(sent, requests):
+        seen[k].add(tuple(request.prompt_token_ids[:prefix_len]))
+    return [len(s) for s in seen]

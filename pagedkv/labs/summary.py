@@ -23,7 +23,7 @@ def summary_text(
     "64", "256": host pages), `routing` `bench routing`'s data ({router: {N: run}}, N = 2, 4,
     8) and `serving` `bench serving`'s data (systems, rates, top_rate). `tokens` is the
     request length of the requests that fit (section 1.1's table), `back_tokens` that of the
-    request brought back (section 1.5's)."""
+    request brought back (section 1.2's)."""
     cap = costs.capacity("Mistral-7B", "A100-40GB", tokens)
     way = costs.preemption_costs("Mistral-7B", "A100-40GB", back_tokens)
     ms = {k: f"{way[f'{k}_s'] * 1e3:.0f} ms" for k in ("recompute", "swap", "reload")}

@@ -180,7 +180,7 @@ def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 
     read every term of the KV budget, what fits and the three ways back. `request tok`
     (`tokens`) is the request length of "requests of N tokens that fit" and of the ways back;
     the budget does not depend on it. It opens at 1,024 tokens, the request notebook 11's
-    section 1.5 brings back. Returns the box."""
+    section 1.2 brings back. Returns the box."""
     import ipywidgets as widgets
 
     costs.model_spec(model), costs.gpu_spec(gpu)  # ValueError naming the choices
