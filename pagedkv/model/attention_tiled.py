@@ -129,7 +129,7 @@ class TiledAttentionEngine(AttentionEngine):
         np.exp(scores, out=scores)
         return scores.sum(axis=-1, keepdims=True)
 
-    def _tiles(self, context_lens: np.ndarray, width: int) -> list[tuple[slice, slice, slice]]:
+    def tiles(self, context_lens: np.ndarray, width: int) -> list[tuple[slice, slice, slice]]:
         """The tiles of a batch whose longest context fills `width` pages: (sequences, their
         page columns, the token columns those pages hold). A group of sequences reads up to
         its longest context, so no tile reads a page past every context it serves.
@@ -169,7 +169,7 @@ class TiledAttentionEngine(AttentionEngine):
         q_t = self._tall_queries(q, dtype)  # [B, Hkv, D, G]
         batch, kv_heads, dim, group = q_t.shape
         width = -(-int(lens.max()) // self.page_size)  # spare pages past every context are never read
-        tiles = self._tiles(lens, width)
+        tiles = self.tiles(lens, width)
         in_place = 2 * int(lens.sum()) * cache[0, 0, 0].nbytes <= IN_PLACE_BYTES  # K/V bytes of the contexts
         scores = self._scratch("scores", (batch, kv_heads, group, width * self.page_size), dtype)
         for rows, pages, tokens in tiles:  # pass 1: q . K, a tile of pages at a time
