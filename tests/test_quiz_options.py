@@ -446,3 +446,26 @@ def test_a_predictions_pick_carries_an_arrow_and_only_the_pick():
     for pick in (options[1], options[0]):  # a new pick moves the mark
         predict.choices.value = pick
         assert [icon == "arrow-right" for icon in predict.choices.icons] == [o == pick for o in options]
+
+
+def test_next_after_a_wrong_pick_names_the_question_left_undone():
+    """A learner picked wrong, pressed Next and finished the quiz believing every question was
+    answered: the position line now names, in red, each question left unanswered."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("06-check")
+    n, q = len(quiz.questions), quiz.questions[0]
+    quiz.check(0, next(o for o in q.options if o != q.answer))  # first wrong pick: not settled
+    assert "Not done yet" not in quiz.position.value  # still on it: nothing skipped
+    quiz.next.click()
+    assert "Not done yet: question 1" in quiz.position.value
+    for k in range(1, n):
+        quiz.show(k)
+        quiz.check(k, quiz.questions[k].answer)
+    assert "Not done yet: question 1<" in quiz.position.value and quiz.summary.layout.display == "none"
+    quiz.previous.click()
+    quiz.show(0)
+    assert "Not done yet" not in quiz.position.value  # on question 1 itself: its own page says so
+    quiz.check(0, q.answer)
+    quiz.show(1)
+    assert "Not done yet" not in quiz.position.value and quiz.summary.layout.display != "none"

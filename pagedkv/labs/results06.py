@@ -7,14 +7,23 @@ WIDTH = 80  # characters per printed line: a closed box at projector width wraps
 
 
 def memory_text(shares: dict[str, dict]) -> str:
-    """Section 1's result: how full paging and the oracle keep the slots, and the batch each
-    reaches (`shares`: `memory.run(...).data["sharegpt"]`)."""
+    """Section 1's result: how full paging and the oracle keep the slots (`shares`:
+    `memory.run(...).data["sharegpt"]`); the batches wait for the prediction (`batch_text`)."""
     paged, oracle = shares["paged"], shares["oracle"]
     return (
         f"Result: paging fills {paged['token_states']:.1f}% of the slots with K/V, the oracle "
-        f"{oracle['token_states']:.1f}%,\nso paging runs {paged['mean_batch'] / oracle['mean_batch']:.1f}"
-        f" times the oracle's batch ({paged['mean_batch']:.1f} against {oracle['mean_batch']:.1f})."
-        "\nTokens per second: the box after the prediction below."
+        f"{oracle['token_states']:.1f}%.\nThe batch and tokens per second: after the prediction below."
+    )
+
+
+def batch_text(shares: dict[str, dict]) -> str:
+    """Section 1's batches, for the box that answers the prediction: how many times the
+    oracle's batch paging runs (`shares` as for `memory_text`)."""
+    paged, oracle = shares["paged"], shares["oracle"]
+    ratio = paged["mean_batch"] / oracle["mean_batch"]
+    return (
+        f"paging runs {ratio:.1f} times the oracle's batch "
+        f"({paged['mean_batch']:.1f} against {oracle['mean_batch']:.1f} requests at once)"
     )
 
 

@@ -2,19 +2,18 @@
 questions at the end of a notebook, and open questions with an answer to reveal.
 
 - `PredictStep("05-preempt")`: a question about the *next* step of a scenario (which page is
-  allocated, how many pages a prompt needs, which page is evicted, which page a forked
-  append copies, which request is preempted). The learner picks an answer and presses
-  "Step and check": the step runs, and the widget grades the pick against what the step did.
-- `Quiz("05-check")`: multiple-choice questions, one at a time, "k of n done" above them.
+  allocated or evicted, which request is preempted, ...). The learner picks and presses "Step
+  and check": the step runs, and the widget grades the pick against what the step did.
+- `Quiz("05-check")`: multiple-choice questions, one at a time, "k of n done" above them and,
+  in red, any question Next or Previous left unanswered.
 - `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
 
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
 quite. Think it over" and a second try, with nothing given away; a right pick, or a second
 wrong one, shows the answer and why, and what the wrong pick overlooked (a prediction adds
-its longer `after` text, if it has one, and the pool heatmap after the step). Either locks
-the question in both ("Answered" or "Answer shown"), so a later click cannot count as a try. A quiz titled
-"Predict" asks about the cells below it: a line under it says they show the answer; once all
-is answered, the closed Result boxes made right after it (`reveal.await_result`) open.
+its `after` text and the pool after the step). Either locks the question ("Answered" or
+"Answer shown"): a later click is no try. A quiz titled "Predict" asks about the cells below
+it; once all is answered, the closed Result boxes made right after it (`reveal.await_result`) open.
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
@@ -156,7 +155,6 @@ class PredictStep(widgets.VBox):
             show_clock=False,  # no pool clock beside the notebook's steps: one counter, as on the dashboard
         )
         self._lru = self._heatmap.active_owners = "lru" in views  # it names ACTIVE pages' holders too
-        # One line saying where the picture will appear, until the step has run.
         self.placeholder = widgets.HTML(ROOM, layout=widgets.Layout(width="100%", margin="0"))
         self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
@@ -215,7 +213,6 @@ class PredictStep(widgets.VBox):
         self.placeholder.layout.display = "none"
         self.choices.disabled = self.button.disabled = True
         self.button.button_style = ""  # grey: the settled button looks as locked as it is
-        # not "Check again": nothing is left to check (the quiz's two labels)
         self.button.description, self.button.icon = ("Answer shown", "Answered")[bool(self.correct)], "check"
         if self.data.after:
             self.after.value = _box(markdown_html(self.data.after))
@@ -243,6 +240,7 @@ class Quiz(widgets.VBox):
         self.misses = [0] * len(self.questions)  # wrong picks so far: the answer shows after two
         self.settled = [False] * len(self.questions)  # right, or wrong twice
         self.first_try: list[bool | None] = [None] * len(self.questions)  # right at the first pick?
+        self.seen = [False] * len(self.questions)  # shown once: left undone, the position line says so
         for k, q in enumerate(self.questions):
             picker = widgets.RadioButtons(
                 options=list(q.shown_options), value=None, layout=widgets.Layout(width="auto")
@@ -287,9 +285,11 @@ class Quiz(widgets.VBox):
         for j, page in enumerate(self.pages):
             page.layout.display = "" if j == k else "none"
         n, done, first = len(self.questions), sum(self.settled), sum(bool(r) for r in self.first_try)
-        self.position.value = _box(
-            f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
-        )
+        self.seen[k] = True  # a question left unanswered (Next, Previous) is named, in red
+        skipped = [str(j + 1) for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
+        left = f"<br>{_verdict('Not done yet: question ' + ', '.join(skipped), WRONG)}" if skipped else ""
+        head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
+        self.position.value = _box(head + left)
         self.previous.disabled, self.next.disabled = k == 0, k == len(self.questions) - 1
         self.next.button_style = "primary" if self.settled[k] and not self.next.disabled else ""
 
