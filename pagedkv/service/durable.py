@@ -60,7 +60,7 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.service.checkpoint import export_state, key_to_json, write_checkpoint
 from pagedkv.service.idempotency import DEFAULT_MAX_KEYS, IdempotencyKeys
-from pagedkv.service.kv_checksums import computed_entries, forget
+from pagedkv.service.kv_checksums import computed_entries, copy_entries, note
 from pagedkv.service.wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir, lock_store
 
 CONFIG, KV, LOG, CHECKPOINT, LOCK = "config.json", "kv.bin", "wal.log", "checkpoint.bin", "lock"
@@ -150,7 +150,7 @@ class DurableSequenceManager(SequenceManager):
             }
         )
         num_cached = self._admit(plan)
-        forget(self.kv_crc, free + evict)  # pages handed out: K/V to change
+        note(self.kv_crc, free + evict, ())  # pages handed out: their K/V will change
         self._verify(self.sequences[seq_id].block_table == plan.hits + free + evict, "add", seq_id)
         return num_cached
 
@@ -160,19 +160,20 @@ class DurableSequenceManager(SequenceManager):
         free, evict = self.pool.peek_allocation(self.pages_needed_to_append(seq_id))
         alloc = free + evict
         cow = [seq.block_table[-1], alloc[0]] if alloc and seq.num_tokens % self.page_size else None
-        self._log(
-            {
-                "op": "append",
-                "seq_id": seq_id,
-                "token": token_id,
-                "alloc": alloc,
-                "evict": evict,
-                "cow": cow,
-                "clock": self.pool.clock + 1,
-            }
-        )
+        payload = {
+            "op": "append",
+            "seq_id": seq_id,
+            "token": token_id,
+            "alloc": alloc,
+            "evict": evict,
+            "cow": cow,
+            "clock": self.pool.clock + 1,
+        }
+        if cow:  # the copy's K/V will be its source's: their CRC (kv_checksums.py)
+            payload["kv_crc"] = copy_entries(self._kv_file(), cow, seq.num_tokens % self.page_size)
+        self._log(payload)
         slot = super().append_slot(seq_id, token_id)
-        forget(self.kv_crc, alloc)
+        note(self.kv_crc, alloc, payload.get("kv_crc", ()))
         if cow:
             self._kv_dirty = True
             self._verify(self.cow_log[-1] == tuple(cow), "append", seq_id)
@@ -202,7 +203,7 @@ class DurableSequenceManager(SequenceManager):
         payload = {"op": "computed", "seq_id": seq_id, "n": int(n), "clock": self.pool.clock, "kv_crc": crcs}
         self._log(payload, kv_written=True)  # replay puts the logged kv_crc in the payload
         super().set_computed(seq_id, n)
-        self.kv_crc.update((page, [slots, crc]) for page, slots, crc in payload.get("kv_crc", ()))
+        note(self.kv_crc, (), payload.get("kv_crc", ()))
 
     def reset_prefix_cache(self) -> bool:
         """The pool's `reset_prefix_cache`, logged (call this one, not the pool's)."""

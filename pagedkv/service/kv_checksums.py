@@ -7,7 +7,7 @@ surviving state still caches. Either way a prefix hit on that page would read wr
 
 So each `computed` record carries `kv_crc`: for each page its newly computed tokens fall in,
 `[page, slots, crc32]`, the CRC-32 of that page's K/V in slots 0 to slots - 1 (every layer,
-K and V). The manager keeps the newest entry per page (`DurableSequenceManager.kv_crc`;
+K and V); an `append` that copies on write carries the copy's. The manager keeps the newest entry per page (`DurableSequenceManager.kv_crc`;
 checkpoints keep them too), and forgets a page's entry when the page is handed out again.
 At the end of recovery `failed_pages` recomputes the CRC of every page that is not FREE and
 has an entry, from kv.bin; `drop_failed` then makes sure no such page is served:
@@ -26,6 +26,7 @@ holds the K/V as of the crash, not as of each record) and repairing a page from 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -51,10 +52,18 @@ def computed_entries(
     return entries
 
 
-def forget(kv_crc: dict[int, list[int]], pages: list[int]) -> None:
-    """Drop the entries of `pages` (page -> [slots, crc]): they were handed out again."""
-    for page in pages:
+def copy_entries(kv: np.ndarray, cow: list[int], slots: int) -> list[list[int]]:
+    """[[copy, slots, crc]] for a copy-on-write [source, copy] of `slots` slots: the copy's
+    K/V will be the source's, so their CRC is known before the copy is made."""
+    return [[cow[1], slots, page_crc(kv, cow[0], slots)]]
+
+
+def note(kv_crc: dict[int, list[int]], handed_out: Iterable[int], entries: Iterable[list[int]]) -> None:
+    """Update the entries (page -> [slots, crc]): forget pages handed out again (their K/V
+    will change), then keep the new `entries` ([page, slots, crc] each)."""
+    for page in handed_out:
         kv_crc.pop(page, None)
+    kv_crc.update((page, [slots, crc]) for page, slots, crc in entries)
 
 
 def failed_pages(state: dict, kv: np.ndarray) -> list[int]:

@@ -247,13 +247,13 @@ def _recover(directory: Path, fsync: FsyncPolicy | str, max_keys: int) -> Durabl
         manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd, max_keys)
         state = export_state(scratch)
         dropped = _drop_overwritten(state, rolled_back)
+        _redo_last_copy(state, kv, records[-1].payload if records else {})
         failed = failed_pages(state, kv)
         drop_failed(state, failed, config.page_size)
         restore_state(manager, state)
     except BaseException:
         os.close(lock_fd)
         raise
-    _redo_last_copy(manager, kv, records[-1].payload if records else {})
     manager.recovery = {
         "checkpoint_seq": base_seq,
         "records_replayed": len(records),
@@ -292,12 +292,12 @@ def _read_durable(directory: Path) -> tuple[int, dict | None, list[Record], int]
     return base_seq, state, records, end
 
 
-def _redo_last_copy(manager: DurableSequenceManager, kv: np.memmap, last: dict) -> None:
+def _redo_last_copy(state: dict, kv: np.memmap, last: dict) -> None:
     """Copy-on-write again when the last record is one: the crash may have come between the
     record and its copy of the K/V."""
     if last.get("cow"):
         src, dst = last["cow"]
-        n = len(manager.pool.page(dst).token_ids) - 1
+        n = len(state["pages"][dst][2]) - 1  # the copy's tokens, but the appended one
         kv[:, :, dst, :n] = kv[:, :, src, :n]
         kv.flush()
 
