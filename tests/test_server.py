@@ -114,8 +114,10 @@ def test_duplicate_ids_and_server_assigned_ids(client):
 def test_a_request_larger_than_the_pool_is_422_and_one_past_its_free_pages_503(client):
     """Never servable (more pages than the pool has in all): 422 naming the field, no
     Retry-After. Servable later (fits the pool, not its FREE + CACHED pages now): 503 with
-    Retry-After. Neither changes anything."""
+    Retry-After. Neither changes anything. Each 503 out_of_pages, and nothing else, is
+    counted by pagedkv_out_of_pages_refusals_total."""
     before = client.get("/snapshot").json()
+    refused = _out_of_pages_refusals(client)
     r = client.post("/sequences", json={"seq_id": "huge", "token_ids": [7] * 2000})
     assert r.status_code == 422 and "retry-after" not in r.headers
     body = r.json()
@@ -142,10 +144,18 @@ def test_a_request_larger_than_the_pool_is_422_and_one_past_its_free_pages_503(c
     assert r.json()["detail"][0]["loc"] == ["body", "max_new_tokens"]
     assert "65 pages of 4 tokens" in r.json()["detail"][0]["msg"]
     assert client.get("/snapshot").json() == mid
+    assert _out_of_pages_refusals(client) == refused + 2  # the two 503s; no 422 counted
     for seq_id in ("big", "other"):
         client.delete(f"/sequences/{seq_id}")
     after = client.get("/snapshot").json()
     assert after["seq_ids"] == before["seq_ids"]
+
+
+def _out_of_pages_refusals(client) -> float:
+    families = {f.name: f for f in text_string_to_metric_families(client.get("/metrics").text)}
+    family = families["pagedkv_out_of_pages_refusals"]
+    assert family.type == "counter" and "503 out_of_pages" in family.documentation
+    return family.samples[0].value
 
 
 @pytest.mark.slow

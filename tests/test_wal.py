@@ -262,9 +262,33 @@ def test_truncation_at_random_offsets_keeps_every_whole_record(finished_store, t
         manager = recover(store)
         assert manager.last_seq == whole
         assert manager.recovery["torn_bytes"] == offset - (records[whole - 1].end if whole else 8)
-        # K/V on disk are from later than the cut, so only bookkeeping is compared.
-        assert_same_state(manager, reference(11, whole), kv=False)
+        # K/V on disk are from later than the cut (as after a power loss that kept kv.bin
+        # but not the log's tail): pages whose K/V changed since must not be served.
+        _assert_serves_only_right_kv(manager, reference(11, whole))
         manager.close()
+
+
+def _assert_serves_only_right_kv(recovered, expected) -> None:
+    """Pages recovery dropped aside, the state is the reference's; and every K/V it would
+    serve (computed tokens, CACHED pages) equals the reference's."""
+    recovered.check_invariants()
+    failed = set(recovered.recovery["kv_checksum_failed_pages"])
+    got, want = recovered.snapshot(), expected.snapshot()
+    kept = [p for p in range(want.num_pages) if p not in failed]
+    assert np.array_equal(got.state[kept], want.state[kept])
+    assert all(got.state[p] != PageState.CACHED for p in failed)
+    assert list(recovered.sequences) == list(expected.sequences)
+    for sid, seq in recovered.sequences.items():
+        assert seq.token_ids == expected.sequences[sid].token_ids
+        assert seq.block_table == expected.sequences[sid].block_table
+        assert seq.num_computed_tokens <= expected.sequences[sid].num_computed_tokens
+    kv, ref, size = recovered.pool.kv_cache, expected.pool.kv_cache, recovered.page_size
+    for seq in recovered.sequences.values():
+        for pos in range(seq.num_computed_tokens):
+            page, offset = seq.block_table[pos // size], pos % size
+            assert np.array_equal(kv[:, :, page, offset], ref[:, :, page, offset]), (seq.seq_id, pos)
+    cached = [p for p in range(recovered.pool.num_pages) if recovered.pool.page(p).state is PageState.CACHED]
+    assert np.array_equal(kv[:, :, cached], ref[:, :, cached])
 
 
 def test_corruption_in_the_middle_names_its_offset(finished_store, tmp_path):
@@ -361,6 +385,7 @@ def test_checkpoint_compacts_and_recovery_resumes_from_it(tmp_path):
         "rolled_back_records": 0,
         "rolled_back_bytes": 0,
         "dropped_cached_pages": [],
+        "kv_checksum_failed_pages": [],
     }
     assert_same_state(recovered, reference(2, seq))
     recovered.close()

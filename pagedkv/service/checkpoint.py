@@ -84,6 +84,12 @@ def export_state(manager: SequenceManager) -> dict:
         # idempotency keys committed so far (durable managers; idempotency.py)
         "idempotency": manager.idempotency.export() if hasattr(manager, "idempotency") else [],
         "owners": dict(getattr(manager, "owners", {})),  # seq id -> client (quota.py)
+        # [page, computed slots, crc32 of its K/V] of pages not FREE (kv_checksums.py)
+        "kv_crc": [
+            [page, *entry]
+            for page, entry in sorted(getattr(manager, "kv_crc", {}).items())
+            if pages[page][0] != 0  # 0: FREE
+        ],
     }
 
 
@@ -121,6 +127,8 @@ def restore_state(manager: SequenceManager, state: dict) -> None:
         manager.idempotency.restore(state.get("idempotency", []))
     if hasattr(manager, "owners"):
         manager.owners.update(state.get("owners", {}))
+    if hasattr(manager, "kv_crc"):
+        manager.kv_crc.update((page, [slots, crc]) for page, slots, crc in state.get("kv_crc", []))
     manager.check_invariants()
 
 

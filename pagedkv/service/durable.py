@@ -10,9 +10,8 @@ logs nothing. The K/V store is a file-backed `np.memmap`, so K/V survive with th
 `recover` (recovery.py) rebuilds the manager from them.
 
 The record must come first because of K/V, not bookkeeping: a copy-on-write overwrites
-the K/V of a page that, in the state on disk, may still be a CACHED prefix. Were the copy
-to happen before its record, a crash in between would leave a cached page whose hash no
-longer matches its contents.
+the K/V of a page that, in the state on disk, may still be a CACHED prefix; a crash between
+copy and record would leave a cached page whose hash no longer matches its contents.
 
 A directory holds one durable manager:
 
@@ -24,19 +23,19 @@ A directory holds one durable manager:
 
 With fsync "always", K/V are flushed (msync) before a record that vouches for them (a
 `set_computed`, or the record after a copy-on-write; inside a transaction, its commit), so
-the guarantees hold across power loss; with "batch N" or "never" they hold across process
-crashes, and a power loss may lose the last records and leave K/V of their pages unwritten.
+the guarantees hold across power loss. With "batch N" or "never" they hold across process
+crashes; a power loss may lose the last records and K/V, so a `computed` record carries its
+pages' CRCs (kv_checksums.py) and recovery serves no page whose K/V in kv.bin differ.
 
 Transactions. A request of the HTTP service is many operations (a generate of n tokens is
-n `append` and n `computed` records); `transaction()` makes them one unit: a `begin`
-record before the first operation's record, a `commit` record after the last (carrying the
-request's idempotency key and answer, idempotency.py, and the client owning the sequences
-it made, quota.py: `owners`, which a free forgets). Recovery applies committed
-transactions only: one cut off by a crash is dropped from the log, so the store comes back
-as it was before the request. Records outside any transaction (direct use of the manager)
-are each their own transaction. An exception inside a transaction after its first record
-leaves memory ahead of what recovery would rebuild, so the manager refuses every later
-operation (`StoreNeedsRecoveryError`) until the process restarts and recovers.
+n `append` and n `computed` records); `transaction()` makes them one unit: a `begin` record
+first, a `commit` record last (with the request's idempotency key and answer, idempotency.py,
+and the client owning each sequence it made, quota.py: `owners`, which a free forgets).
+Recovery applies committed transactions only: one cut off by a crash is dropped from the
+log, so the store comes back as it was before the request. Records outside any transaction
+(direct use of the manager) are each their own. An exception inside a transaction after its
+first record leaves memory ahead of what recovery would rebuild, so the manager refuses
+every later operation (`StoreNeedsRecoveryError`) until the process restarts and recovers.
 
 Like a database's redo log (ARIES redo, PostgreSQL WAL) with logical records. Leaves out:
 undo records (a cut-off transaction is dropped at recovery, never undone in memory) and
@@ -61,6 +60,7 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.service.checkpoint import export_state, key_to_json, write_checkpoint
 from pagedkv.service.idempotency import DEFAULT_MAX_KEYS, IdempotencyKeys
+from pagedkv.service.kv_checksums import computed_entries, copy_entries, note
 from pagedkv.service.wal import FsyncPolicy, WriteAheadLog, atomic_write, fsync_dir, lock_store
 
 CONFIG, KV, LOG, CHECKPOINT, LOCK = "config.json", "kv.bin", "wal.log", "checkpoint.bin", "lock"
@@ -90,6 +90,7 @@ class DurableSequenceManager(SequenceManager):
         # and restores checkpoints into this store, so a later bound would forget keys.
         self.idempotency = IdempotencyKeys(max_keys)
         self.owners: dict[Hashable, str] = {}  # seq id -> client (commit records; quota.py)
+        self.kv_crc: dict[int, list[int]] = {}  # page -> [computed slots, crc32] (kv_checksums.py)
         self.broken: str | None = None  # why later operations are refused (see module doc)
         self._txn = "none"  # "none" | "pending" (begin not yet logged) | "open"
         self._lock_fd = lock_fd
@@ -149,6 +150,7 @@ class DurableSequenceManager(SequenceManager):
             }
         )
         num_cached = self._admit(plan)
+        note(self.kv_crc, free + evict, ())  # pages handed out: their K/V will change
         self._verify(self.sequences[seq_id].block_table == plan.hits + free + evict, "add", seq_id)
         return num_cached
 
@@ -158,18 +160,20 @@ class DurableSequenceManager(SequenceManager):
         free, evict = self.pool.peek_allocation(self.pages_needed_to_append(seq_id))
         alloc = free + evict
         cow = [seq.block_table[-1], alloc[0]] if alloc and seq.num_tokens % self.page_size else None
-        self._log(
-            {
-                "op": "append",
-                "seq_id": seq_id,
-                "token": token_id,
-                "alloc": alloc,
-                "evict": evict,
-                "cow": cow,
-                "clock": self.pool.clock + 1,
-            }
-        )
+        payload = {
+            "op": "append",
+            "seq_id": seq_id,
+            "token": token_id,
+            "alloc": alloc,
+            "evict": evict,
+            "cow": cow,
+            "clock": self.pool.clock + 1,
+        }
+        if cow:  # the copy's K/V will be its source's: their CRC (kv_checksums.py)
+            payload["kv_crc"] = copy_entries(self._kv_file(), cow, seq.num_tokens % self.page_size)
+        self._log(payload)
         slot = super().append_slot(seq_id, token_id)
+        note(self.kv_crc, alloc, payload.get("kv_crc", ()))
         if cow:
             self._kv_dirty = True
             self._verify(self.cow_log[-1] == tuple(cow), "append", seq_id)
@@ -194,11 +198,12 @@ class DurableSequenceManager(SequenceManager):
         seq = self.get(seq_id)
         n = check_int("num_computed_tokens", num_computed_tokens, 0, seq.num_tokens)
         # The K/V this record vouches for were written just before (TinyLM.forward).
-        self._log(
-            {"op": "computed", "seq_id": seq_id, "n": int(n), "clock": self.pool.clock},
-            kv_written=True,
-        )
+        old, kv = seq.num_computed_tokens, self._kv_file()
+        crcs = computed_entries(kv, seq.block_table, old, n, self.page_size)
+        payload = {"op": "computed", "seq_id": seq_id, "n": int(n), "clock": self.pool.clock, "kv_crc": crcs}
+        self._log(payload, kv_written=True)  # replay puts the logged kv_crc in the payload
         super().set_computed(seq_id, n)
+        note(self.kv_crc, (), payload.get("kv_crc", ()))
 
     def reset_prefix_cache(self) -> bool:
         """The pool's `reset_prefix_cache`, logged (call this one, not the pool's)."""

@@ -32,6 +32,10 @@ pagedkv metric (type)                        vLLM metric: meaning here
 - `pagedkv_num_preemptions_total` (counter)  `vllm:num_preemptions`: preemptions of the
                                              `Scheduler` passed in; 0 without one (the HTTP
                                              service runs none, so never preempts)
+- `pagedkv_out_of_pages_refusals_total`      none (vLLM queues such a request instead):
+  (counter)                                  requests the HTTP server answered 503
+                                             `out_of_pages` (too few FREE or CACHED pages
+                                             now); the server's sign of too few pages
 - `pagedkv_num_requests_running` (gauge)     `vllm:num_requests_running`: the Scheduler's
                                              running requests; without one, live sequences
 - `pagedkv_num_requests_waiting` (gauge)     `vllm:num_requests_waiting`: the Scheduler's
@@ -47,6 +51,9 @@ pagedkv metric (type)                        vLLM metric: meaning here
   (gauges)                                   record) or "uncommitted" (a transaction cut off)
 - `pagedkv_recovery_dropped_cached_pages`    none: CACHED pages recovery made FREE (their
   (gauge)                                    K/V were overwritten by the cut-off transaction)
+- `pagedkv_recovery_kv_checksum_failed_pages` none: pages whose K/V in kv.bin differ from
+  (gauge)                                    the checksum the log holds (kv_checksums.py),
+                                             not served
 
 With a tokens file (quota.py), per client, labelled `client` by the file's names only (at
 most `MAX_CLIENTS` values, never anything a request sent): `pagedkv_client_pages`,
@@ -120,6 +127,7 @@ class ServiceMetrics:
         )
         self._waiting = 0  # requests blocked on the service lock
         self._waiting_lock = threading.Lock()
+        self.out_of_pages_refusals = 0  # 503 out_of_pages answers (count_out_of_pages)
         self.registry.register(_CacheCollector(self))
 
     @contextmanager
@@ -144,6 +152,11 @@ class ServiceMetrics:
     def num_waiting(self) -> int:
         return self._waiting
 
+    def count_out_of_pages(self) -> None:
+        """Count one request refused for want of pages (the HTTP server's 503 out_of_pages)."""
+        with self._waiting_lock:
+            self.out_of_pages_refusals += 1
+
     def exposition(self) -> bytes:
         """The Prometheus text format of every metric."""
         return generate_latest(self.registry)
@@ -158,8 +171,17 @@ class _CacheCollector(Collector):
         c, running, waiting, preemptions = self._read()
         yield from _cache_metrics(c, m.locked.pool.config.num_slots)
         yield _counter("num_preemptions", "Preemptions by the scheduler.", preemptions)
+        yield _counter(
+            "out_of_pages_refusals",
+            "Requests refused with 503 out_of_pages: too few FREE or CACHED pages now.",
+            m.out_of_pages_refusals,
+        )
         yield _gauge("num_requests_running", "Running requests (live sequences).", running)
-        yield _gauge("num_requests_waiting", "Waiting requests.", waiting)
+        yield _gauge(
+            "num_requests_waiting",
+            "Waiting requests: the scheduler's queue; without one, requests waiting for the lock.",
+            waiting,
+        )
         if m.log is not None:  # plain ints, read without the lock
             yield from _wal_metrics(m.log)
             yield from _recovery_metrics(m.recovery)
@@ -259,6 +281,11 @@ def _recovery_metrics(r: dict) -> Iterator[Metric]:
         "pagedkv_recovery_dropped_cached_pages",
         "CACHED pages recovery turned FREE (K/V overwritten by a cut-off transaction).",
         value=len(r.get("dropped_cached_pages", ())),
+    )
+    yield GaugeMetricFamily(
+        "pagedkv_recovery_kv_checksum_failed_pages",
+        "Pages whose K/V differ from their logged checksum; recovery serves none of them.",
+        value=len(r.get("kv_checksum_failed_pages", ())),
     )
 
 

@@ -17,6 +17,12 @@ of CACHED, because their cached K/V can no longer be trusted. What recovery disc
 bytes, rolled-back records and bytes, and the pages it dropped — is in `manager.recovery`
 (the service logs it and exports it as metrics).
 
+Last, each page that is not FREE is checked against the CRC of its K/V that the log and
+checkpoint hold (kv_checksums.py): after a power loss under fsync "batch N" or "never",
+kv.bin may lack K/V a surviving record vouches for, or hold K/V written for a record that was
+lost. A page that fails is never served: a CACHED one turns FREE, and the sequences holding
+an ACTIVE one are computed again from it (`kv_checksum_failed_pages` in the report).
+
 Replay runs on a private copy-on-write view of kv.bin (`np.memmap` mode "c"): a logged
 copy-on-write cannot be replayed against the file, because its source page may since have
 been reused. Only the last record's copy may be missing from the file (the crash came
@@ -43,6 +49,7 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.service.checkpoint import export_state, key_from_json, read_checkpoint, restore_state
 from pagedkv.service.durable import CHECKPOINT, CONFIG, KV, LOG, DurableSequenceManager
 from pagedkv.service.idempotency import DEFAULT_MAX_KEYS
+from pagedkv.service.kv_checksums import drop_failed, failed_pages, free_cached
 from pagedkv.service.wal import FsyncPolicy, Record, WALCorruptionError, WriteAheadLog, lock_store, read_log
 
 
@@ -73,7 +80,8 @@ def _read_config(directory: Path) -> CacheConfig:
 
 class _Replay:
     """Stands in for the log during recovery: each replayed operation must produce exactly
-    the record the log holds."""
+    the record the log holds, except its K/V checksums (`kv_crc`), which it takes from the
+    record: kv.bin holds the K/V as of the crash, not as of the record (checked at the end)."""
 
     policy = FsyncPolicy("never")
 
@@ -84,6 +92,10 @@ class _Replay:
     def append(self, payload: dict, sync: bool = True) -> int:
         record = self.expected
         assert record is not None, "_replay_all sets the record first"
+        if "kv_crc" in payload:  # a log written before checksums has none: nothing to check
+            payload.pop("kv_crc")
+            if "kv_crc" in record.payload:
+                payload["kv_crc"] = record.payload["kv_crc"]
         if payload != record.payload:
             raise WALCorruptionError(
                 self.path,
@@ -142,12 +154,7 @@ def _split_committed(path: Path, records: list[Record]) -> tuple[list[Record], l
 def _drop_overwritten(state: dict, rolled_back: list[Record]) -> list[int]:
     """Turn FREE the CACHED pages a rolled-back transaction was given (it may have written
     their K/V); returns their ids."""
-    given = {p for r in rolled_back for p in r.payload.get("alloc") or ()}
-    dropped = sorted(p for p in given if state["pages"][p][0] == 2)  # 2: CACHED
-    for page_id in dropped:
-        state["pages"][page_id] = [0, 0, [], None, False, state["pages"][page_id][5]]
-    state["release_order"] = [p for p in state["release_order"] if p not in dropped]
-    return dropped
+    return free_cached(state, [p for r in rolled_back for p in r.payload.get("alloc") or ()])
 
 
 def _replay_all(
@@ -240,11 +247,13 @@ def _recover(directory: Path, fsync: FsyncPolicy | str, max_keys: int) -> Durabl
         manager = DurableSequenceManager(KVCachePool(config, kv_cache=kv), log, directory, lock_fd, max_keys)
         state = export_state(scratch)
         dropped = _drop_overwritten(state, rolled_back)
+        _redo_last_copy(state, kv, records[-1].payload if records else {})
+        failed = failed_pages(state, kv)
+        drop_failed(state, failed, config.page_size)
         restore_state(manager, state)
     except BaseException:
         os.close(lock_fd)
         raise
-    _redo_last_copy(manager, kv, records[-1].payload if records else {})
     manager.recovery = {
         "checkpoint_seq": base_seq,
         "records_replayed": len(records),
@@ -252,6 +261,7 @@ def _recover(directory: Path, fsync: FsyncPolicy | str, max_keys: int) -> Durabl
         "rolled_back_records": len(rolled_back),  # the unfinished transaction's records
         "rolled_back_bytes": end - keep,
         "dropped_cached_pages": dropped,
+        "kv_checksum_failed_pages": failed,  # K/V differ from their logged CRC: not served
     }
     return manager
 
@@ -282,12 +292,12 @@ def _read_durable(directory: Path) -> tuple[int, dict | None, list[Record], int]
     return base_seq, state, records, end
 
 
-def _redo_last_copy(manager: DurableSequenceManager, kv: np.memmap, last: dict) -> None:
+def _redo_last_copy(state: dict, kv: np.memmap, last: dict) -> None:
     """Copy-on-write again when the last record is one: the crash may have come between the
     record and its copy of the K/V."""
     if last.get("cow"):
         src, dst = last["cow"]
-        n = len(manager.pool.page(dst).token_ids) - 1
+        n = len(state["pages"][dst][2]) - 1  # the copy's tokens, but the appended one
         kv[:, :, dst, :n] = kv[:, :, src, :n]
         kv.flush()
 
@@ -304,6 +314,11 @@ def discarded_lines(recovery: dict) -> list[str]:
             f"rolled back a transaction a crash cut off ({recovery['rolled_back_records']} "
             f"records, {recovery['rolled_back_bytes']} bytes; "
             f"{len(recovery['dropped_cached_pages'])} cached pages dropped)"
+        )
+    if recovery.get("kv_checksum_failed_pages"):
+        lines.append(
+            f"{len(recovery['kv_checksum_failed_pages'])} pages whose K/V differ from their "
+            "logged checksum (a power loss?): cached ones dropped, active ones to compute again"
         )
     return lines
 

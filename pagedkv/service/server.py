@@ -143,6 +143,7 @@ def _add_error_answers(app: FastAPI, engine: ServiceEngine) -> None:
 
     @app.exception_handler(OutOfPagesError)
     def out_of_pages(request: Request, exc: OutOfPagesError) -> JSONResponse:
+        engine.metrics.count_out_of_pages()  # pagedkv_out_of_pages_refusals_total
         counts = engine.locked.published  # other requests may be changing the pool meanwhile
         return JSONResponse(
             status_code=503,

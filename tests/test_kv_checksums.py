@@ -1,0 +1,106 @@
+"""K/V checksums: after a power loss, recovery serves no page whose K/V never reached kv.bin.
+
+A power loss cannot be made in a test; its outcome can. Under fsync "never" or "batch N"
+the log may reach the disk while kv.bin does not (it is flushed only at a checkpoint and at
+close). So each test runs a server engine, closes it, puts back the kv.bin of an earlier
+moment (the K/V the disk still held), and restarts. The oracle is TinyLM's generation with
+no cache at all (`generate_reference`) and the pool rules: the prompt's pages must not be
+hit, and the tokens must be the model's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pagedkv.model.tinylm import TinyLM
+from pagedkv.service import recover
+from pagedkv.service.engine import ServiceEngine
+
+PROMPT = list(b"the power went out")  # 18 tokens: 4 full pages of 4, and 2 tokens in a fifth
+
+
+def _engine(store, fsync="never"):
+    return ServiceEngine(num_pages=16, page_size=4, wal=store, fsync=fsync)
+
+
+def test_cached_pages_whose_kv_never_reached_the_disk_are_not_hit(tmp_path):
+    store = tmp_path / "store"
+    engine = _engine(store)
+    engine.close()
+    empty_kv = (store / "kv.bin").read_bytes()  # the disk's kv.bin: nothing written yet
+    engine = _engine(store)
+    engine.create(PROMPT, "A")
+    engine.free("A")  # its 4 full pages stay CACHED
+    engine.close()
+    (store / "kv.bin").write_bytes(empty_kv)  # the log reached the disk, the K/V did not
+    manager = recover(store)
+    # the 4 CACHED pages fail their checksum and turn FREE
+    assert len(manager.recovery["kv_checksum_failed_pages"]) == 4
+    assert manager.pool.num_cached_pages == 0
+    manager.close()
+    engine = _engine(store)
+    answer = engine.create(PROMPT, "B")
+    assert answer["num_cached_tokens"] == 0  # no prefix hit on K/V that were lost
+    new = engine.generate("B", 6)["new_token_ids"]
+    assert new == TinyLM.pretrained().generate_reference(PROMPT, 6)
+    engine.check()
+    engine.close()
+
+
+def test_a_live_sequence_whose_kv_were_lost_is_computed_again(tmp_path):
+    store = tmp_path / "store"
+    engine = _engine(store, "batch 64")
+    engine.close()
+    empty_kv = (store / "kv.bin").read_bytes()
+    engine = _engine(store, "batch 64")
+    engine.create(PROMPT, "A")
+    engine.close()
+    (store / "kv.bin").write_bytes(empty_kv)
+    manager = recover(store)
+    failed = manager.recovery["kv_checksum_failed_pages"]
+    assert failed == sorted(manager.sequences["A"].block_table)  # all 5 pages, ACTIVE
+    assert manager.sequences["A"].num_computed_tokens == 0  # to compute again from the start
+    manager.close()
+    engine = _engine(store, "batch 64")  # computes A's tokens before serving anything
+    new = engine.generate("A", 6)["new_token_ids"]
+    assert new == TinyLM.pretrained().generate_reference(PROMPT, 6)
+    engine.close()
+
+
+def test_kv_overwritten_for_a_lost_record_are_caught(tmp_path):
+    # The other way round: kv.bin reached the disk later than the log. The log ends with A
+    # CACHED; K/V of a later request, whose records were lost, overwrote those pages.
+    store = tmp_path / "store"
+    engine = _engine(store)
+    engine.create(PROMPT, "A")
+    engine.free("A")
+    engine.close()
+    log = (store / "wal.log").read_bytes()
+    engine = _engine(store)
+    engine.create(list(b"z" * 56), "C")  # 14 pages: 12 FREE, then 2 of A's CACHED ones
+    engine.close()
+    (store / "wal.log").write_bytes(log)  # C's records never reached the disk
+    manager = recover(store)
+    assert len(manager.recovery["kv_checksum_failed_pages"]) == 2
+    manager.close()
+    engine = _engine(store)
+    hit = engine.create(PROMPT, "B")["num_cached_tokens"]
+    new = engine.generate("B", 6)["new_token_ids"]
+    assert new == TinyLM.pretrained().generate_reference(PROMPT, 6)
+    assert hit == 8  # the 2 overwritten pages are not hit: A's first 2 pages are
+    engine.close()
+
+
+def test_an_intact_store_fails_no_checksum(tmp_path):
+    store = tmp_path / "store"
+    engine = _engine(store)
+    engine.create(PROMPT, "A")
+    engine.fork("A", "B")
+    engine.generate("B", 5)
+    engine.free("A")
+    engine.close()
+    manager = recover(store)
+    assert manager.recovery["kv_checksum_failed_pages"] == []
+    assert manager.kv_crc  # the log carried checksums
+    assert np.count_nonzero(manager.pool.kv_cache)  # and kv.bin holds K/V
+    manager.close()
