@@ -132,7 +132,7 @@ class ActionRecord:
             out += self._event_entries(events[start:end], grouped)
             start = end
             if not is_append:
-                out.append(("note", seq_id))  # the drop's words
+                out.append(("note", str(seq_id)))  # the drop's words
                 continue
             t = self.tokens[seq_id]
             if seq_id in self.slots:

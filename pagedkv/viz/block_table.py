@@ -242,7 +242,8 @@ def block_table_html(
                 if refs > 1
                 else ""
             )
-            label = f"{page}" + (f"×{refs}" if refs > 1 else "") + (f"←{cow[page][0]}" if mark == "cow" else "")
+            source = f"←{cow[page][0]}" if mark == "cow" else ""
+            label = f"{page}" + (f"×{refs}" if refs > 1 else "") + source
             cells.append(
                 f'<td title="{html.escape(title)}" style="background:{color};color:{text_color};'
                 f'border:{border};{shared}padding:1px 4px;text-align:center;min-width:2.2em">'
