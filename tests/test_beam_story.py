@@ -40,3 +40,30 @@ def test_a_run_without_forks_describes_nothing():
     run = ScenarioRun("beam")
     run.step()  # admission only
     assert describe_steps(run) == ""
+
+
+def test_the_log_names_each_beam_drop_before_the_releases_it_causes():
+    # every beam a step drops gets a line naming it and the pages of its block table (read
+    # from the snapshot before the step), before its own pages' "cache"/"free" lines; the
+    # pages another block table also holds before the step are the ones it says stay
+    run = _finished("beam")
+    for record in run.records:
+        before = run.snapshots[record.step - 1].block_tables
+        after = run.snapshots[record.step].block_tables
+        lines = record.lines()
+        for beam in [s for s in before if s not in after]:
+            table = list(before[beam])
+            held = {p for s, t in before.items() if s != beam for p in t}
+            stay = [p for p in table if p in held]
+            said = f"{beam} dropped: releases pages {', '.join(map(str, table))}"
+            k = next(i for i, line in enumerate(lines) if line.startswith(said))
+            if stay:
+                assert f"pages {', '.join(map(str, stay))} stay with the other beams" in lines[k]
+            released = [i for i, line in enumerate(lines) if line.endswith(f"for {beam}")]
+            assert released and min(released) > k  # the cause comes first
+    step6 = run.records[5].lines()
+    assert step6[:2] == [
+        "beam.2 dropped: releases pages 0, 1, 2, 3, 6; pages 0, 1, 2, 3 stay with the other beams"
+        " (ref count down by one)",
+        "cache (ref count 0, kept for reuse) page 6 for beam.2",
+    ]

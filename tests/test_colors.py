@@ -281,3 +281,18 @@ def test_your_request_and_your_fork_never_share_a_colour(name):
         assert len(set(colors.values())) == len(colors), colors
         gap, pair = _closest_pair(colors)
         assert gap >= MIN_DELTA_E, (gap, pair)
+
+
+def test_a_fork_of_yours_after_a_fork_undone_stands_out_from_the_blue_greens():
+    """04's dashboard: you fork sample.0, press Back, then fork sample.1 at step 5. The
+    second fork once took dark teal, hard to tell from sample.2's teal and sample.3's green;
+    now it is far from both (and from every other colour of the picture)."""
+    palette = SequencePalette().restart(ScenarioRun("parallel").steps)
+    for seq_id in ("sample.0.f1", "sample.1.f1"):  # Back keeps a colour once given
+        palette.color(seq_id)
+    colors = dict(palette.items())
+    gap, pair = _closest_pair(colors)
+    assert gap >= MIN_DELTA_E, (gap, pair)
+    for other in ("sample.2", "sample.3"):
+        near, _ = _closest_pair({"fork": colors["sample.1.f1"], other: colors[other]})
+        assert near >= 2 * MIN_DELTA_E, (other, near)

@@ -79,12 +79,15 @@ def test_a_policy_first_on_one_seed_denies_a_far_better_mean_the_win():
     assert verdict(call_winner(runs[1:])) == "b"  # without seed 0, b wins
 
 
-def test_verdict_grid_puts_each_verdict_under_its_size_and_drops_the_prefix():
+def test_verdict_grid_prints_each_verdict_in_full_on_a_line_of_its_own():
     winners = {"chat": ["lru", "no clear winner: arc ~ lru"], "scan": ["no clear winner: a ~ b ~ c", "arc"]}
     lines = verdict_grid(winners, [1024, 2048]).splitlines()
-    assert lines[0].split() == ["stream", "1,024", "tokens", "2,048", "tokens"]
-    assert lines[1].split() == ["chat", "lru", "arc", "~", "lru"]
-    assert lines[2].split() == ["scan", "a", "~", "b", "~", "c", "arc"]
-    col = lines[0].index("2,048")  # each second verdict starts under its size
-    assert lines[1][col:].startswith("arc ~ lru") and lines[2][col:] == "arc"
-    assert lines[3].startswith("a ~ b: no clear winner")
+    assert lines[0].split() == ["stream", "cache", "verdict"]
+    assert [line.split() for line in lines[1:]] == [
+        ["chat", "1,024", "tokens", "lru"],
+        ["2,048", "tokens", "no", "clear", "winner:", "arc", "~", "lru"],
+        ["scan", "1,024", "tokens", "no", "clear", "winner:", "a", "~", "b", "~", "c"],
+        ["2,048", "tokens", "arc"],
+    ]
+    col = lines[0].index("verdict")  # every verdict starts under the heading, as verdict() wrote it
+    assert [line[col:] for line in lines[1:]] == [v for vs in winners.values() for v in vs]

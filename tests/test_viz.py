@@ -311,6 +311,28 @@ def test_block_table_html_uses_the_same_colours_and_marks(known):
     assert "<td" in text and ">5←4</td>" in text  # the copy names its source
 
 
+def test_a_fork_of_a_copied_page_has_no_cow_mark_in_the_forks_row(known):
+    # B copied page 4 into page 5; a fork of B shares page 5 but copied nothing itself
+    pool, seqs, events, _ = known
+    seqs.fork("B", "F")
+    snap = seqs.snapshot()
+    assert snap.block_tables["F"][4] == 5 and snap.ref_count[5] == 2
+    palette = SequencePalette()
+    fig = plot_block_tables(snap, palette, events)
+    cells = iter(fig.axes[0].patches)
+    edges = {}
+    for seq_id in snap.seq_ids:
+        for block, _page in enumerate(snap.block_tables[seq_id]):
+            edges[seq_id, block] = rgb(next(cells).get_edgecolor())
+    assert close(edges["B", 4], rgb(VICTIM_COLOR))  # B made the copy
+    assert close(edges["F", 4], (0, 0, 0))  # F only shares it
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts.count("5 ×2\n←4") == 1 and texts.count("5 ×2") == 1
+    text = block_table_html(snap, palette, events)
+    assert text.count("copy-on-write from page 4") == 1 and text.count(">5×2←4</td>") == 1
+    assert ">5×2</td>" in text
+
+
 def test_cow_mark_disappears_when_the_copy_is_reused(known):
     pool, seqs, events, _ = known
     seqs.free("B")  # the copy (page 5, partial) becomes FREE

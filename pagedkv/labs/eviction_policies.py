@@ -18,8 +18,8 @@ forgotten when the page is evicted.
 - `S3FIFOEvictionPolicy` (Yang et al., SOSP'23): a small FIFO S (10 % of the pool), a
   main FIFO M and a ghost FIFO G. New content enters S; at the head of S, content revived
   while in S moves to M, the rest is evicted and remembered in G; content that returns
-  while in G enters M. M is a FIFO with second chances (up to 3). G keeps as many hashes
-  as M holds pages when a page is evicted from S (at least one), dropping its oldest.
+  while in G enters M. M is a FIFO with second chances (up to 3). At each eviction from S, G
+  keeps as many hashes as M holds pages, at least one (simplified: the paper's G, as M can hold).
 
 Adapted to a page pool, and said so: the policies order *pages*; content is named by its
 block hash (`attach` gives the policy a way to read it), which is what ghosts remember.

@@ -101,13 +101,13 @@ def seed_table(
 
 
 def verdict_grid(winners: dict[str, list[str]], sizes: Sequence[int]) -> str:
-    """`verdict`'s strings (stream -> one per size in `sizes`) as a grid: a line per stream, a
-    column per size; "no clear winner: a ~ b" shows as "a ~ b", and a last line says so."""
-    cells = {w: [v.removeprefix("no clear winner: ") for v in vs] for w, vs in winners.items()}
+    """`verdict`'s strings (stream -> one per size in `sizes`), a line per stream and size,
+    each verdict in full, as `verdict` and the text write it:
+    "chat    1,024 tokens  no clear winner: lru ~ lru+pin", then "        2,048 tokens  lru"."""
     labels = [f"{s:,} tokens" for s in sizes]
-    width = max(len(c) for c in [*labels, *(c for vs in cells.values() for c in vs)]) + 3
-    lines = ["stream  " + "".join(f"{label:{width}s}" for label in labels).rstrip()]
-    for w, vs in cells.items():
-        lines.append(f"{w:8s}" + "".join(f"{c:{width}s}" for c in vs).rstrip())
-    lines.append("a ~ b: no clear winner (best mean first); a name alone: it wins")
+    width = max(len(label) for label in labels) + 2
+    lines = [f"{'stream':8s}{'cache':{width}s}verdict"]
+    for w, vs in winners.items():
+        for k, (label, v) in enumerate(zip(labels, vs, strict=True)):
+            lines.append(f"{w if k == 0 else '':8s}{label:{width}s}{v}")
     return "\n".join(lines)

@@ -79,6 +79,7 @@ class ActionRecord:
         default_factory=dict
     )  # page a prefix hit found ACTIVE -> the other sequences holding it
     lengths: dict[Hashable, int] = field(default_factory=dict)  # seq id -> its tokens after the step
+    drops: list[tuple[int, str]] = field(default_factory=list)  # (events so far, a beam drop's words)
 
     @property
     def refused(self) -> bool:
@@ -124,8 +125,15 @@ class ActionRecord:
         decides = self.action.op == "schedule" and not self.refused
         out: list[tuple[str, str]] = [("decision", self.note)] if decides and self.note else []
         start, events = 0, _causes_first(self.events)
-        for end, seq_id in self.appends:
+        # a beam drop's line goes before the releases it causes; appends after their events
+        marks = [(at, 0, words) for at, words in self.drops] + [(at, 1, s) for at, s in self.appends]
+        marks.sort(key=lambda mark: mark[:2])  # stable: appends at one place keep their order
+        for end, is_append, seq_id in marks:
             out += self._event_entries(events[start:end], grouped)
+            start = end
+            if not is_append:
+                out.append(("note", str(seq_id)))  # the drop's words
+                continue
             t = self.tokens[seq_id]
             if seq_id in self.slots:
                 n, slot = self.numbers.get(seq_id), self.slots[seq_id]
@@ -133,7 +141,6 @@ class ActionRecord:
                 out.append(("append", f"{seq_id} appends {nth}id {t} {_show(t)}, in slot {slot}"))
             else:
                 out.append(("append", f"{seq_id} samples its next token, id {t} {_show(t)}"))
-            start = end
         out += self._event_entries(events[start:], grouped)
         out += [
             ("append", f"{s} samples its next token, id {t} {_show(t)}")
@@ -147,6 +154,12 @@ class ActionRecord:
     def lines(self) -> list[str]:
         """Everything the action did in words, in the order of `entries()`."""
         return [text for _, text in self.entries()]
+
+    def log_lines(self) -> list[str]:
+        """The same in the dashboard log's words (`entries(grouped=True)`): a copy-on-write
+        under one heading, "copy-on-write for sample.0: its last page 4 is shared, ...",
+        then its allocation and copy as "– " lines."""
+        return [text for _, text in self.entries(grouped=True)]
 
 
 _CAUSED = {
@@ -168,6 +181,17 @@ def _causes_first(events: list[Event]) -> list[Event]:
                 j -= 1
         out.insert(j, event)
     return out
+
+
+def drop_words(seq_id: Hashable, table: list[int], shared: list[int]) -> str:
+    """The log's line for a beam a beam step drops (said before the releases it causes):
+    "beam.2 dropped: releases pages 0, 1, 2, 3, 6; pages 0, 1, 2, 3 stay with the other beams
+    (ref count down by one)". Its own pages then show as "cache" or "free" lines."""
+    said = f"{seq_id} dropped: releases page{'s' * (len(table) > 1)} {', '.join(map(str, table))}"
+    if not shared:
+        return said
+    stay = "page" + "s" * (len(shared) > 1) + " " + ", ".join(map(str, shared))
+    return f"{said}; {stay} stay{'s' * (len(shared) == 1)} with the other beams (ref count down by one)"
 
 
 def _show(token: int) -> str:

@@ -22,7 +22,7 @@ from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.model.tinylm import TinyLM
-from pagedkv.scenarios.actions import Action, ActionRecord
+from pagedkv.scenarios.actions import Action, ActionRecord, drop_words
 
 
 class ScenarioOperations:
@@ -199,9 +199,11 @@ class ScenarioOperations:
         chosen = self._best_continuations(beams, action.width)
         picked = {k for _, k, _ in chosen}
         self._check_room_for_beams(len(chosen), [b for k, b in enumerate(beams) if k not in picked])
-        for k, beam in enumerate(beams):
-            if k not in picked:
-                self._free(Action("free", beam), record)
+        for beam in (b for k, b in enumerate(beams) if k not in picked):
+            table = self.seqs.block_table(beam)
+            shared = [p for p in table if self.pool.ref_count(p) > 1]
+            record.drops.append((len(record.events), drop_words(beam, table, shared)))
+            self._free(Action("free", beam), record)
         taken, plan = set(), []
         for score, k, token in chosen:
             beam = beams[k]

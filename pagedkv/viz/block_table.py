@@ -10,7 +10,9 @@ physical page id that holds it and filled with the sequence's colour. Marks, all
   index at admission) have a green frame; a fork child's pages, shared by reference from its
   parent, do not (given the pool's events): they are hatched like any shared page;
 - **copy-on-write** pages (destinations in the COW log still in the table) have a
-  vermillion frame and say which page they were copied from.
+  vermillion frame and say which page they were copied from, in the row of the sequence
+  that made the copy only (given the pool's events): a later fork of it shares the page
+  hatched, unframed.
 
 `plot_block_tables` draws a matplotlib figure (notebooks); `block_table_html` renders the
 same information as an HTML table (the dashboard: no image to encode on every step). This
@@ -42,13 +44,14 @@ COW_COLOR = VICTIM_COLOR  # vermillion: the page that was written was a copy
 
 def _marks(
     snapshot: PoolSnapshot, events: Iterable[Event] | None
-) -> tuple[dict[Hashable, int], dict[int, int]]:
-    """(seq id -> prefix-hit blocks, page that is a COW copy -> the page it was copied from).
+) -> tuple[dict[Hashable, int], dict[int, tuple[int, Hashable | None]]]:
+    """(seq id -> prefix-hit blocks, page that is a COW copy -> (the page it was copied
+    from, the sequence that made the copy: None without events)).
 
     The COW log names (source, destination) pairs but a destination page can later be freed
     and handed to another sequence; with the pool's events (all of them, from its creation)
     a page counts as a copy only if no allocation came after its copy. Without events every
-    destination in the log still held by a block table is marked.
+    destination in the log still held by a block table is marked, in every row holding it.
 
     A fork child inherits its parent's `num_cached_tokens`, but it got those pages by
     reference from its parent, not from the prefix index: with events, a sequence whose
@@ -56,8 +59,8 @@ def _marks(
     Its shared pages still show their ×ref count."""
     hits = {s: n // snapshot.page_size for s, n in snapshot.num_cached_tokens.items()}
     if events is None:
-        return hits, {dst: src for src, dst in snapshot.cow_log}
-    cow: dict[int, int] = {}
+        return hits, {dst: (src, None) for src, dst in snapshot.cow_log}
+    cow: dict[int, tuple[int, Hashable | None]] = {}
     forked: set[Hashable] = set()
     copies = iter(snapshot.cow_log)  # the k-th "cow" event is the k-th pair of the log
     for event in events:
@@ -65,7 +68,7 @@ def _marks(
             cow.pop(event.page_id, None)
         elif event.kind == "cow":
             src, dst = next(copies)
-            cow[dst] = src
+            cow[dst] = (src, event.seq_id)
         elif event.kind == "fork":
             forked.add(event.seq_id)
         elif event.kind == "prefix_hit":
@@ -73,13 +76,23 @@ def _marks(
     return {s: 0 if s in forked else n for s, n in hits.items()}, cow
 
 
-def _mark(block: int, page: int, hit_blocks: int, cow: dict[int, int]) -> str | None:
+def _mark(
+    block: int,
+    page: int,
+    hit_blocks: int,
+    cow: dict[int, tuple[int, Hashable | None]],
+    seq_id: Hashable,
+) -> str | None:
     """How one block table entry is outlined: "hit" if this table found the page in the
     prefix index (a page that was once a copy, found later by another request, is a hit for
-    that request: the copy mark belongs to the table that made it), else "cow" for a copy."""
+    that request), else "cow" if this sequence made the copy (the copy mark belongs to the
+    table that made it, not to a fork that shares it later), else nothing."""
     if block < hit_blocks:
         return "hit"
-    return "cow" if page in cow else None
+    if page not in cow:
+        return None
+    maker = cow[page][1]
+    return "cow" if maker is None or maker == seq_id else None
 
 
 def _check(snapshot: object, palette: object) -> SequencePalette:
@@ -115,11 +128,11 @@ def plot_block_tables(
         table = snapshot.block_tables[seq_id]
         for block, page in enumerate(table[:max_blocks]):
             refs = int(snapshot.ref_count[page])
-            mark = _mark(block, page, hits.get(seq_id, 0), cow)
+            mark = _mark(block, page, hits.get(seq_id, 0), cow, seq_id)
             shown |= {m for m in (mark, "shared" if refs > 1 else None) if m}
             label = f"{page}" + (f" ×{refs}" if refs > 1 else "")
             if mark == "cow":
-                label += f"\n←{cow[page]}"
+                label += f"\n←{cow[page][0]}"
             _draw_cell(ax, block, row, label, refs, mark, palette.color(seq_id), palette.text_color(seq_id))
         if len(table) > max_blocks:
             ax.text(max_blocks, row + 0.5, f" +{len(table) - max_blocks}", va="center", fontsize=8)
@@ -215,11 +228,11 @@ def block_table_html(
         for block, page in enumerate(table[:max_blocks]):
             refs = int(snapshot.ref_count[page])
             border, title = "1px solid #444", f"block {block} -> page {page}, ref count {refs}"
-            mark = _mark(block, page, hits.get(seq_id, 0), cow)
+            mark = _mark(block, page, hits.get(seq_id, 0), cow, seq_id)
             if mark == "cow":
                 border, title = (
                     f"3px solid {COW_COLOR}",
-                    title + f", copy-on-write from page {cow[page]}",
+                    title + f", copy-on-write from page {cow[page][0]}",
                 )
             elif mark == "hit":
                 border, title = f"3px solid {HIT_COLOR}", title + ", prefix hit"
@@ -229,7 +242,8 @@ def block_table_html(
                 if refs > 1
                 else ""
             )
-            label = f"{page}" + (f"×{refs}" if refs > 1 else "") + (f"←{cow[page]}" if mark == "cow" else "")
+            source = f"←{cow[page][0]}" if mark == "cow" else ""
+            label = f"{page}" + (f"×{refs}" if refs > 1 else "") + source
             cells.append(
                 f'<td title="{html.escape(title)}" style="background:{color};color:{text_color};'
                 f'border:{border};{shared}padding:1px 4px;text-align:center;min-width:2.2em">'

@@ -19,6 +19,7 @@ another palette (every picture would have to agree on it).
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -51,8 +52,10 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#004488",  # high-contrast: blue
     "#EE3377",  # vibrant: magenta
 )
-# Your own requests (ids "yours1", ...): colours far from CACHED orange (no pear or rose),
-# the first one no other sequence of the picture has yet
+# Your own requests (ids "yours1", ...) and your own forks (ids "<parent>.f1", ...): colours
+# far from CACHED orange (no pear or rose), the first one no other sequence of the picture has
+# yet; the bright ones first, so that they stand out from a scenario's first colours (a fork of
+# yours next to sample.2's teal and sample.3's green takes cyan or purple, not dark teal)
 YOURS_COLORS = ("#88CCEE", "#117733", "#AA4499", "#EE3377", "#225555", "#004488", "#332288")
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"
@@ -142,16 +145,21 @@ class SharedPalette(SequencePalette):
         return super().restart(steps)
 
 
+def _yours(seq_id: Hashable) -> bool:
+    """An id you made on a dashboard: a request "yours<n>" or a fork "<parent>.f<n>"."""
+    return str(seq_id).startswith("yours") or re.fullmatch(r".+\.f\d+", str(seq_id)) is not None
+
+
 def yours_color(seq_id: Hashable, known: dict[Hashable, str]) -> str | None:
-    """The colour of one of your own requests (an id "yours<n>"), or None for any other id:
-    the first of YOURS_COLORS that `known` does not use yet (cycling once all are used), so
-    it is never the sand or pear that reads like CACHED orange.
+    """The colour of one of your own requests or forks (an id "yours<n>" or "<parent>.f<n>"),
+    or None for any other id: the first of YOURS_COLORS that `known` does not use yet (cycling
+    once all are used), so it is never the sand or pear that reads like CACHED orange.
     Example: yours_color("yours1", {"request_A": "#CC6677"}) -> "#88CCEE"."""
-    if not str(seq_id).startswith("yours"):
+    if not _yours(seq_id):
         return None
     used = set(known.values())
     free = [color for color in YOURS_COLORS if color not in used]
-    mine = sum(str(other).startswith("yours") for other in known)
+    mine = sum(_yours(other) for other in known)
     return free[0] if free else YOURS_COLORS[mine % len(YOURS_COLORS)]
 
 
