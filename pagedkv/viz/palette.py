@@ -41,11 +41,11 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#CC6677",  # muted: rose
     "#332288",  # muted: indigo
     "#44AA99",  # muted: teal (not sand: too close to CACHED orange on a projector)
-    "#117733",  # muted: green
+    "#666633",  # dark: olive (not green: beside teal, the 3rd and 4th requests read as two greens)
     "#88CCEE",  # muted: cyan
     "#225555",  # dark: teal
     "#AA4499",  # muted: purple
-    "#666633",  # dark: olive
+    "#117733",  # muted: green
     "#663333",  # dark: brown
     "#BBCC33",  # light: pear
     "#004488",  # high-contrast: blue
