@@ -296,3 +296,39 @@ def test_a_fork_of_yours_after_a_fork_undone_stands_out_from_the_blue_greens():
     for other in ("sample.2", "sample.3"):
         near, _ = _closest_pair({"fork": colors["sample.1.f1"], other: colors[other]})
         assert near >= 2 * MIN_DELTA_E, (other, near)
+
+
+def _seen_by(hex_colors, deficiency: str) -> list[str]:
+    """The colours as a viewer with full deuteranopia or protanopia sees them (Machado, Oliveira
+    and Fernandes 2009, severity 1, applied in linear sRGB)."""
+    matrix = {
+        "deuteranopia": [
+            [0.367322, 0.860646, -0.227968],
+            [0.280085, 0.672501, 0.047413],
+            [-0.01182, 0.04294, 0.968881],
+        ],
+        "protanopia": [
+            [0.152286, 1.052583, -0.204868],
+            [0.114503, 0.786281, 0.099216],
+            [-0.003882, -0.048116, 1.051998],
+        ],
+    }[deficiency]
+    rgb = np.array([to_rgba(c)[:3] for c in hex_colors])
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    seen = np.clip(linear @ np.array(matrix).T, 0, 1)
+    srgb = np.where(seen <= 0.0031308, 12.92 * seen, 1.055 * seen ** (1 / 2.4) - 0.055)
+    return [to_hex(tuple(c)) for c in srgb]
+
+
+def test_doc_c_and_doc_d_side_by_side_are_not_two_greens():
+    """Notebook 03 draws doc_C (teal) beside doc_D, page 1 next to page 0; doc_D was a dark
+    green, and a learner read the two as two greens. Their hues (CIELAB) now lie far apart, and
+    they stay clearly different for a viewer with deuteranopia or protanopia."""
+    colors = [scenario_colors()["doc_C"], scenario_colors()["doc_D"]]
+    lab = _lab(colors)
+    hues = np.degrees(np.arctan2(lab[:, 2], lab[:, 1]))
+    apart = abs(hues[0] - hues[1]) % 360
+    assert min(apart, 360 - apart) >= 60, colors
+    for deficiency in ("deuteranopia", "protanopia"):
+        gap, _ = _closest_pair(dict(zip("CD", _seen_by(colors, deficiency))))
+        assert gap >= MIN_DELTA_E, (deficiency, gap)

@@ -556,3 +556,23 @@ def test_notebook_03_section_4_figures_fit_a_notebook_view_with_their_titles():
         scale = min(1.0, CELL_PX / width)
         assert height * scale <= NOTEBOOK_FIGURE_PX, (heatmap.views, height * scale)
         assert heatmap.min_font_px * scale >= MIN_PX
+
+
+def test_two_views_stacked_label_their_cells_as_large_as_one_view_alone():
+    """Notebook 03 drew the owner and ref count views side by side: at 1280x720 a learner read
+    their page ids and counts as small (~9 px digits). `columns=1` stacks them, each full width,
+    so the cell labels are as large as in a view drawn alone, as on the dashboard."""
+    run = ScenarioRun("prefix")
+    for _ in range(6):
+        run.step()
+    snap = run.seqs.snapshot()
+    views = ("owner", "ref_count")
+    beside, stacked, alone = (
+        plot_pool(snap, views),
+        plot_pool(snap, views, columns=1),
+        plot_pool(snap, views[:1]),
+    )
+    label = {name: h._frame.label_px * min(1.0, CELL_PX / h.size[0]) for name, h in  # noqa: SLF001
+             (("beside", beside), ("stacked", stacked), ("alone", alone))}  # fmt: skip
+    assert label["stacked"] == label["alone"] >= 1.3 * label["beside"], label
+    assert stacked.size[0] == alone.size[0] and stacked.min_font_px * CELL_PX / stacked.size[0] >= MIN_PX

@@ -469,3 +469,50 @@ def test_next_after_a_wrong_pick_names_the_question_left_undone():
     quiz.check(0, q.answer)
     quiz.show(1)
     assert "Not done yet" not in quiz.position.value and quiz.summary.layout.display != "none"
+
+
+def test_a_check_that_reaches_the_kernel_before_its_pick_never_grades_the_old_pick():
+    """A learner picked "1 and 1" (wrong), pressed Check, picked "4 and 4" and pressed Check at
+    once: the feedback said "you picked “1 and 1”" under "4 and 4" selected. The browser holds a
+    pick back while the previous one is in flight, but sends a click at once, so the kernel got
+    the second Check before the new pick. That Check must not grade the old pick a second time,
+    and the feedback must never name a pick the options do not show."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("02-check")
+    k = 2  # question 3, as in the learner's run
+    q, picker, check = quiz.questions[k], quiz.pickers[k], quiz.buttons[k]
+    first, second = "1 and 1", "4 and 4"
+    assert q.answer not in (first, second) and {first, second} <= set(q.options)
+    picker.value = first
+    check.click()  # graded: a first wrong pick
+    assert "Not quite." in quiz.feedback[k].value and not quiz.settled[k]
+    check.click()  # the second Check, which arrives before ...
+    picker.value = second  # ... the second pick
+    shown = quiz.feedback[k].value
+    assert f"you picked “{first}”" not in shown and not quiz.settled[k] and quiz.misses[k] == 1
+    assert "press Check" in shown and not check.disabled and not picker.disabled
+    check.click()  # the learner presses Check again: the pick shown is graded
+    assert f"you picked “{second}”" in quiz.feedback[k].value and quiz.settled[k]
+
+
+def test_a_pick_that_reaches_a_locked_question_is_put_back_to_the_graded_one():
+    """The same race on a second pick: Check grades (and locks) the pick the kernel holds, and a
+    later pick arrives from before the lock. The options go back to the pick that was graded, so
+    the one shown selected is always the one the feedback names."""
+    from pagedkv.viz import PredictStep, Quiz
+
+    quiz = Quiz("02-check")
+    k, q = 2, quiz.questions[2]
+    quiz.check(k, "1 and 1")
+    quiz.check(k, "4 and 4")  # settled: the answer is shown
+    quiz.pickers[k].value = q.answer  # a pick sent before the lock reached the browser
+    assert quiz.pickers[k].value == "4 and 4" and "you picked “4 and 4”" in quiz.feedback[k].value
+    ask = PredictStep("03-evict")
+    wrong = [o for o in ask.data.shown_options if o != ask.data.answer]
+    ask.answer(wrong[0])
+    ask.button.click()  # a second press on the same wrong pick is no second try
+    assert not ask.settled and ask.misses == 1
+    ask.answer(wrong[1])  # the second try settles ...
+    ask.choices.value = ask.data.answer  # ... and a late pick is put back
+    assert ask.choices.value == wrong[1] and ask.correct is False

@@ -140,8 +140,6 @@ class PoolHeatmap:
         fits = fit_text(widest, frame.label_px, frame.label_room) == widest
         self.labelled = self.num_pages <= MAX_LABELLED_PAGES and fits  # else the axes carry the ids
 
-    # ---- updates -------------------------------------------------------------------------------
-
     def update(self, snapshot: PoolSnapshot, events: Iterable[Event] | None = None) -> None:
         """Show `snapshot` (same num_pages and page_size as this heatmap). `events`: the
         pool's events since its creation (e.g. `ScenarioRun.events`), for the LRU view's
@@ -318,9 +316,8 @@ class PoolHeatmap:
     def __repr__(self) -> str:
         clock = None if self.snapshot is None else self.snapshot.clock
         when = f"label={self.label!r}" if self.label else f"clock={clock}"  # the title's counter
-        return (
-            f"PoolHeatmap(num_pages={self.num_pages}, page_size={self.page_size}, views={self.views}, {when})"
-        )
+        geometry = f"num_pages={self.num_pages}, page_size={self.page_size}, views={self.views}"
+        return f"PoolHeatmap({geometry}, {when})"
 
 
 def plot_pool(
@@ -329,12 +326,15 @@ def plot_pool(
     palette: SequencePalette | None = None,
     events: Iterable[Event] | None = None,
     label: str | None = None,
+    columns: int | None = None,
 ) -> PoolHeatmap:
-    """Heatmaps of one snapshot (Jupyter shows the returned heatmap as a PNG). Pass the pool's
-    `events` to name the last holder of CACHED pages in the LRU view, and a `label` such as
-    "after scheduler step 8" to title the picture by it instead of the pool's clock."""
+    """Heatmaps of one snapshot, shown as a PNG. `events` name the last holder of CACHED pages
+    (LRU view); a `label` ("after scheduler step 8") titles it instead of the pool's clock;
+    `columns=1` stacks the views, each as wide, and its text as large, as a view alone."""
     check_instance("snapshot", snapshot, PoolSnapshot)
-    heatmap = PoolHeatmap(snapshot.num_pages, snapshot.page_size, views, palette, label=label)
+    heatmap = PoolHeatmap(
+        snapshot.num_pages, snapshot.page_size, views, palette, columns=columns, label=label
+    )
     heatmap.update(snapshot, events)
     return heatmap
 

@@ -42,11 +42,11 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#CC6677",  # muted: rose
     "#332288",  # muted: indigo
     "#44AA99",  # muted: teal (not sand: too close to CACHED orange on a projector)
-    "#117733",  # muted: green
+    "#666633",  # dark: olive (not green: beside teal, the 3rd and 4th requests read as two greens)
     "#88CCEE",  # muted: cyan
     "#225555",  # dark: teal
     "#AA4499",  # muted: purple
-    "#666633",  # dark: olive
+    "#117733",  # muted: green
     "#663333",  # dark: brown
     "#BBCC33",  # light: pear
     "#004488",  # high-contrast: blue
@@ -55,8 +55,8 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
 # Your own requests (ids "yours1", ...) and your own forks (ids "<parent>.f1", ...): colours
 # far from CACHED orange (no pear or rose), the first one no other sequence of the picture has
 # yet; the bright ones first, so that they stand out from a scenario's first colours (a fork of
-# yours next to sample.2's teal and sample.3's green takes cyan or purple, not dark teal)
-YOURS_COLORS = ("#88CCEE", "#117733", "#AA4499", "#EE3377", "#225555", "#004488", "#332288")
+# yours next to sample.2's teal and sample.3's olive takes cyan or purple, not teal or green)
+YOURS_COLORS = ("#88CCEE", "#AA4499", "#EE3377", "#117733", "#225555", "#004488", "#332288")
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"
 # CACHED pages in the LRU view: 0.0 (a light tint of CACHED orange) = evicted last, 1.0 (the

@@ -24,75 +24,19 @@ each `PredictStep` owns its run. Leaves out: scoring and storing answers."""
 from __future__ import annotations
 
 import html
-import re
 
 import ipywidgets as widgets
 
 from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.scenarios import ActionRecord, ScenarioRun
+from pagedkv.viz.grading import WRONG, already, grade, markdown_html
+from pagedkv.viz.grading import box as _box
+from pagedkv.viz.grading import inline as _inline
+from pagedkv.viz.grading import verdict as _verdict
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.questions import discussion, lru_caption, prediction, quiz
 from pagedkv.viz.reveal import await_result
-
-RIGHT, WRONG = "#007A5A", "#B91C1C"
-
-
-def _box(text: str, color: str = "#111111") -> str:
-    return f"<div style='font-size:15px;line-height:1.45;color:{color}'>{text}</div>"
-
-
-def _verdict(text: str, color: str) -> str:  # coloured; the reason after it is not (red reads as an error)
-    return f"<b style='color:{color}'>{text}</b>"
-
-
-def _inline(text: str) -> str:
-    """One line of the markdown the questions use (`code`, **bold**, *italic*) as HTML."""
-    text = html.escape(text, quote=False)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
-    return re.sub(r"(?<![\w*])\*(?!\s)(.+?)\*(?![\w*])", r"<i>\1</i>", text)
-
-
-def markdown_html(text: str) -> str:
-    """The small markdown of the questions' `after` texts as HTML: paragraphs split by blank
-    lines, "- " bullet items (continued by indented lines), and inline `code`, **bold**, *italic*."""
-    blocks: list[str] = []
-    for block in re.split(r"\n\s*\n", text.strip()):
-        lines = block.splitlines()
-        if lines and lines[0].startswith("- "):
-            items: list[str] = []
-            for line in lines:
-                if line.startswith("- "):
-                    items.append(line[2:])
-                else:
-                    items[-1] += " " + line.strip()
-            blocks.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
-        else:
-            blocks.append(f"<p>{_inline(' '.join(x.strip() for x in lines))}</p>")
-    return "".join(blocks)
-
-
-TRY_AGAIN = "Think it over and pick another answer. A second wrong pick shows the answer."
-
-
-def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tuple[str, bool]:
-    """(feedback HTML, settled) for a learner's pick, given their wrong picks so far.
-
-    A first wrong pick (`misses` 0) is not settled: its `hint` (what that pick overlooks) and
-    one more try, the answer not given away. A right pick or a second wrong one settles the
-    question: the answer and `why` are shown, and for a wrong pick its own hint after them."""
-    right = picked == answer
-    if not right and misses == 0:
-        hint = f"{html.escape(hint)} " if hint else ""
-        return _box(f"{_verdict('Not quite.', WRONG)} {hint}{TRY_AGAIN}"), False
-    if right:
-        return _box(f"{_verdict('Right.', RIGHT)} {html.escape(why)}"), True
-    # three short parts on their own lines, only the verdict red; the pick is named (the answer gets selected)
-    yours = f"<br><i>About your pick:</i> {html.escape(hint)}" if hint else ""
-    said = f"Not quite: you picked “{html.escape(picked)}”; the answer is “{html.escape(answer)}”."
-    return _box(f"{_verdict(said, WRONG)}<br>{html.escape(why)}{yours}"), True
-
 
 PREDICT_NOTE = (
     "<div style='color:#555555;font-size:14px;font-style:italic'>Pick yours first: what"
@@ -129,6 +73,7 @@ class PredictStep(widgets.VBox):
         self._record: ActionRecord | None = None  # the step's record, once it has run
         self.misses = 0  # wrong picks so far: one more try after the first
         self.settled = False  # True after a right pick or a second wrong one
+        self.graded: str | None = None  # the last pick graded: a locked question keeps it shown
         self.choices = widgets.ToggleButtons(options=[(self.data.label(o), o) for o in options], value=None)
         self.choices.add_class("pagedkv-predict-choices")
         self.button = widgets.Button(
@@ -178,13 +123,16 @@ class PredictStep(widgets.VBox):
             return
         if self.button.disabled:  # locked: the question is settled
             return
+        if self.choices.value == self.graded:  # no second try (see `already`)
+            self.result.value = already(str(self.graded), self.button.description)
+            return
         if self.actual is None:  # the step runs once; a second try is graded on the same step
             if self.run.done:
                 self.result.value = _box("This scenario has no step left.", WRONG)
                 return
             self._record = self.run.step()
             self.actual = self.data.read(self._record, self.run)
-        picked = self.choices.value
+        self.graded = picked = self.choices.value
         hint = self.data.hints.get(picked, "")
         shown, actual = self.data.label(picked), self.data.label(self.actual)
         self.result.value, self.settled = grade(shown, actual, self.data.why, self.misses, hint)
@@ -196,6 +144,9 @@ class PredictStep(widgets.VBox):
 
     def _picked_again(self, _change=None) -> None:  # an arrow on the pick (grey is faint on a
         # projector; a check mark read as "right"); after a wrong pick, its "Not quite" goes
+        if self.settled and self.choices.value != self.graded:  # a late pick: pagedkv.viz.grading
+            self.choices.value = self.graded
+            return
         picked = [o == self.choices.value for o in self.data.shown_options]
         self.choices.icons = ["arrow-right" if p else "" for p in picked]
         if self.misses and not self.settled:
@@ -240,6 +191,7 @@ class Quiz(widgets.VBox):
         self.misses = [0] * len(self.questions)  # wrong picks so far: the answer shows after two
         self.settled = [False] * len(self.questions)  # right, or wrong twice
         self.first_try: list[bool | None] = [None] * len(self.questions)  # right at the first pick?
+        self.graded: list[str | None] = [None] * len(self.questions)  # the last pick graded
         self.seen = [False] * len(self.questions)  # shown once: left undone, the position line says so
         for k, q in enumerate(self.questions):
             picker = widgets.RadioButtons(
@@ -247,6 +199,7 @@ class Quiz(widgets.VBox):
             ).add_class("pagedkv-quiz-options")
             button = widgets.Button(description="Check").add_class("pagedkv-quiz-check")
             button.on_click(lambda _, k=k: self.check(k))
+            picker.observe(lambda change, k=k: self._picked(k, change["new"]), names="value")
             feedback = widgets.HTML().add_class("pagedkv-quiz-feedback")
             self.pickers.append(picker)
             self.buttons.append(button)
@@ -303,6 +256,10 @@ class Quiz(widgets.VBox):
             return False
         if self.buttons[k].disabled:  # locked: the right answer was picked
             return True
+        if picker.value == self.graded[k]:  # no second try (see `already`)
+            self.feedback[k].value = already(picker.value, "Check")
+            return False
+        self.graded[k] = picker.value
         right, hint = picker.value == q.answer, q.hints.get(picker.value, "")
         self.feedback[k].value, settled = grade(picker.value, q.answer, q.why, self.misses[k], hint)
         if self.first_try[k] is None:
@@ -314,17 +271,30 @@ class Quiz(widgets.VBox):
             picker.disabled = True  # it, the learner's own pick still selected
             self.buttons[k].disabled, self.buttons[k].description = True, ("Answer shown", "Answered")[right]
         if all(self.settled):
-            self.note.layout.display = "" if self.result_boxes else "none"
-            said = "The box below is" if len(self.result_boxes) < 2 else "The boxes below are"
-            self.note.value = _box(f"<i>{said} open now, with the answer.</i>", "#555555")
-            for box in self.result_boxes:
-                box.selected_index = 0
-            n, first = len(self.questions), sum(bool(r) for r in self.first_try)
-            self.summary.value = _box(f"<b>All {n} done</b>, {first} right at the first try.")
-            self.summary.layout.display = "" if n > 1 else "none"  # one question: its feedback says it
+            self._all_done()
         if k == self.current:
             self.show(k)  # the done count
         return right
+
+    def _all_done(self) -> None:
+        """Every question settled: open the Result boxes and show the score line."""
+        self.note.layout.display = "" if self.result_boxes else "none"
+        said = "The box below is" if len(self.result_boxes) < 2 else "The boxes below are"
+        self.note.value = _box(f"<i>{said} open now, with the answer.</i>", "#555555")
+        for box in self.result_boxes:
+            box.selected_index = 0
+        n, first = len(self.questions), sum(bool(r) for r in self.first_try)
+        self.summary.value = _box(f"<b>All {n} done</b>, {first} right at the first try.")
+        self.summary.layout.display = "" if n > 1 else "none"  # one question: its feedback says it
+
+    def _picked(self, k: int, picked: str | None) -> None:
+        """A pick reaching question k: on a locked question it is a late one (the race in
+        pagedkv.viz.grading), put back to the graded pick; after a first wrong pick, that pick's
+        "Not quite" goes."""
+        if self.settled[k] and picked != self.graded[k]:
+            self.pickers[k].value = self.graded[k]
+        elif self.misses[k] and not self.settled[k] and picked != self.graded[k]:
+            self.feedback[k].value = _box("New pick: press Check to grade it.")
 
 
 class Discuss(widgets.VBox):
