@@ -469,3 +469,18 @@ def test_next_after_a_wrong_pick_names_the_question_left_undone():
     quiz.check(0, q.answer)
     quiz.show(1)
     assert "Not done yet" not in quiz.position.value and quiz.summary.layout.display != "none"
+
+
+def test_every_note_follows_quizzes_of_its_own_notebook_and_is_shown_by_id():
+    """A note (an answer text in a locked box) names quizzes of its own notebook, and its
+    notebook shows it with `answer_box("<id>")`, never its text."""
+    import json
+
+    raw = json.loads((ROOT / "pagedkv" / "data" / "questions.json").read_text())
+    for qid in raw["notes"]:
+        data = questions.note(qid)
+        assert all(BANK["quiz"][q].notebook == data.notebook for q in data.after), qid
+        (path,) = (ROOT / "notebooks").glob(f"{data.notebook}_*.ipynb")
+        text = path.read_text()
+        assert f'answer_box(\\"{qid}\\")' in text, (qid, path.name)
+        assert data.text.splitlines()[0][:50] not in text, (qid, path.name)
