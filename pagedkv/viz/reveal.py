@@ -47,8 +47,8 @@ _PRE = "<pre style='font-size:14px;line-height:1.4;margin:0;white-space:pre-wrap
 
 
 LOCKED = (
-    "<div style='font-size:15px;color:#555555;font-style:italic'>Locked: answer the question"
-    " above first. This box then opens by itself.</div>"
+    "<div style='font-size:15px;color:#555555;font-style:italic'>Locked until you answer the"
+    " question(s) above. This box then opens by itself.</div>"
 )
 
 
