@@ -90,7 +90,8 @@ def test_the_report_prints_each_check_s_verdict(mistake):
 @pytest.mark.parametrize("mistake", ["leak", "stale_heap"])
 def test_the_report_has_a_row_per_check_with_both_numbers(mistake):
     lines = check_report(mistake, REQUESTS).splitlines()
-    assert len(lines) in (5, 6) and lines[0].startswith(f"{mistake}:")
+    assert len(lines) in (6, 7) and lines[0].startswith(f"{mistake}:")
+    assert lines[-1].startswith("(map): pagedkv has no heap")  # the footnote under every report
     assert lines[1].split()[-6:-4] == [str(check_results(mistake, REQUESTS)["lost"]), "0"]
     assert max(map(len, lines)) <= 90
 
@@ -114,15 +115,17 @@ def test_the_flags_table_lists_each_flag_s_numbers_and_failing_checks():
         "no_cached_eviction        0      28     n/a      64   the run",
         "one_stamp_per_release     0       0   0 tok      64   the forced eviction",
         "stale_heap                0       0   8 tok     160   the heap size",
-        "pagedkv                   0       0   8 tok no heap   none",
+        "pagedkv                   0       0   8 tok 8 (map)   none",
     ]
 
 
 def test_the_report_says_pagedkv_has_no_heap():
     # pagedkv keeps its CACHED pages in an insertion-ordered map, not a heap: its heap-size
-    # cell says so instead of giving the map's size as a heap's
-    heap_row = [line for line in check_report("stale_heap", REQUESTS).splitlines() if "heap size" in line]
-    assert len(heap_row) == 1 and heap_row[0].split()[-7:] == ["160", "no", "heap", "heap", ">", "64", "FAIL"]
+    # cell gives the map's size, marked "(map)", and a footnote says it is no heap
+    report = check_report("stale_heap", REQUESTS).splitlines()
+    heap_row = [line for line in report if "heap size" in line]
+    assert len(heap_row) == 1 and heap_row[0].split()[-7:] == ["160", "8", "(map)", "heap", ">", "64", "FAIL"]
+    assert report[-1].startswith("(map): pagedkv has no heap")
 
 
 def test_the_report_and_the_quiz_name_the_checks_alike():

@@ -4,7 +4,9 @@ the axes, and every text stays at the projector's type size."""
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.colors import to_hex
 
+from pagedkv.viz.chains import CROSSED
 from pagedkv.viz.mistake_figures import (
     plot_available,
     plot_heap_entries,
@@ -12,6 +14,7 @@ from pagedkv.viz.mistake_figures import (
     plot_refusals,
     plot_two_queries,
 )
+from pagedkv.viz.palette import EVICTED_FILL, EVICTED_HATCH
 from pagedkv.viz.projector import min_font_pt
 
 
@@ -26,7 +29,7 @@ def test_available_and_refusals_ticks() -> None:
     assert _labels(ax.get_yticklabels()) == ["0", "8", "16", "24", "32"]
     refusals = plot_refusals({"a": np.cumsum([0] * 12 + [1] * 28), "b": np.zeros(40)})
     ax = refusals.axes[0]
-    assert _labels(ax.get_yticklabels()) == ["0", "10", "20", "28"]  # ends at 28 refused
+    assert _labels(ax.get_yticklabels()) == ["0", "7", "14", "21", "28"]  # ends at 28, evenly spaced
     assert ax.get_ylim() == (-1, 30)
     assert min(min_font_pt(available), min_font_pt(refusals)) >= 16
 
@@ -57,8 +60,11 @@ def test_lru_strip_ranks_and_marks_the_evicted_pages() -> None:
     assert texts[2:11:2] == ["#1, evicted", "#2, evicted", "#3", "#4", "FREE"]
     assert texts[13::2] == ["#4", "#3", "#2, evicted", "#1, evicted", "FREE"]
     boxes = fig.axes[0].patches
-    thick = [i for i, box in enumerate(boxes) if box.get_linewidth() > 2]
-    assert thick == [0, 1, 7, 8]  # the evicted pages' boxes, row by row
+    hatched = [i for i, box in enumerate(boxes) if box.get_hatch()]
+    assert hatched == [0, 1, 7, 8]  # the evicted pages' boxes, row by row
+    # evicted pages look as they do in notebook 09: hatched grey, never CACHED orange
+    assert {to_hex(boxes[i].get_facecolor()) for i in hatched} == {EVICTED_FILL.lower()}
+    assert {boxes[i].get_hatch() for i in hatched} == {EVICTED_HATCH} == {CROSSED["evicted"]}
     # at 1280x720 JupyterLab shows it 848 px wide: at most 300 px tall, text at least 13 px
     width_px, height_px = fig.get_size_inches() * fig.dpi
     shown = 848 / width_px

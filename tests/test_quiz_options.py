@@ -516,3 +516,18 @@ def test_a_pick_that_reaches_a_locked_question_is_put_back_to_the_graded_one():
     ask.answer(wrong[1])  # the second try settles ...
     ask.choices.value = ask.data.answer  # ... and a late pick is put back
     assert ask.choices.value == wrong[1] and ask.correct is False
+
+
+def test_every_note_follows_quizzes_of_its_own_notebook_and_is_shown_by_id():
+    """A note (an answer text in a locked box) names quizzes of its own notebook, and its
+    notebook shows it with `answer_box("<id>")`, never its text."""
+    import json
+
+    raw = json.loads((ROOT / "pagedkv" / "data" / "questions.json").read_text())
+    for qid in raw["notes"]:
+        data = questions.note(qid)
+        assert all(BANK["quiz"][q].notebook == data.notebook for q in data.after), qid
+        (path,) = (ROOT / "notebooks").glob(f"{data.notebook}_*.ipynb")
+        text = path.read_text()
+        assert f'answer_box(\\"{qid}\\")' in text, (qid, path.name)
+        assert data.text.splitlines()[0][:50] not in text, (qid, path.name)

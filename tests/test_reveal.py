@@ -125,3 +125,52 @@ def test_every_box_made_right_after_a_prediction_opens_but_not_after_a_check_qui
     assert "boxes below are open" in quiz.note.value
     _answer_right(check)
     assert later.selected_index is None
+
+
+def test_a_result_box_stays_locked_until_its_prediction_is_answered():
+    """Learner 0809 opened a Result box with one click before answering: a box a prediction
+    holds shows only the "locked" line, and its contents are not in any widget's value (so not
+    in the browser) until the prediction is settled; then it shows them, open."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.reveal import LOCKED
+
+    quiz = Quiz("09-predict-indexes")
+    box = reveal("Result (open after answering)", "the secret answer")
+    (panel,) = box.children
+    assert panel.value == LOCKED and "secret" not in panel.value
+    box.selected_index = 0  # the learner clicks the title: the panel shows the lock only
+    assert panel.value == LOCKED
+    q = quiz.questions[0]
+    quiz.check(0, next(o for o in q.options if o != q.answer))
+    assert panel.value == LOCKED  # a second try is left
+    quiz.check(0, q.answer)
+    assert "the secret answer" in panel.value and box.selected_index == 0
+
+
+def test_an_answer_box_opens_only_when_every_quiz_it_follows_is_answered():
+    """Notebook 09's summary follows two check quizzes: answering the first leaves it locked,
+    and the first quiz's note does not claim a box below is open."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.answer_box import answer_box
+    from pagedkv.viz.questions import note
+    from pagedkv.viz.reveal import LOCKED
+
+    first, second = Quiz("09-check"), Quiz("09-check-2")
+    box = answer_box("09-summary")
+    assert box.children[0].value == LOCKED and box.get_title(0) == note("09-summary").title
+    _answer_right(first)
+    assert box.children[0].value == LOCKED and box.selected_index is None
+    assert first.note.layout.display == "none"
+    _answer_right(second)
+    assert box.selected_index == 0 and "radix tree keeps the tokens" in box.children[0].value
+    assert "box below is open" in second.note.value
+    later = answer_box("09-summary")  # made after both are answered: free, closed till clicked
+    assert later.selected_index is None and later.children[0].value != LOCKED
+
+
+def test_an_answer_box_renders_a_pipe_table_and_escapes_its_text():
+    from pagedkv.viz.answer_box import note_html
+
+    shown = note_html("| a | b |\n|---|---|\n| `x` < 1 | **y** |\n\nafter")
+    assert shown.count("<tr>") == 2 and "<th" in shown and "<code>x</code> &lt; 1" in shown
+    assert "<b>y</b>" in shown and "<p>after</p>" in shown and "---" not in shown

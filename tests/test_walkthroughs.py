@@ -64,6 +64,13 @@ def _explanations() -> list[str]:
     found = [p.why for p in bank["predict"].values()]
     found += [part for p in bank["predict"].values() for part in re.split(r"\n\s*\n|\n- ", p.after) if part]
     found += [q.why for quiz in bank["quiz"].values() for q in quiz.questions]
+    notes = json.loads((ROOT / "pagedkv" / "data" / "questions.json").read_text())["notes"]
+    found += [  # the answer boxes' texts (a summary, an explanation), paragraph by paragraph
+        part.strip()
+        for qid in notes
+        for part in re.split(r"\n\s*\n|\n- ", questions.note(qid).text)
+        if part.strip()
+    ]
     return found + [d.answer for d in bank["discussion"].values()]
 
 

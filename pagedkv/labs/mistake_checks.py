@@ -93,7 +93,8 @@ def failing_checks(mistake: str | None, requests: Sequence[list[int]]) -> list[s
 
 
 FLAGS = MISTAKE_FLAGS
-NO_HEAP = "no heap"  # pagedkv's eviction order is an insertion-ordered map: nothing to size as a heap
+# pagedkv's eviction order is an insertion-ordered map, not a heap: its size is shown as "n (map)"
+MAP_NOTE = "(map): pagedkv has no heap; its eviction order is a map, one entry per CACHED page."
 CHECK_NAMES = {  # each check's name, as the notebook and the quiz say it
     "lost": "the recount",
     "refused": "the run",
@@ -110,7 +111,7 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
 
     def shown(key: str, n: int | None, cache: str = "naive") -> str:
         if key == "largest_heap" and cache == "pagedkv":
-            return NO_HEAP
+            return f"{n} (map)"
         if key != "hits":
             return str(n)
         return "refused" if n is None else f"{n} tokens"
@@ -136,7 +137,7 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
             " its stale\n"
             f"entries once it passes {HEAP_BOUND}, so it PASSes. pagedkv's map holds only its CACHED pages."
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, MAP_NOTE])
 
 
 def flags_table(requests: Sequence[list[int]]) -> str:
@@ -147,7 +148,7 @@ def flags_table(requests: Sequence[list[int]]) -> str:
         numbers = check_results(mistake, requests)
         hits = "n/a" if numbers["hits"] is None else f"{numbers['hits']} tok"
         fails = [CHECK_NAMES[key] for key, v in verdicts(numbers).items() if v == "FAIL"]
-        heap = NO_HEAP if mistake is None else numbers["largest_heap"]
+        heap = f"{numbers['largest_heap']} (map)" if mistake is None else numbers["largest_heap"]
         lines.append(
             f"{mistake or 'pagedkv':22} {numbers['lost']:4} {numbers['refused']:7} {hits:>7} "
             f"{heap:>7}   {', '.join(fails) or 'none'}"
@@ -156,5 +157,6 @@ def flags_table(requests: Sequence[list[int]]) -> str:
         "n/a: the pool refused the forced eviction's requests, so that test could not run.",
         f"heap {HEAP_BOUND}: a correct lazy heap compacts once it passes {HEAP_BOUND} (twice the pool),",
         f"so {HEAP_BOUND} passes and only more FAILs.",
+        MAP_NOTE,
     ]
     return "\n".join(lines)

@@ -29,10 +29,11 @@ def block_rows(
     Where from: "prefix hit", "FREE", or "evicted from request j" (its last holder). The
     note reads on its own, naming requests' blocks, never another row's page: "copy of request
     j's block k" for a full prompt block recomputed although an earlier request j holds the
-    same prefix (the last-token rule); "the original of block m" for a page evicted from
-    request j that held its block m, the tokens such a copy repeats; "was an orphan" for an evicted page that
-    was one; "partial: not full" for a last page not full. The state: "indexed", "orphan"
-    (`orphan_pages`) or "FREE"."""
+    same prefix (the last-token rule); "held its block m, the original" for a page
+    evicted from request j (its, as "where from" names it) that held its block m, the tokens
+    such a copy repeats; "was an
+    orphan" for an evicted page that was one; "partial: not full" for a last page not full.
+    The state: "indexed", "orphan" (`orphan_pages`) or "FREE"."""
     row, out = rows[i], list[tuple[int, int, str, str, str]]()
     hit_blocks, full_prompt = row["hits"] // page_size, prompt_lens[i] // page_size
     copies: dict[int, int] = {}  # copy block -> the earlier request (from 0) with the same block
@@ -50,7 +51,7 @@ def block_rows(
             m = rows[j]["pages"].index(page)
             source = f"evicted from request {j + 1}"
             if copies.get(m) == j:
-                note = f"the original of block {m}"
+                note = f"held its block {m}, the original"  # its: request j's
             elif page in rows[i - 1]["orphans"]:
                 note = "was an orphan"
         else:

@@ -31,9 +31,10 @@ from pagedkv.viz.usage import (
 
 if TYPE_CHECKING:
     from pagedkv.viz.dashboard import Dashboard
-    from pagedkv.viz.quiz import Discuss, PredictStep, Quiz
+    from pagedkv.viz.discuss import Discuss
+    from pagedkv.viz.quiz import PredictStep, Quiz
 
-_WIDGETS = {"Dashboard": ".dashboard", "Discuss": ".quiz", "PredictStep": ".quiz", "Quiz": ".quiz"}
+_WIDGETS = {"Dashboard": ".dashboard", "Discuss": ".discuss", "PredictStep": ".quiz", "Quiz": ".quiz"}
 
 
 def __getattr__(name: str) -> object:

@@ -27,6 +27,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Patch
 
+from pagedkv.viz.palette import EVICTED_FILL, EVICTED_HATCH
+
 # kind -> (fill, border line style, text colour, legend text); "evicted" is also crossed
 # (`CROSSED`), so it never looks like the dashed white "not indexed" box
 KINDS = {
@@ -34,9 +36,9 @@ KINDS = {
     "orphan": ("#F5A38A", "solid", "black", "indexed, no lookup reaches it (orphan)"),
     "not indexed": ("#FFFFFF", "dashed", "black", "not indexed"),
     "free": ("#FFFFFF", "dashed", "black", "not indexed: FREE after release"),
-    "evicted": ("#C8C8C8", "solid", "black", "evicted: no indexed page holds its tokens"),
+    "evicted": (EVICTED_FILL, "solid", "black", "evicted: no indexed page holds its tokens"),
 }
-CROSSED = {"evicted": "xx"}  # kind -> hatch drawn over the fill
+CROSSED = {"evicted": EVICTED_HATCH}  # kind -> hatch drawn over the fill
 LINKED = ("reached", "orphan")  # the kinds an arrow joins: the pages the index holds
 ARROW_KEY = "\u2192  the index holds both and links the right page after the left one"
 FONT_PT = 12

@@ -156,8 +156,9 @@ def plot_query_outputs(panels: dict[str, Sequence], title: str = "", sharey: boo
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), sharey=sharey, squeeze=False)[0]
     # Query 1: large hollow circles; query 2: smaller crosses, which show inside the circles
-    # when both queries get the same output.
-    styles = (("o", "-", "#0072B2", 13), ("x", "--", "#D55E00", 9), ("s", ":", "#009E73", 7))
+    # when both queries get the same output. Black, purple, green: not the vermilion and blue
+    # that name the naive cache and pagedkv in notebook 08's other figures.
+    styles = (("o", "-", "#000000", 13), ("x", "--", "#AA4499", 9), ("s", ":", "#117733", 7))
     for ax, (name, outputs) in zip(axes, panels.items(), strict=True):
         for k, out in enumerate(outputs):
             marker, line, color, size = styles[k % len(styles)]

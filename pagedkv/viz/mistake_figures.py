@@ -11,7 +11,7 @@ from matplotlib.patches import Rectangle
 from pagedkv.core.page import PageState
 from pagedkv.labs.mistake_plots import room
 from pagedkv.viz.kernel import plot_query_outputs
-from pagedkv.viz.palette import STATE_COLORS, VICTIM_COLOR
+from pagedkv.viz.palette import EVICTED_FILL, EVICTED_HATCH, STATE_COLORS
 from pagedkv.viz.usage import plot_series
 
 REQUEST = "request (1 = the first)"
@@ -31,7 +31,7 @@ def plot_available(series: dict[str, Sequence[float]]) -> Figure:
 def plot_refusals(series: dict[str, Sequence[float]]) -> Figure:
     """Section 3: requests refused so far, over 40 requests on a 32-page pool."""
     figure = plot_series(series, REQUEST, "requests refused so far", "the run of 40 requests, 32-page pool")
-    return room(figure, xticks=FORTY_TICKS, ylim=(-1, 30), yticks=[0, 10, 20, 28], legend_loc="upper left")
+    return room(figure, xticks=FORTY_TICKS, ylim=(-1, 30), yticks=[0, 7, 14, 21, 28], legend_loc="upper left")
 
 
 def plot_heap_entries(series: dict[str, Sequence[float]]) -> Figure:
@@ -52,8 +52,9 @@ def plot_two_queries(panels: dict[str, Sequence]) -> Figure:
 
 def plot_lru_strip(steps: dict[str, dict]) -> Figure:
     """Section 4: one row per cache, one box per page of `request_A` once it finished. A CACHED
-    page shows its eviction rank (#1 goes first), a FREE page says FREE; the pages the other
-    request evicted have a thick vermillion border and say so. `steps` maps a cache's name to
+    page shows its eviction rank (#1 goes first), a FREE page says FREE; a page the other
+    request evicted is hatched grey, as evicted pages are in notebook 09 (palette's
+    EVICTED_FILL), with its rank and "evicted" on a white label. `steps` maps a cache's name to
     its `lru_steps` result."""
     fig = Figure(figsize=(11.1, 0.35 + 1.15 * len(steps)), dpi=110)
     ax = fig.add_axes((0.2, 0.02, 0.79, 0.96))
@@ -64,12 +65,16 @@ def plot_lru_strip(steps: dict[str, dict]) -> Figure:
             cached = page in s["lru_order"]
             state = PageState.CACHED if cached else PageState.FREE
             evicted = page in s["evicted"]
-            edge = {"edgecolor": VICTIM_COLOR, "linewidth": 5} if evicted else {"edgecolor": "black"}
-            ax.add_patch(Rectangle((x, y), 0.92, 0.8, facecolor=STATE_COLORS[state], **edge))
+            fill = EVICTED_FILL if evicted else STATE_COLORS[state]
+            hatch = EVICTED_HATCH if evicted else None
+            ax.add_patch(Rectangle((x, y), 0.92, 0.8, facecolor=fill, edgecolor="black", hatch=hatch))
             label = f"#{s['lru_order'].index(page) + 1}" if cached else "FREE"
             label += ", evicted" if evicted else ""
-            ax.text(x + 0.46, y + 0.55, f"page {page}", ha="center", va="center", fontsize=STRIP_PT)
-            ax.text(x + 0.46, y + 0.22, label, ha="center", va="center", fontsize=STRIP_PT, weight="bold")
+            white = {"bbox": dict(fc="white", ec="#333333", lw=1, pad=2)} if evicted else {}
+            ax.text(x + 0.46, y + 0.57, f"page {page}", ha="center", va="center", fontsize=STRIP_PT, **white)
+            ax.text(
+                x + 0.46, y + 0.22, label, ha="center", va="center", fontsize=STRIP_PT, weight="bold", **white
+            )
     ax.set_xlim(-0.05, len(next(iter(steps.values()))["pages_a"]) + 0.05)
     ax.set_ylim(-0.1, len(steps))
     ax.axis("off")

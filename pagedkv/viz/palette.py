@@ -33,6 +33,9 @@ STATE_COLORS = {  # page state -> Okabe–Ito colour
     PageState.CACHED: "#E69F00",
 }
 VICTIM_COLOR = "#D55E00"  # Okabe–Ito vermillion: the next page to be evicted, COW copies
+# an evicted page (its content gone): light grey, cross-hatched, its label on a white box; one
+# look in every figure (notebook 09's page chains, notebook 08's LRU strip), never CACHED orange
+EVICTED_FILL, EVICTED_HATCH = "#C8C8C8", "xx"
 HIT_COLOR = "#009E73"  # Okabe–Ito bluish green: pages reused by a prefix hit
 NO_OWNER_COLOR = STATE_COLORS[PageState.FREE]  # the owner view's FREE pages: grey, as in the state view
 # the owner view's CACHED pages: no holder either, but full and hashed. Orange, as in the

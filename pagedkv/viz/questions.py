@@ -7,7 +7,9 @@ reading the code above a widget does not read the answer too. Three kinds:
 - predictions: a question about the next step of a scenario (which scenario, from which
   step, which outcome reader says what the step did, and the answer the step gives);
 - quizzes: multiple-choice check questions with an explanation each;
-- discussions: open questions with the answer a teacher would give.
+- discussions: open questions with the answer a teacher would give;
+- notes (`note`): a longer text a notebook shows in a box that stays locked until the quizzes
+  it names are answered (`pagedkv.viz.answer_box`), e.g. a notebook's summary.
 
 `answer_key_markdown()` writes the teacher's answer key (docs/answer_key.md) from the same
 data: `python -m pagedkv.viz.questions > docs/answer_key.md`. The outcome readers turn a
@@ -233,6 +235,38 @@ def _bank() -> dict[str, dict[str, Any]]:
     return {"quiz": quizzes, "predict": predictions, "discussion": discussions}
 
 
+@dataclass(frozen=True)
+class Note:
+    """A text (markdown) shown in a box titled `title` once the quizzes `after` are answered."""
+
+    qid: str
+    notebook: str
+    title: str
+    after: tuple[str, ...]  # quiz ids
+    text: str
+
+
+@lru_cache(maxsize=1)
+def _notes() -> dict[str, Note]:
+    """{note id: Note} from the "notes" of pagedkv/data/questions.json; each names known quizzes."""
+    raw = json.loads(resources.files("pagedkv").joinpath("data/questions.json").read_text("utf-8"))
+    notes = {
+        qid: Note(qid, n["notebook"], n["title"], tuple(n["after"]), "\n".join(n["text"]))
+        for qid, n in raw.get("notes", {}).items()
+    }
+    for n in notes.values():
+        for qid in n.after:
+            check_choice("a note's quiz id", qid, tuple(_bank()["quiz"]))
+    return notes
+
+
+def note(qid: str) -> Note:
+    """The note stored under `qid`, e.g. note("09-summary")."""
+    check_instance("note_id", qid, str)
+    check_choice("note_id", qid, tuple(_notes()))
+    return _notes()[qid]
+
+
 def _question(x: dict[str, Any], key: str) -> Question:
     return Question(x["text"], tuple(x["options"]), x["answer"], x["why"], key, x.get("hints", {}))
 
@@ -268,7 +302,7 @@ def all_questions() -> dict[str, dict[str, Any]]:
 def answer_key_markdown() -> str:
     """The teacher's answer key: every prediction, quiz and discussion question, by notebook."""
     bank = _bank()
-    notebooks = sorted({x.notebook for items in bank.values() for x in items.values()})
+    notebooks = sorted({x.notebook for items in [*bank.values(), _notes()] for x in items.values()})
     out = [
         "# Answer key",
         "",
@@ -296,6 +330,10 @@ def answer_key_markdown() -> str:
                 out += _hint_lines(x.hints, x.shown_options, "   - ")
         for d in (d for d in bank["discussion"].values() if d.notebook == nb):
             out += ["", f"**Discussion `{d.qid}`**: {d.question}", "", f"Answer: {d.answer}"]
+        for n in (n for n in _notes().values() if n.notebook == nb):
+            after = ", ".join(f"`{q}`" for q in n.after)
+            out += ["", f"**Box `{n.qid}`** ({n.title}), opened once {after} is answered:", ""]
+            out += [f"> {line}".rstrip() for line in n.text.splitlines()]
     return "\n".join(out) + "\n"
 
 

@@ -6,14 +6,14 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   and check": the step runs, and the widget grades the pick against what the step did.
 - `Quiz("05-check")`: multiple-choice questions, one at a time, "k of n done" above them and,
   in red, any question Next or Previous left unanswered.
-- `Discuss("05-reserve")`: an open question; "Show an answer" reveals one.
+- `Discuss("05-reserve")` (pagedkv.viz.discuss): an open question; "Show an answer" reveals one.
 
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
 quite. Think it over" and a second try, with nothing given away; a right pick, or a second
 wrong one, shows the answer and why, and what the wrong pick overlooked (a prediction adds
 its `after` text and the pool after the step). Either locks the question ("Answered" or
 "Answer shown"): a later click is no try. A quiz titled "Predict" asks about the cells below
-it; once all is answered, the closed Result boxes made right after it (`reveal.await_result`) open.
+it; its Result boxes made right after it (`reveal.await_result`) stay locked until all is answered.
 
 The questions, answers and explanations come from `pagedkv.viz.questions` by id, so a
 notebook's code never shows them; nothing is sent to the browser before the learner answers.
@@ -35,8 +35,8 @@ from pagedkv.viz.grading import inline as _inline
 from pagedkv.viz.grading import verdict as _verdict
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.palette import SequencePalette
-from pagedkv.viz.questions import discussion, lru_caption, prediction, quiz
-from pagedkv.viz.reveal import await_result
+from pagedkv.viz.questions import lru_caption, prediction, quiz
+from pagedkv.viz.reveal import ClosedBox, await_result
 
 PREDICT_NOTE = (
     "<div style='color:#555555;font-size:14px;font-style:italic'>Pick yours first: what"
@@ -178,11 +178,16 @@ class Quiz(widgets.VBox):
     """Check questions: pick, press Check, read why (graded as `grade` says; a settled question
     locks). Several show one at a time, Previous / Next and "question k of n (d of n done)"
     above them; `summary` counts first-try rights once all (2+) are done. A quiz titled
-    "Predict" shows `note` under its questions until all are done."""
+    "Predict" shows `note` under its questions until all are done. The Result boxes it holds
+    stay locked (`ClosedBox.lock`) until every question is settled; `latest` maps a quiz id to
+    the last widget made for it (an answer box after several quizzes asks it)."""
+
+    latest: dict[str, Quiz] = {}
 
     def __init__(self, question_id: str) -> None:
         data = quiz(question_id)
         super().__init__()
+        Quiz.latest[question_id] = self
         self.questions, title = list(data.questions), data.title
         self.pickers: list[widgets.RadioButtons] = []
         self.buttons: list[widgets.Button] = []
@@ -221,7 +226,7 @@ class Quiz(widgets.VBox):
         # a prediction about the cells below: a note that they hold the answer, until answered
         shown = "" if title == "Predict" else "none"
         self.result_boxes: list[widgets.Accordion] = []  # opened once every question is done
-        await_result(self.result_boxes.append if title.startswith("Predict") else None)
+        await_result(self.hold if title.startswith("Predict") else None)
         self.note = widgets.HTML(PREDICT_NOTE, layout=widgets.Layout(width="100%", margin="0", display=shown))
         self.note.add_class("pagedkv-quiz-note")
         self.summary = widgets.HTML(layout=widgets.Layout(display="none")).add_class("pagedkv-quiz-summary")
@@ -229,6 +234,12 @@ class Quiz(widgets.VBox):
         self.children = [head, nav, *self.pages, self.summary, self.note]
         self.add_class("pagedkv-quiz")
         self.show(0)
+
+    def hold(self, box: ClosedBox) -> None:
+        """Keep `box` locked until every question is settled (a box made after that is free)."""
+        if not all(self.settled):
+            self.result_boxes.append(box)
+            box.lock(self)
 
     def show(self, k: int) -> None:
         """Show question k alone (what Previous and Next do); others keep their picks."""
@@ -277,12 +288,14 @@ class Quiz(widgets.VBox):
         return right
 
     def _all_done(self) -> None:
-        """Every question settled: open the Result boxes and show the score line."""
-        self.note.layout.display = "" if self.result_boxes else "none"
-        said = "The box below is" if len(self.result_boxes) < 2 else "The boxes below are"
-        self.note.value = _box(f"<i>{said} open now, with the answer.</i>", "#555555")
+        """Every question settled: unlock the Result boxes (those no other quiz still holds
+        open) and show the score line."""
         for box in self.result_boxes:
-            box.selected_index = 0
+            box.unlock(self)
+        opened = [box for box in self.result_boxes if not box.holders]  # none waits for another quiz
+        self.note.layout.display = "" if opened else "none"
+        said = "The box below is" if len(opened) < 2 else "The boxes below are"
+        self.note.value = _box(f"<i>{said} open now, with the answer.</i>", "#555555")
         n, first = len(self.questions), sum(bool(r) for r in self.first_try)
         self.summary.value = _box(f"<b>All {n} done</b>, {first} right at the first try.")
         self.summary.layout.display = "" if n > 1 else "none"  # one question: its feedback says it
@@ -295,26 +308,3 @@ class Quiz(widgets.VBox):
             self.pickers[k].value = self.graded[k]
         elif self.misses[k] and not self.settled[k] and picked != self.graded[k]:
             self.feedback[k].value = _box("New pick: press Check to grade it.")
-
-
-class Discuss(widgets.VBox):
-    """An open question; the answer appears only when "Show an answer" is pressed."""
-
-    def __init__(self, question_id: str) -> None:
-        self.data = discussion(question_id)
-        super().__init__()
-        self.button = widgets.Button(description="Show an answer").add_class("pagedkv-discuss-show")
-        self.shown = widgets.HTML().add_class("pagedkv-discuss-answer")
-        self.button.on_click(lambda _: self.reveal())
-        self.children = [
-            widgets.HTML(_box(f"<b>Discuss:</b> {html.escape(self.data.question)}")),
-            self.button,
-            self.shown,
-        ]
-        self.add_class("pagedkv-discuss")
-
-    def reveal(self) -> None:
-        """Show the answer (what the button does), its markdown (`code`, **bold**) rendered."""
-        self.shown.value = _box(markdown_html(self.data.answer))
-        self.button.disabled = True
-        self.button.description = "Answer shown"  # not "Show an answer"; short: the button keeps its width

@@ -10,6 +10,14 @@ from matplotlib.figure import Figure
 from pagedkv.labs.retry_sweep import SweepPoint
 from pagedkv.viz.projector import projector
 
+# Cache sizes, small to large: greys from light to black, each with its own marker. Not the
+# default blue, orange and green, which name the hash chain, the tree and SGLang in section 6.
+SIZE_STYLES = (
+    {"color": "#999999", "marker": "o"},
+    {"color": "#555555", "marker": "s"},
+    {"color": "#000000", "marker": "^"},
+)
+
 
 def plot_retry_sweep(points: Sequence[SweepPoint]) -> Figure:
     """Left: the hash chain's extra hit tokens, % of the tree's; right: its extra evictions.
@@ -19,12 +27,12 @@ def plot_retry_sweep(points: Sequence[SweepPoint]) -> Figure:
     fig = Figure(figsize=(11, 4.6))
     FigureCanvasAgg(fig)
     gain, evict = fig.subplots(1, 2)
-    for size in sorted({p.cache_tokens for p in points}):
+    for k, size in enumerate(sorted({p.cache_tokens for p in points})):
         line = [p for p in points if p.cache_tokens == size]
         x = [100 * p.retry_rate for p in line]
-        label = f"{size // 16} pages"
-        gain.plot(x, [100 * p.extra_hits / p.radix_hits for p in line], marker="o", label=label)
-        evict.plot(x, [p.hash_evictions - p.radix_evictions for p in line], marker="o", label=label)
+        style = {"label": f"{size // 16} pages", **SIZE_STYLES[k % len(SIZE_STYLES)]}
+        gain.plot(x, [100 * p.extra_hits / p.radix_hits for p in line], **style)
+        evict.plot(x, [p.hash_evictions - p.radix_evictions for p in line], **style)
     gain.set_title("hash chain's extra hit tokens\n(% of the tree's)")
     evict.set_title("hash chain's extra evictions\n(pages)")
     for ax in (gain, evict):

@@ -4,6 +4,8 @@ A notebook's try-it cell can compute its answers at once and still show nothing 
 until the reader opens the accordion (its output is not a printout that Run All expands).
 `revealed(title)` does the same for whatever a block of code prints or displays (lines and
 pictures), e.g. the cells that show what a step did, right under the prediction about it.
+A box a question holds (`ClosedBox.lock`) shows only a "locked" line, whoever clicks it,
+until every question holding it is answered: then it gets its contents and opens.
 """
 
 from __future__ import annotations
@@ -44,21 +46,51 @@ def _hand_over(box: ClosedBox) -> None:
 _PRE = "<pre style='font-size:14px;line-height:1.4;margin:0;white-space:pre-wrap'>{}</pre>"
 
 
+LOCKED = (
+    "<div style='font-size:15px;color:#555555;font-style:italic'>Locked until you answer the"
+    " question(s) above. This box then opens by itself.</div>"
+)
+
+
 class ClosedBox(widgets.Accordion):
     """An accordion whose plain-text form (what a saved notebook shows where no widget is
-    drawn: a page on the web, a stale output) names its title only, never its contents."""
+    drawn: a page on the web, a stale output) names its title only, never its contents.
+    While a question holds it (`lock`), its panel shows LOCKED and its contents stay in the
+    kernel, not in the browser; `unlock` by the last holder shows them and opens it."""
+
+    def __init__(self, title: str) -> None:
+        super().__init__(children=[widgets.HTML()], selected_index=None)
+        self.set_title(0, title)
+        self.holders: list[object] = []  # the questions still to answer before it opens
+        self._contents = ""
+
+    def fill(self, contents: str) -> None:
+        """The box's HTML contents: shown now, or kept until the last holder unlocks it."""
+        self._contents = contents
+        self.children[0].value = LOCKED if self.holders else contents
+
+    def lock(self, holder: object) -> None:
+        """`holder` (a quiz) must be answered before the box shows anything."""
+        self.holders.append(holder)
+        self.children[0].value = LOCKED
+
+    def unlock(self, holder: object) -> None:
+        """`holder` is answered; once no holder is left the box shows its contents, open."""
+        self.holders = [h for h in self.holders if h is not holder]
+        if not self.holders:
+            self.children[0].value = self._contents
+            self.selected_index = 0
 
     def __repr__(self) -> str:
         return f"[{self.get_title(0)}: a closed box; run this cell to show it]"
 
 
-def reveal(title: str, text: str) -> widgets.Accordion:
+def reveal(title: str, text: str) -> ClosedBox:
     """One collapsed accordion titled `title`; opening it shows `text` as preformatted lines
     (HTML-escaped, so the text is shown exactly as given)."""
-    body = widgets.HTML(_PRE.format(html.escape(text)))
-    accordion = ClosedBox(children=[body], selected_index=None)
-    accordion.set_title(0, title)
+    accordion = ClosedBox(title)
     _hand_over(accordion)
+    accordion.fill(_PRE.format(html.escape(text)))
     return accordion
 
 
@@ -69,15 +101,13 @@ def _base64(png: bytes | str) -> str:
 
 
 @contextmanager
-def revealed(title: str) -> Iterator[widgets.Accordion]:
+def revealed(title: str) -> Iterator[ClosedBox]:
     """Display one collapsed accordion titled `title` holding what the `with` block printed and
     displayed (its lines first, then its pictures), instead of showing them under the cell.
     Example: `with revealed("What step 1 did"): print(...); display(fig)`. The block's output
     is captured with IPython's `capture_output` and put in one HTML widget (PNG pictures
     inline), so the cell's own output is the accordion alone."""
-    holder = widgets.HTML()
-    accordion = ClosedBox(children=[holder], selected_index=None)
-    accordion.set_title(0, title)
+    accordion = ClosedBox(title)
     with capture_output(stdout=True, stderr=False, display=True) as captured:
         yield accordion
     parts = [_PRE.format(html.escape(captured.stdout))] if captured.stdout else []
@@ -91,6 +121,6 @@ def revealed(title: str) -> Iterator[widgets.Accordion]:
             parts.append(data["text/html"])
         else:
             parts.append(_PRE.format(html.escape(data.get("text/plain", ""))))
-    holder.value = "".join(parts)
     _hand_over(accordion)
+    accordion.fill("".join(parts))
     display(accordion)
