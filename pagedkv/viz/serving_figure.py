@@ -4,8 +4,10 @@ Left: each system's normalized latency against the request rate, on a log latenc
 the dashed bound. Between two measured rates the line drawn is the one `sustainable_rate`
 interpolates on (latency linear in the rate: on a log axis a curve, drawn from many points),
 so each line crosses the bound at the system's sustainable rate, and a cross in the system's
-colour marks that rate on the bound. Right: the K/V slots under load in the vLLM paper's
-Fig. 2 buckets. Leaves out: the whole-run shares (printed by the report, not drawn).
+colour marks that rate on the bound (in the full run, systems whose rate `crossing` walked
+to between finer rates get that rate, so their cross may sit just off the line). Right: the
+K/V slots under load in the vLLM paper's Fig. 2 buckets. Leaves out: the whole-run shares
+(printed by the report, not drawn).
 """
 
 from __future__ import annotations
