@@ -3,6 +3,7 @@ labels the slot counts worked out here by hand, and text of at least 12 px in a 
 
 from __future__ import annotations
 
+from matplotlib.colors import to_rgb
 from matplotlib.patches import Rectangle
 
 from pagedkv.labs.contiguous import ContiguousKVCache
@@ -52,3 +53,25 @@ def test_the_bars_cover_the_arena_and_label_what_was_asked_rounded_and_free():
         assert callout.get_position()[1] < -0.4 and callout.xy == (1636 + 28 / 2, -0.4)
     sizes = [px for px, _ in shown_px(fig)]
     assert min(sizes) >= MIN_PX, sizes
+
+
+def test_each_request_keeps_one_request_colour_that_no_serving_system_has():
+    # The serving figure of section 4 colours the systems; the arena's requests must not be
+    # read as systems: their colours come from the request palette, none a system's.
+    from pagedkv.viz.palette import SEQUENCE_COLORS, SYSTEM_COLORS
+
+    fig = plot_buddy_arena(_moments(), 2048)
+    by_request: dict[str, set] = {}
+    for ax in fig.axes:
+        for p in ax.patches:
+            if isinstance(p, Rectangle) and p.get_facecolor()[:3] != (1.0, 1.0, 1.0):
+                x = p.get_x()
+                name = "A" if x < 1024 else "B" if x < 1536 else "C"
+                by_request.setdefault(name, set()).add(tuple(round(c, 3) for c in p.get_facecolor()[:3]))
+    assert sorted(by_request) == ["A", "B", "C"]
+    assert all(len(colours) == 1 for colours in by_request.values())  # hatched part: same hue
+    used = {next(iter(c)) for c in by_request.values()}
+    assert len(used) == 3
+    as_rgb = {tuple(round(v, 3) for v in to_rgb(c)) for c in SEQUENCE_COLORS}
+    systems = {tuple(round(v, 3) for v in to_rgb(c)) for c in SYSTEM_COLORS.values()}
+    assert used <= as_rgb and not used & systems

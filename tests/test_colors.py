@@ -332,3 +332,13 @@ def test_doc_c_and_doc_d_side_by_side_are_not_two_greens():
     for deficiency in ("deuteranopia", "protanopia"):
         gap, _ = _closest_pair(dict(zip("CD", _seen_by(colors, deficiency))))
         assert gap >= MIN_DELTA_E, (deficiency, gap)
+
+
+def test_the_serving_systems_and_the_requests_beside_them_never_share_a_colour():
+    # Notebook 11 draws the serving systems and, a screen later, the buddy arena's requests.
+    from pagedkv.viz.palette import REQUEST_COLORS_BESIDE_SYSTEMS, SYSTEM_COLORS
+
+    assert set(SYSTEM_COLORS.values()) <= set(SEQUENCE_COLORS)
+    assert set(REQUEST_COLORS_BESIDE_SYSTEMS) <= set(SEQUENCE_COLORS)
+    assert not set(REQUEST_COLORS_BESIDE_SYSTEMS) & set(SYSTEM_COLORS.values())
+    assert _closest_pair(dict(enumerate(REQUEST_COLORS_BESIDE_SYSTEMS)))[0] >= MIN_DELTA_E

@@ -106,3 +106,41 @@ def test_published_numbers_heading_counts_the_table_rows() -> None:
     said = re.search(r"Optional: (\w+) published numbers", cells[i].source)
     rows = [line for line in cells[i + 1].source.splitlines() if line.startswith("| ")]
     assert said is not None and NUMBERS[said.group(1)] == len(rows) - 1  # minus the header row
+
+
+def test_the_start_up_exercise_shows_no_answer_before_its_box_opens() -> None:
+    """From the exercise to the next heading, no source a learner sees (markdown, or code not
+    hidden) quotes the log's blocks, N or X, or the hand calculation's: they print inside the
+    answer box only (`startup_log.answer_text`)."""
+    from pagedkv.labs import startup_log
+
+    cells = nbformat.read(NOTEBOOK, as_version=4).cells
+    start = next(
+        i for i, c in enumerate(cells) if "**Exercise: predict an engine's start-up line.**" in c.source
+    )
+    end = next(
+        i
+        for i in range(start + 1, len(cells))
+        if cells[i].cell_type == "markdown" and cells[i].source.startswith("#")
+    )
+    shown = [c.source for c in cells[start:end] if not c.metadata.get("jupyter", {}).get("source_hidden")]
+    answers = ("5691", "5,691", "5,693", "5693", "5,694", "5694", "91,056", "91,104", "11.12")
+    for source in shown:
+        for answer in answers:
+            assert answer not in source, answer
+    box = next(c.source for c in cells[start:end] if "answer_text(" in c.source)
+    assert "revealed(" in box and box.index("revealed(") < box.index("answer_text(")
+    # the box's text, against the exercise worked by hand (docs/calibration.md, rows L1 and L2):
+    # 0.9 x 39.50 - 14.96 - 9.37 - 0.10 = 11.12 GiB; / 2 MiB = 5,693.4 blocks
+    text = startup_log.answer_text(startup_log.log_capacity(), 8192)
+    for line in (
+        "blocks of 16 tokens: 5,694 (the log: 5,691)",
+        "GPU KV cache size: 91,104 tokens",
+        "Maximum concurrency for 8,192 tokens per request: 11.12x",
+        "'GPU KV cache size: 91,056 tokens'",
+        "By hand you get 5,693 blocks",
+        "3 more than the",
+    ):
+        assert line in text.replace("\n", " ") or line in text, line
+    budget, hand = startup_log.by_hand()
+    assert round(budget, 2) == 11.12 and hand == 5693 == int(11.12 * 1024 / 2)

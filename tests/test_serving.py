@@ -12,6 +12,7 @@ from pagedkv import bench, cli
 from pagedkv.bench import serving as bench_serving
 from pagedkv.labs import costs, serving
 from pagedkv.labs.workloads import Request, generate
+from pagedkv.viz.palette import SYSTEM_COLORS
 
 
 def test_poisson_arrivals_have_the_rate_asked_for():
@@ -237,6 +238,45 @@ def test_the_latency_legend_names_each_system_as_the_tables_do():
         == ["max", "pow2", "oracle", "paged"]
     )
     lines = {line.get_label(): line.get_color() for line in lat.get_lines()}
-    assert [lines[s] for s in bench_serving.SYSTEMS] == [
-        bench_serving.SYSTEM_COLORS[s] for s in bench_serving.SYSTEMS
-    ]
+    assert [lines[s] for s in bench_serving.SYSTEMS] == [SYSTEM_COLORS[s] for s in bench_serving.SYSTEMS]
+
+
+def test_each_drawn_latency_line_crosses_the_bound_at_the_printed_sustainable_rate():
+    # On the log latency axis matplotlib joins a line's points straight on screen. Read where
+    # each drawn line crosses the dashed bound there, as a reader reads the picture: it must be
+    # the sustainable rate the report prints, and the cross on the bound must sit at it. (Straight
+    # screen segments between the measured rates alone cross oracle's near 1.71/s, not 1.375/s.)
+    report = bench.recorded("serving")
+    notes = " ".join(report.notes)
+    printed = {s: float(r) for s, r in re.findall(r"(\w+) (\d+\.\d{3})/s", notes)}
+    assert set(printed) == set(serving.SYSTEMS)
+    fig = report.figure()
+    fig.canvas.draw()
+    lat = fig.axes[0]
+    to_screen, bound = lat.transData, serving.LATENCY_BOUND
+    bound_y = to_screen.transform((1.0, bound))[1]
+    lines = {line.get_label(): line for line in lat.get_lines()}
+    for system in serving.SYSTEMS:
+        xy = to_screen.transform(np.column_stack(lines[system].get_data()))
+        i = next(k for k in range(1, len(xy)) if xy[k - 1, 1] < bound_y <= xy[k, 1])
+        (x0, y0), (x1, y1) = xy[i - 1], xy[i]
+        screen_x = x0 + (x1 - x0) * (bound_y - y0) / (y1 - y0)
+        drawn = to_screen.inverted().transform((screen_x, bound_y))[0]
+        assert drawn == pytest.approx(printed[system], abs=6e-4), system
+    marks = [line for line in lat.get_lines() if line.get_marker() == "X" and len(line.get_xdata())]
+    assert sorted((line.get_color(), round(line.get_xdata()[0], 3)) for line in marks) == sorted(
+        (SYSTEM_COLORS[s], printed[s]) for s in serving.SYSTEMS
+    )
+    assert all(list(line.get_ydata()) == [bound] for line in marks)
+
+
+def test_the_latency_curve_is_the_line_the_sustainable_rate_reads():
+    # Between measured rates the curve is linear in the rate; it passes through the measured
+    # points and holds the crossing as a point of its own (worked by hand: 1 + 0.2 / 0.4 = 1.5).
+    xs, ys = serving.latency_curve([1.0, 2.0, 3.0], [0.3, 0.7, 0.9], steps=4)
+    assert xs[0] == 1.0 and 2.0 in xs and xs[-1] == 3.0
+    assert ys[xs.index(2.0)] == 0.7 and ys[xs.index(1.5)] == pytest.approx(0.5)
+    assert all(a < b for a, b in zip(xs, xs[1:]))
+    for x, y in zip(xs, ys):
+        assert y == pytest.approx(float(np.interp(x, [1.0, 2.0, 3.0], [0.3, 0.7, 0.9])))
+    assert serving.sustainable_rate([1.0, 2.0, 3.0], [0.3, 0.7, 0.9]) == pytest.approx(1.5)

@@ -26,17 +26,13 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 from tqdm import tqdm
 
 from pagedkv.bench import Report
-from pagedkv.core.page import PageState
 from pagedkv.core.plumbing.validation import check_number
 from pagedkv.labs.parallel import QUICK_WORKERS
 from pagedkv.labs.serving import (  # sustainable_rate: notebook 11 reads it from here too
-    CATEGORIES,
     LATENCY_BOUND,
-    LEGEND_LABELS,
     PAPER,
     PAPER_RATE_RATIOS,
     PAPER_SLOTS,
@@ -48,11 +44,8 @@ from pagedkv.labs.serving import (  # sustainable_rate: notebook 11 reads it fro
     sustainable_rate,
 )
 from pagedkv.labs.workloads import generate
-from pagedkv.viz.palette import SEQUENCE_COLORS, STATE_COLORS, VICTIM_COLOR
-from pagedkv.viz.share_bars import name_thin_top
+from pagedkv.viz.serving_figure import serving_figure
 
-# one colour per system, from the shared palette
-SYSTEM_COLORS = dict(zip(SYSTEMS, (SEQUENCE_COLORS[i] for i in (0, 7, 1, 3)), strict=True))
 # the table's floats: shares of KV slots (%) and the mean batch with one decimal
 DIGITS = {"token %": 1, "external": 1, "mean batch": 1}
 HELP = "serving run with Poisson arrivals: Fig. 2 memory shares and normalized latency vs rate"
@@ -292,53 +285,6 @@ def _latency_table(rows: list[list]) -> str:
     return format_table(["rate", *SYSTEMS], rows, {"rate": 1})
 
 
-def _latency_panel(lat, data: dict, rates: list[float]) -> None:
-    """Normalized latency vs request rate per system, on a log axis with plainly labelled ticks,
-    its legend above the panel."""
-    for system, marker in zip(SYSTEMS, "osD^", strict=True):
-        latency = [data[system][str(r)]["normalized_latency"] for r in rates]
-        lat.plot(rates, latency, marker=marker, color=SYSTEM_COLORS[system], label=system)
-    lat.axhline(LATENCY_BOUND, color="#555555", linestyle="--", linewidth=1, label="bound: 0.5 s/token")
-    lat.set_xlabel("request rate (requests/s)", fontsize=12)
-    lat.set_ylabel("normalized latency (s/token)", fontsize=12)
-    lat.set_yscale("log")
-    ticks = [0.03, 0.05, 0.1, 0.2, 0.5, 1, 2, 4]  # labelled plainly, far enough apart to read
-    lat.set_yticks(ticks, [f"{t:g}" for t in ticks])
-    lat.set_xticks(rates, [f"{r:g}" for r in rates])  # every rate run, 0.5 included
-    lat.minorticks_off()
-    lat.grid(alpha=0.3)
-    lat.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=13, frameon=False)
-
-
 def figure(report: Report):
-    """Left: normalized latency vs request rate per system (`_latency_panel`). Right: KV memory
-    by category under load (the paper's Fig. 2 bars); their legend below both panels."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    data, rates = report.data["systems"], report.data["rates"]
-    fig = Figure(figsize=(8.5, 5.0), dpi=100, layout="constrained")  # 850 x 500 px: no shrinking in a cell
-    FigureCanvasAgg(fig)
-    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
-    _latency_panel(lat, data, rates)
-    colors = [STATE_COLORS[PageState.ACTIVE], SEQUENCE_COLORS[4], STATE_COLORS[PageState.CACHED]]
-    colors += [VICTIM_COLOR, STATE_COLORS[PageState.FREE]]
-    top, bottom = str(report.data["top_rate"]), np.zeros(len(SYSTEMS))
-    for category, color in zip(CATEGORIES, colors, strict=True):
-        values = np.array([data[s][top][category] for s in SYSTEMS])
-        label = LEGEND_LABELS.get(category, category.replace("_", " "))
-        bars.bar(SYSTEMS, values, bottom=bottom, color=color, label=label)
-        bottom += values
-    for x, s in enumerate(SYSTEMS):
-        share = data[s][top]["token_states"]
-        bars.text(x, share / 2, f"{share:.0f}%", ha="center", va="center", color="white", fontsize=12)
-    bars.set_ylim(0, 100)
-    name_thin_top(bars, len(SYSTEMS) - 1, data["paged"][top])
-    bars.set_ylabel("% of K/V slots", fontsize=12)
-    bars.set_xlabel(f"{report.data['top_rate']:g} req/s, under load (requests waiting)", fontsize=12)
-    handles, labels = bars.get_legend_handles_labels()  # below both panels, clear of the bars
-    labels = [t.replace("\n", " ").replace(": ", ":\n", 1) for t in labels]
-    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=13)
-    for ax in (lat, bars):
-        ax.tick_params(labelsize=14)  # 14 px at 850 px
-    return fig
+    """The report's figure: latency against rate, and the slots under load (`serving_figure`)."""
+    return serving_figure(report.data)

@@ -53,11 +53,14 @@ def admit_all(requests, num_pages: int, page_size: int, host_pages: int, policy:
     seqs = SequenceManager(pool)
     tier = HostTier(pool, host_pages * pool.config.kv_bytes // num_pages, policy) if host_pages else None
     reloads: dict[int, int] = {}  # pages reloaded by one request -> requests that reloaded that many
+    after_pool_hit = 0  # reloads whose prompt's first pages were still in the pool (a pool hit)
     for r in requests:
         if tier is not None:
-            pages = tier.load_prefix(r.prompt_token_ids)["reload_bytes"] // tier.page_bytes
+            got = tier.load_prefix(r.prompt_token_ids)
+            pages = got["reload_bytes"] // tier.page_bytes
             if pages:
                 reloads[pages] = reloads.get(pages, 0) + 1
+                after_pool_hit += got["gpu_hit_tokens"] > 0
         seqs.add(r.req_id, r.prompt_token_ids)
         seqs.free(r.req_id)
     seqs.check_invariants()
@@ -72,6 +75,7 @@ def admit_all(requests, num_pages: int, page_size: int, host_pages: int, policy:
         "reload_pages": host.reload_bytes // tier.page_bytes if tier is not None and host else 0,
         "dropped_pages": host.dropped_pages if host else 0,
         "reloads": {str(k): reloads[k] for k in sorted(reloads)},
+        "reloads_after_pool_hit": after_pool_hit,
     }
 
 

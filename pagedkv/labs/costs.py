@@ -334,7 +334,8 @@ def calculator_text(
     )
     if rounded != f"{cap['kv_budget_bytes'] / GIB:.2f}":  # only where rounding shows
         lines.append(f"    (from the exact terms; the rounded ones above add up to {rounded})")
-    lines.append("    in vLLM's start-up log: 'GPU KV cache size: N tokens' or '# GPU blocks: N'")
+    lines.append(f"    in vLLM's start-up log: 'GPU KV cache size: {cap['token_slots']:,} tokens'")
+    lines.append(f"      (older engines count blocks: '# GPU blocks: {cap['num_pages']}')")
     cost = preemption_costs(m, g, tokens, assume)
     lines += [
         f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",

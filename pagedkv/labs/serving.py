@@ -301,6 +301,26 @@ def sustainable_rate(rates: list[float], latencies: list[float], bound: float = 
     return rates[-1]
 
 
+def latency_curve(
+    rates: list[float], latencies: list[float], bound: float = LATENCY_BOUND, steps: int = 24
+) -> tuple[list[float], list[float]]:
+    """The line `sustainable_rate` reads its crossing from, as points to draw: between two
+    measured rates, latency linear in the rate (on a log latency axis that line is a curve, so
+    each segment is split into `steps` pieces), and the bound's crossing itself as a point.
+    Example: rates [1, 2], latencies [0.3, 0.7], steps 1 -> [1, 1.5, 2], [0.3, 0.5, 0.7]."""
+    xs, ys = [rates[0]], [latencies[0]]
+    crossing = sustainable_rate(rates, latencies, bound)
+    for (r0, l0), (r1, l1) in zip(zip(rates, latencies), zip(rates[1:], latencies[1:]), strict=False):
+        for k in range(1, steps + 1):
+            rate = r1 if k == steps else r0 + (r1 - r0) * k / steps  # the measured rate exactly
+            if xs[-1] < crossing < rate and l0 < bound <= l1:
+                xs.append(crossing)
+                ys.append(bound)
+            xs.append(rate)
+            ys.append(l1 if k == steps else l0 + (l1 - l0) * (rate - r0) / (r1 - r0))
+    return xs, ys
+
+
 RATE_DIGITS = 3  # decimals of a printed sustainable rate: enough that the printed ratios follow
 
 

@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 
 from pagedkv.labs.contiguous import Reservation
-from pagedkv.viz.palette import SEQUENCE_COLORS
+from pagedkv.viz.palette import REQUEST_COLORS_BESIDE_SYSTEMS
 from pagedkv.viz.projector import projector
 
 NARROW_IN = 9.0  # inches, as the capacity figures: text of 12 pt stays >= 15 px in an 848 px cell
@@ -33,12 +33,14 @@ def plot_buddy_arena(moments: Sequence[Moment], num_slots: int) -> Figure:
     """One bar of `num_slots` slots per moment, top to bottom: per request, the slots it
     asked for (labelled `name asked`) and those rounded away (labelled with their count);
     free blocks white, labelled `free N`. A part too thin for its label is named by a callout
-    under the bar. A request keeps its colour in every bar."""
+    under the bar. A request keeps its colour in every bar, one no serving system has."""
     fig = Figure(figsize=(11, 1.5 + 1.6 * len(moments)))
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(moments), 1, squeeze=False)[:, 0]
     names = sorted({r.req_id for _, reservations, _ in moments for r in reservations}, key=str)
-    colour = {name: SEQUENCE_COLORS[i % len(SEQUENCE_COLORS)] for i, name in enumerate(names)}
+    # request colours of the shared palette, none a serving system's (section 4's figure is near)
+    beside = REQUEST_COLORS_BESIDE_SYSTEMS
+    colour = {name: beside[i % len(beside)] for i, name in enumerate(names)}
     for ax, (title, reservations, free) in zip(axes, moments, strict=True):
         for r in reservations:
             fill, rounded = colour[r.req_id], r.length - r.asked

@@ -55,6 +55,10 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
     "#004488",  # high-contrast: blue
     "#EE3377",  # vibrant: magenta
 )
+# The serving run's four systems (`bench serving`, notebook 11's section 4). A system is no
+# request: a picture of requests shown near them takes its colours from REQUEST_COLORS_BESIDE_SYSTEMS
+SYSTEM_COLORS = {"max": "#CC6677", "pow2": "#666633", "oracle": "#332288", "paged": "#117733"}
+REQUEST_COLORS_BESIDE_SYSTEMS = ("#AA4499", "#88CCEE", "#004488", "#44AA99", "#663333", "#BBCC33")
 # Your own requests (ids "yours1", ...) and your own forks (ids "<parent>.f1", ...): colours
 # far from CACHED orange (no pear or rose), the first one no other sequence of the picture has
 # yet; the bright ones first, so that they stand out from a scenario's first colours (a fork of

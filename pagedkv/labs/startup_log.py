@@ -1,0 +1,82 @@
+"""A published vLLM start-up log of Llama-3-8B on an A100-40GB, and what vLLM v1 prints from it.
+
+Notebook 11's exercise reads this log (docs/calibration.md, rows L1, L2 and A1 give its source
+and the H100 log beside it): the memory the device reported, the profile run's activation
+peak, the non-torch memory, no CUDA-graph pool, and the `# GPU blocks` it printed. vLLM v1
+(`vllm/v1/core/kv_cache_utils.py`) prints the same budget as `GPU KV cache size: N tokens`
+(N = blocks x block size) and `Maximum concurrency for L tokens per request: Xx`
+(X = blocks / ceil(L / block size)), for a model whose layers are all full attention.
+`answer_text` works the exercise out, so the notebook's visible cells quote none of it.
+Leaves out: the log's other lines (model loading, CUDA graphs), which size nothing here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+from pagedkv.labs import costs
+
+MODEL, GPU = "Llama-3-8B", "A100-40GB"
+# the A100 log's terms, GiB: as it printed them
+LOG_TERMS = {"reported_gib": 39.50, "activation_gib": 9.37, "non_torch_gib": 0.10, "cuda_graph_gib": 0.0}
+LOG_BLOCKS = 5691  # '# GPU blocks: 5691' in the A100 log
+H100_LOG_ACTIVATION_GIB = 1.26  # the H100 log's activation peak, same model and batch
+BATCHED_TOKENS = 8192  # the profile run's tokens in both logs
+BLOCK = 16  # tokens per block, vLLM's default
+
+
+def log_capacity(max_len: int = BATCHED_TOKENS) -> int:
+    """The cost model's blocks with every term of the A100 log typed in (5,694)."""
+    gpu = dataclasses.replace(costs.gpu_spec(GPU), reported_gib=LOG_TERMS["reported_gib"])
+    t = LOG_TERMS
+    assume = costs.Assumptions(
+        0.9,
+        BATCHED_TOKENS,
+        activation_gib=t["activation_gib"],
+        non_torch_gib=t["non_torch_gib"],
+        cuda_graph_gib=t["cuda_graph_gib"],
+    )
+    return int(costs.capacity(MODEL, gpu, max_len, assume)["num_pages"])
+
+
+def v1_lines(blocks: int, max_len: int) -> tuple[str, str]:
+    """vLLM v1's two start-up numbers for `blocks` blocks of 16 and requests of `max_len`."""
+    return (
+        f"GPU KV cache size: {blocks * BLOCK:,} tokens",
+        f"Maximum concurrency for {max_len:,} tokens per request: {blocks / -(-max_len // BLOCK):.2f}x",
+    )
+
+
+def by_hand() -> tuple[float, int]:
+    """The exercise on paper, weights rounded to 14.96 GiB: the KV budget in GiB and the blocks."""
+    weights = round(costs.weight_bytes(MODEL) / costs.GIB, 2)
+    spent = sum(LOG_TERMS[k] for k in ("activation_gib", "non_torch_gib", "cuda_graph_gib"))
+    budget = 0.9 * LOG_TERMS["reported_gib"] - weights - spent
+    block_mib = BLOCK * costs.bytes_per_token(MODEL) / 2**20
+    return budget, int(budget * 1024 / block_mib)
+
+
+def answer_text(blocks: int, max_len: int) -> str:
+    """The exercise's answer: the cost model's blocks, N and X, then the log's own, the hand
+    calculation and a check in one's head, each paragraph wrapped at 95 characters."""
+    logged_n, logged_x = v1_lines(LOG_BLOCKS, max_len)
+    budget, hand = by_hand()
+    exact = costs.weight_bytes(MODEL) / costs.GIB
+    block_mib = BLOCK * costs.bytes_per_token(MODEL) // 2**20
+    paragraphs = [
+        f"That engine printed the older '# GPU blocks: {LOG_BLOCKS}'; vLLM v1's formula turns "
+        f"those {LOG_BLOCKS:,} blocks into '{logged_n}' and '{logged_x}' (built from the formula, "
+        "not copied from a log).",
+        f"By hand you get {hand:,} blocks ({budget:.2f} GiB / {block_mib} MiB = "
+        f"{budget * 1024 / block_mib:,.1f}). The cost model counts the weights' exact bytes "
+        f"({exact:.3f} GiB, not {exact:.2f}) and gets {blocks:,}, {blocks - LOG_BLOCKS} more than the "
+        f"log ({100 * (blocks - LOG_BLOCKS) / LOG_BLOCKS:.2f} %): N reads {blocks * BLOCK:,} tokens "
+        f"instead of {LOG_BLOCKS * BLOCK:,}, and X rounds to the same {blocks / (max_len // BLOCK):.2f}x.",
+        f"A check in your head: one block is {block_mib} MiB, and L = {max_len:,} tokens is "
+        f"{max_len // BLOCK} blocks, {max_len // BLOCK * block_mib / 1024:g} GiB. So X equals the "
+        f"KV budget in GiB: {budget:.2f} GiB gives {budget:.2f}x. That checks the budget's "
+        "arithmetic only: the log's own terms went in.",
+    ]
+    head = [f"blocks of {BLOCK} tokens: {blocks:,} (the log: {LOG_BLOCKS:,})", *v1_lines(blocks, max_len)]
+    return "\n".join([*head, "", *(textwrap.fill(p, 95) + "\n" for p in paragraphs)]).rstrip()
