@@ -68,7 +68,7 @@ IDLE_COLOR = "#666666"
 # The dashboard's Page life tab shows the picture at its own size, 660 x 330 px (DASHBOARD_WIDTH_IN
 # at DASHBOARD_DPI): its text is 10.4 pt there, 14.5 px, so ≥ 12 px even in a 560 px wide cell.
 # Every size (text, lines, gaps) scales with the width: a wider figure is the same picture.
-WIDTH_IN = 11.0  # plot_lifecycle's default: notebook 00 draws it at 110 dpi
+WIDTH_IN = 8.0  # plot_lifecycle's default: notebook 00 draws it at 110 dpi, 880 x 352 px (fits one screen)
 DASHBOARD_WIDTH_IN, DASHBOARD_DPI = 6.6, 100
 FONT_PT_PER_IN = 12 / 7.6  # text size (pt) per inch of the figure's width
 ROW = 0.058  # one row of labels, in axes fractions of the height
