@@ -79,7 +79,10 @@ KEY_TOP = 0.97
 
 
 def plot_lifecycle(
-    highlight: Iterable[str] = (), width: float = WIDTH_IN, aspect: float = WIDE, text_width: float = TEXT_WIDTH_IN
+    highlight: Iterable[str] = (),
+    width: float = WIDTH_IN,
+    aspect: float = WIDE,
+    text_width: float = TEXT_WIDTH_IN,
 ) -> Figure:
     """The lifecycle diagram, `width` inches wide and `aspect` times as tall (0.5: the
     dashboard's layout; WIDE: a wide one), its text as large as on a `text_width` inch wide
