@@ -445,7 +445,7 @@ def test_a_predictions_pick_carries_an_arrow_and_only_the_pick():
     options = list(predict.data.shown_options)
     for pick in (options[1], options[0]):  # a new pick moves the mark
         predict.choices.value = pick
-        assert [icon == "arrow-right" for icon in predict.choices.icons] == [o == pick for o in options]
+        assert [icon == "dot-circle-o" for icon in predict.choices.icons] == [o == pick for o in options]
 
 
 def test_next_after_a_wrong_pick_names_the_question_left_undone():

@@ -15,7 +15,7 @@ import argparse
 
 from pagedkv.core.pool import KVCachePool
 from pagedkv.scenarios import SCENARIOS, ActionRecord, ScenarioRun
-from pagedkv.scenarios.text import page_runs, token_ids_of
+from pagedkv.scenarios.text import page_runs, slot_words, token_ids_of
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,63 +29,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _pool_line(pool: KVCachePool) -> str:
     return (
-        f"usage {pool.usage:5.1%} (active {pool.num_active_pages:2d}, cached "
-        f"{pool.num_cached_pages:2d}, free {pool.num_free_pages:2d}), "
-        f"token usage {pool.token_usage:5.1%}"
+        f"pool: {pool.num_active_pages} ACTIVE, {pool.num_cached_pages} CACHED, "
+        f"{pool.num_free_pages} FREE pages (usage {pool.usage:.1%}, token usage {pool.token_usage:.1%})"
     )
 
 
-def _print_decode(run: ScenarioRun, record: ActionRecord, counts: dict) -> None:
-    """One line per token: where it went, pool usage, pages allocated or evicted for it."""
-    for seq_id, token in record.tokens.items():
-        counts[seq_id] = counts.get(seq_id, 0) + 1
-        news = "".join(
-            f", {e.kind} page {e.page_id}"
-            for e in record.events
-            if e.kind in ("allocate", "evict", "cow") and e.seq_id == seq_id
-        )
-        where = ""
-        if seq_id in record.slots:
-            page, offset = divmod(record.slots[seq_id], run.page_size)
-            where = f"-> page {page:2d} slot {offset}  "
-        print(
-            f"  {seq_id} token {counts[seq_id]:2d}: {token:3d} {chr(token)!r:6} {where}"
-            f"{_pool_line(run.pool)}{news}"
-        )
-    if record.note and not record.tokens:  # a refused step: nothing was generated
-        print(f"  {record.note}")
+def _print_step(run: ScenarioRun, record: ActionRecord) -> None:
+    """A step in the dashboard log's words: "step 2: request_A appends its token 19, id 32
+    (a space), in slot 18 (page 4, place 2)". Tokens count from 1 over the whole sequence
+    (prompt included), slots and places from 0. The pool's page counts follow a step that
+    took, released or shared pages, and every step that is not a decode; the LRU order
+    follows every step that is neither a decode nor a scheduler step."""
+    head = f"  step {record.step:2d}: "
+    for i, (_, text) in enumerate(record.entries(grouped=True)):
+        print(f"{head if i == 0 else ' ' * len(head)}{slot_words(text, run.page_size)}")
+    if record.action.op == "add" and record.cached_tokens:
+        reused = [e.page_id for e in record.events if e.kind == "prefix_hit"]
+        print(f"{' ' * len(head)}prefix hit: {record.cached_tokens} tokens from pages {reused}")
+    if record.events or record.action.op != "decode":
+        if record.action.op not in ("decode", "schedule"):
+            print(f"{' ' * len(head)}LRU order (next victim first): {run.pool.eviction.order()}")
+        print(f"{' ' * len(head)}{_pool_line(run.pool)}")
 
 
 def run(args: argparse.Namespace | None = None) -> int:
     name = getattr(args, "scenario", "walkthrough")
     scenario = ScenarioRun(name)
-    pool, cfg = scenario.pool, scenario.config
+    cfg = scenario.config
     print(
         f"{scenario.scenario.title}\npool: {cfg.num_pages} pages x {cfg.page_size} token slots, "
-        f"{cfg.num_layers} layers, {cfg.kv_bytes:,} bytes of K/V preallocated"
+        f"{cfg.num_layers} layers, {cfg.kv_bytes:,} bytes of K/V preallocated\n"
+        "Steps are numbered as on the dashboard. Tokens count from 1 in each sequence, prompt\n"
+        "included. A slot is a token's place in the whole pool, page x page size + its place\n"
+        "in the page; slots and places count from 0."
     )
-    counts: dict = {}  # seq id -> tokens generated so far
     previous = None
     while not scenario.done:
         record = scenario.step()
         action = record.action
-        if action.op == "decode":
-            if action.caption != previous:
-                print(f"\n{action.caption}:")
-            _print_decode(scenario, record, counts)
-        elif action.op == "schedule":
-            if action.caption != previous:
-                print(f"\n{action.caption}:")
-            pages = "; ".join(record.event_lines())
-            print(f"  {record.note}  [{_pool_line(pool)}]" + (f"\n    {pages}" if pages else ""))
-        else:
-            print(f"\n{action.caption}" + (f": {action.text!r}" if action.text else ""))
-            for line in record.lines():
-                print(f"  {line}")
-            if record.cached_tokens:
-                reused = [e.page_id for e in record.events if e.kind == "prefix_hit"]
-                print(f"  prefix hit: {record.cached_tokens} tokens from pages {reused}")
-            print(f"  LRU order (next victim first): {pool.eviction.order()}  {_pool_line(pool)}")
+        if action.caption != previous:
+            quoted = f": {action.text!r}" if action.text and action.op not in ("decode", "schedule") else ""
+            print(f"\n{action.caption}{quoted}")
+        _print_step(scenario, record)
         previous = action.caption
     print()
     snapshot = scenario.seqs.snapshot()
@@ -94,7 +79,7 @@ def run(args: argparse.Namespace | None = None) -> int:
         text = scenario.model.decode(scenario.seqs.get(seq_id).token_ids)
         print(f"{seq_id} reads {text!r}\n  block table {list(table)}")
         print("  tokens by page: " + " ".join(f"{page}[{chars}]" for page, chars in runs[seq_id]))
-    s = pool.stats
+    s = scenario.pool.stats
     print(
         f"counters: allocations {s.allocations}, evictions {s.evictions}, prefix hits "
         f"{s.prefix_hits}/{s.prefix_queries} tokens, copy-on-write {s.cow_copies}"

@@ -1,11 +1,13 @@
 """Pages as text: which tokens each page of a block table holds, printable in a terminal.
 
 `python -m pagedkv demo` prints these; the token-by-page pictures of `pagedkv.viz` draw
-the same runs. Leaves out: colour (the pictures add it).
+the same runs, and the dashboard's log names a token's slot with `slot_words`, as the demo
+does. Leaves out: colour (the pictures add it).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Mapping
 from collections.abc import Sequence as SequenceLike
 
@@ -17,6 +19,17 @@ from pagedkv.core.sequence import SequenceManager
 def token_ids_of(seqs: SequenceManager) -> dict[Hashable, list[int]]:
     """seq id -> token ids of every live sequence (what the views below draw)."""
     return {s: list(seqs.get(s).token_ids) for s in seqs.sequences}
+
+
+def slot_words(text: str, page_size: int | None) -> str:
+    """A log line's "in slot 17" as "in slot 17 (page 4, place 1)" for `page_size` 4: the
+    slot is the token's place in the whole pool (page x page size + place), the place is
+    where it sits in its page; both count from 0. The dashboard's log and
+    `python -m pagedkv demo` print the same words. Unchanged when `page_size` is None."""
+    if page_size is None:
+        return text
+    where = lambda m: f"in slot {m[1]} (page {int(m[1]) // page_size}, place {int(m[1]) % page_size})"  # noqa: E731
+    return re.sub(r"in slot (\d+)", where, text)
 
 
 def glyph(token: int) -> str:

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 TITLE = "pagedkv cheat sheet: the paged KV cache on one page"
 VOCABULARY = [
     ("page (block)", "page_size token slots of K/V for every layer; the unit the pool hands out"),
-    ("slot", "one token's place in the pool: page_id * page_size + offset"),
+    ("slot", "a token's index in the pool: page_id * page_size + offset (the place in its page)"),
     ("block table", "a sequence's page ids in order: logical block i -> page block_table[i]"),
     ("slot mapping", "the slot of every position of a sequence (what attention writes to)"),
     ("ref_count", "how many block tables hold a page"),
@@ -49,10 +49,10 @@ RULES = [
     "A page is hashed and indexed when it becomes full; partial pages never hit.",
     "Prefix lookup walks full-page hashes in order, stops at the first miss; the last prompt "
     "token always runs; a hit on a CACHED page makes it ACTIVE.",
-    "Release is tail first: the deepest page of a finished sequence is evicted first; full "
-    "hashed pages become CACHED, others FREE.",
+    "Release is tail first: the deepest page of a finished sequence is evicted first; a full "
+    "page the prefix index points to becomes CACHED, others FREE.",
     "Fork shares every page; a write into a page with ref_count > 1 copies it first.",
-    "Time is a logical clock: one tick per operation.",
+    "Time is a logical clock: one tick per operation (admit, append, fork, release).",
     "A failed operation changes nothing.",
 ]
 SCHEDULER = [

@@ -18,6 +18,7 @@ import numpy as np
 
 from pagedkv.core.page import PageState
 from pagedkv.scenarios import ScenarioRun
+from pagedkv.scenarios.text import slot_words
 from pagedkv.viz.palette import EVENT_COLORS
 
 __all__ = [
@@ -232,14 +233,6 @@ def counter_html(run: ScenarioRun) -> str:
 ENTRY_STYLE = "padding-left:1.6em;text-indent:-0.8em"
 
 
-def _slot_words(text: str, page_size: int | None) -> str:
-    """ "in slot 17" as "in slot 17 (page 4, place 1)": the page and the place in it (from 0)."""
-    if page_size is None:
-        return text
-    where = lambda m: f"in slot {m[1]} (page {int(m[1]) // page_size}, place {int(m[1]) % page_size})"  # noqa: E731
-    return re.sub(r"in slot (\d+)", where, text)
-
-
 def log_html(
     records: Sequence, steps: int, height_px: int = 420, scheduled: bool = False, page_size: int | None = None
 ) -> str:
@@ -260,7 +253,7 @@ def log_html(
         for kind, text in record.entries(grouped=True):  # inside a step: cause before effect
             color = EVENT_COLORS.get(kind, "#111111")
             style = f"color:{color};{ENTRY_STYLE}"
-            text = _slot_words(text, page_size)
+            text = slot_words(text, page_size)
             lines.append(f"<div class='pagedkv-log-{kind}' style='{style}'>{html.escape(text)}</div>")
             chars += len(text)
     body = "\n".join(lines) or "<i>no step yet: press Step</i>"  # as plain text: one entry a line

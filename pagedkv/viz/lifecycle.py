@@ -45,9 +45,9 @@ EDGES = {
     (CACHED, FREE): (-0.1, ("over", (0.49, 0.235), 0.0, "")),
     (ACTIVE, ACTIVE): (0.0, ("loop", (0.57, 0.95), 0.0, "")),
 }
-# The wide layout notebook 00 draws (`aspect` WIDE: ~450 px tall in a 1,180 px cell): text
+# The wide layout notebook 00 draws (`aspect` WIDE: ~370 px tall in a 1,100 px cell): text
 # keeps its size, so the boxes sit nearer the edges and the reset arrow's label follows its arc.
-WIDE = 0.4
+WIDE = 0.34
 WIDE_NODES = {ACTIVE: (0.5, 0.74), FREE: (0.13, 0.29), CACHED: (0.89, 0.29)}
 WIDE_PLACES = {
     (CACHED, FREE): ("over", (0.49, 0.205), 0.0, ""),
@@ -67,8 +67,9 @@ SUBTITLES = {FREE: "empty", ACTIVE: "ref_count ≥ 1", CACHED: "ref_count 0,\nfu
 IDLE_COLOR = "#666666"
 # The dashboard's Page life tab shows the picture at its own size, 660 x 330 px (DASHBOARD_WIDTH_IN
 # at DASHBOARD_DPI): its text is 10.4 pt there, 14.5 px, so ≥ 12 px even in a 560 px wide cell.
-# Every size (text, lines, gaps) scales with the width: a wider figure is the same picture.
-WIDTH_IN = 11.0  # plot_lifecycle's default: notebook 00 draws it at 110 dpi
+# Every size (text, lines, gaps) scales with `text_width` (on the dashboard, the width itself).
+WIDTH_IN = 11.0  # plot_lifecycle's default: notebook 00 draws it at 110 dpi, 1,210 x 411 px
+TEXT_WIDTH_IN = 8.25  # its text is sized as for this width (13 pt): short enough for one screen
 DASHBOARD_WIDTH_IN, DASHBOARD_DPI = 6.6, 100
 FONT_PT_PER_IN = 12 / 7.6  # text size (pt) per inch of the figure's width
 ROW = 0.058  # one row of labels, in axes fractions of the height
@@ -77,10 +78,15 @@ ROW = 0.058  # one row of labels, in axes fractions of the height
 KEY_TOP = 0.97
 
 
-def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN, aspect: float = WIDE) -> Figure:
+def plot_lifecycle(
+    highlight: Iterable[str] = (),
+    width: float = WIDTH_IN,
+    aspect: float = WIDE,
+    text_width: float = TEXT_WIDTH_IN,
+) -> Figure:
     """The lifecycle diagram, `width` inches wide and `aspect` times as tall (0.5: the
-    dashboard's layout; WIDE: a wide one); transitions named in `highlight` are drawn bold in
-    vermillion.
+    dashboard's layout; WIDE: a wide one), its text as large as on a `text_width` inch wide
+    picture; transitions named in `highlight` are drawn bold in vermillion.
     Example: plot_lifecycle(["evict"]) -> the CACHED -> ACTIVE arrow and "evict" stand out."""
     lit = set(highlight)
     unknown = lit - {t.name for t in TRANSITIONS}
@@ -92,8 +98,8 @@ def plot_lifecycle(highlight: Iterable[str] = (), width: float = WIDTH_IN, aspec
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.axis("off")
-    pt = FONT_PT_PER_IN * width  # the text size; lines and arrow heads scale with it
-    row = ROW * 0.5 / aspect  # a row of text keeps its height in inches
+    pt = FONT_PT_PER_IN * text_width  # the text size; lines and arrow heads scale with it
+    row = ROW * 0.5 * text_width / (width * aspect)  # a row of text: its height in inches follows pt
     nodes, places = (NODES, {}) if aspect >= 0.5 else (WIDE_NODES, WIDE_PLACES)
     boxes = {}  # state -> its box patch, so arrows end at the box edge
     for state, (x, y) in nodes.items():
@@ -249,7 +255,7 @@ def lifecycle_png(
 @functools.lru_cache(maxsize=64)
 def _png(highlight: frozenset[str], width: float, dpi: int) -> bytes:
     out = io.BytesIO()
-    plot_lifecycle(highlight, width, aspect=0.5).savefig(out, format="png", dpi=dpi)
+    plot_lifecycle(highlight, width, aspect=0.5, text_width=width).savefig(out, format="png", dpi=dpi)
     return out.getvalue()
 
 

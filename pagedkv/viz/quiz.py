@@ -142,13 +142,13 @@ class PredictStep(widgets.VBox):
             self.misses += 1
             self.button.description, self.button.icon = "Check again", "check"  # the step has run
 
-    def _picked_again(self, _change=None) -> None:  # an arrow on the pick (grey is faint on a
-        # projector; a check mark read as "right"); after a wrong pick, its "Not quite" goes
+    def _picked_again(self, _change=None) -> None:  # a radio dot on the pick (grey is faint on a
+        # projector; a check mark read as "right", an arrow as a glitch); a wrong pick's "Not quite" goes
         if self.settled and self.choices.value != self.graded:  # a late pick: pagedkv.viz.grading
             self.choices.value = self.graded
             return
         picked = [o == self.choices.value for o in self.data.shown_options]
-        self.choices.icons = ["arrow-right" if p else "" for p in picked]
+        self.choices.icons = ["dot-circle-o" if p else "" for p in picked]
         if self.misses and not self.settled:
             self.result.value = _box(f"New pick: press {self.button.description} to grade it.")
 

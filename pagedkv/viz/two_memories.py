@@ -90,7 +90,7 @@ def plot_two_memories(
     size = snap.page_size
     num_slots = snap.num_pages * size
     width = 4 * size
-    fig = Figure(figsize=(11, 1.9 + 0.75 * -(-num_slots // width)), layout="constrained")
+    fig = Figure(figsize=(11, 1.7 + 0.6 * -(-num_slots // width)), layout="constrained")  # 64 slots: 451 px
     FigureCanvasAgg(fig)
     left, right = fig.subplots(1, 2)
     colors, empty = paged_slots(snap, palette)

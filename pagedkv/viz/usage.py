@@ -162,7 +162,7 @@ def plot_usage(snapshots: Sequence[PoolSnapshot], title: str = "", refused: Sequ
     pages = np.array([s.usage for s in snapshots])
     tokens = np.array([s.token_usage for s in snapshots])
     cached = np.array([np.count_nonzero(s.state == PageState.CACHED) / s.num_pages for s in snapshots])
-    fig = Figure(figsize=(7.5, 3.2), dpi=90, layout="constrained")
+    fig = Figure(figsize=(7.5, 2.6), dpi=90, layout="constrained")  # 1,210 x 419 px once widened: one screen
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     if cached.any():  # the legend names only what the picture shows
