@@ -100,8 +100,8 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     (ax,) = fig.axes
     assert ax.get_legend() is None  # the legend is the figure's, below the axes
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "parallel sampling, the paper (n = 2 and 6)" in labels
-    assert "beam search, the paper (k = 2 and 6)" in labels
+    assert "parallel sampling, paper (only n = 2, 6)" in labels
+    assert "beam search, paper (only k = 2, 6)" in labels
     # the two modes' dashes differ in style, so each legend entry names its own
     styles = [h.get_linestyle() for h in fig.legends[0].legend_handles if h.get_label().find("paper") > 0]
     assert len(styles) == 2 and styles[0] != styles[1]

@@ -435,6 +435,20 @@ def test_the_dashboards_block_tables_and_their_key_are_at_least_12_px():
     assert sizes and min(sizes) >= MIN_PX, sizes
 
 
+def test_the_block_tables_tab_shows_tokens_by_page_before_the_key():
+    """At 1280x720 the Block tables tab's box is 306 px tall: status, heading and two table
+    rows leave room for one tokens-by-page row only if the one-line key comes after it (a
+    learner saw the row cut at its labels, scrolling inside a sliver). Oracle: the order of
+    the three parts in the HTML."""
+    from pagedkv.scenarios.text import token_ids_of
+    from pagedkv.viz.block_table import block_table_html
+
+    run = _run("preempt", 20)  # req2 and req3 running, as in the learner's screenshot
+    page = block_table_html(run.snapshots[-1], events=run.events, token_ids=token_ids_of(run.seqs))
+    table, tokens, key = (page.index(s) for s in ("</table>", "tokens by page", "cell: the page"))
+    assert table < tokens < key
+
+
 SCREEN_PX = 720  # a small laptop screen's height: a whole figure, title included, must fit in it
 BARS_PX = 160  # of which the browser's and JupyterLab's bars take about this much
 

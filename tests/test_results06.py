@@ -34,6 +34,8 @@ def test_sharing_text_quotes_width_6_of_each_mode():
     # 5 and 15 fill no page of 16; 40 fills 2 (16 + 16 + 8)
     assert "2 of these 4 prompts fill no full page of 16 (the longest, 40, fills 2)" in text
     assert "copy-on-write, notebook 04: a shared page is copied" in " ".join(text.split("\n"))
+    # not "only the full pages": the partial last page is shared too, until the first write
+    assert "partial last page only until their first write" in " ".join(text.split("\n"))
 
 
 def test_settings_text_divides_the_output_tokens_by_the_steps():

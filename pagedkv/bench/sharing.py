@@ -264,7 +264,7 @@ def figure(report: Report):
         top = max(top, *values, *marks.values())
         if marks:
             letter = "n" if mode == "parallel sampling" else "k"  # each mark carries its number
-            label = f"{mode}, the paper ({letter} = 2 and 6)"
+            label = f"{mode}, paper (only {letter} = 2, 6)"  # no paper number at 4
             handles.append(Line2D([], [], label=label, **PAPER_DASHES[mode]))
     ax.set_xticks(np.arange(len(widths)), [f"n = k = {w}" for w in widths])
     ax.set_xlim(-0.55, len(widths) - 0.35)  # room for the last marks and their numbers

@@ -35,11 +35,12 @@ def sharing_text(data: dict, prompts: list[int], page: int = 16) -> str:
     return "\n".join(
         [
             f"Result: beam search shares far more pages than parallel sampling ({beam6:.0f}%",
-            f"against {sample6:.0f}% at width 6). Samples share only the prompt's full pages,",
-            f"and {empty} of these {len(prompts)} prompts fill no full page of {page} "
+            f"against {sample6:.0f}% at width 6). Samples share the prompt's full pages to",
+            "the end, and its partial last page only until their first write: then each",
+            "sample but one copies it (copy-on-write, notebook 04: a shared page is copied",
+            "the first time one sequence writes to it).",
+            f"Here {empty} of these {len(prompts)} prompts fill no full page of {page} "
             f"(the longest, {max(prompts)}, fills {max(prompts) // page}).",
-            "Each sample but one copies the partial last page (copy-on-write, notebook 04:",
-            "a shared page is copied the first time one sequence writes to it).",
             "Beams also share the common beginnings of their outputs.",
         ]
     )

@@ -217,7 +217,8 @@ def block_table_html(
     token_ids: Mapping[Hashable, SequenceLike[int]] | None = None,
 ) -> str:
     """The block tables as an HTML table (same colours and marks as `plot_block_tables`);
-    with `token_ids` (seq id -> tokens), followed by each sequence's text boxed by page."""
+    with `token_ids` (seq id -> tokens), followed by each sequence's text boxed by page; the
+    table's key (what a cell and its marks mean) comes last."""
     palette = _check(snapshot, palette)
     hits, cow = _marks(snapshot, events)
     rows = []
@@ -263,8 +264,9 @@ def block_table_html(
         "</span></div>"
     )
     tokens = "" if token_ids is None else token_pages_html(snapshot, token_ids, palette)
+    # the key last: the dashboard's 306-px box then shows a whole tokens-by-page row at 1280x720
     return (
         f"<div class='pagedkv-block-table-view'><b>block tables</b>"
         f"<table style='border-collapse:separate;border-spacing:2px;font-size:14px'>{body}</table>"
-        f"{key}{tokens}</div>"
+        f"{tokens}{key}</div>"
     )

@@ -357,3 +357,39 @@ _ROW_WIDTHS_JS = """el => {
     return sum + own + parseFloat(s.marginLeft) + parseFloat(s.marginRight); }, 0);
   const stepping = el.closest('.jp-OutputArea-output').querySelector('.pagedkv-step').parentElement;
   return [need(stepping), ...[...el.children].map(need)]; }"""
+
+
+_TOKEN_ROW_JS = """el => {
+  const box = el.closest('.pagedkv-block-tables').parentElement;   // the tab's scrolling box
+  const row = el.querySelector(':scope > div');                     // the first sequence's row
+  const label = row.querySelector('span span:last-child');          // its first page's label
+  // inline boxes may reach below the row's own box: the row ends at the lower of the two
+  return {box: box.getBoundingClientRect().bottom, scrolled: box.scrollTop,
+          row: row.getBoundingClientRect().bottom, label: label.getBoundingClientRect().bottom}; }"""
+
+
+def test_block_tables_tab_shows_a_whole_tokens_by_page_row(projector_notebook, screenshot_dir):
+    """At 1280x720 with the file browser open, the Block tables tab of 05's dashboard at step
+    20 (req2 and req3 running) shows its first tokens-by-page row whole, page labels included,
+    without scrolling its box: a learner saw only a 40-px sliver of it, labels cut off."""
+    nb = projector_notebook("05_scheduling_and_preemption.ipynb")
+    page = nb.page
+    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # the file browser
+    page.wait_for_timeout(800)
+    nb.run_all()
+    page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.locator(".pagedkv-step-box input").first.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("20")
+    page.keyboard.press("Enter")
+    counter = page.locator(".pagedkv-step-counter").first
+    counter.filter(has_text=re.compile(r"step 20 of 40")).wait_for(timeout=120_000)
+    nb.wait_idle()
+    page.locator(".pagedkv-tabs button", has_text="Block tables").first.click()
+    nb.wait_idle()
+    page.wait_for_timeout(800)
+    page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(screenshot_dir / "dashboard_block_tables_05_step_20.png"))
+    box = page.locator(".pagedkv-token-pages").first.evaluate(_TOKEN_ROW_JS)
+    assert box["scrolled"] == 0 and max(box["label"], box["row"]) <= box["box"], box
