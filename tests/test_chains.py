@@ -197,7 +197,9 @@ def test_swap_note_reads_the_copy_and_the_original_from_the_block_tables():
 
     rows = [{"pages": [0, 1, 2, 6]}, {"pages": [0, 1, 2, 7, 6]}]
     note = swap_note(rows, 1, 0, 3)  # type: ignore[arg-type]
-    assert note == "request 2: block 3 recomputed on page 7, a copy; LRU gave block 4 page 6, the original"
+    assert note == (
+        "request 2: block 3 recomputed on page 7, a copy; LRU then gave page 6 (the original) to block 4"
+    )
 
 
 def test_swap_text_wraps_at_spaces_and_names_the_lru_order():
@@ -210,7 +212,8 @@ def test_swap_text_wraps_at_spaces_and_names_the_lru_order():
     words = " ".join(lines).split()  # wrapping only at spaces: every word whole
     assert " ".join(words).startswith("LRU order before request 2, first evicted first: [6, 5, 4]")
     assert " ".join(words).endswith(
-        "both pools: request 2: block 3 recomputed on page 7, a copy; LRU gave block 4 page 6, the original"
+        "both pools: request 2: block 3 recomputed on page 7, a copy; "
+        "LRU then gave page 6 (the original) to block 4"
     )
 
 

@@ -29,9 +29,8 @@ def block_rows(
     Where from: "prefix hit", "FREE", or "evicted from request j" (its last holder). The
     note reads on its own, naming requests' blocks, never another row's page: "copy of request
     j's block k" for a full prompt block recomputed although an earlier request j holds the
-    same prefix (the last-token rule); "held its block m, the original" for a page
-    evicted from request j (its, as "where from" names it) that held its block m, the tokens
-    such a copy repeats; "was an
+    same prefix (the last-token rule); "the original of block k" for a page evicted from
+    request j that held request j's block k, the tokens this request's block k copies; "was an
     orphan" for an evicted page that was one; "partial: not full" for a last page not full.
     The state: "indexed", "orphan" (`orphan_pages`) or "FREE"."""
     row, out = rows[i], list[tuple[int, int, str, str, str]]()
@@ -51,7 +50,7 @@ def block_rows(
             m = rows[j]["pages"].index(page)
             source = f"evicted from request {j + 1}"
             if copies.get(m) == j:
-                note = f"held its block {m}, the original"  # its: request j's
+                note = f"the original of block {m}"  # this request's block m copies it
             elif page in rows[i - 1]["orphans"]:
                 note = "was an orphan"
         else:
@@ -255,7 +254,7 @@ def swap_note(rows: Sequence[RequestRow], i: int, j: int, block: int) -> str:
     where = f"block {holder}" if holder is not None else "no block"
     return (
         f"request {i + 1}: block {block} recomputed on page {pages_i[block]}, a copy; "
-        f"LRU gave {where} page {original}, the original"
+        f"LRU then gave page {original} (the original) to {where}"
     )
 
 
@@ -263,9 +262,11 @@ def swap_text(
     rows: Sequence[RequestRow], i: int, j: int, block: int, lru: Sequence[int], width: int = 80
 ) -> str:
     """Section 5's first box: the LRU order before request `i` (first evicted first), then
-    `swap_note`, each wrapped at spaces to `width` characters so no word breaks on a projector."""
+    `swap_note`, the copy and the original on a line each, wrapped at spaces to `width`
+    characters so no word breaks on a projector."""
     lines = [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
-    lines.append("both pools: " + swap_note(rows, i, j, block))
+    copy_part, original_part = swap_note(rows, i, j, block).split("; ", 1)
+    lines += ["both pools: " + copy_part + ";", original_part]
     return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in lines)
 
 
