@@ -95,3 +95,17 @@ def test_arc_tally_text_names_each_group_and_sums_its_counts():
     said = "pages revived by a prefix hit for"
     assert lines[1].split() == f"{said} the prompts lru+pin would pin 10, of them 7 from T2".split()
     assert lines[2].split() == f"{said} the other prompts 5, of them 4 from T2".split()
+
+
+def test_streams_summary_says_where_lru_sits_from_hand_made_curves():
+    from pagedkv.labs.eviction_printouts import streams_summary
+
+    curves = {
+        "a": {"lru": [0.5, 0.6], "leaf-lru": [0.5, 0.6], "fifo": [0.4, 0.5], "arc": [0.45, 0.6]},
+        "b": {"lru": [0.2, 0.3], "leaf-lru": [0.2, 0.3], "fifo": [0.1, 0.4], "arc": [0.3, 0.4]},
+        "c": {"lru": [0.2, 0.3], "leaf-lru": [0.2, 0.3], "fifo": [0.25, 0.2], "arc": [0.3, 0.4]},
+    }
+    assert streams_summary(curves) == (
+        "LRU's line (black): on top on a; under 1 of the 2 others on b and c at every size"
+        " (only fifo falls below it)"
+    )

@@ -131,16 +131,16 @@ def _line_style(policy: str) -> dict:
 
 def figure(report: Report):
     """One panel per workload, two by two: hit rate against cache size, one line per
-    policy, each panel with its own y range, the key above the panels, so that it shows on
-    the same screen as the top panels. Sized to be shown whole at a notebook's width on a
-    1280x720 screen, its text at least 12 px."""
+    policy, each panel with its own y range, the key in one column right of the panels.
+    Short enough (380 px) that title, key and all four panels show on one 1280x720 screen,
+    at a notebook's width, its text at least 12 px."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     curves, sizes = report.data["curves"], report.data["sizes"]
     columns = min(2, len(curves))
     rows = -(-len(curves) // columns)
-    fig = Figure(figsize=(8.4, 0.8 + 1.8 * rows), dpi=100)  # 440 px: fits a 720 px screen with text
+    fig = Figure(figsize=(8.4, 0.6 + 1.6 * rows), dpi=100)  # 380 px for two rows of panels
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
     axes = fig.subplots(rows, columns, sharex=True, squeeze=False)
@@ -165,15 +165,15 @@ def figure(report: Report):
         ax.set_xlabel("cache size (tokens)", fontsize=12)
     for ax in axes[:, 0]:
         ax.set_ylabel("hit rate (%)", fontsize=12)
-    # One key above the panels (inside a panel it covered lines; under them it fell off the
-    # screen that shows the top panels), in one row: two rows took the panels' height.
+    # One key right of the panels, in one column: above them it took a row of the screen's
+    # height, inside a panel it covered lines.
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14, y=0.995)
     fig.legend(
-        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.945), ncol=len(labels),
-        fontsize=12, frameon=False, handlelength=2.2, columnspacing=1.0, handletextpad=0.8,
+        handles, labels, loc="center left", bbox_to_anchor=(0.835, 0.47), ncol=1,
+        fontsize=12, frameon=False, handlelength=2.2, handletextpad=0.6, labelspacing=0.5,
     )  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 1, 0.925), h_pad=1.6)  # a panel's title clear of the one above
+    fig.tight_layout(rect=(0, 0, 0.835, 0.94), h_pad=0.8)  # a panel's title clear of the one above
     return fig
 
 

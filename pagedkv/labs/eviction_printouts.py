@@ -217,3 +217,28 @@ def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
             f" of them {by_group[g]['revived from T2']:4d} from T2"
         )
     return "\n".join(lines)
+
+
+def streams_summary(curves: dict[str, dict[str, list[float]]]) -> str:
+    """One line on where LRU's line sits in each panel of the eviction figure, over all its
+    cache sizes: on top on a stream where no other policy is above it at any size; else how
+    many of the other policies stay above it at every size, and which fall below it at some
+    size (streams alike are named together). leaf-lru is left out (it is LRU, number for
+    number), e.g. "LRU's line (black): on top on chat; under 4 of the 5 others on zipf,
+    rag and scan at every size (only fifo falls below it)"."""
+    said: dict[str, list[str]] = {}
+    for w, by_policy in curves.items():
+        lru = by_policy["lru"]
+        others = [p for p in by_policy if p not in ("lru", "leaf-lru")]
+        rows = {p: list(zip(by_policy[p], lru, strict=True)) for p in others}
+        above = [p for p in others if all(r > x for r, x in rows[p])]
+        below = [p for p in others if any(r < x for r, x in rows[p])]
+        if not any(r > x for p in others for r, x in rows[p]):
+            key = "on top on {}"
+        else:
+            verb = "falls" if len(below) == 1 else "fall"
+            only = f" (only {', '.join(below)} {verb} below it)" if below else ""
+            key = f"under {len(above)} of the {len(others)} others on {{}} at every size{only}"
+        said.setdefault(key, []).append(w)
+    streams = {k: ", ".join(ws[:-1]) + " and " + ws[-1] if len(ws) > 1 else ws[0] for k, ws in said.items()}
+    return "LRU's line (black): " + "; ".join(k.format(streams[k]) for k in said)
