@@ -138,7 +138,7 @@ def test_attention_figure_names_the_quick_run_and_keys_the_paper_as_a_line():
     labels = [t.get_text() for t in legend.get_texts()]
     assert labels == [
         "yours (quick, noisy)",
-        "one full run (section 6): 1.32-3.07x",
+        "range of one full run's points: 1.32-3.07x",
         "vLLM's GPU kernel (paper): 1.20-1.26x",
         "1.0: same time as dense",
     ]
@@ -155,10 +155,13 @@ def test_attention_figure_cuts_a_tall_bar_at_4_and_writes_its_value():
     ax = fig.axes[0]
     assert ax.get_ylim()[1] == 4.0
     assert [round(bar.get_height(), 2) for bar in ax.containers[0]] == [2.0, 4.0]
-    assert [t.get_text() for t in ax.texts] == ["5.2×"]
-    # short bars: the axis ends a tenth above the band's top (3.07), and no bar is labelled
+    assert [t.get_text() for t in ax.texts] == ["2.0×", "5.2×"]  # every bar carries its value
+    assert [t.get_color() for t in ax.texts] == ["black", "white"]  # above a short bar, inside a cut one
+    assert ax.texts[0].get_position()[1] > 2.0 and ax.texts[1].get_position()[1] < 4.0
+    # short bars: the axis ends a tenth above the band's top (3.07); the label sits above the bar
     short = attention.figure(Report("attention", [], [], data={"points": points[:1]}))
-    assert short.axes[0].get_ylim()[1] == pytest.approx(3.07 * 1.1) and not short.axes[0].texts
+    assert short.axes[0].get_ylim()[1] == pytest.approx(3.07 * 1.1)
+    assert [t.get_text() for t in short.axes[0].texts] == ["2.0×"]
 
 
 def test_page_size_point_records_the_most_requests_running_at_once():

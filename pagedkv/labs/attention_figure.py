@@ -22,7 +22,8 @@ def figure(report: Any):
     (a quick run's are labelled noisy); behind them a grey band spans `FULL_RUN_RATIOS`, and over
     them an orange one spans the paper's `PAPER_RATIOS`, keyed in the legend as a thick line. The
     legend sits below the axes (`fig.legends[0]`), where it covers no bar. The y-axis stops at
-    `Y_CAP`: a taller bar is cut there, its value written inside its top."""
+    `Y_CAP`: a taller bar is cut there. Every bar's value is written on it: inside the top
+    of a bar near the axis's top, above any other."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -38,22 +39,27 @@ def figure(report: Any):
     yours = "yours (quick, noisy)" if quick else "yours (this machine)"
     ratios = [p["ratio"] for p in points]
     ax.bar(labels, [min(r, Y_CAP) for r in ratios], color=BARS, width=0.5, zorder=2)
-    for x, r in enumerate(ratios):
-        if r > Y_CAP:  # a cut bar: its value written inside its top
-            ax.text(x, Y_CAP * 0.97, f"{r:.1f}×", ha="center", va="top", color="white", zorder=5)
     low, high = FULL_RUN_RATIOS
+    top = min(Y_CAP, max(high, *ratios) * 1.1)
+    for x, r in enumerate(ratios):  # every bar's value: inside a tall or cut bar's top, else above
+        if r > 0.9 * top:
+            ax.text(x, min(r, top) * 0.97, f"{r:.1f}×", ha="center", va="top", color="white", zorder=5)
+        else:
+            ax.text(x, r + 0.03 * top, f"{r:.1f}×", ha="center", va="bottom", color="black", zorder=5)
     ax.axhspan(low, high, color=FULL_RUN_COLOR, alpha=0.45, zorder=0)
     paper_low, paper_high = (f"{r:.2f}" for r in PAPER_RATIOS)
     ax.axhspan(*PAPER_RATIOS, color=PAPER_COLOR, zorder=3)  # over the bars
     ax.axhline(1.0, color="black", lw=0.8, zorder=4)
-    ax.set_ylim(0, min(Y_CAP, max(high, *ratios) * 1.1))
+    ax.set_ylim(0, top)
     ax.set_ylabel("paged time ÷ dense time (×)")
     ax.set_xlabel("B sequences of L tokens each, one decode step")
     run = "quick run (best of 15)" if quick else "full run"
     ax.set_title(f"This machine, {run}: numpy, wall clock", fontsize=10)
     handles = [
         Patch(color=BARS, label=yours),
-        Patch(color=FULL_RUN_COLOR, alpha=0.45, label=f"one full run (section 6): {low:.2f}-{high:.2f}x"),
+        Patch(
+            color=FULL_RUN_COLOR, alpha=0.45, label=f"range of one full run's points: {low:.2f}-{high:.2f}x"
+        ),
         Line2D(
             [], [], color=PAPER_COLOR, lw=6, label=f"vLLM's GPU kernel (paper): {paper_low}-{paper_high}x"
         ),
