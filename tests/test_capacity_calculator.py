@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from pagedkv.labs import costs
 from pagedkv.labs.specs import size_text
 from pagedkv.viz.capacity import (
     ANSWER_STYLE,
@@ -57,7 +58,9 @@ def test_the_widget_reproduces_the_log_when_its_fields_are_typed_in():
     box = calculator()
     out = box.children[-1]
     assert "Mistral-7B on A100-40GB" in out.value  # the model and GPU the notebook discusses
-    assert "requests of 1,024 tokens" in out.value  # the length section 1.2 brings back
+    assert "requests of 1,024 tokens" in out.value
+    # the ways back are section 1.2's question, asked after the calculator: not shown here
+    assert "bring one back" not in out.value and "recompute" not in out.value
     top = box.children[0].children
     top[0].value, top[2].value = "Llama-3-8B", 8192
     fields = {w.description: w for row in box.children[1:3] for w in row.children}
@@ -196,8 +199,12 @@ def test_zero_request_tokens_is_an_error_and_small_sizes_keep_their_unit():
     box = calculator()
     box.children[0].children[2].value = 0
     assert "request tok 0 is out of range: type a whole number &gt;= 1" in box.children[-1].value
-    box.children[0].children[2].value = 1  # one token of Mistral-7B: 128 KiB, not "0 MiB"
-    assert "bring one back on Mistral-7B, 128 KiB of K/V" in box.children[-1].value
+    box.children[0].children[2].value = 1
+    assert "requests of 1 tokens that fit" in box.children[-1].value
+    # one token of Mistral-7B: 128 KiB, not "0 MiB" (section 1.2's box, after its question)
+    assert "bring one back on Mistral-7B, 128 KiB of K/V" in costs.calculator_text(
+        "Mistral-7B", "A100-40GB", 1
+    )
     assert [size_text(n) for n in (512, 1536, 2**27, 3 * 2**29)] == [
         "512 bytes",
         "1.5 KiB",

@@ -312,11 +312,10 @@ def table(seq_len: int = 2048, num_tokens: int = 1024, assume: Assumptions = Ass
 
 
 def calculator_text(
-    model: str | ModelSpec, gpu: str | GPUSpec, tokens: int, assume: Assumptions = Assumptions()
+    model: str | ModelSpec, gpu: str | GPUSpec, tokens: int, assume: Assumptions = Assumptions(), ways=True
 ) -> str:
-    """The calculator's answer as text (what `pagedkv.viz.capacity.calculator` shows): each
-    term of the budget with its source, the pages and token slots, what fits, and the three
-    ways back for a request of `tokens` tokens."""
+    """The budget as text: each term with its source, the pages and token slots, what fits, and
+    (unless `ways` is False, as in the calculator) the three ways back for `tokens` tokens."""
     m, g = _specs(model, gpu)
     try:
         cap = capacity(m, g, tokens, assume)
@@ -336,9 +335,11 @@ def calculator_text(
         lines.append(f"    (from the exact terms; the rounded ones above add up to {rounded})")
     lines.append(f"    in vLLM's start-up log: 'GPU KV cache size: {cap['token_slots']:,} tokens'")
     lines.append(f"      (older engines count blocks: '# GPU blocks: {cap['num_pages']}')")
+    lines.append(f"requests of {tokens:,} tokens that fit: {cap['requests']:,}")
+    if not ways:
+        return "\n".join(lines)
     cost = preemption_costs(m, g, tokens, assume)
     lines += [
-        f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",
         f"bring one back on {m.name}, {size_text(cost['kv_bytes'])} of K/V:",
         f"  recompute {cost['recompute_s'] * 1e3:.1f} ms, swap out+in {cost['swap_s'] * 1e3:.1f} ms, "
         f"second-tier reload {cost['reload_s'] * 1e3:.1f} ms",

@@ -9,8 +9,9 @@ typed in and the log's `# GPU blocks: N` (or `GPU KV cache size: N tokens`) repr
 - `gpu_memory_utilization` (vLLM's `--gpu-memory-utilization`), the profile run's tokens
   (`--max-num-batched-tokens`), its activation peak (0: pagedkv's formula), non-torch
   memory and the CUDA-graph pool (0 for engines that capture graphs after sizing the cache);
-- `request tok`, the length of the requests counted in "requests of N tokens that fit" and
-  brought back in the three ways back (the budget itself does not depend on it).
+- `request tok`, the length of the requests counted in "requests of N tokens that fit" (the
+  budget itself does not depend on it). The three ways back are left out: notebook 11 asks
+  about them later (section 1.2), so the calculator must not give that answer first.
 
 A box keeps what was typed: a value out of range (a `GPU GiB` of 0 or below, another GiB
 below 0, a token count below 1, a `mem util` of 0 or above 1) shows an error that starts
@@ -123,8 +124,8 @@ def calculator_assumptions(
 
 
 def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | None = None, **fields) -> str:
-    """What the calculator shows: every term of the KV budget, the pages and token slots, what
-    fits and the three ways back for a request of `tokens` tokens. `memory_gib` is the memory
+    """What the calculator shows: every term of the KV budget, the pages and token slots, and
+    how many requests of `tokens` tokens fit. `memory_gib` is the memory
     the device reports (None: the GPU's typical value); `fields` are `calculator_assumptions`'s.
 
     Example: calculator_answer("Llama-3-8B", "A100-40GB", 8192, memory_gib=39.5,
@@ -135,7 +136,7 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
     spec = costs.gpu_spec(gpu)
     if memory_gib is not None:
         spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
-    text = costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields))
+    text = costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields), ways=False)
     return f"{text}\n{TP_POINTER}" if " does not fit on one " in text else text
 
 
@@ -177,10 +178,8 @@ def error_html(error: str) -> str:
 
 def calculator(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 1024):
     """An ipywidgets form: pick a model and a GPU, type what your engine's start-up log says,
-    read every term of the KV budget, what fits and the three ways back. `request tok`
-    (`tokens`) is the request length of "requests of N tokens that fit" and of the ways back;
-    the budget does not depend on it. It opens at 1,024 tokens, the request notebook 11's
-    section 1.2 brings back. Returns the box."""
+    read every term of the KV budget and what fits. `request tok` (`tokens`) is the request
+    length of "requests of N tokens that fit"; the budget does not depend on it. Returns the box."""
     import ipywidgets as widgets
 
     costs.model_spec(model), costs.gpu_spec(gpu)  # ValueError naming the choices

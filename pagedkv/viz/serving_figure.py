@@ -78,7 +78,8 @@ def serving_figure(data: dict) -> Figure:
     by category under load (the paper's Fig. 2 bars); their legend below both panels.
     `data`: a `bench serving` report's data."""
     systems, rates = data["systems"], data["rates"]
-    fig = Figure(figsize=(8.5, 5.0), dpi=100, layout="constrained")  # 850 px wide: no shrinking in a cell
+    fig = Figure(figsize=(8.5, 4.4), dpi=100, layout="constrained")  # 850 px wide: no shrinking in a cell;
+    # 440 px tall, so the panels and the legend under them fit one 720-px screen together
     FigureCanvasAgg(fig)
     lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
     latency_panel(lat, systems, rates, data.get("sustainable_rates") or None)
