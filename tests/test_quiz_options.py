@@ -456,19 +456,19 @@ def test_next_after_a_wrong_pick_names_the_question_left_undone():
     quiz = Quiz("06-check")
     n, q = len(quiz.questions), quiz.questions[0]
     quiz.check(0, next(o for o in q.options if o != q.answer))  # first wrong pick: not settled
-    assert "Not done yet" not in quiz.position.value  # still on it: nothing skipped
+    assert "Not done yet" not in quiz.pending.value  # still on it: nothing skipped
     quiz.next.click()
-    assert "Not done yet: question 1" in quiz.position.value
+    assert "Not done yet: question 1" in quiz.pending.value
     for k in range(1, n):
         quiz.show(k)
         quiz.check(k, quiz.questions[k].answer)
-    assert "Not done yet: question 1<" in quiz.position.value and quiz.summary.layout.display == "none"
+    assert "Not done yet: question 1<" in quiz.pending.value and quiz.summary.layout.display == "none"
     quiz.previous.click()
     quiz.show(0)
-    assert "Not done yet" not in quiz.position.value  # on question 1 itself: its own page says so
+    assert "Not done yet" not in quiz.pending.value  # on question 1 itself: its own page says so
     quiz.check(0, q.answer)
     quiz.show(1)
-    assert "Not done yet" not in quiz.position.value and quiz.summary.layout.display != "none"
+    assert "Not done yet" not in quiz.pending.value and quiz.summary.layout.display != "none"
 
 
 def test_a_check_that_reaches_the_kernel_before_its_pick_never_grades_the_old_pick():

@@ -96,7 +96,7 @@ def figure(report: Report):
 
     results = report.data["results"]
     names = list(results)
-    fig = Figure(figsize=(8.5, 4.6))  # 850 px at 100 dpi: shown at natural size in a cell
+    fig = Figure(figsize=(8.5, 4.0))  # 850 x 400 px at 100 dpi: fits a 720-px screen with its title
     FigureCanvasAgg(fig)
     panels = [
         ("hit_tokens", "hit tokens"),
@@ -127,5 +127,7 @@ def figure(report: Report):
         f"{report.data['cache_tokens']} tokens of cache",
         fontsize=12,
     )
-    fig.tight_layout()
+    note = "bars start at 0: the labels give each difference from the hash bar"
+    fig.text(0.5, 0.01, note, ha="center", fontsize=12)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     return fig

@@ -217,6 +217,7 @@ class Quiz(widgets.VBox):
         self.previous = make(description="Previous", icon="arrow-left").add_class("pagedkv-quiz-previous")
         self.next = make(description="Next", icon="arrow-right").add_class("pagedkv-quiz-next")
         self.position = widgets.HTML().add_class("pagedkv-quiz-position")
+        self.pending = widgets.HTML()  # "Not done yet": its own line, so the header never wraps
         self.previous.on_click(lambda _: self.show(self.current - 1))
         self.next.on_click(lambda _: self.show(self.current + 1))
         nav = widgets.HBox(
@@ -231,7 +232,7 @@ class Quiz(widgets.VBox):
         self.note.add_class("pagedkv-quiz-note")
         self.summary = widgets.HTML(layout=widgets.Layout(display="none")).add_class("pagedkv-quiz-summary")
         head = widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))
-        self.children = [head, nav, *self.pages, self.summary, self.note]
+        self.children = [head, nav, self.pending, *self.pages, self.summary, self.note]
         self.add_class("pagedkv-quiz")
         self.show(0)
 
@@ -251,9 +252,11 @@ class Quiz(widgets.VBox):
         n, done, first = len(self.questions), sum(self.settled), sum(bool(r) for r in self.first_try)
         self.seen[k] = True  # a question left unanswered (Next, Previous) is named, in red
         skipped = [str(j + 1) for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
-        left = f"<br>{_verdict('Not done yet: question ' + ', '.join(skipped), WRONG)}" if skipped else ""
+        left = _verdict("Not done yet: question " + ", ".join(skipped), WRONG) if skipped else ""
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
-        self.position.value = _box(head + left)
+        self.position.value = _box(head)
+        self.pending.value = _box(left) if left else ""
+        self.pending.layout.display = "" if left else "none"
         self.previous.disabled, self.next.disabled = k == 0, k == len(self.questions) - 1
         self.next.button_style = "primary" if self.settled[k] and not self.next.disabled else ""
 

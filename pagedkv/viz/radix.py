@@ -284,7 +284,7 @@ def corner_figure(
             ("page 2", kinds[1], "[3, 4]"),
         ],
         "(2) hash chain, once page 0 is evicted": [
-            ("page 0", "evicted", f"[1, 2]: its copy, page {copy_page}, is not indexed"),
+            ("page 0", "evicted", f"evicted; its copy, page {copy_page}, is not indexed"),
             ("page 2", evicted_kind, "[3, 4]"),
         ],
         f"(3) the pool's radix tree, when page 2 filled (page 0 {radix[0]})": [
