@@ -209,6 +209,39 @@ def _legend(fig: Figure, shown: set[str]) -> None:
         fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=MIN_PT, frameon=False)
 
 
+def _cell_html(
+    snapshot: PoolSnapshot,
+    seq_id: Hashable,
+    block: int,
+    page: int,
+    colors: tuple[str, str],
+    hit_blocks: int,
+    cow: dict[int, tuple[int, Hashable | None]],
+) -> str:
+    """One block-table cell of `block_table_html`: the page id (×n when shared, ←source for a
+    copy-on-write this sequence made), its outline and its tooltip."""
+    refs = int(snapshot.ref_count[page])
+    border, title = "1px solid #444", f"block {block} -> page {page}, ref count {refs}"
+    mark = _mark(block, page, hit_blocks, cow, seq_id)
+    if mark == "cow":
+        border, title = f"3px solid {COW_COLOR}", title + f", copy-on-write from page {cow[page][0]}"
+    elif mark == "hit":
+        border, title = f"3px solid {HIT_COLOR}", title + ", prefix hit"
+    shared = (
+        "background-image:repeating-linear-gradient(45deg,transparent 0 4px,rgba(255,255,255,.45) 4px 6px);"
+        if refs > 1
+        else ""
+    )
+    source = f"←{cow[page][0]}" if mark == "cow" else ""
+    label = f"{page}" + (f"×{refs}" if refs > 1 else "") + source
+    color, text_color = colors
+    return (
+        f'<td title="{html.escape(title)}" style="background:{color};color:{text_color};'
+        f'border:{border};{shared}padding:1px 4px;text-align:center;min-width:2.2em">'
+        f"{label}</td>"
+    )
+
+
 def block_table_html(
     snapshot: PoolSnapshot,
     palette: SequencePalette | None = None,
@@ -225,31 +258,11 @@ def block_table_html(
     for seq_id in snapshot.seq_ids:
         color, text_color = palette.color(seq_id), palette.text_color(seq_id)
         table = snapshot.block_tables[seq_id]
-        cells = []
-        for block, page in enumerate(table[:max_blocks]):
-            refs = int(snapshot.ref_count[page])
-            border, title = "1px solid #444", f"block {block} -> page {page}, ref count {refs}"
-            mark = _mark(block, page, hits.get(seq_id, 0), cow, seq_id)
-            if mark == "cow":
-                border, title = (
-                    f"3px solid {COW_COLOR}",
-                    title + f", copy-on-write from page {cow[page][0]}",
-                )
-            elif mark == "hit":
-                border, title = f"3px solid {HIT_COLOR}", title + ", prefix hit"
-            shared = (
-                "background-image:repeating-linear-gradient(45deg,transparent 0 4px,"
-                "rgba(255,255,255,.45) 4px 6px);"
-                if refs > 1
-                else ""
-            )
-            source = f"←{cow[page][0]}" if mark == "cow" else ""
-            label = f"{page}" + (f"×{refs}" if refs > 1 else "") + source
-            cells.append(
-                f'<td title="{html.escape(title)}" style="background:{color};color:{text_color};'
-                f'border:{border};{shared}padding:1px 4px;text-align:center;min-width:2.2em">'
-                f"{label}</td>"
-            )
+        hit_blocks = hits.get(seq_id, 0)
+        cells = [
+            _cell_html(snapshot, seq_id, block, page, (color, text_color), hit_blocks, cow)
+            for block, page in enumerate(table[:max_blocks])
+        ]
         more = f"<td>+{len(table) - max_blocks}</td>" if len(table) > max_blocks else ""
         rows.append(
             f"<tr><th style='text-align:right;padding-right:6px'>{html.escape(str(seq_id))}"
