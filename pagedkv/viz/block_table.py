@@ -209,6 +209,12 @@ def _legend(fig: Figure, shown: set[str]) -> None:
         fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=MIN_PT, frameon=False)
 
 
+# a shared page's cell: white stripes over its owner's colour (hatched, as in plot_block_tables)
+SHARED_STRIPES = (
+    "background-image:repeating-linear-gradient(45deg,transparent 0 4px,rgba(255,255,255,.45) 4px 6px);"
+)
+
+
 def block_table_html(
     snapshot: PoolSnapshot,
     palette: SequencePalette | None = None,
@@ -237,12 +243,7 @@ def block_table_html(
                 )
             elif mark == "hit":
                 border, title = f"3px solid {HIT_COLOR}", title + ", prefix hit"
-            shared = (
-                "background-image:repeating-linear-gradient(45deg,transparent 0 4px,"
-                "rgba(255,255,255,.45) 4px 6px);"
-                if refs > 1
-                else ""
-            )
+            shared = SHARED_STRIPES if refs > 1 else ""
             source = f"←{cow[page][0]}" if mark == "cow" else ""
             label = f"{page}" + (f"×{refs}" if refs > 1 else "") + source
             cells.append(
