@@ -143,8 +143,8 @@ def test_a_prompt_prefilled_in_chunks_allocates_its_first_chunk_and_appends_the_
         lines = run.records[-1].lines()
         if any(line.startswith("scheduler: prefill long") for line in lines):
             taken[len(taken)] = step_transitions(run.snapshots[-2], run.snapshots[-1], run.records[-1].events)
-    assert taken[0] == ["allocate"] and taken[1] == taken[2] == ["append into a full page"]
-    assert "rest of its prompt" in BY_NAME["append into a full page"].says
+    assert taken[0] == ["allocate"] and taken[1] == taken[2] == ["append past a full page"]
+    assert "rest of its prompt" in BY_NAME["append past a full page"].says
 
 
 def test_reset_is_drawn_dashed_and_lighter_unless_lit_and_no_notebook_calls_it():
@@ -179,9 +179,9 @@ def test_reset_is_drawn_dashed_and_lighter_unless_lit_and_no_notebook_calls_it()
 def test_beside_the_lit_label_the_arrows_other_labels_are_greyed():
     """A copy-on-write lights the FREE -> ACTIVE arrow, which also carries allocate and append
     into a full page: those two are greyed, so the arrow does not read as theirs (a learner
-    took it for "append into a full page"); labels on other arrows keep their dark grey."""
+    took it for "append past a full page"); labels on other arrows keep their dark grey."""
     from matplotlib.colors import to_hex
 
     colors = {t.get_text(): to_hex(t.get_color()) for t in plot_lifecycle(["copy-on-write"]).axes[0].texts}
-    assert colors["allocate"] == colors["append into a full page"] != colors["release → FREE"]
+    assert colors["allocate"] == colors["append past a full page"] != colors["release → FREE"]
     assert colors["release → FREE"] == "#222222" and colors["copy-on-write"] != colors["allocate"]

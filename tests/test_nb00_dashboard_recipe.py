@@ -60,3 +60,17 @@ def test_the_slot_example_is_the_logs():
     assert run.seqs.block_table("request_A")[4] == 4
     assert any("token 19," in line and "in slot 18" in line for line in run.records[-1].lines())
     assert 4 * run.pool.config.page_size + 2 == 18  # slot = page x page_size + place
+
+
+def test_the_recipe_says_reset_first_because_step_43_has_no_page_left():
+    # a learner who followed "step it to 43" got no copy: the text must send them back first
+    assert "press **Reset** first" in " ".join(dashboard_text().split())
+    late = press(43, "")
+    assert late.run.pool.stats.cow_copies == 0 and late.run.pool.num_free_pages == 0
+    dash = press(43, "")
+    dash.reset()
+    dash.prefix_picker.value = ""
+    dash.add_request()
+    dash.fork()
+    dash.decode_all()
+    assert dash.run.pool.stats.cow_copies == 1

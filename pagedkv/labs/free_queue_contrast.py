@@ -67,7 +67,7 @@ def contrast_text(pool: KVCachePool) -> str:
     """The three runs side by side, one line each."""
     ours = pagedkv_run(pool)
     lines = [
-        "A (pages 0-1, both CACHED) and B (pages 2-3: 2 CACHED, 3 FREE) finished; C needs 1 page",
+        "A (pages 0 and 1, both CACHED) and B (page 2 CACHED, page 3 FREE) finished; C needs 1 page",
         f"pagedkv:            {ours['free']} FREE + {ours['cached']} CACHED pages;"
         f" C gets page {ours['page']}, CACHED pages evicted: {ours['evicted']}",
     ]

@@ -196,9 +196,9 @@ class Dashboard(DashboardControls):
         self.render()
 
     def resize(self, num_pages: int, page_size: int) -> None:
-        """Rebuild the pool with another geometry and replay everything done so far on it:
-        the same number of scenario steps and your own actions (nothing is discarded; an
-        action the new pool cannot carry out is refused and the log says why)."""
+        """Rebuild the pool with another geometry and replay everything done so far on it: the
+        same scenario steps (fewer if the new run ends sooner, as the message says) and your own
+        actions (an action the new pool cannot carry out is refused and the log says why)."""
         old = self.run
         self.run = old.rebuilt(num_pages, page_size)
         self.palette.restart(self.run.steps)
@@ -206,13 +206,12 @@ class Dashboard(DashboardControls):
         self.message = (
             f"rebuilt on {num_pages} pages × {page_size} slots and replayed step "
             f"{self.run.cursor} of {len(self.run.steps)}"
+            + (f" (your step {old.cursor} is past this run's end)" if old.cursor > self.run.cursor else "")
             + (f" and your {old.own_actions} action{'s' * (old.own_actions != 1)}" if old.own_actions else "")
             + (f"; {refused} of them refused on this pool (see the log)" if refused else "")
         )
         self._sync_controls()
         self.render()
-
-    # ---- widget callbacks ---------------------------------------------------------------------
 
     def _on_jump(self, change: dict) -> None:
         if not self._syncing and change["new"] != self.run.cursor:

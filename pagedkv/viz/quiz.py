@@ -271,15 +271,15 @@ class Quiz(widgets.VBox):
         if self.buttons[k].disabled:  # locked: the right answer was picked
             return True
         if picker.value == self.graded[k]:  # no second try (see `already`)
-            self.feedback[k].value = already(picker.value, "Check")
+            self.feedback[k].value = already(picker.value, self.buttons[k].description)
             return False
         self.graded[k] = picker.value
         right, hint = picker.value == q.answer, q.hints.get(picker.value, "")
         self.feedback[k].value, settled = grade(picker.value, q.answer, q.why, self.misses[k], hint)
         if self.first_try[k] is None:
             self.first_try[k] = right
-        if not settled:
-            self.misses[k] = 1
+        if not settled:  # one more try, named as PredictStep names it
+            self.misses[k], self.buttons[k].description = 1, "Check again"
         self.settled[k] = self.settled[k] or settled
         if settled:  # a right pick, or a second wrong one (the answer named in the feedback), locks
             picker.disabled = True  # it, the learner's own pick still selected
@@ -310,4 +310,4 @@ class Quiz(widgets.VBox):
         if self.settled[k] and picked != self.graded[k]:
             self.pickers[k].value = self.graded[k]
         elif self.misses[k] and not self.settled[k] and picked != self.graded[k]:
-            self.feedback[k].value = _box("New pick: press Check to grade it.")
+            self.feedback[k].value = _box(f"New pick: press {self.buttons[k].description} to grade it.")

@@ -26,7 +26,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.page import PageState
@@ -36,6 +36,7 @@ from pagedkv.viz.projector import projector
 
 REFUSED_COLOR = "#D55E00"  # a refused step (vermilion: no request colour)
 EMPTY_SLOT_COLOR = "#8C8C8C"  # an empty slot of an ACTIVE page, grey and crossed as in slot_layout.py
+EMPTY_HATCH = "xx"  # slot_layout.STYLES["internal_fragmentation"]'s hatch
 
 
 def slot_usage(snapshot: PoolSnapshot) -> dict[str, int]:
@@ -83,7 +84,10 @@ def plot_slots(snapshot: PoolSnapshot, palette: SequencePalette | None = None) -
     empty = np.argwhere(
         (snapshot.state == PageState.ACTIVE)[None, :] & (np.arange(size)[:, None] >= snapshot.fill[None, :])
     )
-    ax.scatter(empty[:, 1], empty[:, 0], marker="x", s=18, color="#444444", linewidths=0.8)
+    for page, place in zip(empty[:, 1], empty[:, 0]):  # crossed as in notebook 00's picture
+        ax.add_patch(
+            Rectangle((page - 0.5, place - 0.5), 1, 1, fill=False, hatch=EMPTY_HATCH, ec="#444444", lw=0)
+        )
     _draw_page_grid(ax, n, size)
     total = n * size
     ax.set_title(
@@ -131,22 +135,29 @@ def _draw_page_grid(ax: Axes, n: int, size: int) -> None:
 def _slots_legend(
     fig: Figure, snapshot: PoolSnapshot, counts: dict[str, int], palette: SequencePalette
 ) -> None:
-    """A swatch per page owner (the first 8), then only the kinds of slot the picture shows."""
+    """A row with a swatch per page owner (the first 4, in admission order), then a row with
+    only the kinds of slot the picture shows."""
     owners = [snapshot.seq_ids[i] for i in sorted(set(snapshot.owner[snapshot.owner >= 0].tolist()))]
-    handles = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:8]]
+    top = [Patch(color=palette.color(s), label=f"token of {s}") for s in owners[:4]]
     internal = "× internal fragmentation: empty slot of a last page"
     present = [
-        (counts["internal_fragmentation"], EMPTY_SLOT_COLOR, internal),
-        (counts["cached"], STATE_COLORS[PageState.CACHED], "CACHED page"),
-        (counts["free"], STATE_COLORS[PageState.FREE], "FREE page"),
+        (counts["internal_fragmentation"], EMPTY_SLOT_COLOR, EMPTY_HATCH, internal),
+        (counts["cached"], STATE_COLORS[PageState.CACHED], None, "CACHED page"),
+        (counts["free"], STATE_COLORS[PageState.FREE], None, "FREE page"),
     ]
-    handles += [
-        Patch(facecolor=color, edgecolor="#444444", label=label) for count, color, label in present if count
+    bottom = [
+        Patch(fc=color, ec="#444444", hatch=hatch, label=label)
+        for count, color, hatch, label in present
+        if count
     ]
+    ncols = max(len(top), len(bottom), 1)
+    blank = Patch(fill=False, visible=False, label=" ")  # keeps the rows apart, paints nothing
+    rows = [row + [blank] * (ncols - len(row)) for row in (top, bottom) if row]
+    handles = [row[c] for c in range(ncols) for row in rows]  # the legend fills column by column
     fig.legend(
         handles=handles,
         loc="outside lower center",
-        ncols=min(4, len(handles)),
+        ncols=ncols,
         fontsize=8,
         frameon=False,
     )

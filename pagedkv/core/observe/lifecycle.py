@@ -48,7 +48,7 @@ class Transition(NamedTuple):
 TRANSITIONS = (
     Transition("allocate", FREE, ACTIVE, "a new prompt takes FREE pages, ref_count 1"),
     Transition(
-        "append into a full page",
+        "append past a full page",
         FREE,
         ACTIVE,
         "a sequence whose last page is full takes a new one: for its next token, or the rest of its prompt",
@@ -106,7 +106,7 @@ def step_transitions(before: PoolSnapshot, after: PoolSnapshot, events: Iterable
             if e.page_id in copies:
                 name = "copy-on-write"
             elif e.seq_id in before.block_tables:
-                name = "append into a full page"
+                name = "append past a full page"
             else:
                 name = "allocate"
         elif e.kind in ("prefix_hit", "fork"):
