@@ -21,7 +21,8 @@ def figure(report: Any):
     """Paged / dense time per (batch, context) point as bars, named by the run that made them
     (a quick run's are labelled noisy); behind them a grey band spans `FULL_RUN_RATIOS`, and over
     them an orange one spans the paper's `PAPER_RATIOS`, keyed in the legend as a thick line. The
-    legend sits below the axes (`fig.legends[0]`), where it covers no bar. The y-axis stops at
+    legend sits above the axes (`fig.legends[0]`), where it covers no bar and stays on screen
+    with the bars. The y-axis stops at
     `Y_CAP`: a taller bar is cut there. Every bar's value is written on it: inside the top
     of a bar near the axis's top, above any other."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -65,5 +66,5 @@ def figure(report: Any):
         ),
         Line2D([], [], color="black", lw=0.8, label="1.0: same time as dense"),
     ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+    fig.legend(handles=handles, loc="outside upper center", ncols=2, frameon=False)
     return fig
