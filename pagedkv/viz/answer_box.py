@@ -6,13 +6,14 @@ not markdown in the notebook (a `<details>` opens with one click). Its text live
 pagedkv/data/questions.json under "notes" (`questions.note`), with the ids of the quizzes
 it follows; the box is a `reveal.ClosedBox` that each of those quizzes holds (`Quiz.hold`,
 the widget made last for that id), so it shows only a "locked" line until all are answered,
-then opens by itself. Markdown: what `quiz.markdown_html` reads, and pipe tables.
+then opens by itself. Markdown: what `grading.markdown_html` reads, and pipe tables.
 """
 
 from __future__ import annotations
 
+from pagedkv.viz.grading import inline, markdown_html
 from pagedkv.viz.questions import note
-from pagedkv.viz.quiz import Quiz, markdown_html
+from pagedkv.viz.quiz import Quiz
 from pagedkv.viz.reveal import ClosedBox
 
 _STYLE = "font-size:15px;line-height:1.45;color:#111111"
@@ -28,12 +29,7 @@ def _table(lines: list[str]) -> str:
 
 
 def _row(cells: list[str], tag: str) -> str:
-    return "<tr>" + "".join(f"<{tag} style='{_CELL}'>{_inline(c)}</{tag}>" for c in cells) + "</tr>"
-
-
-def _inline(text: str) -> str:
-    """One table cell: the inline markdown of `markdown_html`, without its paragraph."""
-    return markdown_html(text).removeprefix("<p>").removesuffix("</p>") if text else ""
+    return "<tr>" + "".join(f"<{tag} style='{_CELL}'>{inline(c)}</{tag}>" for c in cells) + "</tr>"
 
 
 def note_html(text: str) -> str:
