@@ -25,8 +25,8 @@ def strand_count(
 ) -> tuple[int, int]:
     """Replay `requests` with `policy` (a lab name); return (victims, stranding victims): a
     victim strands when a page that extends it (the next page of a request that held both)
-    is still cached once that eviction is done. Example on the scan at 2,048 tokens:
-    strand_count(scan, 2048, "lru") -> (n, 0)."""
+    is still cached when it is evicted: it was no leaf of the radix tree then. Example on
+    the scan at 2,048 tokens: strand_count(scan, 2048, "lru") -> (n, 0)."""
     after: dict[bytes, set[bytes]] = {}  # block hash -> the block hashes of the pages extending it
     for r in requests:
         hashes = block_hashes([*r.prompt_token_ids, *r.output_token_ids], page_size)
@@ -38,10 +38,12 @@ def strand_count(
 
     def counted(n: int) -> list[int]:  # runs before the pool drops the victims' content
         victims = pop_victims(n)
-        gone = [pool.table.block_hash[v] for v in victims]  # full pages: each has a hash
-        for block_hash in gone:
+        gone: list[bytes | None] = []  # this call's victims so far, in eviction order
+        for victim in victims:
+            block_hash = pool.table.block_hash[victim]  # a full page: it has one
             kept = [h for h in after.get(block_hash or b"", ()) if h not in gone]
             counts["stranding"] += any(pool.get_cached_block(h) is not None for h in kept)
+            gone.append(block_hash)
         counts["victims"] += n
         return victims
 
