@@ -118,5 +118,10 @@ def test_s3fifo_drain_why_names_the_rule_that_chose_each_victim():
     # 1 and 2 moved to M; then S holds 1 (under its share), then M is empty
     assert whys[0].startswith("S holds 6 >= its share 2") and whys[0].endswith("to M")
     assert [w.split(":")[0] for w in whys[1:4]] == [f"S holds {n} >= its share 2" for n in (4, 3, 2)]
-    assert whys[4] == whys[5] == "S holds 1 < its share 2: M's head, count 0 -> evicted"
+    kept = "S holds 1 < its share 2: M's head, count 0 -> evicted (G is cut only when S evicts)"
+    assert whys[4] == whys[5] == kept
     assert whys[6].startswith("M is empty")
+    # G's bound after each victim from S: M's pages then (2 while pages 1 and 2 are in M),
+    # at least one once M is empty
+    assert [w.split("(")[1] for w in whys[1:4]] == ["G cut to M's 2 pages)"] * 3
+    assert whys[6].endswith("(G cut to at least one hash)")

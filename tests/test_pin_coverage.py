@@ -112,3 +112,14 @@ def test_arc_tally_by_adds_up_to_the_pages_the_replay_serves_from_the_cache():
     result = replay(zipf, 2048, "arc")
     assert revived * 16 == result.hit_tokens  # every hit is a full page revived
     assert whole["evicted from T1"] + whole["evicted from T2"] == result.evictions
+
+
+def test_pin_budget_rates_with_no_pins_is_lru_and_a_quarter_is_the_lab_s_lru_pin():
+    from pagedkv.labs.hit_rate_lab import make_policy, replay
+    from pagedkv.labs.lab_workloads import lab_workload
+    from pagedkv.labs.pin_coverage import pin_budget_rates
+
+    scan = lab_workload("scan")
+    rates = pin_budget_rates(scan, 2048, (0.0, 0.25))
+    assert rates[0.0] == replay(scan, 2048, "lru").hit_rate
+    assert rates[0.25] == replay(scan, 2048, make_policy("lru+pin", scan, 2048, 16)).hit_rate

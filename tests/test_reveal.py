@@ -174,3 +174,32 @@ def test_an_answer_box_renders_a_pipe_table_and_escapes_its_text():
     shown = note_html("| a | b |\n|---|---|\n| `x` < 1 | **y** |\n\nafter")
     assert shown.count("<tr>") == 2 and "<th" in shown and "<code>x</code> &lt; 1" in shown
     assert "<b>y</b>" in shown and "<p>after</p>" in shown and "---" not in shown
+
+
+def test_a_box_revealed_after_a_quiz_stays_locked_until_that_quiz_is_answered():
+    """`revealed(..., after=id)` in a later cell (a check quiz in between stops the prediction
+    from taking boxes by position): opened before the answer it shows only the locked line,
+    its contents not in the browser; once every question of that quiz is right, it opens."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.reveal import LOCKED, revealed
+
+    quiz = Quiz("10-predict-streams")
+    Quiz("10-check")  # no box of its own: a box made now is not the prediction's by position
+    with revealed("Result: the verdicts", after="10-predict-streams") as box:
+        print("the secret verdicts")
+    box.selected_index = 0  # the learner opens it before answering
+    (panel,) = box.children
+    assert panel.value == LOCKED and "secret" not in panel.value
+    q = quiz.questions[0]
+    quiz.check(0, q.answer)  # one of two questions answered: still locked
+    assert panel.value == LOCKED
+    _answer_right(quiz)
+    assert "the secret verdicts" in panel.value and box.selected_index == 0
+
+
+def test_a_box_revealed_after_a_quiz_not_made_yet_stays_locked():
+    from pagedkv.viz.reveal import LOCKED, revealed
+
+    with revealed("Result", after="no-such-quiz-made") as box:
+        print("hidden")
+    assert box.children[0].value == LOCKED

@@ -5,6 +5,7 @@ from pagedkv.labs.seed_check import (
     firsts,
     largest_reversed_lead,
     seed_rates,
+    seed_runs,
     verdict,
     verdict_grid,
 )
@@ -91,3 +92,11 @@ def test_verdict_grid_prints_each_verdict_in_full_on_a_line_of_its_own():
     ]
     col = lines[0].index("verdict")  # every verdict starts under the heading, as verdict() wrote it
     assert [line[col:] for line in lines[1:]] == [v for vs in winners.values() for v in vs]
+
+
+def test_seed_runs_puts_seed_0_from_the_curves_first_then_the_later_seeds():
+    curves = {"zipf": {"lru": [0.12345, 0.5], "lfu": [0.2, 0.25]}}  # seed 0, two sizes
+    runs = seed_runs(curves, [1024, 2048], {"zipf": ("lru", "lfu")}, seeds=(1,))
+    later = seed_rates(["zipf"], [1024, 2048], [1], policies=("lru", "lfu"))
+    assert runs["zipf", 1024] == [{"lru": 12.3, "lfu": 20.0}, later["zipf", 1024][0]]
+    assert runs["zipf", 2048] == [{"lru": 50.0, "lfu": 25.0}, later["zipf", 2048][0]]

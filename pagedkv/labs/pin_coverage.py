@@ -4,7 +4,8 @@ Each zipf request starts with one of its system prompts (its id ends in "-p<k>":
 `prompt_tokens` long. `pin_coverage` says which prompts have all their pages on a pin list,
 which have only some of them, and how many requests use a wholly pinned prompt.
 `pinned_or_others` splits the requests by that; `arc_tally_by` shows, per group, where ARC
-kept the pages that prefix hits revived (T1 or T2).
+kept the pages that prefix hits revived (T1 or T2). `pin_budget_rates` replays lru+pin with
+pin lists of other sizes than its quarter of the cache.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from dataclasses import dataclass
 
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.sequence import SequenceManager
-from pagedkv.labs.eviction_policies import ARCEvictionPolicy
-from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time
+from pagedkv.labs.eviction_policies import ARCEvictionPolicy, PinnedLRUEvictionPolicy
+from pagedkv.labs.hit_rate_lab import lab_pool, most_reused_pages, replay, serve_one_at_a_time
 from pagedkv.labs.lab_workloads import LabRequest
 
 
@@ -85,3 +86,17 @@ def arc_tally_by(
         grown = Counter({k: n - before[k] for k, n in arc.tally.items() if k.startswith("revived")})
         by_group.setdefault(key(request), Counter()).update(+grown)
     return by_group, Counter(arc.tally)
+
+
+def pin_budget_rates(
+    requests: Sequence[LabRequest], cache_tokens: int, shares: Sequence[float], page_size: int = 16
+) -> dict[float, float]:
+    """lru+pin's hit rate with pin lists of other sizes: share of the cache's pages -> rate
+    (the lab's `lru+pin` pins a quarter). The pins are still the most reused pages over the
+    whole stream, chosen with foresight."""
+    pages = cache_tokens // page_size
+    rates = {}
+    for share in shares:
+        pins = most_reused_pages(requests, int(share * pages), page_size)
+        rates[share] = replay(requests, cache_tokens, PinnedLRUEvictionPolicy(pins), page_size).hit_rate
+    return rates

@@ -67,7 +67,7 @@ def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[s
     phase of the victim search is a run of victims from the same queue; if the first search
     moves pages from S to M before it finds a victim, that move is phase 1, a line of its own.
     Given the pool's `num_pages`, each line gets a second line, "  why: ...", the rule that
-    chose it."""
+    chose it and, for a victim from S, how far G was then cut ("G cut to M's 2 pages")."""
     lines: list[str] = []
     phase, source = 0, ""
     why = num_pages is not None
@@ -90,14 +90,22 @@ def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[s
             f"phase {phase}, evict {victim} from {came_from}:  S {after['S']}  M {after['M']}  G {after['G']}"
         )
         if why:
-            lines[-1] += "\n  why: " + _s3_reason(len(before["S"]), len(before["M"]), share, came_from)
+            lines[-1] += "\n  why: " + _s3_reason(
+                len(before["S"]), len(before["M"]), share, came_from, len(after["M"])
+            )
     return lines
 
 
-def _s3_reason(small: int, main: int, share: float, came_from: str) -> str:
-    """Why S3-FIFO took its victim from `came_from`, given S's and M's sizes before it."""
+def _s3_reason(small: int, main: int, share: float, came_from: str, main_after: int) -> str:
+    """Why S3-FIFO took its victim from `came_from`, given S's and M's sizes before it, and
+    how far G was cut: to as many hashes as M holds pages after it (`main_after`), at least one."""
     if came_from == "M":
-        return f"S holds {small} < its share {share:g}: M's head, count 0 -> evicted"
+        kept = "G is cut only when S evicts"
+        return f"S holds {small} < its share {share:g}: M's head, count 0 -> evicted ({kept})"
+    if main_after == 0:
+        cut = "G cut to at least one hash"
+    else:
+        cut = f"G cut to M's {main_after} page{'s' if main_after > 1 else ''}"
     if main == 0 and small < share:
-        return "M is empty: S's head, count 0 -> evicted, hash into G"
-    return f"S holds {small} >= its share {share:g}: S's head, count 0 -> evicted, hash into G"
+        return f"M is empty: S's head, count 0 -> evicted, hash into G ({cut})"
+    return f"S holds {small} >= its share {share:g}: S's head, count 0 -> evicted, hash into G ({cut})"

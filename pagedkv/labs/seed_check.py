@@ -42,6 +42,26 @@ def seed_rates(
     return rates
 
 
+def seed_runs(
+    curves: dict[str, dict[str, list[float]]],
+    sizes: Sequence[int],
+    rivals: dict[str, Sequence[str]],
+    seeds: Sequence[int] = (1, 2),
+) -> dict[tuple[str, int], list[dict[str, float]]]:
+    """The runs the winner rule reads: for each stream of `rivals` (stream -> its policies)
+    and each size, seed 0's rates from a report's `curves` (stream -> policy -> one hit rate
+    per size, as fractions), then `seed_rates` on `seeds`; all in percent, rounded to 0.1.
+    Example: seed_runs(curves, [2048], {"rag": ("lru", "lfu")})[("rag", 2048)] ->
+    [{"lru": 50.3, "lfu": 58.4}, {...seed 1...}, {...seed 2...}]."""
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for w, policies in rivals.items():
+        later = seed_rates([w], sizes, seeds=seeds, policies=policies)
+        for i, size in enumerate(sizes):
+            seed0 = {p: round(100 * curves[w][p][i], 1) for p in policies}
+            runs[w, size] = [seed0, *later[w, size]]
+    return runs
+
+
 def firsts(runs: Sequence[dict[str, float]]) -> set[str]:
     """The policies with the highest rate on at least one run (all of them on a level)."""
     return {p for run in runs for p in run if run[p] == max(run.values())}

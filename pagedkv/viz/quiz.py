@@ -36,7 +36,7 @@ from pagedkv.viz.grading import verdict as _verdict
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.questions import lru_caption, prediction, quiz
-from pagedkv.viz.reveal import ClosedBox, await_result
+from pagedkv.viz.reveal import ClosedBox, await_result, register_hold
 
 PREDICT_NOTE = (
     "<div style='color:#555555;font-size:14px;font-style:italic'>Pick yours first: what"
@@ -188,6 +188,7 @@ class Quiz(widgets.VBox):
         data = quiz(question_id)
         super().__init__()
         Quiz.latest[question_id] = self
+        register_hold(question_id, self.hold)  # `revealed(..., after=question_id)` boxes
         self.questions, title = list(data.questions), data.title
         self.pickers: list[widgets.RadioButtons] = []
         self.buttons: list[widgets.Button] = []

@@ -6,6 +6,8 @@ until the reader opens the accordion (its output is not a printout that Run All 
 pictures), e.g. the cells that show what a step did, right under the prediction about it.
 A box a question holds (`ClosedBox.lock`) shows only a "locked" line, whoever clicks it,
 until every question holding it is answered: then it gets its contents and opens.
+`revealed(title, after="10-predict-streams")` makes such a box in any cell: the quiz with
+that id (the one made last) holds it, as a Result box right under a prediction is held.
 """
 
 from __future__ import annotations
@@ -21,6 +23,23 @@ from IPython.display import display
 from IPython.utils.capture import capture_output
 
 _waiting: list = []  # [(a prediction's `open_result` callback, its cell's execution count)]
+_holds: dict[str, Callable[[ClosedBox], None]] = {}  # quiz id -> its last widget's `hold`
+
+
+def register_hold(question_id: str, hold: Callable[[ClosedBox], None]) -> None:
+    """A quiz made for `question_id` holds the boxes `revealed(..., after=question_id)` makes
+    from now on (`hold(box)` locks the box until the quiz is answered)."""
+    _holds[question_id] = hold
+
+
+def hold_until(box: ClosedBox, question_id: str) -> None:
+    """Lock `box` until the quiz `question_id` is answered; a quiz not made in this kernel yet
+    keeps it locked (run the quiz's cell first)."""
+    hold = _holds.get(question_id)
+    if hold is None:
+        box.lock(question_id)
+    else:
+        hold(box)
 
 
 def _cell_count() -> int:
@@ -101,12 +120,13 @@ def _base64(png: bytes | str) -> str:
 
 
 @contextmanager
-def revealed(title: str) -> Iterator[ClosedBox]:
+def revealed(title: str, after: str | None = None) -> Iterator[ClosedBox]:
     """Display one collapsed accordion titled `title` holding what the `with` block printed and
     displayed (its lines first, then its pictures), instead of showing them under the cell.
     Example: `with revealed("What step 1 did"): print(...); display(fig)`. The block's output
     is captured with IPython's `capture_output` and put in one HTML widget (PNG pictures
-    inline), so the cell's own output is the accordion alone."""
+    inline), so the cell's own output is the accordion alone. With `after` (a quiz id) the box
+    stays locked, whoever opens it, until that quiz is answered (`hold_until`)."""
     accordion = ClosedBox(title)
     with capture_output(stdout=True, stderr=False, display=True) as captured:
         yield accordion
@@ -121,6 +141,9 @@ def revealed(title: str) -> Iterator[ClosedBox]:
             parts.append(data["text/html"])
         else:
             parts.append(_PRE.format(html.escape(data.get("text/plain", ""))))
-    _hand_over(accordion)
+    if after is None:
+        _hand_over(accordion)
+    else:
+        hold_until(accordion, after)
     accordion.fill("".join(parts))
     display(accordion)
