@@ -26,6 +26,7 @@ from pagedkv import (
 )
 from pagedkv import bench as bench_package
 from pagedkv.bench import BENCHMARKS, Report, memory, page_size
+from pagedkv.engine.scheduler import Scheduler
 from pagedkv.exercises.reference_pool import ReferencePool
 from pagedkv.labs.workloads import ops_trace, sharegpt_like, with_system_prompt
 from pagedkv.model import attention_tiled as attention
@@ -312,6 +313,29 @@ def test_page_size_splits_lookups_into_first_admissions_and_readmissions():
         assert point["preemptions"] > 0 and again > 0
         rate = 100 * (first_hits + again_hits) / (first + again)
         assert rate == pytest.approx(point["prefix_hit_rate_pct"])
+
+
+def test_page_size_rates_each_kind_of_lookup_over_its_own_lookups():
+    trace = with_system_prompt(sharegpt_like(40, 0), 200)
+    for slots in (32768, 8192):  # no preemption, then many
+        # the independent count: a plain SequenceManager, read through the pool's PoolStats
+        pool = KVCachePool(CacheConfig.bookkeeping(slots // 16, 16))
+        sched = Scheduler(SequenceManager(pool), max_num_seqs=128, max_num_batched_tokens=4096)
+        sched.add_requests(trace)
+        while sched.has_unfinished:
+            sched.step()
+        point = page_size.simulate(trace, slots, 16, 128)
+        (first, first_hit), (again, again_hit) = point["first_lookups"], point["readmission_lookups"]
+        assert first_hit == 39 * 192  # every request but the first: the prompt's 12 full pages
+        assert (first + again, first_hit + again_hit) == (pool.stats.prefix_queries, pool.stats.prefix_hits)
+        assert point["first_hit_rate_pct"] == pytest.approx(100 * 39 * 192 / first)
+        if slots == 32768:  # nothing re-admitted: every lookup is a first admission's
+            assert point["preemptions"] == again == 0 and point["readmission_hit_rate_pct"] == 0.0
+            assert point["first_hit_rate_pct"] == pytest.approx(100 * pool.stats.hit_rate)
+        else:
+            assert point["preemptions"] > 0
+            rate = (pool.stats.prefix_hits - 39 * 192) / (pool.stats.prefix_queries - first)
+            assert point["readmission_hit_rate_pct"] == pytest.approx(100 * rate)
 
 
 def test_page_size_splits_computed_tokens_into_prefill_and_decode():

@@ -73,3 +73,13 @@ def test_scale_figure_draws_the_running_mean_only_over_full_windows():
     # each point: the mean of the last `window` steps, by hand
     want = [sum(active[i - window + 1 : i + 1]) / window for i in range(window - 1, 40)]
     assert np.allclose(line.get_ydata(), want)
+
+
+def test_count_gives_the_tiles_the_paged_step_copies_and_multiplies():
+    # one page of keys: 16 tokens x 4 K/V heads x 64 numbers x 4 bytes = 16 KiB; a tile holds
+    # CHUNK_BYTES (512 KiB) of keys = 32 pages
+    long, short = attention_traffic.count(8, 1024), attention_traffic.count(8, 256)
+    assert long["tile"] == (1, 32) and long["tiles"] == 8 * 2  # 64 pages a sequence: 2 tiles each
+    assert short["tile"] == (2, 16) and short["tiles"] == 8 // 2  # 16 pages: 2 sequences a tile
+    for t in (long, short):  # every K page and V page is read in exactly one tile of each pass
+        assert 2 * t["tiles"] * t["tile"][0] * t["tile"][1] == t["page_reads"]

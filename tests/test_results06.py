@@ -48,8 +48,9 @@ def test_settings_text_divides_the_output_tokens_by_the_steps():
     assert "mean batch" not in text  # section 1's batch is another mean
     # each line names the try-it setting it answers, in the order of the questions
     facts = [line for line in text.split("\n") if not line.startswith("  ")]
-    labels = [line.split(",")[0].split(":")[0] for line in facts]
+    labels = [line.split(",")[0].split(":")[0].split(" (")[0] for line in facts]
     assert labels == ["setting 2", "setting 3", "setting 4", "setting 5", "setting 5"]
+    assert facts[3].startswith("setting 5 (the page-256 run of setting 3): outputs:")
     assert all(len(line) <= 80 for line in text.split("\n"))  # no wrap in a projector's box
 
 

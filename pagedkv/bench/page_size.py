@@ -107,7 +107,15 @@ def simulate(requests, slots: int, page_size: int, max_num_seqs: int) -> dict:
         "empty_slots_per_running": (held - used) / max(1, batch),  # of those, holding no token
         "first_lookups": manager.lookups["first"],  # [tokens looked up, tokens hit]
         "readmission_lookups": manager.lookups["again"],
+        # each kind's hits over its own lookups: the first reads sharing between requests alone
+        "first_hit_rate_pct": _rate(manager.lookups["first"]),
+        "readmission_hit_rate_pct": _rate(manager.lookups["again"]),
     }
+
+
+def _rate(lookups: list[int]) -> float:
+    """Tokens hit as a percentage of tokens looked up ([looked up, hit]); 0.0 with no lookup."""
+    return 100.0 * lookups[1] / lookups[0] if lookups[0] else 0.0
 
 
 def one_run(

@@ -36,8 +36,9 @@ def count(
     batch: int, context: int, heads: int = 16, kv_heads: int = 4, head_dim: int = 64, page_size: int = 16
 ) -> dict:
     """K/V bytes the queries need, pages read and bytes copied by one paged decode step of
-    `batch` sequences of `context` tokens. Example: count(2, 256)["page_reads"] -> 64
-    (2 sequences x 16 pages of 16 tokens, K and V)."""
+    `batch` sequences of `context` tokens, and its tiles: the (sequences, pages) it copies and
+    multiplies at once, and how many it takes per pass. Example: count(2, 256)["page_reads"]
+    -> 64 (2 sequences x 16 pages of 16 tokens, K and V)."""
     pages_per_seq = -(-context // page_size)
     config = CacheConfig(
         num_pages=batch * pages_per_seq,
@@ -61,4 +62,7 @@ def count(
         "bytes_copied": engine.traffic["bytes_copied"],
         "kv_bytes_per_token": kv_bytes // (batch * context),  # one layer: the step runs one
         "layers": config.num_layers,
+        # a tile: the (sequences, pages of each) the step copies into one buffer and multiplies
+        "tile": engine.tile_shape(batch, pages_per_seq),
+        "tiles": len(engine.tiles(np.full(batch, context), pages_per_seq)),  # per pass (K, then V)
     }

@@ -92,7 +92,7 @@ def settings_text(half: dict, big: dict, roomy: dict, outputs: list[int]) -> str
                 ],
             ),
             clauses(
-                "setting 5: outputs:",
+                "setting 5 (the page-256 run of setting 3): outputs:",
                 [
                     f"mean {total / len(outputs):.0f} tokens",
                     f"longest {max(outputs):,}",
