@@ -164,8 +164,8 @@ def test_an_answer_box_opens_only_when_every_quiz_it_follows_is_answered():
     _answer_right(second)
     assert box.selected_index == 0 and "radix tree keeps the tokens" in box.children[0].value
     assert "box below is open" in second.note.value
-    later = answer_box("09-summary")  # made after both are answered: free, closed till clicked
-    assert later.selected_index is None and later.children[0].value != LOCKED
+    later = answer_box("09-summary")  # made after both are answered: open at once
+    assert later.selected_index == 0 and later.children[0].value != LOCKED
 
 
 def test_an_answer_box_renders_a_pipe_table_and_escapes_its_text():
@@ -203,3 +203,34 @@ def test_a_box_revealed_after_a_quiz_not_made_yet_stays_locked():
     with revealed("Result", after="no-such-quiz-made") as box:
         print("hidden")
     assert box.children[0].value == LOCKED
+
+
+def test_a_box_made_after_its_quiz_is_answered_opens_at_once():
+    """The title says the box opens when the question is answered: one made (or re-made by
+    running its cell again) after the answer is open, with its contents, not left closed."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.reveal import revealed
+
+    quiz = Quiz("10-predict-streams")
+    _answer_right(quiz)
+    with revealed("Result: the verdicts", after="10-predict-streams") as box:
+        print("the verdicts")
+    assert box.selected_index == 0 and "the verdicts" in box.children[0].value
+
+
+def test_a_locked_box_says_in_its_title_that_it_opens_when_answered():
+    """A box a question holds opens by itself: its title says so (once), a free box's does not,
+    and a title that already says when it opens is left as it is."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.reveal import OPENS, ClosedBox, await_result, reveal
+
+    await_result(None)  # no prediction waits for a box
+    assert reveal("Result", "x").get_title(0) == "Result"  # no question holds it
+    Quiz("10-predict-streams")
+    held = reveal("Result", "x")  # made in the prediction's cell: it holds the box
+    assert held.get_title(0) == "Result" + OPENS
+    held.lock("another question")
+    assert held.get_title(0) == "Result" + OPENS
+    own = ClosedBox("The summary (opens once both quizzes above are answered)")
+    own.lock("a quiz")
+    assert own.get_title(0) == "The summary (opens once both quizzes above are answered)"

@@ -238,10 +238,13 @@ class Quiz(widgets.VBox):
         self.show(0)
 
     def hold(self, box: ClosedBox) -> None:
-        """Keep `box` locked until every question is settled (a box made after that is free)."""
+        """Keep `box` locked until every question is settled; a box made after that opens at
+        once, as one made before opens on the last answer ("opens when you answer")."""
         if not all(self.settled):
             self.result_boxes.append(box)
             box.lock(self)
+        else:
+            box.selected_index = 0
 
     def show(self, k: int) -> None:
         """Show question k alone (what Previous and Next do); others keep their picks."""

@@ -71,6 +71,9 @@ LOCKED = (
 )
 
 
+OPENS = " (opens when you answer)"  # a locked box's title ends so: it opens by itself
+
+
 class ClosedBox(widgets.Accordion):
     """An accordion whose plain-text form (what a saved notebook shows where no widget is
     drawn: a page on the web, a stale output) names its title only, never its contents.
@@ -89,9 +92,12 @@ class ClosedBox(widgets.Accordion):
         self.children[0].value = LOCKED if self.holders else contents
 
     def lock(self, holder: object) -> None:
-        """`holder` (a quiz) must be answered before the box shows anything."""
+        """`holder` (a quiz) must be answered before the box shows anything; the title says
+        so (OPENS), unless it already says when the box opens."""
         self.holders.append(holder)
         self.children[0].value = LOCKED
+        if "(opens" not in self.get_title(0):
+            self.set_title(0, self.get_title(0) + OPENS)
 
     def unlock(self, holder: object) -> None:
         """`holder` is answered; once no holder is left the box shows its contents, open."""
