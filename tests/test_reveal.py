@@ -234,3 +234,23 @@ def test_a_locked_box_says_in_its_title_that_it_opens_when_answered():
     own = ClosedBox("The summary (opens once both quizzes above are answered)")
     own.lock("a quiz")
     assert own.get_title(0) == "The summary (opens once both quizzes above are answered)"
+
+
+def test_a_box_revealed_after_a_step_prediction_opens_once_it_is_settled():
+    """`revealed(..., after=id)` with a PredictStep (notebook 04's step 5): locked, its title
+    says it opens, and it opens when the prediction is answered (here wrong twice)."""
+    from pagedkv.viz import PredictStep
+    from pagedkv.viz.reveal import LOCKED, OPENS, revealed
+
+    predict = PredictStep("04-cow")
+    with revealed("Result: step 5", after="04-cow") as box:
+        print("what step 5 did")
+    assert box.children[0].value == LOCKED and box.get_title(0) == "Result: step 5" + OPENS
+    wrong = [o for o in predict.data.shown_options if o != predict.data.read(predict.run.step(), predict.run)]
+    predict = PredictStep("04-cow")  # a fresh run: the one above has taken its step
+    with revealed("Result: step 5", after="04-cow") as box:
+        print("what step 5 did")
+    predict.answer(wrong[0])
+    assert box.children[0].value == LOCKED
+    predict.answer(wrong[1])
+    assert predict.settled and box.selected_index == 0 and "what step 5 did" in box.children[0].value

@@ -68,6 +68,8 @@ class PredictStep(widgets.VBox):
             check_instance("run", run, ScenarioRun)
         super().__init__()
         self.run = self.data.start_run() if run is None else run
+        self.result_boxes: list[ClosedBox] = []  # `revealed(..., after=question_id)`: opened once settled
+        register_hold(question_id, self.hold)
         options, question, views = list(self.data.shown_options), self.data.question, self.data.views
         self.actual: str | None = None  # the step's outcome, once it has run
         self._record: ActionRecord | None = None  # the step's record, once it has run
@@ -109,6 +111,14 @@ class PredictStep(widgets.VBox):
         above = [head, self.choices, self.button, self.result, self.placeholder, self.caption]
         self.children = [*above, self.picture, self.after]
         self.add_class("pagedkv-predict")
+
+    def hold(self, box: ClosedBox) -> None:
+        """Keep `box` locked until the question is settled, as `Quiz.hold` does."""
+        if self.settled:
+            box.selected_index = 0
+        else:
+            self.result_boxes.append(box)
+            box.lock(self)
 
     def answer(self, choice: str) -> None:
         """Pick `choice` and press "Step and check" (what a learner does)."""
@@ -167,6 +177,8 @@ class PredictStep(widgets.VBox):
         self.button.description, self.button.icon = ("Answer shown", "Answered")[bool(self.correct)], "check"
         if self.data.after:
             self.after.value = _box(markdown_html(self.data.after))
+        for box in self.result_boxes:
+            box.unlock(self)
 
     @property
     def correct(self) -> bool | None:
