@@ -9,6 +9,7 @@ import pytest
 from pagedkv.engine.request import Request
 from pagedkv.exercises.reference_pool import ReferencePool
 from pagedkv.labs.experiments import (
+    evicted_prefix_pages,
     first_eviction,
     popular_system_prompts,
     prefix_hit_rates,
@@ -88,3 +89,29 @@ def test_first_eviction_counted_by_hand(policy):
     requests = [Request(f"r{i}", common + [100 + 17 * i + k for k in range(17)], 1) for i in range(6)]
     assert first_eviction(requests, 6, policy) == (4, 3 * 16)
     assert first_eviction(requests[:4], 6, policy) == (4, 3 * 16)  # never evicts: all hits
+
+
+def test_evicted_prefix_pages_counted_by_hand():
+    # As above: request 4 evicts page 1 (request 0's own page), request 5 page 2 (request 1's);
+    # the common page is hit each time, so it is never in the LRU order when a victim is taken.
+    common = list(range(16))
+    requests = [Request(f"r{i}", common + [100 + 17 * i + k for k in range(17)], 1) for i in range(6)]
+    assert evicted_prefix_pages(requests, 6, 16) == (2, 0)
+    assert evicted_prefix_pages(requests, 6, 16, tail_first=False) == (2, 0)
+    # Two system prompts of one page each, then 1 own token, in 2 pages: b evicts a's prompt
+    # page (0), the second a evicts b's (1).
+    a, b = list(range(16)), list(range(50, 66))
+    aba = [Request("a1", a + [200], 1), Request("b", b + [201], 1), Request("a2", a + [202], 1)]
+    assert evicted_prefix_pages(aba, 2, 16) == (2, 2)
+    assert evicted_prefix_pages(aba, 2, 0) == (2, 0)  # no system prompt: no page of one
+
+
+@pytest.mark.parametrize("tail_first", [True, False])
+def test_evicted_prefix_pages_count_the_same_evictions_as_the_pool_stats(tail_first):
+    requests = popular_system_prompts(num_requests=150, num_prompts=6, length=32, seed=1)
+    for num_pages in (10, 24):
+        stats = prefix_pool_stats(requests, [num_pages], ["lru"], tail_first=tail_first)
+        total, of_prefix = evicted_prefix_pages(requests, num_pages, 32, tail_first)
+        assert total == stats[num_pages, "lru"].evictions and 0 <= of_prefix <= total
+    with pytest.raises(ValueError, match="prefix_len must be"):
+        evicted_prefix_pages(requests, 10, -1)

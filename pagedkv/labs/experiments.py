@@ -11,7 +11,8 @@ request finishing before the next arrives, and reports the share of prompt token
 from the prefix cache (`PoolStats.hit_rate`, vLLM's prefix-cache hit rate) and the
 evictions for each eviction policy (and, for contrast, with each request's pages released
 head first instead of tail first: `release`); `prefix_hit_rates` keeps the hit rates alone;
-`first_eviction` says how many requests one pool serves before it first evicts. It is
+`first_eviction` says how many requests one pool serves before it first evicts;
+`evicted_prefix_pages` says how many evictions took a system prompt's page. It is
 bookkeeping only: no model runs, so the pages hold no real K/V, which is fine because
 nothing reads them. vLLM measures the same rate on real traffic
 (`vllm:prefix_cache_hits` / `vllm:prefix_cache_queries`).
@@ -112,6 +113,36 @@ def first_eviction(
             return i, hits_before
         seqs.free(r.req_id)
     return len(requests), pool.stats.prefix_hits
+
+
+def evicted_prefix_pages(
+    requests: Sequence[Request],
+    num_pages: int,
+    prefix_len: int,
+    tail_first: bool = True,
+    page_size: int = 16,
+) -> tuple[int, int]:
+    """(evictions, those whose page held a block of some request's first `prefix_len` tokens,
+    its system prompt) in an LRU pool of `num_pages`, the requests admitted and released one
+    after another as in `prefix_pool_stats` (`tail_first`: as `release`). A page counts by
+    what it held when it was evicted; whole pages only (`prefix_len // page_size` per request)."""
+    check_int("prefix_len", prefix_len, 0)
+    pool = KVCachePool(CacheConfig(num_pages=num_pages, page_size=page_size, eviction_policy="lru"))
+    seqs = SequenceManager(pool)
+    victims: list[int] = []
+    pool.events.add_listener(lambda e: victims.append(e.page_id) if e.kind == "evict" else None)
+    in_prefix: set[int] = set()  # pages holding a block of a system prompt now
+    evictions = prefix_evictions = 0
+    for r in requests:
+        victims.clear()
+        seqs.add(r.req_id, r.prompt_token_ids)
+        evictions += len(victims)
+        prefix_evictions += sum(p in in_prefix for p in victims)
+        table = seqs.block_table(r.req_id)
+        in_prefix.difference_update(table)
+        in_prefix.update(table[: prefix_len // page_size])
+        release(seqs, r.req_id, tail_first)
+    return evictions, prefix_evictions
 
 
 def prefix_hit_rates(

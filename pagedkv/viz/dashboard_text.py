@@ -166,7 +166,7 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
         (f"<b>{run.scenario.title}</b> — {run.num_pages} pages × {run.page_size} slots",
          f"ACTIVE <b>{counts[PageState.ACTIVE]}</b> of {run.num_pages} pages (<b>{snap.usage:.0%}</b>)",
          f"CACHED {counts[PageState.CACHED]} (reusable or evictable)", f"FREE {counts[PageState.FREE]}"),
-        (f"slots holding running sequences' tokens: <b>{snap.token_usage:.0%}</b>",
+        (f"filled slots in ACTIVE pages: <b>{snap.token_usage:.0%}</b> of all slots",
          f"<span title='{html.escape(HITS_TIP)}' style='text-decoration:underline dotted'>prefix hits "
          f"{stats['prefix_hits']} of {queries} prompt tokens looked up</span> ({rate})",
          f"evictions {stats['evictions']}", f"copy-on-write {stats['cow_copies']}"),

@@ -99,7 +99,7 @@ def plot_chunked_kernel(
 
 
 BAND_LABELS = {  # the left-hand label of each row of the picture (two lines each)
-    "K": "pass 1: K, a chunk at\na time; scores q·K^T",
+    "K": r"pass 1: K, a chunk at" "\n" r"a time; scores $q \cdot K^{T}$",
     "scores": "scores: the whole\nrow, a cell per page",
     "V": "pass 2: V, a chunk at\na time; exp(s − m) · V",
     "out": "output row:\nnormalised last",
