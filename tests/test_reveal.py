@@ -254,3 +254,18 @@ def test_a_box_revealed_after_a_step_prediction_opens_once_it_is_settled():
     assert box.children[0].value == LOCKED
     predict.answer(wrong[1])
     assert predict.settled and box.selected_index == 0 and "what step 5 did" in box.children[0].value
+
+
+def test_no_notebook_asks_to_open_a_box_that_opens_by_itself():
+    """A box a question holds opens by itself when the question is answered, and clicking its
+    title then closes it: a notebook that says "open after answering" sends the learner to close
+    the answer (two learners did). The package writes the title's "(opens when you answer)"."""
+    import json
+    import re
+    from pathlib import Path
+
+    stale = re.compile(r"open (it )?after (answering|you answer|predicting)")
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").rglob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            found = stale.search("".join(cell["source"]))
+            assert found is None, f"{path.name} cell {i}: {found.group(0)!r}"
