@@ -1,6 +1,7 @@
 """Notebook 06's closed-box texts (pagedkv.labs.results06) against hand-made runs, and the
 notebook's visible cells, which must not hold the answers those texts give."""
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -61,11 +62,31 @@ def test_clauses_breaks_between_parts_only_where_the_next_would_pass_the_width()
     assert results06.clauses("h:", ["x", "y"], width=80) == "h: x, y"
 
 
-def test_copy_share_text_spans_the_lowest_to_the_highest_share():
-    points = [{"gather_s": 1.0, "paged_s": 4.0}, {"gather_s": 3.0, "paged_s": 5.0}]
+def test_copy_share_text_splits_the_named_bar_in_three_parts_that_add_up_to_100():
+    # the named bar: 2.0x, so dense 50 %; copies 0.27 of the paged step's 1.0 s; the rest 23 %
+    points = [
+        {"batch": 2, "context": 256, "ratio": 4.0, "gather_s": 1.0, "paged_s": 4.0},
+        {"batch": 8, "context": 1024, "ratio": 2.0, "gather_s": 0.27, "paged_s": 1.0},
+        {"batch": 8, "context": 256, "ratio": 3.0, "gather_s": 3.0, "paged_s": 5.0},
+    ]
     text = results06.copy_share_text({"points": points})
-    assert text.startswith("the page copies alone: 25% to 60% of the paged step's time")
-    assert "this machine" in text and all(len(line) <= 80 for line in text.split("\n"))
+    first, second = text.split("\n")[:2]
+    assert first == "B=8 L=1024 (this run, wall clock): dense 50 %, page copies 27 %, the rest 23 %"
+    parts = [int(x) for x in re.findall(r"(\d+) %", first)]
+    assert parts == [50, 27, 23] and sum(parts) == 100
+    # another bar of the same data: its own parts, from its own timings (1/3, 0.6)
+    other = results06.copy_share_text({"points": points}, bar=(8, 256)).split("\n")[0]
+    assert [int(x) for x in re.findall(r"(\d+) %", other)] == [33, 60, 7]
+    assert second == "the page copies at all 3 points: 25 % to 60 % of the paged step's time"
+    assert "wall clock" in first and "this machine" in text
+    assert all(len(line) <= 80 for line in text.split("\n"))
+
+
+def test_copy_share_text_calls_a_split_over_100_percent_noise():
+    points = [{"batch": 8, "context": 1024, "ratio": 1.5, "gather_s": 0.5, "paged_s": 1.0}]
+    text = results06.copy_share_text({"points": points})
+    assert "dense 67 %, page copies 50 %:" in text and "timing noise" in text
+    assert "the rest" not in text and all(len(line) <= 80 for line in text.split("\n"))
 
 
 def test_describe_calls_the_whole_run_mean_mean_running():

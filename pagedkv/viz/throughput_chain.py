@@ -10,7 +10,11 @@ from __future__ import annotations
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-COLOURS = {"max": "#D55E00", "pow2": "#CC79A7", "oracle": "#E69F00", "paged": "#0072B2"}
+from pagedkv.viz.palette import SYSTEM_COLORS
+
+# a system's colour, as in notebook 11's serving figures; none is a colour of the memory
+# figure above the chain (token states blue, internal orange, ...), so no bar reads as waste
+COLOURS = SYSTEM_COLORS
 PANELS = [  # key, title, how a bar's number is written
     ("token_states", "1. slots holding\ntokens (%)", "{:.1f}%"),
     ("batch", "2. batch = output\ntokens per step", "{:.1f}"),
