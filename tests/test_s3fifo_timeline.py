@@ -60,3 +60,16 @@ def test_both_panels_label_their_requests():
     for ax in fig.axes:  # the top panel shares the bottom's x axis, yet shows its numbers too
         shown = [t.get_text() for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
         assert "45" in shown and "75" in shown
+
+
+def test_plot_timeline_queues_use_no_policy_lines_colour():
+    from matplotlib.colors import to_hex
+
+    from pagedkv.bench.eviction import COLORS
+
+    rows = s3fifo_timeline(lab_workload("scan")[:80], 2048)
+    fig = plot_timeline(rows, 44, 79, 12.8)
+    top, low = fig.axes[:2]
+    used = {to_hex(line.get_color()) for line in top.get_lines()[:3]}
+    used |= {to_hex(bar.get_facecolor()) for bar in low.patches}
+    assert not used & {to_hex(c) for c in COLORS.values()}

@@ -58,6 +58,9 @@ def s3fifo_timeline(
     return rows
 
 
+S_GREY, M_GREY = "#404040", "#a6a6a6"  # queue S dark grey, M light grey: lines and victim bars
+
+
 def plot_timeline(
     rows: list[dict[str, Any]],
     first: int,
@@ -82,7 +85,9 @@ def plot_timeline(
                 ax.axvspan(x - 0.5, x + 0.5, color="#dddddd", lw=0)
         ax.tick_params(labelsize=12)
         ax.grid(axis="y", alpha=0.3)
-    styles = {"S": ("#0072b2", "-", "o", 5), "M": ("#009e73", "-", "s", 5), "G": ("#6a3d9a", ":", "o", 10)}
+    # Greys for the queues, as no policy line in bench eviction's figure is grey (its leaf-lru band
+    # lies under LRU's black line), so no queue reads as a policy; G a purple no policy uses.
+    styles = {"S": (S_GREY, "-", "o", 5), "M": (M_GREY, "-", "s", 5), "G": ("#6a3d9a", ":", "o", 10)}
     for q, (colour, dash, marker, ms) in styles.items():
         sizes = [r[q] for r in window]
         hollow = {"mfc": "none", "mew": 1.5} if q == "G" else {}
@@ -96,9 +101,9 @@ def plot_timeline(
     top.tick_params(labelbottom=True)  # request numbers on the top panel too
     top.legend(fontsize=12, ncols=3, loc="center right", framealpha=0.95)
     from_s = [r["from S"] for r in window]
-    low.bar(xs, from_s, width=0.7, color="#e69f00", label="victims from S")
+    low.bar(xs, from_s, width=0.7, color=S_GREY, label="victims from S")
     from_m = [r["from M"] for r in window]
-    low.bar(xs, from_m, width=0.7, bottom=from_s, color="#000000", label="victims from M")
+    low.bar(xs, from_m, width=0.7, bottom=from_s, color=M_GREY, label="victims from M")
     low.set_ylabel("victims", fontsize=12)
     low.legend(fontsize=12, ncols=2, loc="upper center", framealpha=0.95)
     low.set_ylim(0, max(r["from S"] + r["from M"] for r in window) * 1.8)
