@@ -168,10 +168,9 @@ def coverage_text(cover: PinCoverage, pinned: int, requests: int, split: dict, n
             f"  and the first {len(pages)} of the 6 pages of the prompt ranked {cover.place(k)} by use"
         )
     lines += [
-        f"{cover.whole_users} of the {requests} requests use a wholly pinned prompt;"
-        f" {requests - cover.whole_users} use the other {len(cover.rank) - whole}",
-        "prompt-token hit rate of the requests with a pinned prompt (held whole by the pins)"
-        " and with an other prompt:",
+        f"{cover.whole_users} of the {requests} requests use a pinned prompt;"
+        f" {requests - cover.whole_users} use one of the {len(cover.rank) - whole} other prompts",
+        "prompt-token hit rate of the requests with a pinned prompt, and with an other prompt:",
     ]
     for name, rates in (*split.items(), ("no eviction", never)):
         lines.append(f"  {name:11s} pinned prompts {rates['pinned']:6.1%}   other prompts {rates['others']:6.1%}")
