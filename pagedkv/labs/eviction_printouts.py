@@ -173,7 +173,9 @@ def coverage_text(cover: PinCoverage, pinned: int, requests: int, split: dict, n
         "prompt-token hit rate of the requests with a pinned prompt, and with an other prompt:",
     ]
     for name, rates in (*split.items(), ("no eviction", never)):
-        lines.append(f"  {name:11s} pinned prompts {rates['pinned']:6.1%}   other prompts {rates['others']:6.1%}")
+        lines.append(
+            f"  {name:11s} pinned prompts {rates['pinned']:6.1%}   other prompts {rates['others']:6.1%}"
+        )
     return "\n".join(lines)
 
 
@@ -205,8 +207,8 @@ def reference_text(
 
 def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
     """`arc_tally_by`'s counts as lines: ARC's victims and how many left T1; then, for the
-    requests with a pinned prompt (held whole by the pins) and with an other prompt, the pages hits revived and how
-    many of them sat in T2."""
+    requests with a pinned prompt (held whole by the pins) and with an other prompt, the pages
+    hits revived and how many of them sat in T2."""
     victims = tally["evicted from T1"] + tally["evicted from T2"]
     lines = [f"ARC's victims: {victims}, of them {tally['evicted from T1']} from T1 (seen once)"]
     label = {"pinned": "the pinned prompts", "others": "the other prompts"}

@@ -4,7 +4,8 @@
 request records the sizes of its queues S, M and G (from the policy's public `queues()`)
 and how many victims that request's run took from S and from M. `plot_timeline` draws a
 window of those rows: one bar per request for the victims, a line per queue size, and the
-requests of the scan's one-off bursts shaded.
+requests of the scan's one-off bursts shaded. `ghost_bound_rates` prices pagedkv's smaller
+G against the paper's, in hit rate.
 
 Leaves out: what happens inside a request (sizes are read once its pages are released).
 """
@@ -18,7 +19,7 @@ from matplotlib.figure import Figure
 
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import S3FIFOEvictionPolicy
-from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time, source
+from pagedkv.labs.hit_rate_lab import lab_pool, replay, serve_one_at_a_time, source
 from pagedkv.labs.lab_workloads import LabRequest
 
 
@@ -115,3 +116,19 @@ def plot_timeline(
         top.annotate(text, (x, rows[x]["M"]), (x + 1.5, 72), fontsize=12, arrowprops=arrow)
     top.set_title("S3-FIFO's queues after each request of the scan stream", fontsize=13)
     return fig
+
+
+def ghost_bound_rates(
+    streams: dict[str, Sequence[LabRequest]], cache_tokens: int, page_size: int = 16
+) -> dict[str, dict[str, float]]:
+    """Each stream's S3-FIFO hit rate with G's two bounds: "pagedkv" (G keeps at most as many
+    hashes as M holds pages now, at least one) and "paper" (up to M's capacity, 90 % of the
+    pool, as in the paper's Algorithm 1)."""
+    paper_share = 1 - S3FIFOEvictionPolicy.SMALL_SHARE
+    return {
+        name: {
+            "pagedkv": replay(requests, cache_tokens, S3FIFOEvictionPolicy(), page_size).hit_rate,
+            "paper": replay(requests, cache_tokens, S3FIFOEvictionPolicy(paper_share), page_size).hit_rate,
+        }
+        for name, requests in streams.items()
+    }
