@@ -60,3 +60,47 @@ def test_both_panels_label_their_requests():
     for ax in fig.axes:  # the top panel shares the bottom's x axis, yet shows its numbers too
         shown = [t.get_text() for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
         assert "45" in shown and "75" in shown
+
+
+def test_plot_timeline_queues_use_no_policy_lines_colour():
+    from matplotlib.colors import to_hex
+
+    from pagedkv.bench.eviction import COLORS
+
+    rows = s3fifo_timeline(lab_workload("scan")[:80], 2048)
+    fig = plot_timeline(rows, 44, 79, 12.8)
+    top, low = fig.axes[:2]
+    used = {to_hex(line.get_color()) for line in top.get_lines()[:3]}
+    used |= {to_hex(bar.get_facecolor()) for bar in low.patches}
+    assert not used & {to_hex(c) for c in COLORS.values()}
+
+
+def test_the_papers_ghost_bound_keeps_more_hashes_than_pagedkvs():
+    """Worked by hand on a pool of 10 pages (paper bound: 9 hashes): pages 1 and 2 revived
+    and promoted to M, then 3..10 one-off; draining S leaves pagedkv's G with M's 2 hashes,
+    the paper's with every hash S evicted while S held at least its share (1 page)."""
+    from pagedkv.labs.eviction_policies import S3FIFOEvictionPolicy
+
+    kept = {}
+    for share in (None, 0.9):
+        policy = S3FIFOEvictionPolicy(share)
+        policy.attach(10, lambda page_id: f"block {page_id}")
+        policy.add_all([1, 2])
+        policy.remove(1)
+        policy.remove(2)
+        policy.add_all([2, 1])
+        policy.add_all(list(range(3, 11)))
+        for _ in range(8):  # 1 and 2 move to M; 3..10 leave S
+            policy.pop_victim()
+        kept[share] = policy.queues()["G"]
+    assert kept[None] == ["block 9", "block 10"]
+    assert kept[0.9] == [f"block {n}" for n in range(3, 11)]
+
+
+def test_ghost_bound_rates_replays_both_bounds():
+    from pagedkv.labs.s3fifo_timeline import ghost_bound_rates
+
+    scan = lab_workload("scan")[:80]
+    rates = ghost_bound_rates({"scan": scan}, 2048)
+    assert set(rates["scan"]) == {"pagedkv", "paper"}
+    assert all(0 <= r <= 1 for r in rates["scan"].values())

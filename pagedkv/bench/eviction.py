@@ -173,7 +173,7 @@ def figure(report: Report):
         handles, labels, loc="center left", bbox_to_anchor=(0.835, 0.47), ncol=1,
         fontsize=12, frameon=False, handlelength=2.2, handletextpad=0.6, labelspacing=0.5,
     )  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 0.835, 0.94), h_pad=0.8)  # a panel's title clear of the one above
+    fig.tight_layout(rect=(0, 0, 0.835, 1), h_pad=0.8)  # tight_layout keeps the suptitle clear itself
     return fig
 
 

@@ -15,11 +15,11 @@ forgotten when the page is evicted.
 - `ARCEvictionPolicy` (Megiddo & Modha, FAST'03): two LRU lists, T1 (seen once) and T2
   (revived at least once), and ghost lists B1/B2 of recently evicted block hashes. Content
   that comes back while its hash is a ghost enters T2 and moves the target size p of T1.
-- `S3FIFOEvictionPolicy` (Yang et al., SOSP'23): a small FIFO S (10 % of the pool), a
-  main FIFO M and a ghost FIFO G. New content enters S; at the head of S, content revived
-  while in S moves to M, the rest is evicted and remembered in G; content that returns
-  while in G enters M. M is a FIFO with second chances (up to 3). At each eviction from S, G
-  keeps as many hashes as M holds pages, at least one (simplified: the paper's G, as M can hold).
+- `S3FIFOEvictionPolicy` (Yang et al., SOSP'23): a small FIFO S (10 % of the pool), a main FIFO M
+  and a ghost FIFO G. New content enters S; at the head of S, content revived while in S moves to M,
+  the rest is evicted and remembered in G; content that returns while in G enters M. M is a FIFO with
+  second chances (up to 3). At each eviction from S, G keeps as many hashes as M holds pages, at least
+  one (simplified: the paper's G holds as many as M can, `ghost_share=0.9`).
 
 Adapted to a page pool, and said so: the policies order *pages*; content is named by its
 block hash (`attach` gives the policy a way to read it), which is what ghosts remember.
@@ -28,11 +28,9 @@ victim is chosen. SGLang's leaf-first LRU is the radix tree's own eviction
 (`LeafLRUEvictionPolicy` in pagedkv/radix/radix_index.py, "leaf-lru" in `bench eviction`); on the
 lab's streams it equals LRU, because a request releases its pages tail first.
 
-`PinnedLRUEvictionPolicy` is LRU that keeps pinned content (given by block hash) until
-nothing else is left to evict.
+`PinnedLRUEvictionPolicy`: LRU that keeps pinned content (by block hash) until nothing else is evictable.
 
-Leaves out: cost-aware policies (evict by recompute cost per byte), TinyLFU admission,
-and ageing of LFU counts.
+Leaves out: cost-aware policies (by recompute cost per byte), TinyLFU admission, LFU ageing.
 """
 
 from __future__ import annotations
@@ -245,8 +243,9 @@ class S3FIFOEvictionPolicy(_QueuedGhostPolicy):
     SMALL_SHARE = 0.1  # the paper's size of S
     MAX_FREQ = 3  # the paper's 2-bit counter
 
-    def __init__(self) -> None:
+    def __init__(self, ghost_share: float | None = None) -> None:
         super().__init__()
+        self.ghost_share = ghost_share  # None: G's bound is M's pages now; else this share of the pool
         self._small: OrderedDict[int, None] = OrderedDict()  # pages with content in S, oldest first
         self._main: OrderedDict[int, None] = OrderedDict()  # pages with content in M, oldest first
         self._freq: dict[int, int] = {}  # page id -> revivals, capped at MAX_FREQ
@@ -276,7 +275,8 @@ class S3FIFOEvictionPolicy(_QueuedGhostPolicy):
                     main[in_small] = None
                     continue
                 if forget:
-                    self._ghosts.remember(self._key(in_small), len(main) or 1)
+                    bound = int(self.ghost_share * self._capacity) if self.ghost_share else len(main) or 1
+                    self._ghosts.remember(self._key(in_small), bound)
                 return in_small
             if freq[in_main] > 0:  # second chance: back to the tail of M
                 freq[in_main] -= 1

@@ -168,12 +168,14 @@ def coverage_text(cover: PinCoverage, pinned: int, requests: int, split: dict, n
             f"  and the first {len(pages)} of the 6 pages of the prompt ranked {cover.place(k)} by use"
         )
     lines += [
-        f"{cover.whole_users} of the {requests} requests use a wholly pinned prompt;"
-        f" {requests - cover.whole_users} use the other {len(cover.rank) - whole}",
-        "prompt-token hit rate of the requests whose prompt is wholly pinned, and of the others:",
+        f"{cover.whole_users} of the {requests} requests use a pinned prompt;"
+        f" {requests - cover.whole_users} use one of the {len(cover.rank) - whole} other prompts",
+        "prompt-token hit rate of the requests with a pinned prompt, and with an other prompt:",
     ]
     for name, rates in (*split.items(), ("no eviction", never)):
-        lines.append(f"  {name:11s} pinned prompts {rates['pinned']:6.1%}   others {rates['others']:6.1%}")
+        lines.append(
+            f"  {name:11s} pinned prompts {rates['pinned']:6.1%}   other prompts {rates['others']:6.1%}"
+        )
     return "\n".join(lines)
 
 
@@ -205,15 +207,15 @@ def reference_text(
 
 def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
     """`arc_tally_by`'s counts as lines: ARC's victims and how many left T1; then, for the
-    requests with a wholly pinned prompt and for the others, the pages hits revived and how
-    many of them sat in T2."""
+    requests with a pinned prompt (held whole by the pins) and with an other prompt, the pages
+    hits revived and how many of them sat in T2."""
     victims = tally["evicted from T1"] + tally["evicted from T2"]
     lines = [f"ARC's victims: {victims}, of them {tally['evicted from T1']} from T1 (seen once)"]
-    label = {"pinned": "the prompts lru+pin would pin", "others": "the other prompts"}
+    label = {"pinned": "the pinned prompts", "others": "the other prompts"}
     for g in ("pinned", "others"):
         revived = by_group[g]["revived from T1"] + by_group[g]["revived from T2"]
         lines.append(
-            f"pages revived by a prefix hit for {label[g]:29s} {revived:4d},"
+            f"pages revived by a prefix hit for {label[g]:18s} {revived:4d},"
             f" of them {by_group[g]['revived from T2']:4d} from T2"
         )
     return "\n".join(lines)

@@ -4,7 +4,8 @@
 request records the sizes of its queues S, M and G (from the policy's public `queues()`)
 and how many victims that request's run took from S and from M. `plot_timeline` draws a
 window of those rows: one bar per request for the victims, a line per queue size, and the
-requests of the scan's one-off bursts shaded.
+requests of the scan's one-off bursts shaded. `ghost_bound_rates` prices pagedkv's smaller
+G against the paper's, in hit rate.
 
 Leaves out: what happens inside a request (sizes are read once its pages are released).
 """
@@ -18,7 +19,7 @@ from matplotlib.figure import Figure
 
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import S3FIFOEvictionPolicy
-from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time, source
+from pagedkv.labs.hit_rate_lab import lab_pool, replay, serve_one_at_a_time, source
 from pagedkv.labs.lab_workloads import LabRequest
 
 
@@ -58,6 +59,9 @@ def s3fifo_timeline(
     return rows
 
 
+S_GREY, M_GREY = "#404040", "#a6a6a6"  # queue S dark grey, M light grey: lines and victim bars
+
+
 def plot_timeline(
     rows: list[dict[str, Any]],
     first: int,
@@ -82,7 +86,9 @@ def plot_timeline(
                 ax.axvspan(x - 0.5, x + 0.5, color="#dddddd", lw=0)
         ax.tick_params(labelsize=12)
         ax.grid(axis="y", alpha=0.3)
-    styles = {"S": ("#0072b2", "-", "o", 5), "M": ("#009e73", "-", "s", 5), "G": ("#6a3d9a", ":", "o", 10)}
+    # Greys for the queues, as no policy line in bench eviction's figure is grey (its leaf-lru band
+    # lies under LRU's black line), so no queue reads as a policy; G a purple no policy uses.
+    styles = {"S": (S_GREY, "-", "o", 5), "M": (M_GREY, "-", "s", 5), "G": ("#6a3d9a", ":", "o", 10)}
     for q, (colour, dash, marker, ms) in styles.items():
         sizes = [r[q] for r in window]
         hollow = {"mfc": "none", "mew": 1.5} if q == "G" else {}
@@ -96,9 +102,9 @@ def plot_timeline(
     top.tick_params(labelbottom=True)  # request numbers on the top panel too
     top.legend(fontsize=12, ncols=3, loc="center right", framealpha=0.95)
     from_s = [r["from S"] for r in window]
-    low.bar(xs, from_s, width=0.7, color="#e69f00", label="victims from S")
+    low.bar(xs, from_s, width=0.7, color=S_GREY, label="victims from S")
     from_m = [r["from M"] for r in window]
-    low.bar(xs, from_m, width=0.7, bottom=from_s, color="#000000", label="victims from M")
+    low.bar(xs, from_m, width=0.7, bottom=from_s, color=M_GREY, label="victims from M")
     low.set_ylabel("victims", fontsize=12)
     low.legend(fontsize=12, ncols=2, loc="upper center", framealpha=0.95)
     low.set_ylim(0, max(r["from S"] + r["from M"] for r in window) * 1.8)
@@ -110,3 +116,19 @@ def plot_timeline(
         top.annotate(text, (x, rows[x]["M"]), (x + 1.5, 72), fontsize=12, arrowprops=arrow)
     top.set_title("S3-FIFO's queues after each request of the scan stream", fontsize=13)
     return fig
+
+
+def ghost_bound_rates(
+    streams: dict[str, Sequence[LabRequest]], cache_tokens: int, page_size: int = 16
+) -> dict[str, dict[str, float]]:
+    """Each stream's S3-FIFO hit rate with G's two bounds: "pagedkv" (G keeps at most as many
+    hashes as M holds pages now, at least one) and "paper" (up to M's capacity, 90 % of the
+    pool, as in the paper's Algorithm 1)."""
+    paper_share = 1 - S3FIFOEvictionPolicy.SMALL_SHARE
+    return {
+        name: {
+            "pagedkv": replay(requests, cache_tokens, S3FIFOEvictionPolicy(), page_size).hit_rate,
+            "paper": replay(requests, cache_tokens, S3FIFOEvictionPolicy(paper_share), page_size).hit_rate,
+        }
+        for name, requests in streams.items()
+    }
