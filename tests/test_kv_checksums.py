@@ -10,11 +10,14 @@ hit, and the tokens must be the model's.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.service import recover
 from pagedkv.service.engine import ServiceEngine
+from pagedkv.service.wal import WriteAheadLog, read_log
 
 PROMPT = list(b"the power went out")  # 18 tokens: 4 full pages of 4, and 2 tokens in a fifth
 
@@ -104,3 +107,55 @@ def test_an_intact_store_fails_no_checksum(tmp_path):
     assert manager.kv_crc  # the log carried checksums
     assert np.count_nonzero(manager.pool.kv_cache)  # and kv.bin holds K/V
     manager.close()
+
+
+def _power_loss_mid_request(store, monkeypatch, defer_overwrites: bool):
+    """Under fsync "always": `old`'s 4 pages CACHED, `story` on the other 4, then an 8-token
+    generate of `story` that must evict 2 of them. The power goes out just before the
+    commit's fsync: the log keeps what it had fsynced, kv.bin keeps every K/V written (the
+    kernel may write back the file's pages at any time). Returns (evicted, recovery report).
+    `defer_overwrites` leaves evict/copy-on-write records to the commit's fsync as well."""
+    synced = []  # log size at each fsync
+    sync, append = WriteAheadLog.sync, WriteAheadLog.append
+
+    def spy_sync(log):
+        before = log.fsyncs
+        sync(log)
+        if log.fsyncs > before:
+            synced.append(log.size)
+
+    def deferring_append(log, payload, sync=True):
+        if defer_overwrites and payload["op"] != "commit" and (payload.get("evict") or payload.get("cow")):
+            sync = False
+        return append(log, payload, sync)
+
+    monkeypatch.setattr(WriteAheadLog, "sync", spy_sync)
+    monkeypatch.setattr(WriteAheadLog, "append", deferring_append)
+    engine = ServiceEngine(num_pages=8, page_size=4, wal=store, fsync="always")
+    engine.create(list(b"A shared prefix!"), "old")
+    engine.free("old")
+    engine.create(list(b"Once upon a time"), "story")
+    engine.generate("story", 8)
+    engine.close()
+    monkeypatch.undo()
+    evicted = sorted(p for r in read_log(store / "wal.log")[0] for p in r.payload.get("evict") or [])
+    os.truncate(store / "wal.log", synced[-2])  # [-1] is the commit's fsync, never reached
+    manager = recover(store)
+    report = dict(manager.recovery)
+    assert manager.pool.num_cached_pages == 2  # old's 2 pages that were not evicted
+    manager.close()
+    return evicted, report
+
+
+def test_evict_records_fsynced_at_once_let_the_log_explain_a_power_loss(tmp_path, monkeypatch):
+    # What the immediate fsync of evict/copy-on-write records buys under "always": the log
+    # on disk names the overwritten pages, so recovery drops them itself and no checksum fails.
+    evicted, report = _power_loss_mid_request(tmp_path / "s", monkeypatch, defer_overwrites=False)
+    assert evicted == [2, 3]
+    assert report["rolled_back_records"] > 0 and report["dropped_cached_pages"] == evicted
+    assert report["kv_checksum_failed_pages"] == []
+    # Without it the log on disk lacks the whole request: only the checksums catch the pages.
+    evicted, report = _power_loss_mid_request(tmp_path / "d", monkeypatch, defer_overwrites=True)
+    assert evicted == [2, 3]
+    assert report["rolled_back_records"] == 0 and report["dropped_cached_pages"] == []
+    assert report["kv_checksum_failed_pages"] == evicted

@@ -9,9 +9,9 @@ and its effects to the write-ahead log (wal.py), and only then apply it. A faile
 logs nothing. The K/V store is a file-backed `np.memmap`, so K/V survive with the log;
 `recover` (recovery.py) rebuilds the manager from them.
 
-The record must come first because of K/V, not bookkeeping: a copy-on-write overwrites
-the K/V of a page that, in the state on disk, may still be a CACHED prefix; a crash between
-copy and record would leave a cached page whose hash no longer matches its contents.
+The record comes first because of K/V: a copy-on-write may overwrite a page the state on disk
+still calls a CACHED prefix. Record first, recovery replays the eviction and the copy; the K/V
+checksums (kv_checksums.py) only drop pages, for when log and kv.bin reach disk out of step.
 
 A directory holds one durable manager:
 
