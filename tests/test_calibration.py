@@ -193,6 +193,13 @@ def test_sustainable_rate_ratios(rates, other):
     assert low <= rates["paged"] / rates[other] <= high
 
 
+@pytest.mark.slow
+def test_the_recorded_full_run_rates_are_the_runs():
+    # notebook 11 quotes serving.FULL_RUN_RATES (recorded) beside the paper's ranges
+    assert {s: round(rates[s], 3) for s in serving.FULL_RUN_RATES} == serving.FULL_RUN_RATES
+    assert serving.FULL_RUN_REQUESTS == SERVING_REQUESTS
+
+
 def test_the_doc_lists_every_row_with_its_status():
     text = DOC.read_text()
     serving_rows = {"B1": True, "R1": True, "R2": True} | {

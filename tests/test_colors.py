@@ -342,3 +342,14 @@ def test_the_serving_systems_and_the_requests_beside_them_never_share_a_colour()
     assert set(REQUEST_COLORS_BESIDE_SYSTEMS) <= set(SEQUENCE_COLORS)
     assert not set(REQUEST_COLORS_BESIDE_SYSTEMS) & set(SYSTEM_COLORS.values())
     assert _closest_pair(dict(enumerate(REQUEST_COLORS_BESIDE_SYSTEMS)))[0] >= MIN_DELTA_E
+
+
+def test_the_requests_beside_the_serving_figure_take_no_colour_near_one_of_its_buckets():
+    # The buddy arena's requests A, B, C are drawn a screen after the serving figure's buckets:
+    # a learner read B (light blue) as "reserved" and C (navy) as "token states".
+    from pagedkv.viz.palette import REQUEST_COLORS_BESIDE_SYSTEMS, SERVING_BUCKET_COLORS, SYSTEM_COLORS
+
+    others = [*SERVING_BUCKET_COLORS, *SYSTEM_COLORS.values()]
+    for request in REQUEST_COLORS_BESIDE_SYSTEMS:
+        gaps = np.linalg.norm(_lab(others) - _lab([request])[0], axis=1)
+        assert gaps.min() >= MIN_DELTA_E, (request, others[int(gaps.argmin())])

@@ -136,3 +136,18 @@ def test_serving_result_orders_the_systems_as_their_latencies_do(report):
     assert r["ratios"]["oracle"] == pytest.approx(rounded["paged"] / rounded["oracle"])
     text = serving_windows.serving_result_text(data)
     assert f"order: {', '.join(r['order'])}" in text and all(len(line) <= 90 for line in text.splitlines())
+
+
+def test_paper_ratio_lines_put_the_full_run_beside_the_paper(report):
+    # oracle: docs/calibration.md's rows R1 and R2 by hand (2.519 / 1.217, 2.519 / 0.707)
+    keeps_up = serving_windows.serving_result(report.data)["keeps_up"]
+    lines = serving_windows.paper_ratio_lines(keeps_up)
+    quick = {s: round(keeps_up["paged"], 3) / round(keeps_up[s], 3) for s in ("oracle", "max")}
+    assert lines[0] == f"paged's rate over oracle's: full run {2.519 / 1.217:.2f}x (the paper: 1.7-2.7x);" + (
+        f" quick run {quick['oracle']:.2f}x"
+    )
+    assert lines[1] == f"paged's rate over max's:    full run {2.519 / 0.707:.2f}x (the paper: 2.7-8x);" + (
+        f" quick run {quick['max']:.2f}x"
+    )
+    text = serving_windows.latency_text(report.notes, keeps_up)
+    assert "(paper" not in text and lines[0] in text and all(len(x) <= 95 for x in text.splitlines())

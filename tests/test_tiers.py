@@ -163,3 +163,19 @@ def test_bench_columns_are_per_request_or_per_reload_as_the_note_says():
         assert mib == round(run["reload_pages"] * 2 / reloads, 2)  # a page is 2 MiB
         assert reload == pytest.approx(reload_ms / reloads, abs=0.006)
         assert 17.5 < recompute < 18  # a prefill of up to 4 pages: one read of the weights + 3 ms
+
+
+def test_hits_text_reads_the_runs_hit_rates():
+    from pagedkv.bench import tiers as bench_tiers
+
+    # made-up runs: the pool's rate the same in all three (then one number), the tier's on top
+    runs = {
+        "0": {"gpu_hit_rate": 0.25, "host_hit_rate": 0.0},
+        "64": {"gpu_hit_rate": 0.25, "host_hit_rate": 0.125},
+        "256": {"gpu_hit_rate": 0.25, "host_hit_rate": 0.5},
+    }
+    text = " ".join(bench_tiers.hits_text(runs).split())
+    assert text.startswith("The pool hits 25 % of prompt tokens in all 3 runs, with or without a tier.")
+    assert "12.5 % with 64 host pages and 50.0 % with 256 host pages, so 38 % and 75 % in all." in text
+    runs["64"]["gpu_hit_rate"] = 0.5
+    assert "50 % with 64 host pages" in bench_tiers.hits_text(runs)

@@ -204,3 +204,24 @@ def figure(report: Report):
     ax.set_title("A second memory tier: prefix hits the pool alone would have lost", fontsize=13)
     fig.tight_layout()
     return fig
+
+
+def hits_text(runs: dict, width: int = 90) -> str:
+    """What the runs' hit rates show, in two sentences: the pool's own hit rate in each run
+    (one number when the tier leaves it unchanged), then the host tier's hits on top and the
+    two together. `runs` is a report's data["runs"] (keys: host pages, "0" without a tier)."""
+    import textwrap
+
+    pool = {k: 100 * v["gpu_hit_rate"] for k, v in runs.items()}
+    tiers = [k for k in runs if k != "0"]
+    if len({round(v, 9) for v in pool.values()}) == 1:
+        first = (
+            f"The pool hits {pool['0']:.0f} % of prompt tokens in all {len(runs)} runs,"
+            " with or without a tier."
+        )
+    else:
+        first = "The pool hits " + ", ".join(f"{v:.0f} % with {k} host pages" for k, v in pool.items()) + "."
+    host = " and ".join(f"{100 * runs[k]['host_hit_rate']:.1f} % with {k} host pages" for k in tiers)
+    total = " and ".join(f"{pool[k] + 100 * runs[k]['host_hit_rate']:.0f} %" for k in tiers)
+    second = f"The tier's hits come on top: {host}, so {total} in all."
+    return textwrap.fill(f"{first} {second}", width)

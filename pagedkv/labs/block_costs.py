@@ -133,3 +133,16 @@ def swap_break_even_us(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -
     calls = 2 * -(-tokens // assume.page_size) * m.num_layers * 2  # out and back
     bytes_s = way["swap_s"] - calls * assume.copy_overhead_s
     return round((way["recompute_s"] - bytes_s) / calls * 1e6, 1)
+
+
+def bring_back_text(model: str, gpu: str, tokens: int) -> str:
+    """The three ways back for a request of `tokens` tokens (vLLM's defaults: 16-token blocks),
+    as the capacity calculator's text ends (`costs.calculator_text`), without the budget above
+    them: the opening lines of notebook 11's section 1.2 Result box."""
+    cost = costs.preemption_costs(model, gpu, tokens)
+    ms = {k: f"{cost[f'{k}_s'] * 1e3:.1f} ms" for k in ("recompute", "swap", "reload")}
+    return (
+        f"bring back a request of {tokens:,} tokens on {model} ({gpu}), "
+        f"{costs.size_text(cost['kv_bytes'])} of K/V:\n"
+        f"  recompute {ms['recompute']}, swap out+in {ms['swap']}, second-tier reload {ms['reload']}"
+    )

@@ -59,11 +59,13 @@ def by_hand() -> tuple[float, int]:
 
 def answer_text(blocks: int, max_len: int) -> str:
     """The exercise's answer: the cost model's blocks, N and X, then the log's own, the hand
-    calculation and a check in one's head, each paragraph wrapped at 95 characters."""
+    calculation, a check in one's head, why rounding explains the few blocks the cost model is
+    off, and a pointer to the gap with pagedkv's own peak; each paragraph wrapped at 95 characters."""
     logged_n, logged_x = v1_lines(LOG_BLOCKS, max_len)
     budget, hand = by_hand()
     exact = costs.weight_bytes(MODEL) / costs.GIB
     block_mib = BLOCK * costs.bytes_per_token(MODEL) // 2**20
+    margin = 0.9 * 0.005 + 0.005 + 0.005  # GiB: the three terms, each rounded to 0.01 GiB
     paragraphs = [
         f"That engine printed the older '# GPU blocks: {LOG_BLOCKS}'; vLLM v1's formula turns "
         f"those {LOG_BLOCKS:,} blocks into '{logged_n}' and '{logged_x}' (built from the formula, "
@@ -77,6 +79,13 @@ def answer_text(blocks: int, max_len: int) -> str:
         f"{max_len // BLOCK} blocks, {max_len // BLOCK * block_mib / 1024:g} GiB. So X equals the "
         f"KV budget in GiB: {budget:.2f} GiB gives {budget:.2f}x. That checks the budget's "
         "arithmetic only: the log's own terms went in.",
+        f"Why {blocks - LOG_BLOCKS} blocks more than the log? The log gives its three terms (memory, "
+        f"peak, non-torch) to 0.01 GiB, so each may be off by up to 0.005 GiB. Together that can move "
+        f"the budget by 0.9 x 0.005 + 0.005 + 0.005 = {margin:.4f} GiB, about "
+        f"{margin * 1024 / block_mib:.0f} blocks of {block_mib} MiB: rounding alone can explain the "
+        f"{blocks - LOG_BLOCKS}.",
+        "With pagedkv's estimated activation peak instead of the log's, the cost model is far off "
+        "(the Optional part below splits the gap).",
     ]
     head = [f"blocks of {BLOCK} tokens: {blocks:,} (the log: {LOG_BLOCKS:,})", *v1_lines(blocks, max_len)]
     return "\n".join([*head, "", *(textwrap.fill(p, 95) + "\n" for p in paragraphs)]).rstrip()

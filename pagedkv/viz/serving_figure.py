@@ -16,18 +16,21 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from pagedkv.core.page import PageState
 from pagedkv.labs.serving import (
     CATEGORIES,
     LATENCY_BOUND,
-    LEGEND_LABELS,
     SYSTEMS,
     latency_curve,
     sustainable_rate,
 )
-from pagedkv.viz.palette import SEQUENCE_COLORS, STATE_COLORS, SYSTEM_COLORS, VICTIM_COLOR
+from pagedkv.viz.palette import SERVING_BUCKET_COLORS, SYSTEM_COLORS
 from pagedkv.viz.share_bars import name_thin_top
 
+# the bars' legend beside them: short, two lines at most (the notebook's text defines each bucket)
+SHORT_LABELS = {
+    "internal_fragmentation": "internal frag.:\ninside a reservation",
+    "external_fragmentation": "external frag.:\nrounding, holes",
+}
 MARKERS = dict(zip(SYSTEMS, "osD^", strict=True))  # the measured rates' markers, per system
 RATE_MARK = "X"  # the sustainable rate on the bound line
 
@@ -70,25 +73,32 @@ def latency_panel(lat, data: dict, rates: list[float], walked: dict | None = Non
     lat.set_xticks(rates, [f"{r:g}" for r in rates])  # every rate run, 0.5 included
     lat.minorticks_off()
     lat.grid(alpha=0.3)
-    lat.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=13, frameon=False)
+    lat.legend(
+        loc="lower center",
+        bbox_to_anchor=(0.5, 1.0),
+        ncol=2,
+        fontsize=12,
+        frameon=False,
+        handlelength=1.6,
+        columnspacing=0.8,
+    )
 
 
 def serving_figure(data: dict) -> Figure:
     """Left: normalized latency vs request rate per system (`latency_panel`). Right: KV memory
-    by category under load (the paper's Fig. 2 bars); their legend below both panels.
+    by category under load (the paper's Fig. 2 bars); their legend beside them, on the right.
     `data`: a `bench serving` report's data."""
     systems, rates = data["systems"], data["rates"]
-    fig = Figure(figsize=(8.5, 4.4), dpi=100, layout="constrained")  # 850 px wide: no shrinking in a cell;
-    # 440 px tall, so the panels and the legend under them fit one 720-px screen together
+    fig = Figure(figsize=(8.5, 3.9), dpi=100, layout="constrained")  # 850 px wide: no shrinking in a cell;
+    # 390 px tall, the legend beside the bars: the panels and the legend fit one 720-px screen together
     FigureCanvasAgg(fig)
-    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.2, 1]})
+    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [0.8, 1]})
     latency_panel(lat, systems, rates, data.get("sustainable_rates") or None)
-    colors = [STATE_COLORS[PageState.ACTIVE], SEQUENCE_COLORS[4], STATE_COLORS[PageState.CACHED]]
-    colors += [VICTIM_COLOR, STATE_COLORS[PageState.FREE]]
+    colors = SERVING_BUCKET_COLORS
     top, bottom = str(data["top_rate"]), np.zeros(len(SYSTEMS))
     for category, color in zip(CATEGORIES, colors, strict=True):
         values = np.array([systems[s][top][category] for s in SYSTEMS])
-        label = LEGEND_LABELS.get(category, category.replace("_", " "))
+        label = SHORT_LABELS.get(category, category.replace("_", " "))
         bars.bar(SYSTEMS, values, bottom=bottom, color=color, label=label)
         bottom += values
     for x, s in enumerate(SYSTEMS):
@@ -98,9 +108,8 @@ def serving_figure(data: dict) -> Figure:
     name_thin_top(bars, len(SYSTEMS) - 1, systems["paged"][top])
     bars.set_ylabel("% of K/V slots", fontsize=12)
     bars.set_xlabel(f"{data['top_rate']:g} req/s, under load (requests waiting)", fontsize=12)
-    handles, labels = bars.get_legend_handles_labels()  # below both panels, clear of the bars
-    labels = [t.replace("\n", " ").replace(": ", ":\n", 1) for t in labels]
-    fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=13)
+    handles, labels = bars.get_legend_handles_labels()  # beside the bars, top down as they stack
+    fig.legend(handles[::-1], labels[::-1], loc="outside right center", fontsize=12, handlelength=1.2)
     for ax in (lat, bars):
-        ax.tick_params(labelsize=14)  # 14 px at 850 px
+        ax.tick_params(labelsize=12)  # 12 px at 850 px
     return fig

@@ -73,8 +73,8 @@ def name_thin_top(ax: Axes, x: int, shares: dict) -> None:
     """A callout above bar `x` of a 0-100 % stack naming its two thin top slices, too thin to
     see at screen size: `shares`' internal fragmentation (amber) and free slots (grey), in %."""
     text = (
-        f"paged's thin top slices:\n{shares['internal_fragmentation']:.1f}% internal\n"
-        f"fragmentation (amber),\n{shares['free']:.1f}% free (grey)"
+        f"paged's thin top:\n{shares['internal_fragmentation']:.1f}% internal (amber),\n"
+        f"{shares['free']:.1f}% free (grey)"
     )
     ax.annotate(
         text,
@@ -82,7 +82,7 @@ def name_thin_top(ax: Axes, x: int, shares: dict) -> None:
         xytext=(x - 0.3, 106),
         ha="right",
         va="bottom",
-        fontsize=14,  # as large as the legend beside it: >= 14 px at 850 px
+        fontsize=12,  # as large as the legend beside it: >= 12 px at 850 px
         annotation_clip=False,
         arrowprops=dict(arrowstyle="-", color="black", lw=1.2, relpos=(1, 0.2)),
     )
