@@ -269,3 +269,18 @@ def test_no_notebook_asks_to_open_a_box_that_opens_by_itself():
         for i, cell in enumerate(json.loads(path.read_text())["cells"]):
             found = stale.search("".join(cell["source"]))
             assert found is None, f"{path.name} cell {i}: {found.group(0)!r}"
+
+
+def test_no_notebook_makes_a_second_quiz_widget_just_to_read_its_data():
+    """A quiz made for an id holds the boxes revealed after that id from then on: a cell that
+    builds `Quiz("05-try")` only to read its text registers an unanswered quiz no learner sees,
+    and 05's Try-it box locked again on a rerun (a learner's report). Read `questions.quiz`."""
+    import json
+    import re
+    from pathlib import Path
+
+    hidden = re.compile(r"""(Quiz|PredictStep)\(["'][^"']*["']\)\.""")
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").rglob("*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+            found = hidden.search("".join(cell["source"]))
+            assert found is None, f"{path.name} cell {i}: {found.group(0)!r}"
