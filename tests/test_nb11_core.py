@@ -144,3 +144,17 @@ def test_the_start_up_exercise_shows_no_answer_before_its_box_opens() -> None:
         assert line in text.replace("\n", " ") or line in text, line
     budget, hand = startup_log.by_hand()
     assert round(budget, 2) == 11.12 and hand == 5693 == int(11.12 * 1024 / 2)
+
+
+def test_ways_back_hints_quote_the_cost_models_prefill_time() -> None:
+    """The 11-predict-ways-back hints give a 1,024-token prefill's rough time on Mistral-7B
+    (the cost model's recompute time, rounded to 10 ms), so a learner can compare without it
+    being the answer's own numbers."""
+    from pagedkv.labs import costs
+
+    questions = json.loads((ROOT / "pagedkv" / "data" / "questions.json").read_text())
+    quiz = next(g["11-predict-ways-back"] for g in questions.values() if "11-predict-ways-back" in g)
+    prefill_ms = costs.preemption_costs("Mistral-7B", "A100-40GB", 1024)["recompute_s"] * 1e3
+    quoted = [re.search(r"prefill: about (\d+) ms", h) for h in quiz["questions"][0]["hints"].values()]
+    said = [int(m.group(1)) for m in quoted if m]
+    assert len(said) == 2 and all(n == round(prefill_ms, -1) for n in said)

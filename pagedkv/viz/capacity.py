@@ -286,10 +286,15 @@ def _name_thin_slices(ax, parts: list[tuple[str, float]], total_gib: float) -> N
     ax.set_ylim(-0.5, top + 0.35 if thin else 0.5)
 
 
-def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assumptions = DEFAULT) -> Figure:
+def plot_ways_back(
+    model: str, gpu: str, lengths: list[int], assume: costs.Assumptions = DEFAULT, crossover: int = 0
+) -> Figure:
     """Milliseconds to bring back a request of each length: recompute, swap, second-tier reload.
-    The lengths on a log scale (base 2), each one a tick, so short requests do not bunch up."""
-    ways = [costs.preemption_costs(model, gpu, n, assume) for n in lengths]
+    The lengths on a log scale (base 2), each one a tick, so short requests do not bunch up.
+    `crossover` (tokens, if > 0): one more point there, and a labelled dotted line, where swap
+    stops beating recompute (lines drawn straight from tick to tick would cross elsewhere)."""
+    points = sorted({*lengths, crossover} - {0})  # the crossover is drawn as a point too
+    ways = [costs.preemption_costs(model, gpu, n, assume) for n in points]
     fig = Figure(figsize=(11, 3.8), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -298,7 +303,18 @@ def plot_ways_back(model: str, gpu: str, lengths: list[int], assume: costs.Assum
         ("swap_s", "swap out and back", "#0072B2"),
         ("reload_s", "second-tier reload", "#009E73"),
     ):
-        ax.plot(lengths, [w[key] * 1e3 for w in ways], marker="o", lw=2.5, label=label, color=colour)
+        ax.plot(points, [w[key] * 1e3 for w in ways], marker="o", lw=2.5, label=label, color=colour)
+    if crossover > 0:
+        ax.axvline(crossover, color="#555555", ls=":", lw=2)
+        ax.annotate(
+            f"crossover: {crossover:,} tokens",
+            (crossover, 0.97),
+            xycoords=("data", "axes fraction"),
+            xytext=(6, 0),
+            textcoords="offset points",
+            ha="left",
+            va="top",
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(lengths, [f"{n:,}" for n in lengths])
     ax.minorticks_off()
