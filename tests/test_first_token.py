@@ -28,3 +28,17 @@ def test_scan_tail_is_the_one_off_prompts() -> None:
     by = source_means(streams["scan"], 2048, "arc")
     assert by["scan"] == 38.4 and by["zipf"] < source_means(streams["scan"], 2048, "lru")["zipf"]
     assert "lru" in ttft_text(rows).splitlines()[1]
+
+
+def test_weights_read_ms_is_one_read_of_the_weights() -> None:
+    from pagedkv.labs.first_token import weights_read_ms
+
+    assert weights_read_ms("Llama-2-7B", "A100-80GB") == 6.6  # 13.48 GB at 2,039 GB/s
+
+
+def test_with_fixed_text_adds_the_fixed_cost_to_both_means() -> None:
+    from pagedkv.labs.first_token import with_fixed_text
+
+    lines = with_fixed_text({"x": (7.1, 4.0)}, 6.6).split("\n")
+    assert lines[1].endswith("13.7 ->  10.6 ms (23 % less)")
+    assert "(44 % less)" in lines[1]

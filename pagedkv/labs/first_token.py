@@ -9,7 +9,10 @@ no clock is read, so the numbers are the same on every machine.
 
 Leaves out: queueing, batching with other requests' decode steps, and the decode step that
 samples the first token; prefill time taken as linear in the tokens computed (attention's
-quadratic part is small at these lengths).
+quadratic part is small at these lengths). Linear fits a busy server that batches or chunks
+prefill tokens with other work: there a hit saves each token's marginal cost. A lone prefill
+also pays a fixed cost per forward pass, at least one read of the weights:
+`weights_read_ms` gives it and `with_fixed_text` adds it to the means.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs.costs import weight_bytes
 from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time, source
 from pagedkv.labs.lab_workloads import LabRequest
+from pagedkv.labs.specs import gpu_spec
 
 # Assumed: a 7B model (about 14 GFLOP per prompt token, 2 x parameters) prefilling at about
 # 140 TFLOP/s on one GPU computes about 10,000 prompt tokens a second: 0.1 ms per token.
@@ -88,4 +93,28 @@ def ttft_text(
     for name, by_policy in rows.items():
         cells = "".join(f"{r['mean ms']:>7.1f} /{r['p90 ms']:>5.1f}" for r in by_policy.values())
         lines.append(f"{name:6s} {cells}")
+    return "\n".join(lines)
+
+
+def weights_read_ms(model: str = "Llama-2-7B", gpu: str = "A100-80GB") -> float:
+    """One read of the model's weights at the GPU's data-sheet bandwidth, in ms (0.1 ms
+    steps): the least a lone forward pass costs, however few tokens it computes."""
+    return round(weight_bytes(model) / (gpu_spec(gpu).hbm_gb_s * 1e9) * 1000, 1)
+
+
+def cut(before: float, after: float) -> int:
+    """How much less `after` is than `before`, in whole percent."""
+    return round(100 * (1 - after / before))
+
+
+def with_fixed_text(pairs: Mapping[str, tuple[float, float]], fixed_ms: float) -> str:
+    """For each label, mean TTFT under LRU and ARC (ms) and the cut, first as priced per token,
+    then with `fixed_ms` added to every request's prefill."""
+    lines = [f"mean TTFT, LRU -> ARC: per token only | with {fixed_ms} ms more per prefill"]
+    for label, (lru, arc) in pairs.items():
+        lru_f, arc_f = round(lru + fixed_ms, 1), round(arc + fixed_ms, 1)
+        lines.append(
+            f"{label:22s} {lru:5.1f} -> {arc:5.1f} ms ({cut(lru, arc)} % less)"
+            f" | {lru_f:5.1f} -> {arc_f:5.1f} ms ({cut(lru_f, arc_f)} % less)"
+        )
     return "\n".join(lines)
