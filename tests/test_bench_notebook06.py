@@ -74,7 +74,8 @@ def test_describe_gives_the_tokens_looked_up_next_to_the_share():
     point = page_size.one_run(256, slots=4096, requests=40)
     (first, first_hit), (again, again_hit) = point["first_lookups"], point["readmission_lookups"]
     assert first_hit == 0 < again_hit  # pages of 256 share no part of the 200-token system prompt
-    line = f"{again_hit:,} of {first + again:,} prompt tokens looked up = {again_hit / (first + again):.1%}"
+    line = f"{again_hit:,} of {first + again:,} tokens looked up (first admissions and re-admissions) = "
+    line += f"{again_hit / (first + again):.1%}"
     assert line in page_size.describe(point)
     assert f"= {point['prefix_hit_rate_pct']:.1f}%" in page_size.describe(point)
 
@@ -106,7 +107,7 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     styles = [h.get_linestyle() for h in fig.legends[0].legend_handles if h.get_label().find("paper") > 0]
     assert len(styles) == 2 and styles[0] != styles[1]
     # one black mark per mode at width 2 (the data has no width 6), at the paper's low end,
-    # right of its own bar, both modes alike; none at width 4, where the paper gives no number
+    # a line across its own bar, both modes alike; none at width 4, where the paper gives no number
     lines = ax.get_lines()
     marks = sorted((min(ln.get_xdata()), max(ln.get_xdata()), ln.get_ydata()[0]) for ln in lines)
     bars = sorted((patch.get_x(), patch.get_x() + patch.get_width()) for patch in ax.patches)
@@ -114,12 +115,13 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     (p_lo, p_hi, _), (b_lo, b_hi, _) = marks
     # bars[0..1]: parallel's (widths 2, 4); bars[2..3]: beam's; sorted by x: p2, b2, p4, b4
     (p2_lo, p2_hi), (b2_lo, b2_hi), (p4_lo, _), _ = bars
-    assert p2_hi < p_lo < p_hi < b2_lo and b2_hi < b_lo < b_hi < p4_lo  # right of its own bar
-    assert p_lo - p2_hi < 0.05 and b_lo - b2_hi < 0.05  # touching its own bar
-    # each mark has its own number, apart from the bars' values
+    assert p_lo < p2_lo < p2_hi < p_hi < b_lo < b2_lo < b2_hi < b_hi < p4_lo  # across its own bar
+    assert p2_lo - p_lo < 0.05 and p_hi - p2_hi < 0.05  # just past its bar's edges
+    # each mark has its own number right of its bar; each bar's value sits above its mark
     texts = {t.get_text(): t for t in ax.texts}
     assert {"6.1", "37.6", "6.0", "40.0"} <= set(texts)
-    assert p_hi < texts["6.1"].get_position()[0] < b2_lo and texts["37.6"].get_position()[0] > b_hi
+    assert p_hi < texts["6.1"].get_position()[0] < b_lo and texts["37.6"].get_position()[0] > b_hi
+    assert texts["6.0"].get_position()[1] > 6.1 and texts["40.0"].get_position()[1] > 40.0
     assert ax.get_ylim()[1] >= 60.0 * 1.2  # room above the tallest bar's label
     no_workload = sharing.figure(Report("some title", [], [], data=data))
     assert not any("paper" in t.get_text() for t in no_workload.legends[0].get_texts())

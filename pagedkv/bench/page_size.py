@@ -215,7 +215,8 @@ def describe(point: dict) -> str:
             f"slot util {point['slot_utilisation_pct']:.1f}% "
             f"(empty slots per running request: {point['empty_slots_per_running']:.0f})",
             f"system prompt shared: {shared} tokens; prefix hits: "
-            f"{hit:,} of {looked_up:,} prompt tokens looked up = {hit / max(1, looked_up):.1%}",
+            f"{hit:,} of {looked_up:,} tokens looked up (first admissions and re-admissions) = "
+            f"{hit / max(1, looked_up):.1%}",
             f"mean running {point['mean_batch']:.1f}, preemptions {point['preemptions']}, "
             f"page allocations {point['allocations']:,} "
             f"({1000 * point['allocations'] / point['tokens']:.1f} per 1,000 tokens computed)",

@@ -42,7 +42,7 @@ PAPER_WIDTHS = (2, 6)
 # The paper's dash, per mode: a solid and a dotted black line, told apart in the legend.
 PAPER_DASHES: dict[str, dict[str, Any]] = {
     "parallel sampling": {"color": "black", "lw": 2.5, "linestyle": "solid"},
-    "beam search": {"color": "black", "lw": 3, "linestyle": (0, (1, 0.8))},
+    "beam search": {"color": "black", "lw": 4, "linestyle": (0, (1, 0.8))},
 }
 PAPER = {
     "alpaca": {"parallel sampling": (6.1, 9.8), "beam search": (37.6, 55.2)},
@@ -220,10 +220,11 @@ def _notes(
 
 def figure(report: Report):
     """Saving per width, one bar group per mode, each bar's value above it. Where the report's
-    title names a workload the paper measured, a short black mark beside a bar, with its own
-    number, gives the paper's saving at that width: its low end at width 2 and its high end at
-    width 6 (`PAPER_WIDTHS`; it gives no number for 4). Every mark sits right of its own bar,
-    in a gap kept free between the two bars of a group, so it never meets a bar's value.
+    title names a workload the paper measured, a black line across a bar, its number right of
+    the bar, gives the paper's saving at that width: its low end at width 2 and its high end at
+    width 6 (`PAPER_WIDTHS`; it gives no number for 4). Every mark's number sits right of its
+    own bar, in a gap kept free between the two bars of a group; a bar's value sits above both
+    the bar and its line.
     Each mode's mark has its own style (`PAPER_DASHES`: solid, dotted), named in the
     legend below the axes in two columns, one per mode (`fig.legends[0]`), where it covers no
     bar and no mark. At projector size the figure is at most 550 px tall."""
@@ -248,12 +249,13 @@ def figure(report: Report):
         handles.append(ax.bar(x, values, width=2 * half, color=color, label=f"{mode}, here"))
         marks = dict(zip(PAPER_WIDTHS, paper[mode])) if paper is not None and mode in paper else {}
         for xi, w, v in zip(x, widths, values, strict=True):
-            ax.text(xi, v + 1, f"{v:.1f}", ha="center", fontsize=8)
-            if w in marks:  # right of its bar: from the bar's right edge, then its number
-                edge = xi + half + 0.01
-                ax.plot([edge, edge + 0.07], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
+            # above the bar, and above the paper's line across it
+            ax.text(xi, max(v, marks.get(w, v)) + 1.5, f"{v:.1f}", ha="center", fontsize=8)
+            if w in marks:  # a line across its bar, then its number right of the bar
+                edge = xi + half + 0.03
+                ax.plot([xi - half - 0.03, edge], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
                 ax.text(
-                    edge + 0.08,
+                    edge + 0.01,
                     marks[w],
                     f"{marks[w]:.1f}",
                     fontsize=8,
