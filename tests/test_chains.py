@@ -134,8 +134,8 @@ def test_pair_table_by_hand():
         [c.strip() for c in line.split(" | ")] for line in pair_table(rows, 0, 1, tokens, [8, 8]).splitlines()
     ]  # type: ignore[arg-type]
     assert lines == [
-        ["block", "request 1", "request 2", "request 2's page came from", "role"],
-        ["0", "0", "0", "prefix hit"],  # no role: the line ends there
+        ["block", "request 1", "request 2", "request 2's page came from", "note"],
+        ["0", "0", "0", "prefix hit"],  # no note: the line ends there
         ["1", "1", "2", "FREE", "copy of request 1's block 1"],
         ["2", "", "3", "FREE", "partial: not full"],
     ]

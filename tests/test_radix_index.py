@@ -354,7 +354,7 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
     assert block_rows(rows["hash"], 2, tokens, prompt_lens) == [  # type: ignore[arg-type]
         *[(k, k, "prefix hit", "", "indexed") for k in range(6)],
         (6, 7, "evicted from request 1", "copy of request 1's block 6", "FREE"),
-        (7, 6, "evicted from request 1", "the original of block 6", "orphan"),
+        (7, 6, "evicted from request 1", "held request 1's block 6", "orphan"),
         (8, 8, "evicted from request 2", "", "orphan"),
         (9, 11, "evicted from request 2", "partial: not full", "FREE"),
     ]

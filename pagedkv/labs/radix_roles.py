@@ -29,8 +29,9 @@ def block_rows(
     Where from: "prefix hit", "FREE", or "evicted from request j" (its last holder). The
     note reads on its own, naming requests' blocks, never another row's page: "copy of request
     j's block k" for a full prompt block recomputed although an earlier request j holds the
-    same prefix (the last-token rule); "the original of block k" for a page evicted from
-    request j that held request j's block k, the tokens this request's block k copies; "was an
+    same prefix (the last-token rule); "held request j's block k" (the original) for a page
+    evicted from request j that held request j's block k, the tokens this request's block k
+    copies (what the page held before, not what this row's block is); "was an
     orphan" for an evicted page that was one; "partial: not full" for a last page not full.
     The state: "indexed", "orphan" (`orphan_pages`) or "FREE"."""
     row, out = rows[i], list[tuple[int, int, str, str, str]]()
@@ -50,7 +51,7 @@ def block_rows(
             m = rows[j]["pages"].index(page)
             source = f"evicted from request {j + 1}"
             if copies.get(m) == j:
-                note = f"the original of block {m}"  # this request's block m copies it
+                note = f"held request {j + 1}'s block {m}"  # the original: block m copies it
             elif page in rows[i - 1]["orphans"]:
                 note = "was an orphan"
         else:
@@ -199,8 +200,8 @@ def pair_table(
     prompt_lens: Sequence[int],
 ) -> str:
     """Two requests' block tables side by side, a line per block: its page in request `first`
-    and in request `later` (from 0), where the later one's page came from, and its role (copy,
-    original, partial: `block_rows`'s note), in separate columns."""
+    and in request `later` (from 0), where the later one's page came from, and a note (a copy,
+    what the page held before, partial: `block_rows`'s note), in separate columns."""
     a, b = rows[first]["pages"], block_rows(rows, later, tokens, prompt_lens)
     cells = [
         [
@@ -208,7 +209,7 @@ def pair_table(
             f"request {first + 1}",
             f"request {later + 1}",
             f"request {later + 1}'s page came from",
-            "role",
+            "note",
         ]
     ]
     for k, page, source, note, _ in b:
