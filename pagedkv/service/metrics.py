@@ -49,8 +49,8 @@ pagedkv metric (type)                        vLLM metric: meaning here
 - `pagedkv_recovery_discarded_bytes{reason}`, none: what start-up recovery discarded:
   `pagedkv_recovery_discarded_records{reason}`  reason "torn" (a damaged or torn final
   (gauges)                                   record) or "uncommitted" (a transaction cut off)
-- `pagedkv_recovery_dropped_cached_pages`    none: CACHED pages recovery made FREE (their
-  (gauge)                                    K/V were overwritten by the cut-off transaction)
+- `pagedkv_recovery_dropped_cached_pages`    none: CACHED pages recovery made FREE (the cut-off
+  (gauge)                                    transaction may have overwritten their K/V)
 - `pagedkv_recovery_kv_checksum_failed_pages` none: pages whose K/V in kv.bin differ from
   (gauge)                                    the checksum the log holds (kv_checksums.py),
                                              not served
@@ -279,7 +279,7 @@ def _recovery_metrics(r: dict) -> Iterator[Metric]:
     yield records
     yield GaugeMetricFamily(
         "pagedkv_recovery_dropped_cached_pages",
-        "CACHED pages recovery turned FREE (K/V overwritten by a cut-off transaction).",
+        "CACHED pages recovery turned FREE (a cut-off transaction may have overwritten their K/V).",
         value=len(r.get("dropped_cached_pages", ())),
     )
     yield GaugeMetricFamily(
