@@ -216,10 +216,9 @@ def paper_ratio_lines(keeps_up: dict) -> list[str]:
     ]
 
 
-def latency_text(notes: list[str], keeps_up: dict, width: int = 95) -> str:
-    """A serving report's latency table and sustainable-rate line (from its `notes`), then
-    `paper_ratio_lines(keeps_up)` in place of the report's own ratio line (the quick run's
-    ratios beside the paper's)."""
+def latency_text(notes: list[str], width: int = 95) -> str:
+    """A serving report's latency table and sustainable-rate line (from its `notes`), without
+    its ratio line (`serving_result_text` prints the ratios beside the paper's)."""
     import textwrap
 
     kept = [
@@ -229,4 +228,4 @@ def latency_text(notes: list[str], keeps_up: dict, width: int = 95) -> str:
     ]
     lines = [textwrap.fill(n, width, subsequent_indent="  ") for n in kept]
     head = f"the quick run ({QUICK_REQUESTS:,} requests):"
-    return "\n".join([head, *lines, *paper_ratio_lines(keeps_up)])
+    return "\n".join([head, *lines])
