@@ -194,7 +194,7 @@ def test_sustainable_rate_ratios(rates, other):
 
 
 @pytest.mark.slow
-def test_the_recorded_full_run_rates_are_the_runs():
+def test_the_recorded_full_run_rates_are_the_runs(rates):
     # notebook 11 quotes serving.FULL_RUN_RATES (recorded) beside the paper's ranges
     assert {s: round(rates[s], 3) for s in serving.FULL_RUN_RATES} == serving.FULL_RUN_RATES
     assert serving.FULL_RUN_REQUESTS == SERVING_REQUESTS
