@@ -526,7 +526,8 @@ def test_every_note_follows_quizzes_of_its_own_notebook_and_is_shown_by_id():
     raw = json.loads((ROOT / "pagedkv" / "data" / "questions.json").read_text())
     for qid in raw["notes"]:
         data = questions.note(qid)
-        assert all(BANK["quiz"][q].notebook == data.notebook for q in data.after), qid
+        asked = {**BANK["quiz"], **BANK["predict"]}  # a check quiz or a step prediction
+        assert all(asked[q].notebook == data.notebook for q in data.after), qid
         (path,) = (ROOT / "notebooks").glob(f"{data.notebook}_*.ipynb")
         text = path.read_text()
         assert f'answer_box(\\"{qid}\\")' in text, (qid, path.name)

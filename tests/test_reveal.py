@@ -284,3 +284,22 @@ def test_no_notebook_makes_a_second_quiz_widget_just_to_read_its_data():
         for i, cell in enumerate(json.loads(path.read_text())["cells"]):
             found = hidden.search("".join(cell["source"]))
             assert found is None, f"{path.name} cell {i}: {found.group(0)!r}"
+
+
+def test_an_answer_box_after_a_step_prediction_opens_once_it_is_settled():
+    """03's note follows a step prediction, not a quiz: locked until the prediction is settled
+    (here wrong twice), then open with its text."""
+    from pagedkv.viz import PredictStep
+    from pagedkv.viz.answer_box import answer_box
+    from pagedkv.viz.reveal import LOCKED
+
+    predict = PredictStep("03-evict")
+    box = answer_box("03-evict-after")
+    assert box.children[0].value == LOCKED
+    probe = PredictStep("03-evict")  # a second run, only to learn the step's outcome
+    actual = probe.data.read(probe.run.step(), probe.run)
+    predict = PredictStep("03-evict")  # the learner's widget, made last for the id
+    box = answer_box("03-evict-after")
+    for wrong in [o for o in predict.data.shown_options if o != actual][:2]:
+        predict.answer(wrong)
+    assert predict.settled and box.selected_index == 0 and "doc_D" in box.children[0].value

@@ -422,10 +422,12 @@ def test_03_says_which_pages_doc_D_takes_and_the_lru_title_follows_the_release_o
             released[event.page_id] = str(event.seq_id)
     holders = {released[p] for p in evicted}
     assert len(holders) == 1  # one sequence's pages, named in the text
+    from pagedkv.viz.questions import note
+
     text = " ".join(
         "".join(c["source"]) for c in _cells(ROOT / "notebooks" / "03_prefix_caching_and_lru.ipynb")
     )
-    text = " ".join(text.split())
+    text = " ".join([*text.split(), *note("03-evict-after").text.split()])  # the box after the prediction
     pages = " and ".join(map(str, evicted))
     assert f"pages {pages}, **`{holders.pop()}`'s pages**" in text
     assert f"block table is {table}" in text

@@ -4,17 +4,17 @@ until the quizzes it follows are answered.
 A notebook's summary or the explanation after a prediction gives the answers away, so it is
 not markdown in the notebook (a `<details>` opens with one click). Its text lives in
 pagedkv/data/questions.json under "notes" (`questions.note`), with the ids of the quizzes
-it follows; the box is a `reveal.ClosedBox` that each of those quizzes holds (`Quiz.hold`,
-the widget made last for that id), so it shows only a "locked" line until all are answered,
-then opens by itself. Markdown: what `grading.markdown_html` reads, and pipe tables.
+it follows; the box is a `reveal.ClosedBox` that each of those quizzes (or step predictions)
+holds (`reveal.hold_until`, the widget made last for that id), so it shows only a "locked"
+line until all are answered, then opens by itself. Markdown: what `grading.markdown_html`
+reads, and pipe tables.
 """
 
 from __future__ import annotations
 
 from pagedkv.viz.grading import inline, markdown_html
 from pagedkv.viz.questions import note
-from pagedkv.viz.quiz import Quiz
-from pagedkv.viz.reveal import ClosedBox
+from pagedkv.viz.reveal import ClosedBox, hold_until
 
 _STYLE = "font-size:15px;line-height:1.45;color:#111111"
 _CELL = "border:1px solid #C8C8C8;padding:3px 8px;text-align:left;vertical-align:top"
@@ -54,11 +54,9 @@ def answer_box(note_id: str) -> ClosedBox:
     data = note(note_id)
     box = ClosedBox(data.title)
     for qid in data.after:
-        quiz = Quiz.latest.get(qid)
-        if quiz is None:
-            box.lock(qid)
-        else:
-            quiz.hold(box)
+        hold_until(box, qid)  # a quiz or a step prediction, made last for that id
+    if box.holders:  # one settled quiz opened it, another still holds it
+        box.selected_index = None  # type: ignore[assignment]  # ipywidgets: None is closed
     box.fill(note_html(data.text))
     return box
 

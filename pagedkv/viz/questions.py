@@ -254,9 +254,10 @@ def _notes() -> dict[str, Note]:
         qid: Note(qid, n["notebook"], n["title"], tuple(n["after"]), "\n".join(n["text"]))
         for qid, n in raw.get("notes", {}).items()
     }
+    known = (*_bank()["quiz"], *_bank()["predict"])  # a check quiz or a step prediction
     for n in notes.values():
         for qid in n.after:
-            check_choice("a note's quiz id", qid, tuple(_bank()["quiz"]))
+            check_choice("a note's quiz id", qid, known)
     return notes
 
 
