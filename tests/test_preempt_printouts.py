@@ -86,6 +86,7 @@ def test_cap_rows_third_row_is_the_bench_serve_with_the_cap():
             16,
             data["no pressure"]["steps"],
             0,
+            547,
             f"{data['no pressure']['mean_running']:.1f}",
         ],
         [
@@ -93,9 +94,17 @@ def test_cap_rows_third_row_is_the_bench_serve_with_the_cap():
             16,
             data["recompute"]["steps"],
             data["recompute"]["preemptions"],
+            588,
             f"{data['recompute']['mean_running']:.1f}",
         ],
-        [12, 3, capped["steps"], capped["preemptions"], f"{capped['mean_running']:.1f}"],
+        [
+            12,
+            3,
+            capped["steps"],
+            capped["preemptions"],
+            capped["prefill_tokens"] + capped["decode_tokens"],
+            f"{capped['mean_running']:.1f}",
+        ],
     ]
     assert rows[2][2] > rows[1][2] > rows[0][2] and rows[2][3] == 0
 

@@ -9,7 +9,8 @@ recompute more: while it waits, LRU evicts its CACHED pages for the running requ
 finishes or preempts a request, so a reader can check each step the text names.
 
 `cap_rows` compares two runs of `bench preempt` with a third that caps `max_num_seqs`
-instead, one table row each: pool pages, the cap, steps, preemptions and mean running requests per step.
+instead, one table row each: pool pages, the cap, steps, preemptions, tokens computed and mean
+running requests per step.
 """
 
 from __future__ import annotations
@@ -22,7 +23,14 @@ from pagedkv.engine.scheduler import Scheduler
 from pagedkv.labs.workloads import Request
 from pagedkv.model.tinylm import TinyLM
 
-CAP_COLUMNS = ["pool pages", "max_num_seqs", "steps", "preemptions", "mean running requests per step"]
+CAP_COLUMNS = [
+    "pool pages",
+    "max_num_seqs",
+    "steps",
+    "preemptions",
+    "tokens computed",
+    "mean running requests per step",
+]
 
 
 def _scheduler(model: TinyLM, num_pages: int, page_size: int, max_num_seqs: int, budget: int) -> Scheduler:
@@ -125,9 +133,19 @@ def cap_rows(
         "num_pages": num_pages,
         "steps": sched.stats.steps,
         "preemptions": sched.stats.preemptions,
+        "prefill_tokens": sched.stats.prefill_tokens,
+        "decode_tokens": sched.stats.decode_tokens,
         "mean_running": sum(batches) / len(batches),
     }
     runs = ((data["no pressure"], max_num_seqs), (data["recompute"], max_num_seqs), (capped, cap))
     return [
-        [r["num_pages"], seqs, r["steps"], r["preemptions"], f"{r['mean_running']:.1f}"] for r, seqs in runs
+        [
+            r["num_pages"],
+            seqs,
+            r["steps"],
+            r["preemptions"],
+            r["prefill_tokens"] + r["decode_tokens"],
+            f"{r['mean_running']:.1f}",
+        ]
+        for r, seqs in runs
     ]
