@@ -104,3 +104,12 @@ def test_ghost_bound_rates_replays_both_bounds():
     rates = ghost_bound_rates({"scan": scan}, 2048)
     assert set(rates["scan"]) == {"pagedkv", "paper"}
     assert all(0 <= r <= 1 for r in rates["scan"].values())
+
+
+def test_paper_ghost_seeds_is_the_papers_bound_on_each_seed():
+    from pagedkv.labs.s3fifo_timeline import ghost_bound_rates, paper_ghost_seeds
+
+    rates = paper_ghost_seeds("rag", 1024, seeds=(0, 1))
+    assert len(rates) == 2 and all(r == round(r, 1) for r in rates)
+    seed0 = ghost_bound_rates({"rag": lab_workload("rag")}, 1024)["rag"]["paper"]
+    assert rates[0] == round(100 * seed0, 1)

@@ -215,7 +215,10 @@ def reuse_feedback(policy: EvictionPolicy) -> str:
         )
     said = f"Third TODO check: after evicting 2, then 1, page 1 gets new content; your order {after}"
     if after != [1, 3]:
-        return f"{said} keeps it last, as if revived: forget the victim in pop_victim."
+        return (
+            f"{said} keeps it last, as if revived (its old content's mark stayed): forget the"
+            ' victim in pop_victim. The Optional part after Mine, "The third step", tells this case.'
+        )
     return f"{said} puts it first, as it should: never revived, and cached before page 3's."
 
 
