@@ -303,3 +303,14 @@ def test_an_answer_box_after_a_step_prediction_opens_once_it_is_settled():
     for wrong in [o for o in predict.data.shown_options if o != actual][:2]:
         predict.answer(wrong)
     assert predict.settled and box.selected_index == 0 and "doc_D" in box.children[0].value
+
+
+def test_a_boxs_plain_text_form_does_not_change_when_a_question_holds_it():
+    """Whether a prediction holds a box depends on execution counts, which a notebook runner
+    (nbval) need not advance as JupyterLab does: the saved text names the title as made."""
+    from pagedkv.viz.reveal import ClosedBox
+
+    box = ClosedBox("Result: step 5")
+    before = repr(box)
+    box.lock("a prediction")
+    assert repr(box) == before == "[Result: step 5: a closed box; run this cell to show it]"

@@ -83,6 +83,7 @@ class ClosedBox(widgets.Accordion):
     def __init__(self, title: str) -> None:
         super().__init__(children=[widgets.HTML()], selected_index=None)
         self.set_title(0, title)
+        self.made_title = title  # the plain-text form names it so (see __repr__)
         self.holders: list[object] = []  # the questions still to answer before it opens
         self._contents = ""
 
@@ -107,7 +108,9 @@ class ClosedBox(widgets.Accordion):
             self.selected_index = 0
 
     def __repr__(self) -> str:
-        return f"[{self.get_title(0)}: a closed box; run this cell to show it]"
+        # the title as made, without OPENS: whether a prediction holds the box depends on the
+        # cells' execution counts, which a notebook runner need not advance as JupyterLab does
+        return f"[{self.made_title}: a closed box; run this cell to show it]"
 
 
 def reveal(title: str, text: str) -> ClosedBox:
