@@ -152,3 +152,13 @@ def test_paper_ratio_lines_put_the_full_run_beside_the_paper(report):
     text = serving_windows.latency_text(report.notes)
     assert "(paper" not in text and "rate over" not in text and all(len(x) <= 95 for x in text.splitlines())
     assert text.splitlines()[-1].startswith("sustainable rate")
+
+
+def test_bars_text_quotes_the_shares_under_load(report):
+    """The paragraph notebook 11 prints in its figure box: the shares the bars draw at the top
+    rate, and no free slot in the three contiguous systems."""
+    text = serving_windows.bars_text(report.data)
+    at = {s: report.data["systems"][s][str(report.data["top_rate"])] for s in ("max", "pow2", "oracle")}
+    assert all(at[s]["free"] == 0 for s in at)
+    assert "max loses 58.8 % to internal" in " ".join(text.split())
+    assert "45.7 % and 41.9 %" in " ".join(text.split())

@@ -190,6 +190,24 @@ def serving_result_text(data: dict, width: int = 80) -> str:
     return "\n".join(lines)
 
 
+def bars_text(data: dict, width: int = 95) -> str:
+    """What the serving figure's bars show under load, for notebook 11's Result box: the
+    contiguous systems' fragmentation shares at the top rate, from a `bench serving` report's data."""
+    import textwrap
+
+    at = {s: data["systems"][s][str(data["top_rate"])] for s in ("max", "pow2", "oracle")}
+    pow2, oracle = (at[s]["external_fragmentation"] for s in ("pow2", "oracle"))
+    return textwrap.fill(
+        "What the bars show: under load the three contiguous systems have no free slots, yet much"
+        f" of their memory holds no token. max loses {at['max']['internal_fragmentation']:.1f} % to"
+        " internal fragmentation: it reserves 2,048 slots for requests that end far shorter. pow2"
+        f" and oracle lose {pow2:.1f} % and {oracle:.1f} % to external fragmentation: the buddy"
+        " allocator's rounding, and holes too small for the next request (pow2's own rounding of"
+        " the output is internal: its policy asked for it).",
+        width,
+    )
+
+
 def paper_ratio_lines(keeps_up: dict) -> list[str]:
     """paged's sustainable rate over oracle's and over max's: the full run's (FULL_RUN_RATES,
     recorded) beside the paper's ranges, then the quick run's (`keeps_up`, {system: rate}),

@@ -71,7 +71,8 @@ def answer_text(blocks: int, max_len: int) -> str:
         f"those {LOG_BLOCKS:,} blocks into '{logged_n}' and '{logged_x}' (built from the formula, "
         "not copied from a log).",
         f"By hand you get {hand:,} blocks ({budget:.2f} GiB / {block_mib} MiB = "
-        f"{budget * 1024 / block_mib:,.1f}). The cost model counts the weights' exact bytes "
+        f"{budget * 1024 / block_mib:,.1f}), so N = {hand * BLOCK:,} tokens. The cost model counts "
+        "the weights' exact bytes "
         f"({exact:.3f} GiB, not {exact:.2f}) and gets {blocks:,}, {blocks - LOG_BLOCKS} more than the "
         f"log ({100 * (blocks - LOG_BLOCKS) / LOG_BLOCKS:.2f} %): N reads {blocks * BLOCK:,} tokens "
         f"instead of {LOG_BLOCKS * BLOCK:,}, and X rounds to the same {blocks / (max_len // BLOCK):.2f}x.",
