@@ -314,3 +314,15 @@ def test_a_boxs_plain_text_form_does_not_change_when_a_question_holds_it():
     before = repr(box)
     box.lock("a prediction")
     assert repr(box) == before == "[Result: step 5: a closed box; run this cell to show it]"
+
+
+def test_an_opened_box_no_longer_says_it_opens_when_you_answer():
+    """Once its last question is answered the box is open, and a click closes it: its title
+    drops "(opens when you answer)" (a learner clicked it expecting it to open)."""
+    from pagedkv.viz.reveal import OPENS, ClosedBox
+
+    box = ClosedBox("Result: step 5")
+    box.lock("a prediction")
+    assert box.get_title(0) == "Result: step 5" + OPENS
+    box.unlock("a prediction")
+    assert box.selected_index == 0 and box.get_title(0) == "Result: step 5"

@@ -106,6 +106,7 @@ class ClosedBox(widgets.Accordion):
         if not self.holders:
             self.children[0].value = self._contents
             self.selected_index = 0
+            self.set_title(0, self.get_title(0).removesuffix(OPENS))  # it is open: a click closes it
 
     def __repr__(self) -> str:
         # the title as made, without OPENS: whether a prediction holds the box depends on the
