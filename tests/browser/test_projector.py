@@ -40,7 +40,7 @@ PICTURES = [
     ),
     ("01_pages_and_block_tables.ipynb", "plot_refusal(before, after, caught, writer)", None),
     ("02_paged_attention.ipynb", "table, chunk=3, page_size=pool.page_size, num_tokens=n,", None),
-    ("03_prefix_caching_and_lru.ipynb", 'label="after doc_D arrives", owners=True)', None),
+    ("03_prefix_caching_and_lru.ipynb", 'views=("owner", "ref_count"), columns=1)', None),
     ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
     ("06_benchmarks.ipynb", "projector(attention.figure(report), min_pt=16", "06_attention_figure.png"),
     ("06_benchmarks.ipynb", "projector(scale.figure(report), min_pt=16", "06_scale_figure.png"),
