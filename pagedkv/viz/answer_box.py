@@ -55,8 +55,6 @@ def answer_box(note_id: str) -> ClosedBox:
     box = ClosedBox(data.title)
     for qid in data.after:
         hold_until(box, qid)  # a quiz or a step prediction, made last for that id
-    if box.holders:  # one settled quiz opened it, another still holds it
-        box.selected_index = None  # type: ignore[assignment]  # ipywidgets: None is closed
     box.fill(note_html(data.text))
     return box
 

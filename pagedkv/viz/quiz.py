@@ -36,7 +36,7 @@ from pagedkv.viz.grading import verdict as _verdict
 from pagedkv.viz.heatmap import PoolHeatmap
 from pagedkv.viz.palette import SequencePalette
 from pagedkv.viz.questions import lru_caption, prediction, quiz
-from pagedkv.viz.reveal import ClosedBox, await_result, register_hold
+from pagedkv.viz.reveal import ClosedBox, await_result, hold_box, register_hold
 
 PREDICT_NOTE = (
     "<div style='color:#555555;font-size:14px;font-style:italic'>Pick yours first: what"
@@ -113,12 +113,8 @@ class PredictStep(widgets.VBox):
         self.add_class("pagedkv-predict")
 
     def hold(self, box: ClosedBox) -> None:
-        """Keep `box` locked until the question is settled, as `Quiz.hold` does."""
-        if self.settled:
-            box.selected_index = 0
-        else:
-            self.result_boxes.append(box)
-            box.lock(self)
+        """Keep `box` locked until the question is settled (`reveal.hold_box`)."""
+        hold_box(box, self, self.settled, self.result_boxes)
 
     def answer(self, choice: str) -> None:
         """Pick `choice` and press "Step and check" (what a learner does)."""
@@ -191,15 +187,12 @@ class Quiz(widgets.VBox):
     locks). Several show one at a time, Previous / Next and "question k of n (d of n done)"
     above them; `summary` counts first-try rights once all (2+) are done. A quiz titled
     "Predict" shows `note` under its questions until all are done. The Result boxes it holds
-    stay locked (`ClosedBox.lock`) until every question is settled; `latest` maps a quiz id to
-    the last widget made for it (an answer box after several quizzes asks it)."""
-
-    latest: dict[str, Quiz] = {}
+    stay locked (`ClosedBox.lock`) until every question is settled; the last widget made for
+    an id holds the boxes made after it for that id (`reveal.register_hold`)."""
 
     def __init__(self, question_id: str) -> None:
         data = quiz(question_id)
         super().__init__()
-        Quiz.latest[question_id] = self
         register_hold(question_id, self.hold)  # `revealed(..., after=question_id)` boxes
         self.questions, title = list(data.questions), data.title
         self.pickers: list[widgets.RadioButtons] = []
@@ -250,13 +243,8 @@ class Quiz(widgets.VBox):
         self.show(0)
 
     def hold(self, box: ClosedBox) -> None:
-        """Keep `box` locked until every question is settled; a box made after that opens at
-        once, as one made before opens on the last answer ("opens when you answer")."""
-        if not all(self.settled):
-            self.result_boxes.append(box)
-            box.lock(self)
-        else:
-            box.selected_index = 0
+        """Keep `box` locked until every question is settled (`reveal.hold_box`)."""
+        hold_box(box, self, all(self.settled), self.result_boxes)
 
     def show(self, k: int) -> None:
         """Show question k alone (what Previous and Next do); others keep their picks."""

@@ -32,6 +32,16 @@ def register_hold(question_id: str, hold: Callable[[ClosedBox], None]) -> None:
     _holds[question_id] = hold
 
 
+def hold_box(box: ClosedBox, holder: object, settled: bool, held: list) -> None:
+    """A question's `hold`: unsettled, it locks `box` and keeps it in `held` (the boxes it
+    unlocks once answered); settled, it opens `box` at once, as the title promises."""
+    if settled:
+        box.selected_index = 0
+    else:
+        held.append(box)
+        box.lock(holder)
+
+
 def hold_until(box: ClosedBox, question_id: str) -> None:
     """Lock `box` until the quiz `question_id` is answered; a quiz not made in this kernel yet
     keeps it locked (run the quiz's cell first)."""
@@ -97,6 +107,7 @@ class ClosedBox(widgets.Accordion):
         so (OPENS), unless it already says when the box opens."""
         self.holders.append(holder)
         self.children[0].value = LOCKED
+        self.set_trait("selected_index", None)  # closed (another holder may have opened it)
         if "(opens" not in self.get_title(0):
             self.set_title(0, self.get_title(0) + OPENS)
 
