@@ -192,17 +192,9 @@ def test_lookup_note_names_the_split_node_and_its_two_halves():
     assert lookup_note(again, tree, decode) == "no: the lookup left the tree as it was (2 nodes)"
 
 
-def test_swap_note_reads_the_copy_and_the_original_from_the_block_tables():
-    from pagedkv.labs.radix_roles import swap_note
-
-    rows = [{"pages": [0, 1, 2, 6]}, {"pages": [0, 1, 2, 7, 6]}]
-    note = swap_note(rows, 1, 0, 3)  # type: ignore[arg-type]
-    assert note == (
-        "request 2: block 3 recomputed on page 7, a copy; LRU then gave page 6 (the original) to block 4"
-    )
-
-
-def test_swap_text_wraps_at_spaces_and_names_the_lru_order():
+def test_swap_text_wraps_at_spaces_and_tells_the_copy_and_the_original_in_time_order():
+    """Worked by hand: request 2 repeats request 1, whose block 3 sat on page 6; request 2
+    recomputed block 3 on page 7 (prefill), then its block 4 took page 6 (decode)."""
     from pagedkv.labs.radix_roles import swap_text
 
     rows = [{"pages": [0, 1, 2, 6]}, {"pages": [0, 1, 2, 7, 6]}]
@@ -212,9 +204,16 @@ def test_swap_text_wraps_at_spaces_and_names_the_lru_order():
     words = " ".join(lines).split()  # wrapping only at spaces: every word whole
     assert " ".join(words).startswith("LRU order before request 2, first evicted first: [6, 5, 4]")
     assert " ".join(words).endswith(
-        "both pools: request 2: block 3 recomputed on page 7, a copy; "
-        "LRU then gave page 6 (the original) to block 4"
+        "both pools, request 2 in time order: prefill: block 3 -> page 7 (a copy of page 6) "
+        "decode: block 4 -> page 6 (evicts the original)"
     )
+    wide = swap_text(rows, 1, 0, 3, [6, 5, 4]).splitlines()
+    assert wide[-2:] == [
+        "prefill: block 3 -> page 7 (a copy of page 6)",
+        "decode:  block 4 -> page 6 (evicts the original)",
+    ]
+    gone = swap_text([{"pages": [0, 6]}, {"pages": [0, 7, 8]}], 1, 0, 1, [6])  # type: ignore[arg-type]
+    assert gone.splitlines()[-1] == "decode:  page 6 (the original) goes to no block"
 
 
 def test_evictions_table_by_hand():

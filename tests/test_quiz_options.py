@@ -532,3 +532,26 @@ def test_every_note_follows_quizzes_of_its_own_notebook_and_is_shown_by_id():
         text = path.read_text()
         assert f'answer_box(\\"{qid}\\")' in text, (qid, path.name)
         assert data.text.splitlines()[0][:50] not in text, (qid, path.name)
+
+
+def test_an_answer_clears_the_not_done_banner_until_the_tally():
+    """A learner pressed Next past question 1 of 09-check-2, then answered questions 2 and 3:
+    the red "Not done yet: question 1" stayed beside their "Right." and read as stale. An
+    answer clears it; it comes back only once every other question is done (the tally)."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("09-check-2")
+    n = len(quiz.questions)
+    assert n >= 3
+    quiz.next.click()  # question 1 left unanswered
+    assert "Not done yet: question 1<" in quiz.pending.value
+    quiz.check(1, quiz.questions[1].answer)
+    assert "Not done yet" not in quiz.pending.value and quiz.pending.layout.display == "none"
+    for k in range(2, n):
+        quiz.next.click()  # leaving an answered question: no banner
+        assert "Not done yet" not in quiz.pending.value
+        quiz.check(k, quiz.questions[k].answer)
+    assert "Not done yet: question 1<" in quiz.pending.value  # the tally names it
+    quiz.show(0)
+    quiz.check(0, quiz.questions[0].answer)
+    assert "Not done yet" not in quiz.pending.value and quiz.summary.layout.display != "none"

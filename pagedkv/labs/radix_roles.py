@@ -26,7 +26,7 @@ def block_rows(
     tables (`generate_one_at_a_time`'s rows). `tokens[j]` are the tokens request j stored,
     the first `prompt_lens[j]` of them its prompt.
 
-    Where from: "prefix hit", "FREE", or "evicted from request j" (its last holder). The
+    Where from: "prefix hit", "FREE", or "last held by request j" (evicted: its last holder). The
     note reads on its own, naming requests' blocks, never another row's page: "copy of request
     j's block k" for a full prompt block recomputed although an earlier request j holds the
     same prefix (the last-token rule); "held request j's block k" (the original) for a page
@@ -49,7 +49,7 @@ def block_rows(
         elif page in row["evicted"]:
             j = max(j for j in range(i) if page in rows[j]["pages"])
             m = rows[j]["pages"].index(page)
-            source = f"evicted from request {j + 1}"
+            source = f"last held by request {j + 1}"
             if copies.get(m) == j:
                 note = f"held request {j + 1}'s block {m}"  # the original: block m copies it
             elif page in rows[i - 1]["orphans"]:
@@ -246,28 +246,24 @@ def lookup_note(before: RadixCache, after: RadixCache, decode: Callable[[Sequenc
     )
 
 
-def swap_note(rows: Sequence[RequestRow], i: int, j: int, block: int) -> str:
-    """Section 5: request `i` (from 0) repeats request `j`; its `block` was recomputed, a copy.
-    Says which page the copy went to and which block took the page request `j` held that
-    block in (the original), read from the two block tables."""
-    pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
-    holder = pages_i.index(original) if original in pages_i else None
-    where = f"block {holder}" if holder is not None else "no block"
-    return (
-        f"request {i + 1}: block {block} recomputed on page {pages_i[block]}, a copy; "
-        f"LRU then gave page {original} (the original) to {where}"
-    )
-
-
 def swap_text(
     rows: Sequence[RequestRow], i: int, j: int, block: int, lru: Sequence[int], width: int = 80
 ) -> str:
-    """Section 5's first box: the LRU order before request `i` (first evicted first), then
-    `swap_note`, the copy and the original on a line each, wrapped at spaces to `width`
-    characters so no word breaks on a projector."""
+    """Section 5's first box: request `i` (from 0) repeats request `j`, and its `block` was
+    recomputed, a copy. Prints the LRU order before request `i` (first evicted first), then
+    request `i`'s story in time order, read from the two block tables: at prefill the copy's
+    page, at decode the block that took the page request `j` held that block in (the
+    original). Wrapped at spaces to `width` characters so no word breaks on a projector."""
+    pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
     lines = [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
-    copy_part, original_part = swap_note(rows, i, j, block).split("; ", 1)
-    lines += ["both pools: " + copy_part + ";", original_part]
+    lines += [
+        f"both pools, request {i + 1} in time order:",
+        f"prefill: block {block} -> page {pages_i[block]} (a copy of page {original})",
+    ]
+    if original in pages_i:
+        lines.append(f"decode:  block {pages_i.index(original)} -> page {original} (evicts the original)")
+    else:
+        lines.append(f"decode:  page {original} (the original) goes to no block")
     return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in lines)
 
 
