@@ -71,19 +71,17 @@ def test_final_check_quotes_no_number_only_a_fold_prints() -> None:
     assert "*internal fragmentation*" in core_text and "*external fragmentation*" in core_text
 
 
-def test_serving_buckets_are_defined_on_the_core_path_next_to_the_figure() -> None:
-    """The serving figure and the final check's last question use all five of the paper's
-    buckets: the core path defines each in the prose right after the cell that draws the
-    figure (after its prediction, so the intro stays short), before the next heading."""
+def test_serving_buckets_are_defined_on_the_core_path_before_the_figure() -> None:
+    """The serving figure's box, its bars text and the final check's last question use all five
+    of the paper's buckets: the core path defines each in section 4's intro, before the cell
+    that draws the figure, with the line that tells pow2's rounding from the allocator's."""
     core = _core()
     figure = next(i for i, c in enumerate(core) if "serving_report.figure()" in c.source)
-    after = []
-    for c in core[figure + 1 :]:
-        if c.cell_type == "markdown" and c.source.startswith("#"):
-            break
-        after.append(c.source if c.cell_type == "markdown" else "")
+    heading = max(i for i, c in enumerate(core[:figure]) if c.source.startswith("## 4."))
+    before = "\n".join(c.source for c in core[heading:figure] if c.cell_type == "markdown")
     for bucket in ("token states", "reserved", "internal fragmentation", "external fragmentation", "free"):
-        assert f"- *{bucket}*: slots" in "\n".join(after)
+        assert f"- *{bucket}*: slots" in before
+    assert "`pow2`'s own rounding is internal" in " ".join(before.split())
 
 
 def test_serving_intro_does_not_list_the_systems_in_the_predicted_order() -> None:

@@ -202,8 +202,7 @@ def bars_text(data: dict, width: int = 95) -> str:
         f" of their memory holds no token. max loses {at['max']['internal_fragmentation']:.1f} % to"
         " internal fragmentation: it reserves 2,048 slots for requests that end far shorter. pow2"
         f" and oracle lose {pow2:.1f} % and {oracle:.1f} % to external fragmentation: the buddy"
-        " allocator's rounding, and holes too small for the next request (pow2's own rounding of"
-        " the output is internal: its policy asked for it).",
+        " allocator's rounding, and holes too small for the next request.",
         width,
     )
 
