@@ -122,6 +122,8 @@ def test_s3fifo_drain_why_names_the_rule_that_chose_each_victim():
     assert whys[4] == whys[5] == kept
     assert whys[6].startswith("M is empty")
     # G's bound after each victim from S: M's pages then (2 while pages 1 and 2 are in M),
-    # at least one once M is empty
-    assert [w.split("(")[1] for w in whys[1:4]] == ["G cut to M's 2 pages)"] * 3
+    # at least one once M is empty. G gains one hash per victim from S: 1 and 2 hashes fit
+    # M's 2 pages, so nothing is cut; the third victim's hash makes 3, cut to 2
+    within, cut = "G within M's 2 pages: nothing cut)", "G cut to M's 2 pages)"
+    assert [w.split("(")[1] for w in whys[1:4]] == [within, within, cut]
     assert whys[6].endswith("(G cut to at least one hash)")

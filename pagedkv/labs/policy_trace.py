@@ -67,7 +67,8 @@ def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[s
     phase of the victim search is a run of victims from the same queue; if the first search
     moves pages from S to M before it finds a victim, that move is phase 1, a line of its own.
     Given the pool's `num_pages`, each line gets a second line, "  why: ...", the rule that
-    chose it and, for a victim from S, how far G was then cut ("G cut to M's 2 pages")."""
+    chose it and, for a victim from S, whether G was then cut ("G cut to M's 2 pages") or
+    already within its bound ("G within M's 2 pages: nothing cut")."""
     lines: list[str] = []
     phase, source = 0, ""
     why = num_pages is not None
@@ -90,22 +91,22 @@ def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[s
             f"phase {phase}, evict {victim} from {came_from}:  S {after['S']}  M {after['M']}  G {after['G']}"
         )
         if why:
-            lines[-1] += "\n  why: " + _s3_reason(
-                len(before["S"]), len(before["M"]), share, came_from, len(after["M"])
-            )
+            dropped = len(before["G"]) + 1 > len(after["G"])  # G lost a hash to its bound
+            small, main = len(before["S"]), len(before["M"])
+            lines[-1] += "\n  why: " + _s3_reason(small, main, share, came_from, len(after["M"]), dropped)
     return lines
 
 
-def _s3_reason(small: int, main: int, share: float, came_from: str, main_after: int) -> str:
+def _s3_reason(small: int, main: int, share: float, came_from: str, main_after: int, dropped: bool) -> str:
     """Why S3-FIFO took its victim from `came_from`, given S's and M's sizes before it, and
-    how far G was cut: to as many hashes as M holds pages after it (`main_after`), at least one."""
+    how far G was cut: to as many hashes as M holds pages after it (`main_after`), at least one;
+    `dropped` says whether G lost a hash (else it was already within that bound)."""
     if came_from == "M":
         kept = "G is cut only when S evicts"
         return f"S holds {small} < its share {share:g}: M's head, count 0 -> evicted ({kept})"
-    if main_after == 0:
-        cut = "G cut to at least one hash"
-    else:
-        cut = f"G cut to M's {main_after} page{'s' if main_after > 1 else ''}"
+    pages = f"M's {main_after} page{'s' if main_after > 1 else ''}"
+    bound = "at least one hash" if main_after == 0 else pages
+    cut = f"G cut to {bound}" if dropped else f"G within {bound}: nothing cut"
     if main == 0 and small < share:
         return f"M is empty: S's head, count 0 -> evicted, hash into G ({cut})"
     return f"S holds {small} >= its share {share:g}: S's head, count 0 -> evicted, hash into G ({cut})"

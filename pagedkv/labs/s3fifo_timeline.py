@@ -109,7 +109,7 @@ def plot_timeline(
     low.legend(fontsize=12, ncols=2, loc="upper center", framealpha=0.95)
     low.set_ylim(0, max(r["from S"] + r["from M"] for r in window) * 1.8)
     low.set_xlim(first - 0.5, last + 0.5)
-    low.set_xlabel("request (shaded: a one-off scan prompt)", fontsize=12)
+    low.set_xlabel("request (shaded: a one-off prompt)", fontsize=12)
     if mark is not None:
         x, text = mark
         arrow = {"arrowstyle": "->", "color": "#333333", "lw": 1.5, "relpos": (0, 0)}
