@@ -43,9 +43,10 @@ ACTIONS_NOTE = "These are not scenario steps: Step goes on from the pool they le
 SCHEDULER_NOTE = "Only Step runs the scheduler's requests; these buttons act on yours."  # or ACTIONS_NOTE
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 HITS_TIP = (
-    "Counted once per request, when it is admitted: the prompt tokens it is admitted with are "
-    "looked up (its whole prompt; with a scheduler, the tokens its first prefill step computes "
-    "plus its prefix hits). Hits: the tokens found in full pages already in the pool."
+    "Counted at every admission, a resume after preemption included: the tokens a request is "
+    "admitted with are looked up (its whole prompt; with a scheduler, the tokens its first "
+    "prefill step computes plus its prefix hits). Hits: the tokens found in full pages already "
+    "in the pool."
 )
 SCROLL_NOTE_PX = 24  # the Block tables tab's line under its scrolling box (shown when it may scroll)
 VIEW_HEIGHT_PX = 330  # a view's picture is shown at most this tall: the dashboard's cell, code line
@@ -168,7 +169,8 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
          f"CACHED {counts[PageState.CACHED]} (reusable or evictable)", f"FREE {counts[PageState.FREE]}"),
         (f"filled slots in ACTIVE pages: <b>{snap.token_usage:.0%}</b> of all slots",
          f"<span title='{html.escape(HITS_TIP)}' style='text-decoration:underline dotted'>prefix hits "
-         f"{stats['prefix_hits']} of {queries} prompt tokens looked up</span> ({rate})",
+         f"{stats['prefix_hits']} of {queries} tokens looked up at admission (resumes included)</span>"
+         f" ({rate})",
          f"evictions {stats['evictions']}", f"copy-on-write {stats['cow_copies']}"),
     )  # fmt: skip
     text = "<br>".join(
