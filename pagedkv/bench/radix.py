@@ -16,9 +16,12 @@ import argparse
 from pagedkv.bench import Report
 from pagedkv.labs.lab_workloads import LAB_WORKLOADS, lab_workload
 from pagedkv.labs.radix_vs_hash import compare_indexes
+from pagedkv.viz.palette import SEQUENCE_COLORS
 
 HELP = "radix tree vs hash chain on one stream: hit tokens, evictions, nodes vs pages"
-COLORS = {"hash": "#0072B2", "radix": "#009E73", "sglang": "#D55E00"}
+# one colour per way, from the house palette: none a page state's (blue, orange, vermillion) nor
+# the page chains' green ("reached") and salmon ("orphan") of notebook 09
+COLORS = {"hash": SEQUENCE_COLORS[1], "radix": SEQUENCE_COLORS[4], "sglang": SEQUENCE_COLORS[6]}
 
 
 def _fewer(difference: int) -> str:

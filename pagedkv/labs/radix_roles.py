@@ -251,20 +251,26 @@ def swap_text(
 ) -> str:
     """Section 5's first box: request `i` (from 0) repeats request `j`, and its `block` was
     recomputed, a copy. Prints the LRU order before request `i` (first evicted first), then
-    request `i`'s story in time order, read from the two block tables: at prefill the copy's
-    page, at decode the block that took the page request `j` held that block in (the
-    original). Wrapped at spaces to `width` characters so no word breaks on a projector."""
+    request `i`'s blocks `block` and `block + 1` as a small block -> page table with a prefill
+    and a decode column, read from the two block tables: at prefill the copy's page, at decode
+    the page request `j` held `block` in (the original), evicted and reused. The LRU line is
+    wrapped at spaces to `width` characters so no word breaks on a projector."""
     pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
     lines = [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
-    lines += [
-        f"both pools, request {i + 1} in time order:",
-        f"prefill: block {block} -> page {pages_i[block]} (a copy of page {original})",
+    lines = [textwrap.fill(line, width, break_long_words=False) for line in lines]
+    lines.append(f"both pools, request {i + 1}'s block -> page, in time order:")
+    cells = [
+        ("block", "prefill", "decode"),
+        (str(block), f"page {pages_i[block]}, a copy of page {original}", ""),
     ]
     if original in pages_i:
-        lines.append(f"decode:  block {pages_i.index(original)} -> page {original} (evicts the original)")
+        later = pages_i.index(original)
+        cells.append((str(later), "", f"page {original}, the evicted original's frame"))
     else:
-        lines.append(f"decode:  page {original} (the original) goes to no block")
-    return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in lines)
+        cells.append(("", "", f"page {original} (the original) goes to no block"))
+    widths = [max(len(c[n]) for c in cells) for n in range(3)]
+    lines += [" | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells]
+    return "\n".join(lines)
 
 
 def evictions_table(rows_by_index: dict[str, list[RequestRow]], i: int) -> str:
