@@ -45,6 +45,7 @@ PREDICT_NOTE = (
 )
 
 
+PENDING = "#555555"  # grey: questions not answered yet are a reminder, not an error
 PICTURE_PX = 340  # a prediction's pool picture is shown at most this tall
 
 
@@ -259,7 +260,7 @@ class Quiz(widgets.VBox):
         self.seen[k] = True  # a question left unanswered is named in red as it is left, and at the
         skipped = [str(j + 1) for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
         tally = all(self.settled[j] or str(j + 1) in skipped for j in range(n))  # tally (all else done)
-        left = _verdict("Not done yet: question " + ", ".join(skipped), WRONG) if skipped else ""
+        left = _verdict("Not done yet: question " + ", ".join(skipped), PENDING) if skipped else ""
         left = left if leaving or tally else ""  # an answer in between clears it (not stale)
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
         self.position.value = _box(head)
