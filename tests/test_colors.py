@@ -353,3 +353,13 @@ def test_the_requests_beside_the_serving_figure_take_no_colour_near_one_of_its_b
     for request in REQUEST_COLORS_BESIDE_SYSTEMS:
         gaps = np.linalg.norm(_lab(others) - _lab([request])[0], axis=1)
         assert gaps.min() >= MIN_DELTA_E, (request, others[int(gaps.argmin())])
+
+
+def test_no_serving_system_is_drawn_near_a_bucket_colour():
+    # A learner read oracle's indigo line (#332288, 48.5 from the "token states" blue in CIELAB)
+    # as linked to that bucket beside it: a system keeps at least 50 from every bucket.
+    from pagedkv.viz.palette import SERVING_BUCKET_COLORS, SYSTEM_COLORS
+
+    for system, colour in SYSTEM_COLORS.items():
+        gaps = np.linalg.norm(_lab(list(SERVING_BUCKET_COLORS)) - _lab([colour])[0], axis=1)
+        assert gaps.min() >= 50, (system, SERVING_BUCKET_COLORS[int(gaps.argmin())])

@@ -144,10 +144,10 @@ def test_paper_ratio_lines_put_the_full_run_beside_the_paper(report):
     lines = serving_windows.paper_ratio_lines(keeps_up)
     quick = {s: round(keeps_up["paged"], 3) / round(keeps_up[s], 3) for s in ("oracle", "max")}
     assert lines[0] == f"paged's rate over oracle's: full run {2.519 / 1.217:.2f}x (the paper: 1.7-2.7x);" + (
-        f" quick run {quick['oracle']:.2f}x"
+        f" quick run {quick['oracle']:.2f}x (figure)"
     )
     assert lines[1] == f"paged's rate over max's:    full run {2.519 / 0.707:.2f}x (the paper: 2.7-8x);" + (
-        f" quick run {quick['max']:.2f}x"
+        f" quick run {quick['max']:.2f}x (figure)"
     )
     text = serving_windows.latency_text(report.notes)
     assert "(paper" not in text and "rate over" not in text and all(len(x) <= 95 for x in text.splitlines())

@@ -176,7 +176,7 @@ def serving_result_text(data: dict, width: int = 80) -> str:
         f"at {top:g} requests/s tokens fill {tokens[best]:.0f} % of {best}'s slots,"
         f" at most {others:.0f} % of the others'",
         f"the lines cross the {LATENCY_BOUND:g} s/token bound in the order: " + ", ".join(r["order"]),
-        "sustainable rate, requests/s (quick run): "
+        "sustainable rates, quick run (figure): "
         + ", ".join(f"{s} {r['keeps_up'][s]:.3f}" for s in r["order"]),
     ]
     lines += paper_ratio_lines(r["keeps_up"])
@@ -218,18 +218,19 @@ def paper_ratio_lines(keeps_up: dict) -> list[str]:
         quick = rate_ratio(keeps_up["paged"], keeps_up[s])
         lines.append(
             f"paged's rate over {s + chr(39) + 's:':9} full run {full:.2f}x (the paper: {low:g}-{high:g}x);"
-            f" quick run {quick:.2f}x"
+            f" quick run {quick:.2f}x (figure)"
         )
     full_rates = ", ".join(f"{s} {FULL_RUN_RATES[s]:.3f}" for s in ("max", "oracle", "paged"))
     return [
         *lines,
         f"full run (recorded): {FULL_RUN_REQUESTS:,} requests, about an hour of arrivals as in the",
         f"  paper's traces; sustainable rates {full_rates} requests/s",
-        f"quick run: {QUICK_REQUESTS:,} requests at five rates (0.5 to 4/s). Queues grow for less time,",
-        "  so paged's and oracle's rates come out higher. The full run also measures on a finer",
-        "  grid (steps of 10 % from each system's start rate), so it draws no straight line",
-        "  across max's jump in latency between 0.5 and 1/s: max's quick-run rate comes out",
-        "  lower. So both quick ratios are higher: compare the full run's with the paper's",
+        f"quick run (the figure): {QUICK_REQUESTS:,} requests at five rates (0.5 to 4/s). Queues",
+        "  grow for less time, so paged's and oracle's rates come out higher. The full run also",
+        "  measures on a finer grid (steps of 10 % from each system's start rate), so it draws",
+        "  no straight line across max's jump in latency between 0.5 and 1/s: max's quick-run",
+        "  rate comes out lower. So both quick ratios are higher: compare the full run's with",
+        "  the paper's",
     ]
 
 

@@ -57,7 +57,8 @@ SEQUENCE_COLORS = (  # twelve colours from Paul Tol's colour-blind-safe palettes
 )
 # The serving run's four systems (`bench serving`, notebook 11's section 4). A system is no
 # request: a picture of requests shown near them takes its colours from REQUEST_COLORS_BESIDE_SYSTEMS
-SYSTEM_COLORS = {"max": "#CC6677", "pow2": "#666633", "oracle": "#332288", "paged": "#117733"}
+# (oracle is purple, not indigo: indigo read as the token-state blue of the bucket panel)
+SYSTEM_COLORS = {"max": "#CC6677", "pow2": "#666633", "oracle": "#AA4499", "paged": "#117733"}
 # The serving figure's memory buckets (the paper's Fig. 2), in the order of serving.CATEGORIES:
 # token states, reserved, internal and external fragmentation, free
 SERVING_BUCKET_COLORS = (
@@ -69,7 +70,7 @@ SERVING_BUCKET_COLORS = (
 )
 # one colour per request: none a system's or a bucket's, nor close to one (the navy #004488 read
 # as the token-state blue), so no request reads as a system or a bucket of the figure above it
-REQUEST_COLORS_BESIDE_SYSTEMS = ("#AA4499", "#44AA99", "#663333", "#BBCC33", "#225555", "#EE3377")
+REQUEST_COLORS_BESIDE_SYSTEMS = ("#44AA99", "#663333", "#BBCC33", "#225555", "#EE3377")
 # Your own requests (ids "yours1", ...) and your own forks (ids "<parent>.f1", ...): colours
 # far from CACHED orange (no pear or rose), the first one no other sequence of the picture has
 # yet; the bright ones first, so that they stand out from a scenario's first colours (a fork of
