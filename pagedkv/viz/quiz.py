@@ -5,7 +5,7 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   allocated or evicted, which request is preempted, ...). The learner picks and presses "Step
   and check": the step runs, and the widget grades the pick against what the step did.
 - `Quiz("05-check")`: multiple-choice questions, one at a time, "k of n done" above them and,
-  in red, any question Next or Previous left unanswered: shown as it is left and once every
+  in grey, any question Next or Previous left unanswered: shown as it is left and once every
   other question is done, cleared by an answer in between.
 - `Discuss("05-reserve")` (pagedkv.viz.discuss): an open question; "Show an answer" reveals one.
 
@@ -257,9 +257,9 @@ class Quiz(widgets.VBox):
         for j, page in enumerate(self.pages):
             page.layout.display = "" if j == k else "none"
         n, done, first = len(self.questions), sum(self.settled), sum(bool(r) for r in self.first_try)
-        self.seen[k] = True  # a question left unanswered is named in red as it is left, and at the
+        self.seen[k] = True  # a skipped question is named as it is left and at the tally
         skipped = [str(j + 1) for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
-        tally = all(self.settled[j] or str(j + 1) in skipped for j in range(n))  # tally (all else done)
+        tally = all(self.settled[j] or str(j + 1) in skipped for j in range(n))  # all else is done
         left = _verdict("Not done yet: question " + ", ".join(skipped), PENDING) if skipped else ""
         left = left if leaving or tally else ""  # an answer in between clears it (not stale)
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
