@@ -53,14 +53,15 @@ def pool_run(
 ) -> list[str]:
     """Serve `requests` to the end with recompute preemption. The first line: steps,
     preemptions, tokens recomputed and the most requests in one step; then one line per
-    preemption (two lines): its step, the tokens in the victim's pages then, its resume step,
-    its full pages still CACHED at the resume and the tokens it computed again."""
+    preemption (two lines), in the order of the preemptions: its step, the tokens in the
+    victim's pages then, its resume step, its full pages still CACHED at the resume and the
+    tokens it computed again."""
     sched = _scheduler(model, num_pages, page_size, max_num_seqs, max_num_batched_tokens)
     sched.add_requests(requests)
     hits: list[object] = []  # the seq id of each page hit in the prefix cache
     sched.pool.add_listener(lambda e: hits.append(e.seq_id) if e.kind == "prefix_hit" else None)
     out: dict[object, tuple[int, int]] = {}  # victim -> (step, tokens in its pages)
-    lines: list[str] = []
+    lines: list[tuple[int, str, str]] = []  # (preemption step, its two lines)
     held: dict[object, int] = {}  # running request -> tokens in its pages, before the step
     most = 0
 
@@ -73,12 +74,13 @@ def pool_run(
             if req_id in out:
                 step, tokens = out.pop(req_id)
                 full, kept = tokens // page_size, hits.count(req_id)
-                lines.extend([
+                lines.append((
+                    step,
                     f"{req_id}: preempted at step {step} with {tokens} tokens in its pages, back at "
                     f"step {sched.stats.steps}:",
                     f"  {kept} of its {full} full pages still CACHED, {full - kept} evicted while it "
                     f"waited: {_plural(tokens - kept * page_size, 'token')} recomputed",
-                ])  # fmt: skip
+                ))  # fmt: skip
         held.clear()  # for the next step: what each running request holds now
         held.update({s.req_id: sched.manager.get(s.req_id).num_tokens for s in sched.running})
         hits.clear()
@@ -89,7 +91,8 @@ def pool_run(
         f"{num_pages} pages: {stats.steps} steps, {_plural(stats.preemptions, 'preemption')}, "
         f"{stats.recomputed_tokens} tokens recomputed, at most {most} requests in one step"
     )
-    return [head, *lines]
+    lines.sort(key=lambda entry: entry[0])  # stable: a resume order within one step stays
+    return [head, *(line for _, *pair in lines for line in pair)]
 
 
 def step_lines(sched: Scheduler, until_preempt: bool = False) -> list[str]:
