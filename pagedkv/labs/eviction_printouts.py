@@ -207,15 +207,15 @@ def reference_text(
 
 def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
     """`arc_tally_by`'s counts as lines: ARC's victims and how many left T1; then, for the
-    requests with a pinned prompt (held whole by the pins) and with an other prompt, the pages
-    hits revived and how many of them sat in T2."""
+    requests with one of the most used prompts (the ones section 3 pins whole; ARC pins nothing)
+    and with an other prompt, the pages hits revived and how many of them sat in T2."""
     victims = tally["evicted from T1"] + tally["evicted from T2"]
     lines = [f"ARC's victims: {victims}, of them {tally['evicted from T1']} from T1 (seen once)"]
-    label = {"pinned": "the pinned prompts", "others": "the other prompts"}
+    label = {"pinned": "the most used prompts", "others": "the other prompts"}
     for g in ("pinned", "others"):
         revived = by_group[g]["revived from T1"] + by_group[g]["revived from T2"]
         lines.append(
-            f"pages revived by a prefix hit for {label[g]:18s} {revived:4d},"
+            f"pages revived by a prefix hit for {label[g]:21s} {revived:4d},"
             f" of them {by_group[g]['revived from T2']:4d} from T2"
         )
     return "\n".join(lines)
@@ -227,7 +227,7 @@ def streams_summary(curves: dict[str, dict[str, list[float]]]) -> str:
     many of the other policies stay above it at every size, and which fall below it at some
     size (streams alike are named together). leaf-lru is left out (it is LRU, number for
     number), e.g. "LRU's line (black): on top on chat; under 4 of the 5 others on zipf,
-    rag and scan at every size (only fifo falls below it)"."""
+    rag and scan at every size (only fifo falls below it at some size)"."""
     said: dict[str, list[str]] = {}
     for w, by_policy in curves.items():
         lru = by_policy["lru"]
@@ -239,7 +239,7 @@ def streams_summary(curves: dict[str, dict[str, list[float]]]) -> str:
             key = "on top on {}"
         else:
             verb = "falls" if len(below) == 1 else "fall"
-            only = f" (only {', '.join(below)} {verb} below it)" if below else ""
+            only = f" (only {', '.join(below)} {verb} below it at some size)" if below else ""
             key = f"under {len(above)} of the {len(others)} others on {{}} at every size{only}"
         said.setdefault(key, []).append(w)
     streams = {k: ", ".join(ws[:-1]) + " and " + ws[-1] if len(ws) > 1 else ws[0] for k, ws in said.items()}
