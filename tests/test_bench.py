@@ -154,7 +154,7 @@ def test_wal_quick_logs_one_record_per_operation_and_fsyncs_by_policy(tmp_path):
     report = wal.run(quick=True, dir=str(tmp_path))
     data, ops = report.data, report.rows[0][1]
     assert all(data[p]["records"] == ops for p in wal.POLICIES)
-    assert data["always"]["fsyncs"] == ops and data["never"]["fsyncs"] <= 1
+    assert data["always"]["fsyncs"] == ops and data["never"]["fsyncs"] == 1  # the final one, as at close
     assert data["batch 8"]["fsyncs"] == -(-ops // 8) and data["batch 64"]["fsyncs"] == -(-ops // 64)
     assert data["recovery"]["records"] == ops  # recovery replays every record
 
