@@ -118,6 +118,13 @@ def test_release_chains_by_hand():
         ]
     }
     assert KINDS["free"][3] == "not indexed: FREE after release"
+    # the earlier request held block 2 on page 5: the copy's note names it, and block 3, which
+    # the later request wrote on page 5 once it had evicted it, says page 5 was the original
+    named = release_chains(kinds, [0, 1, 9, 5, 3], hit_blocks=2, original=5)["x"]
+    assert [note for _, _, note in named[1:3]] == [
+        "block 2: copy\nof page 5",
+        "block 3; page 5\nwas the original",
+    ]
 
 
 def test_pair_table_by_hand():
@@ -172,7 +179,8 @@ def test_corner_figure_names_the_unindexed_copy():
 
 def test_lookup_note_names_the_split_node_and_its_two_halves():
     """Section 1's lookup answer: a lookup ending inside a node splits it, and the note names
-    the old node and the two new ones; a lookup that ends on a node boundary changes nothing."""
+    the old node and the two new ones and where the split falls (after 1 whole page of 2
+    tokens, worked by hand); a lookup that ends on a node boundary changes nothing."""
     import copy
 
     from pagedkv.labs.radix_roles import lookup_note
@@ -185,7 +193,8 @@ def test_lookup_note_names_the_split_node_and_its_two_halves():
     tree.match_prefix([0, 1, 9])  # one whole page of the node's three: a split
     assert (
         lookup_note(before, tree, decode)
-        == "yes: the lookup split 'abcdef' into 'ab' and 'cdef'; no page moved"
+        == "yes: the lookup split 'abcdef' into 'ab' and 'cdef'; no page moved\n"
+        "the split falls on a page boundary (1 page = 2 tokens): a match counts whole pages only"
     )
     again = copy.deepcopy(tree)
     tree.match_prefix([0, 1, 9])  # ends where a node ends now

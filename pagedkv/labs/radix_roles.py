@@ -175,11 +175,15 @@ def request_table(rows_by_index: dict[str, list[RequestRow]], page_size: int = 4
     )
 
 
-def release_chains(kinds: dict[str, list[str]], pages: Sequence[int], hit_blocks: int) -> dict[str, list]:
+def release_chains(
+    kinds: dict[str, list[str]], pages: Sequence[int], hit_blocks: int, original: int | None = None
+) -> dict[str, list]:
     """`plot_page_chains` rows for a request that repeats an earlier prompt, after its release:
     one box for its hit pages, then one per later block. Its first recomputed block is the
     copy; the last block is partial. `kinds` maps a row title to `page_kinds` of `pages`; a
-    page no index holds after release is FREE, so "not indexed" becomes "free"."""
+    page no index holds after release is FREE, so "not indexed" becomes "free". `original`, the
+    page that held the copied block in the earlier request, names it in the copy's note and, if
+    the request later reused that page (evicted), in that block's note too."""
     last = len(pages) - 1
     out: dict[str, list] = {}
     for title, row in kinds.items():
@@ -187,6 +191,10 @@ def release_chains(kinds: dict[str, list[str]], pages: Sequence[int], hit_blocks
         boxes = [(f"pages 0-{hit_blocks - 1}", shown[0], f"blocks 0-{hit_blocks - 1}")]
         for k in range(hit_blocks, len(pages)):
             note = f"block {k}" + (": copy" if k == hit_blocks else ": partial" if k == last else "")
+            if original is not None and k == hit_blocks:
+                note += f"\nof page {original}"
+            elif original is not None and pages[k] == original:
+                note = f"block {k}; page {original}\nwas the original"
             boxes.append((f"page {pages[k]}", shown[k], note))
         out[title] = boxes
     return out
@@ -234,15 +242,20 @@ RANGES_KEY = "a-b -> c-d: blocks a..b on pages c..d in order (1-4 -> 11-8 is 1 -
 
 def lookup_note(before: RadixCache, after: RadixCache, decode: Callable[[Sequence[int]], str]) -> str:
     """Section 1: what a lookup did to the tree, read from copies made before and after it:
-    the node it split and the two nodes it left, or that the tree is unchanged."""
-    old = [decode(n.key) for n in before.nodes() if n.key]
-    new = [decode(n.key) for n in after.nodes() if n.key]
+    the node it split and the two nodes it left, and that the split falls on a page boundary
+    (a match counts whole pages only), or that the tree is unchanged."""
+    old = [tuple(n.key) for n in before.nodes() if n.key]
+    new = [tuple(n.key) for n in after.nodes() if n.key]
     gone, came = [k for k in old if k not in new], [k for k in new if k not in old]
     if not gone and not came:
         return f"no: the lookup left the tree as it was ({after.num_nodes} nodes)"
+    head = len(came[0])  # the split node's first part: depth first, the parent comes first
+    pages = head // after.page_size
     return (
-        f"yes: the lookup split {', '.join(map(repr, gone))} into "
-        f"{' and '.join(map(repr, came))}; no page moved"
+        f"yes: the lookup split {', '.join(repr(decode(k)) for k in gone)} into "
+        f"{' and '.join(repr(decode(k)) for k in came)}; no page moved\n"
+        f"the split falls on a page boundary ({pages} page{'s' * (pages != 1)} = {head} tokens): "
+        "a match counts whole pages only"
     )
 
 
