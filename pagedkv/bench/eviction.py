@@ -132,15 +132,15 @@ def _line_style(policy: str) -> dict:
 def figure(report: Report):
     """One panel per workload, two by two: hit rate against cache size, one line per
     policy, each panel with its own y range, the key in one column right of the panels.
-    Short enough (380 px) that title, key and all four panels show on one 1280x720 screen,
-    at a notebook's width, its text at least 12 px."""
+    Short enough (460 px) that title, key and all four panels show on one 1280x720 screen,
+    at a notebook's width, its text at least 12 px; tall enough that close rates part."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     curves, sizes = report.data["curves"], report.data["sizes"]
     columns = min(2, len(curves))
     rows = -(-len(curves) // columns)
-    fig = Figure(figsize=(8.4, 0.6 + 1.6 * rows), dpi=100)  # 380 px for two rows of panels
+    fig = Figure(figsize=(8.4, 0.6 + 2.0 * rows), dpi=100)  # 460 px for two rows of panels
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
     axes = fig.subplots(rows, columns, sharex=True, squeeze=False)
