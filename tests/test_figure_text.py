@@ -121,7 +121,7 @@ def _figures() -> dict[str, object]:
         "ways back": plot_ways_back("Llama-3-8B", "A100-40GB", [16, 256, 1024]),
         "wal strip": plot_wal_strip(  # notebook 07's log: records 96..149 after a checkpoint
             [Record(0, seq, {}, 0) for seq in range(96, 150)],
-            {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "rolled_back_records": 0},
+            {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "discarded_records": 0},
         ),
     }
 

@@ -152,10 +152,10 @@ def test_evict_records_fsynced_at_once_let_the_log_explain_a_power_loss(tmp_path
     # on disk names the overwritten pages, so recovery drops them itself and no checksum fails.
     evicted, report = _power_loss_mid_request(tmp_path / "s", monkeypatch, defer_overwrites=False)
     assert evicted == [2, 3]
-    assert report["rolled_back_records"] > 0 and report["dropped_cached_pages"] == evicted
+    assert report["discarded_records"] > 0 and report["dropped_cached_pages"] == evicted
     assert report["kv_checksum_failed_pages"] == []
     # Without it the log on disk lacks the whole request: only the checksums catch the pages.
     evicted, report = _power_loss_mid_request(tmp_path / "d", monkeypatch, defer_overwrites=True)
     assert evicted == [2, 3]
-    assert report["rolled_back_records"] == 0 and report["dropped_cached_pages"] == []
+    assert report["discarded_records"] == 0 and report["dropped_cached_pages"] == []
     assert report["kv_checksum_failed_pages"] == evicted

@@ -456,19 +456,19 @@ def test_next_after_a_wrong_pick_names_the_question_left_undone():
     quiz = Quiz("06-check")
     n, q = len(quiz.questions), quiz.questions[0]
     quiz.check(0, next(o for o in q.options if o != q.answer))  # first wrong pick: not settled
-    assert "Not done yet" not in quiz.pending.value  # still on it: nothing skipped
+    assert "You skipped" not in quiz.pending.value  # still on it: nothing skipped
     quiz.next.click()
-    assert "Not done yet: question 1" in quiz.pending.value
+    assert "You skipped question 1" in quiz.pending.value
     for k in range(1, n):
         quiz.show(k)
         quiz.check(k, quiz.questions[k].answer)
-    assert "Not done yet: question 1<" in quiz.pending.value and quiz.summary.layout.display == "none"
+    assert "You skipped question 1<" in quiz.pending.value and quiz.summary.layout.display == "none"
     quiz.previous.click()
     quiz.show(0)
-    assert "Not done yet" not in quiz.pending.value  # on question 1 itself: its own page says so
+    assert "You skipped" not in quiz.pending.value  # on question 1 itself: its own page says so
     quiz.check(0, q.answer)
     quiz.show(1)
-    assert "Not done yet" not in quiz.pending.value and quiz.summary.layout.display != "none"
+    assert "You skipped" not in quiz.pending.value and quiz.summary.layout.display != "none"
 
 
 def test_a_check_that_reaches_the_kernel_before_its_pick_never_grades_the_old_pick():
@@ -534,9 +534,23 @@ def test_every_note_follows_quizzes_of_its_own_notebook_and_is_shown_by_id():
         assert data.text.splitlines()[0][:50] not in text, (qid, path.name)
 
 
+def test_back_from_a_skipped_question_says_it_was_skipped():
+    """A learner pressed Next on question 1 of 07-check, then Previous: the banner above
+    question 1 read "Not done yet: question 2", like a mislabelled question. It now says
+    the learner skipped question 2."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("07-check")
+    quiz.next.click()
+    assert "You skipped question 1<" in quiz.pending.value
+    quiz.previous.click()
+    assert "You skipped question 2<" in quiz.pending.value and quiz.current == 0
+
+
 def test_an_answer_clears_the_not_done_banner_until_the_tally():
     """A learner pressed Next past question 1 of 09-check-2, then answered questions 2 and 3:
-    the red "Not done yet: question 1" stayed beside their "Right." and read as stale. An
+    the red "Not done yet: question 1" (now "You skipped question 1") stayed beside their
+    "Right." and read as stale. An
     answer clears it; it comes back only once every other question is done (the tally)."""
     from pagedkv.viz import Quiz
 
@@ -544,14 +558,14 @@ def test_an_answer_clears_the_not_done_banner_until_the_tally():
     n = len(quiz.questions)
     assert n >= 3
     quiz.next.click()  # question 1 left unanswered
-    assert "Not done yet: question 1<" in quiz.pending.value
+    assert "You skipped question 1<" in quiz.pending.value
     quiz.check(1, quiz.questions[1].answer)
-    assert "Not done yet" not in quiz.pending.value and quiz.pending.layout.display == "none"
+    assert "You skipped" not in quiz.pending.value and quiz.pending.layout.display == "none"
     for k in range(2, n):
         quiz.next.click()  # leaving an answered question: no banner
-        assert "Not done yet" not in quiz.pending.value
+        assert "You skipped" not in quiz.pending.value
         quiz.check(k, quiz.questions[k].answer)
-    assert "Not done yet: question 1<" in quiz.pending.value  # the tally names it
+    assert "You skipped question 1<" in quiz.pending.value  # the tally names it
     quiz.show(0)
     quiz.check(0, quiz.questions[0].answer)
-    assert "Not done yet" not in quiz.pending.value and quiz.summary.layout.display != "none"
+    assert "You skipped" not in quiz.pending.value and quiz.summary.layout.display != "none"

@@ -382,8 +382,8 @@ def test_checkpoint_compacts_and_recovery_resumes_from_it(tmp_path):
         "checkpoint_seq": seq,
         "records_replayed": 0,
         "torn_bytes": 0,
-        "rolled_back_records": 0,
-        "rolled_back_bytes": 0,
+        "discarded_records": 0,
+        "discarded_bytes": 0,
         "dropped_cached_pages": [],
         "kv_checksum_failed_pages": [],
     }

@@ -73,9 +73,9 @@ def test_without_torn_bytes_there_is_no_torn_cell(tmp_path):
     assert len(_cells(fig, "record")) == 5
 
 
-def test_rolled_back_records_are_drawn_apart_from_the_replayed_ones():
+def test_discarded_records_are_drawn_apart_from_the_replayed_ones():
     records = [Record(0, seq, {"op": "append"}, 0) for seq in range(4, 9)]  # 5 records after 3
-    report = {"checkpoint_seq": 3, "records_replayed": 3, "torn_bytes": 0, "rolled_back_records": 2}
+    report = {"checkpoint_seq": 3, "records_replayed": 3, "torn_bytes": 0, "discarded_records": 2}
     fig = plot_wal_strip(records, report)
     assert len(_cells(fig, "replayed")) == 3
     assert [c.get_x() + 0.5 for c in _cells(fig, "rolled back")] == [7, 8]
@@ -83,7 +83,7 @@ def test_rolled_back_records_are_drawn_apart_from_the_replayed_ones():
 
 def test_a_report_that_does_not_fit_the_records_is_refused():
     records = [Record(0, seq, {"op": "append"}, 0) for seq in range(4, 9)]
-    good = {"checkpoint_seq": 3, "records_replayed": 5, "torn_bytes": 0, "rolled_back_records": 0}
+    good = {"checkpoint_seq": 3, "records_replayed": 5, "torn_bytes": 0, "discarded_records": 0}
     assert wal_strip_parts(records, good)["last"] == 8
     with pytest.raises(ValueError, match="records holds 5"):
         plot_wal_strip(records, good | {"records_replayed": 4})
@@ -101,7 +101,7 @@ def test_a_report_that_does_not_fit_the_records_is_refused():
 
 def test_in_a_long_log_the_torn_cell_is_drawn_wider_than_one_record():
     records = [Record(0, seq, {"op": "append"}, 0) for seq in range(96, 150)]  # 54 after 95
-    report = {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "rolled_back_records": 0}
+    report = {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "discarded_records": 0}
     fig = plot_wal_strip(records, report)
     (torn,) = _cells(fig, "torn")
     assert torn.get_x() == 149.5 and torn.get_width() == pytest.approx(0.06 * 150)  # 9 records wide
@@ -112,7 +112,7 @@ def test_in_a_long_log_the_torn_cell_is_drawn_wider_than_one_record():
 def test_tick_and_row_labels_are_at_least_14_px_in_an_808_px_cell():
     """808 px: the narrowest cell a learner measured it in; 14 px keeps a margin over 13."""
     records = [Record(0, seq, {"op": "append"}, 0) for seq in range(96, 150)]
-    report = {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "rolled_back_records": 0}
+    report = {"checkpoint_seq": 95, "records_replayed": 54, "torn_bytes": 11, "discarded_records": 0}
     fig = plot_wal_strip(records, report)
     fig.canvas.draw()
     # the PNG a notebook shows is cropped to the drawn content, then shrunk to the cell's width

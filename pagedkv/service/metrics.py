@@ -272,9 +272,9 @@ def _recovery_metrics(r: dict) -> Iterator[Metric]:
         labels=["reason"],
     )
     discarded.add_metric(["torn"], r.get("torn_bytes", 0))
-    discarded.add_metric(["uncommitted"], r.get("rolled_back_bytes", 0))
+    discarded.add_metric(["uncommitted"], r.get("discarded_bytes", 0))
     records.add_metric(["torn"], 1 if r.get("torn_bytes") else 0)
-    records.add_metric(["uncommitted"], r.get("rolled_back_records", 0))
+    records.add_metric(["uncommitted"], r.get("discarded_records", 0))
     yield discarded
     yield records
     yield GaugeMetricFamily(

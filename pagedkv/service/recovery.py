@@ -258,8 +258,8 @@ def _recover(directory: Path, fsync: FsyncPolicy | str, max_keys: int) -> Durabl
         "checkpoint_seq": base_seq,
         "records_replayed": len(records),
         "torn_bytes": torn,  # a damaged or torn final record, dropped
-        "rolled_back_records": len(rolled_back),  # the unfinished transaction's records
-        "rolled_back_bytes": end - keep,
+        "discarded_records": len(rolled_back),  # the unfinished transaction's records
+        "discarded_bytes": end - keep,
         "dropped_cached_pages": dropped,
         "kv_checksum_failed_pages": failed,  # K/V differ from their logged CRC: not served
     }
@@ -309,10 +309,10 @@ def discarded_lines(recovery: dict) -> list[str]:
     lines = []
     if recovery.get("torn_bytes"):
         lines.append(f"dropped a damaged or torn final record ({recovery['torn_bytes']} bytes)")
-    if recovery.get("rolled_back_records"):
+    if recovery.get("discarded_records"):
         lines.append(
-            f"rolled back a transaction a crash cut off ({recovery['rolled_back_records']} "
-            f"records, {recovery['rolled_back_bytes']} bytes; "
+            f"rolled back a transaction a crash cut off ({recovery['discarded_records']} "
+            f"records, {recovery['discarded_bytes']} bytes; "
             f"{len(recovery['dropped_cached_pages'])} cached pages dropped)"
         )
     if recovery.get("kv_checksum_failed_pages"):

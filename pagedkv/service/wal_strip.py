@@ -34,7 +34,7 @@ CHECKPOINT_COLOR = "#56B4E9"  # Okabe–Ito sky blue: the checkpoint and its loa
 RECORD_COLOR = "#CC79A7"  # Okabe–Ito reddish purple: whole records, and their replay
 ROLLED_BACK_COLOR = "#999999"  # records of a request cut off half-way, undone
 TORN_COLOR = "#D55E00"  # Okabe–Ito vermilion: the torn bytes at the end of the file
-REPORT_KEYS = ("checkpoint_seq", "records_replayed", "torn_bytes", "rolled_back_records")
+REPORT_KEYS = ("checkpoint_seq", "records_replayed", "torn_bytes", "discarded_records")
 DISK, RECOVERY = 1.0, 0.0  # the rows' y
 TICK_PT = 15  # tick and row labels: 15 pt at 110 dpi is 15.6 px in an 848 px cell
 TORN_MIN_SHARE = 0.06  # the torn cell's least drawn width, as a share of the records drawn
@@ -53,7 +53,7 @@ def wal_strip_parts(records: Sequence[Record], recovery: Mapping[str, object]) -
     if len(parts) < len(found):
         raise ValueError(f"recovery's {list(REPORT_KEYS)} must be counts (ints >= 0), got {found}")
     checkpoint, replayed = parts["checkpoint_seq"], parts["records_replayed"]
-    rolled_back = parts["rolled_back_records"]
+    rolled_back = parts["discarded_records"]
     kept = [r for r in records if r.seq > checkpoint]  # recovery skips older ones: the checkpoint has them
     if not kept:
         raise ValueError(f"records holds no record after the checkpoint's {checkpoint}: nothing to draw")

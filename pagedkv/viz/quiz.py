@@ -225,7 +225,7 @@ class Quiz(widgets.VBox):
         self.previous = make(description="Previous", icon="arrow-left").add_class("pagedkv-quiz-previous")
         self.next = make(description="Next", icon="arrow-right").add_class("pagedkv-quiz-next")
         self.position = widgets.HTML().add_class("pagedkv-quiz-position")
-        self.pending = widgets.HTML()  # "Not done yet": its own line, so the header never wraps
+        self.pending = widgets.HTML()  # "You skipped ...": its own line, so the header never wraps
         self.previous.on_click(lambda _: self.show(self.current - 1))
         self.next.on_click(lambda _: self.show(self.current + 1))
         nav = widgets.HBox(
@@ -260,7 +260,8 @@ class Quiz(widgets.VBox):
         self.seen[k] = True  # a skipped question is named as it is left and at the tally
         skipped = [str(j + 1) for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
         tally = all(self.settled[j] or str(j + 1) in skipped for j in range(n))  # all else is done
-        left = _verdict("Not done yet: question " + ", ".join(skipped), PENDING) if skipped else ""
+        word = "questions " if len(skipped) > 1 else "question "  # "skipped", not "this one"
+        left = _verdict("You skipped " + word + ", ".join(skipped), PENDING) if skipped else ""
         left = left if leaving or tally else ""  # an answer in between clears it (not stale)
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
         self.position.value = _box(head)
