@@ -14,10 +14,10 @@ from matplotlib.colors import to_rgb
 
 from pagedkv import KVCachePool, SequenceManager, TinyLM
 from pagedkv.viz import block_table_html, plot_block_tables
+from pagedkv.viz.block_table import HIT_BORDER
 from pagedkv.viz.palette import HIT_COLOR
 
 MODEL = TinyLM.pretrained()
-HIT_BORDER = f"3px solid {HIT_COLOR}"
 
 
 def _forked_after_a_hit():

@@ -84,6 +84,7 @@ def test_cap_rows_third_row_is_the_bench_serve_with_the_cap():
     data = report.data
     assert rows == [
         [
+            "no pressure",
             data["no pressure"]["num_pages"],
             16,
             data["no pressure"]["steps"],
@@ -92,6 +93,7 @@ def test_cap_rows_third_row_is_the_bench_serve_with_the_cap():
             f"{data['no pressure']['mean_running']:.1f}",
         ],
         [
+            "recompute",
             12,
             16,
             data["recompute"]["steps"],
@@ -100,6 +102,7 @@ def test_cap_rows_third_row_is_the_bench_serve_with_the_cap():
             f"{data['recompute']['mean_running']:.1f}",
         ],
         [
+            "cap 3",
             12,
             3,
             capped["steps"],
@@ -108,7 +111,7 @@ def test_cap_rows_third_row_is_the_bench_serve_with_the_cap():
             f"{capped['mean_running']:.1f}",
         ],
     ]
-    assert rows[2][2] > rows[1][2] > rows[0][2] and rows[2][3] == 0
+    assert rows[2][3] > rows[1][3] > rows[0][3] and rows[2][4] == 0
 
 
 def _sched10(model: TinyLM) -> Scheduler:

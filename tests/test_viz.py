@@ -291,6 +291,7 @@ def test_block_table_figure_marks_shared_copied_and_hit_pages(known):
                 assert close(rgb(patch.get_edgecolor()), rgb(VICTIM_COLOR))  # copy of page 4
             elif seq_id == "D" and block < 4:
                 assert close(rgb(patch.get_edgecolor()), rgb(HIT_COLOR))
+                assert patch.get_linestyle() == "--"  # dashed: never read as a request's fill
             else:
                 assert close(rgb(patch.get_edgecolor()), (0, 0, 0))
     keys = [t.get_text() for t in fig.legends[0].get_texts()]

@@ -9,8 +9,8 @@ recompute more: while it waits, LRU evicts its CACHED pages for the running requ
 finishes or preempts a request, so a reader can check each step the text names.
 
 `cap_rows` compares two runs of `bench preempt` with a third that caps `max_num_seqs`
-instead, one table row each: pool pages, the cap, steps, preemptions, tokens computed and mean
-running requests per step.
+instead, one table row each: the run's name, pool pages, the cap, steps, preemptions, tokens
+computed and mean running requests per step.
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ from pagedkv.labs.workloads import Request
 from pagedkv.model.tinylm import TinyLM
 
 CAP_COLUMNS = [
-    "pool pages",
+    "run",
+    "pages",
     "max_num_seqs",
     "steps",
     "preemptions",
     "tokens computed",
-    "mean running requests per step",
+    "mean requests per step",
 ]
 
 
@@ -123,9 +124,10 @@ def cap_rows(
     cap: int,
     page_size: int = 16,
 ) -> list[list[object]]:
-    """Rows for CAP_COLUMNS: `bench preempt`'s "no pressure" and "recompute" runs (`data`, run
-    with `max_num_seqs`), then a recompute run in the small pool with `max_num_seqs=cap`, the
-    same page size and the bench's token budget. Requests a step: the mean batch size."""
+    """Rows for CAP_COLUMNS, each led by its run's name: `bench preempt`'s "no pressure" and
+    "recompute" runs (`data`, run with `max_num_seqs`), then "cap N", a recompute run in the
+    small pool with `max_num_seqs=cap`, the same page size and the bench's token budget.
+    Requests a step: the mean batch size."""
     num_pages = data["recompute"]["num_pages"]
     budget = max(4096, max(r.final_len for r in requests))  # as the bench sets it
     sched = _scheduler(model, num_pages, page_size, cap, budget)
@@ -140,9 +142,14 @@ def cap_rows(
         "decode_tokens": sched.stats.decode_tokens,
         "mean_running": sum(batches) / len(batches),
     }
-    runs = ((data["no pressure"], max_num_seqs), (data["recompute"], max_num_seqs), (capped, cap))
+    runs = (
+        ("no pressure", data["no pressure"], max_num_seqs),
+        ("recompute", data["recompute"], max_num_seqs),
+        (f"cap {cap}", capped, cap),
+    )
     return [
         [
+            name,
             r["num_pages"],
             seqs,
             r["steps"],
@@ -150,5 +157,5 @@ def cap_rows(
             r["prefill_tokens"] + r["decode_tokens"],
             f"{r['mean_running']:.1f}",
         ]
-        for r, seqs in runs
+        for name, r, seqs in runs
     ]

@@ -7,8 +7,9 @@ physical page id that holds it and filled with the sequence's colour. Marks, all
 - **shared** pages (ref count > 1: the same page id in several rows) are hatched and carry
   "×n", the number of block tables holding them;
 - **prefix hits** (the first `num_cached_tokens / page_size` blocks, found in the prefix
-  index at admission) have a green frame; a fork child's pages, shared by reference from its
-  parent, do not (given the pool's events): they are hatched like any shared page;
+  index at admission) have a thick dashed green frame, unlike any request's solid fill; a
+  fork child's pages, shared by reference from its parent, do not (given the pool's
+  events): they are hatched like any shared page;
 - **copy-on-write** pages (destinations in the COW log still in the table) have a
   vermillion frame and say which page they were copied from, in the row of the sequence
   that made the copy only (given the pool's events): a later fork of it shares the page
@@ -40,6 +41,8 @@ from pagedkv.viz.projector import MIN_PT, projector
 from pagedkv.viz.tokens import token_pages_html
 
 COW_COLOR = VICTIM_COLOR  # vermillion: the page that was written was a copy
+# a prefix hit: dashed, so its green never reads as the teal fill of a request
+HIT_BORDER = f"4px dashed {HIT_COLOR}"
 
 
 def _marks(
@@ -146,7 +149,7 @@ def _draw_cell(
 ) -> None:
     """One block table entry: a cell in the sequence's colour, hatched when the page is
     shared, edged for a prefix hit or a copy-on-write, with the page id written in it."""
-    edge, lw = {"cow": (COW_COLOR, 3.0), "hit": (HIT_COLOR, 3.0)}.get(mark or "", ("black", 0.8))
+    edge, lw = {"cow": (COW_COLOR, 3.0), "hit": (HIT_COLOR, 4.0)}.get(mark or "", ("black", 0.8))
     ax.add_patch(
         Rectangle(
             (block + 0.06, row + 0.08),
@@ -155,6 +158,7 @@ def _draw_cell(
             facecolor=color,
             edgecolor=edge,
             linewidth=lw,
+            linestyle="--" if mark == "hit" else "-",
             hatch="//" if refs > 1 else None,
         )
     )
@@ -201,7 +205,9 @@ def _legend(fig: Figure, shown: set[str]) -> None:
     picture's smallest text size so its swatches are as large as its words."""
     keys = {
         "shared": Patch(facecolor="white", edgecolor="black", hatch="//", label="shared page (×ref count)"),
-        "hit": Patch(facecolor="white", edgecolor=HIT_COLOR, linewidth=2.5, label="prefix hit"),
+        "hit": Patch(
+            facecolor="white", edgecolor=HIT_COLOR, linewidth=3.0, linestyle="--", label="prefix hit"
+        ),
         "cow": Patch(facecolor="white", edgecolor=COW_COLOR, linewidth=2.5, label="copy-on-write (←source)"),
     }
     handles = [patch for mark, patch in keys.items() if mark in shown]
@@ -226,7 +232,7 @@ def _cell_html(
     if mark == "cow":
         border, title = f"3px solid {COW_COLOR}", title + f", copy-on-write from page {cow[page][0]}"
     elif mark == "hit":
-        border, title = f"3px solid {HIT_COLOR}", title + ", prefix hit"
+        border, title = HIT_BORDER, title + ", prefix hit"
     shared = (
         "background-image:repeating-linear-gradient(45deg,transparent 0 4px,rgba(255,255,255,.45) 4px 6px);"
         if refs > 1
@@ -272,7 +278,7 @@ def block_table_html(
     key = (
         f"<div style='font-size:14px;margin-top:3px'>cell: the page of a logical block · "
         f"hatched ×n: shared by n tables · <span style='white-space:nowrap'>"  # the boxes wrap together
-        f"<span style='border:3px solid {HIT_COLOR};padding:0 3px'>prefix hit</span> "
+        f"<span style='border:{HIT_BORDER};padding:0 3px'>prefix hit</span> "
         f"<span style='border:3px solid {COW_COLOR};padding:0 3px'>copy-on-write (copy←source)</span>"
         "</span></div>"
     )
