@@ -326,3 +326,18 @@ def test_an_opened_box_no_longer_says_it_opens_when_you_answer():
     assert box.get_title(0) == "Result: step 5" + OPENS
     box.unlock("a prediction")
     assert box.selected_index == 0 and box.get_title(0) == "Result: step 5"
+
+
+def test_an_opened_box_drops_a_notebooks_own_opens_once_too():
+    """A notebook may say which questions a box waits for ("(opens once all five are
+    answered)"); the package adds no second note, and the opened box drops that one too."""
+    from pagedkv.viz.reveal import OPENS, ClosedBox
+
+    box = ClosedBox("The summary (opens once both quizzes above are answered)")
+    box.lock("quiz 1")
+    box.lock("quiz 2")
+    assert OPENS not in box.get_title(0) and box.get_title(0).endswith("are answered)")
+    box.unlock("quiz 1")
+    assert box.selected_index is None and "(opens once" in box.get_title(0)
+    box.unlock("quiz 2")
+    assert box.selected_index == 0 and box.get_title(0) == "The summary"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -82,6 +83,7 @@ LOCKED = (
 
 
 OPENS = " (opens when you answer)"  # a locked box's title ends so: it opens by itself
+_SAYS_WHEN = re.compile(r" \(opens [^)]*\)$")  # OPENS, or a notebook's own "(opens once ...)"
 
 
 class ClosedBox(widgets.Accordion):
@@ -117,7 +119,7 @@ class ClosedBox(widgets.Accordion):
         if not self.holders:
             self.children[0].value = self._contents
             self.selected_index = 0
-            self.set_title(0, self.get_title(0).removesuffix(OPENS))  # it is open: a click closes it
+            self.set_title(0, _SAYS_WHEN.sub("", self.get_title(0)))  # open: a click closes it
 
     def __repr__(self) -> str:
         # the title as made, without OPENS: whether a prediction holds the box depends on the
