@@ -326,3 +326,24 @@ def test_an_opened_box_no_longer_says_it_opens_when_you_answer():
     assert box.get_title(0) == "Result: step 5" + OPENS
     box.unlock("a prediction")
     assert box.selected_index == 0 and box.get_title(0) == "Result: step 5"
+
+
+def test_every_locked_box_looks_the_same_even_when_clicked():
+    """A learner of 09 saw one locked Result box with a bold black title, the other grey: it
+    had been clicked open (ipywidgets draws an open box's title dark). A click on a
+    locked box now leaves it closed, so every locked title looks alike; it still opens once
+    the prediction is answered."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.reveal import LOCKED, OPENS, revealed
+
+    quiz = Quiz("09-predict-indexes")
+    with revealed("Result: request 3's hits and pages") as first:
+        print("the secret hits")
+    second = reveal("Result: requests 1 and 3, then request 4", "the secret table")
+    second.selected_index = 0  # the learner clicks the second title
+    for box in (first, second):
+        assert box.selected_index is None and box.children[0].value == LOCKED
+        assert box.get_title(0).endswith(OPENS)
+    _answer_right(quiz)
+    assert first.selected_index == second.selected_index == 0
+    assert "the secret table" in second.children[0].value and not second.get_title(0).endswith(OPENS)

@@ -4,8 +4,9 @@ A notebook's try-it cell can compute its answers at once and still show nothing 
 until the reader opens the accordion (its output is not a printout that Run All expands).
 `revealed(title)` does the same for whatever a block of code prints or displays (lines and
 pictures), e.g. the cells that show what a step did, right under the prediction about it.
-A box a question holds (`ClosedBox.lock`) shows only a "locked" line, whoever clicks it,
-until every question holding it is answered: then it gets its contents and opens.
+A box a question holds (`ClosedBox.lock`) stays closed, whoever clicks it, and its panel
+holds only a "locked" line until every question holding it is answered: then it gets its
+contents and opens.
 `revealed(title, after="10-predict-streams")` makes such a box in any cell: the quiz with
 that id (the one made last) holds it, as a Result box right under a prediction is held.
 """
@@ -87,8 +88,9 @@ OPENS = " (opens when you answer)"  # a locked box's title ends so: it opens by 
 class ClosedBox(widgets.Accordion):
     """An accordion whose plain-text form (what a saved notebook shows where no widget is
     drawn: a page on the web, a stale output) names its title only, never its contents.
-    While a question holds it (`lock`), its panel shows LOCKED and its contents stay in the
-    kernel, not in the browser; `unlock` by the last holder shows them and opens it."""
+    While a question holds it (`lock`), it stays closed, its panel shows LOCKED and its
+    contents stay in the kernel, not in the browser; `unlock` by the last holder shows them
+    and opens it."""
 
     def __init__(self, title: str) -> None:
         super().__init__(children=[widgets.HTML()], selected_index=None)
@@ -96,6 +98,14 @@ class ClosedBox(widgets.Accordion):
         self.made_title = title  # the plain-text form names it so (see __repr__)
         self.holders: list[object] = []  # the questions still to answer before it opens
         self._contents = ""
+        self.observe(self._stay_closed, names="selected_index")
+
+    def _stay_closed(self, change: dict) -> None:
+        """A click on a locked box closes it again: ipywidgets draws an open box's title bold
+        black, a closed one's grey, so a clicked locked box looked unlike the others. Its
+        title says when it opens (OPENS); its panel still holds only LOCKED."""
+        if self.holders and change["new"] is not None:
+            self.selected_index = None
 
     def fill(self, contents: str) -> None:
         """The box's HTML contents: shown now, or kept until the last holder unlocks it."""
