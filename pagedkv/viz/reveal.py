@@ -105,7 +105,7 @@ class ClosedBox(widgets.Accordion):
         black, a closed one's grey, so a clicked locked box looked unlike the others. Its
         title says when it opens (OPENS); its panel still holds only LOCKED."""
         if self.holders and change["new"] is not None:
-            self.selected_index = None
+            self.set_trait("selected_index", None)
 
     def fill(self, contents: str) -> None:
         """The box's HTML contents: shown now, or kept until the last holder unlocks it."""
