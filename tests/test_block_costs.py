@@ -83,4 +83,11 @@ def test_copy_calls_text_splits_a_reload_into_calls_and_bytes():
     assert abs(calls_ms + link_ms - reload_ms) < 0.1  # the two parts are the whole reload
     call_kib = float(re.search(r"one call moves only ([\d.]+) KiB", text).group(1))
     assert call_kib == 16 * 128 / (32 * 2)  # 16 tokens x 128 KiB over 32 layers x K and V
+    assert "gathered" not in text  # notebook 05's lines
+    gathered = float(
+        re.search(r"a swap would take about ([\d.]+) ms", copy_calls_text("Mistral-7B", gathered=True)).group(
+            1
+        )
+    )
+    assert gathered == round(2 * 128 * 2**20 / 25e9 * 1e3, 1)  # its bytes out and back, no call costs
     assert all(len(line) <= 90 for line in text.splitlines())

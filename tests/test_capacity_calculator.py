@@ -268,3 +268,16 @@ def test_every_box_is_the_same_kind_of_box_with_no_spinner_arrows():
     note = box.children[3].value
     assert f".{BOX_CLASS} input[type=number]" in note and "-webkit-inner-spin-button" in note
     assert "appearance:textfield" in note
+
+
+def test_vllm_line_uses_vllm_v1_graph_term_zero():
+    """vLLM v1 records CUDA graphs outside the 0.9 (docs/vllm_map.md), so the line to compare
+    with its log drops pagedkv's 0.5 GiB graph reserve: 0.5 GiB / 128 KiB = 4,096 more tokens."""
+    from pagedkv.labs import costs
+
+    text = costs.calculator_text("Mistral-7B", "A100-40GB", 1024)
+    assert "= 166,352 token slots" in text  # pagedkv's budget, with its 0.5 GiB reserve
+    assert "with graphs GiB 0, as vLLM v1 by default: 170,448 token slots" in text
+    assert "'GPU KV cache size: 170,448 tokens'" in text and 166_352 + 512 * 1024 // 128 == 170_448
+    zero = costs.calculator_text("Mistral-7B", "A100-40GB", 1024, costs.Assumptions(cuda_graph_gib=0.0))
+    assert "= 170,448 token slots" in zero and "with graphs GiB 0" not in zero

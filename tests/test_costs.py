@@ -154,7 +154,7 @@ def test_calculator_sources_say_your_value_for_typed_numbers_and_nest_no_parenth
     typed = calculator_answer("Mistral-7B", "A100-40GB", 1024, memory_gib=39.5, activation_gib=1.0)
     assert "39.39 GiB reported x 0.9" in usual and "CUDA's figure for this GPU" in usual
     first = typed.splitlines()[1]
-    assert "39.5 GiB reported x 0.9" in first and first.endswith("(your value)")
+    assert "39.50 GiB reported x 0.9" in first and first.endswith("(your value)")
     assert "activation peak at 8,192 tokens    1.00 GiB  (your value)" in typed
     # the untouched terms keep their sources
     assert "CUDA's figure for this GPU" not in typed and "pagedkv's estimate" in typed

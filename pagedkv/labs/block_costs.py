@@ -105,10 +105,11 @@ def swap_crossover_text(model: str, gpu: str = "A100-40GB", width: int = 80) -> 
     )
 
 
-def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -> str:
+def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024, gathered: bool = False) -> str:
     """What one direction of a swap (a reload) of `tokens` tokens costs, at vLLM's 16-token
     blocks: the copy calls (one per block, layer, K or V) against the bytes over the link, and
-    the bytes one call moves."""
+    the bytes one call moves; with `gathered`, also a swap's time were all blocks gathered into
+    one call each way (no per-call cost)."""
     m, g, assume = costs.MODELS[model], costs.gpu_spec(gpu), costs.Assumptions()
     blocks = -(-tokens // assume.page_size)
     calls = blocks * m.num_layers * 2
@@ -116,13 +117,16 @@ def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -> s
     mib = tokens * costs.bytes_per_token(model) / 2**20
     link_ms = tokens * costs.bytes_per_token(model) / (link_gb_s * 1e9) * 1e3
     call_kib = assume.page_size * costs.bytes_per_token(model) / (2 * m.num_layers) / 1024
-    return (
+    text = (
         f"copying back in: {blocks} blocks x {m.num_layers} layers x K and V = {calls:,} copy"
         f" calls x {assume.copy_overhead_s * 1e6:g} µs = {calls * assume.copy_overhead_s * 1e3:.1f}"
         f" ms,\n  while its {mib:,.0f} MiB cross the {link_gb_s:g} GB/s host link in"
         f" {link_ms:.1f} ms;\n  one call moves only {call_kib:g} KiB (one block, layer, K or V):"
         " count a way back's copy calls,\n  not only its bytes"
     )
+    if gathered:
+        text += f";\n  gathered into one call each way, a swap would take about {2 * link_ms:.1f} ms"
+    return text
 
 
 def swap_break_even_us(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -> float:

@@ -26,7 +26,7 @@ measures each operator at each shape instead of scaling a roofline) and the samp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pagedkv.core.plumbing.validation import check_int, check_number
 from pagedkv.labs.specs import DTYPE_BYTES, GPUS, MODELS, GPUSpec, ModelSpec, gpu_spec, model_spec, size_text
@@ -135,7 +135,7 @@ def capacity_terms(
     usual = table is not None and table.reported_gib == g.reported_gib
     return [
         (
-            f"{g.reported_gib:g} GiB reported x {assume.gpu_memory_utilization:g}",
+            f"{g.reported_gib:.2f} GiB reported x {assume.gpu_memory_utilization:g}",
             g.reported_gib * GIB * assume.gpu_memory_utilization,
             "CUDA's figure for this GPU" if usual else "your value",
         ),
@@ -333,8 +333,11 @@ def calculator_text(
     )
     if rounded != f"{cap['kv_budget_bytes'] / GIB:.2f}":  # only where rounding shows
         lines.append(f"    (from the exact terms; the rounded ones above add up to {rounded})")
-    lines.append(f"    in vLLM's start-up log: 'GPU KV cache size: {cap['token_slots']:,} tokens'")
-    lines.append(f"      (older engines count blocks: '# GPU blocks: {cap['num_pages']}')")
+    v1 = cap if assume.cuda_graph_gib == 0 else capacity(m, g, tokens, replace(assume, cuda_graph_gib=0.0))
+    if assume.cuda_graph_gib:  # vLLM v1 records its graphs outside the 0.9 (docs/vllm_map.md)
+        lines.append(f"    with graphs GiB 0, as vLLM v1 by default: {v1['token_slots']:,} token slots")
+    lines.append(f"    compare vLLM v1's start-up line 'GPU KV cache size: {v1['token_slots']:,} tokens'")
+    lines.append(f"      (older engines count blocks: '# GPU blocks: {v1['num_pages']}')")
     lines.append(f"requests of {tokens:,} tokens that fit: {cap['requests']:,}")
     if not ways:
         return "\n".join(lines)
