@@ -14,8 +14,8 @@ machine (power loss, kernel panic):
 
 - `always`:  fsync after every record — or, inside a transaction (durable.py), once at its
   commit, which makes the records before it durable too. Nothing acknowledged is lost;
-  each operation (each request, for the service) waits for the disk (0.3 ms to several
-  ms on this machine's shared ext4 disk; measured by `python -m pagedkv bench wal`).
+  each operation (each request, for the service) waits for the disk's fsync, whose time
+  depends on the disk (`python -m pagedkv bench wal` measures it).
 - `batch N`: fsync every N records. At most the last N - 1 acknowledged operations are lost;
   the flush is paid once per N operations.
 - `never`:   the kernel writes back when it chooses (about 30 s on Linux by default).
