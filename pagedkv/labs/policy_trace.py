@@ -22,8 +22,8 @@ def trace_policy(policy: EvictionPolicy, num_pages: int, steps: Sequence[str]) -
     `num_pages` pages; one row per step: its text, the page evicted ("page:content", or
     "") and `policy.queues()` after it. A step is "cache 1:A 2:B" (pages 1 and 2 turn
     CACHED holding content A and B), "hit 1" (a prefix hit revives page 1, its request
-    releases it again) or "evict" (the pool needs a page: `pop_victim()`). Each row also
-    keeps "content", every page's content at that step."""
+    releases it again) or "evict" (one `pop_victim()` call: there is no pool, so no FREE
+    page is taken first). Each row also keeps "content", every page's content at that step."""
     content: dict[int, str] = {}
     policy.attach(num_pages, content.__getitem__)
     rows = []
