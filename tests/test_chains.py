@@ -119,11 +119,11 @@ def test_release_chains_by_hand():
     }
     assert KINDS["free"][3] == "not indexed: FREE after release"
     # the earlier request held block 2 on page 5: the copy's note names it, and block 3, which
-    # the later request wrote on page 5 once it had evicted it, says page 5 was the original
+    # the later request wrote on page 5 once it had evicted it, says page 5 held block 2 before
     named = release_chains(kinds, [0, 1, 9, 5, 3], hit_blocks=2, original=5)["x"]
     assert [note for _, _, note in named[1:3]] == [
         "block 2: copy\nof page 5",
-        "block 3; page 5\nwas the original",
+        "block 3 (before:\nblock 2, the original)",
     ]
 
 
@@ -217,7 +217,7 @@ def test_swap_text_wraps_at_spaces_and_tells_the_copy_and_the_original_in_time_o
         "both pools, request 2's block -> page, in time order:",
         "block | prefill                  | decode",
         "3     | page 7, a copy of page 6 |",
-        "4     |                          | page 6, the evicted original's frame",
+        "4     |                          | page 6, held the original until evicted",
     ]
     assert all(len(line) <= 80 for line in wide)
     gone = swap_text([{"pages": [0, 6]}, {"pages": [0, 7, 8]}], 1, 0, 1, [6])  # type: ignore[arg-type]

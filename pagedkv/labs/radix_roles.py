@@ -194,7 +194,7 @@ def release_chains(
             if original is not None and k == hit_blocks:
                 note += f"\nof page {original}"
             elif original is not None and pages[k] == original:
-                note = f"block {k}; page {original}\nwas the original"
+                note = f"block {k} (before:\nblock {hit_blocks}, the original)"
             boxes.append((f"page {pages[k]}", shown[k], note))
         out[title] = boxes
     return out
@@ -237,7 +237,10 @@ def insert_rest(tree: RadixCache, tokens: Sequence[int], match: MatchResult, nex
     return new
 
 
-RANGES_KEY = "a-b -> c-d: blocks a..b on pages c..d in order (1-4 -> 11-8 is 1 -> 11, 2 -> 10, ...)"
+RANGES_KEY = (
+    "a-b -> c-d: blocks a to b sit on pages c to d, in that order\n"
+    "(1-4 -> 11-8: block 1 on page 11, 2 on 10, 3 on 9, 4 on 8)"
+)
 
 
 def lookup_note(before: RadixCache, after: RadixCache, decode: Callable[[Sequence[int]], str]) -> str:
@@ -278,7 +281,7 @@ def swap_text(
     ]
     if original in pages_i:
         later = pages_i.index(original)
-        cells.append((str(later), "", f"page {original}, the evicted original's frame"))
+        cells.append((str(later), "", f"page {original}, held the original until evicted"))
     else:
         cells.append(("", "", f"page {original} (the original) goes to no block"))
     widths = [max(len(c[n]) for c in cells) for n in range(3)]
