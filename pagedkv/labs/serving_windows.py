@@ -229,7 +229,8 @@ def paper_ratio_lines(keeps_up: dict) -> list[str]:
         "  Both quick ratios are higher, for two reasons:",
         "  - shorter queues: they grow for less time, so paged's and oracle's rates are higher;",
         "  - a coarser grid: a straight line across max's jump in latency between 0.5 and 1/s",
-        "    puts max's rate lower (the full run walks in steps of 10 % of its start rate).",
+        "    puts max's rate lower (the full run walks each system's rate from a guess in steps",
+        "    of a tenth of it: max's from 0.7/s in steps of 0.07/s).",
         "  Compare the full run's ratios with the paper's.",
     ]
 

@@ -89,10 +89,10 @@ def serving_figure(data: dict) -> Figure:
     by category under load (the paper's Fig. 2 bars); their legend beside them, on the right.
     `data`: a `bench serving` report's data."""
     systems, rates = data["systems"], data["rates"]
-    fig = Figure(figsize=(8.5, 3.9), dpi=100, layout="constrained")  # 850 px wide: no shrinking in a cell;
-    # 390 px tall, the legend beside the bars: the panels and the legend fit one 720-px screen together
+    fig = Figure(figsize=(8.5, 3.6), dpi=100, layout="constrained")  # 850 px wide: no shrinking in a cell;
+    # 360 px tall, the legend beside the bars: the panels and the legend fit one 720-px screen together
     FigureCanvasAgg(fig)
-    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.1, 1]})
+    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.4, 1]})
     latency_panel(lat, systems, rates, data.get("sustainable_rates") or None)
     colors = SERVING_BUCKET_COLORS
     top, bottom = str(data["top_rate"]), np.zeros(len(SYSTEMS))
