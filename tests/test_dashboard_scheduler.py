@@ -103,7 +103,10 @@ def test_scheduler_steps_past_the_end_are_not_counted_as_yours():
     assert extra > 0 and not dash.run.scheduler.has_unfinished
     assert dash.run.own_actions == presses and dash.run.steps_past_end == extra
     counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
-    assert counter == f"step 40 of 40 · your actions: {presses} · +{extra} past the end · done"
+    assert (
+        counter
+        == f"step 40 of 40 · scheduler step 37 · your actions: {presses} · +{extra} past the end · done"
+    )
     assert f"your actions: {presses}" in dash.status.value
     log = dash.event_log.value
     assert "scheduler step past the end (after scenario step 40)" in log
@@ -185,7 +188,7 @@ def test_the_header_says_done_only_once_every_request_has_finished():
     assert not counter.endswith(" · done")
     alone = Dashboard("preempt")
     alone.goto(40)
-    assert re.sub(r"<[^>]+>", "", alone.step_counter.value) == "step 40 of 40 · done"
+    assert re.sub(r"<[^>]+>", "", alone.step_counter.value) == "step 40 of 40 · scheduler step 37 · done"
 
 
 def test_the_log_key_names_resume_and_abort_only_with_a_scheduler():

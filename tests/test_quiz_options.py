@@ -436,16 +436,17 @@ def test_a_question_counts_as_done_only_once_answered_right_or_its_answer_shown(
     assert f"(1 of {n} done, 0 right at first try)" in quiz.position.value and quiz.buttons[k].disabled
 
 
-def test_a_predictions_pick_carries_an_arrow_and_only_the_pick():
-    """Selected toggles are only a darker grey, faint on a projector: the pick has an icon, an
-    arrow (a check mark beside "Not quite" read as a right answer)."""
+def test_a_predictions_pick_is_framed_with_no_glyph_glued_on():
+    """Selected toggles are only a darker grey, faint on a projector: the pick gets a blue frame
+    and bold text by CSS, no icon (one sat glued after the label, "req1⦿")."""
     from pagedkv.viz import PredictStep
 
     predict = PredictStep("05-preempt")
     options = list(predict.data.shown_options)
     for pick in (options[1], options[0]):  # a new pick moves the mark
         predict.choices.value = pick
-        assert [icon == "dot-circle-o" for icon in predict.choices.icons] == [o == pick for o in options]
+        assert predict.choices.value == pick and not any(predict.choices.icons)  # no glyph glued on
+    assert "pagedkv-predict-choices button.mod-active{outline:3px" in predict.children[0].value
 
 
 def test_next_after_a_wrong_pick_names_the_question_left_undone():

@@ -69,6 +69,7 @@ class ActionRecord:
     numbers: dict[Hashable, int] = field(default_factory=dict)  # seq id -> its token count (1-based)
     cached_tokens: int = 0  # add: prompt tokens served by prefix hits
     note: str = ""  # outcome, e.g. a refused admission or an out-of-pages stop
+    waits: str = ""  # a scheduler step: why the waiting queue's head was not admitted, if it was tried
     appends: list[tuple[int, Hashable]] = field(default_factory=list)  # (events so far, seq id)
     step: int = 0  # scenario steps applied once this action was (the run's one counter)
     own: bool = False  # an action of your own, not one of the scenario's steps
@@ -124,6 +125,7 @@ class ActionRecord:
         CACHED page."""
         decides = self.action.op == "schedule" and not self.refused
         out: list[tuple[str, str]] = [("decision", self.note)] if decides and self.note else []
+        out += [("note", self.waits)] * bool(decides and grouped and self.waits)  # the dashboard's log
         start, events = 0, _causes_first(self.events)
         # a beam drop's line goes before the releases it causes; appends after their events
         marks = [(at, 0, words) for at, words in self.drops] + [(at, 1, s) for at, s in self.appends]

@@ -205,16 +205,31 @@ def counter_text(run: ScenarioRun) -> str:
     return re.sub(r"<[^>]+>", "", counter_html(run))
 
 
+ROLE_WORDS = {"request": "queues", "abort": "aborts", "add": "adds", "free": "frees"}
+
+
+def step_role(run: ScenarioRun) -> str:
+    """With a scheduler, what the step shown does: " · scheduler step k" when it ran the
+    scheduler (the k-th such step), else e.g. " · queues req3"; "" without a scheduler."""
+    if run.scheduler is None or run.cursor == 0:
+        return ""
+    action = run.steps[run.cursor - 1]
+    if action.op == "schedule":
+        return f" · scheduler step {sum(a.op == 'schedule' for a in run.steps[: run.cursor])}"
+    return f" · {ROLE_WORDS.get(action.op, action.op)} {action.seq_id}".rstrip()
+
+
 def counter_html(run: ScenarioRun) -> str:
-    """The header's one counter: "step k of N", then "your actions: n (r refused)" (once you
+    """The header's one counter: "step k of N" (with a scheduler, then what the step does,
+    see `step_role`), then "your actions: n (r refused)" (once you
     have pressed one; refused ones changed nothing) and "+m past the end" (scheduler
     steps Decode all ran once the scenario was done), then, at the scenario's last step,
     "done" when every request has finished, or "steps done" and the requests still
     unfinished. Short, so the header stays on one line; the tooltip says it in full."""
     own, refused = own_done(run), sum(1 for r in run.records if r.yours and r.refused)
     extra = run.steps_past_end
-    text = f"step {run.cursor} of {len(run.steps)}" + f" · {your_actions(run)}" * bool(own + refused)
-    text += f" · +{extra} past the end" * bool(extra)
+    text = f"step {run.cursor} of {len(run.steps)}" + step_role(run)
+    text += f" · {your_actions(run)}" * bool(own + refused) + f" · +{extra} past the end" * bool(extra)
     tips = [f"{own + refused} action{'s' * (own + refused != 1)} of your own; they move no scenario step"]
     tips = tips * bool(own + refused)
     tips += [f"{refused} of them refused (the log says why); they changed nothing"] * bool(refused)

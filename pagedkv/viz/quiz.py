@@ -57,6 +57,14 @@ ROOM = (
 )
 
 
+# The pick: a selected toggle is only a darker grey, faint on a projector, so it gets a blue
+# frame and bold text (an icon would sit glued after the label; a check mark reads as "right").
+PICK_STYLE = (
+    "<style>.pagedkv-predict-choices button.mod-active{outline:3px solid #1D4ED8;"
+    "outline-offset:-3px;font-weight:bold}</style>"
+)
+
+
 class PredictStep(widgets.VBox):
     """Ask what the next step of a scenario will do, then run it and compare.
 
@@ -108,7 +116,7 @@ class PredictStep(widgets.VBox):
         self.placeholder.add_class("pagedkv-predict-placeholder")
         self.button.on_click(lambda _: self.check())
         self.choices.observe(self._picked_again, names="value")
-        head = widgets.HTML(_box(f"<b>Predict:</b> {_inline(question)}"))
+        head = widgets.HTML(PICK_STYLE + _box(f"<b>Predict:</b> {_inline(question)}"))
         # `after` under the picture: the answer's reason and the pool fit one screen
         above = [head, self.choices, self.button, self.result, self.placeholder, self.caption]
         self.children = [*above, self.picture, self.after]
@@ -150,13 +158,10 @@ class PredictStep(widgets.VBox):
             self.misses += 1
             self.button.description, self.button.icon = "Check again", "check"  # the step has run
 
-    def _picked_again(self, _change=None) -> None:  # a radio dot on the pick (grey is faint on a
-        # projector; a check mark read as "right", an arrow as a glitch); a wrong pick's "Not quite" goes
+    def _picked_again(self, _change=None) -> None:  # a wrong pick's "Not quite" goes
         if self.settled and self.choices.value != self.graded:  # a late pick: pagedkv.viz.grading
             self.choices.value = self.graded
             return
-        picked = [o == self.choices.value for o in self.data.shown_options]
-        self.choices.icons = ["dot-circle-o" if p else "" for p in picked]
         if self.misses and not self.settled:
             self.result.value = _box(f"New pick: press {self.button.description} to grade it.")
 
