@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.page import PageState
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.model.tinylm import TinyLM
@@ -235,7 +236,8 @@ def crash_after_eviction(store: Path, records: int = 10) -> dict:
     (`crash_during`): with no FREE page left, its appends evict `old`'s CACHED pages and
     overwrite their K/V. The server restarts; `old`'s prompt is sent again.
     Returns the pages the cut-off records evicted (read from the log before the restart),
-    the recovery's dropped CACHED pages, and the tokens the new prompt found cached."""
+    the recovery's count of dropped CACHED pages, which of the evicted pages are FREE after
+    it, and the tokens the new prompt found cached."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -260,11 +262,13 @@ def crash_after_eviction(store: Path, records: int = 10) -> dict:
             for sample in family.samples
             if sample.name == "pagedkv_recovery_dropped_cached_pages"
         )
+        state = httpx.get(f"{again.url}/snapshot").json()["state"]  # page -> PageState
         readmit = httpx.post(f"{again.url}/sequences", json={**prompt, "seq_id": "again"}).json()
     return {
         "old_pages": old,
         "evicted": evicted,
         "dropped": dropped,
+        "evicted_now_free": [page for page in evicted if state[page] == PageState.FREE],
         "hit_tokens": readmit["num_cached_tokens"],
     }
 
