@@ -132,7 +132,7 @@ def _line_style(policy: str) -> dict:
 def figure(report: Report):
     """One panel per workload, two by two: hit rate against cache size, one line per
     policy, each panel with its own y range, the key in one column right of the panels.
-    Short enough (460 px) that title, key and all four panels show on one 1280x720 screen,
+    Short enough (420 px) that title, key and all four panels show on one 1280x720 screen,
     at a notebook's width, its text at least 12 px; tall enough that close rates part."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -140,7 +140,7 @@ def figure(report: Report):
     curves, sizes = report.data["curves"], report.data["sizes"]
     columns = min(2, len(curves))
     rows = -(-len(curves) // columns)
-    fig = Figure(figsize=(8.4, 0.6 + 2.0 * rows), dpi=100)  # 460 px for two rows of panels
+    fig = Figure(figsize=(8.4, 0.5 + 1.85 * rows), dpi=100)  # 420 px for two rows of panels
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
     axes = fig.subplots(rows, columns, sharex=True, squeeze=False)
