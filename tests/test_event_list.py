@@ -25,7 +25,7 @@ def test_lines_agree_with_the_snapshots():
     lines = event_list(run)
     assert not any(re.match(r"\d", line) for line in lines)  # no list number to misread as a step
     for line in lines:
-        step, seq_id, what = re.match(r"step +(\d+) \| (\S+) (.*)", line).groups()
+        step, seq_id, what = re.match(r"step +(\d+) \([^)]*\) \| (\S+) (.*)", line).groups()
         before, after = run.snapshots[int(step) - 1], run.snapshots[int(step)]
         if what.startswith("admitted: pages"):  # every page of its new block table
             assert _pages(what) == list(after.block_tables[seq_id])
@@ -48,17 +48,22 @@ def test_lines_agree_with_the_snapshots():
 def test_quiet_steps_are_left_out_and_the_range_is_kept():
     run = _finished_run("preempt")
     first_ten = event_list(run, 1, 10)
-    # by hand: 3 queueings, 2 admissions, pages taken at steps 5, 7 and 9
+    # by hand: 3 queueings, 2 admissions, pages taken at steps 5, 7 and 9; the scheduler's
+    # k-th step is scenario step k + 3
     assert [line.split(" | ")[0] for line in first_ten] == [
-        "step  1", "step  2", "step  3", "step  4", "step  4", "step  5", "step  7", "step  9",
+        "step  1 (queues req1)", "step  2 (queues req2)", "step  3 (queues req3)",
+        "step  4 (scheduler step 1)", "step  4 (scheduler step 1)", "step  5 (scheduler step 2)",
+        "step  7 (scheduler step 4)", "step  9 (scheduler step 6)",
     ]  # fmt: skip
-    assert first_ten[3] == "step  4 | req1 admitted: pages [0, 1, 2, 3], room for its tokens 1-16"
+    assert first_ten[3] == (
+        "step  4 (scheduler step 1) | req1 admitted: pages [0, 1, 2, 3], room for its tokens 1-16"
+    )
     assert event_list(run, 11, 11) == [
-        "step 11 | req2 preempted (recompute): pages [10, 8, 7, 6, 5, 4] turn CACHED"
+        "step 11 (scheduler step 8) | req2 preempted (recompute): pages [10, 8, 7, 6, 5, 4] turn CACHED"
     ]
 
 
 def test_abort_and_finish_count_the_pages():
     run = _finished_run("chunked")
     lines = event_list(run, 12, 12)
-    assert lines == ["step 12 | chat aborted: 4 pages turn CACHED, 1 page turns FREE"]
+    assert lines == ["step 12 (aborts chat) | chat aborted: 4 pages turn CACHED, 1 page turns FREE"]

@@ -32,6 +32,21 @@ def slot_words(text: str, page_size: int | None) -> str:
     return re.sub(r"in slot (\d+)", where, text)
 
 
+ROLE_WORDS = {"request": "queues", "abort": "aborts", "add": "adds", "free": "frees"}
+
+
+def step_role_at(actions: SequenceLike, step: int) -> str:
+    """What scenario step `step` (counted from 1) of a run with a scheduler does:
+    "scheduler step k" when it ran the scheduler (the k-th such step), else e.g. "queues req3".
+    The dashboard's header and log and `event_list` print the same words."""
+    if not 0 < step <= len(actions):
+        return ""
+    action = actions[step - 1]
+    if action.op == "schedule":
+        return f"scheduler step {sum(a.op == 'schedule' for a in actions[:step])}"
+    return f"{ROLE_WORDS.get(action.op, action.op)} {action.seq_id}".rstrip()
+
+
 def glyph(token: int) -> str:
     """The character a byte token shows as: itself if printable, "·" a space, "↵" a newline, else hex."""
     if token in (10, 32):

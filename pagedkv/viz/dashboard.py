@@ -264,7 +264,12 @@ class Dashboard(DashboardControls):
         self.panes["Block tables"].children[1].layout.display = "" if scrolls(snap, tokens) else "none"
         self.status.value = status_html(run, snap)  # the message is in the caption, under Step
         self.event_log.value = log_html(
-            run.records, LOG_STEPS, MAIN_HEIGHT_PX, run.scheduler is not None, run.page_size
+            run.records,
+            LOG_STEPS,
+            MAIN_HEIGHT_PX,
+            run.scheduler is not None,
+            run.page_size,
+            run.steps if run.scheduler is not None else (),
         )
         self.step_counter.value = counter_html(run)  # step k of N · your actions: n · +m past the end
         self.actions_note.value = text.actions_note(run)  # an Add request refused: why, in red

@@ -18,7 +18,7 @@ import numpy as np
 
 from pagedkv.core.page import PageState
 from pagedkv.scenarios import ScenarioRun
-from pagedkv.scenarios.text import slot_words
+from pagedkv.scenarios.text import slot_words, step_role_at
 from pagedkv.viz.palette import EVENT_COLORS
 
 __all__ = [
@@ -205,18 +205,14 @@ def counter_text(run: ScenarioRun) -> str:
     return re.sub(r"<[^>]+>", "", counter_html(run))
 
 
-ROLE_WORDS = {"request": "queues", "abort": "aborts", "add": "adds", "free": "frees"}
-
-
 def step_role(run: ScenarioRun) -> str:
     """With a scheduler, what the step shown does: " · scheduler step k" when it ran the
-    scheduler (the k-th such step), else e.g. " · queues req3"; "" without a scheduler."""
-    if run.scheduler is None or run.cursor == 0:
+    scheduler (the k-th such step), else e.g. " · queues req3"; "" without a scheduler
+    (the words of `step_role_at`)."""
+    if run.scheduler is None:
         return ""
-    action = run.steps[run.cursor - 1]
-    if action.op == "schedule":
-        return f" · scheduler step {sum(a.op == 'schedule' for a in run.steps[: run.cursor])}"
-    return f" · {ROLE_WORDS.get(action.op, action.op)} {action.seq_id}".rstrip()
+    role = step_role_at(run.steps, run.cursor)
+    return f" · {role}" * bool(role)
 
 
 def counter_html(run: ScenarioRun) -> str:
@@ -251,7 +247,12 @@ ENTRY_STYLE = "padding-left:1.6em;text-indent:-0.8em"
 
 
 def log_html(
-    records: Sequence, steps: int, height_px: int = 420, scheduled: bool = False, page_size: int | None = None
+    records: Sequence,
+    steps: int,
+    height_px: int = 420,
+    scheduled: bool = False,
+    page_size: int | None = None,
+    actions: Sequence = (),
 ) -> str:
     """The last `steps` records of a run as the event log (newest step first), at most
     `height_px` tall (it scrolls): a heading per step ("step 4", or "your action (after
@@ -259,11 +260,14 @@ def log_html(
     words under its first line. The key names the entries' kinds by colour (with a scheduler,
     `scheduled`, also preempt, resume and abort). When the entries are longer than the box, a
     line fixed at its bottom, over a fade, says older steps are further down (until the end).
-    Given `page_size`, a token's slot also names its page and place: "in slot 17 (page 4, place 1)"."""
+    Given `page_size`, a token's slot also names its page and place: "in slot 17 (page 4, place 1)".
+    Given the run's `actions` (with a scheduler), a heading also says what the step did, as the
+    header does: "step 11 (scheduler step 8)", "step 2 (queues req2)"."""
     lines, chars = [], 0
     for record in reversed(records[-steps:]):  # newest step first
         mine = f"your action{', refused,' * record.refused} (after scenario step {record.step})"
-        label = mine if record.yours else f"step {record.step}"
+        role = step_role_at(actions, record.step) if actions else ""
+        label = mine if record.yours else f"step {record.step}" + f" ({role})" * bool(role)
         if record.own and not record.yours:  # run by Decode all once the scenario is done
             label = f"scheduler step past the end (after scenario step {record.step})"
         lines.append(f"<div class='pagedkv-log-step' style='margin-top:4px'><b>{label}</b></div>")

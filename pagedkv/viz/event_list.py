@@ -6,9 +6,9 @@ is preempted, resumes, finishes or is aborted. "(evicted)" marks a page taken fr
 (the LRU victim). Steps that only decode into pages with room are left out. Example lines
 (the `preempt` scenario):
 
-    step  4 | req1 admitted: pages [0, 1, 2, 3], room for its tokens 1-16
-    step 11 | req2 preempted (recompute): pages [10, 8, 7, 6, 5, 4] turn CACHED
-    step 13 | req1 takes page 10 (evicted), room for its tokens 25-28
+    step  4 (scheduler step 1) | req1 admitted: pages [0, 1, 2, 3], room for its tokens 1-16
+    step 11 (scheduler step 8) | req2 preempted (recompute): pages [10, 8, 7, 6, 5, 4] turn CACHED
+    step 13 (scheduler step 10) | req1 takes page 10 (evicted), room for its tokens 25-28
 """
 
 from __future__ import annotations
@@ -16,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from pagedkv.scenarios.text import step_role_at
+
 QUEUED = "waits in the scheduler's queue"
 
 
 def event_list(run: Any, first: int = 1, last: int | None = None) -> list[str]:
     """Lines `step  N | event` for the scenario steps `first` to `last` (default: to the
-    run's end) of a `ScenarioRun`; the step number is right-aligned in two columns."""
+    run's end) of a `ScenarioRun`; the step number is right-aligned in two columns. With a
+    scheduler the step also says what it did, as the dashboard's header does:
+    "step 11 (scheduler step 8) | ...", "step  2 (queues req2) | ..."."""
     last = run.records[-1].step if last is None else last
     lines: list[str] = []
     for index, record in enumerate(run.records):
@@ -29,7 +33,9 @@ def event_list(run: Any, first: int = 1, last: int | None = None) -> list[str]:
             continue
         before = run.snapshots[index].block_tables
         after = run.snapshots[index + 1].block_tables
-        lines += [f"step {record.step:2} | {text}" for text in _step_events(record, before, after)]
+        role = step_role_at(run.steps, record.step) if run.scheduler is not None else ""
+        label = f"step {record.step:2}" + f" ({role})" * bool(role)
+        lines += [f"{label} | {text}" for text in _step_events(record, before, after)]
     return lines
 
 
