@@ -195,6 +195,11 @@ def cost_text(costs: dict[str, dict[str, int]], gain: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def reference_rates(streams: dict[str, Sequence[LabRequest]], cache_tokens: int) -> dict[str, float]:
+    """What the reference answer `RevivedLast` serves on each of `streams` at `cache_tokens`."""
+    return {w: replay(streams[w], cache_tokens, RevivedLast()).hit_rate for w in streams}
+
+
 def reference_text(
     yours: dict[str, float], streams: dict[str, Sequence[LabRequest]], cache_tokens: int
 ) -> str:
@@ -202,7 +207,7 @@ def reference_text(
     `RevivedLast` serves on `streams` at `cache_tokens`: "matches the reference (chat 46.1 /
     zipf 68.9 / ...)" in the streams' order, else the streams where it differs."""
     order = list(streams)
-    ref = {w: replay(streams[w], cache_tokens, RevivedLast()).hit_rate for w in order}
+    ref = reference_rates(streams, cache_tokens)
     differ = [w for w in order if yours.get(w) != ref[w]]
     if differ:
         return "differs from the reference solution (Optional section below) on: " + ", ".join(differ)
