@@ -79,6 +79,11 @@ def test_chat_share_sweep_shares_and_rates_from_the_two_streams():
     assert lines[1].split() == ["50%", "+3.5", "+1.0", "arc"]
     # arc: mean +1.5, but LRU is first on seed 1
     assert lines[2].split() == ["75%", "+3.5", "-0.5", "no", "clear", "winner:", "arc", "~", "lru"]
+    counted = sweep_text([(0.5, both)], scan_requests=(300, 36)).splitlines()[-1]
+    chat_n = len(multi_turn_chat(seed=0))  # the mix holds every chat request and the whole scan part
+    assert counted.endswith(
+        f"{chat_n} chat + {len(scan_mix(300, seed=0))} scan, {chat_n} chat + {len(scan_mix(36, seed=0))} scan"
+    )
 
 
 def test_arc_tally_text_names_each_group_and_sums_its_counts():

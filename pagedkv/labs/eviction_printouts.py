@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pagedkv.labs.hit_rate_lab import hit_rates_by, make_policy, replay
-from pagedkv.labs.lab_workloads import LabRequest, mixed_traffic
+from pagedkv.labs.lab_workloads import LabRequest, mixed_traffic, multi_turn_chat, scan_mix
 from pagedkv.labs.pin_coverage import PinCoverage
 from pagedkv.labs.policy_check import RevivedLast
 from pagedkv.labs.seed_check import call_winner, seed_rates, verdict
@@ -79,12 +79,17 @@ def chat_share_sweep(
     return rows
 
 
-def sweep_text(rows: list[tuple[float, list[dict[str, float]]]]) -> str:
-    """`chat_share_sweep`'s rows: chat's share, ARC minus LRU on each seed, the verdict."""
+def sweep_text(rows: list[tuple[float, list[dict[str, float]]]], scan_requests: Sequence[int] = ()) -> str:
+    """`chat_share_sweep`'s rows: chat's share, ARC minus LRU on each seed, the verdict; with
+    `scan_requests` (as passed to the sweep), a last line per row counts the mix's requests."""
     lines = ["chat's share   arc minus lru on seeds 0, 1, 2 (points)   verdict, LRU vs ARC only"]
     for share, runs in rows:
         gaps = "".join(f"{r['arc'] - r['lru']:+6.1f}" for r in runs)
         lines.append(f"  {share:10.0%}   {gaps:38s}  {verdict(call_winner(runs))}")
+    counts = [len(scan_mix(n, seed=0)) for n in scan_requests]
+    if counts:
+        chat = len(multi_turn_chat(seed=0))
+        lines.append("requests per mix, by row: " + ", ".join(f"{chat} chat + {c} scan" for c in counts))
     return "\n".join(lines)
 
 
@@ -190,6 +195,11 @@ def cost_text(costs: dict[str, dict[str, int]], gain: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def reference_rates(streams: dict[str, Sequence[LabRequest]], cache_tokens: int) -> dict[str, float]:
+    """What the reference answer `RevivedLast` serves on each of `streams` at `cache_tokens`."""
+    return {w: replay(streams[w], cache_tokens, RevivedLast()).hit_rate for w in streams}
+
+
 def reference_text(
     yours: dict[str, float], streams: dict[str, Sequence[LabRequest]], cache_tokens: int
 ) -> str:
@@ -197,7 +207,7 @@ def reference_text(
     `RevivedLast` serves on `streams` at `cache_tokens`: "matches the reference (chat 46.1 /
     zipf 68.9 / ...)" in the streams' order, else the streams where it differs."""
     order = list(streams)
-    ref = {w: replay(streams[w], cache_tokens, RevivedLast()).hit_rate for w in order}
+    ref = reference_rates(streams, cache_tokens)
     differ = [w for w in order if yours.get(w) != ref[w]]
     if differ:
         return "differs from the reference solution (Optional section below) on: " + ", ".join(differ)
