@@ -4,7 +4,7 @@ Three caches replay the same `pagedkv.labs.lab_workloads` stream, one request at
 
 - **hash**: `KVCachePool` with chained block hashes as vLLM computes them, one page per
   hash, and LRU (`prefix_index="hash"`);
-- **radix**: the same pool with SGLang's tree as its index and leaf-first LRU
+- **radix**: the same pool with a radix tree as its index and leaf-first LRU
   (`prefix_index="radix"`); pages enter the index when they fill, and leaves give up one
   page at a time, because the pool asks for exactly the pages it needs;
 - **sglang**: `RadixCache` driven the way SGLang's scheduler drives it
