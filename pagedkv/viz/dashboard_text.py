@@ -217,17 +217,21 @@ def step_role(run: ScenarioRun) -> str:
 
 def counter_html(run: ScenarioRun) -> str:
     """The header's one counter: "step k of N" (with a scheduler, then what the step does,
-    see `step_role`), then "your actions: n (r refused)" (once you
+    see `step_role`, unless your actions or steps past the end are counted: then the tooltip
+    says it), then "your actions: n (r refused)" (once you
     have pressed one; refused ones changed nothing) and "+m past the end" (scheduler
     steps Decode all ran once the scenario was done), then, at the scenario's last step,
     "done" when every request has finished, or "steps done" and the requests still
     unfinished. Short, so the header stays on one line; the tooltip says it in full."""
     own, refused = own_done(run), sum(1 for r in run.records if r.yours and r.refused)
     extra = run.steps_past_end
-    text = f"step {run.cursor} of {len(run.steps)}" + step_role(run)
+    role, busy = step_role(run), bool(own + refused or extra)  # busy: the role goes to the tooltip
+    text = f"step {run.cursor} of {len(run.steps)}" + role * (not busy)
     text += f" · {your_actions(run)}" * bool(own + refused) + f" · +{extra} past the end" * bool(extra)
-    tips = [f"{own + refused} action{'s' * (own + refused != 1)} of your own; they move no scenario step"]
-    tips = tips * bool(own + refused)
+    tips = [f"step {run.cursor}{role}"] * bool(busy and role)  # the header stays one line
+    tips += [
+        f"{own + refused} action{'s' * (own + refused != 1)} of your own; they move no scenario step"
+    ] * bool(own + refused)
     tips += [f"{refused} of them refused (the log says why); they changed nothing"] * bool(refused)
     tips += [
         f"{extra} scheduler step{'s' * (extra != 1)} that Decode all ran after the scenario's last step"
