@@ -263,14 +263,9 @@ class Dashboard(DashboardControls):
         self.block_tables.value = block_table_html(snap, self.palette, run.events, token_ids=tokens)
         self.panes["Block tables"].children[1].layout.display = "" if scrolls(snap, tokens) else "none"
         self.status.value = status_html(run, snap)  # the message is in the caption, under Step
-        self.event_log.value = log_html(
-            run.records,
-            LOG_STEPS,
-            MAIN_HEIGHT_PX,
-            run.scheduler is not None,
-            run.page_size,
-            run.steps if run.scheduler is not None else (),
-        )
+        sched = run.scheduler is not None  # the log then names each step's role, as the header
+        roles = run.steps if sched else ()
+        self.event_log.value = log_html(run.records, LOG_STEPS, MAIN_HEIGHT_PX, sched, run.page_size, roles)
         self.step_counter.value = counter_html(run)  # step k of N · your actions: n · +m past the end
         self.actions_note.value = text.actions_note(run)  # an Add request refused: why, in red
         said = html.escape(self._caption())
