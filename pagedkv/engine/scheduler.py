@@ -116,7 +116,8 @@ class Scheduler:
         self.stats = SchedulerStats()
         self._listeners: list[Callable[[Event], None]] = []
         self._refused = ""  # why the last admission attempt failed (run() reports a stall)
-        self.head_refused = ""  # why the last step did not admit the waiting queue's head, if it tried
+        self.head_refused: tuple[Hashable, str] | None = None  # (req id, why): the last step tried to
+        # admit the waiting queue's head and could not
         self._in_flight: tuple[SchedulerOutput, StepPlan] | None = None  # scheduled, not yet updated
         self._finished_ids: list[Hashable] = []  # finished or aborted since the last output
 
@@ -241,10 +242,10 @@ class Scheduler:
             raise RuntimeError(f"running requests {lost} were freed outside the scheduler")
         plan = StepPlan(self._emit, self.pool.stats.evictions, len(self.manager.cow_log))
         budget = schedule_running(self, plan, self.max_num_batched_tokens)
-        self.head_refused = ""
+        self.head_refused = None
         if not plan.preempted:
             schedule_waiting(self, plan, budget)
-            self._refused, self.head_refused = plan.refused or self._refused, plan.refused
+            self._refused, self.head_refused = plan.refused or self._refused, plan.refused_request
         output = SchedulerOutput(
             step=self.stats.steps + 1,  # steps count from 1: the k-th step is step k
             num_scheduled_tokens=plan.num_scheduled_tokens,

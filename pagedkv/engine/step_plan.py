@@ -67,6 +67,7 @@ class StepPlan:
     swap_in: list[tuple[int, int]] = field(default_factory=list)  # (swap slot, page)
     new: list[NewRequestData] = field(default_factory=list)
     refused: str = ""  # why the last admission failed
+    refused_request: tuple[Hashable, str] | None = None  # (its req id, the pool's reason)
 
     def add_decodes(self, states: list[RequestState], req_ids: list[Hashable]) -> None:
         """Record one token scheduled for each of these requests, whose ids are req_ids
@@ -183,6 +184,7 @@ def _admit(sched: SchedulerState, plan: StepPlan, state: RequestState, budget: i
     except Exception as exc:  # noqa: BLE001 - plan_add and add change nothing when they raise
         # Out of pages, or an id another user of the SequenceManager took since add_request.
         plan.refused = f"request {req_id!r} cannot be admitted: {exc}"
+        plan.refused_request = (req_id, str(exc))
         return 0
     start = hits
     if state.swap_pages is not None:

@@ -333,7 +333,7 @@ def calculator_text(
     )
     if rounded != f"{cap['kv_budget_bytes'] / GIB:.2f}":  # only where rounding shows
         lines.append(f"    (from the exact terms; the rounded ones above add up to {rounded})")
-    v1 = cap if assume.cuda_graph_gib == 0 else capacity(m, g, tokens, replace(assume, cuda_graph_gib=0.0))
+    v1 = capacity(m, g, tokens, replace(assume, cuda_graph_gib=0.0))  # vLLM v1 subtracts no graphs
     if assume.cuda_graph_gib:  # vLLM v1 records its graphs outside the 0.9 (docs/vllm_map.md)
         lines.append(f"    with graphs GiB 0, as vLLM v1 by default: {v1['token_slots']:,} token slots")
     lines.append(f"    compare vLLM v1's start-up line 'GPU KV cache size: {v1['token_slots']:,} tokens'")

@@ -124,14 +124,19 @@ def ghost_bound_rates(
     """Each stream's S3-FIFO hit rate with G's two bounds: "pagedkv" (G keeps at most as many
     hashes as M holds pages now, at least one) and "paper" (up to M's capacity, 90 % of the
     pool, as in the paper's Algorithm 1)."""
-    paper_share = 1 - S3FIFOEvictionPolicy.SMALL_SHARE
     return {
         name: {
             "pagedkv": replay(requests, cache_tokens, S3FIFOEvictionPolicy(), page_size).hit_rate,
-            "paper": replay(requests, cache_tokens, S3FIFOEvictionPolicy(paper_share), page_size).hit_rate,
+            "paper": _paper_bound_rate(requests, cache_tokens, page_size),
         }
         for name, requests in streams.items()
     }
+
+
+def _paper_bound_rate(requests: Sequence[LabRequest], cache_tokens: int, page_size: int) -> float:
+    """S3-FIFO's hit rate with the paper's G bound: up to M's capacity, 90 % of the pool."""
+    policy = S3FIFOEvictionPolicy(1 - S3FIFOEvictionPolicy.SMALL_SHARE)
+    return replay(requests, cache_tokens, policy, page_size).hit_rate
 
 
 def paper_ghost_seeds(
@@ -140,14 +145,7 @@ def paper_ghost_seeds(
     """S3-FIFO's hit rate with the paper's G bound (90 % of the pool) on each seed of `stream`,
     in percent, rounded to 0.1 as the winner rule reads it. Example:
     paper_ghost_seeds("scan", 2048) -> [31.5, 30.6, 31.7]."""
-    share = 1 - S3FIFOEvictionPolicy.SMALL_SHARE
     return [
-        round(
-            100
-            * replay(
-                lab_workload(stream, seed=s), cache_tokens, S3FIFOEvictionPolicy(share), page_size
-            ).hit_rate,
-            1,
-        )
+        round(100 * _paper_bound_rate(lab_workload(stream, seed=s), cache_tokens, page_size), 1)
         for s in seeds
     ]

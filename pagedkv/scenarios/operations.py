@@ -278,8 +278,8 @@ class ScenarioOperations:
             )
             record.appends.append((end, seq_id))
         record.appends.sort(key=lambda mark: mark[0])
-        refused, said = self.scheduler.head_refused.split(": ", 1), step.decision  # why the head waits
-        record.waits = f"{self.scheduler.waiting[0].req_id} waits: {refused[1]}" if len(refused) > 1 else ""
+        refused, said = self.scheduler.head_refused, step.decision  # why the queue's head waits
+        record.waits = f"{refused[0]} waits: {refused[1]}" if refused else ""
         if said == "idle" and self.scheduler.has_unfinished:
             said = self._stalled()  # not idle: requests wait, and the note says for what
         record.note = "scheduler: " + said

@@ -158,7 +158,7 @@ class PredictStep(widgets.VBox):
             self.misses += 1
             self.button.description, self.button.icon = "Check again", "check"  # the step has run
 
-    def _picked_again(self, _change=None) -> None:  # a wrong pick's "Not quite" goes
+    def _picked_again(self, _change=None) -> None:
         if self.settled and self.choices.value != self.graded:  # a late pick: pagedkv.viz.grading
             self.choices.value = self.graded
             return
@@ -263,10 +263,14 @@ class Quiz(widgets.VBox):
             page.layout.display = "" if j == k else "none"
         n, done, first = len(self.questions), sum(self.settled), sum(bool(r) for r in self.first_try)
         self.seen[k] = True  # a skipped question is named as it is left and at the tally
-        skipped = [str(j + 1) for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
-        tally = all(self.settled[j] or str(j + 1) in skipped for j in range(n))  # all else is done
+        skipped = [j for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
+        tally = all(self.settled[j] or j in skipped for j in range(n))  # all else is done
         word = "questions " if len(skipped) > 1 else "question "  # "skipped", not "this one"
-        left = _verdict("You skipped " + word + ", ".join(skipped), PENDING) if skipped else ""
+        left = (
+            _verdict(f"You skipped {word}" + ", ".join(str(j + 1) for j in skipped), PENDING)
+            if skipped
+            else ""
+        )
         left = left if leaving or tally else ""  # an answer in between clears it (not stale)
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
         self.position.value = _box(head)
