@@ -163,7 +163,7 @@ def test_the_crash_drill_kills_the_server_right_after_the_record_it_names(tmp_pa
 
 @pytest.mark.parametrize("records", [1, 10])
 def test_a_cut_off_request_that_evicted_cached_pages_gets_them_dropped(tmp_path, records):
-    """`crash_after_eviction` (notebook 07's optional drill): recovery makes FREE exactly the
+    """`crash_after_eviction` (notebook 07b's drill): recovery makes FREE exactly the
     CACHED pages the cut-off records evicted, so the freed prompt hits only the pages left.
     Oracle: the log file read before the restart (its `evict` fields) against the restarted
     server's own metric; with 1 record (the `begin` alone) nothing was evicted or dropped."""

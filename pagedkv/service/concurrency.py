@@ -30,7 +30,7 @@ and since every operation touches the clock, the FREE heap or the eviction order
 operation would still need the global lock: per-page locks would only add acquisitions. The
 one finer design a wrapper *can* implement is a read-write lock (`ReadWriteLock`): reads
 share, writes exclude. `python -m pagedkv bench threads` measures both at 1, 2, 4 and 8
-threads (notebook 07 shows a run): neither gets steadily faster with more threads, and the
+threads (notebook 07b shows a run): neither gets steadily faster with more threads, and the
 read-write lock wins at some counts and loses at others, the order flipping between runs.
 The work is pure Python, so the GIL runs one thread at a time anyway and shared reads gain
 no parallelism, while a read-write lock built from a Condition costs several lock

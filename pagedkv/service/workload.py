@@ -230,7 +230,7 @@ def crash_during(
 
 
 def crash_after_eviction(store: Path, records: int = 10) -> dict:
-    """Notebook 07's optional drill: a server on `store` with 8 pages of 4 tokens. `old`
+    """Notebook 07b's drill: a server on `store` with 8 pages of 4 tokens. `old`
     (16 tokens, 4 pages) is admitted and freed, so its pages stay CACHED; `story` (16 tokens)
     takes the other 4. A 12-token generate of `story` is cut off `records` records in
     (`crash_during`): with no FREE page left, its appends evict `old`'s CACHED pages and
