@@ -53,7 +53,7 @@ def test_reference_text_says_match_only_for_the_reference_answers_rates():
     differ = [w for w in streams if lru[w] != ref[w]]
     assert reference_text(
         lru, streams, 1024
-    ) == "differs from the reference solution (Optional section below) on: " + ", ".join(
+    ) == "differs from the reference solution (deep dive 10b, section 4) on: " + ", ".join(
         w for w in ("zipf", "chat") if w in differ
     )
 

@@ -210,7 +210,7 @@ def reference_text(
     ref = reference_rates(streams, cache_tokens)
     differ = [w for w in order if yours.get(w) != ref[w]]
     if differ:
-        return "differs from the reference solution (Optional section below) on: " + ", ".join(differ)
+        return "differs from the reference solution (deep dive 10b, section 4) on: " + ", ".join(differ)
     rates = " / ".join(f"{w} {100 * ref[w]:.1f}" for w in order)
     return f"matches the reference ({rates})"
 

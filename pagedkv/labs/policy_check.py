@@ -217,7 +217,7 @@ def reuse_feedback(policy: EvictionPolicy) -> str:
     if after != [1, 3]:
         return (
             f"{said} keeps it last, as if revived (its old content's mark stayed): forget the"
-            ' victim in pop_victim. The Optional part after Mine, "The third step", tells this case.'
+            ' victim in pop_victim. The deep dive 10b, section 4, "The third step", tells this case.'
         )
     return f"{said} puts it first, as it should: never revived, and cached before page 3's."
 
