@@ -166,7 +166,7 @@ ANSWER_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal;line
 ERROR_STYLE = "color:#B00020;font-weight:bold;margin:0"
 ERROR_HINT = "(no answer until the box holds a number in range)"
 # Said under "does not fit": where the notebook splits such a model over several GPUs
-TP_POINTER = "Split it over several GPUs: tensor parallelism, section 1 of notebook 11b (the deep dive)."
+TP_POINTER = "Split it over several GPUs: tensor parallelism, notebook 11b, section 1."
 
 
 def error_html(error: str) -> str:
