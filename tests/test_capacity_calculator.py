@@ -137,7 +137,7 @@ def test_a_box_keeps_what_was_typed_and_the_answer_follows_every_keystroke():
     fields["graphs GiB"].value = -1.0
     assert fields["graphs GiB"].value == -1.0 and "graphs GiB -1 is out of range" in out.value
     fields["graphs GiB"].value = 0.0
-    assert "CUDA-graph pool                    0.00 GiB" in out.value
+    assert "CUDA-graph reserve                 0.00 GiB" in out.value
     fields["request tok"].value = 1024
     answer = calculator_answer("Mistral-7B", "A100-40GB", 1024, cuda_graph_gib=0.0)
     assert html.unescape(out.value) == f"<pre style='{ANSWER_STYLE}'>{wrapped(answer, 80)}</pre>"
@@ -166,7 +166,7 @@ def test_weights_that_do_not_fit_are_said_so():
     assert text.startswith("Llama-3-70B does not fit on one L4:")
     assert "more than 90% of the 22.00 GiB reported (19.80 GiB)" in text  # 0.9 x 22 GiB
     assert max(len(line) for line in text.splitlines()) <= 80  # one line each in the calculator
-    assert text.endswith("tensor parallelism, section 1.1 of notebook 11.")  # where to go next
+    assert text.endswith("tensor parallelism, notebook 11b, section 1.")  # where to go next
     assert "tensor parallelism" not in calculator_answer(
         "Llama-3-8B", "L4", 2048
     )  # only when it does not fit
@@ -224,7 +224,11 @@ def test_the_thin_slices_of_the_budget_are_named_on_the_picture():
     """Slices of 0.3-0.9 GiB are a few px wide: each has a callout with its name and size."""
     fig = plot_budget("Mistral-7B", "A100-40GB")
     callouts = [t.get_text() for t in fig.axes[0].texts]
-    names = ["activation peak: 0.86 GiB", "non-torch memory: 0.30 GiB", "CUDA-graph pool: 0.50 GiB"]
+    names = [
+        "activation peak at 8,192 tokens: 0.86 GiB",
+        "non-torch memory: 0.30 GiB",
+        "CUDA-graph reserve: 0.50 GiB",
+    ]
     assert callouts == names
 
 
@@ -277,7 +281,7 @@ def test_vllm_line_uses_vllm_v1_graph_term_zero():
 
     text = costs.calculator_text("Mistral-7B", "A100-40GB", 1024)
     assert "= 166,352 token slots" in text  # pagedkv's budget, with its 0.5 GiB reserve
-    assert "with graphs GiB 0, as vLLM v1 by default: 170,448 token slots" in text
+    assert "with graphs GiB 0, as vLLM v1 by default: 10,653 pages, logged as" in text
     assert "'GPU KV cache size: 170,448 tokens'" in text and 166_352 + 512 * 1024 // 128 == 170_448
     zero = costs.calculator_text("Mistral-7B", "A100-40GB", 1024, costs.Assumptions(cuda_graph_gib=0.0))
     assert "= 170,448 token slots" in zero and "with graphs GiB 0" not in zero

@@ -46,7 +46,7 @@ def test_the_paper_engine_profiles_fewer_tokens_and_no_graphs():
     new, old = costs.Assumptions(), costs.Assumptions.vllm_2023()
     assert costs.activation_bytes("OPT-13B", old) < costs.activation_bytes("OPT-13B", new)
     terms = {name: value for name, value, _ in costs.capacity_terms("OPT-13B", "A100-40GB", old)}
-    assert terms["CUDA-graph pool"] == terms["non-torch memory"] == 0
+    assert terms["CUDA-graph reserve"] == terms["non-torch memory"] == 0
 
 
 def test_an_activation_peak_read_from_a_log_replaces_the_formula():

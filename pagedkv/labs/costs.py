@@ -7,7 +7,7 @@ N tokens" (older versions: "# GPU blocks: N"); that line is what to compare agai
 - bytes per token = 2 (K and V) x layers x K/V heads x head size x dtype bytes;
 - KV budget = the memory the device reports x `gpu_memory_utilization` - weights - the
   activation peak of a profile run of `max_num_batched_tokens` tokens - non-torch memory
-  (CUDA context, cuBLAS/NCCL buffers) - the CUDA-graph pool; token slots = budget / bytes
+  (CUDA context, cuBLAS/NCCL buffers) - pagedkv's CUDA-graph reserve; token slots = budget / bytes
   per token, rounded down to whole pages. Weights and bytes per token are exact; the other
   three terms are pagedkv's estimates (`capacity_terms` says which, and why). The activation
   formula is the weakest: logged peaks run 16 % to 8.6x above it (docs/calibration.md, rows A1
@@ -41,7 +41,7 @@ class Assumptions:
     max_num_batched_tokens: int = 8192  # tokens of vLLM's profile run (its v1 default on a GPU server)
     max_num_seqs: int = 256  # sequences of the profile run: the LM-head logits it holds
     non_torch_gib: float = 0.3  # memory outside torch's allocator: pagedkv's estimate
-    cuda_graph_gib: float = 0.5  # CUDA-graph pool: pagedkv's estimate
+    cuda_graph_gib: float = 0.5  # CUDA-graph reserve: pagedkv's own (vLLM's default: 0)
     page_size: int = 16  # token slots per page (vLLM's default block_size)
     step_overhead_s: float = 0.003  # CPU time per engine step (scheduling, sampling): estimate
     copy_overhead_s: float = 10e-6  # fixed cost of one host<->GPU copy call: estimate
@@ -146,13 +146,13 @@ def capacity_terms(
             "pagedkv's estimate" if assume.activation_gib is None else "your value",
         ),
         ("non-torch memory", assume.non_torch_gib * GIB, _source(assume, "non_torch_gib")),
-        ("CUDA-graph pool", assume.cuda_graph_gib * GIB, _source(assume, "cuda_graph_gib")),
+        ("CUDA-graph reserve", assume.cuda_graph_gib * GIB, _source(assume, "cuda_graph_gib")),
     ]
 
 
 def _source(assume: Assumptions, field: str) -> str:
-    default = Assumptions.__dataclass_fields__[field].default
-    return "pagedkv's estimate" if getattr(assume, field) == default else "your value"
+    ours = "pagedkv's own; vLLM: 0" if field == "cuda_graph_gib" else "pagedkv's estimate"
+    return ours if getattr(assume, field) == Assumptions.__dataclass_fields__[field].default else "your value"
 
 
 def capacity(
@@ -334,10 +334,10 @@ def calculator_text(
     if rounded != f"{cap['kv_budget_bytes'] / GIB:.2f}":  # only where rounding shows
         lines.append(f"    (from the exact terms; the rounded ones above add up to {rounded})")
     v1 = capacity(m, g, tokens, replace(assume, cuda_graph_gib=0.0))  # vLLM v1 subtracts no graphs
-    if assume.cuda_graph_gib:  # vLLM v1 records its graphs outside the 0.9 (docs/vllm_map.md)
-        lines.append(f"    with graphs GiB 0, as vLLM v1 by default: {v1['token_slots']:,} token slots")
-    lines.append(f"    compare vLLM v1's start-up line 'GPU KV cache size: {v1['token_slots']:,} tokens'")
-    lines.append(f"      (older engines count blocks: '# GPU blocks: {v1['num_pages']}')")
+    logs = f"'GPU KV cache size: {v1['token_slots']:,} tokens' (older: '# GPU blocks: {v1['num_pages']}')"
+    if assume.cuda_graph_gib:  # vLLM records its graphs outside the 0.9 (docs/vllm_map.md): 0 there
+        lines.append(f"    with graphs GiB 0, as vLLM v1 by default: {v1['num_pages']:,} pages, logged as")
+    lines.append(f"{'      ' if assume.cuda_graph_gib else '    vLLM v1 logs '}{logs}")
     lines.append(f"requests of {tokens:,} tokens that fit: {cap['requests']:,}")
     if not ways:
         return "\n".join(lines)

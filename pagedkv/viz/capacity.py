@@ -166,7 +166,7 @@ ANSWER_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal;line
 ERROR_STYLE = "color:#B00020;font-weight:bold;margin:0"
 ERROR_HINT = "(no answer until the box holds a number in range)"
 # Said under "does not fit": where the notebook splits such a model over several GPUs
-TP_POINTER = "Split it over several GPUs: tensor parallelism, section 1.1 of notebook 11."
+TP_POINTER = "Split it over several GPUs: tensor parallelism, notebook 11b, section 1."
 
 
 def error_html(error: str) -> str:
@@ -239,7 +239,7 @@ def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Fi
     memory, the CUDA-graph pool, the KV cache, and the share vLLM leaves unused."""
     terms = costs.capacity_terms(model, gpu, assume)
     usable = terms[0][1]
-    parts = [(name.split(" at ")[0], value) for name, value, _ in terms[1:]]
+    parts = [(name, value) for name, value, _ in terms[1:]]  # the peak keeps "at N tokens"
     parts.append(("KV cache", usable - sum(v for _, v in parts)))
     free = usable / assume.gpu_memory_utilization - usable
     util = assume.gpu_memory_utilization

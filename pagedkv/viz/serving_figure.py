@@ -92,7 +92,7 @@ def serving_figure(data: dict) -> Figure:
     fig = Figure(figsize=(8.5, 3.6), dpi=100, layout="constrained")  # 850 px wide: no shrinking in a cell;
     # 360 px tall, the legend beside the bars: the panels and the legend fit one 720-px screen together
     FigureCanvasAgg(fig)
-    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.4, 1]})
+    lat, bars = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     latency_panel(lat, systems, rates, data.get("sustainable_rates") or None)
     colors = SERVING_BUCKET_COLORS
     top, bottom = str(data["top_rate"]), np.zeros(len(SYSTEMS))
