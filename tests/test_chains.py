@@ -119,11 +119,12 @@ def test_release_chains_by_hand():
     }
     assert KINDS["free"][3] == "not indexed: FREE after release"
     # the earlier request held block 2 on page 5: the copy's note names it, and block 3, which
-    # the later request wrote on page 5 once it had evicted it, says page 5 held block 2 before
-    named = release_chains(kinds, [0, 1, 9, 5, 3], hit_blocks=2, original=5)["x"]
+    # the later request wrote on page 5 once it had evicted it, says what page 5 holds now,
+    # then that it held the earlier request's block 2 (a learner misread "before: block 2")
+    named = release_chains(kinds, [0, 1, 9, 5, 3], hit_blocks=2, original=5, earlier="req. 1")["x"]
     assert [note for _, _, note in named[1:3]] == [
         "block 2: copy\nof page 5",
-        "block 3 (before:\nblock 2, the original)",
+        "now block 3; was\nreq. 1's block 2",
     ]
 
 

@@ -28,3 +28,25 @@ def test_no_retry_no_difference_and_retries_favour_the_hash_chain():
 
 def test_the_figure_is_readable_on_a_projector():
     assert min_font_pt(plot_retry_sweep(retry_sweep([0, 1.0], [1024]))) >= 13
+
+
+def test_curve_falls_by_hand():
+    """Notebook 09b, section 2: the rates after which a curve of the figure falls, on points made
+    by hand (gain = extra hits / radix hits; extra evictions = hash - radix), for one cache."""
+    import pytest
+
+    from pagedkv.labs.retry_sweep import SweepPoint, curve_falls
+
+    points = [  # (rate, cache, hash hits, radix hits, hash evictions, radix evictions), shuffled
+        SweepPoint(0.5, 64, 110, 100, 9, 5),  # gain 10%, 4 extra evictions
+        SweepPoint(0.0, 64, 100, 100, 5, 5),  # 0%, 0
+        SweepPoint(0.2, 64, 120, 100, 8, 2),  # 20%, 6
+        SweepPoint(1.0, 64, 130, 100, 9, 1),  # 30%, 8
+        SweepPoint(0.2, 16, 90, 100, 0, 0),  # another cache: left out
+    ]
+    assert curve_falls(points, 64, "gain") == [0.2]  # 20% -> 10%
+    assert curve_falls(points, 64, "extra_evictions") == [0.2]  # 6 -> 4
+    assert curve_falls(points, 16, "gain") == []  # one point: nothing falls
+    assert points[4].gain == -0.1 and points[1].extra_evictions == 0
+    with pytest.raises(ValueError, match="'gain' or 'extra_evictions'"):
+        curve_falls(points, 64, "hits")

@@ -1,4 +1,4 @@
-"""The model of vLLM v1's hash map (notebook 09, section 5) against the pool it models."""
+"""The model of vLLM v1's hash map (notebook 09b, section 1) against the pool it models."""
 
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.radix_vs_hash import orphan_pages

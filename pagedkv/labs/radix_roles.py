@@ -176,14 +176,19 @@ def request_table(rows_by_index: dict[str, list[RequestRow]], page_size: int = 4
 
 
 def release_chains(
-    kinds: dict[str, list[str]], pages: Sequence[int], hit_blocks: int, original: int | None = None
+    kinds: dict[str, list[str]],
+    pages: Sequence[int],
+    hit_blocks: int,
+    original: int | None = None,
+    earlier: str = "req. 1",
 ) -> dict[str, list]:
     """`plot_page_chains` rows for a request that repeats an earlier prompt, after its release:
     one box for its hit pages, then one per later block. Its first recomputed block is the
     copy; the last block is partial. `kinds` maps a row title to `page_kinds` of `pages`; a
     page no index holds after release is FREE, so "not indexed" becomes "free". `original`, the
-    page that held the copied block in the earlier request, names it in the copy's note and, if
-    the request later reused that page (evicted), in that block's note too."""
+    page that held the copied block in the earlier request (named `earlier`), names it in the
+    copy's note and, if the request later reused that page (evicted), in that block's note
+    too: the block it holds now, then the block it held in the earlier request."""
     last = len(pages) - 1
     out: dict[str, list] = {}
     for title, row in kinds.items():
@@ -194,7 +199,7 @@ def release_chains(
             if original is not None and k == hit_blocks:
                 note += f"\nof page {original}"
             elif original is not None and pages[k] == original:
-                note = f"block {k} (before:\nblock {hit_blocks}, the original)"
+                note = f"now block {k}; was\n{earlier}'s block {hit_blocks}"
             boxes.append((f"page {pages[k]}", shown[k], note))
         out[title] = boxes
     return out

@@ -14,7 +14,7 @@ Three caches replay the same `pagedkv.labs.lab_workloads` stream, one request at
   holds the tree's pages, its copies go back to the free list), the rest when it finishes
   (with its partial last page freed). `after_prefill=False` inserts once, at finish: one
   request at a time that gives the same hits with page-by-page eviction, but with whole
-  leaves it changes which leaves exist (notebook 09, section 6). SGLang splits a chunked
+  leaves it changes which leaves exist (notebook 09b, section 4). SGLang splits a chunked
   prefill into several inserts; this model inserts the whole prompt at once.
 
 The hit rule is the same in all three: at least the last prompt token runs, and only whole
@@ -246,7 +246,7 @@ def account_lines(rows: Sequence[RequestRow], i: int, page_size: int = 4, num_pa
     """Request `i` (from 0) of `generate_one_at_a_time` in one pool, one count a line: hits,
     where the new pages came from (FREE ones taken, then evicted ones), then evictions so
     far, pages indexed and FREE pages, each as `total = count before - out + in` from the
-    row before (notebook 09, section 5).
+    row before (notebook 09b, section 3).
 
     The totals are the pool's own counts; the terms come from the request's pages, so a
     caller can check that each sum holds (see `account_sums_hold`)."""

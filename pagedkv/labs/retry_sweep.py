@@ -68,6 +68,16 @@ class SweepPoint:
         """Hit tokens the hash chain serves beyond the tree (negative: fewer)."""
         return self.hash_hits - self.radix_hits
 
+    @property
+    def gain(self) -> float:
+        """The extra hits as a share of the tree's hits (the figure's left panel)."""
+        return self.extra_hits / self.radix_hits if self.radix_hits else 0.0
+
+    @property
+    def extra_evictions(self) -> int:
+        """Pages the hash pool evicts beyond the radix pool (the figure's right panel)."""
+        return self.hash_evictions - self.radix_evictions
+
 
 def retry_sweep(
     rates: Sequence[float], cache_sizes: Sequence[int], page_size: int = 16, seed: int = 0
@@ -81,3 +91,13 @@ def retry_sweep(
             hits, evictions = (h.hit_tokens, r.hit_tokens), (h.evictions, r.evictions)
             points.append(SweepPoint(rate, cache_tokens, *hits, *evictions))
     return points
+
+
+def curve_falls(points: Sequence[SweepPoint], cache_tokens: int, value: str) -> list[float]:
+    """The retry rates after which one curve of the figure falls at the next rate: `value` is
+    "gain" (left panel) or "extra_evictions" (right panel), for the cache of `cache_tokens`."""
+    if value not in ("gain", "extra_evictions"):
+        raise ValueError(f"value must be 'gain' or 'extra_evictions', got {value!r}")
+    curve = sorted((p for p in points if p.cache_tokens == cache_tokens), key=lambda p: p.retry_rate)
+    ys = [getattr(p, value) for p in curve]
+    return [p.retry_rate for p, y, y_next in zip(curve, ys, ys[1:]) if y_next < y]

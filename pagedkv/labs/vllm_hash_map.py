@@ -1,4 +1,4 @@
-"""A small model of vLLM v1's prefix index beside pagedkv's, for notebook 09, section 4.
+"""A small model of vLLM v1's prefix index beside pagedkv's, for notebook 09b, section 1.
 
 vLLM v1 keeps its cached blocks in a `BlockHashToBlockMap`: a block hash maps to a dict of
 block ids, so two blocks with the same hash (a recomputed copy and its original) are both
