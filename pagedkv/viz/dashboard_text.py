@@ -53,8 +53,8 @@ VIEW_HEIGHT_PX = 330  # a view's picture is shown at most this tall: the dashboa
 # to your actions, fits JupyterLab's 600-px notebook view at 1280x720
 VIEW_BOX_PX = VIEW_HEIGHT_PX - SCROLL_NOTE_PX  # the Block tables' scrolling box
 SCROLL_NOTE = (
-    "<div style='font-size:13px;color:#444'>↕ The box above scrolls: every running sequence "
-    "has a block-table row and a tokens-by-page row.</div>"
+    "<div style='font-size:13px;color:#444'>↕ The box above scrolls: a row cut at its lower edge "
+    "goes on below it; scroll to see it whole.</div>"
 )
 
 
