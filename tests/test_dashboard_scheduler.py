@@ -191,6 +191,38 @@ def test_the_header_says_done_only_once_every_request_has_finished():
     assert re.sub(r"<[^>]+>", "", alone.step_counter.value) == "step 40 of 40 · scheduler step 37 · done"
 
 
+def test_the_headers_steps_done_part_may_wrap_whole_onto_a_second_line():
+    """A learner saw "... · +1 past the end · steps done, req3 ur" cut off at 1280 px, the
+    scenario picker squeezed: the counter's first part stays one line, and the "steps done"
+    part wraps as one piece (never cut inside) when it does not fit beside it."""
+    dash = Dashboard("preempt")
+    dash.add_request()
+    dash.goto(40)
+    value = dash.step_counter.value
+    assert "white-space:nowrap' title" not in value  # the whole counter may wrap
+    first, done = re.match(r"<span[^>]*><b style='white-space:nowrap'>(.*?)</b>(.*)</span>$", value).groups()
+    assert first.startswith("step 40 of 40") and "steps done" not in first
+    assert "display:inline-block;white-space:nowrap'><b>steps done</b>, req2, req3 unfinished</span>" in done
+
+
+def test_a_resumed_request_waits_for_its_prompt_and_generated_tokens_not_a_prompt_of_them():
+    """A learner read "req3 waits: prompt of 19 tokens" of a 15-token prompt: a resumed
+    request's tokens are split into prompt and generated ones, and one page is "1 new page".
+    Oracle: the scenario's own requests, their prompt and output lengths."""
+    from pagedkv.scenarios import ScenarioRun
+
+    run = ScenarioRun("preempt")
+    while run.can_step:
+        run.step()
+    waits = {r.step: r.waits for r in run.records if r.waits}
+    req3 = run.scheduler.request("req3")
+    assert len(req3.prompt_token_ids) == 15
+    assert waits[25].startswith("req3 waits: 19 tokens (15 prompt + 4 generated) needs 1 new page;")
+    assert waits[28].startswith("req3 waits: 19 tokens (15 prompt + 4 generated) needs 2 new pages;")
+    assert waits[4].startswith("req3 waits: prompt of 15 tokens needs 4 new pages;")  # not yet run
+    assert not any("needs 1 new pages" in w for w in waits.values())
+
+
 def test_the_log_key_names_resume_and_abort_only_with_a_scheduler():
     def key(dash):  # the colour key, in the log's folded note, above its explanation
         return dash.event_log.value.split("<details")[1].split("inside a step")[0]

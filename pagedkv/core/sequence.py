@@ -177,8 +177,9 @@ class SequenceManager:
         """Carry out a plan from `plan_add` (it must still hold: nothing changed since)."""
         pool, tokens, hits = self.pool, plan.tokens, plan.hits
         if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
+            pages = f"{plan.num_new_pages} new page{'s' * (plan.num_new_pages != 1)}"
             raise OutOfPagesError(
-                f"prompt of {len(tokens)} tokens needs {plan.num_new_pages} new pages; {pool.num_free_pages} "
+                f"prompt of {len(tokens)} tokens needs {pages}; {pool.num_free_pages} "
                 f"FREE + {pool.num_cached_pages - len(plan.revived)} evictable CACHED"
             )
         pool.tick()

@@ -167,11 +167,21 @@ def schedule_waiting(sched: SchedulerState, plan: StepPlan, budget: int) -> None
         budget -= k
 
 
+def _resumed_reason(state: RequestState, why: str, n: int) -> str:
+    """The pool's reason, with a resumed request's tokens split into prompt and generated
+    ones: the pool calls all n tokens a sequence is admitted with its prompt."""
+    prompt = len(state.prompt_token_ids)
+    if n <= prompt:
+        return why
+    return why.replace(f"prompt of {n} tokens", f"{n} tokens ({prompt} prompt + {n - prompt} generated)", 1)
+
+
 def _admit(sched: SchedulerState, plan: StepPlan, state: RequestState, budget: int) -> int:
     """Add the request's sequence with the tokens this step computes (plus its prefix hits
     and, after a swap, its swapped tokens); returns the tokens to compute, 0 if refused."""
     manager, req_id, total = sched.manager, state.req_id, state.num_tokens
     swapped = state.num_swapped_tokens if state.swap_pages is not None else 0
+    end = total  # the tokens the sequence is added with
     try:
         if swapped or total <= budget:
             end = min(total, swapped + budget)
@@ -183,8 +193,9 @@ def _admit(sched: SchedulerState, plan: StepPlan, state: RequestState, budget: i
         hits = manager.add(req_id, state.token_ids[:end])
     except Exception as exc:  # noqa: BLE001 - plan_add and add change nothing when they raise
         # Out of pages, or an id another user of the SequenceManager took since add_request.
-        plan.refused = f"request {req_id!r} cannot be admitted: {exc}"
-        plan.refused_request = (req_id, str(exc))
+        why = _resumed_reason(state, str(exc), end)
+        plan.refused = f"request {req_id!r} cannot be admitted: {why}"
+        plan.refused_request = (req_id, why)
         return 0
     start = hits
     if state.swap_pages is not None:

@@ -53,8 +53,8 @@ VIEW_HEIGHT_PX = 330  # a view's picture is shown at most this tall: the dashboa
 # to your actions, fits JupyterLab's 600-px notebook view at 1280x720
 VIEW_BOX_PX = VIEW_HEIGHT_PX - SCROLL_NOTE_PX  # the Block tables' scrolling box
 SCROLL_NOTE = (
-    "<div style='font-size:13px;color:#444'>↕ The box above scrolls: every running sequence "
-    "has a block-table row and a tokens-by-page row.</div>"
+    "<div style='font-size:13px;color:#444'>↕ The box above scrolls: a row cut at its lower edge "
+    "goes on below it; scroll to see it whole.</div>"
 )
 
 
@@ -222,7 +222,9 @@ def counter_html(run: ScenarioRun) -> str:
     have pressed one; refused ones changed nothing) and "+m past the end" (scheduler
     steps Decode all ran once the scenario was done), then, at the scenario's last step,
     "done" when every request has finished, or "steps done" and the requests still
-    unfinished. Short, so the header stays on one line; the tooltip says it in full."""
+    unfinished. Short, so the header stays on one line; when the scenario's steps are done with a
+    request unfinished, that part may wrap, whole, onto a second line (at 1280 px it did not fit
+    beside the scenario picker). The tooltip says it in full."""
     own, refused = own_done(run), sum(1 for r in run.records if r.yours and r.refused)
     extra = run.steps_past_end
     role, busy = step_role(run), bool(own + refused or extra)  # busy: the role goes to the tooltip
@@ -239,10 +241,11 @@ def counter_html(run: ScenarioRun) -> str:
     waiting = run.unfinished_requests if run.done else []
     done = " · <b>done</b>" * (run.done and not waiting)
     if waiting:  # the steps are used up, not the requests: say which are left
-        done = f" · <b>steps done</b>, {', '.join(map(str, waiting))} unfinished"
+        left = f"<b>steps done</b>, {', '.join(map(str, waiting))} unfinished"
+        done = f" · <span style='display:inline-block;white-space:nowrap'>{left}</span>"  # wraps whole
         tips.append("the scenario's steps are used up; Decode all runs the scheduler on")
-    span = f"<span style='font-size:16px;white-space:nowrap' title='{html.escape('; '.join(tips))}'>"
-    return f"{span}<b>{text}</b>{done}</span>"
+    span = f"<span style='font-size:16px' title='{html.escape('; '.join(tips))}'>"
+    return f"{span}<b style='white-space:nowrap'>{text}</b>{done}</span>"
 
 
 # An entry's wrapped lines start further in than its first line (a hanging indent), so a

@@ -393,3 +393,46 @@ def test_block_tables_tab_shows_a_whole_tokens_by_page_row(projector_notebook, s
     page.screenshot(path=str(screenshot_dir / "dashboard_block_tables_05_step_20.png"))
     box = page.locator(".pagedkv-token-pages").first.evaluate(_TOKEN_ROW_JS)
     assert box["scrolled"] == 0 and max(box["label"], box["row"]) <= box["box"], box
+
+
+_CLIPPED_JS = """el => { const r = el.getBoundingClientRect();
+  const row = el.parentElement.getBoundingClientRect();
+  return {right: r.right, row_right: row.right, scroll: el.scrollWidth, client: el.clientWidth,
+          lines: Math.round(r.height / parseFloat(getComputedStyle(el.querySelector('span')).fontSize))}; }"""
+
+
+def test_the_header_after_your_actions_at_the_last_step_wraps_instead_of_being_cut(
+    projector_notebook, screenshot_dir
+):
+    """A learner at 1280 px read "... · +1 past the end · steps done, req3 ur", cut off at the
+    right edge, after Add request, go to step 40, Finish and Decode all in 05's dashboard: the
+    header now keeps all its text inside its row, its "steps done" part on a second line when
+    the row is narrow (the file browser open, as `make lab` starts), and the scenario picker
+    narrows at most to its minimum width."""
+    nb = projector_notebook("05_scheduling_and_preemption.ipynb")
+    page = nb.page
+    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # the file browser
+    page.wait_for_timeout(800)
+    nb.run_all()
+    page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.locator("button.pagedkv-add").first.click()
+    nb.wait_idle()
+    page.locator(".pagedkv-step-box input").first.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("40")
+    page.keyboard.press("Enter")
+    counter = page.locator(".pagedkv-step-counter").first
+    counter.filter(has_text=re.compile(r"step 40 of 40")).wait_for(timeout=120_000)
+    nb.wait_idle()
+    for button in ("button.pagedkv-finish", "button.pagedkv-decode"):
+        page.locator(button).first.click()
+        nb.wait_idle()
+    counter.filter(has_text="past the end").wait_for(timeout=60_000)
+    page.wait_for_timeout(500)
+    page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.screenshot(path=str(screenshot_dir / "dashboard_header_05_step_40_yours.png"))
+    box = counter.evaluate(_CLIPPED_JS)
+    assert "unfinished" in counter.text_content()
+    assert box["scroll"] <= box["client"] + 1 and box["right"] <= box["row_right"] + 1, box
+    picker = page.locator(".pagedkv-scenario").first.evaluate("el => el.getBoundingClientRect().width")
+    assert picker >= 300 - 1, picker  # narrowed at most to its min-width, the title's start readable
