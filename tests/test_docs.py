@@ -282,3 +282,39 @@ def test_every_relative_link_in_the_notebooks_opens_in_the_repository_and_in_mak
         if not resolved.is_file() or not resolved.is_relative_to(served):
             bad.append((str(path.relative_to(ROOT)), target))
     assert not bad, bad
+
+
+def _anchor(heading: str) -> str:
+    """The id JupyterLab gives a markdown heading: its rendered text, each space a '-'."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link shows its text
+    return re.sub(r"`|\*\*?", "", text).strip().replace(" ", "-")
+
+
+def test_every_link_to_a_notebook_section_names_a_heading_of_that_notebook():
+    """A core notebook sends the learner to its deep dive's section with a link like
+    `05b_preemption_deep_dive.ipynb#2.-Swap-bytes`: a renamed heading would leave the link
+    opening the notebook at its top, silently. The anchor must be a heading's id there."""
+    from urllib.parse import unquote
+
+    import nbformat
+
+    pages = sorted(p for p in ROOT.glob("notebooks/*.ipynb"))
+    headings = {
+        p.name: {
+            _anchor(line.lstrip("#"))
+            for cell in nbformat.read(p, as_version=4).cells
+            if cell.cell_type == "markdown"
+            for line in cell.source.splitlines()
+            if re.match(r"#{1,6} ", line)
+        }
+        for p in pages
+    }
+    links = [
+        (path.name, target)
+        for path in pages
+        for target in LINK.findall(path.read_text().replace("\\n", "\n"))
+        if re.match(r"\d\w*\.ipynb#", target)
+    ]
+    assert len(links) >= 5  # the core notebooks link into their deep dives
+    bad = [(name, t) for name, t in links if unquote(t.split("#")[1]) not in headings[t.split("#")[0]]]
+    assert not bad, bad
