@@ -39,6 +39,7 @@ from pagedkv.service.workload import (
     reference,
     run_in_subprocess,
     run_workload,
+    step_of_record,
     workload_command,
     workload_config,
 )
@@ -228,6 +229,17 @@ def test_a_record_torn_by_the_crash_is_dropped(tmp_path, die_at, torn_bytes):
     again = recover(tmp_path / "s")
     assert again.recovery["torn_bytes"] == 0 and "after" in again.sequences
     again.close()
+
+
+@pytest.mark.slow
+def test_step_of_record_names_the_step_a_child_of_that_many_steps_ends_in(tmp_path):
+    """Notebook 07 prints the step its child died in: a child stopped after 63 steps has
+    written exactly the records of those steps, so its last record is step 63's."""
+    assert run_in_subprocess(tmp_path / "s", 7, "--steps", "63", "--fsync", "never") == 0
+    records, _ = read_log(tmp_path / "s" / "wal.log")
+    last = records[-1].seq
+    assert step_of_record(7, last) == 63 and step_of_record(7, last + 1) == 64
+    assert step_of_record(7, 150) == 64  # the notebook's child, killed writing record 150
 
 
 # ---- damaged logs: truncation and corruption at random offsets ---------------------------

@@ -54,13 +54,21 @@ def workload_config(model: TinyLM) -> CacheConfig:
 
 
 def run_workload(
-    manager: SequenceManager, model: TinyLM, seed: int, steps: int, checkpoint_every: int = 0
+    manager: SequenceManager,
+    model: TinyLM,
+    seed: int,
+    steps: int,
+    checkpoint_every: int = 0,
+    started: list[int] | None = None,
 ) -> None:
-    """`steps` random steps: admit + prefill, decode a few sequences, fork, or free."""
+    """`steps` random steps: admit + prefill, decode a few sequences, fork, or free. Each
+    step's number (from 1) is appended to `started`, if given, as the step begins."""
     rng = np.random.default_rng(seed)
     prefixes = [rng.choice(ALPHABET, size=int(rng.integers(4, 14))).tolist() for _ in range(3)]
     next_id = 0
     for step in range(steps):
+        if started is not None:
+            started.append(step + 1)
         live = list(manager.sequences)
         r = rng.random()
         if not live or r < 0.3:
@@ -146,6 +154,19 @@ def reference(seed: int, num_records: int, steps: int = 10**9) -> SequenceManage
     except _Stop:
         pass
     return manager
+
+
+def step_of_record(seed: int, seq: int) -> int:
+    """The workload step (counted from 1) that writes record `seq`: the step a child killed
+    while writing that record died in."""
+    model = TinyLM(seed=0)
+    manager = _BudgetManager(KVCachePool(workload_config(model)), seq - 1)
+    started: list[int] = []
+    try:
+        run_workload(manager, model, seed, 10**9, started=started)
+    except _Stop:
+        return started[-1]
+    raise ValueError(f"the workload of seed {seed} never writes record {seq}")
 
 
 def computed_kv(manager: SequenceManager) -> dict:
