@@ -51,9 +51,10 @@ def test_reference_text_says_match_only_for_the_reference_answers_rates():
     lru = {w: replay(s, 1024).hit_rate for w, s in streams.items()}
     assert lru != ref
     differ = [w for w in streams if lru[w] != ref[w]]
+    section = '10b, section 4, "Refused policies, newest first, and one way to write Mine"'
     assert reference_text(
         lru, streams, 1024
-    ) == 'differs from the reference solution (10b, section 4, "Refused policies, newest first, and one way to write Mine") on: ' + ", ".join(
+    ) == f"differs from the reference solution ({section}) on: " + ", ".join(
         w for w in ("zipf", "chat") if w in differ
     )
 
@@ -65,10 +66,13 @@ def test_mine_box_pending_names_where_the_reference_beats_lru_from_replays():
     from pagedkv.labs.policy_check import RevivedLast
 
     streams = {w: lab_workload(w)[:60] for w in ("zipf", "chat")}
-    beats = {w: replay(s, 1024, RevivedLast()).hit_rate > replay(s, 1024).hit_rate for w, s in streams.items()}
+    beats = {
+        w: replay(s, 1024, RevivedLast()).hit_rate > replay(s, 1024).hit_rate for w, s in streams.items()
+    }
     assert beats == {"zipf": True, "chat": False}  # replayed here, not taken from the text
     assert mine_box_pending(streams, 1024) == (
-        "The box on why the finished Mine beats LRU on zipf (not on chat) opens once your rates match the reference."
+        "The box on why the finished Mine beats LRU on zipf (not on chat) opens once your rates match"
+        " the reference."
     )
 
 

@@ -262,8 +262,11 @@ def streams_summary(curves: dict[str, dict[str, list[float]]]) -> str:
         if not any(r > x for p in others for r, x in rows[p]):
             key = "on top on {}"
         else:
-            parts = [f"{_names(under)} {_verb(under, 'is', 'are')} at or below it at every size"] if under else []
-            parts += [f"{_names(cross)} {_verb(cross, 'crosses', 'cross')} it"] if cross else []
+            parts = []
+            if under:
+                parts.append(f"{_names(under)} {_verb(under, 'is', 'are')} at or below it at every size")
+            if cross:
+                parts.append(f"{_names(cross)} {_verb(cross, 'crosses', 'cross')} it")
             why = f" ({'; '.join(parts)})" if parts else ""
             key = f"under {len(above)} of the {len(others)} others on {{}} at every size{why}"
         said.setdefault(key, []).append(w)
