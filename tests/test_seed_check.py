@@ -54,11 +54,11 @@ def test_no_clear_winner_prints_the_best_mean_first():
 def test_seed_table_prints_each_policy_s_rate_on_each_seed_at_one_size():
     from pagedkv.labs.seed_check import seed_table
 
-    runs = {("a", 8): [{"x": 1.0, "y": 20.5}, {"x": 3.0, "y": 4.0}], ("a", 16): [{"x": 9.0, "y": 9.0}] * 2}
+    runs = {("a", 8): [{"x": 1.0, "y": 20.5}, {"x": 3.0, "y": 4.1}], ("a", 16): [{"x": 9.0, "y": 9.0}] * 2}
     assert seed_table(runs, {"a": ("x", "y")}, 8).splitlines() == [
-        "                   s0    s1",
-        "a      x          1.0   3.0",
-        "       y         20.5   4.0",
+        "                   s0    s1   mean",
+        "a      x          1.0   3.0    2.0",
+        "       y         20.5   4.1   12.3",  # (20.5 + 4.1) / 2
     ]
     assert seed_table(runs, {"a": ("x", "y")}, 8, {"a": "y"}).splitlines()[-1] == "       verdict: y"
 

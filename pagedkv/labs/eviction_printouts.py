@@ -13,7 +13,7 @@ from typing import Any
 from pagedkv.labs.hit_rate_lab import hit_rates_by, make_policy, replay
 from pagedkv.labs.lab_workloads import LabRequest, mixed_traffic, multi_turn_chat, scan_mix
 from pagedkv.labs.pin_coverage import PinCoverage
-from pagedkv.labs.policy_check import RevivedLast
+from pagedkv.labs.policy_check import SECTION_4, RevivedLast
 from pagedkv.labs.seed_check import call_winner, seed_rates, verdict
 
 Table = dict[str, dict[str, float]]
@@ -210,9 +210,21 @@ def reference_text(
     ref = reference_rates(streams, cache_tokens)
     differ = [w for w in order if yours.get(w) != ref[w]]
     if differ:
-        return "differs from the reference solution (deep dive 10b, section 4) on: " + ", ".join(differ)
+        return f"differs from the reference solution ({SECTION_4}) on: " + ", ".join(differ)
     rates = " / ".join(f"{w} {100 * ref[w]:.1f}" for w in order)
     return f"matches the reference ({rates})"
+
+
+def mine_box_pending(streams: dict[str, Sequence[LabRequest]], cache_tokens: int) -> str:
+    """The line the check cell prints while the learner's Mine differs from the reference: the
+    box on why the finished Mine beats LRU opens once the rates match. It names the streams
+    where the reference beats LRU at `cache_tokens`, and those where it does not, from replays:
+    "... beats LRU on zipf, rag and scan (not on chat) ..."."""
+    ref = reference_rates(streams, cache_tokens)
+    wins = [w for w in streams if ref[w] > replay(streams[w], cache_tokens).hit_rate]
+    loses = [w for w in streams if w not in wins]
+    where = _names(wins) + (f" (not on {_names(loses)})" if loses else "")
+    return f"The box on why the finished Mine beats LRU on {where} opens once your rates match the reference."
 
 
 def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
@@ -234,23 +246,39 @@ def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
 def streams_summary(curves: dict[str, dict[str, list[float]]]) -> str:
     """One line on where LRU's line sits in each panel of the eviction figure, over all its
     cache sizes: on top on a stream where no other policy is above it at any size; else how
-    many of the other policies stay above it at every size, and which fall below it at some
-    size (streams alike are named together). leaf-lru is left out (it is LRU, number for
-    number), e.g. "LRU's line (black): on top on chat; under 4 of the 5 others on zipf,
-    rag and scan at every size (only fifo falls below it at some size)"."""
+    many of the other policies stay above it at every size, which are at or below it at every
+    size, and which cross it (streams alike are named together). leaf-lru is left out (it is
+    LRU, number for number), e.g. "LRU's line (black), leaf-lru not counted: on top on chat;
+    under 4 of the 5 others on zipf, rag and scan at every size (fifo is at or below it at
+    every size)"."""
     said: dict[str, list[str]] = {}
     for w, by_policy in curves.items():
         lru = by_policy["lru"]
         others = [p for p in by_policy if p not in ("lru", "leaf-lru")]
         rows = {p: list(zip(by_policy[p], lru, strict=True)) for p in others}
         above = [p for p in others if all(r > x for r, x in rows[p])]
-        below = [p for p in others if any(r < x for r, x in rows[p])]
+        under = [p for p in others if all(r <= x for r, x in rows[p])]
+        cross = [p for p in others if p not in above and p not in under]
         if not any(r > x for p in others for r, x in rows[p]):
             key = "on top on {}"
         else:
-            verb = "falls" if len(below) == 1 else "fall"
-            only = f" (only {', '.join(below)} {verb} below it at some size)" if below else ""
-            key = f"under {len(above)} of the {len(others)} others on {{}} at every size{only}"
+            parts = []
+            if under:
+                parts.append(f"{_names(under)} {_verb(under, 'is', 'are')} at or below it at every size")
+            if cross:
+                parts.append(f"{_names(cross)} {_verb(cross, 'crosses', 'cross')} it")
+            why = f" ({'; '.join(parts)})" if parts else ""
+            key = f"under {len(above)} of the {len(others)} others on {{}} at every size{why}"
         said.setdefault(key, []).append(w)
-    streams = {k: ", ".join(ws[:-1]) + " and " + ws[-1] if len(ws) > 1 else ws[0] for k, ws in said.items()}
-    return "LRU's line (black): " + "; ".join(k.format(streams[k]) for k in said)
+    streams = {k: _names(ws) for k, ws in said.items()}
+    left_out = ", leaf-lru not counted" if any("leaf-lru" in c for c in curves.values()) else ""
+    return f"LRU's line (black){left_out}: " + "; ".join(k.format(streams[k]) for k in said)
+
+
+def _names(names: Sequence[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
+
+
+def _verb(names: Sequence[str], one: str, many: str) -> str:
+    return one if len(names) == 1 else many

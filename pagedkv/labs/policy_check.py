@@ -13,6 +13,8 @@ import textwrap
 
 from pagedkv.core.eviction import EvictionPolicy, NotEvictableError
 
+SECTION_4 = '10b, section 4, "Refused policies, newest first, and one way to write Mine"'  # its heading
+
 
 class PolicyRejected(ValueError, TypeError):
     """check_policy refused a policy; the message is the whole story: what the policy did on
@@ -217,7 +219,7 @@ def reuse_feedback(policy: EvictionPolicy) -> str:
     if after != [1, 3]:
         return (
             f"{said} keeps it last, as if revived (its old content's mark stayed): forget the"
-            ' victim in pop_victim. The deep dive 10b, section 4, "The third step", tells this case.'
+            f' victim in pop_victim. {SECTION_4}, under "The third step", tells this case.'
         )
     return f"{said} puts it first, as it should: never revived, and cached before page 3's."
 

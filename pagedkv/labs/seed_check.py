@@ -107,14 +107,17 @@ def seed_table(
     verdicts: dict[str, str] | None = None,
 ) -> str:
     """`runs` at one cache `size` as text: one line per (stream, policy), its rate on each
-    seed (s0, s1, ...), the stream named on its first line only; with `verdicts` (stream ->
-    verdict), a line "verdict: ..." under each stream's rows."""
+    seed (s0, s1, ...) and their mean (the one `call_winner` compares), the stream named on
+    its first line only; with `verdicts` (stream -> verdict), a line "verdict: ..." under
+    each stream's rows."""
     seeds = len(next(iter(runs.values())))
-    lines = [f"{'':15s}" + "".join(f"{f's{i}':>6s}" for i in range(seeds))]
+    lines = [f"{'':15s}" + "".join(f"{f's{i}':>6s}" for i in range(seeds)) + f"{'mean':>7s}"]
     for w, policies in rivals.items():
         for k, p in enumerate(policies):
             name = w if k == 0 else ""
-            lines.append(f"{name:6s} {p:8s}" + "".join(f"{run[p]:6.1f}" for run in runs[w, size]))
+            rates = [run[p] for run in runs[w, size]]
+            mean = sum(rates) / len(rates)
+            lines.append(f"{name:6s} {p:8s}" + "".join(f"{r:6.1f}" for r in rates) + f"{mean:7.1f}")
         if verdicts is not None:
             lines.append(f"{'':6s} verdict: {verdicts[w]}")
     return "\n".join(lines)
