@@ -144,7 +144,7 @@ def test_pair_table_by_hand():
     assert lines == [
         ["block", "request 1", "request 2", "request 2's page came from", "note"],
         ["0", "0", "0", "prefix hit"],  # no note: the line ends there
-        ["1", "1", "2", "FREE", "copy of request 1's block 1"],
+        ["1", "1", "2", "FREE", "now copies request 1's block 1"],
         ["2", "", "3", "FREE", "partial: not full"],
     ]
 
@@ -218,11 +218,21 @@ def test_swap_text_wraps_at_spaces_and_tells_the_copy_and_the_original_in_time_o
         "both pools, request 2's block -> page, in time order:",
         "block | prefill                  | decode",
         "3     | page 7, a copy of page 6 |",
-        "4     |                          | page 6, held the original until evicted",
+        "4     |                          | page 6, the original, evicted for block 4",
+        "Prefill: request 2 recomputes block 3 on page 7.",  # page 7 was in no earlier request
+        "Decode: to get a page for block 4, request 2 evicts page 6, the original of the",
+        "block 3 it just recomputed.",
     ]
+    # page 7 held request 1's block 4 before: the sentence names it, so 7 never reads as block 3
+    before = [{"pages": [0, 1, 2, 6, 7]}, {"pages": [0, 1, 2, 7, 6]}]
+    said = " ".join(swap_text(before, 1, 0, 3, [7, 6]).splitlines()[6:])  # type: ignore[arg-type]
+    assert said.startswith(
+        "Prefill: request 2 recomputes block 3 on page 7 (evicted: page 7 was request 1's block 4)."
+    )
     assert all(len(line) <= 80 for line in wide)
     gone = swap_text([{"pages": [0, 6]}, {"pages": [0, 7, 8]}], 1, 0, 1, [6])  # type: ignore[arg-type]
-    assert gone.splitlines()[-1].endswith("| page 6 (the original) goes to no block")
+    assert gone.splitlines()[5].endswith("| page 6 (the original) goes to no block")
+    assert gone.splitlines()[6:] == ["Prefill: request 2 recomputes block 1 on page 7."]  # no decode line
 
 
 def test_evictions_table_by_hand():

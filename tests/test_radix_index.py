@@ -353,10 +353,10 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
     tokens, prompt_lens = [a, b, a], [28, 27, 28]
     assert block_rows(rows["hash"], 2, tokens, prompt_lens) == [  # type: ignore[arg-type]
         *[(k, k, "prefix hit", "", "indexed") for k in range(6)],
-        (6, 7, "last held by request 1", "copy of request 1's block 6", "FREE"),
-        (7, 6, "last held by request 1", "held request 1's block 6", "orphan"),
-        (8, 8, "last held by request 2", "", "orphan"),
-        (9, 11, "last held by request 2", "partial: not full", "FREE"),
+        (6, 7, "was request 1's block 7", "now copies request 1's block 6", "FREE"),
+        (7, 6, "was request 1's block 6", "the original of block 6", "orphan"),
+        (8, 8, "was request 2's block 8", "", "orphan"),
+        (9, 11, "was request 2's block 7", "partial: not full", "FREE"),
     ]
     assert [r[4] for r in block_rows(rows["radix"], 2, tokens, prompt_lens)][6:] == ["FREE"] * 4  # type: ignore[arg-type]
     # request 2 shares blocks 0-4 only: its block 5 is no copy
@@ -469,7 +469,7 @@ def test_block_table_text_merges_pages_running_down() -> None:
     tokens = [list(range(100, 124)), list(range(200, 224))]  # no shared prefix
     text = block_table_text({"hash": [r1, r2]}, 1, tokens, [24, 24]).splitlines()
     assert [[c.strip() for c in line.split(" | ")] for line in text[2:]] == [
-        ["0-4", "5, 4, 3, 2, 1", "last held by request 1", "indexed"],
+        ["0-4", "5, 4, 3, 2, 1", "was request 1's blocks 5, 4, 3, 2, 1", "indexed"],
         ["5", "6", "FREE", "indexed"],
     ]
 

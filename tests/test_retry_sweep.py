@@ -35,7 +35,7 @@ def test_curve_falls_by_hand():
     by hand (gain = extra hits / radix hits; extra evictions = hash - radix), for one cache."""
     import pytest
 
-    from pagedkv.labs.retry_sweep import SweepPoint, curve_falls
+    from pagedkv.labs.retry_sweep import SweepPoint, curve_drops, curve_falls
 
     points = [  # (rate, cache, hash hits, radix hits, hash evictions, radix evictions), shuffled
         SweepPoint(0.5, 64, 110, 100, 9, 5),  # gain 10%, 4 extra evictions
@@ -46,7 +46,10 @@ def test_curve_falls_by_hand():
     ]
     assert curve_falls(points, 64, "gain") == [0.2]  # 20% -> 10%
     assert curve_falls(points, 64, "extra_evictions") == [0.2]  # 6 -> 4
+    assert curve_drops(points, 64, "extra_evictions") == [(0.2, 6, 4)]  # the values it falls between
     assert curve_falls(points, 16, "gain") == []  # one point: nothing falls
     assert points[4].gain == -0.1 and points[1].extra_evictions == 0
     with pytest.raises(ValueError, match="'gain' or 'extra_evictions'"):
         curve_falls(points, 64, "hits")
+    with pytest.raises(ValueError, match="'gain' or 'extra_evictions'"):
+        curve_drops(points, 64, "hits")

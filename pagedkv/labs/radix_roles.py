@@ -6,6 +6,7 @@ request after release (`release_chains`) or listed beside an earlier one (`pair_
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 
@@ -26,13 +27,13 @@ def block_rows(
     tables (`generate_one_at_a_time`'s rows). `tokens[j]` are the tokens request j stored,
     the first `prompt_lens[j]` of them its prompt.
 
-    Where from: "prefix hit", "FREE", or "last held by request j" (evicted: its last holder). The
-    note reads on its own, naming requests' blocks, never another row's page: "copy of request
-    j's block k" for a full prompt block recomputed although an earlier request j holds the
-    same prefix (the last-token rule); "held request j's block k" (the original) for a page
-    evicted from request j that held request j's block k, the tokens this request's block k
-    copies (what the page held before, not what this row's block is); "was an
-    orphan" for an evicted page that was one; "partial: not full" for a last page not full.
+    Where from: "prefix hit", "FREE", or "was request j's block m" (evicted: the
+    block it held in its last holder, so the page's past never reads as this row's block). The
+    note reads on its own, naming requests' blocks, never another row's page: "now copies
+    request j's block k" for a full prompt block recomputed although an earlier request j holds
+    the same prefix (the last-token rule); "the original of block k" for an evicted page that
+    held request j's block k, the tokens this request's block k copies; "was an orphan" for an
+    evicted page that was one; "partial: not full" for a last page not full.
     The state: "indexed", "orphan" (`orphan_pages`) or "FREE"."""
     row, out = rows[i], list[tuple[int, int, str, str, str]]()
     hit_blocks, full_prompt = row["hits"] // page_size, prompt_lens[i] // page_size
@@ -43,15 +44,15 @@ def block_rows(
         if same:
             copies[k] = same[-1]
     for k, page in enumerate(row["pages"]):
-        note = f"copy of request {copies[k] + 1}'s block {k}" if k in copies else ""
+        note = f"now copies request {copies[k] + 1}'s block {k}" if k in copies else ""
         if k < hit_blocks:
             source = "prefix hit"
         elif page in row["evicted"]:
             j = max(j for j in range(i) if page in rows[j]["pages"])
             m = rows[j]["pages"].index(page)
-            source = f"last held by request {j + 1}"
+            source = f"was request {j + 1}'s block {m}"
             if copies.get(m) == j:
-                note = f"held request {j + 1}'s block {m}"  # the original: block m copies it
+                note = f"the original of block {m}"  # block m of this request copies it
             elif page in rows[i - 1]["orphans"]:
                 note = "was an orphan"
         else:
@@ -88,25 +89,36 @@ def block_table_text(
         tables = [([name], [blocks]) for name, blocks in per_pool.items()]
     out: list[str] = []
     for names, pools in tables:
-        lines: list[list] = []  # [blocks, pages, came from, state in each pool]
+        lines: list[list] = []  # [blocks, pages, blocks held before, came from, state in each pool]
         for k, page, source, note, _ in pools[0]:
             states = [p[k][4] for p in pools]
+            held = re.fullmatch(r"(was request \d+'s) block (\d+)", source)
+            source = f"{held[1]} {{}}" if held else source  # the held block: filled in below
             came = f"{source}; {note}" if note else source
             last = lines[-1] if lines else None
             step = page - last[1][-1] if last else 0
             if (
                 last
-                and last[2:] == [came, *states]
+                and last[3:] == [came, *states]
                 and step in (1, -1)
                 and (len(last[1]) == 1 or step == last[1][-1] - last[1][-2])
             ):
                 last[0].append(k)
                 last[1].append(page)
+                last[2] += [int(held[2])] if held else []
             else:
-                lines.append([[k], [page], came, *states])
+                lines.append([[k], [page], [int(held[2])] if held else [], came, *states])
         after = names if len(names) > 1 else ["after release"]
         cells = [["block", "page", "came from", *after]]
-        cells += [[_span(line[0]), _span(line[1]), *line[2:]] for line in lines]
+        cells += [
+            [
+                _span(line[0]),
+                _span(line[1]),
+                line[3].format(f"block{'s' * (len(line[2]) > 1)} {_span(line[2])}"),
+                *line[4:],
+            ]
+            for line in lines
+        ]
         widths = [max(len(c[n]) for c in cells) for n in range(len(cells[0]))]
         name = f", {names[0]} pool" if len(names) == 1 else ""
         out += [""] if out else []
@@ -274,24 +286,35 @@ def swap_text(
     recomputed, a copy. Prints the LRU order before request `i` (first evicted first), then
     request `i`'s blocks `block` and `block + 1` as a small block -> page table with a prefill
     and a decode column, read from the two block tables: at prefill the copy's page, at decode
-    the page request `j` held `block` in (the original), evicted and reused. The LRU line is
-    wrapped at spaces to `width` characters so no word breaks on a projector."""
+    the page request `j` held `block` in (the original), evicted and reused; then the same in
+    two plain sentences, naming the block the copy's page held before. Lines are wrapped at
+    spaces to `width` characters so no word breaks on a projector."""
     pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
+    copy = pages_i[block]
     lines = [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
-    lines = [textwrap.fill(line, width, break_long_words=False) for line in lines]
     lines.append(f"both pools, request {i + 1}'s block -> page, in time order:")
-    cells = [
-        ("block", "prefill", "decode"),
-        (str(block), f"page {pages_i[block]}, a copy of page {original}", ""),
-    ]
+    cells = [("block", "prefill", "decode"), (str(block), f"page {copy}, a copy of page {original}", "")]
     if original in pages_i:
         later = pages_i.index(original)
-        cells.append((str(later), "", f"page {original}, held the original until evicted"))
+        cells.append((str(later), "", f"page {original}, the original, evicted for block {later}"))
     else:
         cells.append(("", "", f"page {original} (the original) goes to no block"))
     widths = [max(len(c[n]) for c in cells) for n in range(3)]
-    lines += [" | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells]
-    return "\n".join(lines)
+    table = [" | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells]
+    held = [h for h in range(i) if copy in rows[h]["pages"]]
+    past = (
+        f" (evicted: page {copy} was request {held[-1] + 1}'s block {rows[held[-1]]['pages'].index(copy)})"
+        if held
+        else ""
+    )
+    said = [f"Prefill: request {i + 1} recomputes block {block} on page {copy}{past}."]
+    if original in pages_i:
+        said.append(
+            f"Decode: to get a page for block {later}, request {i + 1} evicts page {original}, "
+            f"the original of the block {block} it just recomputed."
+        )
+    wrap = [textwrap.fill(line, width, break_long_words=False) for line in [*lines, *said]]
+    return "\n".join([*wrap[:3], *table, *wrap[3:]])
 
 
 def evictions_table(rows_by_index: dict[str, list[RequestRow]], i: int) -> str:

@@ -93,11 +93,20 @@ def retry_sweep(
     return points
 
 
-def curve_falls(points: Sequence[SweepPoint], cache_tokens: int, value: str) -> list[float]:
-    """The retry rates after which one curve of the figure falls at the next rate: `value` is
-    "gain" (left panel) or "extra_evictions" (right panel), for the cache of `cache_tokens`."""
+def curve_drops(
+    points: Sequence[SweepPoint], cache_tokens: int, value: str
+) -> list[tuple[float, float, float]]:
+    """Each fall of one curve of the figure: (the retry rate after which it falls, the value
+    there, the value at the next rate). `value` is "gain" (left panel) or "extra_evictions"
+    (right panel), for the cache of `cache_tokens`."""
     if value not in ("gain", "extra_evictions"):
         raise ValueError(f"value must be 'gain' or 'extra_evictions', got {value!r}")
     curve = sorted((p for p in points if p.cache_tokens == cache_tokens), key=lambda p: p.retry_rate)
     ys = [getattr(p, value) for p in curve]
-    return [p.retry_rate for p, y, y_next in zip(curve, ys, ys[1:]) if y_next < y]
+    return [(p.retry_rate, y, y_next) for p, y, y_next in zip(curve, ys, ys[1:]) if y_next < y]
+
+
+def curve_falls(points: Sequence[SweepPoint], cache_tokens: int, value: str) -> list[float]:
+    """The retry rates after which one curve of the figure falls at the next rate: `value` is
+    "gain" (left panel) or "extra_evictions" (right panel), for the cache of `cache_tokens`."""
+    return [rate for rate, _, _ in curve_drops(points, cache_tokens, value)]

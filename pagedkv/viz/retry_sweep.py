@@ -8,13 +8,15 @@ from collections.abc import Sequence
 from matplotlib.figure import Figure
 
 from pagedkv.labs.retry_sweep import SweepPoint
+from pagedkv.viz.palette import SEQUENCE_COLORS
 from pagedkv.viz.projector import projector
 
-# Cache sizes, small to large: greys from light to black, each with its own marker. Not the
-# default blue, orange and green, which name the hash chain, the tree and SGLang in section 6.
+# Cache sizes, small to large: a colour each (rose, teal, black, from the house palette and
+# far apart), each with its own marker too. None of the colours of section 6's ways (indigo,
+# cyan, purple) nor of the page chains' green and salmon.
 SIZE_STYLES = (
-    {"color": "#999999", "marker": "o"},
-    {"color": "#555555", "marker": "s"},
+    {"color": SEQUENCE_COLORS[0], "marker": "o"},
+    {"color": SEQUENCE_COLORS[2], "marker": "s"},
     {"color": "#000000", "marker": "^"},
 )
 
