@@ -280,3 +280,20 @@ def test_a_refused_add_request_says_why_beside_the_buttons_and_in_the_log():
     assert len(dash.run.history) == len(history) + 1 and pool.num_free_pages == have
     dash.step()  # the next step: the note says again what the buttons act on
     assert SCHEDULER_NOTE in dash.actions_note.value and "refused" not in dash.actions_note.value
+
+
+def test_a_step_that_preempts_says_the_waiting_queue_was_not_tried():
+    """A learner read that a step that preempts admits nobody, but the step-11 log just left
+    req3 out. Oracle: the steps whose scheduler record preempted while requests waited."""
+    from pagedkv.scenarios import ScenarioRun
+
+    run = ScenarioRun("preempt")
+    while run.can_step:
+        run.step()
+    said = {r.step: r.waits for r in run.records if "not tried" in r.waits}
+    assert said == {
+        11: "req2, req3 not tried: a step that preempts admits nobody",
+        24: "req3 not tried: a step that preempts admits nobody",
+    }
+    preempting = [r.step for r in run.records if any(e.kind == "preempt" for e in r.events)]
+    assert sorted(said) == preempting

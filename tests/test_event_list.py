@@ -67,3 +67,13 @@ def test_abort_and_finish_count_the_pages():
     run = _finished_run("chunked")
     lines = event_list(run, 12, 12)
     assert lines == ["step 12 (aborts chat) | chat aborted: 4 pages turn CACHED, 1 page turns FREE"]
+
+
+def test_a_page_taken_and_released_in_one_step_says_so():
+    """A learner read "long takes page 16" as a truncated line: a page a request takes in the
+    step it finishes has no room left to name, so the line says it went in the same step.
+    Oracle: the snapshots, where the page is in neither block table after the step."""
+    run = _finished_run("chunked")
+    (line,) = [t for t in event_list(run, 11, 11) if "takes" in t]
+    assert line == "step 11 (scheduler step 9) | long takes page 16, released in the same step"
+    assert 16 not in run.snapshots[10].block_tables["long"] and "long" not in run.snapshots[11].block_tables

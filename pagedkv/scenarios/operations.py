@@ -24,6 +24,8 @@ from pagedkv.engine.scheduler import Scheduler
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios.actions import Action, ActionRecord, drop_words
 
+NOT_TRIED = "not tried: a step that preempts admits nobody"  # the log, for the waiting queue
+
 
 class ScenarioOperations:
     """The per-op handlers `ScenarioRun._apply` dispatches to (by `_{action.op}`)."""
@@ -121,8 +123,7 @@ class ScenarioOperations:
                 raise ValueError(f"{seq_id!r} is decoded by the scheduler, not by this step")
         needed = self.seqs.pages_needed_for_decode(live)  # also refuses a repeated id
         if needed > self.pool.num_available_pages:
-            page_size = self.seqs.page_size
-            full = [str(s) for s in live if self.seqs.get(s).num_tokens % page_size == 0]
+            full = [str(s) for s in live if self.seqs.get(s).num_tokens % self.seqs.page_size == 0]
             shared = [str(s) for s in live if str(s) not in full and self.seqs.pages_needed_to_append(s)]
             have = self.pool.num_available_pages  # FREE, or CACHED and evictable
             raise OutOfPagesError(
@@ -279,7 +280,8 @@ class ScenarioOperations:
             record.appends.append((end, seq_id))
         record.appends.sort(key=lambda mark: mark[0])
         refused, said = self.scheduler.head_refused, step.decision  # why the queue's head waits
-        record.waits = f"{refused[0]} waits: {refused[1]}" if refused else ""
+        queued = ", ".join(str(s.req_id) for s in self.scheduler.waiting) * bool(step.preempted)
+        record.waits = f"{refused[0]} waits: {refused[1]}" if refused else queued and f"{queued} {NOT_TRIED}"
         if said == "idle" and self.scheduler.has_unfinished:
             said = self._stalled()  # not idle: requests wait, and the note says for what
         record.note = "scheduler: " + said
@@ -300,8 +302,7 @@ class ScenarioOperations:
         """End a request of the scheduler: its pages go as a finish releases them."""
         if self.scheduler is None or action.seq_id not in self.scheduler.requests:
             raise ValueError(f"{action.seq_id!r} never reached the scheduler on this pool: nothing to abort")
-        state = self.scheduler.request(action.seq_id)
-        was = state.status
+        was = self.scheduler.request(action.seq_id).status
         if not self.scheduler.abort(action.seq_id):
             raise ValueError(f"{action.seq_id!r} already finished")
         record.note = f"{action.seq_id} aborted ({was}): full pages stay CACHED, like a finish"
@@ -336,9 +337,8 @@ def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:
     held by other block tables: only its own pages are released (a shared page's ref count
     just drops by one), so the note says how many of each."""
     if not shared:
-        if pages == 1:
-            return f"{seq_id} finished: its 1 page was released"
-        return f"{seq_id} finished: its {pages} pages were released, tail first"
+        said = "1 page was released" if pages == 1 else f"{pages} pages were released, tail first"
+        return f"{seq_id} finished: its {said}"
     own = pages - shared
     released = "1 own page was" if own == 1 else f"{own} own pages were"
     stay = "1 shared page stays" if shared == 1 else f"{shared} shared pages stay"

@@ -79,6 +79,8 @@ def _takes(record: Any, seq_id: Hashable, kinds: dict, pages: dict, new: bool) -
         spans = [record.spans[p] for p in taken if p in record.spans]
         if len(spans) == len(taken):  # a page released in the same step has no span
             text += f", room for its tokens {spans[0][0]}-{spans[-1][1]}"
+        elif not spans:  # e.g. a last token written into a page the finish releases at once
+            text += ", released in the same step"
         out.append(f"{seq_id} {'admitted: ' if new and not out else 'takes '}{text}")
     return out
 
