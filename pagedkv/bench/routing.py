@@ -80,7 +80,7 @@ def run(
     return Report(
         title=(
             f"bench routing: {requests} requests after {num_prompts} Zipf-popular system prompts "
-            f"of {prompt_length} tokens; {num_pages} pages x {page_size} per replica; "
+            f"of {prompt_length} tokens;\n  {num_pages} pages x {page_size} per replica; "
             f"{arrival_rate} requests/step/replica"
         ),
         columns=[
@@ -89,16 +89,17 @@ def run(
             "prefix hit %",
             "imbalance",
             "requests per replica",
-            "preemptions",
-            "by valve",
+            "preempted",
+            "valve",
         ],
         rows=rows,
         notes=[
             "prefix hit %: prompt tokens served from a replica's cache, all replicas together",
-            "imbalance = the busiest replica's load ÷ the mean load, each added up over the steps"
-            " while requests arrive.",
+            "imbalance = the busiest replica's load ÷ the mean load, each added up over the steps\n"
+            "  while requests arrive.",
             "  A replica's load is its requests in flight; 1.0 means even.",
-            "by valve: requests prefix-aware routing sent to the least loaded replica, not by cache",
+            "preempted: requests sent back to the queue when a replica's pages ran out",
+            "valve: requests prefix-aware routing sent to the least loaded replica, not by cache",
         ],
         data=data,
         plotter=figure,

@@ -148,7 +148,7 @@ def run(
     return Report(
         title=(
             f"bench tiers: {requests} requests after {num_prompts} Zipf-popular system prompts of "
-            f"{prompt_length} tokens; pool of {num_pages} pages x {page_size}; host tier {policy}; "
+            f"{prompt_length} tokens;\n  pool of {num_pages} pages x {page_size}; host tier {policy}; "
             f"MiB for {model}, ms on {gpu}"
         ),
         columns=[
@@ -164,10 +164,10 @@ def run(
         rows=[_row(size, out, page_size, page_bytes, requests, model, gpu) for size, out in data.items()],
         notes=[
             f"generation through a two-tier cache equals TinyLM.generate_reference: {exact}",
-            f"/req: over all {requests} requests; reloads: requests that copied at least one page "
-            "back; /reload: averaged over those requests",
-            "reload ms: a request's reloaded pages over the host link; recompute ms: the same "
-            "tokens as a prefill alone, which reads every weight once (pagedkv.labs.costs)",
+            f"/req: over all {requests} requests; reloads: requests that copied at least one page\n"
+            "  back; /reload: averaged over those requests",
+            "reload ms: a request's reloaded pages over the host link; recompute ms: the same\n"
+            "  tokens as a prefill alone, which reads every weight once (pagedkv.labs.costs)",
         ],
         data={
             "runs": {str(k): v for k, v in data.items()},

@@ -65,8 +65,9 @@ def ways_back_text(r: dict, model: str = "OPT-13B", tokens: int = 1024, gpu: str
         f"{model} at {big} tokens per block:",
         f"  recompute {rec} ms (linear layers {r['linear_ms']:.0f} ms); swap {swap} ms;"
         f" ratio {rec / swap:.1f}",
-        f"  swap = link {r['link_ms']:.1f} ms, out and back in ({r['mib']:.0f} MiB at {link}:"
-        f" {r['link_ms'] / 2:.1f} ms each way) + copy calls {r['copy_ms']:.1f} ms",
+        f"  swap = link {r['link_ms']:.1f} ms ({r['mib']:.0f} MiB out and back in at {link}:"
+        f" {r['link_ms'] / 2:.1f} ms each way)",
+        f"    + copy calls {r['copy_ms']:.1f} ms",
         f"for the paper's ratio of {p:g} on {model}, one of:",
         f"  a swap of {rec} / {p:g} = {s4p:.1f} ms: link part {s4p:.1f} - {r['copy_ms']:.1f}"
         f" = {s4p - r['copy_ms']:.1f} ms,",

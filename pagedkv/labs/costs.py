@@ -1,8 +1,7 @@
 """What the KV cache costs on a real model and GPU: bytes, capacity and the price of losing it.
 
-The same arithmetic a deployment starts from. Capacity is what vLLM's memory profiler does
-at start-up (`Worker.determine_available_memory`), which it then logs as "GPU KV cache size:
-N tokens" (older versions: "# GPU blocks: N"); that line is what to compare against:
+The arithmetic a deployment starts from. Capacity is what vLLM's memory profiler does at start-up
+(`Worker.determine_available_memory`), logged as "GPU KV cache size: N tokens" (older: "# GPU blocks: N"):
 
 - bytes per token = 2 (K and V) x layers x K/V heads x head size x dtype bytes;
 - KV budget = the memory the device reports x `gpu_memory_utilization` - weights - the
@@ -298,8 +297,7 @@ def preemption_costs(
 
 
 def table(seq_len: int = 2048, num_tokens: int = 1024, assume: Assumptions = Assumptions()) -> list[dict]:
-    """One row per (model, GPU) whose weights fit: capacity at `seq_len` and the three
-    ways back for a `num_tokens`-token request."""
+    """One row per (model, GPU) whose weights fit: capacity at `seq_len`, ways back for `num_tokens`."""
     rows = []
     for m in MODELS:
         for g in GPUS:
@@ -314,8 +312,7 @@ def table(seq_len: int = 2048, num_tokens: int = 1024, assume: Assumptions = Ass
 def calculator_text(
     model: str | ModelSpec, gpu: str | GPUSpec, tokens: int, assume: Assumptions = Assumptions(), ways=True
 ) -> str:
-    """The budget as text: each term with its source, the pages and token slots, what fits, and
-    (unless `ways` is False, as in the calculator) the three ways back for `tokens` tokens."""
+    """The budget as text: each term and its source, pages, token slots, what fits, ways back if `ways`."""
     m, g = _specs(model, gpu)
     try:
         cap = capacity(m, g, tokens, assume)
@@ -334,11 +331,14 @@ def calculator_text(
     if rounded != f"{cap['kv_budget_bytes'] / GIB:.2f}":  # only where rounding shows
         lines.append(f"    (from the exact terms; the rounded ones above add up to {rounded})")
     v1 = capacity(m, g, tokens, replace(assume, cuda_graph_gib=0.0))  # vLLM v1 subtracts no graphs
-    logs = f"'GPU KV cache size: {v1['token_slots']:,} tokens' (older: '# GPU blocks: {v1['num_pages']}')"
+    pad = "      " if assume.cuda_graph_gib else "    vLLM v1 logs "  # two lines: no wrap in the widget
     if assume.cuda_graph_gib:  # vLLM records its graphs outside the 0.9 (docs/vllm_map.md): 0 there
         lines.append(f"    with graphs GiB 0, as vLLM v1 by default: {v1['num_pages']:,} pages, logged as")
-    lines.append(f"{'      ' if assume.cuda_graph_gib else '    vLLM v1 logs '}{logs}")
-    lines.append(f"requests of {tokens:,} tokens that fit: {cap['requests']:,}")
+    lines += [
+        f"{pad}'GPU KV cache size: {v1['token_slots']:,} tokens'",
+        f"      (older: '# GPU blocks: {v1['num_pages']}')",
+        f"requests of {tokens:,} tokens that fit: {cap['requests']:,}",
+    ]
     if not ways:
         return "\n".join(lines)
     cost = preemption_costs(m, g, tokens, assume)

@@ -38,7 +38,7 @@ MIN_RATE, MAX_RATE = 0.5, 20.0
 UNDER_LOAD_COLUMNS = [
     "system",
     "token %",
-    "paper's token %",
+    "paper %",
     "reserved %",
     "internal %",
     "external %",
@@ -190,7 +190,7 @@ def serving_result_text(data: dict, width: int = 80) -> str:
     return "\n".join(lines)
 
 
-def bars_text(data: dict, width: int = 95) -> str:
+def bars_text(data: dict, width: int = 88) -> str:
     """What the serving figure's bars show under load, for notebook 11's Result box: the
     contiguous systems' fragmentation shares at the top rate, from a `bench serving` report's data."""
     import textwrap

@@ -60,7 +60,7 @@ def by_hand() -> tuple[float, int]:
 def answer_text(blocks: int, max_len: int) -> str:
     """The exercise's answer: the cost model's blocks, N and X, then the log's own, the hand
     calculation, a check in one's head, why rounding explains the few blocks the cost model is
-    off, and the blocks with pagedkv's own peak (67 % more); each paragraph wrapped at 95 characters."""
+    off, and the blocks with pagedkv's own peak (67 % more); each paragraph wrapped at 88 characters."""
     logged_n, logged_x = v1_lines(LOG_BLOCKS, max_len)
     budget, hand = by_hand()
     exact = costs.weight_bytes(MODEL) / costs.GIB
@@ -92,4 +92,4 @@ def answer_text(blocks: int, max_len: int) -> str:
         f"{100 * (own - LOG_BLOCKS) / LOG_BLOCKS:.0f} % more than the log.",
     ]
     head = [f"blocks of {BLOCK} tokens: {blocks:,} (the log: {LOG_BLOCKS:,})", *v1_lines(blocks, max_len)]
-    return "\n".join([*head, "", *(textwrap.fill(p, 95) + "\n" for p in paragraphs)]).rstrip()
+    return "\n".join([*head, "", *(textwrap.fill(p, 88) + "\n" for p in paragraphs)]).rstrip()

@@ -62,7 +62,7 @@ def summary_text(
             f"  requests of {tokens:,} that fit: {cap['requests']}",
             f"  {f'a request of {back_tokens:,} back:':28}"
             f"recompute {ms['recompute']}, swap {ms['swap']}, reload {ms['reload']}",
-            "second tier",
+            "second tier (section 2; hit rates in tokens, the same for any model)",
             f"  pool hits, tier or not:     {100 * tier_runs['0']['gpu_hit_rate']:.1f} % of prompt tokens",
             f"  a host tier adds:           {host['64']} with 64 pages, {host['256']} with 256",
             f"routing, N = {' / '.join(map(str, ns))} replicas",
@@ -70,7 +70,8 @@ def summary_text(
             f"  round-robin hit rate:       {hits['round_robin']} %",
             f"  prefix-aware imbalance:     {imbalance}",
             f"serving, {' / '.join(SYSTEMS)}",
-            f"  slots holding tokens:       {shares} % (paper {_joined([PAPER[s] for s in SYSTEMS], 1)} %)",
+            f"  slots holding tokens:       {shares} %",
+            f"  the paper's:                {_joined([PAPER[s] for s in SYSTEMS], 1)} %",
             f"  sustains (requests/s):      {_joined([rate[s] for s in SYSTEMS], RATE_DIGITS)} (quick run)",
             f"  paged's rate over oracle's: {over['oracle']}",
             f"  paged's rate over max's:    {over['max']}",

@@ -295,7 +295,7 @@ def plot_ways_back(
     stops beating recompute (lines drawn straight from tick to tick would cross elsewhere)."""
     points = sorted({*lengths, crossover} - {0})  # the crossover is drawn as a point too
     ways = [costs.preemption_costs(model, gpu, n, assume) for n in points]
-    fig = Figure(figsize=(11, 3.8), layout="constrained")
+    fig = Figure(figsize=(11, 3.1), layout="constrained")  # with its axis, on one 720-px screen
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     for key, label, colour in (
@@ -307,12 +307,12 @@ def plot_ways_back(
     if crossover > 0:
         ax.axvline(crossover, color="#555555", ls=":", lw=2)
         ax.annotate(
-            f"crossover: {crossover:,} tokens",
+            f"swap = recompute: {crossover:,} tokens",
             (crossover, 0.97),
             xycoords=("data", "axes fraction"),
-            xytext=(6, 0),
+            xytext=(-6, 0),  # left of the line: the lines climb on its right
             textcoords="offset points",
-            ha="left",
+            ha="right",
             va="top",
         )
     ax.set_xscale("log", base=2)
@@ -321,6 +321,6 @@ def plot_ways_back(
     ax.set_xlabel("tokens of the request whose K/V left the GPU (log scale)")
     ax.set_ylabel("ms to bring it back")
     ax.set_title(f"{model} on {gpu}, blocks of {assume.page_size}", loc="left")
-    ax.legend(loc="upper left")
+    ax.legend(loc="center left")  # above the flat lines, clear of the crossover label
     ax.grid(alpha=0.3)
     return projector(fig, width=NARROW_IN)
