@@ -166,12 +166,15 @@ def test_a_cut_off_request_that_evicted_cached_pages_gets_them_dropped(tmp_path,
     """`crash_after_eviction` (notebook 07b's drill): recovery makes FREE exactly the
     CACHED pages the cut-off records evicted, so the freed prompt hits only the pages left.
     Oracle: the log file read before the restart (its `evict` fields) against the restarted
-    server's own metric; with 1 record (the `begin` alone) nothing was evicted or dropped."""
+    server's own metric; with 1 record (the `begin` alone) nothing was evicted or dropped.
+    With 10 records the last one is the 5th append, whose page got no K/V before the crash:
+    that page alone still matches its logged CRC, and recovery drops it all the same."""
     from pagedkv.service.workload import crash_after_eviction
 
     drill = crash_after_eviction(tmp_path / "store", records=records)
     assert drill["old_pages"] == [0, 1, 2, 3]
     assert drill["dropped"] == len(drill["evicted"]) == (2 if records == 10 else 0)
+    assert drill["crc_still_matches"] == (drill["evicted"][-1:] if records == 10 else [])
     kept = 0
     while kept < 4 and drill["old_pages"][kept] not in drill["evicted"]:
         kept += 1

@@ -159,3 +159,26 @@ def test_evict_records_fsynced_at_once_let_the_log_explain_a_power_loss(tmp_path
     assert evicted == [2, 3]
     assert report["discarded_records"] == 0 and report["dropped_cached_pages"] == []
     assert report["kv_checksum_failed_pages"] == evicted
+
+
+def test_still_matching_names_the_pages_whose_kv_equal_their_newest_logged_crc(tmp_path):
+    """`still_matching` against an oracle built here: a freed prompt's 4 CACHED pages all
+    match (nothing wrote them since); after one page's K/V are changed by hand, it alone
+    does not; a page handed out again by a later record has no entry left, so it never matches."""
+    from pagedkv.service.kv_checksums import still_matching
+
+    store = tmp_path / "store"
+    engine = _engine(store, "always")
+    engine.create(PROMPT, "A")
+    pages = engine.sequence("A")["block_table"][:4]
+    engine.free("A")
+    engine.close()
+    payloads = [r.payload for r in read_log(store / "wal.log")[0]]
+    manager = recover(store)
+    kv = np.array(manager.pool.kv_cache)  # a copy, changed below
+    manager.close()
+    assert still_matching(kv, payloads, pages) == sorted(pages)
+    kv[:, :, pages[1], 0] += 1.0
+    assert still_matching(kv, payloads, pages) == sorted(p for p in pages if p != pages[1])
+    handed_out = payloads + [{"op": "append", "alloc": [pages[0]]}]
+    assert pages[0] not in still_matching(kv, handed_out, pages)

@@ -67,6 +67,17 @@ def note(kv_crc: dict[int, list[int]], handed_out: Iterable[int], entries: Itera
     kv_crc.update((page, [slots, crc]) for page, slots, crc in entries)
 
 
+def still_matching(kv: np.ndarray, payloads: Iterable[dict], pages: Iterable[int]) -> list[int]:
+    """Those of `pages` whose K/V in `kv` still match the newest CRC that the record
+    `payloads` (in log order) leave for them, kept as a live manager keeps them (`note`).
+    Recovery never asks this of pages a cut-off transaction was given (recovery.py); notebook
+    07b asks it to show what a checksum alone would have kept."""
+    entries: dict[int, list[int]] = {}
+    for payload in payloads:
+        note(entries, payload.get("alloc") or (), payload.get("kv_crc") or ())
+    return sorted(p for p in set(pages) if p in entries and page_crc(kv, p, entries[p][0]) == entries[p][1])
+
+
 def failed_pages(state: dict, kv: np.ndarray) -> list[int]:
     """Pages that are not FREE whose K/V in `kv` differ from their entry in `state["kv_crc"]`."""
     failed = []

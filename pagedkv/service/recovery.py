@@ -12,8 +12,12 @@ the byte offset.
 Transactions (durable.py) are applied whole or not at all: records after the last
 `commit` that belong to an unfinished transaction (`begin` without `commit`: the crash cut
 a request off) are rolled back — not replayed, and cut from the log. Such a request may have
-written K/V into pages it evicted from the prefix cache; those pages come back FREE instead
-of CACHED, because their cached K/V can no longer be trusted. What recovery discarded — torn
+written K/V into pages it evicted from the prefix cache. Every CACHED page its records were
+given comes back FREE (`_drop_overwritten`), without a look at its K/V or their CRC: the
+committed records' CRC of a page never overwritten would still match, but a CRC-32 match
+guards against accidents, it does not prove that nobody wrote the page. So recovery serves
+no K/V a cut-off writer may have touched, at the cost of computing those pages' tokens
+again. What recovery discarded — torn
 bytes, rolled-back records and bytes, and the pages it dropped — is in `manager.recovery`
 (the service logs it and exports it as metrics).
 
@@ -153,7 +157,7 @@ def _split_committed(path: Path, records: list[Record]) -> tuple[list[Record], l
 
 def _drop_overwritten(state: dict, rolled_back: list[Record]) -> list[int]:
     """Turn FREE the CACHED pages a rolled-back transaction was given (it may have written
-    their K/V); returns their ids."""
+    their K/V), whatever their K/V hold now: their CRC is not checked; returns their ids."""
     return free_cached(state, [p for r in rolled_back for p in r.payload.get("alloc") or ()])
 
 

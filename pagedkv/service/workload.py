@@ -23,6 +23,7 @@ Leaves out: crashes of the machine itself (power loss), which a process cannot s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -40,6 +41,7 @@ from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.service.durable import DurableSequenceManager
+from pagedkv.service.kv_checksums import still_matching
 from pagedkv.service.wal import WriteAheadLog
 
 if TYPE_CHECKING:
@@ -258,7 +260,9 @@ def crash_after_eviction(store: Path, records: int = 10) -> dict:
     overwrite their K/V. The server restarts; `old`'s prompt is sent again.
     Returns the pages the cut-off records evicted (read from the log before the restart),
     the recovery's count of dropped CACHED pages, which of the evicted pages are FREE after
-    it, and the tokens the new prompt found cached."""
+    it, which of them still match in kv.bin, after recovery, the CRC the committed records
+    hold (`crc_still_matches`: a checksum alone would have kept them), and the tokens the
+    new prompt found cached."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -284,12 +288,18 @@ def crash_after_eviction(store: Path, records: int = 10) -> dict:
             if sample.name == "pagedkv_recovery_dropped_cached_pages"
         )
         state = httpx.get(f"{again.url}/snapshot").json()["state"]  # page -> PageState
+        config = CacheConfig(**json.loads((store / "config.json").read_text()))
+        kv = np.memmap(store / "kv.bin", dtype=config.dtype, mode="r", shape=config.kv_shape)
+        committed = [r.payload for r in logged[:-records]]
+        matching = still_matching(kv, committed, evicted)
+        del kv  # read before the new prompt below writes any K/V
         readmit = httpx.post(f"{again.url}/sequences", json={**prompt, "seq_id": "again"}).json()
     return {
         "old_pages": old,
         "evicted": evicted,
         "dropped": dropped,
         "evicted_now_free": [page for page in evicted if state[page] == PageState.FREE],
+        "crc_still_matches": matching,
         "hit_tokens": readmit["num_cached_tokens"],
     }
 
