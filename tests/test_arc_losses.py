@@ -29,3 +29,24 @@ def test_arc_lost_hits_replays_plain_arc() -> None:
     lost, tally, p_top = arc_lost_hits(chat, 2048)
     assert tally["evicted from T1"] + tally["evicted from T2"] == replay(chat, 2048, "arc").evictions
     assert (lost["T1"], lost["T2"]) == (15, 34) and p_top == 128
+
+
+def test_the_10b_arc_quiz_answer_is_what_arc_computes() -> None:
+    """10b-check-arc: p = 2, |B1| = 3, |B2| = 2; content in B2 is cached again -> p = 0, in T2."""
+    import json
+    from pathlib import Path
+
+    import pagedkv
+    from pagedkv.labs.eviction_policies import ARCEvictionPolicy
+
+    arc = ARCEvictionPolicy()
+    arc.attach(8, lambda page_id: "d" if page_id == 1 else f"x{page_id}")
+    arc.p = 2.0
+    for key in "abc":
+        arc._b1.remember(key, 8)  # noqa: SLF001 (a state built by hand)
+    for key in "de":
+        arc._b2.remember(key, 8)  # noqa: SLF001
+    arc.add(1)
+    assert arc.p == 0.0 and arc.queues()["T2"] == [1]
+    bank = json.loads((Path(pagedkv.__file__).parent / "data" / "questions.json").read_text())
+    assert bank["quiz"]["10b-check-arc"]["questions"][0]["answer"] == "0"
