@@ -124,15 +124,16 @@ def pin_margins(
 
 def pins_text(table: Table, pins: dict[str, int]) -> str:
     """Per stream: LRU, lru+pin, S3-FIFO and ARC's rates, the pins and both gains."""
-    lines = ["stream    lru  lru+pin  s3fifo     arc  pinned  lru+pin gain  ARC gain"]
+    lines = ["stream    lru  lru+pin  s3fifo     arc  lru+pin gain  ARC gain"]
     for w in table:
         t = {p: round(100 * table[w][p], 1) for p in ("lru", "lru+pin", "s3fifo", "arc")}
         lines.append(
             f"{w:5s} {t['lru']:5.1f}% {t['lru+pin']:7.1f}% {t['s3fifo']:6.1f}% {t['arc']:6.1f}%"
-            f" {pins[w]:7d} {t['lru+pin'] - t['lru']:+13.1f} {t['arc'] - t['lru']:+9.1f}"
+            f" {t['lru+pin'] - t['lru']:+13.1f} {t['arc'] - t['lru']:+9.1f}"
         )
+    pinned = sorted(set(pins.values()))
     lines += [
-        "pinned: pages on the pin list (at most a quarter of 128 pages)",
+        f"pinned: {', '.join(map(str, pinned))} pages on every stream's pin list (at most a quarter of 128)",
         "gains: points over LRU, the difference of the rates printed",
     ]
     return "\n".join(lines)

@@ -204,8 +204,8 @@ def reuse_probe(policy: EvictionPolicy) -> tuple[list[int], list[int]]:
 def reuse_feedback(policy: EvictionPolicy) -> str:
     """`reuse_probe` on `policy`, said as one sentence: what it evicted, the order after,
     and whether page 1's new content goes first, as no hit has revived it; "refused: <why>"
-    if check_policy refuses the policy. Example: LRU -> "Third TODO check: after evicting
-    2, then 1, page 1 gets new content; your order [1, 3] puts it first, as it should."."""
+    if check_policy refuses the policy. Example: LRU -> "Third TODO check, on a scratch
+    copy: ... your order [1, 3] puts it first, as it should: ..."."""
     try:
         evicted, after = reuse_probe(policy)
     except PolicyRejected as error:  # check_policy refused it: say so instead of a traceback
@@ -215,7 +215,10 @@ def reuse_feedback(policy: EvictionPolicy) -> str:
             f"Third TODO check: your policy evicted {evicted}, but the victims must be 2, then 1:"
             " a hit revived page 1, never page 2."
         )
-    said = f"Third TODO check: after evicting 2, then 1, page 1 gets new content; your order {after}"
+    said = (
+        "Third TODO check, on a scratch copy: pages 1 and 2 are cached, a hit revives page 1;"
+        f" after evicting 2, then 1, pages 1 and 3 cache new content, page 1 first; your order {after}"
+    )
     if after != [1, 3]:
         return (
             f"{said} keeps it last, as if revived (its old content's mark stayed): forget the"

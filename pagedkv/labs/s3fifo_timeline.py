@@ -93,7 +93,7 @@ def plot_timeline(
         sizes = [r[q] for r in window]
         hollow = {"mfc": "none", "mew": 1.5} if q == "G" else {}
         on_m = q == "G" and sizes == [r["M"] for r in window]
-        ax_label = f"pages in {q}" + (" (hides M's line)" if on_m else "")
+        ax_label = f"{'hashes' if q == 'G' else 'pages'} in {q}" + (" (hides M's line)" if on_m else "")
         top.plot(xs, sizes, color=colour, ls=dash, marker=marker, ms=ms, lw=2, label=ax_label, **hollow)
     top.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.5)
     top.text(first, share + 2, share_label or f"S's share ({share:g})", fontsize=12, color="#333333")

@@ -1,0 +1,81 @@
+"""Which of ARC's lists a lost prefix hit was evicted from.
+
+`arc_lost_hits` replays a stream with ARC. Before each request it walks the prompt's full
+pages from the first, as a prefix lookup does. If the walk stops at content ARC evicted
+earlier (and has not cached again since), the request lost hits to that eviction: the
+tally counts such requests by the list (T1: seen once, T2: revived) the content left.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
+
+from pagedkv.core.hashing import block_hashes
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs.eviction_policies import ARCEvictionPolicy
+from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time
+from pagedkv.labs.lab_workloads import LabRequest
+
+
+class _TracedARC(ARCEvictionPolicy):
+    """ARC that remembers, per evicted block hash, the list it left ("T1" or "T2")."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evicted_from: dict[Hashable, str] = {}
+        self.seen: set[Hashable] = set()
+
+    def _enter(self, page_id: int) -> None:
+        key = self._key(page_id)
+        self.seen.add(key)
+        self.evicted_from.pop(key, None)  # cached again
+        super()._enter(page_id)
+
+    def pop_victim(self) -> int:
+        recent = bool(self._pages) and self._from_t1(len(self._t1), len(self._t2))
+        page_id = super().pop_victim()
+        self.evicted_from[self._key(page_id)] = "T1" if recent else "T2"
+        return page_id
+
+
+def lost_at(hashes: Sequence[Hashable], seen: set, evicted_from: dict) -> str | None:
+    """The list ("T1"/"T2") of the evicted page where a lookup of `hashes` stops, or None if
+    it stops at content never cached (or does not stop)."""
+    for key in hashes:
+        if key in evicted_from:
+            return evicted_from[key]
+        if key not in seen:
+            return None
+    return None
+
+
+def arc_lost_hits(
+    requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16
+) -> tuple[Counter[str], Counter[str], float]:
+    """Replay with ARC. Return (requests whose lookup stopped at content ARC had evicted, by
+    the list it left: {"T1": n, "T2": n}; ARC's `tally`; the largest p after a request)."""
+    pool = lab_pool(requests, cache_tokens, _TracedARC(), page_size)
+    arc = pool.eviction
+    assert isinstance(arc, _TracedARC)
+    seqs = SequenceManager(pool)
+    lost: Counter[str] = Counter()
+    p_top = 0.0
+    for request in requests:
+        where = lost_at(block_hashes(request.prompt_token_ids, page_size), arc.seen, arc.evicted_from)
+        if where is not None:
+            lost[where] += 1
+        serve_one_at_a_time(seqs, [request])
+        p_top = max(p_top, arc.p)
+    return lost, Counter(arc.tally), p_top
+
+
+def lost_hits_text(lost: Counter[str], tally: Counter[str], p_top: float, pages: int) -> str:
+    """Two lines: where ARC's victims came from and how far p rose; where lost lookups stopped."""
+    victims = tally["evicted from T1"] + tally["evicted from T2"]
+    return (
+        f"ARC's victims: {victims}, of them {tally['evicted from T2']} from T2 (revived);"
+        f" p rose to {p_top:.0f} of {pages} pages\n"
+        f"requests whose lookup stopped at content ARC evicted: {lost['T1'] + lost['T2']},"
+        f" evicted from T1 {lost['T1']}, from T2 {lost['T2']}"
+    )
