@@ -85,7 +85,7 @@ def plot_wal_strip(records: Sequence[Record], recovery: Mapping[str, object]) ->
     end = last + (1 if p["torn_bytes"] else 0)
     torn_width = max(1.0, TORN_MIN_SHARE * end) if p["torn_bytes"] else 0.0
     torn_x = last + 0.5 + torn_width / 2  # the torn cell's centre
-    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    fig = Figure(figsize=(11, 3.4), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     if checkpoint:

@@ -270,7 +270,7 @@ def crash_after_eviction(store: Path, records: int = 10) -> dict:
     from pagedkv.service.wal import read_log
 
     args = ("--num-pages", "8", "--page-size", "4", "--wal", str(store))
-    prompt = {"seq_id": "old", "text": "A shared prefix!"}
+    prompt = {"seq_id": "old", "text": "An older prompt!"}
     server = ServerProcess(*args)
     old = httpx.post(f"{server.url}/sequences", json=prompt).json()["block_table"]
     httpx.delete(f"{server.url}/sequences/old")
