@@ -55,3 +55,30 @@ def victim_costs(
             "same": same,
         }
     return result
+
+
+def sglang_retract_order(
+    model: TinyLM,
+    requests: Sequence[tuple[Hashable, str, int, int]],
+    *,
+    num_pages: int,
+    step: int,
+    page_size: int = 4,
+) -> list[tuple[Hashable, int, int]]:
+    """Serve `requests` as `victim_costs` does under "fcfs" up to just before `step`, and return
+    (req_id, decoded tokens, prompt length) for each running request, in the order SGLang's
+    `retract_decode` (schedule_batch.py) retracts them without speculative decoding: it sorts by
+    (decoded tokens, -prompt length) descending and pops from the end, so fewest decoded tokens
+    first and, among equals, the longest prompt first."""
+    pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=page_size))
+    sched = Scheduler(SequenceManager(pool), model, max_num_seqs=len(requests))
+    for req_id, text, new, priority in requests:
+        sched.add_request(req_id, model.encode(text), new, priority=priority)
+    for _ in range(step - 1):
+        sched.step()
+    rows = [
+        (s.req_id, len(sched.requests[s.req_id].output), len(sched.requests[s.req_id].prompt_token_ids))
+        for s in sched.running
+    ]
+    rows.sort(key=lambda r: (r[1], -r[2]), reverse=True)
+    return rows[::-1]  # the first to retract first

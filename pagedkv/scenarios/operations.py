@@ -280,15 +280,17 @@ class ScenarioOperations:
             record.appends.append((end, seq_id))
         record.appends.sort(key=lambda mark: mark[0])
         refused, said = self.scheduler.head_refused, step.decision  # why the queue's head waits
+        budget = self.scheduler.max_num_batched_tokens
         queued = ", ".join(str(s.req_id) for s in self.scheduler.waiting) * bool(step.preempted)
         record.waits = f"{refused[0]} waits: {refused[1]}" if refused else queued and f"{queued} {NOT_TRIED}"
+        if not record.waits and len(queue := self.scheduler.waiting) and step.num_batched_tokens >= budget:
+            record.waits = f"{queue[0].req_id} waits: the step's token budget ({budget}) is used up"
         if said == "idle" and self.scheduler.has_unfinished:
             said = self._stalled()  # not idle: requests wait, and the note says for what
         record.note = "scheduler: " + said
 
     def _stalled(self) -> str:
-        """Why a scheduler step with unfinished requests ran nothing: they wait for pages,
-        held by the sequences you added (which the scheduler never preempts) if any hold some."""
+        """Why a step with unfinished requests ran nothing: pages held by your sequences, if any."""
         names = ", ".join(map(str, self.unfinished_requests))
         held = [s for s in self.own_sequences if self.seqs.block_table(s)]
         if not held:
@@ -333,9 +335,7 @@ def _pages(pages: list[int]) -> str:
 
 
 def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:
-    """The log's words for a finished request holding `pages` pages, `shared` of them also
-    held by other block tables: only its own pages are released (a shared page's ref count
-    just drops by one), so the note says how many of each."""
+    """The log's words for a finished request: its own pages released, `shared` ones kept."""
     if not shared:
         said = "1 page was released" if pages == 1 else f"{pages} pages were released, tail first"
         return f"{seq_id} finished: its {said}"
