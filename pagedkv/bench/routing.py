@@ -19,7 +19,7 @@ import argparse
 from pagedkv.bench import Report
 from pagedkv.labs.experiments import popular_system_prompts
 from pagedkv.labs.parallel import QUICK_WORKERS, run_all
-from pagedkv.labs.routing import ROUTERS, RouterConfig, prefixes_per_replica, simulate
+from pagedkv.labs.routing import ROUTERS, RouterConfig, replica_counts, simulate
 
 DIGITS = {"imbalance": 2}  # the table's floats: the imbalance with two decimals
 HELP = "prefix hit rate and load imbalance over N replicas: round-robin, least-loaded, prefix-aware"
@@ -110,13 +110,30 @@ def run(
 def prompts_seen(router: str, num_replicas: int, *, quick: bool = True) -> list[int]:
     """How many distinct system prompts each replica was sent in `run(quick=quick)`'s run of
     `router` over `num_replicas` replicas (run's defaults; the same run, request for request)."""
+    return per_replica(router, num_replicas, quick=quick)["prompts"]
+
+
+def per_replica(router: str, num_replicas: int, *, quick: bool = True) -> dict[str, list[int]]:
+    """Per replica, in `run(quick=quick)`'s run of `router` over `num_replicas` replicas (the
+    same run, request for request): requests sent (`routed`), distinct system prompts among
+    them (`prompts`) and preemptions (`preempted`)."""
     requests, num_prompts, prompt_length, rate = (200 if quick else 600), 32, 256, 0.15
     workload = popular_system_prompts(requests, num_prompts, prompt_length, 0)
     options = dict(num_pages=128, page_size=16, max_num_seqs=16, seed=0)
     config = RouterConfig(router, 0.5, 32)
-    return prefixes_per_replica(
+    return replica_counts(
         workload, num_replicas, prompt_length, config=config, arrival_rate=rate * num_replicas, **options
     )
+
+
+def per_replica_text(num_replicas: int, *, quick: bool = True) -> str:
+    """One line per router: each replica's requests sent, distinct system prompts, preemptions."""
+    lines = [f"{num_replicas} replicas, per replica: requests sent / distinct system prompts / preempted"]
+    for router in ROUTERS:
+        c = per_replica(router, num_replicas, quick=quick)
+        cells = "  ".join(f"{a}/{b}/{p}" for a, b, p in zip(c["routed"], c["prompts"], c["preempted"]))
+        lines.append(f"  {router:<13} {cells}")
+    return "\n".join(lines)
 
 
 def _simulate_job(job: tuple, workload: list, options: dict) -> dict:

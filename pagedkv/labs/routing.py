@@ -167,6 +167,7 @@ def simulate(
         "imbalance": peak / mean if mean else 1.0,  # busiest replica's load / the mean load
         "routed": routed,
         "preemptions": sum(r.scheduler.stats.preemptions for r in replicas),
+        "preempted_per_replica": [r.scheduler.stats.preemptions for r in replicas],
         "by_valve": by_valve,
         "ticks": tick,
     }
@@ -177,9 +178,20 @@ def prefixes_per_replica(
 ) -> list[int]:
     """How many distinct prompt prefixes of `prefix_len` tokens (e.g. system prompts) each
     replica was sent, in one `simulate(requests, num_replicas, **options)` run."""
+    return replica_counts(requests, num_replicas, prefix_len, **options)["prompts"]
+
+
+def replica_counts(requests: Sequence[Request], num_replicas: int, prefix_len: int, **options) -> dict:
+    """Per replica, in one `simulate(requests, num_replicas, **options)` run: the requests it
+    was sent (`routed`), the distinct prefixes of `prefix_len` tokens among them (`prompts`)
+    and the preemptions it made (`preempted`)."""
     sent: list[int] = []
-    simulate(requests, num_replicas, sent=sent, **options)
+    out = simulate(requests, num_replicas, sent=sent, **options)
     seen: list[set] = [set() for _ in range(num_replicas)]
     for k, request in zip(sent, requests):
         seen[k].add(tuple(request.prompt_token_ids[:prefix_len]))
-    return [len(s) for s in seen]
+    return {
+        "routed": out["routed"],
+        "prompts": [len(s) for s in seen],
+        "preempted": out["preempted_per_replica"],
+    }

@@ -26,10 +26,11 @@ BATCHED_TOKENS = 8192  # the profile run's tokens in both logs
 BLOCK = 16  # tokens per block, vLLM's default
 
 
-def log_capacity(max_len: int = BATCHED_TOKENS) -> int:
-    """The cost model's blocks with every term of the A100 log typed in (5,694)."""
+def log_capacity(max_len: int = BATCHED_TOKENS, activation_gib: float | None = None) -> int:
+    """The cost model's blocks with every term of the A100 log typed in (5,694); with
+    `activation_gib`, that peak replaces the log's and the other three terms stay the log's."""
     gpu = dataclasses.replace(costs.gpu_spec(GPU), reported_gib=LOG_TERMS["reported_gib"])
-    t = LOG_TERMS
+    t = dict(LOG_TERMS) if activation_gib is None else {**LOG_TERMS, "activation_gib": activation_gib}
     assume = costs.Assumptions(
         0.9,
         BATCHED_TOKENS,
@@ -60,13 +61,16 @@ def by_hand() -> tuple[float, int]:
 def answer_text(blocks: int, max_len: int) -> str:
     """The exercise's answer: the cost model's blocks, N and X, then the log's own, the hand
     calculation, a check in one's head, why rounding explains the few blocks the cost model is
-    off, and the blocks with pagedkv's own peak (67 % more); each paragraph wrapped at 88 characters."""
+    off, and the blocks with pagedkv's own four terms (67 % more) and with its peak alone; each
+    paragraph wrapped at 88 characters."""
     logged_n, logged_x = v1_lines(LOG_BLOCKS, max_len)
     budget, hand = by_hand()
     exact = costs.weight_bytes(MODEL) / costs.GIB
     block_mib = BLOCK * costs.bytes_per_token(MODEL) // 2**20
     own_peak = costs.activation_bytes(MODEL, costs.Assumptions(0.9, BATCHED_TOKENS)) / costs.GIB
     own = int(costs.capacity(MODEL, GPU, BATCHED_TOKENS)["num_pages"])  # every term pagedkv's
+    gpu, assume = costs.gpu_spec(GPU), costs.Assumptions(0.9, BATCHED_TOKENS)
+    peak_only = log_capacity(activation_gib=own_peak)
     margin = 0.9 * 0.005 + 0.005 + 0.005  # GiB: the three terms, each rounded to 0.01 GiB
     paragraphs = [
         f"That engine printed the older '# GPU blocks: {LOG_BLOCKS}'; vLLM v1's formula turns "
@@ -87,9 +91,11 @@ def answer_text(blocks: int, max_len: int) -> str:
         f"the budget by 0.9 x 0.005 + 0.005 + 0.005 = {margin:.4f} GiB, about "
         f"{margin * 1024 / block_mib:.0f} blocks of {block_mib} MiB: rounding alone can explain the "
         f"{blocks - LOG_BLOCKS}.",
-        f"With pagedkv's own estimate of the peak, {own_peak:.2f} GiB instead of the log's "
-        f"{LOG_TERMS['activation_gib']:.2f}, the cost model gives {own:,} blocks: "
-        f"{100 * (own - LOG_BLOCKS) / LOG_BLOCKS:.0f} % more than the log.",
+        f"With all four of pagedkv's own terms ({gpu.reported_gib:.2f} GiB reported, a peak of "
+        f"{own_peak:.2f} GiB instead of the log's {LOG_TERMS['activation_gib']:.2f}, "
+        f"{assume.non_torch_gib:.2f} GiB non-torch, a {assume.cuda_graph_gib:.2f} GiB graph reserve), "
+        f"the cost model gives {own:,} blocks: {100 * (own - LOG_BLOCKS) / LOG_BLOCKS:.0f} % more than "
+        f"the log. Its peak alone, with the log's other three terms, gives {peak_only:,}.",
     ]
     head = [f"blocks of {BLOCK} tokens: {blocks:,} (the log: {LOG_BLOCKS:,})", *v1_lines(blocks, max_len)]
     return "\n".join([*head, "", *(textwrap.fill(p, 88) + "\n" for p in paragraphs)]).rstrip()
