@@ -23,8 +23,7 @@ from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios.actions import Action, ActionRecord, drop_words
-
-NOT_TRIED = "not tried: a step that preempts admits nobody"  # the log, for the waiting queue
+from pagedkv.scenarios.text import waiting_words
 
 
 class ScenarioOperations:
@@ -279,12 +278,7 @@ class ScenarioOperations:
             )
             record.appends.append((end, seq_id))
         record.appends.sort(key=lambda mark: mark[0])
-        refused, said = self.scheduler.head_refused, step.decision  # why the queue's head waits
-        budget = self.scheduler.max_num_batched_tokens
-        queued = ", ".join(str(s.req_id) for s in self.scheduler.waiting) * bool(step.preempted)
-        record.waits = f"{refused[0]} waits: {refused[1]}" if refused else queued and f"{queued} {NOT_TRIED}"
-        if not record.waits and len(queue := self.scheduler.waiting) and step.num_batched_tokens >= budget:
-            record.waits = f"{queue[0].req_id} waits: the step's token budget ({budget}) is used up"
+        record.waits, said = waiting_words(self.scheduler, step), step.decision
         if said == "idle" and self.scheduler.has_unfinished:
             said = self._stalled()  # not idle: requests wait, and the note says for what
         record.note = "scheduler: " + said

@@ -14,6 +14,8 @@ from collections.abc import Sequence as SequenceLike
 from pagedkv.core.observe.snapshot import PoolSnapshot
 from pagedkv.core.plumbing.validation import check_instance
 from pagedkv.core.sequence import SequenceManager
+from pagedkv.engine.scheduler import Scheduler
+from pagedkv.engine.scheduler_output import StepRecord
 
 
 def token_ids_of(seqs: SequenceManager) -> dict[Hashable, list[int]]:
@@ -45,6 +47,23 @@ def step_role_at(actions: SequenceLike, step: int) -> str:
     if action.op == "schedule":
         return f"scheduler step {sum(a.op == 'schedule' for a in actions[:step])}"
     return f"{ROLE_WORDS.get(action.op, action.op)} {action.seq_id}".rstrip()
+
+
+def waiting_words(scheduler: Scheduler, step: StepRecord) -> str:
+    """The log's line on why the waiting queue's head was not admitted in `step` ("" when
+    nothing waits, or nothing held it back)."""
+    if scheduler.head_refused:
+        req_id, reason = scheduler.head_refused
+        return f"{req_id} waits: {reason}"
+    if not scheduler.waiting:
+        return ""
+    if step.preempted:  # vLLM v1 tries the waiting queue only when nobody was preempted
+        names = ", ".join(str(s.req_id) for s in scheduler.waiting)
+        return f"{names} not tried: a step that preempts admits nobody"
+    budget = scheduler.max_num_batched_tokens
+    if step.num_batched_tokens >= budget:
+        return f"{scheduler.waiting[0].req_id} waits: the step's token budget ({budget}) is used up"
+    return ""
 
 
 def glyph(token: int) -> str:

@@ -368,23 +368,35 @@ _TOKEN_ROW_JS = """el => {
           row: row.getBoundingClientRect().bottom, label: label.getBoundingClientRect().bottom}; }"""
 
 
+def _dashboard_05_with_the_file_browser_open(projector_notebook):
+    """05 run in full, the file browser open (as `make lab` starts), its dashboard on top."""
+    nb = projector_notebook("05_scheduling_and_preemption.ipynb")
+    nb.page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # the file browser
+    nb.page.wait_for_timeout(800)
+    nb.run_all()
+    nb.page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    return nb
+
+
+def _jump_to(nb, step: int):
+    """Type `step` into the dashboard's Jump box and wait until its header shows it."""
+    nb.page.locator(".pagedkv-step-box input").first.click()
+    nb.page.keyboard.press("Control+A")
+    nb.page.keyboard.type(str(step))
+    nb.page.keyboard.press("Enter")
+    counter = nb.page.locator(".pagedkv-step-counter").first
+    counter.filter(has_text=re.compile(rf"step {step} of 40")).wait_for(timeout=120_000)
+    nb.wait_idle()
+    return counter
+
+
 def test_block_tables_tab_shows_a_whole_tokens_by_page_row(projector_notebook, screenshot_dir):
     """At 1280x720 with the file browser open, the Block tables tab of 05's dashboard at step
     20 (req2 and req3 running) shows its first tokens-by-page row whole, page labels included,
     without scrolling its box: a learner saw only a 40-px sliver of it, labels cut off."""
-    nb = projector_notebook("05_scheduling_and_preemption.ipynb")
+    nb = _dashboard_05_with_the_file_browser_open(projector_notebook)
     page = nb.page
-    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # the file browser
-    page.wait_for_timeout(800)
-    nb.run_all()
-    page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
-    page.locator(".pagedkv-step-box input").first.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.type("20")
-    page.keyboard.press("Enter")
-    counter = page.locator(".pagedkv-step-counter").first
-    counter.filter(has_text=re.compile(r"step 20 of 40")).wait_for(timeout=120_000)
-    nb.wait_idle()
+    _jump_to(nb, 20)
     page.locator(".pagedkv-tabs button", has_text="Block tables").first.click()
     nb.wait_idle()
     page.wait_for_timeout(800)
@@ -409,21 +421,11 @@ def test_the_header_after_your_actions_at_the_last_step_wraps_instead_of_being_c
     header now keeps all its text inside its row, its "steps done" part on a second line when
     the row is narrow (the file browser open, as `make lab` starts), and the scenario picker
     narrows at most to its minimum width."""
-    nb = projector_notebook("05_scheduling_and_preemption.ipynb")
+    nb = _dashboard_05_with_the_file_browser_open(projector_notebook)
     page = nb.page
-    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # the file browser
-    page.wait_for_timeout(800)
-    nb.run_all()
-    page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
     page.locator("button.pagedkv-add").first.click()
     nb.wait_idle()
-    page.locator(".pagedkv-step-box input").first.click()
-    page.keyboard.press("Control+A")
-    page.keyboard.type("40")
-    page.keyboard.press("Enter")
-    counter = page.locator(".pagedkv-step-counter").first
-    counter.filter(has_text=re.compile(r"step 40 of 40")).wait_for(timeout=120_000)
-    nb.wait_idle()
+    counter = _jump_to(nb, 40)
     for button in ("button.pagedkv-finish", "button.pagedkv-decode"):
         page.locator(button).first.click()
         nb.wait_idle()
