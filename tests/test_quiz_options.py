@@ -451,25 +451,30 @@ def test_a_predictions_pick_is_framed_with_no_glyph_glued_on():
 
 def test_next_after_a_wrong_pick_names_the_question_left_undone():
     """A learner picked wrong, pressed Next and finished the quiz believing every question was
-    answered: the position line now names, in red, each question left unanswered."""
+    answered: the pending line now names each question left undone. One tried once and wrong
+    has one more try left; it was not skipped (a learner read "You skipped question 2" after
+    answering it wrong once). One passed over untried is skipped."""
     from pagedkv.viz import Quiz
 
     quiz = Quiz("06-check")
     n, q = len(quiz.questions), quiz.questions[0]
     quiz.check(0, next(o for o in q.options if o != q.answer))  # first wrong pick: not settled
-    assert "You skipped" not in quiz.pending.value  # still on it: nothing skipped
+    assert not quiz.pending.value  # still on it: nothing left behind
     quiz.next.click()
-    assert "You skipped question 1" in quiz.pending.value
+    assert "Question 1 has one more try left" in quiz.pending.value
+    assert "skipped" not in quiz.pending.value
+    quiz.next.click()  # question 2 passed over untried
+    assert "You skipped question 2; question 1 has one more try left" in quiz.pending.value
     for k in range(1, n):
         quiz.show(k)
         quiz.check(k, quiz.questions[k].answer)
-    assert "You skipped question 1<" in quiz.pending.value and quiz.summary.layout.display == "none"
-    quiz.previous.click()
+    assert "Question 1 has one more try left<" in quiz.pending.value
+    assert quiz.summary.layout.display == "none"
     quiz.show(0)
-    assert "You skipped" not in quiz.pending.value  # on question 1 itself: its own page says so
+    assert not quiz.pending.value  # on question 1 itself: its own page says so
     quiz.check(0, q.answer)
     quiz.show(1)
-    assert "You skipped" not in quiz.pending.value and quiz.summary.layout.display != "none"
+    assert not quiz.pending.value and quiz.summary.layout.display != "none"
 
 
 def test_a_check_that_reaches_the_kernel_before_its_pick_never_grades_the_old_pick():

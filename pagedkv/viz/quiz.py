@@ -189,6 +189,12 @@ class PredictStep(widgets.VBox):
         return None if self.actual is None else self.choices.value == self.actual
 
 
+def _numbered(questions: list[int]) -> str:
+    """ "question 2" or "questions 2, 3" for 0-based indices."""
+    word = "questions " if len(questions) > 1 else "question "
+    return word + ", ".join(str(j + 1) for j in questions)
+
+
 class Quiz(widgets.VBox):
     """Check questions: pick, press Check, read why (graded as `grade` says; a settled question
     locks). Several show one at a time, Previous / Next and "question k of n (d of n done)"
@@ -263,14 +269,18 @@ class Quiz(widgets.VBox):
             page.layout.display = "" if j == k else "none"
         n, done, first = len(self.questions), sum(self.settled), sum(bool(r) for r in self.first_try)
         self.seen[k] = True  # a skipped question is named as it is left and at the tally
-        skipped = [j for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
-        tally = all(self.settled[j] or j in skipped for j in range(n))  # all else is done
-        word = "questions " if len(skipped) > 1 else "question "  # "skipped", not "this one"
-        left = (
-            _verdict(f"You skipped {word}" + ", ".join(str(j + 1) for j in skipped), PENDING)
-            if skipped
-            else ""
-        )
+        open_ = [j for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
+        tally = all(self.settled[j] or j in open_ for j in range(n))  # all else is done
+        skipped = [j for j in open_ if not self.misses[j]]  # never tried, not one wrong try
+        tried = [j for j in open_ if self.misses[j]]
+        said = []
+        if skipped:
+            said.append(f"You skipped {_numbered(skipped)}")
+        if tried:
+            has = "has" if len(tried) == 1 else "have"
+            said.append(f"{_numbered(tried)} {has} one more try left")
+        text = "; ".join(said)
+        left = _verdict(text[:1].upper() + text[1:], PENDING) if said else ""
         left = left if leaving or tally else ""  # an answer in between clears it (not stale)
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
         self.position.value = _box(head)
