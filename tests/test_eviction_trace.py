@@ -115,10 +115,12 @@ def test_s3fifo_drain_why_names_the_rule_that_chose_each_victim():
     s3.add_all([3, 4, 5, 6])
     whys = [line.split("\n  why: ")[1] for line in s3fifo_drain(s3, num_pages=20)]
     # S's size before each victim, counted by hand from the rules: 6, then 4, 3, 2 after
-    # 1 and 2 moved to M; then S holds 1 (under its share), then M is empty
-    assert whys[0].startswith("S holds 6 >= its share 2") and whys[0].endswith("to M")
-    assert [w.split(":")[0] for w in whys[1:4]] == [f"S holds {n} >= its share 2" for n in (4, 3, 2)]
-    kept = "S holds 1 < its share 2: M's head, count 0 -> evicted (G is cut only when S evicts)"
+    # 1 and 2 moved to M; then S held 1 (under its share), then M is empty
+    assert whys[0].startswith("before it, S held 6 >= its share 2") and whys[0].endswith("to M")
+    assert [w.split(":")[0] for w in whys[1:4]] == [
+        f"before it, S held {n} >= its share 2" for n in (4, 3, 2)
+    ]
+    kept = "before it, S held 1 < its share 2: M's head, count 0 -> evicted (G is cut only when S evicts)"
     assert whys[4] == whys[5] == kept
     assert whys[6].startswith("M is empty")
     # G's bound after each victim from S: M's pages then (2 while pages 1 and 2 are in M),

@@ -216,16 +216,14 @@ def reference_text(
     return f"matches the reference ({rates})"
 
 
-def mine_box_pending(streams: dict[str, Sequence[LabRequest]], cache_tokens: int) -> str:
-    """The line the check cell prints while the learner's Mine differs from the reference: the
-    box on why the finished Mine beats LRU opens once the rates match. It names the streams
-    where the reference beats LRU at `cache_tokens`, and those where it does not, from replays:
-    "... beats LRU on zipf, rag and scan (not on chat) ..."."""
-    ref = reference_rates(streams, cache_tokens)
-    wins = [w for w in streams if ref[w] > replay(streams[w], cache_tokens).hit_rate]
-    loses = [w for w in streams if w not in wins]
-    where = _names(wins) + (f" (not on {_names(loses)})" if loses else "")
-    return f"The box on why the finished Mine beats LRU on {where} opens once your rates match the reference."
+def mine_box_pending() -> str:
+    """The line the check cell prints while the learner's Mine differs from the reference. It
+    names no stream: where the finished Mine beats LRU is the answer of a prediction that may
+    still be open, and the box that says it opens only once that prediction is answered."""
+    return (
+        "The box on why the finished Mine wins where it does opens once your rates match the"
+        " reference and you have answered the prediction above."
+    )
 
 
 def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:

@@ -80,7 +80,8 @@ def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[s
         moved = [p for p in after["M"] if p not in before["M"]]
         if moved and not lines:
             phase += 1
-            reason = f"S holds {len(before['S'])} >= its share {share:g}: S's head; count above 0 -> to M"
+            held = len(before["S"])
+            reason = f"before it, S held {held} >= its share {share:g}: S's head; count above 0 -> to M"
             lines.append(f"phase {phase}, no victim yet: pages {moved} move from S to M, count 0")
             lines[-1] += f"\n  why: {reason}" if why else ""
             before = {**before, "S": [p for p in before["S"] if p not in moved], "M": before["M"] + moved}
@@ -103,10 +104,12 @@ def _s3_reason(small: int, main: int, share: float, came_from: str, main_after: 
     `dropped` says whether G lost a hash (else it was already within that bound)."""
     if came_from == "M":
         kept = "G is cut only when S evicts"
-        return f"S holds {small} < its share {share:g}: M's head, count 0 -> evicted ({kept})"
+        return f"before it, S held {small} < its share {share:g}: M's head, count 0 -> evicted ({kept})"
     pages = f"M's {main_after} page{'s' if main_after > 1 else ''}"
     bound = "at least one hash" if main_after == 0 else pages
     cut = f"G cut to {bound}" if dropped else f"G within {bound}: nothing cut"
     if main == 0 and small < share:
         return f"M is empty: S's head, count 0 -> evicted, hash into G ({cut})"
-    return f"S holds {small} >= its share {share:g}: S's head, count 0 -> evicted, hash into G ({cut})"
+    return (
+        f"before it, S held {small} >= its share {share:g}: S's head, count 0 -> evicted, hash into G ({cut})"
+    )

@@ -71,8 +71,8 @@ def plot_timeline(
     mark: tuple[int, str] | None = None,
 ) -> Figure:
     """Rows `first` to `last` (inclusive) of `s3fifo_timeline`: on top, S, M and G's sizes as
-    lines (G hollow on M's line when they are equal) and S's share (`share` pages) as
-    a dotted line labelled `share_label` on the plot; below, on its own axis, the victims
+    lines (G's hollow rings around M's line, drawn on top, when they are equal) and S's share
+    (`share` pages) as a dotted line labelled `share_label` on the plot; below, on its own axis, the victims
     from S and from M as bars per request. Scan requests shaded. `mark` (request, text)
     points an arrow at that request's M and labels it. 8.4 x 4.4 inches at 100 dpi; both
     panels carry request numbers on their x axis."""
@@ -93,8 +93,11 @@ def plot_timeline(
         sizes = [r[q] for r in window]
         hollow = {"mfc": "none", "mew": 1.5} if q == "G" else {}
         on_m = q == "G" and sizes == [r["M"] for r in window]
-        ax_label = f"{'hashes' if q == 'G' else 'pages'} in {q}" + (" (hides M's line)" if on_m else "")
-        top.plot(xs, sizes, color=colour, ls=dash, marker=marker, ms=ms, lw=2, label=ax_label, **hollow)
+        ax_label = f"{'hashes' if q == 'G' else 'pages'} in {q}" + (" (rings on M's line)" if on_m else "")
+        z = 3 if q == "M" else 2  # M's line drawn over G's rings, so both show
+        top.plot(
+            xs, sizes, color=colour, ls=dash, marker=marker, ms=ms, lw=2, label=ax_label, zorder=z, **hollow
+        )
     top.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.5)
     top.text(first, share + 2, share_label or f"S's share ({share:g})", fontsize=12, color="#333333")
     top.set_ylim(0, max(max(r["S"], r["M"], r["G"]) for r in window) + 10)
