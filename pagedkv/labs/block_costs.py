@@ -101,7 +101,8 @@ def swap_crossover_text(model: str, gpu: str = "A100-40GB", width: int = 80) -> 
     longest = swap_crossover(model, gpu)
     return textwrap.fill(
         f"swap beats recompute only for requests of at most {longest} tokens: a short prefill"
-        " costs about one read of the weights, a swap's cost grows with every token",
+        " costs about one read of the weights whatever its length; a swap's cost grows with every"
+        " token from the start",
         width,
     )
 

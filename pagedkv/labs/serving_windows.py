@@ -227,7 +227,10 @@ def paper_ratio_lines(keeps_up: dict) -> list[str]:
         f"  paper's traces; sustainable rates {full_rates} requests/s",
         f"quick run (the figure): {QUICK_REQUESTS:,} requests at five rates (0.5 to 4/s).",
         "  Both quick ratios are higher, for two reasons:",
-        "  - shorter queues: they grow for less time, so paged's and oracle's rates are higher;",
+        "  - shorter queues: they grow for less time, so paged's and oracle's rates are higher,",
+        f"    paged's the most: at its rate the {QUICK_REQUESTS:,} requests arrive in under"
+        f" {-(-QUICK_REQUESTS // (60 * keeps_up['paged'])):.0f} minutes,",
+        f"    at oracle's in about {QUICK_REQUESTS / (60 * keeps_up['oracle']):.0f};",
         "  - a coarser grid: a straight line across max's jump in latency between 0.5 and 1/s",
         "    puts max's rate lower (the full run walks each system's rate from a guess in steps",
         "    of a tenth of it: max's from 0.7/s in steps of 0.07/s).",
