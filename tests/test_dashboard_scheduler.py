@@ -297,3 +297,18 @@ def test_a_step_that_preempts_says_the_waiting_queue_was_not_tried():
     }
     preempting = [r.step for r in run.records if any(e.kind == "preempt" for e in r.events)]
     assert sorted(said) == preempting
+
+
+def test_a_waiting_request_short_of_pages_names_the_cached_pages_that_are_its_own_hits():
+    """A learner read "0 FREE + 0 evictable CACHED" at steps 12-19 while the heatmap showed
+    CACHED pages: req2's own hits. Oracle: the pool's CACHED count and req2's prefix lookup."""
+    from pagedkv.scenarios import ScenarioRun
+
+    run = ScenarioRun("preempt")
+    run.goto(14)
+    req_id, why = run.scheduler.head_refused
+    tokens = run.scheduler.request("req2").token_ids
+    own = len(run.seqs.plan_add("probe", tokens).hits)
+    cached = run.pool.num_cached_pages
+    assert req_id == "req2" and own == cached > 0 and run.pool.num_free_pages == 0
+    assert f"0 FREE + 0 evictable CACHED (+ {own} CACHED that are its own hits)" in why

@@ -178,9 +178,12 @@ class SequenceManager:
         pool, tokens, hits = self.pool, plan.tokens, plan.hits
         if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
             pages = f"{plan.num_new_pages} new page{'s' * (plan.num_new_pages != 1)}"
+            own = len(plan.revived)  # CACHED pages the prompt hits: not evictable for it
+            hit_words = "are its own hits" if own != 1 else "is its own hit"
+            mine = f" (+ {own} CACHED that {hit_words})" if own else ""
             raise OutOfPagesError(
                 f"prompt of {len(tokens)} tokens needs {pages}; {pool.num_free_pages} "
-                f"FREE + {pool.num_cached_pages - len(plan.revived)} evictable CACHED"
+                f"FREE + {pool.num_cached_pages - own} evictable CACHED{mine}"
             )
         pool.tick()
         pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims

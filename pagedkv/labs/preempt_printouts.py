@@ -30,6 +30,7 @@ CAP_COLUMNS = [
     "steps",
     "preemptions",
     "tokens computed",
+    "recomputed",
     "mean requests per step",
 ]
 
@@ -140,6 +141,7 @@ def cap_rows(
         "preemptions": sched.stats.preemptions,
         "prefill_tokens": sched.stats.prefill_tokens,
         "decode_tokens": sched.stats.decode_tokens,
+        "recomputed_tokens": sched.stats.recomputed_tokens,
         "mean_running": sum(batches) / len(batches),
     }
     runs = (
@@ -155,6 +157,7 @@ def cap_rows(
             r["steps"],
             r["preemptions"],
             r["prefill_tokens"] + r["decode_tokens"],
+            r["recomputed_tokens"],
             f"{r['mean_running']:.1f}",
         ]
         for name, r, seqs in runs
