@@ -216,17 +216,19 @@ _BOX_JS = """el => { const r = el.getBoundingClientRect();
   return {top: r.top, bottom: r.bottom, width: r.width, height: r.height}; }"""
 
 
-def _jump_to(nb: NotebookPage, step: int) -> None:
-    """Type `step` into the dashboard's "go to step" box and wait until it is drawn."""
+def _jump_to(nb: NotebookPage, step: int, of: int = 59):
+    """Type `step` into the dashboard's "go to step" box and wait until it is drawn (its
+    header reads "step `step` of `of`"); return the header."""
     page = nb.page
     page.locator(".pagedkv-step-box input").first.click()
     page.keyboard.press("Control+A")
     page.keyboard.type(str(step))
     page.keyboard.press("Enter")
     counter = page.locator(".pagedkv-step-counter").first
-    counter.filter(has_text=re.compile(rf"step {step} of 59")).wait_for(timeout=120_000)
+    counter.filter(has_text=re.compile(rf"step {step} of {of}")).wait_for(timeout=120_000)
     nb.wait_idle()
     page.wait_for_timeout(500)
+    return counter
 
 
 def dashboard_fits_the_screen(nb: NotebookPage, shot) -> None:
@@ -378,25 +380,13 @@ def _dashboard_05_with_the_file_browser_open(projector_notebook):
     return nb
 
 
-def _jump_to(nb, step: int):
-    """Type `step` into the dashboard's Jump box and wait until its header shows it."""
-    nb.page.locator(".pagedkv-step-box input").first.click()
-    nb.page.keyboard.press("Control+A")
-    nb.page.keyboard.type(str(step))
-    nb.page.keyboard.press("Enter")
-    counter = nb.page.locator(".pagedkv-step-counter").first
-    counter.filter(has_text=re.compile(rf"step {step} of 40")).wait_for(timeout=120_000)
-    nb.wait_idle()
-    return counter
-
-
 def test_block_tables_tab_shows_a_whole_tokens_by_page_row(projector_notebook, screenshot_dir):
     """At 1280x720 with the file browser open, the Block tables tab of 05's dashboard at step
     20 (req2 and req3 running) shows its first tokens-by-page row whole, page labels included,
     without scrolling its box: a learner saw only a 40-px sliver of it, labels cut off."""
     nb = _dashboard_05_with_the_file_browser_open(projector_notebook)
     page = nb.page
-    _jump_to(nb, 20)
+    _jump_to(nb, 20, of=40)
     page.locator(".pagedkv-tabs button", has_text="Block tables").first.click()
     nb.wait_idle()
     page.wait_for_timeout(800)
@@ -425,7 +415,7 @@ def test_the_header_after_your_actions_at_the_last_step_wraps_instead_of_being_c
     page = nb.page
     page.locator("button.pagedkv-add").first.click()
     nb.wait_idle()
-    counter = _jump_to(nb, 40)
+    counter = _jump_to(nb, 40, of=40)
     for button in ("button.pagedkv-finish", "button.pagedkv-decode"):
         page.locator(button).first.click()
         nb.wait_idle()
