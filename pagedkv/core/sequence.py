@@ -177,10 +177,11 @@ class SequenceManager:
         """Carry out a plan from `plan_add` (it must still hold: nothing changed since)."""
         pool, tokens, hits = self.pool, plan.tokens, plan.hits
         if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
-            pages = f"{plan.num_new_pages} new page{'s' * (plan.num_new_pages != 1)}"
+            pages = "1 new page" if plan.num_new_pages == 1 else f"{plan.num_new_pages} new pages"
             own = len(plan.revived)  # CACHED pages the prompt hits: not evictable for it
-            hit_words = "are its own hits" if own != 1 else "is its own hit"
-            mine = f" (+ {own} CACHED that {hit_words})" if own else ""
+            mine = f" (+ {own} CACHED that are its own hits)" if own > 1 else ""
+            if own == 1:
+                mine = " (+ 1 CACHED that is its own hit)"
             raise OutOfPagesError(
                 f"prompt of {len(tokens)} tokens needs {pages}; {pool.num_free_pages} "
                 f"FREE + {pool.num_cached_pages - own} evictable CACHED{mine}"
