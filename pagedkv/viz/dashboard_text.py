@@ -212,7 +212,7 @@ def step_role(run: ScenarioRun) -> str:
     if run.scheduler is None:
         return ""
     role = step_role_at(run.steps, run.cursor)
-    return f" · {role}" * bool(role)
+    return f" · {role}" if role else ""
 
 
 def counter_html(run: ScenarioRun) -> str:
@@ -274,7 +274,7 @@ def log_html(
     for record in reversed(records[-steps:]):  # newest step first
         mine = f"your action{', refused,' * record.refused} (after scenario step {record.step})"
         role = step_role_at(actions, record.step) if actions else ""
-        label = mine if record.yours else f"step {record.step}" + f" ({role})" * bool(role)
+        label = mine if record.yours else f"step {record.step}" + (f" ({role})" if role else "")
         if record.own and not record.yours:  # run by Decode all once the scenario is done
             label = f"scheduler step past the end (after scenario step {record.step})"
         lines.append(f"<div class='pagedkv-log-step' style='margin-top:4px'><b>{label}</b></div>")

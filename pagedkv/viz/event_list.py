@@ -34,7 +34,7 @@ def event_list(run: Any, first: int = 1, last: int | None = None) -> list[str]:
         before = run.snapshots[index].block_tables
         after = run.snapshots[index + 1].block_tables
         role = step_role_at(run.steps, record.step) if run.scheduler is not None else ""
-        label = f"step {record.step:2}" + f" ({role})" * bool(role)
+        label = f"step {record.step:2}" + (f" ({role})" if role else "")
         lines += [f"{label} | {text}" for text in _step_events(record, before, after)]
     return lines
 
