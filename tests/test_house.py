@@ -63,6 +63,44 @@ def test_functions_and_modules_keep_to_their_size():
     assert not offenders, "over the size rules:\n" + "\n".join(offenders)
 
 
+def _text_times_truth(source: str) -> list[int]:
+    """Lines that repeat a string or list by a truth value ("s" * (n != 1), [x] * bool(y)):
+    the trick CONTRIBUTING.md asks to write as a plain if (counts: `core/plumbing/words.py`).
+
+    Example: 'w = "s" * (n > 1)\\nv = "-" * width\\n' -> [1]
+    """
+    text = (ast.Constant, ast.JoinedStr, ast.List)
+    truth = (ast.Compare, ast.BoolOp)
+
+    def is_truth(node: ast.AST) -> bool:
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            return True
+        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        return isinstance(node, truth) or (called and node.func.id == "bool")
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            pair = (node.left, node.right), (node.right, node.left)
+            if any(isinstance(t, text) and is_truth(k) for t, k in pair):
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def test_the_text_times_truth_check_finds_the_trick_and_only_it():
+    source = 'w = "s" * (n > 1)\nv = "-" * width\nx = [a] * bool(b)\ny = f"{z}" * (not c)\n'
+    assert _text_times_truth(source) == [1, 3, 4]
+
+
+def test_no_text_is_repeated_by_a_truth_value():
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "pagedkv").rglob("*.py"))
+        for line in _text_times_truth(path.read_text())
+    ]
+    assert not offenders, "write these as plain ifs (or words.count):\n" + "\n".join(offenders)
+
+
 def test_one_version_and_it_ships_with_its_type_hints():
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'^dynamic = \["version"\]$', pyproject, re.M)

@@ -29,6 +29,7 @@ from tqdm import tqdm
 from pagedkv.bench import Report
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.plumbing.validation import check_int
+from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
@@ -210,7 +211,7 @@ def describe(point: dict) -> str:
     shared = point["system_prompt"] // page * page  # whole pages of the shared prompt
     return "\n".join(
         [
-            f"pages of {page} token{'s' * (page != 1)}, {pages:,} pages = {pages * page:,} token slots; "
+            f"pages of {count(page, 'token')}, {pages:,} pages = {pages * page:,} token slots; "
             f"{point['requests']} requests after a {point['system_prompt']}-token system prompt",
             f"slot util {point['slot_utilisation_pct']:.1f}% "
             f"(empty slots per running request: {point['empty_slots_per_running']:.0f})",

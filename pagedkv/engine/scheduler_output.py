@@ -19,6 +19,8 @@ from collections.abc import Hashable
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
+from pagedkv.core.plumbing.words import count
+
 # NOTE: the two records of a step are NamedTuples, immutable as a frozen dataclass would be
 # but built several times faster (a frozen dataclass sets each field through
 # `object.__setattr__`); a simulation builds two per step, hundreds of thousands per run.
@@ -89,7 +91,9 @@ class StepRecord(NamedTuple):
 
     def _chunk(self, req_id: Hashable, n: int) -> str:
         left = self.prompt_left.get(req_id, 0)
-        return f"{req_id} ({n} token{'s' * (n != 1)}" + (f", {left} left)" if left else ")")
+        if left:
+            return f"{req_id} ({count(n, 'token')}, {left} left)"
+        return f"{req_id} ({count(n, 'token')})"
 
 
 @dataclass(slots=True)

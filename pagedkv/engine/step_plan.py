@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Protocol
 
+from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.request import FCFSQueue, RequestState, RequestStatus
@@ -158,7 +159,7 @@ def schedule_waiting(sched: SchedulerState, plan: StepPlan, budget: int) -> None
                 NewRequestData(state.req_id, state.prompt_token_ids, state.max_new_tokens, state.seed)
             )
         else:
-            plan.emit("resume", state.req_id, f"{k} token{'s' * (k != 1)} to compute")
+            plan.emit("resume", state.req_id, f"{count(k, 'token')} to compute")
         state.status = RequestStatus.RUNNING
         if sched.policy == "priority":  # the running list stays in (priority, arrival) order
             bisect.insort(running, state, key=lambda s: s.sort_key)

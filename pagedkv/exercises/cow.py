@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.exercises.guard import Failure, call, wrong
@@ -87,7 +88,7 @@ def check_copy_on_write(fn: Callable) -> str:
         for child in holders[1:]:
             seqs.fork("parent", child)
         story = [
-            f"'parent' has a prompt of {length} token{'s' * (length > 1)} (page_size {page_size}), "
+            f"'parent' has a prompt of {count(length, 'token')} (page_size {page_size}), "
             "forked into " + ", ".join(f"'{c}'" for c in holders[1:])
         ]
         for seq in holders[::-1] + holders[::-1]:  # the newest child writes first, twice around

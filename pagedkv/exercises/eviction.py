@@ -94,10 +94,9 @@ def _unit_traces() -> list[list[tuple]]:
             oracle, trace = LRUEvictionPolicy(), []
             for _ in range(length):
                 absent = [p for p in range(6) if p not in oracle]
-                kinds = ["add"] * bool(absent) + ["add_all"] * (len(absent) > 1)
-                kinds += ["remove", "pop_victim", "pop_victims"] * bool(len(oracle)) + ["clear"] * (
-                    length > 4
-                )
+                held = len(oracle) > 0  # the calls that may come next, in this order:
+                may = {"add": absent, "add_all": len(absent) > 1, "remove": held, "pop_victim": held}
+                kinds = [k for k, ok in {**may, "pop_victims": held, "clear": length > 4}.items() if ok]
                 kind = kinds[rng.integers(len(kinds))]
                 op: tuple
                 if kind == "add":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing import words
 from pagedkv.core.pool import KVCachePool
 from pagedkv.model.attention_tiled import TiledAttentionEngine
 
@@ -27,7 +28,7 @@ def token_bytes(kv_heads: int, head_dim: int, dtype_bytes: int, layers: int) -> 
     total = 2 * kv_heads * head_dim * dtype_bytes * layers
     text = (
         f"2 (K and V) × {kv_heads} K/V heads × {head_dim} numbers × {dtype_bytes} bytes × "
-        f"{layers} layer{'s' * (layers != 1)} = {total:,} B"
+        f"{words.count(layers, 'layer')} = {total:,} B"
     )
     return total, text
 

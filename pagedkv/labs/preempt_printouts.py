@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
@@ -38,10 +39,6 @@ CAP_COLUMNS = [
 def _scheduler(model: TinyLM, num_pages: int, page_size: int, max_num_seqs: int, budget: int) -> Scheduler:
     pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=page_size))
     return Scheduler(SequenceManager(pool), model, max_num_seqs=max_num_seqs, max_num_batched_tokens=budget)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def pool_run(
@@ -81,7 +78,7 @@ def pool_run(
                     f"{req_id}: preempted at step {step} with {tokens} tokens in its pages, back at "
                     f"step {sched.stats.steps}:",
                     f"  {kept} of its {full} full pages still CACHED, {full - kept} evicted while it "
-                    f"waited: {_plural(tokens - kept * page_size, 'token')} recomputed",
+                    f"waited: {count(tokens - kept * page_size, 'token')} recomputed",
                 ))  # fmt: skip
         held.clear()  # for the next step: what each running request holds now
         held.update({s.req_id: sched.manager.get(s.req_id).num_tokens for s in sched.running})
@@ -90,7 +87,7 @@ def pool_run(
     sched.run(on_step=read)
     stats = sched.stats
     head = (
-        f"{num_pages} pages: {stats.steps} steps, {_plural(stats.preemptions, 'preemption')}, "
+        f"{num_pages} pages: {stats.steps} steps, {count(stats.preemptions, 'preemption')}, "
         f"{stats.recomputed_tokens} tokens recomputed, at most {most} requests in one step"
     )
     lines.sort(key=lambda entry: entry[0])  # stable: a resume order within one step stays

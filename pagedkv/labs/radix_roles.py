@@ -10,6 +10,7 @@ import re
 import textwrap
 from collections.abc import Callable, Sequence
 
+from pagedkv.core.plumbing.words import count, noun
 from pagedkv.core.pool import KVCachePool
 from pagedkv.labs.radix_vs_hash import RequestRow, orphan_pages
 from pagedkv.radix.radix_cache import MatchResult, RadixCache
@@ -114,7 +115,7 @@ def block_table_text(
             [
                 _span(line[0]),
                 _span(line[1]),
-                line[3].format(f"block{'s' * (len(line[2]) > 1)} {_span(line[2])}"),
+                line[3].format(f"{noun(len(line[2]), 'block')} {_span(line[2])}"),
                 *line[4:],
             ]
             for line in lines
@@ -274,7 +275,7 @@ def lookup_note(before: RadixCache, after: RadixCache, decode: Callable[[Sequenc
     return (
         f"yes: the lookup split {', '.join(repr(decode(k)) for k in gone)} into "
         f"{' and '.join(repr(decode(k)) for k in came)}; no page moved\n"
-        f"the split falls on a page boundary ({pages} page{'s' * (pages != 1)} = {head} tokens): "
+        f"the split falls on a page boundary ({count(pages, 'page')} = {head} tokens): "
         "a match counts whole pages only"
     )
 

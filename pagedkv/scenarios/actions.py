@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from pagedkv.core.plumbing.events import Event
 from pagedkv.core.plumbing.validation import check_choice, check_number, check_seq_id
+from pagedkv.core.plumbing.words import noun
 
 OPS = ("add", "decode", "fork", "free", "beam", "request", "schedule", "abort")
 
@@ -125,7 +126,8 @@ class ActionRecord:
         CACHED page."""
         decides = self.action.op == "schedule" and not self.refused
         out: list[tuple[str, str]] = [("decision", self.note)] if decides and self.note else []
-        out += [("note", self.waits)] * bool(decides and grouped and self.waits)  # the dashboard's log
+        if decides and grouped and self.waits:  # the dashboard's log
+            out.append(("note", self.waits))
         start, events = 0, _causes_first(self.events)
         # a beam drop's line goes before the releases it causes; appends after their events
         marks = [(at, 0, words) for at, words in self.drops] + [(at, 1, s) for at, s in self.appends]
@@ -189,11 +191,12 @@ def drop_words(seq_id: Hashable, table: list[int], shared: list[int]) -> str:
     """The log's line for a beam a beam step drops (said before the releases it causes):
     "beam.2 dropped: releases pages 0, 1, 2, 3, 6; pages 0, 1, 2, 3 stay with the other beams
     (ref count down by one)". Its own pages then show as "cache" or "free" lines."""
-    said = f"{seq_id} dropped: releases page{'s' * (len(table) > 1)} {', '.join(map(str, table))}"
+    said = f"{seq_id} dropped: releases {noun(len(table), 'page')} {', '.join(map(str, table))}"
     if not shared:
         return said
-    stay = "page" + "s" * (len(shared) > 1) + " " + ", ".join(map(str, shared))
-    return f"{said}; {stay} stay{'s' * (len(shared) == 1)} with the other beams (ref count down by one)"
+    stay = f"{noun(len(shared), 'page')} {', '.join(map(str, shared))}"
+    verb = "stays" if len(shared) == 1 else "stay"
+    return f"{said}; {stay} {verb} with the other beams (ref count down by one)"
 
 
 def _show(token: int) -> str:
@@ -235,7 +238,8 @@ def _describe(run: list[Event], spans: dict[int, tuple[int, int]], lengths: dict
             if has + 1 == last
             else f"{has + 1}-{last} wait for its next ones"
         )
-        line += f" (it has {has}: {rest})" * (first_token < has < last)
+        if first_token < has < last:
+            line += f" (it has {has}: {rest})"
     return line
 
 

@@ -18,6 +18,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from pagedkv.core.plumbing.words import count, noun
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
@@ -111,7 +112,7 @@ class ScenarioOperations:
         if not live:
             done = [str(s) for s in wanted if s in self.seen_ids]  # admitted once: finished since
             never = [str(s) for s in wanted if s not in self.seen_ids]  # refused at admission
-            said = [f"{', '.join(done)} finished"] * bool(done)
+            said = [f"{', '.join(done)} finished"] if done else []
             said += [self._never_admitted(s) for s in never]
             record.note = f"nothing to decode: {'; '.join(said) or 'no live sequence'}"
             return
@@ -127,7 +128,7 @@ class ScenarioOperations:
             have = self.pool.num_available_pages  # FREE, or CACHED and evictable
             raise OutOfPagesError(
                 f"out of pages: {_why_pages(full, shared)}, so the step needs "
-                f"{needed} new page{'s' * (needed != 1)}, and {have} {'is' if have == 1 else 'are'} "
+                f"{count(needed, 'new page')}, and {have} {'is' if have == 1 else 'are'} "
                 "FREE or CACHED (a scheduler would preempt)"
             )
         for seq_id in live:
@@ -178,12 +179,14 @@ class ScenarioOperations:
         kept = [p for p in pages if index.holds_page(p)]
         partial = [p for p in pages if p not in kept and table.num_tokens(p) < self.seqs.page_size]
         copies = [p for p in pages if p not in kept and p not in partial]
-        said = [
-            f"{_pages(kept)} CACHED (full and hashed: kept for reuse)" * bool(kept),
-            f"{_pages(partial)} FREE (partial: no hash)" * bool(partial),
-            f"{_pages(copies)} FREE (full, but another page holds its hash)" * bool(copies),
-        ]
-        return "; " + ", ".join(w for w in said if w) if pages else ""
+        said = []
+        if kept:
+            said.append(f"{_pages(kept)} CACHED (full and hashed: kept for reuse)")
+        if partial:
+            said.append(f"{_pages(partial)} FREE (partial: no hash)")
+        if copies:
+            said.append(f"{_pages(copies)} FREE (full, but another page holds its hash)")
+        return "; " + ", ".join(said) if pages else ""
 
     def _beam(self, action: Action, record: ActionRecord) -> None:
         """One beam-search step: every beam proposes its best tokens, the `width` best
@@ -314,7 +317,7 @@ def _why_pages(full: list[str], shared: list[str]) -> str:
     said = []
     if full:
         said.append(
-            f"the last page{'s' * (len(full) > 1)} of {names(full)} {'are' if len(full) > 1 else 'is'} full"
+            f"the last {noun(len(full), 'page')} of {names(full)} {'are' if len(full) > 1 else 'is'} full"
         )
     if shared:
         said.append(
@@ -325,7 +328,8 @@ def _why_pages(full: list[str], shared: list[str]) -> str:
 
 
 def _pages(pages: list[int]) -> str:
-    return f"page{'s' * (len(pages) > 1)} {', '.join(map(str, pages))} {'go' if len(pages) > 1 else 'goes'}"
+    verb = "goes" if len(pages) == 1 else "go"
+    return f"{noun(len(pages), 'page')} {', '.join(map(str, pages))} {verb}"
 
 
 def _finish_note(seq_id: Hashable, pages: int, shared: int) -> str:

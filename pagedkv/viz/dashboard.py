@@ -31,6 +31,7 @@ from collections.abc import Hashable
 
 import pagedkv.viz.dashboard_text as text
 from pagedkv.core.observe.lifecycle import step_transitions
+from pagedkv.core.plumbing.words import count
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.scenarios import SCENARIOS, Action, ScenarioRun
 from pagedkv.scenarios.text import token_ids_of
@@ -207,7 +208,7 @@ class Dashboard(DashboardControls):
             f"rebuilt on {num_pages} pages × {page_size} slots and replayed step "
             f"{self.run.cursor} of {len(self.run.steps)}"
             + (f" (your step {old.cursor} is past this run's end)" if old.cursor > self.run.cursor else "")
-            + (f" and your {old.own_actions} action{'s' * (old.own_actions != 1)}" if old.own_actions else "")
+            + (f" and your {count(old.own_actions, 'action')}" if old.own_actions else "")
             + (f"; {refused} of them refused on this pool (see the log)" if refused else "")
         )
         self._sync_controls()
@@ -227,7 +228,7 @@ class Dashboard(DashboardControls):
             return self._confirm_switch(False)  # (a question asked before goes)
         if self.run.own_actions:  # ask only for your own actions: scenario steps replay with Step
             self._pending_scenario, n = change["new"], own_done(self.run)  # as the header counts
-            title, what = html.escape(SCENARIOS[change["new"]].title), f"{n} action{'s' * (n != 1)}"
+            title, what = html.escape(SCENARIOS[change["new"]].title), count(n, "action")
             what = f"your {what if n else 'refused tries'} (a scenario's steps replay with Step)"
             self.confirm_text.value = f"<b>Switch to “{title}”?</b> You would lose {what}.&nbsp;"
             self._sync_controls()  # the picker shows the scenario still running until the answer

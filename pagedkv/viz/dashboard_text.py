@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pagedkv.core.page import PageState
+from pagedkv.core.plumbing.words import count
 from pagedkv.scenarios import ScenarioRun
 from pagedkv.scenarios.text import slot_words, step_role_at
 from pagedkv.viz.palette import EVENT_COLORS
@@ -133,7 +134,7 @@ def actions_note(run: ScenarioRun) -> str:
     refused (`add_refusal`); else what the buttons act on."""
     refusal = add_refusal(run)
     note = refusal or (SCHEDULER_NOTE if run.scheduler is not None else ACTIONS_NOTE)
-    red = ";color:#B91C1C" * bool(refusal)
+    red = ";color:#B91C1C" if refusal else ""
     return f"<div style='{NOTE_STYLE}{red}'>{html.escape(note, quote=False)}</div>"
 
 
@@ -176,11 +177,15 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
     text = "<br>".join(
         " · ".join(f"<span style='white-space:nowrap'>{i}</span>" for i in line) for line in items
     )
-    more = [your_actions(run)] * bool(run.own_actions)  # as the header says it
+    more = [your_actions(run)] if run.own_actions else []  # as the header says it
     if run.scheduler is not None:  # the queue the scheduler admits from, front first
-        queue = [f"{s.req_id}{' (preempted)' * (s.status == 'preempted')}" for s in run.scheduler.waiting]
+        queue = [
+            f"{s.req_id} (preempted)" if s.status == "preempted" else str(s.req_id)
+            for s in run.scheduler.waiting
+        ]
         more.append(f"<b>waiting queue</b>, front first: {html.escape(', '.join(queue) or 'empty')}")
-    text += "<br>" * bool(more) + " · ".join(more)
+    if more:
+        text += "<br>" + " · ".join(more)
     if message:
         text += f"<br><span style='color:#B91C1C'>{html.escape(message)}</span>"
     return f"<div style='font-size:14px;line-height:1.4'>{text}</div>"
@@ -196,7 +201,9 @@ def your_actions(run: ScenarioRun) -> str:
     (the header's and the status line's one format)."""
     refused = sum(1 for r in run.records if r.yours and r.refused)
     total = own_done(run) + refused
-    return f"your actions: {total}" + f" ({refused} refused)" * bool(refused)
+    if refused:
+        return f"your actions: {total} ({refused} refused)"
+    return f"your actions: {total}"
 
 
 def counter_text(run: ScenarioRun) -> str:
@@ -228,18 +235,21 @@ def counter_html(run: ScenarioRun) -> str:
     own, refused = own_done(run), sum(1 for r in run.records if r.yours and r.refused)
     extra = run.steps_past_end
     role, busy = step_role(run), bool(own + refused or extra)  # busy: the role goes to the tooltip
-    text = f"step {run.cursor} of {len(run.steps)}" + role * (not busy)
-    text += f" · {your_actions(run)}" * bool(own + refused) + f" · +{extra} past the end" * bool(extra)
-    tips = [f"step {run.cursor}{role}"] * bool(busy and role)  # the header stays one line
-    tips += [
-        f"{own + refused} action{'s' * (own + refused != 1)} of your own; they move no scenario step"
-    ] * bool(own + refused)
-    tips += [f"{refused} of them refused (the log says why); they changed nothing"] * bool(refused)
-    tips += [
-        f"{extra} scheduler step{'s' * (extra != 1)} that Decode all ran after the scenario's last step"
-    ] * bool(extra)
+    text, tips = f"step {run.cursor} of {len(run.steps)}", []
+    if not busy:
+        text += role
+    elif role:  # the header stays one line: the role goes to the tooltip
+        tips.append(f"step {run.cursor}{role}")
+    if own + refused:
+        text += f" · {your_actions(run)}"
+        tips.append(f"{count(own + refused, 'action')} of your own; they move no scenario step")
+    if refused:
+        tips.append(f"{refused} of them refused (the log says why); they changed nothing")
+    if extra:
+        text += f" · +{extra} past the end"
+        tips.append(f"{count(extra, 'scheduler step')} that Decode all ran after the scenario's last step")
     waiting = run.unfinished_requests if run.done else []
-    done = " · <b>done</b>" * (run.done and not waiting)
+    done = " · <b>done</b>" if run.done and not waiting else ""
     if waiting:  # the steps are used up, not the requests: say which are left
         left = f"<b>steps done</b>, {', '.join(map(str, waiting))} unfinished"
         done = f" · <span style='display:inline-block;white-space:nowrap'>{left}</span>"  # wraps whole
@@ -251,6 +261,18 @@ def counter_html(run: ScenarioRun) -> str:
 # An entry's wrapped lines start further in than its first line (a hanging indent), so a
 # narrow log still reads one entry from the next.
 ENTRY_STYLE = "padding-left:1.6em;text-indent:-0.8em"
+
+
+# Fixed at the box's bottom over a fade while older steps are below; at the log's end an
+# opaque line (after it, so drawn on top) covers it and says the end is reached.
+LOG_MORE_HTML = (
+    "<div class='pagedkv-log-more' style='position:sticky;bottom:-4px;height:34px;"
+    "box-sizing:border-box;margin:0 -6px;padding:14px 6px 0;text-align:right;font-size:13px;"
+    "color:#444;background:linear-gradient(rgba(255,255,255,0),#fff 55%)'>"
+    "▼ scroll for older steps</div><div style='position:relative;height:34px;box-sizing:"
+    "border-box;margin:-34px -6px 0;padding:14px 6px 0;text-align:right;font-size:13px;"
+    "color:#444;background:#fff'>end of the log</div>"
+)
 
 
 def log_html(
@@ -285,20 +307,11 @@ def log_html(
             lines.append(f"<div class='pagedkv-log-{kind}' style='{style}'>{html.escape(text)}</div>")
             chars += len(text)
     body = "\n".join(lines) or "<i>no step yet: press Step</i>"  # as plain text: one entry a line
-    kinds = LOG_KINDS + SCHEDULER_KINDS * scheduled
+    kinds = LOG_KINDS + SCHEDULER_KINDS if scheduled else LOG_KINDS
     key = " · ".join(f"<span style='color:{EVENT_COLORS[k]}'>{KEY_WORDS.get(k, k)}</span>" for k in kinds)
     # ~34 characters a line in the log's third of an 850 px cell, a line 19 px tall
     rows = 3 + len(lines) + chars // 34
-    # Fixed at the box's bottom over a fade while older steps are below; at the log's end an
-    # opaque line (after it, so drawn on top) covers it and says the end is reached.
-    more = (
-        "<div class='pagedkv-log-more' style='position:sticky;bottom:-4px;height:34px;"
-        "box-sizing:border-box;margin:0 -6px;padding:14px 6px 0;text-align:right;font-size:13px;"
-        "color:#444;background:linear-gradient(rgba(255,255,255,0),#fff 55%)'>"
-        "▼ scroll for older steps</div><div style='position:relative;height:34px;box-sizing:"
-        "border-box;margin:-34px -6px 0;padding:14px 6px 0;text-align:right;font-size:13px;"
-        "color:#444;background:#fff'>end of the log</div>"
-    ) * (rows * 19 > height_px)
+    more = LOG_MORE_HTML if rows * 19 > height_px else ""
     return (
         f"<div style='max-height:{height_px}px;box-sizing:border-box;overflow-y:auto;overflow-x:hidden;"
         "font-size:14px;line-height:1.35;border:1px solid #ccc;padding:4px 6px;overflow-wrap:anywhere'>"

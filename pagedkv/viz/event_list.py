@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from pagedkv.core.plumbing.words import count
 from pagedkv.scenarios.text import step_role_at
 
 QUEUED = "waits in the scheduler's queue"
@@ -101,4 +102,4 @@ def _ids(pages: Sequence[int]) -> str:
 
 
 def _count(pages: Sequence[int]) -> str:
-    return f"{len(pages)} page{'s' * (len(pages) != 1)}"
+    return count(len(pages), "page")

@@ -138,4 +138,4 @@ def _reserved_key(reservations: Sequence[Reservation], palette: SequencePalette)
     tints = [light_tint(palette.rgba(r.req_id)) for r in reservations if r.final_len > r.used]
     swatch = tuple(Patch(facecolor=t, hatch="..", edgecolor="#555555", lw=0) for t in tints)
     label = "reserved: written by its request later\n(its request's colour, light)"
-    return [(swatch, label)] * bool(tints)
+    return [(swatch, label)] if tints else []

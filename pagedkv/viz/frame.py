@@ -27,6 +27,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.text import Text
 
 from pagedkv.core.page import PageState
+from pagedkv.core.plumbing.words import count
 from pagedkv.viz.glyphs import wrap_text
 from pagedkv.viz.grid import figure_inches, grid_shape
 from pagedkv.viz.palette import LRU_CMAP, OCCUPANCY_CMAP, REF_COUNT_CMAP, STATE_COLORS, VICTIM_COLOR
@@ -55,7 +56,7 @@ def lru_title(victim: int, free: int) -> str:
     Two short lines, so that wrapping to a narrow panel never leaves a word alone on a line."""
     if victim < 0:
         return "LRU order: no CACHED page, nothing to evict\n(only CACHED pages are evictable)"
-    when = f"after the {free} FREE page{'s' * (free != 1)}" if free else "at the next allocation"
+    when = f"after the {count(free, 'FREE page')}" if free else "at the next allocation"
     return (
         f"LRU: page {victim} (#1) is evicted next, {when},\n"
         "unless a prefix hit revives it: released longest ago (pages are freed tail first)"

@@ -117,8 +117,11 @@ def _owner(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarr
     # page-state view keys it (a key with room for four rows then names sequences); CACHED
     # orange always, as no sequence colour is orange and learners look for it in this key
     keyed = any(p.view == "state" for p in ctx.frame.panels)
-    fixed = [(NO_OWNER_COLOR, "FREE")] * bool((snap.state == PageState.FREE).any() and not keyed)
-    fixed += [(CACHED_NO_OWNER_COLOR, "CACHED")] * bool((snap.state == PageState.CACHED).any())
+    fixed = []
+    if (snap.state == PageState.FREE).any() and not keyed:
+        fixed.append((NO_OWNER_COLOR, "FREE"))
+    if (snap.state == PageState.CACHED).any():
+        fixed.append((CACHED_NO_OWNER_COLOR, "CACHED"))
     panel.legend += fixed
     panel.fixed_rows = len(fixed)  # after the sequences, never folded
     return rgba, _ids(snap)
@@ -145,7 +148,7 @@ def _lru(snap: PoolSnapshot, panel: Panel, ctx: ViewContext) -> tuple[np.ndarray
     rgba[cached] = LRU_CMAP(1.0 - rank[cached] / max(m - 1, 1))
     names = {p: wrap_seq_id(h, ctx.frame) for p, h in holders.items()}  # "" where none fits
     labels = [
-        "\n".join(x for x in (str(p), f"#{r + 1}" * (r >= 0), names.get(p, "")) if x)
+        "\n".join(x for x in (str(p), f"#{r + 1}" if r >= 0 else "", names.get(p, "")) if x)
         for p, r in enumerate(rank.tolist())
     ]
     free = int(np.count_nonzero(snap.state == PageState.FREE))

@@ -188,7 +188,7 @@ def lru_caption(record: ActionRecord | None) -> str:
     gone = list(dict.fromkeys(e.page_id for e in record.events if e.kind == "evict")) if record else []
     pages = f"page {gone[0]}" if len(gone) == 1 else f"pages {', '.join(map(str, gone))}, in that order"
     whose = "its" if len(gone) == 1 else "their"
-    said = f" This step evicted {pages}: now blue, held by {whose} new owner." * bool(gone)
+    said = f" This step evicted {pages}: now blue, held by {whose} new owner." if gone else ""
     return said + " #1 (outlined) is the next victim; blue pages are ACTIVE, named by their holder."
 
 

@@ -1,1 +1,2 @@
-"""Plumbing the core stands on: argument checks and page events (a first reading may skip it)."""
+"""Plumbing the core stands on: argument checks, page events and counts in words (a first
+reading may skip it)."""
