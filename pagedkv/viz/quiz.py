@@ -5,8 +5,8 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   allocated or evicted, which request is preempted, ...). The learner picks and presses "Step
   and check": the step runs, and the widget grades the pick against what the step did.
 - `Quiz("05-check")`: multiple-choice questions, one at a time, "k of n done" above them and,
-  in grey, any question Next or Previous left unanswered: shown as it is left and once every
-  other question is done, cleared by an answer in between.
+  in grey, any question Next or Previous left unanswered, with a button to the first of them:
+  shown as it is left and once every other question is done, cleared by an answer in between.
 - `Discuss("05-reserve")` (pagedkv.viz.discuss): an open question; "Show an answer" reveals one.
 
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
@@ -237,6 +237,9 @@ class Quiz(widgets.VBox):
         self.next = make(description="Next", icon="arrow-right").add_class("pagedkv-quiz-next")
         self.position = widgets.HTML().add_class("pagedkv-quiz-position")
         self.pending = widgets.HTML()  # "You skipped ...": its own line, so the header never wraps
+        self.goto = make(description="Go to it", icon="arrow-up").add_class("pagedkv-quiz-goto")
+        self.goto_target: int = 0  # the first question left open
+        self.goto.on_click(lambda _: self.show(self.goto_target))
         self.previous.on_click(lambda _: self.show(self.current - 1))
         self.next.on_click(lambda _: self.show(self.current + 1))
         nav = widgets.HBox(
@@ -251,7 +254,8 @@ class Quiz(widgets.VBox):
         self.note.add_class("pagedkv-quiz-note")
         self.summary = widgets.HTML(layout=widgets.Layout(display="none")).add_class("pagedkv-quiz-summary")
         head = widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))
-        self.children = [head, nav, self.pending, *self.pages, self.summary, self.note]
+        reminder = widgets.HBox([self.pending, self.goto], layout=widgets.Layout(align_items="center"))
+        self.children = [head, nav, reminder, *self.pages, self.summary, self.note]
         self.add_class("pagedkv-quiz")
         self.show(0)
 
@@ -285,7 +289,9 @@ class Quiz(widgets.VBox):
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
         self.position.value = _box(head)
         self.pending.value = _box(left) if left else ""
-        self.pending.layout.display = "" if left else "none"
+        self.pending.layout.display = self.goto.layout.display = "" if left else "none"
+        self.goto_target = open_[0] if open_ else k
+        self.goto.description = f"Go to question {self.goto_target + 1}"
         self.previous.disabled, self.next.disabled = k == 0, k == len(self.questions) - 1
         self.next.button_style = "primary" if self.settled[k] and not self.next.disabled else ""
 
