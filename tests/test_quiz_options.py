@@ -575,3 +575,25 @@ def test_an_answer_clears_the_not_done_banner_until_the_tally():
     quiz.show(0)
     quiz.check(0, quiz.questions[0].answer)
     assert "You skipped" not in quiz.pending.value and quiz.summary.layout.display != "none"
+
+
+def test_the_reminder_button_goes_to_the_first_question_left_open():
+    """Beside "You skipped ..." a button takes the learner to the first open question (a
+    learner scrolled back through the quiz looking for it); it hides when none is open."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("06-check")
+    assert quiz.goto.layout.display == "none"
+    quiz.next.click()  # question 1 passed over untried
+    quiz.next.click()  # question 2 too
+    assert quiz.goto.layout.display == "" and quiz.goto.description == "Go to question 1"
+    quiz.goto.click()
+    assert quiz.current == 0
+    quiz.check(0, quiz.questions[0].answer)
+    quiz.show(2)
+    assert quiz.goto.description == "Go to question 2"
+    quiz.goto.click()
+    assert quiz.current == 1
+    quiz.check(1, quiz.questions[1].answer)
+    quiz.show(2)
+    assert quiz.goto.layout.display == "none"
