@@ -462,15 +462,21 @@ def test_an_order_that_leaves_out_a_revived_page_is_refused_before_any_replay():
     check_policy(RevivedLast())  # the right version passes
 
 
-def test_reuse_feedback_says_right_or_what_to_fix_in_one_line():
+def test_reuse_feedback_says_right_or_what_to_fix_in_two_numbered_steps():
     from pagedkv.labs.hit_rate_lab import reuse_feedback
 
-    right = "your order [1, 3] puts it first, as it should"
-    assert right in reuse_feedback(RevivedLast())
-    assert right in reuse_feedback(LRUEvictionPolicy())
+    def said(policy):  # the feedback, its line breaks and indents read as spaces
+        return " ".join(reuse_feedback(policy).split())
+
+    right = "Your order [1, 3] puts it first, as it should"
+    assert right in said(RevivedLast())
+    assert right in said(LRUEvictionPolicy())
     wrong = reuse_feedback(RevivedLastWithoutDiscard())
-    assert "your order [3, 1] keeps it last" in wrong
-    assert "forget the victim in pop_victim" in wrong and "\n" not in wrong
+    assert "Your order [3, 1] keeps it last" in " ".join(wrong.split())
+    assert "forget the victim in pop_victim" in " ".join(wrong.split())
+    lines = wrong.split("\n")
+    assert lines[0] == "Third TODO check, on a scratch copy:" and lines[1].startswith("  1. ")
+    assert any(line.startswith("  2. ") for line in lines) and max(map(len, lines)) <= 90
 
 
 class LeavesOutRevived(RevivedLast):

@@ -202,29 +202,33 @@ def reuse_probe(policy: EvictionPolicy) -> tuple[list[int], list[int]]:
 
 
 def reuse_feedback(policy: EvictionPolicy) -> str:
-    """`reuse_probe` on `policy`, said as one sentence: what it evicted, the order after,
-    and whether page 1's new content goes first, as no hit has revived it; "refused: <why>"
-    if check_policy refuses the policy. Example: LRU -> "Third TODO check, on a scratch
-    copy: ... your order [1, 3] puts it first, as it should: ..."."""
+    """`reuse_probe` on `policy`, said as a heading and two numbered steps, each wrapped at
+    90 characters: what it evicted, the order after, and whether page 1's new content goes
+    first, as no hit has revived it; "refused: <why>" if check_policy refuses the policy.
+    Example: LRU -> "Third TODO check, on a scratch copy: ... 2. ... your order [1, 3] puts
+    it first, as it should: ..."."""
     try:
         evicted, after = reuse_probe(policy)
     except PolicyRejected as error:  # check_policy refused it: say so instead of a traceback
-        return f"refused: {error}"
+        return textwrap.fill(f"refused: {error}", 90, subsequent_indent="  ")
     if evicted != [2, 1]:
-        return (
+        return textwrap.fill(
             f"Third TODO check: your policy evicted {evicted}, but the victims must be 2, then 1:"
-            " a hit revived page 1, never page 2."
+            " a hit revived page 1, never page 2.",
+            90,
+            subsequent_indent="  ",
         )
-    said = (
-        "Third TODO check, on a scratch copy: pages 1 and 2 are cached, a hit revives page 1;"
-        f" after evicting 2, then 1, pages 1 and 3 cache new content, page 1 first; your order {after}"
-    )
+    step2 = f"2. Then pages 1 and 3 cache new content, page 1 first. Your order {after}"
     if after != [1, 3]:
-        return (
-            f"{said} keeps it last, as if revived (its old content's mark stayed): forget the"
+        step2 += (
+            " keeps it last, as if revived (its old content's mark stayed): forget the"
             f' victim in pop_victim. {SECTION_4}, under "The third step", tells this case.'
         )
-    return f"{said} puts it first, as it should: never revived, and cached before page 3's."
+    else:
+        step2 += " puts it first, as it should: never revived, and cached before page 3's."
+    steps = ("1. Pages 1 and 2 are cached, a hit revives page 1; the victims are 2, then 1.", step2)
+    lines = [textwrap.fill(t, 90, initial_indent="  ", subsequent_indent="     ") for t in steps]
+    return "\n".join(["Third TODO check, on a scratch copy:", *lines])
 
 
 class RevivedLast(EvictionPolicy):
