@@ -24,6 +24,24 @@ def test_traced_arc_records_the_list_each_victim_left() -> None:
     assert lost_at(["block 2", "block 1"], arc.seen, arc.evicted_from) == "T2"
 
 
+def test_traced_arc_counts_returning_ghosts_and_how_far_they_move_p() -> None:
+    """Worked by hand from ARC's rules: a B1 ghost grows p by max(1, |B2|/|B1|), a B2 ghost
+    shrinks it by max(1, |B1|/|B2|) (an empty list counting 1, counted after the ghost left)."""
+    arc = _TracedARC()
+    arc.attach(8, lambda page_id: f"x{page_id}")
+    for key in ("x1", "y1", "z1"):
+        arc._b1.remember(key, 8)  # noqa: SLF001 (a state built by hand)
+    for key in ("x2", "y2", "z2", "w2", "v2"):
+        arc._b2.remember(key, 8)  # noqa: SLF001
+    arc.add(1)  # x1 in B1: |B1| = 2 after it leaves, |B2| = 5: p = 0 + 5/2
+    assert arc.p == 2.5
+    arc.add(2)  # x2 in B2: |B1| = 2, |B2| = 4: p shrinks by max(1, 2/4) = 1
+    assert arc.p == 1.5
+    arc.add(3)  # x3 is no ghost: nothing counted
+    assert (arc.tally["B1 ghost back"], arc.tally["B2 ghost back"]) == (1, 1)
+    assert (arc.tally["p grown"], arc.tally["p shrunk"]) == (2.5, 1.0)
+
+
 def test_arc_lost_hits_replays_plain_arc() -> None:
     chat = lab_workload("chat")
     lost, tally, p_top = arc_lost_hits(chat, 2048)

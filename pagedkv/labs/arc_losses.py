@@ -19,7 +19,9 @@ from pagedkv.labs.lab_workloads import LabRequest
 
 
 class _TracedARC(ARCEvictionPolicy):
-    """ARC that remembers, per evicted block hash, the list it left ("T1" or "T2")."""
+    """ARC that remembers, per evicted block hash, the list it left ("T1" or "T2"), and
+    counts in `tally` the ghosts that came back ("B1 ghost back", "B2 ghost back") and how far
+    they moved p in all ("p grown", "p shrunk")."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -27,10 +29,19 @@ class _TracedARC(ARCEvictionPolicy):
         self.seen: set[Hashable] = set()
 
     def _enter(self, page_id: int) -> None:
-        key = self._key(page_id)
+        key, p = self._key(page_id), self.p
+        if page_id not in self._frequent:  # as ARC's _enter reads its ghosts
+            if key in self._b1.keys:
+                self.tally["B1 ghost back"] += 1
+            elif key in self._b2.keys:
+                self.tally["B2 ghost back"] += 1
         self.seen.add(key)
         self.evicted_from.pop(key, None)  # cached again
         super()._enter(page_id)
+        if self.p > p:
+            self.tally["p grown"] += self.p - p
+        elif self.p < p:
+            self.tally["p shrunk"] += p - self.p
 
     def pop_victim(self) -> int:
         recent = bool(self._pages) and self._from_t1(len(self._t1), len(self._t2))
@@ -71,9 +82,12 @@ def arc_lost_hits(
 
 
 def lost_hits_text(lost: Counter[str], tally: Counter[str], p_top: float, pages: int) -> str:
-    """Two lines: where ARC's victims came from and how far p rose; where lost lookups stopped."""
+    """Three lines: the ghosts that came back and how far they moved p; where ARC's victims came
+    from and how far p rose; where lost lookups stopped."""
     victims = tally["evicted from T1"] + tally["evicted from T2"]
     return (
+        f"ghosts back: {tally['B1 ghost back']} from B1 (p grown by {tally['p grown']:.0f} in all),"
+        f" {tally['B2 ghost back']} from B2 (p shrunk by {tally['p shrunk']:.0f})\n"
         f"ARC's victims: {victims}, of them {tally['evicted from T2']} from T2 (revived);"
         f" p rose to {p_top:.0f} of {pages} pages\n"
         f"requests whose lookup stopped at content ARC evicted: {lost['T1'] + lost['T2']},"
