@@ -159,7 +159,7 @@ def run(
             "reloads",
             "MiB/reload",
             "reload ms/reload",
-            "recompute ms/reload",
+            "recompute ms same tokens",
         ],
         rows=[_row(size, out, page_size, page_bytes, requests, model, gpu) for size, out in data.items()],
         notes=[

@@ -135,7 +135,10 @@ def calculator_answer(model: str, gpu: str, tokens: int, *, memory_gib: float | 
         raise ValueError(f"request tok {shown(tokens)} is out of range: type a whole number >= 1")
     spec = costs.gpu_spec(gpu)
     if memory_gib is not None:
-        spec = dataclasses.replace(spec, reported_gib=_number("memory_gib", memory_gib, 0.0, open_low=True))
+        reported = _number("memory_gib", memory_gib, 0.0, open_low=True)
+        if reported != spec.reported_gib:  # the header says the GPU is no longer the stock one
+            spec = dataclasses.replace(spec, name=f"{spec.name} (your values)")
+        spec = dataclasses.replace(spec, reported_gib=reported)
     text = costs.calculator_text(model, spec, tokens, calculator_assumptions(**fields), ways=False)
     return f"{text}\n{TP_POINTER}" if " does not fit on one " in text else text
 
