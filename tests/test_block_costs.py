@@ -91,3 +91,21 @@ def test_copy_calls_text_splits_a_reload_into_calls_and_bytes():
     )
     assert gathered == round(2 * 128 * 2**20 / 25e9 * 1e3, 1)  # its bytes out and back, no call costs
     assert all(len(line) <= 90 for line in text.splitlines())
+
+
+def test_swap_sum_text_adds_both_directions_to_the_swap_total():
+    """05b's learner had to work out 2 x (41 + 5.4) = 93 ms by hand: the line says it."""
+    import re
+
+    from pagedkv.labs import costs
+    from pagedkv.labs.block_costs import swap_sum_text
+
+    text = swap_sum_text("Mistral-7B")
+    parts = re.fullmatch(
+        r"swap = out \(([\d.]+) \+ ([\d.]+)\) \+ back \(([\d.]+) \+ ([\d.]+)\) = (\d+) ms .*", text
+    )
+    out_calls, out_bytes, back_calls, back_bytes, total = (float(x) for x in parts.groups())
+    assert out_calls == back_calls == round(64 * 32 * 2 * 10e-3, 1)  # 4,096 calls at 10 µs, by hand
+    assert back_bytes == round(2**27 / 25e9 * 1e3, 1)  # 128 MiB over the 25 GB/s link
+    swap_ms = costs.preemption_costs("Mistral-7B", "A100-40GB", 1024)["swap_s"] * 1e3
+    assert total == round(swap_ms) and abs(out_calls + out_bytes + back_calls + back_bytes - swap_ms) < 0.2

@@ -283,6 +283,19 @@ def test_your_request_and_your_fork_never_share_a_colour(name):
         assert gap >= MIN_DELTA_E, (gap, pair)
 
 
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_your_request_is_never_a_blue_like_the_active_pages(name):
+    """05b's learner added a request on the `preempt` dashboard: yours1 took a light cyan that
+    read as the ACTIVE blue of the page-state legend just above the owner map. Now yours1, in
+    every scenario, is twice the colour-distance threshold from ACTIVE blue."""
+    from pagedkv.core.page import PageState
+    from pagedkv.viz.palette import STATE_COLORS
+
+    palette = SequencePalette().restart(ScenarioRun(name).steps)
+    gap, _ = _closest_pair({"yours1": palette.color("yours1"), "ACTIVE": STATE_COLORS[PageState.ACTIVE]})
+    assert gap >= 1.8 * MIN_DELTA_E, (name, palette.color("yours1"), gap)
+
+
 def test_a_fork_of_yours_after_a_fork_undone_stands_out_from_the_blue_greens():
     """04's dashboard: you fork sample.0, press Back, then fork sample.1 at step 5. The
     second fork once took dark teal, hard to tell from sample.2's teal and sample.3's green;

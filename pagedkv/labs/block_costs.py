@@ -131,6 +131,18 @@ def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024, gath
     return text
 
 
+def swap_sum_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -> str:
+    """A swap of `tokens` tokens as the sum of its two directions, each its copy calls plus its
+    bytes over the host link (ms, 1 decimal), and the total (whole ms), e.g.
+    "swap = out (41.0 + 5.4) + back (41.0 + 5.4) = 93 ms"."""
+    m, assume = costs.MODELS[model], costs.Assumptions()
+    calls_ms = -(-tokens // assume.page_size) * m.num_layers * 2 * assume.copy_overhead_s * 1e3
+    out_ms, back_ms = (costs.copy_seconds(model, gpu, tokens, to_gpu) * 1e3 for to_gpu in (False, True))
+    total = round(costs.preemption_costs(model, gpu, tokens, assume)["swap_s"] * 1e3)
+    parts = [f"{calls_ms:.1f} + {way_ms - calls_ms:.1f}" for way_ms in (out_ms, back_ms)]
+    return f"swap = out ({parts[0]}) + back ({parts[1]}) = {total} ms  (copy calls + bytes, each way)"
+
+
 def swap_break_even_us(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -> float:
     """The cost of one copy call (µs, 1 decimal) at which a swap (out and back) of `tokens`
     tokens costs as much as recomputing them: below it swap wins, above it recompute does."""

@@ -32,7 +32,7 @@ CAP_COLUMNS = [
     "preemptions",
     "tokens computed",
     "recomputed",
-    "mean requests per step",
+    "requests/step",
 ]
 
 
@@ -125,7 +125,7 @@ def cap_rows(
     """Rows for CAP_COLUMNS, each led by its run's name: `bench preempt`'s "no pressure" and
     "recompute" runs (`data`, run with `max_num_seqs`), then "cap N", a recompute run in the
     small pool with `max_num_seqs=cap`, the same page size and the bench's token budget.
-    Requests a step: the mean batch size."""
+    requests/step: the mean number of requests in a step."""
     num_pages = data["recompute"]["num_pages"]
     budget = max(4096, max(r.final_len for r in requests))  # as the bench sets it
     sched = _scheduler(model, num_pages, page_size, cap, budget)

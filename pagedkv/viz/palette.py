@@ -72,10 +72,11 @@ SERVING_BUCKET_COLORS = (
 # as the token-state blue), so no request reads as a system or a bucket of the figure above it
 REQUEST_COLORS_BESIDE_SYSTEMS = ("#44AA99", "#663333", "#BBCC33", "#225555", "#EE3377")
 # Your own requests (ids "yours1", ...) and your own forks (ids "<parent>.f1", ...): colours
-# far from CACHED orange (no pear or rose), the first one no other sequence of the picture has
-# yet; the bright ones first, so that they stand out from a scenario's first colours (a fork of
-# yours next to sample.2's teal and sample.3's olive takes cyan or purple, not teal or green)
-YOURS_COLORS = ("#88CCEE", "#AA4499", "#EE3377", "#117733", "#225555", "#004488", "#332288")
+# far from CACHED orange (no pear or rose) and from ACTIVE blue (no cyan or blue: a learner read
+# yours1's light blue as the ACTIVE of the legend above it), the first one no other sequence of
+# the picture has yet; the bright ones first, so that they stand out from a scenario's first
+# colours (a fork of yours next to sample.2's teal and sample.3's olive takes purple or magenta)
+YOURS_COLORS = ("#AA4499", "#EE3377", "#117733", "#663333", "#225555", "#332288")
 OCCUPANCY_CMAP = "cividis"
 REF_COUNT_CMAP = "viridis"
 # CACHED pages in the LRU view: 0.0 (a light tint of CACHED orange) = evicted last, 1.0 (the
@@ -173,7 +174,7 @@ def yours_color(seq_id: Hashable, known: dict[Hashable, str]) -> str | None:
     """The colour of one of your own requests or forks (an id "yours<n>" or "<parent>.f<n>"),
     or None for any other id: the first of YOURS_COLORS that `known` does not use yet (cycling
     once all are used), so it is never the sand or pear that reads like CACHED orange.
-    Example: yours_color("yours1", {"request_A": "#CC6677"}) -> "#88CCEE"."""
+    Example: yours_color("yours1", {"request_A": "#CC6677"}) -> "#AA4499"."""
     if not _yours(seq_id):
         return None
     used = set(known.values())
