@@ -9,7 +9,7 @@ tally counts such requests by the list (T1: seen once, T2: revived) the content 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.sequence import SequenceManager
@@ -20,13 +20,14 @@ from pagedkv.labs.lab_workloads import LabRequest
 
 class _TracedARC(ARCEvictionPolicy):
     """ARC that remembers, per evicted block hash, the list it left ("T1" or "T2"), and
-    counts in `tally` the ghosts that came back ("B1 ghost back", "B2 ghost back") and how far
-    they moved p in all ("p grown", "p shrunk")."""
+    counts in `tally` the ghosts that came back ("B1 ghost back", "B2 ghost back"), and in
+    `p_moves` how far they moved p in all ("p grown", "p shrunk")."""
 
     def __init__(self) -> None:
         super().__init__()
         self.evicted_from: dict[Hashable, str] = {}
         self.seen: set[Hashable] = set()
+        self.p_moves = {"p grown": 0.0, "p shrunk": 0.0}
 
     def _enter(self, page_id: int) -> None:
         key, p = self._key(page_id), self.p
@@ -39,9 +40,9 @@ class _TracedARC(ARCEvictionPolicy):
         self.evicted_from.pop(key, None)  # cached again
         super()._enter(page_id)
         if self.p > p:
-            self.tally["p grown"] += self.p - p
+            self.p_moves["p grown"] += self.p - p
         elif self.p < p:
-            self.tally["p shrunk"] += p - self.p
+            self.p_moves["p shrunk"] += p - self.p
 
     def pop_victim(self) -> int:
         recent = bool(self._pages) and self._from_t1(len(self._t1), len(self._t2))
@@ -63,9 +64,10 @@ def lost_at(hashes: Sequence[Hashable], seen: set, evicted_from: dict) -> str | 
 
 def arc_lost_hits(
     requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16
-) -> tuple[Counter[str], Counter[str], float]:
+) -> tuple[Counter[str], dict[str, float], float]:
     """Replay with ARC. Return (requests whose lookup stopped at content ARC had evicted, by
-    the list it left: {"T1": n, "T2": n}; ARC's `tally`; the largest p after a request)."""
+    the list it left: {"T1": n, "T2": n}; ARC's `tally` with the p moves and "p at the end";
+    the largest p after a request)."""
     pool = lab_pool(requests, cache_tokens, _TracedARC(), page_size)
     arc = pool.eviction
     assert isinstance(arc, _TracedARC)
@@ -78,18 +80,19 @@ def arc_lost_hits(
             lost[where] += 1
         serve_one_at_a_time(seqs, [request])
         p_top = max(p_top, arc.p)
-    return lost, Counter(arc.tally), p_top
+    return lost, {**arc.tally, **arc.p_moves, "p at the end": arc.p}, p_top
 
 
-def lost_hits_text(lost: Counter[str], tally: Counter[str], p_top: float, pages: int) -> str:
+def lost_hits_text(lost: Counter[str], tally: Mapping[str, float], p_top: float, pages: int) -> str:
     """Three lines: the ghosts that came back and how far they moved p; where ARC's victims came
     from and how far p rose; where lost lookups stopped."""
-    victims = tally["evicted from T1"] + tally["evicted from T2"]
+    t = Counter(tally)  # a count never made reads 0
+    victims = t["evicted from T1"] + t["evicted from T2"]
     return (
-        f"ghosts back: {tally['B1 ghost back']} from B1 (p grown by {tally['p grown']:.0f} in all),"
-        f" {tally['B2 ghost back']} from B2 (p shrunk by {tally['p shrunk']:.0f})\n"
-        f"ARC's victims: {victims}, of them {tally['evicted from T2']} from T2 (revived);"
-        f" p rose to {p_top:.0f} of {pages} pages\n"
+        f"ghosts back: {t['B1 ghost back']:.0f} from B1 (p grown by {t['p grown']:.0f} in all),"
+        f" {t['B2 ghost back']:.0f} from B2 (p shrunk by {t['p shrunk']:.0f})\n"
+        f"ARC's victims: {victims:.0f}, of them {t['evicted from T2']:.0f} from T2 (revived);"
+        f" p rose to {p_top:.0f} of {pages} pages, ended at {t['p at the end']:.0f}\n"
         f"requests whose lookup stopped at content ARC evicted: {lost['T1'] + lost['T2']},"
         f" evicted from T1 {lost['T1']}, from T2 {lost['T2']}"
     )
