@@ -216,7 +216,10 @@ _WORDS = {  # event kind -> how the log says it (other kinds are said as they ar
 
 
 def _describe(
-    run: list[Event], spans: dict[int, tuple[int, int]], lengths: dict | None = None, evicted: frozenset = frozenset()
+    run: list[Event],
+    spans: dict[int, tuple[int, int]],
+    lengths: dict | None = None,
+    evicted: frozenset = frozenset(),
 ) -> str:
     """One log line for a run of events of one kind and sequence. An allocation says which
     tokens the pages have room for: "allocate page 10 for req1: room for its tokens 25-28";
