@@ -553,11 +553,12 @@ def test_back_from_a_skipped_question_says_it_was_skipped():
     assert "You skipped question 2<" in quiz.pending.value and quiz.current == 0
 
 
-def test_an_answer_clears_the_not_done_banner_until_the_tally():
+def test_the_skipped_reminder_stays_through_answers_to_other_questions():
     """A learner pressed Next past question 1 of 09-check-2, then answered questions 2 and 3:
-    the red "Not done yet: question 1" (now "You skipped question 1") stayed beside their
-    "Right." and read as stale. An
-    answer clears it; it comes back only once every other question is done (the tally)."""
+    the red "Not done yet: question 1" stayed beside their "Right." and read as stale; it is now
+    a grey "You skipped question 1" with a Go-to button. A later learner (05-check) lost that
+    reminder, their only way back but Previous, when they answered another question, so it now
+    stays until the skipped question is answered."""
     from pagedkv.viz import Quiz
 
     quiz = Quiz("09-check-2")
@@ -566,15 +567,38 @@ def test_an_answer_clears_the_not_done_banner_until_the_tally():
     quiz.next.click()  # question 1 left unanswered
     assert "You skipped question 1<" in quiz.pending.value
     quiz.check(1, quiz.questions[1].answer)
-    assert "You skipped" not in quiz.pending.value and quiz.pending.layout.display == "none"
+    assert "You skipped question 1<" in quiz.pending.value and quiz.pending.layout.display == ""
     for k in range(2, n):
-        quiz.next.click()  # leaving an answered question: no banner
-        assert "You skipped" not in quiz.pending.value
+        quiz.next.click()
+        assert "You skipped question 1<" in quiz.pending.value
         quiz.check(k, quiz.questions[k].answer)
-    assert "You skipped question 1<" in quiz.pending.value  # the tally names it
+    assert "You skipped question 1<" in quiz.pending.value
     quiz.show(0)
     quiz.check(0, quiz.questions[0].answer)
     assert "You skipped" not in quiz.pending.value and quiz.summary.layout.display != "none"
+
+
+def test_05_check_skipped_question_2_stays_named_after_a_wrong_answer_to_3():
+    """The S05 learner's sequence: question 1 answered, Next twice (question 2 passed over),
+    question 3 answered wrongly. The reminder and its "Go to question 2" button vanished; they
+    stay until question 2 is answered."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("05-check")
+    assert len(quiz.questions) == 3
+    quiz.check(0, quiz.questions[0].answer)
+    quiz.next.click()
+    quiz.next.click()
+    assert quiz.current == 2 and "You skipped question 2<" in quiz.pending.value
+    wrong = next(o for o in quiz.questions[2].options if o != quiz.questions[2].answer)
+    assert not quiz.check(2, wrong)
+    assert "You skipped question 2<" in quiz.pending.value and quiz.pending.layout.display == ""
+    assert quiz.goto.layout.display == "" and quiz.goto.description == "Go to question 2"
+    quiz.goto.click()
+    assert quiz.current == 1
+    quiz.check(1, quiz.questions[1].answer)
+    assert "You skipped" not in quiz.pending.value
+    assert "Question 3 has one more try left" in quiz.pending.value
 
 
 def test_the_reminder_button_goes_to_the_first_question_left_open():

@@ -547,3 +547,19 @@ def test_a_refusal_for_a_shared_last_page_says_copy_on_write_not_full():
     note = run.apply(Action("decode", seq_ids=("yours1", "yours1.f1"))).note
     assert note.startswith("refused") and "shared last page (copy-on-write)" in note, note
     assert "is full" not in note and "are full" not in note
+
+
+def test_preempt_log_says_which_allocated_pages_were_free_and_which_evicted():
+    """A learner at step 20 of `preempt` read "evict pages 10, 11 for req2" then "allocate pages
+    8, 10, 11" and had to work out where page 8 came from: req1's partial last page, FREE since
+    req1 finished at step 19. The allocation line now says it."""
+    from pagedkv.scenarios import ScenarioRun
+
+    run = ScenarioRun("preempt")
+    run.goto(20)
+    lines = run.records[19].log_lines()
+    assert "evict (LRU victim) pages 10, 11 for req2" in lines
+    assert any(
+        line.startswith("allocate pages 8, 10, 11 for req2 (8 FREE; 10, 11 evicted):") for line in lines
+    )
+    assert any(line.startswith("allocate pages 9, 3, 2, 1 for req3 (9, 3, 2, 1 evicted):") for line in lines)

@@ -215,11 +215,17 @@ _WORDS = {  # event kind -> how the log says it (other kinds are said as they ar
 }
 
 
-def _describe(run: list[Event], spans: dict[int, tuple[int, int]], lengths: dict | None = None) -> str:
+def _describe(
+    run: list[Event],
+    spans: dict[int, tuple[int, int]],
+    lengths: dict | None = None,
+    evicted: frozenset = frozenset(),
+) -> str:
     """One log line for a run of events of one kind and sequence. An allocation says which
     tokens the pages have room for: "allocate page 10 for req1: room for its tokens 25-28";
     when the sequence has fewer tokens (`lengths`), it says so: "(it has 35: 36 waits for its
-    next token)" (a page is taken whole: its free slots wait for the tokens it generates)."""
+    next token)" (a page is taken whole: its free slots wait for the tokens it generates). When
+    some of its pages were just `evicted`, it says where each came from: "(8 FREE; 10, 11 evicted)"."""
     first = run[0]
     who = f" for {first.seq_id}" if first.seq_id is not None else ""
     if first.page_id < 0:  # a scheduler event about a request: preempt, resume, abort
@@ -229,6 +235,10 @@ def _describe(run: list[Event], spans: dict[int, tuple[int, int]], lengths: dict
     pages = ", ".join(str(e.page_id) for e in run)
     line = f"{_WORDS.get(first.kind, first.kind)} page{'s' if len(run) > 1 else ''} {pages}{who}"
     held = [spans[e.page_id] for e in run if e.page_id in spans]
+    taken = [e.page_id for e in run if e.page_id in evicted]
+    if first.kind == "allocate" and taken:
+        free = ", ".join(str(e.page_id) for e in run if e.page_id not in evicted)
+        line += f" ({free + ' FREE; ' if free else ''}{', '.join(map(str, taken))} evicted)"
     if first.kind == "allocate" and held:
         first_token, last = min(a for a, _ in held), max(b for _, b in held)
         has = (lengths or {}).get(first.seq_id, 0)  # a decode's new page: its one token, said next
@@ -264,7 +274,8 @@ def _grouped(run: list[Event], record: ActionRecord, copies: dict, headed: set[i
     if first.kind == "prefix_hit":
         return [(first.kind, f"{_describe(run, spans, record.lengths)} (revived from CACHED)")]
     if not _copying(first, copies):
-        return [(first.kind, _describe(run, spans, record.lengths))]
+        evicted = frozenset(e.page_id for e in record.events if e.kind == "evict")
+        return [(first.kind, _describe(run, spans, record.lengths, evicted))]
     source = copies[first.page_id].detail.removeprefix("copied from page ")
     out = []
     if first.page_id not in headed:

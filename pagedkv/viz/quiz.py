@@ -267,14 +267,12 @@ class Quiz(widgets.VBox):
         """Show question k alone (what Previous and Next do); others keep their picks."""
         if not 0 <= k < len(self.questions):
             raise ValueError(f"k must be a question index from 0 to {len(self.questions) - 1}, got {k!r}")
-        leaving = k != self.current and not self.settled[self.current]  # Next/Previous skipped it
         self.current = k
         for j, page in enumerate(self.pages):
             page.layout.display = "" if j == k else "none"
         n, done, first = len(self.questions), sum(self.settled), sum(bool(r) for r in self.first_try)
         self.seen[k] = True  # a skipped question is named as it is left and at the tally
         open_ = [j for j in range(n) if self.seen[j] and not self.settled[j] and j != k]
-        tally = all(self.settled[j] or j in open_ for j in range(n))  # all else is done
         skipped = [j for j in open_ if not self.misses[j]]  # never tried, not one wrong try
         tried = [j for j in open_ if self.misses[j]]
         said = []
@@ -285,7 +283,8 @@ class Quiz(widgets.VBox):
             said.append(f"{_numbered(tried)} {has} one more try left")
         text = "; ".join(said)
         left = _verdict(text[:1].upper() + text[1:], PENDING) if said else ""
-        left = left if leaving or tally else ""  # an answer in between clears it (not stale)
+        # kept while a question is open, through answers to others (a learner answered question 3
+        # after skipping 2 and lost the only way back but Previous); grey, so never read as an error
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try)"
         self.position.value = _box(head)
         self.pending.value = _box(left) if left else ""
