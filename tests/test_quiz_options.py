@@ -166,6 +166,9 @@ def test_the_after_text_is_rendered_as_html_and_only_once_answered():
     assert markdown_html("a `x<y` and **b**\n\n- *c*\n  d") == (
         "<p>a <code>x&lt;y</code> and <b>b</b></p><ul><li><i>c</i> d</li></ul>"
     )
+    assert markdown_html("1. a\n   b;\n2. c\n\n3. d") == (  # a numbered list keeps its numbers
+        "<ol start='1'><li>a b;</li><li>c</li></ol><ol start='3'><li>d</li></ol>"
+    )
     quiet = PredictStep("01-step4")  # no after text: nothing extra appears
     quiet.answer(quiet.data.answer)
     assert quiet.after.value == ""

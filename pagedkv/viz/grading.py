@@ -44,18 +44,24 @@ def inline(text: str) -> str:
 
 def markdown_html(text: str) -> str:
     """The small markdown of the questions' `after` texts as HTML: paragraphs split by blank
-    lines, "- " bullet items (continued by indented lines), and inline `code`, **bold**, *italic*."""
+    lines, "- " bullet items and "1. " numbered items (each continued by indented lines), and
+    inline `code`, **bold**, *italic*."""
     blocks: list[str] = []
+    item = re.compile(r"(- |\d+\. )")
     for block in re.split(r"\n\s*\n", text.strip()):
         lines = block.splitlines()
-        if lines and lines[0].startswith("- "):
+        first = item.match(lines[0]) if lines else None
+        if first:
             items: list[str] = []
             for line in lines:
-                if line.startswith("- "):
-                    items.append(line[2:])
+                start = item.match(line)
+                if start:
+                    items.append(line[start.end() :])
                 else:
                     items[-1] += " " + line.strip()
-            blocks.append("<ul>" + "".join(f"<li>{inline(i)}</li>" for i in items) + "</ul>")
+            tag = "ul" if first.group(1) == "- " else "ol"  # an <ol> keeps the first item's number
+            opening = "<ul>" if tag == "ul" else f"<ol start='{first.group(1)[:-2]}'>"
+            blocks.append(opening + "".join(f"<li>{inline(i)}</li>" for i in items) + f"</{tag}>")
         else:
             blocks.append(f"<p>{inline(' '.join(x.strip() for x in lines))}</p>")
     return "".join(blocks)
