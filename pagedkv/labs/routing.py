@@ -10,8 +10,8 @@ prefix cached on one replica is a miss on the others. Three routers:
   the least loaded replica; otherwise take the replica with the longest cached prefix of
   the prompt if it covers more than `cache_threshold` of it, else the replica with the
   most FREE pages (SGLang: the smallest tree, the most room to cache). Defaults are those
-  of SGLang's Python router (`RouterArgs`: 0.5, 32, 1.0001); its later router (sgl-router,
-  `PolicyConfig::CacheAware`) defaults to 0.3, 64, 1.5.
+  of the first `Router` class of SGLang's router package, `sglang_router` (0.5, 32, 1.0001);
+  its later `RouterArgs` (`sglang_router/router_args.py`) defaults to 0.3, 64, 1.5.
 
 Deliberately different: SGLang's router keeps an *approximate* radix tree of the prompts
 it sent to each worker; here the router asks each replica's prefix index (`pool.get_cached_block`
