@@ -6,7 +6,7 @@ questions at the end of a notebook, and open questions with an answer to reveal.
   and check": the step runs, and the widget grades the pick against what the step did.
 - `Quiz("05-check")`: multiple-choice questions, one at a time, "k of n done" above them and,
   in grey, any question Next or Previous left unanswered, with a button to the first of them:
-  shown as it is left and once every other question is done, cleared by an answer in between.
+  shown until that question is answered, through answers to the others.
 - `Discuss("05-reserve")` (pagedkv.viz.discuss): an open question; "Show an answer" reveals one.
 
 `PredictStep` and `Quiz` grade a pick the same way (`grade`): a first wrong pick gets "Not
