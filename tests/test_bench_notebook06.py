@@ -74,9 +74,10 @@ def test_describe_gives_the_tokens_looked_up_next_to_the_share():
     point = page_size.one_run(256, slots=4096, requests=40)
     (first, first_hit), (again, again_hit) = point["first_lookups"], point["readmission_lookups"]
     assert first_hit == 0 < again_hit  # pages of 256 share no part of the 200-token system prompt
-    line = f"{again_hit:,} of {first + again:,} tokens looked up (first admissions and re-admissions) = "
-    line += f"{again_hit / (first + again):.1%}"
-    assert line in page_size.describe(point)
+    line = f"  {again_hit:,} of {first + again:,} tokens looked up = {again_hit / (first + again):.1%}"
+    text = page_size.describe(point)
+    assert line in text.splitlines() and "prefix hits (first admissions and re-admissions):" in text
+    assert max(len(row) for row in text.splitlines()) <= 90  # fits 1280 px with the file browser
     assert f"= {point['prefix_hit_rate_pct']:.1f}%" in page_size.describe(point)
 
 
@@ -141,10 +142,11 @@ def test_attention_figure_names_the_quick_run_and_keys_the_paper_as_a_line():
     assert labels == [
         "yours (quick, noisy)",
         "range of one full run's points: 1.32-3.07x",
-        "vLLM's GPU kernel (paper): 1.20-1.26x",
+        "not drawn, a GPU: the paper's kernel 1.20-1.26x",
         "1.0: same time as dense",
     ]
-    assert isinstance(legend.legend_handles[2], Line2D)  # the text calls it a line
+    assert isinstance(legend.legend_handles[2], Line2D)  # a key with no mark: nothing drawn
+    assert len(fig.axes[0].patches) == 2  # one bar and the grey band, no paper band
     assert "quick run" in fig.axes[0].get_title()
     full = attention.figure(Report("attention", [], [], data={"points": points}))
     assert full.legends[0].get_texts()[0].get_text() == "yours (this machine)"

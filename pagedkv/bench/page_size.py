@@ -211,14 +211,13 @@ def describe(point: dict) -> str:
     shared = point["system_prompt"] // page * page  # whole pages of the shared prompt
     return "\n".join(
         [
-            f"pages of {count(page, 'token')}, {pages:,} pages = {pages * page:,} token slots; "
+            f"pages of {count(page, 'token')}, {pages:,} pages = {pages * page:,} token slots;",
             f"{point['requests']} requests after a {point['system_prompt']}-token system prompt",
             f"slot util {point['slot_utilisation_pct']:.1f}% "
             f"(empty slots per running request: {point['empty_slots_per_running']:.0f})",
-            f"system prompt shared: {shared} tokens; prefix hits: "
-            f"{hit:,} of {looked_up:,} tokens looked up (first admissions and re-admissions) = "
-            f"{hit / max(1, looked_up):.1%}",
-            f"mean running {point['mean_batch']:.1f}, preemptions {point['preemptions']}, "
+            f"system prompt shared: {shared} tokens; prefix hits (first admissions and re-admissions):",
+            f"  {hit:,} of {looked_up:,} tokens looked up = {hit / max(1, looked_up):.1%}",
+            f"mean running {point['mean_batch']:.1f}, preemptions {point['preemptions']},",
             f"page allocations {point['allocations']:,} "
             f"({1000 * point['allocations'] / point['tokens']:.1f} per 1,000 tokens computed)",
         ]

@@ -41,14 +41,32 @@ def _forced_eviction_hits(cache: object) -> int | None:
     return hits
 
 
+def _cache(mistake: str | None, num_pages: int) -> object:
+    """A pool of `num_pages` pages of 4 tokens: the naive cache with `mistake` on (None: pagedkv)."""
+    if mistake is None:
+        return pagedkv_cache(num_pages, 4)
+    ticks = itertools.count(1000.0)  # a clock that moves 1 s per read, the same on every machine
+    return NaiveKVCache(num_pages, 4, mistakes={mistake}, clock=lambda: next(ticks))
+
+
+def forced_eviction_refusal(mistake: str | None) -> str:
+    """Which request of section 4's test the 12-page pool refuses with `mistake` on, and its
+    length ("" if none is refused)."""
+    pool = _cache(mistake, 12)
+    for name, tokens in (("request_A", PROMPT_A), ("other", OTHER)):
+        try:
+            pool.add(name, tokens)  # type: ignore[attr-defined]
+        except OutOfPagesError:
+            return f"{name} ({len(tokens)} tokens)"
+        pool.free(name)  # type: ignore[attr-defined]
+    return "" if _forced_eviction_hits(_cache(mistake, 12)) is not None else "request_B"
+
+
 def check_results(mistake: str | None, requests: Sequence[list[int]]) -> dict[str, int | None]:
     """The four checks' numbers for the naive cache with `mistake` on (None: pagedkv)."""
 
     def cache(num_pages: int) -> object:
-        if mistake is None:
-            return pagedkv_cache(num_pages, 4)
-        ticks = itertools.count(1000.0)  # a clock that moves 1 s per read, the same on every machine
-        return NaiveKVCache(num_pages, 4, mistakes={mistake}, clock=lambda: next(ticks))
+        return _cache(mistake, num_pages)
 
     probe = cache(POOL_PAGES)
     lost = 0
@@ -130,7 +148,8 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
             f"{RULES[key][0]:18}{verdict[key]}"
         )
     if "n/a" in verdict.values():
-        lines.append("n/a: the pool refused section 4's requests, so it cannot run that test")
+        refused = forced_eviction_refusal(mistake)
+        lines.append(f"n/a: the 12-page pool refuses {refused}, so section 4's test cannot run")
     if good["largest_heap"] != naive["largest_heap"] == HEAP_BOUND:
         lines.append(
             f"heap {HEAP_BOUND}: without stale_heap the naive heap is a correct lazy heap; it drops"
