@@ -225,7 +225,8 @@ def _describe(
     tokens the pages have room for: "allocate page 10 for req1: room for its tokens 25-28";
     when the sequence has fewer tokens (`lengths`), it says so: "(it has 35: 36 waits for its
     next token)" (a page is taken whole: its free slots wait for the tokens it generates). When
-    some of its pages were just `evicted`, it says where each came from: "(8 FREE; 10, 11 evicted)"."""
+    some of its pages were just `evicted`, it says where each came from: "(page 8 was FREE;
+    10, 11 evicted)"."""
     first = run[0]
     who = f" for {first.seq_id}" if first.seq_id is not None else ""
     if first.page_id < 0:  # a scheduler event about a request: preempt, resume, abort
@@ -236,9 +237,11 @@ def _describe(
     line = f"{_WORDS.get(first.kind, first.kind)} page{'s' if len(run) > 1 else ''} {pages}{who}"
     held = [spans[e.page_id] for e in run if e.page_id in spans]
     taken = [e.page_id for e in run if e.page_id in evicted]
-    if first.kind == "allocate" and taken:
-        free = ", ".join(str(e.page_id) for e in run if e.page_id not in evicted)
-        line += f" ({free + ' FREE; ' if free else ''}{', '.join(map(str, taken))} evicted)"
+    if first.kind == "allocate" and taken:  # "(page 8 was FREE; 10, 11 evicted)"
+        free = [e.page_id for e in run if e.page_id not in evicted]
+        verb = "was" if len(free) == 1 else "were"
+        was = f"{noun(len(free), 'page')} {', '.join(map(str, free))} {verb} FREE; "
+        line += f" ({was if free else ''}{', '.join(map(str, taken))} evicted)"
     if first.kind == "allocate" and held:
         first_token, last = min(a for a, _ in held), max(b for _, b in held)
         has = (lengths or {}).get(first.seq_id, 0)  # a decode's new page: its one token, said next
