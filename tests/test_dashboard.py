@@ -192,7 +192,10 @@ def test_log_groups_a_copy_on_write_and_tells_revived_hits(dash):
     words = [text for _, text in dash.run.records[-1].entries(grouped=True)]
     table = dash.run.seqs.block_table("request_B")
     assert words[0] == "copy-on-write for request_B: its last page 11 is shared, so it writes into a copy"
-    assert words[1] == f"– allocate page {table[-1]} for its copy of the shared last page (tokens 25-28)"
+    assert (
+        words[1]
+        == f"– allocate page {table[-1]} for its copy of the shared last page (room for its tokens 25-28)"
+    )
     assert words[2] == f"– copy the K/V of page 11 into page {table[-1]}" and table[-1] != 11
     hits = [text for _, text in dash.run.records[22].entries(grouped=True) if "prefix hit" in text]
     assert hits == ["prefix hit pages 0, 1, 2, 3 for request_B (revived from CACHED)"]  # A had finished
@@ -669,3 +672,17 @@ def test_your_request_is_never_coloured_like_cached_orange(dash):
     assert color == YOURS_COLORS[0] and color not in {"#DDCC77", "#BBCC33"}
     used = {dash.palette.color(s) for s in ("request_A", "request_B")}
     assert color not in used
+
+
+def test_done_stays_inside_the_headers_one_unbreakable_line():
+    """A learner forked beam.0 at the beam scenario's last step: the header read "step 9 of 9 ·
+    your actions: 1 ·" and "done" wrapped onto a second line. "done" is now inside the
+    counter's nowrap part, so the header is one line (the scenario picker narrows instead)."""
+    beam = Dashboard("beam")
+    beam.goto(len(beam.run.steps))
+    beam.seq_picker.value = "beam.0"
+    beam.fork()
+    value = beam.step_counter.value
+    nowrap = re.search(r"<b style='white-space:nowrap'>(.*?)</b>", value)
+    assert nowrap and nowrap.group(1) == "step 9 of 9 · your actions: 1 · done", value
+    assert value.endswith(f"{nowrap.group(0)}</span>")  # nothing after it that could wrap

@@ -289,7 +289,7 @@ def _grouped(run: list[Event], record: ActionRecord, copies: dict, headed: set[i
         out.append(("cow", heading))
     if first.kind == "allocate":
         a, b = spans.get(first.page_id, (0, 0))
-        tokens = f" (tokens {a}-{b})" if a else ""
+        tokens = f" (room for its tokens {a}-{b})" if a else ""
         out.append(("allocate", f"– allocate page {pages} for its copy of the shared last page{tokens}"))
     elif first.kind == "cow":
         out.append(("cow", f"– copy the K/V of page {source} into page {pages}"))

@@ -69,7 +69,8 @@ def scrolls(snap, token_ids: dict) -> bool:
 
 
 HOW_TO_READ = (  # the log's folded note: its colours, its order, its counting and its kinds
-    "<details style='font-size:13px;color:#444'><summary>colours and how to read it</summary>"
+    # the log's colours name kinds of event, not requests (a learner read allocate's blue as a request's)
+    "<details style='font-size:13px;color:#444'><summary>colour = kind of event; how to read it</summary>"
     "{key}<br>inside a step, "
     "cause before effect: a scheduler's decision first, then each eviction, the allocation "
     "it made room for and the token; a finish or a refusal last. Tokens count from 1 in each "
@@ -229,9 +230,9 @@ def counter_html(run: ScenarioRun) -> str:
     have pressed one; refused ones changed nothing) and "+m past the end" (scheduler
     steps Decode all ran once the scenario was done), then, at the scenario's last step,
     "done" when every request has finished, or "steps done" and the requests still
-    unfinished. Short, so the header stays on one line; when the scenario's steps are done with a
-    request unfinished, that part may wrap, whole, onto a second line (at 1280 px it did not fit
-    beside the scenario picker). The tooltip says it in full."""
+    unfinished. Short, and one unbreakable line (the scenario picker narrows first); when the
+    scenario's steps are done with a request unfinished, that part may wrap, whole, onto a
+    second line (at 1280 px it did not fit beside the scenario picker). The tooltip says it in full."""
     own, refused = own_done(run), sum(1 for r in run.records if r.yours and r.refused)
     extra = run.steps_past_end
     role, busy = step_role(run), bool(own + refused or extra)  # busy: the role goes to the tooltip
@@ -249,7 +250,9 @@ def counter_html(run: ScenarioRun) -> str:
         text += f" · +{extra} past the end"
         tips.append(f"{count(extra, 'scheduler step')} that Decode all ran after the scenario's last step")
     waiting = run.unfinished_requests if run.done else []
-    done = " · <b>done</b>" if run.done and not waiting else ""
+    if run.done and not waiting:  # inside the nowrap part: "· done" never wraps alone
+        text += " · done"
+    done = ""
     if waiting:  # the steps are used up, not the requests: say which are left
         left = f"<b>steps done</b>, {', '.join(map(str, waiting))} unfinished"
         done = f" · <span style='display:inline-block;white-space:nowrap'>{left}</span>"  # wraps whole

@@ -58,7 +58,7 @@ WIDE_PLACES = {
 }
 # The key: what the arrows' colours mean in the top-left corner (the orange line only when
 # an arrow is orange), what the reset arrow is in the bottom-right one, under CACHED.
-KEY_LEFT = ("arrows: the moves a page can make", "bold orange: moved in the last step")
+KEY_LEFT = ("arrows: the moves a page can make", "bold orange label: moved in the last step")
 KEY_RIGHT = ("dashed reset: reset_prefix_cache() empties", "every CACHED page; no notebook uses it")
 UNUSED = {"reset"}  # transitions no notebook takes: a dashed, lighter arrow unless lit
 UNUSED_COLOR = "#8a8a8a"

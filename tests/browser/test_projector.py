@@ -428,3 +428,31 @@ def test_the_header_after_your_actions_at_the_last_step_wraps_instead_of_being_c
     assert box["scroll"] <= box["client"] + 1 and box["right"] <= box["row_right"] + 1, box
     picker = page.locator(".pagedkv-scenario").first.evaluate("el => el.getBoundingClientRect().width")
     assert picker >= 300 - 1, picker  # narrowed at most to its min-width, the title's start readable
+
+
+def test_the_header_with_done_and_an_action_of_yours_stays_one_line(projector_notebook, screenshot_dir):
+    """A learner forked beam.0 at the beam scenario's last step in 04's dashboard, the file
+    browser open: "done" wrapped onto a second line and pushed the Fork row to the screen's
+    bottom edge. The whole counter is one unbreakable line now; the scenario picker narrows
+    instead, at most to its minimum width."""
+    nb = projector_notebook("04_copy_on_write.ipynb")
+    page = nb.page
+    page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # the file browser
+    page.wait_for_timeout(800)
+    nb.run_all()
+    beam = "Beam search: forked beams share pages"
+    page.locator(".pagedkv-scenario select").first.select_option(label=beam)
+    nb.wait_idle()
+    counter = _jump_to(nb, 9, of=9)
+    page.locator("button.pagedkv-fork").first.click()
+    nb.wait_idle()
+    counter.filter(has_text="your actions: 1").wait_for(timeout=60_000)
+    page.wait_for_timeout(500)
+    page.locator(".pagedkv-scenario").first.evaluate("el => el.scrollIntoView({block: 'start'})")
+    page.screenshot(path=str(screenshot_dir / "dashboard_header_04_done_yours.png"))
+    assert "done" in counter.text_content()
+    box = counter.evaluate(_BOX_JS)
+    line = float(counter.locator("span").first.evaluate("el => parseFloat(getComputedStyle(el).fontSize)"))
+    assert box["height"] < 2 * 1.3 * line, box  # one line of text, not two
+    picker = page.locator(".pagedkv-scenario").first.evaluate("el => el.getBoundingClientRect().width")
+    assert picker >= 300 - 1, picker
