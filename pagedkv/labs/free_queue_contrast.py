@@ -3,9 +3,9 @@
 vLLM v1 keeps FREE blocks and CACHED ones (ref count 0, hash kept) in one queue,
 `FreeKVCacheBlockQueue` (vllm/v1/core/kv_cache_utils.py). `BlockPool.get_new_blocks` pops
 its head and, if that block still has a hash, evicts it there (`_maybe_evict_cached_block`,
-vllm/v1/core/block_pool.py). A finished request's blocks come back tail first; current
+vllm/v1/core/block_pool.py). A finished request's blocks come back tail first; since vLLM PR #42656
 `BlockPool.free_blocks` puts those without a hash at the head (`prepend_n`) and the cached
-ones at the tail (`append_n`). Older vLLM appended every freed block at the tail.
+ones at the tail (`append_n`). Before it, vLLM appended every freed block at the tail.
 
 pagedkv keeps two structures instead: FREE pages (core/free_queue.py) and CACHED pages in
 LRU order (core/eviction.py), and takes FREE pages first.

@@ -97,11 +97,18 @@ def fills_at(run: ScenarioRun) -> tuple[int | None, int | None]:
 
 
 def fills_text(run: ScenarioRun) -> str:
-    """One sentence: when the scenario's own steps use up the FREE pages on this pool."""
+    """One sentence: when the scenario's own steps use up the FREE pages on this pool (a dry
+    run: the learner's own actions do not move it)."""
     full, refused = fills_at(run)
     if full is None:
-        return f"On this pool the scenario's {len(run.steps)} steps never use up the FREE pages."
-    said = f"On this pool the last FREE page goes at step {full} of {len(run.steps)}"
+        return (
+            f"On this pool the scenario's {len(run.steps)} steps never use up the FREE pages"
+            " (your own actions not counted)."
+        )
+    said = (
+        "On this pool, in the scenario's own steps (your actions not counted), "
+        f"the last FREE page goes at step {full} of {len(run.steps)}"
+    )
     return said + (f"; the first refused step is {refused}." if refused else "; no step is refused.")
 
 
