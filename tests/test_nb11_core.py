@@ -90,7 +90,8 @@ def test_serving_buckets_are_defined_on_the_core_path_before_the_figure() -> Non
     before = "\n".join(c.source for c in core[heading:figure] if c.cell_type == "markdown")
     for bucket in ("token states", "reserved", "internal fragmentation", "external fragmentation", "free"):
         assert f"- *{bucket}*: slots" in before
-    assert "`pow2`'s own rounding is internal" in " ".join(before.split())
+    assert "| `pow2`'s own | yes | internal fragmentation |" in before
+    assert "| the buddy allocator's | no | *external fragmentation & others* |" in before
 
 
 def test_serving_intro_does_not_list_the_systems_in_the_predicted_order() -> None:
