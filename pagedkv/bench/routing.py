@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-length", type=int, default=256, help="tokens per system prompt")
     parser.add_argument("--balance-abs-threshold", type=int, default=32)
     parser.add_argument("--cache-threshold", type=float, default=0.5)
+    parser.add_argument("--balance-rel-threshold", type=float, default=1.0001)
 
 
 def _ints(name: str, text: str) -> list[int]:
