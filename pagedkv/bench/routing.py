@@ -68,9 +68,7 @@ def run(
         requests = 200
     counts = _ints("replicas", replicas)
     names = str(routers).split(",")
-    configs = [  # validates
-        RouterConfig(r, cache_threshold, balance_abs_threshold, balance_rel_threshold) for r in names
-    ]
+    configs = [RouterConfig(r, cache_threshold, balance_abs_threshold, balance_rel_threshold) for r in names]
     workload = popular_system_prompts(requests, num_prompts, prompt_length, seed)
     options = dict(num_pages=num_pages, page_size=page_size, max_num_seqs=max_num_seqs, seed=seed)
     jobs = [(n, config, arrival_rate * n) for n in counts for config in configs]
