@@ -37,6 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt-length", type=int, default=256, help="tokens per system prompt")
     parser.add_argument("--balance-abs-threshold", type=int, default=32)
     parser.add_argument("--cache-threshold", type=float, default=0.5)
+    parser.add_argument("--balance-rel-threshold", type=float, default=1.0001)
 
 
 def _ints(name: str, text: str) -> list[int]:
@@ -61,12 +62,13 @@ def run(
     prompt_length: int = 256,
     balance_abs_threshold: int = 32,
     cache_threshold: float = 0.5,
+    balance_rel_threshold: float = 1.0001,
 ) -> Report:
     if quick:
         requests = 200
     counts = _ints("replicas", replicas)
     names = str(routers).split(",")
-    configs = [RouterConfig(r, cache_threshold, balance_abs_threshold) for r in names]  # validates
+    configs = [RouterConfig(r, cache_threshold, balance_abs_threshold, balance_rel_threshold) for r in names]
     workload = popular_system_prompts(requests, num_prompts, prompt_length, seed)
     options = dict(num_pages=num_pages, page_size=page_size, max_num_seqs=max_num_seqs, seed=seed)
     jobs = [(n, config, arrival_rate * n) for n in counts for config in configs]

@@ -24,7 +24,8 @@ def ways_back_by_block(
     recompute, and the link speed (GB/s) or prefill speed-up that `paper_ratio` would need.
 
     Returns blocks, ms (list of (recompute, swap) rounded ms), mib (K/V MiB each way),
-    link_ms, copy_ms, linear_ms, link_gb_s, swap_for_paper, link_needed, faster.
+    link_ms, copy_ms, linear_ms, link_gb_s, swap_for_paper, link_needed, faster, and ratio
+    (recompute / swap at the largest block, before rounding).
     """
     ways = [
         costs.preemption_costs(model, gpu, tokens, costs.Assumptions.vllm_2023(page_size=b)) for b in blocks
@@ -34,7 +35,7 @@ def ways_back_by_block(
     kv = tokens * costs.bytes_per_token(model)
     link_ms = 2 * kv / (g.host_to_gpu_gb_s * 1e9) * 1e3  # out and back in
     copy_ms = ways[-1]["swap_s"] * 1e3 - link_ms
-    recompute, swap = ms[-1]
+    recompute, swap = ms[-1][0], link_ms + copy_ms  # swap before rounding
     swap_for_paper = recompute / paper_ratio
     return {
         "blocks": blocks,
@@ -48,6 +49,7 @@ def ways_back_by_block(
         "link_needed": g.host_to_gpu_gb_s * link_ms / (swap_for_paper - copy_ms),
         "faster": recompute / (paper_ratio * swap),
         "paper_ratio": paper_ratio,
+        "ratio": ways[-1]["recompute_s"] / ways[-1]["swap_s"],  # before rounding
     }
 
 
@@ -55,7 +57,8 @@ def ways_back_text(r: dict, model: str = "OPT-13B", tokens: int = 1024, gpu: str
     """The lines notebook 11 prints for `ways_back_by_block`'s result `r`: the table of times
     per block size, then what the swap at the largest block is made of, then what the paper's
     ratio would need."""
-    (rec, swap), big, p = r["ms"][-1], r["blocks"][-1], r["paper_ratio"]
+    rec, big, p = r["ms"][-1][0], r["blocks"][-1], r["paper_ratio"]
+    swap = r["link_ms"] + r["copy_ms"]  # the table rounds it
     s4p, link = r["swap_for_paper"], f"{r['link_gb_s']:g} GB/s"
     lines = [
         f"{model}, {tokens:,} tokens, {gpu}: ms to bring the request back",
@@ -63,8 +66,8 @@ def ways_back_text(r: dict, model: str = "OPT-13B", tokens: int = 1024, gpu: str
         f"{'recompute':18}" + "".join(f"{m[0]:7,}" for m in r["ms"]),
         f"{'swap out+in':18}" + "".join(f"{m[1]:7,}" for m in r["ms"]),
         f"{model} at {big} tokens per block:",
-        f"  recompute {rec} ms (linear layers {r['linear_ms']:.0f} ms); swap {swap} ms;"
-        f" ratio {rec / swap:.1f}",
+        f"  recompute {rec} ms (linear layers {r['linear_ms']:.0f} ms); swap {swap:.1f} ms;"
+        f" ratio {r['ratio']:.2f}",
         f"  swap = link {r['link_ms']:.1f} ms ({r['mib']:.0f} MiB out and back in at {link}:"
         f" {r['link_ms'] / 2:.1f} ms each way)",
         f"    + copy calls {r['copy_ms']:.1f} ms",
@@ -73,7 +76,7 @@ def ways_back_text(r: dict, model: str = "OPT-13B", tokens: int = 1024, gpu: str
         f" = {s4p - r['copy_ms']:.1f} ms,",
         f"    so a link of {r['link_gb_s']:g} x {r['link_ms']:.1f} / {s4p - r['copy_ms']:.1f}"
         f" = {r['link_needed']:.0f} GB/s",
-        f"  a recompute of {p:g} x {swap} = {p * swap:.0f} ms: a prefill {rec} / {p * swap:.0f}"
+        f"  a recompute of {p:g} x {swap:.1f} = {p * swap:.0f} ms: a prefill {rec} / {p * swap:.0f}"
         f" = {r['faster']:.1f} times faster",
     ]
     return "\n".join(lines)

@@ -59,9 +59,9 @@ def by_hand() -> tuple[float, int]:
 
 
 def answer_text(blocks: int, max_len: int) -> str:
-    """The exercise's answer: the cost model's blocks, N and X, then the log's own, the hand
-    calculation, a check in one's head, why rounding explains the few blocks the cost model is
-    off, and the blocks with pagedkv's own four terms (67 % more) and with its peak alone; each
+    """The exercise's answer: the cost model's blocks, N and X, then the blocks with pagedkv's
+    own four terms (67 % more) and with its peak alone, the log's own, the hand calculation, a
+    check in one's head, and why rounding explains the few blocks the cost model is off; each
     paragraph wrapped at 88 characters."""
     logged_n, logged_x = v1_lines(LOG_BLOCKS, max_len)
     budget, hand = by_hand()
@@ -97,5 +97,6 @@ def answer_text(blocks: int, max_len: int) -> str:
         f"the cost model gives {own:,} blocks: {100 * (own - LOG_BLOCKS) / LOG_BLOCKS:.0f} % more than "
         f"the log. Its peak alone, with the log's other three terms, gives {peak_only:,}.",
     ]
+    paragraphs.insert(0, paragraphs.pop())  # the main contrast first: pagedkv's own terms
     head = [f"blocks of {BLOCK} tokens: {blocks:,} (the log: {LOG_BLOCKS:,})", *v1_lines(blocks, max_len)]
     return "\n".join([*head, "", *(textwrap.fill(p, 88) + "\n" for p in paragraphs)]).rstrip()
