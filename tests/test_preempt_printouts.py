@@ -9,7 +9,7 @@ import pytest
 from pagedkv import KVCachePool, SequenceManager, TinyLM
 from pagedkv.bench import preempt
 from pagedkv.engine.scheduler import Scheduler
-from pagedkv.labs.preempt_printouts import cap_rows, pool_run, step_lines
+from pagedkv.labs.preempt_printouts import cap_rows, last_request_line, pool_run, step_lines
 from pagedkv.labs.workloads import Request, generate
 
 PROMPTS = {"A": "Pages fill up", "B": "Tokens arrive", "C": "Queues wait", "D": "Batches grow"}
@@ -144,3 +144,32 @@ def test_step_lines_name_the_schedulers_own_admits_resumes_finishes_and_preempti
     assert "step 25: prefill D (2 tokens)" in lines and "step 24: decode C; finished C" in lines
     first = step_lines(_sched10(model), until_preempt=True)
     assert first[-1] == "step 9: decode A; preempt B (recompute); short of a page: ['A', 'B']"
+
+
+@pytest.mark.parametrize("cap", [3, 4, 5, 16])
+def test_last_request_line_against_the_schedulers_events(cap):
+    """The line's request-steps are the tokens sampled (one a seat), its steps the scheduler's,
+    and the last request to finish runs alone from its last (re)admission: the run ends at
+    that step plus the tokens it still had to sample, minus one."""
+    model, quick = TinyLM(seed=0), generate("alpaca", 10, 0, vocab_size=256)
+    line = last_request_line(model, quick, "alpaca-9", num_pages=12, max_num_seqs=cap)
+    sched = Scheduler(
+        SequenceManager(KVCachePool(model.cache_config(num_pages=12, page_size=16))),
+        model,
+        max_num_seqs=cap,
+        max_num_batched_tokens=4096,
+    )
+    sched.add_requests(quick)
+    kept, back = 0, 0
+    while sched.has_unfinished:
+        record = sched.step()
+        if any(v == "alpaca-9" for v, _ in record.preempted):
+            kept = len(sched.requests["alpaca-9"].output)
+        if "alpaca-9" in dict(record.prefill):
+            back = record.step
+    total = sum(r.max_new_tokens for r in quick)
+    assert line.startswith(f"cap {cap}: {total} request-steps in {sched.stats.steps} steps;")
+    assert f"step {back}" in line
+    longest = next(r.max_new_tokens for r in quick if r.req_id == "alpaca-9")  # 98
+    assert sched.stats.steps == back + (longest - kept) - 1
+    assert ("preempted" in line) == (sched.stats.preemptions > 0 and kept > 0)

@@ -10,7 +10,8 @@ finishes or preempts a request, so a reader can check each step the text names.
 
 `cap_rows` compares two runs of `bench preempt` with a third that caps `max_num_seqs`
 instead, one table row each: the run's name, pool pages, the cap, steps, preemptions, tokens
-computed and mean running requests per step.
+computed and mean running requests per step. `last_request_line` says in one line when a
+run preempted one request and when it came back.
 """
 
 from __future__ import annotations
@@ -159,3 +160,32 @@ def cap_rows(
         ]
         for name, r, seqs in runs
     ]
+
+
+def last_request_line(
+    model: TinyLM,
+    requests: Sequence[Request],
+    seq_id: str,
+    *,
+    num_pages: int,
+    max_num_seqs: int,
+    page_size: int = 16,
+) -> str:
+    """One line for a recompute run of `requests` in `num_pages` pages with `max_num_seqs`:
+    its steps, its request-steps (each step seats each running request once, so they equal
+    the tokens sampled), and when `seq_id` was preempted, with how many sampled tokens, and
+    when it came back last (or, never preempted, when it was admitted)."""
+    budget = max(4096, max(r.final_len for r in requests))  # as the bench sets it
+    sched = _scheduler(model, num_pages, page_size, max_num_seqs, budget)
+    sched.add_requests(requests)
+    seats, out, back = 0, [], 0
+    while sched.has_unfinished:
+        record = sched.step()
+        seats += len({*record.decode, *(r for r, _ in record.prefill)})
+        if any(victim == seq_id for victim, _ in record.preempted):
+            sampled = count(len(sched.requests[seq_id].output), "sampled token")
+            out.append(f"step {record.step} ({sampled})")
+        if seq_id in dict(record.prefill):
+            back = record.step
+    where = f"preempted at {', '.join(out)}, back at step {back}" if out else f"admitted at step {back}"
+    return f"cap {max_num_seqs}: {seats} request-steps in {sched.stats.steps} steps; {seq_id} {where}"
