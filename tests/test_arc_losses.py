@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pagedkv.labs.arc_losses import _TracedARC, arc_lost_hits, lost_at
+from pagedkv.labs.arc_losses import _TracedARC, arc_lost_hits, lost_at, lru_lost_lookups
 from pagedkv.labs.hit_rate_lab import replay
 from pagedkv.labs.lab_workloads import lab_workload
 
@@ -68,3 +68,16 @@ def test_the_10b_arc_quiz_answer_is_what_arc_computes() -> None:
     assert arc.p == 0.0 and arc.queues()["T2"] == [1]
     bank = json.loads((Path(pagedkv.__file__).parent / "data" / "questions.json").read_text())
     assert bank["quiz"]["10b-check-arc"]["questions"][0]["answer"] == "0"
+
+
+def test_lru_lost_lookups_counts_lookups_stopped_at_evicted_content() -> None:
+    """Worked by hand: 3 pages of 4 tokens. A (8 prompt tokens + 1 output) leaves its 2 full
+    pages cached; B evicts both; A again stops at its evicted first page (lost 1) and evicts
+    B's; B again stops at B's (lost 2); C is new content, never cached: not lost."""
+    from pagedkv.labs.lab_workloads import LabRequest
+
+    a = LabRequest("a", list(range(1, 9)), [100])
+    b = LabRequest("b", list(range(11, 19)), [100])
+    c = LabRequest("c", list(range(21, 29)), [100])
+    assert lru_lost_lookups([a, b, c], 12, page_size=4) == 0
+    assert lru_lost_lookups([a, b, a, b, c], 12, page_size=4) == 2

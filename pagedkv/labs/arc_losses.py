@@ -4,13 +4,15 @@
 pages from the first, as a prefix lookup does. If the walk stops at content ARC evicted
 earlier (and has not cached again since), the request lost hits to that eviction: the
 tally counts such requests by the list (T1: seen once, T2: revived) the content left.
+`lru_lost_lookups` counts the same requests under LRU, for comparison.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
+from pagedkv.core.eviction import LRUEvictionPolicy
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import ARCEvictionPolicy
@@ -51,6 +53,55 @@ class _TracedARC(ARCEvictionPolicy):
         return page_id
 
 
+class _TracedLRU(LRUEvictionPolicy):
+    """LRU that remembers the block hashes it has seen cached, and those it evicted (and has
+    not cached again since), each marked "LRU" in `evicted_from`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.evicted_from: dict[Hashable, str] = {}
+        self.seen: set[Hashable] = set()
+        self.content_key: Callable[[int], Hashable] = lambda page_id: page_id
+
+    def attach(self, num_pages: int, content_key: Callable[[int], Hashable]) -> None:
+        self.content_key = content_key
+
+    def add(self, page_id: int) -> None:
+        super().add(page_id)
+        self._cached([page_id])
+
+    def add_all(self, page_ids: list[int]) -> None:
+        super().add_all(page_ids)
+        self._cached(page_ids)
+
+    def _cached(self, page_ids: list[int]) -> None:
+        for page_id in page_ids:
+            key = self.content_key(page_id)
+            self.seen.add(key)
+            self.evicted_from.pop(key, None)  # cached again
+
+    def pop_victims(self, n: int) -> list[int]:
+        victims = super().pop_victims(n)
+        for page_id in victims:
+            self.evicted_from[self.content_key(page_id)] = "LRU"
+        return victims
+
+
+def lru_lost_lookups(requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16) -> int:
+    """Replay with LRU. Return how many requests' lookups stopped at content LRU had evicted
+    (the count `arc_lost_hits` makes for ARC)."""
+    pool = lab_pool(requests, cache_tokens, _TracedLRU(), page_size)
+    lru = pool.eviction  # lab_pool installs a copy
+    assert isinstance(lru, _TracedLRU)
+    seqs = SequenceManager(pool)
+    lost = 0
+    for request in requests:
+        hashes = block_hashes(request.prompt_token_ids, page_size)
+        lost += lost_at(hashes, lru.seen, lru.evicted_from) is not None
+        serve_one_at_a_time(seqs, [request])
+    return lost
+
+
 def lost_at(hashes: Sequence[Hashable], seen: set, evicted_from: dict) -> str | None:
     """The list ("T1"/"T2") of the evicted page where a lookup of `hashes` stops, or None if
     it stops at content never cached (or does not stop)."""
@@ -83,9 +134,11 @@ def arc_lost_hits(
     return lost, {**arc.tally, **arc.p_moves, "p at the end": arc.p}, p_top
 
 
-def lost_hits_text(lost: Counter[str], tally: Mapping[str, float], p_top: float, pages: int) -> str:
+def lost_hits_text(
+    lost: Counter[str], tally: Mapping[str, float], p_top: float, pages: int, lru_lost: int
+) -> str:
     """Three lines: the ghosts that came back and how far they moved p; where ARC's victims came
-    from and how far p rose; where lost lookups stopped."""
+    from and how far p rose; where lost lookups stopped, with LRU's count (`lru_lost_lookups`)."""
     t = Counter(tally)  # a count never made reads 0
     victims = t["evicted from T1"] + t["evicted from T2"]
     return (
@@ -93,6 +146,6 @@ def lost_hits_text(lost: Counter[str], tally: Mapping[str, float], p_top: float,
         f" {t['B2 ghost back']:.0f} from B2 (p shrunk by {t['p shrunk']:.0f})\n"
         f"ARC's victims: {victims:.0f}, of them {t['evicted from T2']:.0f} from T2 (revived);"
         f" p rose to {p_top:.0f} of {pages} pages, ended at {t['p at the end']:.0f}\n"
-        f"requests whose lookup stopped at content ARC evicted: {lost['T1'] + lost['T2']},"
-        f" evicted from T1 {lost['T1']}, from T2 {lost['T2']}"
+        f"requests whose lookup stopped at content ARC evicted: {lost['T1'] + lost['T2']}"
+        f" (under LRU: {lru_lost}), evicted from T1 {lost['T1']}, from T2 {lost['T2']}"
     )

@@ -103,7 +103,8 @@ def plot_timeline(
     top.set_ylim(0, max(max(r["S"], r["M"], r["G"]) for r in window) + 10)
     top.set_ylabel("pages", fontsize=12)
     top.tick_params(labelbottom=True)  # request numbers on the top panel too
-    top.legend(fontsize=12, ncols=3, loc="center right", framealpha=0.95)
+    # the legend between S's and M's lines, clear of the marked request's arrow
+    top.legend(fontsize=12, loc="center right", bbox_to_anchor=(1, 0.62), framealpha=0.95)
     from_s = [r["from S"] for r in window]
     low.bar(xs, from_s, width=0.7, color=S_GREY, label="victims from S")
     from_m = [r["from M"] for r in window]
