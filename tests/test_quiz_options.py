@@ -13,12 +13,12 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from html import escape
 from pathlib import Path
 
 import pytest
 
 from pagedkv.viz import questions
+from pagedkv.viz.grading import inline
 
 ROOT = Path(__file__).resolve().parents[1]
 BANK = questions.all_questions()
@@ -125,7 +125,7 @@ def test_clicking_a_displayed_option_is_graded_by_what_it_shows(qid):
         quiz.pickers[k].index = wrong  # the learner clicks a wrong radio button ...
         quiz.buttons[k].click()
         assert "Not quite" in quiz.feedback[k].value
-        assert escape(q.hints[labels[wrong]]) in quiz.feedback[k].value  # that pick's own hint
+        assert inline(q.hints[labels[wrong]]) in quiz.feedback[k].value  # that pick's own hint
         quiz.pickers[k].index = labels.index(q.answer)  # ... then the right one
         quiz.buttons[k].click()
         assert quiz.feedback[k].value.count("Right.") == 1
@@ -146,7 +146,7 @@ def test_pressing_the_button_of_what_the_step_does_is_graded_right(qid):
     wrong.choices.value = picked = next(value for value in shown if value != done)
     wrong.button.click()
     assert wrong.correct is False and "Not quite.</b>" in wrong.result.value
-    assert f"{escape(wrong.data.hints[picked])} Think it over" in wrong.result.value
+    assert f"{inline(wrong.data.hints[picked])} Think it over" in wrong.result.value
     wrong.choices.value = done  # the second try, on the same step
     wrong.button.click()
     assert wrong.correct is True and "Right." in wrong.result.value
@@ -200,13 +200,13 @@ def test_a_first_wrong_prediction_reveals_nothing_and_the_second_pick_reveals_it
         ask.answer(wrong[0])
         assert _shown(ask) == before and ask.after.value == "" and ask.picture.layout.display == "none"
         assert "Not quite" in ask.result.value and data.answer not in ask.result.value
-        assert escape(data.why) not in ask.result.value and not ask.settled
+        assert inline(data.why) not in ask.result.value and not ask.settled
         assert not ask.choices.disabled and not ask.button.disabled
         ask.answer(second)
         # the second pick, right or wrong, settles and locks the question
         assert ask.settled and ask.choices.disabled and ask.button.disabled
         assert ask.button.description == ("Answered" if second == data.answer else "Answer shown")
-        assert escape(data.why) in ask.result.value
+        assert inline(data.why) in ask.result.value
         assert ("Right." in ask.result.value) == (second == data.answer)
         assert second == data.answer or f"the answer is “{data.answer}”" in ask.result.value
         assert "<ul><li>" in ask.after.value and "The pool after step 11</b>" in ask.caption.value
@@ -277,14 +277,14 @@ def test_a_first_wrong_pick_shows_that_picks_hint_and_a_second_shows_the_answer(
     wrong = [o for o in q.options if o != q.answer]
     quiz.check(0, wrong[0])
     first = quiz.feedback[0].value
-    assert escape(q.hints[wrong[0]]) in first and escape(q.hints[wrong[1]]) not in first
-    assert escape(q.why) not in first and "the answer is" not in first
+    assert inline(q.hints[wrong[0]]) in first and inline(q.hints[wrong[1]]) not in first
+    assert inline(q.why) not in first and "the answer is" not in first
     quiz.check(0, wrong[1])
     second = quiz.feedback[0].value
-    assert f"the answer is “{q.answer}”" in second and escape(q.why) in second
+    assert f"the answer is “{q.answer}”" in second and inline(q.why) in second
     # settled: the answer and its reason first, then what this second pick overlooked
-    assert second.index(escape(q.why)) < second.index(escape(q.hints[wrong[1]]))
-    assert escape(q.hints[wrong[0]]) not in second
+    assert second.index(inline(q.why)) < second.index(inline(q.hints[wrong[1]]))
+    assert inline(q.hints[wrong[0]]) not in second
 
 
 def test_a_prediction_quiz_says_what_follows_holds_its_answer_until_answered():
@@ -624,3 +624,14 @@ def test_the_reminder_button_goes_to_the_first_question_left_open():
     quiz.check(1, quiz.questions[1].answer)
     quiz.show(2)
     assert quiz.goto.layout.display == "none"
+
+
+def test_feedback_renders_the_questions_inline_markdown():
+    """A learner saw raw backticks in 05b-check's feedback ("`old` decoded 2"): the why and
+    the hints are shown with the questions' inline markdown, as the questions are."""
+    from pagedkv.viz.grading import grade
+
+    settled, _ = grade("b", "a", "`old` decoded **2**", misses=1, hint="see `new`")
+    assert "<code>old</code> decoded <b>2</b>" in settled and "`" not in settled
+    first, _ = grade("b", "a", "why", misses=0, hint="see `new` & *it*")
+    assert "see <code>new</code> &amp; <i>it</i>" in first

@@ -75,17 +75,18 @@ def grade(picked: str, answer: str, why: str, misses: int, hint: str = "") -> tu
 
     A first wrong pick (`misses` 0) is not settled: its `hint` (what that pick overlooks) and
     one more try, the answer not given away. A right pick or a second wrong one settles the
-    question: the answer and `why` are shown, and for a wrong pick its own hint after them."""
+    question: the answer and `why` are shown, and for a wrong pick its own hint after them.
+    `why` and the hint may use the questions' inline markdown (`code`, **bold**, *italic*)."""
     right = picked == answer
     if not right and misses == 0:
-        hint = f"{html.escape(hint)} " if hint else ""
+        hint = f"{inline(hint)} " if hint else ""
         return box(f"{verdict('Not quite.', WRONG)} {hint}{TRY_AGAIN}"), False
     if right:
-        return box(f"{verdict('Right.', RIGHT)} {html.escape(why)}"), True
+        return box(f"{verdict('Right.', RIGHT)} {inline(why)}"), True
     # three short parts on their own lines, only the verdict red; the pick is named (the answer gets selected)
-    yours = f"<br><i>About your pick:</i> {html.escape(hint)}" if hint else ""
+    yours = f"<br><i>About your pick:</i> {inline(hint)}" if hint else ""
     said = f"Not quite: you picked “{html.escape(picked)}”; the answer is “{html.escape(answer)}”."
-    return box(f"{verdict(said, WRONG)}<br>{html.escape(why)}{yours}"), True
+    return box(f"{verdict(said, WRONG)}<br>{inline(why)}{yours}"), True
 
 
 def already(picked: str, button: str) -> str:
