@@ -110,12 +110,12 @@ def test_the_flags_table_lists_each_flag_s_numbers_and_failing_checks():
     # numbers from the tests above; the failing checks from FAILS_BY_HAND, in words
     rows = flags_table(REQUESTS).splitlines()
     assert rows[1:7] == [
-        "page_per_token            0      40     n/a       0   the run",
-        "leak                     10      28     n/a       0   the recount, the run",
-        "no_cached_eviction        0      28     n/a      64   the run",
-        "one_stamp_per_release     0       0   0 tok      64   the forced eviction",
-        "stale_heap                0       0   8 tok     160   the heap size",
-        "pagedkv                   0       0   8 tok 8 (map)   none",
+        "page_per_token            0      40       n/a         0   the run",
+        "leak                     10      28       n/a         0   the recount, the run",
+        "no_cached_eviction        0      28       n/a        64   the run",
+        "one_stamp_per_release     0       0     0 tok        64   the forced eviction",
+        "stale_heap                0       0     8 tok       160   the heap size",
+        "pagedkv                   0       0     8 tok   8 (map)   none",
     ]
 
 

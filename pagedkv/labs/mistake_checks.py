@@ -162,15 +162,15 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
 def flags_table(requests: Sequence[list[int]]) -> str:
     """One row per mistake flag, then pagedkv's: the four checks' numbers and the checks that
     FAIL by `RULES` ("none" if all pass)."""
-    lines = [f"{'flag':22} {'lost':>4} {'refused':>7} {'hits':>7} {'heap':>7}   checks that FAIL"]
+    lines = [f"{'flag':22} {'lost':>4} {'refused':>7} {'hits':>9} {'heap':>9}   checks that FAIL"]
     for mistake in (*FLAGS, None):
         numbers = check_results(mistake, requests)
         hits = "n/a" if numbers["hits"] is None else f"{numbers['hits']} tok"
         fails = [CHECK_NAMES[key] for key, v in verdicts(numbers).items() if v == "FAIL"]
         heap = f"{numbers['largest_heap']} (map)" if mistake is None else numbers["largest_heap"]
         lines.append(
-            f"{mistake or 'pagedkv':22} {numbers['lost']:4} {numbers['refused']:7} {hits:>7} "
-            f"{heap:>7}   {', '.join(fails) or 'none'}"
+            f"{mistake or 'pagedkv':22} {numbers['lost']:4} {numbers['refused']:7} {hits:>9} "
+            f"{heap:>9}   {', '.join(fails) or 'none'}"
         )
     lines += [
         "n/a: the pool refused the forced eviction's requests, so that test could not run.",

@@ -56,24 +56,24 @@ def plot_lru_strip(steps: dict[str, dict]) -> Figure:
     request evicted is hatched grey, as evicted pages are in notebook 09 (palette's
     EVICTED_FILL), with its rank and "evicted" on a white label. `steps` maps a cache's name to
     its `lru_steps` result."""
-    fig = Figure(figsize=(11.1, 0.35 + 1.15 * len(steps)), dpi=110)
+    fig = Figure(figsize=(11.1, 0.35 + 1.4 * len(steps)), dpi=110)
     ax = fig.add_axes((0.2, 0.02, 0.79, 0.96))
     for row, (name, s) in enumerate(steps.items()):
         y = len(steps) - 1 - row
-        ax.text(-0.15, y + 0.4, name, ha="right", va="center", fontsize=STRIP_PT)
+        ax.text(-0.15, y + 0.44, name, ha="right", va="center", fontsize=STRIP_PT)
         for x, page in enumerate(s["pages_a"]):
             cached = page in s["lru_order"]
             state = PageState.CACHED if cached else PageState.FREE
             evicted = page in s["evicted"]
             fill = EVICTED_FILL if evicted else STATE_COLORS[state]
             hatch = EVICTED_HATCH if evicted else None
-            ax.add_patch(Rectangle((x, y), 0.92, 0.8, facecolor=fill, edgecolor="black", hatch=hatch))
+            ax.add_patch(Rectangle((x, y), 0.92, 0.88, facecolor=fill, edgecolor="black", hatch=hatch))
             label = f"#{s['lru_order'].index(page) + 1}" if cached else "FREE"
             label += ", evicted" if evicted else ""
             white = {"bbox": dict(fc="white", ec="#333333", lw=1, pad=2)} if evicted else {}
-            ax.text(x + 0.46, y + 0.57, f"page {page}", ha="center", va="center", fontsize=STRIP_PT, **white)
+            ax.text(x + 0.46, y + 0.62, f"page {page}", ha="center", va="center", fontsize=STRIP_PT, **white)
             ax.text(
-                x + 0.46, y + 0.22, label, ha="center", va="center", fontsize=STRIP_PT, weight="bold", **white
+                x + 0.46, y + 0.24, label, ha="center", va="center", fontsize=STRIP_PT, weight="bold", **white
             )
     ax.set_xlim(-0.05, len(next(iter(steps.values()))["pages_a"]) + 0.05)
     ax.set_ylim(-0.1, len(steps))
