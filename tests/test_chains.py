@@ -217,24 +217,27 @@ def test_swap_text_wraps_at_spaces_and_tells_the_copy_and_the_original_in_time_o
     assert " ".join(words) == "LRU order before request 2, first evicted first: [6, 5, 4, 3, 2, 1, 0, 9, 8]"
     wide = swap_text(rows, 1, 0, 3, [6, 5, 4]).splitlines()
     assert wide[2:] == [
-        "both pools, request 2's block -> page, in time order:",
-        "block | prefill                  | decode",
-        "3     | page 7, a copy of page 6 |",
-        "4     |                          | page 6, the original, evicted for block 4",
         "Prefill: request 2 recomputes block 3 on page 7.",  # page 7 was in no earlier request
         "Decode: to get a page for block 4, request 2 evicts page 6, the original of the",
         "block 3 it just recomputed.",
+        "both pools, request 2's block -> page, in time order:",  # last: above the figure
+        "block | prefill                  | decode",
+        "3     | page 7, a copy of page 6 |",
+        "4     |                          | page 6, the original, evicted for block 4",
     ]
     # page 7 held request 1's block 4 before: the sentence names it, so 7 never reads as block 3
     before = [{"pages": [0, 1, 2, 6, 7]}, {"pages": [0, 1, 2, 7, 6]}]
-    said = " ".join(swap_text(before, 1, 0, 3, [7, 6]).splitlines()[6:])  # type: ignore[arg-type]
+    said = " ".join(swap_text(before, 1, 0, 3, [7, 6]).splitlines()[2:])  # type: ignore[arg-type]
     assert said.startswith(
         "Prefill: request 2 recomputes block 3 on page 7 (evicted: page 7 was request 1's block 4)."
     )
     assert all(len(line) <= 80 for line in wide)
     gone = swap_text([{"pages": [0, 6]}, {"pages": [0, 7, 8]}], 1, 0, 1, [6])  # type: ignore[arg-type]
-    assert gone.splitlines()[5].endswith("| page 6 (the original) goes to no block")
-    assert gone.splitlines()[6:] == ["Prefill: request 2 recomputes block 1 on page 7."]  # no decode line
+    assert gone.splitlines()[-1].endswith("| page 6 (the original) goes to no block")
+    assert gone.splitlines()[2:4] == [  # no decode line
+        "Prefill: request 2 recomputes block 1 on page 7.",
+        "both pools, request 2's block -> page, in time order:",
+    ]
 
 
 def test_evictions_table_by_hand():

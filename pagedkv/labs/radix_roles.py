@@ -285,11 +285,12 @@ def swap_text(
 ) -> str:
     """Section 5's first box: request `i` (from 0) repeats request `j`, and its `block` was
     recomputed, a copy. Prints the LRU order before request `i` (first evicted first), then
-    request `i`'s blocks `block` and `block + 1` as a small block -> page table with a prefill
-    and a decode column, read from the two block tables: at prefill the copy's page, at decode
-    the page request `j` held `block` in (the original), evicted and reused; then the same in
-    two plain sentences, naming the block the copy's page held before. Lines are wrapped at
-    spaces to `width` characters so no word breaks on a projector."""
+    request `i`'s blocks `block` and `block + 1` in two plain sentences, naming the block the
+    copy's page held before; then the same as a
+    small block -> page table, last so that it sits right above the chain figure, with a
+    prefill and a decode column read from the two block tables: at prefill the copy's page,
+    at decode the page request `j` held `block` in (the original), evicted and reused. Lines
+    are wrapped at spaces to `width` characters so no word breaks on a projector."""
     pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
     copy = pages_i[block]
     lines = [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
@@ -315,7 +316,7 @@ def swap_text(
             f"the original of the block {block} it just recomputed."
         )
     wrap = [textwrap.fill(line, width, break_long_words=False) for line in [*lines, *said]]
-    return "\n".join([*wrap[:3], *table, *wrap[3:]])
+    return "\n".join([*wrap[:2], *wrap[3:], wrap[2], *table])
 
 
 def evictions_table(rows_by_index: dict[str, list[RequestRow]], i: int) -> str:
