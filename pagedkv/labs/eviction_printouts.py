@@ -123,13 +123,13 @@ def pin_margins(
 
 
 def pins_text(table: Table, pins: dict[str, int]) -> str:
-    """Per stream: LRU, lru+pin, S3-FIFO and ARC's rates, the pins and both gains."""
-    lines = ["stream    lru  lru+pin  s3fifo     arc  lru+pin gain  ARC gain"]
+    """Per stream: LRU, lru+pin, S3-FIFO, ARC and LFU's rates, the pins and two gains."""
+    lines = ["stream    lru  lru+pin  s3fifo     arc     lfu  lru+pin gain  ARC gain"]
     for w in table:
-        t = {p: round(100 * table[w][p], 1) for p in ("lru", "lru+pin", "s3fifo", "arc")}
+        t = {p: round(100 * table[w][p], 1) for p in ("lru", "lru+pin", "s3fifo", "arc", "lfu")}
         lines.append(
             f"{w:5s} {t['lru']:5.1f}% {t['lru+pin']:7.1f}% {t['s3fifo']:6.1f}% {t['arc']:6.1f}%"
-            f" {t['lru+pin'] - t['lru']:+13.1f} {t['arc'] - t['lru']:+9.1f}"
+            f" {t['lfu']:6.1f}% {t['lru+pin'] - t['lru']:+13.1f} {t['arc'] - t['lru']:+9.1f}"
         )
     pinned = sorted(set(pins.values()))
     lines += [
