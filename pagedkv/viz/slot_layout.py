@@ -45,6 +45,7 @@ CATEGORIES = (  # slot categories of both layouts, in drawing order
 )
 # category -> (bar colour, hatch, legend label). Hatches repeat the marks of the slot
 # strips (dots: reserved, crosses: internal, slashes: external), so bars and strips read alike.
+# A hole is white: unlike any request's light tint.
 STYLES = {
     "tokens": ("#333333", "", "tokens: its request's colour in the strips, dark grey in the bars"),
     "reserved": ("#FFFFFF", "..", "reserved, in the share bars"),
@@ -53,7 +54,7 @@ STYLES = {
         "xx",
         "× internal fragmentation: a range's\n  unused end, a last page's rest",
     ),
-    "external_fragmentation": ("#F3C6B3", "//", "/ external fragmentation: hole too small"),
+    "external_fragmentation": ("#FFFFFF", "//", "/ external fragmentation: hole too small"),
     "cached": (STATE_COLORS[PageState.CACHED], "", "CACHED page"),
     "free": (STATE_COLORS[PageState.FREE], "", "free"),
 }
