@@ -65,7 +65,7 @@ class SwapPreemption:
 COLUMNS = [
     "request",
     "out at step",
-    "tokens",
+    "tokens in pages",
     "pages out",
     "partial",
     "back at step",
