@@ -91,6 +91,10 @@ def test_copy_calls_text_splits_a_reload_into_calls_and_bytes():
         )
     )
     assert gathered == round(2 * 128 * 2**20 / 25e9 * 1e3, 1)  # its bytes out and back, no call costs
+    recompute_ms = costs.preemption_costs("Mistral-7B", "A100-40GB", 1024)["recompute_s"] * 1e3
+    assert gathered < recompute_ms and f"less than\n  recompute's {recompute_ms:.1f} ms" in copy_calls_text(
+        "Mistral-7B", gathered=True
+    )  # gathered, a swap beats recompute: the order holds only for the 10 µs a call
     assert all(len(line) <= 90 for line in text.splitlines())
 
 

@@ -114,7 +114,7 @@ def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024, gath
     """What one direction of a swap (a reload) of `tokens` tokens costs, at vLLM's 16-token
     blocks: the copy calls (one per block, layer, K or V) against the bytes over the link, and
     the bytes one call moves; with `gathered`, also a swap's time were all blocks gathered into
-    one call each way (no per-call cost)."""
+    one call each way (no per-call cost), set against recompute's time."""
     m, g, assume = costs.MODELS[model], costs.gpu_spec(gpu), costs.Assumptions()
     blocks = -(-tokens // assume.page_size)
     calls = blocks * m.num_layers * 2
@@ -130,7 +130,14 @@ def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024, gath
         " count a way back's copy calls,\n  not only its bytes"
     )
     if gathered:
-        text += f";\n  gathered into one call each way, a swap would take about {2 * link_ms:.1f} ms"
+        recompute_ms = costs.preemption_costs(model, gpu, tokens)["recompute_s"] * 1e3
+        side = "less" if 2 * link_ms < recompute_ms else "more"
+        text += (
+            f";\n  gathered into one call each way, a swap would take about {2 * link_ms:.1f} ms,"
+            f" {side} than\n  recompute's {recompute_ms:.1f} ms: the order above holds for the assumed"
+            f" {assume.copy_overhead_s * 1e6:g} µs a call\n  (which copies today's connectors make:"
+            " 11b, section 3)"
+        )
     return text
 
 
