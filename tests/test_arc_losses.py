@@ -39,7 +39,7 @@ def test_traced_arc_counts_returning_ghosts_and_how_far_they_move_p() -> None:
     assert arc.p == 1.5
     arc.add(3)  # x3 is no ghost: nothing counted
     assert (arc.tally["B1 ghost back"], arc.tally["B2 ghost back"]) == (1, 1)
-    assert arc.p_moves == {"p grown": 2.5, "p shrunk": 1.0}
+    assert arc.p_moves == {"p grown": 2.5, "p shrunk": 1.0} and arc.p_top == 2.5  # p fell to 1.5
 
 
 def test_arc_lost_hits_replays_plain_arc() -> None:

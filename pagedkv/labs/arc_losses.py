@@ -23,13 +23,14 @@ from pagedkv.labs.lab_workloads import LabRequest
 class _TracedARC(ARCEvictionPolicy):
     """ARC that remembers, per evicted block hash, the list it left ("T1" or "T2"), and
     counts in `tally` the ghosts that came back ("B1 ghost back", "B2 ghost back"), and in
-    `p_moves` how far they moved p in all ("p grown", "p shrunk")."""
+    `p_moves` how far they moved p in all ("p grown", "p shrunk"); `p_top` is the largest p."""
 
     def __init__(self) -> None:
         super().__init__()
         self.evicted_from: dict[Hashable, str] = {}
         self.seen: set[Hashable] = set()
         self.p_moves = {"p grown": 0.0, "p shrunk": 0.0}
+        self.p_top = 0.0
 
     def _enter(self, page_id: int) -> None:
         key, p = self._key(page_id), self.p
@@ -43,6 +44,7 @@ class _TracedARC(ARCEvictionPolicy):
         super()._enter(page_id)
         if self.p > p:
             self.p_moves["p grown"] += self.p - p
+            self.p_top = max(self.p_top, self.p)
         elif self.p < p:
             self.p_moves["p shrunk"] += p - self.p
 
@@ -90,16 +92,30 @@ class _TracedLRU(LRUEvictionPolicy):
 def lru_lost_lookups(requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16) -> int:
     """Replay with LRU. Return how many requests' lookups stopped at content LRU had evicted
     (the count `arc_lost_hits` makes for ARC)."""
-    pool = lab_pool(requests, cache_tokens, _TracedLRU(), page_size)
-    lru = pool.eviction  # lab_pool installs a copy
-    assert isinstance(lru, _TracedLRU)
+    lost, _ = _replay(requests, cache_tokens, _TracedLRU(), page_size)
+    return lost["LRU"]
+
+
+def _replay(
+    requests: Sequence[LabRequest],
+    cache_tokens: int,
+    policy: _TracedARC | _TracedLRU,
+    page_size: int,
+) -> tuple[Counter[str], _TracedARC | _TracedLRU]:
+    """Serve `requests` one at a time in a lab pool under a copy of `policy`. Before each, walk
+    its prompt's full pages as a lookup does and count, by `lost_at`'s list, the requests whose
+    walk stops at evicted content. Returns the counts and the policy the pool ran."""
+    pool = lab_pool(requests, cache_tokens, policy, page_size)
+    traced = pool.eviction  # lab_pool installs a copy
+    assert isinstance(traced, (_TracedARC, _TracedLRU))
     seqs = SequenceManager(pool)
-    lost = 0
+    lost: Counter[str] = Counter()
     for request in requests:
-        hashes = block_hashes(request.prompt_token_ids, page_size)
-        lost += lost_at(hashes, lru.seen, lru.evicted_from) is not None
+        where = lost_at(block_hashes(request.prompt_token_ids, page_size), traced.seen, traced.evicted_from)
+        if where is not None:
+            lost[where] += 1
         serve_one_at_a_time(seqs, [request])
-    return lost
+    return lost, traced
 
 
 def lost_at(hashes: Sequence[Hashable], seen: set, evicted_from: dict) -> str | None:
@@ -118,20 +134,10 @@ def arc_lost_hits(
 ) -> tuple[Counter[str], dict[str, float], float]:
     """Replay with ARC. Return (requests whose lookup stopped at content ARC had evicted, by
     the list it left: {"T1": n, "T2": n}; ARC's `tally` with the p moves and "p at the end";
-    the largest p after a request)."""
-    pool = lab_pool(requests, cache_tokens, _TracedARC(), page_size)
-    arc = pool.eviction
+    the largest p)."""
+    lost, arc = _replay(requests, cache_tokens, _TracedARC(), page_size)
     assert isinstance(arc, _TracedARC)
-    seqs = SequenceManager(pool)
-    lost: Counter[str] = Counter()
-    p_top = 0.0
-    for request in requests:
-        where = lost_at(block_hashes(request.prompt_token_ids, page_size), arc.seen, arc.evicted_from)
-        if where is not None:
-            lost[where] += 1
-        serve_one_at_a_time(seqs, [request])
-        p_top = max(p_top, arc.p)
-    return lost, {**arc.tally, **arc.p_moves, "p at the end": arc.p}, p_top
+    return lost, {**arc.tally, **arc.p_moves, "p at the end": arc.p}, arc.p_top
 
 
 def lost_hits_text(
