@@ -28,7 +28,7 @@ from pagedkv.bench import Report
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
-from pagedkv.labs.workloads import Request, generate
+from pagedkv.labs.workloads import Request, generate, token_budget
 from pagedkv.model.tinylm import TinyLM
 
 HELP = "recompute vs swap preemption under memory pressure (TinyLM generation)"
@@ -97,7 +97,7 @@ def compare(
     """Serve the requests three times: in a pool roomy enough that nothing is preempted (the
     reference), then in `num_pages` pages with recompute and with swap preemption."""
     if max_num_batched_tokens is None:
-        max_num_batched_tokens = max(4096, max(r.final_len for r in requests))
+        max_num_batched_tokens = token_budget(requests)
     roomy = sum(-(-r.final_len // page_size) for r in requests)
     runs = [
         ("no pressure", roomy, "recompute"),

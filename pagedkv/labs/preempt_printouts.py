@@ -22,7 +22,7 @@ from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
-from pagedkv.labs.workloads import Request
+from pagedkv.labs.workloads import Request, token_budget
 from pagedkv.model.tinylm import TinyLM
 
 CAP_COLUMNS = [
@@ -128,7 +128,7 @@ def cap_rows(
     small pool with `max_num_seqs=cap`, the same page size and the bench's token budget.
     requests/step: the mean number of requests in a step."""
     num_pages = data["recompute"]["num_pages"]
-    budget = max(4096, max(r.final_len for r in requests))  # as the bench sets it
+    budget = token_budget(requests)  # as the bench sets it
     sched = _scheduler(model, num_pages, page_size, cap, budget)
     sched.add_requests(requests)
     batches: list[int] = []
@@ -175,7 +175,7 @@ def last_request_line(
     its steps, its request-steps (each step seats each running request once, so they equal
     the tokens sampled), and when `seq_id` was preempted, with how many sampled tokens, and
     when it came back last (or, never preempted, when it was admitted)."""
-    budget = max(4096, max(r.final_len for r in requests))  # as the bench sets it
+    budget = token_budget(requests)  # as the bench sets it
     sched = _scheduler(model, num_pages, page_size, max_num_seqs, budget)
     sched.add_requests(requests)
     seats, out, back = 0, [], 0

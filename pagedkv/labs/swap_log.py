@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
-from pagedkv.labs.workloads import Request
+from pagedkv.labs.workloads import Request, token_budget
 from pagedkv.model.tinylm import TinyLM
 
 
@@ -88,7 +88,7 @@ def swap_log(
     """Serve `requests` with swap preemption (as `preempt.compare`'s swap run, same
     defaults) and return every preemption, in order, with its resume."""
     if max_num_batched_tokens is None:
-        max_num_batched_tokens = max(4096, max(r.final_len for r in requests))
+        max_num_batched_tokens = token_budget(requests)
     pool = KVCachePool(model.cache_config(num_pages, page_size))
     sched = Scheduler(
         SequenceManager(pool),

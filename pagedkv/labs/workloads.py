@@ -22,6 +22,7 @@ paper's Fig. 2 and of `bench memory`) and real text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -129,3 +130,9 @@ def ops_trace(requests: int, prompt_len: int, shared_len: int, seed: int) -> lis
     prompts = rng.integers(0, 32_000, size=(requests, prompt_len), dtype=np.int64)
     prompts[::2, :shared_len] = rng.integers(0, 32_000, size=shared_len, dtype=np.int64)
     return list(prompts)
+
+
+def token_budget(requests: Sequence[Request]) -> int:
+    """The preemption benchmark's token budget a step (`max_num_batched_tokens`): 4,096, or the
+    longest request if longer, so that every request fits one step whole."""
+    return max(4096, max(r.final_len for r in requests))
