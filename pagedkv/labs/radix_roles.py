@@ -260,6 +260,13 @@ RANGES_KEY = (
     "(1-4 -> 11-8: block 1 on page 11, 2 on 10, 3 on 9, 4 on 8)"
 )
 
+ACCOUNT_KEY = (  # 09b, section 3: the key at the top of the first accounting box
+    "both: a line both pools count the same\n"
+    "each total: total now = total before - what left + what came\n"
+    "came from: a prefix hit, a FREE page, or an evicted page named by the block it last held\n"
+    "last columns: the page's state after the request's release (indexed: CACHED and in the index)"
+)
+
 
 def lookup_note(before: RadixCache, after: RadixCache, decode: Callable[[Sequence[int]], str]) -> str:
     """Section 1: what a lookup did to the tree, read from copies made before and after it:
