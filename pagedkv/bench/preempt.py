@@ -224,8 +224,9 @@ def figure(report: Report):
     # each label on the outer side of its own bar, so it never touches the other one
     x, w = np.arange(len(runs)), 0.3
     for side, values, color, label in (
-        (-1, out, "#E69F00", "swap-out (pool to swap space)"),
-        (1, back, "#56B4E9", "swap-in (back to the pool)"),
+        # neither orange nor blue: those mean recomputed and computed once on the left
+        (-1, out, "#009E73", "swap-out (pool to swap space)"),
+        (1, back, "#CC79A7", "swap-in (back to the pool)"),
     ):
         right.bar(x + side * w / 2, values, w, color=color, label=label)
         for xi, v in zip(x, values, strict=True):
