@@ -130,50 +130,43 @@ def _line_style(policy: str) -> dict:
 
 
 def figure(report: Report):
-    """One panel per workload, two by two: hit rate against cache size, one line per
-    policy, each panel with its own y range, the key in one column right of the panels.
-    Short enough (420 px) that title, key and all four panels show on one 1280x720 screen,
-    at a notebook's width, its text at least 12 px; tall enough that close rates part."""
+    """One row of panels, one per workload: hit rate against cache size, one line per
+    policy, each panel with its own y range, the key in one row above the panels. Short
+    enough (320 px) that title, key and all four panels show on one 1280x720 screen, at a
+    notebook's width, its text at least 12 px."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     curves, sizes = report.data["curves"], report.data["sizes"]
-    columns = min(2, len(curves))
-    rows = -(-len(curves) // columns)
-    fig = Figure(figsize=(8.4, 0.5 + 1.85 * rows), dpi=100)  # 420 px for two rows of panels
+    fig = Figure(figsize=(8.4, 3.2), dpi=100)  # 840 x 320 px
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
-    axes = fig.subplots(rows, columns, sharex=True, squeeze=False)
-    for ax, (workload, by_policy) in zip(axes.flat, curves.items()):
+    axes = fig.subplots(1, len(curves), sharex=True, squeeze=False)[0]
+    for ax, (workload, by_policy) in zip(axes, curves.items()):
         for policy, rates in by_policy.items():
             # LRU (and leaf-lru) at the size itself; each other policy a little to its right,
             # in the key's order, so that equal rates both show
-            nudge = 2.0 ** (0.015 * list(by_policy).index(policy.removeprefix("leaf-")))
+            nudge = 2.0 ** (0.08 * list(by_policy).index(policy.removeprefix("leaf-")))
             ax.plot(nudge * np.asarray(sizes), 100 * np.asarray(rates), label=policy, **_line_style(policy))
         ax.axvline(report.data["cache_tokens"], color="#999999", ls=":", zorder=0)
         ax.set_title(workload, fontsize=13, pad=3)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [f"{c:,}" for c in sizes])
-        ax.set_xlim(sizes[0] / 1.2, sizes[-1] * 1.2)  # the nudged markers stay inside
+        ax.set_xlim(sizes[0] / 1.2, sizes[-1] * 1.55)  # the nudged markers stay inside
         ax.minorticks_off()
         ax.grid(alpha=0.3)
         ax.margins(y=0.12)  # markers at the lowest rate stay inside the panel
         ax.tick_params(labelsize=11)
-    for ax in axes.flat[len(curves) :]:
-        ax.set_visible(False)
-    for ax in axes[-1]:
         ax.set_xlabel("cache size (tokens)", fontsize=12)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("hit rate (%)", fontsize=12)
-    # One key right of the panels, in one column: above them it took a row of the screen's
-    # height, inside a panel it covered lines.
-    handles, labels = axes[0, 0].get_legend_handles_labels()
+    axes[0].set_ylabel("hit rate (%)", fontsize=12)
+    # One key in one row above the panels, so every panel is next to it.
+    handles, labels = axes[0].get_legend_handles_labels()
     fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14, y=0.995)
     fig.legend(
-        handles, labels, loc="center left", bbox_to_anchor=(0.835, 0.47), ncol=1,
-        fontsize=12, frameon=False, handlelength=2.2, handletextpad=0.6, labelspacing=0.5,
+        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.925), ncol=len(labels),
+        fontsize=11, frameon=False, handlelength=1.6, handletextpad=0.6, columnspacing=0.8,
     )  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 0.835, 1), h_pad=0.8)  # tight_layout keeps the suptitle clear itself
+    fig.tight_layout(rect=(0, 0, 1, 0.87), w_pad=0.6)
     return fig
 
 
