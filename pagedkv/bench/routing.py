@@ -169,7 +169,7 @@ def figure(report: Report):
         ns = sorted(by_n)
         hit.plot(ns, [100 * by_n[n]["hit_rate"] for n in ns], marker="o", label=router)
         imb.plot(ns, [by_n[n]["imbalance"] for n in ns], marker="o", label=router)
-    for ax, label in ((hit, "prefix hit rate (% of prompt tokens)"), (imb, "load imbalance (max / mean)")):
+    for ax, label in ((hit, "prefix hit rate\n(% of prompt tokens)"), (imb, "load imbalance (max / mean)")):
         ax.set_xlabel("replicas N", fontsize=12)
         ax.set_ylabel(label, fontsize=12)
         ax.set_xscale("log", base=2)
