@@ -162,14 +162,14 @@ def figure(report: Report):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8.5, 4.2), dpi=100, layout="constrained")  # 850 px: not shrunk in an 848 px cell
+    fig = Figure(figsize=(8.5, 3.5), dpi=100, layout="constrained")  # 850 x 350 px: fits a 720-px screen
     FigureCanvasAgg(fig)
     hit, imb = fig.subplots(1, 2)
     for router, by_n in report.data.items():
         ns = sorted(by_n)
         hit.plot(ns, [100 * by_n[n]["hit_rate"] for n in ns], marker="o", label=router)
         imb.plot(ns, [by_n[n]["imbalance"] for n in ns], marker="o", label=router)
-    for ax, label in ((hit, "prefix hit rate (% of prompt tokens)"), (imb, "load imbalance (max / mean)")):
+    for ax, label in ((hit, "prefix hit rate\n(% of prompt tokens)"), (imb, "load imbalance (max / mean)")):
         ax.set_xlabel("replicas N", fontsize=12)
         ax.set_ylabel(label, fontsize=12)
         ax.set_xscale("log", base=2)
@@ -182,7 +182,7 @@ def figure(report: Report):
     hit.set_ylim(0, 100)
     imb.axhline(1, color="grey", lw=0.8)
     top = max(by_n[n]["imbalance"] for by_n in report.data.values() for n in by_n)
-    imb.set_ylim(0.85, top + 0.15)  # room under the line at 1 for its label, over the highest point
+    imb.set_ylim(0.85, top + 0.3)  # room under the line at 1 for its label, and clear above the highest point
     imb.annotate(
         "1 = perfectly even",
         (0.98, 1),

@@ -226,14 +226,11 @@ def paper_ratio_lines(keeps_up: dict) -> list[str]:
         f"full run (recorded): {FULL_RUN_REQUESTS:,} requests, about an hour of arrivals as in the",
         f"  paper's traces; sustainable rates {full_rates} requests/s",
         f"quick run (the figure): {QUICK_REQUESTS:,} requests at five rates (0.5 to 4/s).",
-        "  Both quick ratios are higher, for two reasons:",
-        "  - shorter queues: they grow for less time, so paged's and oracle's rates are higher,",
-        f"    paged's the most: at its rate the {QUICK_REQUESTS:,} requests arrive in under"
-        f" {-(-QUICK_REQUESTS // (60 * keeps_up['paged'])):.0f} minutes,",
-        f"    at oracle's in about {QUICK_REQUESTS / (60 * keeps_up['oracle']):.0f};",
-        "  - a coarser grid: a straight line across max's jump in latency between 0.5 and 1/s",
-        "    puts max's rate lower (the full run walks each system's rate from a guess in steps",
-        "    of a tenth of it: max's from 0.7/s in steps of 0.07/s).",
+        "  Both quick ratios are higher. Queues grow for less time: at paged's rate the",
+        f"  {QUICK_REQUESTS:,} requests arrive in under"
+        f" {-(-QUICK_REQUESTS // (60 * keeps_up['paged'])):.0f} minutes,"
+        f" at oracle's in about {QUICK_REQUESTS / (60 * keeps_up['oracle']):.0f}. And max's rate",
+        "  rests on a coarse grid of rates (11b, section 5).",
         "  Compare the full run's ratios with the paper's.",
     ]
 
