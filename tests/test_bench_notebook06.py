@@ -132,7 +132,7 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     assert fig.legends[0].get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0
 
 
-def test_attention_figure_names_the_quick_run_and_the_paper_in_its_title():
+def test_attention_figure_names_the_quick_run_in_its_title_and_leaves_the_paper_to_the_caption():
     points = [{"batch": 2, "context": 16, "ratio": 2.0}]
     fig = attention.figure(Report("attention", [], [], data={"points": points, "quick": True}))
     (legend,) = fig.legends
