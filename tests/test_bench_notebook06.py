@@ -322,3 +322,21 @@ def test_the_try_it_reveal_needs_no_name_made_only_in_a_folded_cell():
     used = {n.id for n in ast.walk(ast.parse(core[at].source)) if isinstance(n, ast.Name)}
     assert "text" in own  # built in the reveal's own cell
     assert used <= known | own, used - known - own
+
+
+def test_the_attention_bars_take_the_palettes_series_colour():
+    """labs sits below viz, so attention_figure repeats palette.BENCH_SERIES_COLOR: the two agree."""
+    from pagedkv.labs.attention_figure import BARS
+    from pagedkv.viz.palette import (
+        BENCH_ACTIVE_COLOR,
+        BENCH_MODE_COLORS,
+        BENCH_SERIES_COLOR,
+        BENCH_SLOT_COLORS,
+    )
+    from pagedkv.viz.throughput_chain import COLOURS
+
+    assert BARS == BENCH_SERIES_COLOR
+    # one colour, one meaning across notebook 06's figures: no colour in two of these groups
+    groups = [set(BENCH_SLOT_COLORS), set(BENCH_MODE_COLORS.values()), {BENCH_SERIES_COLOR},
+              {BENCH_ACTIVE_COLOR}, set(COLOURS.values())]  # fmt: skip
+    assert sum(map(len, groups)) == len(set().union(*groups))
