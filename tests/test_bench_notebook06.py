@@ -340,3 +340,18 @@ def test_the_attention_bars_take_the_palettes_series_colour():
     groups = [set(BENCH_SLOT_COLORS), set(BENCH_MODE_COLORS.values()), {BENCH_SERIES_COLOR},
               {BENCH_ACTIVE_COLOR}, set(COLOURS.values())]  # fmt: skip
     assert sum(map(len, groups)) == len(set().union(*groups))
+
+
+def test_the_full_page_size_runs_prefix_hits_come_from_the_re_admissions():
+    """Notebook 06, section 6: the full run (300 requests, 8,192 and 32,768 slots) hits 59-62 %
+    at pages of 16 and 64, above section 3's 40 requests, through its re-admissions."""
+    from pagedkv.bench import page_size
+
+    rates = []
+    for capacity in ("8192", "32768"):
+        rates += page_size.run(requests=300, page_sizes="16,64", capacities=capacity).data["points"]
+    assert [round(p["prefix_hit_rate_pct"]) for p in rates] == [61, 62, 60, 59]
+    page_16 = rates[0]  # pages of 16 in 8,192 slots, as section 3's page-16 row
+    assert page_16["preemptions"] == 397
+    assert round(page_16["readmission_hit_rate_pct"], 1) == 65.6
+    assert round(page_16["first_hit_rate_pct"], 1) == 53.4
