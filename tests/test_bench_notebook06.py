@@ -322,3 +322,36 @@ def test_the_try_it_reveal_needs_no_name_made_only_in_a_folded_cell():
     used = {n.id for n in ast.walk(ast.parse(core[at].source)) if isinstance(n, ast.Name)}
     assert "text" in own  # built in the reveal's own cell
     assert used <= known | own, used - known - own
+
+
+def test_the_attention_bars_take_the_palettes_series_colour():
+    """labs sits below viz, so attention_figure repeats palette.BENCH_SERIES_COLOR: the two agree."""
+    from pagedkv.labs.attention_figure import BARS
+    from pagedkv.viz.palette import (
+        BENCH_ACTIVE_COLOR,
+        BENCH_MODE_COLORS,
+        BENCH_SERIES_COLOR,
+        BENCH_SLOT_COLORS,
+    )
+    from pagedkv.viz.throughput_chain import COLOURS
+
+    assert BARS == BENCH_SERIES_COLOR
+    # one colour, one meaning across notebook 06's figures: no colour in two of these groups
+    groups = [set(BENCH_SLOT_COLORS), set(BENCH_MODE_COLORS.values()), {BENCH_SERIES_COLOR},
+              {BENCH_ACTIVE_COLOR}, set(COLOURS.values())]  # fmt: skip
+    assert sum(map(len, groups)) == len(set().union(*groups))
+
+
+def test_the_full_page_size_runs_prefix_hits_come_from_the_re_admissions():
+    """Notebook 06, section 6: the full run (300 requests, 8,192 and 32,768 slots) hits 59-62 %
+    at pages of 16 and 64, above section 3's 40 requests, through its re-admissions."""
+    from pagedkv.bench import page_size
+
+    rates = []
+    for capacity in ("8192", "32768"):
+        rates += page_size.run(requests=300, page_sizes="16,64", capacities=capacity).data["points"]
+    assert [round(p["prefix_hit_rate_pct"]) for p in rates] == [61, 62, 60, 59]
+    page_16 = rates[0]  # pages of 16 in 8,192 slots, as section 3's page-16 row
+    assert page_16["preemptions"] == 397
+    assert round(page_16["readmission_hit_rate_pct"], 1) == 65.6
+    assert round(page_16["first_hit_rate_pct"], 1) == 53.4

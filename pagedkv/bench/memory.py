@@ -257,10 +257,14 @@ def figure(report: Report):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from pagedkv.viz.palette import BENCH_SLOT_COLORS
+
     # Okabe-Ito; free is the pools' FREE grey, outlined so that a thin share still shows
-    # external is reddish purple, far from internal's orange
-    colors = ["#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#DDDDDD"]
-    fig = Figure(figsize=(9, 3.6))
+    # external is reddish purple, far from internal's orange. 9 x 2.9 in: at projector size
+    # (11 in wide) the figure is about 390 px tall, so the box's title and the x labels fit
+    # on one 1280 x 720 screen with it
+    colors = BENCH_SLOT_COLORS
+    fig = Figure(figsize=(9, 2.9))
     FigureCanvasAgg(fig)
     for i, (workload, systems) in enumerate(report.data.items()):
         ax = fig.add_subplot(1, len(report.data), i + 1)

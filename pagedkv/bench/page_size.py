@@ -306,11 +306,14 @@ def figure(report: Report, timing: bool = True):
     ]
     if timing:
         panels.append(("tokens_per_s", "bookkeeping tokens / s"))
+    from pagedkv.viz.palette import BENCH_MODE_COLORS, BENCH_SERIES_COLOR
+
     fig = Figure(figsize=(3.4 * len(panels), 3.4), layout="constrained")
     FigureCanvasAgg(fig)
     points = report.data["points"]
     capacities = sorted({p["capacity"] for p in points})
-    colors = dict(zip(capacities, ["#0072B2", "#E69F00", "#009E73"], strict=False))
+    # one pool (notebook 06): the house's dark grey for a series of no kind; more: wine, teal too
+    colors = dict(zip(capacities, [BENCH_SERIES_COLOR, *BENCH_MODE_COLORS.values()], strict=False))
     for i, (key, label) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for capacity, color in colors.items():

@@ -301,27 +301,29 @@ def figure(report: Report):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from pagedkv.viz.palette import BENCH_ACTIVE_COLOR, BENCH_SERIES_COLOR
+
     data = report.data
     fig = Figure(figsize=(8, 3))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     running = data["running"]
-    ax.plot(running, color="#0072B2", lw=1.2)
+    ax.plot(running, color=BENCH_SERIES_COLOR, lw=1.2)
     ax.set_xlabel("step")
-    ax.set_ylabel("running sequences", color="#0072B2")
+    ax.set_ylabel("running sequences", color=BENCH_SERIES_COLOR)
     ax.set_ylim(0, 1.05 * max(running, default=1))  # both axes start at 0 on the same line
     usage = fig.add_subplot(sharex=ax, frameon=False)
     pct = np.array(data["active_pages"], dtype=float) * 100 / data["num_pages"]
     start = SMOOTH_STEPS - 1 if len(pct) >= SMOOTH_STEPS else 0  # from the first full window
     mean = smooth(pct, SMOOTH_STEPS)  # a running mean: no step flicker
-    usage.plot(np.arange(start, len(pct)), mean[start:], color="#E69F00", lw=2.2)
+    usage.plot(np.arange(start, len(pct)), mean[start:], color=BENCH_ACTIVE_COLOR, lw=2.2)
     usage.yaxis.tick_right()
     usage.yaxis.set_label_position("right")
-    usage.set_ylabel("ACTIVE pages (%)", color="#E69F00")
+    usage.set_ylabel("ACTIVE pages (%)", color=BENCH_ACTIVE_COLOR)
     usage.set_ylim(0, 105)
     empty = queue_empty_step(data.get("waiting", []))
     if data.get("waiting") and empty < len(running):
-        ax.axvline(empty, color="#333333", ls="--", lw=1.2)
+        ax.axvline(empty, color="black", ls="--", lw=1.2)
         ax.annotate(
             f"queue empty (step {empty:,})",
             xy=(empty, 0.08),

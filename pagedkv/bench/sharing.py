@@ -232,6 +232,8 @@ def figure(report: Report):
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
+    from pagedkv.viz.palette import BENCH_MODE_COLORS, BENCH_SERIES_COLOR
+
     fig = Figure(figsize=(6, 3.0), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -241,7 +243,8 @@ def figure(report: Report):
     top = 0.0
     handles: list[Any] = []  # bars and the paper's marks, in legend order
     half = 0.12  # half a bar's width
-    for i, (mode, color) in enumerate(zip(modes, ["#0072B2", "#E69F00"], strict=True)):
+    for i, mode in enumerate(modes):
+        color = BENCH_MODE_COLORS.get(mode, BENCH_SERIES_COLOR)  # one colour a mode, in every figure
         # the first mode's bar left of the group's centre, the second right, with a gap
         # between them for the first bar's mark and number
         x = np.arange(len(widths)) + (-0.3 if i == 0 else 0.2)

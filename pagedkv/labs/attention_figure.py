@@ -14,7 +14,9 @@ PAPER_RATIOS = (1.20, 1.26)  # vLLM paper, Sec. 7.1: its paged kernel's time / a
 # one BLAS thread), on the machine that ran it: the range notebook 06, section 6 quotes.
 FULL_RUN_RATIOS = (1.32, 3.07)
 Y_CAP = 4.0  # the y-axis stops here, so the grey band stays readable; taller bars are cut
-BARS, FULL_RUN_COLOR = "#0072B2", "#BBBBBB"
+# the bars: dark grey, palette.BENCH_SERIES_COLOR (labs sits below viz, so the value is repeated;
+# tests/test_bench_notebook06.py checks the two agree), not the blue of notebook 06's token states
+BARS, FULL_RUN_COLOR = "#555555", "#BBBBBB"
 
 
 def figure(report: Any):

@@ -78,6 +78,13 @@ REQUEST_COLORS_BESIDE_SYSTEMS = ("#44AA99", "#663333", "#BBCC33", "#225555", "#E
 # colours (a fork of yours next to sample.2's teal and sample.3's olive takes purple or magenta)
 YOURS_COLORS = ("#AA4499", "#EE3377", "#117733", "#663333", "#225555", "#332288")
 OCCUPANCY_CMAP = "cividis"
+# Notebook 06's benchmark figures: each colour means one thing in all of them. The kinds of slot
+# (memory figure) keep blue, light blue, orange, pink and grey; the chain figure's systems are
+# its own (throughput_chain.COLOURS); every other series takes a colour none of those has
+BENCH_SLOT_COLORS = ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#DDDDDD")  # memory.CATEGORIES' order
+BENCH_MODE_COLORS = {"parallel sampling": "#882255", "beam search": "#44AA99"}  # wine, teal
+BENCH_SERIES_COLOR = "#555555"  # dark grey: a figure's measured series that is no kind, mode or system
+BENCH_ACTIVE_COLOR = "#332288"  # indigo: the scale figure's share of pages ACTIVE
 REF_COUNT_CMAP = "viridis"
 # CACHED pages in the LRU view: 0.0 (a light tint of CACHED orange) = evicted last, 1.0 (the
 # CACHED orange itself) = evicted next; each cell also prints its rank (#1, #2, ...)
