@@ -1,6 +1,9 @@
 """What notebook 06 reads from the benchmarks: page_size.check_fits, the describe line,
 memory's buddy-allocator variant, and the paper's bands in the sharing figure."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from pagedkv.bench import Report, attention, memory, page_size, sharing
@@ -277,7 +280,6 @@ def test_memory_legend_names_the_kinds_as_the_notebook_table_heads_them():
 
 def test_the_try_it_reveal_box_sits_in_a_visible_widget_cell_of_its_own():
     """The box of settings 2 to 5 is not hidden inside a collapsed checks cell."""
-    from pathlib import Path
 
     import nbformat
 
@@ -295,7 +297,6 @@ def test_the_try_it_reveal_needs_no_name_made_only_in_a_folded_cell():
     """Run cell by cell with every Optional fold skipped, the reveal box still has its runs."""
     import ast
     import builtins
-    from pathlib import Path
 
     import nbformat
 
@@ -352,6 +353,14 @@ def test_the_full_page_size_runs_prefix_hits_come_from_the_re_admissions():
         rates += page_size.run(requests=300, page_sizes="16,64", capacities=capacity).data["points"]
     assert [round(p["prefix_hit_rate_pct"]) for p in rates] == [61, 62, 60, 59]
     page_16 = rates[0]  # pages of 16 in 8,192 slots, as section 3's page-16 row
-    assert page_16["preemptions"] == 397
-    assert round(page_16["readmission_hit_rate_pct"], 1) == 65.6
-    assert round(page_16["first_hit_rate_pct"], 1) == 53.4
+    assert page_16["readmission_hit_rate_pct"] > page_16["first_hit_rate_pct"]
+    # the notebook's sentence quotes this run's numbers, not numbers written down once
+    path = Path(__file__).parents[1] / "notebooks" / "06_benchmarks.ipynb"
+    prose = " ".join(
+        " ".join(cell["source"]).replace("\n", " ") for cell in json.loads(path.read_text())["cells"]
+        if cell["cell_type"] == "markdown"
+    )  # fmt: skip
+    prose = " ".join(prose.split())
+    assert f"preempted {page_16['preemptions']} times" in prose
+    assert f"a re-admission hits {page_16['readmission_hit_rate_pct']:.1f} % of its tokens" in prose
+    assert f"First admissions hit less: {page_16['first_hit_rate_pct']:.1f} %" in prose
