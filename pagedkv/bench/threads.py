@@ -6,7 +6,10 @@ thread on its own sequences: writes are `add` (a 48-token prompt, half of them s
 lock, as a request takes it); reads are `block_table` and `sequence` (a copy).
 Two mixes: read-heavy (90 % reads) and write-heavy (20 % reads). The total is the same at
 every thread count, so operations/s compare directly. Every run ends with
-`check_invariants()`.
+`check_invariants()`. The notes also count **hand-offs**: how often the write lock went to
+another thread than its last holder. An `RLock` (C code) is taken by a waiting thread as
+soon as it is released, without the GIL; a `ReadWriteLock` (Python code) needs the GIL to
+be taken, which the releasing thread still holds, so that thread usually takes it again.
 
 There is no "no lock" baseline: an uncontended RLock's acquire + release (C code, well
 under a microsecond) costs no more than Python's cheapest no-op context manager, so on one
@@ -36,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=5, help="best of this many runs")
 
 
-def _worker(target: LockedManager, index: int, ops: int, read_fraction: float, seed: int) -> None:
+def _worker(
+    target: LockedManager, index: int, ops: int, read_fraction: float, seed: int, holders: list[int]
+) -> None:
     rng = random.Random(seed * 1000 + index)
     shared = [rng.randrange(256) for _ in range(32)]
     live: list[str] = []
@@ -49,6 +54,7 @@ def _worker(target: LockedManager, index: int, ops: int, read_fraction: float, s
         r = rng.random()
         # One write lock per operation, as a request holds it (bookkeeping only: no K/V).
         with target.exclusive() as m:
+            holders.append(index)  # who held the write lock, in order
             if not live or (r < 0.25 and len(live) < 16):
                 prefix = shared if rng.random() < 0.5 else [rng.randrange(256) for _ in range(32)]
                 seq_id, made = f"t{index}.{made}", made + 1
@@ -71,22 +77,29 @@ def _worker(target: LockedManager, index: int, ops: int, read_fraction: float, s
 DESIGNS: dict[str, type[CoarseLock | ReadWriteLock]] = {"coarse": CoarseLock, "rwlock": ReadWriteLock}
 
 
-def measure(design: str, threads: int, ops: int, read_fraction: float = 0.2, seed: int = 0) -> float:
+def measure(
+    design: str, threads: int, ops: int, read_fraction: float = 0.2, seed: int = 0
+) -> tuple[float, int]:
     """Operations/s of `threads` threads sharing `ops` operations under one lock design
-    ("coarse" or "rwlock"); the run ends with check_invariants()."""
+    ("coarse" or "rwlock"), and the hand-offs: how often the write lock went to another
+    thread than its last holder. The run ends with check_invariants()."""
     config = CacheConfig.bookkeeping(4096, 16)
     target = LockedManager(SequenceManager(KVCachePool(config)), DESIGNS[design]())
-    seconds = time_threads(lambda i: _worker(target, i, ops // threads, read_fraction, seed), threads)
+    holders: list[int] = []
+    share = ops // threads
+    seconds = time_threads(lambda i: _worker(target, i, share, read_fraction, seed, holders), threads)
     target.check_invariants()
-    return ops // threads * threads / seconds
+    handoffs = sum(a != b for a, b in zip(holders, holders[1:]))
+    return share * threads / seconds, handoffs
 
 
 def compare(
     cases: list[tuple[str, str, int]], ops: int, repeat: int, seed: int = 0
-) -> dict[tuple[str, str, int], float]:
-    """Best operations/s of each (design, mix, threads) case over `repeat` rounds; each round
-    runs every case once, so load drift on a shared machine hits all designs alike."""
-    best = dict.fromkeys(cases, 0.0)
+) -> dict[tuple[str, str, int], tuple[float, int]]:
+    """Best operations/s of each (design, mix, threads) case over `repeat` rounds, with that
+    run's hand-offs; each round runs every case once, so load drift on a shared machine hits
+    all designs alike."""
+    best = dict.fromkeys(cases, (0.0, 0))
     for _ in range(repeat):
         for design, mix, n in cases:
             best[design, mix, n] = max(best[design, mix, n], measure(design, n, ops, MIXES[mix], seed))
@@ -104,7 +117,8 @@ def run(
     if quick:
         ops, repeat = 1_500, 1
     cases = [(design, mix, n) for mix in MIXES for design in DESIGNS for n in threads]
-    data = {f"{d}/{m}/{n}": rate for (d, m, n), rate in compare(cases, ops, repeat, seed).items()}
+    best = compare(cases, ops, repeat, seed)
+    data = {f"{d}/{m}/{n}": rate for (d, m, n), (rate, _) in best.items()}
     rows = [
         [
             design,
@@ -119,7 +133,8 @@ def run(
     for mix in MIXES:
         for n in threads:
             ratio = data[f"coarse/{mix}/{n}"] / data[f"rwlock/{mix}/{n}"]
-            notes.append(f"{mix}, {n} threads: coarse / rwlock = {ratio:.2f}x")
+            hands = f"hand-offs {best['coarse', mix, n][1]} vs {best['rwlock', mix, n][1]}"
+            notes.append(f"{mix}, {n} threads: coarse / rwlock = {ratio:.2f}x; {hands}")
     return Report(
         plotter=figure,
         title=(f"bench threads: {ops} operations per run, 4096 pages of 16 (best of {repeat})"),
