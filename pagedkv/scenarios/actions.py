@@ -234,7 +234,8 @@ def _describe(
     if first.kind == "cow":
         return f"copy-on-write: {first.detail} to page {first.page_id}{who}"
     pages = ", ".join(str(e.page_id) for e in run)
-    line = f"{_WORDS.get(first.kind, first.kind)} {noun(len(run), 'page')} {pages}{who}"
+    order = " tail first:" if first.kind == "cache" and len(run) > 1 else ""  # release order
+    line = f"{_WORDS.get(first.kind, first.kind)}{order} {noun(len(run), 'page')} {pages}{who}"
     held = [spans[e.page_id] for e in run if e.page_id in spans]
     taken = [e.page_id for e in run if e.page_id in evicted]
     if first.kind == "allocate" and taken:  # "(page 8 was FREE; 10, 11 evicted)"
