@@ -226,7 +226,7 @@ def _describe(
     when the sequence has fewer tokens (`lengths`), it says so: "(it has 35: 36 waits for its
     next token)" (a page is taken whole: its free slots wait for the tokens it generates). When
     some of its pages were just `evicted`, it says where each came from: "(page 8 was FREE;
-    10, 11 evicted)"."""
+    10, 11 evicted)". A release of several pages says its order: "cache (...) tail first: pages"."""
     first = run[0]
     who = f" for {first.seq_id}" if first.seq_id is not None else ""
     if first.page_id < 0:  # a scheduler event about a request: preempt, resume, abort
@@ -234,7 +234,8 @@ def _describe(
     if first.kind == "cow":
         return f"copy-on-write: {first.detail} to page {first.page_id}{who}"
     pages = ", ".join(str(e.page_id) for e in run)
-    line = f"{_WORDS.get(first.kind, first.kind)} {noun(len(run), 'page')} {pages}{who}"
+    order = " tail first:" if first.kind == "cache" and len(run) > 1 else ""  # release order
+    line = f"{_WORDS.get(first.kind, first.kind)}{order} {noun(len(run), 'page')} {pages}{who}"
     held = [spans[e.page_id] for e in run if e.page_id in spans]
     taken = [e.page_id for e in run if e.page_id in evicted]
     if first.kind == "allocate" and taken:  # "(page 8 was FREE; 10, 11 evicted)"
