@@ -166,7 +166,7 @@ def test_weights_that_do_not_fit_are_said_so():
     assert text.startswith("Llama-3-70B does not fit on one L4:")
     assert "more than 90% of the 22.00 GiB reported (19.80 GiB)" in text  # 0.9 x 22 GiB
     assert max(len(line) for line in text.splitlines()) <= 80  # one line each in the calculator
-    assert text.endswith("tensor parallelism, notebook 11b, section 1.")  # where to go next
+    assert text.endswith("tensor parallelism, notebook 11b, section 2.")  # where to go next
     assert "tensor parallelism" not in calculator_answer(
         "Llama-3-8B", "L4", 2048
     )  # only when it does not fit

@@ -53,7 +53,7 @@ def test_section5_and_summary_quote_no_number_only_a_fold_prints() -> None:
     from pagedkv.labs import startup_log
 
     printed = " ".join(startup_log.answer_text(startup_log.log_capacity(), 8192).split())
-    assert "67 %" not in core_text and "The box's first paragraph gives" in core_text
+    assert "67 %" not in core_text and "The box's last paragraph gives" in core_text
     assert "9,526 blocks: 67 % more than the log" in printed
 
 
@@ -147,12 +147,15 @@ def test_the_start_up_exercise_shows_no_answer_before_its_box_opens() -> None:
     # 0.9 x 39.50 - 14.96 - 9.37 - 0.10 = 11.12 GiB; / 2 MiB = 5,693.4 blocks
     text = startup_log.answer_text(startup_log.log_capacity(), 8192)
     for line in (
-        "blocks of 16 tokens: 5,694 (the log: 5,691)",
+        "Your three numbers (weights rounded to 14.96 GiB):",
+        "N = 5,693 x 16 = 91,088 tokens",
+        "X = 5,693 / 512 = 11.12x",
+        "5,694 blocks, 1 more",
         "GPU KV cache size: 91,104 tokens",
         "Maximum concurrency for 8,192 tokens per request: 11.12x",
         "'GPU KV cache size: 91,056 tokens'",
-        "By hand you get 5,693 blocks",
-        "3 more than the",
+        "'# GPU blocks: 5691'",
+        "Why 3 blocks more than the log",
     ):
         assert line in text.replace("\n", " ") or line in text, line
     budget, hand = startup_log.by_hand()

@@ -185,11 +185,11 @@ def figure(report: Report):
     imb.set_ylim(0.85, top + 0.3)  # room under the line at 1 for its label, and clear above the highest point
     imb.annotate(
         "1 = perfectly even",
-        (0.98, 1),
+        (0.1, 1),
         xycoords=("axes fraction", "data"),
         xytext=(0, -4),
         textcoords="offset points",
-        ha="right",
+        ha="left",
         va="top",
         color="#555555",
         fontsize=12,

@@ -141,7 +141,7 @@ def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024, gath
             f";\n  gathered into one call each way, a swap would take about {2 * link_ms:.1f} ms,"
             f" {side} than\n  recompute's {recompute_ms:.1f} ms: the order above holds for the assumed"
             f" {assume.copy_overhead_s * 1e6:g} µs a call;\n  how many calls today's engines make"
-            " is not checked here (11b, section 3)"
+            " is not checked here (11b, section 4)"
         )
     return text
 

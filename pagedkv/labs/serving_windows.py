@@ -164,9 +164,8 @@ def serving_result(data: dict) -> dict:
 
 def serving_result_text(data: dict, width: int = 80) -> str:
     """The lines notebook 11 prints inside its serving Result box (`serving_result` of `data`):
-    the token shares at the top rate, the order the lines cross the bound, the sustainable
-    rates, paged's rate over oracle's and max's (the full run's beside the paper's, then the
-    quick run's: `paper_ratio_lines`), and why."""
+    the token shares at the top rate, the order the lines cross the bound, then the full run's
+    rates and ratios beside the paper's and the quick run's (`paper_ratio_lines`), and why."""
     import textwrap
 
     r = serving_result(data)
@@ -176,8 +175,6 @@ def serving_result_text(data: dict, width: int = 80) -> str:
         f"at {top:g} requests/s tokens fill {tokens[best]:.0f} % of {best}'s slots,"
         f" at most {others:.0f} % of the others'",
         f"the lines cross the {LATENCY_BOUND:g} s/token bound in the order: " + ", ".join(r["order"]),
-        "sustainable rates, quick run (figure): "
-        + ", ".join(f"{s} {r['keeps_up'][s]:.3f}" for s in r["order"]),
     ]
     lines += paper_ratio_lines(r["keeps_up"])
     lines.append(
@@ -208,30 +205,27 @@ def bars_text(data: dict, width: int = 88) -> str:
 
 
 def paper_ratio_lines(keeps_up: dict) -> list[str]:
-    """paged's sustainable rate over oracle's and over max's: the full run's (FULL_RUN_RATES,
-    recorded) beside the paper's ranges, then the quick run's (`keeps_up`, {system: rate}),
-    labelled as such; then where the full run comes from and why the quick run's are higher."""
-    lines = []
-    for s in ("oracle", "max"):
-        low, high = PAPER_RATE_RATIOS[s]
-        full = rate_ratio(FULL_RUN_RATES["paged"], FULL_RUN_RATES[s])
-        quick = rate_ratio(keeps_up["paged"], keeps_up[s])
-        lines.append(
-            f"paged's rate over {s + chr(39) + 's:':9} full run {full:.2f}x (the paper: {low:g}-{high:g}x);"
-            f" quick run {quick:.2f}x (figure)"
-        )
+    """First the full run (FULL_RUN_RATES, recorded): its sustainable rates and paged's rate over
+    oracle's and max's beside the paper's ranges, the numbers to compare with the paper; then the
+    quick run's (`keeps_up`, {system: rate}: the figure's), and why its ratios are higher."""
+    full = {s: rate_ratio(FULL_RUN_RATES["paged"], FULL_RUN_RATES[s]) for s in ("oracle", "max")}
+    quick = {s: rate_ratio(keeps_up["paged"], keeps_up[s]) for s in ("oracle", "max")}
     full_rates = ", ".join(f"{s} {FULL_RUN_RATES[s]:.3f}" for s in ("max", "oracle", "paged"))
+    quick_rates = ", ".join(f"{s} {keeps_up[s]:.3f}" for s in sorted(keeps_up, key=lambda s: keeps_up[s]))
+    paper = {s: "{:g}-{:g}x".format(*PAPER_RATE_RATIOS[s]) for s in ("oracle", "max")}
     return [
-        *lines,
-        f"full run (recorded): {FULL_RUN_REQUESTS:,} requests, about an hour of arrivals as in the",
-        f"  paper's traces; sustainable rates {full_rates} requests/s",
-        f"quick run (the figure): {QUICK_REQUESTS:,} requests at five rates (0.5 to 4/s).",
+        f"full run, {FULL_RUN_REQUESTS:,} requests (recorded): compare this with the paper",
+        f"  sustainable rates {full_rates} requests/s",
+        f"  paged's rate over oracle's {full['oracle']:.2f}x (paper: {paper['oracle']}),"
+        f" over max's {full['max']:.2f}x (paper: {paper['max']})",
+        f"quick run, {QUICK_REQUESTS:,} requests (the figure's run, also recorded): 0.5 to 4/s",
+        f"  sustainable rates {quick_rates} requests/s",
+        f"  paged's rate over oracle's {quick['oracle']:.2f}x, over max's {quick['max']:.2f}x",
         "  Both quick ratios are higher. Queues grow for less time: at paged's rate the",
         f"  {QUICK_REQUESTS:,} requests arrive in under"
         f" {-(-QUICK_REQUESTS // (60 * keeps_up['paged'])):.0f} minutes,"
         f" at oracle's in about {QUICK_REQUESTS / (60 * keeps_up['oracle']):.0f}. And max's rate",
-        "  rests on a coarse grid of rates (11b, section 5).",
-        "  Compare the full run's ratios with the paper's.",
+        "  rests on a coarse grid of rates (11b, section 6).",
     ]
 
 

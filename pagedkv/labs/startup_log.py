@@ -59,44 +59,45 @@ def by_hand() -> tuple[float, int]:
 
 
 def answer_text(blocks: int, max_len: int) -> str:
-    """The exercise's answer: the cost model's blocks, N and X, then the blocks with pagedkv's
-    own four terms (67 % more) and with its peak alone, the log's own, the hand calculation, a
-    check in one's head, and why rounding explains the few blocks the cost model is off; each
-    paragraph wrapped at 88 characters."""
+    """The exercise's answer: first the learner's three numbers worked by hand, then the cost
+    model's (exact weights) and the log's, a check in one's head, why rounding explains the few
+    blocks the cost model is off, and last the blocks with pagedkv's own four terms (67 % more);
+    each paragraph wrapped at 88 characters."""
     logged_n, logged_x = v1_lines(LOG_BLOCKS, max_len)
     budget, hand = by_hand()
     exact = costs.weight_bytes(MODEL) / costs.GIB
     block_mib = BLOCK * costs.bytes_per_token(MODEL) // 2**20
+    per_request = -(-max_len // BLOCK)
     own_peak = costs.activation_bytes(MODEL, costs.Assumptions(0.9, BATCHED_TOKENS)) / costs.GIB
     own = int(costs.capacity(MODEL, GPU, BATCHED_TOKENS)["num_pages"])  # every term pagedkv's
     gpu, assume = costs.gpu_spec(GPU), costs.Assumptions(0.9, BATCHED_TOKENS)
-    peak_only = log_capacity(activation_gib=own_peak)
     margin = 0.9 * 0.005 + 0.005 + 0.005  # GiB: the three terms, each rounded to 0.01 GiB
-    paragraphs = [
-        f"That engine printed the older '# GPU blocks: {LOG_BLOCKS}'; vLLM v1's formula turns "
-        f"those {LOG_BLOCKS:,} blocks into '{logged_n}' and '{logged_x}' (built from the formula, "
-        "not copied from a log).",
-        f"By hand you get {hand:,} blocks ({budget:.2f} GiB / {block_mib} MiB = "
-        f"{budget * 1024 / block_mib:,.1f}), so N = {hand * BLOCK:,} tokens. The cost model counts "
-        "the weights' exact bytes "
-        f"({exact:.3f} GiB, not {exact:.2f}) and gets {blocks:,}, {blocks - LOG_BLOCKS} more than the "
-        f"log ({100 * (blocks - LOG_BLOCKS) / LOG_BLOCKS:.2f} %): N reads {blocks * BLOCK:,} tokens "
-        f"instead of {LOG_BLOCKS * BLOCK:,}, and X rounds to the same {blocks / (max_len // BLOCK):.2f}x.",
-        f"A check in your head: one block is {block_mib} MiB, and L = {max_len:,} tokens is "
-        f"{max_len // BLOCK} blocks, {max_len // BLOCK * block_mib / 1024:g} GiB. So X equals the "
-        f"KV budget in GiB: {budget:.2f} GiB gives {budget:.2f}x. That checks the budget's "
-        "arithmetic only: the log's own terms went in.",
-        f"Why {blocks - LOG_BLOCKS} blocks more than the log? The log gives its three terms (memory, "
-        f"peak, non-torch) to 0.01 GiB, so each may be off by up to 0.005 GiB. Together that can move "
-        f"the budget by 0.9 x 0.005 + 0.005 + 0.005 = {margin:.4f} GiB, about "
-        f"{margin * 1024 / block_mib:.0f} blocks of {block_mib} MiB: rounding alone can explain the "
-        f"{blocks - LOG_BLOCKS}.",
-        f"With all four of pagedkv's own terms ({gpu.reported_gib:.2f} GiB reported, a peak of "
-        f"{own_peak:.2f} GiB instead of the log's {LOG_TERMS['activation_gib']:.2f}, "
-        f"{assume.non_torch_gib:.2f} GiB non-torch, a {assume.cuda_graph_gib:.2f} GiB graph reserve), "
-        f"the cost model gives {own:,} blocks: {100 * (own - LOG_BLOCKS) / LOG_BLOCKS:.0f} % more than "
-        f"the log. Its peak alone, with the log's other three terms, gives {peak_only:,}.",
+    head = [
+        f"Your three numbers (weights rounded to {exact:.2f} GiB):",
+        f"  blocks: {budget:.2f} GiB / {block_mib} MiB = {budget * 1024 / block_mib:,.1f}, so {hand:,}",
+        f"  N = {hand:,} x {BLOCK} = {hand * BLOCK:,} tokens",
+        f"  X = {hand:,} / {per_request} = {hand / per_request:.2f}x",
+        f"The cost model (the weights' exact {exact:.3f} GiB): {blocks:,} blocks, {blocks - hand} more",
+        *(f"  {line}" for line in v1_lines(blocks, max_len)),
+        f"The log: '# GPU blocks: {LOG_BLOCKS}'",
     ]
-    paragraphs.insert(0, paragraphs.pop())  # the main contrast first: pagedkv's own terms
-    head = [f"blocks of {BLOCK} tokens: {blocks:,} (the log: {LOG_BLOCKS:,})", *v1_lines(blocks, max_len)]
+    paragraphs = [
+        f"That engine (V0) printed only its blocks; vLLM v1's formula turns those {LOG_BLOCKS:,} "
+        f"blocks into '{logged_n}' and '{logged_x}' (built from the formula, not copied from a log).",
+        f"A check in your head: one block is {block_mib} MiB, and L = {max_len:,} tokens is "
+        f"{per_request} blocks, {per_request * block_mib / 1024:g} GiB. So X equals the "
+        f"KV budget in GiB: {budget:.2f} GiB gives {budget:.2f}x.",
+        f"Why {blocks - LOG_BLOCKS} blocks more than the log "
+        f"({100 * (blocks - LOG_BLOCKS) / LOG_BLOCKS:.2f} %)? "
+        "The log gives its three terms (memory, peak, non-torch) to 0.01 GiB, so each may be off by "
+        f"up to 0.005 GiB. Together that can move the budget by 0.9 x 0.005 + 0.005 + 0.005 = "
+        f"{margin:.4f} GiB, about {margin * 1024 / block_mib:.0f} blocks of {block_mib} MiB: "
+        f"rounding alone can explain the {blocks - LOG_BLOCKS}.",
+        f"Last, a comparison: with all four of pagedkv's own terms ({gpu.reported_gib:.2f} GiB "
+        f"reported, a peak of {own_peak:.2f} GiB instead of the log's "
+        f"{LOG_TERMS['activation_gib']:.2f}, {assume.non_torch_gib:.2f} GiB non-torch, a "
+        f"{assume.cuda_graph_gib:.2f} GiB graph reserve), the cost model gives {own:,} blocks: "
+        f"{100 * (own - LOG_BLOCKS) / LOG_BLOCKS:.0f} % more than the log. The peak alone makes more than "
+        "the whole difference (11b, section 1 splits it term by term).",
+    ]
     return "\n".join([*head, "", *(textwrap.fill(p, 88) + "\n" for p in paragraphs)]).rstrip()

@@ -169,7 +169,7 @@ ANSWER_STYLE = "white-space:pre-wrap;word-break:normal;overflow-wrap:normal;line
 ERROR_STYLE = "color:#B00020;font-weight:bold;margin:0"
 ERROR_HINT = "(no answer until the box holds a number in range)"
 # Said under "does not fit": where the notebook splits such a model over several GPUs
-TP_POINTER = "Split it over several GPUs: tensor parallelism, notebook 11b, section 1."
+TP_POINTER = "Split it over several GPUs: tensor parallelism, notebook 11b, section 2."
 
 
 def error_html(error: str) -> str:
