@@ -264,7 +264,9 @@ ACCOUNT_KEY = (  # 09b, section 3: the key at the top of the first accounting bo
     "both: a line both pools count the same\n"
     "each total: total now = total before - what left + what came\n"
     "came from: a prefix hit, a FREE page, or an evicted page named by the block it last held\n"
-    "last columns: the page's state after the request's release (indexed: CACHED and in the index)"
+    "last columns: the page's state after the request's release (indexed: CACHED and in the index)\n"
+    "read aloud, request 2's 'indexed: 12 = 9 - 1 evicted + 4 new [9, 10, 11, 8]': 9 pages were\n"
+    "indexed before; page 8 was evicted (-1); pages 9, 10, 11, 8 filled and went in (+4): 12"
 )
 
 
