@@ -257,15 +257,7 @@ def figure(report: Report):
             if w in marks:  # a line across its bar, then its number right of the bar
                 edge = xi + half + 0.03
                 ax.plot([xi - half - 0.03, edge], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
-                ax.text(
-                    edge + 0.01,
-                    marks[w],
-                    f"{marks[w]:.1f}",
-                    fontsize=8,
-                    va="center",
-                    ha="left",
-                    style="italic",
-                )
+                ax.text(edge + 0.01, marks[w], f"{marks[w]:.1f}", fontsize=8, va="center", style="italic")
         top = max(top, *values, *marks.values())
         if marks:
             letter = "n" if mode == "parallel sampling" else "k"  # each mark carries its number
