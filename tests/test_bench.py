@@ -295,7 +295,7 @@ def test_page_size_figure_draws_the_hit_rate_from_0_to_100():
         for size, util, hits, allocs in [(4, 99.0, 55.0, 500), (256, 84.0, 17.0, 10)]
     ]
     fig = page_size.figure(Report("page size", [], [], data={"points": points}), timing=False)
-    hit_axes = next(ax for ax in fig.axes if ax.get_title().startswith("prefix hit rate"))
+    hit_axes = next(ax for ax in fig.axes if ax.get_title().startswith("prefix hits, all"))
     assert hit_axes.get_ylim() == (0.0, 100.0)
     # slot util from 70, the ten below its lowest point (84), so the fall is visible
     assert fig.axes[0].get_ylim() == (70.0, 100.0)

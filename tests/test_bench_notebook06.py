@@ -237,7 +237,7 @@ def test_chain_speed_is_the_batch_ratio_times_the_inverse_bytes_ratio():
 
 def test_sharing_and_attention_figures_fit_one_projector_screen():
     # notebook 06 shows both through projector(min_pt=16): 1,210 px wide, and the sharing
-    # figure at most 550 px tall, the attention figure at most 600, legends included
+    # figure at most 450 px tall, the attention figure at most 600, legends included
     from pagedkv.viz import projector
 
     data = {
@@ -246,7 +246,7 @@ def test_sharing_and_attention_figures_fit_one_projector_screen():
     }
     points = [{"batch": b, "context": c, "ratio": 2.0} for b in (2, 8) for c in (256, 1024)]
     figures = [
-        (projector(sharing.figure(Report("bench sharing: alpaca-like", [], [], data=data)), min_pt=16), 550),
+        (projector(sharing.figure(Report("bench sharing: alpaca-like", [], [], data=data)), min_pt=16), 450),
         (
             projector(
                 attention.figure(Report("attention", [], [], data={"points": points, "quick": True})),

@@ -301,7 +301,7 @@ def figure(report: Report, timing: bool = True):
 
     panels = [
         ("slot_utilisation_pct", "slot utilisation (%)"),
-        ("prefix_hit_rate_pct", "prefix hit rate (%)"),
+        ("prefix_hit_rate_pct", "prefix hits, all (%)\n(first + re-admission)"),
         ("allocs_per_1k", "allocs / 1k tokens (log)"),
     ]
     if timing:

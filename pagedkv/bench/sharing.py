@@ -227,14 +227,14 @@ def figure(report: Report):
     the bar and its line.
     Each mode's mark has its own style (`PAPER_DASHES`: solid, dotted), named in the
     legend below the axes in two columns, one per mode (`fig.legends[0]`), where it covers no
-    bar and no mark. At projector size the figure is at most 550 px tall."""
+    bar and no mark. At projector size the figure is at most 450 px tall."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
     from pagedkv.viz.palette import BENCH_MODE_COLORS, BENCH_SERIES_COLOR
 
-    fig = Figure(figsize=(6, 3.0), layout="constrained")
+    fig = Figure(figsize=(6, 2.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     modes = list(report.data)
