@@ -218,6 +218,18 @@ def test_a_box_made_after_its_quiz_is_answered_opens_at_once():
     assert box.selected_index == 0 and "the verdicts" in box.children[0].value
 
 
+def test_a_box_made_after_its_quiz_is_answered_no_longer_says_when_it_opens():
+    """An answer box made once its quiz is answered is open: its title drops "(opens ...)", as
+    a box unlocked by the answer does (notebook 10's Mine box is made this way)."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.answer_box import answer_box
+
+    _answer_right(Quiz("10-predict-mine"))
+    box = answer_box("10-mine-why")
+    assert box.get_title(0) == "Why Mine beats LRU where it does"
+    assert box.selected_index == 0
+
+
 def test_a_locked_box_says_in_its_title_that_it_opens_when_answered():
     """A box a question holds opens by itself: its title says so (once), a free box's does not,
     and a title that already says when it opens is left as it is."""

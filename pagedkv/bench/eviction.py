@@ -126,7 +126,9 @@ def _line_style(policy: str) -> dict:
     if policy == "lfu":  # a large hollow marker on top: it rings ARC's and S3-FIFO's when they meet
         hollow = dict(ms=11, mfc="none", mew=2)
         return dict(color=COLORS.get(policy), lw=2, marker=marker, ls=dash, zorder=5, **hollow)
-    return dict(color=COLORS.get(policy), lw=2, marker=marker, ms=7, ls=dash, zorder=2)
+    # ARC's marker over S3-FIFO's: on the scan their rates meet, and S3-FIFO's sits further right
+    zorder = 3 if policy == "arc" else 2
+    return dict(color=COLORS.get(policy), lw=2, marker=marker, ms=7, ls=dash, zorder=zorder)
 
 
 def figure(report: Report):
@@ -136,6 +138,7 @@ def figure(report: Report):
     notebook's width, its text at least 12 px."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     curves, sizes = report.data["curves"], report.data["sizes"]
     fig = Figure(figsize=(8.4, 3.2), dpi=100)  # 840 x 320 px
@@ -146,17 +149,18 @@ def figure(report: Report):
         for policy, rates in by_policy.items():
             # LRU (and leaf-lru) at the size itself; each other policy a little to its right,
             # in the key's order, so that equal rates both show
-            nudge = 2.0 ** (0.08 * list(by_policy).index(policy.removeprefix("leaf-")))
+            nudge = 2.0 ** (0.11 * list(by_policy).index(policy.removeprefix("leaf-")))
             ax.plot(nudge * np.asarray(sizes), 100 * np.asarray(rates), label=policy, **_line_style(policy))
         ax.axvline(report.data["cache_tokens"], color="#999999", ls=":", zorder=0)
         ax.set_title(workload, fontsize=13, pad=3)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [f"{c:,}" for c in sizes])
-        ax.set_xlim(sizes[0] / 1.2, sizes[-1] * 1.55)  # the nudged markers stay inside
+        ax.set_xlim(sizes[0] / 1.2, sizes[-1] * 1.8)  # the nudged markers stay inside
         ax.minorticks_off()
         ax.grid(alpha=0.3)
         ax.margins(y=0.12)  # markers at the lowest rate stay inside the panel
         ax.tick_params(labelsize=11)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))  # 4 to 6 ticks: rates read off
         ax.set_xlabel("cache size (tokens)", fontsize=12)
     axes[0].set_ylabel("hit rate (%)", fontsize=12)
     # One key in one row above the panels, so every panel is next to it.

@@ -26,8 +26,9 @@ from pagedkv.labs.hit_rate_lab import lab_pool, serve_one_at_a_time, source
 from pagedkv.labs.lab_workloads import LabRequest
 from pagedkv.labs.specs import gpu_spec
 
-# Assumed: a 7B model (about 14 GFLOP per prompt token, 2 x parameters) prefilling at about
-# 140 TFLOP/s on one GPU computes about 10,000 prompt tokens a second: 0.1 ms per token.
+# Assumed: Llama-2-7B (6.74e9 parameters in specs.MODELS; 2 x parameters = 13.5 GFLOP per
+# prompt token) prefilling at 140 TFLOP/s, about 45 % of an A100's 312 (specs.GPUS), computes
+# about 10,000 prompt tokens a second: 0.1 ms per token.
 MS_PER_PREFILL_TOKEN = 0.1
 
 

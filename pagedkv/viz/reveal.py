@@ -35,9 +35,12 @@ def register_hold(question_id: str, hold: Callable[[ClosedBox], None]) -> None:
 
 def hold_box(box: ClosedBox, holder: object, settled: bool, held: list) -> None:
     """A question's `hold`: unsettled, it locks `box` and keeps it in `held` (the boxes it
-    unlocks once answered); settled, it opens `box` at once, as the title promises."""
+    unlocks once answered); settled, it opens `box` at once, as the title promises, and the
+    title stops saying when it opens (as `unlock` does)."""
     if settled:
         box.selected_index = 0
+        if not box.holders:
+            box.set_title(0, _SAYS_WHEN.sub("", box.get_title(0)))
     else:
         held.append(box)
         box.lock(holder)
