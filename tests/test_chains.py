@@ -232,6 +232,8 @@ def test_swap_text_wraps_at_spaces_and_tells_the_copy_and_the_original_in_time_o
         "Prefill: request 2 recomputes block 3 on page 7 (evicted: page 7 was request 1's block 4)."
     )
     assert all(len(line) <= 80 for line in wide)
+    no_lru = swap_text(rows, 1, 0, 3).splitlines()  # type: ignore[arg-type]
+    assert no_lru == wide[2:]  # without an LRU order: the sentences and the table only
     gone = swap_text([{"pages": [0, 6]}, {"pages": [0, 7, 8]}], 1, 0, 1, [6])  # type: ignore[arg-type]
     assert gone.splitlines()[-1].endswith("| page 6 (the original) goes to no block")
     assert gone.splitlines()[2:4] == [  # no decode line

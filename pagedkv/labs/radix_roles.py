@@ -290,20 +290,25 @@ def lookup_note(before: RadixCache, after: RadixCache, decode: Callable[[Sequenc
 
 
 def swap_text(
-    rows: Sequence[RequestRow], i: int, j: int, block: int, lru: Sequence[int], width: int = 80
+    rows: Sequence[RequestRow],
+    i: int,
+    j: int,
+    block: int,
+    lru: Sequence[int] | None = None,
+    width: int = 80,
 ) -> str:
     """Section 5's first box: request `i` (from 0) repeats request `j`, and its `block` was
-    recomputed, a copy. Prints the LRU order before request `i` (first evicted first), then
-    request `i`'s blocks `block` and `block + 1` in two plain sentences, naming the block the
-    copy's page held before; then the same as a
-    small block -> page table, last so that it sits right above the chain figure, with a
+    recomputed, a copy. Prints the LRU order before request `i` (first evicted first; only
+    when `lru` is given), then request `i`'s blocks `block` and `block + 1` in two plain
+    sentences, naming the block the copy's page held before; then the same as a
+    small block -> page table, with a
     prefill and a decode column read from the two block tables: at prefill the copy's page,
     at decode the page request `j` held `block` in (the original), evicted and reused. Lines
     are wrapped at spaces to `width` characters so no word breaks on a projector."""
     pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
     copy = pages_i[block]
-    lines = [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
-    lines.append(f"both pools, request {i + 1}'s block -> page, in time order:")
+    lines = [] if lru is None else [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
+    header = f"both pools, request {i + 1}'s block -> page, in time order:"
     cells = [("block", "prefill", "decode"), (str(block), f"page {copy}, a copy of page {original}", "")]
     if original in pages_i:
         later = pages_i.index(original)
@@ -324,8 +329,8 @@ def swap_text(
             f"Decode: to get a page for block {later}, request {i + 1} evicts page {original}, "
             f"the original of the block {block} it just recomputed."
         )
-    wrap = [textwrap.fill(line, width, break_long_words=False) for line in [*lines, *said]]
-    return "\n".join([*wrap[:2], *wrap[3:], wrap[2], *table])
+    wrap = [textwrap.fill(line, width, break_long_words=False) for line in [*lines, *said, header]]
+    return "\n".join([*wrap, *table])
 
 
 def evictions_table(rows_by_index: dict[str, list[RequestRow]], i: int) -> str:
