@@ -433,7 +433,7 @@ def test_a_question_counts_as_done_only_once_answered_right_or_its_answer_shown(
     quiz.show(k)  # as a learner's Next does
     quiz.pickers[k].value = wrong[0]
     quiz.buttons[k].click()
-    counted = f"(0 of {n} done, 0 right at first try; this one: 1 wrong try, 1 more left)"
+    counted = f"(0 of {n} done, 0 right at first try; 1 try left here)"
     assert counted in quiz.position.value and not quiz.buttons[k].disabled  # the click registered
     quiz.pickers[k].value = wrong[1]
     quiz.buttons[k].click()  # the answer is shown: now it is done

@@ -224,8 +224,9 @@ def paper_ratio_lines(keeps_up: dict) -> list[str]:
         "  Both quick ratios are higher. Queues grow for less time: at paged's rate the",
         f"  {QUICK_REQUESTS:,} requests arrive in under"
         f" {-(-QUICK_REQUESTS // (60 * keeps_up['paged'])):.0f} minutes,"
-        f" at oracle's in about {QUICK_REQUESTS / (60 * keeps_up['oracle']):.0f}. And max's rate",
-        "  rests on a coarse grid of rates (11b, section 6).",
+        f" at oracle's in about {QUICK_REQUESTS / (60 * keeps_up['oracle']):.0f}. And max's latency",
+        "  jumps between the two rates tried nearest its bound, 0.5 and 1/s, so the straight",
+        "  line between them gives its rate only roughly (11b, section 6).",
     ]
 
 

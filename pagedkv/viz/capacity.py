@@ -247,7 +247,7 @@ def plot_budget(model: str, gpu: str, assume: costs.Assumptions = DEFAULT) -> Fi
     free = usable / assume.gpu_memory_utilization - usable
     util = assume.gpu_memory_utilization
     parts.append((f"left free (gpu_memory_utilization {util:g})", free))
-    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    fig = Figure(figsize=(11, 3.2), layout="constrained")  # callouts, bar and legend on one 720-px screen
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     colours = ("#999999", "#E69F00", "#56B4E9", "#CC79A7", "#009E73", "#FFFFFF")
@@ -276,17 +276,17 @@ def _name_thin_slices(ax, parts: list[tuple[str, float]], total_gib: float) -> N
         if 0 < gib < 0.05 * total_gib:
             thin.append((name, gib, left + gib / 2))
         left += gib
-    top = 0.7 + 0.45 * (len(thin) - 1)
+    top = 0.62 + 0.3 * (len(thin) - 1)  # one text line (>= 12 px) apart
     for i, (name, gib, middle) in enumerate(thin):  # the leftmost slice's callout the highest
         ax.annotate(
             f"{name}: {gib:.2f} GiB",
             xy=(middle, 0.4),
-            xytext=(thin[-1][2] + 0.04 * total_gib, top - 0.45 * i),
+            xytext=(thin[-1][2] + 0.04 * total_gib, top - 0.3 * i),
             ha="left",
             va="center",
             arrowprops=dict(arrowstyle="-", color="black", lw=1.2, shrinkA=2, shrinkB=0, relpos=(0, 0.5)),
         )
-    ax.set_ylim(-0.5, top + 0.35 if thin else 0.5)
+    ax.set_ylim(-0.45, top + 0.2 if thin else 0.5)
 
 
 def plot_ways_back(

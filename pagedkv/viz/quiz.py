@@ -285,7 +285,7 @@ class Quiz(widgets.VBox):
         left = _verdict(text[:1].upper() + text[1:], PENDING) if said else ""
         # kept while a question is open, through answers to others (a learner answered question 3
         # after skipping 2 and lost the only way back but Previous); grey, so never read as an error
-        now = "; this one: 1 wrong try, 1 more left" if self.misses[k] and not self.settled[k] else ""
+        now = "; 1 try left here" if self.misses[k] and not self.settled[k] else ""
         head = f"question {k + 1} of {n} ({done} of {n} done, {first} right at first try{now})"
         self.position.value = _box(head)
         self.pending.value = _box(left) if left else ""
