@@ -30,14 +30,15 @@ and since every operation touches the clock, the FREE heap or the eviction order
 operation would still need the global lock: per-page locks would only add acquisitions. The
 one finer design a wrapper *can* implement is a read-write lock (`ReadWriteLock`): reads
 share, writes exclude. `python -m pagedkv bench threads` measures both at 1, 2, 4 and 8
-threads (notebook 07b shows a run): neither gets faster with more threads. On the
-write-heavy mix the read-write lock is often a little ahead, not because writes share (they
-never do) but because it changes threads less often: the thread that released it still
-holds the GIL and usually takes it again (the benchmark counts these hand-offs), which is
-less fair to the other threads. The work is pure Python, so the GIL runs one thread at a
-time anyway and shared reads gain no parallelism, while a read-write lock built from a
-Condition costs several lock operations per acquisition. A small gain on writes, bought
-with fairness, is no reason for the more complex lock. (Each
+threads (notebook 07b shows a run): neither gains with more threads that you can count on,
+and on a shared machine their operations/s swing from run to run enough to put either one
+ahead. What reproduces is the hand-off count (the benchmark counts them): on the write-heavy
+mix the read-write lock changes threads several times less often, not because writes share
+(they never do) but because the thread that released it still holds the GIL and usually
+takes it again, which is less fair to the other threads. The work is pure Python, so the GIL
+runs one thread at a time anyway and shared reads gain no parallelism, while a read-write
+lock built from a Condition costs several lock operations per acquisition. No measured gain
+is a reason for the more complex lock. (Each
 write hold also ends by publishing `counts()`, whose token usage reads every page: in the
 bookkeeping-only benchmark that, not the lock, is most of a write's time.)
 
