@@ -39,6 +39,8 @@ HELP = "memory saved by fork sharing: parallel sampling (n = 2, 4, 6) and beam s
 # The vLLM paper, Sec. 6.3 (Kwon et al., SOSP 2023): saving ranges over n, k = 2 to 6, by dataset.
 # The saving grows with the width: each range's low end is the paper's width 2, its high end width 6.
 PAPER_WIDTHS = (2, 6)
+# A bar's value: 9 points above the bar or the paper's line across it, whichever is higher.
+ABOVE: dict[str, Any] = {"xytext": (0, 9), "textcoords": "offset points"}
 # The paper's dash, per mode: a solid and a dotted black line, told apart in the legend.
 PAPER_DASHES: dict[str, dict[str, Any]] = {
     "parallel sampling": {"color": "black", "lw": 2.5, "linestyle": "solid"},
@@ -252,8 +254,8 @@ def figure(report: Report):
         handles.append(ax.bar(x, values, width=2 * half, color=color, label=f"{mode}, here"))
         marks = dict(zip(PAPER_WIDTHS, paper[mode])) if paper is not None and mode in paper else {}
         for xi, w, v in zip(x, widths, values, strict=True):
-            # above the bar, and above the paper's line across it
-            ax.text(xi, max(v, marks.get(w, v)) + 1.5, f"{v:.1f}", ha="center", fontsize=8)
+            # above the bar and its paper line, by a gap in points that clears the line at any size
+            ax.annotate(f"{v:.1f}", (xi, max(v, marks.get(w, v))), ha="center", fontsize=8, **ABOVE)
             if w in marks:  # a line across its bar, then its number right of the bar
                 edge = xi + half + 0.03
                 ax.plot([xi - half - 0.03, edge], [marks[w]] * 2, zorder=3, **PAPER_DASHES[mode])
