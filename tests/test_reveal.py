@@ -353,3 +353,19 @@ def test_an_opened_box_drops_a_notebooks_own_opens_once_too():
     assert box.selected_index is None and "(opens once" in box.get_title(0)
     box.unlock("quiz 2")
     assert box.selected_index == 0 and box.get_title(0) == "The summary"
+
+
+def test_a_box_opened_by_a_click_drops_click_to_open_from_its_title():
+    """A box titled "(click to open)" no longer says so once a click opened it; its
+    plain-text form keeps the title as made."""
+    from pagedkv.viz.reveal import ClosedBox
+
+    box = ClosedBox("best mean of the three seeds (click to open)")
+    assert box.get_title(0).endswith("(click to open)")
+    box.selected_index = 0  # what a click does
+    assert box.get_title(0) == "best mean of the three seeds"
+    assert "(click to open)" in repr(box)
+    locked = ClosedBox("Result (click to open)")
+    locked.lock("a quiz")
+    locked.selected_index = 0  # a click on a locked box shows LOCKED: the title stays
+    assert "(click to open)" in locked.get_title(0)

@@ -86,7 +86,7 @@ LOCKED = (
 
 
 OPENS = " (opens when you answer)"  # a locked box's title ends so: it opens by itself
-_SAYS_WHEN = re.compile(r" \(opens [^)]*\)$")  # OPENS, or a notebook's own "(opens once ...)"
+_SAYS_WHEN = re.compile(r" \((opens [^)]*|click to open)\)$")  # OPENS, "(opens once ...)", "(click to open)"
 
 
 class ClosedBox(widgets.Accordion):
@@ -101,6 +101,12 @@ class ClosedBox(widgets.Accordion):
         self.made_title = title  # the plain-text form names it so (see __repr__)
         self.holders: list[object] = []  # the questions still to answer before it opens
         self._contents = ""
+        self.observe(self._on_open, names="selected_index")
+
+    def _on_open(self, change: dict) -> None:
+        """Opened (by a click or by `unlock`): the title no longer says how to open it."""
+        if change["new"] is not None and not self.holders:
+            self.set_title(0, _SAYS_WHEN.sub("", self.get_title(0)))
 
     def fill(self, contents: str) -> None:
         """The box's HTML contents: shown now, or kept until the last holder unlocks it."""
