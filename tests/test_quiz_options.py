@@ -636,3 +636,35 @@ def test_feedback_renders_the_questions_inline_markdown():
     assert "<code>old</code> decoded <b>2</b>" in settled and "`" not in settled
     first, _ = grade("b", "a", "why", misses=0, hint="see `new` & *it*")
     assert "see <code>new</code> &amp; <i>it</i>" in first
+
+
+OPTION_CHARS = 110  # one line of a quiz at 1280 px; the longest option today has 104
+
+
+def test_no_quiz_option_is_longer_than_one_line():
+    """A long option wrapped under the Check button and gave its answer away (09-check-2):
+    the reason belongs in the explanation. (A ratio rule does not hold: 05b-check pairs a
+    3-character option with a 46-character one.)"""
+    long = [(key, o) for key, options, _ in _every_question() for o in options if len(str(o)) > OPTION_CHARS]
+    assert not long, long
+
+
+def test_the_09_check_2_options_are_alike_in_length():
+    """Its question 2's answer was twice as long as the others, which gave it away."""
+    (options,) = [options for key, options, _ in _every_question() if key == "09-check-2/2"]
+    assert max(map(len, options)) <= 1.5 * min(map(len, options)), options
+
+
+def test_a_quiz_option_label_grows_with_its_lines_and_spans_the_quiz():
+    """ipywidgets gives a radio label one line's height; the quiz's style lets it grow, so a
+    wrapped option never sits under the Check button, which comes after the options."""
+    from pagedkv.viz import Quiz
+    from pagedkv.viz.quiz import OPTION_STYLE
+
+    quiz = Quiz("09-check-2")
+    assert (
+        OPTION_STYLE in quiz.children[0].value and ".pagedkv-quiz-options label{height:auto" in OPTION_STYLE
+    )
+    for page, picker, button in zip(quiz.pages, quiz.pickers, quiz.buttons):
+        assert picker.layout.width == "100%" and picker.layout.height == "auto"
+        assert page.children.index(picker) < page.children.index(button)

@@ -256,8 +256,8 @@ def insert_rest(tree: RadixCache, tokens: Sequence[int], match: MatchResult, nex
 
 
 RANGES_KEY = (
-    "a-b -> c-d: blocks a to b sit on pages c to d, in that order\n"
-    "(1-4 -> 11-8: block 1 on page 11, 2 on 10, 3 on 9, 4 on 8)"
+    "key: a-b -> c-d = blocks a to b sit on pages c to d, in that order;\n"
+    "a range may count down: 3-5 -> 11-9 = block 3 on page 11, block 4 on 10, block 5 on 9"
 )
 
 ACCOUNT_KEY = (  # 09b, section 3: the key at the top of the first accounting box

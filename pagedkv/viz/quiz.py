@@ -48,7 +48,6 @@ PREDICT_NOTE = (
 PENDING = "#555555"  # grey: questions not answered yet are a reminder, not an error
 PICTURE_PX = 340  # a prediction's pool picture is shown at most this tall
 
-
 # Where the pool picture will appear: one line (its own room would be an empty box half a screen tall).
 ROOM = (
     "<div style='box-sizing:border-box;border:2px dashed #C8C8C8;border-radius:6px;"
@@ -56,13 +55,14 @@ ROOM = (
     "The pool after the step appears here with the answer.</div>"
 )
 
-
 # The pick: a selected toggle is only a darker grey, faint on a projector, so it gets a blue
 # frame and bold text (an icon would sit glued after the label; a check mark reads as "right").
 PICK_STYLE = (
     "<style>.pagedkv-predict-choices button.mod-active{outline:3px solid #1D4ED8;"
     "outline-offset:-3px;font-weight:bold}</style>"
 )
+# ipywidgets gives a radio label one line's height: a long one spilled under Check. Labels grow.
+OPTION_STYLE = "<style>.pagedkv-quiz-options label{height:auto;line-height:1.4;display:flex}</style>"
 
 
 class PredictStep(widgets.VBox):
@@ -219,7 +219,7 @@ class Quiz(widgets.VBox):
         self.seen = [False] * len(self.questions)  # shown once: left undone, the position line says so
         for k, q in enumerate(self.questions):
             picker = widgets.RadioButtons(
-                options=list(q.shown_options), value=None, layout=widgets.Layout(width="auto")
+                options=list(q.shown_options), value=None, layout=widgets.Layout(width="100%", height="auto")
             ).add_class("pagedkv-quiz-options")
             button = widgets.Button(description="Check").add_class("pagedkv-quiz-check")
             button.on_click(lambda _, k=k: self.check(k))
@@ -253,7 +253,7 @@ class Quiz(widgets.VBox):
         self.note = widgets.HTML(PREDICT_NOTE, layout=widgets.Layout(width="100%", margin="0", display=shown))
         self.note.add_class("pagedkv-quiz-note")
         self.summary = widgets.HTML(layout=widgets.Layout(display="none")).add_class("pagedkv-quiz-summary")
-        head = widgets.HTML(_box(f"<b>{html.escape(title)}</b>"))
+        head = widgets.HTML(OPTION_STYLE + _box(f"<b>{html.escape(title)}</b>"))
         reminder = widgets.HBox([self.pending, self.goto], layout=widgets.Layout(align_items="center"))
         self.children = [head, nav, reminder, *self.pages, self.summary, self.note]
         self.add_class("pagedkv-quiz")
