@@ -53,7 +53,7 @@ def test_section5_and_summary_quote_no_number_only_a_fold_prints() -> None:
     from pagedkv.labs import startup_log
 
     printed = " ".join(startup_log.answer_text(startup_log.log_capacity(), 8192).split())
-    assert "67 %" not in core_text and "The box's last paragraph gives" in core_text
+    assert "67 %" not in core_text and "The box's last lines give" in core_text
     assert "9,526 blocks: 67 % more than the log" in printed
 
 

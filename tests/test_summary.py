@@ -13,7 +13,8 @@ def run(hit: float, imbalance: float) -> dict:
 
 def serving_run(share: float, latencies: list[float]) -> dict:
     return {
-        str(r): {"token_states": share, "normalized_latency": lat} for r, lat in zip((1.0, 2.0), latencies)
+        str(r): {"token_states": share, "external_fragmentation": share / 2, "normalized_latency": lat}
+        for r, lat in zip((1.0, 2.0), latencies)
     }
 
 
@@ -46,6 +47,8 @@ def test_summary_prints_one_fact_per_line_from_the_runs():
     assert "  prefix-aware imbalance:     1.50 / 2.00" in lines
     assert "  slots holding tokens:       10.0 / 20.0 / 30.0 / 90.0 %" in lines
     assert "  the paper's:                20.4 / 26.8 / 38.2 / 96.3 %" in lines
+    assert "  external fragmentation:     5.0 / 10.0 / 15.0 % (max / pow2 / oracle)" in lines
+    assert "  the paper's:                8.9 / 41.6 / 36.6 %" in lines
     assert "  sustains (requests/s):      1.000 / 1.000 / 1.500 / 2.000 (quick run)" in lines
     # the full run's recorded rates (docs/calibration.md, R1 and R2: 2.519 / 1.217 and / 0.707)
     assert "  paged's rate over oracle's: full run 2.07x (paper 1.7-2.7x); quick run 1.33x" in lines

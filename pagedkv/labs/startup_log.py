@@ -72,7 +72,6 @@ def answer_text(blocks: int, max_len: int) -> str:
     own = int(costs.capacity(MODEL, GPU, BATCHED_TOKENS)["num_pages"])  # every term pagedkv's
     gpu, assume = costs.gpu_spec(GPU), costs.Assumptions(0.9, BATCHED_TOKENS)
     margin = 0.9 * 0.005 + 0.005 + 0.005  # GiB: the three terms, each rounded to 0.01 GiB
-    peak_alone = log_capacity(activation_gib=own_peak) - blocks  # pagedkv's peak in the log's terms
     head = [
         f"Your three numbers (weights rounded to {exact:.2f} GiB):",
         f"  blocks: {budget:.2f} GiB / {block_mib} MiB = {budget * 1024 / block_mib:,.1f}, so {hand:,}",
@@ -94,13 +93,20 @@ def answer_text(blocks: int, max_len: int) -> str:
         f"up to 0.005 GiB. Together that can move the budget by 0.9 x 0.005 + 0.005 + 0.005 = "
         f"{margin:.4f} GiB, about {margin * 1024 / block_mib:.0f} blocks of {block_mib} MiB: "
         f"rounding alone can explain the {blocks - LOG_BLOCKS}.",
-        f"Last, a comparison: with all four of pagedkv's own terms ({gpu.reported_gib:.2f} GiB "
-        f"reported, a peak of {own_peak:.2f} GiB instead of the log's "
-        f"{LOG_TERMS['activation_gib']:.2f}, {assume.non_torch_gib:.2f} GiB non-torch, a "
-        f"{assume.cuda_graph_gib:.2f} GiB graph reserve), the cost model gives {own:,} blocks: "
-        f"{100 * (own - LOG_BLOCKS) / LOG_BLOCKS:.0f} % more than the log. Put in place of the log's "
-        f"peak, pagedkv's peak alone adds {peak_alone:,} blocks to the log's terms' {blocks:,}: "
-        f"more than the whole gap of {own - blocks:,}; the other terms take some back "
-        "(11b, section 1 splits it term by term).",
     ]
-    return "\n".join([*head, "", *(textwrap.fill(p, 88) + "\n" for p in paragraphs)]).rstrip()
+    rows = {
+        "the log's four terms:": blocks,
+        f"the same, with pagedkv's peak ({own_peak:.2f} GiB):": log_capacity(activation_gib=own_peak),
+        "all four of pagedkv's terms:": own,
+    }
+    more = f": {100 * (own - LOG_BLOCKS) / LOG_BLOCKS:.0f} % more than the log"
+    table = [
+        "Last, pagedkv's own terms against the log's (11b, section 1 splits the gap term by term):",
+        *(f"  {name:47}{n:>6,} blocks" for name, n in rows.items()),
+    ]
+    table[-1] += more
+    table.append(
+        f"  (pagedkv's terms: {gpu.reported_gib:.2f} GiB reported, {assume.non_torch_gib:.2f} GiB "
+        f"non-torch, a {assume.cuda_graph_gib:.2f} GiB graph reserve)"
+    )
+    return "\n".join([*head, "", *(textwrap.fill(p, 88) + "\n" for p in paragraphs), *table])

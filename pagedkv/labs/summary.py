@@ -11,6 +11,7 @@ from pagedkv.labs import costs
 from pagedkv.labs.serving import (
     FULL_RUN_RATES,
     PAPER,
+    PAPER_EXTERNAL,
     PAPER_RATE_RATIOS,
     RATE_DIGITS,
     SYSTEMS,
@@ -41,6 +42,8 @@ def summary_text(
     hits = {r: _joined([100 * routing[r][n]["hit_rate"] for n in ns], 1) for r in routing}
     systems, top = serving["systems"], str(serving["top_rate"])
     shares = _joined([systems[s][top]["token_states"] for s in SYSTEMS], 1)
+    frag = [s for s in SYSTEMS if s in PAPER_EXTERNAL]  # max, pow2, oracle
+    external = _joined([systems[s][top]["external_fragmentation"] for s in frag], 1)
     rate = {
         s: sustainable_rate(
             serving["rates"], [systems[s][str(r)]["normalized_latency"] for r in serving["rates"]]
@@ -72,6 +75,8 @@ def summary_text(
             f"serving, {' / '.join(SYSTEMS)}",
             f"  slots holding tokens:       {shares} %",
             f"  the paper's:                {_joined([PAPER[s] for s in SYSTEMS], 1)} %",
+            f"  external fragmentation:     {external} % ({' / '.join(frag)})",
+            f"  the paper's:                {_joined([PAPER_EXTERNAL[s] for s in frag], 1)} %",
             f"  sustains (requests/s):      {_joined([rate[s] for s in SYSTEMS], RATE_DIGITS)} (quick run)",
             f"  paged's rate over oracle's: {over['oracle']}",
             f"  paged's rate over max's:    {over['max']}",
