@@ -63,7 +63,7 @@ def test_pool_run_at_12_pages_explains_the_14_recomputed_tokens():
     assert lines == [
         "12 pages: 24 steps, 1 preemption, 14 tokens recomputed, at most 3 requests in one step",
         "C: preempted at step 5 with 14 tokens in its pages, back at step 13:",
-        "  0 of its 3 full pages still CACHED, 3 evicted while it waited: 14 tokens recomputed",
+        "  0 of its 3 full pages still CACHED, 3 evicted before it was back: 14 tokens recomputed",
     ]
 
 

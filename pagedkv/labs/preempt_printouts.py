@@ -78,8 +78,8 @@ def pool_run(
                     step,
                     f"{req_id}: preempted at step {step} with {tokens} tokens in its pages, back at "
                     f"step {sched.stats.steps}:",
-                    f"  {kept} of its {full} full pages still CACHED, {full - kept} evicted while it "
-                    f"waited: {count(tokens - kept * page_size, 'token')} recomputed",
+                    f"  {kept} of its {full} full pages still CACHED, {full - kept} evicted before it "
+                    f"was back: {count(tokens - kept * page_size, 'token')} recomputed",
                 ))  # fmt: skip
         held.clear()  # for the next step: what each running request holds now
         held.update({s.req_id: sched.manager.get(s.req_id).num_tokens for s in sched.running})
