@@ -665,6 +665,9 @@ def test_a_quiz_option_label_grows_with_its_lines_and_spans_the_quiz():
     assert (
         OPTION_STYLE in quiz.children[0].value and ".pagedkv-quiz-options label{height:auto" in OPTION_STYLE
     )
+    # a flex label voids the radio's float: without `order` each radio sat after its text
+    # (two learners), in no column
+    assert ".pagedkv-quiz-options label input{order:-1}" in OPTION_STYLE
     for page, picker, button in zip(quiz.pages, quiz.pickers, quiz.buttons):
         assert picker.layout.width == "100%" and picker.layout.height == "auto"
         assert page.children.index(picker) < page.children.index(button)

@@ -61,8 +61,9 @@ PICK_STYLE = (
     "<style>.pagedkv-predict-choices button.mod-active{outline:3px solid #1D4ED8;"
     "outline-offset:-3px;font-weight:bold}</style>"
 )
-# ipywidgets gives a radio label one line's height: a long one spilled under Check. Labels grow.
-OPTION_STYLE = "<style>.pagedkv-quiz-options label{height:auto;line-height:1.4;display:flex}</style>"
+# Labels grow (at one line's height a long one spilled under Check); order: radio first, as float was
+_L, _GROW = ".pagedkv-quiz-options label", "{height:auto;line-height:1.4;display:flex}"
+OPTION_STYLE = f"<style>{_L}{_GROW}{_L} input{{order:-1}}</style>"
 
 
 class PredictStep(widgets.VBox):
