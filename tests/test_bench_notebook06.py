@@ -337,13 +337,13 @@ def test_the_attention_bars_take_the_palettes_series_colour():
         BENCH_MODE_COLORS,
         BENCH_SERIES_COLOR,
         BENCH_SLOT_COLORS,
+        BENCH_SYSTEM_COLORS,
     )
-    from pagedkv.viz.throughput_chain import COLOURS
 
     assert BARS == BENCH_SERIES_COLOR
     # one colour, one meaning across notebook 06's figures: no colour in two of these groups
     groups = [set(BENCH_SLOT_COLORS), set(BENCH_MODE_COLORS.values()), {BENCH_SERIES_COLOR},
-              {BENCH_ACTIVE_COLOR}, set(COLOURS.values())]  # fmt: skip
+              {BENCH_ACTIVE_COLOR}, set(BENCH_SYSTEM_COLORS.values())]  # fmt: skip
     assert sum(map(len, groups)) == len(set().union(*groups))
 
 

@@ -110,19 +110,13 @@ def swap_crossover_text(model: str, gpu: str = "A100-40GB", width: int = 80) -> 
     )
 
 
-def copy_calls(model: str, tokens: int, assume: costs.Assumptions) -> int:
-    """Copy calls one direction of a swap of `tokens` tokens makes, as `costs.copy_seconds`
-    counts them: one per block, layer, K or V."""
-    return -(-tokens // assume.page_size) * costs.MODELS[model].num_layers * 2
-
-
 def copy_calls_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024, gathered: bool = False) -> str:
     """What one direction of a swap (a reload) of `tokens` tokens costs, at vLLM's 16-token
     blocks: the copy calls (one per block, layer, K or V) against the bytes over the link, and
     the bytes one call moves; with `gathered`, also a swap's time were all blocks gathered into
     one call each way (no per-call cost), set against recompute's time."""
     m, g, assume = costs.MODELS[model], costs.gpu_spec(gpu), costs.Assumptions()
-    blocks, calls = -(-tokens // assume.page_size), copy_calls(model, tokens, assume)
+    blocks, calls = -(-tokens // assume.page_size), costs.copy_calls(model, tokens, assume)
     link_gb_s = g.host_to_gpu_gb_s
     mib = tokens * costs.bytes_per_token(model) / 2**20
     link_ms = tokens * costs.bytes_per_token(model) / (link_gb_s * 1e9) * 1e3
@@ -151,7 +145,7 @@ def swap_sum_text(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -> str
     bytes over the host link (ms, 1 decimal), and the total (whole ms), e.g.
     "swap = out (41.0 + 5.4) + back (41.0 + 5.4) = 93 ms"."""
     assume = costs.Assumptions()
-    calls_ms = copy_calls(model, tokens, assume) * assume.copy_overhead_s * 1e3
+    calls_ms = costs.copy_calls(model, tokens, assume) * assume.copy_overhead_s * 1e3
     out_ms, back_ms = (costs.copy_seconds(model, gpu, tokens, to_gpu) * 1e3 for to_gpu in (False, True))
     total = round(costs.preemption_costs(model, gpu, tokens, assume)["swap_s"] * 1e3)
     parts = [f"{calls_ms:.1f} + {way_ms - calls_ms:.1f}" for way_ms in (out_ms, back_ms)]
@@ -163,7 +157,7 @@ def swap_break_even_us(model: str, gpu: str = "A100-40GB", tokens: int = 1024) -
     tokens costs as much as recomputing them: below it swap wins, above it recompute does."""
     assume = costs.Assumptions()
     way = costs.preemption_costs(model, gpu, tokens, assume)
-    calls = 2 * copy_calls(model, tokens, assume)  # out and back
+    calls = 2 * costs.copy_calls(model, tokens, assume)  # out and back
     bytes_s = way["swap_s"] - calls * assume.copy_overhead_s
     return round((way["recompute_s"] - bytes_s) / calls * 1e6, 1)
 

@@ -4,22 +4,22 @@ The arithmetic a deployment starts from. Capacity is what vLLM's memory profiler
 (`Worker.determine_available_memory`), logged as "GPU KV cache size: N tokens" (older: "# GPU blocks: N"):
 
 - bytes per token = 2 (K and V) x layers x K/V heads x head size x dtype bytes;
-- KV budget = the memory the device reports x `gpu_memory_utilization` - weights - the
-  activation peak of a profile run of `max_num_batched_tokens` tokens - non-torch memory
-  (CUDA context, cuBLAS/NCCL buffers) - pagedkv's CUDA-graph reserve; token slots = budget / bytes
-  per token, rounded down to whole pages. Weights and bytes per token are exact; the other
-  three terms are pagedkv's estimates (`capacity_terms` says which, and why). The activation
-  formula is the weakest: logged peaks run 16 % to 8.6x above it (docs/calibration.md, rows A1
-  and L1), so a peak read from the engine's log can replace it (`Assumptions.activation_gib`);
-- a preempted or evicted request of L tokens comes back by recompute (a prefill priced per
-  operator class, `step_seconds`), swap (its K/V out to host memory and back, priced per copy:
-  vLLM copies one block of one layer's K or V at a time) or a second-tier reload (one way).
+- KV budget = the memory the device reports x `gpu_memory_utilization` - weights - the activation peak
+  of a profile run of `max_num_batched_tokens` tokens - non-torch memory (CUDA context, cuBLAS/NCCL
+  buffers) - pagedkv's CUDA-graph reserve; token slots = budget / bytes per token, rounded down to whole
+  pages. Weights and bytes per token are exact; the other three terms are pagedkv's estimates
+  (`capacity_terms` says which, and why). The activation formula is the weakest: logged peaks run 16 % to
+  8.6x above it (docs/calibration.md, rows A1 and L1), so a peak read from the engine's log can replace
+  it (`Assumptions.activation_gib`);
+- a preempted or evicted request of L tokens comes back by recompute (a prefill priced per operator
+  class, `step_seconds`), swap (its K/V out to host memory and back, priced per copy: vLLM copies one
+  block of one layer's K or V at a time, `copy_calls`) or a second-tier reload (one way).
 
-Step times are roofline terms scaled by efficiencies from published profiles (`specs`), plus
-a fixed CPU/scheduler time per step. docs/calibration.md compares every number that has a
-published counterpart. Tensor parallelism is in `tensor_parallel`. Leaves out: overlap of
-transfers with compute, kernel-by-kernel variation (a profiled simulator such as Vidur
-measures each operator at each shape instead of scaling a roofline) and the sampler's cost beyond the LM head.
+Step times are roofline terms scaled by efficiencies from published profiles (`specs`), plus a fixed
+CPU/scheduler time per step. docs/calibration.md compares every number that has a published counterpart.
+Tensor parallelism is in `tensor_parallel`. Leaves out: overlap of transfers with compute, kernel-by-kernel
+variation (a profiled simulator such as Vidur measures each operator at each shape instead of scaling a
+roofline) and the sampler's cost beyond the LM head.
 """
 
 from __future__ import annotations
@@ -67,10 +67,7 @@ class Assumptions:
 
 
 def _specs(model: str | ModelSpec, gpu: str | GPUSpec) -> tuple[ModelSpec, GPUSpec]:
-    return (
-        model if isinstance(model, ModelSpec) else model_spec(model),
-        gpu if isinstance(gpu, GPUSpec) else gpu_spec(gpu),
-    )
+    return _model(model), gpu if isinstance(gpu, GPUSpec) else gpu_spec(gpu)
 
 
 def _model(model: str | ModelSpec) -> ModelSpec:
@@ -103,16 +100,15 @@ def activation_bytes(model: str | ModelSpec, assume: Assumptions = Assumptions()
     The run (vLLM V0: `GPUModelRunnerBase.profile_run` in vllm/worker/model_runner.py, called by
     `Worker.determine_num_available_blocks` in vllm/worker/worker.py; V1: `profile_run` and
     `_dummy_sampler_run` of vllm/v1/worker/gpu_model_runner.py) is one forward pass of
-    `max_num_batched_tokens` dummy tokens split over `max_num_seqs` sequences, then the
-    sampler on each sequence's last token. Counted, per token in the model's dtype: the residual
-    stream and the layer's hidden state (2 x hidden) plus the wider of the QKV output and the
-    MLP's intermediate tensors (SwiGLU: gate and up, 2 x intermediate, and their product; OPT:
-    fc1's output and its activation); and the logits of `max_num_seqs` sequences in the dtype,
-    in float32 and as float32 probabilities. Not counted: attention workspace, the caching
-    allocator's rounding (torch's peak counts requested sizes, rounded to 512 B) and the
-    sampler's top-k/top-p temporaries, which come after the forward pass's tensors are freed.
-    docs/calibration.md compares it with logged peaks (rows A1, L1). Example: Llama-3-8B at
-    8,192 tokens -> 1.09 GiB."""
+    `max_num_batched_tokens` dummy tokens split over `max_num_seqs` sequences, then the sampler on each
+    sequence's last token. Counted, per token in the model's dtype: the residual stream and the layer's
+    hidden state (2 x hidden) plus the wider of the QKV output and the MLP's intermediate tensors (SwiGLU:
+    gate and up, 2 x intermediate, and their product; OPT: fc1's output and its activation); and the logits
+    of `max_num_seqs` sequences in the dtype, in float32 and as float32 probabilities. Not counted:
+    attention workspace, the caching allocator's rounding (torch's peak counts requested sizes, rounded to
+    512 B) and the sampler's top-k/top-p temporaries, which come after the forward pass's tensors are freed.
+    docs/calibration.md compares it with logged peaks (rows A1, L1). Example: Llama-3-8B at 8,192 tokens ->
+    1.09 GiB."""
     m = _model(model)
     dtype, tokens = DTYPE_BYTES[m.dtype], assume.max_num_batched_tokens
     qkv = m.hidden_size + 2 * m.num_kv_heads * m.head_dim
@@ -276,8 +272,12 @@ def copy_seconds(
     and for V, so small blocks pay many calls (the paper's Fig. 19)."""
     m, g = _specs(model, gpu)
     link = (g.host_to_gpu_gb_s if to_gpu else g.gpu_to_host_gb_s) * 1e9
-    copies = -(-num_tokens // assume.page_size) * m.num_layers * 2
-    return num_tokens * bytes_per_token(m) / link + copies * assume.copy_overhead_s
+    return num_tokens * bytes_per_token(m) / link + copy_calls(m, num_tokens, assume) * assume.copy_overhead_s
+
+
+def copy_calls(model: str | ModelSpec, num_tokens: int, assume: Assumptions = Assumptions()) -> int:
+    """Copy calls one direction of a swap of `num_tokens` tokens makes: one per block, layer, K or V."""
+    return -(-num_tokens // assume.page_size) * _model(model).num_layers * 2
 
 
 def preemption_costs(

@@ -300,11 +300,11 @@ def swap_text(
     """Section 5's first box: request `i` (from 0) repeats request `j`, and its `block` was
     recomputed, a copy. Prints the LRU order before request `i` (first evicted first; only
     when `lru` is given), then request `i`'s blocks `block` and `block + 1` in two plain
-    sentences, naming the block the copy's page held before; then the same as a
-    small block -> page table, with a
-    prefill and a decode column read from the two block tables: at prefill the copy's page,
-    at decode the page request `j` held `block` in (the original), evicted and reused. Lines
-    are wrapped at spaces to `width` characters so no word breaks on a projector."""
+    sentences, naming the block the copy's page held before; then the same as a small
+    block -> page table with a prefill and a decode column, read from the two block tables:
+    at prefill the copy's page, at decode the page request `j` held `block` in (the
+    original), evicted and reused. Lines are wrapped at spaces to `width` characters so no
+    word breaks on a projector."""
     pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
     copy = pages_i[block]
     lines = [] if lru is None else [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]

@@ -79,8 +79,10 @@ REQUEST_COLORS_BESIDE_SYSTEMS = ("#44AA99", "#663333", "#BBCC33", "#225555", "#E
 YOURS_COLORS = ("#AA4499", "#EE3377", "#117733", "#663333", "#225555", "#332288")
 OCCUPANCY_CMAP = "cividis"
 # Notebook 06's benchmark figures: each colour means one thing in all of them. The kinds of slot
-# (memory figure) keep blue, light blue, orange, pink and grey; the chain figure's systems are
-# its own (throughput_chain.COLOURS); every other series takes a colour none of those has
+# (memory figure) keep blue, light blue, orange, pink and grey; the chain figure's systems take
+# colours near none of those (a learner read 11's rose `max` beside them as "external"); every
+# other series takes a colour none of those has
+BENCH_SYSTEM_COLORS = {"max": "#663333", "pow2": "#666633", "oracle": "#999933", "paged": "#117733"}
 BENCH_SLOT_COLORS = ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#DDDDDD")  # memory.CATEGORIES' order
 BENCH_MODE_COLORS = {"parallel sampling": "#882255", "beam search": "#44AA99"}  # wine, teal
 BENCH_SERIES_COLOR = "#555555"  # dark grey: a figure's measured series that is no kind, mode or system

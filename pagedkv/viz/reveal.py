@@ -35,12 +35,10 @@ def register_hold(question_id: str, hold: Callable[[ClosedBox], None]) -> None:
 
 def hold_box(box: ClosedBox, holder: object, settled: bool, held: list) -> None:
     """A question's `hold`: unsettled, it locks `box` and keeps it in `held` (the boxes it
-    unlocks once answered); settled, it opens `box` at once, as the title promises, and the
-    title stops saying when it opens (as `unlock` does)."""
+    unlocks once answered); settled, it opens `box` at once, as the title promises (opening
+    drops the title's "(opens ...)": `ClosedBox._on_open`)."""
     if settled:
         box.selected_index = 0
-        if not box.holders:
-            box.set_title(0, _SAYS_WHEN.sub("", box.get_title(0)))
     else:
         held.append(box)
         box.lock(holder)
@@ -104,7 +102,8 @@ class ClosedBox(widgets.Accordion):
         self.observe(self._on_open, names="selected_index")
 
     def _on_open(self, change: dict) -> None:
-        """Opened (by a click or by `unlock`): the title no longer says how to open it."""
+        """Opened (by a click, by `unlock` or by a settled question's hold): the title no
+        longer says how to open it."""
         if change["new"] is not None and not self.holders:
             self.set_title(0, _SAYS_WHEN.sub("", self.get_title(0)))
 

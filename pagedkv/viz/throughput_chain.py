@@ -10,10 +10,8 @@ from __future__ import annotations
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-# a system's colour in this figure only: none is near a colour of the memory figure above
-# it (token states blue, reserved light blue, internal orange, external pink, free grey), so
-# no bar reads as a kind of slot (a learner read notebook 11's rose `max` as "external")
-COLOURS = {"max": "#663333", "pow2": "#666633", "oracle": "#999933", "paged": "#117733"}
+from pagedkv.viz.palette import BENCH_SYSTEM_COLORS as COLOURS  # none near a kind of slot's colour
+
 PANELS = [  # key, title, how a bar's number is written
     ("token_states", "1. slots holding\ntokens (%)", "{:.1f}%"),
     ("batch", "2. batch = output\ntokens per step", "{:.1f}"),
