@@ -271,3 +271,22 @@ def test_bench_threads_quick_run_measures_both_designs_at_every_thread_count(tmp
     assert all(rate > 0 for rate in report.data.values())  # each run ended with check_invariants()
     threads.figure(report).savefig(tmp_path / "threads.png")
     assert (tmp_path / "threads.png").stat().st_size > 0
+
+
+def test_recorded_thread_runs_cover_every_case_and_print_their_ranges():
+    """The runs notebook 07b prints (pagedkv/data/threads_runs.json): every case the benchmark
+    measures, no hand-off at 1 thread (one thread never hands off), and the table's ranges are
+    each case's lowest and highest over the runs, worked out here by hand for one case."""
+    from pagedkv.bench import threads
+
+    runs = threads.recorded_runs()
+    cases = {(d, m, n) for d in threads.DESIGNS for m in threads.MIXES for n in (1, 2, 4, 8)}
+    assert len(runs) == 3 and all(set(run) == cases for run in runs)
+    assert all(run[d, m, 1][1] == 0 for run in runs for d in threads.DESIGNS for m in threads.MIXES)
+    rates = sorted(run["coarse", "write-heavy", 8][0] for run in runs)
+    handoffs = sorted(run["coarse", "write-heavy", 8][1] for run in runs)
+    assert threads.spread(runs, "coarse", "write-heavy", 8, 0) == (rates[0], rates[-1])
+    lines = threads.runs_table(runs).splitlines()
+    row = next(line for line in lines if line.split()[:2] == ["write-heavy", "8"])
+    assert f"{round(rates[0], -2):,}\u2013{round(rates[-1], -2):,}" in row
+    assert f"{handoffs[0]}\u2013{handoffs[-1]}" in row

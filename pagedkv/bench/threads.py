@@ -19,11 +19,13 @@ thread the coarse lock is the floor, and differences from a lock-free run would 
 from __future__ import annotations
 
 import argparse
+import json
 import random
+from importlib import resources
 
 import numpy as np
 
-from pagedkv.bench import Report, time_threads
+from pagedkv.bench import Report, format_table, time_threads
 from pagedkv.core.config import CacheConfig
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
@@ -143,6 +145,48 @@ def run(
         notes=notes,
         data=data,
     )
+
+
+LOCKS = ("coarse", "read-write")  # DESIGNS in order, as the recorded runs' table names them
+RUNS_FILE = "data/threads_runs.json"  # three recorded runs, hand-offs included (notebook 07b)
+
+
+def recorded_runs() -> list[dict[tuple[str, str, int], tuple[int, int]]]:
+    """The recorded runs of pagedkv/data/threads_runs.json (`bench threads --ops 6000
+    --repeat 3`, three times on one 2-core machine): per run, (design, mix, threads) ->
+    (operations/s, hand-offs)."""
+    text = resources.files("pagedkv").joinpath(RUNS_FILE).read_text(encoding="utf-8")
+    runs = []
+    for run in json.loads(text)["runs"]:
+        cases = {}
+        for key, (rate, handoffs) in run.items():
+            design, mix, n = key.split("/")
+            cases[design, mix, int(n)] = (rate, handoffs)
+        runs.append(cases)
+    return runs
+
+
+def spread(runs: list[dict], design: str, mix: str, n: int, field: int) -> tuple[int, int]:
+    """Lowest and highest over the runs of one case's operations/s (field 0) or hand-offs (1)."""
+    values = [run[design, mix, n][field] for run in runs]
+    return min(values), max(values)
+
+
+def runs_table(runs: list[dict]) -> str:
+    """The recorded runs as one table: per mix and thread count, each lock's operations/s
+    (rounded to the hundred) and write-lock hand-offs, lowest-highest over the runs."""
+
+    def cell(design: str, mix: str, n: int, field: int) -> str:
+        low, high = (round(v, -2) if field == 0 else v for v in spread(runs, design, mix, n, field))
+        return f"{low:,}" if low == high else f"{low:,}\u2013{high:,}"
+
+    threads = sorted({n for _, _, n in runs[0]})
+    rows = [
+        [mix, n, *(cell(d, mix, n, f) for f in (0, 1) for d in DESIGNS)] for mix in MIXES for n in threads
+    ]
+    columns = ["mix", "threads", *(f"{what} {lock}" for what in ("ops/s", "hand-offs") for lock in LOCKS)]
+    title = f"Recorded, not run here: lowest\u2013highest of {len(runs)} runs on one 2-core machine"
+    return title + "\n" + format_table(columns, rows)
 
 
 def figure(report: Report):

@@ -30,7 +30,7 @@ and since every operation touches the clock, the FREE heap or the eviction order
 operation would still need the global lock: per-page locks would only add acquisitions. The
 one finer design a wrapper *can* implement is a read-write lock (`ReadWriteLock`): reads
 share, writes exclude. `python -m pagedkv bench threads` measures both at 1, 2, 4 and 8
-threads (notebook 07b shows a run): neither gains with more threads that you can count on,
+threads (notebook 07b prints three recorded runs): neither gains with more threads that you can count on,
 and on a shared machine their operations/s swing from run to run enough to put either one
 ahead. What reproduces is the hand-off count (the benchmark counts them): on the write-heavy
 mix the read-write lock changes threads several times less often, not because writes share
