@@ -41,7 +41,7 @@ def test_summary_prints_one_fact_per_line_from_the_runs():
     assert f"  a request of 1,024 back:    recompute {ms[0]}, swap {ms[1]}, reload {ms[2]}" in lines
     assert "  pool hits, tier or not:     25.0 % of prompt tokens" in lines
     assert "  a host tier adds:           10.0 % with 64 pages, 12.5 % with 256" in lines
-    assert "routing, N = 2 / 4 replicas" in lines
+    assert "routing (section 3), N = 2 / 4 replicas" in lines
     assert "  prefix-aware hit rate:      50.0 / 75.0 %" in lines
     assert "  round-robin hit rate:       40.0 / 30.0 %" in lines
     assert "  prefix-aware imbalance:     1.50 / 2.00" in lines

@@ -60,10 +60,9 @@ def by_hand() -> tuple[float, int]:
 
 def answer_text(blocks: int, max_len: int) -> str:
     """The exercise's answer: first the learner's three numbers worked by hand, then the cost
-    model's (exact weights) and the log's, a check in one's head, why rounding explains the few
-    blocks the cost model is off, and last the blocks with pagedkv's own four terms (67 % more);
+    model's (exact weights) and the log's, a check in one's head, the log's rounding as the reason
+    for the few blocks the cost model is off, and last the blocks with pagedkv's own four terms (67 % more);
     each paragraph wrapped at 88 characters."""
-    logged_n, logged_x = v1_lines(LOG_BLOCKS, max_len)
     budget, hand = by_hand()
     exact = costs.weight_bytes(MODEL) / costs.GIB
     block_mib = BLOCK * costs.bytes_per_token(MODEL) // 2**20
@@ -82,17 +81,12 @@ def answer_text(blocks: int, max_len: int) -> str:
         f"The log: '# GPU blocks: {LOG_BLOCKS}'",
     ]
     paragraphs = [
-        f"That engine (V0) printed only its blocks; vLLM v1's formula turns those {LOG_BLOCKS:,} "
-        f"blocks into '{logged_n}' and '{logged_x}' (built from the formula, not copied from a log).",
         f"A check in your head: one block is {block_mib} MiB, and L = {max_len:,} tokens is "
         f"{per_request} blocks, {per_request * block_mib / 1024:g} GiB. So X equals the "
         f"KV budget in GiB: {budget:.2f} GiB gives {budget:.2f}x.",
-        f"Why {blocks - LOG_BLOCKS} blocks more than the log "
-        f"({100 * (blocks - LOG_BLOCKS) / LOG_BLOCKS:.2f} %)? "
-        "The log gives its three terms (memory, peak, non-torch) to 0.01 GiB, so each may be off by "
-        f"up to 0.005 GiB. Together that can move the budget by 0.9 x 0.005 + 0.005 + 0.005 = "
-        f"{margin:.4f} GiB, about {margin * 1024 / block_mib:.0f} blocks of {block_mib} MiB: "
-        f"rounding alone can explain the {blocks - LOG_BLOCKS}.",
+        f"{blocks - LOG_BLOCKS} blocks more than the log "
+        f"({100 * (blocks - LOG_BLOCKS) / LOG_BLOCKS:.2f} %): within the log's rounding (its terms "
+        f"are given to 0.01 GiB, which can move the budget by up to {margin * 1024 / block_mib:.0f} blocks).",
     ]
     rows = {
         "the log's four terms:": blocks,

@@ -59,7 +59,7 @@ def summary_text(
     }
     return "\n".join(
         [
-            "7B on an A100-40GB (Mistral-7B)",
+            "section 1: Mistral-7B on an A100-40GB",
             f"  K/V per token:              {costs.bytes_per_token('Mistral-7B') // 1024} KiB",
             f"  token slots:                {cap['token_slots']:,}",
             f"  requests of {tokens:,} that fit: {cap['requests']}",
@@ -68,11 +68,11 @@ def summary_text(
             "second tier (section 2; hit rates in tokens, the same for any model)",
             f"  pool hits, tier or not:     {100 * tier_runs['0']['gpu_hit_rate']:.1f} % of prompt tokens",
             f"  a host tier adds:           {host['64']} with 64 pages, {host['256']} with 256",
-            f"routing, N = {' / '.join(map(str, ns))} replicas",
+            f"routing (section 3), N = {' / '.join(map(str, ns))} replicas",
             f"  prefix-aware hit rate:      {hits['prefix_aware']} %",
             f"  round-robin hit rate:       {hits['round_robin']} %",
             f"  prefix-aware imbalance:     {imbalance}",
-            f"serving, {' / '.join(SYSTEMS)}",
+            f"serving (section 4), {' / '.join(SYSTEMS)}",
             f"  slots holding tokens:       {shares} %",
             f"  the paper's:                {_joined([PAPER[s] for s in SYSTEMS], 1)} %",
             f"  external fragmentation:     {external} % ({' / '.join(frag)})",
