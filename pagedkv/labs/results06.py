@@ -27,6 +27,17 @@ def batch_text(shares: dict[str, dict]) -> str:
     )
 
 
+def recompute_text(shares: dict[str, dict], prompt_tokens: int) -> str:
+    """Section 1's cost the tokens per second leave out: paging's preemptions and the tokens it
+    computes again (`prompt_tokens`: what the run's prompts hold), against the other systems'."""
+    paged = shares["paged"]
+    others = [s for s in shares if s != "paged" and not shares[s].get("preemptions")]
+    return (
+        f"paged: {paged['preemptions']} preemptions, {paged['recomputed_tokens']:,} tokens computed "
+        f"again\n  (the prompts hold {prompt_tokens:,}); {', '.join(others)}: no preemption"
+    )
+
+
 def sharing_text(data: dict, prompts: list[int], page: int = 16) -> str:
     """Section 2's result: which mode saves more at width 6, and why (`data`:
     `sharing.run(...).data`; `prompts`: the run's prompt lengths, in pages of `page`)."""

@@ -13,8 +13,7 @@ reading the code above a widget does not read the answer too. Three kinds:
 
 `answer_key_markdown()` writes the teacher's answer key (docs/answer_key.md) from the same
 data: `python -m pagedkv.viz.questions > docs/answer_key.md`. The outcome readers turn a
-step's record into the words of an option ("5", "none", "req2"). No production engine has
-this; it is classroom material. Leaves out: scoring and storing answers (nbgrader does that).
+step's record into the words of an option ("5", "none", "req2"). Leaves out: scoring and storing answers.
 
 Options are shown in an order shuffled by the question's key (`shown_order`): the same order
 on every run and machine, and not the order they are written in, so the right answer's place
@@ -333,7 +332,8 @@ def answer_key_markdown() -> str:
             out += ["", f"**Discussion `{d.qid}`**: {d.question}", "", f"Answer: {d.answer}"]
         for n in (n for n in _notes().values() if n.notebook == nb):
             after = ", ".join(f"`{q}`" for q in n.after)
-            out += ["", f"**Box `{n.qid}`** ({n.title}), opened once {after} is answered:", ""]
+            when = f"opened once {after} is answered" if after else "opened by the reader"
+            out += ["", f"**Box `{n.qid}`** ({n.title}), {when}:", ""]
             out += [f"> {line}".rstrip() for line in n.text.splitlines()]
     return "\n".join(out) + "\n"
 
