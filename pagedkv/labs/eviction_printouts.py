@@ -228,15 +228,15 @@ def mine_box_pending() -> str:
 
 def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
     """`arc_tally_by`'s counts as lines: ARC's victims and how many left T1; then, for the
-    requests with one of the most used prompts (the ones section 3 pins whole; ARC pins nothing)
+    requests with a pinned prompt (one of those section 3's pins hold whole; ARC pins nothing)
     and with an other prompt, the pages hits revived and how many of them sat in T2."""
     victims = tally["evicted from T1"] + tally["evicted from T2"]
     lines = [f"ARC's victims: {victims}, of them {tally['evicted from T1']} from T1 (seen once)"]
-    label = {"pinned": "the most used prompts", "others": "the other prompts"}
+    label = {"pinned": "the pinned prompts", "others": "the other prompts"}
     for g in ("pinned", "others"):
         revived = by_group[g]["revived from T1"] + by_group[g]["revived from T2"]
         lines.append(
-            f"pages revived by a prefix hit for {label[g]:21s} {revived:4d},"
+            f"pages revived by a prefix hit for {label[g]:18s} {revived:4d},"
             f" of them {by_group[g]['revived from T2']:4d} from T2"
         )
     return "\n".join(lines)
