@@ -211,3 +211,17 @@ def test_the_doc_lists_every_row_with_its_status():
         assert line, f"row {key} missing from docs/calibration.md"
         status = line.group(0).rstrip(" |").rsplit("|", 1)[-1]
         assert ("outside" in status) != inside, f"row {key}: the doc's status column disagrees with this file"
+
+
+def test_quick_walk_is_the_full_runs_grid_on_the_quick_requests():
+    # notebook 11b, section 6: max on the quick requests, at the full run's start rate and one step up
+    walk = bench_serving.quick_walk("max")
+    reqs = generate("sharegpt", bench_serving.QUICK_REQUESTS)
+    options = dict(num_slots=bench_serving.PAPER_SLOTS, page_size=16, max_num_seqs=256, seed=0)
+    low, high = (
+        serving.serve(reqs, "max", arrival_rate=r, memory=False, **options)["normalized_latency"]
+        for r in (0.7, 0.77)
+    )
+    assert (walk["start"], round(walk["step"], 4)) == (0.7, 0.07) and walk["latency_at_start"] == low
+    assert low < 0.5 <= high  # the bound is bracketed by the first step
+    assert walk["rate"] == pytest.approx(0.7 + 0.07 * (0.5 - low) / (high - low))

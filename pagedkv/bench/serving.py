@@ -182,6 +182,23 @@ def crossing(requests: list, system: str, start: float, options: dict) -> float:
     return sustainable_rate([round(low, 4), round(high, 4)], [latency(low), latency(high)])
 
 
+def quick_walk(system: str) -> dict:
+    """The full run's walk for `system` (`crossing` from `STUDY_START`, steps of a tenth of it) on the
+    quick run's 1,000 requests: its start and step (requests/s), the normalized latency at the start
+    (s per output token) and the rate where it crosses the bound."""
+    reqs, start = generate("sharegpt", QUICK_REQUESTS), STUDY_START[system]
+    options: dict = dict(
+        num_slots=PAPER_SLOTS, page_size=16, max_num_seqs=256, model="OPT-13B", gpu="A100-40GB", seed=0
+    )
+    at_start = serve(reqs, system, arrival_rate=start, memory=False, **options)["normalized_latency"]
+    return {
+        "start": start,
+        "step": start / 10,
+        "latency_at_start": at_start,
+        "rate": crossing(reqs, system, start, options),
+    }
+
+
 def length_study(lengths: list[int], seeds: list[int], workload: str, options: dict) -> Report:
     """Each system's sustainable rate (and vLLM's ratios) at each trace length and seed, and how
     far the mean over seeds moves from one length to the next."""
