@@ -123,7 +123,7 @@ def test_release_chains_by_hand():
     # then that it held the earlier request's block 2 (a learner misread "before: block 2")
     named = release_chains(kinds, [0, 1, 9, 5, 3], hit_blocks=2, original=5, earlier="req. 1")["x"]
     assert [note for _, _, note in named[1:3]] == [
-        "block 2: copy\nof page 5",
+        "block 2: copy of\nreq. 1's block 2",
         "now block 3; was\nreq. 1's block 2",
     ]
 
@@ -144,7 +144,7 @@ def test_pair_table_by_hand():
     assert lines == [
         ["block", "request 1", "request 2", "request 2's page came from", "note"],
         ["0", "0", "0", "prefix hit"],  # no note: the line ends there
-        ["1", "1", "2", "FREE", "now copies request 1's block 1"],
+        ["1", "1", "2", "FREE", "copy of block 1"],
         ["2", "", "3", "FREE", "partial: not full"],
     ]
 
@@ -174,7 +174,7 @@ def test_corner_figure_names_the_unindexed_copy():
     assert "[3, 4], written after page 5,\nwhose hash is page 0's" in texts  # why 0 -> 2
     assert "[3, 4], written after page 5,\nwhich is not in the tree" in texts
     rows = [t for t in texts if t[:1] == "("]  # the row captions, numbered as the prose reads them
-    assert [r[:4] for r in rows] == ["(1) ", "(2) ", "(3) "] and "radix tree" in rows[2]
+    assert [r[:4] for r in rows] == ["(1) ", "(2) ", "(3) "] and "radix pool" in rows[2]
     assert "Pages 0 and 2 as each index sees them; the copy (page 5) is in neither" in texts
     boxes = [p for p in fig.axes[0].patches if isinstance(p, FancyBboxPatch)]
     assert len(boxes) == 6 and sum(bool(b.get_hatch()) for b in boxes) == 1
@@ -218,12 +218,11 @@ def test_swap_text_wraps_at_spaces_and_tells_the_copy_and_the_original_in_time_o
     wide = swap_text(rows, 1, 0, 3, [6, 5, 4]).splitlines()
     assert wide[2:] == [
         "Prefill: request 2 recomputes block 3 on page 7.",  # page 7 was in no earlier request
-        "Decode: to get a page for block 4, request 2 evicts page 6, the original of the",
-        "block 3 it just recomputed.",
+        "Decode: request 2 evicts page 6 (request 1's block 3) to get a page for block 4.",
         "both pools, request 2's block -> page, in time order:",  # last: above the figure
-        "block | prefill                  | decode",
-        "3     | page 7, a copy of page 6 |",
-        "4     |                          | page 6, the original, evicted for block 4",
+        "block | prefill                 | decode",
+        "3     | page 7, copy of block 3 |",
+        "4     |                         | page 6, request 1's block 3: evicted, reused",
     ]
     # page 7 held request 1's block 4 before: the sentence names it, so 7 never reads as block 3
     before = [{"pages": [0, 1, 2, 6, 7]}, {"pages": [0, 1, 2, 7, 6]}]

@@ -353,8 +353,8 @@ def test_block_rows_of_notebook_09_request_3_by_hand() -> None:
     tokens, prompt_lens = [a, b, a], [28, 27, 28]
     assert block_rows(rows["hash"], 2, tokens, prompt_lens) == [  # type: ignore[arg-type]
         *[(k, k, "prefix hit", "", "indexed") for k in range(6)],
-        (6, 7, "was request 1's block 7", "now copies request 1's block 6", "FREE"),
-        (7, 6, "was request 1's block 6", "the original of block 6", "orphan"),
+        (6, 7, "was request 1's block 7", "copy of block 6", "FREE"),
+        (7, 6, "was request 1's block 6", "", "orphan"),
         (8, 8, "was request 2's block 8", "", "orphan"),
         (9, 11, "was request 2's block 7", "partial: not full", "FREE"),
     ]

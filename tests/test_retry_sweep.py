@@ -53,3 +53,37 @@ def test_curve_falls_by_hand():
         curve_falls(points, 64, "hits")
     with pytest.raises(ValueError, match="'gain' or 'extra_evictions'"):
         curve_drops(points, 64, "hits")
+
+
+def test_orphan_evictions_agree_with_orphan_pages():
+    """Each victim counted as an orphan is one `orphan_pages` lists just before the eviction."""
+    import pagedkv.labs.retry_sweep as sweep_module
+    from pagedkv.labs.radix_vs_hash import orphan_pages
+
+    stream = chat_with_retries(1.0)[:80]
+    seen = []
+    serve = sweep_module.serve_one_at_a_time
+
+    def checking_serve(seqs, requests):
+        pool, pop = seqs.pool, seqs.pool.eviction.pop_victims
+
+        def check(n):
+            orphans = set(orphan_pages(pool))
+            seen.extend(page in orphans for page in pool.eviction.order()[:n])
+            return pop(n)
+
+        pool.eviction.pop_victims = check
+        serve(seqs, requests)
+
+    sweep_module.serve_one_at_a_time = checking_serve
+    try:
+        count = sweep_module.orphan_evictions(stream, 1024)
+    finally:
+        sweep_module.serve_one_at_a_time = serve
+    assert count == sum(seen) > 0 and len(seen) > count
+
+
+def test_sweep_splits_extra_evictions():
+    points = retry_sweep([0.0, 1.0], cache_sizes=[1024])
+    assert [p.orphan_evictions for p in points][0] == 0
+    assert all(p.extra_evictions == p.orphan_evictions + p.extra_reachable_evictions for p in points)

@@ -21,7 +21,7 @@ from pagedkv.viz.palette import SEQUENCE_COLORS
 HELP = "radix tree vs hash chain on one stream: hit tokens, evictions, nodes vs pages"
 # one colour per way, from the house palette: none a page state's (blue, orange, vermillion) nor
 # the page chains' green ("reached") and salmon ("orphan") of notebook 09
-COLORS = {"hash": SEQUENCE_COLORS[1], "radix": SEQUENCE_COLORS[4], "sglang": SEQUENCE_COLORS[6]}
+COLORS = {"hash": SEQUENCE_COLORS[1], "radix": SEQUENCE_COLORS[5], "sglang": SEQUENCE_COLORS[6]}
 
 
 def _fewer(difference: int) -> str:
@@ -61,10 +61,10 @@ def run(
         f"hash vs radix: {'same' if radix.hit_tokens == hashed.hit_tokens else 'different'} hit "
         f"tokens ({hashed.hit_tokens} / {radix.hit_tokens}), {hashed.evictions} / "
         f"{radix.evictions} evictions; the tree holds {radix.cached_pages} pages in "
-        f"{radix.entries} nodes where the chain needs {hashed.entries} hashes",
+        f"{radix.entries} nodes where the hash pool needs {hashed.entries} hashes",
         f"sglang (whole leaves evicted, prompt pages inserted after prefill): {sglang.evictions} "
         f"evictions against {hashed.evictions}, {_fewer(hashed.hit_tokens - sglang.hit_tokens)} "
-        "hit tokens than the hash chain",
+        "hit tokens than the hash pool",
     ]
     return Report(
         title=f"bench radix: prefix index on the {workload} stream, seed {seed}",
@@ -126,7 +126,7 @@ def figure(report: Report):
         if key != "entries":
             ax.margins(y=0.25)
     fig.suptitle(
-        f"Radix tree vs hash chain: {report.data['workload']} stream, "
+        f"Hash pool vs radix pool: {report.data['workload']} stream, "
         f"{report.data['cache_tokens']} tokens of cache",
         fontsize=12,
     )

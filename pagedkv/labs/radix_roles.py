@@ -30,10 +30,10 @@ def block_rows(
 
     Where from: "prefix hit", "FREE", or "was request j's block m" (evicted: the
     block it held in its last holder, so the page's past never reads as this row's block). The
-    note reads on its own, naming requests' blocks, never another row's page: "now copies
-    request j's block k" for a full prompt block recomputed although an earlier request j holds
-    the same prefix (the last-token rule); "the original of block k" for an evicted page that
-    held request j's block k, the tokens this request's block k copies; "was an orphan" for an
+    note reads on its own, naming requests' blocks, never another row's page: "copy of
+    block k" for a full prompt block recomputed although an earlier request j holds
+    the same prefix (the last-token rule); none for the original, an evicted page that held
+    request j's block k, the tokens this request's block k copies; "was an orphan" for an
     evicted page that was one; "partial: not full" for a last page not full.
     The state: "indexed", "orphan" (`orphan_pages`) or "FREE"."""
     row, out = rows[i], list[tuple[int, int, str, str, str]]()
@@ -45,7 +45,7 @@ def block_rows(
         if same:
             copies[k] = same[-1]
     for k, page in enumerate(row["pages"]):
-        note = f"now copies request {copies[k] + 1}'s block {k}" if k in copies else ""
+        note = f"copy of block {k}" if k in copies else ""
         if k < hit_blocks:
             source = "prefix hit"
         elif page in row["evicted"]:
@@ -53,7 +53,7 @@ def block_rows(
             m = rows[j]["pages"].index(page)
             source = f"was request {j + 1}'s block {m}"
             if copies.get(m) == j:
-                note = f"the original of block {m}"  # block m of this request copies it
+                note = ""  # the original: "was request j's block m" names it already
             elif page in rows[i - 1]["orphans"]:
                 note = "was an orphan"
         else:
@@ -210,7 +210,7 @@ def release_chains(
         for k in range(hit_blocks, len(pages)):
             note = f"block {k}" + (": copy" if k == hit_blocks else ": partial" if k == last else "")
             if original is not None and k == hit_blocks:
-                note += f"\nof page {original}"
+                note += f" of\n{earlier}'s block {hit_blocks}"
             elif original is not None and pages[k] == original:
                 note = f"now block {k}; was\n{earlier}'s block {hit_blocks}"
             boxes.append((f"page {pages[k]}", shown[k], note))
@@ -309,10 +309,10 @@ def swap_text(
     copy = pages_i[block]
     lines = [] if lru is None else [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
     header = f"both pools, request {i + 1}'s block -> page, in time order:"
-    cells = [("block", "prefill", "decode"), (str(block), f"page {copy}, a copy of page {original}", "")]
+    cells = [("block", "prefill", "decode"), (str(block), f"page {copy}, copy of block {block}", "")]
     if original in pages_i:
         later = pages_i.index(original)
-        cells.append((str(later), "", f"page {original}, the original, evicted for block {later}"))
+        cells.append((str(later), "", f"page {original}, request {j + 1}'s block {block}: evicted, reused"))
     else:
         cells.append(("", "", f"page {original} (the original) goes to no block"))
     widths = [max(len(c[n]) for c in cells) for n in range(3)]
@@ -326,8 +326,8 @@ def swap_text(
     said = [f"Prefill: request {i + 1} recomputes block {block} on page {copy}{past}."]
     if original in pages_i:
         said.append(
-            f"Decode: to get a page for block {later}, request {i + 1} evicts page {original}, "
-            f"the original of the block {block} it just recomputed."
+            f"Decode: request {i + 1} evicts page {original} (request {j + 1}'s block {block}) "
+            f"to get a page for block {later}."
         )
     wrap = [textwrap.fill(line, width, break_long_words=False) for line in [*lines, *said, header]]
     return "\n".join([*wrap, *table])

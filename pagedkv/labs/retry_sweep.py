@@ -3,7 +3,7 @@
 A *retry* ("regenerate") sends a chat turn's prompt a second time; its second answer is the one
 the conversation keeps. When that prompt ends on a page boundary, the retry recomputes its last
 full page (the last-token rule): a copy. The pages it then writes are section 4a's corner:
-pagedkv's hash chain indexes them (their hashes follow the original), the pool's tree leaves
+the hash pool indexes them (their hashes follow the original), the radix pool leaves
 them out, so the next turn of that conversation hits more pages in the hash pool.
 
 `chat_with_retries` builds the stream (`multi_turn_chat`'s shape, seeded; every `aligned`
@@ -21,6 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pagedkv.core.config import CacheConfig
+from pagedkv.core.hashing import block_hashes
+from pagedkv.core.pool import KVCachePool
+from pagedkv.core.sequence import SequenceManager
+from pagedkv.labs.hit_rate_lab import num_pages_for, serve_one_at_a_time
 from pagedkv.labs.lab_workloads import VOCAB, LabRequest
 from pagedkv.labs.radix_vs_hash import pool_replay
 
@@ -62,6 +67,7 @@ class SweepPoint:
     radix_hits: int  # the same, radix pool
     hash_evictions: int
     radix_evictions: int
+    orphan_evictions: int = 0  # of the hash pool's evictions, pages no lookup reached
 
     @property
     def extra_hits(self) -> int:
@@ -78,6 +84,12 @@ class SweepPoint:
         """Pages the hash pool evicts beyond the radix pool (the figure's right panel)."""
         return self.hash_evictions - self.radix_evictions
 
+    @property
+    def extra_reachable_evictions(self) -> int:
+        """Reachable pages the hash pool evicts beyond the radix pool (whose every victim is
+        reachable): the extra evictions that are not orphans."""
+        return self.extra_evictions - self.orphan_evictions
+
 
 def retry_sweep(
     rates: Sequence[float], cache_sizes: Sequence[int], page_size: int = 16, seed: int = 0
@@ -89,8 +101,43 @@ def retry_sweep(
             stream = chat_with_retries(rate, page_size=page_size, seed=seed)
             h, r = (pool_replay(stream, cache_tokens, name, page_size) for name in ("hash", "radix"))
             hits, evictions = (h.hit_tokens, r.hit_tokens), (h.evictions, r.evictions)
-            points.append(SweepPoint(rate, cache_tokens, *hits, *evictions))
+            orphans = orphan_evictions(stream, cache_tokens, page_size)
+            points.append(SweepPoint(rate, cache_tokens, *hits, *evictions, orphans))
     return points
+
+
+def orphan_evictions(requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16) -> int:
+    """How many of the hash pool's victims were orphans when evicted: indexed pages no lookup
+    reaches, because a page before them in their hash chain had left the index. The stream
+    runs as in `pool_replay`; each victim is checked just before it leaves the index."""
+    num_pages = num_pages_for(requests, cache_tokens, page_size)
+    pool = KVCachePool(CacheConfig.bookkeeping(num_pages, page_size, prefix_index="hash"))
+    algo, index, table = pool.config.prefix_caching_hash_algo, pool.prefix_index, pool.table
+    parent: dict[bytes, bytes | None] = {}  # a block hash -> the hash of the block before it
+    for r in requests:
+        chain = block_hashes(r.prompt_token_ids + r.output_token_ids, page_size, algo=algo)
+        parent.update(zip(chain, [None, *chain[:-1]], strict=True))
+
+    def is_orphan(page: int) -> bool:
+        before = parent[table.block_hash[page]]  # type: ignore[index]
+        while before is not None:
+            if index.get(before) is None:
+                return True
+            before = parent[before]
+        return False
+
+    count = 0
+    pop_victims = pool.eviction.pop_victims
+
+    def counting_pop(n: int) -> list[int]:
+        nonlocal count
+        victims = pop_victims(n)
+        count += sum(map(is_orphan, victims))
+        return victims
+
+    pool.eviction.pop_victims = counting_pop  # type: ignore[method-assign]
+    serve_one_at_a_time(SequenceManager(pool), requests)
+    return count
 
 
 def curve_drops(

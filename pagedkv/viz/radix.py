@@ -274,21 +274,21 @@ def plot_radix_growth(
 def corner_figure(
     state_0: str, kinds: Sequence[str], evicted_kind: str, radix: tuple[str, Sequence[str]], copy_page: int
 ) -> Figure:
-    """Notebook 09, section 4a: pages 0 and 2 in the hash chain when page 2 filled (page 0 in
-    state `state_0`, `kinds` of pages 0 and 2), the chain once page 0 is evicted (page 2 now
-    `evicted_kind`), and the pool's tree when page 2 filled (`radix`: page 0's state, kinds);
+    """Notebook 09, section 4a: pages 0 and 2 in the hash pool when page 2 filled (page 0 in
+    state `state_0`, `kinds` of pages 0 and 2), the hash pool once page 0 is evicted (page 2 now
+    `evicted_kind`), and the radix pool's tree when page 2 filled (`radix`: page 0's state, kinds);
     `copy_page` is second's copy of [1, 2], which no index holds; page 2's notes say why the
     chain's arrow starts at page 0 (the copy's hash is page 0's) and why the tree left it out."""
     rows: dict[str, Sequence[tuple[str, str, str]]] = {
-        f"(1) hash chain, when page 2 filled (page 0 {state_0})": [
+        f"(1) hash pool, when page 2 filled (page 0 {state_0})": [
             ("page 0", kinds[0], "[1, 2], the original"),
             ("page 2", kinds[1], f"[3, 4], written after page {copy_page},\nwhose hash is page 0's"),
         ],
-        "(2) hash chain, once page 0 is evicted": [
+        "(2) hash pool, once page 0 is evicted": [
             ("page 0", "evicted", f"evicted; its copy, page {copy_page}, is not indexed"),
             ("page 2", evicted_kind, "[3, 4]"),
         ],
-        f"(3) the pool's radix tree, when page 2 filled (page 0 {radix[0]})": [
+        f"(3) radix pool (its tree), when page 2 filled (page 0 {radix[0]})": [
             ("page 0", radix[1][0], "[1, 2], the original"),
             ("page 2", radix[1][1], f"[3, 4], written after page {copy_page},\nwhich is not in the tree"),
         ],

@@ -1,4 +1,4 @@
-"""Notebook 09's sweep as one projector figure: the hash chain's extra hits over the radix tree
+"""Notebook 09's sweep as one projector figure: the hash pool's extra hits over the radix pool
 against the retry rate, one line per cache size (`pagedkv.labs.retry_sweep`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pagedkv.viz.projector import projector
 
 # Cache sizes, small to large: a colour each (rose, teal, black, from the house palette and
 # far apart), each with its own marker too. None of the colours of section 6's ways (indigo,
-# cyan, purple) nor of the page chains' green and salmon.
+# dark teal, purple) nor of the page chains' green and salmon.
 SIZE_STYLES = (
     {"color": SEQUENCE_COLORS[0], "marker": "o"},
     {"color": SEQUENCE_COLORS[2], "marker": "s"},
@@ -22,7 +22,7 @@ SIZE_STYLES = (
 
 
 def plot_retry_sweep(points: Sequence[SweepPoint]) -> Figure:
-    """Left: the hash chain's extra hit tokens, % of the tree's; right: its extra evictions.
+    """Left: the hash pool's extra hit tokens, % of the radix pool's; right: its extra evictions.
     x: the share of chat turns retried; a line (labelled at its end) per cache size."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -35,8 +35,8 @@ def plot_retry_sweep(points: Sequence[SweepPoint]) -> Figure:
         style = {"label": f"{size // 16} pages", **SIZE_STYLES[k % len(SIZE_STYLES)]}
         gain.plot(x, [100 * p.extra_hits / p.radix_hits for p in line], **style)
         evict.plot(x, [p.hash_evictions - p.radix_evictions for p in line], **style)
-    gain.set_title("hash chain's extra hit tokens\n(% of the tree's)")
-    evict.set_title("hash chain's extra evictions\n(pages)")
+    gain.set_title("hash pool's extra hit tokens\n(% of the radix pool's hits)")
+    evict.set_title("hash pool's extra evictions\n(pages)")
     for ax in (gain, evict):
         ax.set_xlabel("chat turns retried (%)")
         ax.axhline(0, color="#555555", linewidth=1)
