@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.eviction import LRUEvictionPolicy
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
@@ -110,34 +111,36 @@ def orphan_evictions(requests: Sequence[LabRequest], cache_tokens: int, page_siz
     """How many of the hash pool's victims were orphans when evicted: indexed pages no lookup
     reaches, because a page before them in their hash chain had left the index. The stream
     runs as in `pool_replay`; each victim is checked just before it leaves the index."""
+    orphans: list[int] = []
+
+    class CountingLRU(LRUEvictionPolicy):
+        """LRU (the hash pool's policy) that notes each victim no lookup reaches."""
+
+        def pop_victims(self, n: int) -> list[int]:
+            victims = super().pop_victims(n)  # still indexed: the pool removes them next
+            orphans.extend(v for v in victims if is_orphan(v))
+            return victims
+
     num_pages = num_pages_for(requests, cache_tokens, page_size)
-    pool = KVCachePool(CacheConfig.bookkeeping(num_pages, page_size, prefix_index="hash"))
-    algo, index, table = pool.config.prefix_caching_hash_algo, pool.prefix_index, pool.table
+    config = CacheConfig.bookkeeping(num_pages, page_size, prefix_index="hash", eviction_policy=CountingLRU)
+    pool = KVCachePool(config)
     parent: dict[bytes, bytes | None] = {}  # a block hash -> the hash of the block before it
     for r in requests:
-        chain = block_hashes(r.prompt_token_ids + r.output_token_ids, page_size, algo=algo)
+        chain = block_hashes(
+            r.prompt_token_ids + r.output_token_ids, page_size, algo=config.prefix_caching_hash_algo
+        )
         parent.update(zip(chain, [None, *chain[:-1]], strict=True))
 
     def is_orphan(page: int) -> bool:
-        before = parent[table.block_hash[page]]  # type: ignore[index]
+        before = parent[pool.table.block_hash[page]]  # type: ignore[index]
         while before is not None:
-            if index.get(before) is None:
+            if pool.prefix_index.get(before) is None:
                 return True
             before = parent[before]
         return False
 
-    count = 0
-    pop_victims = pool.eviction.pop_victims
-
-    def counting_pop(n: int) -> list[int]:
-        nonlocal count
-        victims = pop_victims(n)
-        count += sum(map(is_orphan, victims))
-        return victims
-
-    pool.eviction.pop_victims = counting_pop  # type: ignore[method-assign]
     serve_one_at_a_time(SequenceManager(pool), requests)
-    return count
+    return len(orphans)
 
 
 def curve_drops(
