@@ -219,7 +219,9 @@ def test_a_resumed_request_waits_for_its_prompt_and_generated_tokens_not_a_promp
     assert len(req3.prompt_token_ids) == 15
     assert waits[25].startswith("req3 waits: 19 tokens (15 prompt + 4 generated) needs 1 new page;")
     assert waits[28].startswith("req3 waits: 19 tokens (15 prompt + 4 generated) needs 2 new pages;")
-    assert waits[4].startswith("req3 waits: prompt of 15 tokens needs 4 new pages;")  # not yet run
+    # not yet run; checked after step 4 admitted req1 and req2, as the line says
+    checked = "req3 waits (checked after this step's admissions): "
+    assert waits[4].startswith(checked + "prompt of 15 tokens needs 4 new pages;")
     assert not any("needs 1 new pages" in w for w in waits.values())
 
 

@@ -174,7 +174,8 @@ def last_request_line(
     """One line for a recompute run of `requests` in `num_pages` pages with `max_num_seqs`:
     its steps, its request-steps (each step seats each running request once, so they equal
     the tokens sampled), and when `seq_id` was preempted, with how many sampled tokens, and
-    when it came back last (or, never preempted, when it was admitted)."""
+    when it came back last (or, never preempted, when it was admitted). A run whose cap
+    binds is named "cap N", one whose cap does not "recompute", as the bench names it."""
     budget = token_budget(requests)  # as the bench sets it
     sched = _scheduler(model, num_pages, page_size, max_num_seqs, budget)
     sched.add_requests(requests)
@@ -188,4 +189,5 @@ def last_request_line(
         if seq_id in dict(record.prefill):
             back = record.step
     where = f"preempted at {', '.join(out)}, back at step {back}" if out else f"admitted at step {back}"
-    return f"cap {max_num_seqs}: {seats} request-steps in {sched.stats.steps} steps; {seq_id} {where}"
+    name = f"cap {max_num_seqs}" if max_num_seqs < len(requests) else "recompute"  # no cap binds
+    return f"{name}: {seats} request-steps in {sched.stats.steps} steps; {seq_id} {where}"

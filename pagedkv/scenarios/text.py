@@ -54,7 +54,8 @@ def waiting_words(scheduler: Scheduler, step: StepRecord) -> str:
     nothing waits, or nothing held it back)."""
     if scheduler.head_refused:
         req_id, reason = scheduler.head_refused
-        return f"{req_id} waits: {reason}"
+        after = " (checked after this step's admissions)" if step.prefill else ""
+        return f"{req_id} waits{after}: {reason}"
     if not scheduler.waiting:
         return ""
     if step.preempted:  # vLLM v1 tries the waiting queue only when nobody was preempted
