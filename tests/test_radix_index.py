@@ -476,8 +476,7 @@ def test_block_table_text_merges_pages_running_down() -> None:
 
 def test_request_table_by_hand() -> None:
     """Hand-made rows: a line per request where the pools agree, a line per pool where they
-    differ; block -> page pairs share a line only for pages running up (or down by 3 or more),
-    so a swap of two pages (6 -> 7, 7 -> 6) reads as two pairs."""
+    differ; each line lists the request's pages in block order (block 0's page first)."""
     from pagedkv.labs.radix_roles import request_table
 
     def row(hits, pages, evicted):
@@ -491,9 +490,9 @@ def test_request_table_by_hand() -> None:
     rows["radix"][1] = {**rows["radix"][1], "new_indexed": [3]}  # not shown: still one line
     lines = [[c.strip() for c in line.split(" | ")] for line in request_table(rows).splitlines()]  # type: ignore[arg-type]
     assert lines == [
-        ["request", "hit blocks", "block -> page", "pages evicted"],
-        ["1", "none", "0-2 -> 0-2", "none"],
-        ["2", "0-1", "0-1 -> 0-1, 2 -> 4, 3 -> 3", "4, 3"],
-        ["3 hash", "none", "0-2 -> 9-7, 3 -> 2", "2"],
-        ["3 radix", "none", "0-2 -> 5-7, 3 -> 2", "2"],
+        ["request", "hit blocks", "pages, in block order", "pages evicted"],
+        ["1", "none", "0, 1, 2", "none"],
+        ["2", "0-1", "0, 1, 4, 3", "4, 3"],
+        ["3 hash", "none", "9, 8, 7, 2", "2"],
+        ["3 radix", "none", "5, 6, 7, 2", "2"],
     ]

@@ -140,35 +140,12 @@ def page_kinds(pool: KVCachePool, pages: Sequence[int]) -> list[str]:
     ]
 
 
-def _runs(blocks: Sequence[int], pages: Sequence[int]) -> str:
-    """`block -> page` pairs, blocks in a row on pages in a row sharing one pair (up, or down
-    for 3 or more): "0-4 -> 0-4, 5 -> 9, 6 -> 8"."""
-    runs: list[list[int]] = []  # [first block, first page, step, length]
-    for k, page in zip(blocks, pages, strict=True):
-        last = runs[-1] if runs else None
-        step = page - (last[1] + last[2] * (last[3] - 1)) if last else 0
-        if last and step in (1, -1) and (last[3] == 1 or step == last[2]):
-            last[2], last[3] = step, last[3] + 1
-        else:
-            runs.append([k, page, 1, 1])
-    runs = [
-        part
-        for run in runs
-        for part in (
-            [run] if run[3] != 2 or run[2] == 1 else [[run[0], run[1], 1, 1], [run[0] + 1, run[1] - 1, 1, 1]]
-        )
-    ]
-    return ", ".join(
-        f"{k} -> {p}" if n == 1 else f"{k}-{k + n - 1} -> {p}-{p + s * (n - 1)}" for k, p, s, n in runs
-    )
-
-
 def request_table(rows_by_index: dict[str, list[RequestRow]], page_size: int = 4) -> str:
     """`generate_one_at_a_time`'s rows as one text table, a line per request (a line per pool
-    where the pools' rows differ): its hit blocks, each block's page (`block -> page`) and the
-    pages it evicted, in eviction order."""
+    where the pools' rows differ): its hit blocks, its pages in block order (block 0's page
+    first) and the pages it evicted, in eviction order."""
     names = list(rows_by_index)
-    cells = [["request", "hit blocks", "block -> page", "pages evicted"]]
+    cells = [["request", "hit blocks", "pages, in block order", "pages evicted"]]
     for i in range(len(rows_by_index[names[0]])):
         rows = [(n, r[i]) for n, r in rows_by_index.items()]
         shown = {(r["hits"], tuple(r["pages"]), tuple(r["evicted"])) for _, r in rows}
@@ -179,7 +156,7 @@ def request_table(rows_by_index: dict[str, list[RequestRow]], page_size: int = 4
             cells.append([
                 f"{i + 1} {name}".rstrip(),
                 _span(range(hit)) if hit else "none",
-                _runs(range(len(row["pages"])), row["pages"]),
+                ", ".join(map(str, row["pages"])),
                 ", ".join(map(str, row["evicted"])) or "none",
             ])  # fmt: skip
     widths = [max(len(c[n]) for c in cells) for n in range(len(cells[0]))]
@@ -254,11 +231,6 @@ def insert_rest(tree: RadixCache, tokens: Sequence[int], match: MatchResult, nex
     tree.insert(tokens, match.page_ids + new)
     return new
 
-
-RANGES_KEY = (
-    "key: a-b -> c-d = blocks a to b sit on pages c to d, in that order;\n"
-    "a range may count down: 3-5 -> 11-9 = block 3 on page 11, block 4 on 10, block 5 on 9"
-)
 
 ACCOUNT_KEY = (  # 09b, section 3: the key at the top of the first accounting box
     "both: a line both pools count the same\n"
