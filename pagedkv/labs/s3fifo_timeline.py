@@ -74,16 +74,16 @@ def plot_timeline(
     lines (G's hollow rings around M's line, drawn on top, when they are equal) and S's share
     (`share` pages) as a dotted line labelled `share_label` on the plot; below, on its own axis, the victims
     from S and from M as bars per request. Scan requests shaded. `mark` (request, text)
-    points an arrow at that request's M and labels it. 8.4 x 4.4 inches at 100 dpi; both
+    points an arrow at that request's M and labels it. 8.4 x 3.8 inches at 100 dpi; both
     panels carry request numbers on their x axis."""
-    fig = Figure(figsize=(8.4, 4.4), dpi=100, layout="constrained")
+    fig = Figure(figsize=(8.4, 3.8), dpi=100, layout="constrained")
     top, low = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     xs = list(range(first, last + 1))
     window = rows[first : last + 1]
     for ax in (top, low):
         for x, row in zip(xs, window, strict=True):
             if row["source"] == "scan":
-                ax.axvspan(x - 0.5, x + 0.5, color="#dddddd", lw=0)
+                ax.axvspan(x - 0.5, x + 0.5, color="#fff0b3", lw=0)  # pale yellow: no queue grey
         ax.tick_params(labelsize=12)
         ax.grid(axis="y", alpha=0.3)
     # Greys for the queues, as no policy line in bench eviction's figure is grey (its leaf-lru band
