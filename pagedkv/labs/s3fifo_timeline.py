@@ -100,11 +100,11 @@ def plot_timeline(
         )
     top.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.5)
     top.text(first, share + 2, share_label or f"S's share ({share:g})", fontsize=12, color="#333333")
-    top.set_ylim(0, max(max(r["S"], r["M"], r["G"]) for r in window) + 10)
+    top.set_ylim(0, max(max(r["S"], r["M"], r["G"]) for r in window) + 35)  # room for the legend
     top.set_ylabel("pages", fontsize=12)
     top.tick_params(labelbottom=True)  # request numbers on the top panel too
-    # the legend between S's and M's lines, clear of the marked request's arrow
-    top.legend(fontsize=12, loc="center right", bbox_to_anchor=(1, 0.62), framealpha=0.95)
+    # the legend in one row above S's line, clear of the lines and the marked request's arrow
+    top.legend(fontsize=12, ncols=3, loc="upper center", framealpha=0.95)
     from_s = [r["from S"] for r in window]
     low.bar(xs, from_s, width=0.7, color=S_GREY, label="victims from S")
     from_m = [r["from M"] for r in window]
