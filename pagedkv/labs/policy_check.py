@@ -219,7 +219,7 @@ def reuse_feedback(policy: EvictionPolicy) -> str:
             subsequent_indent="  ",
         )
     step2 = (
-        "2. Pages 1 and 3 are then reused for new content (page 1 released first). Neither was"
+        "2. Pages 1 and 3 then take new content (page 1 released first). Neither was"
         f" revived, so page 1 should go first. Your order {after}"
     )
     if after != [1, 3]:
