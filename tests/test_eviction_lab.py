@@ -472,8 +472,8 @@ def test_reuse_feedback_says_right_or_what_to_fix_in_two_numbered_steps():
     assert right in said(RevivedLast())
     assert right in said(LRUEvictionPolicy())
     wrong = reuse_feedback(RevivedLastWithoutDiscard())
-    assert "Your order [3, 1] keeps it last" in " ".join(wrong.split())
-    assert "forget the victim in pop_victim" in " ".join(wrong.split())
+    assert "Your order [3, 1] puts it last: page 1 kept the mark" in " ".join(wrong.split())
+    assert "Forget the victim in pop_victim" in " ".join(wrong.split())
     lines = wrong.split("\n")
     assert lines[0] == "Third TODO check, on a scratch copy:" and lines[1].startswith("  1. ")
     assert any(line.startswith("  2. ") for line in lines) and max(map(len, lines)) <= 90

@@ -218,14 +218,17 @@ def reuse_feedback(policy: EvictionPolicy) -> str:
             90,
             subsequent_indent="  ",
         )
-    step2 = f"2. Then pages 1 and 3 cache new content, page 1 first. Your order {after}"
+    step2 = (
+        "2. Pages 1 and 3 then take new content (page 1 released first). Neither was"
+        f" revived, so page 1 should go first. Your order {after}"
+    )
     if after != [1, 3]:
         step2 += (
-            " keeps it last, as if revived (its old content's mark stayed): forget the"
+            " puts it last: page 1 kept the mark of its evicted content. Forget the"
             f' victim in pop_victim. {SECTION_4}, under "The third step", tells this case.'
         )
     else:
-        step2 += " puts it first, as it should: never revived, and cached before page 3's."
+        step2 += " puts it first, as it should."
     steps = ("1. Pages 1 and 2 are cached, a hit revives page 1; the victims are 2, then 1.", step2)
     lines = [textwrap.fill(t, 90, initial_indent="  ", subsequent_indent="     ") for t in steps]
     return "\n".join(["Third TODO check, on a scratch copy:", *lines])

@@ -74,16 +74,16 @@ def plot_timeline(
     lines (G's hollow rings around M's line, drawn on top, when they are equal) and S's share
     (`share` pages) as a dotted line labelled `share_label` on the plot; below, on its own axis, the victims
     from S and from M as bars per request. Scan requests shaded. `mark` (request, text)
-    points an arrow at that request's M and labels it. 8.4 x 4.4 inches at 100 dpi; both
+    points an arrow at that request's M and labels it. 8.4 x 3.8 inches at 100 dpi; both
     panels carry request numbers on their x axis."""
-    fig = Figure(figsize=(8.4, 4.4), dpi=100, layout="constrained")
+    fig = Figure(figsize=(8.4, 3.8), dpi=100, layout="constrained")
     top, low = fig.subplots(2, 1, sharex=True, height_ratios=(2, 1))
     xs = list(range(first, last + 1))
     window = rows[first : last + 1]
     for ax in (top, low):
         for x, row in zip(xs, window, strict=True):
             if row["source"] == "scan":
-                ax.axvspan(x - 0.5, x + 0.5, color="#dddddd", lw=0)
+                ax.axvspan(x - 0.5, x + 0.5, color="#fff0b3", lw=0)  # pale yellow: no queue grey
         ax.tick_params(labelsize=12)
         ax.grid(axis="y", alpha=0.3)
     # Greys for the queues, as no policy line in bench eviction's figure is grey (its leaf-lru band
@@ -100,11 +100,11 @@ def plot_timeline(
         )
     top.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.5)
     top.text(first, share + 2, share_label or f"S's share ({share:g})", fontsize=12, color="#333333")
-    top.set_ylim(0, max(max(r["S"], r["M"], r["G"]) for r in window) + 10)
+    top.set_ylim(0, max(max(r["S"], r["M"], r["G"]) for r in window) + 35)  # room for the legend
     top.set_ylabel("pages", fontsize=12)
     top.tick_params(labelbottom=True)  # request numbers on the top panel too
-    # the legend between S's and M's lines, clear of the marked request's arrow
-    top.legend(fontsize=12, loc="center right", bbox_to_anchor=(1, 0.62), framealpha=0.95)
+    # the legend in one row above S's line, clear of the lines and the marked request's arrow
+    top.legend(fontsize=12, ncols=3, loc="upper center", framealpha=0.95)
     from_s = [r["from S"] for r in window]
     low.bar(xs, from_s, width=0.7, color=S_GREY, label="victims from S")
     from_m = [r["from M"] for r in window]
