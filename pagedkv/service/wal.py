@@ -173,7 +173,7 @@ def _check_torn(path: Path | str, data: bytes, offset: int) -> None:
             path,
             offset,
             f"damaged record; a valid record (seq {later.seq}) follows at "
-            f"offset {later.offset}, so this is not a torn tail",
+            f"offset {later.offset}, so this is not a torn record",
         )
 
 
