@@ -156,11 +156,11 @@ def test_recompute_text_names_paging_s_preemptions_and_the_systems_without():
     shares = {
         "max": {"preemptions": 0},
         "oracle": {"preemptions": 0},
-        "paged": {"preemptions": 150, "recomputed_tokens": 34_443},
+        "paged": {"preemptions": 150, "preempted_requests": 69, "recomputed_tokens": 34_443},
     }
     text = results06.recompute_text(shares, 24_497)
-    assert "paged: 150 preemptions, 34,443 tokens computed again" in text
-    assert "(the prompts hold 24,497); max, oracle: no preemption" in text
+    assert "paged: 150 preemptions of 69 requests, 34,443 tokens computed" in text
+    assert "again (the prompts hold 24,497); max, oracle: no preemption" in text
     assert all(len(line) <= 80 for line in text.split("\n"))
 
 

@@ -36,8 +36,9 @@ def recompute_text(shares: dict[str, dict], prompt_tokens: int) -> str:
     paged = shares["paged"]
     others = [s for s in shares if s != "paged" and not shares[s].get("preemptions")]
     return (
-        f"paged: {paged['preemptions']} preemptions, {paged['recomputed_tokens']:,} tokens computed "
-        f"again\n  (the prompts hold {prompt_tokens:,}); {', '.join(others)}: no preemption"
+        f"paged: {paged['preemptions']} preemptions of {paged['preempted_requests']} requests, "
+        f"{paged['recomputed_tokens']:,} tokens computed\n  again (the prompts hold "
+        f"{prompt_tokens:,}); {', '.join(others)}: no preemption"
     )
 
 
