@@ -31,10 +31,11 @@ def test_sharing_text_quotes_width_6_of_each_mode():
         "beam search": {2: {"saving_pct": 30.0}, 6: {"saving_pct": 58.6}},
     }
     text = results06.sharing_text(data, [5, 15, 16, 40])
-    assert "(59%\nagainst 12% at width 6)" in text
+    assert "parallel sampling\n(59% against 12% at width 6)." in text
     # 5 and 15 fill no page of 16; 40 fills 2 (16 + 16 + 8)
     assert "2 of these 4 prompts fill no full page of 16 (the longest, 40, fills 2)" in text
-    assert "copy-on-write, notebook 04: a shared page is copied" in " ".join(text.split("\n"))
+    copied = "a shared page is copied each time a sequence writes to it while another still shares it"
+    assert f"copy-on-write, notebook 04: {copied}" in " ".join(text.split("\n"))
     # not "only the full pages": the partial last page is shared too, until the first write
     assert "partial last page only until their first write" in " ".join(text.split("\n"))
 
@@ -70,12 +71,14 @@ def test_copy_share_text_splits_the_named_bar_in_three_parts_that_add_up_to_100(
         {"batch": 8, "context": 256, "ratio": 3.0, "gather_s": 3.0, "paged_s": 5.0},
     ]
     text = results06.copy_share_text({"points": points})
-    first, second = text.split("\n")[:2]
-    assert first == "B=8 L=1024 (this run, wall clock): dense 50 %, page copies 27 %, the rest 23 %"
-    parts = [int(x) for x in re.findall(r"(\d+) %", first)]
+    first, key = text.split("\n")[:2]
+    second = text.split("\n")[2]
+    assert first == "bar B=8 L=1024, shares of its paged step's time (this run, wall clock):"
+    assert key == "  the dense step 50 % (1 ÷ the bar), the page copies alone 27 %, the rest 23 %"
+    parts = [int(x) for x in re.findall(r"(\d+) %", key)]
     assert parts == [50, 27, 23] and sum(parts) == 100
     # another bar of the same data: its own parts, from its own timings (1/3, 0.6)
-    other = results06.copy_share_text({"points": points}, bar=(8, 256)).split("\n")[0]
+    other = results06.copy_share_text({"points": points}, bar=(8, 256)).split("\n")[1]
     assert [int(x) for x in re.findall(r"(\d+) %", other)] == [33, 60, 7]
     assert second == "the page copies at all 3 points: 25 % to 60 % of the paged step's time"
     assert "wall clock" in first and "this machine" in text
@@ -85,7 +88,8 @@ def test_copy_share_text_splits_the_named_bar_in_three_parts_that_add_up_to_100(
 def test_copy_share_text_calls_a_split_over_100_percent_noise():
     points = [{"batch": 8, "context": 1024, "ratio": 1.5, "gather_s": 0.5, "paged_s": 1.0}]
     text = results06.copy_share_text({"points": points})
-    assert "dense 67 %, page copies 50 %:" in text and "timing noise" in text
+    assert "dense step 67 % (1 ÷ the bar), the page copies alone 50 %:" in text
+    assert "timing noise" in text
     assert "the rest" not in text and all(len(line) <= 80 for line in text.split("\n"))
 
 
@@ -152,9 +156,25 @@ def test_recompute_text_names_paging_s_preemptions_and_the_systems_without():
     shares = {
         "max": {"preemptions": 0},
         "oracle": {"preemptions": 0},
-        "paged": {"preemptions": 150, "recomputed_tokens": 34_443},
+        "paged": {"preemptions": 150, "preempted_requests": 69, "recomputed_tokens": 34_443},
     }
     text = results06.recompute_text(shares, 24_497)
-    assert "paged: 150 preemptions, 34,443 tokens computed again" in text
-    assert "(the prompts hold 24,497); max, oracle: no preemption" in text
+    assert "paged: 150 preemptions of 69 requests, 34,443 tokens computed" in text
+    assert "again (the prompts hold 24,497); max, oracle: no preemption" in text
+    assert all(len(line) <= 80 for line in text.split("\n"))
+
+
+def test_recompute_price_text_prices_the_recompute_against_the_counted_steps():
+    from pagedkv.labs import costs
+
+    row = {"token_states": 96.6, "mean_batch": 41.7, "recomputed_tokens": 34_443, "loaded_steps": 932}
+    shares = {"paged": row, "oracle": {"token_states": 48.6, "mean_batch": 19.8}}
+    price = results06.recompute_price(shares, costs.paper_slots())
+    # 2 x 12.9e9 FLOPs at 312 TFLOP/s; 25.8 GB + 96.6 % of 15,728 x 800 KiB at 1,555 GB/s
+    assert round(price["token_ms"], 3) == 0.083
+    step = (2 * 12.9e9 + 0.966 * 15_728 * 819_200) / 1555e9 * 1e3
+    assert abs(price["step_ms"] - step) < 1e-9
+    assert abs(price["added"] - 34_443 * price["token_ms"] / (932 * step)) < 1e-12
+    text = results06.recompute_price_text(shares, costs.paper_slots())
+    assert "34,443 tokens computed again × 0.083 ms" in text and "932 steps" in text
     assert all(len(line) <= 80 for line in text.split("\n"))

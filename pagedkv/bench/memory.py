@@ -112,8 +112,9 @@ def simulate_paged(
     sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
     sched.add_requests(requests)
     totals, batches, steps = dict.fromkeys(CATEGORIES, 0), [], 0
+    preempted: set = set()  # the requests preempted at least once
     while sched.has_unfinished:
-        sched.step()
+        preempted.update(req_id for req_id, _ in sched.step().preempted)
         steps += 1
         if sched.waiting:
             for name, slots in paged_categories(sched).items():
@@ -121,6 +122,7 @@ def simulate_paged(
             batches.append(len(sched.running))
     summary = _summary(totals, batches, steps, sched.pool.config.num_slots)
     summary["preemptions"] = sched.stats.preemptions
+    summary["preempted_requests"] = len(preempted)
     summary["recomputed_tokens"] = sched.stats.recomputed_tokens  # K/V computed again on resume
     return summary
 

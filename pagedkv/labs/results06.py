@@ -3,6 +3,9 @@ so the sentences stay out of the notebook's visible cells until a reader opens t
 
 from __future__ import annotations
 
+from pagedkv.labs import step_bytes
+from pagedkv.labs.specs import gpu_spec, model_spec
+
 WIDTH = 80  # characters per printed line: a closed box at projector width wraps no number
 
 
@@ -33,8 +36,44 @@ def recompute_text(shares: dict[str, dict], prompt_tokens: int) -> str:
     paged = shares["paged"]
     others = [s for s in shares if s != "paged" and not shares[s].get("preemptions")]
     return (
-        f"paged: {paged['preemptions']} preemptions, {paged['recomputed_tokens']:,} tokens computed "
-        f"again\n  (the prompts hold {prompt_tokens:,}); {', '.join(others)}: no preemption"
+        f"paged: {paged['preemptions']} preemptions of {paged['preempted_requests']} requests, "
+        f"{paged['recomputed_tokens']:,} tokens computed\n  again (the prompts hold "
+        f"{prompt_tokens:,}); {', '.join(others)}: no preemption"
+    )
+
+
+def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40GB") -> dict:
+    """Section 1's recompute priced with the section's own model, at the GPU's data-sheet peaks
+    (an estimate, not a measurement; OPT-13B). A token computed again is prefill, bound by
+    arithmetic: 2 FLOPs per weight (`token_ms`). The steps the 1.8x counts (`loaded_steps`,
+    those in which a request waits) each read their mean bytes (`step_ms`). Both times are
+    lower bounds (real kernels reach neither peak); `added`: recompute time / decode time;
+    `gain`: paging's tokens per second over the oracle's, before and after adding it."""
+    model, g = model_spec("OPT-13B"), gpu_spec(gpu)
+    paged, oracle = (step_bytes.memory_run(shares[s], num_slots) for s in ("paged", "oracle"))
+    token_ms = 2 * model.num_params / (g.tflops * 1e12) * 1e3
+    step_ms = paged["total"] / (g.hbm_gb_s * 1e9) * 1e3
+    recompute_s = shares["paged"]["recomputed_tokens"] * token_ms / 1e3
+    decode_s = shares["paged"]["loaded_steps"] * step_ms / 1e3
+    gain = oracle["per_token"] / paged["per_token"]
+    added = recompute_s / decode_s
+    return {"token_ms": token_ms, "step_ms": step_ms, "recompute_s": recompute_s,
+            "decode_s": decode_s, "added": added, "gain": (gain, gain / (1 + added))}  # fmt: skip
+
+
+def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
+    """`recompute_price` as the lines of section 1's box of bytes."""
+    p, paged = recompute_price(shares, num_slots), shares["paged"]
+    return "\n".join(
+        [
+            "recompute priced in (A100-40GB peaks: an estimate of this model, not measured):",
+            f"  {paged['recomputed_tokens']:,} tokens computed again × {p['token_ms']:.3f} ms "
+            f"of weight arithmetic = {p['recompute_s']:.1f} s",
+            f"  {paged['loaded_steps']:,} steps the ratio counts × {p['step_ms']:.1f} ms "
+            f"of reading = {p['decode_s']:.1f} s",
+            f"  {100 * p['added']:.0f} % more time: {p['gain'][0]:.1f} times the oracle's "
+            f"tokens/s becomes about {p['gain'][1]:.1f}",
+        ]
     )
 
 
@@ -45,11 +84,12 @@ def sharing_text(data: dict, prompts: list[int], page: int = 16) -> str:
     empty = sum(1 for p in prompts if p < page)
     return "\n".join(
         [
-            f"Result: beam search shares far more pages than parallel sampling ({beam6:.0f}%",
-            f"against {sample6:.0f}% at width 6). Samples share the prompt's full pages to",
-            "the end, and its partial last page only until their first write: then each",
-            "sample but one copies it (copy-on-write, notebook 04: a shared page is copied",
-            "the first time one sequence writes to it).",
+            "Result: beam search shares far more pages than parallel sampling",
+            f"({beam6:.0f}% against {sample6:.0f}% at width 6).",
+            "Samples share the prompt's full pages to the end, and its partial last page",
+            "only until their first write: then each sample but one copies it",
+            "(copy-on-write, notebook 04: a shared page is copied each time a sequence",
+            "writes to it while another still shares it).",
             f"Here {empty} of these {len(prompts)} prompts fill no full page of {page} "
             f"(the longest, {max(prompts)}, fills {max(prompts) // page}).",
             "Beams also share the common beginnings of their outputs.",
@@ -131,14 +171,12 @@ def copy_share_text(data: dict, bar: tuple[int, int] = (8, 1024)) -> str:
     points = data["points"]
     (point,) = [p for p in points if (p["batch"], p["context"]) == bar]
     dense, copies, rest = bar_split(point)
-    name = f"B={bar[0]} L={bar[1]} (this run, wall clock):"
+    name = f"bar B={bar[0]} L={bar[1]}, shares of its paged step's time (this run, wall clock):\n "
+    parts = f"{name} the dense step {dense} % (1 ÷ the bar), the page copies alone {copies} %"
     if rest >= 0:
-        split = f"{name} dense {dense} %, page copies {copies} %, the rest {rest} %"
+        split = f"{parts}, the rest {rest} %"
     else:  # the copies, timed alone, and dense add up to more than the paged step
-        split = (
-            f"{name} dense {dense} %, page copies {copies} %:\n"
-            "  together over 100 %, so timing noise: run the cell again"
-        )
+        split = f"{parts}:\n  together over 100 %, so timing noise: run the cell again"
     shares = [round(100 * p["gather_s"] / p["paged_s"]) for p in points]
     return (
         f"{split}\n"
