@@ -1,6 +1,6 @@
 """Notebook 09, section 4c: the chat stream with retries and the sweep over both pools."""
 
-from pagedkv.labs.retry_sweep import chat_with_retries, retry_sweep
+from pagedkv.labs.retry_sweep import SweepPoint, chat_with_retries, retry_sweep, sweep_table
 from pagedkv.viz.projector import min_font_pt
 from pagedkv.viz.retry_sweep import plot_retry_sweep
 
@@ -87,3 +87,10 @@ def test_sweep_splits_extra_evictions():
     points = retry_sweep([0.0, 1.0], cache_sizes=[1024])
     assert [p.orphan_evictions for p in points][0] == 0
     assert all(p.extra_evictions == p.orphan_evictions + p.extra_reachable_evictions for p in points)
+
+
+def test_sweep_table_has_a_row_per_rate_and_a_column_group_per_cache():
+    points = [SweepPoint(rate, size, 110, 100, 7, 5, 1) for size in (1024, 4096) for rate in (0, 0.5)]
+    lines = sweep_table(points).splitlines()
+    assert "64 pages" in lines[0] and "256 pages" in lines[0] and len(lines) == 4
+    assert lines[3].split() == ["50%", "|", "10.00", "2", "1", "|", "10.00", "2", "1"]

@@ -160,3 +160,22 @@ def curve_falls(points: Sequence[SweepPoint], cache_tokens: int, value: str) -> 
     """The retry rates after which one curve of the figure falls at the next rate: `value` is
     "gain" (left panel) or "extra_evictions" (right panel), for the cache of `cache_tokens`."""
     return [rate for rate, _, _ in curve_drops(points, cache_tokens, value)]
+
+
+def sweep_table(points: Sequence[SweepPoint]) -> str:
+    """One seed's sweep as text: a row per retry rate, and per cache size the hash pool's extra
+    hits in % of the radix pool's (`+hits %`, the figure's left curves), its extra evictions
+    (`+evict`, the right curves) and, of those, orphans."""
+    sizes = sorted({p.cache_tokens for p in points})
+    rates = sorted({p.retry_rate for p in points})
+    at = {(p.cache_tokens, p.retry_rate): p for p in points}
+    head = "retried |" + "|".join(f"{f'{size // 16:,} pages':^23}" for size in sizes)
+    sub = "        |" + "|".join("+hits % +evict orphans " for _ in sizes)
+    lines = [head, sub]
+    for rate in rates:
+        cells = (at[size, rate] for size in sizes)
+        lines.append(
+            f"{round(100 * rate):6}% |"
+            + "|".join(f"{100 * p.gain:6.2f} {p.extra_evictions:6} {p.orphan_evictions:7}  " for p in cells)
+        )
+    return "\n".join(lines)
