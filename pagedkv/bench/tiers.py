@@ -74,6 +74,8 @@ def admit_all(requests, num_pages: int, page_size: int, host_pages: int, policy:
         "offload_pages": host.offloaded_pages if host else 0,
         "reload_pages": host.reload_bytes // tier.page_bytes if tier is not None and host else 0,
         "dropped_pages": host.dropped_pages if host else 0,
+        "kept_pages": host.kept_pages if host else 0,
+        "pool_evictions": pool.stats.evictions,
         "reloads": {str(k): reloads[k] for k in sorted(reloads)},
         "reloads_after_pool_hit": after_pool_hit,
     }

@@ -173,3 +173,52 @@ def bring_back_text(model: str, gpu: str, tokens: int) -> str:
         f"{costs.size_text(cost['kv_bytes'])} of K/V:\n"
         f"  recompute {ms['recompute']}, swap out+in {ms['swap']}, second-tier reload {ms['reload']}"
     )
+
+
+def constants_text(gpu: str = "A100-40GB") -> str:
+    """The cost model's constants for `gpu` (`costs.gpu_spec`, `costs.Assumptions`), one a line,
+    with what each prices."""
+    spec, assume = costs.gpu_spec(gpu), costs.Assumptions()
+    flops = f"{spec.tflops:g} TFLOP/s"
+    rows = (
+        ("linear layers' FLOP/s", f"{spec.linear_efficiency:.0%} of {flops}", "prefill compute"),
+        ("attention FLOP/s", f"{spec.attention_efficiency:.0%} of {flops}", "prefill attention"),
+        (
+            "reading memory",
+            f"{spec.decode_bw_efficiency:.0%} of {spec.hbm_gb_s:,g} GB/s",
+            "weights, once a step",
+        ),
+        ("host link, each way", f"{spec.host_to_gpu_gb_s:g} GB/s", "swap, reload"),
+        ("one copy call", f"{assume.copy_overhead_s * 1e6:g} µs", "per block (page), layer, K or V"),
+        ("CPU time per step", f"{assume.step_overhead_s * 1e3:g} ms", "scheduling, sampling"),
+    )
+    lines = [f"{f'cost-model constant ({gpu})':32} {'value':>20}  used for"]
+    lines += [f"{what:32} {value:>20}  {use}" for what, value, use in rows]
+    return "\n".join(lines)
+
+
+def prefill_work(model: str = "Mistral-7B", gpu: str = "A100-40GB", tokens: int = 1024) -> dict:
+    """A prefill's work by hand: 2 FLOPs per linear-layer parameter per token (`linear`), plus
+    causal attention (`attention`): QK^T and AV, 2 FLOPs per multiply-add each, over the
+    tokens x (tokens + 1) / 2 pairs, per head and layer; and its time at the cost model's rates
+    plus the CPU time of one step (`ms`)."""
+    m, spec, assume = costs.MODELS[model], costs.gpu_spec(gpu), costs.Assumptions()
+    linear = 2 * costs.linear_params(model) * tokens
+    attention = 2 * m.num_layers * m.num_heads * m.head_dim * tokens * (tokens + 1)
+    seconds = (
+        linear / (spec.tflops * 1e12 * spec.linear_efficiency)
+        + attention / (spec.tflops * 1e12 * spec.attention_efficiency)
+        + assume.step_overhead_s
+    )
+    return {"linear": linear, "attention": attention, "ms": 1e3 * seconds}
+
+
+def prefill_work_text(work: dict, model: str = "Mistral-7B", tokens: int = 1024) -> str:
+    """The prefill's work and time, as the notebook prints them."""
+    cpu_ms = costs.Assumptions().step_overhead_s * 1e3
+    return (
+        f"{model} prefill of {tokens:,} tokens: {work['linear'] / 1e12:.1f} TFLOP in linear layers"
+        f" + {work['attention'] / 1e12:.2f} TFLOP of attention\n"
+        "recompute (notebook 11, section 1.2): linear + attention at the rates above\n"
+        f"  + {cpu_ms:g} ms of CPU = {work['ms']:.0f} ms"
+    )

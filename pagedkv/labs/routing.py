@@ -140,6 +140,7 @@ def simulate(
     routed = [0] * num_replicas
     by_valve = 0  # requests prefix-aware routing sent by its safety valve, not by the cache
     peak = mean = 0.0  # sums over the ticks while requests still arrive
+    most_running = [0] * num_replicas  # per replica: the most requests running at once
     tick = nxt = 0
     while nxt < len(requests) or any(r.scheduler.has_unfinished for r in replicas):
         while nxt < len(requests) and arrivals[nxt] <= tick:
@@ -154,9 +155,10 @@ def simulate(
         if nxt < len(requests):  # the steady state: the drain at the end says nothing
             loads = [r.load for r in replicas]
             peak, mean = peak + max(loads), mean + float(np.mean(loads))
-        for replica in replicas:
+        for k, replica in enumerate(replicas):
             if replica.scheduler.has_unfinished:
                 replica.scheduler.step()
+                most_running[k] = max(most_running[k], len(replica.scheduler.running))
         tick += 1
     queries = sum(r.pool.stats.prefix_queries for r in replicas)
     hits = sum(r.pool.stats.prefix_hits for r in replicas)
@@ -169,6 +171,7 @@ def simulate(
         "preemptions": sum(r.scheduler.stats.preemptions for r in replicas),
         "preempted_per_replica": [r.scheduler.stats.preemptions for r in replicas],
         "by_valve": by_valve,
+        "most_running": most_running,
         "ticks": tick,
     }
 
@@ -183,8 +186,8 @@ def prefixes_per_replica(
 
 def replica_counts(requests: Sequence[Request], num_replicas: int, prefix_len: int, **options) -> dict:
     """Per replica, in one `simulate(requests, num_replicas, **options)` run: the requests it
-    was sent (`routed`), the distinct prefixes of `prefix_len` tokens among them (`prompts`)
-    and the preemptions it made (`preempted`)."""
+    was sent (`routed`), the distinct prefixes of `prefix_len` tokens among them (`prompts`),
+    the preemptions it made (`preempted`) and the most requests it ran at once (`most_running`)."""
     sent: list[int] = []
     out = simulate(requests, num_replicas, sent=sent, **options)
     seen: list[set] = [set() for _ in range(num_replicas)]
@@ -194,4 +197,5 @@ def replica_counts(requests: Sequence[Request], num_replicas: int, prefix_len: i
         "routed": out["routed"],
         "prompts": [len(s) for s in seen],
         "preempted": out["preempted_per_replica"],
+        "most_running": out["most_running"],
     }

@@ -104,3 +104,56 @@ def answer_text(blocks: int, max_len: int) -> str:
         f"non-torch, a {assume.cuda_graph_gib:.2f} GiB graph reserve)"
     )
     return "\n".join([*head, "", *(textwrap.fill(p, 88) + "\n" for p in paragraphs), *table])
+
+
+# the log's terms in the order the gap split types them in: calculator box -> Assumptions field
+SPLIT_ORDER = (
+    ("reported GiB", "reported_gib"),
+    ("non-torch GiB", "non_torch_gib"),
+    ("graphs GiB", "cuda_graph_gib"),
+    ("act. GiB", "activation_gib"),
+)
+
+
+def gap_split() -> dict:
+    """pagedkv's own estimate of the A100 log's blocks, then each log term typed in turn
+    (`SPLIT_ORDER`): the pages each term moves (`moved`, box -> pages) and the pages with all
+    of them (`pages`, 5,694). Also `no_graph`: the estimate without the 0.5 GiB graph reserve."""
+    estimate = int(costs.capacity(MODEL, GPU, BATCHED_TOKENS)["num_pages"])
+    no_graph_assume = costs.Assumptions(0.9, BATCHED_TOKENS, cuda_graph_gib=0.0)
+    no_graph = int(costs.capacity(MODEL, GPU, BATCHED_TOKENS, no_graph_assume)["num_pages"])
+    log_gpu, t = dataclasses.replace(costs.gpu_spec(GPU), reported_gib=LOG_TERMS["reported_gib"]), LOG_TERMS
+    a0 = costs.Assumptions(0.9, BATCHED_TOKENS)
+    a1 = dataclasses.replace(a0, non_torch_gib=t["non_torch_gib"])
+    a2 = dataclasses.replace(a1, cuda_graph_gib=t["cuda_graph_gib"])
+    a3 = dataclasses.replace(a2, activation_gib=t["activation_gib"])
+    pages, moved = estimate, {}
+    for (box, _), assume in zip(SPLIT_ORDER, (a0, a1, a2, a3), strict=True):  # each term on top of the last
+        now = int(costs.capacity(MODEL, log_gpu, BATCHED_TOKENS, assume)["num_pages"])
+        moved[box], pages = now - pages, now
+    return {"estimate": estimate, "no_graph": no_graph, "moved": moved, "pages": pages, "logged": LOG_BLOCKS}
+
+
+def gap_split_text(split: dict) -> str:
+    """The split as the notebook prints it: the estimate, without the graph reserve, each term's
+    pages, and the sum that closes the gap."""
+    est, logged, pages, moved = split["estimate"], split["logged"], split["pages"], split["moved"]
+    act = moved["act. GiB"]
+    rest = sum(v for k, v in moved.items() if k != "act. GiB")
+    lines = [
+        f"pagedkv's own estimate {est:,} pages, the log {logged:,}: {(est - logged) / logged:.0%} more",
+        f"without the 0.5 GiB graph reserve (docs/calibration.md row L1): {split['no_graph']:,} pages,"
+        f" {(split['no_graph'] - logged) / logged:.1%} more",
+        "the gap, each term in turn from pagedkv's value to the log's:",
+    ]
+    for box, field in SPLIT_ORDER:
+        lines.append(f"  {box:15} -> {LOG_TERMS[field]:5.2f}: {moved[box]:+7,} pages")
+    lines.append(
+        f"with every term from the log: {pages:,} pages, {pages - logged} more than the log,"
+        f" {(pages - logged) / logged:.2%}"
+    )
+    lines.append(
+        f"{act:,} + {rest:,} = {act + rest:,}; {est:,} - {-(act + rest):,} = {pages:,}"
+        f" = log + {pages - logged}"
+    )
+    return "\n".join(lines)

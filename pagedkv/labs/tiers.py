@@ -59,6 +59,7 @@ class TierStats:
     reload_bytes: int = 0  # host -> pool (second-tier prefix hits)
     offloaded_pages: int = 0
     dropped_pages: int = 0  # host pages evicted by the tier's own policy
+    kept_pages: int = 0  # evicted pool pages the tier still held: not copied out again
 
     @property
     def gpu_hit_rate(self) -> float:
@@ -137,6 +138,7 @@ class HostTier:
             slot = self.index[block_hash]
             self.policy.remove(slot)
             self.policy.add(slot)
+            self.stats.kept_pages += 1
             return
         if not self._free:
             self._discard(self.entries[self.policy.pop_victim()][0], count=True)
