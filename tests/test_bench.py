@@ -631,3 +631,11 @@ def test_scale_prefill_is_the_prompts_plus_what_readmissions_compute_again():
     assert run["prompt_tokens"] == prompts and run["preemptions"] > 0
     # a re-admission computes again what it had computed, plus its newest sampled token
     assert run["prefill_tokens"] == prompts + run["recomputed_tokens"] + run["preemptions"]
+
+
+def test_runs_figure_draws_one_range_bar_set_per_lock_and_mix():
+    from pagedkv.bench.threads import DESIGNS, MIXES, recorded_runs, runs_figure
+
+    fig = runs_figure(recorded_runs())
+    assert len(fig.axes) == len(MIXES)
+    assert all(len(ax.collections) == len(DESIGNS) for ax in fig.axes)

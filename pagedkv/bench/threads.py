@@ -214,3 +214,30 @@ def figure(report: Report):
     fig.legend(*ax.get_legend_handles_labels(), loc="upper center", ncol=2, frameon=False)
     fig.tight_layout(rect=(0, 0, 1, 0.9))
     return fig
+
+
+def runs_figure(runs: list[dict]):
+    """The recorded runs' operations/s as range bars (lowest to highest over the runs)
+    against the thread count, coarse vs read-write lock, one panel per mix (notebook 07b)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9, 3.6))
+    FigureCanvasAgg(fig)
+    threads = sorted({n for _, _, n in runs[0]})
+    x = np.arange(len(threads))
+    for i, mix in enumerate(MIXES):
+        ax = fig.add_subplot(1, len(MIXES), i + 1)  # its own scale: the mixes differ 7-fold
+        for k, (design, label, color) in enumerate(zip(DESIGNS, LOCKS, ("#0072B2", "#E69F00"), strict=True)):
+            lows, highs = zip(*(spread(runs, design, mix, n, 0) for n in threads), strict=True)
+            pos = x + 0.3 * k - 0.15
+            ax.vlines(pos, lows, highs, color=color, linewidth=6, label=f"{label} lock")
+        ax.set_xticks(x, [str(n) for n in threads], fontsize=12)
+        ax.tick_params(axis="y", labelsize=12)
+        ax.set_xlabel("threads", fontsize=12)
+        ax.set_title(f"{mix} ({int(100 * MIXES[mix])} % reads)", fontsize=13)
+        if i == 0:
+            ax.set_ylabel("operations / s (recorded)", fontsize=12)
+    fig.legend(*ax.get_legend_handles_labels(), loc="upper center", ncol=2, frameon=False, fontsize=12)
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
+    return fig
