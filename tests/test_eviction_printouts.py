@@ -108,8 +108,8 @@ def test_arc_tally_text_names_each_group_and_sums_its_counts():
     lines = arc_tally_text(by_group, Counter({"evicted from T1": 9, "evicted from T2": 2})).splitlines()
     assert lines[0] == "ARC's victims: 11, of them 9 from T1 (seen once)"
     said = "pages revived by a prefix hit for"
-    assert lines[1].split() == f"{said} the pinned prompts 10, of them 7 from T2".split()
-    assert lines[2].split() == f"{said} the other prompts 5, of them 4 from T2".split()
+    assert lines[1].split() == f"{said} the pinned prompts 10, of them 7 sitting in T2".split()
+    assert lines[2].split() == f"{said} the other prompts 5, of them 4 sitting in T2".split()
 
 
 def test_streams_summary_says_where_lru_sits_from_hand_made_curves():

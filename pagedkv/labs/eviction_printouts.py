@@ -237,7 +237,7 @@ def arc_tally_text(by_group: dict[str, Any], tally: dict[str, int]) -> str:
         revived = by_group[g]["revived from T1"] + by_group[g]["revived from T2"]
         lines.append(
             f"pages revived by a prefix hit for {label[g]:18s} {revived:4d},"
-            f" of them {by_group[g]['revived from T2']:4d} from T2"
+            f" of them {by_group[g]['revived from T2']:4d} sitting in T2"
         )
     return "\n".join(lines)
 
