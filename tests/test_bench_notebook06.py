@@ -154,10 +154,10 @@ def test_attention_figure_names_the_quick_run_in_its_title_and_leaves_the_paper_
     assert "quick run" in fig.axes[0].get_title()
     full = attention.figure(Report("attention", [], [], data={"points": points}))
     assert full.legends[0].get_texts()[0].get_text() == "yours (this machine)"
-    # above the axes: on screen with the bars at 1280x720, covering none of them
+    # below the axes: the title is read first, and the legend covers no bar
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    assert legend.get_window_extent(renderer).y0 > fig.axes[0].get_window_extent(renderer).y1
+    assert legend.get_window_extent(renderer).y1 < fig.axes[0].get_window_extent(renderer).y0
 
 
 def test_attention_figure_cuts_a_tall_bar_at_4_and_writes_its_value():

@@ -167,14 +167,17 @@ def test_recompute_text_names_paging_s_preemptions_and_the_systems_without():
 def test_recompute_price_text_prices_the_recompute_against_the_counted_steps():
     from pagedkv.labs import costs
 
-    row = {"token_states": 96.6, "mean_batch": 41.7, "recomputed_tokens": 34_443, "loaded_steps": 932}
+    row = {"token_states": 96.6, "mean_batch": 41.7, "recomputed_tokens": 34_443, "loaded_steps": 932,
+           "recomputed_while_queued": 33_778}  # fmt: skip
     shares = {"paged": row, "oracle": {"token_states": 48.6, "mean_batch": 19.8}}
     price = results06.recompute_price(shares, costs.paper_slots())
     # 2 x 12.9e9 FLOPs at 312 TFLOP/s; 25.8 GB + 96.6 % of 15,728 x 800 KiB at 1,555 GB/s
     assert round(price["token_ms"], 3) == 0.083
     step = (2 * 12.9e9 + 0.966 * 15_728 * 819_200) / 1555e9 * 1e3
     assert abs(price["step_ms"] - step) < 1e-9
-    assert abs(price["added"] - 34_443 * price["token_ms"] / (932 * step)) < 1e-12
+    # one window: only the tokens recomputed while a request waits, against those 932 steps
+    assert abs(price["added"] - 33_778 * price["token_ms"] / (932 * step)) < 1e-12
     text = results06.recompute_price_text(shares, costs.paper_slots())
-    assert "34,443 tokens computed again × 0.083 ms" in text and "932 steps" in text
+    assert "33,778 tokens computed again in them × 0.083 ms" in text and "932 steps" in text
+    assert "the other 665 recomputed tokens" in text
     assert all(len(line) <= 80 for line in text.split("\n"))

@@ -113,10 +113,13 @@ def simulate_paged(
     sched.add_requests(requests)
     totals, batches, steps = dict.fromkeys(CATEGORIES, 0), [], 0
     preempted: set = set()  # the requests preempted at least once
+    in_window = 0  # tokens recomputed in the steps the shares average (a request still waits)
     while sched.has_unfinished:
-        preempted.update(req_id for req_id, _ in sched.step().preempted)
+        out = sched.step()
+        preempted.update(req_id for req_id, _ in out.preempted)
         steps += 1
         if sched.waiting:
+            in_window += out.recomputed_tokens
             for name, slots in paged_categories(sched).items():
                 totals[name] += slots
             batches.append(len(sched.running))
@@ -124,6 +127,7 @@ def simulate_paged(
     summary["preemptions"] = sched.stats.preemptions
     summary["preempted_requests"] = len(preempted)
     summary["recomputed_tokens"] = sched.stats.recomputed_tokens  # K/V computed again on resume
+    summary["recomputed_while_queued"] = in_window
     return summary
 
 

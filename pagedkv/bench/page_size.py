@@ -312,7 +312,7 @@ def figure(report: Report, timing: bool = True):
     FigureCanvasAgg(fig)
     points = report.data["points"]
     capacities = sorted({p["capacity"] for p in points})
-    # one pool (notebook 06): the house's dark grey for a series of no kind; more: wine, teal too
+    # one pool (notebook 06): the house's dark grey for a series of no kind; more: magenta, teal too
     colors = dict(zip(capacities, [BENCH_SERIES_COLOR, *BENCH_MODE_COLORS.values()], strict=False))
     for i, (key, label) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)

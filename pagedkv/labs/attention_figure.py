@@ -24,10 +24,9 @@ def figure(report: Any):
     (a quick run's are labelled noisy); behind them a grey band spans `FULL_RUN_RATIOS`; the
     paper's GPU `PAPER_RATIOS` are not drawn or named (no GPU bar to compare; the notebook's
     caption says them, a learner searched the plot for a title naming them). The
-    legend sits above the axes (`fig.legends[0]`), where it covers no bar and stays on screen
-    with the bars. The y-axis stops at
-    `Y_CAP`: a taller bar is cut there. Every bar's value is written on it: inside the top
-    of a bar near the axis's top, above any other."""
+    legend sits below the axes (`fig.legends[0]`): it covers no bar, and the title is read
+    first. The y-axis stops at `Y_CAP`: a taller bar is cut there. Every bar's value is
+    written on it: inside the top of a bar near the axis's top, above any other."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -64,5 +63,5 @@ def figure(report: Any):
         ),
         Line2D([], [], color="black", lw=0.8, label="1.0: same time as dense"),
     ]
-    fig.legend(handles=handles, loc="outside upper center", ncols=2, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
     return fig

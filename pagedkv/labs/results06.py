@@ -44,16 +44,17 @@ def recompute_text(shares: dict[str, dict], prompt_tokens: int) -> str:
 
 def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40GB") -> dict:
     """Section 1's recompute priced with the section's own model, at the GPU's data-sheet peaks
-    (an estimate, not a measurement; OPT-13B). A token computed again is prefill, bound by
-    arithmetic: 2 FLOPs per weight (`token_ms`). The steps the 1.8x counts (`loaded_steps`,
-    those in which a request waits) each read their mean bytes (`step_ms`). Both times are
-    lower bounds (real kernels reach neither peak); `added`: recompute time / decode time;
-    `gain`: paging's tokens per second over the oracle's, before and after adding it."""
+    (an estimate, not a measurement; OPT-13B). One window for both times: the steps in which a
+    request still waits (`loaded_steps`), over which the shares, the batch and so the 1.8x are
+    averaged. A token computed again in them (`recomputed_while_queued`) is prefill, bound by
+    arithmetic: 2 FLOPs per weight (`token_ms`); each step reads its mean bytes (`step_ms`).
+    Both times are lower bounds (real kernels reach neither peak); `added`: recompute time /
+    decode time; `gain`: paging's tokens per second over the oracle's, before and after it."""
     model, g = model_spec("OPT-13B"), gpu_spec(gpu)
     paged, oracle = (step_bytes.memory_run(shares[s], num_slots) for s in ("paged", "oracle"))
     token_ms = 2 * model.num_params / (g.tflops * 1e12) * 1e3
     step_ms = paged["total"] / (g.hbm_gb_s * 1e9) * 1e3
-    recompute_s = shares["paged"]["recomputed_tokens"] * token_ms / 1e3
+    recompute_s = shares["paged"]["recomputed_while_queued"] * token_ms / 1e3
     decode_s = shares["paged"]["loaded_steps"] * step_ms / 1e3
     gain = oracle["per_token"] / paged["per_token"]
     added = recompute_s / decode_s
@@ -62,17 +63,22 @@ def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40
 
 
 def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
-    """`recompute_price` as the lines of section 1's box of bytes."""
+    """`recompute_price` as the lines of section 1's box of bytes, each naming its window."""
     p, paged = recompute_price(shares, num_slots), shares["paged"]
+    steps, inside = paged["loaded_steps"], paged["recomputed_while_queued"]
     return "\n".join(
         [
-            "recompute priced in (A100-40GB peaks: an estimate of this model, not measured):",
-            f"  {paged['recomputed_tokens']:,} tokens computed again × {p['token_ms']:.3f} ms "
+            "recompute priced in (A100-40GB peaks: an estimate of this model, not measured),",
+            f"over the {steps:,} steps in which a request still waits (the 1.8x's window):",
+            f"  {inside:,} tokens computed again in them × {p['token_ms']:.3f} ms "
             f"of weight arithmetic = {p['recompute_s']:.1f} s",
-            f"  {paged['loaded_steps']:,} steps the ratio counts × {p['step_ms']:.1f} ms "
-            f"of reading = {p['decode_s']:.1f} s",
+            f"  {steps:,} steps × {p['step_ms']:.1f} ms of reading = {p['decode_s']:.1f} s",
             f"  {100 * p['added']:.0f} % more time: {p['gain'][0]:.1f} times the oracle's "
             f"tokens/s becomes about {p['gain'][1]:.1f}",
+            f"  (the other {paged['recomputed_tokens'] - inside:,} recomputed tokens come "
+            "after the last wait: outside)",
+            f"  break-even: paging's gain over the oracle vanishes at "
+            f"{100 * (p['gain'][0] - 1):.0f} % more time",
         ]
     )
 

@@ -84,7 +84,7 @@ OCCUPANCY_CMAP = "cividis"
 # other series takes a colour none of those has
 BENCH_SYSTEM_COLORS = {"max": "#663333", "pow2": "#666633", "oracle": "#999933", "paged": "#117733"}
 BENCH_SLOT_COLORS = ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#DDDDDD")  # memory.CATEGORIES' order
-BENCH_MODE_COLORS = {"parallel sampling": "#882255", "beam search": "#44AA99"}  # wine, teal
+BENCH_MODE_COLORS = {"parallel sampling": "#EE3377", "beam search": "#44AA99"}  # magenta, teal: no system's
 BENCH_SERIES_COLOR = "#555555"  # dark grey: a figure's measured series that is no kind, mode or system
 BENCH_ACTIVE_COLOR = "#332288"  # indigo: the scale figure's share of pages ACTIVE
 REF_COUNT_CMAP = "viridis"
