@@ -286,7 +286,7 @@ def corner_figure(
         ],
         "(2) hash pool, once page 0 is evicted": [
             ("page 0", "evicted", f"evicted; its copy, page {copy_page}, is not indexed"),
-            ("page 2", evicted_kind, "[3, 4]"),
+            ("page 2", evicted_kind, "[3, 4], still held by second"),
         ],
         f"(3) radix pool (its tree), when page 2 filled (page 0 {radix[0]})": [
             ("page 0", radix[1][0], "[1, 2], the original"),
