@@ -72,8 +72,8 @@ def plot_timeline(
 ) -> Figure:
     """Rows `first` to `last` (inclusive) of `s3fifo_timeline`: on top, S, M and G's sizes as
     lines (G's hollow rings around M's line, drawn on top, when they are equal) and S's share
-    (`share` pages) as a dotted line labelled `share_label` on the plot; below, on its own axis, the victims
-    from S and from M as bars per request. Scan requests shaded. `mark` (request, text)
+    (`share` pages) as a dotted line labelled `share_label` under its right end; below, on its own
+    axis, the victims from S and from M as bars per request. Scan requests shaded. `mark` (request, text)
     points an arrow at that request's M and labels it. 8.4 x 3.8 inches at 100 dpi; both
     panels carry request numbers on their x axis."""
     fig = Figure(figsize=(8.4, 3.8), dpi=100, layout="constrained")
@@ -99,7 +99,9 @@ def plot_timeline(
             xs, sizes, color=colour, ls=dash, marker=marker, ms=ms, lw=2, label=ax_label, zorder=z, **hollow
         )
     top.axhline(share, color="#555555", ls=(0, (1, 3)), lw=1.5)
-    top.text(first, share + 2, share_label or f"S's share ({share:g})", fontsize=12, color="#333333")
+    # label under the line's right end, clear of the queues' lines (above the share in the scan)
+    label = share_label or f"S's share ({share:g})"
+    top.text(last, share - 1.5, label, fontsize=12, color="#333333", ha="right", va="top")
     top.set_ylim(0, max(max(r["S"], r["M"], r["G"]) for r in window) + 35)  # room for the legend
     top.set_ylabel("pages", fontsize=12)
     top.tick_params(labelbottom=True)  # request numbers on the top panel too
