@@ -234,6 +234,7 @@ def runs_figure(runs: list[dict]):
             ax.vlines(pos, lows, highs, color=color, linewidth=6, label=f"{label} lock")
         ax.set_xticks(x, [str(n) for n in threads], fontsize=12)
         ax.tick_params(axis="y", labelsize=12)
+        ax.set_ylim(bottom=0)  # from 0: the drop with threads is not exaggerated
         ax.set_xlabel("threads", fontsize=12)
         ax.set_title(f"{mix} ({int(100 * MIXES[mix])} % reads)", fontsize=13)
         if i == 0:
