@@ -174,8 +174,8 @@ def test_without_a_scheduler_every_live_sequence_is_yours():
 
 
 def test_the_header_says_done_only_once_every_request_has_finished():
-    """At the scenario's last step with a request unfinished, the header says "steps done" and
-    names it; "done" alone only once the scheduler has nothing left. Oracle: the scheduler's
+    """At the scenario's last step with a request unfinished, the header says which request is
+    unfinished; "done" alone only once the scheduler has nothing left. Oracle: the scheduler's
     own requests, read here one by one."""
     dash = Dashboard("preempt")
     dash.goto(3)
@@ -184,7 +184,7 @@ def test_the_header_says_done_only_once_every_request_has_finished():
     dash.goto(40)
     left = [r for r, s in dash.run.scheduler.requests.items() if s.status != "finished"]
     counter = re.sub(r"<[^>]+>", "", dash.step_counter.value)
-    assert left == ["req3"] and counter.endswith(" · steps done, req3 unfinished")
+    assert left == ["req3"] and counter.endswith(" · req3 unfinished")
     assert not counter.endswith(" · done")
     alone = Dashboard("preempt")
     alone.goto(40)
@@ -193,7 +193,7 @@ def test_the_header_says_done_only_once_every_request_has_finished():
 
 def test_the_headers_steps_done_part_may_wrap_whole_onto_a_second_line():
     """A learner saw "... · +1 past the end · steps done, req3 ur" cut off at 1280 px, the
-    scenario picker squeezed: the counter's first part stays one line, and the "steps done"
+    scenario picker squeezed: the counter's first part stays one line, and the "unfinished"
     part wraps as one piece (never cut inside) when it does not fit beside it."""
     dash = Dashboard("preempt")
     dash.add_request()
@@ -201,8 +201,8 @@ def test_the_headers_steps_done_part_may_wrap_whole_onto_a_second_line():
     value = dash.step_counter.value
     assert "white-space:nowrap' title" not in value  # the whole counter may wrap
     first, done = re.match(r"<span[^>]*><b style='white-space:nowrap'>(.*?)</b>(.*)</span>$", value).groups()
-    assert first.startswith("step 40 of 40") and "steps done" not in first
-    assert "display:inline-block;white-space:nowrap'><b>steps done</b>, req2, req3 unfinished</span>" in done
+    assert first.startswith("step 40 of 40") and "unfinished" not in first
+    assert "display:inline-block;white-space:nowrap'><b>req2, req3 unfinished</b></span>" in done
 
 
 def test_a_resumed_request_waits_for_its_prompt_and_generated_tokens_not_a_prompt_of_them():

@@ -529,4 +529,4 @@ def test_05_gives_the_extra_steps_of_the_quick_bench_to_the_pool_not_to_preempti
     assert data["swap"]["steps"] == data["recompute"]["steps"] > data["no pressure"]["steps"]
     text = " ".join(_texts(next(p for p in NOTEBOOKS if p.name.startswith("05"))).split())
     assert "preemption made the run" not in text
-    assert "the small pool made the run longer, not preemption itself." in text.lower()
+    assert "the small pool made the run longer, not the recomputation." in text.lower()

@@ -41,7 +41,10 @@ KEY_WORDS = {"prefix_hit": "prefix hit", "fork": "fork shares"}  # the key says 
 
 
 ACTIONS_NOTE = "These are not scenario steps: Step goes on from the pool they leave."
-SCHEDULER_NOTE = "Only Step runs the scheduler's requests; these buttons act on yours."  # or ACTIONS_NOTE
+SCHEDULER_NOTE = (  # or ACTIONS_NOTE
+    "Only Step runs the scheduler's requests (after the last step, Decode all does); "
+    "these buttons act on yours."
+)
 NOTE_STYLE = "font-size:13px;line-height:1.35;color:#444"  # the actions' note, beside their buttons
 HITS_TIP = (
     "Counted at every admission, a resume after preemption included: the tokens a request is "
@@ -216,7 +219,7 @@ def your_actions(run: ScenarioRun) -> str:
 
 def counter_text(run: ScenarioRun) -> str:
     """The header's counter as plain text (see `counter_html`), e.g.
-    "step 40 of 40 · your actions: 1 · steps done, req3 unfinished"."""
+    "step 40 of 40 · your actions: 1 · req3 unfinished"."""
     return re.sub(r"<[^>]+>", "", counter_html(run))
 
 
@@ -236,7 +239,7 @@ def counter_html(run: ScenarioRun) -> str:
     says it), then "your actions: n (r refused)" (once you
     have pressed one; refused ones changed nothing) and "+m past the end" (scheduler
     steps Decode all ran once the scenario was done), then, at the scenario's last step,
-    "done" when every request has finished, or "steps done" and the requests still
+    "done" when every request has finished, or the requests still
     unfinished. Short, and one unbreakable line (the scenario picker narrows first); when the
     scenario's steps are done with a request unfinished, that part may wrap, whole, onto a
     second line (at 1280 px it did not fit beside the scenario picker). The tooltip says it in full."""
@@ -261,7 +264,7 @@ def counter_html(run: ScenarioRun) -> str:
         text += " · done"
     done = ""
     if waiting:  # the steps are used up, not the requests: say which are left
-        left = f"<b>steps done</b>, {', '.join(map(str, waiting))} unfinished"
+        left = f"<b>{', '.join(map(str, waiting))} unfinished</b>"  # short: one line at 1280 px
         done = f" · <span style='display:inline-block;white-space:nowrap'>{left}</span>"  # wraps whole
         tips.append("the scenario's steps are used up; Decode all runs the scheduler on")
     span = f"<span style='font-size:16px' title='{html.escape('; '.join(tips))}'>"

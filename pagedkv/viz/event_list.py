@@ -73,9 +73,9 @@ def _takes(record: Any, seq_id: Hashable, kinds: dict, pages: dict, new: bool) -
         out.append(f"{seq_id} {verb}: prefix hits on {_ids(hits)}" if hits else f"{seq_id} {verb}")
     if taken:
         text = _ids(taken)
-        if evicted == taken and len(taken) == 1:
-            text += " (evicted)"
-        elif evicted:  # several pages: name the evicted ones, all or some
+        if evicted == taken:  # one page or several, all taken from CACHED
+            text += " (evicted)" if len(taken) == 1 else " (all evicted)"
+        elif evicted:  # several pages, some evicted: name them
             text += f" ({', '.join(map(str, evicted))} evicted)"
         spans = [record.spans[p] for p in taken if p in record.spans]
         if len(spans) == len(taken):  # a page released in the same step has no span
