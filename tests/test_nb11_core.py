@@ -173,3 +173,18 @@ def test_ways_back_hints_quote_the_cost_models_prefill_time() -> None:
     quoted = [re.search(r"prefill: about (\d+) ms", h) for h in quiz["questions"][0]["hints"].values()]
     said = [int(m.group(1)) for m in quoted if m]
     assert len(said) == 2 and all(n == round(prefill_ms, -1) for n in said)
+
+
+def test_two_7b_text_ratio_is_the_token_slots_quotient_below_the_kib_ratio():
+    """11b's answer to "Two 7B models": the printed ratio is Qwen2.5-7B's token slots over
+    Mistral-7B's, worked from the bytes per token by hand (56 and 128 KiB), and the activation
+    peaks pull it below the KiB ratio 128 / 56."""
+    from pagedkv.labs import costs
+    from pagedkv.labs.startup_log import two_7b_text
+
+    text = two_7b_text()
+    slots = {m: costs.capacity(m, "A100-40GB", 2048)["token_slots"] for m in ("Mistral-7B", "Qwen2.5-7B")}
+    ratio = slots["Qwen2.5-7B"] / slots["Mistral-7B"]
+    assert f"Qwen2.5-7B's / Mistral-7B's: {ratio:.2f}" in text
+    assert [costs.bytes_per_token(m) // 1024 for m in slots] == [128, 56]
+    assert ratio < 128 / 56 and "activation peaks (GiB)" in text

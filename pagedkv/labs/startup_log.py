@@ -157,3 +157,15 @@ def gap_split_text(split: dict) -> str:
         f" = log + {pages - logged}"
     )
     return "\n".join(lines)
+
+
+def two_7b_text(models: tuple[str, ...] = ("Mistral-7B", "Qwen2.5-7B"), gpu: str = "A100-40GB") -> str:
+    """Notebook 11b's answer to its "two 7B models" quiz: each model's token slots on `gpu`
+    (2,048-token requests, pagedkv's defaults), their ratio, and each model's activation peak,
+    the term that keeps the ratio below the table's KiB-per-token one."""
+    slots = {m: costs.capacity(m, gpu, 2048)["token_slots"] for m in models}
+    lines = [f"{m:12} {n:9,} token slots" for m, n in slots.items()]
+    lines.append(f"{models[1]}'s / {models[0]}'s: {slots[models[1]] / slots[models[0]]:.2f}")
+    peaks = ", ".join(f"{m} {costs.activation_bytes(m) / costs.GIB:.2f}" for m in models)
+    lines.append(f"not the table's 2.2: activation peaks (GiB) {peaks}")
+    return "\n".join(lines)
