@@ -181,6 +181,6 @@ def test_recompute_price_text_prices_the_recompute_against_the_counted_steps():
     spread = (41.7 + 33_778 / 932) * price["token_ms"]
     assert abs(price["step_arithmetic_ms"] - spread) < 1e-9 and spread < price["step_ms"]
     text = results06.recompute_price_text(shares, costs.paper_slots())
-    assert "33,778 tokens computed again in them × 0.083 ms" in text and "932 steps" in text
+    assert "33,778 tokens computed again in them x 0.083 ms" in text and "932 steps" in text
     assert "the other 665 recomputed tokens" in text
     assert all(len(line) <= 80 for line in text.split("\n"))
