@@ -171,7 +171,7 @@ def test_corner_figure_names_the_unindexed_copy():
     fig = corner_figure("CACHED", ["reached", "reached"], "orphan", ("CACHED", ["reached", "not indexed"]), 5)
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert "evicted; its copy, page 5, is not indexed" in texts
-    assert "[3, 4], written after page 5\n(the copy, same hash as page 0)" in texts  # why 0 -> 2
+    assert "[3, 4], written after page 5\n(page 5 = the copy: same hash as page 0)" in texts  # why 0 -> 2
     assert "[3, 4], written after page 5,\nwhich is not in the tree" in texts
     rows = [t for t in texts if t[:1] == "("]  # the row captions, numbered as the prose reads them
     assert [r[:4] for r in rows] == ["(1) ", "(2) ", "(3) "] and "radix pool" in rows[2]

@@ -94,3 +94,16 @@ def test_sweep_table_has_a_row_per_rate_and_a_column_group_per_cache():
     lines = sweep_table(points).splitlines()
     assert "64 pages" in lines[0] and "256 pages" in lines[0] and len(lines) == 4
     assert lines[3].split() == ["50%", "|", "10.00", "2", "1", "|", "10.00", "2", "1"]
+
+
+def test_the_seed_figure_has_a_column_per_cache_and_reads_on_a_projector():
+    from pagedkv.viz.retry_sweep import plot_seed_sweeps
+
+    sweeps = {seed: retry_sweep([0, 1.0], [1024, 16384], seed=seed) for seed in (0, 1)}
+    fig = plot_seed_sweeps(sweeps)
+    assert len(fig.axes) == 4 and min_font_pt(fig) >= 13  # 2 rows x 2 caches
+    top = fig.axes[0]
+    assert [line.get_label() for line in top.get_lines()][:2] == ["seed 0", "seed 1"]
+    bottom = fig.axes[2]  # extra evictions (solid) and orphans (dashed), a pair per seed
+    styles = [line.get_linestyle() for line in bottom.get_lines() if line.get_label() != "_nolegend_"]
+    assert styles.count("--") == 2

@@ -169,13 +169,13 @@ def sweep_table(points: Sequence[SweepPoint]) -> str:
     sizes = sorted({p.cache_tokens for p in points})
     rates = sorted({p.retry_rate for p in points})
     at = {(p.cache_tokens, p.retry_rate): p for p in points}
-    head = "retried |" + "|".join(f"{f'{size // 16:,} pages':^23}" for size in sizes)
-    sub = "        |" + "|".join("+hits % +evict orphans " for _ in sizes)
+    head = "retried |" + "|".join(f"{f'{size // 16:,} pages':^24}" for size in sizes)
+    sub = "        |" + "|".join(" +hits % +evict orphans " for _ in sizes)
     lines = [head, sub]
     for rate in rates:
         cells = (at[size, rate] for size in sizes)
         lines.append(
             f"{round(100 * rate):6}% |"
-            + "|".join(f"{100 * p.gain:6.2f} {p.extra_evictions:6} {p.orphan_evictions:7}  " for p in cells)
+            + "|".join(f"{100 * p.gain:8.2f} {p.extra_evictions:6} {p.orphan_evictions:7} " for p in cells)
         )
     return "\n".join(lines)

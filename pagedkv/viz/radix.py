@@ -282,7 +282,11 @@ def corner_figure(
     rows: dict[str, Sequence[tuple[str, str, str]]] = {
         f"(1) hash pool, when page 2 filled (page 0 {state_0})": [
             ("page 0", kinds[0], "[1, 2], the original"),
-            ("page 2", kinds[1], f"[3, 4], written after page {copy_page}\n(the copy, same hash as page 0)"),
+            (
+                "page 2",
+                kinds[1],
+                f"[3, 4], written after page {copy_page}\n(page {copy_page} = the copy: same hash as page 0)",
+            ),
         ],
         "(2) hash pool, once page 0 is evicted": [
             ("page 0", "evicted", f"evicted; its copy, page {copy_page}, is not indexed"),

@@ -6,19 +6,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from pagedkv.labs.retry_sweep import SweepPoint
-from pagedkv.viz.palette import SEQUENCE_COLORS
+from pagedkv.viz.palette import BENCH_SYSTEM_COLORS, SEQUENCE_COLORS
 from pagedkv.viz.projector import projector
 
-# Cache sizes, small to large: a colour each (rose, teal, black, from the house palette and
-# far apart), each with its own marker too. None of the colours of section 6's ways (indigo,
-# dark teal, purple) nor of the page chains' green and salmon.
+# Cache sizes, small to large: greys, light to black, each with its own marker. No hue, so no
+# curve reads as one of notebook 09's coloured things (section 6's ways: indigo, dark teal,
+# purple; the page chains' green "reached" and salmon "orphan").
 SIZE_STYLES = (
-    {"color": SEQUENCE_COLORS[0], "marker": "o"},
-    {"color": SEQUENCE_COLORS[2], "marker": "s"},
+    {"color": "#999999", "marker": "o"},
+    {"color": "#555555", "marker": "s"},
     {"color": "#000000", "marker": "^"},
 )
+# Seeds (09b): blue, brown, olive; none of the page chains' green or salmon, nor 09's ways
+SEED_COLORS = (SEQUENCE_COLORS[10], SEQUENCE_COLORS[8], BENCH_SYSTEM_COLORS["oracle"])
 
 
 def plot_retry_sweep(points: Sequence[SweepPoint]) -> Figure:
@@ -39,7 +42,39 @@ def plot_retry_sweep(points: Sequence[SweepPoint]) -> Figure:
     evict.set_title("hash pool's extra evictions\n(pages)")
     for ax in (gain, evict):
         ax.set_xlabel("chat turns retried (%)")
-        ax.axhline(0, color="#555555", linewidth=1)
+        ax.axhline(0, color="#BBBBBB", linewidth=1)
         ax.grid(alpha=0.3)
     gain.legend(title="cache", loc="upper left")
+    return projector(fig)
+
+
+def plot_seed_sweeps(sweeps: dict[int, Sequence[SweepPoint]]) -> Figure:
+    """09b, section 2: the sweep of each seed, a column per cache size. Top row: the hash pool's
+    extra hit tokens (% of the radix pool's), a line per seed; bottom row: its extra evictions
+    (solid) and, of those, orphans (dashed), a colour per seed."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    sizes = sorted({p.cache_tokens for sweep in sweeps.values() for p in sweep})
+    fig = Figure(figsize=(11, 6.4))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, len(sizes), squeeze=False, sharex=True)
+    for k, (seed, sweep) in enumerate(sweeps.items()):
+        color = SEED_COLORS[k % len(SEED_COLORS)]
+        for col, size in enumerate(sizes):
+            line = sorted((p for p in sweep if p.cache_tokens == size), key=lambda p: p.retry_rate)
+            x = [100 * p.retry_rate for p in line]
+            gain, evict = axes[0][col], axes[1][col]
+            gain.plot(x, [100 * p.gain for p in line], color=color, marker="o", label=f"seed {seed}")
+            evict.plot(x, [p.extra_evictions for p in line], color=color, marker="o")
+            evict.plot(x, [p.orphan_evictions for p in line], color=color, linestyle="--")
+    for col, size in enumerate(sizes):
+        axes[0][col].set_title(f"{size // 16:,} pages")
+        axes[1][col].set_xlabel("turns retried (%)")
+        axes[1][col].yaxis.set_major_locator(MaxNLocator(integer=True))
+        for ax in (axes[0][col], axes[1][col]):
+            ax.axhline(0, color="#BBBBBB", linewidth=1)
+            ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("extra hit tokens\n(% of radix)")
+    axes[1][0].set_ylabel("extra evictions (solid)\norphans (dashed)")
+    axes[0][0].legend(loc="upper left")
     return projector(fig)
