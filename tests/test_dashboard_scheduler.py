@@ -314,3 +314,18 @@ def test_a_waiting_request_short_of_pages_names_the_cached_pages_that_are_its_ow
     cached = run.pool.num_cached_pages
     assert req_id == "req2" and own == cached > 0 and run.pool.num_free_pages == 0
     assert f"0 FREE + 0 evictable CACHED (+ {own} CACHED that are its own hits)" in why
+
+
+def test_past_the_end_the_caption_says_once_what_is_left():
+    """The 4a replay of notebook 05b: yours added at step 0, finished at step 36, then Decode all
+    after step 40. The caption says the scenario is done once, then the short line. Oracle: the
+    05b text (req3 is unfinished after step 40)."""
+    dash = Dashboard("preempt")
+    dash.add_button.click()
+    dash.goto(36)
+    dash.finish_button.click()
+    dash.goto(40)
+    dash.decode_button.click()
+    caption = dash.caption.value
+    assert "req3 unfinished: Decode all runs one more step." in caption
+    assert caption.count("done") == 1 and "The scenario is done, but" not in caption

@@ -156,6 +156,8 @@ def end_message(run: ScenarioRun) -> str:
     waiting = run.unfinished_requests
     if waiting:
         names = ", ".join(map(str, waiting))
+        if run.steps_past_end and not run.own_sequences:  # said in full at the end: now short
+            return f"{names} unfinished: Decode all runs one more step."
         text = f"The scenario is done, but {names} {'is' if len(waiting) == 1 else 'are'} unfinished: "
         mine = ", ".join(map(str, run.own_sequences))
         if mine:
