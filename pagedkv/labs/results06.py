@@ -72,12 +72,15 @@ def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
     p, paged = recompute_price(shares, num_slots), shares["paged"]
     steps, inside = paged["loaded_steps"], paged["recomputed_while_queued"]
     decode_ms = p["step_arithmetic_ms"] - p["recompute_s"] * 1e3 / steps
+    weights, tflops = model_spec("OPT-13B").num_params, gpu_spec("A100-40GB").tflops
     return "\n".join(
         [
             "recompute, priced with this model (A100-40GB peaks: an estimate, not measured)",
-            f"  window: the {steps:,} steps in which a request still waits (those the 1.8x",
-            "  averages over)",
-            f"  {inside:,} tokens computed again in them x {p['token_ms']:.3f} ms of arithmetic "
+            f"  window: the {steps:,} steps in which a request still waits (the steps the",
+            "  shares, the batch and so the 1.8x are averaged over)",
+            f"  a token's arithmetic: 2 FLOPs x {weights / 1e9:.1f} billion weights at "
+            f"{tflops:g} TFLOP/s = {p['token_ms']:.3f} ms",
+            f"  {inside:,} tokens computed again in them x {p['token_ms']:.3f} ms "
             f"= {p['recompute_s']:.1f} s",
             f"  {steps:,} steps x {p['step_ms']:.1f} ms of reading = {p['decode_s']:.1f} s",
             f"  if the two times add: {100 * p['added']:.0f} % more time, so "
