@@ -80,8 +80,7 @@ def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
             "  shares, the batch and so the 1.8x are averaged over)",
             f"  a token's arithmetic: 2 FLOPs x {weights / 1e9:.1f} billion weights at "
             f"{tflops:g} TFLOP/s = {p['token_ms']:.3f} ms",
-            f"  {inside:,} tokens computed again in them x {p['token_ms']:.3f} ms "
-            f"= {p['recompute_s']:.1f} s",
+            f"  {inside:,} tokens computed again in them x {p['token_ms']:.3f} ms = {p['recompute_s']:.1f} s",
             f"  {steps:,} steps x {p['step_ms']:.1f} ms of reading = {p['decode_s']:.1f} s",
             f"  if the two times add: {100 * p['added']:.0f} % more time, so "
             f"{p['gain'][0]:.1f}x becomes about {p['gain'][1]:.1f}x",
