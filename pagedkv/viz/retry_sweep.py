@@ -55,7 +55,7 @@ def plot_seed_sweeps(sweeps: dict[int, Sequence[SweepPoint]]) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     sizes = sorted({p.cache_tokens for sweep in sweeps.values() for p in sweep})
-    fig = Figure(figsize=(11, 6.4))
+    fig = Figure(figsize=(11, 5.2))
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, len(sizes), squeeze=False, sharex=True)
     for k, (seed, sweep) in enumerate(sweeps.items()):
@@ -74,6 +74,13 @@ def plot_seed_sweeps(sweeps: dict[int, Sequence[SweepPoint]]) -> Figure:
         for ax in (axes[0][col], axes[1][col]):
             ax.axhline(0, color="#BBBBBB", linewidth=1)
             ax.grid(alpha=0.3)
+    for col, size in enumerate(sizes):
+        if not any(p.extra_evictions for sweep in sweeps.values() for p in sweep if p.cache_tokens == size):
+            axes[1][col].cla()  # a flat line at 0 on every seed: say it instead of drawing it
+            axes[1][col].text(0.5, 0.5, "no extra evictions\nat any rate", ha="center", va="center",
+                              transform=axes[1][col].transAxes)  # fmt: skip
+            axes[1][col].set_yticks([])
+            axes[1][col].set_xlabel("turns retried (%)")
     axes[0][0].set_ylabel("extra hit tokens\n(% of radix)")
     axes[1][0].set_ylabel("extra evictions (solid)\norphans (dashed)")
     axes[0][0].legend(loc="upper left")
