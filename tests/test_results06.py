@@ -178,8 +178,9 @@ def test_recompute_price_text_prices_the_recompute_against_the_counted_steps():
     # one window: only the tokens recomputed while a request waits, against those 932 steps
     assert abs(price["added"] - 33_778 * price["token_ms"] / (932 * step)) < 1e-12
     # spread evenly: each step's arithmetic is its 41.7 decodes' plus its share of the recompute
-    spread = (41.7 + 33_778 / 932) * price["token_ms"]
-    assert abs(price["step_arithmetic_ms"] - spread) < 1e-9 and spread < price["step_ms"]
+    decodes, recompute = 41.7 * price["token_ms"], 33_778 / 932 * price["token_ms"]
+    assert abs(price["decode_arithmetic_ms"] - decodes) < 1e-9
+    assert abs(price["recompute_step_ms"] - recompute) < 1e-9 and decodes + recompute < price["step_ms"]
     text = results06.recompute_price_text(shares, costs.paper_slots())
     assert "33,778 tokens computed again in them x 0.083 ms" in text and "932 steps" in text
     assert "the other 665 recomputed tokens" in text

@@ -86,7 +86,8 @@ def test_orphan_evictions_agree_with_orphan_pages():
 def test_sweep_splits_extra_evictions():
     points = retry_sweep([0.0, 1.0], cache_sizes=[1024])
     assert [p.orphan_evictions for p in points][0] == 0
-    assert all(p.extra_evictions == p.orphan_evictions + p.extra_reachable_evictions for p in points)
+    # every turn retried: some extra evictions are orphans, and not all of them (09, 4c)
+    assert 0 < points[1].orphan_evictions < points[1].extra_evictions
 
 
 def test_sweep_table_has_a_row_per_rate_and_a_column_group_per_cache():

@@ -194,17 +194,18 @@ def figure(report: Report):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from pagedkv.viz.palette import BENCH_LOCK_COLORS
+
     fig = Figure(figsize=(9, 3.4))
     FigureCanvasAgg(fig)
     threads = sorted({int(key.rsplit("/", 1)[1]) for key in report.data if "coarse" in key})
     x = np.arange(len(threads))
     for i, mix in enumerate(MIXES):
         ax = fig.add_subplot(1, len(MIXES), i + 1)
-        for k, (design, label, color) in enumerate(
-            (("coarse", "coarse lock", "#0072B2"), ("rwlock", "read-write lock", "#E69F00"))
-        ):
+        for k, (design, label) in enumerate(zip(DESIGNS, LOCKS, strict=True)):
+            color = BENCH_LOCK_COLORS[design]
             rates = [report.data[f"{design}/{mix}/{n}"] for n in threads]
-            ax.bar(x + 0.4 * k, rates, width=0.4, color=color, label=label)
+            ax.bar(x + 0.4 * k, rates, width=0.4, color=color, label=f"{label} lock")
         ax.set_xticks(x + 0.2, [str(n) for n in threads])
         ax.set_xlabel("threads")
         ax.set_title(f"{mix} ({int(100 * MIXES[mix])} % reads)")
@@ -222,13 +223,16 @@ def runs_figure(runs: list[dict]):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    from pagedkv.viz.palette import BENCH_LOCK_COLORS
+
     fig = Figure(figsize=(9, 3.6))
     FigureCanvasAgg(fig)
     threads = sorted({n for _, _, n in runs[0]})
     x = np.arange(len(threads))
     for i, mix in enumerate(MIXES):
         ax = fig.add_subplot(1, len(MIXES), i + 1)  # its own scale: the mixes differ 7-fold
-        for k, (design, label, color) in enumerate(zip(DESIGNS, LOCKS, ("#0072B2", "#E69F00"), strict=True)):
+        for k, (design, label) in enumerate(zip(DESIGNS, LOCKS, strict=True)):
+            color = BENCH_LOCK_COLORS[design]
             lows, highs = zip(*(spread(runs, design, mix, n, 0) for n in threads), strict=True)
             pos = x + 0.3 * k - 0.15
             ax.vlines(pos, lows, highs, color=color, linewidth=6, label=f"{label} lock")

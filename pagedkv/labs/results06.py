@@ -50,9 +50,10 @@ def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40
     arithmetic: 2 FLOPs per weight (`token_ms`); each step reads its mean bytes (`step_ms`).
     Both times are lower bounds (real kernels reach neither peak); `added`: recompute time /
     decode time, the cost if no step overlaps the two; `gain`: paging's tokens per second over
-    the oracle's, before and after it. `step_arithmetic_ms`: one step's arithmetic with the
-    recompute spread evenly (its decodes' and its share of the recompute's): under `step_ms`, a
-    step that takes the longer of its reading and its arithmetic hides the recompute whole."""
+    the oracle's, before and after it. With the recompute spread evenly, one step's arithmetic
+    is its decodes' (`decode_arithmetic_ms`) plus its share of the recompute's
+    (`recompute_step_ms`): under `step_ms`, a step that takes the longer of its reading and its
+    arithmetic hides the recompute whole."""
     model, g = model_spec("OPT-13B"), gpu_spec(gpu)
     paged, oracle = (step_bytes.memory_run(shares[s], num_slots) for s in ("paged", "oracle"))
     token_ms = 2 * model.num_params / (g.tflops * 1e12) * 1e3
@@ -61,17 +62,16 @@ def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40
     decode_s = shares["paged"]["loaded_steps"] * step_ms / 1e3
     gain = oracle["per_token"] / paged["per_token"]
     added = recompute_s / decode_s
-    spread_ms = paged["batch"] * token_ms + recompute_s * 1e3 / shares["paged"]["loaded_steps"]
     return {"token_ms": token_ms, "step_ms": step_ms, "recompute_s": recompute_s,
             "decode_s": decode_s, "added": added, "gain": (gain, gain / (1 + added)),
-            "step_arithmetic_ms": spread_ms}  # fmt: skip
+            "decode_arithmetic_ms": paged["batch"] * token_ms,
+            "recompute_step_ms": recompute_s * 1e3 / shares["paged"]["loaded_steps"]}  # fmt: skip
 
 
 def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
     """`recompute_price` as the lines of section 1's box of bytes, each naming its window."""
     p, paged = recompute_price(shares, num_slots), shares["paged"]
     steps, inside = paged["loaded_steps"], paged["recomputed_while_queued"]
-    decode_ms = p["step_arithmetic_ms"] - p["recompute_s"] * 1e3 / steps
     weights, tflops = model_spec("OPT-13B").num_params, gpu_spec("A100-40GB").tflops
     return "\n".join(
         [
@@ -84,8 +84,8 @@ def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
             f"  {steps:,} steps x {p['step_ms']:.1f} ms of reading = {p['decode_s']:.1f} s",
             f"  if the two times add: {100 * p['added']:.0f} % more time, so "
             f"{p['gain'][0]:.1f}x becomes about {p['gain'][1]:.1f}x",
-            f"  if spread evenly: a step's arithmetic, {decode_ms:.1f} ms (its decodes) + "
-            f"{p['step_arithmetic_ms'] - decode_ms:.1f} ms (its",
+            f"  if spread evenly: a step's arithmetic, {p['decode_arithmetic_ms']:.1f} ms (its decodes) + "
+            f"{p['recompute_step_ms']:.1f} ms (its",
             f"  share of the recompute), stays under its {p['step_ms']:.1f} ms of reading: "
             f"{p['gain'][0]:.1f}x stays",
             f"  (the other {paged['recomputed_tokens'] - inside:,} recomputed tokens come "

@@ -87,6 +87,7 @@ BENCH_SLOT_COLORS = ("#0072B2", "#56B4E9", "#E69F00", "#CC79A7", "#DDDDDD")  # m
 BENCH_MODE_COLORS = {"parallel sampling": "#EE3377", "beam search": "#44AA99"}  # magenta, teal: no system's
 BENCH_SERIES_COLOR = "#555555"  # dark grey: a figure's measured series that is no kind, mode or system
 BENCH_ACTIVE_COLOR = "#332288"  # indigo: the scale figure's share of pages ACTIVE
+BENCH_LOCK_COLORS = {"coarse": "#0072B2", "rwlock": "#E69F00"}  # bench threads: the two lock designs
 REF_COUNT_CMAP = "viridis"
 # CACHED pages in the LRU view: 0.0 (a light tint of CACHED orange) = evicted last, 1.0 (the
 # CACHED orange itself) = evicted next; each cell also prints its rank (#1, #2, ...)
