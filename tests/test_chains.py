@@ -212,33 +212,33 @@ def test_swap_text_wraps_at_spaces_and_tells_the_copy_and_the_original_in_time_o
     rows = [{"pages": [0, 1, 2, 6]}, {"pages": [0, 1, 2, 7, 6]}]
     text = swap_text(rows, 1, 0, 3, [6, 5, 4, 3, 2, 1, 0, 9, 8], width=30)  # type: ignore[arg-type]
     lines = text.splitlines()
-    assert all(len(line) <= 30 for line in lines[:3])  # the LRU lines wrap
-    words = " ".join(lines[:3]).split()  # wrapping only at spaces: every word whole
+    assert all(len(line) <= 30 for line in lines[5:8])  # the LRU lines wrap
+    words = " ".join(lines[5:8]).split()  # wrapping only at spaces: every word whole
     assert " ".join(words) == "LRU order before request 2, first evicted first: [6, 5, 4, 3, 2, 1, 0, 9, 8]"
     wide = swap_text(rows, 1, 0, 3, [6, 5, 4]).splitlines()
-    assert wide[2:] == [
-        "Prefill: request 2 recomputes block 3 on page 7.",  # page 7 was in no earlier request
-        "Decode: request 2 evicts page 6 (request 1's block 3) to get a page for block 4.",
-        "both pools, request 2's block -> page, in time order:",  # last: above the figure
+    assert wide[:4] == [  # first: the table
+        "both pools, request 2's block -> page, in time order:",
         "block | prefill                 | decode",
         "3     | page 7, copy of block 3 |",
         "4     |                         | page 6, request 1's block 3: evicted, reused",
     ]
+    assert wide[7:] == [  # then the LRU order (lines 5, 6), then its reading
+        "Prefill: request 2 recomputes block 3 on page 7.",  # page 7 was in no earlier request
+        "Decode: request 2 evicts page 6 (request 1's block 3, the original) and writes",
+        "block 4 on it.",
+    ]
     # page 7 held request 1's block 4 before: the sentence names it, so 7 never reads as block 3
     before = [{"pages": [0, 1, 2, 6, 7]}, {"pages": [0, 1, 2, 7, 6]}]
-    said = " ".join(swap_text(before, 1, 0, 3, [7, 6]).splitlines()[2:])  # type: ignore[arg-type]
+    said = " ".join(swap_text(before, 1, 0, 3, [7, 6]).splitlines()[7:])  # type: ignore[arg-type]
     assert said.startswith(
-        "Prefill: request 2 recomputes block 3 on page 7 (evicted: page 7 was request 1's block 4)."
+        "Prefill: request 2 evicts page 7 (request 1's block 4) and recomputes block 3 on it."
     )
     assert all(len(line) <= 80 for line in wide)
     no_lru = swap_text(rows, 1, 0, 3).splitlines()  # type: ignore[arg-type]
-    assert no_lru == wide[2:]  # without an LRU order: the sentences and the table only
+    assert no_lru == wide[:5] + wide[7:]  # without an LRU order: the table and the sentences only
     gone = swap_text([{"pages": [0, 6]}, {"pages": [0, 7, 8]}], 1, 0, 1, [6])  # type: ignore[arg-type]
-    assert gone.splitlines()[-1].endswith("| page 6 (the original) goes to no block")
-    assert gone.splitlines()[2:4] == [  # no decode line
-        "Prefill: request 2 recomputes block 1 on page 7.",
-        "both pools, request 2's block -> page, in time order:",
-    ]
+    assert gone.splitlines()[3].endswith("| page 6 (the original) goes to no block")
+    assert gone.splitlines()[7:] == ["Prefill: request 2 recomputes block 1 on page 7."]  # no decode line
 
 
 def test_evictions_table_by_hand():

@@ -269,14 +269,13 @@ def swap_text(
     lru: Sequence[int] | None = None,
     width: int = 80,
 ) -> str:
-    """Section 5's first box: request `i` (from 0) repeats request `j`, and its `block` was
-    recomputed, a copy. Prints the LRU order before request `i` (first evicted first; only
-    when `lru` is given), then request `i`'s blocks `block` and `block + 1` in two plain
-    sentences, naming the block the copy's page held before; then the same as a small
-    block -> page table with a prefill and a decode column, read from the two block tables:
-    at prefill the copy's page, at decode the page request `j` held `block` in (the
-    original), evicted and reused. Lines are wrapped at spaces to `width` characters so no
-    word breaks on a projector."""
+    """Section 5's first box, in steps: a small block -> page table of request `i` (from 0),
+    which repeats request `j` and recomputed its `block` (a copy), with a prefill and a decode
+    column read from the two block tables: at prefill the copy's page, at decode the page
+    request `j` held `block` in (the original), evicted and reused. Then the LRU order before
+    request `i` (first evicted first; only when `lru` is given), then two plain sentences that
+    read it, naming the block the copy's page held before. Lines are wrapped at spaces to
+    `width` characters so no word breaks on a projector."""
     pages_i, original = rows[i]["pages"], rows[j]["pages"][block]
     copy = pages_i[block]
     lines = [] if lru is None else [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
@@ -290,19 +289,17 @@ def swap_text(
     widths = [max(len(c[n]) for c in cells) for n in range(3)]
     table = [" | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells]
     held = [h for h in range(i) if copy in rows[h]["pages"]]
-    past = (
-        f" (evicted: page {copy} was request {held[-1] + 1}'s block {rows[held[-1]]['pages'].index(copy)})"
-        if held
-        else ""
-    )
-    said = [f"Prefill: request {i + 1} recomputes block {block} on page {copy}{past}."]
+    said = [f"Prefill: request {i + 1} recomputes block {block} on page {copy}."]
+    if held:
+        was = f"request {held[-1] + 1}'s block {rows[held[-1]]['pages'].index(copy)}"
+        said = [f"Prefill: request {i + 1} evicts page {copy} ({was}) and recomputes block {block} on it."]
     if original in pages_i:
         said.append(
-            f"Decode: request {i + 1} evicts page {original} (request {j + 1}'s block {block}) "
-            f"to get a page for block {later}."
+            f"Decode: request {i + 1} evicts page {original} (request {j + 1}'s block {block}, "
+            f"the original) and writes block {later} on it."
         )
-    wrap = [textwrap.fill(line, width, break_long_words=False) for line in [*lines, *said, header]]
-    return "\n".join([*wrap, *table])
+    wrap = [textwrap.fill(line, width, break_long_words=False) for line in [*lines, *said]]
+    return "\n".join([header, *table, "", *wrap])  # a blank line: table, then its reading
 
 
 def evictions_table(rows_by_index: dict[str, list[RequestRow]], i: int) -> str:

@@ -35,7 +35,7 @@ def plot_retry_sweep(points: Sequence[SweepPoint]) -> Figure:
     for k, size in enumerate(sorted({p.cache_tokens for p in points})):
         line = [p for p in points if p.cache_tokens == size]
         x = [100 * p.retry_rate for p in line]
-        style = {"label": f"{size // 16} pages", **SIZE_STYLES[k % len(SIZE_STYLES)]}
+        style = {"label": f"{size // 16:,} pages", **SIZE_STYLES[k % len(SIZE_STYLES)]}
         gain.plot(x, [100 * p.extra_hits / p.radix_hits for p in line], **style)
         evict.plot(x, [p.hash_evictions - p.radix_evictions for p in line], **style)
     gain.set_title("hash pool's extra hit tokens\n(% of the radix pool's hits)")
