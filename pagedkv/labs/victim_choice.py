@@ -66,9 +66,9 @@ def sglang_retract_order(
     page_size: int = 4,
 ) -> list[tuple[Hashable, int, int]]:
     """Serve `requests` as `victim_costs` does under "fcfs" up to just before `step`, and return
-    (req_id, decoded tokens, prompt length) for each running request, in the order SGLang's
+    (req_id, sampled tokens, prompt length) for each running request, in the order SGLang's
     `retract_decode` (schedule_batch.py) retracts them without speculative decoding: it sorts by
-    (decoded tokens, -prompt length) descending and pops from the end, so fewest decoded tokens
+    (sampled tokens, -prompt length) descending and pops from the end, so fewest sampled tokens
     first and, among equals, the longest prompt first."""
     pool = KVCachePool(model.cache_config(num_pages=num_pages, page_size=page_size))
     sched = Scheduler(SequenceManager(pool), model, max_num_seqs=len(requests))

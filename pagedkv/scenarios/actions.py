@@ -276,7 +276,12 @@ def _grouped(run: list[Event], record: ActionRecord, copies: dict, headed: set[i
         held = f"(ACTIVE, held by {others} too)"
         return [(first.kind, f"prefix hit shares pages {pages} for {first.seq_id} {held}")]
     if first.kind == "prefix_hit":
-        return [(first.kind, f"{_describe(run, spans, record.lengths)} (revived from CACHED)")]
+        return [
+            (
+                first.kind,
+                f"{_describe(run, spans, record.lengths)} (revived from CACHED, in block-table order)",
+            )
+        ]
     if not _copying(first, copies):
         evicted = frozenset(e.page_id for e in record.events if e.kind == "evict")
         return [(first.kind, _describe(run, spans, record.lengths, evicted))]
