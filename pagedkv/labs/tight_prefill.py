@@ -47,7 +47,7 @@ class TightRun:
     def __init__(
         self,
         model: TinyLM,
-        requests: Mapping[Hashable, tuple[str, int]] = PAIR,
+        requests: Mapping[str, tuple[str, int]] = PAIR,
         *,
         num_pages: int = 12,
         page_size: int = 4,
