@@ -634,8 +634,18 @@ def test_scale_prefill_is_the_prompts_plus_what_readmissions_compute_again():
 
 
 def test_runs_figure_draws_one_range_bar_set_per_lock_and_mix():
-    from pagedkv.bench.threads import DESIGNS, MIXES, recorded_runs, runs_figure
+    from pagedkv.bench.threads import DESIGNS, MIXES, recorded_runs, runs_figure, spread
 
-    fig = runs_figure(recorded_runs())
+    runs = recorded_runs()
+    fig = runs_figure(runs)
     assert len(fig.axes) == len(MIXES)
     assert all(len(ax.collections) == len(DESIGNS) for ax in fig.axes)
+    for ax, mix in zip(fig.axes, MIXES, strict=True):
+        # each panel's y-axis spans its own data, not from 0, so every range shows
+        values = [v for d in DESIGNS for n in (1, 2, 4, 8) for v in spread(runs, d, mix, n, 0)]
+        bottom, top = ax.get_ylim()
+        assert 0 < bottom < min(values) and max(values) < top < 1.2 * max(values)
+        # one dashed line per lock, at its lowest 1-thread rate
+        assert sorted(line.get_ydata()[0] for line in ax.lines) == sorted(
+            spread(runs, d, mix, 1, 0)[0] for d in DESIGNS
+        )
