@@ -81,3 +81,20 @@ def test_lru_lost_lookups_counts_lookups_stopped_at_evicted_content() -> None:
     c = LabRequest("c", list(range(21, 29)), [100])
     assert lru_lost_lookups([a, b, c], 12, page_size=4) == 0
     assert lru_lost_lookups([a, b, a, b, c], 12, page_size=4) == 2
+
+
+def test_lost_hits_text_prints_one_step_a_line_and_p_ends_at_its_moves() -> None:
+    """Worked by hand: 2 B1 ghosts grew p by 4 (2 each), 3 B2 ghosts shrank it by 3 (1 each),
+    so p, from 0, ends at 4 - 3 = 1."""
+    from collections import Counter
+
+    from pagedkv.labs.arc_losses import lost_hits_text
+
+    tally = {"B1 ghost back": 2, "B2 ghost back": 3, "p grown": 4.0, "p shrunk": 3.0, "p at the end": 1.0}
+    tally |= {"evicted from T1": 5, "evicted from T2": 7}
+    lines = lost_hits_text(Counter({"T1": 1, "T2": 2}), tally, 4.0, 8, 2).split("\n")
+    assert [line[:2] for line in lines] == ["1.", "2.", "3.", "4.", "5."]
+    assert lines[0].endswith("grew p by 4 pages in all, about 2 each")
+    assert lines[1].endswith("shrank p by 3 pages in all, about 1 each")
+    assert lines[2] == "3. p rose to 4 of 8 pages; it ended at 1 = 4 - 3"
+    assert lines[4].endswith("3 (under LRU: 2); 2 of the 3 at content T2 gave up")

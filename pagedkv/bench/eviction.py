@@ -134,14 +134,14 @@ def _line_style(policy: str) -> dict:
 def figure(report: Report):
     """Two rows of two panels, one per workload: hit rate against cache size, one line per
     policy, each panel with its own y range, the key in one row above the panels. Short
-    enough (470 px) that title, key and all four panels show in JupyterLab's notebook area
+    enough (390 px) that title, key and all four panels show together in JupyterLab's notebook area
     on a 1280x720 screen, each panel about 400 px wide, its text at least 12 px."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     curves, sizes = report.data["curves"], report.data["sizes"]
-    fig = Figure(figsize=(8.4, 4.7), dpi=100)  # 840 x 470 px
+    fig = Figure(figsize=(8.4, 3.9), dpi=100)  # 840 x 390 px
     FigureCanvasAgg(fig)
     # Each panel its own y range, so lines a few points apart do not overlap.
     columns = min(2, len(curves))
@@ -166,7 +166,6 @@ def figure(report: Report):
         ax.margins(y=0.12)  # markers at the lowest rate stay inside the panel
         ax.tick_params(labelsize=11)
         ax.yaxis.set_major_locator(MaxNLocator(nbins=5, integer=True))  # 4 to 6 ticks: rates read off
-        ax.tick_params(axis="x", labelbottom=True)
     for ax in grid[-1]:
         ax.set_xlabel("cache size (tokens)", fontsize=12)
     for ax in grid[:, 0]:
@@ -175,10 +174,10 @@ def figure(report: Report):
     handles, labels = axes[0].get_legend_handles_labels()
     fig.suptitle("Which eviction policy keeps the prefixes that come back?", fontsize=14, y=0.995)
     fig.legend(
-        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.95), ncol=len(labels),
+        handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.94), ncol=len(labels),
         fontsize=11, frameon=False, handlelength=1.6, handletextpad=0.6, columnspacing=0.8,
     )  # fmt: skip
-    fig.tight_layout(rect=(0, 0, 1, 0.925), w_pad=1.0, h_pad=0.4)
+    fig.tight_layout(rect=(0, 0, 1, 0.96), w_pad=1.0, h_pad=0.6)
     return fig
 
 

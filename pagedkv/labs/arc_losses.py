@@ -143,15 +143,22 @@ def arc_lost_hits(
 def lost_hits_text(
     lost: Counter[str], tally: Mapping[str, float], p_top: float, pages: int, lru_lost: int
 ) -> str:
-    """Three lines: the ghosts that came back and how far they moved p; where ARC's victims came
-    from and how far p rose; where lost lookups stopped, with LRU's count (`lru_lost_lookups`)."""
+    """Five numbered lines, one step each: how far the B1 ghosts that came back grew p, and the
+    B2 ghosts shrank it (the moves p made, after the cap at `pages` and the floor at 0); how high
+    p rose and where it ended; where ARC's victims came from; where lost lookups stopped, with
+    LRU's count (`lru_lost_lookups`)."""
     t = Counter(tally)  # a count never made reads 0
+    b1, b2, grown, shrunk = t["B1 ghost back"], t["B2 ghost back"], t["p grown"], t["p shrunk"]
     victims = t["evicted from T1"] + t["evicted from T2"]
+    cut = lost["T1"] + lost["T2"]
     return (
-        f"ghosts back: {t['B1 ghost back']:.0f} from B1 (p grown by {t['p grown']:.0f} in all),"
-        f" {t['B2 ghost back']:.0f} from B2 (p shrunk by {t['p shrunk']:.0f})\n"
-        f"ARC's victims: {victims:.0f}, of them {t['evicted from T2']:.0f} from T2 (revived);"
-        f" p rose to {p_top:.0f} of {pages} pages, ended at {t['p at the end']:.0f}\n"
-        f"requests whose lookup stopped at content ARC evicted: {lost['T1'] + lost['T2']}"
-        f" (under LRU: {lru_lost}), evicted from T1 {lost['T1']}, from T2 {lost['T2']}"
+        f"1. B1 ghosts back: {b1:.0f}; they grew p by {grown:.0f} pages in all,"
+        f" about {round(grown / b1) if b1 else 0} each\n"
+        f"2. B2 ghosts back: {b2:.0f}; they shrank p by {shrunk:.0f} pages in all,"
+        f" about {round(shrunk / b2) if b2 else 0} each\n"
+        f"3. p rose to {p_top:.0f} of {pages} pages; it ended at {t['p at the end']:.0f}"
+        f" = {grown:.0f} - {shrunk:.0f}\n"
+        f"4. ARC's victims: {victims:.0f}, of them {t['evicted from T2']:.0f} from T2 (revived)\n"
+        f"5. lookups stopped at content ARC evicted: {cut} (under LRU: {lru_lost});"
+        f" {lost['T2']} of the {cut} at content T2 gave up"
     )
