@@ -51,7 +51,7 @@ SCENARIOS = [  # (rule shown, num_pages, page_size, steps)
         [("add", "a", [1, 2, 3, 4]), ("add", "b", [5, 6, 7]), ("free", "a"), ("add", "c", [9] * 5)],
     ),
     (
-        "a finished sequence's pages are released tail first, its deepest page is evicted first",
+        "a finished sequence's pages are released tail first, its last page is evicted first",
         3,
         2,
         [("add", "a", [1, 2, 3, 4, 5, 6]), ("free", "a"), ("add", "b", [7, 7, 7])],

@@ -226,8 +226,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "eviction",
             "Eviction pressure: LRU victims, tail first",
-            "Finished requests leave CACHED pages; new ones evict the least recently "
-            "released, deepest page first.",
+            "Finished requests leave CACHED pages, released tail first; new ones evict the "
+            "page released longest ago first.",
             12,
             4,
             _eviction,

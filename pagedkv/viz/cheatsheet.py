@@ -49,7 +49,7 @@ RULES = [
     "A page is hashed and indexed when it becomes full; partial pages never hit.",
     "Prefix lookup walks full-page hashes in order, stops at the first miss; the last prompt "
     "token always runs; a hit on a CACHED page makes it ACTIVE.",
-    "Release is tail first: the deepest page of a finished sequence is evicted first; a full "
+    "Release is tail first: the last page of a finished sequence is evicted first; a full "
     "page the prefix index points to becomes CACHED, others FREE.",
     "Fork shares every page; a write into a page with ref_count > 1 copies it first.",
     "Time is a logical clock: one tick per operation (admit, append, fork, release).",

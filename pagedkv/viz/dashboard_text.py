@@ -183,7 +183,7 @@ def status_html(run: ScenarioRun, snap, message: str = "") -> str:
          f"CACHED {counts[PageState.CACHED]} (reusable or evictable)", f"FREE {counts[PageState.FREE]}"),
         (f"filled slots in ACTIVE pages: <b>{snap.token_usage:.0%}</b> of all slots",
          f"<span title='{html.escape(HITS_TIP)}' style='text-decoration:underline dotted'>prefix hits "
-         f"{stats['prefix_hits']} of {queries} tokens looked up at admission (resumes included)</span>"
+         f"{stats['prefix_hits']} of {queries} tokens looked up at admission</span>"
          f" ({rate})",
          f"evictions {stats['evictions']}", f"copy-on-write {stats['cow_copies']}"),
     )  # fmt: skip
