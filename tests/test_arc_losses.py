@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pagedkv.labs.arc_losses import _TracedARC, arc_lost_hits, lost_at, lru_lost_lookups
+import pytest
+
+from pagedkv.labs.arc_losses import _TracedARC, arc_beside_lru, loss_split_text, lost_at, p_steps_text
 from pagedkv.labs.hit_rate_lab import replay
 from pagedkv.labs.lab_workloads import lab_workload
 
@@ -42,11 +44,21 @@ def test_traced_arc_counts_returning_ghosts_and_how_far_they_move_p() -> None:
     assert arc.p_moves == {"p grown": 2.5, "p shrunk": 1.0} and arc.p_top == 2.5  # p fell to 1.5
 
 
-def test_arc_lost_hits_replays_plain_arc() -> None:
-    chat = lab_workload("chat")
-    lost, tally, p_top = arc_lost_hits(chat, 2048)
-    assert tally["evicted from T1"] + tally["evicted from T2"] == replay(chat, 2048, "arc").evictions
-    assert (lost["T1"], lost["T2"]) == (15, 34) and p_top == 128
+@pytest.mark.parametrize(("stream", "size"), [("chat", 2048), ("chat", 1024), ("rag", 2048), ("zipf", 1024)])
+def test_arc_beside_lru_splits_exactly_the_gap_between_the_two_replays(stream: str, size: int) -> None:
+    """The oracle: LRU's and ARC's hit tokens from the ordinary replay. The causes (T2, T1,
+    other) minus ARC's gains must add up to their difference exactly."""
+    requests = lab_workload(stream)
+    split, tally, _ = arc_beside_lru(requests, size)
+    lru, arc = replay(requests, size, "lru"), replay(requests, size, "arc")
+    assert split["T2"] + split["T1"] + split["other"] - split["gain"] == lru.hit_tokens - arc.hit_tokens
+    assert tally["evicted from T1"] + tally["evicted from T2"] == arc.evictions
+
+
+def test_arc_beside_lru_on_chat_at_2048_p_reaches_the_whole_cache() -> None:
+    split, _, p_top = arc_beside_lru(lab_workload("chat"), 2048)
+    assert p_top == 2048 // 16
+    assert split["other"] == 0  # a lookup ARC cuts short stops at content ARC evicted
 
 
 def test_the_10b_arc_quiz_answer_is_what_arc_computes() -> None:
@@ -70,31 +82,33 @@ def test_the_10b_arc_quiz_answer_is_what_arc_computes() -> None:
     assert bank["quiz"]["10b-check-arc"]["questions"][0]["answer"] == "0"
 
 
-def test_lru_lost_lookups_counts_lookups_stopped_at_evicted_content() -> None:
-    """Worked by hand: 3 pages of 4 tokens. A (8 prompt tokens + 1 output) leaves its 2 full
-    pages cached; B evicts both; A again stops at its evicted first page (lost 1) and evicts
-    B's; B again stops at B's (lost 2); C is new content, never cached: not lost."""
-    from pagedkv.labs.lab_workloads import LabRequest
-
-    a = LabRequest("a", list(range(1, 9)), [100])
-    b = LabRequest("b", list(range(11, 19)), [100])
-    c = LabRequest("c", list(range(21, 29)), [100])
-    assert lru_lost_lookups([a, b, c], 12, page_size=4) == 0
-    assert lru_lost_lookups([a, b, a, b, c], 12, page_size=4) == 2
-
-
-def test_lost_hits_text_prints_one_step_a_line_and_p_ends_at_its_moves() -> None:
+def test_p_steps_text_prints_one_step_a_line_and_p_ends_at_its_moves() -> None:
     """Worked by hand: 2 B1 ghosts grew p by 4 (2 each), 3 B2 ghosts shrank it by 3 (1 each),
     so p, from 0, ends at 4 - 3 = 1."""
-    from collections import Counter
-
-    from pagedkv.labs.arc_losses import lost_hits_text
-
     tally = {"B1 ghost back": 2, "B2 ghost back": 3, "p grown": 4.0, "p shrunk": 3.0, "p at the end": 1.0}
     tally |= {"evicted from T1": 5, "evicted from T2": 7}
-    lines = lost_hits_text(Counter({"T1": 1, "T2": 2}), tally, 4.0, 8, 2).split("\n")
-    assert [line[:2] for line in lines] == ["1.", "2.", "3.", "4.", "5."]
+    lines = p_steps_text(tally, 4.0, 8).split("\n")
+    assert [line[:2] for line in lines] == ["1.", "2.", "3.", "4."]
     assert lines[0].endswith("grew p by 4 pages in all, about 2 each")
     assert lines[1].endswith("shrank p by 3 pages in all, about 1 each")
     assert lines[2] == "3. p rose to 4 of 8 pages; it ended at 1 = 4 - 3"
-    assert lines[4].endswith("3 (under LRU: 2); 2 of the 3 at content T2 gave up")
+    assert lines[3] == "4. ARC's victims: 12, of them 7 from T2 (revived)"
+
+
+def test_loss_split_text_adds_up_in_tokens_and_points() -> None:
+    """Worked by hand, of 1,000 prompt tokens: 60 lost at T2's content (3 requests), 20 at T1's
+    (1), 30 gained (2): net 60 + 20 - 30 = 50 tokens, 5.0 points = 6.0 + 2.0 - 3.0."""
+    split = {"T2": 60, "T2 requests": 3, "T1": 20, "T1 requests": 1, "gain": 30, "gain requests": 2}
+    lines = loss_split_text(split, 1000).split("\n")
+    assert lines[0] == (
+        "5. requests where ARC hits fewer prompt tokens than LRU: 4;"
+        " their lookup stopped at content T2 gave up: 3, T1 gave up: 1"
+    )
+    assert lines[1] == "6. prompt tokens they lose, at content T2 gave up: 60, T1 gave up: 20"
+    assert lines[2] == "7. requests where ARC hits more: 2, gaining 30 tokens"
+    assert lines[3] == (
+        "8. net: 60 + 20 - 30 = 50 tokens of 1,000: 5.0 points = 6.0 (T2) + 2.0 (T1) - 3.0 (gains)"
+    )
+    with_other = loss_split_text({**split, "other": 10, "other requests": 1}, 1000).split("\n")
+    assert with_other[0].endswith("T1 gave up: 1, neither: 1")
+    assert with_other[3].startswith("8. net: 60 + 20 + 10 - 30 = 60 tokens")

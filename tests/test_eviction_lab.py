@@ -315,6 +315,35 @@ def test_a_policy_of_ones_own_needs_only_the_public_interface():
     assert replay(scan, 2048, RevivedLast()).hit_rate > replay(scan, 2048).hit_rate + 0.05
 
 
+class CountsMarkedVictims(RevivedLast):
+    """RevivedLast counting its victims, and those that carry a mark (`pop_victim`'s discard
+    then forgets one)."""
+
+    tally = {"victims": 0, "marked": 0}
+
+    def pop_victim(self):
+        victim = self.order()[0]
+        CountsMarkedVictims.tally["victims"] += 1
+        CountsMarkedVictims.tally["marked"] += victim in self.revived
+        return super().pop_victim()
+
+
+def test_without_the_discard_zipf_and_the_scan_do_not_change_as_their_victims_rarely_carry_a_mark():
+    """10b's spoiler: on zipf and the scan a victim almost never carries a mark to forget (a
+    page no hit revived is nearly always there to evict first), so the discard changes nothing."""
+
+    class NoDiscard(RevivedLast):
+        def pop_victim(self):
+            return self.take_victim(self.order()[0])
+
+    for name in ("zipf", "scan"):
+        stream = lab_workload(name)
+        CountsMarkedVictims.tally = {"victims": 0, "marked": 0}
+        with_discard = replay(stream, 2048, CountsMarkedVictims())
+        assert CountsMarkedVictims.tally["marked"] * 100 < CountsMarkedVictims.tally["victims"], name
+        assert replay(stream, 2048, NoDiscard()).hit_tokens == with_discard.hit_tokens, name
+
+
 def test_the_eviction_figure_draws_lru_over_leaf_lru_and_both_show():
     from matplotlib.colors import to_hex
 
@@ -553,3 +582,25 @@ def test_likely_todo_names_the_first_step_still_missing():
 
     assert "first TODO" in likely_todo(AsWritten())
     assert "second TODO" in likely_todo(MarksOnly())
+
+
+def test_s3fifo_rules_5_and_6_act_in_notebook_10s_replays():
+    """10b says rules 5 and 6 are not in its drain, only in notebook 10's replays: on chat at
+    2,048 tokens some victim searches pass over an ACTIVE page at a queue's head (rule 6) and
+    give an M page with a count above 0 a second chance (rule 5: its count drops, it stays in M)."""
+    from pagedkv.labs.eviction_policies import S3FIFOEvictionPolicy
+
+    seen = {"rule 5": 0, "rule 6": 0}
+
+    class Watched(S3FIFOEvictionPolicy):
+        def pop_victim(self):
+            small, main, freq = self._small, self._main, self._freq  # noqa: SLF001 (read only)
+            heads = [next(iter(q), None) for q in (small, main)]
+            seen["rule 6"] += any(h is not None and h not in self for h in heads)
+            counts = {p: freq[p] for p in main}
+            victim = super().pop_victim()
+            seen["rule 5"] += sum(p in main and freq[p] < n for p, n in counts.items())
+            return victim
+
+    replay(lab_workload("chat"), 2048, Watched())
+    assert seen["rule 5"] > 0 and seen["rule 6"] > 0

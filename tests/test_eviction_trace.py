@@ -94,7 +94,7 @@ def test_s3fifo_drain_labels_each_victim_with_its_phase():
         s3.add(page_id)
     s3.add_all([3, 4, 5, 6])
     lines = s3fifo_drain(s3)
-    assert lines[0] == "phase 1, no victim yet: pages [1, 2] move from S to M, count 0"
+    assert lines[0] == "phase 1, no victim yet, [1, 2] from S to M, count 0:  S [3, 4, 5, 6]  M [1, 2]  G []"
     assert [line.split(":")[0] for line in lines[1:]] == [
         "phase 2, evict 3 from S", "phase 2, evict 4 from S", "phase 2, evict 5 from S",
         "phase 3, evict 1 from M", "phase 3, evict 2 from M", "phase 4, evict 6 from S",

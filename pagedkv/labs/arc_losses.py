@@ -1,18 +1,19 @@
-"""Which of ARC's lists a lost prefix hit was evicted from.
+"""Where ARC loses the prefix hits LRU makes, token by token.
 
-`arc_lost_hits` replays a stream with ARC. Before each request it walks the prompt's full
-pages from the first, as a prefix lookup does. If the walk stops at content ARC evicted
-earlier (and has not cached again since), the request lost hits to that eviction: the
-tally counts such requests by the list (T1: seen once, T2: revived) the content left.
-`lru_lost_lookups` counts the same requests under LRU, for comparison.
+`arc_beside_lru` replays a stream with LRU and with ARC side by side, one request at a time.
+Before each request it walks the prompt's full pages from the first, as a prefix lookup
+does, in ARC's pool. If the walk stops at content ARC evicted earlier (and has not cached
+again since), the request lost hits to that eviction: the list it left (T1: seen once, T2:
+revived) is the cause. The prompt tokens LRU hits and ARC misses are split by that cause;
+the tokens ARC hits and LRU misses are its gains. Neither engine keeps such a split: vLLM
+counts only the totals (`prefix_cache_queries`, `prefix_cache_hits`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
-from pagedkv.core.eviction import LRUEvictionPolicy
 from pagedkv.core.hashing import block_hashes
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.labs.eviction_policies import ARCEvictionPolicy
@@ -55,69 +56,6 @@ class _TracedARC(ARCEvictionPolicy):
         return page_id
 
 
-class _TracedLRU(LRUEvictionPolicy):
-    """LRU that remembers the block hashes it has seen cached, and those it evicted (and has
-    not cached again since), each marked "LRU" in `evicted_from`."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.evicted_from: dict[Hashable, str] = {}
-        self.seen: set[Hashable] = set()
-        self.content_key: Callable[[int], Hashable] = lambda page_id: page_id
-
-    def attach(self, num_pages: int, content_key: Callable[[int], Hashable]) -> None:
-        self.content_key = content_key
-
-    def add(self, page_id: int) -> None:
-        super().add(page_id)
-        self._cached([page_id])
-
-    def add_all(self, page_ids: list[int]) -> None:
-        super().add_all(page_ids)
-        self._cached(page_ids)
-
-    def _cached(self, page_ids: list[int]) -> None:
-        for page_id in page_ids:
-            key = self.content_key(page_id)
-            self.seen.add(key)
-            self.evicted_from.pop(key, None)  # cached again
-
-    def pop_victims(self, n: int) -> list[int]:
-        victims = super().pop_victims(n)
-        for page_id in victims:
-            self.evicted_from[self.content_key(page_id)] = "LRU"
-        return victims
-
-
-def lru_lost_lookups(requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16) -> int:
-    """Replay with LRU. Return how many requests' lookups stopped at content LRU had evicted
-    (the count `arc_lost_hits` makes for ARC)."""
-    lost, _ = _replay(requests, cache_tokens, _TracedLRU(), page_size)
-    return lost["LRU"]
-
-
-def _replay(
-    requests: Sequence[LabRequest],
-    cache_tokens: int,
-    policy: _TracedARC | _TracedLRU,
-    page_size: int,
-) -> tuple[Counter[str], _TracedARC | _TracedLRU]:
-    """Serve `requests` one at a time in a lab pool under a copy of `policy`. Before each, walk
-    its prompt's full pages as a lookup does and count, by `lost_at`'s list, the requests whose
-    walk stops at evicted content. Returns the counts and the policy the pool ran."""
-    pool = lab_pool(requests, cache_tokens, policy, page_size)
-    traced = pool.eviction  # lab_pool installs a copy
-    assert isinstance(traced, (_TracedARC, _TracedLRU))
-    seqs = SequenceManager(pool)
-    lost: Counter[str] = Counter()
-    for request in requests:
-        where = lost_at(block_hashes(request.prompt_token_ids, page_size), traced.seen, traced.evicted_from)
-        if where is not None:
-            lost[where] += 1
-        serve_one_at_a_time(seqs, [request])
-    return lost, traced
-
-
 def lost_at(hashes: Sequence[Hashable], seen: set, evicted_from: dict) -> str | None:
     """The list ("T1"/"T2") of the evicted page where a lookup of `hashes` stops, or None if
     it stops at content never cached (or does not stop)."""
@@ -129,28 +67,42 @@ def lost_at(hashes: Sequence[Hashable], seen: set, evicted_from: dict) -> str | 
     return None
 
 
-def arc_lost_hits(
+def arc_beside_lru(
     requests: Sequence[LabRequest], cache_tokens: int, page_size: int = 16
 ) -> tuple[Counter[str], dict[str, float], float]:
-    """Replay with ARC. Return (requests whose lookup stopped at content ARC had evicted, by
-    the list it left: {"T1": n, "T2": n}; ARC's `tally` with the p moves and "p at the end";
-    the largest p)."""
-    lost, arc = _replay(requests, cache_tokens, _TracedARC(), page_size)
+    """Replay `requests` with LRU and with ARC side by side, request by request, and split the
+    prompt tokens LRU hits and ARC does not by where ARC's lookup stopped (`lost_at`): "T2",
+    "T1" or "other" (anywhere else); "gain" counts the tokens ARC hits and LRU does not, and
+    "<key> requests" the requests in each. So T2 + T1 + other - gain is LRU's hit tokens minus
+    ARC's. Also returns ARC's `tally` with the p moves and "p at the end", and the largest p."""
+    pools = {name: lab_pool(requests, cache_tokens, policy, page_size) for name, policy in
+             (("lru", "lru"), ("arc", _TracedARC()))}  # fmt: skip
+    arc = pools["arc"].eviction  # lab_pool installs a copy
     assert isinstance(arc, _TracedARC)
-    return lost, {**arc.tally, **arc.p_moves, "p at the end": arc.p}, arc.p_top
+    seqs = {name: SequenceManager(pool) for name, pool in pools.items()}
+    split: Counter[str] = Counter()
+    for request in requests:
+        where = lost_at(block_hashes(request.prompt_token_ids, page_size), arc.seen, arc.evicted_from)
+        hits = {}
+        for name, pool in pools.items():
+            before = pool.stats.prefix_hits
+            serve_one_at_a_time(seqs[name], [request])
+            hits[name] = pool.stats.prefix_hits - before
+        lost = hits["lru"] - hits["arc"]
+        key = "gain" if lost < 0 else where or "other"
+        if lost:
+            split[key] += abs(lost)
+            split[f"{key} requests"] += 1
+    return split, {**arc.tally, **arc.p_moves, "p at the end": arc.p}, arc.p_top
 
 
-def lost_hits_text(
-    lost: Counter[str], tally: Mapping[str, float], p_top: float, pages: int, lru_lost: int
-) -> str:
-    """Five numbered lines, one step each: how far the B1 ghosts that came back grew p, and the
+def p_steps_text(tally: Mapping[str, float], p_top: float, pages: int) -> str:
+    """Four numbered lines, one step each: how far the B1 ghosts that came back grew p, and the
     B2 ghosts shrank it (the moves p made, after the cap at `pages` and the floor at 0); how high
-    p rose and where it ended; where ARC's victims came from; where lost lookups stopped, with
-    LRU's count (`lru_lost_lookups`)."""
+    p rose and where it ended; where ARC's victims came from."""
     t = Counter(tally)  # a count never made reads 0
     b1, b2, grown, shrunk = t["B1 ghost back"], t["B2 ghost back"], t["p grown"], t["p shrunk"]
     victims = t["evicted from T1"] + t["evicted from T2"]
-    cut = lost["T1"] + lost["T2"]
     return (
         f"1. B1 ghosts back: {b1:.0f}; they grew p by {grown:.0f} pages in all,"
         f" about {round(grown / b1) if b1 else 0} each\n"
@@ -158,7 +110,31 @@ def lost_hits_text(
         f" about {round(shrunk / b2) if b2 else 0} each\n"
         f"3. p rose to {p_top:.0f} of {pages} pages; it ended at {t['p at the end']:.0f}"
         f" = {grown:.0f} - {shrunk:.0f}\n"
-        f"4. ARC's victims: {victims:.0f}, of them {t['evicted from T2']:.0f} from T2 (revived)\n"
-        f"5. lookups stopped at content ARC evicted: {cut} (under LRU: {lru_lost});"
-        f" {lost['T2']} of the {cut} at content T2 gave up"
+        f"4. ARC's victims: {victims:.0f}, of them {t['evicted from T2']:.0f} from T2 (revived)"
+    )
+
+
+def loss_split_text(split: Mapping[str, int], prompt_tokens: int) -> str:
+    """Lines 5 to 8 after `p_steps_text`: `arc_beside_lru`'s split in requests, in tokens, then
+    in points (1 point: 1 % of `prompt_tokens`). The "other" cause shows only if not 0."""
+    s = Counter(split)
+    causes = [c for c in ("T2", "T1", "other") if c != "other" or s[c]]
+    net = sum(s[c] for c in causes) - s["gain"]
+
+    def pts(tokens: int) -> str:
+        return f"{100 * tokens / prompt_tokens:.1f}"
+
+    name = {"T2": "T2 gave up", "T1": "T1 gave up", "other": "neither"}
+    requests = sum(s[c + " requests"] for c in causes)
+    return "\n".join(
+        [
+            f"5. requests where ARC hits fewer prompt tokens than LRU: {requests}; their lookup stopped"
+            " at content " + ", ".join(f"{name[c]}: {s[c + ' requests']}" for c in causes),
+            "6. prompt tokens they lose, at content " + ", ".join(f"{name[c]}: {s[c]:,}" for c in causes),
+            f"7. requests where ARC hits more: {s['gain requests']}, gaining {s['gain']:,} tokens",
+            f"8. net: {' + '.join(f'{s[c]:,}' for c in causes)} - {s['gain']:,} = {net:,} tokens"
+            f" of {prompt_tokens:,}: {pts(net)} points = "
+            + " + ".join(f"{pts(s[c])} ({c})" for c in causes)
+            + f" - {pts(s['gain'])} (gains)",
+        ]
     )

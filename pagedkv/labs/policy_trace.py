@@ -65,7 +65,8 @@ def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[s
     """Evict every page of an S3-FIFO `policy` with `pop_victim()`, one line per victim:
     "phase 2, evict 3 from S:  S [4, 5, 6]  M [1, 2]  G ['block 3']" (queues after it). A
     phase of the victim search is a run of victims from the same queue; if the first search
-    moves pages from S to M before it finds a victim, that move is phase 1, a line of its own.
+    moves pages from S to M before it finds a victim, that move is phase 1, a line of its own
+    (queues after the move).
     Given the pool's `num_pages`, each line gets a second line, "  why: ...", the rule that
     chose it and, for a victim from S, whether G was then cut ("G cut to M's 2 pages") or
     already within its bound ("G within M's 2 pages: nothing cut")."""
@@ -82,9 +83,10 @@ def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[s
             phase += 1
             held = len(before["S"])
             reason = f"before it, S held {held} >= its share {share:g}: S's head; count above 0 -> to M"
-            lines.append(f"phase {phase}, no victim yet: pages {moved} move from S to M, count 0")
-            lines[-1] += f"\n  why: {reason}" if why else ""
             before = {**before, "S": [p for p in before["S"] if p not in moved], "M": before["M"] + moved}
+            state = f"S {before['S']}  M {before['M']}  G {before['G']}"
+            lines.append(f"phase {phase}, no victim yet, {moved} from S to M, count 0:  {state}")
+            lines[-1] += f"\n  why: {reason}" if why else ""
         came_from = "S" if victim in before["S"] else "M"
         if came_from != source:
             phase, source = phase + 1, came_from
