@@ -671,3 +671,16 @@ def test_a_quiz_option_label_grows_with_its_lines_and_spans_the_quiz():
     for page, picker, button in zip(quiz.pages, quiz.pickers, quiz.buttons):
         assert picker.layout.width == "100%" and picker.layout.height == "auto"
         assert page.children.index(picker) < page.children.index(button)
+
+
+def test_next_sits_before_the_position_line_so_a_longer_line_never_moves_it():
+    """A first wrong pick adds "; 1 try left here" to the position line; Next comes before
+    that line, so the button a learner reaches for stays where it was."""
+    from pagedkv.viz import Quiz
+
+    quiz = Quiz("06-check")
+    nav = quiz.children[1]
+    assert list(nav.children) == [quiz.previous, quiz.next, quiz.position]
+    wrong = next(o for o in quiz.questions[0].options if o != quiz.questions[0].answer)
+    quiz.check(0, wrong)
+    assert "1 try left here" in quiz.position.value and list(nav.children)[:2] == [quiz.previous, quiz.next]

@@ -12,7 +12,7 @@ from pagedkv.labs import results06
 NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "06_benchmarks.ipynb"
 
 
-def test_memory_text_gives_the_shares_and_the_batch_ratio():
+def test_memory_text_gives_the_shares_and_not_the_batch_ratio():
     shares = {
         "oracle": {"token_states": 48.04, "mean_batch": 20.0},
         "paged": {"token_states": 96.0, "mean_batch": 50.0},
@@ -21,8 +21,7 @@ def test_memory_text_gives_the_shares_and_the_batch_ratio():
     assert "paging fills 96.0% of the slots with K/V, the oracle 48.0%" in text
     # the batch ratio would give the tokens-per-second prediction away: it waits for the answer
     assert "batch (" not in text and "after the prediction below" in text
-    assert "runs 2.5 times the oracle's batch (50.0 against 20.0" in results06.batch_text(shares)
-    assert all(len(line) <= 80 for line in (text + "\n" + results06.batch_text(shares)).split("\n"))
+    assert all(len(line) <= 80 for line in text.split("\n"))
 
 
 def test_sharing_text_quotes_width_6_of_each_mode():
@@ -159,8 +158,10 @@ def test_recompute_text_names_paging_s_preemptions_and_the_systems_without():
         "paged": {"preemptions": 150, "preempted_requests": 69, "recomputed_tokens": 34_443},
     }
     text = results06.recompute_text(shares, 24_497)
-    assert "paged: 150 preemptions of 69 requests, 34,443 tokens computed" in text
-    assert "again (the prompts hold 24,497); max, oracle: no preemption" in text
+    # as many preemptions as requests is a coincidence: the line says they fall on fewer
+    assert "paged: 150 preemptions, of 69 requests (some preempted several times)" in text
+    assert "34,443 tokens computed again (all the prompts hold 24,497)" in text
+    assert "max, oracle: no preemption" in text
     assert all(len(line) <= 80 for line in text.split("\n"))
 
 
@@ -182,6 +183,18 @@ def test_recompute_price_text_prices_the_recompute_against_the_counted_steps():
     assert abs(price["decode_arithmetic_ms"] - decodes) < 1e-9
     assert abs(price["recompute_step_ms"] - recompute) < 1e-9 and decodes + recompute < price["step_ms"]
     text = results06.recompute_price_text(shares, costs.paper_slots())
-    assert "33,778 tokens computed again in them x 0.083 ms" in text and "932 steps" in text
-    assert "the other 665 recomputed tokens" in text
-    assert all(len(line) <= 80 for line in text.split("\n"))
+    assert "recomputed in them 33,778 x 0.083 ms" in text and "the 932 steps" in text
+    assert "2 FLOPs x 12.9 billion weights / 312 TFLOP/s = 0.083 ms" in text
+    lines = text.split("\n")
+    assert lines[-2].startswith("  spread evenly") and lines[-1].startswith("  in steps of its own")
+    assert len(lines) <= 5 and all(len(line) <= 80 for line in lines)
+
+
+def test_section_1_recomputes_a_whole_readmission_in_one_step():
+    """06-batch-after says section 1's run recomputes each re-admission in one step, beside the
+    decodes: its step budget holds the whole pool, so no re-admission is split over steps."""
+    from pagedkv.labs import costs
+    from pagedkv.labs.serving import paged_scheduler
+
+    sched = paged_scheduler(costs.paper_slots(), 16, 256, 2048)
+    assert sched.max_num_batched_tokens >= costs.paper_slots()

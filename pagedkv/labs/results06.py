@@ -11,22 +11,11 @@ WIDTH = 80  # characters per printed line: a closed box at projector width wraps
 
 def memory_text(shares: dict[str, dict]) -> str:
     """Section 1's result: how full paging and the oracle keep the slots (`shares`:
-    `memory.run(...).data["sharegpt"]`); the batches wait for the prediction (`batch_text`)."""
+    `memory.run(...).data["sharegpt"]`); the batches wait for the prediction."""
     paged, oracle = shares["paged"], shares["oracle"]
     return (
         f"Result: paging fills {paged['token_states']:.1f}% of the slots with K/V, the oracle "
         f"{oracle['token_states']:.1f}%.\nThe batch and tokens per second: after the prediction below."
-    )
-
-
-def batch_text(shares: dict[str, dict]) -> str:
-    """Section 1's batches, for the box that answers the prediction: how many times the
-    oracle's batch paging runs (`shares` as for `memory_text`)."""
-    paged, oracle = shares["paged"], shares["oracle"]
-    ratio = paged["mean_batch"] / oracle["mean_batch"]
-    return (
-        f"paging runs {ratio:.1f} times the oracle's batch "
-        f"({paged['mean_batch']:.1f} against {oracle['mean_batch']:.1f} requests at once)"
     )
 
 
@@ -36,9 +25,10 @@ def recompute_text(shares: dict[str, dict], prompt_tokens: int) -> str:
     paged = shares["paged"]
     others = [s for s in shares if s != "paged" and not shares[s].get("preemptions")]
     return (
-        f"paged: {paged['preemptions']} preemptions of {paged['preempted_requests']} requests, "
-        f"{paged['recomputed_tokens']:,} tokens computed\n  again (the prompts hold "
-        f"{prompt_tokens:,}); {', '.join(others)}: no preemption"
+        f"paged: {paged['preemptions']} preemptions, of {paged['preempted_requests']} requests "
+        "(some preempted several times),\n"
+        f"  and {paged['recomputed_tokens']:,} tokens computed again (all the prompts hold "
+        f"{prompt_tokens:,})\n{', '.join(others)}: no preemption"
     )
 
 
@@ -69,29 +59,23 @@ def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40
 
 
 def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
-    """`recompute_price` as the lines of section 1's box of bytes, each naming its window."""
+    """`recompute_price` as the lines of section 1's box of the recompute: the window, a
+    token's arithmetic, the two times, then the two bounds (spread evenly; in steps of its own)."""
     p, paged = recompute_price(shares, num_slots), shares["paged"]
     steps, inside = paged["loaded_steps"], paged["recomputed_while_queued"]
     weights, tflops = model_spec("OPT-13B").num_params, gpu_spec("A100-40GB").tflops
+    gain, low = p["gain"]
     return "\n".join(
         [
-            "recompute, priced with this model (A100-40GB peaks: an estimate, not measured)",
-            f"  window: the {steps:,} steps in which a request still waits (the steps the",
-            "  shares, the batch and so the 1.8x are averaged over)",
-            f"  a token's arithmetic: 2 FLOPs x {weights / 1e9:.1f} billion weights at "
-            f"{tflops:g} TFLOP/s = {p['token_ms']:.3f} ms",
-            f"  {inside:,} tokens computed again in them x {p['token_ms']:.3f} ms = {p['recompute_s']:.1f} s",
-            f"  {steps:,} steps x {p['step_ms']:.1f} ms of reading = {p['decode_s']:.1f} s",
-            f"  if the two times add: {100 * p['added']:.0f} % more time, so "
-            f"{p['gain'][0]:.1f}x becomes about {p['gain'][1]:.1f}x",
-            f"  if spread evenly: a step's arithmetic, {p['decode_arithmetic_ms']:.1f} ms (its decodes) + "
-            f"{p['recompute_step_ms']:.1f} ms (its",
-            f"  share of the recompute), stays under its {p['step_ms']:.1f} ms of reading: "
-            f"{p['gain'][0]:.1f}x stays",
-            f"  (the other {paged['recomputed_tokens'] - inside:,} recomputed tokens come "
-            "after the last wait: outside)",
-            f"  break-even: paging's gain over the oracle vanishes at "
-            f"{100 * (p['gain'][0] - 1):.0f} % more time",
+            f"priced over the {steps:,} steps in which a request waits (A100 peaks, an estimate):",
+            f"  a token's arithmetic: 2 FLOPs x {weights / 1e9:.1f} billion weights / {tflops:g} "
+            f"TFLOP/s = {p['token_ms']:.3f} ms",
+            f"  recomputed in them {inside:,} x {p['token_ms']:.3f} ms = {p['recompute_s']:.1f} s; "
+            f"reading {steps:,} x {p['step_ms']:.1f} ms = {p['decode_s']:.1f} s",
+            f"  spread evenly, a step's arithmetic {p['decode_arithmetic_ms']:.1f} + "
+            f"{p['recompute_step_ms']:.1f} ms < {p['step_ms']:.1f} ms reading: {gain:.1f}x stays",
+            f"  in steps of its own: {100 * p['added']:.0f} % more time: {gain:.1f}x becomes about "
+            f"{low:.1f}x",
         ]
     )
 

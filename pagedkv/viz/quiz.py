@@ -243,8 +243,9 @@ class Quiz(widgets.VBox):
         self.goto.on_click(lambda _: self.show(self.goto_target))
         self.previous.on_click(lambda _: self.show(self.current - 1))
         self.next.on_click(lambda _: self.show(self.current + 1))
+        # Next before the position line: the line grows ("; 1 try left here"), the buttons stay put
         nav = widgets.HBox(
-            [self.previous, self.position, self.next], layout=widgets.Layout(align_items="center")
+            [self.previous, self.next, self.position], layout=widgets.Layout(align_items="center")
         )
         nav.layout.display = "" if len(self.questions) > 1 else "none"
         # a prediction about the cells below: a note that they hold the answer, until answered
