@@ -188,8 +188,7 @@ def lru_caption(record: ActionRecord | None) -> str:
     pages = f"page {gone[0]}" if len(gone) == 1 else f"pages {', '.join(map(str, gone))}, in that order"
     whose = "its" if len(gone) == 1 else "their"
     said = f" This step evicted {pages}: now blue, held by {whose} new owner." if gone else ""
-    named = "blue pages are ACTIVE, named by their holder; CACHED ones, by the request that released them."
-    return f"{said} #1 (outlined) is the next victim; {named}"
+    return said + " #1 (outlined) is the next victim; blue pages are ACTIVE, named by their holder."
 
 
 OUTCOMES: dict[str, Callable[[ActionRecord, ScenarioRun], str]] = {
