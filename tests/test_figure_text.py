@@ -537,7 +537,7 @@ def test_the_collision_check_sees_a_legend_row_over_a_colour_bar_label():
     victim") ran into the colour bar's "evicted last"; the frame's check reports both."""
     from pagedkv.viz.frame import build_frame
 
-    cut = build_frame(12, 4, ("state", "lru"), 110, 5.5).cut_texts
+    cut = build_frame(16, 4, ("state", "lru"), 110, 5.5).cut_texts
     assert any("evicted last" in text for text in cut), cut
     assert any(text.startswith(("#1:", "FREE:", "ACTIVE")) for text in cut), cut  # a legend row
 

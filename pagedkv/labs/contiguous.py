@@ -286,8 +286,8 @@ class ContiguousKVCache:
             largest = max((h for _, h in self.holes()), default=0)
             raise NoContiguousHoleError(
                 f"req_id {req_id!r} needs {length} contiguous slots (policy {self.policy!r}); "
-                f"the largest hole has {largest} slots, "
-                f"of {self.num_slots - self._reserved_slots()} free in all"
+                f"{self.num_slots - self._reserved_slots()} slots free in all, "
+                f"the largest hole has {largest}"
             )
         bisect.insort(self._starts, start)
         self._by_start[start] = req_id

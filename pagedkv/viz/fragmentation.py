@@ -21,6 +21,7 @@ from matplotlib.legend_handler import HandlerTuple
 from matplotlib.patches import Patch, Rectangle
 
 from pagedkv.core.observe.snapshot import PoolSnapshot
+from pagedkv.core.page import PageState
 from pagedkv.labs.contiguous import Reservation
 from pagedkv.viz.palette import DEFAULT_PALETTE, SequencePalette
 from pagedkv.viz.projector import projector
@@ -101,7 +102,7 @@ def plot_paged_vs_contiguous(
         fig.add_subplot(grid[0, 0]),
         paged,
         {"x": empty},
-        [(pid * size, size) for pid in range(snap.num_pages)],
+        [(pid * size, size) for pid in range(snap.num_pages) if snap.state[pid] != PageState.FREE],
         width,
         f"paged: {snap.num_pages} pages of {size} slots,\n{len(snap.seq_ids)} sequences, "
         f"{counts['paged']['tokens'] / num_slots:.0%} hold tokens",
@@ -126,7 +127,9 @@ def plot_paged_vs_contiguous(
         face, hatch, label = STYLES[category]
         label = "tokens, in the share bars" if category == "tokens" else label
         key.append((Patch(facecolor=face, hatch=hatch, edgecolor="#555555"), label))
-    key.append((Patch(fill=False, lw=2.5), "outline: a page (paged),\n  a request's range (contiguous)"))
+    key.append(
+        (Patch(fill=False, lw=2.5), "outline: a page handed out (paged),\n  a request's range (contiguous)")
+    )
     fig.legend([h for h, _ in key], [label for _, label in key], loc="outside lower center", ncols=3,
                fontsize=8, frameon=False, handlelength=3, handleheight=1.2,
                handler_map={tuple: HandlerTuple(ndivide=None, pad=0)})  # fmt: skip

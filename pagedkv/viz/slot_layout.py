@@ -52,7 +52,7 @@ STYLES = {
     "internal_fragmentation": (
         "#8C8C8C",
         "xx",
-        "× internal fragmentation: a range's\n  unused end, a last page's rest",
+        "× internal fragmentation: a range's unused\n  end, a last page's rest (may fill later)",
     ),
     "external_fragmentation": ("#FFFFFF", "//", "/ external fragmentation: hole too small"),
     "cached": (STATE_COLORS[PageState.CACHED], "", "CACHED page"),
