@@ -90,7 +90,7 @@ def test_the_report_prints_each_check_s_verdict(mistake):
 @pytest.mark.parametrize("mistake", ["leak", "stale_heap"])
 def test_the_report_has_a_row_per_check_with_both_numbers(mistake):
     lines = check_report(mistake, REQUESTS).splitlines()
-    assert len(lines) in (6, 7) and lines[0].startswith(f"{mistake}:")
+    assert len(lines) in (6, 7, 8) and lines[0].startswith(f"{mistake}:")
     assert lines[-1].startswith("(map): pagedkv has no heap")  # the footnote under every report
     assert lines[1].split()[-6:-4] == [str(check_results(mistake, REQUESTS)["lost"]), "0"]
     assert max(map(len, lines)) <= 90
@@ -138,3 +138,11 @@ def test_the_report_and_the_quiz_name_the_checks_alike():
         for option in question["options"]:
             picked = option.removeprefix("only ").split(":")[0].replace(" and ", ", ").split(", ")
             assert set(picked) <= {*names, "none"}, option
+
+
+@pytest.mark.parametrize("mistake", ["leak", "no_cached_eviction"])
+def test_an_n_a_says_the_run_check_fails_on_the_refusal(mistake):
+    """A learner asked whether n/a hid a failure: the box says the run check FAILs."""
+    lines = check_report(mistake, REQUESTS).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("n/a:"))
+    assert "the run check FAILs" in lines[at + 1] and "refused" in failing_checks(mistake, REQUESTS)

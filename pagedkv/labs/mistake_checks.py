@@ -150,6 +150,8 @@ def check_report(mistake: str, requests: Sequence[list[int]]) -> str:
     if "n/a" in verdict.values():
         refused = forced_eviction_refusal(mistake)
         lines.append(f"n/a: the 12-page pool refuses {refused}, so section 4's test cannot run")
+        if verdict["refused"] == "FAIL":  # n/a is no all-clear: a learner asked if it hid a FAIL
+            lines.append("     pagedkv serves it: that refusal is the symptom, and the run check FAILs on it")
     if good["largest_heap"] != naive["largest_heap"] == HEAP_BOUND:
         lines.append(
             f"heap {HEAP_BOUND}: without stale_heap the naive heap is a correct lazy heap; it drops"

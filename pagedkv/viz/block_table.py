@@ -283,7 +283,7 @@ def block_table_html(
         "</span></div>"
     )
     tokens = "" if token_ids is None else token_pages_html(snapshot, token_ids, palette)
-    # the key last: the dashboard's 306-px box then shows a whole tokens-by-page row at 1280x720
+    # the key last: the dashboard's scrolling box then shows whole tokens-by-page rows at 1280x720
     return (
         f"<div class='pagedkv-block-table-view'><b>block tables</b>"
         f"<table style='border-collapse:separate;border-spacing:2px;font-size:14px'>{body}</table>"

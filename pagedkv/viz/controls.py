@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import ipywidgets as widgets
 
 from pagedkv.scenarios import SCENARIOS, ScenarioRun
-from pagedkv.viz.dashboard_text import SCROLL_NOTE, SCROLL_NOTE_PX, VIEW_HEIGHT_PX, geometry_html
+from pagedkv.viz.dashboard_text import SCROLL_NOTE, SCROLL_NOTE_PX, VIEW_BOX_PX, VIEW_HEIGHT_PX, geometry_html
 from pagedkv.viz.debounce import Debounced
 from pagedkv.viz.palette import SequencePalette
 
@@ -206,11 +206,11 @@ class DashboardControls(widgets.VBox):
         main = widgets.HBox([self.heatmap, self.event_log], layout=widgets.Layout(align_items="flex-start"))
         panes = (
             main, self.more_views, self.lru, self.lifecycle,
-            # status and tables scroll together inside the view's height (the actions stay put);
+            # status and tables scroll together, in a box taller than a view (TOKENS_ROOM_PX);
             # a line under the box says it scrolls (its last rows may be below its edge)
             widgets.VBox([
                 widgets.VBox([self.status, self.block_tables], layout=widgets.Layout(
-                    max_height=f"{VIEW_HEIGHT_PX - SCROLL_NOTE_PX}px", overflow="hidden auto")),
+                    max_height=f"{VIEW_BOX_PX}px", overflow="hidden auto")),
                 widgets.HTML(SCROLL_NOTE, layout=widgets.Layout(height=f"{SCROLL_NOTE_PX}px")),
             ]),  # x hidden, y scrolls
             widgets.VBox([row([self.pages_slider, self.page_size_slider]), self.geometry_note, self.speed]),

@@ -55,7 +55,10 @@ HITS_TIP = (
 SCROLL_NOTE_PX = 24  # the Block tables tab's line under its scrolling box (shown when it may scroll)
 VIEW_HEIGHT_PX = 330  # a view's picture is shown at most this tall: the dashboard's cell, code line
 # to your actions, fits JupyterLab's 600-px notebook view at 1280x720
-VIEW_BOX_PX = VIEW_HEIGHT_PX - SCROLL_NOTE_PX  # the Block tables' scrolling box
+# the Block tables' scrolling box: its tab may be taller than the others, so that with 4 or 5
+# block tables above it 2-3 rows of tokens by page still show (a learner saw half a row)
+TOKENS_ROOM_PX = 96
+VIEW_BOX_PX = VIEW_HEIGHT_PX - SCROLL_NOTE_PX + TOKENS_ROOM_PX
 SCROLL_NOTE = (
     "<div style='font-size:13px;color:#444'>↕ The box above scrolls: a row cut at its lower edge "
     "goes on below it; scroll to see it whole.</div>"
