@@ -238,7 +238,16 @@ def test_swap_text_wraps_at_spaces_and_tells_the_copy_and_the_original_in_time_o
     assert no_lru == wide[:5] + wide[7:]  # without an LRU order: the table and the sentences only
     gone = swap_text([{"pages": [0, 6]}, {"pages": [0, 7, 8]}], 1, 0, 1, [6])  # type: ignore[arg-type]
     assert gone.splitlines()[3].endswith("| page 6 (the original) goes to no block")
-    assert gone.splitlines()[7:] == ["Prefill: request 2 recomputes block 1 on page 7."]  # no decode line
+    assert gone.splitlines()[4] == "2     |                         | page 8: FREE"  # held by no one before
+    assert gone.splitlines()[8:] == ["Prefill: request 2 recomputes block 1 on page 7."]  # no decode line
+    # every block after the copy gets a row (notebook 09, section 5: blocks 8 and 9 too)
+    more = [{"pages": [0, 6, 5], "evicted": []}, {"pages": [0, 7, 6, 5, 9], "evicted": [7, 6, 5]}]
+    rows_more = swap_text(more, 1, 0, 1).splitlines()  # type: ignore[arg-type]
+    assert rows_more[3:6] == [
+        "2     |                         | page 6, request 1's block 1: evicted, reused",
+        "3     |                         | page 5, request 1's block 2: evicted, reused",
+        "4     |                         | page 9: FREE",
+    ]
 
 
 def test_evictions_table_by_hand():

@@ -105,7 +105,9 @@ def test_the_seed_figure_has_a_column_per_cache_and_reads_on_a_projector():
     assert len(fig.axes) == 4 and min_font_pt(fig) >= 13  # 2 rows x 2 caches
     top = fig.axes[0]
     assert [line.get_label() for line in top.get_lines()][:2] == ["seed 0", "seed 1"]
-    assert top.get_legend() is None and fig.axes[1].get_legend()  # the key sits off the 64-page curves
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1  # one key above all
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["seed 0", "seed 1"]
+    assert fig.get_size_inches()[1] * fig.dpi <= 720  # on one projector screen
     bottom = fig.axes[2]  # extra evictions (solid) and orphans (dashed), a pair per seed
     styles = [line.get_linestyle() for line in bottom.get_lines() if line.get_label() != "_nolegend_"]
     assert styles.count("--") == 2

@@ -272,7 +272,8 @@ def swap_text(
     """Section 5's first box, in steps: a small block -> page table of request `i` (from 0),
     which repeats request `j` and recomputed its `block` (a copy), with a prefill and a decode
     column read from the two block tables: at prefill the copy's page, at decode the page
-    request `j` held `block` in (the original), evicted and reused. Then the LRU order before
+    request `j` held `block` in (the original), evicted and reused, and for each later block its
+    page: evicted from the last earlier request that held it, or FREE. Then the LRU order before
     request `i` (first evicted first; only when `lru` is given), then two plain sentences that
     read it, naming the block the copy's page held before. Lines are wrapped at spaces to
     `width` characters so no word breaks on a projector."""
@@ -281,11 +282,16 @@ def swap_text(
     lines = [] if lru is None else [f"LRU order before request {i + 1}, first evicted first:", str(list(lru))]
     header = f"both pools, request {i + 1}'s block -> page, in time order:"
     cells = [("block", "prefill", "decode"), (str(block), f"page {copy}, copy of block {block}", "")]
-    if original in pages_i:
-        later = pages_i.index(original)
-        cells.append((str(later), "", f"page {original}, request {j + 1}'s block {block}: evicted, reused"))
-    else:
+    later = pages_i.index(original) if original in pages_i else None
+    if later is None:
         cells.append(("", "", f"page {original} (the original) goes to no block"))
+    for k, page in enumerate(pages_i[block + 1 :], start=block + 1):  # the decode blocks
+        held = [h for h in range(i) if page in rows[h]["pages"]]
+        was = f", request {held[-1] + 1}'s block {rows[held[-1]]['pages'].index(page)}" if held else ""
+        evicted = rows[i].get("evicted")  # rows without it (tests): a page held before was
+        gone = bool(held) if evicted is None else page in evicted
+        said_k = f"page {page}{was}: evicted, reused" if was and gone else f"page {page}: FREE"
+        cells.append((str(k), "", said_k))
     widths = [max(len(c[n]) for c in cells) for n in range(3)]
     table = [" | ".join(f"{c:{w}}" for c, w in zip(cell, widths, strict=True)).rstrip() for cell in cells]
     held = [h for h in range(i) if copy in rows[h]["pages"]]
@@ -293,7 +299,7 @@ def swap_text(
     if held:
         was = f"request {held[-1] + 1}'s block {rows[held[-1]]['pages'].index(copy)}"
         said = [f"Prefill: request {i + 1} evicts page {copy} ({was}) and recomputes block {block} on it."]
-    if original in pages_i:
+    if later is not None:
         said.append(
             f"Decode: request {i + 1} evicts page {original} (request {j + 1}'s block {block}, "
             f"the original) and writes block {later} on it."

@@ -55,7 +55,7 @@ def plot_seed_sweeps(sweeps: dict[int, Sequence[SweepPoint]]) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     sizes = sorted({p.cache_tokens for sweep in sweeps.values() for p in sweep})
-    fig = Figure(figsize=(11, 5.2))
+    fig = Figure(figsize=(11, 5.6), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, len(sizes), squeeze=False, sharex=True)
     for k, (seed, sweep) in enumerate(sweeps.items()):
@@ -83,5 +83,6 @@ def plot_seed_sweeps(sweeps: dict[int, Sequence[SweepPoint]]) -> Figure:
             axes[1][col].set_xlabel("turns retried (%)")
     axes[0][0].set_ylabel("extra hit tokens\n(% of radix)")
     axes[1][0].set_ylabel("extra evictions (solid)\norphans (dashed)")
-    axes[0][-1].legend(loc="upper left")  # the last column: its curves only rise, left is clear
+    handles, labels = axes[0][0].get_legend_handles_labels()  # one key above every column
+    fig.legend(handles, labels, loc="outside upper center", ncol=len(labels))
     return projector(fig)
