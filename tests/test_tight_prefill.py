@@ -52,15 +52,17 @@ def plain(model):
 def test_table_rows_are_the_pools_counts_and_every_row_holds_the_12_pages(tight, plain):
     rows = tight.table_rows()
     for label, free, cached, long2, chat2, what in rows:
-        last = int(str(label).split("-")[-1])
+        last = int(str(label).split()[-1])
         step = plain[last]
         assert (free, cached) == step["after"]
         assert (long2, chat2) == tuple(len(step["tables"].get(r, [])) for r in ("long2", "chat2"))
         assert free + cached + long2 + chat2 == 12
-        assert what.startswith(step["rec"].decision)
-    # the folded row: steps 9 to 24 only decode chat2, which finishes at 24 after 4 evictions
-    folded = [r for r in rows if r[0] == "9-24"]
-    assert folded and folded[0][5].endswith("4 CACHED pages evicted")
+        assert what.split(": ", 1)[-1].startswith(step["rec"].decision)
+    # the folded row: steps 9 to 24 only decode chat2, which finishes at 24 after 4 evictions;
+    # labelled as the pool after its last step
+    folded = [r for r in rows if r[0] == "after 24"]
+    assert folded and folded[0][5].startswith("steps 9-24: decode chat2")
+    assert folded[0][5].endswith("4 CACHED pages evicted")
     assert sum(plain[s]["rec"].evicted_pages for s in range(9, 25)) == 4
     assert all(not plain[s]["rec"].prefill for s in range(9, 25))
 

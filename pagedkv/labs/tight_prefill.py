@@ -93,7 +93,8 @@ class TightRun:
     def table_rows(self) -> list[list[object]]:
         """One row per step that prefills or preempts, up to the last prefill: step, FREE,
         CACHED, then each request's pages after it, then what ran. A run of steps that only
-        decode is one row ("9-24"), with the counts after its last step and its evictions."""
+        decode is one row ("after 24" for steps 9-24), with the counts after its last step and
+        its evictions."""
         last = max(r.step for r in self.records if r.prefill)
         rows: list[list[object]] = []
         quiet: list[StepRecord] = []  # decode-only steps since the last row
@@ -103,8 +104,9 @@ class TightRun:
                 continue
             if quiet:
                 evicted = sum(r.evicted_pages for r in quiet)
-                what = f"{quiet[-1].decision}; {count(evicted, 'CACHED page')} evicted"
-                rows.append(self._row(quiet[-1].step, f"{quiet[0].step}-{quiet[-1].step}", what))
+                first, step = quiet[0].step, quiet[-1].step
+                what = f"steps {first}-{step}: {quiet[-1].decision}; {count(evicted, 'CACHED page')} evicted"
+                rows.append(self._row(step, f"after {step}", what))
                 quiet = []
             rows.append(self._row(rec.step, rec.step, rec.decision))
         return rows
