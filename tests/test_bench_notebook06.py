@@ -104,8 +104,8 @@ def test_sharing_figure_marks_the_papers_savings_at_widths_2_and_6_only():
     (ax,) = fig.axes
     assert ax.get_legend() is None  # the legend is the figure's, below the axes
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "parallel sampling, paper (only n = 2, 6)" in labels
-    assert "beam search, paper (only k = 2, 6)" in labels
+    assert "parallel sampling, paper's text range, placed at n = 2 and 6" in labels
+    assert "beam search, paper's text range, placed at k = 2 and 6" in labels
     # the two modes' dashes differ in style, so each legend entry names its own
     styles = [h.get_linestyle() for h in fig.legends[0].legend_handles if h.get_label().find("paper") > 0]
     assert len(styles) == 2 and styles[0] != styles[1]
@@ -240,7 +240,7 @@ def test_chain_speed_is_the_batch_ratio_times_the_inverse_bytes_ratio():
 
 def test_sharing_and_attention_figures_fit_one_projector_screen():
     # notebook 06 shows both through projector(min_pt=16): 1,210 px wide, and the sharing
-    # figure at most 450 px tall, the attention figure at most 600, legends included
+    # figure at most 500 px tall, the attention figure at most 600, legends included
     from pagedkv.viz import projector
 
     data = {
@@ -249,7 +249,7 @@ def test_sharing_and_attention_figures_fit_one_projector_screen():
     }
     points = [{"batch": b, "context": c, "ratio": 2.0} for b in (2, 8) for c in (256, 1024)]
     figures = [
-        (projector(sharing.figure(Report("bench sharing: alpaca-like", [], [], data=data)), min_pt=16), 450),
+        (projector(sharing.figure(Report("bench sharing: alpaca-like", [], [], data=data)), min_pt=16), 500),
         (
             projector(
                 attention.figure(Report("attention", [], [], data={"points": points, "quick": True})),
@@ -360,3 +360,14 @@ def test_the_full_page_size_runs_prefix_hits_come_from_the_re_admissions():
     # section 6's table quotes this run's range
     path = Path(__file__).parents[1] / "notebooks" / "06_benchmarks.ipynb"
     assert "| 59–62 % (pages 1 to 64) |" in path.read_text()
+
+
+def test_paged_memory_run_counts_the_steps_whose_first_waiting_request_lacks_pages():
+    # the step budget holds the whole pool and max_num_seqs is never reached, so in every step a
+    # request still waits, only pages hold the queue's first request back: it needs more than are free
+    run = memory.simulate_paged(generate("sharegpt", 30), 4096, 16, 256, 2048)
+    assert run["max_batch"] < 256 and run["loaded_steps"] > 0
+    assert run["head_blocked_steps"] == run["loaded_steps"]
+    # with room for every request at once, no step is counted at all
+    roomy = memory.simulate_paged(generate("sharegpt", 5), 16_384, 16, 256, 2048)
+    assert roomy["loaded_steps"] == roomy["head_blocked_steps"] == 0

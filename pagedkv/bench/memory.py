@@ -114,11 +114,15 @@ def simulate_paged(
     totals, batches, steps = dict.fromkeys(CATEGORIES, 0), [], 0
     preempted: set = set()  # the requests preempted at least once
     in_window = 0  # tokens recomputed in the steps the shares average (a request still waits)
+    blocked = 0  # of those steps: the queue's first request needed more pages than were FREE
     while sched.has_unfinished:
-        out = sched.step()
+        output = sched.schedule()
+        free = sched.pool.num_available_pages  # what the step's admissions left
+        out = sched.update_from_output(output, sched.runner.execute(output))
         preempted.update(req_id for req_id, _ in out.preempted)
         steps += 1
         if sched.waiting:
+            blocked += -(-sched.waiting[0].num_tokens // page_size) > free
             in_window += out.recomputed_tokens
             for name, slots in paged_categories(sched).items():
                 totals[name] += slots
@@ -128,6 +132,7 @@ def simulate_paged(
     summary["preempted_requests"] = len(preempted)
     summary["recomputed_tokens"] = sched.stats.recomputed_tokens  # K/V computed again on resume
     summary["recomputed_while_queued"] = in_window
+    summary["head_blocked_steps"] = blocked  # why paging's free share stays free
     return summary
 
 

@@ -228,15 +228,15 @@ def figure(report: Report):
     own bar, in a gap kept free between the two bars of a group; a bar's value sits above both
     the bar and its line.
     Each mode's mark has its own style (`PAPER_DASHES`: solid, dotted), named in the
-    legend below the axes in two columns, one per mode (`fig.legends[0]`), where it covers no
-    bar and no mark. At projector size the figure is at most 450 px tall."""
+    legend below the axes, one entry a line (`fig.legends[0]`), where it covers no bar and no
+    mark. At projector size the figure is at most 500 px tall."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
     from pagedkv.viz.palette import BENCH_MODE_COLORS, BENCH_SERIES_COLOR
 
-    fig = Figure(figsize=(6, 2.5), layout="constrained")
+    fig = Figure(figsize=(6, 2.8), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     modes = list(report.data)
@@ -263,13 +263,13 @@ def figure(report: Report):
         top = max(top, *values, *marks.values())
         if marks:
             letter = "n" if mode == "parallel sampling" else "k"  # each mark carries its number
-            label = f"{mode}, paper (only {letter} = 2, 6)"  # no paper number at 4
+            label = f"{mode}, paper's text range, placed at {letter} = 2 and 6"  # none at 4
             handles.append(Line2D([], [], label=label, **PAPER_DASHES[mode]))
     ax.set_xticks(np.arange(len(widths)), [f"n = k = {w}" for w in widths])
     ax.set_xlim(-0.55, len(widths) - 0.35)  # room for the last marks and their numbers
     ax.set_ylim(0, top * 1.25)  # room above the tallest bar's label
     ax.set_ylabel("KV memory saved (%)")
     ax.set_title("Memory saved by sharing pages between forked sequences")
-    # below the axes in two columns, one per mode, so the figure stays one screen tall
-    fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=8, handlelength=3)
+    # below the axes, one entry a line: each label names the mode and where its mark sits
+    fig.legend(handles=handles, loc="outside lower center", ncols=1, fontsize=8, handlelength=3)
     return fig

@@ -11,11 +11,17 @@ WIDTH = 80  # characters per printed line: a closed box at projector width wraps
 
 def memory_text(shares: dict[str, dict]) -> str:
     """Section 1's result: how full paging and the oracle keep the slots (`shares`:
-    `memory.run(...).data["sharegpt"]`); the batches wait for the prediction."""
+    `memory.run(...).data["sharegpt"]`), and why paging's free share stays free (the steps in
+    which the queue's first request needed more pages than were free); the batches wait for
+    the prediction."""
     paged, oracle = shares["paged"], shares["oracle"]
+    blocked, steps = paged["head_blocked_steps"], paged["loaded_steps"]
+    which = f"all {steps:,}" if blocked == steps else f"{blocked:,} of the {steps:,}"
     return (
         f"Result: paging fills {paged['token_states']:.1f}% of the slots with K/V, the oracle "
-        f"{oracle['token_states']:.1f}%.\nThe batch and tokens per second: after the prediction below."
+        f"{oracle['token_states']:.1f}%.\nPaging's free {paged['free']:.1f}%: in {which} steps "
+        "averaged, the first waiting request\n  needed more pages than were free."
+        "\nThe batch and tokens per second: after the prediction below."
     )
 
 
@@ -59,18 +65,21 @@ def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40
 
 
 def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
-    """`recompute_price` as the lines of section 1's box of the recompute: the window, a
-    token's arithmetic, the two times, then the two bounds (spread evenly; in steps of its own)."""
+    """`recompute_price` as the lines of section 1's box of the recompute: the window and the
+    recomputed tokens in it (the rest fall in the drain after it), a token's arithmetic, the
+    two times, then the two bounds (spread evenly; in steps of its own)."""
     p, paged = recompute_price(shares, num_slots), shares["paged"]
     steps, inside = paged["loaded_steps"], paged["recomputed_while_queued"]
+    total = paged["recomputed_tokens"]
     weights, tflops = model_spec("OPT-13B").num_params, gpu_spec("A100-40GB").tflops
     gain, low = p["gain"]
     return "\n".join(
         [
-            f"priced over the {steps:,} steps in which a request waits (A100 peaks, an estimate):",
+            f"priced over the {steps:,} steps in which a request waits (A100 peaks, an estimate),",
+            f"  which recompute {inside:,} of the {total:,} tokens ({total - inside:,} fall in the drain):",
             f"  a token's arithmetic: 2 FLOPs x {weights / 1e9:.1f} billion weights / {tflops:g} "
             f"TFLOP/s = {p['token_ms']:.3f} ms",
-            f"  recomputed in them {inside:,} x {p['token_ms']:.3f} ms = {p['recompute_s']:.1f} s; "
+            f"  recompute {inside:,} x {p['token_ms']:.3f} ms = {p['recompute_s']:.1f} s; "
             f"reading {steps:,} x {p['step_ms']:.1f} ms = {p['decode_s']:.1f} s",
             f"  spread evenly, a step's arithmetic {p['decode_arithmetic_ms']:.1f} + "
             f"{p['recompute_step_ms']:.1f} ms < {p['step_ms']:.1f} ms reading: {gain:.1f}x stays",
