@@ -290,3 +290,22 @@ def test_recorded_thread_runs_cover_every_case_and_print_their_ranges():
     row = next(line for line in lines if line.split()[:2] == ["write-heavy", "8"])
     assert f"{round(rates[0], -2):,}\u2013{round(rates[-1], -2):,}" in row
     assert f"{handoffs[0]}\u2013{handoffs[-1]}" in row
+
+
+def test_leads_names_the_lock_whose_range_lies_wholly_above_and_the_gap():
+    """`leads` keeps only cases where one lock's lowest exceeds the other's highest, naming
+    that lock and the gap between the nearest ends in % of the lower; overlaps are left out."""
+    from pagedkv.bench import threads
+
+    def run(coarse: int, rwlock: int) -> dict:
+        return {
+            ("coarse", "read-heavy", 1): (coarse, 0),
+            ("rwlock", "read-heavy", 1): (rwlock, 0),
+            ("coarse", "read-heavy", 2): (100, 5),
+            ("rwlock", "read-heavy", 2): (100, 1),
+        }
+
+    runs = [run(110, 90), run(120, 100)]  # 1 thread: coarse 110-120 over rwlock 90-100
+    assert threads.leads(runs) == [("read-heavy", 1, "coarse", 10.0)]
+    assert threads.leads([run(90, 110), run(100, 120)]) == [("read-heavy", 1, "rwlock", 10.0)]
+    assert threads.leads([run(100, 95), run(90, 105)]) == []  # 90-100 and 95-105 overlap

@@ -182,3 +182,33 @@ def test_still_matching_names_the_pages_whose_kv_equal_their_newest_logged_crc(t
     assert still_matching(kv, payloads, pages) == sorted(p for p in pages if p != pages[1])
     handed_out = payloads + [{"op": "append", "alloc": [pages[0]]}]
     assert pages[0] not in still_matching(kv, handed_out, pages)
+
+
+def test_after_an_operators_cut_every_cached_page_has_a_logged_crc(tmp_path):
+    """Notebook 07, 1e: after `truncate -s OFFSET wal.log` at any record, no CACHED page lacks
+    a logged CRC, so a page a lost record overwrote is always checked. A page turns CACHED
+    at a `free`, logged after the `computed` record carrying its CRC; a cut keeps a prefix."""
+    import shutil
+
+    from pagedkv.core.page import PageState
+    from pagedkv.service import DurableSequenceManager
+    from pagedkv.service.workload import run_workload, workload_config
+
+    model = TinyLM(seed=0)
+    store = tmp_path / "store"
+    manager = DurableSequenceManager.create(store, workload_config(model), "never")
+    run_workload(manager, model, 7, 60)
+    manager.close()
+    records, _ = read_log(store / "wal.log")
+    cached = 0
+    for record in records[::4]:
+        cut = tmp_path / "cut"
+        shutil.rmtree(cut, ignore_errors=True)
+        shutil.copytree(store, cut)
+        os.truncate(cut / "wal.log", record.offset)
+        manager = recover(cut)
+        pages = [p for p in range(manager.pool.num_pages) if manager.pool.page(p).state == PageState.CACHED]
+        assert all(p in manager.kv_crc for p in pages), (record.seq, pages)
+        cached += len(pages)
+        manager.close()
+    assert cached > 0  # the cuts left CACHED pages to check

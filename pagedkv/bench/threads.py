@@ -172,6 +172,20 @@ def spread(runs: list[dict], design: str, mix: str, n: int, field: int) -> tuple
     return min(values), max(values)
 
 
+def leads(runs: list[dict]) -> list[tuple[str, int, str, float]]:
+    """(mix, threads, lock ahead, gap %) for each case where one lock's ops/s range lies
+    wholly above the other's; the gap is between the nearest ends, in % of the lower one."""
+    found = []
+    names = list(DESIGNS)
+    for mix in MIXES:
+        for n in sorted({k for _, m, k in runs[0] if m == mix}):
+            a, b = (spread(runs, design, mix, n, 0) for design in names)
+            for ahead, top, bottom in ((names[0], a, b), (names[1], b, a)):
+                if top[0] > bottom[1]:
+                    found.append((mix, n, ahead, 100 * (top[0] - bottom[1]) / bottom[1]))
+    return found
+
+
 def runs_table(runs: list[dict]) -> str:
     """The recorded runs as one table: per mix and thread count, each lock's operations/s
     (rounded to the hundred) and write-lock hand-offs, lowest-highest over the runs."""
