@@ -89,7 +89,7 @@ def test_p_steps_text_prints_one_step_a_line_and_p_ends_at_its_moves() -> None:
     tally |= {"evicted from T1": 5, "evicted from T2": 7}
     lines = p_steps_text(tally, 4.0, 8).split("\n")
     assert [line[:2] for line in lines] == ["1.", "2.", "3.", "4."]
-    assert lines[0].endswith("grew p by 4 pages in all, about 2 each")
+    assert lines[0].endswith("grew p by 4 pages in all (after the cap), about 2 each")
     assert lines[1].endswith("shrank p by 3 pages in all, about 1 each")
     assert lines[2] == "3. p rose to 4 of 8 pages; it ended at 1 = 4 - 3"
     assert lines[3] == "4. ARC's victims: 12, of them 7 from T2 (revived)"

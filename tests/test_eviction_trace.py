@@ -82,7 +82,7 @@ def test_best_by_size_follows_the_highest_rate_at_each_size():
     assert best_by_size(made_up_report()) == {"a": ["lfu", "arc"], "b": ["lru", "lru"]}
 
 
-def test_s3fifo_drain_labels_each_victim_with_its_phase():
+def test_s3fifo_drain_prints_each_victim_and_its_queue():
     from pagedkv.core.eviction import make_eviction_policy
     from pagedkv.labs.policy_trace import s3fifo_drain
 
@@ -94,10 +94,10 @@ def test_s3fifo_drain_labels_each_victim_with_its_phase():
         s3.add(page_id)
     s3.add_all([3, 4, 5, 6])
     lines = s3fifo_drain(s3)
-    assert lines[0] == "phase 1, no victim yet, [1, 2] from S to M, count 0:  S [3, 4, 5, 6]  M [1, 2]  G []"
+    assert lines[0] == "no victim yet, [1, 2] from S to M, count 0:  S [3, 4, 5, 6]  M [1, 2]  G []"
     assert [line.split(":")[0] for line in lines[1:]] == [
-        "phase 2, evict 3 from S", "phase 2, evict 4 from S", "phase 2, evict 5 from S",
-        "phase 3, evict 1 from M", "phase 3, evict 2 from M", "phase 4, evict 6 from S",
+        "evict 3 from S", "evict 4 from S", "evict 5 from S",
+        "evict 1 from M", "evict 2 from M", "evict 6 from S",
     ]  # fmt: skip
     assert lines[-1].endswith("G ['h6']")
 
@@ -113,10 +113,15 @@ def test_s3fifo_drain_why_names_the_rule_that_chose_each_victim():
         s3.remove(page_id)
         s3.add(page_id)
     s3.add_all([3, 4, 5, 6])
-    whys = [line.split("\n  why: ")[1] for line in s3fifo_drain(s3, num_pages=20)]
+    whys = [line.split("\n  why, ")[1] for line in s3fifo_drain(s3, num_pages=20)]
+    # the rule numbers of notebook 10b's key: 1 moves S's revived head to M, 2 evicts S's head,
+    # 3 evicts M's head while S is under its share, 4 starts at S once M is empty
+    assert [w.split(":")[0] for w in whys] == ["rule 1"] + ["rule 2"] * 3 + ["rule 3"] * 2 + ["rules 4 and 2"]
+    whys = [w.split(": ", 1)[1] for w in whys]
     # S's size before each victim, counted by hand from the rules: 6, then 4, 3, 2 after
     # 1 and 2 moved to M; then S held 1 (under its share), then M is empty
-    assert whys[0].startswith("before it, S held 6 >= its share 2") and whys[0].endswith("to M")
+    assert whys[0].startswith("before it, S held 6 >= its share 2")
+    assert whys[0].endswith("to M's tail, the search goes on at S's new head")
     assert [w.split(":")[0] for w in whys[1:4]] == [
         f"before it, S held {n} >= its share 2" for n in (4, 3, 2)
     ]

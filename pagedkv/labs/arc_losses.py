@@ -104,7 +104,7 @@ def p_steps_text(tally: Mapping[str, float], p_top: float, pages: int) -> str:
     b1, b2, grown, shrunk = t["B1 ghost back"], t["B2 ghost back"], t["p grown"], t["p shrunk"]
     victims = t["evicted from T1"] + t["evicted from T2"]
     return (
-        f"1. B1 ghosts back: {b1:.0f}; they grew p by {grown:.0f} pages in all,"
+        f"1. B1 ghosts back: {b1:.0f}; they grew p by {grown:.0f} pages in all (after the cap),"
         f" about {round(grown / b1) if b1 else 0} each\n"
         f"2. B2 ghosts back: {b2:.0f}; they shrank p by {shrunk:.0f} pages in all,"
         f" about {round(shrunk / b2) if b2 else 0} each\n"

@@ -63,15 +63,16 @@ def arc_table(rows: list[dict[str, Any]]) -> str:
 
 def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[str]:
     """Evict every page of an S3-FIFO `policy` with `pop_victim()`, one line per victim:
-    "phase 2, evict 3 from S:  S [4, 5, 6]  M [1, 2]  G ['block 3']" (queues after it). A
-    phase of the victim search is a run of victims from the same queue; if the first search
-    moves pages from S to M before it finds a victim, that move is phase 1, a line of its own
+    "evict 3 from S:  S [4, 5, 6]  M [1, 2]  G ['block 3']" (queues after it). If the first
+    search moves pages from S to M before it finds a victim, that move is a line of its own
     (queues after the move).
-    Given the pool's `num_pages`, each line gets a second line, "  why: ...", the rule that
-    chose it and, for a victim from S, whether G was then cut ("G cut to M's 2 pages") or
-    already within its bound ("G within M's 2 pages: nothing cut")."""
+    Given the pool's `num_pages`, each line gets a second line, "  why, rule N: ...", the rule
+    that chose it, numbered as in notebook 10b's key (1: S's head with a count above 0 moves
+    to M; 2: S's head with count 0 is evicted; 3: with S under its share, M's head with count
+    0 is evicted; 4: with M empty, the search starts at S), and, for a victim from S, whether G
+    was then cut ("G cut to M's 2 pages") or already within its bound ("G within M's 2 pages:
+    nothing cut")."""
     lines: list[str] = []
-    phase, source = 0, ""
     why = num_pages is not None
     share = policy.SMALL_SHARE * (num_pages or 0)  # type: ignore[attr-defined]
     while len(policy):
@@ -80,38 +81,36 @@ def s3fifo_drain(policy: EvictionPolicy, num_pages: int | None = None) -> list[s
         after = policy.queues()  # type: ignore[attr-defined]
         moved = [p for p in after["M"] if p not in before["M"]]
         if moved and not lines:
-            phase += 1
             held = len(before["S"])
-            reason = f"before it, S held {held} >= its share {share:g}: S's head; count above 0 -> to M"
+            reason = (
+                f"why, rule 1: before it, S held {held} >= its share {share:g}: S's head, count above 0"
+                " -> to M's tail, the search goes on at S's new head"
+            )
             before = {**before, "S": [p for p in before["S"] if p not in moved], "M": before["M"] + moved}
             state = f"S {before['S']}  M {before['M']}  G {before['G']}"
-            lines.append(f"phase {phase}, no victim yet, {moved} from S to M, count 0:  {state}")
-            lines[-1] += f"\n  why: {reason}" if why else ""
+            lines.append(f"no victim yet, {moved} from S to M, count 0:  {state}")
+            lines[-1] += f"\n  {reason}" if why else ""
         came_from = "S" if victim in before["S"] else "M"
-        if came_from != source:
-            phase, source = phase + 1, came_from
-        lines.append(
-            f"phase {phase}, evict {victim} from {came_from}:  S {after['S']}  M {after['M']}  G {after['G']}"
-        )
+        lines.append(f"evict {victim} from {came_from}:  S {after['S']}  M {after['M']}  G {after['G']}")
         if why:
             dropped = len(before["G"]) + 1 > len(after["G"])  # G lost a hash to its bound
             small, main = len(before["S"]), len(before["M"])
-            lines[-1] += "\n  why: " + _s3_reason(small, main, share, came_from, len(after["M"]), dropped)
+            lines[-1] += "\n  " + _s3_reason(small, main, share, came_from, len(after["M"]), dropped)
     return lines
 
 
 def _s3_reason(small: int, main: int, share: float, came_from: str, main_after: int, dropped: bool) -> str:
-    """Why S3-FIFO took its victim from `came_from`, given S's and M's sizes before it, and
-    how far G was cut: to as many hashes as M holds pages after it (`main_after`), at least one;
-    `dropped` says whether G lost a hash (else it was already within that bound)."""
+    """Why S3-FIFO took its victim from `came_from`, by rule number, given S's and M's sizes
+    before it, and how far G was cut: to as many hashes as M holds pages after it (`main_after`),
+    at least one; `dropped` says whether G lost a hash (else it was already within that bound)."""
     if came_from == "M":
         kept = "G is cut only when S evicts"
-        return f"before it, S held {small} < its share {share:g}: M's head, count 0 -> evicted ({kept})"
+        held = f"before it, S held {small} < its share {share:g}"
+        return f"why, rule 3: {held}: M's head, count 0 -> evicted ({kept})"
     pages = f"M's {main_after} page{'s' if main_after > 1 else ''}"
     bound = "at least one hash" if main_after == 0 else pages
     cut = f"G cut to {bound}" if dropped else f"G within {bound}: nothing cut"
     if main == 0 and small < share:
-        return f"M is empty: S's head, count 0 -> evicted, hash into G ({cut})"
-    return (
-        f"before it, S held {small} >= its share {share:g}: S's head, count 0 -> evicted, hash into G ({cut})"
-    )
+        return f"why, rules 4 and 2: M is empty: S's head, count 0 -> evicted, hash into G ({cut})"
+    held = f"before it, S held {small} >= its share {share:g}"
+    return f"why, rule 2: {held}: S's head, count 0 -> evicted, hash into G ({cut})"

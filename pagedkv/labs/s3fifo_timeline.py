@@ -113,7 +113,7 @@ def plot_timeline(
     low.bar(xs, from_m, width=0.7, bottom=from_s, color=M_GREY, label="victims from M")
     low.set_ylabel("victims", fontsize=12)
     low.legend(fontsize=12, ncols=2, loc="upper center", framealpha=0.95)
-    low.set_ylim(0, max(r["from S"] + r["from M"] for r in window) * 1.8)
+    low.set_ylim(0, max(r["from S"] + r["from M"] for r in window) * 2.6)  # the legend above the bars
     low.set_xlim(first - 0.5, last + 0.5)
     low.set_xlabel("request (shaded: a one-off prompt)", fontsize=12)
     if mark is not None:
