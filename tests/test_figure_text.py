@@ -537,7 +537,7 @@ def test_the_collision_check_sees_a_legend_row_over_a_colour_bar_label():
     victim") ran into the colour bar's "evicted last"; the frame's check reports both."""
     from pagedkv.viz.frame import build_frame
 
-    cut = build_frame(16, 4, ("state", "lru"), 110, 5.5).cut_texts
+    cut = build_frame(12, 4, ("state", "lru"), 110, 5.5).cut_texts
     assert any("evicted last" in text for text in cut), cut
     assert any(text.startswith(("#1:", "FREE:", "ACTIVE")) for text in cut), cut  # a legend row
 
@@ -590,3 +590,27 @@ def test_two_views_stacked_label_their_cells_as_large_as_one_view_alone():
              (("beside", beside), ("stacked", stacked), ("alone", alone))}  # fmt: skip
     assert label["stacked"] == label["alone"] >= 1.3 * label["beside"], label
     assert stacked.size[0] == alone.size[0] and stacked.min_font_px * CELL_PX / stacked.size[0] >= MIN_PX
+
+
+def test_every_scenarios_lru_tab_keeps_its_key_whole():
+    """The dashboard's LRU order tab, for every scenario's pool size: once a page is CACHED its
+    key (the eviction-order bar, "#1: next victim", FREE, ACTIVE) has no label cut or run into
+    another. A fourth key line once pushed "#1" onto "evicted last" at 24 pages."""
+    from pagedkv.scenarios import ScenarioRun
+    from pagedkv.scenarios.library import SCENARIOS
+    from pagedkv.viz.dashboard import HEATMAP_DPI
+    from pagedkv.viz.heatmap import PoolHeatmap
+    from pagedkv.viz.palette import SequencePalette
+
+    cut = {}
+    for name in SCENARIOS:
+        run = ScenarioRun(name)
+        heatmap = PoolHeatmap(
+            run.num_pages, run.page_size, views=("lru",), palette=SequencePalette(), dpi=HEATMAP_DPI
+        )
+        while run.can_step and not (run.snapshots[-1].lru_rank >= 0).any():
+            run.step()
+        heatmap.update(run.snapshots[-1], run.events)
+        if heatmap._frame.cut_texts:  # noqa: SLF001
+            cut[name, run.num_pages] = heatmap._frame.cut_texts  # noqa: SLF001
+    assert not cut, cut

@@ -323,12 +323,11 @@ def _make_key(view: str, key_ax, page_size: int, lru_key: bool = True) -> None:
         ]
         if lru_key:
             sm = ScalarMappable(Normalize(0, 1), LRU_CMAP)
-            bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.58, 0.15, 0.4]), ticks=[0, 1])
+            bar = figure.colorbar(sm, cax=key_ax.inset_axes([0.05, 0.45, 0.15, 0.53]), ticks=[0, 1])
             bar.ax.set_yticklabels(["CACHED:\nevicted last", "CACHED:\nevicted next"])
             bar.ax.tick_params(labelsize=FONT_PT)
             victim = Patch(facecolor="none", edgecolor=VICTIM_COLOR, linewidth=2.5, label="#1: next victim")
             handles.insert(0, victim)
-            handles.append(Patch(fill=False, lw=0, label="CACHED name:\nwho released it"))
         key_ax.legend(
             handles=handles,
             loc="lower left",

@@ -186,9 +186,9 @@ def lru_caption(record: ActionRecord | None) -> str:
     ACTIVE for their new holder, so not outlined) and the next victim, outlined."""
     gone = list(dict.fromkeys(e.page_id for e in record.events if e.kind == "evict")) if record else []
     pages = f"page {gone[0]}" if len(gone) == 1 else f"pages {', '.join(map(str, gone))}, in that order"
-    whose = "its" if len(gone) == 1 else "their"
-    said = f" This step evicted {pages}: now blue, held by {whose} new owner." if gone else ""
-    return said + " #1 (outlined) is the next victim; blue pages are ACTIVE, named by their holder."
+    said = f" This step evicted {pages}: now blue, held by {'its' if len(gone) == 1 else 'their'} new owner."
+    tail = " #1 (outlined) is the next victim; blue pages are ACTIVE, named by their holder;"
+    return (said if gone else "") + tail + " CACHED ones by the request that released them."
 
 
 OUTCOMES: dict[str, Callable[[ActionRecord, ScenarioRun], str]] = {
