@@ -371,3 +371,13 @@ def test_paged_memory_run_counts_the_steps_whose_first_waiting_request_lacks_pag
     # with room for every request at once, no step is counted at all
     roomy = memory.simulate_paged(generate("sharegpt", 5), 16_384, 16, 256, 2048)
     assert roomy["loaded_steps"] == roomy["head_blocked_steps"] == 0
+
+
+def test_paged_memory_run_records_each_queued_step_as_its_shares_average_it():
+    # one record per step the shares average: its batch, its K/V slots, the tokens it recomputed
+    run = memory.simulate_paged(generate("sharegpt", 30), 4096, 16, 256, 2048)
+    records = run["queued_steps"]
+    assert len(records) == run["loaded_steps"] > 0
+    assert abs(sum(b for b, _, _ in records) / len(records) - run["mean_batch"]) < 1e-9
+    assert abs(sum(s for _, s, _ in records) / (len(records) * 4096) * 100 - run["token_states"]) < 1e-9
+    assert sum(r for _, _, r in records) == run["recomputed_while_queued"] > 0

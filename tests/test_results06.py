@@ -175,7 +175,8 @@ def test_recompute_price_text_prices_the_recompute_against_the_counted_steps():
     from pagedkv.labs import costs
 
     row = {"token_states": 96.6, "mean_batch": 41.7, "recomputed_tokens": 34_443, "loaded_steps": 932,
-           "recomputed_while_queued": 33_778}  # fmt: skip
+           "recomputed_while_queued": 33_778,
+           "queued_steps": [(41.7, 0.966 * 15_728, 33_778 / 932)] * 932}  # fmt: skip
     shares = {"paged": row, "oracle": {"token_states": 48.6, "mean_batch": 19.8}}
     price = results06.recompute_price(shares, costs.paper_slots())
     # 2 x 12.9e9 FLOPs at 312 TFLOP/s; 25.8 GB + 96.6 % of 15,728 x 800 KiB at 1,555 GB/s
@@ -184,18 +185,28 @@ def test_recompute_price_text_prices_the_recompute_against_the_counted_steps():
     assert abs(price["step_ms"] - step) < 1e-9
     # one window: only the tokens recomputed while a request waits, against those 932 steps
     assert abs(price["added"] - 33_778 * price["token_ms"] / (932 * step)) < 1e-12
-    # spread evenly: each step's arithmetic is its 41.7 decodes' plus its share of the recompute
-    decodes, recompute = 41.7 * price["token_ms"], 33_778 / 932 * price["token_ms"]
-    assert abs(price["decode_arithmetic_ms"] - decodes) < 1e-9
-    assert abs(price["recompute_step_ms"] - recompute) < 1e-9 and decodes + recompute < price["step_ms"]
+    # the mean step's decodes: 41.7 x 0.083 ms; recompute spread evenly hides under the reading
+    assert abs(price["decode_arithmetic_ms"] - 41.7 * price["token_ms"]) < 1e-9
+    assert abs(price["priced_s"] - price["decode_s"]) < 1e-9 and price["arithmetic_steps"] == 0
+    assert abs(price["gain"][0] - price["gain"][1]) < 1e-9 and price["own_steps_gain"] < 1.7
     text = results06.recompute_price_text(shares, costs.paper_slots())
-    assert "recompute 33,778 x 0.083 ms" in text and "the 932 steps" in text
+    assert "the 932 steps" in text
     # the window's tokens against all the recomputed ones: 34,443 - 33,778 = 665 in the drain
     assert "which recompute 33,778 of the 34,443 tokens (665 fall in the drain)" in text
     assert "2 FLOPs x 12.9 billion weights / 312 TFLOP/s = 0.083 ms" in text
     lines = text.split("\n")
-    assert lines[-2].startswith("  spread evenly") and lines[-1].startswith("  in steps of its own")
-    assert len(lines) <= 6 and all(len(line) <= 80 for line in lines)
+    assert lines[-2].startswith("paged's tokens/s against the oracle's: 1.8x counting decode")
+    assert lines[-1] == "  1.8x with each step's recompute priced in that step"
+    assert "decodes 0.083 ms x batch 41.7 = 3.4 ms, reading 24.6 ms" in text
+    assert len(lines) <= 8 and all(len(line) <= 80 for line in lines)
+
+
+def test_price_steps_takes_the_longer_of_reading_and_arithmetic_in_each_step():
+    # worked by hand: weights 10 ms, 0.01 ms a K/V slot, 1 ms a token's arithmetic
+    steps = [(2, 100, 0), (3, 200, 20), (4, 300, 5)]
+    # reading 11, 12, 13 ms; arithmetic 2, 23, 9 ms: only the second step is arithmetic-bound
+    times = results06.price_steps(steps, 10.0, 0.01, 1.0)
+    assert [round(t, 9) for t in times] == [11.0, 23.0, 13.0] and round(sum(times), 9) == 47.0
 
 
 def test_section_1_recomputes_a_whole_readmission_in_one_step():

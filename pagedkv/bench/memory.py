@@ -108,13 +108,15 @@ def simulate_paged(
     """Serve the requests from a paged pool via the Scheduler (bookkeeping only). The token
     budget is the whole memory, so, like the contiguous arenas, a step admits every request
     that fits; ramp-up takes one step. `steps` includes the steps that recompute preempted
-    requests' K/V (`recomputed_tokens` counts those tokens)."""
+    requests' K/V (`recomputed_tokens` counts those tokens). `queued_steps`: per step in which
+    a request waits, (batch, slots holding K/V, tokens recomputed in it)."""
     sched = paged_scheduler(num_slots, page_size, max_num_seqs, max_seq_len)
     sched.add_requests(requests)
     totals, batches, steps = dict.fromkeys(CATEGORIES, 0), [], 0
     preempted: set = set()  # the requests preempted at least once
     in_window = 0  # tokens recomputed in the steps the shares average (a request still waits)
     blocked = 0  # of those steps: the queue's first request needed more pages than were FREE
+    records = []  # (batch, token-state slots, tokens recomputed) per such step
     while sched.has_unfinished:
         output = sched.schedule()
         free = sched.pool.num_available_pages  # what the step's admissions left
@@ -124,15 +126,18 @@ def simulate_paged(
         if sched.waiting:
             blocked += -(-sched.waiting[0].num_tokens // page_size) > free
             in_window += out.recomputed_tokens
-            for name, slots in paged_categories(sched).items():
+            kinds = paged_categories(sched)
+            for name, slots in kinds.items():
                 totals[name] += slots
             batches.append(len(sched.running))
+            records.append((len(sched.running), kinds["token_states"], out.recomputed_tokens))
     summary = _summary(totals, batches, steps, sched.pool.config.num_slots)
     summary["preemptions"] = sched.stats.preemptions
     summary["preempted_requests"] = len(preempted)
     summary["recomputed_tokens"] = sched.stats.recomputed_tokens  # K/V computed again on resume
     summary["recomputed_while_queued"] = in_window
     summary["head_blocked_steps"] = blocked  # why paging's free share stays free
+    summary["queued_steps"] = records
     return summary
 
 

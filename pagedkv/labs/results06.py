@@ -38,53 +38,67 @@ def recompute_text(shares: dict[str, dict], prompt_tokens: int) -> str:
     )
 
 
+def price_steps(records: list, weights_ms: float, slot_ms: float, token_ms: float) -> list[float]:
+    """Section 1's roofline, one step at a time: each record (batch, slots holding K/V, tokens
+    recomputed in the step) takes the longer of its reading (the weights, then `slot_ms` per
+    slot of K/V) and its arithmetic (`token_ms` per decode and per recomputed token)."""
+    return [max(weights_ms + slots * slot_ms, (batch + again) * token_ms)
+            for batch, slots, again in records]  # fmt: skip
+
+
 def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40GB") -> dict:
     """Section 1's recompute priced with the section's own model, at the GPU's data-sheet peaks
-    (an estimate, not a measurement; OPT-13B). One window for both times: the steps in which a
-    request still waits (`loaded_steps`), over which the shares, the batch and so the 1.8x are
-    averaged. A token computed again in them (`recomputed_while_queued`) is prefill, bound by
-    arithmetic: 2 FLOPs per weight (`token_ms`); each step reads its mean bytes (`step_ms`).
-    Both times are lower bounds (real kernels reach neither peak); `added`: recompute time /
-    decode time, the cost if no step overlaps the two; `gain`: paging's tokens per second over
-    the oracle's, before and after it. With the recompute spread evenly, one step's arithmetic
-    is its decodes' (`decode_arithmetic_ms`) plus its share of the recompute's
-    (`recompute_step_ms`): under `step_ms`, a step that takes the longer of its reading and its
-    arithmetic hides the recompute whole."""
+    (an estimate, not a measurement; OPT-13B). One window: the steps in which a request still
+    waits (`loaded_steps`), over which the shares, the batch and so the 1.8x are averaged.
+    `token_ms`: one token's arithmetic, 2 FLOPs per weight; `step_ms`: the mean step's reading;
+    `decode_arithmetic_ms`: the mean batch's arithmetic. Each recorded step (`queued_steps`) is
+    priced by `price_steps`; `priced_s` sums them, against `decode_s` (reading only);
+    `arithmetic_steps`: the steps whose arithmetic exceeds their reading. `gain`: paging's
+    tokens per second over the oracle's, counting reads only, then with each step's recompute
+    priced in that step. `added`, `own_steps_gain`: the bound if the recompute took steps of
+    its own (the times add)."""
     model, g = model_spec("OPT-13B"), gpu_spec(gpu)
     paged, oracle = (step_bytes.memory_run(shares[s], num_slots) for s in ("paged", "oracle"))
     token_ms = 2 * model.num_params / (g.tflops * 1e12) * 1e3
     step_ms = paged["total"] / (g.hbm_gb_s * 1e9) * 1e3
-    recompute_s = shares["paged"]["recomputed_while_queued"] * token_ms / 1e3
-    decode_s = shares["paged"]["loaded_steps"] * step_ms / 1e3
+    weights_ms = paged["weights"] / (g.hbm_gb_s * 1e9) * 1e3
+    slot_ms = (paged["kv"] / paged["kv_tokens"]) / (g.hbm_gb_s * 1e9) * 1e3
+    row = shares["paged"]
+    times = price_steps(row["queued_steps"], weights_ms, slot_ms, token_ms)
+    recompute_s = row["recomputed_while_queued"] * token_ms / 1e3
+    decode_s, priced_s = row["loaded_steps"] * step_ms / 1e3, sum(times) / 1e3
     gain = oracle["per_token"] / paged["per_token"]
     added = recompute_s / decode_s
     return {"token_ms": token_ms, "step_ms": step_ms, "recompute_s": recompute_s,
-            "decode_s": decode_s, "added": added, "gain": (gain, gain / (1 + added)),
-            "decode_arithmetic_ms": paged["batch"] * token_ms,
-            "recompute_step_ms": recompute_s * 1e3 / shares["paged"]["loaded_steps"]}  # fmt: skip
+            "decode_s": decode_s, "priced_s": priced_s, "added": added,
+            "gain": (gain, gain * decode_s / priced_s), "own_steps_gain": gain / (1 + added),
+            "arithmetic_steps": sum(t > weights_ms + r[1] * slot_ms
+                                    for t, r in zip(times, row["queued_steps"])),
+            "decode_arithmetic_ms": paged["batch"] * token_ms}  # fmt: skip
 
 
 def recompute_price_text(shares: dict[str, dict], num_slots: int) -> str:
     """`recompute_price` as the lines of section 1's box of the recompute: the window and the
     recomputed tokens in it (the rest fall in the drain after it), a token's arithmetic, the
-    two times, then the two bounds (spread evenly; in steps of its own)."""
+    mean step's, each step priced, and the one line of paging's gain."""
     p, paged = recompute_price(shares, num_slots), shares["paged"]
     steps, inside = paged["loaded_steps"], paged["recomputed_while_queued"]
     total = paged["recomputed_tokens"]
     weights, tflops = model_spec("OPT-13B").num_params, gpu_spec("A100-40GB").tflops
-    gain, low = p["gain"]
+    gain, priced = p["gain"]
     return "\n".join(
         [
             f"priced over the {steps:,} steps in which a request waits (A100 peaks, an estimate),",
             f"  which recompute {inside:,} of the {total:,} tokens ({total - inside:,} fall in the drain):",
             f"  a token's arithmetic: 2 FLOPs x {weights / 1e9:.1f} billion weights / {tflops:g} "
             f"TFLOP/s = {p['token_ms']:.3f} ms",
-            f"  recompute {inside:,} x {p['token_ms']:.3f} ms = {p['recompute_s']:.1f} s; "
-            f"reading {steps:,} x {p['step_ms']:.1f} ms = {p['decode_s']:.1f} s",
-            f"  spread evenly, a step's arithmetic {p['decode_arithmetic_ms']:.1f} + "
-            f"{p['recompute_step_ms']:.1f} ms < {p['step_ms']:.1f} ms reading: {gain:.1f}x stays",
-            f"  in steps of its own: {100 * p['added']:.0f} % more time: {gain:.1f}x becomes about "
-            f"{low:.1f}x",
+            f"  mean step: decodes {p['token_ms']:.3f} ms x batch {paged['mean_batch']:.1f} = "
+            f"{p['decode_arithmetic_ms']:.1f} ms, reading {p['step_ms']:.1f} ms",
+            "  a step takes its reading or its arithmetic (decodes + recompute), the longer:",
+            f"  the arithmetic is longer in {p['arithmetic_steps']} steps; all {steps:,} take "
+            f"{p['priced_s']:.1f} s, reading alone {p['decode_s']:.1f} s",
+            f"paged's tokens/s against the oracle's: {gain:.1f}x counting decode reads only,",
+            f"  {priced:.1f}x with each step's recompute priced in that step",
         ]
     )
 
