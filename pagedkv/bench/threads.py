@@ -27,6 +27,7 @@ import numpy as np
 
 from pagedkv.bench import Report, format_table, time_threads
 from pagedkv.core.config import CacheConfig
+from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.service.concurrency import CoarseLock, LockedManager, ReadWriteLock
@@ -136,7 +137,7 @@ def run(
         for n in threads:
             ratio = data[f"coarse/{mix}/{n}"] / data[f"rwlock/{mix}/{n}"]
             hands = f"hand-offs {best['coarse', mix, n][1]} vs {best['rwlock', mix, n][1]}"
-            notes.append(f"{mix}, {n} threads: coarse / rwlock = {ratio:.2f}x; {hands}")
+            notes.append(f"{mix}, {count(n, 'thread')}: coarse / rwlock = {ratio:.2f}x; {hands}")
     return Report(
         plotter=figure,
         title=(f"bench threads: {ops} operations per run, 4096 pages of 16 (best of {repeat})"),
