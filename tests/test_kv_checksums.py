@@ -212,3 +212,22 @@ def test_after_an_operators_cut_every_cached_page_has_a_logged_crc(tmp_path):
         cached += len(pages)
         manager.close()
     assert cached > 0  # the cuts left CACHED pages to check
+
+
+def test_record_lengths_do_not_depend_on_the_kv_values(tmp_path):
+    """K/V are floats whose last bits differ between machines, and so do their CRCs: the
+    log's offsets (which notebooks print) must not. Two models with other weights write
+    other K/V, so other CRCs, on the same workload: every record must start at the same offset."""
+    from pagedkv.service import DurableSequenceManager
+    from pagedkv.service.workload import run_workload, workload_config
+
+    logs = []
+    for seed in (0, 1):
+        model = TinyLM(seed=seed)
+        manager = DurableSequenceManager.create(tmp_path / f"s{seed}", workload_config(model), "never")
+        run_workload(manager, model, seed=7, steps=40)
+        manager.close()
+        logs.append(read_log(tmp_path / f"s{seed}" / "wal.log")[0])
+    crcs = [[r.payload["kv_crc"] for r in log if "kv_crc" in r.payload] for log in logs]
+    assert crcs[0] != crcs[1]  # the K/V, so the CRCs, differ
+    assert [r.offset for r in logs[0]] == [r.offset for r in logs[1]]

@@ -90,7 +90,7 @@ class DurableSequenceManager(SequenceManager):
         # and restores checkpoints into this store, so a later bound would forget keys.
         self.idempotency = IdempotencyKeys(max_keys)
         self.owners: dict[Hashable, str] = {}  # seq id -> client (commit records; quota.py)
-        self.kv_crc: dict[int, list[int]] = {}  # page -> [computed slots, crc32] (kv_checksums.py)
+        self.kv_crc: dict[int, list] = {}  # page -> [computed slots, crc32 as 8 hex digits] (kv_checksums.py)
         self.broken: str | None = None  # why later operations are refused (see module doc)
         self._txn = "none"  # "none" | "pending" (begin not yet logged) | "open"
         self._lock_fd = lock_fd

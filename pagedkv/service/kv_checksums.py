@@ -6,7 +6,7 @@ not; and K/V written for records that were lost may have reached the disk, over 
 surviving state still caches. Either way a prefix hit on that page would read wrong K/V.
 
 So each `computed` record carries `kv_crc`: for each page its newly computed tokens fall in,
-`[page, slots, crc32]`, the CRC-32 of that page's K/V in slots 0 to slots - 1 (every layer,
+`[page, slots, crc32]`, the CRC-32 (8 hex digits: `page_crc`) of that page's K/V in slots 0 to slots - 1 (every layer,
 K and V); an `append` that copies on write carries the copy's. The manager keeps the newest
 entry per page (`DurableSequenceManager.kv_crc`; checkpoints keep them too), and forgets a
 page's entry when the page is handed out again. At the end of recovery `failed_pages`
@@ -34,14 +34,19 @@ import numpy as np
 CACHED_STATE = 2  # PageState.CACHED, as export_state writes it
 
 
-def page_crc(kv: np.ndarray, page: int, slots: int) -> int:
-    """CRC-32 of a page's K/V in slots 0..slots-1 (kv: [layers, 2, pages, page_size, ...])."""
-    return zlib.crc32(np.ascontiguousarray(kv[:, :, page, :slots]).tobytes())
+def page_crc(kv: np.ndarray, page: int, slots: int) -> str:
+    """CRC-32 of a page's K/V in slots 0..slots-1 (kv: [layers, 2, pages, page_size, ...]), as
+    8 hex digits. Example: a CRC of 0x1f -> "0000001f".
+
+    NOTE: fixed width, not a JSON number: K/V are floats whose last bits differ between
+    machines (BLAS kernels), so their CRC does too, and a number's length would make every
+    record's length, and so every log offset, depend on the machine."""
+    return f"{zlib.crc32(np.ascontiguousarray(kv[:, :, page, :slots]).tobytes()):08x}"
 
 
 def computed_entries(
     kv: np.ndarray, block_table: list[int], old: int, new: int, page_size: int
-) -> list[list[int]]:
+) -> list[list]:
     """[page, slots, crc] for each page holding a token in old..new-1, which were just
     computed; `slots` counts the page's computed tokens (all of them up to `new`)."""
     if new <= old:
@@ -53,13 +58,13 @@ def computed_entries(
     return entries
 
 
-def copy_entries(kv: np.ndarray, cow: list[int], slots: int) -> list[list[int]]:
+def copy_entries(kv: np.ndarray, cow: list[int], slots: int) -> list[list]:
     """[[copy, slots, crc]] for a copy-on-write [source, copy] of `slots` slots: the copy's
     K/V will be the source's, so their CRC is known before the copy is made."""
     return [[cow[1], slots, page_crc(kv, cow[0], slots)]]
 
 
-def note(kv_crc: dict[int, list[int]], handed_out: Iterable[int], entries: Iterable[list[int]]) -> None:
+def note(kv_crc: dict[int, list], handed_out: Iterable[int], entries: Iterable[list]) -> None:
     """Update the entries (page -> [slots, crc]): forget pages handed out again (their K/V
     will change), then keep the new `entries` ([page, slots, crc] each)."""
     for page in handed_out:
@@ -72,7 +77,7 @@ def still_matching(kv: np.ndarray, payloads: Iterable[dict], pages: Iterable[int
     `payloads` (in log order) leave for them, kept as a live manager keeps them (`note`).
     Recovery never asks this of pages a cut-off transaction was given (recovery.py); notebook
     07b asks it to show what a checksum alone would have kept."""
-    entries: dict[int, list[int]] = {}
+    entries: dict[int, list] = {}
     for payload in payloads:
         note(entries, payload.get("alloc") or (), payload.get("kv_crc") or ())
     return sorted(p for p in set(pages) if p in entries and page_crc(kv, p, entries[p][0]) == entries[p][1])
