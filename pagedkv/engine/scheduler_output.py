@@ -96,6 +96,22 @@ class StepRecord(NamedTuple):
         return f"{req_id} ({count(n, 'token')})"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a step could not admit the waiting queue's head: its req id, the reason in words,
+    and, when the pool was short of pages, the counts of the pool's `OutOfPagesError` (else
+    None): the tokens it was to be added with, the new pages they need, FREE pages,
+    evictable CACHED pages and CACHED pages that are its own prefix hits."""
+
+    req_id: Hashable
+    reason: str
+    tokens: int | None = None
+    pages_needed: int | None = None
+    free: int | None = None
+    evictable: int | None = None
+    own_hits: int | None = None
+
+
 @dataclass(slots=True)
 class SchedulerStats:
     """Totals since the scheduler was created."""

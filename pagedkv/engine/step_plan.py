@@ -28,10 +28,10 @@ from itertools import islice
 from typing import Protocol
 
 from pagedkv.core.plumbing.words import count
-from pagedkv.core.pool import KVCachePool
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.request import FCFSQueue, RequestState, RequestStatus
-from pagedkv.engine.scheduler_output import NewRequestData
+from pagedkv.engine.scheduler_output import NewRequestData, Refusal
 from pagedkv.engine.swap import SwapSpace
 
 
@@ -68,7 +68,7 @@ class StepPlan:
     swap_in: list[tuple[int, int]] = field(default_factory=list)  # (swap slot, page)
     new: list[NewRequestData] = field(default_factory=list)
     refused: str = ""  # why the last admission failed
-    refused_request: tuple[Hashable, str] | None = None  # (its req id, the pool's reason)
+    refused_request: Refusal | None = None  # its req id, the pool's reason and counts
 
     def add_decodes(self, states: list[RequestState], req_ids: list[Hashable]) -> None:
         """Record one token scheduled for each of these requests, whose ids are req_ids
@@ -196,7 +196,10 @@ def _admit(sched: SchedulerState, plan: StepPlan, state: RequestState, budget: i
         # Out of pages, or an id another user of the SequenceManager took since add_request.
         why = _resumed_reason(state, str(exc), end)
         plan.refused = f"request {req_id!r} cannot be admitted: {why}"
-        plan.refused_request = (req_id, why)
+        plan.refused_request = Refusal(req_id, why)
+        if isinstance(exc, OutOfPagesError):
+            counts = (exc.tokens, exc.pages_needed, exc.free, exc.evictable, exc.own_hits)
+            plan.refused_request = Refusal(req_id, why, *counts)
         return 0
     start = hits
     if state.swap_pages is not None:

@@ -13,7 +13,6 @@ Leaves out: timing and swap (the run preempts by recompute only).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Mapping
 
 from pagedkv.core.plumbing.events import Event
@@ -21,7 +20,7 @@ from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
-from pagedkv.engine.scheduler_output import StepRecord
+from pagedkv.engine.scheduler_output import Refusal, StepRecord
 from pagedkv.model.tinylm import TinyLM
 
 # req id -> (prompt text, max_new_tokens), in arrival order
@@ -35,9 +34,6 @@ WAIT_COLUMNS = [
     "evictable CACHED",
     "its own hits",
 ]
-_REFUSED = re.compile(
-    r"of (\d+) tokens.* needs (\d+) new pages?; (\d+) FREE \+ (\d+) evictable CACHED(?: \(\+ (\d+) CACHED)?"
-)
 
 
 class TightRun:
@@ -66,7 +62,7 @@ class TightRun:
         self.after: dict[int, tuple[int, int]] = {}  # step -> (FREE, CACHED) after it
         self.tables: dict[int, dict[Hashable, list[int]]] = {}  # step -> req id -> block table after it
         self.computed: dict[int, dict[Hashable, int]] = {}  # step -> req id -> tokens computed after it
-        self.refused: dict[int, tuple[Hashable, str]] = {}  # step -> (head's req id, the pool's reason)
+        self.refused: dict[int, Refusal] = {}  # step -> why the waiting queue's head was not admitted
         sched.add_listener(self.events.append)
         pending: list[Event] = []
         pool.add_listener(pending.append)
@@ -167,20 +163,19 @@ class TightRun:
 
     def wait_rows(self, req_id: Hashable) -> list[list[object]]:
         """One row per step `req_id` waited at the queue's head and the wait changed: the
-        step, the page another request evicted in it, then from the pool's reason at the
+        step, the page another request evicted in it, then from the pool's refusal at the
         step's admissions: its next chunk's tokens, the new pages they need, FREE, evictable
         CACHED pages and CACHED pages that are its own hits."""
         rows: list[list[object]] = []
-        for step, (head, why) in self.refused.items():
-            match = _REFUSED.search(why)
-            if head != req_id or match is None:
-                continue
-            end, need, free, evictable, own = (int(g or 0) for g in match.groups())
+        for step, why in self.refused.items():
+            if why.req_id != req_id or why.own_hits is None:
+                continue  # another request's refusal, or not the pool's (no counts)
             evicted = [p for p in self._pages(step, "evict") if p not in self._pages(step, "evict", req_id)]
             if rows and not evicted:
                 continue  # nothing changed since the last row
-            chunk = f"tokens {own * self.page_size + 1}-{end}"
-            rows.append([step, ", ".join(map(str, evicted)) or "-", chunk, need, free, evictable, own])
+            chunk = f"tokens {why.own_hits * self.page_size + 1}-{why.tokens}"
+            counts = [why.pages_needed, why.free, why.evictable, why.own_hits]
+            rows.append([step, ", ".join(map(str, evicted)) or "-", chunk, *counts])
         return rows
 
     def resumed(self, step: int, req_id: Hashable) -> str:
