@@ -310,6 +310,7 @@ class Scheduler:
             swap_out_bytes=len(output.swap_out) * page_bytes,
             swap_in_bytes=len(output.swap_in) * page_bytes,
             prompt_left=plan.prompt_left,
+            short_of_pages=tuple(plan.short_of_pages),
         )
 
     def step(self) -> StepRecord:

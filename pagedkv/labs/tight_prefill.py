@@ -121,34 +121,18 @@ class TightRun:
         return line
 
     def preempted(self, step: int) -> str:
-        """Who needed pages at `step`, how many FREE and CACHED pages there were, and the
-        victim the step's record names: the last of the running list."""
+        """Who needed pages at `step` and how many (the step's record names it), how many
+        FREE and CACHED pages there were, and the victim: the last of the running list."""
         rec = self.records[step - 1]
-        (victim, mode), running = rec.preempted[0], self.running[step]
+        (victim, mode), short, running = rec.preempted[0], rec.short_of_pages[0], self.running[step]
         free, cached = self.before[step]
-        asker, first, last, need = self._asker(step)
+        first, last = short.first_token, short.last_token
         tokens = f"token {first}" if first == last else f"tokens {first}-{last}"
         return (
-            f"step {step}: {asker} needs {count(need, 'new page')} for its {tokens}; "
+            f"step {step}: {short.req_id} needs {count(short.pages_needed, 'new page')} for its {tokens}; "
             f"{free} FREE, {cached} CACHED\n"
             f"  the running list is {running}: its last, {victim}, is preempted ({mode})"
         )
-
-    def _asker(self, step: int) -> tuple[Hashable, int, int, int]:
-        """The first running request whose tokens this step need more pages than are left:
-        (req id, its first and last token of the step, new pages they need)."""
-        before = self.records[step - 2] if step > 1 else None
-        left = self.before[step][0] + self.before[step][1]
-        budget = self.scheduler.max_num_batched_tokens
-        for req_id in self.running[step]:
-            done = self.computed[step - 1][req_id]
-            prompt_left = before.prompt_left.get(req_id, 0) if before is not None else 0
-            k = min(prompt_left, budget) if prompt_left else 1
-            need = -(-(done + k) // self.page_size) - len(self.tables[step - 1][req_id])
-            if need > left:
-                return req_id, done + 1, done + k, need
-            left, budget = left - need, budget - k
-        raise ValueError(f"no request at step {step} needs more pages than are left")
 
     def released(self, step: int, req_id: Hashable) -> str:
         """Where `req_id`'s pages went at `step`: full ones CACHED, in release order (tail
