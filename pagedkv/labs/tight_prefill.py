@@ -25,15 +25,6 @@ from pagedkv.model.tinylm import TinyLM
 
 # req id -> (prompt text, max_new_tokens), in arrival order
 PAIR = {"chat2": ("Hi", 24), "long2": ("A long prompt is prefilled in chunks of 8.", 4)}
-WAIT_COLUMNS = [
-    "step",
-    "chat2 evicts page",
-    "long2's next chunk",
-    "new pages",
-    "FREE",
-    "evictable CACHED",
-    "its own hits",
-]
 
 
 class TightRun:
@@ -54,6 +45,8 @@ class TightRun:
             SequenceManager(pool), model, max_num_seqs=len(requests), max_num_batched_tokens=budget
         )
         self.scheduler, self.pool, self.page_size = sched, pool, page_size
+        # The tables' order: latest arrival first, the request the running list preempts.
+        self.req_ids: list[Hashable] = list(requests)[::-1]
         self.events: list[Event] = []  # the scheduler's: preempt, resume
         self.records: list[StepRecord] = []
         self.page_events: dict[int, list[Event]] = {}  # step -> the pool's events in it
@@ -107,8 +100,12 @@ class TightRun:
             rows.append(self._row(rec.step, rec.step, rec.decision))
         return rows
 
+    def table_columns(self) -> list[str]:
+        """The header of `table_rows`: each request's pages in `req_ids` order."""
+        return ["step", "FREE", "CACHED", *(f"{r} pages" for r in self.req_ids), "what ran"]
+
     def _row(self, step: int, label: object, what: str) -> list[object]:
-        held = [len(self.tables[step].get(r, [])) for r in ("long2", "chat2")]
+        held = [len(self.tables[step].get(r, [])) for r in self.req_ids]
         return [label, *self.after[step], *held, what]
 
     def holds(self, step: int, req_id: Hashable) -> str:
@@ -144,6 +141,20 @@ class TightRun:
             line += f"\n  its partial page {page} turns FREE"
             line += f", and {takers[-1]} takes it" if takers and takers[-1] != req_id else ""
         return line
+
+    def wait_columns(self, req_id: Hashable) -> list[str]:
+        """The header of `wait_rows(req_id)`."""
+        others = " or ".join(str(r) for r in self.req_ids if r != req_id)
+        chunk = f"{req_id}'s next chunk"
+        return [
+            "step",
+            f"{others} evicts page",
+            chunk,
+            "new pages",
+            "FREE",
+            "evictable CACHED",
+            "its own hits",
+        ]
 
     def wait_rows(self, req_id: Hashable) -> list[list[object]]:
         """One row per step `req_id` waited at the queue's head and the wait changed: the
