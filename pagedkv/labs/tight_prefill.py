@@ -46,7 +46,7 @@ class TightRun:
         )
         self.scheduler, self.pool, self.page_size = sched, pool, page_size
         # The tables' order: latest arrival first, the request the running list preempts.
-        self.req_ids: list[Hashable] = list(requests)[::-1]
+        self.req_ids: list[str] = list(requests)[::-1]
         self.events: list[Event] = []  # the scheduler's: preempt, resume
         self.records: list[StepRecord] = []
         self.page_events: dict[int, list[Event]] = {}  # step -> the pool's events in it
