@@ -308,12 +308,14 @@ def test_a_waiting_request_short_of_pages_names_the_cached_pages_that_are_its_ow
 
     run = ScenarioRun("preempt")
     run.goto(14)
-    req_id, why = run.scheduler.head_refused
+    refusal = run.scheduler.head_refused
     tokens = run.scheduler.request("req2").token_ids
     own = len(run.seqs.plan_add("probe", tokens).hits)
     cached = run.pool.num_cached_pages
-    assert req_id == "req2" and own == cached > 0 and run.pool.num_free_pages == 0
-    assert f"0 FREE + 0 evictable CACHED (+ {own} CACHED that are its own hits)" in why
+    assert refusal.req_id == "req2" and own == cached > 0 and run.pool.num_free_pages == 0
+    assert f"0 FREE + 0 evictable CACHED (+ {own} CACHED that are its own hits)" in refusal.reason
+    # the same numbers as fields: nothing to parse
+    assert (refusal.free, refusal.evictable, refusal.own_hits) == (0, 0, own)
 
 
 def test_past_the_end_the_caption_says_once_what_is_left():

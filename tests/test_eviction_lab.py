@@ -110,6 +110,28 @@ def test_arc_moves_its_target_on_ghost_hits():
     assert policy.p == 1 and policy.order() == [2, 1]  # both in T2 now, LRU first
 
 
+def test_arc_counts_the_ghosts_that_come_back():
+    """A hand trace on 2 pages whose content changes as the pool refills them: content "a"
+    comes back once while a B1 ghost and once while a B2 ghost; new content and a page
+    released again after a revival are no ghosts."""
+    content = {1: "a", 2: "b"}
+    policy = ARCEvictionPolicy()
+    policy.attach(2, content.__getitem__)
+    policy.add_all([1, 2])  # T1: a, b
+    assert policy.pop_victim() == 1  # a leaves T1: B1 [a]
+    content[1] = "c"
+    policy.add(1)  # c is new: T1 b, c
+    assert policy.pop_victim() == 2  # b leaves T1: B1 [a, b]
+    content[2] = "a"
+    policy.add(2)  # a is back from B1: T2 [a], p = 0 + max(0 / 1, 1) = 1
+    assert (policy.tally["B1 ghost back"], policy.p) == (1, 1)
+    policy.remove(1)
+    policy.add(1)  # c revived and released: T2 at once, no ghost
+    assert policy.pop_victim() == 2  # T1 is empty: a leaves T2, B2 [a]
+    policy.add(2)  # a is back from B2: p = 1 - max(|B1| 1 / 1, 1) = 0
+    assert (policy.tally["B1 ghost back"], policy.tally["B2 ghost back"], policy.p) == (1, 1, 0)
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("page_size", [2, 4])
 def test_every_policy_keeps_the_pool_rules(policy, page_size):

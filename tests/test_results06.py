@@ -205,8 +205,9 @@ def test_price_steps_takes_the_longer_of_reading_and_arithmetic_in_each_step():
     # worked by hand: weights 10 ms, 0.01 ms a K/V slot, 1 ms a token's arithmetic
     steps = [(2, 100, 0), (3, 200, 20), (4, 300, 5)]
     # reading 11, 12, 13 ms; arithmetic 2, 23, 9 ms: only the second step is arithmetic-bound
-    times = results06.price_steps(steps, 10.0, 0.01, 1.0)
-    assert [round(t, 9) for t in times] == [11.0, 23.0, 13.0] and round(sum(times), 9) == 47.0
+    priced = results06.price_steps(steps, 10.0, 0.01, 1.0)
+    assert [(round(r, 9), round(a, 9)) for r, a in priced] == [(11.0, 2.0), (12.0, 23.0), (13.0, 9.0)]
+    assert round(sum(map(max, priced)), 9) == 47.0
 
 
 def test_section_1_recomputes_a_whole_readmission_in_one_step():
@@ -217,3 +218,21 @@ def test_section_1_recomputes_a_whole_readmission_in_one_step():
 
     sched = paged_scheduler(costs.paper_slots(), 16, 256, 2048)
     assert sched.max_num_batched_tokens >= costs.paper_slots()
+
+
+def test_recompute_price_counts_the_steps_whose_arithmetic_is_longer():
+    """One of 932 steps recomputes 1,000 tokens: its arithmetic, (41.7 + 1,000) x 0.083 ms,
+    outlasts its 24.6 ms reading, so it is the one arithmetic step and adds the difference."""
+    from pagedkv.labs import costs
+
+    slots = 0.966 * 15_728
+    quiet, busy = (41.7, slots, 0), (41.7, slots, 1_000)
+    row = {"token_states": 96.6, "mean_batch": 41.7, "recomputed_tokens": 1_000, "loaded_steps": 932,
+           "recomputed_while_queued": 1_000, "queued_steps": [quiet] * 931 + [busy]}  # fmt: skip
+    shares = {"paged": row, "oracle": {"token_states": 48.6, "mean_batch": 19.8}}
+    price = results06.recompute_price(shares, costs.paper_slots())
+    token_ms = 2 * 12.9e9 / 312e12 * 1e3
+    reading = (2 * 12.9e9 + slots * 819_200) / 1555e9 * 1e3  # every step reads as much
+    assert price["arithmetic_steps"] == 1
+    extra = (41.7 + 1_000) * token_ms - reading
+    assert extra > 0 and abs(price["priced_s"] - (price["decode_s"] + extra / 1e3)) < 1e-9

@@ -134,3 +134,12 @@ def test_resumed_counts_the_hits_and_the_recomputed_tokens(tight, plain):
     assert plain[7]["rec"].recomputed_tokens == 2  # 33-34, computed at step 5 into page 10
     assert "recomputes 2 tokens: its tokens 33-34" in tight.resumed(7, "long2")
     assert tight.scheduler.stats.recomputed_tokens == 2 + 19 and tight.same
+
+
+def test_the_tables_follow_the_runs_own_requests(model):
+    """Requests named other than PAIR's: every row still holds the pool's 12 pages (FREE +
+    CACHED + each request's), and the headers name them, latest arrival first."""
+    run = TightRun(model, {"a": PAIR["chat2"], "b": PAIR["long2"]})
+    assert run.table_columns() == ["step", "FREE", "CACHED", "b pages", "a pages", "what ran"]
+    assert all(free + cached + b + a == 12 for _, free, cached, b, a, _ in run.table_rows())
+    assert run.wait_columns("b")[1:3] == ["a evicts page", "b's next chunk"]

@@ -44,7 +44,17 @@ from pagedkv.core.prefix_index import PREFIX_INDEXES, PrefixIndex
 
 
 class OutOfPagesError(MemoryError):
-    """The pool cannot provide the pages an operation needs; nothing was changed."""
+    """The pool cannot provide the pages an operation needs; nothing was changed.
+
+    A refused admission (`SequenceManager.add`) carries the numbers its message prints, so a
+    caller reads fields, not words: `tokens` it was added with, `pages_needed` (new pages),
+    `free`, `evictable` (CACHED pages it may evict) and `own_hits` (CACHED pages that are its
+    own prefix hits, not evictable for it). Other refusals leave them None."""
+
+    def __init__(self, message: str, counts: tuple[int, int, int, int, int] | None = None) -> None:
+        super().__init__(message)
+        fields: tuple[int | None, ...] = counts or (None,) * 5  # in the order the names are given
+        self.tokens, self.pages_needed, self.free, self.evictable, self.own_hits = fields
 
 
 @dataclass(slots=True)

@@ -52,6 +52,7 @@ from pagedkv.core.plumbing.validation import (
     check_token_array,
     check_token_list,
 )
+from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.slot_mapping import Sequence, num_blocks, slot_mapping
 
@@ -176,15 +177,16 @@ class SequenceManager:
     def _admit(self, plan: AdmissionPlan) -> int:
         """Carry out a plan from `plan_add` (it must still hold: nothing changed since)."""
         pool, tokens, hits = self.pool, plan.tokens, plan.hits
-        if plan.num_new_pages > pool.num_available_pages - len(plan.revived):
-            pages = "1 new page" if plan.num_new_pages == 1 else f"{plan.num_new_pages} new pages"
-            own = len(plan.revived)  # CACHED pages the prompt hits: not evictable for it
+        own = len(plan.revived)  # CACHED pages the prompt hits: not evictable for it
+        if plan.num_new_pages > pool.num_available_pages - own:
+            need, free, evictable = plan.num_new_pages, pool.num_free_pages, pool.num_cached_pages - own
             mine = f" (+ {own} CACHED that are its own hits)" if own > 1 else ""
             if own == 1:
                 mine = " (+ 1 CACHED that is its own hit)"
             raise OutOfPagesError(
-                f"prompt of {len(tokens)} tokens needs {pages}; {pool.num_free_pages} "
-                f"FREE + {pool.num_cached_pages - own} evictable CACHED{mine}"
+                f"prompt of {len(tokens)} tokens needs {count(need, 'new page')}; {free} "
+                f"FREE + {evictable} evictable CACHED{mine}",
+                (len(tokens), need, free, evictable, own),
             )
         pool.tick()
         pool.touch(hits, plan.seq_id, "prefix_hit")  # before allocating: hits are not victims

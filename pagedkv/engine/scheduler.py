@@ -63,7 +63,7 @@ from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.request import QUEUES, Request, RequestState, RequestStatus, UnknownRequestError
 from pagedkv.engine.runner import Model, ModelRunner, ScriptedRunner
 from pagedkv.engine.sampling import SamplingParams
-from pagedkv.engine.scheduler_output import SchedulerOutput, SchedulerStats, StepRecord
+from pagedkv.engine.scheduler_output import Refusal, SchedulerOutput, SchedulerStats, StepRecord
 from pagedkv.engine.step_plan import StepPlan, schedule_running, schedule_waiting
 from pagedkv.engine.swap import SwapSpace
 
@@ -116,8 +116,8 @@ class Scheduler:
         self.stats = SchedulerStats()
         self._listeners: list[Callable[[Event], None]] = []
         self._refused = ""  # why the last admission attempt failed (run() reports a stall)
-        self.head_refused: tuple[Hashable, str] | None = None  # (req id, why): the last step tried to
-        # admit the waiting queue's head and could not
+        self.head_refused: Refusal | None = None  # the last step tried to admit the waiting
+        # queue's head and could not: its req id, why, and the pool's counts
         self._in_flight: tuple[SchedulerOutput, StepPlan] | None = None  # scheduled, not yet updated
         self._finished_ids: list[Hashable] = []  # finished or aborted since the last output
 
@@ -310,6 +310,7 @@ class Scheduler:
             swap_out_bytes=len(output.swap_out) * page_bytes,
             swap_in_bytes=len(output.swap_in) * page_bytes,
             prompt_left=plan.prompt_left,
+            short_of_pages=tuple(plan.short_of_pages),
         )
 
     def step(self) -> StepRecord:

@@ -54,6 +54,16 @@ class SchedulerOutput(NamedTuple):
         return sum(self.num_scheduled_tokens.values())
 
 
+class PageShortfall(NamedTuple):
+    """A running request the pool could not give the pages its tokens of the step need, so
+    the scheduler preempted (vLLM v1: `allocate_slots` returned None for it)."""
+
+    req_id: Hashable
+    first_token: int  # its tokens of the step, counted from 1
+    last_token: int
+    pages_needed: int  # new pages those tokens need
+
+
 class StepRecord(NamedTuple):
     """What one step did, once its tokens were computed and sampled."""
 
@@ -69,6 +79,8 @@ class StepRecord(NamedTuple):
     swap_out_bytes: int  # K/V copied pool -> swap space (whole pages)
     swap_in_bytes: int  # K/V copied swap space -> pool (pages the prefix cache did not cover)
     prompt_left: dict[Hashable, int]  # req id -> prompt tokens still to prefill (chunked)
+    short_of_pages: tuple[PageShortfall, ...] = ()  # one per preemption, in `preempted`'s order:
+    # the request the pool could not serve, which caused it (the victim itself, or another)
 
     @property
     def decision(self) -> str:
@@ -94,6 +106,22 @@ class StepRecord(NamedTuple):
         if left:
             return f"{req_id} ({count(n, 'token')}, {left} left)"
         return f"{req_id} ({count(n, 'token')})"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a step could not admit the waiting queue's head: its req id, the reason in words,
+    and, when the pool was short of pages, the counts of the pool's `OutOfPagesError` (else
+    None): the tokens it was to be added with, the new pages they need, FREE pages,
+    evictable CACHED pages and CACHED pages that are its own prefix hits."""
+
+    req_id: Hashable
+    reason: str
+    tokens: int | None = None
+    pages_needed: int | None = None
+    free: int | None = None
+    evictable: int | None = None
+    own_hits: int | None = None
 
 
 @dataclass(slots=True)

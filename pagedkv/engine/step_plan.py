@@ -28,10 +28,10 @@ from itertools import islice
 from typing import Protocol
 
 from pagedkv.core.plumbing.words import count
-from pagedkv.core.pool import KVCachePool
+from pagedkv.core.pool import KVCachePool, OutOfPagesError
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.request import FCFSQueue, RequestState, RequestStatus
-from pagedkv.engine.scheduler_output import NewRequestData
+from pagedkv.engine.scheduler_output import NewRequestData, PageShortfall, Refusal
 from pagedkv.engine.swap import SwapSpace
 
 
@@ -64,11 +64,12 @@ class StepPlan:
     prompt_left: dict[Hashable, int] = field(default_factory=dict)  # req id -> still to prefill
     recomputed: int = 0  # tokens computed before, by requests preempted by recompute
     preempted: list[tuple[Hashable, str]] = field(default_factory=list)  # (req id, mode)
+    short_of_pages: list[PageShortfall] = field(default_factory=list)  # why each was preempted
     swap_out: list[tuple[int, int]] = field(default_factory=list)  # (page, swap slot)
     swap_in: list[tuple[int, int]] = field(default_factory=list)  # (swap slot, page)
     new: list[NewRequestData] = field(default_factory=list)
     refused: str = ""  # why the last admission failed
-    refused_request: tuple[Hashable, str] | None = None  # (its req id, the pool's reason)
+    refused_request: Refusal | None = None  # its req id, the pool's reason and counts
 
     def add_decodes(self, states: list[RequestState], req_ids: list[Hashable]) -> None:
         """Record one token scheduled for each of these requests, whose ids are req_ids
@@ -103,17 +104,20 @@ def schedule_running(sched: SchedulerState, plan: StepPlan, budget: int) -> int:
         if start >= state.prefill_end:  # decodes (their prompts are done): the fast path
             n = _decode(sched, plan, i, budget)
             i, budget = i + n, budget - n
-            if not n and preempt(sched, plan, running.pop()) is state:
-                break  # running[i] needs a page, none is left: nothing behind it runs either
+            if not n:  # running[i] needs a page for its next token, none is left
+                short = PageShortfall(state.req_id, start + 1, start + 1, 1)
+                if preempt(sched, plan, running.pop(), short) is state:
+                    break  # nothing behind it runs either
             continue  # with the next request, or retry with the pages the victim left
         # the next chunk of a prompt (at most the budget)
         k = min(state.num_tokens - start, budget)
         # Pages the chunk fills past the last one (page_size 4: 6 + 7 tokens -> 2).
         need = (start + k + size - 1) // size - (start + size - 1) // size
+        short = PageShortfall(state.req_id, start + 1, start + k, need)
         while need > pool.num_available_pages and running[-1] is not state:
-            preempt(sched, plan, running.pop())
+            preempt(sched, plan, running.pop(), short)
         if need > pool.num_available_pages:
-            preempt(sched, plan, running.pop())
+            preempt(sched, plan, running.pop(), short)
             break
         for token in _tokens(state, start, start + k):
             sched.manager.append_slot(state.req_id, token)
@@ -196,7 +200,10 @@ def _admit(sched: SchedulerState, plan: StepPlan, state: RequestState, budget: i
         # Out of pages, or an id another user of the SequenceManager took since add_request.
         why = _resumed_reason(state, str(exc), end)
         plan.refused = f"request {req_id!r} cannot be admitted: {why}"
-        plan.refused_request = (req_id, why)
+        plan.refused_request = Refusal(req_id, why)
+        if isinstance(exc, OutOfPagesError):
+            counts = (exc.tokens, exc.pages_needed, exc.free, exc.evictable, exc.own_hits)
+            plan.refused_request = Refusal(req_id, why, *counts)
         return 0
     start = hits
     if state.swap_pages is not None:
@@ -213,9 +220,10 @@ def _admit(sched: SchedulerState, plan: StepPlan, state: RequestState, budget: i
     return end - start
 
 
-def preempt(sched: SchedulerState, plan: StepPlan, state: RequestState) -> RequestState:
+def preempt(sched: SchedulerState, plan: StepPlan, state: RequestState, short: PageShortfall) -> RequestState:
     """Free a running request's pages (listing them for a swap-out first in swap mode) and
-    requeue it: at the front under "fcfs", by its priority under "priority". Returns it."""
+    requeue it: at the front under "fcfs", by its priority under "priority"; `short` is the
+    request whose pages fell short, recorded beside it. Returns it."""
     table = sched.manager.block_table(state.req_id)
     mode = sched.preemption_mode
     if mode == "swap":
@@ -230,6 +238,7 @@ def preempt(sched: SchedulerState, plan: StepPlan, state: RequestState) -> Reque
     state.num_preemptions += 1
     sched.waiting.prepend(state)
     plan.preempted.append((state.req_id, mode))
+    plan.short_of_pages.append(short)
     state.max_computed = max(state.max_computed, state.num_computed_tokens)
     state.num_computed_tokens = 0
     plan.emit("preempt", state.req_id, f"{mode}: {len(table)} pages released")

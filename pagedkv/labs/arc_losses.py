@@ -23,8 +23,8 @@ from pagedkv.labs.lab_workloads import LabRequest
 
 class _TracedARC(ARCEvictionPolicy):
     """ARC that remembers, per evicted block hash, the list it left ("T1" or "T2"), and
-    counts in `tally` the ghosts that came back ("B1 ghost back", "B2 ghost back"), and in
-    `p_moves` how far they moved p in all ("p grown", "p shrunk"); `p_top` is the largest p."""
+    counts in `p_moves` how far the ghosts that came back (ARC's own `tally`: "B1 ghost
+    back", "B2 ghost back") moved p in all ("p grown", "p shrunk"); `p_top` is the largest p."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -35,11 +35,6 @@ class _TracedARC(ARCEvictionPolicy):
 
     def _enter(self, page_id: int) -> None:
         key, p = self._key(page_id), self.p
-        if page_id not in self._frequent:  # as ARC's _enter reads its ghosts
-            if key in self._b1.keys:
-                self.tally["B1 ghost back"] += 1
-            elif key in self._b2.keys:
-                self.tally["B2 ghost back"] += 1
         self.seen.add(key)
         self.evicted_from.pop(key, None)  # cached again
         super()._enter(page_id)

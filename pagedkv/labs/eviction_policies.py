@@ -168,8 +168,8 @@ class _QueuedGhostPolicy(_GhostPolicy):
 
 
 class ARCEvictionPolicy(_QueuedGhostPolicy):
-    """Adaptive replacement: balance recency (T1) against frequency (T2) by ghost hits.
-    `tally` counts victims and prefix-hit revivals by the list the page sat in."""
+    """Adaptive replacement: balance recency (T1) against frequency (T2) by ghost hits. `tally`
+    counts victims and prefix-hit revivals by the list the page sat in, and ghost hits by list."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -178,16 +178,18 @@ class ARCEvictionPolicy(_QueuedGhostPolicy):
         self._t2: OrderedDict[int, None] = OrderedDict()  # evictable, revived, LRU first
         self._b1, self._b2 = _Ghosts(), _Ghosts()
         self.p = 0.0  # target number of T1 pages
-        self.tally: Counter[str] = Counter()  # "evicted from T1", "revived from T2", ...
+        self.tally: Counter[str] = Counter()  # "evicted from T1", "revived from T2", "B1 ghost back", ...
 
     def _enter(self, page_id: int) -> None:
         if page_id not in self._frequent:
             key = self._key(page_id)
-            if self._b1.take(key):  # recency would have kept it: grow T1's share
+            back = "B1" if self._b1.take(key) else "B2" if self._b2.take(key) else ""
+            if back == "B1":  # recency would have kept it: grow T1's share
                 self.p = min(self._capacity, self.p + max(len(self._b2.keys) / max(len(self._b1.keys), 1), 1))
-                self._frequent.add(page_id)
-            elif self._b2.take(key):  # frequency would have kept it: shrink T1's share
+            elif back == "B2":  # frequency would have kept it: shrink T1's share
                 self.p = max(0.0, self.p - max(len(self._b1.keys) / max(len(self._b2.keys), 1), 1))
+            if back:  # its content came back while a ghost: it goes to T2
+                self.tally[f"{back} ghost back"] += 1
                 self._frequent.add(page_id)
         (self._t2 if page_id in self._frequent else self._t1)[page_id] = None
 
@@ -230,11 +232,9 @@ class ARCEvictionPolicy(_QueuedGhostPolicy):
 
     def clear(self) -> None:
         super().clear()
-        self._frequent.clear()
-        self._t1.clear()
-        self._t2.clear()
+        for part in (self._frequent, self._t1, self._t2, self.tally):
+            part.clear()
         self._b1, self._b2, self.p = _Ghosts(), _Ghosts(), 0.0
-        self.tally.clear()
 
 
 class S3FIFOEvictionPolicy(_QueuedGhostPolicy):

@@ -38,11 +38,14 @@ def recompute_text(shares: dict[str, dict], prompt_tokens: int) -> str:
     )
 
 
-def price_steps(records: list, weights_ms: float, slot_ms: float, token_ms: float) -> list[float]:
+def price_steps(
+    records: list, weights_ms: float, slot_ms: float, token_ms: float
+) -> list[tuple[float, float]]:
     """Section 1's roofline, one step at a time: each record (batch, slots holding K/V, tokens
-    recomputed in the step) takes the longer of its reading (the weights, then `slot_ms` per
-    slot of K/V) and its arithmetic (`token_ms` per decode and per recomputed token)."""
-    return [max(weights_ms + slots * slot_ms, (batch + again) * token_ms)
+    recomputed in the step) priced as (its reading: the weights, then `slot_ms` per slot of
+    K/V; its arithmetic: `token_ms` per decode and per recomputed token). The step takes the
+    longer of the two."""
+    return [(weights_ms + slots * slot_ms, (batch + again) * token_ms)
             for batch, slots, again in records]  # fmt: skip
 
 
@@ -64,16 +67,15 @@ def recompute_price(shares: dict[str, dict], num_slots: int, gpu: str = "A100-40
     weights_ms = paged["weights"] / (g.hbm_gb_s * 1e9) * 1e3
     slot_ms = (paged["kv"] / paged["kv_tokens"]) / (g.hbm_gb_s * 1e9) * 1e3
     row = shares["paged"]
-    times = price_steps(row["queued_steps"], weights_ms, slot_ms, token_ms)
+    priced = price_steps(row["queued_steps"], weights_ms, slot_ms, token_ms)  # (reading, arithmetic)
     recompute_s = row["recomputed_while_queued"] * token_ms / 1e3
-    decode_s, priced_s = row["loaded_steps"] * step_ms / 1e3, sum(times) / 1e3
+    decode_s, priced_s = row["loaded_steps"] * step_ms / 1e3, sum(map(max, priced)) / 1e3
     gain = oracle["per_token"] / paged["per_token"]
     added = recompute_s / decode_s
     return {"token_ms": token_ms, "step_ms": step_ms, "recompute_s": recompute_s,
             "decode_s": decode_s, "priced_s": priced_s, "added": added,
             "gain": (gain, gain * decode_s / priced_s), "own_steps_gain": gain / (1 + added),
-            "arithmetic_steps": sum(t > weights_ms + r[1] * slot_ms
-                                    for t, r in zip(times, row["queued_steps"])),
+            "arithmetic_steps": sum(arithmetic > reading for reading, arithmetic in priced),
             "decode_arithmetic_ms": paged["batch"] * token_ms}  # fmt: skip
 
 

@@ -13,7 +13,6 @@ Leaves out: timing and swap (the run preempts by recompute only).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Mapping
 
 from pagedkv.core.plumbing.events import Event
@@ -21,23 +20,11 @@ from pagedkv.core.plumbing.words import count
 from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
-from pagedkv.engine.scheduler_output import StepRecord
+from pagedkv.engine.scheduler_output import Refusal, StepRecord
 from pagedkv.model.tinylm import TinyLM
 
 # req id -> (prompt text, max_new_tokens), in arrival order
 PAIR = {"chat2": ("Hi", 24), "long2": ("A long prompt is prefilled in chunks of 8.", 4)}
-WAIT_COLUMNS = [
-    "step",
-    "chat2 evicts page",
-    "long2's next chunk",
-    "new pages",
-    "FREE",
-    "evictable CACHED",
-    "its own hits",
-]
-_REFUSED = re.compile(
-    r"of (\d+) tokens.* needs (\d+) new pages?; (\d+) FREE \+ (\d+) evictable CACHED(?: \(\+ (\d+) CACHED)?"
-)
 
 
 class TightRun:
@@ -58,6 +45,8 @@ class TightRun:
             SequenceManager(pool), model, max_num_seqs=len(requests), max_num_batched_tokens=budget
         )
         self.scheduler, self.pool, self.page_size = sched, pool, page_size
+        # The tables' order: latest arrival first, the request the running list preempts.
+        self.req_ids: list[str] = list(requests)[::-1]
         self.events: list[Event] = []  # the scheduler's: preempt, resume
         self.records: list[StepRecord] = []
         self.page_events: dict[int, list[Event]] = {}  # step -> the pool's events in it
@@ -66,7 +55,7 @@ class TightRun:
         self.after: dict[int, tuple[int, int]] = {}  # step -> (FREE, CACHED) after it
         self.tables: dict[int, dict[Hashable, list[int]]] = {}  # step -> req id -> block table after it
         self.computed: dict[int, dict[Hashable, int]] = {}  # step -> req id -> tokens computed after it
-        self.refused: dict[int, tuple[Hashable, str]] = {}  # step -> (head's req id, the pool's reason)
+        self.refused: dict[int, Refusal] = {}  # step -> why the waiting queue's head was not admitted
         sched.add_listener(self.events.append)
         pending: list[Event] = []
         pool.add_listener(pending.append)
@@ -111,8 +100,12 @@ class TightRun:
             rows.append(self._row(rec.step, rec.step, rec.decision))
         return rows
 
+    def table_columns(self) -> list[str]:
+        """The header of `table_rows`: each request's pages in `req_ids` order."""
+        return ["step", "FREE", "CACHED", *(f"{r} pages" for r in self.req_ids), "what ran"]
+
     def _row(self, step: int, label: object, what: str) -> list[object]:
-        held = [len(self.tables[step].get(r, [])) for r in ("long2", "chat2")]
+        held = [len(self.tables[step].get(r, [])) for r in self.req_ids]
         return [label, *self.after[step], *held, what]
 
     def holds(self, step: int, req_id: Hashable) -> str:
@@ -125,34 +118,18 @@ class TightRun:
         return line
 
     def preempted(self, step: int) -> str:
-        """Who needed pages at `step`, how many FREE and CACHED pages there were, and the
-        victim the step's record names: the last of the running list."""
+        """Who needed pages at `step` and how many (the step's record names it), how many
+        FREE and CACHED pages there were, and the victim: the last of the running list."""
         rec = self.records[step - 1]
-        (victim, mode), running = rec.preempted[0], self.running[step]
+        (victim, mode), short, running = rec.preempted[0], rec.short_of_pages[0], self.running[step]
         free, cached = self.before[step]
-        asker, first, last, need = self._asker(step)
+        first, last = short.first_token, short.last_token
         tokens = f"token {first}" if first == last else f"tokens {first}-{last}"
         return (
-            f"step {step}: {asker} needs {count(need, 'new page')} for its {tokens}; "
+            f"step {step}: {short.req_id} needs {count(short.pages_needed, 'new page')} for its {tokens}; "
             f"{free} FREE, {cached} CACHED\n"
             f"  the running list is {running}: its last, {victim}, is preempted ({mode})"
         )
-
-    def _asker(self, step: int) -> tuple[Hashable, int, int, int]:
-        """The first running request whose tokens this step need more pages than are left:
-        (req id, its first and last token of the step, new pages they need)."""
-        before = self.records[step - 2] if step > 1 else None
-        left = self.before[step][0] + self.before[step][1]
-        budget = self.scheduler.max_num_batched_tokens
-        for req_id in self.running[step]:
-            done = self.computed[step - 1][req_id]
-            prompt_left = before.prompt_left.get(req_id, 0) if before is not None else 0
-            k = min(prompt_left, budget) if prompt_left else 1
-            need = -(-(done + k) // self.page_size) - len(self.tables[step - 1][req_id])
-            if need > left:
-                return req_id, done + 1, done + k, need
-            left, budget = left - need, budget - k
-        raise ValueError(f"no request at step {step} needs more pages than are left")
 
     def released(self, step: int, req_id: Hashable) -> str:
         """Where `req_id`'s pages went at `step`: full ones CACHED, in release order (tail
@@ -165,22 +142,35 @@ class TightRun:
             line += f", and {takers[-1]} takes it" if takers and takers[-1] != req_id else ""
         return line
 
+    def wait_columns(self, req_id: Hashable) -> list[str]:
+        """The header of `wait_rows(req_id)`."""
+        others = " or ".join(str(r) for r in self.req_ids if r != req_id)
+        chunk = f"{req_id}'s next chunk"
+        return [
+            "step",
+            f"{others} evicts page",
+            chunk,
+            "new pages",
+            "FREE",
+            "evictable CACHED",
+            "its own hits",
+        ]
+
     def wait_rows(self, req_id: Hashable) -> list[list[object]]:
         """One row per step `req_id` waited at the queue's head and the wait changed: the
-        step, the page another request evicted in it, then from the pool's reason at the
+        step, the page another request evicted in it, then from the pool's refusal at the
         step's admissions: its next chunk's tokens, the new pages they need, FREE, evictable
         CACHED pages and CACHED pages that are its own hits."""
         rows: list[list[object]] = []
-        for step, (head, why) in self.refused.items():
-            match = _REFUSED.search(why)
-            if head != req_id or match is None:
-                continue
-            end, need, free, evictable, own = (int(g or 0) for g in match.groups())
+        for step, why in self.refused.items():
+            if why.req_id != req_id or why.own_hits is None:
+                continue  # another request's refusal, or not the pool's (no counts)
             evicted = [p for p in self._pages(step, "evict") if p not in self._pages(step, "evict", req_id)]
             if rows and not evicted:
                 continue  # nothing changed since the last row
-            chunk = f"tokens {own * self.page_size + 1}-{end}"
-            rows.append([step, ", ".join(map(str, evicted)) or "-", chunk, need, free, evictable, own])
+            chunk = f"tokens {why.own_hits * self.page_size + 1}-{why.tokens}"
+            counts = [why.pages_needed, why.free, why.evictable, why.own_hits]
+            rows.append([step, ", ".join(map(str, evicted)) or "-", chunk, *counts])
         return rows
 
     def resumed(self, step: int, req_id: Hashable) -> str:

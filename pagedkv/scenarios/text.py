@@ -52,10 +52,10 @@ def step_role_at(actions: SequenceLike, step: int) -> str:
 def waiting_words(scheduler: Scheduler, step: StepRecord) -> str:
     """The log's line on why the waiting queue's head was not admitted in `step` ("" when
     nothing waits, or nothing held it back)."""
-    if scheduler.head_refused:
-        req_id, reason = scheduler.head_refused
+    refusal = scheduler.head_refused
+    if refusal is not None:
         after = " (checked after this step's admissions)" if step.prefill else ""
-        return f"{req_id} waits{after}: {reason}"
+        return f"{refusal.req_id} waits{after}: {refusal.reason}"
     if not scheduler.waiting:
         return ""
     if step.preempted:  # vLLM v1 tries the waiting queue only when nobody was preempted
