@@ -12,6 +12,7 @@ way so the core path stays short. Three rules keep that honest:
 - before the first fold, the notebook says how to open one ("cells hidden");
 - a picture the projector test measures in the browser is on the core path, where a learner
   sees it without opening anything;
+- every `# checks` cell starts hidden (the notebooks call them grey bars to skip);
 - a code cell whose source starts hidden still shows its first line in JupyterLab, so that
   line is a comment (a check cell's first assert would otherwise print an answer on screen
   under the question it answers).
@@ -88,6 +89,21 @@ def test_a_hidden_source_shows_a_comment_first(path):
         if cell.cell_type == "code" and cell.metadata.get("jupyter", {}).get("source_hidden"):
             first = cell.source.lstrip().split("\n", 1)[0]
             assert first.startswith("#"), f"{path.name} cell {index} shows {first!r} when hidden"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=lambda p: p.name)
+def test_every_checks_cell_starts_hidden(path):
+    """The notebooks tell the learner that `# checks` cells are grey bars to skip: one shown
+    whole would put its asserts (the numbers a prediction asks for) on screen."""
+    cells = nbformat.read(path, as_version=4).cells
+    shown = [
+        index
+        for index, cell in enumerate(cells)
+        if cell.cell_type == "code"
+        and cell.source.startswith("# checks")
+        and not cell.metadata.get("jupyter", {}).get("source_hidden")
+    ]
+    assert shown == [], f"{path.name}: checks cells shown whole: {shown}"
 
 
 @pytest.mark.parametrize(("name", "text"), [(n, t) for n, t, _ in PICTURES])

@@ -149,7 +149,8 @@ def _cell(
     """One record's cell centred on `seq`, `width` records wide, tagged `gid` (what it is, or
     what recovery does with it)."""
     ax.add_patch(Rectangle((seq - width / 2, y - 0.35), width, 0.7, facecolor=color, edgecolor=edge,
-                           linewidth=0.8, hatch=hatch, gid=gid))  # fmt: skip
+                           linewidth=0.8, hatch=hatch, gid=gid, clip_on=False))  # fmt: skip
+    # clip_on=False: the last cell ends on the axes' edge, where clipping cut its outline
 
 
 def _label(ax: Axes, lo: int, hi: int, y: float, text: str) -> None:
