@@ -252,7 +252,8 @@ def runs_figure(runs: list[dict]):
         for k, (design, label) in enumerate(zip(DESIGNS, LOCKS, strict=True)):
             color = BENCH_LOCK_COLORS[design]
             lows, highs = zip(*(spread(runs, design, mix, n, 0) for n in threads), strict=True)
-            ax.vlines(x + 0.3 * k - 0.15, lows, highs, color=color, linewidth=9, label=f"{label} lock: lowest–highest of {len(runs)} runs")
+            bar = f"{label} lock: lowest–highest of {len(runs)} runs"
+            ax.vlines(x + 0.3 * k - 0.15, lows, highs, color=color, linewidth=9, label=bar)
             ax.axhline(lows[0], color=color, linestyle="--", linewidth=1.2, label=f"{label}: 1-thread lowest")
         values = [v for d in DESIGNS for n in threads for v in spread(runs, d, mix, n, 0)]
         margin = 0.08 * (max(values) - min(values))

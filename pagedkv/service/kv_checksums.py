@@ -6,12 +6,12 @@ not; and K/V written for records that were lost may have reached the disk, over 
 surviving state still caches. Either way a prefix hit on that page would read wrong K/V.
 
 So each `computed` record carries `kv_crc`: for each page its newly computed tokens fall in,
-`[page, slots, crc32]`, the CRC-32 (8 hex digits: `page_crc`) of that page's K/V in slots 0 to slots - 1 (every layer,
-K and V); an `append` that copies on write carries the copy's. The manager keeps the newest
-entry per page (`DurableSequenceManager.kv_crc`; checkpoints keep them too), and forgets a
-page's entry when the page is handed out again. At the end of recovery `failed_pages`
-recomputes the CRC of every page that is not FREE and has an entry, from kv.bin;
-`drop_failed` then makes sure no such page is served:
+`[page, slots, crc32]`, the CRC-32 (8 hex digits: `page_crc`) of that page's K/V in slots 0
+to slots - 1 (every layer, K and V); an `append` that copies on write carries the copy's.
+The manager keeps the newest entry per page (`DurableSequenceManager.kv_crc`; checkpoints
+keep them too), and forgets a page's entry when the page is handed out again. At the end of
+recovery `failed_pages` recomputes the CRC of every page that is not FREE and has an entry,
+from kv.bin; `drop_failed` then makes sure no such page is served:
 
 - a CACHED page turns FREE (it leaves the prefix index);
 - each sequence holding an ACTIVE one goes back to "computed up to the page's first token",
