@@ -73,10 +73,10 @@ def plot_crc_check(said: Sequence[PageState], served: Sequence[PageState], faile
             ax.text(
                 page, y, str(page), ha="center", va="center", fontsize=14, color="white" if dark else "black"
             )
-    for page in changes["recomputed"]:
-        ax.text(
-            page, SERVED - 0.5, "tokens computed again", ha="center", va="top", fontsize=13, color=FAILED_EDGE
-        )
+    for page in changes["recomputed"]:  # the label sits right of its page, an arrow to it
+        ax.annotate(f"page {page}: its tokens are computed again", xy=(page, SERVED - 0.4),
+                    xytext=(page + 0.8, SERVED - 0.62), ha="left", va="center", fontsize=13,
+                    color=FAILED_EDGE, arrowprops={"arrowstyle": "->", "color": FAILED_EDGE})  # fmt: skip
     ax.set_xlim(-0.6, len(said) - 0.4)
     ax.set_ylim(-0.85, 1.45)
     ax.set_yticks([SAID, SERVED], ROW_LABELS, fontsize=14)
