@@ -29,9 +29,8 @@ def cut(tmp_path_factory):
         f.truncate(middle.offset)  # the operator's cut, as after a hole at `middle`
     manager = recover(store)
     oracle = reference(7, manager.last_seq)
-    pages = range(manager.pool.num_pages)
-    said = [oracle.pool.page(p).state for p in pages]
-    served = [manager.pool.page(p).state for p in pages]
+    said = [page.state for page in oracle.pool.pages]
+    served = [page.state for page in manager.pool.pages]
     lost = [r for r in records if r.seq >= middle.seq]
     yield said, served, manager.recovery["kv_checksum_failed_pages"], lost
     manager.close()

@@ -200,10 +200,11 @@ def _admit(sched: SchedulerState, plan: StepPlan, state: RequestState, budget: i
         # Out of pages, or an id another user of the SequenceManager took since add_request.
         why = _resumed_reason(state, str(exc), end)
         plan.refused = f"request {req_id!r} cannot be admitted: {why}"
-        plan.refused_request = Refusal(req_id, why)
         if isinstance(exc, OutOfPagesError):
             counts = (exc.tokens, exc.pages_needed, exc.free, exc.evictable, exc.own_hits)
-            plan.refused_request = Refusal(req_id, why, *counts)
+        else:
+            counts = (None,) * 5
+        plan.refused_request = Refusal(req_id, why, *counts)
         return 0
     start = hits
     if state.swap_pages is not None:
