@@ -3,7 +3,7 @@
 docs/reviewing.md is the brief a reviewer follows. Start a lab (the Makefile's `make lab`
 arguments, on a private copy of notebooks/ and docs/) and leave it running:
 
-    python tests/browser/review_kit.py WORKDIR      # writes WORKDIR/lab.json; stop with kill
+    python tests/browser/review_kit.py WORKDIR      # writes WORKDIR/lab.json; stop: kill PID
 
 then drive it from small scripts:
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -54,6 +55,7 @@ def serve(workdir: Path) -> None:
     """Start the lab, write its address to WORKDIR/lab.json and keep it up until killed."""
     workdir.mkdir(parents=True, exist_ok=True)
     server = JupyterLabServer(workdir / "lab", workdir / "lab.log")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill PID` stops the lab too
     server.start()
     info = {"base": server.base_url, "token": server.token, "notebook_url": server.url("NAME.ipynb")}
     (workdir / "lab.json").write_text(json.dumps(info))
@@ -92,7 +94,8 @@ def cell_texts(page: Page) -> str:
     out = []
     for i in range(cells.count()):
         c = cells.nth(i)
-        c.scroll_into_view_if_needed()
+        with contextlib.suppress(Exception):  # a hidden cell with no output has nothing to show
+            c.scroll_into_view_if_needed(timeout=2000)
         time.sleep(0.05)
         out.append(f"===== cell {i} =====\n" + c.inner_text())
     return "\n".join(out)
