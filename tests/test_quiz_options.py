@@ -643,8 +643,9 @@ OPTION_CHARS = 110  # one line of a quiz at 1280 px; the longest option today ha
 
 def test_no_quiz_option_is_longer_than_one_line():
     """A long option wrapped under the Check button and gave its answer away (09-check-2):
-    the reason belongs in the explanation. (A ratio rule does not hold: 05b-check pairs a
-    3-character option with a 46-character one.)"""
+    the reason belongs in the explanation. (No rule on the ratio of lengths: an answer may be a
+    word beside options with reasons, as 05b-check's last one was until a learner took the bare
+    word for the answer by its form.)"""
     long = [(key, o) for key, options, _ in _every_question() for o in options if len(str(o)) > OPTION_CHARS]
     assert not long, long
 
