@@ -22,7 +22,10 @@ def test_memory_text_gives_the_shares_and_not_the_batch_ratio():
     assert "paging fills 96.0% of the slots with K/V, the oracle 48.0%" in text
     # why the free share stays free: the queue's first request needed more pages
     flat = " ".join(text.split())
-    assert "Paging's free 1.4%: in 9 of the 10 steps averaged, the first waiting request needed" in flat
+    assert (
+        "Paging's free 1.4% stays free because the first waiting request needed more pages than"
+        " were left, in 9 of the 10 steps averaged." in flat
+    )
     shares["paged"]["head_blocked_steps"] = 10
     assert "in all 10 steps averaged" in results06.memory_text(shares)
     # the batch ratio would give the tokens-per-second prediction away: it waits for the answer
