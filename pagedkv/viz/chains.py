@@ -40,7 +40,7 @@ KINDS = {
 }
 CROSSED = {"evicted": EVICTED_HATCH}  # kind -> hatch drawn over the fill
 LINKED = ("reached", "orphan")  # the kinds an arrow joins: the pages the index holds
-ARROW_KEY = "\u2192  the index holds both; a lookup at the left page goes on to the right one"
+ARROW_KEY = "\u2192  the index holds both; a lookup reaching the left page goes on to the right one"
 FONT_PT = 12
 WIDTH_IN = 8.2
 ROW_IN = 1.3  # a row: its name, the boxes, a note of up to 2 lines under them
