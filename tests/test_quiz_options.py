@@ -685,3 +685,13 @@ def test_next_sits_before_the_position_line_so_a_longer_line_never_moves_it():
     wrong = next(o for o in quiz.questions[0].options if o != quiz.questions[0].answer)
     quiz.check(0, wrong)
     assert "1 try left here" in quiz.position.value and list(nav.children)[:2] == [quiz.previous, quiz.next]
+
+
+def test_no_quiz_option_carries_markdown() -> None:
+    """A radio button's label is plain text: a learner saw "priority: `old` still has..." with
+    its backticks (05b-predict-victim). The question, the why and the hints render markdown;
+    the options must not need it."""
+    marked = [
+        (key, o) for key, options, _ in _every_question() for o in options if any(m in str(o) for m in "`*")
+    ]
+    assert not marked, marked
