@@ -19,8 +19,8 @@ def memory_text(shares: dict[str, dict]) -> str:
     which = f"all {steps:,}" if blocked == steps else f"{blocked:,} of the {steps:,}"
     return (
         f"Result: paging fills {paged['token_states']:.1f}% of the slots with K/V, the oracle "
-        f"{oracle['token_states']:.1f}%.\nPaging's free {paged['free']:.1f}% stays free because the first waiting "
-        f"request needed more\n  pages than were left, in {which} steps averaged."
+        f"{oracle['token_states']:.1f}%.\nPaging's free {paged['free']:.1f}% stays free because "
+        f"the first waiting request needed more\n  pages than were left, in {which} steps averaged."
         "\nThe batch and tokens per second: after the prediction below."
     )
 
