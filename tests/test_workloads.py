@@ -106,3 +106,15 @@ def test_mean_lengths_are_the_draws_own_means():
     assert mean_lengths(requests) == (2.0, 7.5)  # (3 + 1) / 2 and (10 + 5) / 2, by hand
     with pytest.raises(ValueError):
         mean_lengths([])
+
+
+def test_distinct_prefixes_counts_first_tokens_by_hand():
+    """Three requests, two of them after the same 3-token prefix: 2 distinct prefixes of 3
+    tokens, 3 of 4 (the requests differ in their 4th token), and a bad length is refused."""
+    from pagedkv.labs.workloads import Request, distinct_prefixes
+
+    requests = [Request("a", [1, 2, 3, 4], 1), Request("b", [1, 2, 3, 5], 1), Request("c", [9, 2, 3, 4], 1)]
+    assert distinct_prefixes(requests, 3) == 2 and distinct_prefixes(requests, 4) == 3
+    assert distinct_prefixes([], 3) == 0
+    with pytest.raises(ValueError, match="length"):
+        distinct_prefixes(requests, 0)

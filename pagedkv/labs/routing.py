@@ -35,7 +35,7 @@ from pagedkv.core.pool import KVCachePool
 from pagedkv.core.sequence import SequenceManager
 from pagedkv.engine.scheduler import Scheduler
 from pagedkv.labs.serving import poisson_arrivals
-from pagedkv.labs.workloads import Request
+from pagedkv.labs.workloads import Request, distinct_prefixes
 
 ROUTERS = ("round_robin", "least_loaded", "prefix_aware")
 
@@ -190,12 +190,10 @@ def replica_counts(requests: Sequence[Request], num_replicas: int, prefix_len: i
     the preemptions it made (`preempted`) and the most requests it ran at once (`most_running`)."""
     sent: list[int] = []
     out = simulate(requests, num_replicas, sent=sent, **options)
-    seen: list[set] = [set() for _ in range(num_replicas)]
-    for k, request in zip(sent, requests):
-        seen[k].add(tuple(request.prompt_token_ids[:prefix_len]))
+    per_replica = [[r for k, r in zip(sent, requests) if k == i] for i in range(num_replicas)]
     return {
         "routed": out["routed"],
-        "prompts": [len(s) for s in seen],
+        "prompts": [distinct_prefixes(mine, prefix_len) for mine in per_replica],
         "preempted": out["preempted_per_replica"],
         "most_running": out["most_running"],
     }

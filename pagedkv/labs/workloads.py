@@ -136,3 +136,10 @@ def token_budget(requests: Sequence[Request]) -> int:
     """The preemption benchmark's token budget a step (`max_num_batched_tokens`): 4,096, or the
     longest request if longer, so that every request fits one step whole."""
     return max(4096, max(r.final_len for r in requests))
+
+
+def distinct_prefixes(requests: Sequence[Request], length: int) -> int:
+    """How many different first-`length`-token prefixes `requests` have (e.g. their distinct
+    system prompts). Example: two requests after one 64-token system prompt -> 1."""
+    check_int("length", length, 1)
+    return len({tuple(r.prompt_token_ids[:length]) for r in requests})

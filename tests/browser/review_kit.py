@@ -11,7 +11,7 @@ then drive it from small scripts:
     with kit.session(WORKDIR, "07_production") as (page, lab):
         lab.run_all()                          # Edit > Clear outputs, Run > Run All, wait
         print(kit.cell_texts(page))            # every cell's visible text (inputs + outputs)
-        kit.shot_cell(page, 19, "x.png")       # screenshot of cell 19 (0-based)
+        kit.shot_cell(lab, 19, "x.png")        # screenshot of cell 19 (0-based), whole
         q = kit.cell(page, 19)                 # a Locator for cell 19
         q.get_by_text("turns them FREE", exact=False).first.click()   # pick an option
         q.locator(".pagedkv-quiz-check").first.click()                # press Check
@@ -34,7 +34,7 @@ from playwright.sync_api import Locator, Page, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from labpage import NotebookPage  # noqa: E402
+from labpage import NOTEBOOK, NotebookPage  # noqa: E402
 from labserver import JupyterLabServer  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -48,7 +48,7 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-CELLS = ".jp-NotebookPanel .jp-Cell"
+CELLS = f"{NOTEBOOK} .jp-Cell"  # the open notebook's cells
 
 
 def serve(workdir: Path) -> None:
@@ -101,17 +101,14 @@ def cell_texts(page: Page) -> str:
     return "\n".join(out)
 
 
-def shot_cell(page: Page, i: int, path: str | Path) -> Path:
-    c = cell(page, i)
-    c.scroll_into_view_if_needed()
-    time.sleep(0.3)
-    c.screenshot(path=str(path))
-    return Path(path)
+def shot_cell(lab: NotebookPage, i: int, path: str | Path) -> Path:
+    """Screenshot of cell `i`, whole (the window grown for a tall cell: `screenshot_whole`)."""
+    return lab.screenshot_whole(cell(lab.page, i), Path(path))
 
 
 def open_boxes(page: Page) -> None:
     """Open every closed box (results and answer notes); a locked one stays locked."""
-    boxes = page.locator(".jp-NotebookPanel .jupyter-widget-Collapse")
+    boxes = page.locator(f"{NOTEBOOK} .jupyter-widget-Collapse")
     for i in range(boxes.count()):
         contents = boxes.nth(i).locator(".jupyter-widget-Collapse-contents").first
         if "lm-mod-hidden" not in (contents.get_attribute("class") or ""):
