@@ -179,7 +179,7 @@ def test_wal_counts_the_calls_its_trace_makes():
 
     assert wal._trace(Counting(KVCachePool(wal.CONFIG)), 300, 0) == sum(calls.values())  # noqa: SLF001
     assert calls == {"add": 300, "append": 300 * 8, "free": 300 - 16}  # the last 16 stay live
-    assert wal.count_operations() == sum(calls.values()) == 2984  # notebook 07b, section 4
+    assert wal.count_operations() == sum(calls.values()) == 2984  # notebook 07b, section 5
     with pytest.raises(ValueError, match="sequences"):
         wal.count_operations(0)
 

@@ -1,4 +1,4 @@
-"""The CRC-check picture (notebook 07, 1f) against a real operator's cut and its oracle.
+"""The CRC-check picture (notebook 07b, section 3d) against a real operator's cut and its oracle.
 
 The oracle for "what the kept records say" is the same seeded workload stopped at the last
 kept record, run in memory (`reference`); the pages the check must free are named, without

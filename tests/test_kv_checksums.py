@@ -185,7 +185,7 @@ def test_still_matching_names_the_pages_whose_kv_equal_their_newest_logged_crc(t
 
 
 def test_after_an_operators_cut_every_cached_page_has_a_logged_crc(tmp_path):
-    """Notebook 07, 1e: after `truncate -s OFFSET wal.log` at any record, no CACHED page lacks
+    """Notebook 07b, section 3b: after `truncate -s OFFSET wal.log` at any record, no CACHED page lacks
     a logged CRC, so a page a lost record overwrote is always checked. A page turns CACHED
     at a `free`, logged after the `computed` record carrying its CRC; a cut keeps a prefix."""
     import shutil

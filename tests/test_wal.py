@@ -36,6 +36,7 @@ from pagedkv.service.wal import MAGIC, WriteAheadLog, encode_record
 from pagedkv.service.workload import (
     NUM_PAGES,
     PAGE_SIZE,
+    damage_record,
     reference,
     run_in_subprocess,
     run_workload,
@@ -323,6 +324,23 @@ def test_corruption_in_the_middle_names_its_offset(finished_store, tmp_path):
         assert (store / "wal.log").read_bytes() != (directory / "wal.log").read_bytes()
         with pytest.raises(WALCorruptionError):
             recover(store)
+
+
+def test_damage_record_changes_one_byte_of_one_record_in_a_copy(finished_store, tmp_path):
+    """Notebooks 07 and 07b damage record 123 with `damage_record`: the original store is
+    untouched, the copy differs in one byte inside that record's JSON, and recovery of the
+    copy stops at that record's offset."""
+    directory, records = finished_store
+    original = (directory / "wal.log").read_bytes()
+    victim = records[len(records) // 2]
+    copy = damage_record(directory, tmp_path / "damaged", victim.offset)
+    damaged = (copy / "wal.log").read_bytes()
+    assert (directory / "wal.log").read_bytes() == original
+    diff = [i for i, (a, b) in enumerate(zip(original, damaged)) if a != b]
+    assert len(damaged) == len(original) and diff == [victim.offset + 20] and diff[0] < victim.end
+    with pytest.raises(WALCorruptionError) as info:
+        recover(copy)
+    assert info.value.offset == victim.offset
 
 
 def test_corruption_of_the_last_record_is_a_torn_tail(finished_store, tmp_path):

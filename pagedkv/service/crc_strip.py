@@ -6,7 +6,7 @@ same workload stopped at the same record); the bottom row is the pool recovery s
 (`served`). Pages in `failed` (the report's `kv_checksum_failed_pages`: their K/V in kv.bin
 differ from their logged CRC) are outlined in vermilion in both rows, so the eye goes from a
 CACHED page above to the FREE page it became below, and from an ACTIVE page to the same
-page, whose tokens are computed again (so marked). Notebook 07, section 1f.
+page, whose tokens are computed again (so marked). Notebook 07b, section 3d.
 
 Leaves out: which sequence holds each page (the block tables say) and the CRCs themselves
 (K/V are floats whose last bits differ between machines).

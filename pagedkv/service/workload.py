@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -213,6 +214,17 @@ def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: 
     SIGKILLed, e.g. by --die-at)."""
     cmd = workload_command(directory, seed, *options)
     return subprocess.run(cmd, capture_output=True, timeout=timeout).returncode
+
+
+def damage_record(store: Path, copy: Path, offset: int) -> Path:
+    """Copy `store` to `copy` and overwrite one byte of the record at `offset`, inside its
+    JSON (past the 16-byte header): damage in the middle of the log, such as a power loss can
+    leave (notebook 07, 1c). The copy's folder."""
+    shutil.copytree(store, copy)
+    with open(Path(copy) / "wal.log", "r+b") as log:
+        log.seek(offset + 20)
+        log.write(b"#")
+    return Path(copy)
 
 
 def crash_during(
