@@ -83,18 +83,16 @@ def test_final_check_quotes_no_number_only_a_fold_prints() -> None:
 def test_serving_buckets_are_defined_on_the_core_path_before_the_figure() -> None:
     """The serving figure's box, its bars text and the final check's last question use all five
     of the paper's buckets: the core path defines each in section 4's intro, before the cell
-    that draws the figure, with the line that tells pow2's rounding from the allocator's."""
+    that draws the figure, with the example that tells pow2's rounding from the allocator's."""
     core = _core()
     figure = next(i for i, c in enumerate(core) if "serving_report.figure()" in c.source)
     heading = max(i for i, c in enumerate(core[:figure]) if c.source.startswith("## 4."))
     before = "\n".join(c.source for c in core[heading:figure] if c.cell_type == "markdown")
     for bucket in ("token states", "reserved", "internal fragmentation", "external fragmentation", "free"):
         assert f"- *{bucket}*: slots" in before
-    assert "| `pow2`'s own | yes | inside the request's reservation | internal fragmentation |" in before
-    assert (
-        "| the buddy allocator's | no | beyond what the policy asked for "
-        "| *external fragmentation & others* |" in before
-    )
+    # the worked example: the allocator's rounding is external, pow2's own internal
+    assert "the buddy allocator hands\nit a range of 512. The 212 extra slots" in before
+    assert "they count as external fragmentation" in before and "own rounding adds count as internal" in before
 
 
 def test_serving_intro_does_not_list_the_systems_in_the_predicted_order() -> None:
