@@ -92,7 +92,8 @@ def test_serving_buckets_are_defined_on_the_core_path_before_the_figure() -> Non
         assert f"- *{bucket}*: slots" in before
     # the worked example: the allocator's rounding is external, pow2's own internal
     assert "the buddy allocator hands\nit a range of 512. The 212 extra slots" in before
-    assert "they count as external fragmentation" in before and "own rounding adds count as internal" in before
+    assert "they count as external fragmentation" in before
+    assert "own rounding adds count as internal" in before
 
 
 def test_serving_intro_does_not_list_the_systems_in_the_predicted_order() -> None:
