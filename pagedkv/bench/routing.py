@@ -100,7 +100,7 @@ def run(
             "imbalance = the busiest replica's load ÷ the mean load, each added up over the steps\n"
             "  while requests arrive.",
             "  A replica's load is its requests in flight; 1.0 means even.",
-            "preempted: requests sent back to the queue when a replica's pages ran out",
+            "preempted: times a request went back to the queue when a replica's pages ran out",
             "valve: requests prefix-aware routing sent to the least loaded replica, not by cache",
         ],
         data=data,
