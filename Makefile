@@ -30,8 +30,9 @@ LAB_ARGS := --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks/00_s
 # Jupyter refuses to start as root (containers, Binder-like machines) without --allow-root.
 ROOT_ARG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# No "Jupyter news?" toast and no update check over a learner's notebook: JupyterLab reads
-# these defaults from the environment's settings folder (its overrides.json).
+# No "Jupyter news?" toast and no update check over a learner's notebook, and code lines
+# wrapped at the cell's width (a projector shows no sideways scroll): JupyterLab reads these
+# defaults from the environment's settings folder (its overrides.json).
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 $(LAB_OVERRIDES): classroom/lab_overrides.json $(STAMP)
 	@mkdir -p $(dir $@)

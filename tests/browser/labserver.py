@@ -4,9 +4,10 @@ The arguments come from the Makefile's `LAB_ARGS` (so the tests open what a lear
 with the repository's root swapped for a temporary copy of its notebooks/ and docs/ (autosave
 and checkpoints write into it; the notebooks' links into docs/ resolve as in the repository)
 and the additions a headless test needs: `--no-browser`, a free 127.0.0.1 port, a random
-token, fresh config / runtime / settings / workspace directories with the news and update
-pop-ups turned off. `stop()` asks the server to shut down through its API, which also shuts
-down every kernel it started, then checks that no kernel connection file was left behind.
+token, fresh config / runtime / settings / workspace directories with the settings `make lab`
+installs (classroom/lab_overrides.json). `stop()` asks the server to shut down through its
+API, which also shuts down every kernel it started, then checks that no kernel connection
+file was left behind.
 """
 
 from __future__ import annotations
@@ -30,14 +31,16 @@ MAKEFILE = ROOT / "Makefile"
 NOTEBOOKS = ROOT / "notebooks"
 SERVED = ("notebooks", "docs")  # the folders of the repository the copy holds
 
-# User settings a fresh JupyterLab reads instead of ~/.jupyter/lab/user-settings.
-USER_SETTINGS = {
-    # No "would you like to receive news?" toast and no request to the internet.
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "fetchNews": "false",
-        "checkForUpdates": False,
-    },
-}
+# The JupyterLab defaults `make lab` and Binder install (no news toast, no update check, code
+# lines wrapped at the cell's width), written as the user settings a fresh JupyterLab reads
+# instead of ~/.jupyter/lab/user-settings: plugin "a:b" is the file "a/b.jupyterlab-settings".
+OVERRIDES = ROOT / "classroom" / "lab_overrides.json"
+
+
+def user_settings(overrides: Path = OVERRIDES) -> dict[str, dict]:
+    """classroom/lab_overrides.json, one user-settings file per plugin."""
+    plugins = json.loads(overrides.read_text())
+    return {f"{plugin.replace(':', '/')}.jupyterlab-settings": values for plugin, values in plugins.items()}
 
 
 def lab_args_from_makefile(makefile: Path = MAKEFILE) -> list[str]:
@@ -110,7 +113,7 @@ class JupyterLabServer:
         skip = shutil.ignore_patterns(".ipynb_checkpoints")
         for folder in SERVED:
             shutil.copytree(ROOT / folder, self.root_dir / folder, ignore=skip)
-        for name, values in USER_SETTINGS.items():
+        for name, values in user_settings().items():
             path = self.workdir / "user-settings" / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))

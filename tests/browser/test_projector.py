@@ -43,7 +43,8 @@ PICTURES = [
     ("03_prefix_caching_and_lru.ipynb", 'views=("owner", "ref_count"), columns=1)', None),
     ("04_copy_on_write.ipynb", 'plot_pool(snap, views=("owner", "ref_count"))', None),
     ("06_benchmarks.ipynb", "projector(attention.figure(report), min_pt=16", "06_attention_figure.png"),
-    ("06_benchmarks.ipynb", "projector(scale.figure(report), min_pt=16", "06_scale_figure.png"),
+    # the cell's first line: a wrapped editor out of view draws only its first lines
+    ("06_benchmarks.ipynb", "report = scale.run(quick=True)", "06_scale_figure.png"),
     ("08_common_mistakes.ipynb", 'plot_available({"naive (leaks)"', None),
 ]
 
@@ -456,3 +457,16 @@ def test_the_header_with_done_and_an_action_of_yours_stays_one_line(projector_no
     assert box["height"] < 2 * 1.3 * line, box  # one line of text, not two
     picker = page.locator(".pagedkv-scenario").first.evaluate("el => el.getBoundingClientRect().width")
     assert picker >= 300 - 1, picker
+
+
+def test_long_code_lines_wrap_at_the_cell_width(projector_notebook, screenshot_dir):
+    """classroom/lab_overrides.json wraps code lines (`make lab`, Binder and these tests read
+    it): 11b's longest line, 172 characters, stays inside its cell at 1280 px, with no
+    sideways scroll a back row would miss."""
+    nb = projector_notebook("11b_beyond_deep_dive.ipynb")
+    cell = _cell_of(nb, 'work = prefill_work("Mistral-7B", "A100-40GB", 1024)')
+    cell.scroll_into_view_if_needed()
+    editor = cell.locator(".jp-InputArea .cm-scroller").first
+    width = editor.evaluate("e => ({scroll: e.scrollWidth, client: e.clientWidth})")
+    assert width["scroll"] <= width["client"], f"the line runs past the cell: {width}"
+    nb.screenshot_whole(cell, screenshot_dir / "code_line_wrapped_1280.png")
