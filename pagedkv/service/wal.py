@@ -51,6 +51,7 @@ from pagedkv.core.plumbing.validation import check_instance, check_int
 
 MAGIC = b"PKVWAL1\n"
 _HEADER = struct.Struct("<IIQ")  # crc32, payload length, sequence number
+HEADER_SIZE = _HEADER.size  # a record's bytes before its JSON
 DIE_AFTER_ENV = "PAGEDKV_DIE_AFTER_RECORD"  # the crash drill (see above)
 MAX_PAYLOAD = 64 << 20  # a record longer than this is treated as damage, not data
 

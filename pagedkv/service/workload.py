@@ -43,7 +43,7 @@ from pagedkv.core.sequence import SequenceManager
 from pagedkv.model.tinylm import TinyLM
 from pagedkv.service.durable import DurableSequenceManager
 from pagedkv.service.kv_checksums import still_matching
-from pagedkv.service.wal import WriteAheadLog
+from pagedkv.service.wal import HEADER_SIZE, WriteAheadLog
 
 if TYPE_CHECKING:
     from pagedkv.service.serve import ServerProcess
@@ -217,12 +217,12 @@ def run_in_subprocess(directory: Path | str, seed: int, *options: str, timeout: 
 
 
 def damage_record(store: Path, copy: Path, offset: int) -> Path:
-    """Copy `store` to `copy` and overwrite one byte of the record at `offset`, inside its
-    JSON (past the 16-byte header): damage in the middle of the log, such as a power loss can
+    """Copy `store` to `copy` and overwrite one byte of the record at `offset`, a few bytes
+    into its JSON (past the header): damage in the middle of the log, such as a power loss can
     leave (notebook 07, 1c). The copy's folder."""
     shutil.copytree(store, copy)
     with open(Path(copy) / "wal.log", "r+b") as log:
-        log.seek(offset + 20)
+        log.seek(offset + HEADER_SIZE + 4)
         log.write(b"#")
     return Path(copy)
 
